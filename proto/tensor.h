@@ -1,0 +1,64 @@
+#ifndef CD_PROTO_TENSOR_H
+#define CD_PROTO_TENSOR_H
+
+// The tensor codec: on the wire a tensor is the map
+//   {dtype: "f32", shape: [d0, d1, ...], data: bin}
+// with data in C order, little-endian. Decoding validates: rank 1..CD_MAX_RANK,
+// every dim >= 1, product * itemsize == len(data) computed without overflow.
+
+#include "proto/limits.h"
+
+#include <msgpack.h>
+#include <stddef.h>
+#include <stdint.h>
+
+//   XX(ENUM, wire name, itemsize)
+#define CD_DTYPE_MAP(XX)       \
+    XX(F32, "f32", 4)          \
+    XX(F16, "f16", 2)          \
+    XX(BF16, "bf16", 2)        \
+    XX(F64, "f64", 8)          \
+    XX(I8, "i8", 1)            \
+    XX(U8, "u8", 1)            \
+    XX(I16, "i16", 2)          \
+    XX(I32, "i32", 4)          \
+    XX(I64, "i64", 8)          \
+    XX(BOOL, "bool", 1)
+
+typedef enum {
+    CD_DTYPE_INVALID = 0,
+#define XX(e, name, size) CD_DTYPE_##e,
+    CD_DTYPE_MAP(XX)
+#undef XX
+} cd_dtype;
+
+// Size in bytes of one element (0 for CD_DTYPE_INVALID).
+size_t cd_dtype_size(cd_dtype dt);
+// Wire name ("f32"), or "invalid".
+const char *cd_dtype_name(cd_dtype dt);
+// Parses a wire name; CD_DTYPE_INVALID when unknown.
+cd_dtype cd_dtype_from_name(const char *name, size_t len);
+
+// A tensor view. Decoding never copies: data points into the message.
+typedef struct {
+    cd_dtype dtype;
+    int rank;
+    int64_t shape[CD_MAX_RANK];
+    const void *data;
+    size_t nbytes;
+} cd_tensor;
+
+// Number of elements, or -1 on overflow (never happens for decoded tensors).
+int64_t cd_tensor_numel(const cd_tensor *t);
+
+// Decodes and validates a tensor object. Returns 0, CD_EPARAMS (not a map,
+// missing/ill-typed fields), CD_EDTYPE (unknown dtype), CD_ESHAPE (rank or
+// dims out of range, size mismatch) or CD_ETOO_LARGE (size overflow). err
+// gets a readable reason naming the field.
+int cd_tensor_decode(const msgpack_object *obj, cd_tensor *t, char *err,
+                     size_t errlen);
+
+// Packs a tensor map. Returns 0 or CD_ENOMEM.
+int cd_tensor_pack(msgpack_packer *pk, const cd_tensor *t);
+
+#endif // CD_PROTO_TENSOR_H

@@ -1,0 +1,88 @@
+#ifndef CD_RUNTIME_RUNTIME_H
+#define CD_RUNTIME_RUNTIME_H
+
+// The runtime's public face: what the daemon and convctl use. Models in memory:
+// ONNX file -> graph -> plan -> execution on a backend. Nothing here knows of
+// requests, sockets or msgpack.
+//
+// Thread-safety: a cd_model is immutable after cd_model_load and may be shared
+// by any number of threads; each thread that runs it needs its own cd_exec.
+
+#include "proto/limits.h"
+#include "proto/tensor.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct cd_model cd_model; // a loaded, planned model
+typedef struct cd_exec cd_exec;   // per-thread execution state (activation arena)
+
+typedef struct {
+    int max_batch;      // largest batch the plan and arena are sized for (>= 1)
+    int threads;        // intra-op threads for this model's kernels (0 = all cores)
+    const char *device; // "cpu" (default when NULL)
+} cd_model_opts;
+
+// A model input or output. shape[0] is the batch dimension.
+typedef struct {
+    const char *name;
+    cd_dtype dtype;
+    int rank;
+    int64_t shape[CD_MAX_RANK];
+} cd_io_desc;
+
+// Whole-model figures for `models`/`stats`/`convctl info`.
+typedef struct {
+    int64_t params;           // weight elements as loaded from the file
+    int64_t flops;            // multiply-adds * 2 at batch 1
+    int64_t weight_bytes;     // bytes of packed weights held in memory
+    int64_t activation_bytes; // peak activation arena bytes at max_batch
+    int64_t zero_params;      // weight elements that are exactly zero
+    int nlayers;              // planned layers (after folding/fusion)
+    int max_batch;
+} cd_model_summary;
+
+// One planned layer, for `convctl info/plan`.
+typedef struct {
+    const char *name;      // ONNX node name (or a generated one)
+    const char *op;        // e.g. "Conv", "Conv+Relu", "Add+Relu", "MaxPool"
+    const char *kernel;    // the kernel chosen, e.g. "dnnl", "direct-dw"
+    int in_rank, out_rank;
+    int64_t in_shape[CD_MAX_RANK];  // first input, batch 1
+    int64_t out_shape[CD_MAX_RANK]; // first output, batch 1
+    int64_t params;
+    int64_t flops;         // at batch 1
+    double density;        // nonzero fraction of the weights (1 when none)
+} cd_layer_info;
+
+// Sets up process-wide state (CPU feature detection, thread pool with
+// `threads` workers, 0 = all cores). Idempotent. Returns 0 or a negative code.
+int cd_runtime_init(int threads);
+
+// Loads, checks and plans an ONNX model. Returns 0, or a negative code with a
+// readable reason in err: CD_EIO (cannot read), CD_EMODEL (corrupt or
+// truncated file, inconsistent graph), CD_EUNSUPPORTED (naming the op, the
+// node and what is supported), CD_ENOMEM. Nothing stays allocated on failure.
+int cd_model_load(const char *path, const cd_model_opts *opts, cd_model **out,
+                  char *err, size_t errlen);
+void cd_model_free(cd_model *m);
+
+int cd_model_num_inputs(const cd_model *m);
+int cd_model_num_outputs(const cd_model *m);
+const cd_io_desc *cd_model_input(const cd_model *m, int i);
+const cd_io_desc *cd_model_output(const cd_model *m, int i);
+void cd_model_get_summary(const cd_model *m, cd_model_summary *out);
+int cd_model_num_layers(const cd_model *m);
+void cd_model_layer(const cd_model *m, int i, cd_layer_info *out);
+
+// Creates the per-thread execution state for m. Returns 0 or CD_ENOMEM.
+int cd_exec_init(const cd_model *m, cd_exec **out);
+void cd_exec_free(cd_exec *ex);
+
+// Runs the model on `batch` items (1..max_batch). inputs[i] holds input i in
+// C order with shape[0] == batch; outputs[i] receives output i likewise
+// (caller-allocated). Returns 0, or CD_ESHAPE / CD_EINTERNAL with err set.
+int cd_model_run(cd_exec *ex, int batch, const void *const *inputs,
+                 void *const *outputs, char *err, size_t errlen);
+
+#endif // CD_RUNTIME_RUNTIME_H

@@ -1,0 +1,129 @@
+// Runner for the C unit tests.
+//
+//   cd-tests              run every test, each in a forked child with a timeout
+//   cd-tests --list       print test names, one per line
+//   cd-tests NAME...      run the named tests (or those whose name starts with
+//                         NAME when it ends in '*')
+//
+// Prints one line per test and ends with "N passed, M failed".
+// CD_TEST_TIMEOUT (seconds, default 120) bounds each test; CD_TEST_SEED fixes
+// the random seed (otherwise a fresh seed per run, printed on failure).
+
+#include "tests/unit/check.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct {
+    const char *name;
+    cd_test_fn fn;
+    const char *file;
+} test_entry;
+
+static test_entry *g_tests;
+static size_t g_ntests, g_cap;
+static uint64_t g_rng;
+
+void cd_test_register(const char *name, cd_test_fn fn, const char *file) {
+    if (g_ntests == g_cap) {
+        g_cap = g_cap ? g_cap * 2 : 64;
+        g_tests = realloc(g_tests, g_cap * sizeof *g_tests);
+        if (!g_tests) abort();
+    }
+    g_tests[g_ntests++] = (test_entry){name, fn, file};
+}
+
+uint64_t cd_test_rand(void) {
+    // splitmix64
+    uint64_t z = (g_rng += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+float cd_test_randf(float lo, float hi) {
+    return lo + (hi - lo) * (float)((cd_test_rand() >> 40) / (double)(1ull << 24));
+}
+
+int cd_test_randi(int lo, int hi) {
+    return lo + (int)(cd_test_rand() % (uint64_t)(hi - lo + 1));
+}
+
+static int cmp_name(const void *a, const void *b) {
+    return strcmp(((const test_entry *)a)->name, ((const test_entry *)b)->name);
+}
+
+static int selected(const char *name, int argc, char **argv) {
+    if (argc == 0) return 1;
+    for (int i = 0; i < argc; i++) {
+        size_t n = strlen(argv[i]);
+        if (n && argv[i][n - 1] == '*') {
+            if (strncmp(name, argv[i], n - 1) == 0) return 1;
+        } else if (strcmp(name, argv[i]) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+// Runs one test in a child; returns 0 when it passed.
+static int run_one(const test_entry *t, uint64_t seed, int timeout_s) {
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0) {
+        perror("fork");
+        return 1;
+    }
+    if (pid == 0) {
+        g_rng = seed;
+        alarm((unsigned)timeout_s);
+        t->fn();
+        fflush(stdout);
+        _exit(0);
+    }
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0) {}
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 0) return 0;
+    if (WIFSIGNALED(st))
+        fprintf(stderr, "  %s: killed by signal %d%s\n", t->name, WTERMSIG(st),
+                WTERMSIG(st) == SIGALRM ? " (timeout)" : "");
+    return 1;
+}
+
+int main(int argc, char **argv) {
+    qsort(g_tests, g_ntests, sizeof *g_tests, cmp_name);
+    if (argc > 1 && strcmp(argv[1], "--list") == 0) {
+        for (size_t i = 0; i < g_ntests; i++) printf("%s\n", g_tests[i].name);
+        return 0;
+    }
+    const char *s = getenv("CD_TEST_SEED");
+    uint64_t seed = s ? strtoull(s, NULL, 0) : (uint64_t)time(NULL) ^ (uint64_t)getpid();
+    const char *to = getenv("CD_TEST_TIMEOUT");
+    int timeout_s = to ? atoi(to) : 120;
+
+    int passed = 0, failed = 0;
+    for (size_t i = 0; i < g_ntests; i++) {
+        const test_entry *t = &g_tests[i];
+        if (!selected(t->name, argc - 1, argv + 1)) continue;
+        double t0 = now_s();
+        int rc = run_one(t, seed + i, timeout_s);
+        if (rc == 0) {
+            passed++;
+            printf("ok   %s (%.2fs)\n", t->name, now_s() - t0);
+        } else {
+            failed++;
+            printf("FAIL %s (%s, CD_TEST_SEED=%llu)\n", t->name, t->file,
+                   (unsigned long long)(seed + i));
+        }
+    }
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
