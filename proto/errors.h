@@ -1,6 +1,8 @@
 #ifndef CD_PROTO_ERRORS_H
 #define CD_PROTO_ERRORS_H
 
+#include <stddef.h>
+
 // The one table of convd error codes. Daemon, client, runtime and tools all use
 // it. Functions return 0 on success or a negative CD_E* value. The numbers and
 // the wire names ("E_SHAPE") are stable: never renumber, only append.

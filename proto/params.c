@@ -1,0 +1,83 @@
+// Typed access to a request's params map (see proto/params.h).
+//
+// A key whose value is nil counts as absent (getters return 1): clients that
+// fill optional fields with None/nil get the defaults, as if they had left
+// them out.
+
+#include "proto/params.h"
+
+#include "proto/describe.h"
+#include "proto/errors.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+bool cd_obj_streq(const msgpack_object *o, const char *s) {
+    size_t n = strlen(s);
+    return o && o->type == MSGPACK_OBJECT_STR && o->via.str.size == n &&
+           memcmp(o->via.str.ptr, s, n) == 0;
+}
+
+const msgpack_object *cd_map_get(const msgpack_object *map, const char *key) {
+    if (!map || map->type != MSGPACK_OBJECT_MAP) return NULL;
+    for (uint32_t i = 0; i < map->via.map.size; i++)
+        if (cd_obj_streq(&map->via.map.ptr[i].key, key)) return &map->via.map.ptr[i].val;
+    return NULL;
+}
+
+// The value under key, or NULL when it is absent or nil.
+static const msgpack_object *param_get(const msgpack_object *map, const char *key) {
+    const msgpack_object *v = cd_map_get(map, key);
+    return v && v->type != MSGPACK_OBJECT_NIL ? v : NULL;
+}
+
+int cd_param_str(const msgpack_object *map, const char *key, char *buf,
+                 size_t buflen, char *err, size_t errlen) {
+    const msgpack_object *v = param_get(map, key);
+    if (!v) return 1;
+    if (v->type != MSGPACK_OBJECT_STR)
+        return cd_errf(CD_EPARAMS, err, errlen, "param '%s' must be a str, got %s", key,
+                       cd_obj_type_name(v));
+    size_t n = v->via.str.size;
+    if (buflen == 0 || n > buflen - 1)
+        return cd_errf(CD_EPARAMS, err, errlen,
+                       "param '%s' is %zu bytes long, the limit is %zu", key, n,
+                       buflen ? buflen - 1 : 0);
+    if (n && memchr(v->via.str.ptr, '\0', n))
+        return cd_errf(CD_EPARAMS, err, errlen, "param '%s' contains a NUL byte", key);
+    if (n) memcpy(buf, v->via.str.ptr, n);
+    buf[n] = '\0';
+    return 0;
+}
+
+int cd_param_int(const msgpack_object *map, const char *key, int64_t min,
+                 int64_t max, int64_t *out, char *err, size_t errlen) {
+    const msgpack_object *v = param_get(map, key);
+    if (!v) return 1;
+    if (v->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
+        if (v->via.u64 > INT64_MAX || (int64_t)v->via.u64 > max)
+            return cd_errf(CD_EPARAMS, err, errlen,
+                           "param '%s' is %" PRIu64 ", out of range %" PRId64 "..%" PRId64,
+                           key, v->via.u64, min, max);
+    } else if (v->type != MSGPACK_OBJECT_NEGATIVE_INTEGER) {
+        return cd_errf(CD_EPARAMS, err, errlen, "param '%s' must be an int, got %s", key,
+                       cd_obj_type_name(v));
+    }
+    if (v->via.i64 < min || v->via.i64 > max)
+        return cd_errf(CD_EPARAMS, err, errlen,
+                       "param '%s' is %" PRId64 ", out of range %" PRId64 "..%" PRId64, key,
+                       v->via.i64, min, max);
+    *out = v->via.i64;
+    return 0;
+}
+
+int cd_param_bool(const msgpack_object *map, const char *key, bool *out,
+                  char *err, size_t errlen) {
+    const msgpack_object *v = param_get(map, key);
+    if (!v) return 1;
+    if (v->type != MSGPACK_OBJECT_BOOLEAN)
+        return cd_errf(CD_EPARAMS, err, errlen, "param '%s' must be a bool, got %s", key,
+                       cd_obj_type_name(v));
+    *out = v->via.boolean;
+    return 0;
+}

@@ -1,0 +1,188 @@
+// The tensor codec (see proto/tensor.h).
+
+#include "proto/tensor.h"
+
+#include "proto/describe.h"
+#include "proto/errors.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+static const struct {
+    const char *name;
+    size_t size;
+} dtype_table[] = {
+    [CD_DTYPE_INVALID] = {"invalid", 0},
+#define XX(e, name, size) [CD_DTYPE_##e] = {name, size},
+    CD_DTYPE_MAP(XX)
+#undef XX
+};
+
+#define NDTYPES (sizeof dtype_table / sizeof dtype_table[0])
+
+size_t cd_dtype_size(cd_dtype dt) {
+    return (unsigned)dt < NDTYPES ? dtype_table[dt].size : 0;
+}
+
+const char *cd_dtype_name(cd_dtype dt) {
+    return (unsigned)dt < NDTYPES && dt != CD_DTYPE_INVALID ? dtype_table[dt].name
+                                                           : "invalid";
+}
+
+cd_dtype cd_dtype_from_name(const char *name, size_t len) {
+    for (size_t i = 1; i < NDTYPES; i++)
+        if (strlen(dtype_table[i].name) == len && memcmp(dtype_table[i].name, name, len) == 0)
+            return (cd_dtype)i;
+    return CD_DTYPE_INVALID;
+}
+
+int64_t cd_tensor_numel(const cd_tensor *t) {
+    int64_t n = 1;
+    for (int i = 0; i < t->rank; i++)
+        if (t->shape[i] < 0 || __builtin_mul_overflow(n, t->shape[i], &n)) return -1;
+    return n;
+}
+
+// Writes "[d0, d1, ...]" for the first rank dims of shape.
+static const char *shape_str(char *buf, size_t len, const int64_t *shape, int rank) {
+    size_t o = 0;
+    buf[0] = '\0';
+    o += (size_t)snprintf(buf, len, "[");
+    for (int i = 0; i < rank && o < len; i++)
+        o += (size_t)snprintf(buf + o, len - o, "%s%" PRId64, i ? ", " : "", shape[i]);
+    if (o < len) snprintf(buf + o, len - o, "]");
+    return buf;
+}
+
+// Finds the three fields of a tensor map. Returns 0 or CD_EPARAMS.
+static int tensor_fields(const msgpack_object *obj, const msgpack_object *f[3],
+                         char *err, size_t errlen) {
+    static const char *names[3] = {"dtype", "shape", "data"};
+    if (!obj || obj->type != MSGPACK_OBJECT_MAP)
+        return cd_errf(CD_EPARAMS, err, errlen,
+                       "a tensor must be a map {dtype, shape, data}, got %s",
+                       obj ? cd_obj_type_name(obj) : "nothing");
+    f[0] = f[1] = f[2] = NULL;
+    for (uint32_t i = 0; i < obj->via.map.size; i++) {
+        const msgpack_object *k = &obj->via.map.ptr[i].key;
+        if (k->type != MSGPACK_OBJECT_STR)
+            return cd_errf(CD_EPARAMS, err, errlen,
+                           "tensor keys must be str, got %s", cd_obj_type_name(k));
+        int j = 0;
+        while (j < 3 && !(k->via.str.size == strlen(names[j]) &&
+                          memcmp(k->via.str.ptr, names[j], k->via.str.size) == 0))
+            j++;
+        if (j == 3) {
+            char name[64];
+            cd_sanitize(name, sizeof name, k->via.str.ptr, k->via.str.size);
+            return cd_errf(CD_EPARAMS, err, errlen,
+                           "tensor has unknown field '%s' (expected dtype, shape, data)",
+                           name);
+        }
+        if (f[j])
+            return cd_errf(CD_EPARAMS, err, errlen, "tensor field '%s' appears twice",
+                           names[j]);
+        f[j] = &obj->via.map.ptr[i].val;
+    }
+    for (int j = 0; j < 3; j++)
+        if (!f[j])
+            return cd_errf(CD_EPARAMS, err, errlen, "tensor is missing field '%s'",
+                           names[j]);
+    return 0;
+}
+
+int cd_tensor_decode(const msgpack_object *obj, cd_tensor *t, char *err,
+                     size_t errlen) {
+    memset(t, 0, sizeof *t);
+    const msgpack_object *f[3];
+    int rc = tensor_fields(obj, f, err, errlen);
+    if (rc < 0) return rc;
+    const msgpack_object *dtype = f[0], *shape = f[1], *data = f[2];
+
+    if (dtype->type != MSGPACK_OBJECT_STR)
+        return cd_errf(CD_EPARAMS, err, errlen, "tensor field 'dtype' must be a str, got %s",
+                       cd_obj_type_name(dtype));
+    cd_dtype dt = cd_dtype_from_name(dtype->via.str.ptr, dtype->via.str.size);
+    if (dt == CD_DTYPE_INVALID) {
+        char name[40];
+        cd_sanitize(name, sizeof name, dtype->via.str.ptr, dtype->via.str.size);
+        return cd_errf(CD_EDTYPE, err, errlen,
+                       "tensor dtype '%s' is not one of f32, f16, bf16, f64, i8, u8, "
+                       "i16, i32, i64, bool", name);
+    }
+
+    if (shape->type != MSGPACK_OBJECT_ARRAY)
+        return cd_errf(CD_EPARAMS, err, errlen,
+                       "tensor field 'shape' must be an array, got %s",
+                       cd_obj_type_name(shape));
+    uint32_t rank = shape->via.array.size;
+    if (rank < 1 || rank > CD_MAX_RANK)
+        return cd_errf(CD_ESHAPE, err, errlen, "tensor rank %" PRIu32 " is out of range 1..%d",
+                       rank, CD_MAX_RANK);
+    for (uint32_t i = 0; i < rank; i++) {
+        const msgpack_object *d = &shape->via.array.ptr[i];
+        if (d->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
+            return cd_errf(CD_ESHAPE, err, errlen,
+                           "tensor shape[%" PRIu32 "] is %" PRId64 ", every dim must be >= 1",
+                           i, d->via.i64);
+        if (d->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+            return cd_errf(CD_ESHAPE, err, errlen,
+                           "tensor shape[%" PRIu32 "] must be an int, got %s", i,
+                           cd_obj_type_name(d));
+        if (d->via.u64 == 0)
+            return cd_errf(CD_ESHAPE, err, errlen,
+                           "tensor shape[%" PRIu32 "] is 0, every dim must be >= 1", i);
+        if (d->via.u64 > INT64_MAX)
+            return cd_errf(CD_ETOO_LARGE, err, errlen,
+                           "tensor shape[%" PRIu32 "] is %" PRIu64 ", larger than 2^63-1",
+                           i, d->via.u64);
+        t->shape[i] = (int64_t)d->via.u64;
+    }
+    t->rank = (int)rank;
+
+    if (data->type != MSGPACK_OBJECT_BIN)
+        return cd_errf(CD_EPARAMS, err, errlen, "tensor field 'data' must be bin, got %s",
+                       cd_obj_type_name(data));
+
+    char sbuf[8 * 24 + 4];
+    int64_t numel = cd_tensor_numel(t);
+    if (numel < 0)
+        return cd_errf(CD_ETOO_LARGE, err, errlen,
+                       "tensor shape %s has more elements than fit in 64 bits",
+                       shape_str(sbuf, sizeof sbuf, t->shape, t->rank));
+    int64_t nbytes;
+    if (__builtin_mul_overflow(numel, (int64_t)cd_dtype_size(dt), &nbytes))
+        return cd_errf(CD_ETOO_LARGE, err, errlen,
+                       "tensor shape %s of %s is more bytes than fit in 64 bits",
+                       shape_str(sbuf, sizeof sbuf, t->shape, t->rank), cd_dtype_name(dt));
+    if ((uint64_t)nbytes != data->via.bin.size)
+        return cd_errf(CD_ESHAPE, err, errlen,
+                       "tensor data is %" PRIu32 " bytes, shape %s of %s needs %" PRId64,
+                       data->via.bin.size, shape_str(sbuf, sizeof sbuf, t->shape, t->rank),
+                       cd_dtype_name(dt), nbytes);
+    t->dtype = dt;
+    t->data = data->via.bin.ptr;
+    t->nbytes = data->via.bin.size;
+    return 0;
+}
+
+int cd_tensor_pack(msgpack_packer *pk, const cd_tensor *t) {
+    const char *name = cd_dtype_name(t->dtype);
+    size_t nlen = strlen(name);
+    if (msgpack_pack_map(pk, 3) != 0) return CD_ENOMEM;
+    if (msgpack_pack_str(pk, 5) != 0 || msgpack_pack_str_body(pk, "dtype", 5) != 0)
+        return CD_ENOMEM;
+    if (msgpack_pack_str(pk, nlen) != 0 || msgpack_pack_str_body(pk, name, nlen) != 0)
+        return CD_ENOMEM;
+    if (msgpack_pack_str(pk, 5) != 0 || msgpack_pack_str_body(pk, "shape", 5) != 0)
+        return CD_ENOMEM;
+    if (msgpack_pack_array(pk, (size_t)t->rank) != 0) return CD_ENOMEM;
+    for (int i = 0; i < t->rank; i++)
+        if (msgpack_pack_int64(pk, t->shape[i]) != 0) return CD_ENOMEM;
+    if (msgpack_pack_str(pk, 4) != 0 || msgpack_pack_str_body(pk, "data", 4) != 0)
+        return CD_ENOMEM;
+    if (msgpack_pack_bin(pk, t->nbytes) != 0) return CD_ENOMEM;
+    if (t->nbytes && msgpack_pack_bin_body(pk, t->data, t->nbytes) != 0) return CD_ENOMEM;
+    return 0;
+}
