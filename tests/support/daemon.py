@@ -97,8 +97,12 @@ class TestDaemon:
     def signal(self, sig):
         self.proc.send_signal(sig)
 
-    def stop(self, sig=signal.SIGTERM, timeout=30.0):
-        """Stops the daemon; returns its exit code."""
+    def stop(self, sig=None, timeout=30.0):
+        """Stops the daemon (default SIGTERM); returns its exit code."""
+        # (The default is not signal.SIGTERM in the signature: in the class
+        # body `signal` names the method above, not the module.)
+        if sig is None:
+            sig = signal.SIGTERM
         if self.proc is None:
             return None
         if self.proc.poll() is None:

@@ -1,0 +1,302 @@
+#ifndef CONVD_H
+#define CONVD_H
+
+// libconvd: the C client of the convd inference daemon.
+//
+// This is the one public header. It is self-contained: it needs no msgpack or
+// project-internal header. Link with -lconvd (static: libconvd.a -lmsgpackc
+// -pthread).
+//
+//     convd_conn *c;
+//     if (convd_connect(NULL, NULL, &c) != 0) {
+//         fprintf(stderr, "%s\n", convd_errmsg(NULL));
+//         return 1;
+//     }
+//     convd_health_info h;
+//     if (convd_health(c, &h) == 0) printf("%s\n", h.status);
+//     convd_close(c);
+//
+// Statuses. Every function that can fail returns 0 on success or a negative
+// CONVD_E* status. When the daemon answers a call with an error, the status is
+// that error's code (E_SHAPE -> CONVD_ESHAPE) and convd_errmsg() gives the
+// daemon's message. CONVD_ECONNECT: the socket could not be reached.
+// CONVD_ECLOSED: the daemon closed the connection (or it was broken earlier);
+// the connection stays unusable, close it and connect again. CONVD_ETIMEOUT:
+// no answer within the timeout; the connection stays usable and a late answer
+// is discarded. The numbers are the ones of the project's error table
+// (proto/errors.h) and never change.
+//
+// Error messages. convd_errmsg() returns the message of the last failed call
+// made by the CALLING THREAD (thread-local storage), on any connection or
+// from convd_connect(). It stays valid until that thread's next failing call.
+//
+// Thread-safety. One convd_conn may be used by many threads at once. Calls are
+// pipelined: each call writes its request under a write lock, then waits for
+// its own answer, which a per-connection reader thread dispatches by msgid; a
+// slow call (a big inference) does not hold up a quick one (health) made by
+// another thread on the same connection. convd_close() must not race with
+// calls on the same connection. Results returned to the caller are owned by
+// the caller and may be freed from any thread. A connection does not survive
+// fork().
+//
+// Timeouts. Functions taking timeout_ms: CONVD_TIMEOUT_DEFAULT (0) uses the
+// connection's default (convd_opts.timeout_ms); CONVD_TIMEOUT_NONE (-1) waits
+// forever; a positive value bounds the whole call (sending and waiting), in
+// milliseconds. Functions without timeout_ms use the connection's default.
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// Socket used when convd_connect() gets path NULL and $CONVD_SOCKET is unset
+// (the daemon's default --socket).
+#define CONVD_DEFAULT_SOCKET "/tmp/convd.sock"
+
+// Version of the msgpack-RPC method set this client speaks.
+#define CONVD_PROTOCOL 1
+
+// One connection to the daemon (opaque).
+typedef struct convd_conn convd_conn;
+
+// ---- statuses ---------------------------------------------------------------
+
+//   XX(NAME, number): the status is -number. Same table as proto/errors.h
+//   (a unit test asserts that every number and name agrees).
+#define CONVD_ERROR_MAP(XX) \
+    XX(PROTOCOL, 1)         \
+    XX(METHOD, 2)           \
+    XX(PARAMS, 3)           \
+    XX(NOT_FOUND, 4)        \
+    XX(SHAPE, 5)            \
+    XX(DTYPE, 6)            \
+    XX(OVERLOADED, 7)       \
+    XX(TIMEOUT, 8)          \
+    XX(INTERNAL, 9)         \
+    XX(TOO_LARGE, 10)       \
+    XX(MODEL, 11)           \
+    XX(UNSUPPORTED, 12)     \
+    XX(EXISTS, 13)          \
+    XX(SHUTDOWN, 14)        \
+    XX(NOMEM, 15)           \
+    XX(IO, 16)              \
+    XX(DEVICE, 17)          \
+    XX(CANCELLED, 18)       \
+    XX(CONNECT, 19)         \
+    XX(CLOSED, 20)          \
+    XX(BUSY, 21)            \
+    XX(ACCESS, 22)
+
+enum {
+    CONVD_OK = 0,
+#define CONVD_XX_(name, num) CONVD_E##name = -(num),
+    CONVD_ERROR_MAP(CONVD_XX_)
+#undef CONVD_XX_
+};
+
+// Wire name of a status: "E_NOT_FOUND", "OK" for 0, "E_UNKNOWN" otherwise.
+const char *convd_errname(int status);
+// Default human-readable text of a status ("no such model").
+const char *convd_strerror(int status);
+// Message of the calling thread's last failed call (see above); "" when
+// there was none. The argument is accepted for symmetry and may be NULL.
+const char *convd_errmsg(const convd_conn *conn);
+
+// ---- tensors ----------------------------------------------------------------
+
+// Element types; the wire names are "f32", "f16", ... (convd_dtype_name).
+typedef enum {
+    CONVD_DTYPE_INVALID = 0,
+    CONVD_DTYPE_F32,
+    CONVD_DTYPE_F16,
+    CONVD_DTYPE_BF16,
+    CONVD_DTYPE_F64,
+    CONVD_DTYPE_I8,
+    CONVD_DTYPE_U8,
+    CONVD_DTYPE_I16,
+    CONVD_DTYPE_I32,
+    CONVD_DTYPE_I64,
+    CONVD_DTYPE_BOOL,
+} convd_dtype;
+
+#define CONVD_MAX_RANK 8
+
+// A dense tensor in C order, little-endian. For inputs the data stays owned by
+// the caller and is only read during the call.
+typedef struct {
+    convd_dtype dtype;              // element type
+    int rank;                       // number of dims, 1..CONVD_MAX_RANK
+    int64_t shape[CONVD_MAX_RANK];  // dims, each >= 1
+    const void *data;               // nbytes of elements
+    size_t nbytes;                  // product(shape) * convd_dtype_size(dtype)
+} convd_tensor;
+
+// Bytes of one element (0 for CONVD_DTYPE_INVALID or unknown values).
+size_t convd_dtype_size(convd_dtype dt);
+// Wire name ("f32"), or "invalid".
+const char *convd_dtype_name(convd_dtype dt);
+// Parses a wire name; CONVD_DTYPE_INVALID when unknown.
+convd_dtype convd_dtype_from_name(const char *name);
+
+// ---- connections ------------------------------------------------------------
+
+#define CONVD_TIMEOUT_DEFAULT 0
+#define CONVD_TIMEOUT_NONE (-1)
+
+// Connection options. A field left 0 takes its default.
+typedef struct {
+    int timeout_ms;          // default call timeout; 30000 by default; -1 none
+    int connect_timeout_ms;  // bound on connect(); 5000 by default; -1 none
+    size_t max_message;      // largest answer accepted; 1 GiB by default (an
+                             // answer over it closes the connection)
+} convd_opts;
+
+// Fills opts with the defaults above.
+void convd_opts_init(convd_opts *opts);
+
+// Connects to the daemon at path (NULL: $CONVD_SOCKET, else
+// CONVD_DEFAULT_SOCKET). opts NULL means defaults. Returns 0 and *out, or
+// CONVD_ECONNECT (no daemon there; the message names the path and the
+// reason), CONVD_EPARAMS (path too long), CONVD_ENOMEM.
+int convd_connect(const char *path, const convd_opts *opts, convd_conn **out);
+
+// Closes the connection: calls still waiting on it (which the caller must not
+// have) would get CONVD_ECLOSED. NULL is ignored.
+void convd_close(convd_conn *conn);
+
+// Frees memory returned by this library as a plain buffer (convd_call's
+// result, JSON text). NULL is ignored.
+void convd_free(void *p);
+
+// ---- the generic call -------------------------------------------------------
+
+// Calls method with params: the msgpack encoding of ONE value (a map for all
+// of convd's methods), which is sent as the only element of the msgpack-RPC
+// params array; params NULL / params_len 0 sends an empty map, [{}].
+// On success *result / *result_len get the msgpack encoding of the result
+// (free with convd_free). On an error answer returns its code, and
+// convd_errmsg() gives its message. Also CONVD_ETIMEOUT, CONVD_ECLOSED,
+// CONVD_EPROTOCOL (the daemon's answer was malformed), CONVD_EPARAMS (bad
+// arguments, e.g. a method name longer than 64 bytes), CONVD_ENOMEM.
+int convd_call(convd_conn *conn, const char *method, const void *params,
+               size_t params_len, void **result, size_t *result_len,
+               int timeout_ms);
+
+// Converts one msgpack value to JSON text (bin values become base64 strings,
+// non-string map keys are converted to strings). *json is NUL-terminated;
+// free with convd_free. Returns 0, CONVD_EPROTOCOL (not a complete msgpack
+// value), CONVD_ENOMEM.
+int convd_to_json(const void *msgpack, size_t len, char **json);
+
+// ---- status methods ---------------------------------------------------------
+
+// hello: who the daemon is.
+typedef struct {
+    char server[32];     // "convd"
+    char version[32];    // "0.1.0"
+    int protocol;        // method-set version (CONVD_PROTOCOL)
+    char device[32];     // "cpu", "hip:0", ...
+    char features[512];  // build/CPU features, space separated: "cpu dnnl avx512f"
+} convd_hello_info;
+
+int convd_hello(convd_conn *conn, convd_hello_info *out);
+// True when the space-separated feature list of info holds feature.
+int convd_has_feature(const convd_hello_info *info, const char *feature);
+
+// health: liveness.
+typedef struct {
+    char status[16];   // "ok" or "draining"
+    double uptime_s;   // seconds since the daemon started
+    int64_t models;    // models loaded
+} convd_health_info;
+
+int convd_health(convd_conn *conn, convd_health_info *out);
+
+// stats: counters of the daemon, as JSON text (the field set grows with the
+// daemon; see docs/PROTOCOL.md). Free *json with convd_free.
+int convd_stats(convd_conn *conn, char **json);
+
+// ---- models -----------------------------------------------------------------
+
+// One input or output of a model. A dim the model leaves open (the batch) is
+// -1.
+typedef struct {
+    char *name;
+    convd_dtype dtype;
+    int rank;
+    int64_t shape[CONVD_MAX_RANK];
+} convd_tensor_info;
+
+// One loaded model, as the models method describes it. Numbers the daemon does
+// not report are -1 (density: -1.0).
+typedef struct {
+    char *name;                  // registry name
+    char *path;                  // file, relative to the models directory
+    int64_t max_batch;           // largest batch (shape[0]) accepted
+    size_t n_inputs;
+    convd_tensor_info *inputs;
+    size_t n_outputs;
+    convd_tensor_info *outputs;
+    int64_t params;              // weight count
+    int64_t flops;               // per sample
+    int64_t weight_bytes;        // resident weight memory
+    int64_t activation_bytes;    // activation arena at max_batch
+    double density;              // nonzero weights / weights
+    int64_t layers;              // layer count
+} convd_model_info;
+
+typedef struct {
+    size_t count;
+    convd_model_info *models;
+} convd_model_list;
+
+// models: every loaded model. Free *out with convd_model_list_free.
+int convd_models(convd_conn *conn, convd_model_list **out);
+void convd_model_list_free(convd_model_list *list);
+
+// Loads the ONNX file path (relative to the daemon's --models directory) as
+// name; max_batch <= 0 uses the daemon's default. When info is not NULL it
+// gets the new model's entry (a list of one; free with
+// convd_model_list_free). Uses the connection's default timeout.
+int convd_load(convd_conn *conn, const char *name, const char *path,
+               int max_batch, convd_model_list **info);
+
+// Unloads name (CONVD_ENOT_FOUND when no such model). Requests already running
+// on it finish.
+int convd_unload(convd_conn *conn, const char *name);
+
+// ---- inference --------------------------------------------------------------
+
+// The outputs of one inference. Every tensor's data is a 64-byte aligned copy
+// owned by this structure.
+typedef struct {
+    size_t count;              // number of outputs
+    const char **names;        // count NUL-terminated names
+    convd_tensor *tensors;     // count tensors, same order as names
+    void *priv_;               // private
+} convd_outputs;
+
+// Runs model on n_inputs named tensors. output_names (n_outputs names) asks
+// for those outputs only; NULL / 0 returns every model output. When
+// timeout_ms > 0 it is also sent to the daemon as the request's deadline.
+// On success *out gets the outputs (free with convd_outputs_free). Errors
+// from the daemon: CONVD_ENOT_FOUND (no such model), CONVD_EPARAMS
+// (missing/extra input), CONVD_ESHAPE, CONVD_EDTYPE, CONVD_ETIMEOUT, ...
+// Local: CONVD_EPARAMS (a tensor whose nbytes does not match its shape).
+int convd_infer(convd_conn *conn, const char *model, size_t n_inputs,
+                const char *const *names, const convd_tensor *inputs,
+                size_t n_outputs, const char *const *output_names,
+                convd_outputs **out, int timeout_ms);
+
+// The output called name, or NULL.
+const convd_tensor *convd_outputs_get(const convd_outputs *outs,
+                                      const char *name);
+void convd_outputs_free(convd_outputs *outs);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif // CONVD_H

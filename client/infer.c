@@ -1,0 +1,177 @@
+// libconvd inference: packs named input tensors (payloads sent straight from
+// the caller's memory), decodes and copies the output tensors.
+
+#include "client/client-internal.h"
+#include "proto/errors.h"
+#include "proto/limits.h"
+#include "proto/tensor.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const char *model;
+    size_t n_inputs;
+    const char *const *names;
+    const convd_tensor *inputs;
+    size_t n_outputs;
+    const char *const *output_names;
+    int timeout_ms;  // > 0: sent as the request's deadline
+} infer_params;
+
+static cd_tensor to_cd_tensor(const convd_tensor *t) {
+    cd_tensor ct = {.dtype = (cd_dtype)t->dtype, .rank = t->rank,
+                    .data = t->data, .nbytes = t->nbytes};
+    for (int i = 0; i < t->rank && i < CD_MAX_RANK; i++) ct.shape[i] = t->shape[i];
+    return ct;
+}
+
+// Checks one input before anything is sent. Returns 0 or CD_EPARAMS.
+static int check_input(const char *name, const convd_tensor *t) {
+    if (!name || !*name || strlen(name) > CD_MAX_NAME)
+        return cd_client_fail(CD_EPARAMS, "input names must be 1..%d bytes", CD_MAX_NAME);
+    size_t item = convd_dtype_size(t->dtype);
+    if (item == 0)
+        return cd_client_fail(CD_EPARAMS, "input '%s': invalid dtype %d", name, (int)t->dtype);
+    if (t->rank < 1 || t->rank > CONVD_MAX_RANK)
+        return cd_client_fail(CD_EPARAMS, "input '%s': rank %d is not in 1..%d", name,
+                              t->rank, CONVD_MAX_RANK);
+    size_t bytes = item;
+    for (int i = 0; i < t->rank; i++) {
+        if (t->shape[i] < 1)
+            return cd_client_fail(CD_EPARAMS, "input '%s': dim %d is %lld", name, i,
+                                  (long long)t->shape[i]);
+        if (__builtin_mul_overflow(bytes, (size_t)t->shape[i], &bytes))
+            return cd_client_fail(CD_EPARAMS, "input '%s': size overflows", name);
+    }
+    if (bytes != t->nbytes)
+        return cd_client_fail(CD_EPARAMS, "input '%s': shape needs %zu bytes, nbytes is %zu",
+                              name, bytes, t->nbytes);
+    if (bytes && !t->data) return cd_client_fail(CD_EPARAMS, "input '%s': data is NULL", name);
+    return 0;
+}
+
+static int pack_infer(msgpack_packer *pk, void *ud) {
+    const infer_params *ip = ud;
+    int rc = 0;
+    rc |= msgpack_pack_map(pk, 2 + (ip->n_outputs > 0) + (ip->timeout_ms > 0));
+    rc |= cd_pack_kv_str(pk, "model", ip->model);
+    rc |= cd_pack_str(pk, "inputs");
+    rc |= msgpack_pack_map(pk, ip->n_inputs);
+    for (size_t i = 0; i < ip->n_inputs && rc == 0; i++) {
+        cd_tensor t = to_cd_tensor(&ip->inputs[i]);
+        rc |= cd_pack_str(pk, ip->names[i]);
+        rc |= cd_tensor_pack(pk, &t);
+    }
+    if (ip->n_outputs > 0) {
+        rc |= cd_pack_str(pk, "outputs");
+        rc |= msgpack_pack_array(pk, ip->n_outputs);
+        for (size_t i = 0; i < ip->n_outputs; i++) rc |= cd_pack_str(pk, ip->output_names[i]);
+    }
+    if (ip->timeout_ms > 0) {
+        rc |= cd_pack_str(pk, "timeout_ms");
+        rc |= msgpack_pack_int(pk, ip->timeout_ms);
+    }
+    return rc ? cd_client_fail(CD_ENOMEM, "out of memory packing the request") : 0;
+}
+
+void convd_outputs_free(convd_outputs *o) {
+    if (!o) return;
+    for (size_t i = 0; i < o->count; i++) {
+        free((void *)o->names[i]);
+        free((void *)o->tensors[i].data);
+    }
+    free(o->names);
+    free(o->tensors);
+    free(o);
+}
+
+const convd_tensor *convd_outputs_get(const convd_outputs *o, const char *name) {
+    if (!o || !name) return NULL;
+    for (size_t i = 0; i < o->count; i++)
+        if (strcmp(o->names[i], name) == 0) return &o->tensors[i];
+    return NULL;
+}
+
+// Copies the {name: tensor} map of a response into *out.
+static int outputs_decode(const msgpack_object *map, convd_outputs **out) {
+    convd_outputs *o = calloc(1, sizeof *o);
+    if (!o) return cd_client_fail(CD_ENOMEM, "out of memory");
+    uint32_t n = map->via.map.size;
+    o->names = calloc(n ? n : 1, sizeof *o->names);
+    o->tensors = calloc(n ? n : 1, sizeof *o->tensors);
+    if (!o->names || !o->tensors) {
+        convd_outputs_free(o);
+        return cd_client_fail(CD_ENOMEM, "out of memory");
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        const msgpack_object *k = &map->via.map.ptr[i].key;
+        if (k->type != MSGPACK_OBJECT_STR) {
+            convd_outputs_free(o);
+            return cd_client_fail(CD_EPROTOCOL, "an output name is not a string");
+        }
+        cd_tensor t;
+        char err[200];
+        int rc = cd_tensor_decode(&map->via.map.ptr[i].val, &t, err, sizeof err);
+        if (rc != 0) {
+            convd_outputs_free(o);
+            return cd_client_fail(CD_EPROTOCOL, "output '%.*s' is malformed: %s",
+                                  (int)k->via.str.size, k->via.str.ptr, err);
+        }
+        int oom = 0;
+        char *name = cd_client_strdup(k, &oom);
+        void *data = aligned_alloc(64, (t.nbytes + 63) & ~(size_t)63);
+        if (!name || !data) {
+            free(name);
+            free(data);
+            convd_outputs_free(o);
+            return cd_client_fail(CD_ENOMEM, "out of memory copying the outputs");
+        }
+        memcpy(data, t.data, t.nbytes);
+        convd_tensor *ct = &o->tensors[o->count];
+        ct->dtype = (convd_dtype)t.dtype;
+        ct->rank = t.rank;
+        for (int d = 0; d < t.rank; d++) ct->shape[d] = t.shape[d];
+        ct->data = data;
+        ct->nbytes = t.nbytes;
+        o->names[o->count] = name;
+        o->count++;
+    }
+    *out = o;
+    return 0;
+}
+
+int convd_infer(convd_conn *c, const char *model, size_t n_inputs,
+                const char *const *names, const convd_tensor *inputs,
+                size_t n_outputs, const char *const *output_names,
+                convd_outputs **out, int timeout_ms) {
+    if (out) *out = NULL;
+    if (!c || !model || !out) return cd_client_fail(CD_EPARAMS, "conn, model and out are required");
+    if (n_inputs > CD_MAX_TENSORS || n_outputs > CD_MAX_TENSORS)
+        return cd_client_fail(CD_EPARAMS, "at most %d inputs and outputs", CD_MAX_TENSORS);
+    if (n_inputs && (!names || !inputs))
+        return cd_client_fail(CD_EPARAMS, "names and inputs are required");
+    if (n_outputs && !output_names)
+        return cd_client_fail(CD_EPARAMS, "output_names is NULL but n_outputs is not 0");
+    for (size_t i = 0; i < n_inputs; i++) {
+        int rc = check_input(names[i], &inputs[i]);
+        if (rc) return rc;
+    }
+    for (size_t i = 0; i < n_outputs; i++)
+        if (!output_names[i] || !*output_names[i])
+            return cd_client_fail(CD_EPARAMS, "output names must not be empty");
+    int eff = cd_client_timeout(c, timeout_ms);
+    infer_params ip = {model, n_inputs, names, inputs, n_outputs, output_names,
+                       eff > 0 ? eff : 0};
+    cd_rpc_msg m;
+    int rc = cd_client_call(c, "infer", pack_infer, &ip, timeout_ms, &m);
+    if (rc != 0) return rc;
+    const msgpack_object *outs = cd_client_get(&m.result, "outputs");
+    if (!outs || outs->type != MSGPACK_OBJECT_MAP) {
+        cd_rpc_msg_free(&m);
+        return cd_client_fail(CD_EPROTOCOL, "the result of 'infer' has no outputs map");
+    }
+    rc = outputs_decode(outs, out);
+    cd_rpc_msg_free(&m);
+    return rc;
+}

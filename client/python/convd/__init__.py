@@ -1,0 +1,242 @@
+"""Python client of the convd inference daemon (msgpack-RPC over a Unix socket).
+
+    import numpy as np
+    from convd import Client, ConvdError
+
+    with Client() as c:                     # $CONVD_SOCKET or /tmp/convd.sock
+        print(c.health()["status"])
+        out = c.infer("resnet", {"input": np.zeros((1, 3, 224, 224), np.float32)})
+        print(out["output"].shape)
+
+Errors: every failure raises ConvdError with .code (the wire name, e.g.
+"E_NOT_FOUND", or "E_CONNECT" / "E_CLOSED" / "E_TIMEOUT" / "E_PROTOCOL" for
+local conditions) and .message.
+
+Thread-safety: one Client may be shared by threads; calls are serialised by a
+lock (one request in flight per Client). Use one Client per thread to run
+calls concurrently.
+
+Timeouts: `timeout` (seconds, default 30; None waits forever) bounds each
+call; a call may pass its own. After a timeout the connection stays usable: a
+late answer is recognised by its msgid and dropped.
+"""
+import itertools
+import os
+import socket
+import threading
+import time
+
+import msgpack
+import numpy as np
+
+__all__ = ["Client", "ConvdError", "DEFAULT_SOCKET", "encode_tensor", "decode_tensor"]
+
+DEFAULT_SOCKET = "/tmp/convd.sock"
+PROTOCOL = 1
+
+# wire dtype name <-> numpy dtype (little-endian). bf16 has no numpy dtype: its
+# tensors decode as uint16 bit patterns.
+_DTYPES = {
+    "f32": np.dtype("<f4"),
+    "f16": np.dtype("<f2"),
+    "f64": np.dtype("<f8"),
+    "i8": np.dtype("i1"),
+    "u8": np.dtype("u1"),
+    "i16": np.dtype("<i2"),
+    "i32": np.dtype("<i4"),
+    "i64": np.dtype("<i8"),
+    "bool": np.dtype("?"),
+}
+_NAMES = {dt: name for name, dt in _DTYPES.items()}
+
+
+class ConvdError(Exception):
+    """A failed call: .code is the wire error name ("E_SHAPE"), .message the text."""
+
+    def __init__(self, code, message):
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+def encode_tensor(a):
+    """numpy array -> the wire tensor map {dtype, shape, data}."""
+    a = np.asarray(a)
+    dt = a.dtype.newbyteorder("<") if a.dtype.byteorder == ">" else a.dtype
+    name = _NAMES.get(np.dtype(dt))
+    if name is None:
+        raise ConvdError("E_DTYPE", f"dtype {a.dtype} is not supported "
+                         f"(use one of {', '.join(sorted(_DTYPES))})")
+    if a.ndim == 0:
+        a = a.reshape(1)
+    a = np.ascontiguousarray(a, dtype=_DTYPES[name])
+    return {"dtype": name, "shape": list(a.shape), "data": a.tobytes()}
+
+
+def decode_tensor(t):
+    """The wire tensor map -> a numpy array (a copy owned by the caller)."""
+    try:
+        name, shape, data = t["dtype"], t["shape"], t["data"]
+    except (KeyError, TypeError):
+        raise ConvdError("E_PROTOCOL", f"malformed tensor in the answer: {t!r:.100}")
+    dt = np.dtype("<u2") if name == "bf16" else _DTYPES.get(name)
+    if dt is None:
+        raise ConvdError("E_DTYPE", f"unknown dtype {name!r} in the answer")
+    arr = np.frombuffer(data, dtype=dt)
+    return arr.reshape(shape).copy()
+
+
+class Client:
+    """A connection to convd. Client(path=None, timeout=30.0)."""
+
+    def __init__(self, path=None, timeout=30.0, connect_timeout=5.0):
+        self.path = path or os.environ.get("CONVD_SOCKET") or DEFAULT_SOCKET
+        self.timeout = timeout
+        self._lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self._unpacker = msgpack.Unpacker(raw=False, max_buffer_size=1 << 30)
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._sock.settimeout(connect_timeout)
+        try:
+            self._sock.connect(self.path)
+        except OSError as e:
+            self._sock.close()
+            self._sock = None
+            raise ConvdError("E_CONNECT", f"cannot connect to {self.path}: "
+                             f"{e.strerror or e}") from None
+        self._broken = None  # reason the stream is unusable, once it is
+
+    # -- plumbing ---------------------------------------------------------
+    def close(self):
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+            self._broken = "connection closed by the client"
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def _break(self, code, message):
+        self._broken = message
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        raise ConvdError(code, message)
+
+    def call(self, method, params=None, timeout=...):
+        """Calls method with params (a dict, or None for {}); returns the result.
+
+        Raises ConvdError with the daemon's code on an error answer."""
+        if timeout is ...:
+            timeout = self.timeout
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._lock:
+            if self._broken:
+                raise ConvdError("E_CLOSED", f"connection is closed: {self._broken}")
+            msgid = next(self._ids) & 0xFFFFFFFF
+            req = msgpack.packb([0, msgid, method, [params if params is not None else {}]],
+                                use_bin_type=True)
+            try:
+                self._sock.settimeout(timeout)
+                self._sock.sendall(req)
+            except socket.timeout:
+                self._break("E_TIMEOUT", "timed out sending the request; "
+                            "the connection is closed (request cut short)")
+            except OSError as e:
+                self._break("E_CLOSED", f"connection lost while sending: {e}")
+            while True:
+                for msg in self._messages():
+                    if (not isinstance(msg, list) or len(msg) != 4 or msg[0] != 1):
+                        self._break("E_PROTOCOL", f"malformed answer from the daemon: {msg!r:.100}")
+                    if msg[1] != msgid:
+                        continue  # a late answer to a call that timed out
+                    err, result = msg[2], msg[3]
+                    if err is not None:
+                        if isinstance(err, dict):
+                            raise ConvdError(str(err.get("code", "E_INTERNAL")),
+                                             str(err.get("message", "")))
+                        raise ConvdError("E_INTERNAL", str(err))
+                    return result
+                left = None
+                if deadline is not None:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise ConvdError("E_TIMEOUT", f"no answer to '{method}' "
+                                         f"within {timeout * 1000:.0f} ms")
+                self._sock.settimeout(left)
+                try:
+                    data = self._sock.recv(1 << 20)
+                except socket.timeout:
+                    raise ConvdError("E_TIMEOUT", f"no answer to '{method}' "
+                                     f"within {timeout * 1000:.0f} ms") from None
+                except OSError as e:
+                    self._break("E_CLOSED", f"connection lost: {e}")
+                if not data:
+                    self._break("E_CLOSED", "connection closed by the daemon")
+                try:
+                    self._unpacker.feed(data)
+                except msgpack.BufferFull:
+                    self._break("E_TOO_LARGE", "answer larger than 1 GiB")
+
+    def _messages(self):
+        """Complete messages buffered so far; malformed bytes break the stream."""
+        while True:
+            try:
+                yield next(self._unpacker)
+            except StopIteration:
+                return
+            except Exception as e:  # msgpack's FormatError, StackError, ...
+                self._break("E_PROTOCOL", f"malformed data from the daemon: {e}")
+
+    # -- methods ----------------------------------------------------------
+    def hello(self):
+        return self.call("hello")
+
+    def health(self):
+        return self.call("health")
+
+    def models(self):
+        """The list of model entries (the 'models' field of the answer)."""
+        return self.call("models")["models"]
+
+    def stats(self):
+        return self.call("stats")
+
+    def load(self, name, path, max_batch=None):
+        params = {"name": name, "path": path}
+        if max_batch is not None:
+            params["max_batch"] = int(max_batch)
+        return self.call("load", params)
+
+    def unload(self, name):
+        return self.call("unload", {"name": name})
+
+    def infer(self, model, inputs, outputs=None, timeout=...):
+        """Runs model on {name: ndarray}; returns {name: ndarray}.
+
+        outputs: names of the outputs wanted (default: all)."""
+        if timeout is ...:
+            timeout = self.timeout
+        params = {"model": model,
+                  "inputs": {str(k): encode_tensor(v) for k, v in inputs.items()}}
+        if outputs is not None:
+            params["outputs"] = [str(o) for o in outputs]
+        if timeout is not None:
+            params["timeout_ms"] = max(1, int(timeout * 1000))
+        result = self.call("infer", params, timeout=timeout)
+        try:
+            outs = result["outputs"]
+        except (KeyError, TypeError):
+            raise ConvdError("E_PROTOCOL", "the answer to 'infer' has no outputs")
+        return {k: decode_tensor(v) for k, v in outs.items()}

@@ -1,0 +1,304 @@
+// convctl hello | health | models | stats: the daemon's status methods as
+// aligned human text, or JSON with --json.
+
+#include "tools/convctl/convctl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+// Accepts only the common options. Returns 0 or the exit code.
+static int no_args(ctl_ctx *ctx, int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        int r = ctl_common_opt(ctx, argc, argv, &i);
+        if (r < 0) return CTL_EXIT_USAGE;
+        if (r == 0) return ctl_usage_error(argv[0], "unexpected argument '%s'", argv[i]);
+    }
+    return 0;
+}
+
+int ctl_cmd_hello(ctl_ctx *ctx, int argc, char **argv) {
+    int rc = no_args(ctx, argc, argv);
+    if (rc) return rc;
+    if (ctx->json) return ctl_print_json_call(ctx, "hello", NULL, 0);
+    if ((rc = ctl_connect(ctx))) return rc;
+    convd_hello_info h;
+    if ((rc = convd_hello(ctx->conn, &h))) return ctl_fail(rc);
+    printf("server    %s\nversion   %s\nprotocol  %d\ndevice    %s\nfeatures  %s\n",
+           h.server, h.version, h.protocol, h.device, h.features);
+    return CTL_EXIT_OK;
+}
+
+int ctl_cmd_health(ctl_ctx *ctx, int argc, char **argv) {
+    int rc = no_args(ctx, argc, argv);
+    if (rc) return rc;
+    if (ctx->json) return ctl_print_json_call(ctx, "health", NULL, 0);
+    if ((rc = ctl_connect(ctx))) return rc;
+    convd_health_info h;
+    if ((rc = convd_health(ctx->conn, &h))) return ctl_fail(rc);
+    char d[64];
+    printf("status  %s\nuptime  %s\nmodels  %lld\n", h.status,
+           ctl_fmt_duration(d, sizeof d, h.uptime_s), (long long)h.models);
+    return CTL_EXIT_OK;
+}
+
+// "name:f32[N, 3, 224, 224]" for each tensor, comma separated.
+static void fmt_tensors(char *buf, size_t len, const convd_tensor_info *t, size_t n) {
+    size_t pos = 0;
+    buf[0] = 0;
+    for (size_t i = 0; i < n && pos + 1 < len; i++) {
+        char sh[160];
+        ctl_fmt_shape(sh, sizeof sh, t[i].rank, t[i].shape);
+        pos += (size_t)snprintf(buf + pos, len - pos, "%s%s:%s%s", i ? " " : "",
+                                t[i].name ? t[i].name : "?", convd_dtype_name(t[i].dtype), sh);
+    }
+}
+
+int ctl_cmd_models(ctl_ctx *ctx, int argc, char **argv) {
+    int rc = no_args(ctx, argc, argv);
+    if (rc) return rc;
+    if (ctx->json) return ctl_print_json_call(ctx, "models", NULL, 0);
+    if ((rc = ctl_connect(ctx))) return rc;
+    convd_model_list *l;
+    if ((rc = convd_models(ctx->conn, &l))) return ctl_fail(rc);
+    if (l->count == 0) {
+        printf("no models loaded\n");
+        convd_model_list_free(l);
+        return CTL_EXIT_OK;
+    }
+    static const char *heads[] = {"NAME", "INPUTS", "OUTPUTS", "BATCH", "PARAMS",
+                                  "GFLOPS", "WEIGHTS", "DENSITY", "LAYERS", "PATH"};
+    static const bool num[] = {0, 0, 0, 1, 1, 1, 1, 1, 1, 0};
+    ctl_table t;
+    ctl_table_init(&t, 10, heads, num);
+    for (size_t i = 0; i < l->count; i++) {
+        const convd_model_info *m = &l->models[i];
+        char in[512], out[512], batch[32], params[32], gf[32], wb[32], dens[32], layers[32];
+        fmt_tensors(in, sizeof in, m->inputs, m->n_inputs);
+        fmt_tensors(out, sizeof out, m->outputs, m->n_outputs);
+        snprintf(batch, sizeof batch, "%lld", (long long)m->max_batch);
+        if (m->max_batch < 0) snprintf(batch, sizeof batch, "-");
+        if (m->params >= 0) ctl_fmt_count(params, sizeof params, (double)m->params);
+        else snprintf(params, sizeof params, "-");
+        if (m->flops >= 0) snprintf(gf, sizeof gf, "%.3f", (double)m->flops / 1e9);
+        else snprintf(gf, sizeof gf, "-");
+        if (m->weight_bytes >= 0) ctl_fmt_bytes(wb, sizeof wb, (double)m->weight_bytes);
+        else snprintf(wb, sizeof wb, "-");
+        if (m->density >= 0) snprintf(dens, sizeof dens, "%.1f%%", m->density * 100);
+        else snprintf(dens, sizeof dens, "-");
+        if (m->layers >= 0) snprintf(layers, sizeof layers, "%lld", (long long)m->layers);
+        else snprintf(layers, sizeof layers, "-");
+        ctl_table_add(&t, m->name ? m->name : "?", in, out, batch, params, gf, wb, dens,
+                      layers, m->path ? m->path : "");
+    }
+    ctl_table_print(&t, 0);
+    ctl_table_free(&t);
+    convd_model_list_free(l);
+    return CTL_EXIT_OK;
+}
+
+// ---- stats: a generic renderer, so new counters show up without changes ----
+
+static bool is_scalar(const msgpack_object *o) {
+    return o->type != MSGPACK_OBJECT_MAP && o->type != MSGPACK_OBJECT_ARRAY;
+}
+
+static bool key_is(const msgpack_object *k, const char *s) {
+    return k->type == MSGPACK_OBJECT_STR && k->via.str.size == strlen(s) &&
+           memcmp(k->via.str.ptr, s, k->via.str.size) == 0;
+}
+
+static bool key_ends(const msgpack_object *k, const char *suffix) {
+    size_t n = strlen(suffix);
+    return k->type == MSGPACK_OBJECT_STR && k->via.str.size >= n &&
+           memcmp(k->via.str.ptr + k->via.str.size - n, suffix, n) == 0;
+}
+
+static double num(const msgpack_object *o) {
+    switch (o->type) {
+    case MSGPACK_OBJECT_POSITIVE_INTEGER: return (double)o->via.u64;
+    case MSGPACK_OBJECT_NEGATIVE_INTEGER: return (double)o->via.i64;
+    case MSGPACK_OBJECT_FLOAT32:
+    case MSGPACK_OBJECT_FLOAT64: return o->via.f64;
+    default: return 0;
+    }
+}
+
+static bool is_num(const msgpack_object *o) {
+    return o->type == MSGPACK_OBJECT_POSITIVE_INTEGER ||
+           o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER ||
+           o->type == MSGPACK_OBJECT_FLOAT32 || o->type == MSGPACK_OBJECT_FLOAT64;
+}
+
+// Formats a scalar value; key decides the unit (…bytes…, …_s).
+static const char *fmt_value(char *buf, size_t len, const msgpack_object *k,
+                             const msgpack_object *v) {
+    if (is_num(v) && (key_ends(k, "_bytes") || key_is(k, "bytes_in") ||
+                      key_is(k, "bytes_out"))) {
+        char h[32];
+        ctl_fmt_bytes(h, sizeof h, num(v));
+        if (num(v) >= 1024)
+            snprintf(buf, len, "%s (%.0f)", h, num(v));
+        else
+            snprintf(buf, len, "%s", h);
+        return buf;
+    }
+    if (is_num(v) && key_ends(k, "_s")) return ctl_fmt_duration(buf, len, num(v));
+    switch (v->type) {
+    case MSGPACK_OBJECT_NIL: snprintf(buf, len, "-"); break;
+    case MSGPACK_OBJECT_BOOLEAN: snprintf(buf, len, v->via.boolean ? "yes" : "no"); break;
+    case MSGPACK_OBJECT_POSITIVE_INTEGER: snprintf(buf, len, "%llu", (unsigned long long)v->via.u64); break;
+    case MSGPACK_OBJECT_NEGATIVE_INTEGER: snprintf(buf, len, "%lld", (long long)v->via.i64); break;
+    case MSGPACK_OBJECT_FLOAT32:
+    case MSGPACK_OBJECT_FLOAT64: snprintf(buf, len, "%.4g", v->via.f64); break;
+    case MSGPACK_OBJECT_STR:
+        if (v->via.str.size == 0)
+            snprintf(buf, len, "-");
+        else
+            snprintf(buf, len, "%.*s", (int)v->via.str.size, v->via.str.ptr);
+        break;
+    case MSGPACK_OBJECT_ARRAY: {
+        size_t pos = 0;
+        buf[0] = 0;
+        for (uint32_t i = 0; i < v->via.array.size && pos + 1 < len; i++) {
+            char e[128];
+            fmt_value(e, sizeof e, k, &v->via.array.ptr[i]);
+            pos += (size_t)snprintf(buf + pos, len - pos, "%s%s", i ? ", " : "", e);
+        }
+        break;
+    }
+    default: snprintf(buf, len, "(%u bytes)", v->via.bin.size); break;
+    }
+    return buf;
+}
+
+// True when every value of map is a map whose values are all scalars (a
+// table: one row per key).
+static bool is_table(const msgpack_object *map) {
+    if (map->via.map.size == 0) return false;
+    for (uint32_t i = 0; i < map->via.map.size; i++) {
+        const msgpack_object *v = &map->via.map.ptr[i].val;
+        if (v->type != MSGPACK_OBJECT_MAP) return false;
+        for (uint32_t j = 0; j < v->via.map.size; j++)
+            if (!is_scalar(&v->via.map.ptr[j].val)) return false;
+    }
+    return true;
+}
+
+static void render_map(const msgpack_object *map, int indent, bool hide_zero);
+
+static void render_table(const msgpack_object *map, int indent) {
+    // Columns: the union of the row keys, in first-seen order.
+    const msgpack_object *cols[31];
+    int nc = 0;
+    for (uint32_t i = 0; i < map->via.map.size; i++) {
+        const msgpack_object *row = &map->via.map.ptr[i].val;
+        for (uint32_t j = 0; j < row->via.map.size && nc < 31; j++) {
+            const msgpack_object *k = &row->via.map.ptr[j].key;
+            bool seen = false;
+            for (int c = 0; c < nc; c++)
+                if (msgpack_object_equal(*cols[c], *k)) seen = true;
+            if (!seen) cols[nc++] = k;
+        }
+    }
+    const char *heads[32];
+    bool numeric[32];
+    char headbuf[32][64];
+    heads[0] = "NAME";
+    numeric[0] = false;
+    for (int c = 0; c < nc; c++) {
+        const msgpack_object *k = cols[c];
+        if (k->type == MSGPACK_OBJECT_STR)
+            snprintf(headbuf[c], sizeof headbuf[c], "%.*s", (int)k->via.str.size, k->via.str.ptr);
+        else
+            snprintf(headbuf[c], sizeof headbuf[c], "?");
+        for (char *p = headbuf[c]; *p; p++)
+            if (*p >= 'a' && *p <= 'z') *p = (char)(*p - 32);
+        heads[c + 1] = headbuf[c];
+        numeric[c + 1] = true;
+    }
+    ctl_table t;
+    ctl_table_init(&t, nc + 1, heads, numeric);
+    for (uint32_t i = 0; i < map->via.map.size; i++) {
+        const msgpack_object *k = &map->via.map.ptr[i].key;
+        const msgpack_object *row = &map->via.map.ptr[i].val;
+        char cells[32][128];
+        const char *ptr[32];
+        char name[128];
+        fmt_value(name, sizeof name, k, k);
+        ptr[0] = name;
+        for (int c = 0; c < nc; c++) {
+            snprintf(cells[c], sizeof cells[c], "-");
+            for (uint32_t j = 0; j < row->via.map.size; j++)
+                if (msgpack_object_equal(row->via.map.ptr[j].key, *cols[c]))
+                    fmt_value(cells[c], sizeof cells[c], cols[c], &row->via.map.ptr[j].val);
+            ptr[c + 1] = cells[c];
+        }
+        ctl_table_add_row(&t, ptr);
+    }
+    ctl_table_print(&t, indent);
+    ctl_table_free(&t);
+}
+
+static void render_map(const msgpack_object *map, int indent, bool hide_zero) {
+    // Scalars first, aligned; then the nested sections.
+    size_t kw = 0;
+    int shown = 0;
+    for (uint32_t i = 0; i < map->via.map.size; i++) {
+        const msgpack_object *k = &map->via.map.ptr[i].key;
+        const msgpack_object *v = &map->via.map.ptr[i].val;
+        if (!is_scalar(v) && v->type != MSGPACK_OBJECT_ARRAY) continue;
+        if (hide_zero && is_num(v) && num(v) == 0) continue;
+        size_t l = k->type == MSGPACK_OBJECT_STR ? k->via.str.size : 8;
+        if (l > kw) kw = l;
+    }
+    for (uint32_t i = 0; i < map->via.map.size; i++) {
+        const msgpack_object *k = &map->via.map.ptr[i].key;
+        const msgpack_object *v = &map->via.map.ptr[i].val;
+        if (!is_scalar(v) && v->type != MSGPACK_OBJECT_ARRAY) continue;
+        if (hide_zero && is_num(v) && num(v) == 0) continue;
+        char kb[128], vb[1024];
+        fmt_value(kb, sizeof kb, k, k);
+        printf("%*s%-*s  %s\n", indent, "", (int)kw, kb, fmt_value(vb, sizeof vb, k, v));
+        shown++;
+    }
+    if (hide_zero && shown == 0 && map->via.map.size > 0) printf("%*snone\n", indent, "");
+    for (uint32_t i = 0; i < map->via.map.size; i++) {
+        const msgpack_object *k = &map->via.map.ptr[i].key;
+        const msgpack_object *v = &map->via.map.ptr[i].val;
+        if (v->type != MSGPACK_OBJECT_MAP) continue;
+        char kb[128];
+        fmt_value(kb, sizeof kb, k, k);
+        printf("%s%*s%s:\n", indent == 0 ? "\n" : "", indent, "", kb);
+        if (v->via.map.size == 0)
+            printf("%*snone\n", indent + 2, "");
+        else if (is_table(v))
+            render_table(v, indent + 2);
+        else
+            render_map(v, indent + 2, key_is(k, "errors") || key_is(k, "by_method"));
+    }
+}
+
+int ctl_cmd_stats(ctl_ctx *ctx, int argc, char **argv) {
+    int rc = no_args(ctx, argc, argv);
+    if (rc) return rc;
+    if (ctx->json) return ctl_print_json_call(ctx, "stats", NULL, 0);
+    if ((rc = ctl_connect(ctx))) return rc;
+    void *res;
+    size_t len;
+    if ((rc = convd_call(ctx->conn, "stats", NULL, 0, &res, &len, CONVD_TIMEOUT_DEFAULT)))
+        return ctl_fail(rc);
+    msgpack_unpacked up;
+    msgpack_unpacked_init(&up);
+    size_t off = 0;
+    if (msgpack_unpack_next(&up, res, len, &off) != MSGPACK_UNPACK_SUCCESS ||
+        up.data.type != MSGPACK_OBJECT_MAP) {
+        msgpack_unpacked_destroy(&up);
+        convd_free(res);
+        return ctl_fail_msg("E_PROTOCOL: the stats answer is not a map");
+    }
+    render_map(&up.data, 0, false);
+    msgpack_unpacked_destroy(&up);
+    convd_free(res);
+    return CTL_EXIT_OK;
+}
