@@ -23,6 +23,9 @@ CFLAGS   ?= -O2
 CFLAGS   += -std=c11 -g -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers \
             -fPIC -pthread
 LDFLAGS  += -pthread
+# Kernels parallelise with OpenMP: oneDNN (Debian's build) already runs on it,
+# so one runtime owns the cores.
+OMP_FLAGS := -fopenmp
 LDLIBS   += -lm
 
 ifeq ($(DEBUG),1)
@@ -71,15 +74,32 @@ CONVCTL_OBJ := $(call obj,$(CONVCTL_SRC))
 BENCH_OBJ   := $(call obj,$(BENCH_SRC))
 TEST_OBJ    := $(call obj,$(TESTLIB_SRC))
 
+$(RUNTIME_OBJ) $(KERNEL_OBJ) $(TEST_OBJ): CFLAGS += $(OMP_FLAGS)
+
 LIB_PROTO   := $(BUILD)/lib/libcdproto.a
 LIB_RUNTIME := $(BUILD)/lib/libcdruntime.a
 LIB_DAEMON  := $(BUILD)/lib/libcddaemon.a
 LIB_CLIENT  := $(BUILD)/lib/libconvd.a
 SO_CLIENT   := $(BUILD)/lib/libconvd.so
 
-RUNTIME_LIBS := $(LIB_RUNTIME) $(PBC_LIBS) $(DNNL_LIBS)
+RUNTIME_LIBS := $(LIB_RUNTIME) $(PBC_LIBS) $(DNNL_LIBS) $(OMP_FLAGS)
 
-BINS := $(BUILD)/bin/convd $(BUILD)/bin/convctl $(BUILD)/bin/convbench $(BUILD)/bin/cd-tests
+RUN_SRC        := $(wildcard tools/convd-run/*.c) $(wildcard tools/common/*.c)
+CLIENTTEST_SRC := $(wildcard tests/client/*.c) tests/unit/main.c
+RUN_OBJ        := $(call obj,$(RUN_SRC))
+CLIENTTEST_OBJ := $(call obj,$(CLIENTTEST_SRC))
+TOOLS_COMMON_OBJ := $(call obj,$(wildcard tools/common/*.c))
+
+BINS := $(BUILD)/bin/convd $(BUILD)/bin/convctl $(BUILD)/bin/cd-tests
+ifneq ($(BENCH_SRC),)
+BINS += $(BUILD)/bin/convbench
+endif
+ifneq ($(wildcard tools/convd-run/*.c),)
+BINS += $(BUILD)/bin/convd-run
+endif
+ifneq ($(wildcard tests/client/*.c),)
+BINS += $(BUILD)/bin/cd-client-tests
+endif
 
 all: $(BINS) $(LIB_CLIENT) $(SO_CLIENT)
 
@@ -95,7 +115,7 @@ $(BUILD)/obj/gen/onnx.pb-c.o: $(BUILD)/gen/onnx.pb-c.c
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -w -c $< -o $@
 
 # Runtime sources include the generated header.
-$(RUNTIME_OBJ) $(TEST_OBJ): | $(BUILD)/gen/onnx.pb-c.h
+$(RUNTIME_OBJ) $(TEST_OBJ) $(CONVCTL_OBJ): | $(BUILD)/gen/onnx.pb-c.h
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -133,15 +153,27 @@ $(BUILD)/bin/convd: $(BUILD)/obj/daemon/main.o $(LIB_DAEMON) $(LIB_RUNTIME) $(LI
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(LIB_DAEMON) $(RUNTIME_LIBS) $(LIB_PROTO) $(UV_LIBS) $(MSGPACK_LIBS) $(LDLIBS)
 
-$(BUILD)/bin/convctl: $(CONVCTL_OBJ) $(LIB_CLIENT) $(LIB_RUNTIME)
+$(BUILD)/bin/convctl: $(CONVCTL_OBJ) $(TOOLS_COMMON_OBJ) $(LIB_CLIENT) $(LIB_RUNTIME)
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
-	$(Q)$(CC) $(LDFLAGS) -o $@ $(CONVCTL_OBJ) $(LIB_CLIENT) $(RUNTIME_LIBS) $(MSGPACK_LIBS) $(LDLIBS)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(CONVCTL_OBJ) $(TOOLS_COMMON_OBJ) $(LIB_CLIENT) $(RUNTIME_LIBS) $(MSGPACK_LIBS) $(LDLIBS)
 
 $(BUILD)/bin/convbench: $(BENCH_OBJ) $(LIB_CLIENT)
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(BENCH_OBJ) $(LIB_CLIENT) $(MSGPACK_LIBS) $(LDLIBS)
+
+# convd-run: loads an ONNX file in-process and runs it (.npy in/out, timing).
+$(BUILD)/bin/convd-run: $(RUN_OBJ) $(LIB_RUNTIME) $(LIB_PROTO)
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(RUN_OBJ) $(RUNTIME_LIBS) $(LIB_PROTO) $(MSGPACK_LIBS) $(LDLIBS)
+
+# C client tests link libconvd alone: proof that the client needs no runtime.
+$(BUILD)/bin/cd-client-tests: $(CLIENTTEST_OBJ) $(LIB_CLIENT)
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(CLIENTTEST_OBJ) $(LIB_CLIENT) $(MSGPACK_LIBS) $(LDLIBS)
 
 # One binary holds every C unit test; tests/run-c runs each one forked.
 $(BUILD)/bin/cd-tests: $(TEST_OBJ) $(LIB_DAEMON) $(LIB_RUNTIME) $(LIB_CLIENT) $(LIB_PROTO)
@@ -149,15 +181,147 @@ $(BUILD)/bin/cd-tests: $(TEST_OBJ) $(LIB_DAEMON) $(LIB_RUNTIME) $(LIB_CLIENT) $(
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(TEST_OBJ) $(LIB_DAEMON) $(RUNTIME_LIBS) $(LIB_CLIENT) $(UV_LIBS) $(MSGPACK_LIBS) $(LDLIBS)
 
+# ==== HIP (issue 6) ===========================================================
+# The same kernels/hip sources are built twice:
+#  - emulated, always: every *.hip is compiled as plain C++ by $(CXX) against
+#    the project's CPU emulator of the HIP execution model (kernels/hip/emu/),
+#    the host .c files by $(CC); archived in libcdhipemu.a and linked into
+#    cd-tests, so every `make test` executes the kernels. Needs no ROCm.
+#  - real, with `make GPU=hip`: *.hip by hipcc for every target in GPU_ARCHS,
+#    the host .c files of kernels/hip and sparse/hip by $(CC) with
+#    -D__HIP_PLATFORM_AMD__, linked into $(BUILD)/lib/libconvd-hip.so, the
+#    plugin the daemon dlopens for --device hip (exports: kernels/hip/plugin.map).
+# docs/GPU.md says what each build verifies.
+HIPCC     ?= hipcc
+GPU       ?=
+GPU_ARCHS ?= gfx906,gfx908,gfx90a,gfx1030
+hip_comma := ,
+HIP_OFFLOAD := $(foreach a,$(subst $(hip_comma), ,$(GPU_ARCHS)),--offload-arch=$(a))
+
+HIP_SRC      := $(wildcard kernels/hip/*.hip)
+HIP_HOST_SRC := $(wildcard kernels/hip/*.c)
+HIPEMU_SRC   := $(wildcard kernels/hip/emu/*.cpp)
+HIPEMU_OBJ   := $(patsubst %.hip,$(BUILD)/obj/hip-emu/%.o,$(HIP_SRC)) \
+                $(patsubst %.cpp,$(BUILD)/obj/hip-emu/%.o,$(HIPEMU_SRC)) \
+                $(patsubst %.c,$(BUILD)/obj/hip-emu/%.o,$(HIP_HOST_SRC))
+LIB_HIPEMU   := $(BUILD)/lib/libcdhipemu.a
+# What a binary adds to its link line to run HIP kernels under emulation.
+HIPEMU_LIBS  := $(LIB_HIPEMU) $(OMP_FLAGS)
+HIPTEST_OBJ  := $(patsubst %.cpp,$(BUILD)/obj/%.o,$(wildcard tests/unit/test-hip-*.cpp))
+
+HIPEMU_CXXFLAGS := -std=c++17 -O2 -g -Wall -Wextra -Wno-unused-parameter \
+                   -Wno-missing-field-initializers -fPIC -pthread -fno-exceptions -fno-rtti \
+                   $(OMP_FLAGS)
+ifeq ($(DEBUG),1)
+HIPEMU_CXXFLAGS += -O0
+endif
+ifeq ($(SAN),1)
+HIPEMU_CXXFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+endif
+
+$(BUILD)/obj/hip-emu/%.o: %.hip
+	@mkdir -p $(dir $@)
+	@echo "  CXX     $< (hip-emu)"
+	$(Q)$(CXX) $(CPPFLAGS) $(HIPEMU_CXXFLAGS) -x c++ -c $< -o $@
+
+$(BUILD)/obj/hip-emu/%.o: %.cpp
+	@mkdir -p $(dir $@)
+	@echo "  CXX     $<"
+	$(Q)$(CXX) $(CPPFLAGS) $(HIPEMU_CXXFLAGS) -c $< -o $@
+
+$(BUILD)/obj/hip-emu/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $< (hip-emu)"
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(OMP_FLAGS) -c $< -o $@
+
+$(HIPTEST_OBJ): $(BUILD)/obj/%.o: %.cpp
+	@mkdir -p $(dir $@)
+	@echo "  CXX     $<"
+	$(Q)$(CXX) $(CPPFLAGS) $(HIPEMU_CXXFLAGS) -c $< -o $@
+
+$(LIB_HIPEMU): $(HIPEMU_OBJ)
+	@mkdir -p $(dir $@)
+	@echo "  AR      $@"
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+# cd-tests runs the HIP kernels under emulation (tests/unit/test-hip-*).
+$(BUILD)/bin/cd-tests: $(HIPTEST_OBJ) $(LIB_HIPEMU)
+$(BUILD)/bin/cd-tests: LDLIBS += $(HIPTEST_OBJ) $(HIPEMU_LIBS)
+
+ifeq ($(GPU),hip)
+HIP_PLUGIN   := $(BUILD)/lib/libconvd-hip.so
+HIP_REAL_OBJ := $(patsubst %.hip,$(BUILD)/obj/hip-real/%.o,$(HIP_SRC)) \
+                $(patsubst %.c,$(BUILD)/obj/hip-real/%.o,$(HIP_HOST_SRC) $(wildcard sparse/hip/*.c))
+# The plugin is loaded into any daemon (also a sanitizer build): no
+# sanitizers, hidden symbols but for the plugin entry points.
+HIPCC_FLAGS  := -std=c++17 -O2 -g -Wall -Wextra -Wno-unused-parameter -fPIC \
+                -fvisibility=hidden $(HIP_OFFLOAD)
+HIP_HOST_CFLAGS := -std=c11 -O2 -g -Wall -Wextra -Wno-unused-parameter \
+                   -Wno-missing-field-initializers -fPIC -pthread -fvisibility=hidden \
+                   -D__HIP_PLATFORM_AMD__ -DCD_GPU_ARCHS='"$(GPU_ARCHS)"'
+
+$(BUILD)/obj/hip-real/%.o: %.hip
+	@mkdir -p $(dir $@)
+	@echo "  HIPCC   $< ($(GPU_ARCHS))"
+	$(Q)$(HIPCC) $(CPPFLAGS) $(HIPCC_FLAGS) -c $< -o $@
+
+$(BUILD)/obj/hip-real/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $< (hip)"
+	$(Q)$(CC) $(CPPFLAGS) $(HIP_HOST_CFLAGS) -c $< -o $@
+
+$(HIP_PLUGIN): $(HIP_REAL_OBJ) kernels/hip/plugin.map
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	$(Q)$(HIPCC) -shared $(HIP_OFFLOAD) -o $@ $(HIP_REAL_OBJ) \
+	    -Wl,--version-script=kernels/hip/plugin.map -Wl,-z,defs -lrocsparse -lamdhip64 -pthread
+
+all: $(HIP_PLUGIN)
+endif
+# ==== end of HIP ===============================================================
+
 # The whole suite: C unit tests (each forked, with a timeout) and the
 # integration tests (real daemon, real socket), all driven by pytest so the run
 # ends with one summary line.
+# Benchmarks (not part of `make all`): `make bench`. Each program in bench/
+# gets its own link line below and joins the bench target.
+$(BUILD)/obj/bench/%.o: CFLAGS += $(OMP_FLAGS)
+
+# Dense conv kernels: oneDNN layouts vs im2col + OpenBLAS sgemm (OpenBLAS is
+# used by this benchmark only, never by the product).
+CPUKERNEL_OBJ := $(call obj,$(wildcard kernels/cpu/*.c))
+$(BUILD)/bin/conv-dense-layers: $(BUILD)/obj/bench/conv-dense-layers.o $(CPUKERNEL_OBJ)
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(DNNL_LIBS) $(OMP_FLAGS) -lopenblas $(LDLIBS)
+
+bench: $(BUILD)/bin/conv-dense-layers
+
+# Sparse conv kernels vs oneDNN dense (bench/sparse-conv-layers.sh writes the
+# "Sparse conv kernels" table of docs/PERFORMANCE.md).
+$(BUILD)/bin/sparse-conv-layers: $(BUILD)/obj/bench/sparse-conv-layers.o $(call obj,$(wildcard sparse/*.c)) $(call obj,kernels/cpu/ref-conv.c)
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(DNNL_LIBS) $(OMP_FLAGS) $(LDLIBS)
+
+bench: $(BUILD)/bin/sparse-conv-layers
+
 test: all
 	CONVD_BUILD=$(BUILD) $(PYTHON) -m pytest -q tests
+
+# libFuzzer target for proto/'s reader (needs clang; never part of `make` or CI):
+#   make fuzz && mkdir -p /tmp/corpus && build/bin/fuzz-rpc-reader -max_total_time=60 /tmp/corpus tests/fuzz/corpus
+FUZZ_CC ?= clang
+fuzz: $(BUILD)/bin/fuzz-rpc-reader
+
+$(BUILD)/bin/fuzz-rpc-reader: tests/fuzz/fuzz-rpc-reader.c $(PROTO_SRC)
+	@mkdir -p $(dir $@)
+	@echo "  FUZZ    $@"
+	$(Q)$(FUZZ_CC) -g -O1 -fsanitize=fuzzer,address,undefined -I. -D_GNU_SOURCE -o $@ $^ $(MSGPACK_LIBS)
 
 clean:
 	rm -rf build build-san
 
-.PHONY: all test clean
+.PHONY: all test clean bench fuzz
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

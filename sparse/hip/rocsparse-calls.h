@@ -1,0 +1,73 @@
+#ifndef CD_SPARSE_HIP_ROCSPARSE_CALLS_H
+#define CD_SPARSE_HIP_ROCSPARSE_CALLS_H
+
+// Sparse x dense products on AMD GPUs through rocSPARSE 5.3 (Debian 12):
+// CSR through the generic rocsparse_spmm with its three explicit stages
+// (buffer size and preprocess at load, compute per request), BSR through the
+// legacy rocsparse_sbsrmm (column-major dense operands). Built only into the
+// HIP plugin (make GPU=hip); rocSPARSE cannot run without a GPU, so the
+// emulated backend routes SpMM to the CPU kernels instead (docs/GPU.md).
+//
+// Every HIP and rocSPARSE call is checked; failures are logged with the call,
+// file:line and status name and returned as CD_E* codes. Nothing aborts.
+
+#include "kernels/hip/vendor-host.h"
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// rocSPARSE's generic SpMM is slow for very narrow dense operands: a dense
+// side narrower than this is padded to it (zero columns; see
+// cd_rocsparse_csr_cols).
+#define CD_ROCSPARSE_MIN_COLS 16
+
+typedef struct cd_rocsparse_csr cd_rocsparse_csr; // CSR weights resident on the device
+typedef struct cd_rocsparse_bsr cd_rocsparse_bsr; // BSR weights resident on the device
+
+// Dense column count a CSR plan for n columns works with: max(n, 16). The
+// caller's B (k x cols) and C (m x cols) device buffers are row-major with
+// leading dimension >= that; the padding columns of B must be zero.
+int cd_rocsparse_csr_cols(int n);
+
+// Uploads the m x k CSR matrix (host arrays: row_ptr[m+1], col_ind[nnz],
+// val[nnz], zero-based, int32 indices), creates the descriptors for
+// C (m x cols) = A x B (k x cols), both row-major with leading dimension
+// cols = cd_rocsparse_csr_cols(n), and runs the buffer-size and preprocess
+// stages on `stream` with sample device buffers b and c of those shapes.
+// Returns 0, CD_EPARAMS for bad sizes, CD_ENOMEM, or CD_EDEVICE (logged).
+int cd_rocsparse_csr_init(cd_rocsparse_csr **out, hipStream_t stream, int m, int k, int nnz,
+                          const int *row_ptr, const int *col_ind, const float *val, int n,
+                          float *b, float *c);
+
+// C = A x B for new device buffers b and c (shapes as at init): the compute
+// stage only, queued on the plan's stream. Returns 0 or a CD_E* code (logged).
+int cd_rocsparse_csr_spmm(cd_rocsparse_csr *plan, const float *b, float *c);
+
+// Frees the device copies, descriptors, work buffer and handle (NULL is fine).
+void cd_rocsparse_csr_free(cd_rocsparse_csr *plan);
+
+// Uploads an mb x kb block-row BSR matrix of block_dim x block_dim blocks
+// (host arrays: row_ptr[mb+1], col_ind[nnzb], val[nnzb*block_dim^2] with each
+// block stored row-major, zero-based) for products on `stream`. Returns 0,
+// CD_EPARAMS, CD_ENOMEM or CD_EDEVICE (logged).
+int cd_rocsparse_bsr_init(cd_rocsparse_bsr **out, hipStream_t stream, int mb, int kb,
+                          int nnzb, int block_dim, const int *row_ptr, const int *col_ind,
+                          const float *val);
+
+// C (mb*block_dim x n) = A x B (kb*block_dim x n), column-major with leading
+// dimensions ldb and ldc (device buffers). Activations [batch, features]
+// row-major are exactly such column-major B and C with n = batch (the
+// fully-connected case). Returns 0 or a CD_E* code (logged).
+int cd_rocsparse_bsr_mm(cd_rocsparse_bsr *plan, int n, const float *b, int ldb, float *c,
+                        int ldc);
+
+void cd_rocsparse_bsr_free(cd_rocsparse_bsr *plan);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif // CD_SPARSE_HIP_ROCSPARSE_CALLS_H

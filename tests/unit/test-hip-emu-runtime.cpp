@@ -1,0 +1,306 @@
+// The HIP emulator itself (kernels/hip/emu/): barriers, shared memory per
+// block, atomics, launch-configuration errors, barrier divergence, device
+// properties, memory. Kernels here are written exactly as for hipcc.
+
+#include "kernels/hip/vendor.h"
+
+#include "kernels/hip/device.h"
+
+#include <time.h>
+
+extern "C" {
+#include "tests/unit/check.h"
+}
+
+#define HIP_OK(call) CHECK_EQ((call), hipSuccess)
+
+static float *dev_alloc(size_t n) {
+    float *p = NULL;
+    HIP_OK(hipMalloc(&p, n * sizeof(float)));
+    return p;
+}
+
+// Each round every thread writes its slot, waits, then reads its neighbour's
+// slot: without a working barrier the neighbour (a later fiber) has not
+// written yet and the read sees the 0xff poison (NaN) or the previous round.
+__global__ void k_barrier_rounds(int rounds, float *out) {
+    CD_HIP_DYNAMIC_SHARED(float, s);
+    const int tid = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z));
+    const int n = (int)(blockDim.x * blockDim.y * blockDim.z);
+    float acc = 0.0f;
+    for (int r = 0; r < rounds; r++) {
+        s[tid] = (float)(r * 1000 + tid);
+        __syncthreads();
+        acc += s[(tid + 1) % n] - (float)(r * 1000);
+        __syncthreads(); // the slot is not overwritten before the neighbour read it
+    }
+    out[blockIdx.x * n + tid] = acc;
+}
+
+CD_TEST(hip_emu_syncthreads_orders_writes_before_reads) {
+    const int rounds = cd_test_randi(2, 6);
+    const dim3 shapes[3] = {dim3(cd_test_randi(2, 300)), dim3(8, 4, 2), dim3(1024)};
+    for (int t = 0; t < 3; t++) {
+        dim3 b = shapes[t];
+        int n = (int)(b.x * b.y * b.z), blocks = 3;
+        float *d = dev_alloc((size_t)n * blocks);
+        CD_HIP_LAUNCH(k_barrier_rounds, dim3(blocks), b, n * sizeof(float), 0, rounds, d);
+        HIP_OK(hipGetLastError());
+        float *h = (float *)malloc((size_t)n * blocks * sizeof(float));
+        HIP_OK(hipMemcpy(h, d, (size_t)n * blocks * sizeof(float), hipMemcpyDeviceToHost));
+        for (int i = 0; i < n * blocks; i++) {
+            int tid = i % n;
+            CHECK_EQ((long long)h[i], (long long)rounds * ((tid + 1) % n));
+        }
+        free(h);
+        HIP_OK(hipFree(d));
+    }
+}
+
+// Static __shared__ and dynamic shared memory belong to one block: every
+// block fills both with its own id, waits, and checks nobody else's id shows.
+// Dynamic shared memory is read before anything is written to it: it must
+// hold the 0xff poison, never a previous block's data.
+__global__ void k_shared_per_block(int *bad) {
+    __shared__ int owner[64];
+    CD_HIP_DYNAMIC_SHARED(int, dyn);
+    const int tid = (int)threadIdx.x, id = (int)(blockIdx.x + 7 * blockIdx.y);
+    if (dyn[tid] != -1) atomicAdd(bad, 1); // 0xffffffff
+    __syncthreads();
+    owner[tid] = id;
+    dyn[tid] = id;
+    __syncthreads();
+    for (int i = 0; i < (int)blockDim.x; i++)
+        if (owner[i] != id || dyn[i] != id) atomicAdd(bad, 1);
+}
+
+CD_TEST(hip_emu_shared_memory_is_per_block) {
+    int *bad = NULL;
+    HIP_OK(hipMalloc(&bad, sizeof(int)));
+    HIP_OK(hipMemset(bad, 0, sizeof(int)));
+    CD_HIP_LAUNCH(k_shared_per_block, dim3(7, cd_test_randi(3, 9)), dim3(64), 64 * sizeof(int), 0,
+                  bad);
+    HIP_OK(hipGetLastError());
+    int h = -1;
+    HIP_OK(hipMemcpy(&h, bad, sizeof h, hipMemcpyDeviceToHost));
+    CHECK_EQ(h, 0);
+    HIP_OK(hipFree(bad));
+}
+
+__global__ void k_atomics(int *count, float *fsum, int *mx, const int *vals, int n) {
+    int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (i >= n) return;
+    atomicAdd(count, 1);
+    atomicAdd(fsum, 0.5f);
+    atomicMax(mx, vals[i]);
+}
+
+CD_TEST(hip_emu_atomics_across_blocks_and_threads) {
+    const int n = cd_test_randi(5000, 20000);
+    int *vals = (int *)malloc(n * sizeof(int));
+    int want_max = -2000000000;
+    for (int i = 0; i < n; i++) {
+        vals[i] = (int)(cd_test_rand() % 2000000000) - 1000000000;
+        if (vals[i] > want_max) want_max = vals[i];
+    }
+    int *dvals = NULL, *count = NULL, *mx = NULL;
+    float *fsum = NULL;
+    HIP_OK(hipMalloc(&dvals, n * sizeof(int)));
+    HIP_OK(hipMalloc(&count, sizeof(int)));
+    HIP_OK(hipMalloc(&mx, sizeof(int)));
+    HIP_OK(hipMalloc(&fsum, sizeof(float)));
+    HIP_OK(hipMemcpy(dvals, vals, n * sizeof(int), hipMemcpyHostToDevice));
+    int zero = 0, lowest = -2147483647 - 1;
+    float fzero = 0.0f;
+    HIP_OK(hipMemcpy(count, &zero, sizeof zero, hipMemcpyHostToDevice));
+    HIP_OK(hipMemcpy(mx, &lowest, sizeof lowest, hipMemcpyHostToDevice));
+    HIP_OK(hipMemcpy(fsum, &fzero, sizeof fzero, hipMemcpyHostToDevice));
+    CD_HIP_LAUNCH(k_atomics, dim3((n + 127) / 128), dim3(128), 0, 0, count, fsum, mx,
+                  (const int *)dvals, n);
+    HIP_OK(hipGetLastError());
+    int hc = 0, hm = 0;
+    float hs = 0.0f;
+    HIP_OK(hipMemcpy(&hc, count, sizeof hc, hipMemcpyDeviceToHost));
+    HIP_OK(hipMemcpy(&hm, mx, sizeof hm, hipMemcpyDeviceToHost));
+    HIP_OK(hipMemcpy(&hs, fsum, sizeof hs, hipMemcpyDeviceToHost));
+    CHECK_EQ(hc, n);
+    CHECK_EQ(hm, want_max);
+    CHECK_EQ((long long)(hs * 2.0f), n); // 0.5 steps are exact below 2^23
+    HIP_OK(hipFree(dvals));
+    HIP_OK(hipFree(count));
+    HIP_OK(hipFree(mx));
+    HIP_OK(hipFree(fsum));
+    free(vals);
+}
+
+// Every (block, thread) of a 3-D grid of 3-D blocks runs exactly once and
+// sees consistent gridDim/blockDim/blockIdx/threadIdx.
+__global__ void k_ids(int *hits) {
+    size_t bx = blockIdx.x + gridDim.x * (blockIdx.y + (size_t)gridDim.y * blockIdx.z);
+    size_t tx = threadIdx.x + blockDim.x * (threadIdx.y + (size_t)blockDim.y * threadIdx.z);
+    atomicAdd(&hits[bx * blockDim.x * blockDim.y * blockDim.z + tx], 1);
+}
+
+CD_TEST(hip_emu_grid_and_block_indices_3d) {
+    dim3 g(cd_test_randi(1, 5), cd_test_randi(1, 4), cd_test_randi(1, 3));
+    dim3 b(cd_test_randi(1, 9), cd_test_randi(1, 5), cd_test_randi(1, 4));
+    size_t n = (size_t)g.x * g.y * g.z * b.x * b.y * b.z;
+    int *hits = NULL;
+    HIP_OK(hipMalloc(&hits, n * sizeof(int)));
+    HIP_OK(hipMemset(hits, 0, n * sizeof(int)));
+    CD_HIP_LAUNCH(k_ids, g, b, 0, 0, hits);
+    HIP_OK(hipGetLastError());
+    int *h = (int *)malloc(n * sizeof(int));
+    HIP_OK(hipMemcpy(h, hits, n * sizeof(int), hipMemcpyDeviceToHost));
+    for (size_t i = 0; i < n; i++) CHECK_EQ(h[i], 1);
+    free(h);
+    HIP_OK(hipFree(hits));
+}
+
+__global__ void k_mark(int *flag) { *flag = 1; }
+
+CD_TEST(hip_emu_invalid_launch_configuration) {
+    int *flag = NULL;
+    HIP_OK(hipMalloc(&flag, sizeof(int)));
+    HIP_OK(hipMemset(flag, 0, sizeof(int)));
+    const dim3 grids[4] = {dim3(1), dim3(0), dim3(1), dim3(1)};
+    const dim3 blocks[4] = {dim3(1025), dim3(64), dim3(32, 32, 2), dim3(64)};
+    const size_t shared[4] = {0, 0, 0, (64 << 10) + 4};
+    for (int i = 0; i < 4; i++) {
+        CD_HIP_LAUNCH(k_mark, grids[i], blocks[i], shared[i], 0, flag);
+        CHECK_EQ(hipGetLastError(), hipErrorInvalidConfiguration);
+        CHECK_EQ(hipGetLastError(), hipSuccess); // reading the error clears it
+    }
+    int h = -1;
+    HIP_OK(hipMemcpy(&h, flag, sizeof h, hipMemcpyDeviceToHost));
+    CHECK_EQ(h, 0); // no bad launch ran the kernel
+    CD_HIP_LAUNCH(k_mark, dim3(1), dim3(1024), 64 << 10, 0, flag); // the limits themselves are fine
+    HIP_OK(hipGetLastError());
+    HIP_OK(hipMemcpy(&h, flag, sizeof h, hipMemcpyDeviceToHost));
+    CHECK_EQ(h, 1);
+    HIP_OK(hipFree(flag));
+}
+
+// The classic bug: threads past the end return before a barrier the others wait at.
+__global__ void k_divergent(int n, float *out) {
+    CD_HIP_DYNAMIC_SHARED(float, s);
+    int tid = (int)threadIdx.x;
+    if (tid >= n) return;
+    s[tid] = (float)tid;
+    __syncthreads();
+    out[tid] = s[(tid + 1) % n];
+}
+
+CD_TEST(hip_emu_barrier_divergence_is_a_launch_failure) {
+    float *out = dev_alloc(256);
+    CD_HIP_LAUNCH(k_divergent, dim3(2), dim3(256), 256 * sizeof(float), 0, 100, out);
+    CHECK_EQ(hipGetLastError(), hipErrorLaunchFailure);
+    CHECK_EQ(hipDeviceSynchronize(), hipErrorLaunchFailure); // surfaces at the sync too
+    CHECK_EQ(hipGetLastError(), hipErrorLaunchFailure);       // which sets the last error
+    HIP_OK(hipDeviceSynchronize());
+    // The abandoned fibers' stacks are reused cleanly by the next launch.
+    CD_HIP_LAUNCH(k_divergent, dim3(1), dim3(256), 256 * sizeof(float), 0, 256, out);
+    HIP_OK(hipGetLastError());
+    float h[256];
+    HIP_OK(hipMemcpy(h, out, sizeof h, hipMemcpyDeviceToHost));
+    for (int i = 0; i < 256; i++) CHECK_EQ((int)h[i], (i + 1) % 256);
+    HIP_OK(hipFree(out));
+}
+
+CD_TEST(hip_emu_device_properties_and_geometry) {
+    int count = 0;
+    HIP_OK(hipGetDeviceCount(&count));
+    CHECK_EQ(count, 1);
+    hipDeviceProp_t p;
+    HIP_OK(hipGetDeviceProperties(&p, 0));
+    CHECK_EQ(p.warpSize, 64);
+    CHECK_EQ(p.maxThreadsPerBlock, 1024);
+    CHECK_EQ(p.sharedMemPerBlock, 64 << 10);
+    CHECK_EQ(hipGetDeviceProperties(&p, 1), hipErrorInvalidDevice);
+    (void)hipGetLastError();
+    cd_hip_geometry g;
+    CHECK_EQ(cd_hip_geometry_get(&g), 0);
+    CHECK_EQ(g.block_1d, 256);     // 4 waves of 64
+    CHECK_EQ(g.block_reduce, 256);
+    CHECK_EQ(g.gemm_tile, 16);     // 16 x 16 = 256 threads <= 8 waves, 2 KiB of tiles
+    CHECK_EQ(cd_hip_grid_1d(&g, 0, 256), 1u);
+    CHECK_EQ(cd_hip_grid_1d(&g, 257, 256), 2u);
+}
+
+CD_TEST(hip_emu_no_device_when_configured_with_none) {
+    setenv("CD_HIP_EMU_DEVICES", "0", 1);
+    int count = -1;
+    CHECK_EQ(hipGetDeviceCount(&count), hipErrorNoDevice);
+    CHECK_EQ(count, 0);
+    CHECK_EQ(hipSetDevice(0), hipErrorInvalidDevice);
+}
+
+CD_TEST(hip_emu_memory_poison_accounting_and_oom) {
+    setenv("CD_HIP_EMU_MEM_MB", "64", 1);
+    size_t free0 = 0, total = 0;
+    HIP_OK(hipMemGetInfo(&free0, &total));
+    CHECK_EQ(total, (size_t)64 << 20);
+    unsigned *p = NULL;
+    HIP_OK(hipMalloc(&p, 1000 * sizeof(unsigned)));
+    CHECK_EQ((uintptr_t)p % 256, 0);
+    unsigned h[1000];
+    HIP_OK(hipMemcpy(h, p, sizeof h, hipMemcpyDeviceToHost));
+    for (int i = 0; i < 1000; i++) CHECK_EQ(h[i], 0xffffffffu); // never a lucky zero
+    size_t free1 = 0;
+    HIP_OK(hipMemGetInfo(&free1, &total));
+    CHECK_EQ(free0 - free1, 1000 * sizeof(unsigned));
+    void *big = NULL;
+    CHECK_EQ(hipMalloc(&big, (size_t)65 << 20), hipErrorOutOfMemory);
+    CHECK(big == NULL);
+    CHECK_EQ(hipGetLastError(), hipErrorOutOfMemory);
+    HIP_OK(hipFree(p));
+    HIP_OK(hipMemGetInfo(&free1, &total));
+    CHECK_EQ(free1, free0);
+    HIP_OK(hipFree(NULL));
+    hipStream_t s;
+    HIP_OK(hipStreamCreate(&s));
+    HIP_OK(hipStreamSynchronize(s));
+    HIP_OK(hipStreamDestroy(s));
+}
+
+// Each thread adds its id to a shared total across `rounds` barrier phases.
+__global__ void k_barrier_heavy(int rounds, int *out) {
+    CD_HIP_DYNAMIC_SHARED(int, s);
+    const int tid = (int)threadIdx.x, n = (int)blockDim.x;
+    int acc = 0;
+    for (int r = 0; r < rounds; r++) {
+        s[tid] = tid + r;
+        __syncthreads();
+        acc += s[n - 1 - tid];
+        __syncthreads();
+    }
+    out[blockIdx.x * n + tid] = acc;
+}
+
+// The emulator's speed: fiber switches per second through __syncthreads
+// (a thread per GPU thread would manage ~100x fewer). The floor is loose
+// enough for a loaded machine and a sanitizer build.
+CD_TEST(hip_emu_barrier_throughput) {
+    const int blocks = 8, threads = 1024, rounds = 50;
+    int *out = NULL;
+    HIP_OK(hipMalloc(&out, blocks * threads * sizeof(int)));
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    CD_HIP_LAUNCH(k_barrier_heavy, dim3(blocks), dim3(threads), threads * sizeof(int), 0, rounds,
+                  out);
+    HIP_OK(hipGetLastError());
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    int *h = (int *)malloc(blocks * threads * sizeof(int));
+    HIP_OK(hipMemcpy(h, out, blocks * threads * sizeof(int), hipMemcpyDeviceToHost));
+    for (int i = 0; i < blocks * threads; i++) {
+        int tid = i % threads;
+        CHECK_EQ(h[i], rounds * (threads - 1 - tid) + rounds * (rounds - 1) / 2);
+    }
+    double s = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    double switches = 2.0 * (2.0 * rounds + 1) * blocks * threads; // in and out per phase
+    printf("  %d blocks x %d threads x %d barriers: %.3f s, %.1f M fiber switches/s\n", blocks,
+           threads, 2 * rounds, s, switches / s * 1e-6);
+    CHECK(switches / s > 2e5);
+    free(h);
+    HIP_OK(hipFree(out));
+}
