@@ -1,0 +1,74 @@
+// Softmax along one axis on oneDNN's softmax_v2 primitive (accurate).
+
+#include "kernels/cpu/dnnl-impl.h"
+
+#include <stdlib.h>
+
+typedef struct {
+    cd_dnnl_tdesc t; // shape and layout of src and dst
+    int axis;        // 1 = C, 2 = H, 3 = W
+} softmax_priv;
+
+static int softmax_desc(const softmax_priv *sp, int batch, dnnl_softmax_v2_desc_t *desc) {
+    const cd_dnnl_tdesc *t = &sp->t;
+    if (sp->axis < 1 || sp->axis > 3 || t->layout > CD_LAYOUT_NCHW16C) return CD_EPARAMS;
+    dnnl_memory_desc_t md;
+    int rc = cd_dnnl_md_act(&md, batch, t->c, t->h, t->w, t->layout);
+    if (rc) return rc;
+    return CD_DNNL(dnnl_softmax_v2_forward_desc_init(desc, dnnl_forward_inference,
+                                                     dnnl_softmax_accurate, &md, &md, sp->axis));
+}
+
+int cd_dnnl_softmax_supports(cd_dnnl_tdesc t, int axis) {
+    softmax_priv sp = {t, axis};
+    dnnl_softmax_v2_desc_t desc;
+    dnnl_primitive_attr_t attr = NULL;
+    if (t.c < 1 || t.h < 1 || t.w < 1 || cd_dnnl_init() || softmax_desc(&sp, 1, &desc)) return 0;
+    if (cd_dnnl_attr(&attr, 0, (cd_activation){CD_ACT_NONE, 0, 0})) return 0;
+    int ok = cd_dnnl_pd_try(&desc, attr, NULL);
+    dnnl_primitive_attr_destroy(attr);
+    return ok;
+}
+
+static int softmax_build(cd_dnnl_op *op, int batch, cd_dnnl_prim *p) {
+    dnnl_softmax_v2_desc_t desc;
+    dnnl_primitive_attr_t attr = NULL;
+    int rc = softmax_desc(op->priv, batch, &desc);
+    if (rc) return rc;
+    if ((rc = cd_dnnl_attr(&attr, 0, (cd_activation){CD_ACT_NONE, 0, 0}))) return rc;
+    rc = CD_DNNL(dnnl_primitive_desc_create(&p->pd[0], &desc, attr, cd_dnnl_engine(), NULL));
+    dnnl_primitive_attr_destroy(attr);
+    if (rc) return rc;
+    p->nprim = 1;
+    return 0;
+}
+
+static int softmax_exec(cd_dnnl_op *op, cd_dnnl_ctx *ctx, const cd_dnnl_prim *p, int batch,
+                        const float *const *src, float *dst) {
+    cd_dnnl_arg args[2] = {{DNNL_ARG_SRC, src[0]}, {DNNL_ARG_DST, dst}};
+    return cd_dnnl_exec(ctx, p, 0, 2, args);
+}
+
+int cd_dnnl_softmax_create(cd_dnnl_tdesc t, int axis, int max_batch, cd_dnnl_op **out) {
+    *out = NULL;
+    if (t.c < 1 || t.h < 1 || t.w < 1 || axis < 1 || axis > 3 || t.layout > CD_LAYOUT_NCHW16C)
+        return CD_EPARAMS;
+    cd_dnnl_op *op;
+    int rc = cd_dnnl_op_alloc(max_batch, 1, &op);
+    if (rc) return rc;
+    softmax_priv *sp = malloc(sizeof *sp);
+    if (!sp) {
+        cd_dnnl_op_free(op);
+        return CD_ENOMEM;
+    }
+    *sp = (softmax_priv){t, axis};
+    op->priv = sp;
+    op->build = softmax_build;
+    op->exec = softmax_exec;
+    if ((rc = cd_dnnl_op_prepare(op, 1, NULL))) {
+        cd_dnnl_op_free(op);
+        return rc;
+    }
+    *out = op;
+    return 0;
+}
