@@ -48,6 +48,9 @@ int ctl_cmd_stats(ctl_ctx *ctx, int argc, char **argv);
 int ctl_cmd_load(ctl_ctx *ctx, int argc, char **argv);
 int ctl_cmd_unload(ctl_ctx *ctx, int argc, char **argv);
 int ctl_cmd_infer(ctl_ctx *ctx, int argc, char **argv);
+// Offline (no daemon): prune a model file; ctl_prune_help is its --help text.
+int ctl_cmd_prune(ctl_ctx *ctx, int argc, char **argv);
+extern const char ctl_prune_help[];
 
 // Parses the options every subcommand accepts anywhere (--json, --socket P,
 // --timeout MS, --help): returns 1 when argv[*i] was one of them (and

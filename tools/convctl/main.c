@@ -40,6 +40,7 @@ static const ctl_command commands[] = {
      "                         computed when every --output has a NAME.\n"
      "Without --output a summary (name, dtype, shape, min, max, mean) of every\n"
      "output is printed.", ctl_cmd_infer},
+    {"prune", "IN.onnx OUT.onnx --sparsity S [--mode M] [--per-layer] [--skip first,last,NAME,...]", "prune weights by magnitude, write a new model (offline)", ctl_prune_help, ctl_cmd_prune},
 };
 static const size_t n_commands = sizeof commands / sizeof commands[0];
 

@@ -1,0 +1,245 @@
+// Offline ONNX editing for convctl: load, find/decode/replace constant
+// tensors, save (onnx-rewrite.h). Decoding reuses the runtime's
+// cd_onnx_tensor_value, so convctl reads tensors exactly as the daemon does.
+
+#include "tools/convctl/onnx-rewrite.h"
+
+#include "proto/errors.h"
+#include "runtime/graph.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MAX_MODEL_BYTES ((size_t)2 << 30) // protobuf's own limit
+
+static int fail(char *err, size_t errlen, int code, const char *fmt, ...) {
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+static int read_all(const char *path, uint8_t **out, size_t *len, char *err, size_t errlen) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return fail(err, errlen, CD_EIO, "cannot open %s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return fail(err, errlen, CD_EIO, "%s is not a regular file", path);
+    }
+    if ((uint64_t)st.st_size > MAX_MODEL_BYTES) {
+        close(fd);
+        return fail(err, errlen, CD_EMODEL, "%s: %lld bytes, above protobuf's 2 GiB limit", path,
+                    (long long)st.st_size);
+    }
+    size_t n = (size_t)st.st_size, got = 0;
+    uint8_t *buf = malloc(n ? n : 1);
+    if (!buf) {
+        close(fd);
+        return fail(err, errlen, CD_ENOMEM, "out of memory for %zu bytes", n);
+    }
+    while (got < n) {
+        ssize_t r = read(fd, buf + got, n - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            int e = errno;
+            free(buf);
+            close(fd);
+            return fail(err, errlen, CD_EIO, "cannot read %s: %s", path, r ? strerror(e) : "short read");
+        }
+        got += (size_t)r;
+    }
+    close(fd);
+    *out = buf;
+    *len = n;
+    return 0;
+}
+
+static int cmp_const(const void *a, const void *b) {
+    return strcmp(((const struct ctl_onnx_const *)a)->name, ((const struct ctl_onnx_const *)b)->name);
+}
+
+// The tensor of a Constant node's `value` attribute, or NULL.
+static Onnx__TensorProto *constant_value(const Onnx__NodeProto *n) {
+    if (!n->op_type || strcmp(n->op_type, "Constant") != 0 || (n->domain && *n->domain &&
+                                                               strcmp(n->domain, "ai.onnx") != 0))
+        return NULL;
+    if (n->n_output < 1 || !n->output[0] || !*n->output[0]) return NULL;
+    for (size_t i = 0; i < n->n_attribute; i++) {
+        const Onnx__AttributeProto *a = n->attribute[i];
+        if (a && a->name && strcmp(a->name, "value") == 0) return a->t;
+    }
+    return NULL;
+}
+
+int ctl_onnx_load(const char *path, ctl_onnx_model *m, char *err, size_t errlen) {
+    memset(m, 0, sizeof *m);
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    int rc = read_all(path, &buf, &len, err, errlen);
+    if (rc) return rc;
+    Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, len, buf);
+    free(buf);
+    if (!mp) return fail(err, errlen, CD_EMODEL, "%s: not a valid ONNX protobuf (corrupt or truncated file)", path);
+    if (!mp->graph) {
+        onnx__model_proto__free_unpacked(mp, NULL);
+        return fail(err, errlen, CD_EMODEL, "%s: not an ONNX model (no graph)", path);
+    }
+    m->proto = mp;
+
+    char dirbuf[PATH_MAX], real[PATH_MAX];
+    snprintf(dirbuf, sizeof dirbuf, "%s", path);
+    char *slash = strrchr(dirbuf, '/');
+    if (slash) *(slash == dirbuf ? slash + 1 : slash) = '\0';
+    else snprintf(dirbuf, sizeof dirbuf, ".");
+    if (realpath(dirbuf, real) && !(m->dir = strdup(real))) {
+        ctl_onnx_free(m);
+        return fail(err, errlen, CD_ENOMEM, "out of memory");
+    }
+
+    const Onnx__GraphProto *g = mp->graph;
+    m->consts = malloc((g->n_initializer + g->n_node + 1) * sizeof *m->consts);
+    if (!m->consts) {
+        ctl_onnx_free(m);
+        return fail(err, errlen, CD_ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < g->n_initializer; i++) {
+        Onnx__TensorProto *t = g->initializer[i];
+        if (!t || !t->name || !*t->name) {
+            ctl_onnx_free(m);
+            return fail(err, errlen, CD_EMODEL, "%s: initializer #%zu has no name", path, i);
+        }
+        m->consts[m->nconst++] = (struct ctl_onnx_const){t->name, t};
+    }
+    for (size_t i = 0; i < g->n_node; i++) {
+        Onnx__TensorProto *t = g->node[i] ? constant_value(g->node[i]) : NULL;
+        if (t) m->consts[m->nconst++] = (struct ctl_onnx_const){g->node[i]->output[0], t};
+    }
+    qsort(m->consts, m->nconst, sizeof *m->consts, cmp_const);
+    for (size_t i = 1; i < m->nconst; i++)
+        if (strcmp(m->consts[i - 1].name, m->consts[i].name) == 0) {
+            int r = fail(err, errlen, CD_EMODEL, "%s: constant '%.200s' is defined twice", path, m->consts[i].name);
+            ctl_onnx_free(m);
+            return r;
+        }
+    return 0;
+}
+
+void ctl_onnx_free(ctl_onnx_model *m) {
+    if (m->proto) onnx__model_proto__free_unpacked(m->proto, NULL);
+    free(m->dir);
+    free(m->consts);
+    memset(m, 0, sizeof *m);
+}
+
+Onnx__TensorProto *ctl_onnx_find_const(const ctl_onnx_model *m, const char *name) {
+    if (!name || !m->nconst) return NULL;
+    struct ctl_onnx_const key = {name, NULL};
+    const struct ctl_onnx_const *c = bsearch(&key, m->consts, m->nconst, sizeof *m->consts, cmp_const);
+    return c ? c->t : NULL;
+}
+
+int ctl_onnx_read_f32(const ctl_onnx_model *m, const Onnx__TensorProto *t, float **out,
+                      size_t *n, char *err, size_t errlen) {
+    const char *what = t->name && *t->name ? t->name : "(constant)";
+    if (!t->has_data_type || t->data_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
+        return fail(err, errlen, CD_EUNSUPPORTED, "tensor '%s': data type %d, only float32 (1) is pruned", what,
+                    t->has_data_type ? t->data_type : 0);
+    cd_graph g = {0};
+    g.dir = m->dir;
+    cd_value v = {0};
+    int rc = cd_onnx_tensor_value(&g, t, what, &v, err, errlen);
+    if (rc) {
+        free(v.f);
+        free(v.i);
+        return rc;
+    }
+    *out = v.f;
+    *n = (size_t)v.numel;
+    return 0;
+}
+
+int ctl_onnx_write_f32(Onnx__TensorProto *t, const float *v, size_t n) {
+    uint8_t *raw = malloc(n ? n * 4 : 1);
+    if (!raw) return CD_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &v[i], 4);
+        raw[4 * i] = (uint8_t)u;
+        raw[4 * i + 1] = (uint8_t)(u >> 8);
+        raw[4 * i + 2] = (uint8_t)(u >> 16);
+        raw[4 * i + 3] = (uint8_t)(u >> 24);
+    }
+    // The message was unpacked with the default allocator (malloc/free).
+    if (t->has_raw_data) free(t->raw_data.data);
+    t->has_raw_data = 1;
+    t->raw_data.data = raw;
+    t->raw_data.len = n * 4;
+    free(t->float_data);
+    t->float_data = NULL;
+    t->n_float_data = 0;
+    for (size_t i = 0; i < t->n_external_data; i++)
+        onnx__string_string_entry_proto__free_unpacked(t->external_data[i], NULL);
+    free(t->external_data);
+    t->external_data = NULL;
+    t->n_external_data = 0;
+    t->has_data_location = 0;
+    t->data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__DEFAULT;
+    t->has_data_type = 1;
+    t->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+    return 0;
+}
+
+int ctl_onnx_save(const ctl_onnx_model *m, const char *path, char *err, size_t errlen) {
+    const size_t len = onnx__model_proto__get_packed_size(m->proto);
+    if (len > MAX_MODEL_BYTES)
+        return fail(err, errlen, CD_EMODEL, "the pruned model needs %zu bytes, above protobuf's 2 GiB limit", len);
+    uint8_t *buf = malloc(len ? len : 1);
+    if (!buf) return fail(err, errlen, CD_ENOMEM, "out of memory for %zu bytes", len);
+    if (onnx__model_proto__pack(m->proto, buf) != len) {
+        free(buf);
+        return fail(err, errlen, CD_EMODEL, "packing the model failed");
+    }
+    const size_t plen = strlen(path);
+    char *tmp = malloc(plen + 16);
+    if (!tmp) {
+        free(buf);
+        return fail(err, errlen, CD_ENOMEM, "out of memory");
+    }
+    snprintf(tmp, plen + 16, "%s.tmp-XXXXXX", path);
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        int r = fail(err, errlen, CD_EIO, "cannot create %s: %s", tmp, strerror(errno));
+        free(tmp);
+        free(buf);
+        return r;
+    }
+    // mkstemp creates 0600; give the file the usual mode under the umask.
+    mode_t um = umask(0);
+    umask(um);
+    int rc = 0;
+    if (fchmod(fd, 0666 & ~um) != 0) rc = fail(err, errlen, CD_EIO, "chmod %s: %s", tmp, strerror(errno));
+    for (size_t off = 0; !rc && off < len;) {
+        ssize_t w = write(fd, buf + off, len - off);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) rc = fail(err, errlen, CD_EIO, "cannot write %s: %s", tmp, w ? strerror(errno) : "short write");
+        else off += (size_t)w;
+    }
+    if (close(fd) != 0 && !rc) rc = fail(err, errlen, CD_EIO, "cannot write %s: %s", tmp, strerror(errno));
+    if (!rc && rename(tmp, path) != 0) rc = fail(err, errlen, CD_EIO, "cannot write %s: %s", path, strerror(errno));
+    if (rc) unlink(tmp);
+    free(tmp);
+    free(buf);
+    return rc;
+}
