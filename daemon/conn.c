@@ -1,0 +1,450 @@
+#include "daemon/conn.h"
+
+#include "daemon/log.h"
+#include "daemon/methods.h"
+#include "daemon/server.h"
+#include "daemon/stats.h"
+#include "proto/errors.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+
+// One uv_write in progress: owns the bytes it writes.
+typedef struct {
+    uv_write_t req;
+    cd_conn *conn;
+    char *data;
+    size_t len;
+} conn_write;
+
+static void conn_check(cd_conn *c);
+static void conn_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
+static void conn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+
+static bool conn_can_handle(const cd_conn *c) {
+    if (c->state != CD_CONN_OPEN && c->state != CD_CONN_HALF_CLOSED &&
+        c->state != CD_CONN_DRAINING)
+        return false;
+    return !c->out_paused && c->inflight < (unsigned)c->srv->set->max_inflight;
+}
+
+// Starts or stops reading to match the connection's state and bounds.
+static void conn_update_reading(cd_conn *c) {
+    bool want = (c->state == CD_CONN_OPEN || c->state == CD_CONN_DRAINING) &&
+                !c->backlog && conn_can_handle(c);
+    if (want && !c->reading) {
+        if (uv_read_start((uv_stream_t *)&c->pipe, conn_alloc_cb,
+                          conn_read_cb) == 0)
+            c->reading = true;
+    } else if (!want && c->reading) {
+        uv_read_stop((uv_stream_t *)&c->pipe);
+        c->reading = false;
+    }
+}
+
+static void on_close(uv_handle_t *h) {
+    cd_conn *c = h->data;
+    cd_server *srv = c->srv;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        srv->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    cd_server_backlog_remove(srv, c);
+    srv->nconns--;
+    if (!c->refused)
+        srv->nactive--;
+    if (c->reader)
+        cd_rpc_reader_free(c->reader);
+    msgpack_sbuffer_destroy(&c->out);
+    free(c);
+    cd_server_conn_freed(srv);
+}
+
+static void conn_close(cd_conn *c) {
+    if (c->state == CD_CONN_CLOSING)
+        return;
+    if (c->reader && cd_rpc_reader_buffered(c->reader) > 0 &&
+        c->state == CD_CONN_HALF_CLOSED) {
+        CD_STAT_INC(conn_eof_mid_message);
+        CD_DEBUG("conn %llu: peer closed with %zu bytes of an unfinished message",
+                 (unsigned long long)c->id, cd_rpc_reader_buffered(c->reader));
+    }
+    CD_DEBUG("conn %llu: closed", (unsigned long long)c->id);
+    c->state = CD_CONN_CLOSING;
+    if (c->reading) {
+        uv_read_stop((uv_stream_t *)&c->pipe);
+        c->reading = false;
+    }
+    uv_close((uv_handle_t *)&c->pipe, on_close);
+}
+
+// Bytes the kernel holds for us that we have not read yet.
+static int conn_unread_bytes(cd_conn *c) {
+    uv_os_fd_t fd;
+    int n = 0;
+    if (uv_fileno((uv_handle_t *)&c->pipe, &fd) != 0 || ioctl(fd, FIONREAD, &n) != 0)
+        return 0;
+    return n;
+}
+
+// Closes the connection when its state allows and nothing is pending.
+static void conn_check(cd_conn *c) {
+    bool quiet = c->inflight == 0 && c->write_pending == 0 && c->out.size == 0;
+    switch (c->state) {
+    case CD_CONN_OPEN:
+    case CD_CONN_CLOSING:
+        return;
+    case CD_CONN_HALF_CLOSED:
+        if (quiet && !c->backlog)
+            conn_close(c);
+        return;
+    case CD_CONN_FAILED:
+        if (quiet)
+            conn_close(c);
+        return;
+    case CD_CONN_DRAINING:
+        if (quiet && !c->backlog && cd_rpc_reader_buffered(c->reader) == 0 &&
+            conn_unread_bytes(c) == 0)
+            conn_close(c);
+        return;
+    case CD_CONN_DEAD:
+        if (c->inflight == 0)
+            conn_close(c);
+        return;
+    }
+}
+
+static void on_write(uv_write_t *w, int status) {
+    conn_write *cw = (conn_write *)w;
+    cd_conn *c = cw->conn;
+    c->write_pending -= cw->len;
+    if (status == 0) {
+        CD_STAT_ADD(bytes_out, cw->len);
+    } else if (status != UV_ECANCELED && c->state != CD_CONN_CLOSING &&
+               c->state != CD_CONN_DEAD) {
+        CD_STAT_INC(conn_write_errors);
+        CD_DEBUG("conn %llu: write failed: %s", (unsigned long long)c->id,
+                 uv_strerror(status));
+        free(cw->data);
+        free(cw);
+        cd_conn_kill(c);
+        return;
+    }
+    free(cw->data);
+    free(cw);
+    if (c->state == CD_CONN_CLOSING)
+        return;
+    if (c->out_paused && c->write_pending <= CD_CONN_OUT_LOW) {
+        c->out_paused = false;
+        if (c->backlog)
+            cd_server_backlog_add(c->srv, c);
+    }
+    conn_update_reading(c);
+    conn_check(c);
+}
+
+// Hands everything in `out` to uv_write.
+static void conn_flush(cd_conn *c) {
+    if (c->out.size == 0)
+        return;
+    if (c->state == CD_CONN_DEAD || c->state == CD_CONN_CLOSING) {
+        msgpack_sbuffer_clear(&c->out);
+        return;
+    }
+    conn_write *cw = malloc(sizeof *cw);
+    if (!cw) {
+        cd_conn_kill(c);
+        return;
+    }
+    cw->conn = c;
+    cw->len = c->out.size;
+    cw->data = msgpack_sbuffer_release(&c->out);
+    uv_buf_t buf = uv_buf_init(cw->data, (unsigned)cw->len);
+    int rc = uv_write(&cw->req, (uv_stream_t *)&c->pipe, &buf, 1, on_write);
+    if (rc != 0) {
+        CD_DEBUG("conn %llu: write failed: %s", (unsigned long long)c->id,
+                 uv_strerror(rc));
+        CD_STAT_INC(conn_write_errors);
+        free(cw->data);
+        free(cw);
+        cd_conn_kill(c);
+        return;
+    }
+    size_t before = c->write_pending;
+    c->write_pending += cw->len;
+    if (before > 0 && c->write_pending > CD_CONN_OUT_MAX(c->srv->set->max_message)) {
+        CD_STAT_INC(conn_slow_reader);
+        CD_WARN("conn %llu: %zu response bytes unsent: client does not read; dropping it",
+                (unsigned long long)c->id, c->write_pending);
+        cd_conn_kill(c);
+        return;
+    }
+    if (c->write_pending > CD_CONN_OUT_HIGH)
+        c->out_paused = true;
+}
+
+static bool conn_writable(const cd_conn *c) {
+    return c->state != CD_CONN_DEAD && c->state != CD_CONN_CLOSING;
+}
+
+void cd_conn_reply_ok(cd_conn *c, uint32_t msgid, const char *result, size_t len) {
+    if (!conn_writable(c))
+        return;
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &c->out, msgpack_sbuffer_write);
+    if (cd_rpc_pack_response_ok_begin(&pk, msgid) != 0 ||
+        msgpack_sbuffer_write(&c->out, result, len) != 0)
+        cd_conn_kill(c);
+}
+
+// Packs an error response without counting it (refusals count elsewhere).
+static void conn_reply_error_raw(cd_conn *c, uint32_t msgid, int status,
+                                 const char *message) {
+    if (!conn_writable(c))
+        return;
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &c->out, msgpack_sbuffer_write);
+    if (cd_rpc_pack_response_error(&pk, msgid, status,
+                                   message ? message : cd_strerror(status)) != 0)
+        cd_conn_kill(c);
+}
+
+void cd_conn_reply_error(cd_conn *c, uint32_t msgid, int status, const char *message) {
+    cd_stats_error(status);
+    conn_reply_error_raw(c, msgid, status, message);
+}
+
+// Answers a protocol error, logs it with a hex sample, and stops handling.
+static void conn_protocol_error(cd_conn *c, int status, uint32_t msgid,
+                                const char *reason) {
+    char hex[64];
+    cd_log_hex(hex, sizeof hex, c->sample, c->nsample, 16);
+    // No readable msgid: answer with msgid 0. The spec's msgid is a uint32,
+    // so a nil would break strict clients; docs/PROTOCOL.md tells clients
+    // that an error with msgid 0 they did not send is a connection error.
+    uint32_t id = msgid == UINT32_MAX ? 0 : msgid;
+    CD_WARN("conn %llu: %s: %s (msgid %u; last read began: %s); closing",
+            (unsigned long long)c->id, cd_err_name(status), reason, id, hex);
+    cd_conn_reply_error(c, id, status, reason);
+    c->state = CD_CONN_FAILED;
+    c->backlog = false;
+    conn_flush(c);
+    conn_update_reading(c);
+    conn_check(c);
+}
+
+void cd_conn_process(cd_conn *c) {
+    int handled = 0;
+    while (conn_can_handle(c)) {
+        if (handled == CD_CONN_BATCH) {
+            c->backlog = true;
+            cd_server_backlog_add(c->srv, c);
+            break;
+        }
+        cd_rpc_msg msg;
+        uint32_t msgid = UINT32_MAX;
+        char err[256] = "";
+        int rc = cd_rpc_reader_next(c->reader, &msg, &msgid, err, sizeof err);
+        if (rc == 0) {
+            c->backlog = false;
+            break;
+        }
+        if (rc < 0) {
+            conn_protocol_error(c, rc, msgid, err[0] ? err : cd_strerror(rc));
+            return;
+        }
+        handled++;
+        c->backlog = true; // until the reader says it is empty
+        switch (msg.kind) {
+        case CD_MSG_REQUEST:
+            cd_methods_dispatch(c, &msg);
+            break;
+        case CD_MSG_NOTIFY:
+            CD_STAT_INC(notifications);
+            CD_DEBUG("conn %llu: ignored notification '%.*s'",
+                     (unsigned long long)c->id,
+                     (int)(msg.method_len > 64 ? 64 : msg.method_len),
+                     msg.method ? msg.method : "");
+            cd_rpc_msg_free(&msg);
+            break;
+        case CD_MSG_RESPONSE:
+        default: {
+            uint32_t id = msg.msgid;
+            cd_rpc_msg_free(&msg);
+            conn_protocol_error(c, CD_EPROTOCOL, id,
+                                "a client sends requests or notifications, not responses");
+            return;
+        }
+        }
+    }
+    conn_flush(c);
+    conn_update_reading(c);
+    conn_check(c);
+}
+
+static void conn_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
+    cd_conn *c = h->data;
+    buf->base = c->srv->readbuf;
+    buf->len = sizeof c->srv->readbuf;
+}
+
+static void conn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
+    cd_conn *c = s->data;
+    if (nread > 0) {
+        CD_STAT_ADD(bytes_in, (uint64_t)nread);
+        c->nsample = (size_t)nread < sizeof c->sample ? (size_t)nread : sizeof c->sample;
+        memcpy(c->sample, buf->base, c->nsample);
+        if (c->state != CD_CONN_OPEN && c->state != CD_CONN_DRAINING)
+            return;
+        int rc = cd_rpc_reader_feed(c->reader, buf->base, (size_t)nread);
+        if (rc < 0 && rc != CD_ETOO_LARGE) {
+            conn_protocol_error(c, rc, UINT32_MAX, "cannot buffer the message");
+            return;
+        }
+        // An over-limit message (CD_ETOO_LARGE) is sticky in the reader:
+        // the complete messages before it are answered first, then
+        // cd_rpc_reader_next reports it and the connection fails.
+        if (rc == CD_ETOO_LARGE)
+            c->backlog = true;
+        cd_conn_process(c);
+    } else if (nread == UV_EOF) {
+        if (c->state == CD_CONN_OPEN || c->state == CD_CONN_DRAINING)
+            c->state = CD_CONN_HALF_CLOSED;
+        conn_update_reading(c);
+        conn_check(c);
+    } else if (nread < 0) {
+        CD_DEBUG("conn %llu: read failed: %s", (unsigned long long)c->id,
+                 uv_strerror((int)nread));
+        cd_conn_kill(c);
+    }
+}
+
+int cd_conn_accept(cd_server *srv) {
+    cd_conn *c = calloc(1, sizeof *c);
+    if (!c)
+        return CD_ENOMEM;
+    c->srv = srv;
+    c->id = ++srv->next_conn_id;
+    c->state = CD_CONN_OPEN;
+    msgpack_sbuffer_init(&c->out);
+    uv_pipe_init(srv->loop, &c->pipe, 0);
+    c->pipe.data = c;
+    c->next = srv->conns;
+    if (srv->conns)
+        srv->conns->prev = c;
+    srv->conns = c;
+    srv->nconns++;
+    int rc = uv_accept((uv_stream_t *)&srv->listener, (uv_stream_t *)&c->pipe);
+    if (rc != 0) {
+        CD_WARN("accept failed: %s", uv_strerror(rc));
+        c->refused = true;
+        conn_close(c);
+        return CD_EIO;
+    }
+    if (srv->nactive >= srv->conn_cap) {
+        c->refused = true;
+        CD_STAT_INC(conn_rejected_limit);
+        uint64_t now = uv_hrtime();
+        if (now - srv->last_reject_log_ns > 1000000000ull) {
+            srv->last_reject_log_ns = now;
+            CD_WARN("refusing connections: %zu open, max-connections %zu",
+                    srv->nactive, srv->conn_cap);
+        }
+        char why[96];
+        snprintf(why, sizeof why, "too many connections (max %zu)", srv->conn_cap);
+        conn_reply_error_raw(c, 0, CD_EOVERLOADED, why);
+        c->state = CD_CONN_FAILED;
+        conn_flush(c);
+        conn_check(c);
+        return CD_EOVERLOADED;
+    }
+    srv->nactive++;
+    rc = cd_rpc_reader_init(&c->reader, (size_t)srv->set->max_message);
+    if (rc != 0) {
+        CD_WARN("conn %llu: cannot allocate a reader", (unsigned long long)c->id);
+        c->state = CD_CONN_DEAD;
+        conn_close(c);
+        return rc;
+    }
+    CD_STAT_INC(conn_total);
+    CD_DEBUG("conn %llu: accepted (%zu open)", (unsigned long long)c->id,
+             srv->nactive);
+    if (srv->draining)
+        c->state = CD_CONN_DRAINING;
+    conn_update_reading(c);
+    return 0;
+}
+
+void cd_conn_request_started(cd_conn *c, cd_request *req) {
+    c->inflight++;
+    req->conn_prev = NULL;
+    req->conn_next = c->reqs;
+    if (c->reqs)
+        c->reqs->conn_prev = req;
+    c->reqs = req;
+}
+
+void cd_conn_request_done(cd_request *req) {
+    cd_conn *c = req->conn;
+    if (req->conn_prev)
+        req->conn_prev->conn_next = req->conn_next;
+    else
+        c->reqs = req->conn_next;
+    if (req->conn_next)
+        req->conn_next->conn_prev = req->conn_prev;
+    c->inflight--;
+    if (req->done)
+        req->done(req);
+
+    if (conn_writable(c)) {
+        if (req->status == 0) {
+            msgpack_sbuffer sb;
+            msgpack_sbuffer_init(&sb);
+            msgpack_packer pk;
+            msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+            int rc = req->pack ? req->pack(req, &pk) : msgpack_pack_nil(&pk);
+            if (rc == 0)
+                cd_conn_reply_ok(c, req->msgid, sb.data, sb.size);
+            else
+                cd_conn_reply_error(c, req->msgid, rc < 0 ? rc : CD_ENOMEM,
+                                    "cannot pack the result");
+            msgpack_sbuffer_destroy(&sb);
+        } else {
+            cd_conn_reply_error(c, req->msgid, req->status,
+                                req->err[0] ? req->err : NULL);
+        }
+    } else if (req->status == CD_ECANCELLED) {
+        CD_STAT_INC(req_cancelled);
+    } else {
+        CD_STAT_INC(req_dropped);
+    }
+    cd_request_free(req);
+    if (c->state == CD_CONN_CLOSING)
+        return;
+    conn_flush(c);
+    if (c->backlog && conn_can_handle(c))
+        cd_server_backlog_add(c->srv, c);
+    conn_update_reading(c);
+    conn_check(c);
+}
+
+void cd_conn_drain(cd_conn *c) {
+    if (c->state == CD_CONN_OPEN)
+        c->state = CD_CONN_DRAINING;
+    conn_check(c);
+}
+
+void cd_conn_kill(cd_conn *c) {
+    if (c->state == CD_CONN_CLOSING || c->state == CD_CONN_DEAD)
+        return;
+    c->state = CD_CONN_DEAD;
+    c->backlog = false;
+    msgpack_sbuffer_clear(&c->out);
+    for (cd_request *r = c->reqs; r; r = r->conn_next)
+        atomic_store(&r->cancelled, true);
+    conn_update_reading(c);
+    conn_check(c);
+}

@@ -1,0 +1,98 @@
+#ifndef CD_DAEMON_CONN_H
+#define CD_DAEMON_CONN_H
+
+// One client connection. Reads go through proto's cd_rpc_reader; at most
+// CD_CONN_BATCH messages are handled per read callback or idle turn (the rest
+// wait in the reader, with reads paused, so one busy client cannot starve the
+// others nor make us buffer without bound). Responses are appended to `out`
+// and handed to uv_write once per batch. A connection is freed only in its
+// uv_close callback, and uv_close is called only once no request of it is
+// queued or running on a worker.
+
+#include "daemon/request.h"
+#include "proto/rpc.h"
+
+#include <msgpack.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+typedef struct cd_server cd_server;
+
+#define CD_CONN_BATCH     64           // messages handled per callback
+#define CD_CONN_OUT_HIGH  (4u << 20)   // unsent response bytes that pause reads
+#define CD_CONN_OUT_LOW   (1u << 20)   // ... and resume them
+// Unsent bytes beyond which a client that does not read is dropped: twice
+// max-message, at least 64 MiB (requests already in flight when reads pause
+// can still add their responses; this bounds that too).
+#define CD_CONN_OUT_MAX(max_message) \
+    ((size_t)(max_message) * 2 > (64u << 20) ? (size_t)(max_message) * 2 : (64u << 20))
+
+typedef enum {
+    // Reading requests and answering them.
+    CD_CONN_OPEN,
+    // The peer shut down its sending side (EOF): no more reads; the complete
+    // messages already received are answered, then the connection closes.
+    CD_CONN_HALF_CLOSED,
+    // A protocol error (or a refusal) was answered: nothing more is read or
+    // handled; closes once that reply is flushed and nothing is in flight.
+    CD_CONN_FAILED,
+    // The server is shutting down: requests still read are answered (work
+    // that would start new computation gets E_SHUTDOWN); closes as soon as it
+    // is idle (nothing in flight, buffered, unsent, or unread in the kernel).
+    CD_CONN_DRAINING,
+    // The peer is gone (read/write error) or the drain timed out: nothing is
+    // written any more; queued work is cancelled; uv_close follows once the
+    // requests still on workers have come back.
+    CD_CONN_DEAD,
+    // uv_close was called; the struct is freed in the close callback.
+    CD_CONN_CLOSING,
+} cd_conn_state;
+
+struct cd_conn {
+    cd_server *srv;            // owning server
+    uv_pipe_t pipe;            // the socket (pipe.data == this)
+    cd_conn_state state;       // lifecycle, see above
+    uint64_t id;               // for logs
+    bool refused;              // over max-connections: refused with E_OVERLOADED
+    cd_rpc_reader *reader;     // streaming msgpack-RPC reader
+    msgpack_sbuffer out;       // packed responses not yet handed to uv_write
+    size_t write_pending;      // bytes handed to uv_write and not yet written
+    unsigned inflight;         // requests queued or running on workers
+    cd_request *reqs;          // those requests (for cancellation)
+    bool reading;              // uv_read_start is active
+    bool backlog;              // the reader may hold complete, unhandled messages
+    bool in_backlog_list;      // linked in srv->backlog
+    bool out_paused;           // write_pending went over CD_CONN_OUT_HIGH
+    unsigned char sample[16];  // first bytes of the last read (protocol-error logs)
+    size_t nsample;
+    cd_conn *prev, *next;      // srv->conns
+    cd_conn *backlog_next;     // srv->backlog
+};
+
+// Accepts a pending connection from the listener (or refuses it when the
+// server is at its connection cap). Returns 0 or a negative code.
+int cd_conn_accept(cd_server *srv);
+
+// Handles up to CD_CONN_BATCH buffered messages (used by the backlog idle).
+void cd_conn_process(cd_conn *c);
+
+// Appends [1, msgid, nil, result] where `result` is one packed msgpack value.
+void cd_conn_reply_ok(cd_conn *c, uint32_t msgid, const char *result, size_t len);
+// Appends [1, msgid, {code, message}, nil] and counts the error in stats.
+// message may be NULL (the table's default message).
+void cd_conn_reply_error(cd_conn *c, uint32_t msgid, int status, const char *message);
+
+// Registers a request submitted to the workers (counts in `inflight`).
+void cd_conn_request_started(cd_conn *c, cd_request *req);
+// A request came back from the workers: answers it (unless the peer is gone),
+// frees it, and resumes reading/closing as needed.
+void cd_conn_request_done(cd_request *req);
+
+// Server shutdown: OPEN connections start draining.
+void cd_conn_drain(cd_conn *c);
+// Drain timeout / forced stop: drops the connection (see CD_CONN_DEAD).
+void cd_conn_kill(cd_conn *c);
+
+#endif // CD_DAEMON_CONN_H

@@ -1,0 +1,225 @@
+#include "daemon/methods.h"
+
+#include "daemon/conn.h"
+#include "daemon/features.h"
+#include "daemon/log.h"
+#include "daemon/models.h"
+#include "daemon/server.h"
+#include "daemon/stats.h"
+#include "daemon/version.h"
+#include "proto/errors.h"
+#include "proto/limits.h"
+
+#include <stdio.h>
+#include <string.h>
+
+typedef int (*method_fn)(cd_call *call);
+
+enum {
+    MF_NEEDS_PARAMS = 1 << 0, // params must be [map]
+    MF_NO_DRAINING = 1 << 1,  // refused with E_SHUTDOWN once shutdown began
+};
+
+typedef struct {
+    cd_method_id id;
+    method_fn fn;
+    unsigned flags;
+} method_entry;
+
+static int m_hello(cd_call *call);
+static int m_health(cd_call *call);
+static int m_stats(cd_call *call);
+
+// The method table (names come from CD_METHOD_NAMES in stats.h).
+static const method_entry methods[] = {
+    {CD_M_hello, m_hello, 0},
+    {CD_M_health, m_health, 0},
+    {CD_M_models, cd_method_models, 0},
+    {CD_M_stats, m_stats, 0},
+    {CD_M_load, cd_method_load, MF_NEEDS_PARAMS | MF_NO_DRAINING},
+    {CD_M_unload, cd_method_unload, MF_NEEDS_PARAMS},
+    {CD_M_infer, cd_method_infer, MF_NEEDS_PARAMS},
+};
+
+// Copies at most 64 bytes of a client string for a message, replacing
+// anything but printable ASCII with '?' (replies must stay valid UTF-8).
+static void sanitize(char *dst, size_t dstlen, const char *src, size_t len) {
+    size_t n = 0;
+    for (size_t i = 0; i < len && n + 4 < dstlen && i < 64; i++)
+        dst[n++] = (src[i] >= 0x20 && src[i] < 0x7f) ? src[i] : '?';
+    if (len > 64 && n + 4 < dstlen) {
+        memcpy(dst + n, "...", 3);
+        n += 3;
+    }
+    dst[n] = '\0';
+}
+
+// The params map of a request: [] / [nil] / nil give NULL; [map] the map.
+// Returns 0 or CD_EPARAMS with err.
+static int params_map(const cd_rpc_msg *msg, const msgpack_object **out,
+                      char *err, size_t errlen) {
+    const msgpack_object *p = &msg->params;
+    *out = NULL;
+    if (p->type == MSGPACK_OBJECT_NIL)
+        return 0;
+    if (p->type != MSGPACK_OBJECT_ARRAY) {
+        snprintf(err, errlen, "params must be an array holding one map");
+        return CD_EPARAMS;
+    }
+    if (p->via.array.size == 0)
+        return 0;
+    if (p->via.array.size > 1) {
+        snprintf(err, errlen, "params must hold one map, got %u values",
+                 p->via.array.size);
+        return CD_EPARAMS;
+    }
+    const msgpack_object *m = &p->via.array.ptr[0];
+    if (m->type == MSGPACK_OBJECT_NIL)
+        return 0;
+    if (m->type != MSGPACK_OBJECT_MAP) {
+        snprintf(err, errlen, "params must be [map]");
+        return CD_EPARAMS;
+    }
+    *out = m;
+    return 0;
+}
+
+void cd_methods_dispatch(cd_conn *c, cd_rpc_msg *msg) {
+    cd_method_id id = cd_method_lookup(msg->method, msg->method_len);
+    uint32_t msgid = msg->msgid;
+    CD_STAT_INC(req_total);
+    CD_STAT_INC(by_method[id]);
+
+    const method_entry *e = NULL;
+    for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++)
+        if (methods[i].id == id)
+            e = &methods[i];
+
+    cd_call call = {.srv = c->srv, .conn = c, .msg = msg};
+    int rc;
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    call.pk = &pk;
+
+    if (!e) {
+        char name[80];
+        sanitize(name, sizeof name, msg->method, msg->method_len);
+        snprintf(call.err, sizeof call.err, "unknown method '%s'", name);
+        rc = CD_EMETHOD;
+    } else if ((rc = params_map(msg, &call.params, call.err, sizeof call.err)) != 0) {
+        // rc set
+    } else if ((e->flags & MF_NEEDS_PARAMS) && !call.params) {
+        snprintf(call.err, sizeof call.err, "%s needs params [map]",
+                 cd_method_name(id));
+        rc = CD_EPARAMS;
+    } else if ((e->flags & MF_NO_DRAINING) && c->srv->draining) {
+        snprintf(call.err, sizeof call.err, "server is shutting down");
+        rc = CD_ESHUTDOWN;
+    } else {
+        rc = e->fn(&call);
+    }
+
+    if (rc == 0) {
+        cd_conn_reply_ok(c, msgid, sb.data, sb.size);
+    } else if (rc < 0) {
+        CD_DEBUG("conn %llu: msgid %u %s: %s: %s", (unsigned long long)c->id,
+                 msgid, cd_method_name(id), cd_err_name(rc), call.err);
+        cd_conn_reply_error(c, msgid, rc, call.err[0] ? call.err : NULL);
+    }
+    msgpack_sbuffer_destroy(&sb);
+    if (rc != CD_CALL_QUEUED)
+        cd_rpc_msg_free(msg);
+}
+
+// ---- the cheap methods, answered on the loop --------------------------------
+
+static int pack_key(msgpack_packer *pk, const char *k) {
+    return cd_pack_str(pk, k);
+}
+
+static int m_hello(cd_call *call) {
+    msgpack_packer *pk = call->pk;
+    const char *feat[32];
+    size_t nfeat = cd_features_list(feat, 32);
+    int rc = msgpack_pack_map(pk, 5);
+    rc |= cd_pack_kv_str(pk, "server", CD_DAEMON_NAME);
+    rc |= cd_pack_kv_str(pk, "version", CD_DAEMON_VERSION);
+    rc |= pack_key(pk, "protocol");
+    rc |= msgpack_pack_int(pk, CD_PROTOCOL_VERSION);
+    rc |= cd_pack_kv_str(pk, "device", call->srv->set->device);
+    rc |= pack_key(pk, "features");
+    rc |= msgpack_pack_array(pk, nfeat);
+    for (size_t i = 0; i < nfeat; i++)
+        rc |= cd_pack_str(pk, feat[i]);
+    return rc ? CD_ENOMEM : 0;
+}
+
+static int m_health(cd_call *call) {
+    msgpack_packer *pk = call->pk;
+    int rc = msgpack_pack_map(pk, 3);
+    rc |= cd_pack_kv_str(pk, "status", call->srv->draining ? "draining" : "ok");
+    rc |= pack_key(pk, "uptime_s");
+    rc |= msgpack_pack_double(pk, cd_server_uptime(call->srv));
+    rc |= pack_key(pk, "models");
+    rc |= msgpack_pack_int64(pk, cd_models_count(call->srv));
+    return rc ? CD_ENOMEM : 0;
+}
+
+static int pack_kv_u64(msgpack_packer *pk, const char *k, uint64_t v) {
+    return pack_key(pk, k) | msgpack_pack_uint64(pk, v);
+}
+
+static int m_stats(cd_call *call) {
+    msgpack_packer *pk = call->pk;
+    cd_server *srv = call->srv;
+    int rc = msgpack_pack_map(pk, 9);
+    rc |= pack_key(pk, "uptime_s");
+    rc |= msgpack_pack_double(pk, cd_server_uptime(srv));
+
+    uint64_t rej_limit = CD_STAT_GET(conn_rejected_limit);
+    uint64_t rej_emfile = CD_STAT_GET(conn_rejected_emfile);
+    rc |= pack_key(pk, "connections");
+    rc |= msgpack_pack_map(pk, 8);
+    rc |= pack_kv_u64(pk, "current", srv->nactive);
+    rc |= pack_kv_u64(pk, "total", CD_STAT_GET(conn_total));
+    rc |= pack_kv_u64(pk, "rejected", rej_limit + rej_emfile);
+    rc |= pack_kv_u64(pk, "rejected_limit", rej_limit);
+    rc |= pack_kv_u64(pk, "rejected_emfile", rej_emfile);
+    rc |= pack_kv_u64(pk, "eof_mid_message", CD_STAT_GET(conn_eof_mid_message));
+    rc |= pack_kv_u64(pk, "write_errors", CD_STAT_GET(conn_write_errors));
+    rc |= pack_kv_u64(pk, "slow_readers", CD_STAT_GET(conn_slow_reader));
+
+    rc |= pack_key(pk, "requests");
+    rc |= msgpack_pack_map(pk, 6);
+    rc |= pack_kv_u64(pk, "total", CD_STAT_GET(req_total));
+    rc |= pack_kv_u64(pk, "in_flight", cd_workers_busy(srv->workers));
+    rc |= pack_kv_u64(pk, "notifications", CD_STAT_GET(notifications));
+    rc |= pack_kv_u64(pk, "cancelled", CD_STAT_GET(req_cancelled));
+    rc |= pack_kv_u64(pk, "dropped", CD_STAT_GET(req_dropped));
+    rc |= pack_key(pk, "by_method");
+    rc |= msgpack_pack_map(pk, CD_M_COUNT);
+    for (int i = 0; i < CD_M_COUNT; i++)
+        rc |= pack_kv_u64(pk, cd_method_name((cd_method_id)i),
+                          CD_STAT_GET(by_method[i]));
+
+    rc |= pack_key(pk, "errors");
+    size_t nerr = 0;
+#define XX(name, num, msg) nerr++;
+    CD_ERROR_MAP(XX)
+#undef XX
+    rc |= msgpack_pack_map(pk, nerr);
+#define XX(name, num, msg) rc |= pack_kv_u64(pk, "E_" #name, CD_STAT_GET(errors[num]));
+    CD_ERROR_MAP(XX)
+#undef XX
+
+    rc |= pack_kv_u64(pk, "bytes_in", CD_STAT_GET(bytes_in));
+    rc |= pack_kv_u64(pk, "bytes_out", CD_STAT_GET(bytes_out));
+    rc |= pack_kv_u64(pk, "rss_bytes", cd_stats_rss_bytes());
+    rc |= pack_key(pk, "models");
+    rc |= cd_models_pack_stats(srv, pk);
+    rc |= pack_key(pk, "settings");
+    rc |= cd_settings_pack(pk, srv->set);
+    return rc ? CD_ENOMEM : 0;
+}

@@ -1,0 +1,638 @@
+// The model side of the daemon (see models.h): the registry at start-up
+// (--models DIR), and the methods models, load, unload and infer.
+//
+// load and infer do their heavy part on worker threads (cd_model_load,
+// cd_model_run); the loop only validates, takes references and packs.
+#include "daemon/models.h"
+
+#include "daemon/conn.h"
+#include "daemon/log.h"
+#include "daemon/registry.h"
+#include "daemon/request.h"
+#include "daemon/server.h"
+#include "proto/errors.h"
+#include "proto/limits.h"
+#include "proto/params.h"
+#include "proto/rpc.h"
+#include "proto/tensor.h"
+#include "runtime/runtime.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+// ---- names and descriptions -------------------------------------------------
+
+// A model name: 1..CD_MAX_NAME bytes of [A-Za-z0-9._-]. Returns 0 or
+// CD_EPARAMS.
+static int check_name(const char *name, char *err, size_t errlen) {
+    size_t n = strlen(name);
+    if (n == 0 || n > CD_MAX_NAME) {
+        snprintf(err, errlen, "model name must be 1..%d bytes", CD_MAX_NAME);
+        return CD_EPARAMS;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char ch = name[i];
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+              (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-')) {
+            snprintf(err, errlen, "model name may only use A-Z a-z 0-9 . _ -");
+            return CD_EPARAMS;
+        }
+    }
+    return 0;
+}
+
+// Inputs/outputs beyond CD_MAX_TENSORS cannot be addressed by one request.
+static int check_io_counts(const cd_model *m, char *err, size_t errlen) {
+    if (cd_model_num_inputs(m) > CD_MAX_TENSORS || cd_model_num_outputs(m) > CD_MAX_TENSORS) {
+        snprintf(err, errlen, "model has more than %d inputs or outputs", CD_MAX_TENSORS);
+        return CD_EUNSUPPORTED;
+    }
+    return 0;
+}
+
+static int pack_io(msgpack_packer *pk, const cd_io_desc *d) {
+    int rc = msgpack_pack_map(pk, 3);
+    rc |= cd_pack_kv_str(pk, "name", d->name ? d->name : "");
+    rc |= cd_pack_kv_str(pk, "dtype", cd_dtype_name(d->dtype));
+    rc |= cd_pack_str(pk, "shape");
+    rc |= msgpack_pack_array(pk, (size_t)d->rank);
+    for (int i = 0; i < d->rank; i++) // the batch dim is open: -1
+        rc |= msgpack_pack_int64(pk, i == 0 ? -1 : d->shape[i]);
+    return rc;
+}
+
+static int pack_kv_i64(msgpack_packer *pk, const char *k, int64_t v) {
+    return cd_pack_str(pk, k) | msgpack_pack_int64(pk, v);
+}
+
+// The `models` entry of one model.
+static int pack_entry(msgpack_packer *pk, const cd_model_entry *e) {
+    cd_model_summary s;
+    cd_model_get_summary(e->model, &s);
+    int ni = cd_model_num_inputs(e->model), no = cd_model_num_outputs(e->model);
+    int rc = msgpack_pack_map(pk, 11);
+    rc |= cd_pack_kv_str(pk, "name", e->name);
+    rc |= cd_pack_kv_str(pk, "path", e->path);
+    rc |= pack_kv_i64(pk, "max_batch", e->max_batch);
+    rc |= cd_pack_str(pk, "inputs");
+    rc |= msgpack_pack_array(pk, (size_t)ni);
+    for (int i = 0; i < ni; i++)
+        rc |= pack_io(pk, cd_model_input(e->model, i));
+    rc |= cd_pack_str(pk, "outputs");
+    rc |= msgpack_pack_array(pk, (size_t)no);
+    for (int i = 0; i < no; i++)
+        rc |= pack_io(pk, cd_model_output(e->model, i));
+    rc |= pack_kv_i64(pk, "params", s.params);
+    rc |= pack_kv_i64(pk, "flops", s.flops);
+    rc |= pack_kv_i64(pk, "weight_bytes", s.weight_bytes);
+    rc |= pack_kv_i64(pk, "activation_bytes", s.activation_bytes);
+    rc |= cd_pack_str(pk, "density");
+    rc |= msgpack_pack_double(pk, s.params > 0 ? 1.0 - (double)s.zero_params / (double)s.params
+                                               : 1.0);
+    rc |= pack_kv_i64(pk, "layers", s.nlayers);
+    return rc ? CD_ENOMEM : 0;
+}
+
+// ---- start-up and shutdown --------------------------------------------------
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+// Loads one file of the models directory; a failure is logged and skipped.
+static void load_at_start(cd_server *srv, const char *file) {
+    const cd_settings *set = srv->set;
+    char name[CD_MAX_NAME + 1], err[512], real[PATH_MAX];
+    size_t stem = strlen(file) - 5; // without ".onnx"
+    if (stem == 0 || stem > CD_MAX_NAME) {
+        CD_WARN("skipping model file '%s': name length out of range", file);
+        return;
+    }
+    memcpy(name, file, stem);
+    name[stem] = '\0';
+    int rc = check_name(name, err, sizeof err);
+    if (rc == 0)
+        rc = cd_model_path_resolve(set->models, file, real, err, sizeof err);
+    cd_model *m = NULL;
+    if (rc == 0) {
+        cd_model_opts opts = {.max_batch = (int)set->max_batch,
+                              .threads = (int)set->threads,
+                              .device = set->device};
+        rc = cd_model_load(real, &opts, &m, err, sizeof err);
+    }
+    if (rc == 0 && (rc = check_io_counts(m, err, sizeof err)) != 0)
+        cd_model_free(m);
+    if (rc != 0) {
+        CD_WARN("skipping model '%s': %s: %s", file, cd_err_name(rc), err);
+        return;
+    }
+    cd_model_entry *e = cd_model_entry_new(name, file, m, (int)set->max_batch,
+                                           cd_workers_count(srv->workers));
+    if (!e || cd_registry_put(srv->registry, e) != 0) {
+        CD_WARN("skipping model '%s': out of memory", file);
+        if (e)
+            cd_model_entry_unref(e);
+        else
+            cd_model_free(m);
+        return;
+    }
+    cd_model_summary s;
+    cd_model_get_summary(m, &s);
+    CD_INFO("loaded model %s from %s (%d layers, %lld params, max_batch %d)", name,
+            file, s.nlayers, (long long)s.params, e->max_batch);
+}
+
+int cd_models_init(cd_server *srv) {
+    const cd_settings *set = srv->set;
+    int rc = cd_registry_init(&srv->registry, cd_workers_count(srv->workers));
+    if (rc != 0)
+        return rc;
+    rc = cd_runtime_init((int)set->threads);
+    if (rc != 0) {
+        CD_ERROR("runtime initialisation failed: %s", cd_strerror(rc));
+        return rc;
+    }
+    if (!set->models[0])
+        return 0;
+    DIR *dir = opendir(set->models);
+    if (!dir) {
+        CD_ERROR("cannot open --models %s: %s", set->models, strerror(errno));
+        return CD_EIO;
+    }
+    char **files = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *de;
+    while ((de = readdir(dir)) != NULL) {
+        size_t len = strlen(de->d_name);
+        if (len <= 5 || strcmp(de->d_name + len - 5, ".onnx") != 0)
+            continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 16;
+            char **nf = realloc(files, cap * sizeof *nf);
+            if (!nf)
+                break;
+            files = nf;
+        }
+        if (!(files[n] = strdup(de->d_name)))
+            break;
+        n++;
+    }
+    closedir(dir);
+    if (n)
+        qsort(files, n, sizeof *files, cmp_str);
+    for (size_t i = 0; i < n; i++) {
+        load_at_start(srv, files[i]);
+        free(files[i]);
+    }
+    free(files);
+    CD_INFO("%zu of %zu models in %s loaded", cd_registry_count(srv->registry), n,
+            set->models);
+    return 0;
+}
+
+void cd_models_free(cd_server *srv) {
+    cd_registry_free(srv->registry);
+    srv->registry = NULL;
+}
+
+int64_t cd_models_count(cd_server *srv) {
+    return (int64_t)cd_registry_count(srv->registry);
+}
+
+int cd_models_pack_stats(cd_server *srv, msgpack_packer *pk) {
+    size_t n = cd_registry_count(srv->registry);
+    int rc = msgpack_pack_map(pk, n);
+    for (size_t i = 0; i < n; i++) {
+        const cd_model_counters *c = cd_registry_counters_at(srv->registry, i);
+        rc |= cd_pack_str(pk, cd_registry_at(srv->registry, i)->name);
+        rc |= msgpack_pack_map(pk, 3);
+        rc |= pack_kv_i64(pk, "requests", (int64_t)c->requests);
+        rc |= pack_kv_i64(pk, "errors", (int64_t)c->errors);
+        rc |= pack_kv_i64(pk, "batches", (int64_t)c->batches);
+    }
+    return rc ? CD_ENOMEM : 0;
+}
+
+// ---- models -----------------------------------------------------------------
+
+int cd_method_models(cd_call *call) {
+    cd_registry *r = call->srv->registry;
+    size_t n = cd_registry_count(r);
+    int rc = msgpack_pack_map(call->pk, 1);
+    rc |= cd_pack_str(call->pk, "models");
+    rc |= msgpack_pack_array(call->pk, n);
+    if (rc)
+        return CD_ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        if ((rc = pack_entry(call->pk, cd_registry_at(r, i))) != 0)
+            return rc;
+    return 0;
+}
+
+// ---- load -------------------------------------------------------------------
+
+typedef struct {
+    char name[CD_MAX_NAME + 1];  // registry name
+    char path[CD_MAX_STR + 1];   // as sent (relative to --models)
+    char real[PATH_MAX];         // resolved inside --models
+    int max_batch;
+    cd_model *model;             // loaded by the worker; owned until installed
+    cd_model_entry *entry;       // installed entry (no reference held)
+} load_state;
+
+static int load_work(cd_request *req, int worker) {
+    load_state *st = req->state;
+    const cd_settings *set = req->srv->set;
+    cd_model_opts opts = {.max_batch = st->max_batch, .threads = (int)set->threads,
+                          .device = set->device};
+    int rc = cd_model_load(st->real, &opts, &st->model, req->err, sizeof req->err);
+    if (rc == 0 && (rc = check_io_counts(st->model, req->err, sizeof req->err)) != 0) {
+        cd_model_free(st->model);
+        st->model = NULL;
+    }
+    return rc;
+}
+
+// Installs the loaded model (even when the client has gone: the operator
+// asked for it).
+static void load_done(cd_request *req) {
+    load_state *st = req->state;
+    if (req->status != 0) {
+        CD_WARN("load %s from %s failed: %s: %s", st->name, st->path,
+                cd_err_name(req->status), req->err);
+        return;
+    }
+    cd_model_entry *e = cd_model_entry_new(st->name, st->path, st->model, st->max_batch,
+                                           cd_workers_count(req->srv->workers));
+    if (!e || cd_registry_put(req->srv->registry, e) != 0) {
+        if (e)
+            cd_model_entry_unref(e); // frees the model too
+        else
+            cd_model_free(st->model);
+        st->model = NULL;
+        req->status = CD_ENOMEM;
+        snprintf(req->err, sizeof req->err, "out of memory installing the model");
+        return;
+    }
+    st->model = NULL;
+    st->entry = e;
+    CD_INFO("loaded model %s from %s (max_batch %d)", st->name, st->path, st->max_batch);
+}
+
+static int load_pack(cd_request *req, msgpack_packer *pk) {
+    load_state *st = req->state;
+    return pack_entry(pk, st->entry);
+}
+
+static void load_release(cd_request *req) {
+    load_state *st = req->state;
+    if (st) {
+        cd_model_free(st->model);
+        free(st);
+    }
+}
+
+int cd_method_load(cd_call *call) {
+    load_state *st = calloc(1, sizeof *st);
+    if (!st)
+        return CD_ENOMEM;
+    int64_t max_batch = call->srv->set->max_batch;
+    int rc = cd_param_str(call->params, "name", st->name, sizeof st->name, call->err,
+                          sizeof call->err);
+    if (rc == 1) {
+        snprintf(call->err, sizeof call->err, "load needs 'name'");
+        rc = CD_EPARAMS;
+    }
+    if (rc == 0)
+        rc = check_name(st->name, call->err, sizeof call->err);
+    if (rc == 0) {
+        rc = cd_param_str(call->params, "path", st->path, sizeof st->path, call->err,
+                          sizeof call->err);
+        if (rc == 1) {
+            snprintf(call->err, sizeof call->err, "load needs 'path'");
+            rc = CD_EPARAMS;
+        }
+    }
+    if (rc == 0) {
+        rc = cd_param_int(call->params, "max_batch", 1, 4096, &max_batch, call->err,
+                          sizeof call->err);
+        if (rc == 1)
+            rc = 0;
+    }
+    if (rc == 0)
+        rc = cd_model_path_resolve(call->srv->set->models, st->path, st->real,
+                                   call->err, sizeof call->err);
+    if (rc != 0) {
+        free(st);
+        return rc;
+    }
+    st->max_batch = (int)max_batch;
+    cd_request *req = cd_request_new(call->conn, call->msg, CD_M_load);
+    if (!req) {
+        free(st);
+        return CD_ENOMEM;
+    }
+    req->srv = call->srv;
+    req->state = st;
+    req->work = load_work;
+    req->done = load_done;
+    req->pack = load_pack;
+    req->release = load_release;
+    cd_conn_request_started(call->conn, req);
+    cd_workers_submit(call->srv->workers, req);
+    return CD_CALL_QUEUED;
+}
+
+// ---- unload -----------------------------------------------------------------
+
+int cd_method_unload(cd_call *call) {
+    char name[CD_MAX_NAME + 1];
+    int rc = cd_param_str(call->params, "name", name, sizeof name, call->err,
+                          sizeof call->err);
+    if (rc == 1) {
+        snprintf(call->err, sizeof call->err, "unload needs 'name'");
+        return CD_EPARAMS;
+    }
+    if (rc != 0)
+        return rc;
+    if (cd_registry_remove(call->srv->registry, name, strlen(name)) != 0) {
+        snprintf(call->err, sizeof call->err, "no model named '%.64s'", name);
+        return CD_ENOT_FOUND;
+    }
+    CD_INFO("unloaded model %s", name);
+    rc = msgpack_pack_map(call->pk, 1);
+    rc |= cd_pack_kv_str(call->pk, "name", name);
+    return rc ? CD_ENOMEM : 0;
+}
+
+// ---- infer ------------------------------------------------------------------
+
+typedef struct {
+    cd_model_entry *entry;             // reference held until release
+    int batch;                         // shape[0] of the inputs
+    int nin, nout;
+    const void *in[CD_MAX_TENSORS];    // input data in model order (into msg)
+    void *copy[CD_MAX_TENSORS];        // aligned copies of misaligned inputs
+    size_t in_bytes[CD_MAX_TENSORS];
+    void *out[CD_MAX_TENSORS];         // output buffers (worker-allocated)
+    size_t out_bytes[CD_MAX_TENSORS];
+    bool want[CD_MAX_TENSORS];         // outputs to return
+    int64_t timeout_ms;                // 0 = none
+} infer_state;
+
+static int infer_work(cd_request *req, int worker) {
+    infer_state *st = req->state;
+    cd_model_entry *e = st->entry;
+    if (st->timeout_ms > 0 &&
+        uv_hrtime() - req->t_received_ns > (uint64_t)st->timeout_ms * 1000000ull) {
+        snprintf(req->err, sizeof req->err, "could not start within timeout_ms %lld",
+                 (long long)st->timeout_ms);
+        return CD_ETIMEOUT;
+    }
+    if (!e->execs[worker]) {
+        int rc = cd_exec_init(e->model, &e->execs[worker]);
+        if (rc != 0) {
+            snprintf(req->err, sizeof req->err, "cannot allocate the execution state");
+            return rc;
+        }
+    }
+    for (int i = 0; i < st->nin; i++) {
+        if ((uintptr_t)st->in[i] % sizeof(float) != 0) {
+            // bin payloads sit at any offset of the message: copy to align.
+            st->copy[i] = malloc(st->in_bytes[i]);
+            if (!st->copy[i])
+                goto nomem;
+            memcpy(st->copy[i], st->in[i], st->in_bytes[i]);
+            st->in[i] = st->copy[i];
+        }
+    }
+    for (int i = 0; i < st->nout; i++) {
+        if (!(st->out[i] = malloc(st->out_bytes[i] ? st->out_bytes[i] : 1)))
+            goto nomem;
+    }
+    return cd_model_run(e->execs[worker], st->batch, st->in, st->out, req->err,
+                        sizeof req->err);
+nomem:
+    snprintf(req->err, sizeof req->err, "out of memory for the tensors");
+    return CD_ENOMEM;
+}
+
+static void infer_done(cd_request *req) {
+    infer_state *st = req->state;
+    cd_model_counters *c =
+        cd_registry_counters(req->srv->registry, st->entry->name, strlen(st->entry->name));
+    if (!c)
+        return; // unloaded meanwhile
+    if (req->status == 0)
+        c->batches++;
+    else
+        c->errors++;
+}
+
+static int infer_pack(cd_request *req, msgpack_packer *pk) {
+    infer_state *st = req->state;
+    size_t n = 0;
+    for (int i = 0; i < st->nout; i++)
+        n += st->want[i];
+    int rc = msgpack_pack_map(pk, 1);
+    rc |= cd_pack_str(pk, "outputs");
+    rc |= msgpack_pack_map(pk, n);
+    for (int i = 0; i < st->nout && !rc; i++) {
+        if (!st->want[i])
+            continue;
+        const cd_io_desc *d = cd_model_output(st->entry->model, i);
+        cd_tensor t = {.dtype = CD_DTYPE_F32, .rank = d->rank, .data = st->out[i],
+                       .nbytes = st->out_bytes[i]};
+        for (int k = 0; k < d->rank; k++)
+            t.shape[k] = k == 0 ? st->batch : d->shape[k];
+        rc |= cd_pack_str(pk, d->name);
+        rc |= cd_tensor_pack(pk, &t);
+    }
+    return rc ? CD_ENOMEM : 0;
+}
+
+static void infer_release(cd_request *req) {
+    infer_state *st = req->state;
+    if (!st)
+        return;
+    for (int i = 0; i < CD_MAX_TENSORS; i++) {
+        free(st->copy[i]);
+        free(st->out[i]);
+    }
+    cd_model_entry_unref(st->entry);
+    free(st);
+}
+
+// Element count of the per-item part of d (dims 1..rank-1).
+static int64_t item_numel(const cd_io_desc *d) {
+    int64_t n = 1;
+    for (int k = 1; k < d->rank; k++)
+        n *= d->shape[k];
+    return n;
+}
+
+// Validates inputs/outputs of an infer call against e and fills st.
+static int infer_validate(const msgpack_object *params, cd_model_entry *e,
+                          infer_state *st, char *err, size_t errlen) {
+    const cd_model *m = e->model;
+    st->nin = cd_model_num_inputs(m);
+    st->nout = cd_model_num_outputs(m);
+    const msgpack_object *inputs = cd_map_get(params, "inputs");
+    if (!inputs || inputs->type != MSGPACK_OBJECT_MAP) {
+        snprintf(err, errlen, "'inputs' must be a map {name: tensor}");
+        return CD_EPARAMS;
+    }
+    bool seen[CD_MAX_TENSORS] = {false};
+    st->batch = -1;
+    for (uint32_t j = 0; j < inputs->via.map.size; j++) {
+        const msgpack_object *k = &inputs->via.map.ptr[j].key;
+        if (k->type != MSGPACK_OBJECT_STR) {
+            snprintf(err, errlen, "input names must be str");
+            return CD_EPARAMS;
+        }
+        int idx = -1;
+        for (int i = 0; i < st->nin; i++)
+            if (cd_obj_streq(k, cd_model_input(m, i)->name))
+                idx = i;
+        if (idx < 0) {
+            snprintf(err, errlen, "model '%.64s' has no input '%.*s'", e->name,
+                     (int)(k->via.str.size > 64 ? 64 : k->via.str.size), k->via.str.ptr);
+            for (char *p = err; *p; p++)
+                if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f)
+                    *p = '?';
+            return CD_EPARAMS;
+        }
+        if (seen[idx]) {
+            snprintf(err, errlen, "input '%s' given twice", cd_model_input(m, idx)->name);
+            return CD_EPARAMS;
+        }
+        seen[idx] = true;
+        const cd_io_desc *d = cd_model_input(m, idx);
+        cd_tensor t;
+        char why[200];
+        int rc = cd_tensor_decode(&inputs->via.map.ptr[j].val, &t, why, sizeof why);
+        if (rc != 0) {
+            snprintf(err, errlen, "input '%s': %s", d->name, why);
+            return rc;
+        }
+        if (t.dtype != d->dtype) {
+            snprintf(err, errlen, "input '%s' must be %s, got %s", d->name,
+                     cd_dtype_name(d->dtype), cd_dtype_name(t.dtype));
+            return CD_EDTYPE;
+        }
+        if (t.rank != d->rank) {
+            snprintf(err, errlen, "input '%s' must have rank %d, got %d", d->name,
+                     d->rank, t.rank);
+            return CD_ESHAPE;
+        }
+        for (int k2 = 1; k2 < d->rank; k2++) {
+            if (t.shape[k2] != d->shape[k2]) {
+                snprintf(err, errlen, "input '%s' dim %d must be %lld, got %lld",
+                         d->name, k2, (long long)d->shape[k2], (long long)t.shape[k2]);
+                return CD_ESHAPE;
+            }
+        }
+        if (t.shape[0] > e->max_batch) {
+            snprintf(err, errlen, "input '%s' batch %lld exceeds max_batch %d of '%.64s'",
+                     d->name, (long long)t.shape[0], e->max_batch, e->name);
+            return CD_ESHAPE;
+        }
+        if (st->batch >= 0 && t.shape[0] != st->batch) {
+            snprintf(err, errlen, "inputs disagree on the batch size (%d vs %lld)",
+                     st->batch, (long long)t.shape[0]);
+            return CD_ESHAPE;
+        }
+        st->batch = (int)t.shape[0];
+        st->in[idx] = t.data;
+        st->in_bytes[idx] = t.nbytes;
+    }
+    for (int i = 0; i < st->nin; i++) {
+        if (!seen[i]) {
+            snprintf(err, errlen, "missing input '%s'", cd_model_input(m, i)->name);
+            return CD_EPARAMS;
+        }
+    }
+    const msgpack_object *outs = cd_map_get(params, "outputs");
+    if (!outs || outs->type == MSGPACK_OBJECT_NIL) {
+        for (int i = 0; i < st->nout; i++)
+            st->want[i] = true;
+    } else if (outs->type != MSGPACK_OBJECT_ARRAY || outs->via.array.size == 0) {
+        snprintf(err, errlen, "'outputs' must be a non-empty array of output names");
+        return CD_EPARAMS;
+    } else {
+        for (uint32_t j = 0; j < outs->via.array.size; j++) {
+            const msgpack_object *o = &outs->via.array.ptr[j];
+            int idx = -1;
+            for (int i = 0; i < st->nout; i++)
+                if (cd_obj_streq(o, cd_model_output(m, i)->name))
+                    idx = i;
+            if (idx < 0) {
+                snprintf(err, errlen, "model '%.64s' has no output named in 'outputs'[%u]",
+                         e->name, j);
+                return CD_EPARAMS;
+            }
+            st->want[idx] = true;
+        }
+    }
+    for (int i = 0; i < st->nout; i++) {
+        const cd_io_desc *d = cd_model_output(m, i);
+        st->out_bytes[i] = (size_t)st->batch * (size_t)item_numel(d) * cd_dtype_size(d->dtype);
+    }
+    int64_t timeout = 0;
+    int rc = cd_param_int(params, "timeout_ms", 0, INT32_MAX, &timeout, err, errlen);
+    if (rc < 0)
+        return rc;
+    st->timeout_ms = rc == 0 ? timeout : 0;
+    return 0;
+}
+
+int cd_method_infer(cd_call *call) {
+    char name[CD_MAX_NAME + 1];
+    int rc = cd_param_str(call->params, "model", name, sizeof name, call->err,
+                          sizeof call->err);
+    if (rc == 1) {
+        snprintf(call->err, sizeof call->err, "infer needs 'model'");
+        return CD_EPARAMS;
+    }
+    if (rc != 0)
+        return rc;
+    cd_registry *reg = call->srv->registry;
+    cd_model_entry *e = cd_registry_get(reg, name, strlen(name));
+    if (!e) {
+        snprintf(call->err, sizeof call->err, "no model named '%.64s'", name);
+        return CD_ENOT_FOUND;
+    }
+    cd_model_counters *counters = cd_registry_counters(reg, name, strlen(name));
+    counters->requests++;
+    infer_state *st = calloc(1, sizeof *st);
+    if (!st) {
+        cd_model_entry_unref(e);
+        counters->errors++;
+        return CD_ENOMEM;
+    }
+    st->entry = e;
+    rc = infer_validate(call->params, e, st, call->err, sizeof call->err);
+    cd_request *req = NULL;
+    if (rc == 0 && !(req = cd_request_new(call->conn, call->msg, CD_M_infer)))
+        rc = CD_ENOMEM;
+    if (rc != 0) {
+        cd_model_entry_unref(e);
+        free(st);
+        counters->errors++;
+        return rc;
+    }
+    req->srv = call->srv;
+    req->state = st;
+    req->work = infer_work;
+    req->done = infer_done;
+    req->pack = infer_pack;
+    req->release = infer_release;
+    cd_conn_request_started(call->conn, req);
+    cd_workers_submit(call->srv->workers, req);
+    return CD_CALL_QUEUED;
+}

@@ -1,0 +1,32 @@
+#ifndef CD_DAEMON_MODELS_H
+#define CD_DAEMON_MODELS_H
+
+// The model side of the daemon: the registry of loaded models and the
+// methods that use it (models, load, unload, infer). Everything here runs on
+// the loop thread except the `work` parts of requests, which run on workers.
+
+#include "daemon/methods.h"
+
+#include <msgpack.h>
+#include <stdint.h>
+
+typedef struct cd_server cd_server;
+
+// Creates the registry and loads every *.onnx of --models (a bad model is
+// logged and skipped). Returns 0 or a negative code (start-up fails then).
+int cd_models_init(cd_server *srv);
+// Drops every model (at exit, after the workers are joined).
+void cd_models_free(cd_server *srv);
+
+// Number of loaded models.
+int64_t cd_models_count(cd_server *srv);
+// Packs {name: {requests, errors, batches}} for `stats`.
+int cd_models_pack_stats(cd_server *srv, msgpack_packer *pk);
+
+// Method handlers (see methods.h for the cd_call contract).
+int cd_method_models(cd_call *call);
+int cd_method_load(cd_call *call);
+int cd_method_unload(cd_call *call);
+int cd_method_infer(cd_call *call);
+
+#endif // CD_DAEMON_MODELS_H

@@ -1,0 +1,73 @@
+#ifndef CD_DAEMON_REGISTRY_H
+#define CD_DAEMON_REGISTRY_H
+
+// The model registry: name -> the current version of that model. Loop thread
+// only, except cd_model_entry fields marked otherwise.
+//
+// A cd_model_entry is refcounted: the registry holds one reference, and every
+// request that uses the model holds one while it is queued or running. `load`
+// of an existing name swaps in the new entry atomically (from the loop's point
+// of view): requests already holding the old one finish on it, later ones get
+// the new one, and the old memory is freed when its last reference goes.
+// References are taken and dropped on the loop thread only.
+
+#include "runtime/runtime.h"
+
+#include <limits.h>
+#include <stdint.h>
+
+typedef struct cd_model_entry {
+    int refs;                 // registry + in-flight requests (loop thread only)
+    char name[256];           // registry name (CD_MAX_NAME bytes at most)
+    char path[PATH_MAX];      // path as given, relative to --models
+    cd_model *model;          // the loaded model (immutable, shared)
+    int max_batch;            // largest batch accepted
+    int nexecs;               // = number of workers
+    cd_exec **execs;          // execs[i]: created and used by worker i only
+} cd_model_entry;
+
+// Counters of one model name (kept across `load` replacements; dropped on
+// `unload`).
+typedef struct {
+    uint64_t requests;        // infer requests naming it
+    uint64_t errors;          // of those, answered with an error
+    uint64_t batches;         // successful cd_model_run calls
+} cd_model_counters;
+
+typedef struct cd_registry cd_registry;
+
+int cd_registry_init(cd_registry **out, int nworkers);
+// Drops every entry (their memory goes once unreferenced).
+void cd_registry_free(cd_registry *r);
+
+// Installs e under e->name (taking the caller's reference), replacing and
+// releasing any previous entry of that name. Returns 0 or CD_ENOMEM.
+int cd_registry_put(cd_registry *r, cd_model_entry *e);
+// Removes a name. Returns 0 or CD_ENOT_FOUND.
+int cd_registry_remove(cd_registry *r, const char *name, size_t len);
+// The current entry of a name with a new reference, or NULL.
+cd_model_entry *cd_registry_get(cd_registry *r, const char *name, size_t len);
+// The counters of a name, or NULL when it is not loaded.
+cd_model_counters *cd_registry_counters(cd_registry *r, const char *name, size_t len);
+
+size_t cd_registry_count(const cd_registry *r);
+// The i-th entry (0..count-1), in load order, without a reference.
+const cd_model_entry *cd_registry_at(const cd_registry *r, size_t i);
+const cd_model_counters *cd_registry_counters_at(const cd_registry *r, size_t i);
+
+// Wraps a loaded model in a new entry with one reference. Returns NULL when
+// out of memory (the model is then still the caller's).
+cd_model_entry *cd_model_entry_new(const char *name, const char *path,
+                                   cd_model *m, int max_batch, int nworkers);
+void cd_model_entry_ref(cd_model_entry *e);
+// Drops a reference; frees the execs and the model with the last one.
+void cd_model_entry_unref(cd_model_entry *e);
+
+// Resolves `rel` (as sent in `load`) inside models_dir into out (PATH_MAX).
+// Returns 0, CD_EACCESS (no models dir, absolute path, a ".." component, or a
+// symlink that leads outside the directory), or CD_EIO (missing, not a
+// regular file). err gets the reason.
+int cd_model_path_resolve(const char *models_dir, const char *rel, char *out,
+                          char *err, size_t errlen);
+
+#endif // CD_DAEMON_REGISTRY_H

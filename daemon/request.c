@@ -1,0 +1,28 @@
+#include "daemon/request.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+cd_request *cd_request_new(cd_conn *conn, cd_rpc_msg *msg, cd_method_id method) {
+    cd_request *req = calloc(1, sizeof *req);
+    if (!req)
+        return NULL;
+    req->conn = conn;
+    req->msgid = msg->msgid;
+    req->method = method;
+    req->msg = *msg;
+    memset(msg, 0, sizeof *msg);
+    atomic_init(&req->cancelled, false);
+    req->t_received_ns = uv_hrtime();
+    return req;
+}
+
+void cd_request_free(cd_request *req) {
+    if (!req)
+        return;
+    if (req->release)
+        req->release(req);
+    cd_rpc_msg_free(&req->msg);
+    free(req);
+}

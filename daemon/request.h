@@ -1,0 +1,64 @@
+#ifndef CD_DAEMON_REQUEST_H
+#define CD_DAEMON_REQUEST_H
+
+// A request that runs on a worker thread. The event loop creates it (taking
+// ownership of the decoded message, whose bytes tensor views point into),
+// hands it to the worker pool, and gets it back through uv_async once `work`
+// has run; the loop then packs the response (`pack`) and writes it.
+//
+// Lifetime: created and freed on the loop thread only. While a request is
+// queued or running it counts in its connection's `inflight`, and the
+// connection is not closed (uv_close) before that drops to zero.
+
+#include "daemon/stats.h"
+#include "proto/rpc.h"
+
+#include <msgpack.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct cd_conn cd_conn;
+typedef struct cd_request cd_request;
+typedef struct cd_server cd_server;
+
+// Runs on worker thread `worker` (0..workers-1). Returns 0 or a negative
+// CD_E* code with req->err filled.
+typedef int (*cd_work_fn)(cd_request *req, int worker);
+// Runs on the loop after a successful `work`: packs the result value (exactly
+// one msgpack object). Returns 0 or a negative code (then an error is sent).
+typedef int (*cd_pack_fn)(cd_request *req, msgpack_packer *pk);
+// Runs on the loop after `work`, whether or not the client is still there,
+// before the response is packed: effects that must happen even for a client
+// that went away (install a loaded model, count a batch).
+typedef void (*cd_done_fn)(cd_request *req);
+// Releases the method state (on the loop, always called once).
+typedef void (*cd_release_fn)(cd_request *req);
+
+struct cd_request {
+    cd_conn *conn;              // connection that will get the response
+    uint32_t msgid;             // msgid of the request
+    cd_method_id method;        // which method (for stats and logs)
+    cd_rpc_msg msg;             // the request message, owned by the request
+    cd_work_fn work;            // worker part
+    cd_done_fn done;            // loop part after work (may be NULL)
+    cd_pack_fn pack;            // loop part after success (NULL: nil result)
+    cd_release_fn release;      // frees `state` (may be NULL)
+    void *state;                // method-specific state
+    cd_server *srv;             // the server (for done/pack)
+    atomic_bool cancelled;      // set by the loop when the peer is gone: skip work
+    int status;                 // result of work (0 or CD_E*)
+    char err[256];              // reason when status < 0
+    uint64_t t_received_ns;     // uv_hrtime() when decoded
+    cd_request *next;           // link in the worker queues
+    cd_request *conn_prev;      // links in the connection's in-flight list
+    cd_request *conn_next;
+};
+
+// Allocates a request that takes ownership of *msg (msg is zeroed). Returns
+// NULL when out of memory (msg is left untouched then).
+cd_request *cd_request_new(cd_conn *conn, cd_rpc_msg *msg, cd_method_id method);
+// Releases the method state, the message and the request.
+void cd_request_free(cd_request *req);
+
+#endif // CD_DAEMON_REQUEST_H

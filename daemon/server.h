@@ -1,0 +1,67 @@
+#ifndef CD_DAEMON_SERVER_H
+#define CD_DAEMON_SERVER_H
+
+// The convd server: one libuv loop that owns the listening Unix socket, the
+// connections, the signal handlers and the worker pool.
+//
+// Shutdown (SIGINT/SIGTERM): the listener is closed and the socket file
+// removed at once; every connection enters CD_CONN_DRAINING and closes when
+// it has nothing in flight, nothing buffered and nothing unsent; after
+// --drain-timeout seconds the rest are closed. When the last connection is
+// freed the workers are joined and cd_server_run returns 0.
+
+#include "daemon/settings.h"
+#include "daemon/workers.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <uv.h>
+
+typedef struct cd_conn cd_conn;
+typedef struct cd_registry cd_registry;
+
+#define CD_READ_CHUNK (64u << 10) // bytes per read callback
+
+typedef struct cd_server {
+    uv_loop_t *loop;             // the one event loop
+    const cd_settings *set;      // settings (read-only after start)
+    uv_pipe_t listener;          // listening socket
+    bool listening;              // listener open (closed at drain start)
+    uv_signal_t sigint, sigterm; // shutdown signals
+    uv_idle_t backlog_idle;      // runs while connections have unprocessed messages
+    uv_timer_t drain_timer;      // --drain-timeout at shutdown
+    cd_workers *workers;         // inference worker pool
+    cd_registry *registry;       // loaded models (NULL until the runtime is built in)
+    cd_conn *conns;              // every connection not yet freed (doubly linked)
+    cd_conn *backlog;            // connections to process in backlog_idle (singly linked)
+    size_t nconns;               // connections not yet freed (incl. refused ones)
+    size_t nactive;              // accepted, not refused, not yet freed
+    size_t conn_cap;             // max-connections, lowered to fit RLIMIT_NOFILE
+    uint64_t next_conn_id;       // id for logs
+    uint64_t start_ns;           // uv_hrtime() at start
+    bool draining;               // shutdown begun
+    bool finished;               // handles closed, loop about to end
+    dev_t sock_dev;              // identity of the socket file we created,
+    ino_t sock_ino;              //   so that only our own file is removed
+    uint64_t last_reject_log_ns; // rate limit for refused-connection lines
+    char readbuf[CD_READ_CHUNK]; // shared read buffer (consumed synchronously)
+} cd_server;
+
+// Runs the daemon until shutdown. Returns the process exit code: 0 after a
+// clean shutdown, 1 when it cannot start (socket in use by a live daemon,
+// bad device, cannot bind).
+int cd_server_run(const cd_settings *set);
+
+// Seconds since start.
+double cd_server_uptime(const cd_server *srv);
+
+// Called when a connection is freed (from its uv_close callback).
+void cd_server_conn_freed(cd_server *srv);
+
+// Adds c to the backlog list and starts the idle handle.
+void cd_server_backlog_add(cd_server *srv, cd_conn *c);
+// Removes c from the backlog list (before c is freed).
+void cd_server_backlog_remove(cd_server *srv, cd_conn *c);
+
+#endif // CD_DAEMON_SERVER_H

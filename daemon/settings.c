@@ -1,0 +1,389 @@
+#include "daemon/settings.h"
+
+#include "daemon/version.h"
+#include "proto/errors.h"
+#include "proto/limits.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const log_levels[] = {"debug", "info", "warn", "error", NULL};
+
+#define OFF(field) offsetof(cd_settings, field)
+#define FSIZE(field) ((int64_t)sizeof(((cd_settings *)0)->field) - 1)
+
+// The one table. Ranges: INT/SIZE inclusive; STR/PATH max = field capacity.
+const cd_setting_desc cd_setting_table[] = {
+    {"socket", CD_SET_PATH, 1, FSIZE(socket), CD_DEFAULT_SOCKET, 0,
+     "Unix socket path to listen on", "PATH", OFF(socket), NULL},
+    {"models", CD_SET_PATH, 0, FSIZE(models), "", 0,
+     "directory of *.onnx models loaded at start; `load` paths resolve inside it",
+     "DIR", OFF(models), NULL},
+    {"threads", CD_SET_INT, 0, 1024, "0", 0,
+     "intra-op threads for the kernels (0 = all cores)", "N", OFF(threads), NULL},
+    {"workers", CD_SET_INT, 1, 256, "2", 0,
+     "inference worker threads (requests run on them, never on the event loop)",
+     "N", OFF(workers), NULL},
+    {"max-batch", CD_SET_INT, 1, 4096, "8", 0,
+     "largest batch of models loaded from --models (and of `load` without max_batch)",
+     "N", OFF(max_batch), NULL},
+    {"device", CD_SET_STR, 1, FSIZE(device), "cpu", 0,
+     "execution device (this build: cpu)", "DEV", OFF(device), NULL},
+    {"max-message", CD_SET_SIZE, CD_MAX_MESSAGE_MIN, (int64_t)1 << 30, "64M", 0,
+     "largest accepted message in bytes (K/M/G suffixes allowed)", "BYTES",
+     OFF(max_message), NULL},
+    {"log-level", CD_SET_ENUM, 0, 3, "info", 0,
+     "lowest level logged: debug|info|warn|error", "LEVEL", OFF(log_level),
+     log_levels},
+    {"config", CD_SET_PATH, 0, FSIZE(config), "", CD_SETF_CLI_ONLY,
+     "read settings from FILE (`name = value` lines; flags override it)", "FILE",
+     OFF(config), NULL},
+    {"max-connections", CD_SET_INT, 1, 1000000, "1024", 0,
+     "concurrent connections; more are answered E_OVERLOADED and closed "
+     "(also capped by RLIMIT_NOFILE)", "N", OFF(max_connections), NULL},
+    {"max-inflight", CD_SET_INT, 1, 1000000, "1024", 0,
+     "unanswered requests per connection before its reads pause", "N",
+     OFF(max_inflight), NULL},
+    {"drain-timeout", CD_SET_INT, 0, 3600, "30", 0,
+     "seconds SIGTERM/SIGINT waits for in-flight work before closing connections",
+     "SECONDS", OFF(drain_timeout), NULL},
+    {"help", CD_SET_ACTION, 0, 0, NULL, CD_SETF_CLI_ONLY | CD_SETF_NO_STATS,
+     "print this help and exit", NULL, 0, NULL},
+    {"version", CD_SET_ACTION, 0, 0, NULL, CD_SETF_CLI_ONLY | CD_SETF_NO_STATS,
+     "print the version and exit", NULL, 0, NULL},
+};
+const size_t cd_setting_count = sizeof cd_setting_table / sizeof cd_setting_table[0];
+
+const cd_setting_desc *cd_settings_find(const char *name, size_t len) {
+    for (size_t i = 0; i < cd_setting_count; i++) {
+        const char *n = cd_setting_table[i].name;
+        if (strlen(n) == len && memcmp(n, name, len) == 0)
+            return &cd_setting_table[i];
+    }
+    return NULL;
+}
+
+// Parses a decimal integer with an optional K/M/G (x1024) suffix when
+// allow_suffix. Returns 0 or -1.
+static int parse_int(const char *v, int allow_suffix, int64_t *out) {
+    if (*v == '\0' || isspace((unsigned char)*v))
+        return -1;
+    errno = 0;
+    char *end;
+    long long x = strtoll(v, &end, 10);
+    if (errno != 0 || end == v)
+        return -1;
+    int shift = 0;
+    if (allow_suffix && *end != '\0') {
+        switch (toupper((unsigned char)*end)) {
+        case 'K': shift = 10; break;
+        case 'M': shift = 20; break;
+        case 'G': shift = 30; break;
+        default: return -1;
+        }
+        end++;
+        if (toupper((unsigned char)*end) == 'I') // "MiB", "Mi"
+            end++;
+        if (toupper((unsigned char)*end) == 'B')
+            end++;
+    }
+    if (*end != '\0')
+        return -1;
+    if (shift && (x > (INT64_MAX >> shift) || x < -(INT64_MAX >> shift)))
+        return -1;
+    *out = (int64_t)x * ((int64_t)1 << shift);
+    return 0;
+}
+
+int cd_settings_set(cd_settings *s, const cd_setting_desc *d, const char *value,
+                    char *err, size_t errlen) {
+    char *base = (char *)s;
+    switch (d->type) {
+    case CD_SET_STR:
+    case CD_SET_PATH: {
+        size_t n = strlen(value);
+        if ((int64_t)n < d->min || (int64_t)n > d->max) {
+            snprintf(err, errlen, "%s must be %" PRId64 "..%" PRId64
+                     " bytes long (got %zu)", d->name, d->min, d->max, n);
+            return -1;
+        }
+        memcpy(base + d->offset, value, n + 1);
+        return 0;
+    }
+    case CD_SET_INT:
+    case CD_SET_SIZE: {
+        int64_t x;
+        if (parse_int(value, d->type == CD_SET_SIZE, &x) != 0) {
+            snprintf(err, errlen, "%s: '%.64s' is not %s", d->name, value,
+                     d->type == CD_SET_SIZE ? "a byte count (e.g. 65536, 64M)"
+                                            : "an integer");
+            return -1;
+        }
+        if (x < d->min || x > d->max) {
+            snprintf(err, errlen, "%s: %" PRId64 " is out of range %" PRId64
+                     "..%" PRId64, d->name, x, d->min, d->max);
+            return -1;
+        }
+        memcpy(base + d->offset, &x, sizeof x);
+        return 0;
+    }
+    case CD_SET_ENUM:
+        for (int64_t i = 0; d->choices[i]; i++) {
+            if (strcmp(d->choices[i], value) == 0) {
+                memcpy(base + d->offset, &i, sizeof i);
+                return 0;
+            }
+        }
+        snprintf(err, errlen, "%s: '%.64s' is not one of", d->name, value);
+        for (int i = 0; d->choices[i]; i++) {
+            size_t l = strlen(err);
+            snprintf(err + l, errlen - l, "%s%s", i ? "|" : " ", d->choices[i]);
+        }
+        return -1;
+    case CD_SET_ACTION:
+        snprintf(err, errlen, "%s takes no value", d->name);
+        return -1;
+    }
+    return -1;
+}
+
+static char *trim(char *p) {
+    while (isspace((unsigned char)*p))
+        p++;
+    size_t n = strlen(p);
+    while (n > 0 && isspace((unsigned char)p[n - 1]))
+        p[--n] = '\0';
+    return p;
+}
+
+int cd_settings_load_file(cd_settings *s, const char *path, char *err,
+                          size_t errlen) {
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(err, errlen, "cannot read config file %s: %s", path,
+                 strerror(errno));
+        return -1;
+    }
+    char line[8192];
+    int lineno = 0, rc = 0;
+    while (fgets(line, sizeof line, f)) {
+        lineno++;
+        size_t len = strlen(line);
+        if (len == sizeof line - 1 && line[len - 1] != '\n') {
+            snprintf(err, errlen, "%s:%d: line too long", path, lineno);
+            rc = -1;
+            break;
+        }
+        // A '#' at the start of the line or after whitespace starts a comment.
+        for (size_t i = 0; i < len; i++) {
+            if (line[i] == '#' && (i == 0 || isspace((unsigned char)line[i - 1]))) {
+                line[i] = '\0';
+                break;
+            }
+        }
+        char *p = trim(line);
+        if (*p == '\0')
+            continue;
+        char *eq = strchr(p, '=');
+        if (!eq) {
+            snprintf(err, errlen, "%s:%d: expected 'name = value', got '%.64s'",
+                     path, lineno, p);
+            rc = -1;
+            break;
+        }
+        *eq = '\0';
+        char *key = trim(p), *val = trim(eq + 1);
+        const cd_setting_desc *d = cd_settings_find(key, strlen(key));
+        if (!d || (d->flags & CD_SETF_CLI_ONLY)) {
+            snprintf(err, errlen, "%s:%d: unknown setting '%.64s'%s", path,
+                     lineno, key,
+                     d ? " (command line only)" : " (see convd --help)");
+            rc = -1;
+            break;
+        }
+        char why[512];
+        if (cd_settings_set(s, d, val, why, sizeof why) != 0) {
+            snprintf(err, errlen, "%s:%d: %s", path, lineno, why);
+            rc = -1;
+            break;
+        }
+    }
+    if (rc == 0 && ferror(f)) {
+        snprintf(err, errlen, "error reading %s", path);
+        rc = -1;
+    }
+    fclose(f);
+    return rc;
+}
+
+// One command-line argument, split into its setting and value.
+typedef struct {
+    const cd_setting_desc *d;
+    const char *value; // NULL for actions
+} cli_arg;
+
+// Splits argv into settings. Returns the number of entries, or -1 with err.
+static int split_argv(int argc, char **argv, cli_arg *out, char *err,
+                      size_t errlen) {
+    int n = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strncmp(a, "--", 2) != 0 || a[2] == '\0') {
+            snprintf(err, errlen, "unexpected argument '%.64s' (flags are --name VALUE)",
+                     a);
+            return -1;
+        }
+        const char *name = a + 2;
+        const char *eq = strchr(name, '=');
+        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        const cd_setting_desc *d = cd_settings_find(name, len);
+        if (!d) {
+            snprintf(err, errlen, "unknown flag '--%.*s' (see convd --help)",
+                     (int)(len > 64 ? 64 : len), name);
+            return -1;
+        }
+        const char *value = NULL;
+        if (d->type == CD_SET_ACTION) {
+            if (eq) {
+                snprintf(err, errlen, "--%s takes no value", d->name);
+                return -1;
+            }
+        } else if (eq) {
+            value = eq + 1;
+        } else if (i + 1 < argc) {
+            value = argv[++i];
+        } else {
+            snprintf(err, errlen, "--%s needs a value (%s)", d->name, d->arg);
+            return -1;
+        }
+        out[n].d = d;
+        out[n].value = value;
+        n++;
+    }
+    return n;
+}
+
+cd_settings_outcome cd_settings_parse(cd_settings *s, int argc, char **argv) {
+    char err[1024];
+    memset(s, 0, sizeof *s);
+    for (size_t i = 0; i < cd_setting_count; i++) {
+        const cd_setting_desc *d = &cd_setting_table[i];
+        if (d->type == CD_SET_ACTION)
+            continue;
+        if (cd_settings_set(s, d, d->def, err, sizeof err) != 0) {
+            fprintf(stderr, "convd: bad built-in default: %s\n", err);
+            return CD_SETTINGS_BAD;
+        }
+    }
+    cli_arg *args = calloc((size_t)argc + 1, sizeof *args);
+    if (!args)
+        return CD_SETTINGS_BAD;
+    cd_settings_outcome outcome = CD_SETTINGS_RUN;
+    int n = split_argv(argc, argv, args, err, sizeof err);
+    if (n < 0) {
+        fprintf(stderr, "convd: %s\n", err);
+        outcome = CD_SETTINGS_BAD;
+        goto out;
+    }
+    const char *config = NULL;
+    for (int i = 0; i < n; i++) {
+        if (strcmp(args[i].d->name, "help") == 0) {
+            cd_settings_print_help(stdout);
+            outcome = CD_SETTINGS_HELP;
+            goto out;
+        }
+        if (strcmp(args[i].d->name, "version") == 0) {
+            printf("%s %s (protocol %d)\n", CD_DAEMON_NAME, CD_DAEMON_VERSION,
+                   CD_PROTOCOL_VERSION);
+            outcome = CD_SETTINGS_VERSION;
+            goto out;
+        }
+        if (strcmp(args[i].d->name, "config") == 0)
+            config = args[i].value;
+    }
+    if (config && *config) {
+        if (cd_settings_load_file(s, config, err, sizeof err) != 0) {
+            fprintf(stderr, "convd: %s\n", err);
+            outcome = CD_SETTINGS_BAD;
+            goto out;
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        if (cd_settings_set(s, args[i].d, args[i].value, err, sizeof err) != 0) {
+            fprintf(stderr, "convd: --%s\n", err);
+            outcome = CD_SETTINGS_BAD;
+            goto out;
+        }
+    }
+out:
+    free(args);
+    return outcome;
+}
+
+void cd_settings_print_help(FILE *f) {
+    fprintf(f, "usage: convd [--name VALUE | --name=VALUE]...\n\n"
+               "%s %s: sparse-CNN inference daemon (msgpack-RPC over a Unix socket).\n"
+               "Every flag except --config/--help/--version may also be set in the\n"
+               "config file as `name = value`; flags override the file.\n\n",
+            CD_DAEMON_NAME, CD_DAEMON_VERSION);
+    for (size_t i = 0; i < cd_setting_count; i++) {
+        const cd_setting_desc *d = &cd_setting_table[i];
+        char left[64];
+        if (d->arg)
+            snprintf(left, sizeof left, "--%s %s", d->name, d->arg);
+        else
+            snprintf(left, sizeof left, "--%s", d->name);
+        fprintf(f, "  %-26s %s", left, d->help);
+        if (d->def && *d->def)
+            fprintf(f, " [default: %s]", d->def);
+        fprintf(f, "\n");
+    }
+}
+
+int cd_settings_pack(msgpack_packer *pk, const cd_settings *s) {
+    size_t n = 0;
+    for (size_t i = 0; i < cd_setting_count; i++)
+        if (!(cd_setting_table[i].flags & CD_SETF_NO_STATS))
+            n++;
+    int rc = msgpack_pack_map(pk, n);
+    const char *base = (const char *)s;
+    for (size_t i = 0; i < cd_setting_count; i++) {
+        const cd_setting_desc *d = &cd_setting_table[i];
+        if (d->flags & CD_SETF_NO_STATS)
+            continue;
+        size_t kl = strlen(d->name);
+        rc |= msgpack_pack_str(pk, kl);
+        rc |= msgpack_pack_str_body(pk, d->name, kl);
+        int64_t x;
+        switch (d->type) {
+        case CD_SET_STR:
+        case CD_SET_PATH: {
+            const char *v = base + d->offset;
+            size_t vl = strlen(v);
+            rc |= msgpack_pack_str(pk, vl);
+            rc |= msgpack_pack_str_body(pk, v, vl);
+            break;
+        }
+        case CD_SET_INT:
+        case CD_SET_SIZE:
+            memcpy(&x, base + d->offset, sizeof x);
+            rc |= msgpack_pack_int64(pk, x);
+            break;
+        case CD_SET_ENUM: {
+            memcpy(&x, base + d->offset, sizeof x);
+            const char *v = d->choices[x];
+            size_t vl = strlen(v);
+            rc |= msgpack_pack_str(pk, vl);
+            rc |= msgpack_pack_str_body(pk, v, vl);
+            break;
+        }
+        case CD_SET_ACTION:
+            rc |= msgpack_pack_nil(pk);
+            break;
+        }
+    }
+    return rc ? CD_ENOMEM : 0;
+}

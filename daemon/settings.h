@@ -1,0 +1,97 @@
+#ifndef CD_DAEMON_SETTINGS_H
+#define CD_DAEMON_SETTINGS_H
+
+// convd's settings. ONE table (settings.c, `cd_setting_table`) describes every
+// setting: name, type, range, default, flags and help. The command-line flags
+// (`--name VALUE` or `--name=VALUE`), the config file (`name = value` lines),
+// `--help` and the settings section of the `stats` method are all generated
+// from it. Precedence: built-in default < config file < command line.
+
+#include <msgpack.h>
+#include <stdio.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define CD_SETTINGS_PATH_MAX 4096
+#define CD_SOCKET_PATH_MAX   107 // sun_path minus the NUL
+#define CD_DEFAULT_SOCKET    "/tmp/convd.sock"
+
+// The values, filled from the table. Field names match the setting names with
+// '-' replaced by '_'.
+typedef struct {
+    char socket[CD_SOCKET_PATH_MAX + 1]; // Unix socket path to listen on
+    char models[CD_SETTINGS_PATH_MAX];   // models directory ("" = none)
+    int64_t threads;                     // intra-op threads, 0 = all cores
+    int64_t workers;                     // inference worker threads
+    int64_t max_batch;                   // default max_batch of loaded models
+    char device[32];                     // "cpu"
+    int64_t max_message;                 // largest accepted message, bytes
+    int64_t log_level;                   // a cd_log_level
+    char config[CD_SETTINGS_PATH_MAX];   // config file read ("" = none)
+    int64_t max_connections;             // concurrent connections accepted
+    int64_t max_inflight;                // unanswered requests per connection
+    int64_t drain_timeout;               // seconds to finish in-flight work at shutdown
+} cd_settings;
+
+typedef enum {
+    CD_SET_STR,    // free text (bounded by the field size)
+    CD_SET_PATH,   // a file system path
+    CD_SET_INT,    // integer in [min, max]
+    CD_SET_SIZE,   // byte count in [min, max]; accepts K/M/G (binary) suffixes
+    CD_SET_ENUM,   // one of `choices`; stored as its index
+    CD_SET_ACTION, // command-line only action without value (--help)
+} cd_setting_type;
+
+// Setting flags.
+enum {
+    CD_SETF_CLI_ONLY = 1 << 0, // not accepted in the config file
+    CD_SETF_NO_STATS = 1 << 1, // not shown in `stats`
+};
+
+typedef struct {
+    const char *name;            // flag and config-file key ("max-message")
+    cd_setting_type type;
+    int64_t min, max;            // INT/SIZE: inclusive range; STR/PATH: max length
+    const char *def;             // default, as text (parsed like user input)
+    unsigned flags;              // CD_SETF_*
+    const char *help;            // one line for --help
+    const char *arg;             // placeholder in --help ("PATH", "N")
+    size_t offset;               // field in cd_settings
+    const char *const *choices;  // ENUM: NULL-terminated names
+} cd_setting_desc;
+
+extern const cd_setting_desc cd_setting_table[];
+extern const size_t cd_setting_count;
+
+// What cd_settings_parse decided.
+typedef enum {
+    CD_SETTINGS_RUN = 0,     // start the daemon
+    CD_SETTINGS_HELP = 1,    // --help printed, exit 0
+    CD_SETTINGS_VERSION = 2, // --version printed, exit 0
+    CD_SETTINGS_BAD = 3,     // bad flag/value/file: message printed, exit 2
+} cd_settings_outcome;
+
+// Fills s from defaults, then the config file (when --config is given), then
+// argv. Errors go to stderr as one clear line naming the flag or file:line.
+cd_settings_outcome cd_settings_parse(cd_settings *s, int argc, char **argv);
+
+// Sets one setting from text, parsed and range-checked per its type.
+// Returns 0, or -1 with err naming the setting and the problem.
+int cd_settings_set(cd_settings *s, const cd_setting_desc *d, const char *value,
+                    char *err, size_t errlen);
+
+// Finds a setting by name (NULL when unknown).
+const cd_setting_desc *cd_settings_find(const char *name, size_t len);
+
+// Reads a config file (`name = value` lines, '#' comments at the start of a
+// line or after whitespace). Returns 0, or -1 with err naming file:line.
+int cd_settings_load_file(cd_settings *s, const char *path, char *err,
+                          size_t errlen);
+
+// Prints --help text generated from the table.
+void cd_settings_print_help(FILE *f);
+
+// Packs {name: value} for every setting without CD_SETF_NO_STATS.
+int cd_settings_pack(msgpack_packer *pk, const cd_settings *s);
+
+#endif // CD_DAEMON_SETTINGS_H
