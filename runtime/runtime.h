@@ -23,7 +23,9 @@ typedef struct {
     const char *device; // "cpu" (default when NULL)
 } cd_model_opts;
 
-// A model input or output. shape[0] is the batch dimension.
+// A model input or output. shape[0] is the batch dimension; it is reported as
+// 1 (the per-item shape): a request may send any batch 1..max_batch in it, and
+// every other dim must match.
 typedef struct {
     const char *name;
     cd_dtype dtype;

@@ -1,0 +1,57 @@
+#include "kernels/cpu/ref.h"
+
+#include <math.h>
+
+float cd_ref_act(cd_activation act, float x) {
+    switch (act.kind) {
+    case CD_ACT_NONE: return x;
+    case CD_ACT_RELU: return x > 0.0f ? x : 0.0f;
+    case CD_ACT_CLIP: return fminf(fmaxf(x, act.alpha), act.beta);
+    case CD_ACT_SIGMOID: return 1.0f / (1.0f + expf(-x));
+    case CD_ACT_HARDSIGMOID: return fmaxf(0.0f, fminf(1.0f, act.alpha * x + act.beta));
+    case CD_ACT_HARDSWISH: return x * fmaxf(0.0f, fminf(1.0f, x / 6.0f + 0.5f));
+    case CD_ACT_LEAKYRELU: return x >= 0.0f ? x : act.alpha * x;
+    }
+    return x;
+}
+
+int cd_conv_out_dim(int in, int kernel, int stride, int pad_begin, int pad_end,
+                    int dilation) {
+    int span = dilation * (kernel - 1) + 1;
+    return (in + pad_begin + pad_end - span) / stride + 1;
+}
+
+void cd_conv_out_dims(cd_conv_desc *d) {
+    d->oh = cd_conv_out_dim(d->h, d->r, d->stride_h, d->pad_t, d->pad_b, d->dil_h);
+    d->ow = cd_conv_out_dim(d->w, d->s, d->stride_w, d->pad_l, d->pad_r, d->dil_w);
+}
+
+void cd_ref_conv2d(const cd_conv_desc *d, const float *src, const float *w,
+                   const float *bias, const float *residual, float *dst) {
+    const int cpg = d->c / d->groups; // input channels per group
+    const int kpg = d->k / d->groups; // output channels per group
+    for (int n = 0; n < d->n; n++)
+        for (int k = 0; k < d->k; k++) {
+            const int g = k / kpg;
+            for (int oh = 0; oh < d->oh; oh++)
+                for (int ow = 0; ow < d->ow; ow++) {
+                    // Accumulate in double so the reference is the accurate side.
+                    double acc = bias ? bias[k] : 0.0;
+                    for (int c = 0; c < cpg; c++)
+                        for (int r = 0; r < d->r; r++) {
+                            int ih = oh * d->stride_h - d->pad_t + r * d->dil_h;
+                            if (ih < 0 || ih >= d->h) continue;
+                            for (int s = 0; s < d->s; s++) {
+                                int iw = ow * d->stride_w - d->pad_l + s * d->dil_w;
+                                if (iw < 0 || iw >= d->w) continue;
+                                size_t si = (((size_t)n * d->c + g * cpg + c) * d->h + ih) * d->w + iw;
+                                size_t wi = (((size_t)k * cpg + c) * d->r + r) * d->s + s;
+                                acc += (double)src[si] * (double)w[wi];
+                            }
+                        }
+                    size_t di = (((size_t)n * d->k + k) * d->oh + oh) * d->ow + ow;
+                    if (d->has_residual && residual) acc += residual[di];
+                    dst[di] = cd_ref_act(d->act, (float)acc);
+                }
+        }
+}

@@ -1,0 +1,78 @@
+#ifndef CD_KERNELS_CPU_REF_H
+#define CD_KERNELS_CPU_REF_H
+
+// Reference kernels: the plainest correct loops, NCHW float32. Every fast
+// kernel (CPU, sparse, HIP) is tested against these. Not for production use.
+
+#include "kernels/op-desc.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+// Applies an activation to one value.
+float cd_ref_act(cd_activation act, float x);
+
+// dst[n,k,oh,ow] = act(sum w[k,c',r,s] * src[n,g*C/G+c',ih,iw] + bias[k]
+//                      (+ residual[n,k,oh,ow] when d->has_residual)).
+// src NCHW, w OIHW (I = c/groups), bias K or NULL, residual shaped like dst or
+// NULL. d->oh and d->ow must be set (see cd_conv_out_dims).
+void cd_ref_conv2d(const cd_conv_desc *d, const float *src, const float *w,
+                   const float *bias, const float *residual, float *dst);
+
+// Output size of a convolution along one axis (floor division, ONNX rule).
+int cd_conv_out_dim(int in, int kernel, int stride, int pad_begin, int pad_end,
+                    int dilation);
+// Fills d->oh and d->ow from the other fields.
+void cd_conv_out_dims(cd_conv_desc *d);
+
+// Max or average pooling, NCHW. d->oh/d->ow must be set (cd_pool_out_dims).
+void cd_ref_pool2d(const cd_pool_desc *d, const float *src, float *dst);
+// Fills d->oh and d->ow (honours ceil_mode, ONNX rule).
+void cd_pool_out_dims(cd_pool_desc *d);
+
+
+// ---- references for the other operators (kernels/cpu/ref-*.c) -------------
+
+// Fully connected: dst[m,n] = act(sum_k src[m,k] * w[n,k] + bias[n]).
+// src M x K row-major, w N x K row-major (already transposed/scaled at load),
+// bias N or NULL.
+void cd_ref_gemm(int m, int n, int k, const float *src, const float *w,
+                 const float *bias, cd_activation act, float *dst);
+
+typedef enum {
+    CD_BINARY_ADD = 0,
+    CD_BINARY_MUL,
+    CD_BINARY_SUB,
+    CD_BINARY_DIV,
+} cd_binary_kind;
+
+// Elementwise a (op) b with NumPy broadcasting, then act. All three shapes are
+// given at the same rank (pad shorter ones with leading 1s); each dim of a and
+// b equals the dst dim or 1.
+void cd_ref_binary(cd_binary_kind kind, int rank, const int64_t *a_shape,
+                   const float *a, const int64_t *b_shape, const float *b,
+                   const int64_t *dst_shape, cd_activation act, float *dst);
+
+// dst[i] = act(src[i]) for n elements (src may equal dst).
+void cd_ref_activation(cd_activation act, size_t n, const float *src, float *dst);
+
+// Softmax over the middle axis of an [outer, len, inner] array.
+void cd_ref_softmax(size_t outer, size_t len, size_t inner, const float *src, float *dst);
+
+// dst = src transposed: dst dim i is src dim perm[i]. shape is src's.
+void cd_ref_transpose(int rank, const int64_t *shape, const int *perm,
+                      const float *src, float *dst);
+
+// Concatenates n arrays along axis. Each srcs[i] has shape shapes[i] (rank
+// dims), equal to the others except along axis.
+void cd_ref_concat(int rank, int axis, int n, const int64_t *const *shapes,
+                   const float *const *srcs, float *dst);
+
+// Layout conversion between NCHW (n,c,h,w) and NCHW16C (channels padded to a
+// multiple of 16, blocks of 16 innermost). Padding channels are written as 0.
+void cd_ref_reorder(cd_layout from, cd_layout to, int n, int c, int h, int w,
+                    const float *src, float *dst);
+// Elements of an n,c,h,w activation stored in layout l (padding included).
+size_t cd_layout_numel(cd_layout l, int n, int c, int h, int w);
+
+#endif // CD_KERNELS_CPU_REF_H

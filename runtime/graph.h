@@ -1,0 +1,164 @@
+#ifndef CD_RUNTIME_GRAPH_H
+#define CD_RUNTIME_GRAPH_H
+
+// The runtime's internal model representation, between the ONNX file and the
+// plan:
+//
+//   onnx-import.c  file -> cd_graph (values: inputs, initializers; nodes in
+//                  topological order, attributes still in the protobuf)
+//   lower.c        nodes -> cd_op list (shape inference at batch 1, shape
+//                  sub-graphs folded to constants, BatchNorm folded, activations
+//                  and residual adds fused)
+//   plan.c         cd_op list -> layers on a backend (layouts, arena offsets)
+//
+// Activation shapes are kept per batch item: dim 0 of every activation is the
+// batch and is stored as 1; at batch B it is B. The lowering rejects any op
+// that would mix the batch into other dims (Reshape/Flatten/Transpose/Softmax/
+// Concat over dim 0), so every activation scales linearly with the batch.
+
+#include "kernels/cpu/ref.h"
+#include "kernels/op-desc.h"
+#include "proto/limits.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum {
+    CD_VAL_NONE = 0,  // declared but not yet produced
+    CD_VAL_ACT,       // float32 activation computed per request
+    CD_VAL_CONST_F32, // float constant (initializer, Constant, folded)
+    CD_VAL_CONST_I64, // integer constant (shapes, indices, axes)
+} cd_val_kind;
+
+typedef struct {
+    char *name;
+    cd_val_kind kind;
+    int rank;
+    int64_t shape[CD_MAX_RANK]; // dim 0 of an activation is the batch, stored as 1
+    int64_t numel;              // elements (constants; per item for activations)
+    float *f;                   // CD_VAL_CONST_F32 data
+    int64_t *i;                 // CD_VAL_CONST_I64 data
+    uint8_t *batch_mark;        // CD_VAL_CONST_I64: 1 where the element is the batch size
+    int nconsumers;             // node inputs reading it (+1 when a graph output)
+    int is_output;              // a graph output
+    int producer_op;            // index into the op list, -1 when none
+} cd_value;
+
+typedef struct {
+    const char *name;  // node name (points into the protobuf or the value name)
+    const char *op;    // op_type
+    const void *proto; // const Onnx__NodeProto * (valid during the load only)
+    int ninputs, noutputs;
+    int *inputs;       // value ids, -1 for an omitted optional input
+    int *outputs;      // value ids, -1 for an omitted optional output
+} cd_node;
+
+// A lowered operation on activations.
+typedef enum {
+    CD_OP_CONV = 0,
+    CD_OP_GEMM,      // rows x K times K x N (Gemm, MatMul), bias, act
+    CD_OP_POOL,
+    CD_OP_BINARY,    // with NumPy broadcasting, act
+    CD_OP_ACT,
+    CD_OP_SOFTMAX,
+    CD_OP_CONCAT,
+    CD_OP_TRANSPOSE,
+    CD_OP_ALIAS,     // Reshape, Flatten, Identity, Dropout, Squeeze, Unsqueeze:
+                     // same bytes, new shape
+} cd_op_kind;
+
+#define CD_OP_MAX_IN 64
+
+typedef struct {
+    cd_op_kind kind;
+    char name[128];    // ONNX node name (or op type + index)
+    char label[48];    // "Conv+BN+Relu", "Add+Relu" ...
+    int nin;
+    int in[CD_OP_MAX_IN]; // value ids (activations; BINARY may have one constant)
+    int out;              // value id
+    union {
+        struct {
+            cd_conv_desc d; // n = 1; act and has_residual after fusion
+            float *w;       // OIHW, owned
+            float *bias;    // K, owned (always present after lowering)
+        } conv;
+        struct {
+            int rows, n, k;  // rows per batch item
+            float *w;        // N x K, owned (alpha folded in)
+            float *bias;     // N or NULL, owned (beta folded in)
+            cd_activation act;
+        } gemm;
+        cd_pool_desc pool;   // n = 1
+        struct {
+            cd_binary_kind kind;
+            cd_activation act;
+        } binary;
+        cd_activation act;
+        struct {
+            int64_t outer, len, inner; // per batch item
+        } softmax;
+        struct {
+            int axis;
+        } concat;
+        struct {
+            int perm[CD_MAX_RANK];
+        } transpose;
+    } u;
+} cd_op;
+
+typedef struct {
+    cd_value *values;
+    int nvalues, values_cap;
+    int *hash;           // open-addressing name table of value ids (-1 empty)
+    int hash_cap;
+    cd_node *nodes;      // topological order
+    int nnodes;
+    int *inputs, ninputs;   // graph inputs (activations)
+    int *outputs, noutputs; // graph outputs
+    int opset;
+    cd_op *ops;
+    int nops, ops_cap;
+    int64_t params, zero_params; // weight elements seen by the lowering
+    void *model_proto;   // Onnx__ModelProto * during the load, then NULL
+    char *dir;           // real path of the model's folder (external data)
+} cd_graph;
+
+// ---- graph.c ----------------------------------------------------------------
+
+// Value by name, or -1.
+int cd_graph_find(const cd_graph *g, const char *name);
+// Adds a value named name (copied) of kind NONE. Returns its id, or
+// CD_EMODEL when the name exists already, CD_ENOMEM.
+int cd_graph_add_value(cd_graph *g, const char *name);
+// Appends an op (zeroed, name copied) and returns its index or CD_ENOMEM.
+int cd_graph_add_op(cd_graph *g, cd_op_kind kind, const char *name);
+void cd_op_free(cd_op *op);
+void cd_graph_free(cd_graph *g);
+// Elements of a shape, or -1 on overflow / negative dims.
+int64_t cd_shape_numel(int rank, const int64_t *shape);
+
+// ---- onnx-import.c ------------------------------------------------------------
+
+// Reads and validates an ONNX file into g (values for initializers and
+// inputs, nodes in topological order). Returns 0, CD_EIO, CD_EMODEL,
+// CD_EUNSUPPORTED or CD_ENOMEM with err set. g must be zeroed; on failure the
+// caller frees it with cd_graph_free.
+int cd_onnx_import(const char *path, cd_graph *g, char *err, size_t errlen);
+// Frees the protobuf held during the load.
+void cd_onnx_release(cd_graph *g);
+// Converts a TensorProto (const Onnx__TensorProto *) into constant data in v
+// (kind, rank, shape, numel, f or i). Float types become float32, integer
+// types int64. External data resolves inside g->dir only. Returns 0,
+// CD_EMODEL (sizes disagree, bad external reference), CD_EUNSUPPORTED (dtype)
+// or CD_ENOMEM. what names the tensor in messages.
+int cd_onnx_tensor_value(const cd_graph *g, const void *tensor, const char *what,
+                         cd_value *v, char *err, size_t errlen);
+
+// ---- lower.c ----------------------------------------------------------------
+
+// Lowers every node of g into g->ops (see above). Returns 0, CD_EMODEL
+// (inconsistent shapes, bad attributes values), CD_EUNSUPPORTED (naming the
+// op, node and what is supported) or CD_ENOMEM.
+int cd_graph_lower(cd_graph *g, char *err, size_t errlen);
+
+#endif // CD_RUNTIME_GRAPH_H

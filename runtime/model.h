@@ -1,0 +1,68 @@
+#ifndef CD_RUNTIME_MODEL_H
+#define CD_RUNTIME_MODEL_H
+
+// A loaded model: the plan (layers on a backend, tensors, arena layout).
+// Internal to runtime/; the public face is runtime.h.
+
+#include "runtime/backend.h"
+#include "runtime/graph.h"
+#include "runtime/runtime.h"
+
+// A planned tensor. Activations live in the per-exec arena; constants (the
+// second operand of broadcast ops) in the model's constant buffer.
+typedef struct {
+    cd_tdesc t;           // per-item shape (dim 0 = 1 unless a constant) and layout
+    size_t item_bytes;    // bytes of one batch item (the whole tensor for a constant)
+    int root;             // tensor whose storage this one shares (itself unless an alias)
+    int first, last;      // lifetime in layer steps (roots only; -1 = model input)
+    size_t offset;        // byte offset in the arena / constant buffer (roots)
+} cd_ptensor;
+
+typedef struct {
+    cd_bop op;
+    int nin;
+    int in[CD_OP_MAX_IN]; // tensor indices
+    int out;
+    cd_op_state *st;
+    char name[128];
+    char label[48];
+    char kernel[64];
+    int64_t params, flops; // weights; multiply-adds * 2 at batch 1
+    double density;
+} cd_layer;
+
+typedef struct {
+    cd_io_desc d;
+    int tensor;
+} cd_io;
+
+struct cd_model {
+    cd_backend_t be;
+    int max_batch;
+    int threads;
+    cd_ptensor *tensors;
+    int ntensors, tensors_cap;
+    cd_layer *layers;
+    int nlayers, layers_cap;
+    cd_io *inputs, *outputs;
+    int ninputs, noutputs;
+    size_t arena_bytes;   // at max_batch
+    void *consts;         // backend buffer of constant operands
+    size_t const_bytes;
+    cd_model_summary summary;
+};
+
+struct cd_exec {
+    const cd_model *m;
+    void *arena;             // backend buffer, m->arena_bytes
+    cd_backend_ctx *ctx;
+    cd_btensor *bt;          // one per plan tensor, data fixed, shape[0] set per run
+    double *prof;            // CD_PROFILE=1: accumulated ms per layer (else NULL)
+    int prof_runs;
+};
+
+// Builds the plan for a lowered graph on m->be (m->max_batch set). Returns 0
+// or a negative code with err set; the caller frees m on failure.
+int cd_plan_build(cd_model *m, cd_graph *g, char *err, size_t errlen);
+
+#endif // CD_RUNTIME_MODEL_H

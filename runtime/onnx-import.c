@@ -1,0 +1,519 @@
+// ONNX file -> cd_graph: reads the protobuf, validates everything that later
+// stages index with (names, dims, sizes, references), converts initializers
+// to owned constants and sorts the nodes topologically.
+
+#include "runtime/graph.h"
+
+#include "onnx.pb-c.h"
+#include "proto/errors.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MAX_MODEL_BYTES ((size_t)2 << 30)   // protobuf's own 2 GiB limit
+#define MAX_CONST_ELEMS ((int64_t)1 << 31)  // one constant tensor
+
+static int fail(char *err, size_t errlen, int code, const char *fmt, ...) {
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+static const char *str_or(const char *s, const char *dflt) { return s && *s ? s : dflt; }
+
+static float half_to_float(uint16_t h) {
+    uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
+    if (exp == 0) {
+        if (man == 0) {
+            bits = sign;
+        } else { // subnormal: normalise
+            exp = 127 - 15 + 1;
+            while (!(man & 0x400)) {
+                man <<= 1;
+                exp--;
+            }
+            bits = sign | exp << 23 | (man & 0x3ff) << 13;
+        }
+    } else if (exp == 31) {
+        bits = sign | 0xff << 23 | man << 13;
+    } else {
+        bits = sign | (exp + 127 - 15) << 23 | man << 13;
+    }
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+// Bytes per element of an ONNX data type we convert, 0 when unsupported.
+static size_t onnx_itemsize(int dt) {
+    switch (dt) {
+    case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT: return 4;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE: return 8;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16: return 2;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT64: return 8;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT64: return 8;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT32: return 4;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT32: return 4;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT16: return 2;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT16: return 2;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT8: return 1;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT8: return 1;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__BOOL: return 1;
+    }
+    return 0;
+}
+
+static int is_float_type(int dt) {
+    return dt == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT || dt == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE ||
+           dt == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16;
+}
+
+// Decodes one little-endian element of type dt at p.
+static double load_elem(int dt, const uint8_t *p, int64_t *iv) {
+    switch (dt) {
+    case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT: { float f; memcpy(&f, p, 4); return f; }
+    case ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE: { double d; memcpy(&d, p, 8); return d; }
+    case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16: { uint16_t h; memcpy(&h, p, 2); return half_to_float(h); }
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT64: { memcpy(iv, p, 8); return 0; }
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT64: { uint64_t u; memcpy(&u, p, 8); *iv = (int64_t)u; return 0; }
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT32: { int32_t x; memcpy(&x, p, 4); *iv = x; return 0; }
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT32: { uint32_t x; memcpy(&x, p, 4); *iv = x; return 0; }
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT16: { int16_t x; memcpy(&x, p, 2); *iv = x; return 0; }
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT16: { uint16_t x; memcpy(&x, p, 2); *iv = x; return 0; }
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT8: { *iv = (int8_t)p[0]; return 0; }
+    default: *iv = p[0]; return 0; // UINT8, BOOL
+    }
+}
+
+// Reads the external bytes of a tensor: location must stay inside g->dir.
+static int read_external(const cd_graph *g, const Onnx__TensorProto *t, const char *what,
+                         size_t want, uint8_t **out, char *err, size_t errlen) {
+    const char *loc = NULL;
+    int64_t offset = 0, length = -1;
+    for (size_t i = 0; i < t->n_external_data; i++) {
+        const Onnx__StringStringEntryProto *e = t->external_data[i];
+        if (!e || !e->key) continue;
+        char *end = NULL;
+        if (strcmp(e->key, "location") == 0) {
+            loc = e->value;
+        } else if (strcmp(e->key, "offset") == 0 || strcmp(e->key, "length") == 0) {
+            errno = 0;
+            long long v = e->value ? strtoll(e->value, &end, 10) : -1;
+            if (!e->value || errno || end == e->value || *end || v < 0)
+                return fail(err, errlen, CD_EMODEL, "tensor '%s': bad external data %s '%s'", what,
+                            e->key, str_or(e->value, ""));
+            if (e->key[0] == 'o') offset = v;
+            else length = v;
+        }
+    }
+    if (!loc || !*loc) return fail(err, errlen, CD_EMODEL, "tensor '%s': external data without a location", what);
+    if (!g->dir) return fail(err, errlen, CD_EMODEL, "tensor '%s': external data but no model folder", what);
+    // No absolute paths and no '..' component: the file must sit in the model's folder.
+    if (loc[0] == '/' || strstr(loc, "..") || strlen(loc) > 1024)
+        return fail(err, errlen, CD_EMODEL, "tensor '%s': external data location '%.200s' escapes the model's folder", what, loc);
+    char joined[PATH_MAX], real[PATH_MAX];
+    if ((size_t)snprintf(joined, sizeof joined, "%s/%s", g->dir, loc) >= sizeof joined)
+        return fail(err, errlen, CD_EMODEL, "tensor '%s': external data path too long", what);
+    if (!realpath(joined, real))
+        return fail(err, errlen, CD_EMODEL, "tensor '%s': external data file '%.200s': %s", what, loc, strerror(errno));
+    size_t dl = strlen(g->dir);
+    if (strncmp(real, g->dir, dl) != 0 || real[dl] != '/')
+        return fail(err, errlen, CD_EMODEL, "tensor '%s': external data location '%.200s' escapes the model's folder (symlink)", what, loc);
+    if (length >= 0 && (uint64_t)length != want)
+        return fail(err, errlen, CD_EMODEL, "tensor '%s': external length %lld, the shape needs %zu bytes", what,
+                    (long long)length, want);
+    int fd = open(real, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return fail(err, errlen, CD_EMODEL, "tensor '%s': cannot open external data: %s", what, strerror(errno));
+    struct stat st;
+    int rc = 0;
+    uint8_t *buf = NULL;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        rc = fail(err, errlen, CD_EMODEL, "tensor '%s': external data is not a regular file", what);
+    } else if ((uint64_t)offset > (uint64_t)st.st_size || want > (uint64_t)st.st_size - (uint64_t)offset) {
+        rc = fail(err, errlen, CD_EMODEL, "tensor '%s': external data [%lld, +%zu) lies past the end of the file (%lld bytes)",
+                  what, (long long)offset, want, (long long)st.st_size);
+    } else if (!(buf = malloc(want ? want : 1))) {
+        rc = fail(err, errlen, CD_ENOMEM, "out of memory");
+    } else {
+        size_t got = 0;
+        while (got < want) {
+            ssize_t r = pread(fd, buf + got, want - got, offset + (off_t)got);
+            if (r <= 0) {
+                rc = fail(err, errlen, CD_EMODEL, "tensor '%s': short read of external data", what);
+                break;
+            }
+            got += (size_t)r;
+        }
+    }
+    close(fd);
+    if (rc) {
+        free(buf);
+        return rc;
+    }
+    *out = buf;
+    return 0;
+}
+
+int cd_onnx_tensor_value(const cd_graph *g, const void *tensor, const char *what,
+                         cd_value *v, char *err, size_t errlen) {
+    const Onnx__TensorProto *t = tensor;
+    int dt = t->has_data_type ? t->data_type : 0;
+    size_t isz = onnx_itemsize(dt);
+    if (!isz)
+        return fail(err, errlen, CD_EUNSUPPORTED, "tensor '%s': data type %d not supported (float, double, float16, integer types)", what, dt);
+    if (t->n_dims > CD_MAX_RANK)
+        return fail(err, errlen, CD_EUNSUPPORTED, "tensor '%s': rank %zu above %d", what, t->n_dims, CD_MAX_RANK);
+    v->rank = (int)t->n_dims;
+    for (size_t i = 0; i < t->n_dims; i++) {
+        if (t->dims[i] < 0) return fail(err, errlen, CD_EMODEL, "tensor '%s': negative dimension", what);
+        v->shape[i] = t->dims[i];
+    }
+    int64_t n = cd_shape_numel(v->rank, v->shape);
+    if (n < 0 || n > MAX_CONST_ELEMS) return fail(err, errlen, CD_EMODEL, "tensor '%s': too many elements", what);
+    v->numel = n;
+    const int fl = is_float_type(dt);
+    if (fl) v->f = malloc((size_t)(n ? n : 1) * sizeof(float));
+    else v->i = malloc((size_t)(n ? n : 1) * sizeof(int64_t));
+    if (!v->f && !v->i) return fail(err, errlen, CD_ENOMEM, "out of memory");
+    v->kind = fl ? CD_VAL_CONST_F32 : CD_VAL_CONST_I64;
+
+    const size_t want = (size_t)n * isz;
+    const uint8_t *bytes = NULL;
+    uint8_t *ext = NULL;
+    if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
+        int rc = read_external(g, t, what, want, &ext, err, errlen);
+        if (rc) return rc;
+        bytes = ext;
+    } else if (t->has_raw_data) {
+        if (t->raw_data.len != want)
+            return fail(err, errlen, CD_EMODEL, "tensor '%s': raw_data has %zu bytes, the shape needs %zu", what,
+                        t->raw_data.len, want);
+        bytes = t->raw_data.data;
+    }
+    if (bytes || n == 0) {
+        for (int64_t e = 0; e < n; e++) {
+            int64_t iv = 0;
+            double d = load_elem(dt, bytes + (size_t)e * isz, &iv);
+            if (fl) v->f[e] = (float)d;
+            else v->i[e] = iv;
+        }
+        free(ext);
+        return 0;
+    }
+    // Typed fields.
+    size_t have = 0;
+    switch (dt) {
+    case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT: have = t->n_float_data; break;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE: have = t->n_double_data; break;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT64: have = t->n_int64_data; break;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT32:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT64: have = t->n_uint64_data; break;
+    default: have = t->n_int32_data; break; // int32/16/8, uint16/8, bool, float16
+    }
+    if (have != (size_t)n)
+        return fail(err, errlen, CD_EMODEL, "tensor '%s': %zu values stored, the shape needs %lld", what, have, (long long)n);
+    for (int64_t e = 0; e < n; e++) {
+        switch (dt) {
+        case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT: v->f[e] = t->float_data[e]; break;
+        case ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE: v->f[e] = (float)t->double_data[e]; break;
+        case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16: v->f[e] = half_to_float((uint16_t)t->int32_data[e]); break;
+        case ONNX__TENSOR_PROTO__DATA_TYPE__INT64: v->i[e] = t->int64_data[e]; break;
+        case ONNX__TENSOR_PROTO__DATA_TYPE__UINT32:
+        case ONNX__TENSOR_PROTO__DATA_TYPE__UINT64: v->i[e] = (int64_t)t->uint64_data[e]; break;
+        default: v->i[e] = t->int32_data[e]; break;
+        }
+    }
+    return 0;
+}
+
+static int read_file(const char *path, uint8_t **out, size_t *len, char *err, size_t errlen) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return fail(err, errlen, CD_EIO, "cannot open %s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return fail(err, errlen, CD_EIO, "%s is not a regular file", path);
+    }
+    if ((uint64_t)st.st_size > MAX_MODEL_BYTES) {
+        close(fd);
+        return fail(err, errlen, CD_EMODEL, "%s: %lld bytes, above the 2 GiB protobuf limit (use external data)", path,
+                    (long long)st.st_size);
+    }
+    size_t n = (size_t)st.st_size, got = 0;
+    uint8_t *buf = malloc(n ? n : 1);
+    if (!buf) {
+        close(fd);
+        return fail(err, errlen, CD_ENOMEM, "out of memory for %zu bytes", n);
+    }
+    while (got < n) {
+        ssize_t r = read(fd, buf + got, n - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            free(buf);
+            close(fd);
+            return fail(err, errlen, CD_EIO, "cannot read %s: %s", path, r ? strerror(errno) : "short read");
+        }
+        got += (size_t)r;
+    }
+    close(fd);
+    *out = buf;
+    *len = n;
+    return 0;
+}
+
+void cd_onnx_release(cd_graph *g) {
+    if (g->model_proto) onnx__model_proto__free_unpacked(g->model_proto, NULL);
+    g->model_proto = NULL;
+    for (int i = 0; i < g->nnodes; i++) g->nodes[i].proto = NULL;
+}
+
+// Declares a graph input from its ValueInfo: float32, known dims except the
+// batch (dim 0, any value or symbolic).
+static int add_input(cd_graph *g, const Onnx__ValueInfoProto *vi, char *err, size_t errlen) {
+    const char *name = vi->name;
+    const Onnx__TypeProto *tp = vi->type;
+    if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type)
+        return fail(err, errlen, CD_EUNSUPPORTED, "graph input '%s': only tensor inputs are supported", name);
+    const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
+    if (!tt->has_elem_type || tt->elem_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
+        return fail(err, errlen, CD_EUNSUPPORTED, "graph input '%s': element type %d not supported (float32 only)", name,
+                    tt->has_elem_type ? tt->elem_type : 0);
+    if (!tt->shape || tt->shape->n_dim == 0)
+        return fail(err, errlen, CD_EUNSUPPORTED, "graph input '%s': shape unknown or scalar (need [batch, ...])", name);
+    if (tt->shape->n_dim > CD_MAX_RANK)
+        return fail(err, errlen, CD_EUNSUPPORTED, "graph input '%s': rank %zu above %d", name, tt->shape->n_dim, CD_MAX_RANK);
+    int id = cd_graph_add_value(g, name);
+    if (id == CD_EMODEL) return fail(err, errlen, CD_EMODEL, "graph input '%s' declared twice", name);
+    if (id < 0) return fail(err, errlen, id, "out of memory");
+    cd_value *v = &g->values[id];
+    v->kind = CD_VAL_ACT;
+    v->rank = (int)tt->shape->n_dim;
+    v->shape[0] = 1;
+    for (int i = 1; i < v->rank; i++) {
+        const Onnx__TensorShapeProto__Dimension *d = tt->shape->dim[i];
+        if (!d || d->value_case != ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE || d->dim_value < 1 ||
+            d->dim_value > (1 << 24))
+            return fail(err, errlen, CD_EUNSUPPORTED,
+                        "graph input '%s': dim %d must be a fixed positive size (only dim 0, the batch, may be symbolic)",
+                        name, i);
+        v->shape[i] = d->dim_value;
+    }
+    v->numel = cd_shape_numel(v->rank, v->shape);
+    if (v->numel <= 0 || v->numel > ((int64_t)1 << 30))
+        return fail(err, errlen, CD_EUNSUPPORTED, "graph input '%s': too large", name);
+    int *in = realloc(g->inputs, (size_t)(g->ninputs + 1) * sizeof *in);
+    if (!in) return fail(err, errlen, CD_ENOMEM, "out of memory");
+    g->inputs = in;
+    g->inputs[g->ninputs++] = id;
+    return 0;
+}
+
+// Sorts the nodes topologically (Kahn), resolving every input name.
+static int build_nodes(cd_graph *g, const Onnx__GraphProto *gp, char *err, size_t errlen) {
+    size_t nn = gp->n_node;
+    if (nn > 1000000) return fail(err, errlen, CD_EMODEL, "too many nodes");
+    cd_node *tmp = calloc(nn ? nn : 1, sizeof *tmp);
+    int *producer = NULL, *indeg = calloc(nn ? nn : 1, sizeof(int)), *order = malloc((nn ? nn : 1) * sizeof(int));
+    int rc = 0;
+    if (!tmp || !indeg || !order) {
+        rc = fail(err, errlen, CD_ENOMEM, "out of memory");
+        goto done;
+    }
+    // Outputs first, so inputs can refer to any node's outputs.
+    for (size_t k = 0; k < nn; k++) {
+        const Onnx__NodeProto *np = gp->node[k];
+        cd_node *n = &tmp[k];
+        n->proto = np;
+        n->op = str_or(np->op_type, "");
+        n->name = np->name && *np->name ? np->name : NULL;
+        if (!*n->op) {
+            rc = fail(err, errlen, CD_EMODEL, "node #%zu has no op_type", k);
+            goto done;
+        }
+        if (np->n_input > CD_OP_MAX_IN || np->n_output > 16) {
+            rc = fail(err, errlen, CD_EUNSUPPORTED, "node '%s' (%s): %zu inputs / %zu outputs is more than supported (%d / 16)",
+                      str_or(np->name, n->op), n->op, np->n_input, np->n_output, CD_OP_MAX_IN);
+            goto done;
+        }
+        n->ninputs = (int)np->n_input;
+        n->noutputs = (int)np->n_output;
+        n->inputs = malloc((np->n_input ? np->n_input : 1) * sizeof(int));
+        n->outputs = malloc((np->n_output ? np->n_output : 1) * sizeof(int));
+        if (!n->inputs || !n->outputs) {
+            rc = fail(err, errlen, CD_ENOMEM, "out of memory");
+            goto done;
+        }
+        for (size_t j = 0; j < np->n_output; j++) {
+            const char *on = np->output[j];
+            if (!on || !*on) {
+                n->outputs[j] = -1;
+                continue;
+            }
+            int id = cd_graph_add_value(g, on);
+            if (id == CD_EMODEL) {
+                rc = fail(err, errlen, CD_EMODEL, "node '%s' (%s): output '%s' is already produced elsewhere",
+                          str_or(np->name, n->op), n->op, on);
+                goto done;
+            }
+            if (id < 0) {
+                rc = fail(err, errlen, CD_ENOMEM, "out of memory");
+                goto done;
+            }
+            n->outputs[j] = id;
+        }
+        if (!n->name) n->name = np->n_output && np->output[0] && *np->output[0] ? np->output[0] : n->op;
+    }
+    producer = malloc((size_t)(g->nvalues ? g->nvalues : 1) * sizeof(int));
+    if (!producer) {
+        rc = fail(err, errlen, CD_ENOMEM, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < g->nvalues; i++) producer[i] = -1;
+    for (size_t k = 0; k < nn; k++)
+        for (int j = 0; j < tmp[k].noutputs; j++)
+            if (tmp[k].outputs[j] >= 0) producer[tmp[k].outputs[j]] = (int)k;
+    for (size_t k = 0; k < nn; k++) {
+        const Onnx__NodeProto *np = tmp[k].proto;
+        for (size_t j = 0; j < np->n_input; j++) {
+            const char *in = np->input[j];
+            if (!in || !*in) {
+                tmp[k].inputs[j] = -1;
+                continue;
+            }
+            int id = cd_graph_find(g, in);
+            if (id < 0) {
+                rc = fail(err, errlen, CD_EMODEL,
+                          "node '%s' (%s): input '%s' is not produced by any node, initializer or graph input",
+                          tmp[k].name, tmp[k].op, in);
+                goto done;
+            }
+            tmp[k].inputs[j] = id;
+            g->values[id].nconsumers++;
+            if (producer[id] >= 0) indeg[k]++;
+        }
+    }
+    // Kahn's algorithm, stable with respect to the file's order.
+    int head = 0, tail = 0;
+    for (size_t k = 0; k < nn; k++)
+        if (!indeg[k]) order[tail++] = (int)k;
+    while (head < tail) {
+        int k = order[head++];
+        for (int j = 0; j < tmp[k].noutputs; j++) {
+            int out = tmp[k].outputs[j];
+            if (out < 0) continue;
+            for (size_t c = 0; c < nn; c++)
+                for (int q = 0; q < tmp[c].ninputs; q++)
+                    if (tmp[c].inputs[q] == out && --indeg[c] == 0) order[tail++] = (int)c;
+        }
+    }
+    if ((size_t)tail != nn) {
+        rc = fail(err, errlen, CD_EMODEL, "the graph has a cycle");
+        goto done;
+    }
+    g->nodes = malloc((nn ? nn : 1) * sizeof *g->nodes);
+    if (!g->nodes) {
+        rc = fail(err, errlen, CD_ENOMEM, "out of memory");
+        goto done;
+    }
+    for (size_t k = 0; k < nn; k++) {
+        g->nodes[k] = tmp[order[k]];
+        tmp[order[k]].inputs = tmp[order[k]].outputs = NULL;
+    }
+    g->nnodes = (int)nn;
+done:
+    if (tmp)
+        for (size_t k = 0; k < nn; k++) {
+            free(tmp[k].inputs);
+            free(tmp[k].outputs);
+        }
+    free(tmp);
+    free(producer);
+    free(indeg);
+    free(order);
+    return rc;
+}
+
+int cd_onnx_import(const char *path, cd_graph *g, char *err, size_t errlen) {
+    uint8_t *buf;
+    size_t len;
+    int rc = read_file(path, &buf, &len, err, errlen);
+    if (rc) return rc;
+    Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, len, buf);
+    free(buf);
+    if (!mp) return fail(err, errlen, CD_EMODEL, "not a valid ONNX protobuf (corrupt or truncated file)");
+    g->model_proto = mp;
+
+    char dirbuf[PATH_MAX], real[PATH_MAX];
+    snprintf(dirbuf, sizeof dirbuf, "%s", path);
+    char *slash = strrchr(dirbuf, '/');
+    if (slash) *(slash == dirbuf ? slash + 1 : slash) = '\0';
+    else snprintf(dirbuf, sizeof dirbuf, ".");
+    if (realpath(dirbuf, real) && !(g->dir = strdup(real))) return fail(err, errlen, CD_ENOMEM, "out of memory");
+
+    const Onnx__GraphProto *gp = mp->graph;
+    if (!gp || !mp->has_ir_version)
+        return fail(err, errlen, CD_EMODEL, "not an ONNX model (no %s)", gp ? "ir_version" : "graph");
+    g->opset = -1;
+    for (size_t i = 0; i < mp->n_opset_import; i++) {
+        const Onnx__OperatorSetIdProto *o = mp->opset_import[i];
+        if (!o) continue;
+        if (!o->domain || !*o->domain || strcmp(o->domain, "ai.onnx") == 0) g->opset = o->has_version ? (int)o->version : 0;
+    }
+    if (g->opset < 0) return fail(err, errlen, CD_EMODEL, "the model imports no default-domain opset");
+    if (g->opset < 11 || g->opset > 17)
+        return fail(err, errlen, CD_EUNSUPPORTED, "opset %d not supported (supported: 11 to 17)", g->opset);
+
+    // Initializers.
+    for (size_t i = 0; i < gp->n_initializer; i++) {
+        const Onnx__TensorProto *t = gp->initializer[i];
+        if (!t || !t->name || !*t->name) return fail(err, errlen, CD_EMODEL, "initializer #%zu has no name", i);
+        int id = cd_graph_add_value(g, t->name);
+        if (id == CD_EMODEL) return fail(err, errlen, CD_EMODEL, "initializer '%s' defined twice", t->name);
+        if (id < 0) return fail(err, errlen, id, "out of memory");
+        rc = cd_onnx_tensor_value(g, t, t->name, &g->values[id], err, errlen);
+        if (rc) return rc;
+    }
+    if (gp->n_sparse_initializer)
+        return fail(err, errlen, CD_EUNSUPPORTED, "sparse_initializer is not supported (store dense initializers)");
+    // Inputs that are not initializers.
+    for (size_t i = 0; i < gp->n_input; i++) {
+        const Onnx__ValueInfoProto *vi = gp->input[i];
+        if (!vi || !vi->name || !*vi->name) return fail(err, errlen, CD_EMODEL, "graph input #%zu has no name", i);
+        int id = cd_graph_find(g, vi->name);
+        if (id >= 0 && g->values[id].kind != CD_VAL_ACT) continue; // initializer listed as input
+        rc = add_input(g, vi, err, errlen);
+        if (rc) return rc;
+    }
+    if (g->ninputs == 0) return fail(err, errlen, CD_EMODEL, "the graph has no inputs");
+    rc = build_nodes(g, gp, err, errlen);
+    if (rc) return rc;
+    // Outputs.
+    if (gp->n_output == 0 || gp->n_output > CD_MAX_TENSORS)
+        return fail(err, errlen, CD_EMODEL, "the graph has %zu outputs (1..%d supported)", gp->n_output, CD_MAX_TENSORS);
+    g->outputs = malloc(gp->n_output * sizeof(int));
+    if (!g->outputs) return fail(err, errlen, CD_ENOMEM, "out of memory");
+    for (size_t i = 0; i < gp->n_output; i++) {
+        const Onnx__ValueInfoProto *vi = gp->output[i];
+        int id = vi && vi->name ? cd_graph_find(g, vi->name) : -1;
+        if (id < 0)
+            return fail(err, errlen, CD_EMODEL, "graph output '%s' is not produced by any node", vi && vi->name ? vi->name : "");
+        for (int j = 0; j < g->noutputs; j++)
+            if (g->outputs[j] == id) return fail(err, errlen, CD_EUNSUPPORTED, "graph output '%s' listed twice", vi->name);
+        g->values[id].is_output = 1;
+        g->values[id].nconsumers++;
+        g->outputs[g->noutputs++] = id;
+    }
+    if (g->ninputs > CD_MAX_TENSORS) return fail(err, errlen, CD_EUNSUPPORTED, "more than %d graph inputs", CD_MAX_TENSORS);
+    return 0;
+}

@@ -1,0 +1,462 @@
+// Planning: lowered ops -> layers on a backend.
+//
+//   1. drop ops whose results no output needs (the folded shape sub-graphs);
+//   2. walk the ops in order choosing each one's activation layout: a conv
+//      goes to the blocked layout (NCHW16C) when the backend runs it there,
+//      the element-wise ops, pools and concats stay in the layout of their
+//      input when the backend supports it, everything else (and every graph
+//      output) is NCHW; a reorder layer is inserted only where a tensor's
+//      layout differs from the one its reader needs (one per tensor and
+//      layout, shared by all readers);
+//   3. prepare every layer on the backend (weights packed once);
+//   4. give every activation a lifetime (first writer to last reader; aliases
+//      such as Reshape share their source's storage) and lay them out in one
+//      arena sized for max_batch (runtime/arena.c).
+
+#include "runtime/model.h"
+
+#include "runtime/arena.h"
+#include "proto/errors.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int fail(char *err, size_t errlen, int code, const char *fmt, ...) {
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+typedef struct {
+    cd_model *m;
+    cd_graph *g;
+    int *vt;            // value id -> tensor index (-1 none)
+    int (*reord)[2];    // tensor -> its copy in layout NCHW / NCHW16C (-1 none)
+    char *err;
+    size_t errlen;
+} pctx;
+
+static int add_tensor(pctx *p, const cd_tdesc *t) {
+    cd_model *m = p->m;
+    if (m->ntensors == m->tensors_cap) {
+        int cap = m->tensors_cap ? m->tensors_cap * 2 : 64;
+        cd_ptensor *nt = realloc(m->tensors, (size_t)cap * sizeof *nt);
+        int (*nr)[2] = realloc(p->reord, (size_t)cap * sizeof *nr);
+        if (nt) m->tensors = nt;
+        if (nr) p->reord = nr;
+        if (!nt || !nr) return CD_ENOMEM;
+        m->tensors_cap = cap;
+    }
+    int id = m->ntensors++;
+    cd_ptensor *pt = &m->tensors[id];
+    memset(pt, 0, sizeof *pt);
+    pt->t = *t;
+    pt->item_bytes = cd_tdesc_item_bytes(t);
+    pt->root = id;
+    pt->first = pt->last = -2;
+    p->reord[id][0] = p->reord[id][1] = -1;
+    return id;
+}
+
+static int add_layer(pctx *p) {
+    cd_model *m = p->m;
+    if (m->nlayers == m->layers_cap) {
+        int cap = m->layers_cap ? m->layers_cap * 2 : 64;
+        cd_layer *nl = realloc(m->layers, (size_t)cap * sizeof *nl);
+        if (!nl) return CD_ENOMEM;
+        m->layers = nl;
+        m->layers_cap = cap;
+    }
+    cd_layer *l = &m->layers[m->nlayers];
+    memset(l, 0, sizeof *l);
+    l->density = 1.0;
+    return m->nlayers++;
+}
+
+static void fill_bop_io(pctx *p, cd_bop_desc *d, int nin, const int *in, const cd_tdesc *dst) {
+    d->max_batch = p->m->max_batch;
+    d->nsrc = nin;
+    for (int i = 0; i < nin; i++) d->src[i] = p->m->tensors[in[i]].t;
+    d->dst = *dst;
+}
+
+// Prepares a layer on the backend and appends it. Returns the layer index.
+static int emit(pctx *p, cd_bop_desc *d, int nin, const int *in, int out, const char *name, const char *label) {
+    cd_op_state *st;
+    int rc = cd_backend_op_init(p->m->be, d, &st);
+    if (rc)
+        return fail(p->err, p->errlen, rc == CD_EUNSUPPORTED ? CD_EUNSUPPORTED : rc,
+                    "node '%s' (%s): the %s backend cannot run it (%s, %s layout): %s", name, label,
+                    cd_backend_name(p->m->be), cd_bop_name(d->op), d->dst.layout == CD_LAYOUT_NCHW ? "NCHW" : "NCHW16C",
+                    cd_strerror(rc));
+    int li = add_layer(p);
+    if (li < 0) {
+        cd_backend_op_state_free(p->m->be, st);
+        return fail(p->err, p->errlen, CD_ENOMEM, "out of memory");
+    }
+    cd_layer *l = &p->m->layers[li];
+    l->op = d->op;
+    l->nin = nin;
+    memcpy(l->in, in, sizeof(int) * (size_t)nin);
+    l->out = out;
+    l->st = st;
+    snprintf(l->name, sizeof l->name, "%s", name);
+    snprintf(l->label, sizeof l->label, "%s", label);
+    snprintf(l->kernel, sizeof l->kernel, "%s", cd_backend_op_kernel(p->m->be, st));
+    return li;
+}
+
+// The tensor holding src's data in layout l (src itself, or a reorder of it
+// made once and shared).
+static int in_layout(pctx *p, int src, cd_layout l) {
+    cd_ptensor *s = &p->m->tensors[src];
+    if (s->t.layout == l || s->t.is_const) return src;
+    if (p->reord[src][l] >= 0) return p->reord[src][l];
+    cd_tdesc t = s->t;
+    t.layout = l;
+    int id = add_tensor(p, &t);
+    if (id < 0) return fail(p->err, p->errlen, CD_ENOMEM, "out of memory");
+    cd_bop_desc d;
+    memset(&d, 0, sizeof d);
+    d.op = CD_BOP_REORDER;
+    fill_bop_io(p, &d, 1, &src, &t);
+    char name[128];
+    snprintf(name, sizeof name, "reorder%d", id);
+    int rc = emit(p, &d, 1, &src, id, name, l == CD_LAYOUT_NCHW ? "Reorder(->NCHW)" : "Reorder(->NCHW16C)");
+    if (rc < 0) return rc;
+    p->reord[src][l] = id;
+    return id;
+}
+
+static int supports(pctx *p, cd_bop_desc *d) { return cd_backend_supports_op(p->m->be, d); }
+
+// True when every reader of value v needs it in NCHW anyway (graph outputs,
+// reshapes, Gemm, Softmax, Transpose): its producer should write NCHW directly
+// instead of the blocked layout plus a reorder.
+static int readers_want_nchw(pctx *p, int v) {
+    const cd_graph *g = p->g;
+    if (g->values[v].is_output) return 1;
+    int readers = 0;
+    for (int k = 0; k < g->nops; k++) {
+        const cd_op *op = &g->ops[k];
+        for (int i = 0; i < op->nin; i++) {
+            if (op->in[i] != v) continue;
+            readers++;
+            if (op->kind != CD_OP_ALIAS && op->kind != CD_OP_GEMM && op->kind != CD_OP_SOFTMAX &&
+                op->kind != CD_OP_TRANSPOSE)
+                return 0;
+        }
+    }
+    return readers > 0;
+}
+
+// Tensor descriptor of a value (activation per item, or constant padded to rank).
+static cd_tdesc value_desc(const cd_value *v, cd_layout l, int rank) {
+    cd_tdesc t;
+    memset(&t, 0, sizeof t);
+    t.layout = l;
+    if (v->kind == CD_VAL_ACT) {
+        t.rank = v->rank;
+        memcpy(t.shape, v->shape, sizeof t.shape);
+    } else {
+        t.is_const = 1;
+        t.rank = rank;
+        int pad = rank - v->rank;
+        for (int i = 0; i < rank; i++) t.shape[i] = i < pad ? 1 : v->shape[i - pad];
+    }
+    return t;
+}
+
+// Plans one lowered op.
+static int plan_op(pctx *p, const cd_op *op) {
+    cd_model *m = p->m;
+    cd_graph *g = p->g;
+    const cd_value *ov = &g->values[op->out];
+    int in[CD_OP_MAX_IN];
+    for (int i = 0; i < op->nin; i++) in[i] = p->vt[op->in[i]];
+    cd_bop_desc d;
+    memset(&d, 0, sizeof d);
+    cd_layout lay = CD_LAYOUT_NCHW;
+    const cd_layout cur = m->tensors[in[0]].t.layout;
+
+    if (op->kind == CD_OP_ALIAS) {
+        // Same bytes, new shape: only in NCHW (plain C order).
+        int src = in_layout(p, in[0], CD_LAYOUT_NCHW);
+        if (src < 0) return src;
+        cd_tdesc t = value_desc(ov, CD_LAYOUT_NCHW, ov->rank);
+        int id = add_tensor(p, &t);
+        if (id < 0) return fail(p->err, p->errlen, CD_ENOMEM, "out of memory");
+        m->tensors[id].root = m->tensors[src].root;
+        p->vt[op->out] = id;
+        return 0;
+    }
+    switch (op->kind) {
+    case CD_OP_CONV: {
+        d.op = CD_BOP_CONV2D;
+        d.u.conv = op->u.conv.d;
+        d.w = op->u.conv.w;
+        d.bias = op->u.conv.bias;
+        d.u.conv.n = 1;
+        // Prefer the blocked layout: src as it is, else NCHW src; then all NCHW.
+        cd_layout tries[3][2] = {{cur, CD_LAYOUT_NCHW16C}, {CD_LAYOUT_NCHW, CD_LAYOUT_NCHW16C}, {CD_LAYOUT_NCHW, CD_LAYOUT_NCHW}};
+        if (readers_want_nchw(p, op->out)) tries[0][1] = tries[1][1] = CD_LAYOUT_NCHW;
+        int chosen = -1;
+        for (int t = 0; t < 3 && chosen < 0; t++) {
+            d.nsrc = op->nin;
+            d.max_batch = m->max_batch;
+            d.src[0] = m->tensors[in[0]].t;
+            d.src[0].layout = tries[t][0];
+            d.dst = value_desc(ov, tries[t][1], ov->rank);
+            if (op->nin > 1) {
+                d.src[1] = m->tensors[in[1]].t;
+                d.src[1].layout = tries[t][1];
+            }
+            if (supports(p, &d)) chosen = t;
+        }
+        if (chosen < 0) chosen = 2; // emit reports the failure
+        int s0 = in_layout(p, in[0], tries[chosen][0]);
+        if (s0 < 0) return s0;
+        in[0] = s0;
+        if (op->nin > 1) {
+            int s1 = in_layout(p, in[1], tries[chosen][1]);
+            if (s1 < 0) return s1;
+            in[1] = s1;
+        }
+        lay = tries[chosen][1];
+        break;
+    }
+    case CD_OP_GEMM:
+        d.op = CD_BOP_GEMM;
+        d.u.gemm.rows = op->u.gemm.rows;
+        d.u.gemm.n = op->u.gemm.n;
+        d.u.gemm.k = op->u.gemm.k;
+        d.u.gemm.act = op->u.gemm.act;
+        d.w = op->u.gemm.w;
+        d.bias = op->u.gemm.bias;
+        break;
+    case CD_OP_SOFTMAX:
+        d.op = CD_BOP_SOFTMAX;
+        d.u.softmax.outer = op->u.softmax.outer;
+        d.u.softmax.len = op->u.softmax.len;
+        d.u.softmax.inner = op->u.softmax.inner;
+        break;
+    case CD_OP_TRANSPOSE:
+        d.op = CD_BOP_TRANSPOSE;
+        memcpy(d.u.perm, op->u.transpose.perm, sizeof d.u.perm);
+        break;
+    case CD_OP_POOL:
+    case CD_OP_ACT:
+    case CD_OP_BINARY:
+    case CD_OP_CONCAT:
+        d.op = op->kind == CD_OP_POOL ? CD_BOP_POOL : op->kind == CD_OP_ACT ? CD_BOP_ACTIVATION
+             : op->kind == CD_OP_BINARY ? CD_BOP_BINARY : CD_BOP_CONCAT;
+        if (op->kind == CD_OP_POOL) d.u.pool = op->u.pool;
+        if (op->kind == CD_OP_ACT) d.u.act = op->u.act;
+        if (op->kind == CD_OP_BINARY) {
+            d.u.binary.kind = op->u.binary.kind;
+            d.u.binary.act = op->u.binary.act;
+        }
+        if (op->kind == CD_OP_CONCAT) d.u.axis = op->u.concat.axis;
+        // Stay in the input's layout when the backend can.
+        if (cur != CD_LAYOUT_NCHW) {
+            d.max_batch = m->max_batch;
+            d.nsrc = op->nin;
+            for (int i = 0; i < op->nin; i++) {
+                d.src[i] = m->tensors[in[i]].t;
+                if (!d.src[i].is_const) d.src[i].layout = cur;
+            }
+            d.dst = value_desc(ov, cur, ov->rank);
+            if (supports(p, &d)) lay = cur;
+        }
+        break;
+    case CD_OP_ALIAS:
+        break;
+    }
+    if (op->kind != CD_OP_CONV)
+        for (int i = 0; i < op->nin; i++) {
+            int s = in_layout(p, in[i], lay);
+            if (s < 0) return s;
+            in[i] = s;
+        }
+    cd_tdesc ot = value_desc(ov, lay, ov->rank);
+    int out = add_tensor(p, &ot);
+    if (out < 0) return fail(p->err, p->errlen, CD_ENOMEM, "out of memory");
+    fill_bop_io(p, &d, op->nin, in, &ot);
+    int li = emit(p, &d, op->nin, in, out, op->name, op->label);
+    if (li < 0) return li;
+    p->vt[op->out] = out;
+    cd_layer *l = &m->layers[li];
+    if (op->kind == CD_OP_CONV) {
+        const cd_conv_desc *c = &op->u.conv.d;
+        int64_t nw = (int64_t)c->k * (c->c / c->groups) * c->r * c->s, nz = 0;
+        for (int64_t i = 0; i < nw; i++) nz += op->u.conv.w[i] != 0.0f;
+        l->params = nw + c->k;
+        l->flops = 2 * nw * c->oh * c->ow;
+        l->density = nw ? (double)nz / (double)nw : 1.0;
+    } else if (op->kind == CD_OP_GEMM) {
+        int64_t nw = (int64_t)op->u.gemm.n * op->u.gemm.k, nz = 0;
+        for (int64_t i = 0; i < nw; i++) nz += op->u.gemm.w[i] != 0.0f;
+        l->params = nw + (op->u.gemm.bias ? op->u.gemm.n : 0);
+        l->flops = 2 * nw * op->u.gemm.rows;
+        l->density = nw ? (double)nz / (double)nw : 1.0;
+    }
+    return 0;
+}
+
+// Copies the constant operands into one backend buffer.
+static int place_consts(pctx *p) {
+    cd_model *m = p->m;
+    cd_graph *g = p->g;
+    size_t total = 0;
+    for (int i = 0; i < m->ntensors; i++)
+        if (m->tensors[i].t.is_const) {
+            m->tensors[i].offset = total;
+            total += (m->tensors[i].item_bytes + 63) & ~(size_t)63;
+        }
+    m->const_bytes = total;
+    if (!total) return 0;
+    int rc = cd_backend_buffer_alloc(m->be, total, &m->consts);
+    if (rc) return fail(p->err, p->errlen, rc, "cannot allocate %zu bytes of constants", total);
+    for (int v = 0; v < g->nvalues; v++) {
+        int t = p->vt[v];
+        if (t < 0 || !m->tensors[t].t.is_const) continue;
+        rc = cd_backend_upload(m->be, (char *)m->consts + m->tensors[t].offset, g->values[v].f, m->tensors[t].item_bytes);
+        if (rc) return fail(p->err, p->errlen, rc, "cannot upload constants");
+    }
+    return 0;
+}
+
+int cd_plan_build(cd_model *m, cd_graph *g, char *err, size_t errlen) {
+    pctx p = {m, g, NULL, NULL, err, errlen};
+    int rc = 0;
+    char *live = calloc((size_t)g->nops + 1, 1), *need = calloc((size_t)g->nvalues + 1, 1);
+    p.vt = malloc(((size_t)g->nvalues + 1) * sizeof(int));
+    if (!live || !need || !p.vt) {
+        rc = fail(err, errlen, CD_ENOMEM, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < g->nvalues; i++) p.vt[i] = -1;
+    // 1. Liveness of ops, backwards from the outputs.
+    for (int i = 0; i < g->noutputs; i++) need[g->outputs[i]] = 1;
+    for (int k = g->nops - 1; k >= 0; k--) {
+        const cd_op *op = &g->ops[k];
+        if (!need[op->out]) continue;
+        live[k] = 1;
+        for (int i = 0; i < op->nin; i++) need[op->in[i]] = 1;
+    }
+    // Model inputs first (tensor i = input i), then constant operands.
+    for (int i = 0; i < g->ninputs; i++) {
+        const cd_value *v = &g->values[g->inputs[i]];
+        cd_tdesc t = value_desc(v, CD_LAYOUT_NCHW, v->rank);
+        int id = add_tensor(&p, &t);
+        if (id < 0) {
+            rc = fail(err, errlen, CD_ENOMEM, "out of memory");
+            goto done;
+        }
+        m->tensors[id].first = -1;
+        p.vt[g->inputs[i]] = id;
+    }
+    for (int k = 0; k < g->nops; k++) {
+        const cd_op *op = &g->ops[k];
+        if (!live[k] || op->kind != CD_OP_BINARY) continue;
+        for (int i = 0; i < 2; i++) {
+            const cd_value *v = &g->values[op->in[i]];
+            if (v->kind != CD_VAL_CONST_F32 || p.vt[op->in[i]] >= 0) continue;
+            cd_tdesc t = value_desc(v, CD_LAYOUT_NCHW, g->values[op->out].rank);
+            int id = add_tensor(&p, &t);
+            if (id < 0) {
+                rc = fail(err, errlen, CD_ENOMEM, "out of memory");
+                goto done;
+            }
+            p.vt[op->in[i]] = id;
+        }
+    }
+    // 2./3. Layers.
+    for (int k = 0; k < g->nops; k++) {
+        if (!live[k]) continue;
+        if ((rc = plan_op(&p, &g->ops[k]))) goto done;
+    }
+    m->ninputs = g->ninputs;
+    m->noutputs = g->noutputs;
+    m->inputs = calloc((size_t)g->ninputs, sizeof *m->inputs);
+    m->outputs = calloc((size_t)g->noutputs, sizeof *m->outputs);
+    if (!m->inputs || !m->outputs) {
+        rc = fail(err, errlen, CD_ENOMEM, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < g->ninputs + g->noutputs; i++) {
+        int is_in = i < g->ninputs;
+        const cd_value *v = &g->values[is_in ? g->inputs[i] : g->outputs[i - g->ninputs]];
+        cd_io *io = is_in ? &m->inputs[i] : &m->outputs[i - g->ninputs];
+        int t = p.vt[v - g->values];
+        if (!is_in) {
+            t = in_layout(&p, t, CD_LAYOUT_NCHW);
+            if (t < 0) {
+                rc = t;
+                goto done;
+            }
+        }
+        io->tensor = t;
+        io->d.name = strdup(v->name);
+        if (!io->d.name) {
+            rc = fail(err, errlen, CD_ENOMEM, "out of memory");
+            goto done;
+        }
+        io->d.dtype = CD_DTYPE_F32;
+        io->d.rank = v->rank;
+        memcpy(io->d.shape, v->shape, sizeof io->d.shape);
+    }
+    // 4. Lifetimes (in layer steps) of the storage roots, then the arena.
+    for (int li = 0; li < m->nlayers; li++) {
+        const cd_layer *l = &m->layers[li];
+        cd_ptensor *o = &m->tensors[m->tensors[l->out].root];
+        if (o->first == -2) o->first = li;
+        if (o->last < li) o->last = li;
+        for (int i = 0; i < l->nin; i++) {
+            cd_ptensor *s = &m->tensors[m->tensors[l->in[i]].root];
+            if (s->last < li) s->last = li;
+        }
+    }
+    for (int i = 0; i < m->noutputs; i++) m->tensors[m->tensors[m->outputs[i].tensor].root].last = m->nlayers;
+    for (int i = 0; i < m->ninputs; i++) {
+        cd_ptensor *s = &m->tensors[m->inputs[i].tensor];
+        if (s->last < 0) s->last = 0;
+    }
+    {
+        cd_arena_buf *bufs = calloc((size_t)m->ntensors + 1, sizeof *bufs);
+        if (!bufs) {
+            rc = fail(err, errlen, CD_ENOMEM, "out of memory");
+            goto done;
+        }
+        int nb = 0;
+        for (int i = 0; i < m->ntensors; i++) {
+            cd_ptensor *t = &m->tensors[i];
+            // Roots that nothing ever touches get no space.
+            if (t->root != i || t->t.is_const || t->first == -2) continue;
+            // Alias storage is sized by the largest view (equal bytes in NCHW).
+            bufs[nb] = (cd_arena_buf){t->item_bytes * (size_t)m->max_batch, t->first < 0 ? 0 : t->first, t->last, 0};
+            nb++;
+        }
+        m->arena_bytes = cd_arena_plan(bufs, nb, 64);
+        nb = 0;
+        for (int i = 0; i < m->ntensors; i++) {
+            cd_ptensor *t = &m->tensors[i];
+            if (t->root != i || t->t.is_const || t->first == -2) continue;
+            t->offset = bufs[nb++].offset;
+        }
+        free(bufs);
+    }
+    if ((rc = place_consts(&p))) goto done;
+done:
+    free(live);
+    free(need);
+    free(p.vt);
+    free(p.reord);
+    return rc;
+}

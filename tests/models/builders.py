@@ -1,0 +1,253 @@
+"""Builders of small (and not so small) CNN models as ONNX files, with random
+weights, for the model tests and the benchmarks.
+
+    g = Graph(rng, opset=13)
+    x = g.input("x", [3, 32, 32])           # batch dim is symbolic ("N")
+    y = resnet_basic(g, g.conv_bn_relu(x, 3, 16, 3), 16, 16, stride=1)
+    model = g.build([y])                      # onnx.ModelProto
+
+Every block helper takes the graph, the input tensor name and channel counts,
+and returns the output tensor name. Whole models: resnet50(), mobilenetv2().
+"""
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+
+class Graph:
+    """Accumulates nodes and initializers; names are generated."""
+
+    def __init__(self, rng, opset=13, ir_version=8):
+        self.rng = rng
+        self.opset = opset
+        self.ir_version = ir_version
+        self.nodes = []
+        self.inits = []
+        self.inputs = []
+        self.n = 0
+
+    def name(self, prefix):
+        self.n += 1
+        return f"{prefix}_{self.n}"
+
+    def input(self, name, shape, batch="N"):
+        self.inputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, [batch] + list(shape)))
+        return name
+
+    def init(self, arr, prefix="w"):
+        name = self.name(prefix)
+        self.inits.append(numpy_helper.from_array(np.asarray(arr), name))
+        return name
+
+    def node(self, op, inputs, n_out=1, name=None, **attrs):
+        outs = [self.name(op.lower()) for _ in range(n_out)]
+        self.nodes.append(helper.make_node(op, list(inputs), outs, name=name or self.name(op), **attrs))
+        return outs[0] if n_out == 1 else outs
+
+    # ---- layers --------------------------------------------------------------
+
+    def conv(self, x, cin, cout, k, stride=1, pad=None, group=1, dilation=1, bias=True, auto_pad=None):
+        kh, kw = (k, k) if isinstance(k, int) else k
+        dh, dw = (dilation, dilation) if isinstance(dilation, int) else dilation
+        fan_in = cin // group * kh * kw
+        w = self.rng.normal(0, np.sqrt(2.0 / fan_in), (cout, cin // group, kh, kw)).astype(np.float32)
+        ins = [x, self.init(w)]
+        if bias:
+            ins.append(self.init(self.rng.uniform(-0.1, 0.1, cout).astype(np.float32), "b"))
+        attrs = dict(kernel_shape=[kh, kw], strides=[stride, stride] if isinstance(stride, int) else list(stride),
+                     group=group, dilations=[dh, dw])
+        if auto_pad:
+            attrs["auto_pad"] = auto_pad
+        else:
+            if pad is None:
+                pad = [dh * (kh - 1) // 2, dw * (kw - 1) // 2] * 2
+            elif isinstance(pad, int):
+                pad = [pad] * 4
+            attrs["pads"] = list(pad)
+        return self.node("Conv", ins, **attrs)
+
+    def bn(self, x, c, gamma=(0.5, 1.5)):
+        """BatchNormalization with random statistics; gamma is the scale's range (residual branches end in a
+        small one, as trained networks and PyTorch's zero_init_residual keep them, so deep random models do not
+        blow activations up to magnitudes where float32 summation order dominates the comparison)."""
+        r = self.rng
+        ins = [x] + [self.init(a.astype(np.float32), "bn") for a in (
+            r.uniform(*gamma, c), r.uniform(-0.1, 0.1, c), r.uniform(-0.1, 0.1, c), r.uniform(0.5, 1.5, c))]
+        return self.node("BatchNormalization", ins, epsilon=1e-5)
+
+    def relu(self, x):
+        return self.node("Relu", [x])
+
+    def relu6(self, x):
+        lo = self.init(np.array(0.0, np.float32), "lo")
+        hi = self.init(np.array(6.0, np.float32), "hi")
+        return self.node("Clip", [x, lo, hi])
+
+    def act(self, x, kind):
+        if kind == "relu":
+            return self.relu(x)
+        if kind == "relu6":
+            return self.relu6(x)
+        if kind == "hardswish":
+            return self.node("HardSwish", [x])
+        if kind == "sigmoid":
+            return self.node("Sigmoid", [x])
+        if kind == "hardsigmoid":
+            return self.node("HardSigmoid", [x], alpha=1.0 / 6, beta=0.5)
+        if kind == "leakyrelu":
+            return self.node("LeakyRelu", [x], alpha=0.1)
+        if kind is None:
+            return x
+        raise ValueError(kind)
+
+    def conv_bn_act(self, x, cin, cout, k, stride=1, act="relu", group=1, **kw):
+        return self.act(self.bn(self.conv(x, cin, cout, k, stride, group=group, bias=False, **kw), cout), act)
+
+    def conv_bn_relu(self, x, cin, cout, k, stride=1, **kw):
+        return self.conv_bn_act(x, cin, cout, k, stride, "relu", **kw)
+
+    def gemm(self, x, k, n, trans_b=True, alpha=1.0, beta=1.0, bias=True):
+        w = self.rng.normal(0, np.sqrt(1.0 / k), (n, k) if trans_b else (k, n)).astype(np.float32)
+        ins = [x, self.init(w)]
+        if bias:
+            ins.append(self.init(self.rng.uniform(-0.1, 0.1, n).astype(np.float32), "b"))
+        return self.node("Gemm", ins, transB=int(trans_b), alpha=alpha, beta=beta)
+
+    def build(self, outputs, name="convd-test", out_shapes=None):
+        """out_shapes: {output: shape} used where ONNX shape inference cannot
+        tell (outputs behind a Reshape whose shape is computed)."""
+        graph = helper.make_graph(self.nodes, name, self.inputs,
+                                  [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs],
+                                  self.inits)
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", self.opset)],
+                              producer_name="convd-tests")
+        m.ir_version = self.ir_version
+        # Give the outputs their inferred types and shapes (the checker wants them).
+        inferred = onnx.shape_inference.infer_shapes(m)
+        known = {vi.name: vi for vi in list(inferred.graph.value_info) + list(inferred.graph.output)}
+        for out in m.graph.output:
+            if out.name in known and known[out.name].type.tensor_type.HasField("shape"):
+                out.type.CopyFrom(known[out.name].type)
+            elif out_shapes and out.name in out_shapes:
+                out.type.CopyFrom(helper.make_tensor_type_proto(TensorProto.FLOAT, out_shapes[out.name]))
+        return m
+
+
+# ---- blocks -------------------------------------------------------------------
+
+RESIDUAL_GAMMA = (0.1, 0.4)  # scale range of the BN that ends a residual branch
+
+def resnet_basic(g, x, cin, cout, stride=1):
+    """ResNet basic block: 3x3-BN-ReLU, 3x3-BN, + shortcut, ReLU."""
+    y = g.conv_bn_relu(x, cin, cout, 3, stride)
+    y = g.bn(g.conv(y, cout, cout, 3, bias=False), cout, gamma=RESIDUAL_GAMMA)
+    sc = x if stride == 1 and cin == cout else g.bn(g.conv(x, cin, cout, 1, stride, bias=False), cout)
+    return g.relu(g.node("Add", [y, sc]))
+
+
+def resnet_bottleneck(g, x, cin, mid, cout, stride=1):
+    """ResNet bottleneck: 1x1 reduce, 3x3 (stride), 1x1 expand, + shortcut, ReLU."""
+    y = g.conv_bn_relu(x, cin, mid, 1)
+    y = g.conv_bn_relu(y, mid, mid, 3, stride)
+    y = g.bn(g.conv(y, mid, cout, 1, bias=False), cout, gamma=RESIDUAL_GAMMA)
+    sc = x if stride == 1 and cin == cout else g.bn(g.conv(x, cin, cout, 1, stride, bias=False), cout)
+    return g.relu(g.node("Add", [sc, y]))
+
+
+def mbv2_inverted(g, x, cin, cout, expand=6, stride=1, act="relu6"):
+    """MobileNetV2 inverted residual: 1x1 expand, depthwise 3x3, 1x1 project."""
+    mid = cin * expand
+    y = g.conv_bn_act(x, cin, mid, 1, act=act) if expand != 1 else x
+    y = g.conv_bn_act(y, mid, mid, 3, stride, act=act, group=mid)
+    residual = stride == 1 and cin == cout
+    y = g.bn(g.conv(y, mid, cout, 1, bias=False), cout, gamma=RESIDUAL_GAMMA if residual else (0.5, 1.5))
+    if residual:
+        y = g.node("Add", [x, y])
+    return y
+
+
+def squeeze_fire(g, x, cin, s, e1, e3):
+    """SqueezeNet fire module: squeeze 1x1, then 1x1 and 3x3 expands concatenated."""
+    sq = g.relu(g.conv(x, cin, s, 1))
+    a = g.relu(g.conv(sq, s, e1, 1))
+    b = g.relu(g.conv(sq, s, e3, 3))
+    return g.node("Concat", [a, b], axis=1)
+
+
+def channel_shuffle(g, x, c, h, w, groups, dynamic=False):
+    """ShuffleNet channel shuffle: Reshape [N,g,c/g,h,w], Transpose(0,2,1,3,4), Reshape back.
+    dynamic=True computes the shapes as PyTorch exports them with a dynamic batch:
+    Shape -> Gather -> Unsqueeze -> Concat -> Reshape."""
+    if dynamic:
+        shp = g.node("Shape", [x])
+        idx = g.init(np.array(0, np.int64), "i")
+        n = g.node("Gather", [shp, idx], axis=0)
+        n = g.node("Cast", [n], to=TensorProto.INT64)
+        ax = g.init(np.array([0], np.int64), "axes")
+        n1 = g.node("Unsqueeze", [n, ax]) if g.opset >= 13 else g.node("Unsqueeze", [n], axes=[0])
+        rest = g.init(np.array([groups, c // groups, h, w], np.int64), "s")
+        s1 = g.node("Concat", [n1, rest], axis=0)
+        rest2 = g.init(np.array([c, h, w], np.int64), "s")
+        s2 = g.node("Concat", [n1, rest2], axis=0)
+    else:
+        s1 = g.init(np.array([-1, groups, c // groups, h, w], np.int64), "s")
+        s2 = g.init(np.array([0, c, h, w], np.int64), "s")
+    y = g.node("Reshape", [x, s1])
+    y = g.node("Transpose", [y], perm=[0, 2, 1, 3, 4])
+    return g.node("Reshape", [y, s2])
+
+
+def se_block(g, x, c, r=4, gate="sigmoid"):
+    """Squeeze-excitation: GlobalAveragePool, FC (1x1 conv) ReLU, FC, gate, Mul broadcast."""
+    s = g.node("GlobalAveragePool", [x])
+    s = g.relu(g.conv(s, c, max(1, c // r), 1))
+    s = g.act(g.conv(s, max(1, c // r), c, 1), gate)
+    return g.node("Mul", [x, s])
+
+
+def fc_head(g, x, c, classes, softmax=True):
+    """GlobalAveragePool, Flatten, Gemm (transB), Softmax."""
+    y = g.node("Flatten", [g.node("GlobalAveragePool", [x])], axis=1)
+    y = g.gemm(y, c, classes)
+    return g.node("Softmax", [y], axis=1) if softmax else y
+
+
+# ---- whole models (bench) ---------------------------------------------------------
+
+def resnet50(rng, classes=1000, size=224, width=1.0, opset=13):
+    """ResNet-50-shaped model (BN unfused in the file, as PyTorch exports it)."""
+    g = Graph(rng, opset)
+    w = lambda c: max(8, int(c * width))
+    x = g.input("input", [3, size, size])
+    y = g.conv_bn_relu(x, 3, w(64), 7, 2)
+    y = g.node("MaxPool", [y], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    cin = w(64)
+    for mid, blocks, stride in ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)):
+        for i in range(blocks):
+            y = resnet_bottleneck(g, y, cin, w(mid), w(mid * 4), stride if i == 0 else 1)
+            cin = w(mid * 4)
+    y = fc_head(g, y, cin, classes, softmax=False)
+    return g.build([y], "resnet50")
+
+
+def mobilenetv2(rng, classes=1000, size=224, width=1.0, opset=13):
+    """MobileNetV2-shaped model."""
+    g = Graph(rng, opset)
+    w = lambda c: max(8, int(round(c * width / 8)) * 8)
+    x = g.input("input", [3, size, size])
+    y = g.conv_bn_act(x, 3, w(32), 3, 2, act="relu6")
+    cin = w(32)
+    for t, c, n, s in ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1),
+                       (6, 160, 3, 2), (6, 320, 1, 1)):
+        for i in range(n):
+            y = mbv2_inverted(g, y, cin, w(c), t, s if i == 0 else 1)
+            cin = w(c)
+    y = g.conv_bn_act(y, cin, 1280, 1, act="relu6")
+    y = fc_head(g, y, 1280, classes, softmax=False)
+    return g.build([y], "mobilenetv2")
+
+
+def save(model, path):
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+    return str(path)

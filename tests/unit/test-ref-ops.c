@@ -1,0 +1,211 @@
+// The reference kernels of kernels/cpu/ref-*.c against independent naive
+// formulas on fresh random shapes.
+
+#include "kernels/cpu/ref.h"
+#include "proto/limits.h"
+#include "tests/unit/check.h"
+
+static float *rbuf(size_t n) {
+    float *p = malloc((n ? n : 1) * sizeof *p);
+    if (!p) abort();
+    for (size_t i = 0; i < n; i++) p[i] = cd_test_randf(-2.0f, 2.0f);
+    return p;
+}
+
+static float *zbuf(size_t n) {
+    float *p = calloc(n ? n : 1, sizeof *p);
+    if (!p) abort();
+    return p;
+}
+
+// Gemm equals a 1x1 convolution on [m, k, 1, 1] (a different kernel, same math).
+CD_TEST(ref_gemm_equals_1x1_conv) {
+    int m = cd_test_randi(1, 9), n = cd_test_randi(1, 40), k = cd_test_randi(1, 70);
+    float *a = rbuf((size_t)m * k), *w = rbuf((size_t)n * k), *b = rbuf((size_t)n);
+    float *got = zbuf((size_t)m * n), *want = zbuf((size_t)m * n);
+    cd_activation act = {CD_ACT_RELU, 0, 0};
+    cd_ref_gemm(m, n, k, a, w, b, act, got);
+    cd_conv_desc d = {.n = m, .c = k, .h = 1, .w = 1, .k = n, .r = 1, .s = 1, .stride_h = 1, .stride_w = 1,
+                      .dil_h = 1, .dil_w = 1, .groups = 1, .act = act};
+    cd_conv_out_dims(&d);
+    cd_ref_conv2d(&d, a, w, b, NULL, want);
+    CHECK_CLOSE_F32(got, want, (size_t)m * n, 1e-5);
+    free(a), free(w), free(b), free(got), free(want);
+}
+
+CD_TEST(ref_gemm_no_bias_m_by_hand) {
+    // 2x3 times (2x3)^T: hand-computed.
+    float a[6] = {1, 2, 3, 4, 5, 6}, w[6] = {1, 0, -1, 2, 1, 0}, out[4];
+    cd_activation none = {CD_ACT_NONE, 0, 0};
+    cd_ref_gemm(2, 2, 3, a, w, NULL, none, out);
+    float want[4] = {-2, 4, -2, 13};
+    CHECK_CLOSE_F32(out, want, 4, 0);
+}
+
+// Binary with broadcasting vs unravel-and-modulo indexing.
+CD_TEST(ref_binary_broadcast_random_shapes) {
+    for (int iter = 0; iter < 20; iter++) {
+        int rank = cd_test_randi(1, 5);
+        int64_t ds[CD_MAX_RANK], as[CD_MAX_RANK], bs[CD_MAX_RANK];
+        size_t total = 1, na = 1, nb = 1;
+        for (int i = 0; i < rank; i++) {
+            ds[i] = cd_test_randi(1, 5);
+            as[i] = cd_test_randi(0, 2) == 0 ? 1 : ds[i];
+            bs[i] = cd_test_randi(0, 2) == 0 ? 1 : ds[i];
+            total *= (size_t)ds[i];
+            na *= (size_t)as[i];
+            nb *= (size_t)bs[i];
+        }
+        float *a = rbuf(na), *b = rbuf(nb), *got = zbuf(total);
+        cd_binary_kind kind = (cd_binary_kind)cd_test_randi(0, 3);
+        if (kind == CD_BINARY_DIV)
+            for (size_t i = 0; i < nb; i++) b[i] = b[i] >= 0 ? b[i] + 0.5f : b[i] - 0.5f;
+        cd_activation act = {cd_test_randi(0, 1) ? CD_ACT_RELU : CD_ACT_NONE, 0, 0};
+        cd_ref_binary(kind, rank, as, a, bs, b, ds, act, got);
+        for (size_t e = 0; e < total; e++) {
+            size_t rem = e, ia = 0, ib = 0, sa = 1, sb = 1;
+            for (int i = rank - 1; i >= 0; i--) {
+                size_t idx = rem % (size_t)ds[i];
+                rem /= (size_t)ds[i];
+                ia += (as[i] == 1 ? 0 : idx) * sa;
+                ib += (bs[i] == 1 ? 0 : idx) * sb;
+                sa *= (size_t)as[i];
+                sb *= (size_t)bs[i];
+            }
+            float x = a[ia], y = b[ib];
+            float v = kind == CD_BINARY_ADD ? x + y : kind == CD_BINARY_MUL ? x * y : kind == CD_BINARY_SUB ? x - y : x / y;
+            if (act.kind == CD_ACT_RELU && v < 0) v = 0;
+            CHECK_CLOSE_F32(&got[e], &v, 1, 1e-6);
+        }
+        free(a), free(b), free(got);
+    }
+}
+
+CD_TEST(ref_activation_formulas) {
+    float x[7] = {-7.0f, -3.0f, -0.5f, 0.0f, 0.5f, 3.0f, 7.0f}, y[7];
+    cd_activation hs = {CD_ACT_HARDSWISH, 0, 0};
+    cd_ref_activation(hs, 7, x, y);
+    for (int i = 0; i < 7; i++) {
+        float r = x[i] <= -3 ? 0 : x[i] >= 3 ? x[i] : x[i] * (x[i] + 3) / 6;
+        CHECK_CLOSE_F32(&y[i], &r, 1, 1e-6);
+    }
+    cd_activation lr = {CD_ACT_LEAKYRELU, 0.1f, 0};
+    cd_ref_activation(lr, 7, x, x); // in place
+    CHECK(fabsf(x[0] + 0.7f) < 1e-6f && x[6] == 7.0f);
+}
+
+CD_TEST(ref_softmax_rows_sum_to_one_inner_axis) {
+    size_t outer = (size_t)cd_test_randi(1, 4), len = (size_t)cd_test_randi(1, 30), inner = (size_t)cd_test_randi(1, 6);
+    size_t n = outer * len * inner;
+    float *x = rbuf(n), *y = zbuf(n);
+    for (size_t i = 0; i < n; i++) x[i] *= 20.0f; // large values: the max-subtraction matters
+    cd_ref_softmax(outer, len, inner, x, y);
+    for (size_t o = 0; o < outer; o++)
+        for (size_t in = 0; in < inner; in++) {
+            double sum = 0, mx = -1e30;
+            for (size_t i = 0; i < len; i++) mx = fmax(mx, x[(o * len + i) * inner + in]);
+            for (size_t i = 0; i < len; i++) sum += exp(x[(o * len + i) * inner + in] - mx);
+            double tot = 0;
+            for (size_t i = 0; i < len; i++) {
+                float want = (float)(exp(x[(o * len + i) * inner + in] - mx) / sum);
+                CHECK_CLOSE_F32(&y[(o * len + i) * inner + in], &want, 1, 1e-6);
+                tot += y[(o * len + i) * inner + in];
+            }
+            CHECK(fabs(tot - 1.0) < 1e-5);
+        }
+    free(x), free(y);
+}
+
+CD_TEST(ref_transpose_random_perm_vs_unravel) {
+    int rank = cd_test_randi(1, 6);
+    int64_t shape[CD_MAX_RANK];
+    int perm[CD_MAX_RANK];
+    size_t n = 1;
+    for (int i = 0; i < rank; i++) {
+        shape[i] = cd_test_randi(1, 4);
+        n *= (size_t)shape[i];
+        perm[i] = i;
+    }
+    for (int i = rank - 1; i > 0; i--) { // Fisher-Yates
+        int j = cd_test_randi(0, i), t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    float *x = rbuf(n), *y = zbuf(n);
+    cd_ref_transpose(rank, shape, perm, x, y);
+    int64_t dshape[CD_MAX_RANK];
+    for (int i = 0; i < rank; i++) dshape[i] = shape[perm[i]];
+    for (size_t e = 0; e < n; e++) {
+        int64_t idx[CD_MAX_RANK], src[CD_MAX_RANK];
+        size_t rem = e;
+        for (int i = rank - 1; i >= 0; i--) {
+            idx[i] = (int64_t)(rem % (size_t)dshape[i]);
+            rem /= (size_t)dshape[i];
+        }
+        for (int i = 0; i < rank; i++) src[perm[i]] = idx[i];
+        size_t off = 0;
+        for (int i = 0; i < rank; i++) off = off * (size_t)shape[i] + (size_t)src[i];
+        CHECK(y[e] == x[off]);
+    }
+    free(x), free(y);
+}
+
+CD_TEST(ref_concat_axis_random) {
+    int rank = cd_test_randi(1, 4), axis = cd_test_randi(0, rank - 1), n = cd_test_randi(1, 4);
+    int64_t shapes[4][CD_MAX_RANK], dshape[CD_MAX_RANK];
+    const int64_t *sp[4];
+    const float *src[4];
+    float *bufs[4];
+    for (int i = 0; i < rank; i++) dshape[i] = cd_test_randi(1, 4);
+    dshape[axis] = 0;
+    for (int j = 0; j < n; j++) {
+        size_t cnt = 1;
+        for (int i = 0; i < rank; i++) {
+            shapes[j][i] = i == axis ? cd_test_randi(1, 3) : dshape[i];
+            cnt *= (size_t)shapes[j][i];
+        }
+        dshape[axis] += shapes[j][axis];
+        bufs[j] = rbuf(cnt);
+        sp[j] = shapes[j];
+        src[j] = bufs[j];
+    }
+    size_t total = 1;
+    for (int i = 0; i < rank; i++) total *= (size_t)dshape[i];
+    float *y = zbuf(total);
+    cd_ref_concat(rank, axis, n, sp, src, y);
+    for (size_t e = 0; e < total; e++) {
+        int64_t idx[CD_MAX_RANK] = {0};
+        size_t rem = e;
+        for (int i = rank - 1; i >= 0; i--) {
+            idx[i] = (int64_t)(rem % (size_t)dshape[i]);
+            rem /= (size_t)dshape[i];
+        }
+        int j = 0;
+        while (idx[axis] >= shapes[j][axis]) idx[axis] -= shapes[j++][axis];
+        size_t off = 0;
+        for (int i = 0; i < rank; i++) off = off * (size_t)shapes[j][i] + (size_t)idx[i];
+        CHECK(y[e] == bufs[j][off]);
+    }
+    for (int j = 0; j < n; j++) free(bufs[j]);
+    free(y);
+}
+
+CD_TEST(ref_reorder_round_trip_c_not_multiple_of_16) {
+    int n = cd_test_randi(1, 3), c = cd_test_randi(1, 40), h = cd_test_randi(1, 6), w = cd_test_randi(1, 6);
+    if (c % 16 == 0) c++;
+    size_t plain = (size_t)n * c * h * w, blocked = cd_layout_numel(CD_LAYOUT_NCHW16C, n, c, h, w);
+    CHECK_EQ(blocked, (size_t)n * ((c + 15) / 16 * 16) * h * w);
+    float *x = rbuf(plain), *b = rbuf(blocked), *y = zbuf(plain);
+    cd_ref_reorder(CD_LAYOUT_NCHW, CD_LAYOUT_NCHW16C, n, c, h, w, x, b);
+    // nChw16c index of (n, ch, hh, ww) and zero padding.
+    for (int in = 0; in < n; in++)
+        for (int ch = 0; ch < (c + 15) / 16 * 16; ch++)
+            for (int p = 0; p < h * w; p++) {
+                size_t bi = (((size_t)in * ((c + 15) / 16) + ch / 16) * h * w + p) * 16 + ch % 16;
+                float want = ch < c ? x[((size_t)in * c + ch) * h * w + p] : 0.0f;
+                CHECK(b[bi] == want);
+            }
+    cd_ref_reorder(CD_LAYOUT_NCHW16C, CD_LAYOUT_NCHW, n, c, h, w, b, y);
+    CHECK_CLOSE_F32(y, x, plain, 0);
+    free(x), free(b), free(y);
+}
