@@ -1,0 +1,66 @@
+#ifndef CD_KERNELS_OP_DESC_H
+#define CD_KERNELS_OP_DESC_H
+
+// Plain descriptions of the operators, shared by the planner (runtime/), the
+// CPU kernels (kernels/cpu/), the sparse kernels (sparse/) and the HIP kernels
+// (kernels/hip/). No behaviour here, only shapes and parameters.
+
+#include <stdint.h>
+
+// Activation layouts. NCHW is the interchange layout (model inputs and
+// outputs, the sparse kernels); NCHW16C is oneDNN's blocked layout
+// (nChw16c: channels padded to a multiple of 16, the 16 channels of a block
+// innermost), kept across consecutive dense layers to avoid reorders.
+typedef enum {
+    CD_LAYOUT_NCHW = 0,
+    CD_LAYOUT_NCHW16C = 1,
+} cd_layout;
+
+// Activations fused into the producing kernel.
+typedef enum {
+    CD_ACT_NONE = 0,
+    CD_ACT_RELU,        // max(x, 0)
+    CD_ACT_CLIP,        // min(max(x, alpha), beta)   (ReLU6: alpha 0, beta 6)
+    CD_ACT_SIGMOID,     // 1 / (1 + exp(-x))
+    CD_ACT_HARDSIGMOID, // max(0, min(1, alpha * x + beta))
+    CD_ACT_HARDSWISH,   // x * max(0, min(1, x / 6 + 1/2))
+    CD_ACT_LEAKYRELU,   // x >= 0 ? x : alpha * x
+} cd_act;
+
+typedef struct {
+    cd_act kind;
+    float alpha; // CLIP min, HARDSIGMOID alpha, LEAKYRELU slope
+    float beta;  // CLIP max, HARDSIGMOID beta
+} cd_activation;
+
+// A 2-D convolution, weights OIHW (O = K, I = C / groups).
+typedef struct {
+    int n, c, h, w;        // input: batch, channels, height, width
+    int k, r, s;           // output channels, kernel height, kernel width
+    int stride_h, stride_w;
+    int pad_t, pad_l, pad_b, pad_r;
+    int dil_h, dil_w;
+    int groups;
+    int oh, ow;            // output height/width (derived, filled by the planner)
+    cd_activation act;     // applied after bias (and after the residual add)
+    int has_residual;      // 1: dst = act(conv + bias + residual)
+} cd_conv_desc;
+
+typedef enum {
+    CD_POOL_MAX = 0,
+    CD_POOL_AVG = 1,        // count_include_pad decides the divisor
+} cd_pool_kind;
+
+typedef struct {
+    cd_pool_kind kind;
+    int n, c, h, w;
+    int kh, kw;
+    int stride_h, stride_w;
+    int pad_t, pad_l, pad_b, pad_r;
+    int dil_h, dil_w;
+    int ceil_mode;
+    int count_include_pad;
+    int oh, ow;
+} cd_pool_desc;
+
+#endif // CD_KERNELS_OP_DESC_H
