@@ -181,6 +181,12 @@ $(BUILD)/bin/cd-tests: $(TEST_OBJ) $(LIB_DAEMON) $(LIB_RUNTIME) $(LIB_CLIENT) $(
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(TEST_OBJ) $(LIB_DAEMON) $(RUNTIME_LIBS) $(LIB_CLIENT) $(UV_LIBS) $(MSGPACK_LIBS) $(LDLIBS)
 
+# cd-tests also runs the unit tests of convbench's histogram and arrival
+# processes (tests/unit/test-bench-*.c).
+BENCH_TESTED_OBJ := $(call obj,$(wildcard tools/convbench/hist.c tools/convbench/arrival.c))
+$(BUILD)/bin/cd-tests: $(BENCH_TESTED_OBJ)
+$(BUILD)/bin/cd-tests: LDLIBS += $(BENCH_TESTED_OBJ)
+
 # ==== HIP (issue 6) ===========================================================
 # The same kernels/hip sources are built twice:
 #  - emulated, always: every *.hip is compiled as plain C++ by $(CXX) against

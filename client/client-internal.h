@@ -7,6 +7,7 @@
 #include "proto/rpc.h"
 
 #include <msgpack.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <sys/uio.h>
@@ -53,6 +54,56 @@ typedef int (*cd_client_pack_fn)(msgpack_packer *pk, void *ud);
 // CONVD_ENOMEM, CONVD_EPARAMS (method name too long).
 int cd_client_call(convd_conn *c, const char *method, cd_client_pack_fn pack, void *ud,
                    int timeout_ms, cd_rpc_msg *resp);
+
+// Completion of an asynchronous call, called exactly once on the
+// connection's reader thread with no lock held. status 0: resp is the
+// response (a success or an error object), owned by the callee (release with
+// cd_rpc_msg_free, or pass it to cd_client_response_status). status < 0: the
+// call failed locally (CD_ETIMEOUT, CD_ECLOSED, ...), resp is NULL and msg
+// says why (also set as the reader thread's convd_errmsg).
+typedef void (*cd_client_async_fn)(void *ud, int status, cd_rpc_msg *resp, const char *msg);
+
+// Sends [0, msgid, method, [params]] and returns without waiting: 0 when the
+// request was sent (fn will be called exactly once, possibly before this
+// returns), or a negative status with the thread's message set and fn never
+// called: CD_EPARAMS, CD_ENOMEM, CD_ECLOSED, CD_EOVERLOADED (in-flight limit
+// in fail mode, or reached from the reader thread), CD_ETIMEOUT (no slot or
+// no socket space before the deadline). timeout_ms bounds the whole call,
+// as for cd_client_call.
+int cd_client_call_async(convd_conn *c, const char *method, cd_client_pack_fn pack,
+                         void *ud, int timeout_ms, cd_client_async_fn fn, void *fn_ud);
+
+// 0 when resp is a success; otherwise frees resp and returns the error
+// object's status with its message as the thread's convd_errmsg.
+int cd_client_response_status(cd_rpc_msg *resp);
+
+// 1 when the calling thread is c's reader thread (inside a completion).
+int cd_client_on_reader(const convd_conn *c);
+// c's reader thread (where its async completions run).
+pthread_t cd_client_reader_thread(const convd_conn *c);
+
+// Parameters of one inference request, checked by cd_client_infer_check.
+typedef struct {
+    const char *model;
+    size_t n_inputs;
+    const char *const *names;
+    const convd_tensor *inputs;
+    size_t n_outputs;
+    const char *const *output_names;
+    int timeout_ms;  // > 0: sent as the request's deadline
+} cd_client_infer_params;
+
+// Validates the arguments of an inference (nothing is sent) and fills *ip.
+// Returns 0 or CD_EPARAMS with the thread's message set.
+int cd_client_infer_check(convd_conn *c, const char *model, size_t n_inputs,
+                          const char *const *names, const convd_tensor *inputs,
+                          size_t n_outputs, const char *const *output_names,
+                          int timeout_ms, cd_client_infer_params *ip);
+// cd_client_pack_fn for a cd_client_infer_params.
+int cd_client_pack_infer(msgpack_packer *pk, void *ud);
+// Copies the outputs of a successful infer response into *out and frees m.
+// Returns 0, CD_EPROTOCOL (no outputs map, malformed tensor), CD_ENOMEM.
+int cd_client_infer_outputs(cd_rpc_msg *m, convd_outputs **out);
 
 // The connection's default timeout when timeout_ms is CONVD_TIMEOUT_DEFAULT.
 int cd_client_timeout(const convd_conn *c, int timeout_ms);

@@ -1,16 +1,24 @@
-// libconvd connections: connect, the reader thread, pipelined calls.
+// libconvd connections: connect, the reader thread, pipelined calls, and the
+// asynchronous calls with their deadlines and in-flight limit.
 //
-// Model. Each call takes a fresh msgid, registers a waiter {msgid, cond,
-// response} in the connection's list, writes its request under the write
-// lock (vectored, straight from the caller's tensor memory), then sleeps on
-// its condition variable until the reader thread hands it the response with
-// its msgid, the deadline passes (the waiter is unlinked; a late response then
-// finds nobody and is dropped) or the connection dies (every waiter is woken
-// with the connection's final status).
+// Model. Each call takes a fresh msgid, registers a waiter in the
+// connection's msgid table, writes its request under the write lock
+// (vectored, straight from the caller's tensor memory), and then:
+//  - a synchronous call sleeps on its condition variable until the reader
+//    thread hands it the response with its msgid, its deadline passes (the
+//    waiter is unlinked; a late response then finds nobody and is dropped) or
+//    the connection dies (every waiter is woken with the connection's final
+//    status);
+//  - an asynchronous call returns at once; its waiter is completed exactly
+//    once, always on the reader thread: by its response, by its deadline
+//    (a min-heap the reader sleeps on) or, when the connection dies, by the
+//    reader's final sweep. Whoever removes a waiter from the table owns its
+//    completion, so a response racing a deadline is delivered once.
 //
-// Locks: `mu` guards the waiter list and the state; `wmu` serialises writes
-// so requests never interleave on the stream. Lock order: `wmu` before `mu`
-// (the writer peeks at the state); nothing takes `wmu` while holding `mu`.
+// Locks: `mu` guards the table, the heap, the state and the in-flight count;
+// `wmu` serialises writes so requests never interleave on the stream. Lock
+// order: `wmu` before `mu` (the writer peeks at the state); nothing takes
+// `wmu` while holding `mu`. Completion callbacks run with no lock held.
 
 #include "client/client-internal.h"
 #include "proto/errors.h"
@@ -25,19 +33,36 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
+// Default bound on asynchronous requests in flight per connection.
+#define CD_CLIENT_DEFAULT_INFLIGHT 1024
+
+typedef enum {
+    WAIT_SYNC,   // a thread sleeps on `cond`
+    WAIT_ASYNC,  // `fn` is called on the reader thread
+} waiter_kind;
+
 // One call waiting for its response.
 typedef struct cd_waiter {
     uint32_t msgid;          // the request's msgid
-    int done;                // 1 once resp or status is set
-    int status;              // 0: resp holds the response; <0: failure
-    cd_rpc_msg resp;         // the response (owned until handed over)
-    pthread_cond_t cond;     // signalled when done
-    struct cd_waiter *next;  // list link
+    waiter_kind kind;        // see waiter_kind
+    int done;                // sync: 1 once resp or status is set
+    int status;              // sync: 0: resp holds the response; <0: failure
+    cd_rpc_msg resp;         // sync: the response (owned until handed over)
+    pthread_cond_t cond;     // sync: signalled when done
+    struct cd_waiter *hnext; // chain of the msgid table bucket
+    // async only
+    int64_t deadline;        // CLOCK_MONOTONIC ms; -1: none
+    int timeout_ms;          // the timeout the deadline came from (messages)
+    size_t heap_idx;         // index in the deadline heap; SIZE_MAX: not in it
+    cd_client_async_fn fn;   // completion
+    void *fn_ud;             // its argument
+    char method[CD_MAX_METHOD + 1];  // for messages
 } cd_waiter;
 
 typedef enum {
@@ -48,11 +73,22 @@ typedef enum {
 
 struct convd_conn {
     int fd;                     // the socket (non-blocking)
+    int wake_fd;                // eventfd: wakes the reader (earlier deadline)
     convd_opts opts;            // options in effect
-    pthread_mutex_t mu;         // guards waiters, state, final_msg
+    pthread_mutex_t mu;         // guards everything below up to `reader`
     pthread_mutex_t wmu;        // serialises writes
-    cd_waiter *waiters;         // calls waiting for an answer
+    cd_waiter **table;          // msgid -> waiter, chained buckets
+    size_t table_mask;          // buckets - 1 (a power of two)
+    size_t nwaiters;            // waiters in the table
+    cd_waiter **heap;           // async waiters with a deadline, min-heap
+    size_t heap_len, heap_cap;
+    int64_t reader_wake_at;     // when the sleeping reader wakes; INT64_MAX: never
+    size_t inflight;            // async requests accepted and not completed
+    size_t max_inflight;        // bound on `inflight`
+    int inflight_fail;          // 1: at the bound fail with CD_EOVERLOADED; 0: wait
+    pthread_cond_t slot_cond;   // signalled when `inflight` drops or the conn breaks
     conn_state state;           // see conn_state
+    int final_status;           // status given to waiters once broken
     char final_msg[256];        // why it broke (first reason wins)
     atomic_uint next_msgid;     // msgid of the next request
     pthread_t reader;           // the reader thread
@@ -75,20 +111,157 @@ int cd_client_timeout(const convd_conn *c, int timeout_ms) {
     return timeout_ms == CONVD_TIMEOUT_DEFAULT ? c->opts.timeout_ms : timeout_ms;
 }
 
-// Marks the connection broken (first reason wins) and wakes every waiter
-// with status. Caller holds c->mu.
+int cd_client_on_reader(const convd_conn *c) {
+    return c->reader_started && pthread_equal(pthread_self(), c->reader);
+}
+
+pthread_t cd_client_reader_thread(const convd_conn *c) { return c->reader; }
+
+// ---- the msgid table (caller holds mu) --------------------------------------
+
+static int table_grow_locked(convd_conn *c) {
+    size_t nb = (c->table_mask + 1) * 2;
+    cd_waiter **t = calloc(nb, sizeof *t);
+    if (!t) return CD_ENOMEM;
+    for (size_t i = 0; i <= c->table_mask; i++) {
+        cd_waiter *w = c->table[i];
+        while (w) {
+            cd_waiter *next = w->hnext;
+            size_t b = w->msgid & (nb - 1);
+            w->hnext = t[b];
+            t[b] = w;
+            w = next;
+        }
+    }
+    free(c->table);
+    c->table = t;
+    c->table_mask = nb - 1;
+    return 0;
+}
+
+// Adds w; 0 or CD_ENOMEM (the table stays as it was).
+static int table_add_locked(convd_conn *c, cd_waiter *w) {
+    if (c->nwaiters >= c->table_mask + 1 && table_grow_locked(c) != 0 && c->nwaiters >= 4 * (c->table_mask + 1))
+        return CD_ENOMEM;  // growing failed and the chains got long: refuse
+    size_t b = w->msgid & c->table_mask;
+    w->hnext = c->table[b];
+    c->table[b] = w;
+    c->nwaiters++;
+    return 0;
+}
+
+static cd_waiter *table_find_locked(convd_conn *c, uint32_t msgid) {
+    for (cd_waiter *w = c->table[msgid & c->table_mask]; w; w = w->hnext)
+        if (w->msgid == msgid) return w;
+    return NULL;
+}
+
+// Unlinks w when it is in the table; returns 1 when it was.
+static int table_remove_locked(convd_conn *c, cd_waiter *w) {
+    for (cd_waiter **pp = &c->table[w->msgid & c->table_mask]; *pp; pp = &(*pp)->hnext) {
+        if (*pp == w) {
+            *pp = w->hnext;
+            w->hnext = NULL;
+            c->nwaiters--;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+// ---- the deadline heap (caller holds mu) ------------------------------------
+
+static void heap_swap(convd_conn *c, size_t i, size_t j) {
+    cd_waiter *t = c->heap[i];
+    c->heap[i] = c->heap[j];
+    c->heap[j] = t;
+    c->heap[i]->heap_idx = i;
+    c->heap[j]->heap_idx = j;
+}
+
+static void heap_up(convd_conn *c, size_t i) {
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (c->heap[p]->deadline <= c->heap[i]->deadline) break;
+        heap_swap(c, i, p);
+        i = p;
+    }
+}
+
+static void heap_down(convd_conn *c, size_t i) {
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < c->heap_len && c->heap[l]->deadline < c->heap[m]->deadline) m = l;
+        if (r < c->heap_len && c->heap[r]->deadline < c->heap[m]->deadline) m = r;
+        if (m == i) return;
+        heap_swap(c, i, m);
+        i = m;
+    }
+}
+
+static int heap_push_locked(convd_conn *c, cd_waiter *w) {
+    if (c->heap_len == c->heap_cap) {
+        size_t cap = c->heap_cap ? c->heap_cap * 2 : 64;
+        cd_waiter **h = realloc(c->heap, cap * sizeof *h);
+        if (!h) return CD_ENOMEM;
+        c->heap = h;
+        c->heap_cap = cap;
+    }
+    w->heap_idx = c->heap_len;
+    c->heap[c->heap_len++] = w;
+    heap_up(c, w->heap_idx);
+    return 0;
+}
+
+static void heap_remove_locked(convd_conn *c, cd_waiter *w) {
+    size_t i = w->heap_idx;
+    if (i == SIZE_MAX) return;
+    w->heap_idx = SIZE_MAX;
+    c->heap_len--;
+    if (i == c->heap_len) return;
+    c->heap[i] = c->heap[c->heap_len];
+    c->heap[i]->heap_idx = i;
+    heap_up(c, i);
+    heap_down(c, c->heap[i]->heap_idx);
+}
+
+// Takes an async waiter out of the table and the heap and releases its
+// in-flight slot; the caller now owns its completion. Caller holds mu.
+static void async_detach_locked(convd_conn *c, cd_waiter *w) {
+    table_remove_locked(c, w);
+    heap_remove_locked(c, w);
+    c->inflight--;
+    pthread_cond_signal(&c->slot_cond);
+}
+
+// Calls an async waiter's completion and frees it. No lock held.
+static void async_complete(cd_waiter *w, int status, cd_rpc_msg *resp, const char *msg) {
+    if (status != 0) cd_client_fail(status, "%s", msg);
+    w->fn(w->fn_ud, status, resp, msg);
+    free(w);
+}
+
+// ---- breaking ---------------------------------------------------------------
+
+// Marks the connection broken (first reason wins) and wakes every synchronous
+// waiter with status; asynchronous ones are completed by the reader thread,
+// which the shutdown wakes. Caller holds c->mu.
 static void conn_break_locked(convd_conn *c, int status, const char *msg) {
     if (c->state == CONN_OPEN) {
         c->state = CONN_BROKEN;
+        c->final_status = status;
         snprintf(c->final_msg, sizeof c->final_msg, "%s", msg);
         // Wakes the reader thread too (its recv sees end of stream).
         shutdown(c->fd, SHUT_RDWR);
+        pthread_cond_broadcast(&c->slot_cond);
     }
-    for (cd_waiter *w = c->waiters; w; w = w->next) {
-        if (!w->done) {
-            w->done = 1;
-            w->status = status;
-            pthread_cond_signal(&w->cond);
+    for (size_t b = 0; b <= c->table_mask; b++) {
+        for (cd_waiter *w = c->table[b]; w; w = w->hnext) {
+            if (w->kind == WAIT_SYNC && !w->done) {
+                w->done = 1;
+                w->status = status;
+                pthread_cond_signal(&w->cond);
+            }
         }
     }
 }
@@ -99,49 +272,119 @@ static void conn_break(convd_conn *c, int status, const char *msg) {
     pthread_mutex_unlock(&c->mu);
 }
 
+// The reader's last act: completes every async waiter left with the final
+// status (the state is already CONN_BROKEN, so none can be added after).
+static void conn_sweep_async(convd_conn *c) {
+    cd_waiter *list = NULL;
+    pthread_mutex_lock(&c->mu);
+    int status = c->final_status;
+    char msg[256];
+    memcpy(msg, c->final_msg, sizeof msg);
+    for (size_t b = 0; b <= c->table_mask; b++) {
+        cd_waiter **pp = &c->table[b];
+        while (*pp) {
+            cd_waiter *w = *pp;
+            if (w->kind == WAIT_ASYNC) {
+                async_detach_locked(c, w);  // unlinks *pp
+                w->hnext = list;
+                list = w;
+            } else {
+                pp = &w->hnext;
+            }
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+    while (list) {
+        cd_waiter *next = list->hnext;
+        async_complete(list, status, NULL, msg);
+        list = next;
+    }
+}
+
+// ---- the reader thread ------------------------------------------------------
+
 // Hands a response to its waiter; drops it when nobody waits (timed out).
 static void conn_dispatch(convd_conn *c, cd_rpc_msg *msg) {
     pthread_mutex_lock(&c->mu);
-    for (cd_waiter *w = c->waiters; w; w = w->next) {
-        if (w->msgid == msg->msgid && !w->done) {
-            w->resp = *msg;
-            w->done = 1;
-            w->status = 0;
-            pthread_cond_signal(&w->cond);
-            pthread_mutex_unlock(&c->mu);
-            return;
-        }
+    cd_waiter *w = table_find_locked(c, msg->msgid);
+    if (w && w->kind == WAIT_SYNC && !w->done) {
+        w->resp = *msg;
+        w->done = 1;
+        w->status = 0;
+        pthread_cond_signal(&w->cond);
+        pthread_mutex_unlock(&c->mu);
+        return;
+    }
+    if (w && w->kind == WAIT_ASYNC) {
+        async_detach_locked(c, w);
+        pthread_mutex_unlock(&c->mu);
+        async_complete(w, 0, msg, NULL);  // the completion owns msg now
+        return;
     }
     pthread_mutex_unlock(&c->mu);
     cd_rpc_msg_free(msg);
 }
 
+// Completes the async waiters whose deadline has passed with CD_ETIMEOUT.
+// Returns the poll timeout until the next deadline (-1: none) and records it
+// as the reader's wake-up time.
+static int conn_expire(convd_conn *c) {
+    cd_waiter *list = NULL;
+    int64_t now = now_ms();
+    pthread_mutex_lock(&c->mu);
+    while (c->heap_len && c->heap[0]->deadline <= now) {
+        cd_waiter *w = c->heap[0];
+        async_detach_locked(c, w);
+        w->hnext = list;
+        list = w;
+    }
+    int wait = -1;
+    c->reader_wake_at = INT64_MAX;
+    if (c->heap_len) {
+        c->reader_wake_at = c->heap[0]->deadline;
+        int64_t left = c->heap[0]->deadline - now;
+        wait = left > 600000 ? 600000 : (int)left;
+    }
+    pthread_mutex_unlock(&c->mu);
+    while (list) {
+        cd_waiter *next = list->hnext;
+        char msg[128];
+        snprintf(msg, sizeof msg, "no answer to '%s' within %d ms", list->method,
+                 list->timeout_ms);
+        async_complete(list, CD_ETIMEOUT, NULL, msg);
+        list = next;
+    }
+    return wait;
+}
+
 // The reader thread: reads until the stream ends or breaks, dispatching each
-// response by msgid. Requests and notifications from the daemon are ignored.
+// response by msgid and expiring async deadlines. Requests and notifications
+// from the daemon are ignored.
 static void *conn_reader_main(void *arg) {
     convd_conn *c = arg;
     cd_rpc_reader *rd = NULL;
     char err[200] = "";
     int status = CD_ECLOSED;
     char msg[256] = "connection closed by the daemon";
-    if (cd_rpc_reader_init(&rd, c->opts.max_message) != 0) {
-        conn_break(c, CD_ENOMEM, "out of memory starting the reader");
-        return NULL;
-    }
     enum { BUFSZ = 64 << 10 };
-    char *buf = malloc(BUFSZ);
-    if (!buf) {
-        cd_rpc_reader_free(rd);
-        conn_break(c, CD_ENOMEM, "out of memory starting the reader");
-        return NULL;
+    char *buf = NULL;
+    if (cd_rpc_reader_init(&rd, c->opts.max_message) != 0 || !(buf = malloc(BUFSZ))) {
+        status = CD_ENOMEM;
+        snprintf(msg, sizeof msg, "out of memory starting the reader");
+        goto out;
     }
     for (;;) {
+        int wait = conn_expire(c);
         ssize_t n = recv(c->fd, buf, BUFSZ, 0);
         if (n < 0) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) {
-                struct pollfd p = {.fd = c->fd, .events = POLLIN};
-                poll(&p, 1, -1);
+                struct pollfd p[2] = {{.fd = c->fd, .events = POLLIN},
+                                      {.fd = c->wake_fd, .events = POLLIN}};
+                if (poll(p, 2, wait) > 0 && p[1].revents) {
+                    uint64_t v;
+                    if (read(c->wake_fd, &v, sizeof v) < 0) { /* drained by someone */ }
+                }
                 continue;
             }
             snprintf(msg, sizeof msg, "connection lost: %s", strerror(errno));
@@ -178,8 +421,11 @@ out:
     free(buf);
     cd_rpc_reader_free(rd);
     conn_break(c, status, msg);
+    conn_sweep_async(c);
     return NULL;
 }
+
+// ---- connect / close --------------------------------------------------------
 
 // Connects fd to addr within timeout_ms. Returns 0 or -errno.
 static int connect_with_timeout(int fd, const struct sockaddr_un *addr,
@@ -208,6 +454,18 @@ static int connect_with_timeout(int fd, const struct sockaddr_un *addr,
         }
         return -e;
     }
+}
+
+// Frees what convd_connect allocated after the socket was connected.
+static void conn_free(convd_conn *c) {
+    if (c->wake_fd >= 0) close(c->wake_fd);
+    close(c->fd);
+    pthread_mutex_destroy(&c->mu);
+    pthread_mutex_destroy(&c->wmu);
+    pthread_cond_destroy(&c->slot_cond);
+    free(c->table);
+    free(c->heap);
+    free(c);
 }
 
 int convd_connect(const char *path, const convd_opts *opts, convd_conn **out) {
@@ -248,8 +506,22 @@ int convd_connect(const char *path, const convd_opts *opts, convd_conn **out) {
     }
     pthread_mutex_init(&c->mu, NULL);
     pthread_mutex_init(&c->wmu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&c->slot_cond, &ca);
+    pthread_condattr_destroy(&ca);
     atomic_init(&c->next_msgid, 1);
     c->state = CONN_OPEN;
+    c->max_inflight = CD_CLIENT_DEFAULT_INFLIGHT;
+    c->reader_wake_at = INT64_MAX;
+    c->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    c->table_mask = 63;
+    c->table = calloc(c->table_mask + 1, sizeof *c->table);
+    if (c->wake_fd < 0 || !c->table) {
+        conn_free(c);
+        return cd_client_fail(CD_ENOMEM, "out of memory (connection tables)");
+    }
 
     // The reader thread takes no signals: the application's handlers run on
     // its own threads.
@@ -259,10 +531,7 @@ int convd_connect(const char *path, const convd_opts *opts, convd_conn **out) {
     rc = pthread_create(&c->reader, NULL, conn_reader_main, c);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) {
-        close(c->fd);
-        pthread_mutex_destroy(&c->mu);
-        pthread_mutex_destroy(&c->wmu);
-        free(c);
+        conn_free(c);
         return cd_client_fail(CD_ENOMEM, "cannot start the reader thread: %s",
                               strerror(rc));
     }
@@ -274,14 +543,34 @@ int convd_connect(const char *path, const convd_opts *opts, convd_conn **out) {
 void convd_close(convd_conn *c) {
     if (!c) return;
     conn_break(c, CD_ECLOSED, "connection closed by the client");
+    // The reader completes the async requests still in flight, then exits.
     if (c->reader_started) pthread_join(c->reader, NULL);
-    close(c->fd);
-    pthread_mutex_destroy(&c->mu);
-    pthread_mutex_destroy(&c->wmu);
-    free(c);
+    conn_free(c);
 }
 
 void convd_free(void *p) { free(p); }
+
+int convd_set_inflight_limit(convd_conn *c, int max_inflight, int flags) {
+    if (!c || max_inflight < 1 || (flags & ~CONVD_INFLIGHT_FAIL))
+        return cd_client_fail(CD_EPARAMS, "max_inflight must be >= 1 and flags 0 or "
+                              "CONVD_INFLIGHT_FAIL");
+    pthread_mutex_lock(&c->mu);
+    c->max_inflight = (size_t)max_inflight;
+    c->inflight_fail = (flags & CONVD_INFLIGHT_FAIL) != 0;
+    pthread_cond_broadcast(&c->slot_cond);
+    pthread_mutex_unlock(&c->mu);
+    return 0;
+}
+
+int convd_inflight(convd_conn *c) {
+    if (!c) return 0;
+    pthread_mutex_lock(&c->mu);
+    int n = (int)c->inflight;
+    pthread_mutex_unlock(&c->mu);
+    return n;
+}
+
+// ---- sending ----------------------------------------------------------------
 
 // Writes the whole request within the deadline (deadline < 0: none).
 // Returns 0, CD_ETIMEOUT (nothing written, connection intact), or a status
@@ -359,32 +648,65 @@ static int conn_write(convd_conn *c, const cd_client_reqbuf *rb, int64_t deadlin
     return status;
 }
 
-int cd_client_call(convd_conn *c, const char *method, cd_client_pack_fn pack, void *ud,
-                   int timeout_ms, cd_rpc_msg *resp) {
-    memset(resp, 0, sizeof *resp);
+// Checks the method and packs [0, msgid, method, [params]] into rb.
+// Returns 0 or a status with the thread's message set.
+static int pack_request(cd_client_reqbuf *rb, uint32_t msgid, const char *method,
+                        cd_client_pack_fn pack, void *ud) {
+    cd_client_reqbuf_init(rb);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, rb, cd_client_reqbuf_write);
+    int rc = cd_rpc_pack_request_begin(&pk, msgid, method);
+    // begin opened the params array of one element: the params map.
+    if (rc == 0) rc = pack ? pack(&pk, ud) : (msgpack_pack_map(&pk, 0) ? CD_ENOMEM : 0);
+    if (rc == 0 && rb->oom) rc = CD_ENOMEM;
+    if (rc != 0) {
+        cd_client_reqbuf_free(rb);
+        if (rc == CD_ENOMEM) return cd_client_fail(rc, "out of memory packing the request");
+        return rc;  // the pack callback set the message
+    }
+    return 0;
+}
+
+static int check_method(convd_conn *c, const char *method) {
     if (!c || !method) return cd_client_fail(CD_EPARAMS, "connection and method are required");
     size_t mlen = strlen(method);
     if (mlen == 0 || mlen > CD_MAX_METHOD)
         return cd_client_fail(CD_EPARAMS, "method name must be 1..%d bytes", CD_MAX_METHOD);
+    return 0;
+}
+
+int cd_client_response_status(cd_rpc_msg *resp) {
+    if (resp->error.type == MSGPACK_OBJECT_NIL) return 0;
+    char emsg[1024] = "";
+    int st = cd_rpc_error_decode(&resp->error, emsg, sizeof emsg);
+    if (st >= 0) st = CD_EINTERNAL;
+    const msgpack_object *code = cd_client_get(&resp->error, "code");
+    char cname[64] = "";
+    if (code) cd_client_strcpy(cname, sizeof cname, code);
+    cd_rpc_msg_free(resp);
+    // A code this build does not know keeps its name in the message.
+    if (cname[0] && strcmp(cname, cd_err_name(st)) != 0)
+        return cd_client_fail(st, "%s: %s", cname, emsg);
+    return cd_client_fail(st, "%s", emsg[0] ? emsg : cd_strerror(st));
+}
+
+int cd_client_call(convd_conn *c, const char *method, cd_client_pack_fn pack, void *ud,
+                   int timeout_ms, cd_rpc_msg *resp) {
+    memset(resp, 0, sizeof *resp);
+    int rc = check_method(c, method);
+    if (rc) return rc;
+    if (cd_client_on_reader(c))
+        return cd_client_fail(CD_EBUSY, "synchronous call made from a completion callback "
+                              "of the same connection (it would wait for itself)");
     timeout_ms = cd_client_timeout(c, timeout_ms);
     int64_t deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
 
     uint32_t msgid = atomic_fetch_add(&c->next_msgid, 1);
     cd_client_reqbuf rb;
-    cd_client_reqbuf_init(&rb);
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, &rb, cd_client_reqbuf_write);
-    int rc = cd_rpc_pack_request_begin(&pk, msgid, method);
-    // begin opened the params array of one element: the params map.
-    if (rc == 0) rc = pack ? pack(&pk, ud) : (msgpack_pack_map(&pk, 0) ? CD_ENOMEM : 0);
-    if (rc == 0 && rb.oom) rc = CD_ENOMEM;
-    if (rc != 0) {
-        cd_client_reqbuf_free(&rb);
-        if (rc == CD_ENOMEM) return cd_client_fail(rc, "out of memory packing the request");
-        return rc;  // the pack callback set the message
-    }
+    rc = pack_request(&rb, msgid, method, pack, ud);
+    if (rc) return rc;
 
-    cd_waiter w = {.msgid = msgid};
+    cd_waiter w = {.msgid = msgid, .kind = WAIT_SYNC, .heap_idx = SIZE_MAX};
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -392,9 +714,13 @@ int cd_client_call(convd_conn *c, const char *method, cd_client_pack_fn pack, vo
     pthread_condattr_destroy(&ca);
 
     pthread_mutex_lock(&c->mu);
-    w.next = c->waiters;
-    c->waiters = &w;
+    rc = table_add_locked(c, &w);
     pthread_mutex_unlock(&c->mu);
+    if (rc != 0) {
+        cd_client_reqbuf_free(&rb);
+        pthread_cond_destroy(&w.cond);
+        return cd_client_fail(rc, "out of memory registering the call");
+    }
 
     rc = conn_write(c, &rb, deadline);
     cd_client_reqbuf_free(&rb);
@@ -413,12 +739,7 @@ int cd_client_call(convd_conn *c, const char *method, cd_client_pack_fn pack, vo
         }
     }
     // Unlink the waiter: a response arriving later is dropped.
-    for (cd_waiter **pp = &c->waiters; *pp; pp = &(*pp)->next) {
-        if (*pp == &w) {
-            *pp = w.next;
-            break;
-        }
-    }
+    table_remove_locked(c, &w);
     int done = w.done, wst = w.status;
     char fmsg[256];
     memcpy(fmsg, c->final_msg, sizeof fmsg);
@@ -432,20 +753,102 @@ int cd_client_call(convd_conn *c, const char *method, cd_client_pack_fn pack, vo
     if (!done)
         return cd_client_fail(CD_ETIMEOUT, "no answer to '%s' within %d ms", method, timeout_ms);
     if (wst != 0) return cd_client_fail(wst, "%s", fmsg);
-
-    if (w.resp.error.type != MSGPACK_OBJECT_NIL) {
-        char emsg[1024] = "";
-        int st = cd_rpc_error_decode(&w.resp.error, emsg, sizeof emsg);
-        if (st >= 0) st = CD_EINTERNAL;
-        const msgpack_object *code = cd_client_get(&w.resp.error, "code");
-        char cname[64] = "";
-        if (code) cd_client_strcpy(cname, sizeof cname, code);
-        cd_rpc_msg_free(&w.resp);
-        // A code this build does not know keeps its name in the message.
-        if (cname[0] && strcmp(cname, cd_err_name(st)) != 0)
-            return cd_client_fail(st, "%s: %s", cname, emsg);
-        return cd_client_fail(st, "%s", emsg[0] ? emsg : cd_strerror(st));
-    }
+    rc = cd_client_response_status(&w.resp);
+    if (rc != 0) return rc;
     *resp = w.resp;
     return 0;
+}
+
+// Waits (bounded by deadline, unless the limit says fail) for an in-flight
+// slot and takes it. Caller holds mu. Returns 0, CD_EOVERLOADED, CD_ETIMEOUT,
+// CD_ECLOSED.
+static int take_slot_locked(convd_conn *c, int64_t deadline, int timeout_ms) {
+    struct timespec ts;
+    if (deadline >= 0) {
+        ts.tv_sec = deadline / 1000;
+        ts.tv_nsec = (long)(deadline % 1000) * 1000000;
+    }
+    for (;;) {
+        if (c->state != CONN_OPEN)
+            return cd_client_fail(CD_ECLOSED, "connection is closed: %s", c->final_msg);
+        if (c->inflight < c->max_inflight) break;
+        if (c->inflight_fail || cd_client_on_reader(c))
+            return cd_client_fail(CD_EOVERLOADED, "%zu requests already in flight on this "
+                                  "connection (the limit)", c->inflight);
+        int e = deadline >= 0 ? pthread_cond_timedwait(&c->slot_cond, &c->mu, &ts)
+                              : pthread_cond_wait(&c->slot_cond, &c->mu);
+        if (e == ETIMEDOUT && c->inflight >= c->max_inflight && c->state == CONN_OPEN)
+            return cd_client_fail(CD_ETIMEOUT, "no in-flight slot free within %d ms "
+                                  "(%zu requests in flight)", timeout_ms, c->inflight);
+    }
+    c->inflight++;
+    return 0;
+}
+
+int cd_client_call_async(convd_conn *c, const char *method, cd_client_pack_fn pack,
+                         void *ud, int timeout_ms, cd_client_async_fn fn, void *fn_ud) {
+    int rc = check_method(c, method);
+    if (rc) return rc;
+    timeout_ms = cd_client_timeout(c, timeout_ms);
+    int64_t deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
+
+    cd_waiter *w = calloc(1, sizeof *w);
+    if (!w) return cd_client_fail(CD_ENOMEM, "out of memory");
+    w->kind = WAIT_ASYNC;
+    w->deadline = deadline;
+    w->timeout_ms = timeout_ms;
+    w->heap_idx = SIZE_MAX;
+    w->fn = fn;
+    w->fn_ud = fn_ud;
+    snprintf(w->method, sizeof w->method, "%s", method);
+    w->msgid = atomic_fetch_add(&c->next_msgid, 1);
+
+    cd_client_reqbuf rb;
+    rc = pack_request(&rb, w->msgid, method, pack, ud);
+    if (rc) {
+        free(w);
+        return rc;
+    }
+
+    int wake = 0;
+    pthread_mutex_lock(&c->mu);
+    rc = take_slot_locked(c, deadline, timeout_ms);
+    if (rc == 0 && table_add_locked(c, w) != 0) rc = CD_ENOMEM;
+    if (rc == 0 && deadline >= 0 && heap_push_locked(c, w) != 0) {
+        table_remove_locked(c, w);
+        rc = CD_ENOMEM;
+    }
+    if (rc == CD_ENOMEM) {
+        c->inflight--;
+        pthread_cond_signal(&c->slot_cond);
+        cd_client_fail(rc, "out of memory registering the call");
+    }
+    if (rc == 0 && deadline >= 0 && deadline < c->reader_wake_at) {
+        c->reader_wake_at = deadline;
+        wake = 1;
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (rc != 0) {
+        cd_client_reqbuf_free(&rb);
+        free(w);
+        return rc;
+    }
+    if (wake) {
+        uint64_t one = 1;
+        if (write(c->wake_fd, &one, sizeof one) < 0) { /* already signalled */ }
+    }
+
+    uint32_t msgid = w->msgid;  // w may be completed and freed once written
+    rc = conn_write(c, &rb, deadline);
+    cd_client_reqbuf_free(&rb);
+    if (rc == 0) return 0;
+    // Not sent: withdraw the request unless the reader already completed it
+    // (the connection broke meanwhile); then its completion reports it.
+    pthread_mutex_lock(&c->mu);
+    cd_waiter *mine = table_find_locked(c, msgid);
+    if (mine) async_detach_locked(c, mine);
+    pthread_mutex_unlock(&c->mu);
+    if (!mine) return 0;
+    free(mine);
+    return rc;
 }

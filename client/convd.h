@@ -37,7 +37,9 @@
 // another thread on the same connection. convd_close() must not race with
 // calls on the same connection. Results returned to the caller are owned by
 // the caller and may be freed from any thread. A connection does not survive
-// fork().
+// fork(). Asynchronous requests (convd_infer_async, convd_infer_submit, see
+// "asynchronous inference" below) share the connection with synchronous
+// calls; their completions run on the reader thread.
 //
 // Timeouts. Functions taking timeout_ms: CONVD_TIMEOUT_DEFAULT (0) uses the
 // connection's default (convd_opts.timeout_ms); CONVD_TIMEOUT_NONE (-1) waits
@@ -294,6 +296,102 @@ int convd_infer(convd_conn *conn, const char *model, size_t n_inputs,
 const convd_tensor *convd_outputs_get(const convd_outputs *outs,
                                       const char *name);
 void convd_outputs_free(convd_outputs *outs);
+
+// ---- asynchronous inference -------------------------------------------------
+//
+// Two ways to have many requests in flight without a thread each, both
+// pipelined on one connection and usable from any number of threads:
+//
+//   convd_infer_async(...)  a completion callback;
+//   convd_infer_submit(...) a future to poll or wait for (convd_future_*).
+//
+// Both pack and send the request before they return (the input tensors are
+// read during the call only and may be freed or reused once it returns), then
+// return without waiting for the answer. Return value:
+//   0      the request was sent; it gets EXACTLY ONE completion: its answer,
+//          or CONVD_ETIMEOUT when timeout_ms passes first (a late answer is
+//          dropped), or CONVD_ECLOSED / CONVD_EPROTOCOL / ... when the
+//          connection breaks or is closed by convd_close() (which delivers
+//          the completions of everything still in flight before returning).
+//   < 0    nothing is in flight and there will be no completion:
+//          CONVD_EPARAMS (bad arguments, as convd_infer), CONVD_ECLOSED (the
+//          connection is broken), CONVD_EOVERLOADED (in-flight limit reached,
+//          see convd_set_inflight_limit), CONVD_ETIMEOUT (no in-flight slot,
+//          or no room in the socket, before timeout_ms), CONVD_ENOMEM.
+// timeout_ms is as for convd_infer: it bounds the whole request (waiting for
+// a slot, sending, the answer) and a positive value is sent to the daemon as
+// the request's deadline. CONVD_TIMEOUT_NONE requests never time out locally.
+
+// Completion callback of convd_infer_async. status 0: outputs holds the
+// result and the callback owns it (free with convd_outputs_free, now or later
+// from any thread). status < 0: outputs is NULL and errmsg says why (also
+// convd_errmsg() inside the callback). errmsg is valid during the call only.
+//
+// The callback runs on the connection's reader thread. While it runs no other
+// answer on that connection is read, so keep it short: record, copy, hand
+// off to another thread. Allowed inside it: anything on the outputs, locks
+// and condition variables of the application, convd_infer_async /
+// convd_infer_submit on any connection (on its own connection it never waits
+// for an in-flight slot: it fails with CONVD_EOVERLOADED instead; sending
+// may still wait for room in the socket), and every
+// convd_future_* call but waiting. Not allowed: convd_close() of the same
+// connection (undefined: the reader cannot join itself); a synchronous call
+// (convd_infer, convd_health, ...) or convd_future_wait() on a request of the
+// same connection: those would wait for the thread that is running the
+// callback, so they fail at once with CONVD_EBUSY.
+typedef void (*convd_infer_cb)(void *user, int status, convd_outputs *outputs,
+                               const char *errmsg);
+
+int convd_infer_async(convd_conn *conn, const char *model, size_t n_inputs,
+                      const char *const *names, const convd_tensor *inputs,
+                      size_t n_outputs, const char *const *output_names,
+                      int timeout_ms, convd_infer_cb cb, void *user);
+
+// The pending result of convd_infer_submit. A future does not refer to its
+// connection once completed: it may be waited for, read and freed after
+// convd_close().
+typedef struct convd_future convd_future;
+
+// As convd_infer_async, but the completion is kept in *out (free it with
+// convd_future_free, also when never waited for).
+int convd_infer_submit(convd_conn *conn, const char *model, size_t n_inputs,
+                       const char *const *names, const convd_tensor *inputs,
+                       size_t n_outputs, const char *const *output_names,
+                       int timeout_ms, convd_future **out);
+
+// 1 when the request has completed, else 0. Never blocks.
+int convd_future_done(const convd_future *f);
+
+// Waits until the request has completed. timeout_ms: CONVD_TIMEOUT_NONE (-1)
+// waits as long as it takes (the request's own timeout still ends it), 0
+// only checks, > 0 waits at most that long. Returns 0 when it has completed
+// (whatever its status: see convd_future_result), CONVD_ETIMEOUT when not
+// yet (the request goes on; wait again or free), CONVD_EBUSY when called from
+// a completion callback of the future's own connection.
+int convd_future_wait(convd_future *f, int timeout_ms);
+
+// The request's status once completed: 0 and *out = the outputs (ownership
+// moves to the caller; a second call gives *out = NULL), or the request's
+// error (convd_errmsg() gives its message, on the calling thread). Before
+// completion: CONVD_EBUSY. out may be NULL to read the status only.
+int convd_future_result(convd_future *f, convd_outputs **out);
+
+// Frees a future. If the request is still in flight it is not cancelled on
+// the daemon, but its result is dropped when it arrives. NULL is ignored.
+void convd_future_free(convd_future *f);
+
+// In-flight limit of asynchronous requests (convd_infer_async/submit) on
+// one connection; 1024 by default. At the limit a new request waits for a
+// completion (bounded by its timeout_ms, then CONVD_ETIMEOUT), or with flags
+// CONVD_INFLIGHT_FAIL fails at once with CONVD_EOVERLOADED. Synchronous calls
+// are not counted (their number is bounded by the calling threads) and
+// never refused. Returns 0 or CONVD_EPARAMS (max_inflight < 1, unknown
+// flags). Takes effect for the next request.
+#define CONVD_INFLIGHT_FAIL 1
+int convd_set_inflight_limit(convd_conn *conn, int max_inflight, int flags);
+
+// Asynchronous requests in flight on conn now (sent, not yet completed).
+int convd_inflight(convd_conn *conn);
 
 #ifdef __cplusplus
 }

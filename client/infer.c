@@ -9,16 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct {
-    const char *model;
-    size_t n_inputs;
-    const char *const *names;
-    const convd_tensor *inputs;
-    size_t n_outputs;
-    const char *const *output_names;
-    int timeout_ms;  // > 0: sent as the request's deadline
-} infer_params;
-
 static cd_tensor to_cd_tensor(const convd_tensor *t) {
     cd_tensor ct = {.dtype = (cd_dtype)t->dtype, .rank = t->rank,
                     .data = t->data, .nbytes = t->nbytes};
@@ -51,8 +41,8 @@ static int check_input(const char *name, const convd_tensor *t) {
     return 0;
 }
 
-static int pack_infer(msgpack_packer *pk, void *ud) {
-    const infer_params *ip = ud;
+int cd_client_pack_infer(msgpack_packer *pk, void *ud) {
+    const cd_client_infer_params *ip = ud;
     int rc = 0;
     rc |= msgpack_pack_map(pk, 2 + (ip->n_outputs > 0) + (ip->timeout_ms > 0));
     rc |= cd_pack_kv_str(pk, "model", ip->model);
@@ -141,12 +131,11 @@ static int outputs_decode(const msgpack_object *map, convd_outputs **out) {
     return 0;
 }
 
-int convd_infer(convd_conn *c, const char *model, size_t n_inputs,
-                const char *const *names, const convd_tensor *inputs,
-                size_t n_outputs, const char *const *output_names,
-                convd_outputs **out, int timeout_ms) {
-    if (out) *out = NULL;
-    if (!c || !model || !out) return cd_client_fail(CD_EPARAMS, "conn, model and out are required");
+int cd_client_infer_check(convd_conn *c, const char *model, size_t n_inputs,
+                          const char *const *names, const convd_tensor *inputs,
+                          size_t n_outputs, const char *const *output_names,
+                          int timeout_ms, cd_client_infer_params *ip) {
+    if (!c || !model) return cd_client_fail(CD_EPARAMS, "conn and model are required");
     if (n_inputs > CD_MAX_TENSORS || n_outputs > CD_MAX_TENSORS)
         return cd_client_fail(CD_EPARAMS, "at most %d inputs and outputs", CD_MAX_TENSORS);
     if (n_inputs && (!names || !inputs))
@@ -161,17 +150,34 @@ int convd_infer(convd_conn *c, const char *model, size_t n_inputs,
         if (!output_names[i] || !*output_names[i])
             return cd_client_fail(CD_EPARAMS, "output names must not be empty");
     int eff = cd_client_timeout(c, timeout_ms);
-    infer_params ip = {model, n_inputs, names, inputs, n_outputs, output_names,
-                       eff > 0 ? eff : 0};
-    cd_rpc_msg m;
-    int rc = cd_client_call(c, "infer", pack_infer, &ip, timeout_ms, &m);
-    if (rc != 0) return rc;
-    const msgpack_object *outs = cd_client_get(&m.result, "outputs");
+    *ip = (cd_client_infer_params){model, n_inputs, names, inputs, n_outputs, output_names,
+                                   eff > 0 ? eff : 0};
+    return 0;
+}
+
+int cd_client_infer_outputs(cd_rpc_msg *m, convd_outputs **out) {
+    const msgpack_object *outs = cd_client_get(&m->result, "outputs");
     if (!outs || outs->type != MSGPACK_OBJECT_MAP) {
-        cd_rpc_msg_free(&m);
+        cd_rpc_msg_free(m);
         return cd_client_fail(CD_EPROTOCOL, "the result of 'infer' has no outputs map");
     }
-    rc = outputs_decode(outs, out);
-    cd_rpc_msg_free(&m);
+    int rc = outputs_decode(outs, out);
+    cd_rpc_msg_free(m);
     return rc;
+}
+
+int convd_infer(convd_conn *c, const char *model, size_t n_inputs,
+                const char *const *names, const convd_tensor *inputs,
+                size_t n_outputs, const char *const *output_names,
+                convd_outputs **out, int timeout_ms) {
+    if (out) *out = NULL;
+    if (!c || !model || !out) return cd_client_fail(CD_EPARAMS, "conn, model and out are required");
+    cd_client_infer_params ip;
+    int rc = cd_client_infer_check(c, model, n_inputs, names, inputs, n_outputs,
+                                   output_names, timeout_ms, &ip);
+    if (rc) return rc;
+    cd_rpc_msg m;
+    rc = cd_client_call(c, "infer", cd_client_pack_infer, &ip, timeout_ms, &m);
+    if (rc != 0) return rc;
+    return cd_client_infer_outputs(&m, out);
 }
