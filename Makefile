@@ -254,6 +254,12 @@ $(LIB_HIPEMU): $(HIPEMU_OBJ)
 $(BUILD)/bin/cd-tests: $(HIPTEST_OBJ) $(LIB_HIPEMU)
 $(BUILD)/bin/cd-tests: LDLIBS += $(HIPTEST_OBJ) $(HIPEMU_LIBS)
 
+# The runtime creates the hip-emu backend (kernels/hip/backend-hip.c over the
+# emulator) for the device "hip-emu", so every binary that links the runtime
+# links the emulated kernels too (no ROCm: the real backend is the plugin).
+RUNTIME_LIBS += $(HIPEMU_LIBS)
+$(BUILD)/bin/convd $(BUILD)/bin/convctl $(BUILD)/bin/convd-run: $(LIB_HIPEMU)
+
 ifeq ($(GPU),hip)
 HIP_PLUGIN   := $(BUILD)/lib/libconvd-hip.so
 HIP_REAL_OBJ := $(patsubst %.hip,$(BUILD)/obj/hip-real/%.o,$(HIP_SRC)) \
@@ -311,6 +317,15 @@ $(BUILD)/bin/sparse-conv-layers: $(BUILD)/obj/bench/sparse-conv-layers.o $(call 
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(DNNL_LIBS) $(OMP_FLAGS) $(LDLIBS)
 
 bench: $(BUILD)/bin/sparse-conv-layers
+
+# Unix-socket ping-pong between two processes, and the same blocking loop
+# against convd (bench/overhead.py: the "Serving" section of PERFORMANCE.md).
+$(BUILD)/bin/pingpong: $(BUILD)/obj/bench/pingpong.o
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(MSGPACK_LIBS) $(LDLIBS)
+
+bench: $(BUILD)/bin/pingpong
 
 test: all
 	CONVD_BUILD=$(BUILD) $(PYTHON) -m pytest -q tests

@@ -1,0 +1,4 @@
+// Sparse micro-kernel: 8 pixels x 1 output channel(s) per block, portable C.
+#include "sparse/f32-spmm-scalar.h"
+
+CD_SPMM_SCALAR_KERNEL(cd_f32_spmm_ukernel_8x1__scalar, 1)

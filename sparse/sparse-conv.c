@@ -1,0 +1,637 @@
+#include "sparse/sparse-conv.h"
+
+#include "kernels/cpu/ref.h"
+#include "proto/errors.h"
+#include "sparse/analysis.h"
+#include "sparse/bsr.h"
+#include "sparse/csr.h"
+
+#include <limits.h>
+#include <math.h>
+#include <omp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+// How the pixels of one image/group are fed to the micro-kernels.
+typedef enum {
+    MODE_DIRECT, // input is src itself (1x1, stride 1, no pad); M = H*W per call
+    MODE_PLANE,  // phase planes as wide as the output: M = OH*OW contiguous
+    MODE_ROWS,   // phase planes wider than the output: one call per output row
+    MODE_JUNK,   // as ROWS, but one call over OH*wph pixels into scratch (the
+                 // wph-OW extra columns per row are discarded when copied out)
+    MODE_FC,     // 1x1 kernel on a 1x1 input: the batch is the pixel axis
+} conv_mode;
+
+// Images folded into one FC call (the pixel axis of MODE_FC).
+#define FC_FOLD 16
+
+// Input rows one pass may keep in L1: about 32 KiB of the 48 KiB, the rest
+// for weights and outputs.
+#define L1_INPUT_BYTES 32768
+// Pixels per pass when the input channels are split into column blocks.
+#define CB_TILE 64
+
+struct cd_sparse_conv {
+    cd_conv_desc d;              // the layer, oh/ow filled
+    int cpg, kpg;                // channels per group in / out
+    cd_sparse_format format;
+    cd_sparse_isa isa;
+    int ncb;                     // input-channel (column) blocks, each packed apart
+    int cb;                      // input channels per column block (last may be fewer)
+    cd_sparse_pack *packs;       // [ncb] packed weights; bias lives in packs[0]
+    size_t tile;                 // pixels per pass over the column blocks
+    const cd_spmm_ukernel_info *kmain; // kernel for the pack's main blocks
+    const cd_spmm_ukernel_info *ktail; // one-channel kernel for leftover rows
+    conv_mode mode;
+    int nslots;                  // phase planes per channel
+    int slot_a[64], slot_b[64];  // row/column phase of each slot
+    int hph, wph;                // phase plane rows and columns
+    size_t plane;                // floats per phase plane (padded to 16)
+    size_t chan_stride;          // floats per input channel (nslots planes)
+    size_t group_in;             // floats of one group's prepared input
+    size_t in_slack;             // floats read past the last group's input
+    cd_spmm_params kparams;      // clamp the kernels apply
+    int post_act;                // 1: apply d.act after the kernel (non-clamp acts)
+};
+
+const char *cd_sparse_format_name(cd_sparse_format f) {
+    switch (f) {
+    case CD_SPARSE_FMT_AUTO: return "auto";
+    case CD_SPARSE_FMT_CSR: return "csr";
+    case CD_SPARSE_FMT_BSR4: return "bsr4";
+    case CD_SPARSE_FMT_BSR8: return "bsr8";
+    }
+    return "unknown";
+}
+
+static int format_nr(cd_sparse_format f) {
+    return f == CD_SPARSE_FMT_BSR8 ? 8 : f == CD_SPARSE_FMT_BSR4 ? 4 : 1;
+}
+
+int cd_sparse_conv_available(cd_sparse_format format, cd_sparse_isa isa) {
+    if (isa == CD_SPARSE_ISA_AUTO) isa = cd_sparse_isa_best();
+    if (format == CD_SPARSE_FMT_AUTO) format = CD_SPARSE_FMT_CSR;
+    return cd_spmm_ukernel_find(isa, format_nr(format)) != NULL &&
+           cd_spmm_ukernel_find(isa, 1) != NULL;
+}
+
+static size_t round16(size_t x) { return (x + 15) & ~(size_t)15; }
+static size_t align64(size_t x) { return (x + 63) & ~(size_t)63; }
+
+static int desc_ok(const cd_conv_desc *d) {
+    if (d->c < 1 || d->h < 1 || d->w < 1 || d->k < 1 || d->r < 1 || d->s < 1) return 0;
+    if (d->stride_h < 1 || d->stride_w < 1 || d->dil_h < 1 || d->dil_w < 1) return 0;
+    if (d->pad_t < 0 || d->pad_l < 0 || d->pad_b < 0 || d->pad_r < 0) return 0;
+    if (d->groups < 1 || d->c % d->groups || d->k % d->groups) return 0;
+    if (d->stride_h * d->stride_w > 64) return 0;
+    // Keep every derived size far from int overflow.
+    if ((int64_t)d->h + d->pad_t + d->pad_b > (1 << 20) || (int64_t)d->w + d->pad_l + d->pad_r > (1 << 20))
+        return 0;
+    if ((int64_t)d->dil_h * (d->r - 1) > (1 << 20) || (int64_t)d->dil_w * (d->s - 1) > (1 << 20)) return 0;
+    return 1;
+}
+
+// Chooses the format from the weights' output-channel block structure by
+// relative cost per stored weight, measured on AVX-512 (bench/sparse-conv-
+// layers.c, ResNet-50 layers): a CSR weight costs about 3x a BSR4 weight
+// (one input load per multiply-add instead of one per four), a BSR8 weight
+// about 0.7x. A BSR format stores nnz / fill weights.
+static cd_sparse_format auto_format(const cd_conv_desc *d, int kpg, int cpg, const float *w) {
+    cd_sparse_analysis a;
+    if (cd_sparse_analyze(w, d->k, cpg, d->r, d->s, d->groups, &a) != 0 || a.nnz == 0)
+        return CD_SPARSE_FMT_CSR;
+    cd_sparse_format best = CD_SPARSE_FMT_CSR;
+    double cost = 3.0;
+    if (kpg >= 4 && 1.0 / a.blocks[1].fill < cost) {
+        best = CD_SPARSE_FMT_BSR4;
+        cost = 1.0 / a.blocks[1].fill;
+    }
+    if (kpg >= 8 && 0.7 / a.blocks[2].fill < cost) best = CD_SPARSE_FMT_BSR8;
+    return best;
+}
+
+// Lays out the prepared input and picks the mode; fills tap_off[cpg*R*S].
+static void plan_geometry(cd_sparse_conv *h, int32_t *tap_off, int vec) {
+    const cd_conv_desc *d = &h->d;
+    const int R = d->r, S = d->s;
+    if (R == 1 && S == 1 && d->h == 1 && d->w == 1 && !d->pad_t && !d->pad_l && !d->pad_b &&
+        !d->pad_r) {
+        h->mode = MODE_FC;
+        h->chan_stride = FC_FOLD;
+        h->group_in = (size_t)h->cpg * FC_FOLD;
+        for (int c = 0; c < h->cpg; c++) tap_off[c] = c * FC_FOLD;
+        return;
+    }
+    // Straight on the caller's planes, aligned or not: a padded, aligned copy
+    // of the input costs more than the split loads it saves (measured on
+    // ResNet-50 14x14 and 7x7 layers).
+    if (R == 1 && S == 1 && d->stride_h == 1 && d->stride_w == 1 && !d->pad_t && !d->pad_l &&
+        !d->pad_b && !d->pad_r) {
+        h->mode = MODE_DIRECT;
+        h->hph = d->h;
+        h->wph = d->w;
+        h->chan_stride = (size_t)d->h * d->w;
+        h->group_in = (size_t)h->cpg * h->chan_stride;
+        for (int c = 0; c < h->cpg; c++) tap_off[c] = (int32_t)(c * h->chan_stride);
+        return;
+    }
+    const int sh = d->stride_h, sw = d->stride_w;
+    int slot_of[64];
+    for (int i = 0; i < 64; i++) slot_of[i] = -1;
+    h->nslots = 0;
+    for (int r = 0; r < R; r++)
+        for (int s = 0; s < S; s++) {
+            const int a = (r * d->dil_h) % sh, b = (s * d->dil_w) % sw;
+            if (slot_of[a * sw + b] < 0) {
+                slot_of[a * sw + b] = h->nslots;
+                h->slot_a[h->nslots] = a;
+                h->slot_b[h->nslots] = b;
+                h->nslots++;
+            }
+        }
+    h->hph = d->oh + ((R - 1) * d->dil_h) / sh;
+    h->wph = d->ow + ((S - 1) * d->dil_w) / sw;
+    h->plane = round16((size_t)h->hph * h->wph);
+    h->chan_stride = h->plane * h->nslots;
+    h->group_in = (size_t)h->cpg * h->chan_stride;
+    for (int c = 0; c < h->cpg; c++)
+        for (int r = 0; r < R; r++)
+            for (int s = 0; s < S; s++) {
+                const int a = (r * d->dil_h) % sh, b = (s * d->dil_w) % sw;
+                const size_t o = c * h->chan_stride + slot_of[a * sw + b] * h->plane +
+                                 (size_t)((r * d->dil_h) / sh) * h->wph + (s * d->dil_w) / sw;
+                tap_off[(c * R + r) * S + s] = (int32_t)o;
+            }
+    if (h->wph == d->ow) {
+        h->mode = MODE_PLANE;
+        return;
+    }
+    // One call per row wastes the partial vector of every row and pays a
+    // pass over the weights per 64-pixel tile of each row; one call over the
+    // padded rows computes wph-OW junk columns per row and copies out (about
+    // 10% on top). Costs in vectors, a pass over the weights counted as one.
+    const size_t rows_cost = (size_t)d->oh * ((d->ow + vec - 1) / vec + (d->ow + 63) / 64);
+    const size_t jp = (size_t)d->oh * h->wph;
+    const size_t junk_cost = (jp + vec - 1) / vec * 11 / 10 + (jp + 63) / 64;
+    h->mode = junk_cost < rows_cost ? MODE_JUNK : MODE_ROWS;
+}
+
+// Pixels one call reads past its input base (offset 0 of a group).
+static size_t read_extent(const cd_sparse_conv *h) {
+    switch (h->mode) {
+    case MODE_DIRECT:
+    case MODE_PLANE: return (size_t)h->d.oh * h->d.ow;
+    case MODE_ROWS: return (size_t)(h->d.oh - 1) * h->wph + h->d.ow;
+    case MODE_JUNK: return (size_t)h->d.oh * h->wph;
+    case MODE_FC: return FC_FOLD;
+    }
+    return 0;
+}
+
+int cd_sparse_conv_create(const cd_conv_desc *d, const float *w, const float *bias,
+                          const cd_sparse_conv_options *opt, cd_sparse_conv **out) {
+    *out = NULL;
+    if (!d || !w || !desc_ok(d)) return CD_EPARAMS;
+    cd_conv_desc dd = *d;
+    cd_conv_out_dims(&dd);
+    if (dd.oh < 1 || dd.ow < 1) return CD_EPARAMS;
+    if ((int64_t)dd.k * (d->c / d->groups) * d->r * d->s > INT32_MAX) return CD_EUNSUPPORTED;
+
+    cd_sparse_isa isa = opt ? opt->isa : CD_SPARSE_ISA_AUTO;
+    if (isa == CD_SPARSE_ISA_AUTO) isa = cd_sparse_isa_best();
+    if (isa < CD_SPARSE_ISA_SCALAR || isa > CD_SPARSE_ISA_AVX512F) return CD_EPARAMS;
+    cd_sparse_format fmt = opt ? opt->format : CD_SPARSE_FMT_AUTO;
+    if (fmt < CD_SPARSE_FMT_AUTO || fmt > CD_SPARSE_FMT_BSR8) return CD_EPARAMS;
+
+    cd_sparse_conv *h = calloc(1, sizeof *h);
+    if (!h) return CD_ENOMEM;
+    h->d = dd;
+    h->cpg = d->c / d->groups;
+    h->kpg = d->k / d->groups;
+    if (fmt == CD_SPARSE_FMT_AUTO) fmt = auto_format(&dd, h->kpg, h->cpg, w);
+    h->format = fmt;
+    h->isa = isa;
+    h->kmain = cd_spmm_ukernel_find(isa, format_nr(fmt));
+    h->ktail = cd_spmm_ukernel_find(isa, 1);
+    if (!h->kmain || !h->ktail) {
+        free(h);
+        return CD_EUNSUPPORTED;
+    }
+
+    // Check the prepared-input geometry fits 32-bit offsets before laying it out.
+    const int64_t hph = dd.oh + (int64_t)((dd.r - 1) * dd.dil_h) / dd.stride_h;
+    const int64_t wph = dd.ow + (int64_t)((dd.s - 1) * dd.dil_w) / dd.stride_w;
+    const int64_t est = (int64_t)h->cpg * (hph * wph + 16) * (dd.stride_h * dd.stride_w) +
+                        (int64_t)h->cpg * dd.h * dd.w + hph * wph + FC_FOLD * (int64_t)h->cpg;
+    if (est > INT32_MAX / 2) {
+        free(h);
+        return CD_EUNSUPPORTED;
+    }
+
+    const int cols = h->cpg * dd.r * dd.s;
+    int32_t *tap_off = malloc(sizeof *tap_off * cols);
+    if (!tap_off) {
+        free(h);
+        return CD_ENOMEM;
+    }
+    plan_geometry(h, tap_off, isa == CD_SPARSE_ISA_AVX512F ? 16 : 8);
+    int32_t max_tap = 0;
+    for (int j = 0; j < cols; j++) max_tap = tap_off[j] > max_tap ? tap_off[j] : max_tap;
+    const size_t need = (size_t)max_tap + read_extent(h);
+    h->in_slack = need > h->group_in ? need - h->group_in : 0;
+
+    // Input-channel blocking: a pass of CB_TILE pixels over one column block
+    // must keep its input rows in L1 (one row per channel for 1x1 and FC,
+    // about R rows per channel otherwise); later blocks accumulate onto the
+    // output of earlier ones.
+    const int rows_per_c = h->mode == MODE_DIRECT || h->mode == MODE_PLANE || h->mode == MODE_FC ? 1 : dd.r;
+    const size_t px = h->mode == MODE_FC ? FC_FOLD : CB_TILE;
+    // BSR loads one input vector per NR multiply-adds and gains nothing from
+    // the split (measured): only CSR is blocked.
+    int cb = format_nr(fmt) == 1 ? (int)(L1_INPUT_BYTES / (px * sizeof(float) * rows_per_c)) : h->cpg;
+    if (opt && opt->cin_block > 0) cb = opt->cin_block;
+    if (cb < 1) cb = 1;
+    h->ncb = (h->cpg + cb - 1) / cb;
+    h->cb = (h->cpg + h->ncb - 1) / h->ncb; // balanced
+    h->ncb = (h->cpg + h->cb - 1) / h->cb;
+    h->tile = px;
+    int rc = 0;
+    h->packs = calloc((size_t)h->ncb, sizeof *h->packs);
+    const int rs = dd.r * dd.s;
+    float *sub = h->ncb > 1 ? malloc(sizeof(float) * dd.k * (size_t)h->cb * rs) : NULL;
+    if (!h->packs || (h->ncb > 1 && !sub)) rc = CD_ENOMEM;
+    for (int b = 0; b < h->ncb && rc == 0; b++) {
+        const int c0 = b * h->cb, nc = c0 + h->cb <= h->cpg ? h->cb : h->cpg - c0;
+        const float *wb = w;
+        if (h->ncb > 1) {
+            for (int k = 0; k < dd.k; k++)
+                memcpy(sub + (size_t)k * nc * rs, w + ((size_t)k * h->cpg + c0) * rs,
+                       sizeof(float) * nc * rs);
+            wb = sub;
+        }
+        const float *bb = b == 0 ? bias : NULL;
+        rc = format_nr(fmt) == 1
+                 ? cd_csr_pack(wb, bb, dd.groups, h->kpg, nc * rs, tap_off + (size_t)c0 * rs, &h->packs[b])
+                 : cd_bsr_pack(wb, bb, dd.groups, h->kpg, nc * rs, tap_off + (size_t)c0 * rs,
+                               format_nr(fmt), &h->packs[b]);
+    }
+    free(sub);
+    free(tap_off);
+    if (rc != 0) {
+        cd_sparse_conv_free(h);
+        return rc;
+    }
+
+    h->kparams.min = -INFINITY;
+    h->kparams.max = INFINITY;
+    switch (dd.act.kind) {
+    case CD_ACT_NONE: break;
+    case CD_ACT_RELU: h->kparams.min = 0.0f; break;
+    case CD_ACT_CLIP:
+        h->kparams.min = dd.act.alpha;
+        h->kparams.max = dd.act.beta;
+        break;
+    default: h->post_act = 1; break;
+    }
+    *out = h;
+    return 0;
+}
+
+void cd_sparse_conv_free(cd_sparse_conv *h) {
+    if (!h) return;
+    if (h->packs)
+        for (int b = 0; b < h->ncb; b++) cd_sparse_pack_free(&h->packs[b]);
+    free(h->packs);
+    free(h);
+}
+
+int cd_sparse_conv_get_info(const cd_sparse_conv *h, cd_sparse_conv_info *info) {
+    static const char *const modes[] = {"direct", "plane", "rows", "junk", "fc"};
+    memset(info, 0, sizeof *info);
+    info->format = h->format;
+    info->isa = h->isa;
+    info->kernel = h->kmain->name;
+    info->tail_kernel = h->packs[0].tail_rows ? h->ktail->name : NULL;
+    info->mode = modes[h->mode];
+    info->cin_blocks = h->ncb;
+    size_t stored = 0;
+    for (int b = 0; b < h->ncb; b++) {
+        const cd_sparse_pack *p = &h->packs[b];
+        info->nnz += p->nnz;
+        info->entries += p->entries;
+        info->packed_bytes += cd_sparse_pack_bytes(p);
+        stored += cd_sparse_pack_stored(p);
+    }
+    info->fill = stored ? (double)info->nnz / (double)stored : 1.0;
+    return 0;
+}
+
+// Floats of prepared input for `units` image-groups (FC: folds x groups).
+static size_t ws_in_floats(const cd_sparse_conv *h, size_t units) {
+    if (h->mode == MODE_DIRECT) return 0;
+    return units * h->group_in + h->in_slack;
+}
+
+// Floats of output scratch (JUNK: per image K planes of OH*wph; FC: per fold
+// K x FC_FOLD).
+static size_t ws_out_floats(const cd_sparse_conv *h, int batch) {
+    if (h->mode == MODE_JUNK) return (size_t)batch * h->d.k * h->d.oh * h->wph;
+    if (h->mode == MODE_FC) return (size_t)((batch + FC_FOLD - 1) / FC_FOLD) * h->d.k * FC_FOLD;
+    return 0;
+}
+
+static size_t fc_folds(int batch) { return (size_t)(batch + FC_FOLD - 1) / FC_FOLD; }
+
+size_t cd_sparse_conv_workspace_size(const cd_sparse_conv *h, int batch) {
+    if (batch < 1) return 0;
+    const size_t units = h->mode == MODE_FC ? fc_folds(batch) * h->d.groups
+                                            : (size_t)batch * h->d.groups;
+    const size_t in = ws_in_floats(h, units), outf = ws_out_floats(h, batch);
+    if (!in && !outf) return 0;
+    return align64(in * sizeof(float)) + align64(outf * sizeof(float));
+}
+
+// Writes the zero-padded phase planes of input channel `ch` (0..batch*C-1).
+static void prep_channel(const cd_sparse_conv *h, const float *src, float *xin, size_t ch) {
+    const cd_conv_desc *d = &h->d;
+    const size_t img = ch / d->c, c = ch % d->c;
+    const size_t g = c / h->cpg, cl = c % h->cpg;
+    const float *x = src + ch * d->h * d->w;
+    float *base = xin + (img * d->groups + g) * h->group_in + cl * h->chan_stride;
+    for (int t = 0; t < h->nslots; t++) {
+        float *p = base + t * h->plane;
+        const int a = h->slot_a[t], b = h->slot_b[t];
+        for (int i = 0; i < h->hph; i++) {
+            float *row = p + (size_t)i * h->wph;
+            const int y = i * d->stride_h + a - d->pad_t;
+            if (y < 0 || y >= d->h) {
+                memset(row, 0, sizeof(float) * h->wph);
+                continue;
+            }
+            const float *xr = x + (size_t)y * d->w;
+            if (d->stride_w == 1) {
+                // Columns j map to x = j + b - pad_l: zeros, a copy, zeros.
+                int j0 = d->pad_l - b, j1 = d->w + d->pad_l - b;
+                if (j0 < 0) j0 = 0;
+                if (j0 > h->wph) j0 = h->wph;
+                if (j1 > h->wph) j1 = h->wph;
+                if (j1 < j0) j1 = j0;
+                memset(row, 0, sizeof(float) * j0);
+                memcpy(row + j0, xr + (j0 + b - d->pad_l), sizeof(float) * (j1 - j0));
+                memset(row + j1, 0, sizeof(float) * (h->wph - j1));
+            } else {
+                // Columns j with 0 <= j*sw + b - pad_l < W: a strided copy
+                // between zeros.
+                const int sw = d->stride_w, sh = b - d->pad_l;
+                int j0 = sh >= 0 ? 0 : (-sh + sw - 1) / sw;
+                int j1 = d->w - 1 - sh >= 0 ? (d->w - 1 - sh) / sw + 1 : 0;
+                if (j0 > h->wph) j0 = h->wph;
+                if (j1 > h->wph) j1 = h->wph;
+                if (j1 < j0) j1 = j0;
+                memset(row, 0, sizeof(float) * j0);
+#pragma omp simd
+                for (int j = j0; j < j1; j++) row[j] = xr[j * sw + sh];
+                memset(row + j1, 0, sizeof(float) * (h->wph - j1));
+            }
+        }
+        memset(p + (size_t)h->hph * h->wph, 0, sizeof(float) * (h->plane - (size_t)h->hph * h->wph));
+    }
+}
+
+static void apply_act(cd_activation act, float *p, size_t n) {
+    for (size_t i = 0; i < n; i++) p[i] = cd_ref_act(act, p[i]);
+}
+
+// dst[i] = act(src[i] (+ res[i])): the copy-out of MODE_JUNK and MODE_FC.
+// Clamp-type activations take a vectorised path.
+static void finish(const cd_sparse_conv *h, float *dst, const float *src, const float *res,
+                   size_t n) {
+    if (h->post_act) {
+        for (size_t i = 0; i < n; i++) dst[i] = cd_ref_act(h->d.act, res ? src[i] + res[i] : src[i]);
+        return;
+    }
+    const float lo = h->kparams.min, hi = h->kparams.max;
+    if (res) {
+#pragma omp simd
+        for (size_t i = 0; i < n; i++) {
+            float v = src[i] + res[i];
+            v = v < lo ? lo : v;
+            dst[i] = v > hi ? hi : v;
+        }
+    } else {
+#pragma omp simd
+        for (size_t i = 0; i < n; i++) {
+            float v = src[i];
+            v = v < lo ? lo : v;
+            dst[i] = v > hi ? hi : v;
+        }
+    }
+}
+
+// Everything one work item needs besides its indices.
+typedef struct {
+    const cd_sparse_conv *h;
+    const float *src;
+    const float *res;
+    float *dst;
+    const float *xin; // prepared input (or src in MODE_DIRECT)
+    float *scr;       // output scratch (JUNK, FC)
+    int batch;
+    size_t mchunk;    // pixels (DIRECT/PLANE) or rows (ROWS) per item
+    size_t nmc;       // m chunks
+    size_t bchunk;    // blocks per item
+    size_t nbc;       // block chunks per group
+} run_ctx;
+
+// One pass over every column block for mc pixels: out = clamp(bias + sum
+// over blocks (+ res)), block 0 adding bias and res, later blocks adding onto
+// out, the clamp `last` applied by the final block. w/off/nnz of block gb are
+// taken from each column block's pack.
+static void run_pass(const cd_sparse_conv *h, const cd_spmm_ukernel_info *uk, size_t gb,
+                     size_t nblk, size_t mc, const float *in, const float *res, size_t res_stride,
+                     float *out, size_t out_stride, const cd_spmm_params *last) {
+    static const cd_spmm_params none = {-INFINITY, INFINITY};
+    for (int b = 0; b < h->ncb; b++) {
+        const cd_sparse_pack *p = &h->packs[b];
+        uk->fn(mc, nblk, in, p->values + p->vfirst[gb], p->offsets + p->first[gb], p->nnz_map + gb,
+               b == 0 ? res : out, b == 0 ? res_stride : out_stride, out, out_stride,
+               b == h->ncb - 1 ? last : &none);
+    }
+}
+
+// Runs blocks [b0, b1) of group g (all main or all tail) for one unit
+// (image, or FC fold) over pixel chunk mi.
+static void run_blocks(const run_ctx *x, size_t unit, int g, int b0, int b1, size_t mi) {
+    const cd_sparse_conv *h = x->h;
+    const cd_conv_desc *d = &h->d;
+    const cd_sparse_pack *p = &h->packs[0];
+    const int main_part = b0 < p->main_blocks;
+    const cd_spmm_ukernel_info *uk = main_part ? h->kmain : h->ktail;
+    const int nb = main_part ? p->nr : 1;
+    const size_t gb = (size_t)g * p->blocks + b0;
+    const size_t nblk = (size_t)(b1 - b0);
+    const size_t k0 = (size_t)g * h->kpg + (main_part ? (size_t)b0 * p->nr
+                                                      : (size_t)p->main_blocks * p->nr + (b0 - p->main_blocks));
+    const size_t nch = nblk * nb;
+    const size_t ohw = (size_t)d->oh * d->ow;
+    const float *in = x->xin + (unit * d->groups + g) * h->group_in;
+    // With one column block a pass may span the whole chunk.
+    const size_t tile = h->ncb > 1 ? h->tile : (size_t)-1;
+    const cd_spmm_params none = {-INFINITY, INFINITY};
+
+    switch (h->mode) {
+    case MODE_DIRECT:
+    case MODE_PLANE: {
+        const size_t m0 = mi * x->mchunk, m1 = m0 + x->mchunk < ohw ? m0 + x->mchunk : ohw;
+        const size_t o = (unit * d->k + k0) * ohw;
+        for (size_t m = m0; m < m1; m += tile < m1 - m ? tile : m1 - m) {
+            const size_t mc = tile < m1 - m ? tile : m1 - m;
+            run_pass(h, uk, gb, nblk, mc, in + m, x->res ? x->res + o + m : NULL, ohw, x->dst + o + m,
+                     ohw, &h->kparams);
+        }
+        if (h->post_act)
+            for (size_t i = 0; i < nch; i++) apply_act(d->act, x->dst + o + i * ohw + m0, m1 - m0);
+        break;
+    }
+    case MODE_ROWS: {
+        const size_t r0 = mi * x->mchunk, r1 = r0 + x->mchunk < (size_t)d->oh ? r0 + x->mchunk : (size_t)d->oh;
+        for (size_t r = r0; r < r1; r++) {
+            const size_t o = (unit * d->k + k0) * ohw + r * d->ow;
+            run_pass(h, uk, gb, nblk, d->ow, in + r * h->wph, x->res ? x->res + o : NULL, ohw,
+                     x->dst + o, ohw, &h->kparams);
+            if (h->post_act)
+                for (size_t i = 0; i < nch; i++) apply_act(d->act, x->dst + o + i * ohw, d->ow);
+        }
+        break;
+    }
+    case MODE_JUNK: {
+        const size_t jp = (size_t)d->oh * h->wph;
+        float *s = x->scr + (unit * d->k + k0) * jp;
+        // Without residual the kernel applies the clamp itself and copying
+        // out is a plain row copy.
+        const int plain = !x->res && !h->post_act;
+        for (size_t m = 0; m < jp; m += tile < jp - m ? tile : jp - m)
+            run_pass(h, uk, gb, nblk, tile < jp - m ? tile : jp - m, in + m, NULL, 0, s + m, jp,
+                     plain ? &h->kparams : &none);
+        for (size_t i = 0; i < nch; i++) {
+            const size_t o = (unit * d->k + k0 + i) * ohw;
+            for (int r = 0; r < d->oh; r++) {
+                const float *sr = s + i * jp + (size_t)r * h->wph;
+                float *dr = x->dst + o + (size_t)r * d->ow;
+                if (plain)
+                    memcpy(dr, sr, sizeof(float) * d->ow);
+                else
+                    finish(h, dr, sr, x->res ? x->res + o + (size_t)r * d->ow : NULL, d->ow);
+            }
+        }
+        break;
+    }
+    case MODE_FC: {
+        const size_t n0 = unit * FC_FOLD;
+        const size_t cnt = (size_t)x->batch - n0 < FC_FOLD ? (size_t)x->batch - n0 : FC_FOLD;
+        float *s = x->scr + (unit * d->k + k0) * FC_FOLD;
+        run_pass(h, uk, gb, nblk, cnt, in, NULL, 0, s, FC_FOLD, &none);
+        for (size_t i = 0; i < nch; i++)
+            for (size_t n = 0; n < cnt; n++) {
+                const size_t o = (n0 + n) * d->k + k0 + i;
+                const float v = s[i * FC_FOLD + n];
+                x->dst[o] = cd_ref_act(d->act, x->res ? v + x->res[o] : v);
+            }
+        break;
+    }
+    }
+}
+
+// Runs work item `it`: (unit, group, block chunk, pixel chunk).
+static void run_item(const run_ctx *x, size_t it) {
+    const cd_sparse_conv *h = x->h;
+    const size_t mi = it % x->nmc;
+    it /= x->nmc;
+    const size_t bc = it % x->nbc;
+    it /= x->nbc;
+    const int g = (int)(it % h->d.groups);
+    const size_t unit = it / h->d.groups;
+    const int mb = h->packs[0].main_blocks;
+    int b0 = (int)(bc * x->bchunk);
+    int b1 = (int)((bc + 1) * x->bchunk);
+    if (b1 > h->packs[0].blocks) b1 = h->packs[0].blocks;
+    if (b0 < mb) run_blocks(x, unit, g, b0, b1 < mb ? b1 : mb, mi);
+    if (b1 > mb) run_blocks(x, unit, g, b0 > mb ? b0 : mb, b1, mi);
+}
+
+int cd_sparse_conv_run_ws(const cd_sparse_conv *h, const float *src, const float *residual,
+                          float *dst, int batch, void *ws) {
+    if (!h || !src || !dst || batch < 1) return CD_EPARAMS;
+    if (h->d.has_residual && !residual) return CD_EPARAMS;
+    if (cd_sparse_conv_workspace_size(h, batch) && !ws) return CD_EPARAMS;
+    const cd_conv_desc *d = &h->d;
+    run_ctx x = {.h = h, .src = src, .res = h->d.has_residual ? residual : NULL, .dst = dst,
+                 .batch = batch};
+    const size_t units = h->mode == MODE_FC ? fc_folds(batch) : (size_t)batch;
+    float *xin = ws;
+    const size_t in_floats = ws_in_floats(h, units * d->groups);
+    x.xin = h->mode == MODE_DIRECT ? src : xin;
+    x.scr = ws ? (float *)((char *)ws + align64(in_floats * sizeof(float))) : NULL;
+
+    // Pixel chunks: big enough to amortise a call, small enough to share out.
+    const size_t ohw = (size_t)d->oh * d->ow;
+    x.mchunk = 1;
+    x.nmc = 1;
+    if (h->mode == MODE_DIRECT || h->mode == MODE_PLANE) {
+        x.mchunk = ohw > 1024 ? 512 : ohw;
+        x.nmc = (ohw + x.mchunk - 1) / x.mchunk;
+    } else if (h->mode == MODE_ROWS) {
+        x.mchunk = (size_t)(512 / d->ow > 0 ? 512 / d->ow : 1);
+        x.nmc = ((size_t)d->oh + x.mchunk - 1) / x.mchunk;
+    }
+    // Block chunks: enough items for every thread to get several.
+    const int threads = omp_get_max_threads();
+    const size_t base = units * d->groups * x.nmc;
+    const size_t want = 4 * (size_t)threads;
+    const size_t blocks = (size_t)h->packs[0].blocks;
+    size_t split = base >= want ? 1 : (want + base - 1) / base;
+    if (split > blocks) split = blocks;
+    x.bchunk = (blocks + split - 1) / split;
+    x.nbc = (blocks + x.bchunk - 1) / x.bchunk;
+    const size_t items = base * x.nbc;
+
+#pragma omp parallel
+    {
+        if (h->mode == MODE_FC) {
+            // Transpose each fold to [group][channel][image] (FC_FOLD images).
+#pragma omp for schedule(static)
+            for (size_t c = 0; c < (size_t)d->c; c++) {
+                const size_t g = c / h->cpg, cl = c % h->cpg;
+                for (size_t n = 0; n < (size_t)batch; n++)
+                    xin[(n / FC_FOLD * d->groups + g) * h->group_in + cl * FC_FOLD + n % FC_FOLD] =
+                        src[n * d->c + c];
+            }
+        } else if (h->mode != MODE_DIRECT) {
+            const size_t nch = (size_t)batch * d->c;
+#pragma omp for schedule(static)
+            for (size_t ch = 0; ch < nch; ch++) {
+                prep_channel(h, src, xin, ch);
+                if (ch == nch - 1 && h->in_slack)
+                    memset(xin + in_floats - h->in_slack, 0, sizeof(float) * h->in_slack);
+            }
+        }
+#pragma omp for schedule(dynamic, 1)
+        for (size_t it = 0; it < items; it++) run_item(&x, it);
+    }
+    return 0;
+}
+
+int cd_sparse_conv_run(const cd_sparse_conv *h, const float *src, const float *residual,
+                       float *dst, int batch) {
+    if (!h || batch < 1) return CD_EPARAMS;
+    const size_t n = cd_sparse_conv_workspace_size(h, batch);
+    void *ws = NULL;
+    if (n) {
+        ws = aligned_alloc(64, n);
+        if (!ws) return CD_ENOMEM;
+    }
+    int rc = cd_sparse_conv_run_ws(h, src, residual, dst, batch, ws);
+    free(ws);
+    return rc;
+}

@@ -1,0 +1,100 @@
+#ifndef CD_SPARSE_SPARSE_CONV_H
+#define CD_SPARSE_SPARSE_CONV_H
+
+// Sparse convolution and FC on the CPU, NCHW float32, for the runtime's
+// planner. All weight-dependent work (analysis, format choice, packing, the
+// choice of micro-kernel) happens in cd_sparse_conv_create; a run only pads
+// the input when the geometry needs it and computes.
+//
+// How a layer runs (per image and group):
+//   - 1x1, stride 1, no padding: SpMM directly on the NCHW planes, the H*W
+//     pixels of a channel contiguous (each nonzero = one input plane);
+//   - every other conv: the input is zero-padded and split into stride phases
+//     ("phase planes": rows i*stride_h + a, columns j*stride_w + b), so every
+//     nonzero (c, r, s) is one shifted-plane offset and the output pixels of
+//     a row are contiguous reads (sparse direct convolution, no im2col);
+//     stride-2 1x1 is the special case of one phase (a subsample);
+//   - FC (1x1 kernel on a 1x1 input): SpMM with the batch as the pixel axis.
+// Input channels are split into column blocks sized so that one pass of 64
+// pixels keeps its input rows in L1; each block is packed apart and later
+// blocks accumulate onto the output of earlier ones.
+// Bias, the residual add and the activation are fused into the kernels
+// (clamp-type activations) or applied right after them on data still in
+// cache (the others). Work runs in one OpenMP parallel region per call.
+
+#include "kernels/op-desc.h"
+#include "sparse/spmm-ukernel.h"
+
+#include <stddef.h>
+
+typedef enum {
+    CD_SPARSE_FMT_AUTO = 0, // the cheapest by a per-weight cost model: CSR 3,
+                            // BSR4 1/fill(4x1), BSR8 0.7/fill(8x1)
+    CD_SPARSE_FMT_CSR = 1,  // one block per output channel
+    CD_SPARSE_FMT_BSR4 = 2, // blocks of 4 output channels (4x1)
+    CD_SPARSE_FMT_BSR8 = 3, // blocks of 8 output channels (8x1)
+} cd_sparse_format;
+
+typedef struct {
+    cd_sparse_format format; // AUTO chooses from the weights
+    cd_sparse_isa isa;       // AUTO: cd_sparse_isa_best(); else forced (tests, tuning)
+    int cin_block;           // input channels per column block: 0 = sized so a
+                             // pass's input rows stay in L1; > 0 forces it
+} cd_sparse_conv_options;
+
+typedef struct cd_sparse_conv cd_sparse_conv;
+
+// What a created layer chose (for `convctl plan` and logs).
+typedef struct {
+    cd_sparse_format format;   // never AUTO
+    cd_sparse_isa isa;         // never AUTO
+    const char *kernel;        // micro-kernel of the main blocks
+    const char *tail_kernel;   // micro-kernel of leftover rows (CSR one) or NULL
+    const char *mode;          // "direct", "plane", "rows", "junk" or "fc"
+    size_t nnz;                // nonzero weights
+    size_t entries;            // stored block entries (each NR weights)
+    double fill;               // nnz / stored weights
+    size_t packed_bytes;       // size of the packed weights
+    int cin_blocks;            // input-channel blocks the weights are split into
+} cd_sparse_conv_info;
+
+// Creates a sparse conv for desc d (d->n is ignored: the batch is per run;
+// d->oh/ow are recomputed), weights OIHW (K x C/groups x R x S), bias (K
+// floats) or NULL, and options (NULL = all AUTO). Works for any sparsity,
+// including an all-zero layer. Returns 0 and *out, CD_EPARAMS (bad shape),
+// CD_EUNSUPPORTED (ISA or format unavailable on this CPU, sizes beyond
+// 32-bit offsets) or CD_ENOMEM.
+int cd_sparse_conv_create(const cd_conv_desc *d, const float *w_oihw,
+                          const float *bias, const cd_sparse_conv_options *opt,
+                          cd_sparse_conv **out);
+
+// Bytes of scratch cd_sparse_conv_run_ws needs for `batch` images (0 when
+// the layer runs straight on its input).
+size_t cd_sparse_conv_workspace_size(const cd_sparse_conv *h, int batch);
+
+// dst (batch x K x OH x OW) = act(conv(src) + bias (+ residual)). residual is
+// shaped like dst and required iff the desc has has_residual. ws holds
+// cd_sparse_conv_workspace_size(h, batch) bytes, 64-byte aligned (NULL when
+// that is 0). Thread-safe for concurrent calls with distinct ws. Returns 0 or
+// CD_EPARAMS.
+int cd_sparse_conv_run_ws(const cd_sparse_conv *h, const float *src,
+                          const float *residual, float *dst, int batch, void *ws);
+
+// As cd_sparse_conv_run_ws with a workspace allocated for the call. Returns 0,
+// CD_EPARAMS or CD_ENOMEM.
+int cd_sparse_conv_run(const cd_sparse_conv *h, const float *src,
+                       const float *residual, float *dst, int batch);
+
+// Frees h (NULL is fine).
+void cd_sparse_conv_free(cd_sparse_conv *h);
+
+// Fills *info for h. Returns 0.
+int cd_sparse_conv_get_info(const cd_sparse_conv *h, cd_sparse_conv_info *info);
+
+// 1 when layers in `format` can run with `isa` on this CPU (AUTO = best).
+int cd_sparse_conv_available(cd_sparse_format format, cd_sparse_isa isa);
+
+// "auto", "csr", "bsr4", "bsr8".
+const char *cd_sparse_format_name(cd_sparse_format format);
+
+#endif // CD_SPARSE_SPARSE_CONV_H

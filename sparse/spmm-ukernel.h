@@ -1,0 +1,86 @@
+#ifndef CD_SPARSE_SPMM_UKERNEL_H
+#define CD_SPARSE_SPMM_UKERNEL_H
+
+// The sparse-times-dense micro-kernel contract shared by every ISA variant
+// (sparse/f32-spmm-*.c) and the drivers that call them (sparse/sparse-conv.c).
+//
+// A call computes, for `nblk` consecutive blocks of NR output channels each
+// (NR is fixed per kernel: 1 for CSR, 4 or 8 for BSR) and `mc` consecutive
+// pixels m:
+//
+//   out[b*NR + i][m] = clamp(bias[b][i] + sum_j val[b][j][i] * in[off[b][j] + m]
+//                            (+ res[b*NR + i][m]),  min, max)
+//
+// Sparse weights come in the packed stream of sparse/sparse-pack.h: `w`
+// walks, for each block, NR biases then NR values per nonzero block entry;
+// `off` walks one int32 input element offset per nonzero block entry;
+// `nnz` holds the entry count of each block. Output channel i of the call
+// lives at out + i*out_stride (elements); the residual, when not NULL, at
+// res + i*res_stride. Pixels are contiguous in input, output and residual.
+// res may be out itself (same stride) to accumulate onto an earlier partial
+// result: each element is read before it is written.
+//
+// Micro-kernels never allocate and never fail; they only assert. They read
+// in[off + m] for m < mc exactly (masked tails), never beyond.
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    float min; // lower clamp (-INFINITY for none)
+    float max; // upper clamp (+INFINITY for none)
+} cd_spmm_params;
+
+typedef void (*cd_f32_spmm_ukernel_fn)(size_t mc, size_t nblk, const float *in,
+                                        const float *w, const int32_t *off,
+                                        const uint32_t *nnz, const float *res,
+                                        size_t res_stride, float *out,
+                                        size_t out_stride,
+                                        const cd_spmm_params *params);
+
+// Instruction sets a micro-kernel may need. Ordered: a higher value implies
+// the machine also runs every lower one.
+typedef enum {
+    CD_SPARSE_ISA_AUTO = 0,    // pick the best one the CPU supports
+    CD_SPARSE_ISA_SCALAR = 1,  // portable C
+    CD_SPARSE_ISA_AVX2 = 2,    // AVX2 + FMA
+    CD_SPARSE_ISA_AVX512F = 3, // AVX-512 F/VL/BW/DQ + FMA
+} cd_sparse_isa;
+
+// One registered micro-kernel (a row of sparse/spmm-ukernels.inc).
+typedef struct {
+    const char *name;        // e.g. "cd_f32_spmm_ukernel_64x1__avx512f"
+    cd_f32_spmm_ukernel_fn fn;
+    cd_sparse_isa isa;       // what it needs
+    int mr;                  // pixels per register tile
+    int nr;                  // output channels per block
+} cd_spmm_ukernel_info;
+
+// Declarations of every micro-kernel in the list.
+#define CD_SPMM_UKERNEL(name, isa, mr, nr)                                    \
+    void name(size_t mc, size_t nblk, const float *in, const float *w,        \
+              const int32_t *off, const uint32_t *nnz, const float *res,      \
+              size_t res_stride, float *out, size_t out_stride,               \
+              const cd_spmm_params *params);
+#include "sparse/spmm-ukernels.inc"
+#undef CD_SPMM_UKERNEL
+
+// All registered micro-kernels, in list order; *count receives the length.
+const cd_spmm_ukernel_info *cd_spmm_ukernels(size_t *count);
+
+// True when this CPU can run code built for `isa` (CPUID, checked once).
+int cd_sparse_isa_supported(cd_sparse_isa isa);
+
+// The best instruction set this CPU runs, honouring the CONVD_SPARSE_ISA
+// environment variable ("scalar", "avx2", "avx512f") as an upper bound.
+// Logged once to stderr on first use.
+cd_sparse_isa cd_sparse_isa_best(void);
+
+// "scalar", "avx2", "avx512f" ("auto" for CD_SPARSE_ISA_AUTO).
+const char *cd_sparse_isa_name(cd_sparse_isa isa);
+
+// The micro-kernel for `isa` and block height `nr`, or NULL when the list has
+// none (or the CPU cannot run that ISA).
+const cd_spmm_ukernel_info *cd_spmm_ukernel_find(cd_sparse_isa isa, int nr);
+
+#endif // CD_SPARSE_SPMM_UKERNEL_H

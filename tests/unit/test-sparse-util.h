@@ -1,0 +1,61 @@
+#ifndef CD_TESTS_UNIT_TEST_SPARSE_UTIL_H
+#define CD_TESTS_UNIT_TEST_SPARSE_UTIL_H
+
+// Helpers shared by the sparse tests (tests/unit/test-sparse-*.c): random
+// pruned weights, random shapes within a reference-cost budget, and the
+// sparse-vs-reference comparison.
+
+#include "kernels/cpu/ref.h"
+#include "sparse/sparse-conv.h"
+#include "tests/unit/check.h"
+
+// Random floats in [-1, 1] that are never 0, so a "nonzero" really is one.
+static inline void sp_fill_random(float *p, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        float v = cd_test_randf(-1.0f, 1.0f);
+        p[i] = v == 0.0f ? 0.5f : v;
+    }
+}
+
+// Zeroes each weight with probability `sparsity` (1.0: all zero).
+static inline void sp_prune_unstructured(float *w, size_t n, double sparsity) {
+    for (size_t i = 0; i < n; i++)
+        if (sparsity >= 1.0 || cd_test_randf(0.0f, 1.0f) < sparsity) w[i] = 0.0f;
+}
+
+// Zeroes whole blocks of `bh` consecutive filters (within each group) at one
+// column with probability `sparsity`; rows = filters, cols per filter.
+static inline void sp_prune_blocks(float *w, int k, int kpg, size_t cols, int bh, double sparsity) {
+    for (int k0 = 0; k0 < k; k0 += bh) {
+        const int g0 = k0 / kpg;
+        for (size_t j = 0; j < cols; j++) {
+            if (!(sparsity >= 1.0 || cd_test_randf(0.0f, 1.0f) < sparsity)) continue;
+            for (int i = 0; i < bh && k0 + i < k && (k0 + i) / kpg == g0; i++)
+                w[(size_t)(k0 + i) * cols + j] = 0.0f;
+        }
+    }
+}
+
+// Compares a sparse result to the reference: norm-relative error <= 1e-5 and
+// elementwise |a-b| <= 1e-4 * max(1, |b|).
+static inline void sp_check_close(const float *got, const float *ref, size_t n, const char *what) {
+    double num = 0.0, den = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        const double e = (double)got[i] - (double)ref[i];
+        num += e * e;
+        den += (double)ref[i] * ref[i];
+    }
+    const double rel = den > 0.0 ? sqrt(num / den) : sqrt(num);
+    if (!(rel <= 1e-5)) CD_CHECK_FAIL_("%s: norm-relative error %.3g > 1e-5", what, rel);
+    CHECK_CLOSE_F32(got, ref, n, 1e-4);
+}
+
+// Scalar instruction sets this CPU runs, best last.
+static inline int sp_isas(cd_sparse_isa out[3]) {
+    int n = 0;
+    for (int i = CD_SPARSE_ISA_SCALAR; i <= CD_SPARSE_ISA_AVX512F; i++)
+        if (cd_sparse_isa_supported((cd_sparse_isa)i)) out[n++] = (cd_sparse_isa)i;
+    return n;
+}
+
+#endif // CD_TESTS_UNIT_TEST_SPARSE_UTIL_H
