@@ -13,7 +13,9 @@
 //      "--device hip: cannot load <path>: <dlerror()> (build it with make GPU=hip)";
 //   3. dlsym CD_HIP_PLUGIN_ABI_SYMBOL, call it, require CD_HIP_PLUGIN_ABI;
 //   4. dlsym CD_HIP_PLUGIN_PROBE_SYMBOL and call it for device N; on a
-//      negative return exit 1 printing "--device hip:N: <err>".
+//      negative return exit 1 printing "--device hip:N: <err>";
+//   5. per model: dlsym CD_HIP_PLUGIN_BACKEND_SYMBOL and create the backend.
+// runtime/backend-hip-plugin.c does steps 1-5 for the runtime and the daemon.
 
 #include <stddef.h>
 #include <stdint.h>
@@ -23,9 +25,13 @@ extern "C" {
 #endif
 
 #define CD_HIP_PLUGIN_FILE "libconvd-hip.so"
-#define CD_HIP_PLUGIN_ABI 1
+// 2: the plugin also creates backends (CD_HIP_PLUGIN_BACKEND_SYMBOL), whose
+// vtable is struct cd_backend_i of runtime/backend.h: a plugin must come from
+// the same source tree as the daemon that loads it.
+#define CD_HIP_PLUGIN_ABI 2
 #define CD_HIP_PLUGIN_ABI_SYMBOL "cd_hip_plugin_abi"
 #define CD_HIP_PLUGIN_PROBE_SYMBOL "cd_hip_plugin_probe"
+#define CD_HIP_PLUGIN_BACKEND_SYMBOL "cd_hip_plugin_backend_create"
 
 // What the probe found out about the device.
 typedef struct {
@@ -52,6 +58,13 @@ typedef int (*cd_hip_plugin_abi_fn)(void);
 int cd_hip_plugin_probe(int device, cd_hip_device_info *out, char *err, size_t errlen);
 typedef int (*cd_hip_plugin_probe_fn)(int device, cd_hip_device_info *out, char *err,
                                       size_t errlen);
+
+// Creates the HIP backend (runtime/backend.h) on device `device`, which the
+// probe has accepted. Returns 0, CD_EDEVICE with err set, or CD_ENOMEM.
+struct cd_backend;
+int cd_hip_plugin_backend_create(int device, struct cd_backend **out, char *err, size_t errlen);
+typedef int (*cd_hip_plugin_backend_create_fn)(int device, struct cd_backend **out, char *err,
+                                               size_t errlen);
 
 #ifdef __cplusplus
 }

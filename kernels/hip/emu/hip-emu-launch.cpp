@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -219,11 +220,32 @@ void fiber_init(pool *p, fiber *f) {
 #endif
 }
 
+// Releases a pool's memory when its OS thread exits (a daemon worker, or an
+// OpenMP team thread of one): registered per thread through a pthread key,
+// whose destructor runs before the thread's TLS goes away.
+pthread_key_t g_pool_key;
+pthread_once_t g_pool_key_once = PTHREAD_ONCE_INIT;
+
+void pool_release(void *arg) {
+    pool *p = static_cast<pool *>(arg);
+    if (p->stacks) munmap(p->stacks, p->stride * p->nfibers);
+    free(p->fibers);
+    free(p->shared);
+    p->stacks = NULL;
+    p->fibers = NULL;
+    p->shared = NULL;
+    p->nfibers = 0;
+}
+
+void pool_key_create(void) { (void)pthread_key_create(&g_pool_key, pool_release); }
+
 // Grows this OS thread's pool to n fibers. Returns 0, or -1 when out of memory.
 int pool_reserve(pool *p, unsigned n) {
     if (!p->shared) {
         p->shared = static_cast<unsigned char *>(aligned_alloc(256, kSharedBytes));
         if (!p->shared) return -1;
+        pthread_once(&g_pool_key_once, pool_key_create);
+        (void)pthread_setspecific(g_pool_key, p); // first use on this thread
     }
     if (p->nfibers >= n) return 0;
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
