@@ -8,6 +8,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/ioctl.h>
 
 // One uv_write in progress: owns the bytes it writes.
@@ -291,6 +292,17 @@ static void conn_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
     buf->len = sizeof c->srv->readbuf;
 }
 
+// After EOF: true when the peer closed the socket entirely (POLLHUP: both
+// directions are shut), false when it only shut down its sending side and
+// still reads answers.
+static bool conn_peer_gone(cd_conn *c) {
+    uv_os_fd_t fd;
+    if (uv_fileno((uv_handle_t *)&c->pipe, &fd) != 0)
+        return false;
+    struct pollfd p = {.fd = fd, .events = POLLOUT};
+    return poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR));
+}
+
 static void conn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
     cd_conn *c = s->data;
     if (nread > 0) {
@@ -311,6 +323,18 @@ static void conn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
             c->backlog = true;
         cd_conn_process(c);
     } else if (nread == UV_EOF) {
+        if (conn_peer_gone(c)) {
+            // Closed, not just shut down for writing: nobody will read the
+            // answers, so queued work is cancelled now rather than after
+            // the first failed write.
+            CD_DEBUG("conn %llu: peer closed; cancelling its %u request(s)",
+                     (unsigned long long)c->id, c->inflight);
+            if (c->reader && cd_rpc_reader_buffered(c->reader) > 0 &&
+                (c->state == CD_CONN_OPEN || c->state == CD_CONN_DRAINING))
+                CD_STAT_INC(conn_eof_mid_message);
+            cd_conn_kill(c);
+            return;
+        }
         if (c->state == CD_CONN_OPEN || c->state == CD_CONN_DRAINING)
             c->state = CD_CONN_HALF_CLOSED;
         conn_update_reading(c);
@@ -389,6 +413,12 @@ void cd_conn_request_started(cd_conn *c, cd_request *req) {
 
 void cd_conn_request_done(cd_request *req) {
     cd_conn *c = req->conn;
+    if (!c) { // internal work (SIGHUP loads): effects only, nobody to answer
+        if (req->done)
+            req->done(req);
+        cd_request_free(req);
+        return;
+    }
     if (req->conn_prev)
         req->conn_prev->conn_next = req->conn_next;
     else
@@ -443,8 +473,13 @@ void cd_conn_kill(cd_conn *c) {
     c->state = CD_CONN_DEAD;
     c->backlog = false;
     msgpack_sbuffer_clear(&c->out);
-    for (cd_request *r = c->reqs; r; r = r->conn_next)
+    // Work not started yet leaves the queues now (answered E_CANCELLED
+    // internally, counted as cancelled); running work is skipped if it has
+    // not begun computing.
+    for (cd_request *r = c->reqs; r; r = r->conn_next) {
         atomic_store(&r->cancelled, true);
+        cd_workers_cancel(c->srv->workers, r);
+    }
     conn_update_reading(c);
     conn_check(c);
 }

@@ -6,23 +6,26 @@
 #include "daemon/log.h"
 #include "daemon/server.h"
 #include "daemon/settings.h"
+#include "proto/errors.h"
+#include "runtime/backend.h"
 
 #include <stdio.h>
 #include <string.h>
 
-// Checks --device. Returns 0 (usable), 1 (valid but not available in this
-// build) or 2 (not a device name); prints the reason.
+// Checks --device at start-up (runtime/backend.h cd_backend_probe): "cpu",
+// "hip-emu", or "hip[:N]", which loads the GPU=hip plugin and probes the
+// device. Returns 0 (usable; logs what it found), 1 (a device name this
+// machine or build cannot run: no GPU, plugin missing) or 2 (not a device
+// name); prints the reason.
 static int check_device(const char *dev) {
-    if (strcmp(dev, "cpu") == 0)
+    char info[512] = "", err[768] = "";
+    int rc = cd_backend_probe(dev, info, sizeof info, err, sizeof err);
+    if (rc == 0) {
+        if (strcmp(dev, "cpu") != 0) fprintf(stderr, "convd: --device %s: %s\n", dev, info);
         return 0;
-    if (strncmp(dev, "hip", 3) == 0 &&
-        (dev[3] == '\0' || (dev[3] == ':' && dev[4] >= '0' && dev[4] <= '9'))) {
-        fprintf(stderr, "convd: --device %s: this build has no HIP backend "
-                        "(build with make GPU=hip); use --device cpu\n", dev);
-        return 1;
     }
-    fprintf(stderr, "convd: --device: '%s' is not a device (cpu, hip, hip:N)\n", dev);
-    return 2;
+    fprintf(stderr, "convd: --device %s: %s\n", dev, err);
+    return rc == CD_EUNSUPPORTED ? 2 : 1;
 }
 
 int main(int argc, char **argv) {
@@ -40,5 +43,5 @@ int main(int argc, char **argv) {
     if (rc != 0)
         return rc;
     cd_log_set_level((cd_log_level)set.log_level);
-    return cd_server_run(&set);
+    return cd_server_run(&set, argc, argv);
 }

@@ -3,6 +3,7 @@
 #include "daemon/conn.h"
 #include "daemon/features.h"
 #include "daemon/log.h"
+#include "daemon/metrics.h"
 #include "daemon/models.h"
 #include "daemon/server.h"
 #include "daemon/stats.h"
@@ -11,6 +12,7 @@
 #include "proto/limits.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef int (*method_fn)(cd_call *call);
@@ -29,6 +31,7 @@ typedef struct {
 static int m_hello(cd_call *call);
 static int m_health(cd_call *call);
 static int m_stats(cd_call *call);
+static int m_metrics(cd_call *call);
 
 // The method table (names come from CD_METHOD_NAMES in stats.h).
 static const method_entry methods[] = {
@@ -39,6 +42,7 @@ static const method_entry methods[] = {
     {CD_M_load, cd_method_load, MF_NEEDS_PARAMS | MF_NO_DRAINING},
     {CD_M_unload, cd_method_unload, MF_NEEDS_PARAMS},
     {CD_M_infer, cd_method_infer, MF_NEEDS_PARAMS},
+    {CD_M_metrics, m_metrics, 0},
 };
 
 // Copies at most 64 bytes of a client string for a message, replacing
@@ -221,5 +225,17 @@ static int m_stats(cd_call *call) {
     rc |= cd_models_pack_stats(srv, pk);
     rc |= pack_key(pk, "settings");
     rc |= cd_settings_pack(pk, srv->set);
+    return rc ? CD_ENOMEM : 0;
+}
+
+// The Prometheus text exposition as one str (docs/OPERATIONS.md, "Metrics").
+static int m_metrics(cd_call *call) {
+    char *text;
+    size_t len;
+    int rc = cd_metrics_render(call->srv, &text, &len);
+    if (rc != 0)
+        return rc;
+    rc = msgpack_pack_str(call->pk, len) | msgpack_pack_str_body(call->pk, text, len);
+    free(text);
     return rc ? CD_ENOMEM : 0;
 }

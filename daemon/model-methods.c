@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <uv.h>
 
 // ---- names and descriptions -------------------------------------------------
@@ -104,25 +105,60 @@ static int cmp_str(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-// Loads one file of the models directory; a failure is logged and skipped.
-static void load_at_start(cd_server *srv, const char *file) {
-    const cd_settings *set = srv->set;
-    char name[CD_MAX_NAME + 1], err[512], real[PATH_MAX];
+static void infer_run_batch(cd_request **reqs, int n, int worker);
+
+// The daemon's defaults for a model's scheduling settings.
+static cd_model_conf conf_defaults(const cd_settings *set) {
+    cd_model_conf c = {.max_batch = set->max_batch, .max_delay_us = set->max_delay_us,
+                       .max_queue = set->max_queue};
+    return c;
+}
+
+// Identity of a file for SIGHUP (mtime, size); 0s when it cannot be read.
+static void file_identity(const char *path, time_t *mtime, off_t *size) {
+    struct stat st;
+    if (stat(path, &st) == 0) {
+        *mtime = st.st_mtime;
+        *size = st.st_size;
+    } else {
+        *mtime = 0;
+        *size = 0;
+    }
+}
+
+// The registry name of a models-directory file ("x.onnx" -> "x"). Returns 0
+// or a negative code with err.
+static int name_of_file(const char *file, char *name, char *err, size_t errlen) {
     size_t stem = strlen(file) - 5; // without ".onnx"
     if (stem == 0 || stem > CD_MAX_NAME) {
-        CD_WARN("skipping model file '%s': name length out of range", file);
-        return;
+        snprintf(err, errlen, "name length out of range");
+        return CD_EPARAMS;
     }
     memcpy(name, file, stem);
     name[stem] = '\0';
-    int rc = check_name(name, err, sizeof err);
+    return check_name(name, err, errlen);
+}
+
+// Loads one file of the models directory synchronously (start-up); a
+// failure is logged and skipped.
+static void load_at_start(cd_server *srv, const char *file) {
+    const cd_settings *set = srv->set;
+    char name[CD_MAX_NAME + 1], err[512], real[PATH_MAX];
+    cd_model_conf conf = conf_defaults(set);
+    time_t conf_mtime = 0;
+    off_t conf_size = 0;
+    int rc = name_of_file(file, name, err, sizeof err);
     if (rc == 0)
         rc = cd_model_path_resolve(set->models, file, real, err, sizeof err);
+    if (rc == 0)
+        rc = cd_model_conf_read(real, &conf, &conf_mtime, &conf_size, err, sizeof err);
     cd_model *m = NULL;
     if (rc == 0) {
-        cd_model_opts opts = {.max_batch = (int)set->max_batch,
+        cd_model_opts opts = {.max_batch = (int)conf.max_batch,
                               .threads = (int)set->threads,
-                              .device = set->device};
+                              .device = set->device,
+                              .tune = (int)set->tune,
+                              .tune_cache = set->tune_cache[0] ? set->tune_cache : NULL};
         rc = cd_model_load(real, &opts, &m, err, sizeof err);
     }
     if (rc == 0 && (rc = check_io_counts(m, err, sizeof err)) != 0)
@@ -131,8 +167,14 @@ static void load_at_start(cd_server *srv, const char *file) {
         CD_WARN("skipping model '%s': %s: %s", file, cd_err_name(rc), err);
         return;
     }
-    cd_model_entry *e = cd_model_entry_new(name, file, m, (int)set->max_batch,
+    cd_model_entry *e = cd_model_entry_new(name, file, m, &conf, infer_run_batch,
                                            cd_workers_count(srv->workers));
+    if (e) {
+        e->from_dir = true;
+        file_identity(real, &e->mtime, &e->size);
+        e->conf_mtime = conf_mtime;
+        e->conf_size = conf_size;
+    }
     if (!e || cd_registry_put(srv->registry, e) != 0) {
         CD_WARN("skipping model '%s': out of memory", file);
         if (e)
@@ -143,8 +185,10 @@ static void load_at_start(cd_server *srv, const char *file) {
     }
     cd_model_summary s;
     cd_model_get_summary(m, &s);
-    CD_INFO("loaded model %s from %s (%d layers, %lld params, max_batch %d)", name,
-            file, s.nlayers, (long long)s.params, e->max_batch);
+    CD_INFO("loaded model %s from %s (%d layers, %lld params, max_batch %d, "
+            "max_delay_us %lld, max_queue %lld)", name, file, s.nlayers,
+            (long long)s.params, e->max_batch, (long long)conf.max_delay_us,
+            (long long)conf.max_queue);
 }
 
 int cd_models_init(cd_server *srv) {
@@ -204,16 +248,59 @@ int64_t cd_models_count(cd_server *srv) {
     return (int64_t)cd_registry_count(srv->registry);
 }
 
+// {count, mean, p50, p90, p99, p999, max} of a histogram, values scaled by
+// 1/div (ns -> us with div 1000).
+static int pack_hist(msgpack_packer *pk, const char *key, const cd_histogram *h, double div) {
+    static cd_histogram_snap s; // loop thread only; 11 KiB off the stack
+    cd_histogram_snapshot(h, &s);
+    static const struct {
+        const char *k;
+        double q;
+    } qs[] = {{"p50", 0.5}, {"p90", 0.9}, {"p99", 0.99}, {"p999", 0.999}};
+    int rc = cd_pack_str(pk, key);
+    rc |= msgpack_pack_map(pk, 7);
+    rc |= pack_kv_i64(pk, "count", (int64_t)s.count);
+    rc |= cd_pack_str(pk, "mean");
+    rc |= msgpack_pack_double(pk, s.count ? (double)s.sum / (double)s.count / div : 0.0);
+    for (size_t i = 0; i < 4; i++) {
+        rc |= cd_pack_str(pk, qs[i].k);
+        rc |= msgpack_pack_double(pk, (double)cd_histogram_quantile(&s, qs[i].q) / div);
+    }
+    rc |= cd_pack_str(pk, "max");
+    rc |= msgpack_pack_double(pk, (double)s.max / div);
+    return rc;
+}
+
 int cd_models_pack_stats(cd_server *srv, msgpack_packer *pk) {
     size_t n = cd_registry_count(srv->registry);
     int rc = msgpack_pack_map(pk, n);
     for (size_t i = 0; i < n; i++) {
         const cd_model_counters *c = cd_registry_counters_at(srv->registry, i);
-        rc |= cd_pack_str(pk, cd_registry_at(srv->registry, i)->name);
-        rc |= msgpack_pack_map(pk, 3);
+        const cd_model_entry *e = cd_registry_at(srv->registry, i);
+        rc |= cd_pack_str(pk, e->name);
+        rc |= msgpack_pack_map(pk, 14);
         rc |= pack_kv_i64(pk, "requests", (int64_t)c->requests);
         rc |= pack_kv_i64(pk, "errors", (int64_t)c->errors);
+        rc |= pack_kv_i64(pk, "ok", (int64_t)c->ok);
         rc |= pack_kv_i64(pk, "batches", (int64_t)c->batches);
+        rc |= pack_kv_i64(pk, "items", (int64_t)c->items);
+        rc |= pack_kv_i64(pk, "queued",
+                          (int64_t)cd_workers_queue_len(srv->workers, &e->queue));
+        rc |= pack_kv_i64(pk, "max_batch", e->conf.max_batch);
+        rc |= pack_kv_i64(pk, "max_delay_us", e->conf.max_delay_us);
+        rc |= pack_kv_i64(pk, "max_queue", e->conf.max_queue);
+        size_t nerr = 0;
+        for (int k = 0; k < CD_STATS_NERR; k++)
+            nerr += c->by_code[k] != 0;
+        rc |= cd_pack_str(pk, "errors_by_code");
+        rc |= msgpack_pack_map(pk, nerr);
+        for (int k = 0; k < CD_STATS_NERR; k++)
+            if (c->by_code[k])
+                rc |= pack_kv_i64(pk, cd_err_name(-k), (int64_t)c->by_code[k]);
+        rc |= pack_hist(pk, "batch_size", &c->batch_size, 1.0);
+        rc |= pack_hist(pk, "queue_wait_us", &c->queue_ns, 1000.0);
+        rc |= pack_hist(pk, "compute_us", &c->compute_ns, 1000.0);
+        rc |= pack_hist(pk, "total_us", &c->total_ns, 1000.0);
     }
     return rc ? CD_ENOMEM : 0;
 }
@@ -240,7 +327,11 @@ typedef struct {
     char name[CD_MAX_NAME + 1];  // registry name
     char path[CD_MAX_STR + 1];   // as sent (relative to --models)
     char real[PATH_MAX];         // resolved inside --models
-    int max_batch;
+    cd_model_conf conf;          // defaults < .conf file < load params
+    bool has[3];                 // load params given: max_batch, max_delay_us, max_queue
+    bool from_dir;               // a SIGHUP rescan (no client)
+    time_t mtime, conf_mtime;    // file identities when read
+    off_t size, conf_size;
     cd_model *model;             // loaded by the worker; owned until installed
     cd_model_entry *entry;       // installed entry (no reference held)
 } load_state;
@@ -248,9 +339,23 @@ typedef struct {
 static int load_work(cd_request *req, int worker) {
     load_state *st = req->state;
     const cd_settings *set = req->srv->set;
-    cd_model_opts opts = {.max_batch = st->max_batch, .threads = (int)set->threads,
-                          .device = set->device};
-    int rc = cd_model_load(st->real, &opts, &st->model, req->err, sizeof req->err);
+    // The .conf file sits under the load params: read it, then re-apply them.
+    cd_model_conf given = st->conf;
+    int rc = cd_model_conf_read(st->real, &st->conf, &st->conf_mtime, &st->conf_size,
+                                req->err, sizeof req->err);
+    if (rc != 0)
+        return rc;
+    if (st->has[0])
+        st->conf.max_batch = given.max_batch;
+    if (st->has[1])
+        st->conf.max_delay_us = given.max_delay_us;
+    if (st->has[2])
+        st->conf.max_queue = given.max_queue;
+    file_identity(st->real, &st->mtime, &st->size);
+    cd_model_opts opts = {.max_batch = (int)st->conf.max_batch, .threads = (int)set->threads,
+                          .device = set->device, .tune = (int)set->tune,
+                          .tune_cache = set->tune_cache[0] ? set->tune_cache : NULL};
+    rc = cd_model_load(st->real, &opts, &st->model, req->err, sizeof req->err);
     if (rc == 0 && (rc = check_io_counts(st->model, req->err, sizeof req->err)) != 0) {
         cd_model_free(st->model);
         st->model = NULL;
@@ -267,8 +372,16 @@ static void load_done(cd_request *req) {
                 cd_err_name(req->status), req->err);
         return;
     }
-    cd_model_entry *e = cd_model_entry_new(st->name, st->path, st->model, st->max_batch,
+    cd_model_entry *e = cd_model_entry_new(st->name, st->path, st->model, &st->conf,
+                                           infer_run_batch,
                                            cd_workers_count(req->srv->workers));
+    if (e) {
+        e->from_dir = st->from_dir;
+        e->mtime = st->mtime;
+        e->size = st->size;
+        e->conf_mtime = st->conf_mtime;
+        e->conf_size = st->conf_size;
+    }
     if (!e || cd_registry_put(req->srv->registry, e) != 0) {
         if (e)
             cd_model_entry_unref(e); // frees the model too
@@ -281,7 +394,9 @@ static void load_done(cd_request *req) {
     }
     st->model = NULL;
     st->entry = e;
-    CD_INFO("loaded model %s from %s (max_batch %d)", st->name, st->path, st->max_batch);
+    CD_INFO("loaded model %s from %s (max_batch %lld, max_delay_us %lld, max_queue %lld)",
+            st->name, st->path, (long long)st->conf.max_batch,
+            (long long)st->conf.max_delay_us, (long long)st->conf.max_queue);
 }
 
 static int load_pack(cd_request *req, msgpack_packer *pk) {
@@ -297,11 +412,33 @@ static void load_release(cd_request *req) {
     }
 }
 
+// Queues the load described by st on the generic worker FIFO; conn may be
+// NULL (SIGHUP). Returns 0 or CD_ENOMEM (st is freed then).
+static int load_submit(cd_server *srv, cd_conn *conn, cd_rpc_msg *msg, load_state *st) {
+    cd_rpc_msg none;
+    memset(&none, 0, sizeof none);
+    cd_request *req = cd_request_new(conn, msg ? msg : &none, CD_M_load);
+    if (!req) {
+        free(st);
+        return CD_ENOMEM;
+    }
+    req->srv = srv;
+    req->state = st;
+    req->work = load_work;
+    req->done = load_done;
+    req->pack = load_pack;
+    req->release = load_release;
+    if (conn)
+        cd_conn_request_started(conn, req);
+    cd_workers_submit(srv->workers, req);
+    return 0;
+}
+
 int cd_method_load(cd_call *call) {
     load_state *st = calloc(1, sizeof *st);
     if (!st)
         return CD_ENOMEM;
-    int64_t max_batch = call->srv->set->max_batch;
+    st->conf = conf_defaults(call->srv->set);
     int rc = cd_param_str(call->params, "name", st->name, sizeof st->name, call->err,
                           sizeof call->err);
     if (rc == 1) {
@@ -318,11 +455,25 @@ int cd_method_load(cd_call *call) {
             rc = CD_EPARAMS;
         }
     }
-    if (rc == 0) {
-        rc = cd_param_int(call->params, "max_batch", 1, 4096, &max_batch, call->err,
-                          sizeof call->err);
-        if (rc == 1)
+    static const struct {
+        const char *key;
+        int64_t min, max;
+        size_t off;
+    } ints[3] = {
+        {"max_batch", 1, 4096, offsetof(cd_model_conf, max_batch)},
+        {"max_delay_us", 0, 10000000, offsetof(cd_model_conf, max_delay_us)},
+        {"max_queue", 1, 1000000, offsetof(cd_model_conf, max_queue)},
+    };
+    for (int i = 0; i < 3 && rc == 0; i++) {
+        int64_t v;
+        rc = cd_param_int(call->params, ints[i].key, ints[i].min, ints[i].max, &v,
+                          call->err, sizeof call->err);
+        if (rc == 0) {
+            memcpy((char *)&st->conf + ints[i].off, &v, sizeof v);
+            st->has[i] = true;
+        } else if (rc == 1) {
             rc = 0;
+        }
     }
     if (rc == 0)
         rc = cd_model_path_resolve(call->srv->set->models, st->path, st->real,
@@ -331,21 +482,93 @@ int cd_method_load(cd_call *call) {
         free(st);
         return rc;
     }
-    st->max_batch = (int)max_batch;
-    cd_request *req = cd_request_new(call->conn, call->msg, CD_M_load);
-    if (!req) {
-        free(st);
+    rc = load_submit(call->srv, call->conn, call->msg, st);
+    return rc ? rc : CD_CALL_QUEUED;
+}
+
+// ---- SIGHUP: rescan the models directory --------------------------------------
+
+int cd_models_rescan(cd_server *srv) {
+    const cd_settings *set = srv->set;
+    if (!set->models[0])
+        return 0;
+    DIR *dir = opendir(set->models);
+    if (!dir) {
+        CD_WARN("rescan: cannot open --models %s: %s", set->models, strerror(errno));
+        return CD_EIO;
+    }
+    cd_registry *reg = srv->registry;
+    size_t n0 = cd_registry_count(reg);
+    bool *seen = calloc(n0 ? n0 : 1, sizeof *seen);
+    if (!seen) {
+        closedir(dir);
         return CD_ENOMEM;
     }
-    req->srv = call->srv;
-    req->state = st;
-    req->work = load_work;
-    req->done = load_done;
-    req->pack = load_pack;
-    req->release = load_release;
-    cd_conn_request_started(call->conn, req);
-    cd_workers_submit(call->srv->workers, req);
-    return CD_CALL_QUEUED;
+    int loads = 0;
+    struct dirent *de;
+    while ((de = readdir(dir)) != NULL) {
+        size_t len = strlen(de->d_name);
+        if (len <= 5 || strcmp(de->d_name + len - 5, ".onnx") != 0)
+            continue;
+        char name[CD_MAX_NAME + 1], err[512], real[PATH_MAX];
+        if (name_of_file(de->d_name, name, err, sizeof err) != 0 ||
+            cd_model_path_resolve(set->models, de->d_name, real, err, sizeof err) != 0) {
+            CD_WARN("rescan: skipping '%s': %s", de->d_name, err);
+            continue;
+        }
+        const char *why = "new file";
+        for (size_t i = 0; i < n0; i++) {
+            const cd_model_entry *e = cd_registry_at(reg, i);
+            if (strcmp(e->name, name) != 0)
+                continue;
+            seen[i] = true;
+            time_t mt, cmt;
+            off_t sz, csz;
+            file_identity(real, &mt, &sz);
+            char conf_path[PATH_MAX + 8];
+            snprintf(conf_path, sizeof conf_path, "%s.conf", real);
+            file_identity(conf_path, &cmt, &csz);
+            if (!e->from_dir)
+                why = NULL; // loaded with `load`: the operator's, left alone
+            else if (strcmp(e->path, de->d_name) != 0)
+                why = "file now provides this name";
+            else if (mt != e->mtime || sz != e->size)
+                why = "file changed";
+            else if (cmt != e->conf_mtime || csz != e->conf_size)
+                why = ".conf changed";
+            else
+                why = NULL;
+        }
+        if (!why)
+            continue;
+        load_state *st = calloc(1, sizeof *st);
+        if (!st)
+            break;
+        st->conf = conf_defaults(set);
+        st->from_dir = true;
+        snprintf(st->name, sizeof st->name, "%s", name);
+        snprintf(st->path, sizeof st->path, "%s", de->d_name);
+        memcpy(st->real, real, sizeof st->real);
+        CD_INFO("rescan: loading %s from %s (%s)", name, de->d_name, why);
+        if (load_submit(srv, NULL, NULL, st) == 0)
+            loads++;
+    }
+    closedir(dir);
+    // Models that came from the directory and whose file is gone.
+    int unloads = 0;
+    for (size_t i = n0; i-- > 0;) {
+        const cd_model_entry *e = cd_registry_at(reg, i);
+        if (seen[i] || !e->from_dir)
+            continue;
+        char name[CD_MAX_NAME + 1];
+        snprintf(name, sizeof name, "%s", e->name);
+        CD_INFO("rescan: unloading %s (%s is gone)", name, e->path);
+        cd_registry_remove(reg, name, strlen(name));
+        unloads++;
+    }
+    free(seen);
+    CD_INFO("rescan of %s: %d model(s) to load, %d unloaded", set->models, loads, unloads);
+    return 0;
 }
 
 // ---- unload -----------------------------------------------------------------
@@ -385,22 +608,10 @@ typedef struct {
     int64_t timeout_ms;                // 0 = none
 } infer_state;
 
-static int infer_work(cd_request *req, int worker) {
+// Runs one request alone on exec ex (its buffers, no copies unless its
+// input data is misaligned). Returns 0 or a negative code with req->err.
+static int infer_run_one(cd_request *req, cd_exec *ex) {
     infer_state *st = req->state;
-    cd_model_entry *e = st->entry;
-    if (st->timeout_ms > 0 &&
-        uv_hrtime() - req->t_received_ns > (uint64_t)st->timeout_ms * 1000000ull) {
-        snprintf(req->err, sizeof req->err, "could not start within timeout_ms %lld",
-                 (long long)st->timeout_ms);
-        return CD_ETIMEOUT;
-    }
-    if (!e->execs[worker]) {
-        int rc = cd_exec_init(e->model, &e->execs[worker]);
-        if (rc != 0) {
-            snprintf(req->err, sizeof req->err, "cannot allocate the execution state");
-            return rc;
-        }
-    }
     for (int i = 0; i < st->nin; i++) {
         if ((uintptr_t)st->in[i] % sizeof(float) != 0) {
             // bin payloads sit at any offset of the message: copy to align.
@@ -415,23 +626,125 @@ static int infer_work(cd_request *req, int worker) {
         if (!(st->out[i] = malloc(st->out_bytes[i] ? st->out_bytes[i] : 1)))
             goto nomem;
     }
-    return cd_model_run(e->execs[worker], st->batch, st->in, st->out, req->err,
-                        sizeof req->err);
+    return cd_model_run(ex, st->batch, st->in, st->out, req->err, sizeof req->err);
 nomem:
     snprintf(req->err, sizeof req->err, "out of memory for the tensors");
     return CD_ENOMEM;
 }
 
+static void fail_all(cd_request **reqs, int n, int status, const char *err) {
+    for (int i = 0; i < n; i++) {
+        reqs[i]->status = status;
+        snprintf(reqs[i]->err, sizeof reqs[i]->err, "%s", err);
+    }
+}
+
+// The scheduler's batch callback (worker thread): requests of one model
+// version, sum of batches <= max_batch. Several requests are concatenated
+// along dim 0 into one run and the outputs split back in the same order.
+static void infer_run_batch(cd_request **reqs, int n, int worker) {
+    infer_state *st0 = reqs[0]->state;
+    cd_model_entry *e = st0->entry;
+    if (!e->execs[worker]) {
+        int rc = cd_exec_init(e->model, &e->execs[worker]);
+        if (rc != 0) {
+            fail_all(reqs, n, rc, "cannot allocate the execution state");
+            return;
+        }
+    }
+    cd_exec *ex = e->execs[worker];
+    if (n == 1) {
+        reqs[0]->status = infer_run_one(reqs[0], ex);
+        return;
+    }
+    int total = 0;
+    for (int r = 0; r < n; r++)
+        total += ((infer_state *)reqs[r]->state)->batch;
+    const void *in[CD_MAX_TENSORS] = {0};
+    void *buf_in[CD_MAX_TENSORS] = {0};
+    void *out[CD_MAX_TENSORS] = {0};
+    int nin = st0->nin, nout = st0->nout, rc = 0;
+    char err[256] = "";
+    for (int i = 0; i < nin && rc == 0; i++) {
+        size_t item = st0->in_bytes[i] / (size_t)st0->batch;
+        size_t bytes = item * (size_t)total;
+        char *b = malloc(bytes ? bytes : 1);
+        if (!b) {
+            rc = CD_ENOMEM;
+            break;
+        }
+        buf_in[i] = b;
+        in[i] = b;
+        size_t off = 0;
+        for (int r = 0; r < n; r++) {
+            infer_state *st = reqs[r]->state;
+            memcpy(b + off, st->in[i], st->in_bytes[i]);
+            off += st->in_bytes[i];
+        }
+    }
+    for (int o = 0; o < nout && rc == 0; o++) {
+        size_t item = st0->out_bytes[o] / (size_t)st0->batch;
+        size_t bytes = item * (size_t)total;
+        if (!(out[o] = malloc(bytes ? bytes : 1)))
+            rc = CD_ENOMEM;
+    }
+    if (rc == CD_ENOMEM)
+        snprintf(err, sizeof err, "out of memory for the batch tensors");
+    if (rc == 0)
+        rc = cd_model_run(ex, total, in, out, err, sizeof err);
+    // Split the outputs back, request by request.
+    size_t off[CD_MAX_TENSORS] = {0};
+    for (int r = 0; r < n; r++) {
+        infer_state *st = reqs[r]->state;
+        int status = rc;
+        for (int o = 0; o < nout && status == 0; o++) {
+            if (!(st->out[o] = malloc(st->out_bytes[o] ? st->out_bytes[o] : 1))) {
+                status = CD_ENOMEM;
+                break;
+            }
+            memcpy(st->out[o], (char *)out[o] + off[o], st->out_bytes[o]);
+            off[o] += st->out_bytes[o];
+        }
+        reqs[r]->status = status;
+        if (status != 0)
+            snprintf(reqs[r]->err, sizeof reqs[r]->err, "%s",
+                     rc ? err : "out of memory for the tensors");
+    }
+    for (int i = 0; i < CD_MAX_TENSORS; i++) {
+        free(buf_in[i]);
+        free(out[i]);
+    }
+}
+
+// Counts an error answer of a model under its code.
+static void count_error(cd_model_counters *c, int status) {
+    int i = -status;
+    if (i <= 0 || i >= CD_STATS_NERR)
+        i = -CD_EINTERNAL;
+    c->errors++;
+    c->by_code[i]++;
+}
+
+// Loop side after the scheduler: the model's counters and histograms.
 static void infer_done(cd_request *req) {
     infer_state *st = req->state;
     cd_model_counters *c =
         cd_registry_counters(req->srv->registry, st->entry->name, strlen(st->entry->name));
     if (!c)
         return; // unloaded meanwhile
-    if (req->status == 0)
-        c->batches++;
-    else
-        c->errors++;
+    if (req->status == 0) {
+        c->ok++;
+        if (req->batch_leader) {
+            c->batches++;
+            c->items += (uint64_t)req->batch_items;
+            cd_histogram_record(&c->batch_size, (uint64_t)req->batch_items);
+        }
+        cd_histogram_record(&c->queue_ns, req->t_start_ns - req->t_received_ns);
+        cd_histogram_record(&c->compute_ns, req->t_end_ns - req->t_start_ns);
+    } else {
+        count_error(c, req->status);
+    }
+    cd_histogram_record(&c->total_ns, uv_hrtime() - req->t_received_ns);
 }
 
 static int infer_pack(cd_request *req, msgpack_packer *pk) {
@@ -612,7 +925,7 @@ int cd_method_infer(cd_call *call) {
     infer_state *st = calloc(1, sizeof *st);
     if (!st) {
         cd_model_entry_unref(e);
-        counters->errors++;
+        count_error(counters, CD_ENOMEM);
         return CD_ENOMEM;
     }
     st->entry = e;
@@ -623,16 +936,26 @@ int cd_method_infer(cd_call *call) {
     if (rc != 0) {
         cd_model_entry_unref(e);
         free(st);
-        counters->errors++;
+        count_error(counters, rc);
         return rc;
     }
     req->srv = call->srv;
     req->state = st;
-    req->work = infer_work;
     req->done = infer_done;
     req->pack = infer_pack;
     req->release = infer_release;
+    req->items = st->batch;
+    if (st->timeout_ms > 0)
+        req->deadline_ns = req->t_received_ns + (uint64_t)st->timeout_ms * 1000000ull;
+    rc = cd_workers_submit_batched(call->srv->workers, &e->queue, req);
+    if (rc != 0) {
+        snprintf(call->err, sizeof call->err,
+                 "model '%.64s' has %lld requests queued (max_queue): retry later",
+                 e->name, (long long)e->conf.max_queue);
+        cd_request_free(req); // releases st and the entry reference
+        count_error(counters, rc);
+        return rc;
+    }
     cd_conn_request_started(call->conn, req);
-    cd_workers_submit(call->srv->workers, req);
     return CD_CALL_QUEUED;
 }

@@ -18,6 +18,12 @@ int cd_models_init(cd_server *srv);
 // Drops every model (at exit, after the workers are joined).
 void cd_models_free(cd_server *srv);
 
+// SIGHUP: rescans --models: loads new *.onnx files, reloads those whose file
+// or .conf changed (mtime/size), unloads models that came from the directory
+// and whose file is gone; models loaded with `load` are left alone. Loads run
+// on the workers. Logs what changed. Returns 0 or a negative code.
+int cd_models_rescan(cd_server *srv);
+
 // Number of loaded models.
 int64_t cd_models_count(cd_server *srv);
 // Packs {name: {requests, errors, batches}} for `stats`.

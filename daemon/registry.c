@@ -10,7 +10,7 @@
 
 typedef struct {
     cd_model_entry *entry;       // current version (one registry reference)
-    cd_model_counters counters;  // per-name counters
+    cd_model_counters *counters; // per-name counters (owned)
 } slot;
 
 struct cd_registry {
@@ -31,8 +31,10 @@ int cd_registry_init(cd_registry **out, int nworkers) {
 void cd_registry_free(cd_registry *r) {
     if (!r)
         return;
-    for (size_t i = 0; i < r->n; i++)
+    for (size_t i = 0; i < r->n; i++) {
         cd_model_entry_unref(r->slots[i].entry);
+        free(r->slots[i].counters);
+    }
     free(r->slots);
     free(r);
 }
@@ -62,7 +64,10 @@ int cd_registry_put(cd_registry *r, cd_model_entry *e) {
         r->slots = ns;
         r->cap = cap;
     }
-    memset(&r->slots[r->n], 0, sizeof r->slots[r->n]);
+    cd_model_counters *c = calloc(1, sizeof *c); // zeroed histograms are empty
+    if (!c)
+        return CD_ENOMEM;
+    r->slots[r->n].counters = c;
     r->slots[r->n++].entry = e;
     return 0;
 }
@@ -72,6 +77,7 @@ int cd_registry_remove(cd_registry *r, const char *name, size_t len) {
     if (!s)
         return CD_ENOT_FOUND;
     cd_model_entry *old = s->entry;
+    free(s->counters);
     size_t i = (size_t)(s - r->slots);
     memmove(&r->slots[i], &r->slots[i + 1], (r->n - i - 1) * sizeof *s);
     r->n--;
@@ -89,7 +95,7 @@ cd_model_entry *cd_registry_get(cd_registry *r, const char *name, size_t len) {
 
 cd_model_counters *cd_registry_counters(cd_registry *r, const char *name, size_t len) {
     slot *s = find(r, name, len);
-    return s ? &s->counters : NULL;
+    return s ? s->counters : NULL;
 }
 
 size_t cd_registry_count(const cd_registry *r) {
@@ -101,11 +107,12 @@ const cd_model_entry *cd_registry_at(const cd_registry *r, size_t i) {
 }
 
 const cd_model_counters *cd_registry_counters_at(const cd_registry *r, size_t i) {
-    return &r->slots[i].counters;
+    return r->slots[i].counters;
 }
 
 cd_model_entry *cd_model_entry_new(const char *name, const char *path,
-                                   cd_model *m, int max_batch, int nworkers) {
+                                   cd_model *m, const cd_model_conf *conf,
+                                   cd_batch_fn run, int nworkers) {
     cd_model_entry *e = calloc(1, sizeof *e);
     if (!e)
         return NULL;
@@ -118,7 +125,10 @@ cd_model_entry *cd_model_entry_new(const char *name, const char *path,
     snprintf(e->name, sizeof e->name, "%s", name);
     snprintf(e->path, sizeof e->path, "%s", path);
     e->model = m;
-    e->max_batch = max_batch;
+    e->max_batch = (int)conf->max_batch;
+    e->conf = *conf;
+    cd_sched_queue_init(&e->queue, run, (int)conf->max_batch,
+                        (uint64_t)conf->max_delay_us * 1000u, (size_t)conf->max_queue);
     e->nexecs = nworkers;
     return e;
 }

@@ -11,10 +11,23 @@
 // the new one, and the old memory is freed when its last reference goes.
 // References are taken and dropped on the loop thread only.
 
+#include "daemon/histogram.h"
+#include "daemon/stats.h"
+#include "daemon/workers.h"
 #include "runtime/runtime.h"
 
 #include <limits.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
+
+// Scheduling settings of one model: daemon defaults, then the model's
+// `<file>.conf` next to it, then the `load` params (cd_model_conf_read).
+typedef struct {
+    int64_t max_batch;        // largest batch per request and per model run
+    int64_t max_delay_us;     // dynamic batching: wait this long for more items
+    int64_t max_queue;        // queued requests before E_OVERLOADED
+} cd_model_conf;
 
 typedef struct cd_model_entry {
     int refs;                 // registry + in-flight requests (loop thread only)
@@ -22,16 +35,31 @@ typedef struct cd_model_entry {
     char path[PATH_MAX];      // path as given, relative to --models
     cd_model *model;          // the loaded model (immutable, shared)
     int max_batch;            // largest batch accepted
+    cd_model_conf conf;       // scheduling settings in effect
+    cd_sched_queue queue;     // its requests waiting for a worker
+    bool from_dir;            // loaded by the --models scan (SIGHUP may unload it)
+    time_t mtime;             // the file's mtime and size when loaded (SIGHUP
+    off_t size;               //   reloads it when they change)
+    time_t conf_mtime;        // the same for its .conf (0: none)
+    off_t conf_size;
     int nexecs;               // = number of workers
     cd_exec **execs;          // execs[i]: created and used by worker i only
 } cd_model_entry;
 
 // Counters of one model name (kept across `load` replacements; dropped on
-// `unload`).
+// `unload`). Updated on the loop thread (the histograms are lock-free and
+// could be fed from workers too).
 typedef struct {
     uint64_t requests;        // infer requests naming it
     uint64_t errors;          // of those, answered with an error
+    uint64_t ok;              // of those, answered with a result
+    uint64_t by_code[CD_STATS_NERR]; // those errors by code (index -status)
     uint64_t batches;         // successful cd_model_run calls
+    uint64_t items;           // batch items those runs computed
+    cd_histogram batch_size;  // items per successful model run
+    cd_histogram queue_ns;    // received -> its run began (requests that ran)
+    cd_histogram compute_ns;  // the model run it was part of
+    cd_histogram total_ns;    // received -> answer queued for writing (every answer)
 } cd_model_counters;
 
 typedef struct cd_registry cd_registry;
@@ -58,7 +86,8 @@ const cd_model_counters *cd_registry_counters_at(const cd_registry *r, size_t i)
 // Wraps a loaded model in a new entry with one reference. Returns NULL when
 // out of memory (the model is then still the caller's).
 cd_model_entry *cd_model_entry_new(const char *name, const char *path,
-                                   cd_model *m, int max_batch, int nworkers);
+                                   cd_model *m, const cd_model_conf *conf,
+                                   cd_batch_fn run, int nworkers);
 void cd_model_entry_ref(cd_model_entry *e);
 // Drops a reference; frees the execs and the model with the last one.
 void cd_model_entry_unref(cd_model_entry *e);
@@ -67,6 +96,13 @@ void cd_model_entry_unref(cd_model_entry *e);
 // Returns 0, CD_EACCESS (no models dir, absolute path, a ".." component, or a
 // symlink that leads outside the directory), or CD_EIO (missing, not a
 // regular file). err gets the reason.
+// Reads `<model_path>.conf` (`key = value` lines as in the daemon's config
+// file; keys max_batch, max_delay_us, max_queue) into c, over what c holds.
+// A missing file is fine (0, *mtime = 0). Returns 0, or CD_EPARAMS / CD_EIO
+// with err naming file:line. mtime/size (may be NULL) get the file's.
+int cd_model_conf_read(const char *model_path, cd_model_conf *c, time_t *mtime,
+                       off_t *size, char *err, size_t errlen);
+
 int cd_model_path_resolve(const char *models_dir, const char *rel, char *out,
                           char *err, size_t errlen);
 

@@ -21,6 +21,7 @@
 typedef struct cd_conn cd_conn;
 typedef struct cd_request cd_request;
 typedef struct cd_server cd_server;
+typedef struct cd_sched_queue cd_sched_queue;
 
 // Runs on worker thread `worker` (0..workers-1). Returns 0 or a negative
 // CD_E* code with req->err filled.
@@ -50,7 +51,18 @@ struct cd_request {
     int status;                 // result of work (0 or CD_E*)
     char err[256];              // reason when status < 0
     uint64_t t_received_ns;     // uv_hrtime() when decoded
-    cd_request *next;           // link in the worker queues
+    uint64_t deadline_ns;       // must start by then (uv_hrtime), 0 = no limit
+    // Scheduling (daemon/workers.c; fields guarded by the pool lock while the
+    // request is queued, then owned by the worker that took it):
+    cd_sched_queue *queue;      // the model queue it waits in (NULL: generic FIFO)
+    int items;                  // batch items it carries (shape[0])
+    bool queued;                // still in a queue (cancellable without compute)
+    uint64_t t_start_ns;        // when its run began (0: never ran)
+    uint64_t t_end_ns;          // when its run ended
+    int batch_items;            // items of the model run it was part of
+    bool batch_leader;          // the first request of that run (counts the batch once)
+    cd_request *prev;           // links in the worker queues
+    cd_request *next;
     cd_request *conn_prev;      // links in the connection's in-flight list
     cd_request *conn_next;
 };

@@ -2,6 +2,7 @@
 
 #include "daemon/conn.h"
 #include "daemon/log.h"
+#include "daemon/metrics.h"
 #include "daemon/models.h"
 #include "daemon/stats.h"
 #include "daemon/version.h"
@@ -115,6 +116,10 @@ static void server_maybe_finish(cd_server *srv) {
     uv_close((uv_handle_t *)&srv->backlog_idle, on_handle_closed);
     uv_close((uv_handle_t *)&srv->sigint, on_handle_closed);
     uv_close((uv_handle_t *)&srv->sigterm, on_handle_closed);
+    uv_close((uv_handle_t *)&srv->sighup, on_handle_closed);
+    if (srv->set->metrics_file[0])
+        cd_metrics_write_file(srv, srv->set->metrics_file); // the final counts
+    uv_close((uv_handle_t *)&srv->metrics_timer, on_handle_closed);
     cd_workers_stop(srv->workers);
     srv->workers = NULL;
     CD_INFO("all connections closed");
@@ -164,6 +169,56 @@ static void on_signal(uv_signal_t *s, int signum) {
         CD_WARN("%s again: closing %zu connections now", name, srv->nconns);
         kill_all(srv);
     }
+}
+
+// ---- SIGHUP: reload ---------------------------------------------------------
+
+// Re-reads the config file (with the command line applied over it again),
+// applies the settings marked CD_SETF_RELOAD, logs the others that changed
+// (they need a restart), then rescans the models directory.
+static void reload(cd_server *srv) {
+    static cd_settings fresh; // loop thread only
+    if (cd_settings_parse(&fresh, srv->argc, srv->argv) != CD_SETTINGS_RUN) {
+        CD_WARN("SIGHUP: the configuration is invalid (see the line above); keeping "
+                "the current settings");
+    } else {
+        int changed = 0;
+        for (size_t i = 0; i < cd_setting_count; i++) {
+            const cd_setting_desc *d = &cd_setting_table[i];
+            if (d->type == CD_SET_ACTION)
+                continue;
+            size_t sz = d->type == CD_SET_STR || d->type == CD_SET_PATH
+                            ? (size_t)d->max + 1 : sizeof(int64_t);
+            char *cur = (char *)srv->set + d->offset, *nw = (char *)&fresh + d->offset;
+            bool differ = d->type == CD_SET_STR || d->type == CD_SET_PATH
+                              ? strcmp(cur, nw) != 0 : memcmp(cur, nw, sz) != 0;
+            if (!differ)
+                continue;
+            if (d->flags & CD_SETF_RELOAD) {
+                memcpy(cur, nw, sz);
+                changed++;
+                CD_INFO("SIGHUP: %s changed", d->name);
+            } else {
+                CD_WARN("SIGHUP: %s changed in the configuration; it takes effect at "
+                        "restart", d->name);
+            }
+        }
+        cd_log_set_level((cd_log_level)srv->set->log_level);
+        CD_INFO("SIGHUP: configuration re-read (%d setting(s) applied)", changed);
+    }
+    cd_models_rescan(srv);
+}
+
+static void on_sighup(uv_signal_t *s, int signum) {
+    cd_server *srv = s->data;
+    if (srv->draining)
+        return;
+    reload(srv);
+}
+
+static void on_metrics_timer(uv_timer_t *t) {
+    cd_server *srv = t->data;
+    cd_metrics_write_file(srv, srv->set->metrics_file);
 }
 
 // ---- the backlog idle -------------------------------------------------------
@@ -246,7 +301,7 @@ static void on_request_complete(cd_request *req, void *ud) {
     cd_conn_request_done(req);
 }
 
-int cd_server_run(const cd_settings *set) {
+int cd_server_run(cd_settings *set, int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
     cd_server *srv = calloc(1, sizeof *srv);
     if (!srv) {
@@ -254,6 +309,8 @@ int cd_server_run(const cd_settings *set) {
         return 1;
     }
     srv->set = set;
+    srv->argc = argc;
+    srv->argv = argv;
     srv->start_ns = uv_hrtime();
     srv->loop = malloc(sizeof *srv->loop);
     if (!srv->loop || uv_loop_init(srv->loop) != 0) {
@@ -267,8 +324,9 @@ int cd_server_run(const cd_settings *set) {
 
     if (socket_prepare(set->socket) != 0)
         goto out_loop;
-    if (cd_workers_init(&srv->workers, srv->loop, (int)set->workers,
-                        on_request_complete, srv) != 0) {
+    if (cd_workers_init_spin(&srv->workers, srv->loop, (int)set->workers,
+                             (uint64_t)set->worker_spin_us * 1000, on_request_complete,
+                             srv) != 0) {
         CD_ERROR("cannot start the worker threads");
         goto out_loop;
     }
@@ -301,6 +359,16 @@ int cd_server_run(const cd_settings *set) {
     srv->backlog_idle.data = srv;
     uv_timer_init(srv->loop, &srv->drain_timer);
     srv->drain_timer.data = srv;
+    uv_signal_init(srv->loop, &srv->sighup);
+    srv->sighup.data = srv;
+    uv_signal_start(&srv->sighup, on_sighup, SIGHUP);
+    uv_timer_init(srv->loop, &srv->metrics_timer);
+    srv->metrics_timer.data = srv;
+    if (set->metrics_file[0]) {
+        uint64_t ms = (uint64_t)set->metrics_interval * 1000;
+        cd_metrics_write_file(srv, set->metrics_file);
+        uv_timer_start(&srv->metrics_timer, on_metrics_timer, ms, ms);
+    }
 
     CD_INFO("%s %s: device %s, %d workers, max-connections %zu, max-message %lld",
             CD_DAEMON_NAME, CD_DAEMON_VERSION, set->device,

@@ -25,10 +25,14 @@ typedef struct cd_registry cd_registry;
 
 typedef struct cd_server {
     uv_loop_t *loop;             // the one event loop
-    const cd_settings *set;      // settings (read-only after start)
+    cd_settings *set;            // settings (SIGHUP may change the reloadable ones)
     uv_pipe_t listener;          // listening socket
     bool listening;              // listener open (closed at drain start)
     uv_signal_t sigint, sigterm; // shutdown signals
+    uv_signal_t sighup;          // reload: config file and models directory
+    uv_timer_t metrics_timer;    // --metrics-file writes
+    int argc;                    // the command line (SIGHUP re-applies it over
+    char **argv;                 //   the re-read config file)
     uv_idle_t backlog_idle;      // runs while connections have unprocessed messages
     uv_timer_t drain_timer;      // --drain-timeout at shutdown
     cd_workers *workers;         // inference worker pool
@@ -51,7 +55,9 @@ typedef struct cd_server {
 // Runs the daemon until shutdown. Returns the process exit code: 0 after a
 // clean shutdown, 1 when it cannot start (socket in use by a live daemon,
 // bad device, cannot bind).
-int cd_server_run(const cd_settings *set);
+// argc/argv are the command line the settings came from (SIGHUP re-reads
+// the config file and applies the command line over it again).
+int cd_server_run(cd_settings *set, int argc, char **argv);
 
 // Seconds since start.
 double cd_server_uptime(const cd_server *srv);

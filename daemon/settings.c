@@ -11,6 +11,7 @@
 #include <string.h>
 
 static const char *const log_levels[] = {"debug", "info", "warn", "error", NULL};
+static const char *const off_on[] = {"off", "on", NULL};
 
 #define OFF(field) offsetof(cd_settings, field)
 #define FSIZE(field) ((int64_t)sizeof(((cd_settings *)0)->field) - 1)
@@ -27,15 +28,15 @@ const cd_setting_desc cd_setting_table[] = {
     {"workers", CD_SET_INT, 1, 256, "2", 0,
      "inference worker threads (requests run on them, never on the event loop)",
      "N", OFF(workers), NULL},
-    {"max-batch", CD_SET_INT, 1, 4096, "8", 0,
+    {"max-batch", CD_SET_INT, 1, 4096, "8", CD_SETF_RELOAD,
      "largest batch of models loaded from --models (and of `load` without max_batch)",
      "N", OFF(max_batch), NULL},
     {"device", CD_SET_STR, 1, FSIZE(device), "cpu", 0,
-     "execution device (this build: cpu)", "DEV", OFF(device), NULL},
+     "execution device: cpu, hip-emu (HIP kernels on the CPU emulator), hip[:N] (AMD GPU, GPU=hip plugin)", "DEV", OFF(device), NULL},
     {"max-message", CD_SET_SIZE, CD_MAX_MESSAGE_MIN, (int64_t)1 << 30, "64M", 0,
      "largest accepted message in bytes (K/M/G suffixes allowed)", "BYTES",
      OFF(max_message), NULL},
-    {"log-level", CD_SET_ENUM, 0, 3, "info", 0,
+    {"log-level", CD_SET_ENUM, 0, 3, "info", CD_SETF_RELOAD,
      "lowest level logged: debug|info|warn|error", "LEVEL", OFF(log_level),
      log_levels},
     {"config", CD_SET_PATH, 0, FSIZE(config), "", CD_SETF_CLI_ONLY,
@@ -44,12 +45,33 @@ const cd_setting_desc cd_setting_table[] = {
     {"max-connections", CD_SET_INT, 1, 1000000, "1024", 0,
      "concurrent connections; more are answered E_OVERLOADED and closed "
      "(also capped by RLIMIT_NOFILE)", "N", OFF(max_connections), NULL},
-    {"max-inflight", CD_SET_INT, 1, 1000000, "1024", 0,
+    {"max-inflight", CD_SET_INT, 1, 1000000, "1024", CD_SETF_RELOAD,
      "unanswered requests per connection before its reads pause", "N",
      OFF(max_inflight), NULL},
-    {"drain-timeout", CD_SET_INT, 0, 3600, "30", 0,
+    {"drain-timeout", CD_SET_INT, 0, 3600, "30", CD_SETF_RELOAD,
      "seconds SIGTERM/SIGINT waits for in-flight work before closing connections",
      "SECONDS", OFF(drain_timeout), NULL},
+    {"max-delay-us", CD_SET_INT, 0, 10000000, "0", CD_SETF_RELOAD,
+     "dynamic batching: how long a model's first queued request waits for more "
+     "(default of models loaded later; per model: .conf file, `load`)", "US",
+     OFF(max_delay_us), NULL},
+    {"max-queue", CD_SET_INT, 1, 1000000, "2048", CD_SETF_RELOAD,
+     "queued infer requests per model; more are answered E_OVERLOADED at once "
+     "(default of models loaded later)", "N", OFF(max_queue), NULL},
+    {"metrics-file", CD_SET_PATH, 0, FSIZE(metrics_file), "", 0,
+     "write Prometheus metrics to FILE every --metrics-interval s (atomic rename; "
+     "for node_exporter's textfile collector)", "FILE", OFF(metrics_file), NULL},
+    {"metrics-interval", CD_SET_INT, 1, 3600, "10", 0,
+     "seconds between --metrics-file writes", "SECONDS", OFF(metrics_interval), NULL},
+    {"tune", CD_SET_ENUM, 0, 1, "off", 0,
+     "planner: time the dense and sparse kernels of each layer at load instead of the cost model "
+     "(results cached on disk): off|on", "off|on", OFF(tune), off_on},
+    {"tune-cache", CD_SET_PATH, 0, FSIZE(tune_cache), "", 0,
+     "folder of the --tune cache (default $XDG_CACHE_HOME/convd, ~/.cache/convd)", "DIR",
+     OFF(tune_cache), NULL},
+    {"worker-spin-us", CD_SET_INT, 0, 10000, "0", 0,
+     "an idle worker polls for new work this long before it sleeps (lower latency "
+     "at low load, CPU while idle)", "US", OFF(worker_spin_us), NULL},
     {"help", CD_SET_ACTION, 0, 0, NULL, CD_SETF_CLI_ONLY | CD_SETF_NO_STATS,
      "print this help and exit", NULL, 0, NULL},
     {"version", CD_SET_ACTION, 0, 0, NULL, CD_SETF_CLI_ONLY | CD_SETF_NO_STATS,
@@ -159,8 +181,8 @@ static char *trim(char *p) {
     return p;
 }
 
-int cd_settings_load_file(cd_settings *s, const char *path, char *err,
-                          size_t errlen) {
+int cd_config_read(const char *path, cd_config_line_fn fn, void *ud, char *err,
+                   size_t errlen) {
     FILE *f = fopen(path, "r");
     if (!f) {
         snprintf(err, errlen, "cannot read config file %s: %s", path,
@@ -196,16 +218,8 @@ int cd_settings_load_file(cd_settings *s, const char *path, char *err,
         }
         *eq = '\0';
         char *key = trim(p), *val = trim(eq + 1);
-        const cd_setting_desc *d = cd_settings_find(key, strlen(key));
-        if (!d || (d->flags & CD_SETF_CLI_ONLY)) {
-            snprintf(err, errlen, "%s:%d: unknown setting '%.64s'%s", path,
-                     lineno, key,
-                     d ? " (command line only)" : " (see convd --help)");
-            rc = -1;
-            break;
-        }
         char why[512];
-        if (cd_settings_set(s, d, val, why, sizeof why) != 0) {
+        if (fn(ud, key, val, why, sizeof why) != 0) {
             snprintf(err, errlen, "%s:%d: %s", path, lineno, why);
             rc = -1;
             break;
@@ -217,6 +231,23 @@ int cd_settings_load_file(cd_settings *s, const char *path, char *err,
     }
     fclose(f);
     return rc;
+}
+
+// A line of convd's own config file: a setting of the table.
+static int settings_line(void *ud, const char *key, const char *val, char *why,
+                         size_t whylen) {
+    const cd_setting_desc *d = cd_settings_find(key, strlen(key));
+    if (!d || (d->flags & CD_SETF_CLI_ONLY)) {
+        snprintf(why, whylen, "unknown setting '%.64s'%s", key,
+                 d ? " (command line only)" : " (see convd --help)");
+        return -1;
+    }
+    return cd_settings_set(ud, d, val, why, whylen);
+}
+
+int cd_settings_load_file(cd_settings *s, const char *path, char *err,
+                          size_t errlen) {
+    return cd_config_read(path, settings_line, s, err, errlen);
 }
 
 // One command-line argument, split into its setting and value.

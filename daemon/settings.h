@@ -31,6 +31,13 @@ typedef struct {
     int64_t max_connections;             // concurrent connections accepted
     int64_t max_inflight;                // unanswered requests per connection
     int64_t drain_timeout;               // seconds to finish in-flight work at shutdown
+    int64_t max_delay_us;                // default dynamic-batching delay of models
+    int64_t max_queue;                   // default queued requests per model
+    char metrics_file[CD_SETTINGS_PATH_MAX]; // Prometheus textfile ("" = none)
+    int64_t metrics_interval;            // seconds between metrics-file writes
+    int64_t worker_spin_us;              // idle workers poll this long before sleeping
+    int64_t tune;                        // 1: time dense/sparse kernels per layer at load (runtime planner)
+    char tune_cache[CD_SETTINGS_PATH_MAX]; // folder of the tuning cache ("" = $XDG_CACHE_HOME/convd)
 } cd_settings;
 
 typedef enum {
@@ -46,6 +53,7 @@ typedef enum {
 enum {
     CD_SETF_CLI_ONLY = 1 << 0, // not accepted in the config file
     CD_SETF_NO_STATS = 1 << 1, // not shown in `stats`
+    CD_SETF_RELOAD = 1 << 2,   // SIGHUP applies a new value from the config file
 };
 
 typedef struct {
@@ -82,6 +90,16 @@ int cd_settings_set(cd_settings *s, const cd_setting_desc *d, const char *value,
 
 // Finds a setting by name (NULL when unknown).
 const cd_setting_desc *cd_settings_find(const char *name, size_t len);
+
+// One `key = value` line of a config file. Returns 0, or -1 with why.
+typedef int (*cd_config_line_fn)(void *ud, const char *key, const char *value,
+                                 char *why, size_t whylen);
+// The config-file parser shared by convd's config and the per-model .conf
+// files: `key = value` lines, '#' comments at the start of a line or after
+// whitespace, blank lines ignored; fn gets each pair (trimmed). Returns 0, or
+// -1 with err naming file:line.
+int cd_config_read(const char *path, cd_config_line_fn fn, void *ud, char *err,
+                   size_t errlen);
 
 // Reads a config file (`name = value` lines, '#' comments at the start of a
 // line or after whitespace). Returns 0, or -1 with err naming file:line.

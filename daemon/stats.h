@@ -29,7 +29,8 @@
 // Methods, in the order of by_method in `stats` ("unknown" counts requests
 // for any other name).
 #define CD_METHOD_NAMES(XX)                                                     \
-    XX(hello) XX(health) XX(models) XX(stats) XX(load) XX(unload) XX(infer)
+    XX(hello) XX(health) XX(models) XX(stats) XX(load) XX(unload) XX(infer) \
+    XX(metrics)
 
 typedef enum {
 #define XX(m) CD_M_##m,

@@ -7,17 +7,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 struct cd_workers {
     uv_async_t async;          // wakes the loop when `done` is non-empty
-    pthread_mutex_t lock;      // guards every field below
-    pthread_cond_t cond;       // signalled when `queue` grows or on stop
-    cd_request *queue_head;    // FIFO of requests waiting for a worker
+    pthread_mutex_t lock;      // guards every field below and the queues' lists
+    pthread_cond_t cond;       // signalled when work arrives or on stop
+    cd_request *queue_head;    // generic FIFO (load ...)
     cd_request *queue_tail;
+    cd_sched_queue *active;    // model queues with requests waiting (doubly linked)
     cd_request *done_head;     // FIFO of finished requests for the loop
     cd_request *done_tail;
     size_t busy;               // queued + running + done-not-yet-delivered
-    bool stopping;             // threads exit once the queue is empty
+    bool stopping;             // threads exit once every queue is empty
+    atomic_uint_fast64_t submits; // bumped by every submit (read without the lock)
+    uint64_t spin_ns;          // an idle worker polls `submits` this long before sleeping
     int nthreads;              // threads started
     pthread_t *threads;
     cd_complete_fn complete;   // loop-side completion callback
@@ -29,8 +33,16 @@ typedef struct {
     int index;
 } worker_arg;
 
+// Same clock as uv_hrtime (CLOCK_MONOTONIC), usable from any thread.
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 static void push(cd_request **head, cd_request **tail, cd_request *req) {
     req->next = NULL;
+    req->prev = *tail;
     if (*tail)
         (*tail)->next = req;
     else
@@ -38,34 +50,216 @@ static void push(cd_request **head, cd_request **tail, cd_request *req) {
     *tail = req;
 }
 
+static void unlink_req(cd_request **head, cd_request **tail, cd_request *req) {
+    if (req->prev)
+        req->prev->next = req->next;
+    else
+        *head = req->next;
+    if (req->next)
+        req->next->prev = req->prev;
+    else
+        *tail = req->prev;
+    req->prev = req->next = NULL;
+}
+
+static void queue_activate(cd_workers *w, cd_sched_queue *q) {
+    if (q->active)
+        return;
+    q->active = true;
+    q->prev_active = NULL;
+    q->next_active = w->active;
+    if (w->active)
+        w->active->prev_active = q;
+    w->active = q;
+}
+
+static void queue_deactivate(cd_workers *w, cd_sched_queue *q) {
+    if (!q->active)
+        return;
+    if (q->prev_active)
+        q->prev_active->next_active = q->next_active;
+    else
+        w->active = q->next_active;
+    if (q->next_active)
+        q->next_active->prev_active = q->prev_active;
+    q->prev_active = q->next_active = NULL;
+    q->active = false;
+}
+
+// Removes req from its model queue (lock held).
+static void queue_remove(cd_workers *w, cd_request *req) {
+    cd_sched_queue *q = req->queue;
+    unlink_req(&q->head, &q->tail, req);
+    q->n--;
+    q->items -= req->items;
+    req->queued = false;
+    if (!q->head)
+        queue_deactivate(w, q);
+}
+
+// Hands a finished request to the loop (lock held; the caller sends the async).
+static void finish_locked(cd_workers *w, cd_request *req) {
+    push(&w->done_head, &w->done_tail, req);
+}
+
+// The ready model queue whose oldest request is oldest, or NULL; *wake gets
+// the earliest time a waiting queue becomes ready (UINT64_MAX: none).
+static cd_sched_queue *pick_queue(cd_workers *w, uint64_t now, uint64_t *wake) {
+    cd_sched_queue *best = NULL;
+    *wake = UINT64_MAX;
+    for (cd_sched_queue *q = w->active; q; q = q->next_active) {
+        uint64_t since = q->head->t_received_ns;
+        uint64_t ready_at = since + q->max_delay_ns;
+        bool ready = q->items >= q->max_batch || now >= ready_at || w->stopping;
+        if (ready) {
+            if (!best || since < best->head->t_received_ns)
+                best = q;
+        } else if (ready_at < *wake) {
+            *wake = ready_at;
+        }
+    }
+    return best;
+}
+
+// Takes up to max_batch items from q in arrival order (lock held). Requests
+// that were cancelled or missed their deadline go straight to `done`.
+// Returns the number of requests put in batch[].
+static int take_batch(cd_workers *w, cd_sched_queue *q, cd_request **batch, uint64_t now) {
+    int n = 0, items = 0;
+    while (q->head) {
+        cd_request *r = q->head;
+        if (atomic_load(&r->cancelled)) {
+            queue_remove(w, r);
+            r->status = CD_ECANCELLED;
+            snprintf(r->err, sizeof r->err, "client went away");
+            finish_locked(w, r);
+            continue;
+        }
+        if (r->deadline_ns && now > r->deadline_ns) {
+            queue_remove(w, r);
+            r->status = CD_ETIMEOUT;
+            snprintf(r->err, sizeof r->err,
+                     "could not start within its timeout_ms (waited %llu ms)",
+                     (unsigned long long)((now - r->t_received_ns) / 1000000));
+            finish_locked(w, r);
+            continue;
+        }
+        if (items + r->items > q->max_batch)
+            break;
+        queue_remove(w, r);
+        items += r->items;
+        batch[n++] = r;
+        if (items == q->max_batch)
+            break;
+    }
+    return n;
+}
+
+static void run_generic(cd_request *req, int worker) {
+    uint64_t now = now_ns();
+    if (atomic_load(&req->cancelled)) {
+        req->status = CD_ECANCELLED;
+        snprintf(req->err, sizeof req->err, "client went away");
+    } else if (req->deadline_ns && now > req->deadline_ns) {
+        req->status = CD_ETIMEOUT;
+        snprintf(req->err, sizeof req->err, "could not start within its timeout_ms");
+    } else {
+        req->t_start_ns = now;
+        req->status = req->work(req, worker);
+        req->t_end_ns = now_ns();
+    }
+}
+
 static void *worker_main(void *p) {
     worker_arg arg = *(worker_arg *)p;
     free(p);
     cd_workers *w = arg.w;
+    // max_batch is at most CD_MAX_BATCH requests of >= 1 item each.
+    cd_request *batch[CD_MAX_BATCH];
     pthread_mutex_lock(&w->lock);
     for (;;) {
-        while (!w->queue_head && !w->stopping)
-            pthread_cond_wait(&w->cond, &w->lock);
-        cd_request *req = w->queue_head;
-        if (!req)
-            break; // stopping and nothing left
-        w->queue_head = req->next;
-        if (!w->queue_head)
-            w->queue_tail = NULL;
-        pthread_mutex_unlock(&w->lock);
-
-        if (atomic_load(&req->cancelled)) {
-            req->status = CD_ECANCELLED;
-            snprintf(req->err, sizeof req->err, "client went away");
-        } else {
-            req->status = req->work(req, arg.index);
+        if (w->queue_head) {
+            cd_request *req = w->queue_head;
+            unlink_req(&w->queue_head, &w->queue_tail, req);
+            req->queued = false;
+            pthread_mutex_unlock(&w->lock);
+            run_generic(req, arg.index);
+            pthread_mutex_lock(&w->lock);
+            finish_locked(w, req);
+            pthread_mutex_unlock(&w->lock);
+            uv_async_send(&w->async);
+            pthread_mutex_lock(&w->lock);
+            continue;
         }
-
-        pthread_mutex_lock(&w->lock);
-        push(&w->done_head, &w->done_tail, req);
-        pthread_mutex_unlock(&w->lock);
-        uv_async_send(&w->async);
-        pthread_mutex_lock(&w->lock);
+        uint64_t now = now_ns(), wake;
+        cd_sched_queue *q = pick_queue(w, now, &wake);
+        if (q) {
+            int n = take_batch(w, q, batch, now);
+            // Let another worker look at what is left while this one computes.
+            if (w->active || w->queue_head)
+                pthread_cond_signal(&w->cond);
+            if (n == 0) { // everything taken was cancelled or late
+                pthread_mutex_unlock(&w->lock);
+                uv_async_send(&w->async);
+                pthread_mutex_lock(&w->lock);
+                continue;
+            }
+            cd_batch_fn run = q->run;
+            pthread_mutex_unlock(&w->lock);
+            uint64_t t0 = now_ns();
+            int items = 0;
+            for (int i = 0; i < n; i++)
+                items += batch[i]->items;
+            for (int i = 0; i < n; i++) {
+                batch[i]->t_start_ns = t0;
+                batch[i]->batch_items = items;
+                batch[i]->batch_leader = i == 0;
+            }
+            run(batch, n, arg.index);
+            uint64_t t1 = now_ns();
+            pthread_mutex_lock(&w->lock);
+            for (int i = 0; i < n; i++) {
+                batch[i]->t_end_ns = t1;
+                finish_locked(w, batch[i]);
+            }
+            pthread_mutex_unlock(&w->lock);
+            uv_async_send(&w->async);
+            pthread_mutex_lock(&w->lock);
+            continue;
+        }
+        if (w->done_head) {
+            // Completions of skipped requests wait for the loop.
+            pthread_mutex_unlock(&w->lock);
+            uv_async_send(&w->async);
+            pthread_mutex_lock(&w->lock);
+        }
+        if (w->stopping && !w->active && !w->queue_head)
+            break;
+        if (wake == UINT64_MAX && w->spin_ns) {
+            // Poll briefly before sleeping: a request that arrives meanwhile
+            // starts without the futex wake-up (a few us per request at low
+            // load; costs CPU only while idle, bounded by spin_ns).
+            uint64_t seen = atomic_load(&w->submits);
+            pthread_mutex_unlock(&w->lock);
+            uint64_t until = now_ns() + w->spin_ns;
+            bool arrived = false;
+            while (!arrived && now_ns() < until) {
+                for (int k = 0; k < 64 && !arrived; k++) {
+                    __builtin_ia32_pause();
+                    arrived = atomic_load_explicit(&w->submits, memory_order_relaxed) != seen;
+                }
+            }
+            pthread_mutex_lock(&w->lock);
+            if (arrived || w->queue_head || w->active || w->stopping)
+                continue;
+        }
+        if (wake == UINT64_MAX) {
+            pthread_cond_wait(&w->cond, &w->lock);
+        } else {
+            struct timespec ts = {.tv_sec = (time_t)(wake / 1000000000ull),
+                                  .tv_nsec = (long)(wake % 1000000000ull)};
+            pthread_cond_timedwait(&w->cond, &w->lock, &ts);
+        }
     }
     pthread_mutex_unlock(&w->lock);
     return NULL;
@@ -75,13 +269,15 @@ static void *worker_main(void *p) {
 static void deliver(cd_workers *w) {
     pthread_mutex_lock(&w->lock);
     cd_request *list = w->done_head;
+    size_t n = 0;
+    for (cd_request *r = list; r; r = r->next)
+        n++;
     w->done_head = w->done_tail = NULL;
+    w->busy -= n;
     pthread_mutex_unlock(&w->lock);
     while (list) {
         cd_request *next = list->next;
-        pthread_mutex_lock(&w->lock);
-        w->busy--;
-        pthread_mutex_unlock(&w->lock);
+        list->next = list->prev = NULL;
         w->complete(list, w->ud);
         list = next;
     }
@@ -91,8 +287,22 @@ static void on_async(uv_async_t *a) {
     deliver(a->data);
 }
 
+void cd_sched_queue_init(cd_sched_queue *q, cd_batch_fn run, int max_batch,
+                         uint64_t max_delay_ns, size_t limit) {
+    memset(q, 0, sizeof *q);
+    q->run = run;
+    q->max_batch = max_batch < 1 ? 1 : max_batch;
+    q->max_delay_ns = max_delay_ns;
+    q->limit = limit < 1 ? 1 : limit;
+}
+
 int cd_workers_init(cd_workers **out, uv_loop_t *loop, int n,
                     cd_complete_fn complete, void *ud) {
+    return cd_workers_init_spin(out, loop, n, 0, complete, ud);
+}
+
+int cd_workers_init_spin(cd_workers **out, uv_loop_t *loop, int n, uint64_t spin_ns,
+                         cd_complete_fn complete, void *ud) {
     cd_workers *w = calloc(1, sizeof *w);
     if (!w)
         return CD_ENOMEM;
@@ -102,9 +312,14 @@ int cd_workers_init(cd_workers **out, uv_loop_t *loop, int n,
         return CD_ENOMEM;
     }
     pthread_mutex_init(&w->lock, NULL);
-    pthread_cond_init(&w->cond, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&w->cond, &ca);
+    pthread_condattr_destroy(&ca);
     w->complete = complete;
     w->ud = ud;
+    w->spin_ns = spin_ns;
     if (uv_async_init(loop, &w->async, on_async) != 0) {
         free(w->threads);
         free(w);
@@ -136,10 +351,58 @@ int cd_workers_init(cd_workers **out, uv_loop_t *loop, int n,
 
 void cd_workers_submit(cd_workers *w, cd_request *req) {
     pthread_mutex_lock(&w->lock);
+    req->queue = NULL;
+    req->queued = true;
     push(&w->queue_head, &w->queue_tail, req);
     w->busy++;
+    atomic_fetch_add(&w->submits, 1);
     pthread_cond_signal(&w->cond);
     pthread_mutex_unlock(&w->lock);
+}
+
+int cd_workers_submit_batched(cd_workers *w, cd_sched_queue *q, cd_request *req) {
+    pthread_mutex_lock(&w->lock);
+    if (q->n >= q->limit) {
+        pthread_mutex_unlock(&w->lock);
+        return CD_EOVERLOADED;
+    }
+    req->queue = q;
+    req->queued = true;
+    push(&q->head, &q->tail, req);
+    q->n++;
+    q->items += req->items;
+    queue_activate(w, q);
+    w->busy++;
+    atomic_fetch_add(&w->submits, 1);
+    pthread_cond_signal(&w->cond);
+    pthread_mutex_unlock(&w->lock);
+    return 0;
+}
+
+void cd_workers_cancel(cd_workers *w, cd_request *req) {
+    pthread_mutex_lock(&w->lock);
+    if (!req->queued) {
+        pthread_mutex_unlock(&w->lock);
+        return;
+    }
+    if (req->queue) {
+        queue_remove(w, req);
+    } else {
+        unlink_req(&w->queue_head, &w->queue_tail, req);
+        req->queued = false;
+    }
+    req->status = CD_ECANCELLED;
+    snprintf(req->err, sizeof req->err, "client went away");
+    finish_locked(w, req);
+    pthread_mutex_unlock(&w->lock);
+    uv_async_send(&w->async);
+}
+
+size_t cd_workers_queue_len(cd_workers *w, const cd_sched_queue *q) {
+    pthread_mutex_lock(&w->lock);
+    size_t n = q->n;
+    pthread_mutex_unlock(&w->lock);
+    return n;
 }
 
 size_t cd_workers_busy(const cd_workers *w) {

@@ -1,32 +1,87 @@
 #ifndef CD_DAEMON_WORKERS_H
 #define CD_DAEMON_WORKERS_H
 
-// The worker pool: N threads take requests from one FIFO queue, run their
-// `work` function, and post them back to the event loop through uv_async_send.
-// The loop then calls the completion callback for each, in completion order.
-// Only the loop thread calls these functions.
+// The worker pool and the scheduler. N threads serve two kinds of queue:
+//
+//  - one generic FIFO (`load` and other one-off work): a request's `work`
+//    runs alone;
+//  - one queue per model version (cd_sched_queue, embedded in the model's
+//    registry entry) for `infer`, with dynamic batching: a worker takes the
+//    queued requests of one model, in arrival order, up to max_batch items
+//    (requests of different batch sizes are combined), once the queue holds
+//    max_batch items or its oldest request has waited max_delay_ns; the
+//    queue's `run` callback computes them in one model run.
+//
+// Generic work goes first; among ready model queues the one whose oldest
+// request arrived first is served (FIFO across models). Requests that were
+// cancelled (their client went away) or whose deadline passed are taken out
+// without compute (CD_ECANCELLED / CD_ETIMEOUT). Every request, run or not,
+// goes back to the loop through uv_async_send and the completion callback,
+// in completion order. Only the loop thread calls these functions.
 
 #include "daemon/request.h"
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <uv.h>
 
 typedef struct cd_workers cd_workers;
 
+#define CD_MAX_BATCH 4096 // largest max_batch of a model
+
 // Called on the loop thread for every finished (or cancelled) request.
 typedef void (*cd_complete_fn)(cd_request *req, void *ud);
+
+// Computes reqs[0..n-1] (one model, sum of items <= max_batch) on worker
+// `worker`; sets each request's status (0 or CD_E*, err filled). Runs on a
+// worker thread without the pool lock.
+typedef void (*cd_batch_fn)(cd_request **reqs, int n, int worker);
+
+// The queue of one model version. Configure with cd_sched_queue_init; the
+// pool owns the list fields. It must outlive the requests queued in it (the
+// registry entry holding it is referenced by each of them).
+struct cd_sched_queue {
+    cd_batch_fn run;            // computes a batch
+    int max_batch;              // items per model run
+    uint64_t max_delay_ns;      // wait for more after the oldest arrived
+    size_t limit;               // queued requests beyond this: E_OVERLOADED
+    // Guarded by the pool lock:
+    cd_request *head, *tail;    // requests waiting, oldest first
+    size_t n;                   // requests waiting
+    int items;                  // their items
+    bool active;                // linked in the pool's list of non-empty queues
+    cd_sched_queue *prev_active, *next_active;
+};
+
+void cd_sched_queue_init(cd_sched_queue *q, cd_batch_fn run, int max_batch,
+                         uint64_t max_delay_ns, size_t limit);
 
 // Starts n threads. Returns 0, CD_ENOMEM or CD_EINTERNAL.
 int cd_workers_init(cd_workers **out, uv_loop_t *loop, int n,
                     cd_complete_fn complete, void *ud);
-// Queues req. Never blocks and never fails.
+// The same, with idle workers polling for new work for spin_ns before they
+// sleep on the condition variable (0: sleep at once).
+int cd_workers_init_spin(cd_workers **out, uv_loop_t *loop, int n, uint64_t spin_ns,
+                         cd_complete_fn complete, void *ud);
+// Queues req on the generic FIFO. Never blocks and never fails.
 void cd_workers_submit(cd_workers *w, cd_request *req);
-// Requests queued or running.
+// Queues req (req->items set) on model queue q. Returns 0, or
+// CD_EOVERLOADED when q already holds q->limit requests (req untouched).
+int cd_workers_submit_batched(cd_workers *w, cd_sched_queue *q, cd_request *req);
+// Takes a still-queued request out of its queue and completes it with
+// CD_ECANCELLED (delivered through the completion callback like any other).
+// Does nothing for a request that a worker has already taken.
+void cd_workers_cancel(cd_workers *w, cd_request *req);
+// Requests waiting in q.
+size_t cd_workers_queue_len(cd_workers *w, const cd_sched_queue *q);
+// Requests queued or running (and finished but not yet delivered).
 size_t cd_workers_busy(const cd_workers *w);
 // Number of worker threads.
 int cd_workers_count(const cd_workers *w);
-// Finishes the queue, joins the threads, delivers the last completions and
-// closes the async handle; w is freed in its close callback.
+// Finishes the queues (without batching delays), joins the threads, delivers
+// the last completions and closes the async handle; w is freed in its close
+// callback.
 void cd_workers_stop(cd_workers *w);
 
 #endif // CD_DAEMON_WORKERS_H

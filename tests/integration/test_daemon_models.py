@@ -53,17 +53,21 @@ def conv_model(path, cin, cout, h, w, seed, relu=True, two_outputs=False):
     return str(path)
 
 
-SLOW_CH, SLOW_HW = 16, 32
+SLOW_CH, SLOW_HW, SLOW_MID = 4, 64, 96
 
 
-def slow_model(path, ch=SLOW_CH, hw=SLOW_HW, layers=6):
-    """A stack of 3x3 convs (28 MFLOP per item): long enough that requests
-    queue behind it, short enough for the suite (~0.3 s per item with the
-    current runtime on a busy 2-core machine)."""
+def slow_model(path, ch=SLOW_CH, hw=SLOW_HW, layers=6, mid=SLOW_MID):
+    """3x3 convs ch -> mid -> ... -> mid -> ch (2.6 GFLOP per item): long
+    enough that requests queue behind it (~25 ms per item with the AVX-512
+    kernels on a busy 2-core machine), while inputs and outputs stay small
+    (64 KiB per item) so pipelined requests are read long before their
+    answers could fill the connection's output buffer."""
     rng = np.random.default_rng(7)
     nodes, inits, prev = [], [], "x"
     for i in range(layers):
-        wt = (rng.standard_normal((ch, ch, 3, 3)) * np.sqrt(2.0 / (ch * 9))).astype(np.float32)
+        cin = ch if i == 0 else mid
+        cout = ch if i == layers - 1 else mid
+        wt = (rng.standard_normal((cout, cin, 3, 3)) * np.sqrt(2.0 / (cin * 9))).astype(np.float32)
         inits.append(numpy_helper.from_array(wt, f"w{i}"))
         out = "y" if i == layers - 1 else f"a{i}"
         nodes.append(helper.make_node("Conv", [prev, f"w{i}"], [f"c{i}"],
@@ -279,7 +283,7 @@ def test_infer_timeout_in_queue(d, w):
     x = RNG.standard_normal((2, SLOW_CH, SLOW_HW, SLOW_HW)).astype(np.float32)
     slow = {"model": "slow", "inputs": {"x": tensor(x)}}
     small = {"model": "conv", "inputs": {"x": tensor(good_x())}, "timeout_ms": 1}
-    # Both workers busy with three rounds of slow requests (56 MFLOP each):
+    # Both workers busy with three rounds of slow requests (batch 2 each):
     # the last one waits far longer than 1 ms before it could start.
     w.send(b"".join(request(i, "infer", slow) for i in range(1, 7)) +
            request(7, "infer", small))
@@ -380,7 +384,7 @@ def test_unload_with_request_in_flight(d, w):
 
 
 def test_client_gone_with_inference_queued(d):
-    write_errors = stats(d)["connections"]["write_errors"]
+    s0 = stats(d)
     x = RNG.standard_normal((1, SLOW_CH, SLOW_HW, SLOW_HW)).astype(np.float32)
     with Wire.connect(d) as w:
         w.send(b"".join(request(i, "infer", {"model": "slow", "inputs": {"x": tensor(x)}})
@@ -393,13 +397,19 @@ def test_client_gone_with_inference_queued(d):
                and time.monotonic() < deadline):
             time.sleep(0.05)
         assert w2.result("stats")["requests"]["in_flight"] == 0
-        # Queued work of the departed client was cancelled, not computed.
-        # The first answer's write fails (counted once, as a write error);
-        # the others are counted as cancelled or dropped.
+        # The daemon saw the close (EOF with POLLHUP): queued work of the
+        # departed client was cancelled, not computed; what was already
+        # running finished and its answers were dropped (or written, had it
+        # ended before the close was seen). Each of the 8 is accounted once,
+        # and no write failed.
         s = w2.result("stats")
-        assert s["requests"]["cancelled"] >= 1
-        assert s["requests"]["cancelled"] + s["requests"]["dropped"] <= 7
-        assert s["connections"]["write_errors"] == write_errors + 1
+        cancelled = s["requests"]["cancelled"] - s0["requests"]["cancelled"]
+        dropped = s["requests"]["dropped"] - s0["requests"]["dropped"]
+        computed = s["models"]["slow"]["ok"] - s0["models"]["slow"]["ok"]
+        assert cancelled >= 1
+        assert cancelled + computed == 8
+        assert dropped <= computed
+        assert s["connections"]["write_errors"] == s0["connections"]["write_errors"]
 
 
 def test_load_without_models_dir_is_e_access(tmp_path):

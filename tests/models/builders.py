@@ -230,6 +230,22 @@ def resnet50(rng, classes=1000, size=224, width=1.0, opset=13):
     return g.build([y], "resnet50")
 
 
+def resnet18(rng, classes=1000, size=224, width=1.0, opset=13):
+    """ResNet-18-shaped model: basic blocks (2, 2, 2, 2) at 64..512 channels."""
+    g = Graph(rng, opset)
+    w = lambda c: max(8, int(c * width))
+    x = g.input("input", [3, size, size])
+    y = g.conv_bn_relu(x, 3, w(64), 7, 2)
+    y = g.node("MaxPool", [y], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    cin = w(64)
+    for c, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
+        for i in range(2):
+            y = resnet_basic(g, y, cin, w(c), stride if i == 0 else 1)
+            cin = w(c)
+    y = fc_head(g, y, cin, classes, softmax=False)
+    return g.build([y], "resnet18")
+
+
 def mobilenetv2(rng, classes=1000, size=224, width=1.0, opset=13):
     """MobileNetV2-shaped model."""
     g = Graph(rng, opset)

@@ -1,0 +1,201 @@
+#include "daemon/metrics.h"
+
+#include "daemon/log.h"
+#include "daemon/models.h"
+#include "daemon/registry.h"
+#include "daemon/server.h"
+#include "daemon/stats.h"
+#include "proto/errors.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <uv.h>
+
+// Bucket bounds (`le`) of the latency histograms, in seconds, and of the
+// batch-size histogram. The fine log buckets (daemon/histogram.h) are summed
+// into these; a value counts under the first bound >= its fine bucket's
+// midpoint (<= 1.6 % off).
+static const double lat_le[] = {25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3,
+                                5e-3, 10e-3, 25e-3, 50e-3, 100e-3, 250e-3, 500e-3,
+                                1.0, 2.5, 5.0, 10.0, 30.0};
+static const double batch_le[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096};
+
+static void head(FILE *f, const char *name, const char *type, const char *help) {
+    fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void histogram(FILE *f, const char *name, const char *model, const cd_histogram *h,
+                      const double *le, size_t nle, double scale) {
+    static cd_histogram_snap s; // loop thread only
+    cd_histogram_snapshot(h, &s);
+    uint64_t total = 0;
+    for (size_t i = 0; i < CD_HISTOGRAM_NBUCKETS; i++)
+        total += s.buckets[i];
+    for (size_t i = 0; i < nle; i++)
+        fprintf(f, "%s_bucket{model=\"%s\",le=\"%g\"} %llu\n", name, model, le[i],
+                (unsigned long long)cd_histogram_count_le(&s, (uint64_t)(le[i] / scale)));
+    fprintf(f, "%s_bucket{model=\"%s\",le=\"+Inf\"} %llu\n", name, model,
+            (unsigned long long)total);
+    fprintf(f, "%s_sum{model=\"%s\"} %.9g\n", name, model, (double)s.sum * scale);
+    fprintf(f, "%s_count{model=\"%s\"} %llu\n", name, model, (unsigned long long)total);
+}
+
+int cd_metrics_render(cd_server *srv, char **out, size_t *len) {
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&buf, &n);
+    if (!f)
+        return CD_ENOMEM;
+
+    head(f, "convd_uptime_seconds", "gauge", "Seconds since the daemon started.");
+    fprintf(f, "convd_uptime_seconds %.3f\n", cd_server_uptime(srv));
+    head(f, "convd_draining", "gauge", "1 once SIGTERM/SIGINT started the drain.");
+    fprintf(f, "convd_draining %d\n", srv->draining ? 1 : 0);
+    head(f, "convd_connections", "gauge", "Open client connections.");
+    fprintf(f, "convd_connections %zu\n", srv->nactive);
+    head(f, "convd_connections_total", "counter", "Connections accepted.");
+    fprintf(f, "convd_connections_total %llu\n", (unsigned long long)CD_STAT_GET(conn_total));
+    head(f, "convd_connections_rejected_total", "counter",
+         "Connections refused, by cause (limit: max-connections; emfile: out of descriptors).");
+    fprintf(f, "convd_connections_rejected_total{cause=\"limit\"} %llu\n",
+            (unsigned long long)CD_STAT_GET(conn_rejected_limit));
+    fprintf(f, "convd_connections_rejected_total{cause=\"emfile\"} %llu\n",
+            (unsigned long long)CD_STAT_GET(conn_rejected_emfile));
+    head(f, "convd_connections_dropped_total", "counter",
+         "Connections dropped by the daemon, by cause.");
+    fprintf(f, "convd_connections_dropped_total{cause=\"write_error\"} %llu\n",
+            (unsigned long long)CD_STAT_GET(conn_write_errors));
+    fprintf(f, "convd_connections_dropped_total{cause=\"slow_reader\"} %llu\n",
+            (unsigned long long)CD_STAT_GET(conn_slow_reader));
+    fprintf(f, "convd_connections_dropped_total{cause=\"eof_mid_message\"} %llu\n",
+            (unsigned long long)CD_STAT_GET(conn_eof_mid_message));
+    head(f, "convd_method_requests_total", "counter", "Requests received, by method.");
+    for (int i = 0; i < CD_M_COUNT; i++)
+        fprintf(f, "convd_method_requests_total{method=\"%s\"} %llu\n",
+                cd_method_name((cd_method_id)i),
+                (unsigned long long)CD_STAT_GET(by_method[i]));
+    head(f, "convd_notifications_total", "counter", "Notifications received (ignored).");
+    fprintf(f, "convd_notifications_total %llu\n", (unsigned long long)CD_STAT_GET(notifications));
+    head(f, "convd_errors_total", "counter", "Error answers, by code (all methods).");
+#define XX(name, num, msg)                                                       \
+    fprintf(f, "convd_errors_total{code=\"E_" #name "\"} %llu\n",                \
+            (unsigned long long)CD_STAT_GET(errors[num]));
+    CD_ERROR_MAP(XX)
+#undef XX
+    head(f, "convd_requests_cancelled_total", "counter",
+         "Requests dropped before compute because their client had gone.");
+    fprintf(f, "convd_requests_cancelled_total %llu\n",
+            (unsigned long long)CD_STAT_GET(req_cancelled));
+    head(f, "convd_responses_dropped_total", "counter",
+         "Finished responses discarded because their client had gone.");
+    fprintf(f, "convd_responses_dropped_total %llu\n",
+            (unsigned long long)CD_STAT_GET(req_dropped));
+    head(f, "convd_in_flight", "gauge", "Requests queued or running on the workers.");
+    fprintf(f, "convd_in_flight %zu\n", srv->workers ? cd_workers_busy(srv->workers) : 0);
+    head(f, "convd_bytes_in_total", "counter", "Bytes read from clients.");
+    fprintf(f, "convd_bytes_in_total %llu\n", (unsigned long long)CD_STAT_GET(bytes_in));
+    head(f, "convd_bytes_out_total", "counter", "Bytes written to clients.");
+    fprintf(f, "convd_bytes_out_total %llu\n", (unsigned long long)CD_STAT_GET(bytes_out));
+    head(f, "convd_resident_memory_bytes", "gauge", "Resident set size of the daemon.");
+    fprintf(f, "convd_resident_memory_bytes %llu\n", (unsigned long long)cd_stats_rss_bytes());
+    head(f, "convd_models_loaded", "gauge", "Models in the registry.");
+    size_t nm = cd_registry_count(srv->registry);
+    fprintf(f, "convd_models_loaded %zu\n", nm);
+
+    // Per model. Names are [A-Za-z0-9._-]: no label escaping needed.
+    if (nm) {
+        head(f, "convd_requests_total", "counter",
+             "infer requests per model, by result code (OK or an E_ code).");
+        for (size_t i = 0; i < nm; i++) {
+            const cd_model_entry *e = cd_registry_at(srv->registry, i);
+            const cd_model_counters *c = cd_registry_counters_at(srv->registry, i);
+            fprintf(f, "convd_requests_total{model=\"%s\",code=\"OK\"} %llu\n", e->name,
+                    (unsigned long long)c->ok);
+            for (int k = 1; k < CD_STATS_NERR; k++)
+                if (c->by_code[k])
+                    fprintf(f, "convd_requests_total{model=\"%s\",code=\"%s\"} %llu\n",
+                            e->name, cd_err_name(-k), (unsigned long long)c->by_code[k]);
+        }
+        head(f, "convd_batches_total", "counter", "Model runs (batches) per model.");
+        for (size_t i = 0; i < nm; i++)
+            fprintf(f, "convd_batches_total{model=\"%s\"} %llu\n",
+                    cd_registry_at(srv->registry, i)->name,
+                    (unsigned long long)cd_registry_counters_at(srv->registry, i)->batches);
+        head(f, "convd_batch_items_total", "counter", "Items (batch rows) computed per model.");
+        for (size_t i = 0; i < nm; i++)
+            fprintf(f, "convd_batch_items_total{model=\"%s\"} %llu\n",
+                    cd_registry_at(srv->registry, i)->name,
+                    (unsigned long long)cd_registry_counters_at(srv->registry, i)->items);
+        head(f, "convd_queue_length", "gauge", "Requests waiting in the model's queue.");
+        for (size_t i = 0; i < nm; i++) {
+            const cd_model_entry *e = cd_registry_at(srv->registry, i);
+            fprintf(f, "convd_queue_length{model=\"%s\"} %zu\n", e->name,
+                    cd_workers_queue_len(srv->workers, &e->queue));
+        }
+        head(f, "convd_batch_size", "histogram", "Items per model run.");
+        for (size_t i = 0; i < nm; i++)
+            histogram(f, "convd_batch_size", cd_registry_at(srv->registry, i)->name,
+                      &cd_registry_counters_at(srv->registry, i)->batch_size, batch_le,
+                      sizeof batch_le / sizeof batch_le[0], 1.0);
+        static const struct {
+            const char *name, *help;
+            size_t off;
+        } lat[] = {
+            {"convd_queue_wait_seconds", "Time from receipt until the request's run began.",
+             offsetof(cd_model_counters, queue_ns)},
+            {"convd_compute_seconds", "Duration of the model run the request was part of.",
+             offsetof(cd_model_counters, compute_ns)},
+            {"convd_request_seconds",
+             "Time from receipt until the answer was queued for writing.",
+             offsetof(cd_model_counters, total_ns)},
+        };
+        for (size_t k = 0; k < 3; k++) {
+            head(f, lat[k].name, "histogram", lat[k].help);
+            for (size_t i = 0; i < nm; i++) {
+                const char *c = (const char *)cd_registry_counters_at(srv->registry, i);
+                histogram(f, lat[k].name, cd_registry_at(srv->registry, i)->name,
+                          (const cd_histogram *)(c + lat[k].off), lat_le,
+                          sizeof lat_le / sizeof lat_le[0], 1e-9);
+            }
+        }
+    }
+    if (fclose(f) != 0 || !buf) {
+        free(buf);
+        return CD_ENOMEM;
+    }
+    *out = buf;
+    *len = n;
+    return 0;
+}
+
+int cd_metrics_write_file(cd_server *srv, const char *path) {
+    static uint64_t last_log_ns;
+    char *text;
+    size_t len;
+    int rc = cd_metrics_render(srv, &text, &len);
+    if (rc != 0)
+        return rc;
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    bool ok = f && fwrite(text, 1, len, f) == len;
+    if (f && fclose(f) != 0)
+        ok = false;
+    if (ok && rename(tmp, path) != 0)
+        ok = false;
+    free(text);
+    if (!ok) {
+        int e = errno;
+        unlink(tmp);
+        uint64_t now = uv_hrtime();
+        if (now - last_log_ns > 60000000000ull) {
+            last_log_ns = now;
+            CD_WARN("cannot write --metrics-file %s: %s", path, strerror(e));
+        }
+        return CD_EIO;
+    }
+    return 0;
+}

@@ -1,0 +1,80 @@
+// Per-model settings: `<model file>.conf` next to the model, read with the
+// daemon's config-file parser (cd_config_read).
+//
+//   # resnet18.onnx.conf
+//   max_batch    = 16
+//   max_delay_us = 2000
+//   max_queue    = 512
+#include "daemon/registry.h"
+#include "daemon/settings.h"
+#include "proto/errors.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+typedef struct {
+    const char *key;
+    int64_t min, max;
+    size_t offset; // in cd_model_conf
+} conf_key;
+
+static const conf_key conf_keys[] = {
+    {"max_batch", 1, 4096, offsetof(cd_model_conf, max_batch)},
+    {"max_delay_us", 0, 10000000, offsetof(cd_model_conf, max_delay_us)},
+    {"max_queue", 1, 1000000, offsetof(cd_model_conf, max_queue)},
+};
+
+static int conf_line(void *ud, const char *key, const char *val, char *why, size_t whylen) {
+    for (size_t i = 0; i < sizeof conf_keys / sizeof conf_keys[0]; i++) {
+        const conf_key *k = &conf_keys[i];
+        if (strcmp(k->key, key) != 0)
+            continue;
+        char *end;
+        errno = 0;
+        long long x = strtoll(val, &end, 10);
+        if (errno || end == val || *end != '\0') {
+            snprintf(why, whylen, "%s: '%.64s' is not an integer", key, val);
+            return -1;
+        }
+        if (x < k->min || x > k->max) {
+            snprintf(why, whylen, "%s: %lld is out of range %lld..%lld", key, x,
+                     (long long)k->min, (long long)k->max);
+            return -1;
+        }
+        int64_t v = x;
+        memcpy((char *)ud + k->offset, &v, sizeof v);
+        return 0;
+    }
+    snprintf(why, whylen, "unknown key '%.64s' (max_batch, max_delay_us, max_queue)", key);
+    return -1;
+}
+
+int cd_model_conf_read(const char *model_path, cd_model_conf *c, time_t *mtime,
+                       off_t *size, char *err, size_t errlen) {
+    char path[PATH_MAX + 8];
+    snprintf(path, sizeof path, "%s.conf", model_path);
+    struct stat st;
+    if (mtime)
+        *mtime = 0;
+    if (size)
+        *size = 0;
+    if (stat(path, &st) != 0) {
+        if (errno == ENOENT)
+            return 0;
+        snprintf(err, errlen, "cannot stat %s: %s", path, strerror(errno));
+        return CD_EIO;
+    }
+    if (mtime)
+        *mtime = st.st_mtime;
+    if (size)
+        *size = st.st_size;
+    cd_model_conf tmp = *c;
+    if (cd_config_read(path, conf_line, &tmp, err, errlen) != 0)
+        return CD_EPARAMS;
+    *c = tmp;
+    return 0;
+}

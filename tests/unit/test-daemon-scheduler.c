@@ -1,0 +1,207 @@
+// daemon/workers.c, the scheduler: dynamic batching per model queue (max
+// items, max delay, arrival order, mixed batch sizes), the queue limit
+// (CD_EOVERLOADED), cancellation of queued requests and deadlines checked at
+// dequeue -- with a fake batch function on a real uv loop and worker threads.
+#include "daemon/workers.h"
+#include "proto/errors.h"
+#include "tests/unit/check.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAXREQ 512
+
+typedef struct {
+    int nbatches;
+    int batch_items[MAXREQ];     // items per run
+    int order[MAXREQ];           // request ids in the order they were run
+    int nrun;
+    int delay_us;                // sleep inside each run
+    pthread_mutex_t lock;
+} fake_log;
+
+static fake_log g_log;
+static int g_completed;
+static cd_request *g_done[MAXREQ];
+
+static void fake_run(cd_request **reqs, int n, int worker) {
+    pthread_mutex_lock(&g_log.lock);
+    int items = 0;
+    for (int i = 0; i < n; i++) {
+        items += reqs[i]->items;
+        g_log.order[g_log.nrun++] = (int)reqs[i]->msgid;
+        reqs[i]->status = 0;
+    }
+    g_log.batch_items[g_log.nbatches++] = items;
+    pthread_mutex_unlock(&g_log.lock);
+    if (g_log.delay_us)
+        usleep((useconds_t)g_log.delay_us);
+}
+
+static void on_complete(cd_request *req, void *ud) {
+    g_done[g_completed++] = req;
+}
+
+static cd_request *new_req(uint32_t id, int items) {
+    cd_request *r = calloc(1, sizeof *r);
+    r->msgid = id;
+    r->items = items;
+    atomic_init(&r->cancelled, false);
+    r->t_received_ns = uv_hrtime();
+    return r;
+}
+
+static void run_until(uv_loop_t *loop, int n) {
+    uint64_t t0 = uv_hrtime();
+    while (g_completed < n && uv_hrtime() - t0 < 10000000000ull)
+        uv_run(loop, UV_RUN_ONCE);
+    CHECK_EQ(g_completed, n);
+}
+
+static void reset(void) {
+    memset(&g_log, 0, sizeof g_log);
+    pthread_mutex_init(&g_log.lock, NULL);
+    g_completed = 0;
+}
+
+static void finish(uv_loop_t *loop, cd_workers *w) {
+    cd_workers_stop(w);
+    uv_run(loop, UV_RUN_DEFAULT);
+    for (int i = 0; i < g_completed; i++)
+        free(g_done[i]);
+    uv_loop_close(loop);
+}
+
+CD_TEST(daemon_sched_mixed_sizes_batched_in_order_within_max_batch) {
+    reset();
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    cd_workers *w;
+    CHECK_EQ(cd_workers_init(&w, &loop, 1, on_complete, NULL), 0);
+    static cd_sched_queue q;
+    int max_batch = cd_test_randi(2, 9);
+    // A long delay: nothing runs before max_batch items are queued.
+    cd_sched_queue_init(&q, fake_run, max_batch, 2000000000ull, 1000);
+    int n = cd_test_randi(20, 100), total = 0;
+    for (int i = 0; i < n; i++) {
+        int items = cd_test_randi(1, max_batch);
+        total += items;
+        CHECK_EQ(cd_workers_submit_batched(w, &q, new_req((uint32_t)i, items)), 0);
+    }
+    // The tail (< max_batch items) waits for the delay; stop flushes it.
+    cd_workers_stop(w);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK_EQ(g_completed, n);
+    int sum = 0, multi = 0;
+    for (int b = 0; b < g_log.nbatches; b++) {
+        CHECK(g_log.batch_items[b] >= 1 && g_log.batch_items[b] <= max_batch);
+        sum += g_log.batch_items[b];
+        multi += g_log.batch_items[b] > 1;
+    }
+    CHECK_EQ(sum, total);
+    CHECK(multi > 0);
+    for (int i = 0; i < n; i++)
+        CHECK_EQ(g_log.order[i], i); // arrival order kept
+    for (int i = 0; i < g_completed; i++) {
+        CHECK_EQ(g_done[i]->status, 0);
+        CHECK(g_done[i]->t_end_ns >= g_done[i]->t_start_ns);
+        free(g_done[i]);
+    }
+    uv_loop_close(&loop);
+}
+
+CD_TEST(daemon_sched_delay_zero_runs_lone_request_at_once) {
+    reset();
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    cd_workers *w;
+    CHECK_EQ(cd_workers_init(&w, &loop, 2, on_complete, NULL), 0);
+    static cd_sched_queue q;
+    cd_sched_queue_init(&q, fake_run, 16, 0, 1000);
+    uint64_t t0 = uv_hrtime();
+    CHECK_EQ(cd_workers_submit_batched(w, &q, new_req(1, 1)), 0);
+    run_until(&loop, 1);
+    CHECK(uv_hrtime() - t0 < 1000000000ull);
+    CHECK_EQ(g_log.nbatches, 1);
+    CHECK_EQ(g_log.batch_items[0], 1);
+    finish(&loop, w);
+}
+
+CD_TEST(daemon_sched_delay_collects_a_batch) {
+    reset();
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    cd_workers *w;
+    CHECK_EQ(cd_workers_init(&w, &loop, 1, on_complete, NULL), 0);
+    static cd_sched_queue q;
+    cd_sched_queue_init(&q, fake_run, 64, 200000000ull, 1000); // 200 ms
+    int n = cd_test_randi(3, 10);
+    uint64_t t0 = uv_hrtime();
+    for (int i = 0; i < n; i++)
+        CHECK_EQ(cd_workers_submit_batched(w, &q, new_req((uint32_t)i, 1)), 0);
+    run_until(&loop, n);
+    uint64_t dt = uv_hrtime() - t0;
+    CHECK_EQ(g_log.nbatches, 1); // all n in one run, after the delay
+    CHECK_EQ(g_log.batch_items[0], n);
+    CHECK(dt >= 150000000ull);
+    finish(&loop, w);
+}
+
+CD_TEST(daemon_sched_queue_limit_overloaded) {
+    reset();
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    cd_workers *w;
+    CHECK_EQ(cd_workers_init(&w, &loop, 1, on_complete, NULL), 0);
+    static cd_sched_queue q;
+    int limit = cd_test_randi(1, 8);
+    cd_sched_queue_init(&q, fake_run, 1, 5000000000ull, (size_t)limit); // nothing runs yet
+    // max_batch 1: each queued request is a full batch, so the worker takes
+    // the first at once; hold it with a slow run.
+    g_log.delay_us = 300000;
+    CHECK_EQ(cd_workers_submit_batched(w, &q, new_req(0, 1)), 0);
+    usleep(50000); // the worker has taken request 0
+    for (int i = 1; i <= limit; i++)
+        CHECK_EQ(cd_workers_submit_batched(w, &q, new_req((uint32_t)i, 1)), 0);
+    CHECK_EQ(cd_workers_queue_len(w, &q), limit);
+    cd_request *extra = new_req(99, 1);
+    CHECK_EQ(cd_workers_submit_batched(w, &q, extra), CD_EOVERLOADED);
+    free(extra);
+    run_until(&loop, limit + 1);
+    finish(&loop, w);
+}
+
+CD_TEST(daemon_sched_cancel_and_deadline_skip_compute) {
+    reset();
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    cd_workers *w;
+    CHECK_EQ(cd_workers_init(&w, &loop, 1, on_complete, NULL), 0);
+    static cd_sched_queue q;
+    cd_sched_queue_init(&q, fake_run, 1, 0, 100);
+    g_log.delay_us = 200000;
+    CHECK_EQ(cd_workers_submit_batched(w, &q, new_req(0, 1)), 0); // runs 200 ms
+    usleep(30000);
+    cd_request *gone = new_req(1, 1);
+    cd_request *late = new_req(2, 1);
+    late->deadline_ns = late->t_received_ns + 1000000; // 1 ms: missed behind request 0
+    cd_request *fine = new_req(3, 1);
+    CHECK_EQ(cd_workers_submit_batched(w, &q, gone), 0);
+    CHECK_EQ(cd_workers_submit_batched(w, &q, late), 0);
+    CHECK_EQ(cd_workers_submit_batched(w, &q, fine), 0);
+    cd_workers_cancel(w, gone); // queued: leaves the queue now
+    CHECK_EQ(cd_workers_queue_len(w, &q), 2);
+    run_until(&loop, 4);
+    int status[4] = {1, 1, 1, 1};
+    for (int i = 0; i < 4; i++)
+        status[g_done[i]->msgid] = g_done[i]->status;
+    CHECK_EQ(status[0], 0);
+    CHECK_EQ(status[1], CD_ECANCELLED);
+    CHECK_EQ(status[2], CD_ETIMEOUT);
+    CHECK_EQ(status[3], 0);
+    CHECK_EQ(g_log.nrun, 2); // only 0 and 3 were computed
+    cd_workers_cancel(w, fine); // already finished: no effect
+    finish(&loop, w);
+}
