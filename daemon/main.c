@@ -10,7 +10,24 @@
 #include "runtime/backend.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+// The kernels run on OpenMP (libgomp, through oneDNN). libgomp's default wait
+// policy spins at every barrier, which stalls whole teams when several worker
+// threads' teams, or other processes, share the cores: measured here,
+// MobileNetV2 at 2 threads went from 5.6 ms to 78 ms median under load
+// (docs/PERFORMANCE.md). A server shares its cores by design, so convd waits
+// passively unless the environment chose a policy. libgomp reads the variable
+// when it is loaded, before main, hence the one re-exec.
+static void ensure_omp_wait_policy(char **argv) {
+    if (getenv("OMP_WAIT_POLICY")) return;
+    if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
+    execv("/proc/self/exe", argv);
+    // Not fatal: the daemon works either way, only slower under contention.
+    fprintf(stderr, "convd: could not re-exec with OMP_WAIT_POLICY=passive; continuing\n");
+}
 
 // Checks --device at start-up (runtime/backend.h cd_backend_probe): "cpu",
 // "hip-emu", or "hip[:N]", which loads the GPU=hip plugin and probes the
@@ -29,6 +46,7 @@ static int check_device(const char *dev) {
 }
 
 int main(int argc, char **argv) {
+    ensure_omp_wait_policy(argv);
     static cd_settings set;
     switch (cd_settings_parse(&set, argc, argv)) {
     case CD_SETTINGS_RUN:

@@ -52,6 +52,11 @@ class TestDaemon:
         env = dict(os.environ)
         # Leaks are checked explicitly at exit by LeakSanitizer in SAN builds.
         env.setdefault("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0")
+        # Set explicitly so convd does not re-exec itself to choose it (a
+        # re-exec would also leave valgrind behind).
+        env.setdefault("OMP_WAIT_POLICY", "passive")
+        env.setdefault("LSAN_OPTIONS", "suppressions=" + os.path.join(
+            os.path.dirname(os.path.abspath(__file__)), "lsan.supp"))
         if self.env:
             env.update(self.env)
         self._log = open(self._log_path, "wb")
