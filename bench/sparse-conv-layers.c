@@ -5,6 +5,8 @@
 //                      [--min-time SECONDS] [--layers r50|mv2|all]
 //                      [--format auto|csr|bsr4|bsr8]   (default auto)
 //                      [--rounds R]                    (default 3)
+//                      [--levels 0.6,0.9,-0.9]  (a subset of the levels)
+//                      [--cin-block N]          (force the input-channel block)
 //
 // For each ResNet-50 / MobileNetV2 layer shape, batch and thread count:
 // oneDNN convolution with every tensor in the layout oneDNN prefers (format
@@ -68,6 +70,10 @@ static const layer k_layers[] = {
 // Sparsity levels: unstructured, then one 4x1-block level (negative = block).
 static const double k_levels[] = {0.0, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, -0.9};
 #define NLEVELS (sizeof k_levels / sizeof k_levels[0])
+// Levels measured (--levels: a comma list of the above, e.g. "0.6,0.9,-0.9");
+// the others print "-".
+static int g_level_on[NLEVELS] = {1, 1, 1, 1, 1, 1, 1, 1};
+static int g_cin_block; // --cin-block: forced input-channel block (0 = auto)
 
 static double now_s(void) {
     struct timespec ts;
@@ -291,8 +297,9 @@ static void run_layer(const layer *L, int batch, int threads, int bi, int ti) {
     void *ws[NLEVELS] = {0};
     char fmt_note[16] = "";
     for (size_t l = 0; l < NLEVELS; l++) {
+        if (!g_level_on[l]) continue;
         prune(dense, w, &d, k_levels[l]);
-        cd_sparse_conv_options opt = {.format = g_format};
+        cd_sparse_conv_options opt = {.format = g_format, .cin_block = g_cin_block};
         if (cd_sparse_conv_create(&d, w, bias, &opt, &h[l]) != 0) {
             h[l] = NULL;
             continue;
@@ -336,6 +343,11 @@ static void run_layer(const layer *L, int batch, int threads, int bi, int ti) {
         res->ti = ti;
     }
     for (size_t l = 0; l < NLEVELS; l++) {
+        if (!g_level_on[l]) {
+            if (res) res->sp[l] = 0;
+            printf(" - |");
+            continue;
+        }
         if (t_sparse[l] < 0) {
             printf(" err |");
             continue;
@@ -411,6 +423,14 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--min-time") && i + 1 < argc) g_min_time = atof(argv[++i]);
         else if (!strcmp(argv[i], "--layers") && i + 1 < argc) set = argv[++i];
         else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) g_rounds = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--cin-block") && i + 1 < argc) g_cin_block = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--levels") && i + 1 < argc) {
+            char *list = argv[++i];
+            for (size_t l = 0; l < NLEVELS; l++) g_level_on[l] = 0;
+            for (char *t = strtok(list, ","); t; t = strtok(NULL, ","))
+                for (size_t l = 0; l < NLEVELS; l++)
+                    if (fabs(atof(t) - k_levels[l]) < 1e-9) g_level_on[l] = 1;
+        }
         else if (!strcmp(argv[i], "--format") && i + 1 < argc) {
             const char *f = argv[++i];
             for (int k = CD_SPARSE_FMT_AUTO; k <= CD_SPARSE_FMT_BSR8; k++)
@@ -418,7 +438,8 @@ int main(int argc, char **argv) {
         }
         else {
             fprintf(stderr, "usage: %s [--filter S] [--batch N] [--threads T] [--min-time S] "
-                            "[--layers r50|mv2|all] [--format auto|csr|bsr4|bsr8] [--rounds R]\n", argv[0]);
+                            "[--layers r50|mv2|all] [--format auto|csr|bsr4|bsr8] [--rounds R] "
+                            "[--levels 0.6,0.9,-0.9] [--cin-block N]\n", argv[0]);
             return 2;
         }
     }

@@ -9,13 +9,15 @@
 
 #include <assert.h>
 #include <immintrin.h>
+#include <math.h>
 
-// Adds the residual (when r), clamps and stores one vector (masked when tail).
+// Adds the residual (when r), clamps (when clamp) and stores one vector
+// (masked when tail).
 static inline __attribute__((always_inline)) void
 cd_spmm_store_avx512f(__m512 a, const float *r, float *o, int tail, __mmask16 last,
-                      __m512 vmin, __m512 vmax) {
+                      int clamp, __m512 vmin, __m512 vmax) {
     if (r) a = _mm512_add_ps(a, tail ? _mm512_maskz_loadu_ps(last, r) : _mm512_loadu_ps(r));
-    a = _mm512_min_ps(_mm512_max_ps(a, vmin), vmax);
+    if (clamp) a = _mm512_min_ps(_mm512_max_ps(a, vmin), vmax);
     if (tail)
         _mm512_mask_storeu_ps(o, last, a);
     else
@@ -30,8 +32,15 @@ static inline __attribute__((always_inline)) void
 cd_spmm_tile1_avx512f(const int NV, const int MASKED, __mmask16 last, size_t nblk,
                       const float *in, const float *w, const int32_t *off,
                       const uint32_t *nnz, const float *res, size_t res_stride,
-                      float *out, size_t out_stride, __m512 vmin, __m512 vmax) {
+                      float *out, size_t out_stride, int clamp, __m512 vmin, __m512 vmax) {
+    // Accumulating in place without clamp (a later column block): a block
+    // with no entries and a zero bias leaves its output as it is.
+    const int inplace = !clamp && res == out && res_stride == out_stride;
     for (size_t b = 0; b < nblk; b++) {
+        if (inplace && nnz[b] == 0 && w[0] == 0.0f) {
+            w += 1;
+            continue;
+        }
         // Fixed-size arrays, fully unrolled with constant indices: registers.
         __m512 a0[8], a1[8];
         const __m512 vb = _mm512_set1_ps(w[0]);
@@ -71,7 +80,7 @@ cd_spmm_tile1_avx512f(const int NV, const int MASKED, __mmask16 last, size_t nbl
 #pragma GCC unroll 8
         for (int v = 0; v < NV; v++)
             cd_spmm_store_avx512f(_mm512_add_ps(a0[v], a1[v]), r ? r + 16 * v : NULL, o + 16 * v,
-                                  MASKED && v == NV - 1, last, vmin, vmax);
+                                  MASKED && v == NV - 1, last, clamp, vmin, vmax);
     }
 }
 
@@ -81,7 +90,7 @@ static inline __attribute__((always_inline)) void
 cd_spmm_tilen_avx512f(const int NV, const int NR, const int MASKED, __mmask16 last,
                       size_t nblk, const float *in, const float *w, const int32_t *off,
                       const uint32_t *nnz, const float *res, size_t res_stride,
-                      float *out, size_t out_stride, __m512 vmin, __m512 vmax) {
+                      float *out, size_t out_stride, int clamp, __m512 vmin, __m512 vmax) {
     for (size_t b = 0; b < nblk; b++) {
         __m512 acc[8][4];
 #pragma GCC unroll 8
@@ -113,7 +122,7 @@ cd_spmm_tilen_avx512f(const int NV, const int NR, const int MASKED, __mmask16 la
 #pragma GCC unroll 4
             for (int v = 0; v < NV; v++)
                 cd_spmm_store_avx512f(acc[i][v], r ? r + 16 * v : NULL, o + 16 * v,
-                                      MASKED && v == NV - 1, last, vmin, vmax);
+                                      MASKED && v == NV - 1, last, clamp, vmin, vmax);
         }
     }
 }
@@ -123,13 +132,13 @@ static inline __attribute__((always_inline)) void
 cd_spmm_tile_avx512f(const int NV, const int NR, const int MASKED, __mmask16 last,
                      size_t nblk, const float *in, const float *w, const int32_t *off,
                      const uint32_t *nnz, const float *res, size_t res_stride,
-                     float *out, size_t out_stride, __m512 vmin, __m512 vmax) {
+                     float *out, size_t out_stride, int clamp, __m512 vmin, __m512 vmax) {
     if (NR == 1)
         cd_spmm_tile1_avx512f(NV, MASKED, last, nblk, in, w, off, nnz, res, res_stride, out,
-                              out_stride, vmin, vmax);
+                              out_stride, clamp, vmin, vmax);
     else
         cd_spmm_tilen_avx512f(NV > 4 ? 4 : NV, NR, MASKED, last, nblk, in, w, off, nnz, res,
-                              res_stride, out, out_stride, vmin, vmax);
+                              res_stride, out, out_stride, clamp, vmin, vmax);
 }
 
 // The body of a kernel with MR = 16*NVMAX pixels per tile and NR channels
@@ -145,12 +154,16 @@ cd_spmm_run_avx512f(const int NVMAX, const int NR, size_t mc, size_t nblk, const
     assert(mc > 0 && in && w && out && params);
     const __m512 vmin = _mm512_set1_ps(params->min);
     const __m512 vmax = _mm512_set1_ps(params->max);
+    // No clamp (partial sums of early column blocks, no activation): skip it.
+    const int clamp = params->min > -INFINITY || params->max < INFINITY;
     const size_t MR = 16 * (size_t)NVMAX;
-    const size_t keep = NR == 1 ? 2 * MR : MR; // leave this much for the last tile
+    // Leave this much for the last tile (at most 8 vectors).
+    const size_t keep = NR == 1 && NVMAX <= 4 ? 2 * MR : MR;
     size_t m = 0;
     for (; mc - m >= keep; m += MR)
         cd_spmm_tile_avx512f(NVMAX, NR, 0, 0xffff, nblk, in + m, w, off, nnz,
-                             res ? res + m : NULL, res_stride, out + m, out_stride, vmin, vmax);
+                             res ? res + m : NULL, res_stride, out + m, out_stride, clamp, vmin,
+                             vmax);
     const size_t rem = mc - m;
     if (rem == 0) return;
     const size_t nv = (rem + 15) / 16;
@@ -158,7 +171,7 @@ cd_spmm_run_avx512f(const int NVMAX, const int NR, size_t mc, size_t nblk, const
     const float *r = res ? res + m : NULL;
 #define CD_SPMM_AVX512F_TAIL_(NV_)                                             \
     cd_spmm_tile_avx512f(NV_, NR, 1, last, nblk, in + m, w, off, nnz, r,       \
-                         res_stride, out + m, out_stride, vmin, vmax)
+                         res_stride, out + m, out_stride, clamp, vmin, vmax)
     switch (nv) {
     case 1: CD_SPMM_AVX512F_TAIL_(1); break;
     case 2: CD_SPMM_AVX512F_TAIL_(2); break;

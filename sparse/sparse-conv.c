@@ -29,8 +29,14 @@ typedef enum {
 // Input rows one pass may keep in L1: about 32 KiB of the 48 KiB, the rest
 // for weights and outputs.
 #define L1_INPUT_BYTES 32768
+// The same for k x k planes: their mostly cache-line-split loads touch twice
+// the lines (measured best on ResNet-50 3x3 layers: 14x14 1.3x faster than
+// with the 1x1 budget, the others flat).
+#define L1_INPUT_BYTES_KXK 16384
 // Pixels per pass when the input channels are split into column blocks.
 #define CB_TILE 64
+// Prepared input planes per band (k x k): well inside the 2 MiB L2.
+#define BAND_BYTES (640 * 1024)
 
 struct cd_sparse_conv {
     cd_conv_desc d;              // the layer, oh/ow filled
@@ -41,16 +47,22 @@ struct cd_sparse_conv {
     int cb;                      // input channels per column block (last may be fewer)
     cd_sparse_pack *packs;       // [ncb] packed weights; bias lives in packs[0]
     size_t tile;                 // pixels per pass over the column blocks
+    int vec;                     // floats per vector of the ISA (16 AVX-512, else 8)
     const cd_spmm_ukernel_info *kmain; // kernel for the pack's main blocks
     const cd_spmm_ukernel_info *ktail; // one-channel kernel for leftover rows
     conv_mode mode;
     int nslots;                  // phase planes per channel
     int slot_a[64], slot_b[64];  // row/column phase of each slot
-    int hph, wph;                // phase plane rows and columns
+    int hph, wph;                // phase plane rows (of one band) and columns
+    int band_rows;               // output rows per band (prepared modes)
+    int nbands;                  // bands per image: each is prepared and run
+                                 // apart, so its planes stay in L2
     size_t plane;                // floats per phase plane (padded to 16)
     size_t chan_stride;          // floats per input channel (nslots planes)
-    size_t group_in;             // floats of one group's prepared input
-    size_t in_slack;             // floats read past the last group's input
+    size_t group_in;             // floats of one group's prepared input (one band)
+    size_t in_slack;             // floats read past a group's (band's) input
+    size_t band_stride;          // floats from one prepared band to the next:
+                                 // group_in + in_slack, rounded to 16
     cd_spmm_params kparams;      // clamp the kernels apply
     int post_act;                // 1: apply d.act after the kernel (non-clamp acts)
 };
@@ -93,21 +105,25 @@ static int desc_ok(const cd_conv_desc *d) {
 }
 
 // Chooses the format from the weights' output-channel block structure by
-// relative cost per stored weight, measured on AVX-512 (bench/sparse-conv-
-// layers.c, ResNet-50 layers): a CSR weight costs about 3x a BSR4 weight
-// (one input load per multiply-add instead of one per four), a BSR8 weight
-// about 0.7x. A BSR format stores nnz / fill weights.
+// relative cost per stored weight, measured on AVX-512 (1 thread, ResNet-50
+// and MobileNetV2 layers at 50-90%, bench/sparse-conv-layers.c): a BSR4
+// weight costs 1, a BSR8 weight 0.75 (1x1) or 0.9 (k x k), a CSR weight 1.6
+// (1x1) or 2.1 (k x k: its one input load per multiply-add is mostly a
+// cache-line-split load on shifted planes, which BSR pays once per 4 or 8
+// weights). A BSR format stores nnz / fill weights. Unstructured weights go
+// CSR from about 55-60% sparsity; 4x1 / 8x1 blocks go BSR.
 static cd_sparse_format auto_format(const cd_conv_desc *d, int kpg, int cpg, const float *w) {
     cd_sparse_analysis a;
     if (cd_sparse_analyze(w, d->k, cpg, d->r, d->s, d->groups, &a) != 0 || a.nnz == 0)
         return CD_SPARSE_FMT_CSR;
+    const int pointwise = d->r == 1 && d->s == 1;
     cd_sparse_format best = CD_SPARSE_FMT_CSR;
-    double cost = 3.0;
+    double cost = pointwise ? 1.6 : 2.1;
     if (kpg >= 4 && 1.0 / a.blocks[1].fill < cost) {
         best = CD_SPARSE_FMT_BSR4;
         cost = 1.0 / a.blocks[1].fill;
     }
-    if (kpg >= 8 && 0.7 / a.blocks[2].fill < cost) best = CD_SPARSE_FMT_BSR8;
+    if (kpg >= 8 && (pointwise ? 0.75 : 0.9) / a.blocks[2].fill < cost) best = CD_SPARSE_FMT_BSR8;
     return best;
 }
 
@@ -118,17 +134,21 @@ static void plan_geometry(cd_sparse_conv *h, int32_t *tap_off, int vec) {
     if (R == 1 && S == 1 && d->h == 1 && d->w == 1 && !d->pad_t && !d->pad_l && !d->pad_b &&
         !d->pad_r) {
         h->mode = MODE_FC;
+        h->nbands = 1;
         h->chan_stride = FC_FOLD;
         h->group_in = (size_t)h->cpg * FC_FOLD;
         for (int c = 0; c < h->cpg; c++) tap_off[c] = c * FC_FOLD;
         return;
     }
-    // Straight on the caller's planes, aligned or not: a padded, aligned copy
-    // of the input costs more than the split loads it saves (measured on
-    // ResNet-50 14x14 and 7x7 layers).
+    // Straight on the caller's planes when every plane starts on a vector
+    // boundary; otherwise (14x14, 7x7) a copy into planes padded to 16 floats
+    // (MODE_PLANE below) is cheaper than the cache-line-split loads it saves:
+    // an AVX-512 pass over unaligned rows takes ~1.7x as long (measured).
     if (R == 1 && S == 1 && d->stride_h == 1 && d->stride_w == 1 && !d->pad_t && !d->pad_l &&
-        !d->pad_b && !d->pad_r) {
+        !d->pad_b && !d->pad_r && ((size_t)d->h * d->w) % (size_t)vec == 0) {
         h->mode = MODE_DIRECT;
+        h->nbands = 1;
+        h->band_rows = d->oh;
         h->hph = d->h;
         h->wph = d->w;
         h->chan_stride = (size_t)d->h * d->w;
@@ -137,21 +157,42 @@ static void plan_geometry(cd_sparse_conv *h, int32_t *tap_off, int vec) {
         return;
     }
     const int sh = d->stride_h, sw = d->stride_w;
+    // Slots: phase planes keyed by row phase a and column phase b. (Planes
+    // pre-shifted per column tap so that every load is aligned were tried:
+    // S times the planes to prepare and S times the L1 footprint per input
+    // channel cost more than the split loads they save.)
+    const int nb = sw;
     int slot_of[64];
     for (int i = 0; i < 64; i++) slot_of[i] = -1;
     h->nslots = 0;
     for (int r = 0; r < R; r++)
         for (int s = 0; s < S; s++) {
             const int a = (r * d->dil_h) % sh, b = (s * d->dil_w) % sw;
-            if (slot_of[a * sw + b] < 0) {
-                slot_of[a * sw + b] = h->nslots;
+            if (slot_of[a * nb + b] < 0) {
+                slot_of[a * nb + b] = h->nslots;
                 h->slot_a[h->nslots] = a;
                 h->slot_b[h->nslots] = b;
                 h->nslots++;
             }
         }
-    h->hph = d->oh + ((R - 1) * d->dil_h) / sh;
+    const int halo = ((R - 1) * d->dil_h) / sh;
     h->wph = d->ow + ((S - 1) * d->dil_w) / sw;
+    // Bands of output rows: at least one per thread; for k x k at most
+    // BAND_BYTES of prepared planes (plus halo rows) each, so a band's planes,
+    // scratch and output stay in L2 between its preparation and its use.
+    const int threads = omp_get_max_threads();
+    int rows = (d->oh + threads - 1) / threads;
+    if (halo > 0) {
+        const size_t row_bytes = (size_t)h->cpg * h->nslots * h->wph * sizeof(float);
+        const int fit = (int)(BAND_BYTES / row_bytes) - halo;
+        if (rows > fit) rows = fit < 4 ? 4 : fit;
+        if (rows > d->oh) rows = d->oh;
+    }
+    if (rows < 1) rows = 1;
+    h->nbands = (d->oh + rows - 1) / rows;
+    h->band_rows = (d->oh + h->nbands - 1) / h->nbands; // balanced
+    h->nbands = (d->oh + h->band_rows - 1) / h->band_rows;
+    h->hph = h->band_rows + halo;
     h->plane = round16((size_t)h->hph * h->wph);
     h->chan_stride = h->plane * h->nslots;
     h->group_in = (size_t)h->cpg * h->chan_stride;
@@ -159,7 +200,7 @@ static void plan_geometry(cd_sparse_conv *h, int32_t *tap_off, int vec) {
         for (int r = 0; r < R; r++)
             for (int s = 0; s < S; s++) {
                 const int a = (r * d->dil_h) % sh, b = (s * d->dil_w) % sw;
-                const size_t o = c * h->chan_stride + slot_of[a * sw + b] * h->plane +
+                const size_t o = c * h->chan_stride + slot_of[a * nb + b] * h->plane +
                                  (size_t)((r * d->dil_h) / sh) * h->wph + (s * d->dil_w) / sw;
                 tap_off[(c * R + r) * S + s] = (int32_t)o;
             }
@@ -177,13 +218,13 @@ static void plan_geometry(cd_sparse_conv *h, int32_t *tap_off, int vec) {
     h->mode = junk_cost < rows_cost ? MODE_JUNK : MODE_ROWS;
 }
 
-// Pixels one call reads past its input base (offset 0 of a group).
+// Pixels one call reads past its input base (offset 0 of a group's band).
 static size_t read_extent(const cd_sparse_conv *h) {
     switch (h->mode) {
     case MODE_DIRECT:
-    case MODE_PLANE: return (size_t)h->d.oh * h->d.ow;
-    case MODE_ROWS: return (size_t)(h->d.oh - 1) * h->wph + h->d.ow;
-    case MODE_JUNK: return (size_t)h->d.oh * h->wph;
+    case MODE_PLANE: return (size_t)h->band_rows * h->d.ow;
+    case MODE_ROWS: return (size_t)(h->band_rows - 1) * h->wph + h->d.ow;
+    case MODE_JUNK: return (size_t)h->band_rows * h->wph;
     case MODE_FC: return FC_FOLD;
     }
     return 0;
@@ -222,7 +263,9 @@ int cd_sparse_conv_create(const cd_conv_desc *d, const float *w, const float *bi
     // Check the prepared-input geometry fits 32-bit offsets before laying it out.
     const int64_t hph = dd.oh + (int64_t)((dd.r - 1) * dd.dil_h) / dd.stride_h;
     const int64_t wph = dd.ow + (int64_t)((dd.s - 1) * dd.dil_w) / dd.stride_w;
-    const int64_t est = (int64_t)h->cpg * (hph * wph + 16) * (dd.stride_h * dd.stride_w) +
+    const int64_t slots = (int64_t)dd.stride_h * dd.stride_w;
+    // (Bands repeat up to R-1 halo rows each: at most twice the rows.)
+    const int64_t est = (int64_t)h->cpg * (2 * hph * wph + 16) * slots +
                         (int64_t)h->cpg * dd.h * dd.w + hph * wph + FC_FOLD * (int64_t)h->cpg;
     if (est > INT32_MAX / 2) {
         free(h);
@@ -235,21 +278,30 @@ int cd_sparse_conv_create(const cd_conv_desc *d, const float *w, const float *bi
         free(h);
         return CD_ENOMEM;
     }
-    plan_geometry(h, tap_off, isa == CD_SPARSE_ISA_AVX512F ? 16 : 8);
+    h->vec = isa == CD_SPARSE_ISA_AVX512F ? 16 : 8;
+    plan_geometry(h, tap_off, h->vec);
     int32_t max_tap = 0;
     for (int j = 0; j < cols; j++) max_tap = tap_off[j] > max_tap ? tap_off[j] : max_tap;
     const size_t need = (size_t)max_tap + read_extent(h);
     h->in_slack = need > h->group_in ? need - h->group_in : 0;
+    h->band_stride = round16(h->group_in + h->in_slack);
 
     // Input-channel blocking: a pass of CB_TILE pixels over one column block
-    // must keep its input rows in L1 (one row per channel for 1x1 and FC,
-    // about R rows per channel otherwise); later blocks accumulate onto the
-    // output of earlier ones.
-    const int rows_per_c = h->mode == MODE_DIRECT || h->mode == MODE_PLANE || h->mode == MODE_FC ? 1 : dd.r;
+    // must keep the input it reads in L1; later blocks accumulate onto the
+    // output of earlier ones. (More column blocks mean more, shorter visits
+    // of each output row: measured, the L1 budget below is the best trade.)
     const size_t px = h->mode == MODE_FC ? FC_FOLD : CB_TILE;
+    // Floats of one input channel a pass touches: a row of px pixels, or for
+    // k x k every phase plane from the pass's first row to R-1 (dilated,
+    // strided) rows below its last.
+    size_t per_c = px, budget = L1_INPUT_BYTES;
+    if (h->mode != MODE_DIRECT && h->mode != MODE_FC && (dd.r > 1 || dd.s > 1)) {
+        per_c = (size_t)h->nslots * (px + (size_t)((dd.r - 1) * dd.dil_h / dd.stride_h) * h->wph);
+        budget = L1_INPUT_BYTES_KXK;
+    }
     // BSR loads one input vector per NR multiply-adds and gains nothing from
     // the split (measured): only CSR is blocked.
-    int cb = format_nr(fmt) == 1 ? (int)(L1_INPUT_BYTES / (px * sizeof(float) * rows_per_c)) : h->cpg;
+    int cb = format_nr(fmt) == 1 ? (int)(budget / (per_c * sizeof(float))) : h->cpg;
     if (opt && opt->cin_block > 0) cb = opt->cin_block;
     if (cb < 1) cb = 1;
     h->ncb = (h->cpg + cb - 1) / cb;
@@ -315,6 +367,7 @@ int cd_sparse_conv_get_info(const cd_sparse_conv *h, cd_sparse_conv_info *info) 
     info->tail_kernel = h->packs[0].tail_rows ? h->ktail->name : NULL;
     info->mode = modes[h->mode];
     info->cin_blocks = h->ncb;
+    info->bands = h->mode == MODE_DIRECT || h->mode == MODE_FC ? 1 : h->nbands;
     size_t stored = 0;
     for (int b = 0; b < h->ncb; b++) {
         const cd_sparse_pack *p = &h->packs[b];
@@ -330,7 +383,8 @@ int cd_sparse_conv_get_info(const cd_sparse_conv *h, cd_sparse_conv_info *info) 
 // Floats of prepared input for `units` image-groups (FC: folds x groups).
 static size_t ws_in_floats(const cd_sparse_conv *h, size_t units) {
     if (h->mode == MODE_DIRECT) return 0;
-    return units * h->group_in + h->in_slack;
+    if (h->mode == MODE_FC) return units * h->group_in + h->in_slack;
+    return units * h->nbands * h->band_stride;
 }
 
 // Floats of output scratch (JUNK: per image K planes of OH*wph; FC: per fold
@@ -352,19 +406,32 @@ size_t cd_sparse_conv_workspace_size(const cd_sparse_conv *h, int batch) {
     return align64(in * sizeof(float)) + align64(outf * sizeof(float));
 }
 
-// Writes the zero-padded phase planes of input channel `ch` (0..batch*C-1).
-static void prep_channel(const cd_sparse_conv *h, const float *src, float *xin, size_t ch) {
+// Writes the zero-padded phase planes of band `band` of input channel `ch`
+// (0..batch*C-1): plane rows i = 0..hph-1 are the band's phase rows
+// band*band_rows + i.
+static void prep_channel(const cd_sparse_conv *h, const float *src, float *xin, size_t ch,
+                         int band) {
     const cd_conv_desc *d = &h->d;
     const size_t img = ch / d->c, c = ch % d->c;
     const size_t g = c / h->cpg, cl = c % h->cpg;
     const float *x = src + ch * d->h * d->w;
-    float *base = xin + (img * d->groups + g) * h->group_in + cl * h->chan_stride;
+    float *base = xin + ((img * d->groups + g) * h->nbands + band) * h->band_stride + cl * h->chan_stride;
+    const int i0 = band * h->band_rows;
+    if (h->nslots == 1 && d->r == 1 && d->s == 1 && h->wph == d->w && d->h == d->oh &&
+        d->stride_h == 1 && d->stride_w == 1 && !d->pad_t && !d->pad_l) {
+        // Unpadded rows (1x1): one copy, zeros up to the padded size.
+        const int rows = d->h - i0 < h->hph ? d->h - i0 : h->hph;
+        const size_t n = (size_t)rows * d->w;
+        memcpy(base, x + (size_t)i0 * d->w, sizeof(float) * n);
+        memset(base + n, 0, sizeof(float) * (h->plane - n));
+        return;
+    }
     for (int t = 0; t < h->nslots; t++) {
         float *p = base + t * h->plane;
         const int a = h->slot_a[t], b = h->slot_b[t];
         for (int i = 0; i < h->hph; i++) {
             float *row = p + (size_t)i * h->wph;
-            const int y = i * d->stride_h + a - d->pad_t;
+            const int y = (i0 + i) * d->stride_h + a - d->pad_t;
             if (y < 0 || y >= d->h) {
                 memset(row, 0, sizeof(float) * h->wph);
                 continue;
@@ -397,6 +464,16 @@ static void prep_channel(const cd_sparse_conv *h, const float *src, float *xin, 
         }
         memset(p + (size_t)h->hph * h->wph, 0, sizeof(float) * (h->plane - (size_t)h->hph * h->wph));
     }
+}
+
+// Prepares band `band` of group g of image img: every channel's planes and
+// the zeroed slack the kernels may read past them.
+static void prep_band(const cd_sparse_conv *h, const float *src, float *xin, size_t img, int g,
+                      int band) {
+    const size_t c0 = img * h->d.c + (size_t)g * h->cpg;
+    for (int c = 0; c < h->cpg; c++) prep_channel(h, src, xin, c0 + c, band);
+    float *end = xin + ((img * h->d.groups + g) * h->nbands + band) * h->band_stride + h->group_in;
+    memset(end, 0, sizeof(float) * (h->band_stride - h->group_in));
 }
 
 static void apply_act(cd_activation act, float *p, size_t n) {
@@ -438,8 +515,9 @@ typedef struct {
     const float *xin; // prepared input (or src in MODE_DIRECT)
     float *scr;       // output scratch (JUNK, FC)
     int batch;
-    size_t mchunk;    // pixels (DIRECT/PLANE) or rows (ROWS) per item
-    size_t nmc;       // m chunks
+    size_t mchunk;    // pixels per item (DIRECT)
+    size_t nmc;       // pixel chunks (DIRECT) or bands (prepared modes) per unit
+    int fused;        // 1: each item prepares its own band first
     size_t bchunk;    // blocks per item
     size_t nbc;       // block chunks per group
 } run_ctx;
@@ -460,8 +538,20 @@ static void run_pass(const cd_sparse_conv *h, const cd_spmm_ukernel_info *uk, si
     }
 }
 
+// Pixels per pass over the column blocks for a span of n pixels: the whole
+// span with one column block; else about h->tile pixels, balanced so that
+// no pass is a small remainder (196 pixels: 80 + 64 + 52, not 64+64+64+4),
+// in whole vectors so every pass starts aligned.
+static size_t pass_len(const cd_sparse_conv *h, size_t n) {
+    if (h->ncb == 1 || n <= h->tile) return n;
+    const size_t vec = (size_t)h->vec, nv = (n + vec - 1) / vec, tv = h->tile / vec;
+    size_t np = (2 * nv + tv) / (2 * tv); // round(nv / tv)
+    if (np < 1) np = 1;
+    return (nv + np - 1) / np * vec;
+}
+
 // Runs blocks [b0, b1) of group g (all main or all tail) for one unit
-// (image, or FC fold) over pixel chunk mi.
+// (image, or FC fold) over pixel chunk (DIRECT) or band (others) mi.
 static void run_blocks(const run_ctx *x, size_t unit, int g, int b0, int b1, size_t mi) {
     const cd_sparse_conv *h = x->h;
     const cd_conv_desc *d = &h->d;
@@ -475,30 +565,37 @@ static void run_blocks(const run_ctx *x, size_t unit, int g, int b0, int b1, siz
                                                       : (size_t)p->main_blocks * p->nr + (b0 - p->main_blocks));
     const size_t nch = nblk * nb;
     const size_t ohw = (size_t)d->oh * d->ow;
-    const float *in = x->xin + (unit * d->groups + g) * h->group_in;
-    // With one column block a pass may span the whole chunk.
-    const size_t tile = h->ncb > 1 ? h->tile : (size_t)-1;
     const cd_spmm_params none = {-INFINITY, INFINITY};
+    // Prepared modes: the band's planes, and its output rows [r0, r1).
+    const float *in = h->mode == MODE_DIRECT || h->mode == MODE_FC
+                          ? x->xin + (unit * d->groups + g) * h->group_in
+                          : x->xin + ((unit * d->groups + g) * h->nbands + mi) * h->band_stride;
+    const size_t r0 = mi * (size_t)h->band_rows;
+    const size_t r1 = r0 + h->band_rows < (size_t)d->oh ? r0 + h->band_rows : (size_t)d->oh;
 
     switch (h->mode) {
     case MODE_DIRECT:
     case MODE_PLANE: {
-        const size_t m0 = mi * x->mchunk, m1 = m0 + x->mchunk < ohw ? m0 + x->mchunk : ohw;
+        // DIRECT: pixels [m0, m1) of the planes (in + m); PLANE: the band's
+        // pixels, read from its own planes (in + m - m0).
+        const size_t m0 = h->mode == MODE_DIRECT ? mi * x->mchunk : r0 * d->ow;
+        const size_t m1 = h->mode == MODE_DIRECT ? (m0 + x->mchunk < ohw ? m0 + x->mchunk : ohw) : r1 * d->ow;
+        const size_t base = h->mode == MODE_DIRECT ? 0 : m0;
         const size_t o = (unit * d->k + k0) * ohw;
-        for (size_t m = m0; m < m1; m += tile < m1 - m ? tile : m1 - m) {
+        const size_t tile = pass_len(h, m1 - m0);
+        for (size_t m = m0; m < m1; m += tile) {
             const size_t mc = tile < m1 - m ? tile : m1 - m;
-            run_pass(h, uk, gb, nblk, mc, in + m, x->res ? x->res + o + m : NULL, ohw, x->dst + o + m,
-                     ohw, &h->kparams);
+            run_pass(h, uk, gb, nblk, mc, in + (m - base), x->res ? x->res + o + m : NULL, ohw,
+                     x->dst + o + m, ohw, &h->kparams);
         }
         if (h->post_act)
             for (size_t i = 0; i < nch; i++) apply_act(d->act, x->dst + o + i * ohw + m0, m1 - m0);
         break;
     }
     case MODE_ROWS: {
-        const size_t r0 = mi * x->mchunk, r1 = r0 + x->mchunk < (size_t)d->oh ? r0 + x->mchunk : (size_t)d->oh;
         for (size_t r = r0; r < r1; r++) {
             const size_t o = (unit * d->k + k0) * ohw + r * d->ow;
-            run_pass(h, uk, gb, nblk, d->ow, in + r * h->wph, x->res ? x->res + o : NULL, ohw,
+            run_pass(h, uk, gb, nblk, d->ow, in + (r - r0) * h->wph, x->res ? x->res + o : NULL, ohw,
                      x->dst + o, ohw, &h->kparams);
             if (h->post_act)
                 for (size_t i = 0; i < nch; i++) apply_act(d->act, x->dst + o + i * ohw, d->ow);
@@ -506,23 +603,27 @@ static void run_blocks(const run_ctx *x, size_t unit, int g, int b0, int b1, siz
         break;
     }
     case MODE_JUNK: {
+        // The band's rows: pixels [r0*wph, r1*wph) of the scratch planes
+        // (OH*wph per channel), read from the band's planes (in + m - p0).
         const size_t jp = (size_t)d->oh * h->wph;
+        const size_t p0 = r0 * h->wph, p1 = r1 * h->wph;
         float *s = x->scr + (unit * d->k + k0) * jp;
         // Without residual the kernel applies the clamp itself and copying
         // out is a plain row copy.
         const int plain = !x->res && !h->post_act;
-        for (size_t m = 0; m < jp; m += tile < jp - m ? tile : jp - m)
-            run_pass(h, uk, gb, nblk, tile < jp - m ? tile : jp - m, in + m, NULL, 0, s + m, jp,
+        const size_t tile = pass_len(h, p1 - p0);
+        for (size_t m = p0; m < p1; m += tile)
+            run_pass(h, uk, gb, nblk, tile < p1 - m ? tile : p1 - m, in + (m - p0), NULL, 0, s + m, jp,
                      plain ? &h->kparams : &none);
         for (size_t i = 0; i < nch; i++) {
             const size_t o = (unit * d->k + k0 + i) * ohw;
-            for (int r = 0; r < d->oh; r++) {
-                const float *sr = s + i * jp + (size_t)r * h->wph;
-                float *dr = x->dst + o + (size_t)r * d->ow;
+            for (size_t r = r0; r < r1; r++) {
+                const float *sr = s + i * jp + r * h->wph;
+                float *dr = x->dst + o + r * d->ow;
                 if (plain)
                     memcpy(dr, sr, sizeof(float) * d->ow);
                 else
-                    finish(h, dr, sr, x->res ? x->res + o + (size_t)r * d->ow : NULL, d->ow);
+                    finish(h, dr, sr, x->res ? x->res + o + r * d->ow : NULL, d->ow);
             }
         }
         break;
@@ -543,7 +644,7 @@ static void run_blocks(const run_ctx *x, size_t unit, int g, int b0, int b1, siz
     }
 }
 
-// Runs work item `it`: (unit, group, block chunk, pixel chunk).
+// Runs work item `it`: (unit, group, block chunk, pixel chunk or band).
 static void run_item(const run_ctx *x, size_t it) {
     const cd_sparse_conv *h = x->h;
     const size_t mi = it % x->nmc;
@@ -552,6 +653,7 @@ static void run_item(const run_ctx *x, size_t it) {
     it /= x->nbc;
     const int g = (int)(it % h->d.groups);
     const size_t unit = it / h->d.groups;
+    if (x->fused) prep_band(h, x->src, (float *)x->xin, unit, g, (int)mi);
     const int mb = h->packs[0].main_blocks;
     int b0 = (int)(bc * x->bchunk);
     int b1 = (int)((bc + 1) * x->bchunk);
@@ -574,27 +676,36 @@ int cd_sparse_conv_run_ws(const cd_sparse_conv *h, const float *src, const float
     x.xin = h->mode == MODE_DIRECT ? src : xin;
     x.scr = ws ? (float *)((char *)ws + align64(in_floats * sizeof(float))) : NULL;
 
-    // Pixel chunks: big enough to amortise a call, small enough to share out.
+    // DIRECT: pixel chunks, one per thread at least (each thread then
+    // streams only its own part of the input), of at least 8 vectors, at
+    // most ~1024 pixels, multiples of 16 pixels so every pass starts
+    // aligned. Prepared modes: the bands laid out at create.
+    const int threads = omp_get_max_threads();
     const size_t ohw = (size_t)d->oh * d->ow;
     x.mchunk = 1;
-    x.nmc = 1;
-    if (h->mode == MODE_DIRECT || h->mode == MODE_PLANE) {
-        x.mchunk = ohw > 1024 ? 512 : ohw;
+    x.nmc = h->mode == MODE_FC ? 1 : (size_t)h->nbands;
+    if (h->mode == MODE_DIRECT) {
+        size_t n = (ohw + 1023) / 1024;
+        const size_t per_unit = ((size_t)threads + units * d->groups - 1) / (units * d->groups);
+        if (n < per_unit) n = per_unit;
+        const size_t vmax = (ohw + 127) / 128; // chunks of >= 8 vectors
+        if (n > vmax) n = vmax;
+        if (n < 1) n = 1;
+        x.mchunk = round16((ohw + n - 1) / n);
         x.nmc = (ohw + x.mchunk - 1) / x.mchunk;
-    } else if (h->mode == MODE_ROWS) {
-        x.mchunk = (size_t)(512 / d->ow > 0 ? 512 / d->ow : 1);
-        x.nmc = ((size_t)d->oh + x.mchunk - 1) / x.mchunk;
     }
-    // Block chunks: enough items for every thread to get several.
-    const int threads = omp_get_max_threads();
+    // Block chunks only when there are fewer pixel chunks than threads: every
+    // block chunk streams the whole input of its pixels again.
     const size_t base = units * d->groups * x.nmc;
-    const size_t want = 4 * (size_t)threads;
     const size_t blocks = (size_t)h->packs[0].blocks;
-    size_t split = base >= want ? 1 : (want + base - 1) / base;
+    size_t split = base >= (size_t)threads ? 1 : ((size_t)threads + base - 1) / base;
     if (split > blocks) split = blocks;
     x.bchunk = (blocks + split - 1) / split;
     x.nbc = (blocks + x.bchunk - 1) / x.bchunk;
     const size_t items = base * x.nbc;
+    // A band run by one item only is prepared by that item, right before
+    // use (its planes are then still in L2).
+    x.fused = h->mode != MODE_DIRECT && h->mode != MODE_FC && x.nbc == 1;
 
 #pragma omp parallel
     {
@@ -607,14 +718,12 @@ int cd_sparse_conv_run_ws(const cd_sparse_conv *h, const float *src, const float
                     xin[(n / FC_FOLD * d->groups + g) * h->group_in + cl * FC_FOLD + n % FC_FOLD] =
                         src[n * d->c + c];
             }
-        } else if (h->mode != MODE_DIRECT) {
-            const size_t nch = (size_t)batch * d->c;
+        } else if (h->mode != MODE_DIRECT && !x.fused) {
+            const size_t nb = units * d->groups * h->nbands;
 #pragma omp for schedule(static)
-            for (size_t ch = 0; ch < nch; ch++) {
-                prep_channel(h, src, xin, ch);
-                if (ch == nch - 1 && h->in_slack)
-                    memset(xin + in_floats - h->in_slack, 0, sizeof(float) * h->in_slack);
-            }
+            for (size_t i = 0; i < nb; i++)
+                prep_band(h, src, xin, i / h->nbands / d->groups, (int)(i / h->nbands % d->groups),
+                          (int)(i % h->nbands));
         }
 #pragma omp for schedule(dynamic, 1)
         for (size_t it = 0; it < items; it++) run_item(&x, it);

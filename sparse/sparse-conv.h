@@ -8,14 +8,21 @@
 //
 // How a layer runs (per image and group):
 //   - 1x1, stride 1, no padding: SpMM directly on the NCHW planes, the H*W
-//     pixels of a channel contiguous (each nonzero = one input plane);
+//     pixels of a channel contiguous (each nonzero = one input plane), or
+//     on a copy with aligned planes ("plane") when H*W is not a multiple of
+//     the vector;
 //   - every other conv: the input is zero-padded and split into stride phases
 //     ("phase planes": rows i*stride_h + a, columns j*stride_w + b), so every
 //     nonzero (c, r, s) is one shifted-plane offset and the output pixels of
 //     a row are contiguous reads (sparse direct convolution, no im2col);
 //     stride-2 1x1 is the special case of one phase (a subsample);
 //   - FC (1x1 kernel on a 1x1 input): SpMM with the batch as the pixel axis.
-// Input channels are split into column blocks sized so that one pass of 64
+// The prepared input of an image is made band by band (bands of output rows,
+// at least one per thread, each at most ~640 KiB of planes), each band right
+// before it runs, so its planes are still in L2; planes are padded to whole
+// 64-byte lines, so 1x1 layers whose H*W is not a multiple of 16 floats run
+// on an aligned copy too (split loads cost ~1.7x).
+// Input channels are split into column blocks sized so that one pass of ~64
 // pixels keeps its input rows in L1; each block is packed apart and later
 // blocks accumulate onto the output of earlier ones.
 // Bias, the residual add and the activation are fused into the kernels
@@ -56,6 +63,8 @@ typedef struct {
     double fill;               // nnz / stored weights
     size_t packed_bytes;       // size of the packed weights
     int cin_blocks;            // input-channel blocks the weights are split into
+    int bands;                 // bands of output rows the input is prepared
+                               // and run in (1 for "direct" and "fc")
 } cd_sparse_conv_info;
 
 // Creates a sparse conv for desc d (d->n is ignored: the batch is per run;

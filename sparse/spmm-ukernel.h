@@ -18,7 +18,8 @@
 // lives at out + i*out_stride (elements); the residual, when not NULL, at
 // res + i*res_stride. Pixels are contiguous in input, output and residual.
 // res may be out itself (same stride) to accumulate onto an earlier partial
-// result: each element is read before it is written.
+// result: each element is read before it is written. (A kernel may then leave
+// the rows of a block with no entries and zero biases untouched.)
 //
 // Micro-kernels never allocate and never fail; they only assert. They read
 // in[off + m] for m < mc exactly (masked tails), never beyond.

@@ -66,7 +66,7 @@ static void check_ukernel(const cd_spmm_ukernel_info *uk) {
     const size_t mcs[] = {1, (size_t)mr - 1, (size_t)mr, (size_t)mr + 1, 2 * (size_t)mr + 3,
                           5 * (size_t)mr + (size_t)cd_test_randi(1, mr - 1), 7};
     for (size_t t = 0; t < sizeof mcs / sizeof mcs[0]; t++)
-        for (int with_res = 0; with_res < 2; with_res++) {
+        for (int with_res = 0; with_res < 3; with_res++) {
             const size_t mc = mcs[t] ? mcs[t] : 1;
             const size_t nblk = (size_t)cd_test_randi(2, 5);
             const int span = 97;
@@ -81,10 +81,23 @@ static void check_ukernel(const cd_spmm_ukernel_info *uk) {
             sp_fill_random(res, nout);
             stream s;
             make_stream(&s, nr, nblk, span, 40);
-            const cd_spmm_params p = {with_res ? -0.8f : -INFINITY, with_res ? 0.9f : INFINITY};
-            for (size_t i = 0; i < nout; i++) got[i] = want[i] = 12345.0f; // gaps stay untouched
+            // with_res 2 (inplace): accumulate onto out itself with no clamp,
+            // as a later column block does; empty blocks with a zero bias
+            // may leave their rows untouched.
+            const int inplace = with_res == 2;
+            if (inplace) {
+                size_t at = 0;
+                for (size_t b = 0; b < nblk; b++) {
+                    if (s.nnz[b] == 0)
+                        for (int i = 0; i < nr; i++) s.w[at + i] = 0.0f;
+                    at += (size_t)nr * (1 + s.nnz[b]);
+                }
+            }
+            const cd_spmm_params p = {with_res == 1 ? -0.8f : -INFINITY, with_res == 1 ? 0.9f : INFINITY};
+            for (size_t i = 0; i < nout; i++) got[i] = want[i] = inplace ? res[i] : 12345.0f; // gaps stay untouched
             reference(mc, nblk, nr, in, &s, with_res ? res : NULL, stride, want, p.min, p.max);
-            uk->fn(mc, nblk, in, s.w, s.off, s.nnz, with_res ? res : NULL, stride, got, stride, &p);
+            uk->fn(mc, nblk, in, s.w, s.off, s.nnz, inplace ? got : with_res ? res : NULL, stride, got,
+                   stride, &p);
             char what[128];
             snprintf(what, sizeof what, "%s mc %zu nblk %zu res %d", uk->name, mc, nblk, with_res);
             sp_check_close(got, want, nout, what);
