@@ -3,6 +3,7 @@
 // to owned constants and sorts the nodes topologically.
 
 #include "runtime/graph.h"
+#include "runtime/onnx-file.h"
 
 #include "onnx.pb-c.h"
 #include "proto/errors.h"
@@ -17,7 +18,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define MAX_MODEL_BYTES ((size_t)2 << 30)   // protobuf's own 2 GiB limit
 #define MAX_CONST_ELEMS ((int64_t)1 << 31)  // one constant tensor
 
 static int fail(char *err, size_t errlen, int code, const char *fmt, ...) {
@@ -237,41 +237,6 @@ int cd_onnx_tensor_value(const cd_graph *g, const void *tensor, const char *what
     return 0;
 }
 
-static int read_file(const char *path, uint8_t **out, size_t *len, char *err, size_t errlen) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return fail(err, errlen, CD_EIO, "cannot open %s: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return fail(err, errlen, CD_EIO, "%s is not a regular file", path);
-    }
-    if ((uint64_t)st.st_size > MAX_MODEL_BYTES) {
-        close(fd);
-        return fail(err, errlen, CD_EMODEL, "%s: %lld bytes, above the 2 GiB protobuf limit (use external data)", path,
-                    (long long)st.st_size);
-    }
-    size_t n = (size_t)st.st_size, got = 0;
-    uint8_t *buf = malloc(n ? n : 1);
-    if (!buf) {
-        close(fd);
-        return fail(err, errlen, CD_ENOMEM, "out of memory for %zu bytes", n);
-    }
-    while (got < n) {
-        ssize_t r = read(fd, buf + got, n - got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) {
-            free(buf);
-            close(fd);
-            return fail(err, errlen, CD_EIO, "cannot read %s: %s", path, r ? strerror(errno) : "short read");
-        }
-        got += (size_t)r;
-    }
-    close(fd);
-    *out = buf;
-    *len = n;
-    return 0;
-}
-
 void cd_onnx_release(cd_graph *g) {
     if (g->model_proto) onnx__model_proto__free_unpacked(g->model_proto, NULL);
     g->model_proto = NULL;
@@ -447,7 +412,7 @@ done:
 int cd_onnx_import(const char *path, cd_graph *g, char *err, size_t errlen) {
     uint8_t *buf;
     size_t len;
-    int rc = read_file(path, &buf, &len, err, errlen);
+    int rc = cd_onnx_read_file(path, &buf, &len, err, errlen);
     if (rc) return rc;
     Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, len, buf);
     free(buf);

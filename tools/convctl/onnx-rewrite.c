@@ -6,6 +6,7 @@
 
 #include "proto/errors.h"
 #include "runtime/graph.h"
+#include "runtime/onnx-file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -18,7 +19,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define MAX_MODEL_BYTES ((size_t)2 << 30) // protobuf's own limit
 
 static int fail(char *err, size_t errlen, int code, const char *fmt, ...) {
     if (err && errlen) {
@@ -28,42 +28,6 @@ static int fail(char *err, size_t errlen, int code, const char *fmt, ...) {
         va_end(ap);
     }
     return code;
-}
-
-static int read_all(const char *path, uint8_t **out, size_t *len, char *err, size_t errlen) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return fail(err, errlen, CD_EIO, "cannot open %s: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return fail(err, errlen, CD_EIO, "%s is not a regular file", path);
-    }
-    if ((uint64_t)st.st_size > MAX_MODEL_BYTES) {
-        close(fd);
-        return fail(err, errlen, CD_EMODEL, "%s: %lld bytes, above protobuf's 2 GiB limit", path,
-                    (long long)st.st_size);
-    }
-    size_t n = (size_t)st.st_size, got = 0;
-    uint8_t *buf = malloc(n ? n : 1);
-    if (!buf) {
-        close(fd);
-        return fail(err, errlen, CD_ENOMEM, "out of memory for %zu bytes", n);
-    }
-    while (got < n) {
-        ssize_t r = read(fd, buf + got, n - got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) {
-            int e = errno;
-            free(buf);
-            close(fd);
-            return fail(err, errlen, CD_EIO, "cannot read %s: %s", path, r ? strerror(e) : "short read");
-        }
-        got += (size_t)r;
-    }
-    close(fd);
-    *out = buf;
-    *len = n;
-    return 0;
 }
 
 static int cmp_const(const void *a, const void *b) {
@@ -87,7 +51,7 @@ int ctl_onnx_load(const char *path, ctl_onnx_model *m, char *err, size_t errlen)
     memset(m, 0, sizeof *m);
     uint8_t *buf = NULL;
     size_t len = 0;
-    int rc = read_all(path, &buf, &len, err, errlen);
+    int rc = cd_onnx_read_file(path, &buf, &len, err, errlen);
     if (rc) return rc;
     Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, len, buf);
     free(buf);
@@ -203,7 +167,7 @@ int ctl_onnx_write_f32(Onnx__TensorProto *t, const float *v, size_t n) {
 
 int ctl_onnx_save(const ctl_onnx_model *m, const char *path, char *err, size_t errlen) {
     const size_t len = onnx__model_proto__get_packed_size(m->proto);
-    if (len > MAX_MODEL_BYTES)
+    if (len > CD_ONNX_MAX_BYTES)
         return fail(err, errlen, CD_EMODEL, "the pruned model needs %zu bytes, above protobuf's 2 GiB limit", len);
     uint8_t *buf = malloc(len ? len : 1);
     if (!buf) return fail(err, errlen, CD_ENOMEM, "out of memory for %zu bytes", len);
