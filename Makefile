@@ -260,6 +260,16 @@ $(BUILD)/bin/cd-tests: LDLIBS += $(HIPTEST_OBJ) $(HIPEMU_LIBS)
 RUNTIME_LIBS += $(HIPEMU_LIBS)
 $(BUILD)/bin/convd $(BUILD)/bin/convctl $(BUILD)/bin/convd-run: $(LIB_HIPEMU)
 
+# Dense vs sparse conv layers on a HIP device through the backend vtable
+# (bench/gpu-check runs it with --device hip:N; --device hip-emu --quick
+# exercises it on any machine).
+$(BUILD)/bin/hip-layers: $(BUILD)/obj/bench/hip-layers.o $(LIB_RUNTIME) $(LIB_HIPEMU) $(LIB_PROTO)
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(RUNTIME_LIBS) $(LIB_PROTO) $(LDLIBS)
+
+bench: $(BUILD)/bin/hip-layers
+
 ifeq ($(GPU),hip)
 HIP_PLUGIN   := $(BUILD)/lib/libconvd-hip.so
 HIP_REAL_OBJ := $(patsubst %.hip,$(BUILD)/obj/hip-real/%.o,$(HIP_SRC)) \

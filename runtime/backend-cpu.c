@@ -12,6 +12,7 @@
 #include "kernels/cpu/dnnl.h"
 #include "kernels/cpu/ref.h"
 #include "proto/errors.h"
+#include "sparse/sparse-conv.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,7 @@ typedef enum {
     K_REF = 0,
     K_DNNL,
     K_COPY,
+    K_SPARSE, // sparse/sparse-conv.h (CONV2D, GEMM with rows == 1), NCHW
     K_NONE, // this backend cannot run the op as described
 } kernel_kind;
 
@@ -30,13 +32,25 @@ struct cd_op_state {
     cd_bop_desc d;      // the planning description (w/bias pointers cleared)
     float *w, *bias;    // reference conv/gemm: owned copies
     cd_dnnl_op *dop;    // oneDNN
+    cd_sparse_conv *sp; // sparse kernels
     int swap;           // binary on oneDNN: operands swapped (b is the big one)
     char kernel[64];
 };
 
 struct cd_backend_ctx {
     cd_dnnl_ctx *dnnl;
+    void *ws;        // sparse kernels' workspace (64-byte aligned), grown on demand
+    size_t ws_size;
 };
+
+// The conv description a sparse GEMM runs as: n outputs of a 1x1 conv on a
+// 1x1 input of k channels (the batch is the pixel axis).
+static cd_conv_desc gemm_as_conv(const cd_bop_desc *d) {
+    cd_conv_desc c = {.n = 1, .c = d->u.gemm.k, .h = 1, .w = 1, .k = d->u.gemm.n, .r = 1, .s = 1,
+                      .stride_h = 1, .stride_w = 1, .dil_h = 1, .dil_w = 1, .groups = 1, .oh = 1, .ow = 1,
+                      .act = d->u.gemm.act};
+    return c;
+}
 
 // CD_CPU_KERNELS=ref runs every op on the reference kernels in NCHW (the
 // oracle for whole-model tests; slow).
@@ -78,6 +92,13 @@ static cd_dnnl_binary_kind dnnl_bin(cd_binary_kind k) { return k == CD_BINARY_AD
 static kernel_kind choose(const cd_bop_desc *d, int *swap) {
     cd_dnnl_tdesc a, b;
     *swap = 0;
+    if (d->sparse) {
+        if (d->op != CD_BOP_CONV2D && !(d->op == CD_BOP_GEMM && d->u.gemm.rows == 1)) return K_NONE;
+        if (d->op == CD_BOP_CONV2D && d->u.conv.has_residual && d->nsrc != 2) return K_NONE;
+        if (!all_nchw(d) || !cd_sparse_conv_available((cd_sparse_format)d->sparse_format, CD_SPARSE_ISA_AUTO))
+            return K_NONE;
+        return K_SPARSE;
+    }
     if (ref_only()) {
         if (d->op == CD_BOP_REORDER && d->src[0].layout == d->dst.layout) return K_COPY;
         if (d->op == CD_BOP_CONV2D && d->u.conv.has_residual && d->nsrc != 2) return K_NONE;
@@ -178,7 +199,10 @@ static int cpu_op_init(cd_backend_t be, const cd_bop_desc *d, cd_op_state **out)
     switch (d->op) {
     case CD_BOP_CONV2D: {
         const cd_conv_desc *c = &d->u.conv;
-        if (k == K_DNNL) {
+        if (k == K_SPARSE) {
+            cd_sparse_conv_options o = {.format = (cd_sparse_format)d->sparse_format};
+            rc = cd_sparse_conv_create(c, d->w, d->bias, &o, &st->sp);
+        } else if (k == K_DNNL) {
             rc = cd_dnnl_conv_create(c, d->src[0].layout, d->dst.layout, mb, d->w, d->bias, &st->dop);
         } else {
             size_t nw = (size_t)c->k * (c->c / c->groups) * c->r * c->s;
@@ -194,7 +218,11 @@ static int cpu_op_init(cd_backend_t be, const cd_bop_desc *d, cd_op_state **out)
     }
     case CD_BOP_GEMM: {
         size_t nw = (size_t)d->u.gemm.n * d->u.gemm.k;
-        if (k == K_DNNL) {
+        if (k == K_SPARSE) {
+            cd_conv_desc c = gemm_as_conv(d);
+            cd_sparse_conv_options o = {.format = (cd_sparse_format)d->sparse_format};
+            rc = cd_sparse_conv_create(&c, d->w, d->bias, &o, &st->sp);
+        } else if (k == K_DNNL) {
             cd_dnnl_tdesc t = {d->u.gemm.k, 1, 1, CD_LAYOUT_NCHW, 0};
             rc = cd_dnnl_ip_create(t, d->u.gemm.n, d->w, d->bias, d->u.gemm.act, mb * d->u.gemm.rows, &st->dop);
         } else {
@@ -251,6 +279,12 @@ static int cpu_op_init(cd_backend_t be, const cd_bop_desc *d, cd_op_state **out)
     case CD_BOP_COUNT: rc = CD_EUNSUPPORTED; break;
     }
     if (!rc && st->dop) rc = cd_dnnl_op_prepare(st->dop, 1, NULL);
+    if (!rc && st->sp) {
+        cd_sparse_conv_info si;
+        cd_sparse_conv_get_info(st->sp, &si);
+        snprintf(st->kernel, sizeof st->kernel, "sparse:%s:%s:%s", cd_sparse_format_name(si.format),
+                 cd_sparse_isa_name(si.isa), si.mode);
+    }
     if (!rc && st->dop) {
         const char *impl = cd_dnnl_op_impl(st->dop, 1);
         if (impl && strcmp(impl, "?") != 0) snprintf(st->kernel, sizeof st->kernel, "dnnl:%s", impl);
@@ -283,9 +317,27 @@ static int64_t numel(const cd_btensor *t) {
     return n;
 }
 
+// Runs a sparse conv/FC with the context's workspace (grown when too small).
+static int run_sparse(cd_backend_ctx *ctx, cd_op_state *st, int batch, const cd_btensor *const *srcs,
+                      cd_btensor *dst) {
+    int n = st->op == CD_BOP_GEMM ? batch * st->d.u.gemm.rows : batch;
+    size_t need = cd_sparse_conv_workspace_size(st->sp, n);
+    if (need > ctx->ws_size) {
+        size_t sz = (need + 63) & ~(size_t)63;
+        void *p = aligned_alloc(64, sz);
+        if (!p) return CD_ENOMEM;
+        free(ctx->ws);
+        ctx->ws = p;
+        ctx->ws_size = sz;
+    }
+    const float *res = st->op == CD_BOP_CONV2D && st->d.u.conv.has_residual ? srcs[1]->data : NULL;
+    return cd_sparse_conv_run_ws(st->sp, srcs[0]->data, res, dst->data, n, need ? ctx->ws : NULL);
+}
+
 static int cpu_op_run(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int batch,
                       const cd_btensor *const *srcs, cd_btensor *dst) {
     if (st->kind == K_DNNL) return run_dnnl(ctx, st, batch, srcs, dst);
+    if (st->kind == K_SPARSE) return run_sparse(ctx, st, batch, srcs, dst);
     const cd_bop_desc *d = &st->d;
     switch (st->op) {
     case CD_BOP_CONV2D: {
@@ -381,6 +433,7 @@ static int cpu_ctx_create(cd_backend_t be, cd_backend_ctx **out) {
 
 static void cpu_ctx_free(cd_backend_t be, cd_backend_ctx *ctx) {
     cd_dnnl_ctx_free(ctx->dnnl);
+    free(ctx->ws);
     free(ctx);
 }
 
@@ -388,6 +441,11 @@ static const char *cpu_op_kernel(cd_backend_t be, cd_op_state *st) { return st->
 
 static size_t cpu_op_weight_bytes(cd_backend_t be, cd_op_state *st) {
     if (st->dop) return cd_dnnl_op_weight_bytes(st->dop);
+    if (st->sp) {
+        cd_sparse_conv_info si;
+        cd_sparse_conv_get_info(st->sp, &si);
+        return si.packed_bytes;
+    }
     if (st->op == CD_BOP_CONV2D && st->w) {
         const cd_conv_desc *c = &st->d.u.conv;
         return ((size_t)c->k * (c->c / c->groups) * c->r * c->s + (size_t)c->k) * sizeof(float);
@@ -399,6 +457,7 @@ static size_t cpu_op_weight_bytes(cd_backend_t be, cd_op_state *st) {
 
 static void cpu_op_state_free(cd_backend_t be, cd_op_state *st) {
     cd_dnnl_op_free(st->dop);
+    cd_sparse_conv_free(st->sp);
     free(st->w);
     free(st->bias);
     free(st);

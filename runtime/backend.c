@@ -3,6 +3,7 @@
 
 #include "runtime/backend.h"
 
+#include "kernels/hip/backend-hip.h"
 #include "proto/errors.h"
 
 #include <stdio.h>
@@ -95,6 +96,23 @@ int cd_backend_synchronize(cd_backend_t be, cd_backend_ctx *ctx) {
     return be->iface->synchronize ? be->iface->synchronize(be, ctx) : 0;
 }
 
+int cd_backend_upload_async(cd_backend_t be, cd_backend_ctx *ctx, void *dst, const void *src, size_t size) {
+    if (!size) return 0;
+    if (ctx && be->iface->upload_async) return be->iface->upload_async(be, ctx, dst, src, size);
+    return be->iface->upload(be, dst, src, size);
+}
+
+int cd_backend_download_async(cd_backend_t be, cd_backend_ctx *ctx, void *dst, const void *src, size_t size) {
+    if (!size) return 0;
+    if (ctx && be->iface->download_async) return be->iface->download_async(be, ctx, dst, src, size);
+    int rc = cd_backend_synchronize(be, ctx);
+    return rc ? rc : be->iface->download(be, dst, src, size);
+}
+
+size_t cd_backend_device_bytes(cd_backend_t be) {
+    return be->iface->device_bytes ? be->iface->device_bytes(be) : 0;
+}
+
 size_t cd_tdesc_item_bytes(const cd_tdesc *t) {
     size_t n = 1;
     for (int i = t->is_const ? 0 : 1; i < t->rank; i++) {
@@ -113,7 +131,29 @@ const char *cd_bop_name(cd_bop op) {
 
 int cd_backend_create(const char *device, cd_backend_t *out, char *err, size_t errlen) {
     *out = NULL;
+    int n;
     if (!device || !*device || strcmp(device, "cpu") == 0) return cd_backend_cpu_init(out);
-    if (err && errlen) snprintf(err, errlen, "device '%s' not available in this build (supported: cpu)", device);
+    if (strcmp(device, "hip-emu") == 0) return cd_backend_hip_init(0, out, err, errlen);
+    if (cd_hip_device_parse(device, &n)) return cd_backend_hip_plugin_create(n, out, err, errlen);
+    if (err && errlen) snprintf(err, errlen, "'%s' is not a device (cpu, hip-emu, hip, hip:N)", device);
+    return CD_EUNSUPPORTED;
+}
+
+int cd_backend_probe(const char *device, char *info, size_t infolen, char *err, size_t errlen) {
+    int n;
+    if (info && infolen) info[0] = '\0';
+    if (!device || !*device || strcmp(device, "cpu") == 0 || strcmp(device, "hip-emu") == 0) {
+        cd_backend_t be;
+        int rc = cd_backend_create(device, &be, err, errlen);
+        if (rc) return rc;
+        if (info && infolen)
+            snprintf(info, infolen, "%s", strcmp(cd_backend_name(be), "cpu") == 0
+                                              ? "cpu"
+                                              : "hip-emu (the HIP kernels on the CPU emulator: for tests, slow)");
+        cd_backend_free(be);
+        return 0;
+    }
+    if (cd_hip_device_parse(device, &n)) return cd_backend_hip_plugin_probe(n, info, infolen, err, errlen);
+    if (err && errlen) snprintf(err, errlen, "'%s' is not a device (cpu, hip-emu, hip, hip:N)", device);
     return CD_EUNSUPPORTED;
 }

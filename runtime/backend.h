@@ -89,6 +89,13 @@ typedef struct {
     } u;
     const float *w;            // CONV2D (OIHW), GEMM (n x k): host memory,
     const float *bias;         // only during init; NULL for no bias
+    // CONV2D / GEMM (rows == 1): the planner's kernel choice. 0 = the
+    // backend's dense kernel; 1 = the sparse kernels (sparse/sparse-conv.h,
+    // activations in NCHW), with sparse_format a cd_sparse_format (0 = the
+    // sparse library's own choice). A backend without sparse kernels answers
+    // supports_op false for sparse = 1 (backends that predate the field see 0).
+    int sparse;
+    int sparse_format;
 } cd_bop_desc;
 
 // Prepares op d (packs weights, builds primitives). 0, CD_EUNSUPPORTED,
@@ -146,6 +153,18 @@ struct cd_backend_i {
 
     // Waits until queued work is done. /* optional */
     int (*synchronize)(cd_backend_t be, cd_backend_ctx *ctx);
+
+    // Host -> device copy ordered before the ops run later on ctx; src may be
+    // reused as soon as it returns (the backend stages it). /* optional:
+    // the wrapper falls back to upload */
+    int (*upload_async)(cd_backend_t be, cd_backend_ctx *ctx, void *dst, const void *src, size_t size);
+    // Device -> host copy ordered after the ops run so far on ctx; dst holds
+    // the data once synchronize(ctx) returns 0. /* optional: the wrapper
+    // synchronizes, then downloads */
+    int (*download_async)(cd_backend_t be, cd_backend_ctx *ctx, void *dst, const void *src, size_t size);
+    // Bytes of device memory the backend holds now (weights, constants,
+    // arenas, workspaces). /* optional: 0, e.g. cpu, whose memory is the host's */
+    size_t (*device_bytes)(cd_backend_t be);
 };
 
 struct cd_backend {
@@ -173,6 +192,9 @@ const char *cd_backend_op_kernel(cd_backend_t be, cd_op_state *st);
 size_t cd_backend_op_weight_bytes(cd_backend_t be, cd_op_state *st);
 void cd_backend_op_state_free(cd_backend_t be, cd_op_state *st);
 int cd_backend_synchronize(cd_backend_t be, cd_backend_ctx *ctx);
+int cd_backend_upload_async(cd_backend_t be, cd_backend_ctx *ctx, void *dst, const void *src, size_t size);
+int cd_backend_download_async(cd_backend_t be, cd_backend_ctx *ctx, void *dst, const void *src, size_t size);
+size_t cd_backend_device_bytes(cd_backend_t be);
 
 // Bytes of one item (dim 0 taken as 1) of a tensor in layout (NCHW16C pads
 // dim 1 to a multiple of 16).
@@ -184,8 +206,26 @@ const char *cd_bop_name(cd_bop op);
 
 // The CPU backend (runtime/backend-cpu.c). Returns 0 or CD_ENOMEM.
 int cd_backend_cpu_init(cd_backend_t *out);
-// Creates the backend named by device ("cpu" or NULL). CD_EUNSUPPORTED with
-// err set for any other name.
+// Creates the backend named by device: "cpu" (or NULL), "hip-emu" (the HIP
+// backend over the CPU emulator, kernels/hip/backend-hip.h), "hip" or
+// "hip:N" (the HIP backend of the GPU=hip plugin, runtime/backend-hip-plugin.c).
+// CD_EUNSUPPORTED with err set for any other name, CD_EDEVICE with err set
+// when the device or the plugin is not usable here.
 int cd_backend_create(const char *device, cd_backend_t *out, char *err, size_t errlen);
+
+// Checks, without creating a backend, that device can run here (for start-up
+// checks: the daemon's --device). Returns 0 with a one-line description of the
+// device in info, CD_EUNSUPPORTED (not a device name) or CD_EDEVICE (device or
+// plugin unusable) with the reason in err.
+int cd_backend_probe(const char *device, char *info, size_t infolen, char *err, size_t errlen);
+
+// The plugin side of "hip[:N]" (runtime/backend-hip-plugin.c): parses the
+// ordinal of "hip" / "hip:N" into *device (1 when the name is one of those, 0
+// otherwise).
+int cd_hip_device_parse(const char *device, int *ordinal);
+// Loads and probes the plugin for device N, then creates its backend.
+// Returns 0 or CD_EDEVICE with err set.
+int cd_backend_hip_plugin_create(int device, cd_backend_t *out, char *err, size_t errlen);
+int cd_backend_hip_plugin_probe(int device, char *info, size_t infolen, char *err, size_t errlen);
 
 #endif // CD_RUNTIME_BACKEND_H

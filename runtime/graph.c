@@ -84,6 +84,8 @@ int cd_graph_add_op(cd_graph *g, cd_op_kind kind, const char *name) {
 }
 
 void cd_op_free(cd_op *op) {
+    free(op->analysis);
+    op->analysis = NULL;
     if (op->kind == CD_OP_CONV) {
         free(op->u.conv.w);
         free(op->u.conv.bias);

@@ -76,6 +76,12 @@ typedef struct {
     int nin;
     int in[CD_OP_MAX_IN]; // value ids (activations; BINARY may have one constant)
     int out;              // value id
+    // CONV/GEMM, filled by the compaction pass (compact.c): the structure of
+    // the weights as loaded (owned; cd_sparse_analysis), the dense FLOPs at
+    // batch 1 before compaction, and what compaction did ("" when nothing).
+    void *analysis;
+    int64_t flops0;
+    char compact[96];
     union {
         struct {
             cd_conv_desc d; // n = 1; act and has_residual after fusion
@@ -160,5 +166,16 @@ int cd_onnx_tensor_value(const cd_graph *g, const void *tensor, const char *what
 // (inconsistent shapes, bad attributes values), CD_EUNSUPPORTED (naming the
 // op, node and what is supported) or CD_ENOMEM.
 int cd_graph_lower(cd_graph *g, char *err, size_t errlen);
+
+// ---- compact.c ----------------------------------------------------------------
+
+// Structured-sparsity compaction of a lowered graph (see compact.c): drops
+// filters and input channels nobody needs, folds constant channels (a zero
+// filter's act(bias)) into the consumers' biases where exact, turns
+// block-diagonal connection patterns into grouped convs, and records the
+// weight analysis of every conv/FC (op->analysis, op->flops0). With
+// enable = 0 only the analysis is recorded. Model inputs and outputs keep
+// their shapes. Returns 0 or CD_ENOMEM.
+int cd_graph_compact(cd_graph *g, int enable, char *err, size_t errlen);
 
 #endif // CD_RUNTIME_GRAPH_H

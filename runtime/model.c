@@ -60,6 +60,7 @@ void cd_model_free(cd_model *m) {
     free(m->outputs);
     free(m->layers);
     free(m->tensors);
+    free(m->tune_cache);
     cd_backend_free(m->be);
     free(m);
 }
@@ -79,10 +80,25 @@ int cd_model_load(const char *path, const cd_model_opts *opts, cd_model **out, c
     if (!m) return fail(err, errlen, CD_ENOMEM, "out of memory");
     m->max_batch = max_batch;
     m->threads = opts ? opts->threads : 0;
+    if (opts) {
+        m->popts.mode = (cd_plan_mode)opts->plan;
+        m->popts.tune = opts->tune;
+        m->popts.tune_cache = opts->tune_cache;
+    }
+    m->popts.max_batch = max_batch;
+    m->popts.tune_cache = NULL;
+    if (opts && opts->tune_cache && !(m->tune_cache = strdup(opts->tune_cache))) {
+        free(m);
+        return fail(err, errlen, CD_ENOMEM, "out of memory");
+    }
+    m->popts.tune_cache = m->tune_cache;
+    if (m->threads > 0) cd_dnnl_set_threads(m->threads); // calibration and tuning run with them
+    cd_plan_mode mode = cd_planner_mode(&m->popts);
     char e[700] = "";
     int rc = cd_backend_create(opts ? opts->device : NULL, &m->be, e, sizeof e);
     if (!rc) rc = cd_onnx_import(path, &g, e, sizeof e);
     if (!rc) rc = cd_graph_lower(&g, e, sizeof e);
+    if (!rc) rc = cd_graph_compact(&g, mode != CD_PLAN_DENSE, e, sizeof e);
     if (!rc) rc = cd_plan_build(m, &g, e, sizeof e);
     if (rc) {
         const char *base = strrchr(path, '/');
@@ -122,7 +138,10 @@ const cd_io_desc *cd_model_output(const cd_model *m, int i) {
     return i >= 0 && i < m->noutputs ? &m->outputs[i].d : NULL;
 }
 
-void cd_model_get_summary(const cd_model *m, cd_model_summary *out) { *out = m->summary; }
+void cd_model_get_summary(const cd_model *m, cd_model_summary *out) {
+    *out = m->summary;
+    out->device_bytes = (int64_t)cd_backend_device_bytes(m->be);
+}
 
 int cd_model_num_layers(const cd_model *m) { return m->nlayers; }
 
@@ -141,6 +160,35 @@ void cd_model_layer(const cd_model *m, int i, cd_layer_info *out) {
     out->params = l->params;
     out->flops = l->flops;
     out->density = l->density;
+    out->structure = out->compaction = "";
+    out->pred_ms = out->pred_dense_ms = out->tuned_ms = out->tuned_dense_ms = -1;
+    out->tuned_sparse_ms = out->pred_sparse_ms = -1;
+    if (l->op != CD_BOP_CONV2D && l->op != CD_BOP_GEMM) return;
+    out->is_weighted = 1;
+    out->structure = l->structure;
+    out->compaction = l->compact;
+    out->sparse = l->sparse;
+    out->zero_filters = l->an_zero_filters;
+    out->zero_in_channels = l->an_zero_in;
+    out->zero_connections = l->an_zero_connections;
+    out->connections = l->an_connections;
+    out->best_block_h = l->an_best_bh;
+    out->best_block_w = l->an_best_bw;
+    out->best_block_fill = l->an_best_fill;
+    out->nm_2_4 = l->an_nm_2_4;
+    out->is_2_4 = l->an_is_2_4;
+    out->is_4_8 = l->an_is_4_8;
+    const cd_plan_choice *c = &l->choice;
+    out->pred_dense_ms = c->pred_dense_ms;
+    out->pred_ms = l->sparse ? (c->pred_sparse_ms >= 0 ? c->pred_sparse_ms + c->reorder_ms : -1) : c->pred_dense_ms;
+    out->pred_reorder_ms = l->sparse ? c->reorder_ms : 0;
+    out->tuned_dense_ms = c->tuned_dense_ms;
+    out->tuned_sparse_ms = c->tuned_sparse_ms;
+    out->pred_sparse_ms = c->pred_sparse_ms;
+    out->tuned_ms = l->sparse ? c->tuned_sparse_ms : c->tuned_dense_ms;
+    out->tune_batch = c->tune_batch;
+    out->flops_dense = l->flops_dense;
+    out->flops_skipped = l->flops_dense - l->flops_run;
 }
 
 // ---- execution ----------------------------------------------------------------------
@@ -194,7 +242,9 @@ int cd_exec_init(const cd_model *m, cd_exec **out) {
     return 0;
 }
 
-int cd_model_run(cd_exec *ex, int batch, const void *const *inputs, void *const *outputs, char *err, size_t errlen) {
+// cd_model_run, with the ms of every layer added to layer_ms when not NULL.
+static int run_impl(cd_exec *ex, int batch, const void *const *inputs, void *const *outputs, char *err, size_t errlen,
+                    double *layer_ms) {
     const cd_model *m = ex->m;
     if (batch < 1 || batch > m->max_batch)
         return fail(err, errlen, CD_ESHAPE, "batch %d out of range (1..%d)", batch, m->max_batch);
@@ -204,27 +254,100 @@ int cd_model_run(cd_exec *ex, int batch, const void *const *inputs, void *const 
     for (int i = 0; i < m->ninputs; i++) {
         const cd_ptensor *t = &m->tensors[m->inputs[i].tensor];
         if (!inputs || !inputs[i]) return fail(err, errlen, CD_EPARAMS, "input %d missing", i);
-        rc = cd_backend_upload(m->be, ex->bt[m->inputs[i].tensor].data, inputs[i], t->item_bytes * (size_t)batch);
+        rc = cd_backend_upload_async(m->be, ex->ctx, ex->bt[m->inputs[i].tensor].data, inputs[i],
+                                     t->item_bytes * (size_t)batch);
         if (rc) return fail(err, errlen, rc, "upload of input '%s' failed", m->inputs[i].d.name);
     }
     for (int li = 0; li < m->nlayers; li++) {
         const cd_layer *l = &m->layers[li];
         const cd_btensor *srcs[CD_OP_MAX_IN];
         for (int i = 0; i < l->nin; i++) srcs[i] = &ex->bt[l->in[i]];
-        double t0 = ex->prof ? now_ms() : 0;
+        double t0 = ex->prof || layer_ms ? now_ms() : 0;
         rc = cd_backend_op_run(m->be, l->op, ex->ctx, l->st, batch, srcs, &ex->bt[l->out]);
+        if (layer_ms) {
+            if (!rc) rc = cd_backend_synchronize(m->be, ex->ctx);
+            layer_ms[li] += now_ms() - t0;
+        }
         if (ex->prof) ex->prof[li] += now_ms() - t0;
         if (rc) return fail(err, errlen, rc == CD_ENOMEM ? rc : CD_EINTERNAL, "layer %d '%s' (%s) failed: %s", li, l->name,
                             l->label, cd_strerror(rc));
     }
     if (ex->prof) ex->prof_runs++;
-    rc = cd_backend_synchronize(m->be, ex->ctx);
-    if (rc) return fail(err, errlen, CD_EINTERNAL, "synchronize failed: %s", cd_strerror(rc));
-    for (int i = 0; i < m->noutputs; i++) {
-        const cd_ptensor *t = &m->tensors[m->outputs[i].tensor];
+    // Downloads are queued behind the layers (async on a device backend); the
+    // outputs are complete once synchronize returns.
+    for (int i = 0; i < m->noutputs; i++)
         if (!outputs || !outputs[i]) return fail(err, errlen, CD_EPARAMS, "output %d missing", i);
-        rc = cd_backend_download(m->be, outputs[i], ex->bt[m->outputs[i].tensor].data, t->item_bytes * (size_t)batch);
-        if (rc) return fail(err, errlen, rc, "download of output '%s' failed", m->outputs[i].d.name);
+    int bad = -1;
+    for (int i = 0; i < m->noutputs && bad < 0; i++) {
+        const cd_ptensor *t = &m->tensors[m->outputs[i].tensor];
+        rc = cd_backend_download_async(m->be, ex->ctx, outputs[i], ex->bt[m->outputs[i].tensor].data,
+                                       t->item_bytes * (size_t)batch);
+        if (rc) bad = i;
     }
+    int src = cd_backend_synchronize(m->be, ex->ctx);
+    if (bad >= 0) return fail(err, errlen, rc, "download of output '%s' failed", m->outputs[bad].d.name);
+    if (src) return fail(err, errlen, CD_EINTERNAL, "synchronize failed: %s", cd_strerror(src));
     return 0;
+}
+
+int cd_model_run(cd_exec *ex, int batch, const void *const *inputs, void *const *outputs, char *err, size_t errlen) {
+    return run_impl(ex, batch, inputs, outputs, err, errlen, NULL);
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+int cd_model_profile(const cd_model *m, int batch, int runs, double *layer_ms, double *total_ms, char *err,
+                     size_t errlen) {
+    if (runs < 1 || batch < 1 || batch > m->max_batch)
+        return fail(err, errlen, CD_EPARAMS, "batch %d / runs %d out of range", batch, runs);
+    int n = m->nlayers, rc = 0;
+    cd_exec *ex = NULL;
+    void **ins = calloc((size_t)m->ninputs + 1, sizeof *ins), **outs = calloc((size_t)m->noutputs + 1, sizeof *outs);
+    double *samples = calloc((size_t)(n + 1) * (size_t)(runs + 1), sizeof(double)), *tot = calloc((size_t)runs + 1, sizeof(double));
+    if (!ins || !outs || !samples || !tot) rc = CD_ENOMEM;
+    uint64_t seed = 0x2545f4914f6cdd1dull;
+    for (int i = 0; i < m->ninputs && !rc; i++) {
+        size_t cnt = m->tensors[m->inputs[i].tensor].item_bytes / 4 * (size_t)batch;
+        float *f = malloc(cnt * sizeof(float) + 4);
+        if (!(ins[i] = f)) rc = CD_ENOMEM;
+        for (size_t j = 0; f && j < cnt; j++) {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            f[j] = (float)((seed >> 40) & 0xffff) / 65536.0f * 2.0f - 1.0f;
+        }
+    }
+    for (int i = 0; i < m->noutputs && !rc; i++)
+        if (!(outs[i] = malloc(m->tensors[m->outputs[i].tensor].item_bytes * (size_t)batch + 4))) rc = CD_ENOMEM;
+    if (!rc) rc = cd_exec_init(m, &ex);
+    if (rc) fail(err, errlen, rc, "%s", cd_strerror(rc));
+    for (int r = 0; r <= runs && !rc; r++) {
+        double *row = samples + (size_t)(r ? r - 1 : runs) * (size_t)n; // run 0 (warm-up) goes to the spare row
+        double t0 = now_ms();
+        rc = run_impl(ex, batch, (const void *const *)ins, outs, err, errlen, row);
+        if (r) tot[r - 1] = now_ms() - t0;
+    }
+    if (!rc) {
+        double *col = malloc(sizeof(double) * (size_t)runs);
+        if (!col) rc = fail(err, errlen, CD_ENOMEM, "out of memory");
+        for (int li = 0; li < n && col; li++) {
+            for (int r = 0; r < runs; r++) col[r] = samples[(size_t)r * n + li];
+            qsort(col, (size_t)runs, sizeof(double), cmp_double);
+            layer_ms[li] = col[runs / 2];
+        }
+        free(col);
+        qsort(tot, (size_t)runs, sizeof(double), cmp_double);
+        if (total_ms) *total_ms = tot[runs / 2];
+    }
+    cd_exec_free(ex);
+    for (int i = 0; ins && i < m->ninputs; i++) free(ins[i]);
+    for (int i = 0; outs && i < m->noutputs; i++) free(outs[i]);
+    free(ins);
+    free(outs);
+    free(samples);
+    free(tot);
+    return rc;
 }

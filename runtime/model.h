@@ -6,6 +6,7 @@
 
 #include "runtime/backend.h"
 #include "runtime/graph.h"
+#include "runtime/planner.h"
 #include "runtime/runtime.h"
 
 // A planned tensor. Activations live in the per-exec arena; constants (the
@@ -16,6 +17,7 @@ typedef struct {
     int root;             // tensor whose storage this one shares (itself unless an alias)
     int first, last;      // lifetime in layer steps (roots only; -1 = model input)
     size_t offset;        // byte offset in the arena / constant buffer (roots)
+    int cvalue;           // constants: the graph value holding the data (-1 otherwise)
 } cd_ptensor;
 
 typedef struct {
@@ -29,6 +31,18 @@ typedef struct {
     char kernel[64];
     int64_t params, flops; // weights; multiply-adds * 2 at batch 1
     double density;
+    // Conv/FC layers (planner.h, compact.c):
+    int64_t flops_dense;   // dense FLOPs of the layer as loaded (before compaction), batch 1
+    int64_t flops_run;     // FLOPs the chosen kernel does (2 * nonzeros * pixels when sparse)
+    int sparse;            // runs on the sparse kernels
+    int has_analysis;      // an, structure and choice are filled
+    cd_plan_choice choice; // the planner's figures
+    char structure[192];   // the analysis as one line (cd_sparse_analysis_format)
+    char compact[96];      // what compaction did ("" nothing)
+    int an_zero_filters, an_zero_in, an_best_bh, an_best_bw;
+    double an_best_fill, an_nm_2_4;
+    int an_is_2_4, an_is_4_8;
+    int64_t an_zero_connections, an_connections;
 } cd_layer;
 
 typedef struct {
@@ -50,6 +64,8 @@ struct cd_model {
     void *consts;         // backend buffer of constant operands
     size_t const_bytes;
     cd_model_summary summary;
+    cd_planner_opts popts; // planning mode, tuning, cache
+    char *tune_cache;      // owned copy of the cache folder (popts points to it)
 };
 
 struct cd_exec {

@@ -17,6 +17,7 @@
 
 #include "runtime/arena.h"
 #include "proto/errors.h"
+#include "sparse/analysis.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -38,6 +39,7 @@ typedef struct {
     cd_graph *g;
     int *vt;            // value id -> tensor index (-1 none)
     int (*reord)[2];    // tensor -> its copy in layout NCHW / NCHW16C (-1 none)
+    cd_plan_choice *ch; // per op: the planner's choice (conv/FC)
     char *err;
     size_t errlen;
 } pctx;
@@ -59,6 +61,7 @@ static int add_tensor(pctx *p, const cd_tdesc *t) {
     pt->t = *t;
     pt->item_bytes = cd_tdesc_item_bytes(t);
     pt->root = id;
+    pt->cvalue = -1;
     pt->first = pt->last = -2;
     p->reord[id][0] = p->reord[id][1] = -1;
     return id;
@@ -136,6 +139,19 @@ static int in_layout(pctx *p, int src, cd_layout l) {
 
 static int supports(pctx *p, cd_bop_desc *d) { return cd_backend_supports_op(p->m->be, d); }
 
+// The NCHW16C copy of constant tensor t (made once; place_consts reorders the
+// data at upload). Returns its index or CD_ENOMEM.
+static int const_blocked(pctx *p, int t) {
+    if (p->reord[t][CD_LAYOUT_NCHW16C] >= 0) return p->reord[t][CD_LAYOUT_NCHW16C];
+    cd_tdesc d = p->m->tensors[t].t;
+    d.layout = CD_LAYOUT_NCHW16C;
+    int id = add_tensor(p, &d);
+    if (id < 0) return fail(p->err, p->errlen, CD_ENOMEM, "out of memory");
+    p->m->tensors[id].cvalue = p->m->tensors[t].cvalue;
+    p->reord[t][CD_LAYOUT_NCHW16C] = id;
+    return id;
+}
+
 // True when every reader of value v needs it in NCHW anyway (graph outputs,
 // reshapes, Gemm, Softmax, Transpose): its producer should write NCHW directly
 // instead of the blocked layout plus a reorder.
@@ -173,6 +189,38 @@ static cd_tdesc value_desc(const cd_value *v, cd_layout l, int rank) {
     return t;
 }
 
+// Fills the conv/FC figures of layer l (planned from op; nz nonzero weights
+// after compaction, pix output pixels per weight).
+static void describe_weighted(pctx *p, const cd_op *op, cd_layer *l, int64_t nz, int64_t pix) {
+    const cd_sparse_analysis *a = op->analysis;
+    l->sparse = strncmp(l->kernel, "sparse", 6) == 0;
+    l->choice = p->ch[op - p->g->ops];
+    l->flops_dense = op->flops0 ? op->flops0 : l->flops;
+    l->flops_run = l->sparse ? 2 * nz * pix : l->flops;
+    snprintf(l->compact, sizeof l->compact, "%s", op->compact);
+    if (!a) {
+        l->params = l->flops / 2 / (pix ? pix : 1);
+        l->density = 1.0;
+        return;
+    }
+    l->has_analysis = 1;
+    l->params = (int64_t)a->total + (op->kind == CD_OP_CONV ? a->k : (op->u.gemm.bias ? op->u.gemm.n : 0));
+    l->density = a->density;
+    cd_sparse_analysis_format(a, l->structure, sizeof l->structure);
+    l->an_zero_filters = a->zero_out_channels;
+    l->an_zero_in = a->zero_in_channels;
+    l->an_zero_connections = (int64_t)a->zero_connections;
+    l->an_connections = (int64_t)a->connections;
+    if (a->best_block >= 0) {
+        l->an_best_bh = a->blocks[a->best_block].bh;
+        l->an_best_bw = a->blocks[a->best_block].bw;
+        l->an_best_fill = a->blocks[a->best_block].fill;
+    }
+    l->an_nm_2_4 = a->nm_2_4;
+    l->an_is_2_4 = a->is_2_4;
+    l->an_is_4_8 = a->is_4_8;
+}
+
 // Plans one lowered op.
 static int plan_op(pctx *p, const cd_op *op) {
     cd_model *m = p->m;
@@ -204,9 +252,20 @@ static int plan_op(pctx *p, const cd_op *op) {
         d.bias = op->u.conv.bias;
         d.u.conv.n = 1;
         // Prefer the blocked layout: src as it is, else NCHW src; then all NCHW.
+        // A dense conv after an NCHW producer (a sparse layer) reads a
+        // reorder of it unless it is a stem (< 16 channels): oneDNN on
+        // NCHW sources is 1.2-1.7x slower than the reorder costs.
         cd_layout tries[3][2] = {{cur, CD_LAYOUT_NCHW16C}, {CD_LAYOUT_NCHW, CD_LAYOUT_NCHW16C}, {CD_LAYOUT_NCHW, CD_LAYOUT_NCHW}};
+        if (cur == CD_LAYOUT_NCHW && op->u.conv.d.c >= 16) tries[0][0] = CD_LAYOUT_NCHW16C;
         if (readers_want_nchw(p, op->out)) tries[0][1] = tries[1][1] = CD_LAYOUT_NCHW;
         int chosen = -1;
+        const cd_plan_choice *pc = &p->ch[op - g->ops];
+        if (pc->sparse) {
+            // The sparse kernels: NCHW in and out.
+            d.sparse = 1;
+            d.sparse_format = pc->format;
+            for (int t = 0; t < 3; t++) tries[t][0] = tries[t][1] = CD_LAYOUT_NCHW;
+        }
         for (int t = 0; t < 3 && chosen < 0; t++) {
             d.nsrc = op->nin;
             d.max_batch = m->max_batch;
@@ -218,8 +277,33 @@ static int plan_op(pctx *p, const cd_op *op) {
                 d.src[1].layout = tries[t][1];
             }
             if (supports(p, &d)) chosen = t;
+            if (chosen < 0 && t == 2 && d.sparse) {
+                // No sparse kernel for it after all: dense, as it would have been.
+                d.sparse = 0;
+                p->ch[op - g->ops].sparse = 0;
+                tries[0][0] = cur == CD_LAYOUT_NCHW && op->u.conv.d.c >= 16 ? CD_LAYOUT_NCHW16C : cur;
+                tries[0][1] = tries[1][1] = readers_want_nchw(p, op->out) ? CD_LAYOUT_NCHW : CD_LAYOUT_NCHW16C;
+                tries[1][0] = CD_LAYOUT_NCHW;
+                t = -1;
+            }
         }
         if (chosen < 0) chosen = 2; // emit reports the failure
+        if (!d.sparse && tries[chosen][0] == CD_LAYOUT_NCHW16C && tries[chosen][1] == CD_LAYOUT_NCHW) {
+            // oneDNN 2.6 has no jit kernel for some blocked-in/plain-out convs
+            // (1x1 falls to "ref:any", 100x slower): write blocked and reorder.
+            d.src[0].layout = d.dst.layout = CD_LAYOUT_NCHW16C;
+            if (op->nin > 1) d.src[1].layout = CD_LAYOUT_NCHW16C;
+            cd_op_state *st = NULL;
+            cd_bop_desc probe = d;
+            probe.src[0].layout = CD_LAYOUT_NCHW16C;
+            probe.dst.layout = CD_LAYOUT_NCHW;
+            if (op->nin > 1) probe.src[1].layout = CD_LAYOUT_NCHW;
+            if (supports(p, &d) && cd_backend_op_init(m->be, &probe, &st) == 0) {
+                const char *kn = cd_backend_op_kernel(m->be, st);
+                if (kn && strstr(kn, "ref")) tries[chosen][1] = CD_LAYOUT_NCHW16C;
+                cd_backend_op_state_free(m->be, st);
+            }
+        }
         int s0 = in_layout(p, in[0], tries[chosen][0]);
         if (s0 < 0) return s0;
         in[0] = s0;
@@ -239,6 +323,22 @@ static int plan_op(pctx *p, const cd_op *op) {
         d.u.gemm.act = op->u.gemm.act;
         d.w = op->u.gemm.w;
         d.bias = op->u.gemm.bias;
+        if (p->ch[op - g->ops].sparse) {
+            cd_bop_desc t = d;
+            t.sparse = 1;
+            t.sparse_format = p->ch[op - g->ops].format;
+            t.max_batch = m->max_batch;
+            t.nsrc = 1;
+            t.src[0] = m->tensors[in[0]].t;
+            t.src[0].layout = CD_LAYOUT_NCHW;
+            t.dst = value_desc(ov, CD_LAYOUT_NCHW, ov->rank);
+            if (supports(p, &t)) {
+                d.sparse = 1;
+                d.sparse_format = t.sparse_format;
+            } else {
+                p->ch[op - g->ops].sparse = 0;
+            }
+        }
         break;
     case CD_OP_SOFTMAX:
         d.op = CD_BOP_SOFTMAX;
@@ -267,12 +367,27 @@ static int plan_op(pctx *p, const cd_op *op) {
         if (cur != CD_LAYOUT_NCHW) {
             d.max_batch = m->max_batch;
             d.nsrc = op->nin;
+            int blocked[CD_OP_MAX_IN] = {0};
             for (int i = 0; i < op->nin; i++) {
                 d.src[i] = m->tensors[in[i]].t;
                 if (!d.src[i].is_const) d.src[i].layout = cur;
+                // A constant with a spatial extent (a border map) goes blocked too.
+                if (d.src[i].is_const && d.src[i].rank == 4 && d.src[i].shape[1] > 1 &&
+                    d.src[i].shape[2] * d.src[i].shape[3] > 1) {
+                    d.src[i].layout = cur;
+                    blocked[i] = 1;
+                }
             }
             d.dst = value_desc(ov, cur, ov->rank);
-            if (supports(p, &d)) lay = cur;
+            if (supports(p, &d)) {
+                lay = cur;
+                for (int i = 0; i < op->nin; i++) {
+                    if (!blocked[i]) continue;
+                    int b = const_blocked(p, in[i]);
+                    if (b < 0) return b;
+                    in[i] = b;
+                }
+            }
         }
         break;
     case CD_OP_ALIAS:
@@ -292,21 +407,173 @@ static int plan_op(pctx *p, const cd_op *op) {
     if (li < 0) return li;
     p->vt[op->out] = out;
     cd_layer *l = &m->layers[li];
-    if (op->kind == CD_OP_CONV) {
-        const cd_conv_desc *c = &op->u.conv.d;
-        int64_t nw = (int64_t)c->k * (c->c / c->groups) * c->r * c->s, nz = 0;
-        for (int64_t i = 0; i < nw; i++) nz += op->u.conv.w[i] != 0.0f;
-        l->params = nw + c->k;
-        l->flops = 2 * nw * c->oh * c->ow;
-        l->density = nw ? (double)nz / (double)nw : 1.0;
-    } else if (op->kind == CD_OP_GEMM) {
-        int64_t nw = (int64_t)op->u.gemm.n * op->u.gemm.k, nz = 0;
-        for (int64_t i = 0; i < nw; i++) nz += op->u.gemm.w[i] != 0.0f;
-        l->params = nw + (op->u.gemm.bias ? op->u.gemm.n : 0);
-        l->flops = 2 * nw * op->u.gemm.rows;
-        l->density = nw ? (double)nz / (double)nw : 1.0;
+    if (op->kind == CD_OP_CONV || op->kind == CD_OP_GEMM) {
+        int64_t nz = 0, pix;
+        if (op->kind == CD_OP_CONV) {
+            const cd_conv_desc *c = &op->u.conv.d;
+            int64_t nw = (int64_t)c->k * (c->c / c->groups) * c->r * c->s;
+            for (int64_t i = 0; i < nw; i++) nz += op->u.conv.w[i] != 0.0f;
+            pix = (int64_t)c->oh * c->ow;
+            l->flops = 2 * nw * pix;
+        } else {
+            int64_t nw = (int64_t)op->u.gemm.n * op->u.gemm.k;
+            for (int64_t i = 0; i < nw; i++) nz += op->u.gemm.w[i] != 0.0f;
+            pix = op->u.gemm.rows;
+            l->flops = 2 * nw * pix;
+        }
+        describe_weighted(p, op, l, nz, pix);
     }
     return 0;
+}
+
+// ---- kernel choice (planner.h) for every live conv/FC, before the layouts ----------
+
+typedef struct {
+    const char *live;
+    int *prod;          // value -> live op writing it (-1 none)
+    double *eff_dense;  // per op: ms per image the decision uses (tuned, else predicted)
+    double *eff_sparse;
+    double *margin;
+} kctx;
+
+static int is_follower(const cd_op *op) {
+    return op->kind == CD_OP_POOL || op->kind == CD_OP_ACT || op->kind == CD_OP_BINARY || op->kind == CD_OP_CONCAT;
+}
+
+// 1 when value v will be in NCHW16C under the current choices (approximate:
+// what plan_op would choose).
+static int value_blocked(pctx *p, kctx *k, int v, int depth) {
+    int o = k->prod[v];
+    if (o < 0 || depth > 32) return 0;
+    const cd_op *op = &p->g->ops[o];
+    if (op->kind == CD_OP_CONV) return !p->ch[o].sparse && !readers_want_nchw(p, v);
+    if (is_follower(op)) return value_blocked(p, k, op->in[0], depth + 1);
+    return 0;
+}
+
+// 1 when some reader of v (through layout-following ops) is a dense conv
+// that will want it blocked.
+static int readers_blocked(pctx *p, kctx *k, int v, int depth) {
+    const cd_graph *g = p->g;
+    if (depth > 8) return 0;
+    for (int o = 0; o < g->nops; o++) {
+        const cd_op *op = &g->ops[o];
+        if (!k->live[o]) continue;
+        for (int i = 0; i < op->nin; i++) {
+            if (op->in[i] != v) continue;
+            if (op->kind == CD_OP_CONV && !p->ch[o].sparse && op->u.conv.d.c >= 16) return 1;
+            if (is_follower(op) && readers_blocked(p, k, op->out, depth + 1)) return 1;
+        }
+    }
+    return 0;
+}
+
+static double value_bytes(const cd_graph *g, int v) { return (double)g->values[v].numel * 4.0; }
+
+// Fills p->ch for every live conv/FC op. Returns 0 or CD_ENOMEM.
+static int choose_kernels(pctx *p, const char *live) {
+    cd_model *m = p->m;
+    cd_graph *g = p->g;
+    cd_plan_mode mode = cd_planner_mode(&m->popts);
+    int is_cpu = strcmp(cd_backend_name(m->be), "cpu") == 0;
+    kctx k = {live, malloc(sizeof(int) * ((size_t)g->nvalues + 1)), calloc((size_t)g->nops + 1, sizeof(double)),
+              calloc((size_t)g->nops + 1, sizeof(double)), calloc((size_t)g->nops + 1, sizeof(double))};
+    int rc = 0;
+    if (!k.prod || !k.eff_dense || !k.eff_sparse || !k.margin) {
+        rc = CD_ENOMEM;
+        goto done;
+    }
+    for (int v = 0; v < g->nvalues; v++) k.prod[v] = -1;
+    for (int o = 0; o < g->nops; o++) {
+        cd_plan_choice *c = &p->ch[o];
+        memset(c, 0, sizeof *c);
+        c->pred_dense_ms = c->pred_sparse_ms = c->tuned_dense_ms = c->tuned_sparse_ms = -1;
+        if (live[o]) k.prod[g->ops[o].out] = o;
+    }
+    for (int o = 0; o < g->nops; o++) {
+        const cd_op *op = &g->ops[o];
+        cd_plan_choice *c = &p->ch[o];
+        if (!live[o] || (op->kind != CD_OP_CONV && op->kind != CD_OP_GEMM)) continue;
+        if (mode == CD_PLAN_SPARSE) {
+            // Every backend is asked (the HIP backend has sparse kernels for
+            // some geometries); supports_op = no falls back to dense below.
+            c->sparse = op->kind == CD_OP_CONV || op->u.gemm.rows == 1;
+            continue;
+        }
+        if (mode != CD_PLAN_AUTO || !is_cpu) continue;
+        cd_bop_desc d;
+        memset(&d, 0, sizeof d);
+        size_t total, nnz = 0;
+        if (op->kind == CD_OP_CONV) {
+            d.op = CD_BOP_CONV2D;
+            d.u.conv = op->u.conv.d;
+            d.u.conv.n = 1;
+            d.w = op->u.conv.w;
+            d.bias = op->u.conv.bias;
+            total = (size_t)d.u.conv.k * (d.u.conv.c / d.u.conv.groups) * d.u.conv.r * d.u.conv.s;
+            d.nsrc = op->nin;
+            d.src[0] = value_desc(&g->values[op->in[0]], CD_LAYOUT_NCHW, 4);
+            if (op->nin > 1) d.src[1] = value_desc(&g->values[op->in[1]], CD_LAYOUT_NCHW, 4);
+            d.dst = value_desc(&g->values[op->out], CD_LAYOUT_NCHW, 4);
+        } else {
+            d.op = CD_BOP_GEMM;
+            d.u.gemm.rows = op->u.gemm.rows;
+            d.u.gemm.n = op->u.gemm.n;
+            d.u.gemm.k = op->u.gemm.k;
+            d.u.gemm.act = op->u.gemm.act;
+            d.w = op->u.gemm.w;
+            d.bias = op->u.gemm.bias;
+            total = (size_t)d.u.gemm.n * d.u.gemm.k;
+            d.nsrc = 1;
+            d.src[0] = value_desc(&g->values[op->in[0]], CD_LAYOUT_NCHW, g->values[op->in[0]].rank);
+            d.dst = value_desc(&g->values[op->out], CD_LAYOUT_NCHW, g->values[op->out].rank);
+        }
+        d.max_batch = m->max_batch;
+        for (size_t i = 0; i < total; i++) nnz += d.w[i] != 0.0f;
+        const cd_sparse_analysis *a = op->analysis;
+        int best = a ? a->best_block : -1;
+        double f4 = a ? a->blocks[1].fill : -1, f8 = a ? a->blocks[2].fill : -1;
+        if (cd_planner_predict(m->be, &m->popts, &d, nnz, total, f4, f8, c)) continue; // dense
+        k.eff_dense[o] = c->pred_dense_ms;
+        k.eff_sparse[o] = c->pred_sparse_ms;
+        k.margin[o] = CD_PLANNER_MARGIN;
+        int candidate = (double)nnz <= CD_PLANNER_MAX_DENSITY * (double)total &&
+                        (op->kind == CD_OP_GEMM ? op->u.gemm.rows == 1
+                                                : !(d.u.conv.groups > 1 && d.u.conv.groups == d.u.conv.c));
+        if (m->popts.tune && candidate && !cd_planner_tune(m->be, &m->popts, &d, nnz, best, c)) {
+            k.eff_dense[o] = c->tuned_dense_ms / c->tune_batch;
+            k.eff_sparse[o] = c->tuned_sparse_ms / c->tune_batch;
+            k.margin[o] = 1.05;
+            c->sparse = k.eff_sparse[o] * k.margin[o] < k.eff_dense[o];
+        }
+    }
+    // The reorders a sparse choice implies (its input and residual when they
+    // come blocked, its output when a dense conv reads it): a sparse layer
+    // alone in a dense chain pays both, a run of sparse layers only at its ends.
+    if (mode == CD_PLAN_AUTO && is_cpu)
+        for (int it = 0, changed = 1; it < 3 && changed; it++) {
+            changed = 0;
+            for (int o = 0; o < g->nops; o++) {
+                const cd_op *op = &g->ops[o];
+                cd_plan_choice *c = &p->ch[o];
+                if (!live[o] || !c->sparse) continue;
+                double r = 0;
+                for (int i = 0; i < op->nin; i++)
+                    if (value_blocked(p, &k, op->in[i], 0)) r += cd_planner_reorder_ms(value_bytes(g, op->in[i]));
+                if (readers_blocked(p, &k, op->out, 0)) r += cd_planner_reorder_ms(value_bytes(g, op->out));
+                c->reorder_ms = r;
+                if ((k.eff_sparse[o] + r) * k.margin[o] >= k.eff_dense[o]) {
+                    c->sparse = 0;
+                    changed = 1;
+                }
+            }
+        }
+done:
+    free(k.prod);
+    free(k.eff_dense);
+    free(k.eff_sparse);
+    free(k.margin);
+    return rc;
 }
 
 // Copies the constant operands into one backend buffer.
@@ -323,21 +590,32 @@ static int place_consts(pctx *p) {
     if (!total) return 0;
     int rc = cd_backend_buffer_alloc(m->be, total, &m->consts);
     if (rc) return fail(p->err, p->errlen, rc, "cannot allocate %zu bytes of constants", total);
-    for (int v = 0; v < g->nvalues; v++) {
-        int t = p->vt[v];
-        if (t < 0 || !m->tensors[t].t.is_const) continue;
-        rc = cd_backend_upload(m->be, (char *)m->consts + m->tensors[t].offset, g->values[v].f, m->tensors[t].item_bytes);
+    for (int t = 0; t < m->ntensors; t++) {
+        const cd_ptensor *pt = &m->tensors[t];
+        if (!pt->t.is_const || pt->cvalue < 0) continue;
+        const float *data = g->values[pt->cvalue].f;
+        float *tmp = NULL;
+        if (pt->t.layout == CD_LAYOUT_NCHW16C) {
+            const int64_t *s = pt->t.shape;
+            tmp = calloc(pt->item_bytes / sizeof(float) + 1, sizeof(float));
+            if (!tmp) return fail(p->err, p->errlen, CD_ENOMEM, "out of memory");
+            cd_ref_reorder(CD_LAYOUT_NCHW, CD_LAYOUT_NCHW16C, (int)s[0], (int)s[1], (int)s[2], (int)s[3], data, tmp);
+            data = tmp;
+        }
+        rc = cd_backend_upload(m->be, (char *)m->consts + pt->offset, data, pt->item_bytes);
+        free(tmp);
         if (rc) return fail(p->err, p->errlen, rc, "cannot upload constants");
     }
     return 0;
 }
 
 int cd_plan_build(cd_model *m, cd_graph *g, char *err, size_t errlen) {
-    pctx p = {m, g, NULL, NULL, err, errlen};
+    pctx p = {m, g, NULL, NULL, NULL, err, errlen};
     int rc = 0;
     char *live = calloc((size_t)g->nops + 1, 1), *need = calloc((size_t)g->nvalues + 1, 1);
     p.vt = malloc(((size_t)g->nvalues + 1) * sizeof(int));
-    if (!live || !need || !p.vt) {
+    p.ch = calloc((size_t)g->nops + 1, sizeof *p.ch);
+    if (!live || !need || !p.vt || !p.ch) {
         rc = fail(err, errlen, CD_ENOMEM, "out of memory");
         goto done;
     }
@@ -374,8 +652,13 @@ int cd_plan_build(cd_model *m, cd_graph *g, char *err, size_t errlen) {
                 rc = fail(err, errlen, CD_ENOMEM, "out of memory");
                 goto done;
             }
+            m->tensors[id].cvalue = op->in[i];
             p.vt[op->in[i]] = id;
         }
+    }
+    if ((rc = choose_kernels(&p, live))) {
+        rc = fail(err, errlen, rc, "out of memory");
+        goto done;
     }
     // 2./3. Layers.
     for (int k = 0; k < g->nops; k++) {
@@ -457,6 +740,7 @@ done:
     free(live);
     free(need);
     free(p.vt);
+    free(p.ch);
     free(p.reord);
     return rc;
 }

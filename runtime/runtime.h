@@ -21,6 +21,12 @@ typedef struct {
     int max_batch;      // largest batch the plan and arena are sized for (>= 1)
     int threads;        // intra-op threads for this model's kernels (0 = all cores)
     const char *device; // "cpu" (default when NULL)
+    int tune;           // 1: time the dense and sparse candidates of each layer at
+                        // load (results cached on disk), 0: the cost model
+    const char *tune_cache; // cache folder, NULL = $XDG_CACHE_HOME/convd (~/.cache/convd)
+    int plan;           // 0 auto ($CD_PLAN: dense|sparse|compact|auto), 1 dense only
+                        // (no compaction: the reference plan), 2 sparse kernels
+                        // wherever possible, 3 compaction with dense kernels
 } cd_model_opts;
 
 // A model input or output. shape[0] is the batch dimension; it is reported as
@@ -42,6 +48,8 @@ typedef struct {
     int64_t zero_params;      // weight elements that are exactly zero
     int nlayers;              // planned layers (after folding/fusion)
     int max_batch;
+    int64_t device_bytes;     // device memory held now: weights, constants, the
+                              // arenas and workspaces of live execs (0 on cpu)
 } cd_model_summary;
 
 // One planned layer, for `convctl info/plan`.
@@ -55,6 +63,28 @@ typedef struct {
     int64_t params;
     int64_t flops;         // at batch 1
     double density;        // nonzero fraction of the weights (1 when none)
+    // Conv/FC layers (0 / "" / -1 for the others):
+    int is_weighted;       // 1 for conv/FC layers (the fields below are set)
+    const char *structure; // analysis of the weights as loaded, one line
+    const char *compaction;// what compaction did ("" nothing)
+    int sparse;            // 1: runs on the sparse kernels (NCHW)
+    int zero_filters;      // all-zero output channels (as loaded)
+    int zero_in_channels;  // input channels no filter reads
+    int64_t zero_connections, connections; // all-zero R x S kernels of K x Cin
+    int best_block_h, best_block_w; // best block shape with fill >= 0.75 (0 none)
+    double best_block_fill;
+    double nm_2_4;         // fraction of 4-groups with <= 2 nonzeros
+    int is_2_4, is_4_8;    // N:M conformance
+    double pred_ms;        // predicted ms of the chosen kernel at batch 1 (-1 unknown)
+    double pred_dense_ms;  // predicted ms of the dense kernel at batch 1 (-1 unknown)
+    double pred_reorder_ms;// predicted reorders a sparse choice implies
+    double tuned_ms;       // --tune: measured ms of the chosen kernel (-1 not tuned)
+    double tuned_dense_ms; // --tune: measured ms of the dense kernel (-1 not tuned)
+    double tuned_sparse_ms;// --tune: measured ms of the sparse kernel (-1 not tuned)
+    double pred_sparse_ms; // predicted ms of the sparse kernel at batch 1, no reorders (-1 unknown)
+    int tune_batch;        // batch of the tuned times
+    int64_t flops_dense;   // FLOPs of the layer as loaded, batch 1
+    int64_t flops_skipped; // flops_dense minus what the chosen kernel computes
 } cd_layer_info;
 
 // Sets up process-wide state (CPU feature detection, thread pool with
@@ -76,6 +106,13 @@ const cd_io_desc *cd_model_output(const cd_model *m, int i);
 void cd_model_get_summary(const cd_model *m, cd_model_summary *out);
 int cd_model_num_layers(const cd_model *m);
 void cd_model_layer(const cd_model *m, int i, cd_layer_info *out);
+
+// Times every layer: `runs` runs (after one warm-up) at `batch` on random
+// inputs; layer_ms[nlayers] receives each layer's median ms and *total_ms
+// the median of the whole runs. Returns 0, CD_EPARAMS, CD_ENOMEM or the
+// run's error (err set).
+int cd_model_profile(const cd_model *m, int batch, int runs, double *layer_ms, double *total_ms, char *err,
+                     size_t errlen);
 
 // Creates the per-thread execution state for m. Returns 0 or CD_ENOMEM.
 int cd_exec_init(const cd_model *m, cd_exec **out);

@@ -240,6 +240,94 @@ static void render_table(const msgpack_object *map, int indent) {
     ctl_table_free(&t);
 }
 
+// ---- the per-model table (stats and top) --------------------------------------
+
+// The value at key in map (NULL when absent or map is not a map).
+static const msgpack_object *map_get(const msgpack_object *map, const char *key) {
+    if (!map || map->type != MSGPACK_OBJECT_MAP) return NULL;
+    for (uint32_t i = 0; i < map->via.map.size; i++)
+        if (key_is(&map->via.map.ptr[i].key, key)) return &map->via.map.ptr[i].val;
+    return NULL;
+}
+
+// A number at map[k1][k2] (k2 may be NULL), or -1 when absent.
+static double get_num(const msgpack_object *map, const char *k1, const char *k2) {
+    const msgpack_object *v = map_get(map, k1);
+    if (v && k2) v = map_get(v, k2);
+    return v && is_num(v) ? num(v) : -1;
+}
+
+// Microseconds as "850us", "12.3ms", "1.25s"; "-" when unknown.
+static const char *fmt_us(char *buf, size_t len, double us) {
+    if (us < 0) snprintf(buf, len, "-");
+    else if (us < 1000) snprintf(buf, len, "%.0fus", us);
+    else if (us < 1e6) snprintf(buf, len, "%.*fms", us < 1e4 ? 2 : 1, us / 1000);
+    else snprintf(buf, len, "%.2fs", us / 1e6);
+    return buf;
+}
+
+void ctl_render_models_table(const msgpack_object *models, const msgpack_object *prev,
+                             double dt, int indent) {
+    static const char *heads[] = {"MODEL", "REQ/S", "REQUESTS", "ERRORS", "BATCHES",
+                                  "AVG_BATCH", "QUEUED", "P50", "P90", "P99", "P999",
+                                  "QWAIT_P99", "COMPUTE_P50", "TOP_ERROR"};
+    static const bool numeric[] = {0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0};
+    ctl_table t;
+    ctl_table_init(&t, 14, heads, numeric);
+    for (uint32_t i = 0; models && models->type == MSGPACK_OBJECT_MAP && i < models->via.map.size; i++) {
+        const msgpack_object *k = &models->via.map.ptr[i].key;
+        const msgpack_object *m = &models->via.map.ptr[i].val;
+        char name[128], rate[32], req[32], err[32], bat[32], avg[32], q[32];
+        char p50[32], p90[32], p99[32], p999[32], qw[32], comp[32], top[96];
+        fmt_value(name, sizeof name, k, k);
+        double r = get_num(m, "requests", NULL);
+        snprintf(rate, sizeof rate, "-");
+        const msgpack_object *pm = NULL;
+        if (prev && k->type == MSGPACK_OBJECT_STR) {
+            char key[300];
+            snprintf(key, sizeof key, "%.*s", (int)k->via.str.size, k->via.str.ptr);
+            pm = map_get(prev, key);
+        }
+        if (pm && dt > 0) {
+            double r0 = get_num(pm, "requests", NULL);
+            if (r >= r0 && r0 >= 0) snprintf(rate, sizeof rate, "%.1f", (r - r0) / dt);
+        }
+        snprintf(req, sizeof req, "%.0f", r < 0 ? 0 : r);
+        snprintf(err, sizeof err, "%.0f", get_num(m, "errors", NULL) < 0 ? 0 : get_num(m, "errors", NULL));
+        double b = get_num(m, "batches", NULL), items = get_num(m, "items", NULL);
+        snprintf(bat, sizeof bat, "%.0f", b < 0 ? 0 : b);
+        if (b > 0 && items >= 0) snprintf(avg, sizeof avg, "%.2f", items / b);
+        else snprintf(avg, sizeof avg, "-");
+        double qd = get_num(m, "queued", NULL);
+        if (qd >= 0) snprintf(q, sizeof q, "%.0f", qd);
+        else snprintf(q, sizeof q, "-");
+        fmt_us(p50, sizeof p50, get_num(m, "total_us", "p50"));
+        fmt_us(p90, sizeof p90, get_num(m, "total_us", "p90"));
+        fmt_us(p99, sizeof p99, get_num(m, "total_us", "p99"));
+        fmt_us(p999, sizeof p999, get_num(m, "total_us", "p999"));
+        fmt_us(qw, sizeof qw, get_num(m, "queue_wait_us", "p99"));
+        fmt_us(comp, sizeof comp, get_num(m, "compute_us", "p50"));
+        // The most frequent error code.
+        snprintf(top, sizeof top, "-");
+        const msgpack_object *codes = map_get(m, "errors_by_code");
+        double best = 0;
+        for (uint32_t j = 0; codes && codes->type == MSGPACK_OBJECT_MAP && j < codes->via.map.size; j++) {
+            const msgpack_object *ck = &codes->via.map.ptr[j].key;
+            double n = num(&codes->via.map.ptr[j].val);
+            if (n > best && ck->type == MSGPACK_OBJECT_STR) {
+                best = n;
+                snprintf(top, sizeof top, "%.*s %.0f", (int)ck->via.str.size, ck->via.str.ptr, n);
+            }
+        }
+        ctl_table_add(&t, name, rate, req, err, bat, avg, q, p50, p90, p99, p999, qw, comp, top);
+    }
+    if (t.rows == 0)
+        printf("%*sno models loaded\n", indent, "");
+    else
+        ctl_table_print(&t, indent);
+    ctl_table_free(&t);
+}
+
 static void render_map(const msgpack_object *map, int indent, bool hide_zero) {
     // Scalars first, aligned; then the nested sections.
     size_t kw = 0;
@@ -270,7 +358,13 @@ static void render_map(const msgpack_object *map, int indent, bool hide_zero) {
         char kb[128];
         fmt_value(kb, sizeof kb, k, k);
         printf("%s%*s%s:\n", indent == 0 ? "\n" : "", indent, "", kb);
-        if (v->via.map.size == 0)
+        if (indent == 0 && key_is(k, "models") && v->via.map.size > 0) {
+            // Per model: a table of the key figures (latency is total_us:
+            // receipt to answer), then each model's counters in full.
+            ctl_render_models_table(v, NULL, 0, indent + 2);
+            printf("\n");
+            render_map(v, indent + 2, false);
+        } else if (v->via.map.size == 0)
             printf("%*snone\n", indent + 2, "");
         else if (is_table(v))
             render_table(v, indent + 2);

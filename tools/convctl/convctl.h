@@ -48,9 +48,19 @@ int ctl_cmd_stats(ctl_ctx *ctx, int argc, char **argv);
 int ctl_cmd_load(ctl_ctx *ctx, int argc, char **argv);
 int ctl_cmd_unload(ctl_ctx *ctx, int argc, char **argv);
 int ctl_cmd_infer(ctl_ctx *ctx, int argc, char **argv);
+int ctl_cmd_top(ctl_ctx *ctx, int argc, char **argv);
+int ctl_cmd_metrics(ctl_ctx *ctx, int argc, char **argv);
+
+// Prints the per-model table of a `stats` answer's "models" map; with prev
+// (the previous answer's "models") and dt seconds, REQ/S is the rate.
+void ctl_render_models_table(const msgpack_object *models, const msgpack_object *prev,
+                             double dt, int indent);
 // Offline (no daemon): prune a model file; ctl_prune_help is its --help text.
 int ctl_cmd_prune(ctl_ctx *ctx, int argc, char **argv);
 extern const char ctl_prune_help[];
+// Offline: the plan of a model file per layer (runtime in-process).
+int ctl_cmd_plan(ctl_ctx *ctx, int argc, char **argv);
+extern const char ctl_plan_help[];
 
 // Parses the options every subcommand accepts anywhere (--json, --socket P,
 // --timeout MS, --help): returns 1 when argv[*i] was one of them (and

@@ -24,6 +24,19 @@ static const ctl_command commands[] = {
      "Connections, requests by method, errors by code, bytes, memory and\n"
      "per-model counters. --json prints every counter the daemon reports.",
      ctl_cmd_stats},
+    {"top", "[--interval S] [--count N]", "live per-model view of stats, refreshed every second",
+     "Redraws connections, requests and the per-model table (REQ/S is the rate\n"
+     "over the last interval; P50..P999 are receipt-to-answer latencies) every\n"
+     "--interval seconds (default 1). On a terminal the screen is cleared each\n"
+     "time; when stdout is not a terminal one snapshot per interval is printed\n"
+     "without escape codes.\n"
+     "  --interval S   seconds between refreshes (0.1..3600, default 1)\n"
+     "  --count N      stop after N snapshots (default: until interrupted)",
+     ctl_cmd_top},
+    {"metrics", "", "the daemon's metrics in Prometheus text format",
+     "Prints the answer of the `metrics` method: Prometheus text exposition\n"
+     "(version 0.0.4), the same text convd writes to --metrics-file.",
+     ctl_cmd_metrics},
     {"load", "NAME PATH [--max-batch N]", "load an ONNX model under NAME",
      "PATH is relative to the daemon's --models directory (it must resolve\n"
      "inside it). Loading an existing NAME replaces it.\n"
@@ -41,6 +54,7 @@ static const ctl_command commands[] = {
      "Without --output a summary (name, dtype, shape, min, max, mean) of every\n"
      "output is printed.", ctl_cmd_infer},
     {"prune", "IN.onnx OUT.onnx --sparsity S [--mode M] [--per-layer] [--skip first,last,NAME,...]", "prune weights by magnitude, write a new model (offline)", ctl_prune_help, ctl_cmd_prune},
+    {"plan", "MODEL.onnx [--tune] [--batch B] [--threads T] [--runs N] [--plan MODE] [--vs-dense] [--json]", "per-layer structure, kernel choice, predicted and measured time (offline)", ctl_plan_help, ctl_cmd_plan},
 };
 static const size_t n_commands = sizeof commands / sizeof commands[0];
 

@@ -4,7 +4,7 @@
 //
 //   convd-run MODEL.onnx [--input [NAME=]X.npy]... [--output-dir D | --output Y.npy]
 //             [--batch B] [--max-batch M] [--threads T] [--bench N] [--warmup W]
-//             [--seed S] [--info] [--json] [--device cpu]
+//             [--seed S] [--info] [--json] [--device cpu|hip-emu|hip[:N]]
 //
 // Exit status: 0 success, 1 any runtime error (message on stderr naming the
 // error code), 2 bad usage.
@@ -39,7 +39,8 @@ static void usage(FILE *f) {
             "  --seed S              seed of the random inputs (default 1)\n"
             "  --info                print the model summary and the planned layers\n"
             "  --json                machine-readable output on stdout\n"
-            "  --device NAME         backend (default cpu)\n");
+            "  --device NAME         backend: cpu (default), hip-emu (HIP kernels on the CPU\n"
+            "                        emulator, for tests), hip[:N] (AMD GPU; needs make GPU=hip)\n");
 }
 
 static int die(int code, const char *msg) {
@@ -373,9 +374,9 @@ int main(int argc, char **argv) {
         json_str(f, model_path);
         fprintf(f, ", \"batch\": %d, \"load_ms\": %.3f, \"first_run_ms\": %.3f", batch, load_ms, first_ms);
         fprintf(f, ", \"summary\": {\"params\": %lld, \"flops\": %lld, \"weight_bytes\": %lld, \"activation_bytes\": %lld, "
-                   "\"zero_params\": %lld, \"nlayers\": %d, \"max_batch\": %d}",
+                   "\"zero_params\": %lld, \"nlayers\": %d, \"max_batch\": %d, \"device_bytes\": %lld}",
                 (long long)s.params, (long long)s.flops, (long long)s.weight_bytes, (long long)s.activation_bytes,
-                (long long)s.zero_params, s.nlayers, s.max_batch);
+                (long long)s.zero_params, s.nlayers, s.max_batch, (long long)s.device_bytes);
         fprintf(f, ", \"outputs\": [");
         for (int i = 0; i < no; i++) {
             const cd_io_desc *d = cd_model_output(m, i);
@@ -420,9 +421,11 @@ int main(int argc, char **argv) {
     } else {
         if (info) {
             printf("model %s: %d layers, %lld params (%lld zero), %.3f GFLOP at batch 1, weights %.2f MiB, "
-                   "activation arena %.2f MiB at max batch %d\n",
+                   "activation arena %.2f MiB at max batch %d",
                    model_path, s.nlayers, (long long)s.params, (long long)s.zero_params, s.flops / 1e9,
                    s.weight_bytes / 1048576.0, s.activation_bytes / 1048576.0, s.max_batch);
+            if (s.device_bytes) printf(", device memory %.2f MiB", s.device_bytes / 1048576.0);
+            printf("\n");
             printf("%4s  %-28s %-22s %-22s %-18s %-18s %10s %12s\n", "#", "name", "op", "kernel", "in", "out", "params", "MFLOP");
             for (int i = 0; i < cd_model_num_layers(m); i++) {
                 cd_layer_info li;

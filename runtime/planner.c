@@ -1,0 +1,469 @@
+// The per-layer dense/sparse choice: calibrated cost model and load-time
+// tuning with an on-disk cache (see planner.h).
+//
+// Cache files, in the cache folder (created when missing), one record per
+// line, tab-separated, appended (a torn or foreign line is skipped):
+//   calib-v3.txt  CPU<TAB>threads<TAB>16 figures (see g_cal)
+//   tune-v1.txt   key<TAB>dense_ms<TAB>sparse_ms
+// where key = CPU|threads|batch|op and shape|nnz|best block.
+
+#include "runtime/planner.h"
+
+#include "proto/errors.h"
+#include "sparse/analysis.h"
+#include "sparse/sparse-conv.h"
+
+#include <errno.h>
+#include <omp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+// ---- shared helpers ---------------------------------------------------------------
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+static char g_cpu[128];
+static pthread_once_t g_cpu_once = PTHREAD_ONCE_INIT;
+
+static void cpu_read(void) {
+    snprintf(g_cpu, sizeof g_cpu, "unknown-cpu");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "model name", 10) != 0) continue;
+        char *p = strchr(line, ':');
+        if (!p) break;
+        p++;
+        while (*p == ' ') p++;
+        p[strcspn(p, "\n")] = '\0';
+        snprintf(g_cpu, sizeof g_cpu, "%s", p);
+        for (char *c = g_cpu; *c; c++)
+            if (*c == '\t' || *c == '|') *c = ' ';
+        break;
+    }
+    fclose(f);
+}
+
+static const char *cpu_name(void) {
+    pthread_once(&g_cpu_once, cpu_read);
+    return g_cpu;
+}
+
+// The cache folder into buf (created); 0 or -1 when there is none.
+static int cache_dir(const cd_planner_opts *po, char *buf, size_t n) {
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    if (po && po->tune_cache && *po->tune_cache) snprintf(buf, n, "%s", po->tune_cache);
+    else if (xdg && *xdg) snprintf(buf, n, "%s/convd", xdg);
+    else if (home && *home) snprintf(buf, n, "%s/.cache/convd", home);
+    else return -1;
+    // mkdir -p of the last two components is enough for the defaults.
+    char tmp[1024];
+    snprintf(tmp, sizeof tmp, "%s", buf);
+    for (char *p = tmp + 1; *p; p++)
+        if (*p == '/') {
+            *p = '\0';
+            mkdir(tmp, 0755);
+            *p = '/';
+        }
+    if (mkdir(tmp, 0755) && errno != EEXIST) return -1;
+    return 0;
+}
+
+cd_plan_mode cd_planner_mode(const cd_planner_opts *po) {
+    if (po && po->mode != CD_PLAN_AUTO) return po->mode;
+    const char *e = getenv("CD_PLAN");
+    if (!e) return CD_PLAN_AUTO;
+    if (!strcmp(e, "dense")) return CD_PLAN_DENSE;
+    if (!strcmp(e, "sparse")) return CD_PLAN_SPARSE;
+    if (!strcmp(e, "compact")) return CD_PLAN_COMPACT;
+    return CD_PLAN_AUTO;
+}
+
+// Deterministic filler (xorshift) for calibration and timing buffers.
+static float frand(uint64_t *s) {
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return (float)((*s >> 40) & 0xffffff) / (float)0x1000000 * 2.0f - 1.0f;
+}
+
+int cd_planner_time_op(cd_backend_t be, const cd_bop_desc *d, int batch, int reps, double *ms) {
+    cd_op_state *st = NULL;
+    cd_backend_ctx *ctx = NULL;
+    void *buf[65] = {0};
+    cd_btensor bt[65];
+    const cd_btensor *srcs[64];
+    float *host = NULL;
+    int rc = cd_backend_op_init(be, d, &st);
+    if (!rc) rc = cd_backend_ctx_create(be, &ctx);
+    uint64_t seed = 0x9e3779b97f4a7c15ull;
+    for (int i = 0; i <= d->nsrc && !rc; i++) {
+        const cd_tdesc *t = i < d->nsrc ? &d->src[i] : &d->dst;
+        size_t bytes = cd_tdesc_item_bytes(t) * (t->is_const ? 1 : (size_t)batch);
+        rc = cd_backend_buffer_alloc(be, bytes, &buf[i]);
+        if (rc) break;
+        if (i < d->nsrc) {
+            free(host);
+            host = malloc(bytes + 4);
+            if (!host) {
+                rc = CD_ENOMEM;
+                break;
+            }
+            for (size_t j = 0; j < bytes / 4; j++) host[j] = frand(&seed);
+            rc = cd_backend_upload(be, buf[i], host, bytes);
+        }
+        cd_btensor *b = &bt[i];
+        b->data = buf[i];
+        b->layout = t->layout;
+        b->rank = t->rank;
+        memcpy(b->shape, t->shape, sizeof b->shape);
+        if (!t->is_const) b->shape[0] = batch;
+        if (i < d->nsrc) srcs[i] = b;
+    }
+    double best = 1e30;
+    for (int r = 0; r <= reps && !rc; r++) {
+        double t0 = now_ms();
+        rc = cd_backend_op_run(be, d->op, ctx, st, batch, srcs, &bt[d->nsrc]);
+        if (!rc) rc = cd_backend_synchronize(be, ctx);
+        double t = now_ms() - t0;
+        if (r > 0 && t < best) best = t; // run 0 is the warm-up
+    }
+    free(host);
+    for (int i = 0; i <= d->nsrc; i++)
+        if (buf[i]) cd_backend_buffer_free(be, buf[i]);
+    if (ctx) cd_backend_ctx_free(be, ctx);
+    if (st) cd_backend_op_state_free(be, st);
+    if (!rc) *ms = best;
+    return rc;
+}
+
+// ---- calibration --------------------------------------------------------------------
+
+enum { R_D1 = 0, R_DK, R_DFC, R_C1, R_CK, R_CFC, R_B1, R_BK, R_BFC, R_E1, R_EK, R_EFC, R_REORD, O_DENSE, O_SPARSE,
+       O_REORD, R_N };
+
+// Rates (per kind: 1x1, kxk, FC): flops per ms (dense), nonzero-flops per ms
+// (CSR), stored-weight flops per ms (BSR4 "B", BSR8 "E"); bytes per ms
+// for the reorder; then the fixed cost of one call (ms) of a dense conv, a
+// sparse conv and a reorder, measured on tiny shapes (they dominate small
+// layers: 2-7 us per call here, as much as a whole late MobileNetV2 layer).
+static double g_cal[R_N];
+static int g_cal_ok;
+static pthread_mutex_t g_cal_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void conv_bop(cd_bop_desc *d, int c, int hw, int k, int rsz, cd_layout lay, int sparse, int fmt) {
+    memset(d, 0, sizeof *d);
+    d->op = CD_BOP_CONV2D;
+    d->max_batch = 1;
+    d->nsrc = 1;
+    cd_conv_desc *cv = &d->u.conv;
+    *cv = (cd_conv_desc){.n = 1, .c = c, .h = hw, .w = hw, .k = k, .r = rsz, .s = rsz, .stride_h = 1, .stride_w = 1,
+                         .pad_t = rsz / 2, .pad_l = rsz / 2, .pad_b = rsz / 2, .pad_r = rsz / 2, .dil_h = 1,
+                         .dil_w = 1, .groups = 1, .oh = hw, .ow = hw};
+    d->src[0] = (cd_tdesc){4, {1, c, hw, hw}, lay, 0};
+    d->dst = (cd_tdesc){4, {1, k, hw, hw}, lay, 0};
+    d->sparse = sparse;
+    d->sparse_format = fmt;
+}
+
+static void gemm_bop(cd_bop_desc *d, int k, int n, int sparse, int fmt) {
+    memset(d, 0, sizeof *d);
+    d->op = CD_BOP_GEMM;
+    d->max_batch = 1;
+    d->nsrc = 1;
+    d->u.gemm.rows = 1;
+    d->u.gemm.n = n;
+    d->u.gemm.k = k;
+    d->src[0] = (cd_tdesc){2, {1, k}, CD_LAYOUT_NCHW, 0};
+    d->dst = (cd_tdesc){2, {1, n}, CD_LAYOUT_NCHW, 0};
+    d->sparse = sparse;
+    d->sparse_format = fmt;
+}
+
+// Weights at 90% sparsity: random positions (bh = 1), or bh x 1 output-channel blocks.
+static float *calib_weights(size_t k, size_t cols, int bh, uint64_t *seed) {
+    float *w = malloc(sizeof(float) * k * cols);
+    if (!w) return NULL;
+    if (bh < 1) bh = 1;
+    for (size_t o = 0; o < k; o += (size_t)bh)
+        for (size_t j = 0; j < cols; j++) {
+            int keep = (frand(seed) + 1.0f) * 0.5f < 0.1f;
+            for (size_t r = o; r < o + (size_t)bh && r < k; r++) w[r * cols + j] = keep ? frand(seed) : 0.0f;
+        }
+    return w;
+}
+
+static int calibrate(cd_backend_t be) {
+    uint64_t seed = 12345;
+    // ResNet-50's middle shapes: 1x1 256->256 @14, 3x3 128->128 @14, FC
+    // 1024->1024 (the sparse kernels' efficiency depends on the shape: a
+    // small-channel calibration layer predicted them 1.5x too fast).
+    struct {
+        int kind; // 0 1x1, 1 kxk, 2 fc
+        int c, hw, k, rs;
+    } shp[3] = {{0, 256, 14, 256, 1}, {1, 128, 14, 128, 3}, {2, 1024, 1, 1024, 1}};
+    for (int i = 0; i < 3; i++) {
+        size_t cols = (size_t)shp[i].c * shp[i].rs * shp[i].rs, k = (size_t)shp[i].k;
+        double pix = (double)shp[i].hw * shp[i].hw;
+        for (int v = 0; v < 4; v++) { // dense, csr, bsr4, bsr8
+            cd_bop_desc d;
+            float *w = calib_weights(k, cols, v == 2 ? 4 : v == 3 ? 8 : 1, &seed);
+            if (!w) return CD_ENOMEM;
+            size_t nnz = 0;
+            if (v == 0)
+                for (size_t j = 0; j < k * cols; j++) w[j] = frand(&seed);
+            for (size_t j = 0; j < k * cols; j++) nnz += w[j] != 0.0f;
+            int fmt = v == 1 ? CD_SPARSE_FMT_CSR : v == 2 ? CD_SPARSE_FMT_BSR4 : CD_SPARSE_FMT_BSR8;
+            if (shp[i].kind == 2) gemm_bop(&d, shp[i].c, shp[i].k, v > 0, v ? fmt : 0);
+            else conv_bop(&d, shp[i].c, shp[i].hw, shp[i].k, shp[i].rs, v ? CD_LAYOUT_NCHW : CD_LAYOUT_NCHW16C, v > 0,
+                          v ? fmt : 0);
+            if (v == 0 && !cd_backend_supports_op(be, &d)) {
+                d.src[0].layout = d.dst.layout = CD_LAYOUT_NCHW;
+            }
+            d.w = w;
+            double ms = 0;
+            int rc = cd_planner_time_op(be, &d, 1, 5, &ms);
+            free(w);
+            if (rc) return rc;
+            if (ms < 1e-4) ms = 1e-4;
+            double work = 2.0 * (v == 0 ? (double)(k * cols) : (double)nnz) * pix;
+            g_cal[v * 3 + shp[i].kind] = work / ms;
+        }
+    }
+    cd_bop_desc d;
+    memset(&d, 0, sizeof d);
+    d.op = CD_BOP_REORDER;
+    d.max_batch = 1;
+    d.nsrc = 1;
+    d.src[0] = (cd_tdesc){4, {1, 128, 28, 28}, CD_LAYOUT_NCHW16C, 0};
+    d.dst = d.src[0];
+    d.dst.layout = CD_LAYOUT_NCHW;
+    double ms = 0;
+    int rc = cd_planner_time_op(be, &d, 1, 5, &ms);
+    if (rc) return rc;
+    g_cal[R_REORD] = 128.0 * 28 * 28 * 4 / (ms > 1e-4 ? ms : 1e-4);
+    // Fixed costs: a 16-channel 2x2 reorder, dense and sparse 1x1 convs on it.
+    d.src[0] = (cd_tdesc){4, {1, 16, 2, 2}, CD_LAYOUT_NCHW16C, 0};
+    d.dst = d.src[0];
+    d.dst.layout = CD_LAYOUT_NCHW;
+    if ((rc = cd_planner_time_op(be, &d, 1, 9, &ms))) return rc;
+    g_cal[O_REORD] = ms;
+    for (int v = 0; v < 2; v++) {
+        cd_bop_desc c;
+        float *w = calib_weights(16, 16, 0, &seed);
+        if (!w) return CD_ENOMEM;
+        conv_bop(&c, 16, 2, 16, 1, v ? CD_LAYOUT_NCHW : CD_LAYOUT_NCHW16C, v, v ? CD_SPARSE_FMT_CSR : 0);
+        if (v == 0 && !cd_backend_supports_op(be, &c)) c.src[0].layout = c.dst.layout = CD_LAYOUT_NCHW;
+        c.w = w;
+        rc = cd_planner_time_op(be, &c, 1, 9, &ms);
+        free(w);
+        if (rc) return rc;
+        g_cal[v ? O_SPARSE : O_DENSE] = ms;
+    }
+    return 0;
+}
+
+// Calibrates once per process. On a shared machine one calibration can be
+// disturbed (a neighbour's burst makes a rate 10-100x low), so the disk cache
+// keeps every calibration of this CPU and thread count: the first
+// CD_CALIB_SAMPLES processes each measure and append theirs, later ones
+// measure nothing; every process uses the least disturbed entry (the highest
+// dense x sparse rate). 0 or a negative code.
+#define CD_CALIB_SAMPLES 3
+
+static double calib_quality(const double *r) { return r[R_D1] * r[R_C1]; }
+
+static int ensure_calibrated(cd_backend_t be, const cd_planner_opts *po) {
+    pthread_mutex_lock(&g_cal_lock);
+    int rc = 0, entries = 0;
+    double best[R_N];
+    if (g_cal_ok) goto out;
+    char dir[1024], path[1100];
+    int threads = omp_get_max_threads(), have_dir = cache_dir(po, dir, sizeof dir) == 0;
+    if (have_dir) {
+        snprintf(path, sizeof path, "%s/calib-v3.txt", dir);
+        FILE *f = fopen(path, "r");
+        char line[1024];
+        while (f && fgets(line, sizeof line, f)) {
+            char *tab = strchr(line, '\t');
+            if (!tab) continue;
+            *tab = '\0';
+            if (strcmp(line, cpu_name()) != 0) continue;
+            double r[R_N];
+            char *p = tab + 1, *end;
+            int th = (int)strtol(p, &end, 10), got = 0;
+            for (p = end; got < R_N; got++, p = end) {
+                r[got] = strtod(p, &end);
+                if (end == p) break;
+            }
+            if (got != R_N || th != threads) continue;
+            int ok = 1;
+            for (int i = 0; i < R_N; i++) ok &= r[i] > 0;
+            if (!ok) continue;
+            if (!entries++ || calib_quality(r) > calib_quality(best)) memcpy(best, r, sizeof best);
+        }
+        if (f) fclose(f);
+    }
+    if (!have_dir || entries < CD_CALIB_SAMPLES) {
+        rc = calibrate(be);
+        if (rc) goto out;
+        if (have_dir) {
+            FILE *f = fopen(path, "a");
+            if (f) {
+                fprintf(f, "%s\t%d", cpu_name(), threads);
+                for (int i = 0; i < R_N; i++) fprintf(f, " %.6g", g_cal[i]);
+                fprintf(f, "\n");
+                fclose(f);
+            }
+        }
+        if (entries && calib_quality(best) > calib_quality(g_cal)) memcpy(g_cal, best, sizeof g_cal);
+    } else {
+        memcpy(g_cal, best, sizeof g_cal);
+    }
+    g_cal_ok = 1;
+out:
+    pthread_mutex_unlock(&g_cal_lock);
+    return rc;
+}
+
+double cd_planner_reorder_ms(double bytes) {
+    return g_cal_ok && g_cal[R_REORD] > 0 ? g_cal[O_REORD] + bytes / g_cal[R_REORD] : 0.0;
+}
+
+// ---- prediction ---------------------------------------------------------------------
+
+static int layer_kind(const cd_bop_desc *d) {
+    if (d->op == CD_BOP_GEMM) return 2;
+    const cd_conv_desc *c = &d->u.conv;
+    if (c->r == 1 && c->s == 1) return c->h == 1 && c->w == 1 ? 2 : 0;
+    return 1;
+}
+
+static double pixels(const cd_bop_desc *d) {
+    if (d->op == CD_BOP_GEMM) return d->u.gemm.rows;
+    return (double)d->u.conv.oh * d->u.conv.ow;
+}
+
+static int sparse_candidate(const cd_bop_desc *d, size_t nnz, size_t total) {
+    if (!total || (double)nnz > CD_PLANNER_MAX_DENSITY * (double)total) return 0;
+    if (d->op == CD_BOP_GEMM) return d->u.gemm.rows == 1;
+    const cd_conv_desc *c = &d->u.conv;
+    return !(c->groups > 1 && c->groups == c->c); // depthwise: 9 weights per channel, nothing to gain
+}
+
+int cd_planner_predict(cd_backend_t be, const cd_planner_opts *po, const cd_bop_desc *d, size_t nnz, size_t total,
+                       double fill4, double fill8, cd_plan_choice *c) {
+    memset(c, 0, sizeof *c);
+    c->pred_dense_ms = c->pred_sparse_ms = c->tuned_dense_ms = c->tuned_sparse_ms = -1;
+    int rc = ensure_calibrated(be, po);
+    if (rc) return rc;
+    int kind = layer_kind(d);
+    double pix = pixels(d);
+    c->pred_dense_ms = g_cal[O_DENSE] + 2.0 * (double)total * pix / g_cal[R_D1 + kind];
+    // The cheapest format: CSR stores the nonzeros; BSR stores whole blocks.
+    double t = 2.0 * (double)nnz * pix / g_cal[R_C1 + kind];
+    c->format = CD_SPARSE_FMT_CSR;
+    if (fill4 > 0 && nnz) {
+        double t4 = 2.0 * (double)nnz / fill4 * pix / g_cal[R_B1 + kind];
+        if (t4 < t) t = t4, c->format = CD_SPARSE_FMT_BSR4;
+    }
+    if (fill8 > 0 && nnz) {
+        double t8 = 2.0 * (double)nnz / fill8 * pix / g_cal[R_E1 + kind];
+        if (t8 < t) t = t8, c->format = CD_SPARSE_FMT_BSR8;
+    }
+    c->pred_sparse_ms = g_cal[O_SPARSE] + t;
+    c->sparse = sparse_candidate(d, nnz, total) && c->pred_sparse_ms * CD_PLANNER_MARGIN < c->pred_dense_ms;
+    return 0;
+}
+
+// ---- tuning -------------------------------------------------------------------------
+
+static pthread_mutex_t g_tune_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void tune_key(const cd_bop_desc *d, size_t nnz, int best_block, int batch, char *key, size_t n) {
+    int threads = omp_get_max_threads();
+    if (d->op == CD_BOP_GEMM) {
+        snprintf(key, n, "%s|%d|%d|fc %d>%d r%d act%d|%zu|%d", cpu_name(), threads, batch, d->u.gemm.k, d->u.gemm.n,
+                 d->u.gemm.rows, d->u.gemm.act.kind, nnz, best_block);
+        return;
+    }
+    const cd_conv_desc *c = &d->u.conv;
+    snprintf(key, n, "%s|%d|%d|conv c%d h%d w%d k%d %dx%d s%d,%d p%d,%d,%d,%d d%d,%d g%d res%d act%d|%zu|%d", cpu_name(),
+             threads, batch, c->c, c->h, c->w, c->k, c->r, c->s, c->stride_h, c->stride_w, c->pad_t, c->pad_l, c->pad_b,
+             c->pad_r, c->dil_h, c->dil_w, c->groups, c->has_residual, c->act.kind, nnz, best_block);
+}
+
+static int cache_lookup(const char *path, const char *key, double *dense, double *sparse) {
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    char line[1024];
+    int found = 0;
+    size_t kl = strlen(key);
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, key, kl) != 0 || line[kl] != '\t') continue;
+        if (sscanf(line + kl + 1, "%lf %lf", dense, sparse) == 2 && *dense > 0 && *sparse > 0) found = 1;
+    }
+    fclose(f);
+    return found;
+}
+
+int cd_planner_tune(cd_backend_t be, const cd_planner_opts *po, const cd_bop_desc *d, size_t nnz, int best_block,
+                    cd_plan_choice *c) {
+    int batch = po && po->max_batch > 0 ? (po->max_batch < 8 ? po->max_batch : 8) : 1;
+    char key[512], dir[1024], path[1100];
+    tune_key(d, nnz, best_block, batch, key, sizeof key);
+    int have_dir = cache_dir(po, dir, sizeof dir) == 0;
+    if (have_dir) snprintf(path, sizeof path, "%s/tune-v1.txt", dir);
+    double dense = 0, sparse = 0;
+    pthread_mutex_lock(&g_tune_lock);
+    if (have_dir && cache_lookup(path, key, &dense, &sparse)) {
+        c->tuned_dense_ms = dense;
+        c->tuned_sparse_ms = sparse;
+        c->tune_batch = batch;
+        c->from_cache = 1;
+        pthread_mutex_unlock(&g_tune_lock);
+        return 0;
+    }
+    cd_bop_desc dd = *d, ds = *d;
+    dd.sparse = 0;
+    dd.max_batch = ds.max_batch = batch;
+    if (dd.op == CD_BOP_CONV2D) {
+        for (int i = 0; i < dd.nsrc; i++) dd.src[i].layout = CD_LAYOUT_NCHW16C;
+        dd.dst.layout = CD_LAYOUT_NCHW16C;
+        if (dd.u.conv.c < 16) dd.src[0].layout = CD_LAYOUT_NCHW;
+        if (!cd_backend_supports_op(be, &dd)) {
+            for (int i = 0; i < dd.nsrc; i++) dd.src[i].layout = CD_LAYOUT_NCHW;
+            dd.dst.layout = CD_LAYOUT_NCHW;
+        }
+    }
+    ds.sparse = 1;
+    ds.sparse_format = c->format;
+    for (int i = 0; i < ds.nsrc; i++) ds.src[i].layout = CD_LAYOUT_NCHW;
+    ds.dst.layout = CD_LAYOUT_NCHW;
+    int reps = 5;
+    int rc = cd_planner_time_op(be, &dd, batch, reps, &dense);
+    if (!rc) rc = cd_planner_time_op(be, &ds, batch, reps, &sparse);
+    if (!rc) {
+        c->tuned_dense_ms = dense;
+        c->tuned_sparse_ms = sparse;
+        c->tune_batch = batch;
+        if (have_dir) {
+            FILE *f = fopen(path, "a");
+            if (f) {
+                fprintf(f, "%s\t%.6g %.6g\n", key, dense, sparse);
+                fclose(f);
+            }
+        }
+    }
+    pthread_mutex_unlock(&g_tune_lock);
+    return rc;
+}

@@ -1,0 +1,84 @@
+#ifndef CD_RUNTIME_PLANNER_H
+#define CD_RUNTIME_PLANNER_H
+
+// The per-layer kernel choice for conv and FC layers (issue 4, item 4):
+// dense (the backend's kernel, oneDNN on nChw16c on the CPU; after
+// compaction that is "compacted dense") or sparse (CSR / BSR kernels of
+// sparse/sparse-conv.h, NCHW). Internal to runtime/.
+//
+// Two ways to decide:
+//   - the cost model (default): predicted time = work / rate, with the rates
+//     of dense 1x1, dense kxk, dense FC, CSR and BSR kernels and of a layout
+//     reorder measured once per process on this machine by a few
+//     micro-runs (about 0.1 s, at the first load that has a sparse
+//     candidate; cached on disk next to the tune results);
+//   - tuning (cd_model_opts.tune, `convd --tune`, `convctl plan --tune`): both
+//     candidates are built and timed at load, at min(max_batch, 8); results
+//     are cached on disk keyed by shape, nonzeros, structure, batch, threads
+//     and CPU model, so a second load costs nothing.
+// A sparse candidate exists only for density <= CD_PLANNER_MAX_DENSITY and
+// only wins with a margin (CD_PLANNER_MARGIN) after the reorders it implies
+// (NCHW in and out, the dense chain is nChw16c): low sparsity stays dense.
+
+#include "runtime/backend.h"
+
+#define CD_PLANNER_MAX_DENSITY 0.5
+#define CD_PLANNER_MARGIN 1.15 // sparse must be this much faster than dense
+
+typedef enum {
+    CD_PLAN_AUTO = 0,   // cost model / tuning
+    CD_PLAN_DENSE = 1,  // no compaction, dense kernels only (the reference plan)
+    CD_PLAN_SPARSE = 2, // sparse kernels wherever the backend has them (tests)
+    CD_PLAN_COMPACT = 3 // compaction, dense kernels only
+} cd_plan_mode;
+
+typedef struct {
+    cd_plan_mode mode;
+    int tune;               // time candidates at load
+    const char *tune_cache; // folder of the cache, NULL = $XDG_CACHE_HOME/convd or ~/.cache/convd
+    int max_batch;
+} cd_planner_opts;
+
+// One layer's decision and what it is based on (times in ms at batch 1 for
+// predictions, at the tune batch for measurements; -1 when not known).
+typedef struct {
+    int sparse;                 // 1: run on the sparse kernels
+    int format;                 // cd_sparse_format for them (0 = auto)
+    double pred_dense_ms;       // cost model: the dense kernel
+    double pred_sparse_ms;      // cost model: the sparse kernel (no reorders)
+    double reorder_ms;          // cost model: reorders the sparse choice implies
+    double tuned_dense_ms;      // --tune: measured dense
+    double tuned_sparse_ms;     // --tune: measured sparse
+    int tune_batch;             // batch of the measurements
+    int from_cache;             // tuned times came from the disk cache
+} cd_plan_choice;
+
+// The planning mode: opts->mode unless it is AUTO, then $CD_PLAN
+// ("dense", "sparse", "compact", "auto").
+cd_plan_mode cd_planner_mode(const cd_planner_opts *po);
+
+// Fills c with the cost-model figures for conv/FC desc d (CONV2D or GEMM,
+// weights d->w, nonzeros nnz of total; fill4 / fill8 the fill of its 4x1 /
+// 8x1 output-channel blocks from the analysis, <= 0 when unknown) and
+// decides by them, reorders not counted yet (see cd_planner_reorder_ms).
+// The sparse format is the cheapest predicted of CSR (nnz weights at the
+// CSR rate), BSR4 and BSR8 (nnz / fill stored weights at their rates) and is
+// set in c->format. Returns 0 or a negative code (calibration failed: the
+// choice is then dense).
+int cd_planner_predict(cd_backend_t be, const cd_planner_opts *po, const cd_bop_desc *d, size_t nnz, size_t total,
+                       double fill4, double fill8, cd_plan_choice *c);
+
+// Predicted ms of reordering `bytes` of activations (one direction) at batch 1.
+double cd_planner_reorder_ms(double bytes);
+
+// --tune: measures the dense and the sparse candidate of d on be (or takes
+// them from the cache) and fills c->tuned_*; the caller then decides.
+// Returns 0 or a negative code (c left untuned).
+int cd_planner_tune(cd_backend_t be, const cd_planner_opts *po, const cd_bop_desc *d, size_t nnz,
+                    int best_block, cd_plan_choice *c);
+
+// Times a prepared-on-the-fly op d on be at `batch`: the minimum over `reps`
+// runs after one warm-up, in ms, into *ms. Returns 0 or a negative code.
+int cd_planner_time_op(cd_backend_t be, const cd_bop_desc *d, int batch, int reps, double *ms);
+
+#endif // CD_RUNTIME_PLANNER_H
