@@ -76,7 +76,7 @@ static int pack_entry(msgpack_packer *pk, const cd_model_entry *e) {
     cd_model_summary s;
     cd_model_get_summary(e->model, &s);
     int ni = cd_model_num_inputs(e->model), no = cd_model_num_outputs(e->model);
-    int rc = msgpack_pack_map(pk, 11);
+    int rc = msgpack_pack_map(pk, 12);
     rc |= cd_pack_kv_str(pk, "name", e->name);
     rc |= cd_pack_kv_str(pk, "path", e->path);
     rc |= pack_kv_i64(pk, "max_batch", e->max_batch);
@@ -92,6 +92,7 @@ static int pack_entry(msgpack_packer *pk, const cd_model_entry *e) {
     rc |= pack_kv_i64(pk, "flops", s.flops);
     rc |= pack_kv_i64(pk, "weight_bytes", s.weight_bytes);
     rc |= pack_kv_i64(pk, "activation_bytes", s.activation_bytes);
+    rc |= pack_kv_i64(pk, "device_bytes", s.device_bytes);
     rc |= cd_pack_str(pk, "density");
     rc |= msgpack_pack_double(pk, s.params > 0 ? 1.0 - (double)s.zero_params / (double)s.params
                                                : 1.0);
@@ -278,7 +279,9 @@ int cd_models_pack_stats(cd_server *srv, msgpack_packer *pk) {
         const cd_model_counters *c = cd_registry_counters_at(srv->registry, i);
         const cd_model_entry *e = cd_registry_at(srv->registry, i);
         rc |= cd_pack_str(pk, e->name);
-        rc |= msgpack_pack_map(pk, 14);
+        cd_model_summary sum;
+        cd_model_get_summary(e->model, &sum);
+        rc |= msgpack_pack_map(pk, 15);
         rc |= pack_kv_i64(pk, "requests", (int64_t)c->requests);
         rc |= pack_kv_i64(pk, "errors", (int64_t)c->errors);
         rc |= pack_kv_i64(pk, "ok", (int64_t)c->ok);
@@ -289,6 +292,7 @@ int cd_models_pack_stats(cd_server *srv, msgpack_packer *pk) {
         rc |= pack_kv_i64(pk, "max_batch", e->conf.max_batch);
         rc |= pack_kv_i64(pk, "max_delay_us", e->conf.max_delay_us);
         rc |= pack_kv_i64(pk, "max_queue", e->conf.max_queue);
+        rc |= pack_kv_i64(pk, "device_bytes", sum.device_bytes);
         size_t nerr = 0;
         for (int k = 0; k < CD_STATS_NERR; k++)
             nerr += c->by_code[k] != 0;

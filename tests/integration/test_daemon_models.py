@@ -161,6 +161,7 @@ def test_models_entry_fields(w):
     assert m["outputs"] == [{"name": "y", "dtype": "f32", "shape": [-1, COUT, H, W]}]
     assert m["params"] == COUT * C * 9 + COUT
     assert m["flops"] > 0 and m["weight_bytes"] > 0 and m["activation_bytes"] > 0
+    assert m["device_bytes"] == 0  # host memory on the cpu device
     assert 0.0 < m["density"] <= 1.0
     assert m["layers"] >= 1
 

@@ -144,6 +144,12 @@ def test_daemon_serves_a_model_on_hip_emu(tmp_path, rng):
                 got = np.frombuffer(out["data"], np.float32).reshape(out["shape"])
                 want = sess.run(None, feeds)[0]
                 assert rel_err(got, want) <= TOL
+            # Device memory is reported per model: weights at least, plus the
+            # arenas of the workers that ran it.
+            entry = w.result("models")["models"][0]
+            weights = entry["weight_bytes"]
+            assert entry["device_bytes"] >= weights > 0
+            assert w.result("stats")["models"]["mbv2"]["device_bytes"] == entry["device_bytes"]
         assert f"--device {DEVICE}: " in d.stderr_text()
 
 
