@@ -155,6 +155,24 @@ int cd_dnnl_pd_try(const void *op_desc, const_dnnl_primitive_attr_t attr,
     return 1;
 }
 
+int cd_dnnl_plain_try(const void *op_desc) {
+    dnnl_primitive_attr_t attr = NULL;
+    if (cd_dnnl_attr(&attr, 0, (cd_activation){CD_ACT_NONE, 0, 0})) return 0;
+    int ok = cd_dnnl_pd_try(op_desc, attr, NULL);
+    dnnl_primitive_attr_destroy(attr);
+    return ok;
+}
+
+int cd_dnnl_plain_build(cd_dnnl_prim *p, int i, const void *op_desc) {
+    dnnl_primitive_attr_t attr = NULL;
+    int rc = cd_dnnl_attr(&attr, 0, (cd_activation){CD_ACT_NONE, 0, 0});
+    if (rc) return rc;
+    rc = CD_DNNL(dnnl_primitive_desc_create(&p->pd[i], op_desc, attr, cd_dnnl_engine(), NULL));
+    dnnl_primitive_attr_destroy(attr);
+    if (!rc) p->nprim = i + 1;
+    return rc;
+}
+
 // ---- contexts -------------------------------------------------------------------
 
 int cd_dnnl_ctx_create(cd_dnnl_ctx **out) {

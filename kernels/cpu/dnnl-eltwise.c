@@ -34,28 +34,19 @@ static int eltwise_descs(const eltwise_priv *ep, int batch, dnnl_eltwise_desc_t 
 int cd_dnnl_eltwise_supports(cd_dnnl_tdesc t, cd_activation act) {
     eltwise_priv ep = {t, act};
     dnnl_eltwise_desc_t desc[2];
-    dnnl_primitive_attr_t attr = NULL;
     if (cd_dnnl_init()) return 0;
     int n = eltwise_descs(&ep, 1, desc);
     if (n < 1) return 0;
-    if (cd_dnnl_attr(&attr, 0, (cd_activation){CD_ACT_NONE, 0, 0})) return 0;
     int ok = 1;
-    for (int i = 0; i < n; i++) ok = ok && cd_dnnl_pd_try(&desc[i], attr, NULL);
-    dnnl_primitive_attr_destroy(attr);
+    for (int i = 0; i < n; i++) ok = ok && cd_dnnl_plain_try(&desc[i]);
     return ok;
 }
 
 static int eltwise_build(cd_dnnl_op *op, int batch, cd_dnnl_prim *p) {
     dnnl_eltwise_desc_t desc[2];
-    dnnl_primitive_attr_t attr = NULL;
     int n = eltwise_descs(op->priv, batch, desc), rc = 0;
     if (n < 0) return n;
-    if ((rc = cd_dnnl_attr(&attr, 0, (cd_activation){CD_ACT_NONE, 0, 0}))) return rc;
-    for (int i = 0; i < n && !rc; i++) {
-        rc = CD_DNNL(dnnl_primitive_desc_create(&p->pd[i], &desc[i], attr, cd_dnnl_engine(), NULL));
-        if (!rc) p->nprim = i + 1;
-    }
-    dnnl_primitive_attr_destroy(attr);
+    for (int i = 0; i < n && !rc; i++) rc = cd_dnnl_plain_build(p, i, &desc[i]);
     return rc;
 }
 

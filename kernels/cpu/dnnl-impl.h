@@ -121,4 +121,12 @@ void *cd_dnnl_alloc(size_t bytes);
 int cd_dnnl_pd_try(const void *op_desc, const_dnnl_primitive_attr_t attr,
                    dnnl_primitive_desc_t *pd);
 
+// For ops without post-ops (pool, softmax, plain eltwise): whether oneDNN can
+// build op_desc with the project's attributes (user scratchpad), quietly
+// (1 or 0) ...
+int cd_dnnl_plain_try(const void *op_desc);
+// ... and building it as primitive i of p (sets p->nprim = i + 1). Returns 0
+// or a negative code.
+int cd_dnnl_plain_build(cd_dnnl_prim *p, int i, const void *op_desc);
+
 #endif // CD_KERNELS_CPU_DNNL_IMPL_H

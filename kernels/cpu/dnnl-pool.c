@@ -62,25 +62,14 @@ int cd_dnnl_pool_supports(const cd_pool_desc *d, cd_layout layout) {
     if (d->kind == CD_POOL_AVG && d->count_include_pad && (pb != d->pad_b || pr != d->pad_r))
         return 0;
     dnnl_pooling_v2_desc_t desc;
-    dnnl_primitive_attr_t attr = NULL;
     if (pool_desc(&pp, 1, &desc)) return 0;
-    if (cd_dnnl_attr(&attr, 0, (cd_activation){CD_ACT_NONE, 0, 0})) return 0;
-    int ok = cd_dnnl_pd_try(&desc, attr, NULL);
-    dnnl_primitive_attr_destroy(attr);
-    return ok;
+    return cd_dnnl_plain_try(&desc);
 }
 
 static int pool_build(cd_dnnl_op *op, int batch, cd_dnnl_prim *p) {
     dnnl_pooling_v2_desc_t desc;
-    dnnl_primitive_attr_t attr = NULL;
     int rc = pool_desc(op->priv, batch, &desc);
-    if (rc) return rc;
-    if ((rc = cd_dnnl_attr(&attr, 0, (cd_activation){CD_ACT_NONE, 0, 0}))) return rc;
-    rc = CD_DNNL(dnnl_primitive_desc_create(&p->pd[0], &desc, attr, cd_dnnl_engine(), NULL));
-    dnnl_primitive_attr_destroy(attr);
-    if (rc) return rc;
-    p->nprim = 1;
-    return 0;
+    return rc ? rc : cd_dnnl_plain_build(p, 0, &desc);
 }
 
 static int pool_exec(cd_dnnl_op *op, cd_dnnl_ctx *ctx, const cd_dnnl_prim *p, int batch,

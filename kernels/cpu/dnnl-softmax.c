@@ -22,25 +22,14 @@ static int softmax_desc(const softmax_priv *sp, int batch, dnnl_softmax_v2_desc_
 int cd_dnnl_softmax_supports(cd_dnnl_tdesc t, int axis) {
     softmax_priv sp = {t, axis};
     dnnl_softmax_v2_desc_t desc;
-    dnnl_primitive_attr_t attr = NULL;
     if (t.c < 1 || t.h < 1 || t.w < 1 || cd_dnnl_init() || softmax_desc(&sp, 1, &desc)) return 0;
-    if (cd_dnnl_attr(&attr, 0, (cd_activation){CD_ACT_NONE, 0, 0})) return 0;
-    int ok = cd_dnnl_pd_try(&desc, attr, NULL);
-    dnnl_primitive_attr_destroy(attr);
-    return ok;
+    return cd_dnnl_plain_try(&desc);
 }
 
 static int softmax_build(cd_dnnl_op *op, int batch, cd_dnnl_prim *p) {
     dnnl_softmax_v2_desc_t desc;
-    dnnl_primitive_attr_t attr = NULL;
     int rc = softmax_desc(op->priv, batch, &desc);
-    if (rc) return rc;
-    if ((rc = cd_dnnl_attr(&attr, 0, (cd_activation){CD_ACT_NONE, 0, 0}))) return rc;
-    rc = CD_DNNL(dnnl_primitive_desc_create(&p->pd[0], &desc, attr, cd_dnnl_engine(), NULL));
-    dnnl_primitive_attr_destroy(attr);
-    if (rc) return rc;
-    p->nprim = 1;
-    return 0;
+    return rc ? rc : cd_dnnl_plain_build(p, 0, &desc);
 }
 
 static int softmax_exec(cd_dnnl_op *op, cd_dnnl_ctx *ctx, const cd_dnnl_prim *p, int batch,
