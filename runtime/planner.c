@@ -58,6 +58,8 @@ static const char *cpu_name(void) {
     return g_cpu;
 }
 
+const char *cd_planner_cpu_name(void) { return cpu_name(); }
+
 // The cache folder into buf (created); 0 or -1 when there is none.
 static int cache_dir(const cd_planner_opts *po, char *buf, size_t n) {
     const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
