@@ -107,6 +107,7 @@ static int cmp_str(const void *a, const void *b) {
 }
 
 static void infer_run_batch(cd_request **reqs, int n, int worker);
+static void infer_set_double_buffer(cd_model_entry *e);
 
 // The daemon's defaults for a model's scheduling settings.
 static cd_model_conf conf_defaults(const cd_settings *set) {
@@ -171,6 +172,7 @@ static void load_at_start(cd_server *srv, const char *file) {
     cd_model_entry *e = cd_model_entry_new(name, file, m, &conf, infer_run_batch,
                                            cd_workers_count(srv->workers));
     if (e) {
+        infer_set_double_buffer(e);
         e->from_dir = true;
         file_identity(real, &e->mtime, &e->size);
         e->conf_mtime = conf_mtime;
@@ -380,6 +382,7 @@ static void load_done(cd_request *req) {
                                            infer_run_batch,
                                            cd_workers_count(req->srv->workers));
     if (e) {
+        infer_set_double_buffer(e);
         e->from_dir = st->from_dir;
         e->mtime = st->mtime;
         e->size = st->size;
@@ -607,14 +610,17 @@ typedef struct {
     void *copy[CD_MAX_TENSORS];        // aligned copies of misaligned inputs
     size_t in_bytes[CD_MAX_TENSORS];
     void *out[CD_MAX_TENSORS];         // output buffers (worker-allocated)
+    void *batch_out[CD_MAX_TENSORS];   // first request of a batch: its concatenated
+                                       // outputs between infer_submit and infer_finish
     size_t out_bytes[CD_MAX_TENSORS];
     bool want[CD_MAX_TENSORS];         // outputs to return
     int64_t timeout_ms;                // 0 = none
 } infer_state;
 
-// Runs one request alone on exec ex (its buffers, no copies unless its
-// input data is misaligned). Returns 0 or a negative code with req->err.
-static int infer_run_one(cd_request *req, cd_exec *ex) {
+// Submits one request alone on exec ex (its buffers, no copies unless its
+// input data is misaligned). Returns 0 (run pending on ex) or a negative code
+// with req->err.
+static int infer_submit_one(cd_request *req, cd_exec *ex) {
     infer_state *st = req->state;
     for (int i = 0; i < st->nin; i++) {
         if ((uintptr_t)st->in[i] % sizeof(float) != 0) {
@@ -630,35 +636,29 @@ static int infer_run_one(cd_request *req, cd_exec *ex) {
         if (!(st->out[i] = malloc(st->out_bytes[i] ? st->out_bytes[i] : 1)))
             goto nomem;
     }
-    return cd_model_run(ex, st->batch, st->in, st->out, req->err, sizeof req->err);
+    return cd_model_submit(ex, st->batch, st->in, st->out, req->err, sizeof req->err);
 nomem:
     snprintf(req->err, sizeof req->err, "out of memory for the tensors");
     return CD_ENOMEM;
 }
 
-static void fail_all(cd_request **reqs, int n, int status, const char *err) {
-    for (int i = 0; i < n; i++) {
-        reqs[i]->status = status;
-        snprintf(reqs[i]->err, sizeof reqs[i]->err, "%s", err);
-    }
-}
-
-// The scheduler's batch callback (worker thread): requests of one model
-// version, sum of batches <= max_batch. Several requests are concatenated
-// along dim 0 into one run and the outputs split back in the same order.
-static void infer_run_batch(cd_request **reqs, int n, int worker) {
+// The scheduler's submit half (worker thread): requests of one model
+// version, sum of batches <= max_batch, queued on the worker's exec `slot`.
+// Several requests are concatenated along dim 0 into one run (the outputs are
+// split back by infer_finish). Until infer_finish, reqs[0]->status/err hold
+// the submit's result and st0->batch_out the concatenated outputs.
+static void infer_submit(cd_request **reqs, int n, int worker, int slot) {
     infer_state *st0 = reqs[0]->state;
     cd_model_entry *e = st0->entry;
-    if (!e->execs[worker]) {
-        int rc = cd_exec_init(e->model, &e->execs[worker]);
-        if (rc != 0) {
-            fail_all(reqs, n, rc, "cannot allocate the execution state");
-            return;
-        }
+    cd_exec **exp = &e->execs[2 * worker + slot];
+    reqs[0]->status = 0;
+    if (!*exp && cd_exec_init(e->model, exp) != 0) {
+        reqs[0]->status = CD_ENOMEM;
+        snprintf(reqs[0]->err, sizeof reqs[0]->err, "cannot allocate the execution state");
+        return;
     }
-    cd_exec *ex = e->execs[worker];
     if (n == 1) {
-        reqs[0]->status = infer_run_one(reqs[0], ex);
+        reqs[0]->status = infer_submit_one(reqs[0], *exp);
         return;
     }
     int total = 0;
@@ -666,9 +666,7 @@ static void infer_run_batch(cd_request **reqs, int n, int worker) {
         total += ((infer_state *)reqs[r]->state)->batch;
     const void *in[CD_MAX_TENSORS] = {0};
     void *buf_in[CD_MAX_TENSORS] = {0};
-    void *out[CD_MAX_TENSORS] = {0};
     int nin = st0->nin, nout = st0->nout, rc = 0;
-    char err[256] = "";
     for (int i = 0; i < nin && rc == 0; i++) {
         size_t item = st0->in_bytes[i] / (size_t)st0->batch;
         size_t bytes = item * (size_t)total;
@@ -689,24 +687,45 @@ static void infer_run_batch(cd_request **reqs, int n, int worker) {
     for (int o = 0; o < nout && rc == 0; o++) {
         size_t item = st0->out_bytes[o] / (size_t)st0->batch;
         size_t bytes = item * (size_t)total;
-        if (!(out[o] = malloc(bytes ? bytes : 1)))
+        if (!(st0->batch_out[o] = malloc(bytes ? bytes : 1)))
             rc = CD_ENOMEM;
     }
     if (rc == CD_ENOMEM)
-        snprintf(err, sizeof err, "out of memory for the batch tensors");
+        snprintf(reqs[0]->err, sizeof reqs[0]->err, "out of memory for the batch tensors");
+    if (rc == 0) // the inputs are staged by the submit: freed below
+        rc = cd_model_submit(*exp, total, in, st0->batch_out, reqs[0]->err, sizeof reqs[0]->err);
+    reqs[0]->status = rc;
+    for (int i = 0; i < CD_MAX_TENSORS; i++)
+        free(buf_in[i]);
+}
+
+// The scheduler's finish half: waits for what infer_submit queued with the
+// same arguments and sets every request's status (0 or CD_E*, err filled),
+// splitting a batch's outputs back request by request.
+static void infer_finish(cd_request **reqs, int n, int worker, int slot) {
+    infer_state *st0 = reqs[0]->state;
+    cd_exec *ex = st0->entry->execs[2 * worker + slot];
+    int rc = reqs[0]->status;
+    char err[256];
+    snprintf(err, sizeof err, "%s", reqs[0]->err);
     if (rc == 0)
-        rc = cd_model_run(ex, total, in, out, err, sizeof err);
-    // Split the outputs back, request by request.
+        rc = cd_model_wait(ex, err, sizeof err);
+    if (n == 1) {
+        reqs[0]->status = rc;
+        if (rc != 0)
+            snprintf(reqs[0]->err, sizeof reqs[0]->err, "%s", err);
+        return;
+    }
     size_t off[CD_MAX_TENSORS] = {0};
     for (int r = 0; r < n; r++) {
         infer_state *st = reqs[r]->state;
         int status = rc;
-        for (int o = 0; o < nout && status == 0; o++) {
+        for (int o = 0; o < st0->nout && status == 0; o++) {
             if (!(st->out[o] = malloc(st->out_bytes[o] ? st->out_bytes[o] : 1))) {
                 status = CD_ENOMEM;
                 break;
             }
-            memcpy(st->out[o], (char *)out[o] + off[o], st->out_bytes[o]);
+            memcpy(st->out[o], (char *)st0->batch_out[o] + off[o], st->out_bytes[o]);
             off[o] += st->out_bytes[o];
         }
         reqs[r]->status = status;
@@ -715,9 +734,27 @@ static void infer_run_batch(cd_request **reqs, int n, int worker) {
                      rc ? err : "out of memory for the tensors");
     }
     for (int i = 0; i < CD_MAX_TENSORS; i++) {
-        free(buf_in[i]);
-        free(out[i]);
+        free(st0->batch_out[i]);
+        st0->batch_out[i] = NULL;
     }
+}
+
+// The scheduler's batch callback without double buffering: submit on the
+// worker's first exec, then wait.
+static void infer_run_batch(cd_request **reqs, int n, int worker) {
+    infer_submit(reqs, n, worker, 0);
+    infer_finish(reqs, n, worker, 0);
+}
+
+// Turns double buffering on for e's queue where it overlaps (the real hip
+// backend: cd_model_overlaps). CD_DOUBLE_BUFFER=1 forces it on (the
+// synchronous backends then give the same results without overlap: how the
+// path is tested), =0 off.
+static void infer_set_double_buffer(cd_model_entry *e) {
+    const char *env = getenv("CD_DOUBLE_BUFFER");
+    bool on = env && *env ? strcmp(env, "0") != 0 : cd_model_overlaps(e->model) != 0;
+    e->queue.submit = on ? infer_submit : NULL;
+    e->queue.finish = on ? infer_finish : NULL;
 }
 
 // Counts an error answer of a model under its code.
@@ -780,6 +817,7 @@ static void infer_release(cd_request *req) {
     for (int i = 0; i < CD_MAX_TENSORS; i++) {
         free(st->copy[i]);
         free(st->out[i]);
+        free(st->batch_out[i]);
     }
     cd_model_entry_unref(st->entry);
     free(st);

@@ -116,7 +116,7 @@ cd_model_entry *cd_model_entry_new(const char *name, const char *path,
     cd_model_entry *e = calloc(1, sizeof *e);
     if (!e)
         return NULL;
-    e->execs = calloc((size_t)nworkers, sizeof *e->execs);
+    e->execs = calloc((size_t)nworkers * 2, sizeof *e->execs);
     if (!e->execs) {
         free(e);
         return NULL;
@@ -129,7 +129,7 @@ cd_model_entry *cd_model_entry_new(const char *name, const char *path,
     e->conf = *conf;
     cd_sched_queue_init(&e->queue, run, (int)conf->max_batch,
                         (uint64_t)conf->max_delay_us * 1000u, (size_t)conf->max_queue);
-    e->nexecs = nworkers;
+    e->nexecs = nworkers * 2;
     return e;
 }
 

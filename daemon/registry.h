@@ -42,8 +42,10 @@ typedef struct cd_model_entry {
     off_t size;               //   reloads it when they change)
     time_t conf_mtime;        // the same for its .conf (0: none)
     off_t conf_size;
-    int nexecs;               // = number of workers
-    cd_exec **execs;          // execs[i]: created and used by worker i only
+    int nexecs;               // = 2 * number of workers
+    cd_exec **execs;          // execs[2i], execs[2i+1]: worker i's two buffers,
+                              // created and used by worker i only (the second
+                              // only when double buffering)
 } cd_model_entry;
 
 // Counters of one model name (kept across `load` replacements; dropped on

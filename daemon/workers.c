@@ -170,12 +170,76 @@ static void run_generic(cd_request *req, int worker) {
     }
 }
 
+// Stamps a taken batch as started at t0 (no lock needed: the worker owns it).
+static void stamp_batch(cd_request **batch, int n, uint64_t t0) {
+    int items = 0;
+    for (int i = 0; i < n; i++)
+        items += batch[i]->items;
+    for (int i = 0; i < n; i++) {
+        batch[i]->t_start_ns = t0;
+        batch[i]->batch_items = items;
+        batch[i]->batch_leader = i == 0;
+    }
+}
+
+// Hands a computed batch to the loop (lock held on entry and on return).
+static void post_batch(cd_workers *w, cd_request **batch, int n, uint64_t t1) {
+    for (int i = 0; i < n; i++) {
+        batch[i]->t_end_ns = t1;
+        finish_locked(w, batch[i]);
+    }
+    pthread_mutex_unlock(&w->lock);
+    uv_async_send(&w->async);
+    pthread_mutex_lock(&w->lock);
+}
+
+// Serves q with double buffering (q->submit/finish set; lock held on entry
+// and on return). bufs[0][0..n) was just taken. Submits it on slot 0; then,
+// as long as q is the queue this worker would serve next anyway (nothing on
+// the generic FIFO, pick_queue chooses q), takes the next batch into the
+// other array and submits it on the other slot before finishing the current
+// one; otherwise finishes the current one and returns to the main loop.
+static void run_double_buffered(cd_workers *w, cd_sched_queue *q, cd_request **bufs[2], int n, int worker) {
+    int slot = 0;
+    cd_request **cur = bufs[0];
+    pthread_mutex_unlock(&w->lock);
+    stamp_batch(cur, n, now_ns());
+    q->submit(cur, n, worker, slot);
+    pthread_mutex_lock(&w->lock);
+    for (;;) {
+        cd_request **next = bufs[1 - slot];
+        int m = 0;
+        uint64_t now = now_ns(), wake;
+        if (!w->queue_head && pick_queue(w, now, &wake) == q) {
+            m = take_batch(w, q, next, now);
+            if (w->active || w->queue_head)
+                pthread_cond_signal(&w->cond);
+        }
+        pthread_mutex_unlock(&w->lock);
+        if (m) {
+            stamp_batch(next, m, now_ns());
+            q->submit(next, m, worker, 1 - slot);
+        }
+        q->finish(cur, n, worker, slot);
+        uint64_t t1 = now_ns();
+        pthread_mutex_lock(&w->lock);
+        post_batch(w, cur, n, t1); // also wakes the loop for requests take_batch skipped
+        if (m == 0)
+            return;
+        cur = next;
+        n = m;
+        slot = 1 - slot;
+    }
+}
+
 static void *worker_main(void *p) {
     worker_arg arg = *(worker_arg *)p;
     free(p);
     cd_workers *w = arg.w;
-    // max_batch is at most CD_MAX_BATCH requests of >= 1 item each.
-    cd_request *batch[CD_MAX_BATCH];
+    // max_batch is at most CD_MAX_BATCH requests of >= 1 item each; the
+    // second array holds the next batch while double buffering.
+    cd_request *batch[CD_MAX_BATCH], *batch2[CD_MAX_BATCH];
+    cd_request **bufs[2] = {batch, batch2};
     pthread_mutex_lock(&w->lock);
     for (;;) {
         if (w->queue_head) {
@@ -204,27 +268,17 @@ static void *worker_main(void *p) {
                 pthread_mutex_lock(&w->lock);
                 continue;
             }
+            if (q->submit && q->finish) {
+                run_double_buffered(w, q, bufs, n, arg.index);
+                continue;
+            }
             cd_batch_fn run = q->run;
             pthread_mutex_unlock(&w->lock);
-            uint64_t t0 = now_ns();
-            int items = 0;
-            for (int i = 0; i < n; i++)
-                items += batch[i]->items;
-            for (int i = 0; i < n; i++) {
-                batch[i]->t_start_ns = t0;
-                batch[i]->batch_items = items;
-                batch[i]->batch_leader = i == 0;
-            }
+            stamp_batch(batch, n, now_ns());
             run(batch, n, arg.index);
             uint64_t t1 = now_ns();
             pthread_mutex_lock(&w->lock);
-            for (int i = 0; i < n; i++) {
-                batch[i]->t_end_ns = t1;
-                finish_locked(w, batch[i]);
-            }
-            pthread_mutex_unlock(&w->lock);
-            uv_async_send(&w->async);
-            pthread_mutex_lock(&w->lock);
+            post_batch(w, batch, n, t1);
             continue;
         }
         if (w->done_head) {

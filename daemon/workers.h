@@ -38,6 +38,14 @@ typedef void (*cd_complete_fn)(cd_request *req, void *ud);
 // worker thread without the pool lock.
 typedef void (*cd_batch_fn)(cd_request **reqs, int n, int worker);
 
+// Optional split of a cd_batch_fn into two halves, for double buffering
+// within one worker: submit starts computing reqs[0..n-1] on the worker's
+// buffer `slot` (0 or 1: e.g. an exec each) and may return before the results
+// are ready; finish waits for them and sets each request's status. Both run
+// on the worker thread without the pool lock; finish is called exactly once
+// after each submit, with the same arguments.
+typedef void (*cd_batch_submit_fn)(cd_request **reqs, int n, int worker, int slot);
+
 // The queue of one model version. Configure with cd_sched_queue_init; the
 // pool owns the list fields. It must outlive the requests queued in it (the
 // registry entry holding it is referenced by each of them).
@@ -46,6 +54,14 @@ struct cd_sched_queue {
     int max_batch;              // items per model run
     uint64_t max_delay_ns;      // wait for more after the oldest arrived
     size_t limit;               // queued requests beyond this: E_OVERLOADED
+    // Double buffering (both or neither; NULL after cd_sched_queue_init):
+    // when set, a worker that has submitted a batch and finds this queue is
+    // the one it would serve next anyway (no generic work waiting, this
+    // queue ready and first in order) takes that next batch and submits it
+    // on the other slot before it finishes the first, so the next batch's
+    // upload overlaps the first one's compute. Otherwise `run` is used.
+    cd_batch_submit_fn submit;
+    cd_batch_submit_fn finish;
     // Guarded by the pool lock:
     cd_request *head, *tail;    // requests waiting, oldest first
     size_t n;                   // requests waiting

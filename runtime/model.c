@@ -195,6 +195,7 @@ void cd_model_layer(const cd_model *m, int i, cd_layer_info *out) {
 
 void cd_exec_free(cd_exec *ex) {
     if (!ex) return;
+    if (ex->pending) cd_backend_synchronize(ex->m->be, ex->ctx); // queued work uses the arena
     if (ex->prof && ex->prof_runs) {
         // CD_PROFILE=1: mean time per layer over the runs of this exec.
         double total = 0;
@@ -242,21 +243,31 @@ int cd_exec_init(const cd_model *m, cd_exec **out) {
     return 0;
 }
 
-// cd_model_run, with the ms of every layer added to layer_ms when not NULL.
-static int run_impl(cd_exec *ex, int batch, const void *const *inputs, void *const *outputs, char *err, size_t errlen,
-                    double *layer_ms) {
+// Queues a whole run on ex's context: uploads, every layer, downloads; with
+// layer_ms (profiling) each layer is synchronised and timed. Returns 0 with
+// the work queued (outputs valid after cd_backend_synchronize), or a negative
+// code with err set; on an error after work was queued it first waits for
+// that work, so ex is idle whenever this fails.
+static int submit_impl(cd_exec *ex, int batch, const void *const *inputs, void *const *outputs, char *err,
+                       size_t errlen, double *layer_ms) {
     const cd_model *m = ex->m;
     if (batch < 1 || batch > m->max_batch)
         return fail(err, errlen, CD_ESHAPE, "batch %d out of range (1..%d)", batch, m->max_batch);
+    for (int i = 0; i < m->ninputs; i++)
+        if (!inputs || !inputs[i]) return fail(err, errlen, CD_EPARAMS, "input %d missing", i);
+    for (int i = 0; i < m->noutputs; i++)
+        if (!outputs || !outputs[i]) return fail(err, errlen, CD_EPARAMS, "output %d missing", i);
     for (int i = 0; i < m->ntensors; i++)
         if (!m->tensors[i].t.is_const) ex->bt[i].shape[0] = batch;
     int rc;
     for (int i = 0; i < m->ninputs; i++) {
         const cd_ptensor *t = &m->tensors[m->inputs[i].tensor];
-        if (!inputs || !inputs[i]) return fail(err, errlen, CD_EPARAMS, "input %d missing", i);
         rc = cd_backend_upload_async(m->be, ex->ctx, ex->bt[m->inputs[i].tensor].data, inputs[i],
                                      t->item_bytes * (size_t)batch);
-        if (rc) return fail(err, errlen, rc, "upload of input '%s' failed", m->inputs[i].d.name);
+        if (rc) {
+            cd_backend_synchronize(m->be, ex->ctx);
+            return fail(err, errlen, rc, "upload of input '%s' failed", m->inputs[i].d.name);
+        }
     }
     for (int li = 0; li < m->nlayers; li++) {
         const cd_layer *l = &m->layers[li];
@@ -269,30 +280,61 @@ static int run_impl(cd_exec *ex, int batch, const void *const *inputs, void *con
             layer_ms[li] += now_ms() - t0;
         }
         if (ex->prof) ex->prof[li] += now_ms() - t0;
-        if (rc) return fail(err, errlen, rc == CD_ENOMEM ? rc : CD_EINTERNAL, "layer %d '%s' (%s) failed: %s", li, l->name,
-                            l->label, cd_strerror(rc));
+        if (rc) {
+            cd_backend_synchronize(m->be, ex->ctx);
+            return fail(err, errlen, rc == CD_ENOMEM ? rc : CD_EINTERNAL, "layer %d '%s' (%s) failed: %s", li, l->name,
+                        l->label, cd_strerror(rc));
+        }
     }
     if (ex->prof) ex->prof_runs++;
     // Downloads are queued behind the layers (async on a device backend); the
     // outputs are complete once synchronize returns.
-    for (int i = 0; i < m->noutputs; i++)
-        if (!outputs || !outputs[i]) return fail(err, errlen, CD_EPARAMS, "output %d missing", i);
-    int bad = -1;
-    for (int i = 0; i < m->noutputs && bad < 0; i++) {
+    for (int i = 0; i < m->noutputs; i++) {
         const cd_ptensor *t = &m->tensors[m->outputs[i].tensor];
         rc = cd_backend_download_async(m->be, ex->ctx, outputs[i], ex->bt[m->outputs[i].tensor].data,
                                        t->item_bytes * (size_t)batch);
-        if (rc) bad = i;
+        if (rc) {
+            cd_backend_synchronize(m->be, ex->ctx);
+            return fail(err, errlen, rc, "download of output '%s' failed", m->outputs[i].d.name);
+        }
     }
-    int src = cd_backend_synchronize(m->be, ex->ctx);
-    if (bad >= 0) return fail(err, errlen, rc, "download of output '%s' failed", m->outputs[bad].d.name);
-    if (src) return fail(err, errlen, CD_EINTERNAL, "synchronize failed: %s", cd_strerror(src));
     return 0;
 }
 
+// Waits for the work queued on ex. Returns 0 or CD_EINTERNAL with err set.
+static int wait_impl(cd_exec *ex, char *err, size_t errlen) {
+    int rc = cd_backend_synchronize(ex->m->be, ex->ctx);
+    if (rc) return fail(err, errlen, CD_EINTERNAL, "synchronize failed: %s", cd_strerror(rc));
+    return 0;
+}
+
+// cd_model_run, with the ms of every layer added to layer_ms when not NULL.
+static int run_impl(cd_exec *ex, int batch, const void *const *inputs, void *const *outputs, char *err, size_t errlen,
+                    double *layer_ms) {
+    int rc = submit_impl(ex, batch, inputs, outputs, err, errlen, layer_ms);
+    return rc ? rc : wait_impl(ex, err, errlen);
+}
+
 int cd_model_run(cd_exec *ex, int batch, const void *const *inputs, void *const *outputs, char *err, size_t errlen) {
+    if (ex->pending) return fail(err, errlen, CD_EPARAMS, "a submitted run was not waited for");
     return run_impl(ex, batch, inputs, outputs, err, errlen, NULL);
 }
+
+int cd_model_submit(cd_exec *ex, int batch, const void *const *inputs, void *const *outputs, char *err,
+                    size_t errlen) {
+    if (ex->pending) return fail(err, errlen, CD_EPARAMS, "a submitted run was not waited for");
+    int rc = submit_impl(ex, batch, inputs, outputs, err, errlen, NULL);
+    if (!rc) ex->pending = 1;
+    return rc;
+}
+
+int cd_model_wait(cd_exec *ex, char *err, size_t errlen) {
+    if (!ex->pending) return fail(err, errlen, CD_EPARAMS, "no submitted run to wait for");
+    ex->pending = 0;
+    return wait_impl(ex, err, errlen);
+}
+
+int cd_model_overlaps(const cd_model *m) { return strcmp(cd_backend_name(m->be), "hip") == 0; }
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;

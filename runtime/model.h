@@ -75,6 +75,7 @@ struct cd_exec {
     cd_btensor *bt;          // one per plan tensor, data fixed, shape[0] set per run
     double *prof;            // CD_PROFILE=1: accumulated ms per layer (else NULL)
     int prof_runs;
+    int pending;             // cd_model_submit queued a run not yet waited for
 };
 
 // Builds the plan for a lowered graph on m->be (m->max_batch set). Returns 0

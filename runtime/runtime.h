@@ -124,4 +124,28 @@ void cd_exec_free(cd_exec *ex);
 int cd_model_run(cd_exec *ex, int batch, const void *const *inputs,
                  void *const *outputs, char *err, size_t errlen);
 
+// cd_model_run in two halves, so that a caller with two execs of one model
+// can queue batch i+1 on one while batch i computes on the other (on an
+// asynchronous backend: real HIP; on cpu and hip-emu submit computes
+// everything and wait only checks). cd_model_run(...) == cd_model_submit(...)
+// then cd_model_wait(...).
+//
+// cd_model_submit stages the inputs (the caller may reuse them as soon as it
+// returns) and queues the whole run on ex's stream without waiting. outputs
+// must stay valid until cd_model_wait returns; they hold the results only
+// after it returned 0. At most one run per exec may be pending. Returns 0
+// (run pending), or CD_ESHAPE / CD_EPARAMS (a run already pending, a missing
+// tensor) / CD_ENOMEM / CD_EINTERNAL with err set; on failure nothing stays
+// pending (work already queued was waited for).
+int cd_model_submit(cd_exec *ex, int batch, const void *const *inputs,
+                    void *const *outputs, char *err, size_t errlen);
+// Waits for the run cd_model_submit queued on ex. Returns 0 (outputs valid),
+// CD_EPARAMS (nothing pending) or CD_EINTERNAL with err set. ex is idle after
+// it in every case. cd_exec_free also waits for a pending run.
+int cd_model_wait(cd_exec *ex, char *err, size_t errlen);
+// 1 when cd_model_submit returns before the run is computed, i.e. two execs
+// used as a double buffer overlap (the real "hip" backend); 0 when it
+// computes everything before returning (cpu, hip-emu).
+int cd_model_overlaps(const cd_model *m);
+
 #endif // CD_RUNTIME_RUNTIME_H

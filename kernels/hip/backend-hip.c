@@ -21,9 +21,9 @@
 // without host waits (except a layer on the host SpMM route); different
 // workers' uploads, kernels and downloads overlap each other (separate
 // non-blocking streams, pinned staging, so the copies are truly
-// asynchronous). What does not: within one worker, batch i+1's upload waits
-// for batch i's results, because the executor (cd_model_run) returns only
-// finished outputs; overlapping those needs a split submit/wait run API.
+// asynchronous). Within one worker, the daemon submits batch i+1 on a second
+// exec (cd_model_submit) before waiting for batch i (cd_model_wait), so its
+// upload overlaps batch i's compute (docs/GPU.md says where that is lost).
 //
 // Sparse layers: the planner asks for the sparse kernels with
 // cd_bop_desc.sparse = 1. This backend has them for pointwise (1x1, stride 1,

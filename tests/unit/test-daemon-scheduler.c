@@ -205,3 +205,95 @@ CD_TEST(daemon_sched_cancel_and_deadline_skip_compute) {
     cd_workers_cancel(w, fine); // already finished: no effect
     finish(&loop, w);
 }
+
+// ---- double buffering (cd_sched_queue.submit/finish) ---------------------------
+
+typedef struct {
+    char kind;  // 'S' submit, 'F' finish
+    int slot;
+    int first;  // msgid of the batch's first request
+    int n;      // requests
+} db_event;
+
+static db_event g_ev[MAXREQ];
+static int g_nev;
+static atomic_int g_all_queued;
+
+static void db_log(char kind, cd_request **reqs, int n, int slot) {
+    pthread_mutex_lock(&g_log.lock);
+    g_ev[g_nev++] = (db_event){kind, slot, (int)reqs[0]->msgid, n};
+    pthread_mutex_unlock(&g_log.lock);
+}
+
+static void db_submit(cd_request **reqs, int n, int worker, int slot) {
+    // The first batch waits until every request is queued, so the next full
+    // batch is ready when the worker looks for it.
+    for (int i = 0; i < 10000 && !atomic_load(&g_all_queued); i++)
+        usleep(1000);
+    db_log('S', reqs, n, slot);
+    for (int i = 0; i < n; i++)
+        reqs[i]->status = CD_EINTERNAL; // finish must set the real status
+}
+
+static void db_finish(cd_request **reqs, int n, int worker, int slot) {
+    db_log('F', reqs, n, slot);
+    for (int i = 0; i < n; i++)
+        reqs[i]->status = 0;
+}
+
+CD_TEST(daemon_sched_double_buffer_submits_next_batch_before_finishing) {
+    // k full batches are ready at once: batch j+1 is submitted on the other
+    // slot before batch j is finished (S0 S1 F0 S2 F1 ... F(k-1)). A tail of
+    // fewer than max_batch items is not ready (long delay): the worker
+    // finishes the last full batch without waiting for it, and the stop
+    // flushes it alone (slot 0 again).
+    reset();
+    g_nev = 0;
+    atomic_store(&g_all_queued, 0);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    cd_workers *w;
+    CHECK_EQ(cd_workers_init(&w, &loop, 1, on_complete, NULL), 0);
+    static cd_sched_queue q;
+    int max_batch = cd_test_randi(1, 4), k = cd_test_randi(2, 8);
+    int tail = max_batch > 1 ? cd_test_randi(0, max_batch - 1) : 0;
+    cd_sched_queue_init(&q, fake_run, max_batch, 2000000000ull, 1000);
+    q.submit = db_submit;
+    q.finish = db_finish;
+    int n = k * max_batch + tail;
+    for (int i = 0; i < n; i++)
+        CHECK_EQ(cd_workers_submit_batched(w, &q, new_req((uint32_t)i, 1)), 0);
+    atomic_store(&g_all_queued, 1);
+    run_until(&loop, k * max_batch);
+    cd_workers_stop(w);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK_EQ(g_completed, n);
+    CHECK_EQ(g_log.nbatches, 0); // `run` is never used
+    db_event want[MAXREQ];
+    int nw = 0;
+    want[nw++] = (db_event){'S', 0, 0, max_batch};
+    for (int j = 0; j < k; j++) {
+        if (j + 1 < k)
+            want[nw++] = (db_event){'S', (j + 1) % 2, (j + 1) * max_batch, max_batch};
+        want[nw++] = (db_event){'F', j % 2, j * max_batch, max_batch};
+    }
+    if (tail) {
+        want[nw++] = (db_event){'S', 0, k * max_batch, tail};
+        want[nw++] = (db_event){'F', 0, k * max_batch, tail};
+    }
+    CHECK_EQ(g_nev, nw);
+    for (int i = 0; i < nw; i++) {
+        if (g_ev[i].kind != want[i].kind || g_ev[i].slot != want[i].slot || g_ev[i].first != want[i].first ||
+            g_ev[i].n != want[i].n)
+            CD_CHECK_FAIL_("event %d: %c slot %d first %d n %d, want %c slot %d first %d n %d", i, g_ev[i].kind,
+                           g_ev[i].slot, g_ev[i].first, g_ev[i].n, want[i].kind, want[i].slot, want[i].first,
+                           want[i].n);
+    }
+    for (int i = 0; i < g_completed; i++) {
+        CHECK_EQ(g_done[i]->status, 0);
+        CHECK_EQ((int)g_done[i]->msgid, i); // completions in order
+        CHECK(g_done[i]->t_end_ns >= g_done[i]->t_start_ns);
+        free(g_done[i]);
+    }
+    uv_loop_close(&loop);
+}
