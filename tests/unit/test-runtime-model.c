@@ -12,196 +12,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
-// ---- a tiny builder (every allocation is tracked and freed by mb_free) ----------
-
-typedef struct {
-    void *ptrs[4096];
-    int n;
-    Onnx__NodeProto *nodes[64];
-    int nnodes;
-    Onnx__TensorProto *inits[64];
-    int ninits;
-    Onnx__ValueInfoProto *ins[8], *outs[8];
-    int nins, nouts;
-} mb;
-
-static void *mb_alloc(mb *b, size_t n) {
-    void *p = calloc(1, n ? n : 1);
-    if (!p || b->n == 4096) abort();
-    b->ptrs[b->n++] = p;
-    return p;
-}
-
-static char *mb_str(mb *b, const char *s) {
-    char *p = mb_alloc(b, strlen(s) + 1);
-    strcpy(p, s);
-    return p;
-}
-
-static void mb_free(mb *b) {
-    for (int i = 0; i < b->n; i++) free(b->ptrs[i]);
-    b->n = 0;
-}
-
-static Onnx__NodeProto *node(mb *b, const char *op, const char *in0, const char *in1, const char *in2, const char *out) {
-    Onnx__NodeProto *n = mb_alloc(b, sizeof *n);
-    onnx__node_proto__init(n);
-    n->op_type = mb_str(b, op);
-    n->name = mb_str(b, out);
-    const char *ins[3] = {in0, in1, in2};
-    n->input = mb_alloc(b, 8 * sizeof(char *));
-    for (int i = 0; i < 3 && ins[i]; i++) n->input[n->n_input++] = mb_str(b, ins[i]);
-    n->output = mb_alloc(b, sizeof(char *));
-    n->output[0] = mb_str(b, out);
-    n->n_output = 1;
-    n->attribute = mb_alloc(b, 16 * sizeof(void *));
-    b->nodes[b->nnodes++] = n;
-    return n;
-}
-
-static Onnx__AttributeProto *attr(mb *b, Onnx__NodeProto *n, const char *name, Onnx__AttributeProto__AttributeType t) {
-    Onnx__AttributeProto *a = mb_alloc(b, sizeof *a);
-    onnx__attribute_proto__init(a);
-    a->name = mb_str(b, name);
-    a->has_type = 1;
-    a->type = t;
-    n->attribute[n->n_attribute++] = a;
-    return a;
-}
-
-static void attr_ints(mb *b, Onnx__NodeProto *n, const char *name, int cnt, const int64_t *v) {
-    Onnx__AttributeProto *a = attr(b, n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS);
-    a->ints = mb_alloc(b, (size_t)cnt * sizeof(int64_t));
-    memcpy(a->ints, v, (size_t)cnt * sizeof(int64_t));
-    a->n_ints = (size_t)cnt;
-}
-
-static void attr_int(mb *b, Onnx__NodeProto *n, const char *name, int64_t v) {
-    Onnx__AttributeProto *a = attr(b, n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT);
-    a->has_i = 1;
-    a->i = v;
-}
-
-static void attr_str(mb *b, Onnx__NodeProto *n, const char *name, const char *v) {
-    Onnx__AttributeProto *a = attr(b, n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING);
-    a->has_s = 1;
-    a->s.data = (uint8_t *)mb_str(b, v);
-    a->s.len = strlen(v);
-}
-
-// Float initializer with random values (typed float_data field).
-static void init_f(mb *b, const char *name, int rank, const int64_t *dims) {
-    Onnx__TensorProto *t = mb_alloc(b, sizeof *t);
-    onnx__tensor_proto__init(t);
-    t->name = mb_str(b, name);
-    t->has_data_type = 1;
-    t->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
-    t->dims = mb_alloc(b, (size_t)rank * sizeof(int64_t));
-    memcpy(t->dims, dims, (size_t)rank * sizeof(int64_t));
-    t->n_dims = (size_t)rank;
-    size_t n = 1;
-    for (int i = 0; i < rank; i++) n *= (size_t)dims[i];
-    t->float_data = mb_alloc(b, n * sizeof(float));
-    for (size_t i = 0; i < n; i++) t->float_data[i] = cd_test_randf(0.5f, 1.5f) * (i % 2 ? 1 : -1) * 0.3f;
-    t->n_float_data = n;
-    b->inits[b->ninits++] = t;
-}
-
-// int64 initializer in raw_data (little-endian bytes).
-static void init_i(mb *b, const char *name, int n, const int64_t *v, int scalar) {
-    Onnx__TensorProto *t = mb_alloc(b, sizeof *t);
-    onnx__tensor_proto__init(t);
-    t->name = mb_str(b, name);
-    t->has_data_type = 1;
-    t->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
-    if (!scalar) {
-        t->dims = mb_alloc(b, sizeof(int64_t));
-        t->dims[0] = n;
-        t->n_dims = 1;
-    }
-    t->has_raw_data = 1;
-    t->raw_data.data = mb_alloc(b, (size_t)n * 8);
-    memcpy(t->raw_data.data, v, (size_t)n * 8);
-    t->raw_data.len = (size_t)n * 8;
-    b->inits[b->ninits++] = t;
-}
-
-static Onnx__ValueInfoProto *vinfo(mb *b, const char *name, int rank, const int64_t *dims) {
-    Onnx__ValueInfoProto *v = mb_alloc(b, sizeof *v);
-    onnx__value_info_proto__init(v);
-    v->name = mb_str(b, name);
-    Onnx__TypeProto *tp = mb_alloc(b, sizeof *tp);
-    onnx__type_proto__init(tp);
-    Onnx__TypeProto__Tensor *tt = mb_alloc(b, sizeof *tt);
-    onnx__type_proto__tensor__init(tt);
-    tt->has_elem_type = 1;
-    tt->elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
-    if (rank > 0) {
-        Onnx__TensorShapeProto *sp = mb_alloc(b, sizeof *sp);
-        onnx__tensor_shape_proto__init(sp);
-        sp->dim = mb_alloc(b, (size_t)rank * sizeof(void *));
-        for (int i = 0; i < rank; i++) {
-            Onnx__TensorShapeProto__Dimension *d = mb_alloc(b, sizeof *d);
-            onnx__tensor_shape_proto__dimension__init(d);
-            if (i == 0) {
-                d->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM;
-                d->dim_param = mb_str(b, "N");
-            } else {
-                d->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
-                d->dim_value = dims[i];
-            }
-            sp->dim[i] = d;
-        }
-        sp->n_dim = (size_t)rank;
-        tt->shape = sp;
-    }
-    tp->value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
-    tp->tensor_type = tt;
-    v->type = tp;
-    return v;
-}
-
-static void input(mb *b, const char *name, int rank, const int64_t *dims) { b->ins[b->nins++] = vinfo(b, name, rank, dims); }
-static void output(mb *b, const char *name) { b->outs[b->nouts++] = vinfo(b, name, 0, NULL); }
-
-// Serialises the model to a temporary file; returns its path (static buffer).
-static const char *mb_write(mb *b, int opset) {
-    Onnx__OperatorSetIdProto os;
-    onnx__operator_set_id_proto__init(&os);
-    os.domain = (char *)"";
-    os.has_version = 1;
-    os.version = opset;
-    Onnx__OperatorSetIdProto *osp = &os;
-    Onnx__GraphProto g;
-    onnx__graph_proto__init(&g);
-    g.name = (char *)"t";
-    g.node = b->nodes;
-    g.n_node = (size_t)b->nnodes;
-    g.initializer = b->inits;
-    g.n_initializer = (size_t)b->ninits;
-    g.input = b->ins;
-    g.n_input = (size_t)b->nins;
-    g.output = b->outs;
-    g.n_output = (size_t)b->nouts;
-    Onnx__ModelProto m;
-    onnx__model_proto__init(&m);
-    m.has_ir_version = 1;
-    m.ir_version = 8;
-    m.opset_import = &osp;
-    m.n_opset_import = 1;
-    m.graph = &g;
-    size_t len = onnx__model_proto__get_packed_size(&m);
-    uint8_t *buf = malloc(len);
-    onnx__model_proto__pack(&m, buf);
-    static char path[64];
-    snprintf(path, sizeof path, "/tmp/cd-test-model-%d.onnx", (int)getpid());
-    FILE *f = fopen(path, "wb");
-    CHECK(f != NULL);
-    CHECK_EQ(fwrite(buf, 1, len, f), len);
-    fclose(f);
-    free(buf);
-    return path;
-}
+#include "tests/unit/onnx-builder.h"
 
 static float *rbuf(size_t n) {
     float *p = malloc(n * sizeof *p);
@@ -243,22 +54,22 @@ CD_TEST(model_shape_inference_auto_pad_dilation_ceil) {
     mb b = {0};
     int c = cd_test_randi(1, 12), h = cd_test_randi(9, 21), w = cd_test_randi(9, 21), k = cd_test_randi(1, 20);
     int64_t xs[4] = {1, c, h, w}, ws[4] = {k, c, 3, 3}, bs[1] = {k};
-    input(&b, "x", 4, xs);
-    init_f(&b, "w", 4, ws);
-    init_f(&b, "b", 1, bs);
-    Onnx__NodeProto *cv = node(&b, "Conv", "x", "w", "b", "c1");
-    attr_str(&b, cv, "auto_pad", "SAME_UPPER");
-    attr_ints(&b, cv, "strides", 2, (int64_t[]){2, 2});
+    mb_input(&b, "x", 4, xs);
+    mb_init_f(&b, "w", 4, ws);
+    mb_init_f(&b, "b", 1, bs);
+    Onnx__NodeProto *cv = mb_node(&b, "Conv", "x", "w", "b", "c1");
+    mb_attr_str(&b, cv, "auto_pad", "SAME_UPPER");
+    mb_attr_ints(&b, cv, "strides", 2, (int64_t[]){2, 2});
     int64_t ws2[4] = {k, k, 3, 3};
-    init_f(&b, "w2", 4, ws2);
-    Onnx__NodeProto *cv2 = node(&b, "Conv", "c1", "w2", NULL, "c2");
-    attr_ints(&b, cv2, "dilations", 2, (int64_t[]){2, 1});
-    attr_ints(&b, cv2, "pads", 4, (int64_t[]){1, 0, 2, 1});
-    Onnx__NodeProto *mp = node(&b, "MaxPool", "c2", NULL, NULL, "p");
-    attr_ints(&b, mp, "kernel_shape", 2, (int64_t[]){2, 2});
-    attr_ints(&b, mp, "strides", 2, (int64_t[]){2, 2});
-    attr_int(&b, mp, "ceil_mode", 1);
-    output(&b, "p");
+    mb_init_f(&b, "w2", 4, ws2);
+    Onnx__NodeProto *cv2 = mb_node(&b, "Conv", "c1", "w2", NULL, "c2");
+    mb_attr_ints(&b, cv2, "dilations", 2, (int64_t[]){2, 1});
+    mb_attr_ints(&b, cv2, "pads", 4, (int64_t[]){1, 0, 2, 1});
+    Onnx__NodeProto *mp = mb_node(&b, "MaxPool", "c2", NULL, NULL, "p");
+    mb_attr_ints(&b, mp, "kernel_shape", 2, (int64_t[]){2, 2});
+    mb_attr_ints(&b, mp, "strides", 2, (int64_t[]){2, 2});
+    mb_attr_int(&b, mp, "ceil_mode", 1);
+    mb_output(&b, "p");
     const char *path = mb_write(&b, 13);
     cd_model *m;
     char err[512];
@@ -289,18 +100,18 @@ CD_TEST(model_shape_subgraph_folds_into_reshape) {
     mb b = {0};
     int c = cd_test_randi(1, 6), h = cd_test_randi(1, 6), w = cd_test_randi(1, 6);
     int64_t xs[4] = {1, c, h, w};
-    input(&b, "x", 4, xs);
-    node(&b, "Shape", "x", NULL, NULL, "s");
-    init_i(&b, "zero", 1, (int64_t[]){0}, 1);
-    node(&b, "Gather", "s", "zero", NULL, "n");
-    init_i(&b, "ax", 1, (int64_t[]){0}, 0);
-    node(&b, "Unsqueeze", "n", "ax", NULL, "n1");
-    init_i(&b, "m1", 1, (int64_t[]){-1}, 0);
-    Onnx__NodeProto *cc = node(&b, "Concat", "n1", "m1", NULL, "shape");
-    attr_int(&b, cc, "axis", 0);
-    node(&b, "Reshape", "x", "shape", NULL, "flat");
-    node(&b, "Relu", "flat", NULL, NULL, "y");
-    output(&b, "y");
+    mb_input(&b, "x", 4, xs);
+    mb_node(&b, "Shape", "x", NULL, NULL, "s");
+    mb_init_i(&b, "zero", 1, (int64_t[]){0}, 1);
+    mb_node(&b, "Gather", "s", "zero", NULL, "n");
+    mb_init_i(&b, "ax", 1, (int64_t[]){0}, 0);
+    mb_node(&b, "Unsqueeze", "n", "ax", NULL, "n1");
+    mb_init_i(&b, "m1", 1, (int64_t[]){-1}, 0);
+    Onnx__NodeProto *cc = mb_node(&b, "Concat", "n1", "m1", NULL, "shape");
+    mb_attr_int(&b, cc, "axis", 0);
+    mb_node(&b, "Reshape", "x", "shape", NULL, "flat");
+    mb_node(&b, "Relu", "flat", NULL, NULL, "y");
+    mb_output(&b, "y");
     const char *path = mb_write(&b, 13);
     cd_model *m;
     char err[512];
@@ -331,22 +142,22 @@ CD_TEST(model_bn_folds_into_conv_and_relu_fuses) {
     mb b = {0};
     int c = cd_test_randi(1, 8), k = cd_test_randi(1, 8), h = cd_test_randi(3, 9);
     int64_t xs[4] = {1, c, h, h}, ws[4] = {k, c, 1, 1}, ks[1] = {k};
-    input(&b, "x", 4, xs);
-    init_f(&b, "w", 4, ws);
-    node(&b, "Conv", "x", "w", NULL, "c");
-    init_f(&b, "g", 1, ks);
-    init_f(&b, "be", 1, ks);
-    init_f(&b, "mu", 1, ks);
-    init_f(&b, "var", 1, ks);
+    mb_input(&b, "x", 4, xs);
+    mb_init_f(&b, "w", 4, ws);
+    mb_node(&b, "Conv", "x", "w", NULL, "c");
+    mb_init_f(&b, "g", 1, ks);
+    mb_init_f(&b, "be", 1, ks);
+    mb_init_f(&b, "mu", 1, ks);
+    mb_init_f(&b, "var", 1, ks);
     for (int i = 0; i < b.ninits; i++)
         if (strcmp(b.inits[i]->name, "var") == 0)
             for (int j = 0; j < k; j++) b.inits[i]->float_data[j] = fabsf(b.inits[i]->float_data[j]) + 0.1f;
-    Onnx__NodeProto *bn = node(&b, "BatchNormalization", "c", "g", "be", "bn");
+    Onnx__NodeProto *bn = mb_node(&b, "BatchNormalization", "c", "g", "be", "bn");
     bn->input[3] = mb_str(&b, "mu");
     bn->input[4] = mb_str(&b, "var");
     bn->n_input = 5;
-    node(&b, "Relu", "bn", NULL, NULL, "y");
-    output(&b, "y");
+    mb_node(&b, "Relu", "bn", NULL, NULL, "y");
+    mb_output(&b, "y");
     const char *path = mb_write(&b, 13);
     cd_model *m;
     char err[512];
@@ -396,14 +207,14 @@ CD_TEST(model_arena_reuses_chain_buffers) {
     mb b = {0};
     int c = cd_test_randi(1, 16), h = cd_test_randi(2, 16), steps = cd_test_randi(4, 10), mb_ = cd_test_randi(1, 4);
     int64_t xs[4] = {1, c, h, h};
-    input(&b, "x", 4, xs);
+    mb_input(&b, "x", 4, xs);
     char prev[16] = "x", cur[16];
     for (int i = 0; i < steps; i++) {
         snprintf(cur, sizeof cur, "t%d", i);
-        node(&b, i % 2 ? "Sigmoid" : "Relu", prev, NULL, NULL, cur);
+        mb_node(&b, i % 2 ? "Sigmoid" : "Relu", prev, NULL, NULL, cur);
         strcpy(prev, cur);
     }
-    output(&b, prev);
+    mb_output(&b, prev);
     const char *path = mb_write(&b, 13);
     cd_model *m;
     char err[512];
@@ -425,9 +236,9 @@ CD_TEST(model_arena_reuses_chain_buffers) {
 CD_TEST(model_run_rejects_bad_batch) {
     mb b = {0};
     int64_t xs[4] = {1, 2, 3, 3};
-    input(&b, "x", 4, xs);
-    node(&b, "Relu", "x", NULL, NULL, "y");
-    output(&b, "y");
+    mb_input(&b, "x", 4, xs);
+    mb_node(&b, "Relu", "x", NULL, NULL, "y");
+    mb_output(&b, "y");
     const char *path = mb_write(&b, 13);
     cd_model *m;
     char err[512];
@@ -457,9 +268,9 @@ CD_TEST(model_load_errors_name_the_problem) {
     CHECK(m == NULL);
     mb b = {0};
     int64_t xs[4] = {1, 2, 3, 3};
-    input(&b, "x", 4, xs);
-    node(&b, "NonMaxSuppression", "x", NULL, NULL, "y");
-    output(&b, "y");
+    mb_input(&b, "x", 4, xs);
+    mb_node(&b, "NonMaxSuppression", "x", NULL, NULL, "y");
+    mb_output(&b, "y");
     const char *path = mb_write(&b, 13);
     CHECK_EQ(cd_model_load(path, NULL, &m, err, sizeof err), CD_EUNSUPPORTED);
     CHECK(strstr(err, "NonMaxSuppression") && strstr(err, "'y'"));
@@ -473,9 +284,9 @@ CD_TEST(model_load_errors_name_the_problem) {
     mb_free(&b);
     // A node reading a value nobody produces.
     mb b2 = {0};
-    input(&b2, "x", 4, xs);
-    node(&b2, "Add", "x", "ghost", NULL, "y");
-    output(&b2, "y");
+    mb_input(&b2, "x", 4, xs);
+    mb_node(&b2, "Add", "x", "ghost", NULL, "y");
+    mb_output(&b2, "y");
     path = mb_write(&b2, 13);
     CHECK_EQ(cd_model_load(path, NULL, &m, err, sizeof err), CD_EMODEL);
     CHECK(strstr(err, "ghost") != NULL);
@@ -509,17 +320,17 @@ CD_TEST(model_concurrent_execs_share_one_model) {
     mb b = {0};
     int c = cd_test_randi(2, 16), h = cd_test_randi(4, 12), k = cd_test_randi(2, 24);
     int64_t xs[4] = {1, c, h, h}, ws[4] = {k, c, 3, 3}, ws2[4] = {k, 1, 3, 3};
-    input(&b, "x", 4, xs);
-    init_f(&b, "w", 4, ws);
-    Onnx__NodeProto *cv = node(&b, "Conv", "x", "w", NULL, "c1");
-    attr_ints(&b, cv, "pads", 4, (int64_t[]){1, 1, 1, 1});
-    node(&b, "Relu", "c1", NULL, NULL, "r1");
-    init_f(&b, "w2", 4, ws2);
-    Onnx__NodeProto *dw = node(&b, "Conv", "r1", "w2", NULL, "c2");
-    attr_ints(&b, dw, "pads", 4, (int64_t[]){1, 1, 1, 1});
-    attr_int(&b, dw, "group", k);
-    node(&b, "Add", "c2", "r1", NULL, "y");
-    output(&b, "y");
+    mb_input(&b, "x", 4, xs);
+    mb_init_f(&b, "w", 4, ws);
+    Onnx__NodeProto *cv = mb_node(&b, "Conv", "x", "w", NULL, "c1");
+    mb_attr_ints(&b, cv, "pads", 4, (int64_t[]){1, 1, 1, 1});
+    mb_node(&b, "Relu", "c1", NULL, NULL, "r1");
+    mb_init_f(&b, "w2", 4, ws2);
+    Onnx__NodeProto *dw = mb_node(&b, "Conv", "r1", "w2", NULL, "c2");
+    mb_attr_ints(&b, dw, "pads", 4, (int64_t[]){1, 1, 1, 1});
+    mb_attr_int(&b, dw, "group", k);
+    mb_node(&b, "Add", "c2", "r1", NULL, "y");
+    mb_output(&b, "y");
     const char *path = mb_write(&b, 13);
     cd_model *m;
     char err[512];

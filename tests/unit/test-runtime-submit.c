@@ -9,158 +9,29 @@
 #include "proto/errors.h"
 #include "runtime/runtime.h"
 #include "tests/unit/check.h"
+#include "tests/unit/onnx-builder.h"
 
 #include <unistd.h>
 
 // ---- a tiny model: x -> Conv kxk (pad) -> Relu -> Conv 1x1 -> y ---------------
 
-typedef struct {
-    void *ptrs[256];
-    int n;
-} arena;
-
-static void *aalloc(arena *a, size_t n) {
-    void *p = calloc(1, n ? n : 1);
-    if (!p || a->n == 256) abort();
-    a->ptrs[a->n++] = p;
-    return p;
-}
-
-static char *astr(arena *a, const char *s) {
-    char *p = aalloc(a, strlen(s) + 1);
-    strcpy(p, s);
-    return p;
-}
-
-static Onnx__NodeProto *node(arena *a, const char *op, const char *in0, const char *in1, const char *in2,
-                             const char *out) {
-    Onnx__NodeProto *n = aalloc(a, sizeof *n);
-    onnx__node_proto__init(n);
-    n->op_type = astr(a, op);
-    n->name = astr(a, out);
-    const char *ins[3] = {in0, in1, in2};
-    n->input = aalloc(a, 3 * sizeof(char *));
-    for (int i = 0; i < 3 && ins[i]; i++) n->input[n->n_input++] = astr(a, ins[i]);
-    n->output = aalloc(a, sizeof(char *));
-    n->output[0] = astr(a, out);
-    n->n_output = 1;
-    return n;
-}
-
-static void attr_pads(arena *a, Onnx__NodeProto *n, int p) {
-    Onnx__AttributeProto *at = aalloc(a, sizeof *at);
-    onnx__attribute_proto__init(at);
-    at->name = astr(a, "pads");
-    at->has_type = 1;
-    at->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS;
-    at->ints = aalloc(a, 4 * sizeof(int64_t));
-    for (int i = 0; i < 4; i++) at->ints[i] = p;
-    at->n_ints = 4;
-    n->attribute = aalloc(a, sizeof(void *));
-    n->attribute[0] = at;
-    n->n_attribute = 1;
-}
-
-static Onnx__TensorProto *weights(arena *a, const char *name, int rank, const int64_t *dims) {
-    Onnx__TensorProto *t = aalloc(a, sizeof *t);
-    onnx__tensor_proto__init(t);
-    t->name = astr(a, name);
-    t->has_data_type = 1;
-    t->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
-    t->dims = aalloc(a, (size_t)rank * sizeof(int64_t));
-    memcpy(t->dims, dims, (size_t)rank * sizeof(int64_t));
-    t->n_dims = (size_t)rank;
-    size_t n = 1;
-    for (int i = 0; i < rank; i++) n *= (size_t)dims[i];
-    t->float_data = aalloc(a, n * sizeof(float));
-    for (size_t i = 0; i < n; i++) t->float_data[i] = cd_test_randf(-0.5f, 0.5f);
-    t->n_float_data = n;
-    return t;
-}
-
-static Onnx__ValueInfoProto *vinfo(arena *a, const char *name, int rank, const int64_t *dims) {
-    Onnx__ValueInfoProto *v = aalloc(a, sizeof *v);
-    onnx__value_info_proto__init(v);
-    v->name = astr(a, name);
-    Onnx__TypeProto *tp = aalloc(a, sizeof *tp);
-    onnx__type_proto__init(tp);
-    Onnx__TypeProto__Tensor *tt = aalloc(a, sizeof *tt);
-    onnx__type_proto__tensor__init(tt);
-    tt->has_elem_type = 1;
-    tt->elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
-    if (rank > 0) {
-        Onnx__TensorShapeProto *sp = aalloc(a, sizeof *sp);
-        onnx__tensor_shape_proto__init(sp);
-        sp->dim = aalloc(a, (size_t)rank * sizeof(void *));
-        for (int i = 0; i < rank; i++) {
-            Onnx__TensorShapeProto__Dimension *d = aalloc(a, sizeof *d);
-            onnx__tensor_shape_proto__dimension__init(d);
-            if (i == 0) {
-                d->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM;
-                d->dim_param = astr(a, "N");
-            } else {
-                d->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
-                d->dim_value = dims[i];
-            }
-            sp->dim[i] = d;
-        }
-        sp->n_dim = (size_t)rank;
-        tt->shape = sp;
-    }
-    tp->value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
-    tp->tensor_type = tt;
-    v->type = tp;
-    return v;
-}
-
 // Writes the model with random sizes to a temporary file; returns its path.
 static const char *write_model(char *path, size_t len) {
-    arena a = {0};
+    mb b = {0};
     int c = cd_test_randi(1, 8), k1 = cd_test_randi(1, 24), k2 = cd_test_randi(1, 12), h = cd_test_randi(3, 17);
     int r = cd_test_randi(0, 1) ? 3 : 1;
     int64_t xs[4] = {1, c, h, h}, w1[4] = {k1, c, r, r}, b1[1] = {k1}, w2[4] = {k2, k1, 1, 1};
-    Onnx__NodeProto *nodes[3];
-    nodes[0] = node(&a, "Conv", "x", "w1", "b1", "c1");
-    attr_pads(&a, nodes[0], r / 2);
-    nodes[1] = node(&a, "Relu", "c1", NULL, NULL, "r1");
-    nodes[2] = node(&a, "Conv", "r1", "w2", NULL, "y");
-    Onnx__TensorProto *inits[3] = {weights(&a, "w1", 4, w1), weights(&a, "b1", 1, b1), weights(&a, "w2", 4, w2)};
-    Onnx__ValueInfoProto *ins[1] = {vinfo(&a, "x", 4, xs)}, *outs[1] = {vinfo(&a, "y", 0, NULL)};
-    Onnx__OperatorSetIdProto os;
-    onnx__operator_set_id_proto__init(&os);
-    os.domain = (char *)"";
-    os.has_version = 1;
-    os.version = 13;
-    Onnx__OperatorSetIdProto *osp = &os;
-    Onnx__GraphProto g;
-    onnx__graph_proto__init(&g);
-    g.name = (char *)"submit";
-    g.node = nodes;
-    g.n_node = 3;
-    g.initializer = inits;
-    g.n_initializer = 3;
-    g.input = ins;
-    g.n_input = 1;
-    g.output = outs;
-    g.n_output = 1;
-    Onnx__ModelProto m;
-    onnx__model_proto__init(&m);
-    m.has_ir_version = 1;
-    m.ir_version = 8;
-    m.opset_import = &osp;
-    m.n_opset_import = 1;
-    m.graph = &g;
-    size_t n = onnx__model_proto__get_packed_size(&m);
-    uint8_t *buf = malloc(n);
-    CHECK(buf != NULL);
-    onnx__model_proto__pack(&m, buf);
-    snprintf(path, len, "/tmp/cd-test-submit-%d.onnx", (int)getpid());
-    FILE *f = fopen(path, "wb");
-    CHECK(f != NULL);
-    CHECK_EQ(fwrite(buf, 1, n, f), n);
-    fclose(f);
-    free(buf);
-    for (int i = 0; i < a.n; i++) free(a.ptrs[i]);
+    int64_t pads[4] = {r / 2, r / 2, r / 2, r / 2};
+    mb_attr_ints(&b, mb_node(&b, "Conv", "x", "w1", "b1", "c1"), "pads", 4, pads);
+    mb_node(&b, "Relu", "c1", NULL, NULL, "r1");
+    mb_node(&b, "Conv", "r1", "w2", NULL, "y");
+    mb_init_f(&b, "w1", 4, w1);
+    mb_init_f(&b, "b1", 1, b1);
+    mb_init_f(&b, "w2", 4, w2);
+    mb_input(&b, "x", 4, xs);
+    mb_output(&b, "y");
+    snprintf(path, len, "%s", mb_write(&b, 13));
+    mb_free(&b);
     return path;
 }
 
