@@ -143,10 +143,10 @@ $(LIB_CLIENT): $(CLIENT_OBJ) $(PROTO_OBJ)
 	@echo "  AR      $@"
 	$(Q)rm -f $@ && ar rcs $@ $^
 
-$(SO_CLIENT): $(CLIENT_OBJ) $(PROTO_OBJ)
+$(SO_CLIENT): $(CLIENT_OBJ) $(PROTO_OBJ) client/libconvd.map
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
-	$(Q)$(CC) -shared $(LDFLAGS) -o $@ $^ $(MSGPACK_LIBS) $(LDLIBS)
+	$(Q)$(CC) -shared $(LDFLAGS) -Wl,--version-script=client/libconvd.map -o $@ $(CLIENT_OBJ) $(PROTO_OBJ) $(MSGPACK_LIBS) $(LDLIBS)
 
 $(BUILD)/bin/convd: $(BUILD)/obj/daemon/main.o $(LIB_DAEMON) $(LIB_RUNTIME) $(LIB_PROTO)
 	@mkdir -p $(dir $@)
