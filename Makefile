@@ -209,7 +209,8 @@ HIP_HOST_SRC := $(wildcard kernels/hip/*.c)
 HIPEMU_SRC   := $(wildcard kernels/hip/emu/*.cpp)
 HIPEMU_OBJ   := $(patsubst %.hip,$(BUILD)/obj/hip-emu/%.o,$(HIP_SRC)) \
                 $(patsubst %.cpp,$(BUILD)/obj/hip-emu/%.o,$(HIPEMU_SRC)) \
-                $(patsubst %.c,$(BUILD)/obj/hip-emu/%.o,$(HIP_HOST_SRC))
+                $(patsubst %.c,$(BUILD)/obj/hip-emu/%.o,$(HIP_HOST_SRC)) \
+                $(BUILD)/obj/hip-emu/sparse/hip/gebsr-pack.o
 LIB_HIPEMU   := $(BUILD)/lib/libcdhipemu.a
 # What a binary adds to its link line to run HIP kernels under emulation.
 HIPEMU_LIBS  := $(LIB_HIPEMU) $(OMP_FLAGS)

@@ -32,7 +32,10 @@
 // pixels only, Gemm not: supports_op says no and the planner keeps them
 // dense), under the emulator through a CPU reference loop on host copies
 // (rocSPARSE cannot run without a GPU). Everything else runs on the dense
-// HIP kernels.
+// HIP kernels. Layers the planner packs as BSR4 / BSR8 (sparse_format) take
+// the general-BSR route instead (4x1 / 8x1 blocks, sparse/hip/gebsr-pack.h):
+// rocsparse_sgebsrmm on the real device (pointwise convs and Gemm), a CPU
+// loop over the packed blocks under the emulator.
 //
 // Layouts: every op runs in NCHW; REORDER also converts NCHW <-> NCHW16C.
 
@@ -51,6 +54,8 @@
 #include "kernels/hip/softmax.h"
 #include "kernels/hip/transpose.h"
 #include "proto/errors.h"
+#include "sparse/hip/gebsr-pack.h"
+#include "sparse/sparse-conv.h"
 
 #if defined(__HIP_PLATFORM_AMD__)
 #define CD_HIP_REAL 1
@@ -88,6 +93,8 @@ typedef enum {
     K_COPY,        // reorder between equal layouts: a device copy
     K_SPMM_HOST,   // CSR SpMM on the CPU over host copies (emulated builds)
     K_SPMM_ROCSPARSE, // CSR SpMM through rocSPARSE (real builds)
+    K_GEBSR_HOST,  // 4x1 / 8x1 GEBSR product on the CPU over host copies (emulated builds)
+    K_GEBSR_ROCSPARSE, // 4x1 / 8x1 GEBSR through rocsparse_sgebsrmm (real builds)
 } kernel_kind;
 
 struct cd_op_state {
@@ -101,10 +108,17 @@ struct cd_op_state {
     int rows, cols;
     int *row_ptr, *col_ind;
     float *val, *hbias;   // hbias: host bias (rows) or NULL
+    // GEBSR (row_block_dim 4 or 8, col_block_dim 1) of the same matrix, host
+    // memory: K_GEBSR_HOST and the source of the rocSPARSE upload.
+    cd_gebsr gebsr;
 #if CD_HIP_REAL
     cd_rocsparse_csr *csr; // K_SPMM_ROCSPARSE: resident CSR plan
     pthread_mutex_t csr_lock; // the plan's descriptors are rewritten per call
     int csr_lock_init;
+    cd_rocsparse_gebsr *gb; // K_GEBSR_ROCSPARSE: resident GEBSR (NULL for all-zero weights)
+    int gb_mb;              // its block rows (mb * rbd = padded output rows)
+    pthread_mutex_t gb_lock; // the plan's handle is rebound to the caller's stream per call
+    int gb_lock_init;
 #endif
     char kernel[64];
 };
@@ -239,10 +253,27 @@ static int binary_shapes_ok(const cd_bop_desc *d) {
     return 1;
 }
 
+// The GEBSR row block of a sparse_format, or 0 (CSR, AUTO: the CSR route).
+static int gebsr_rows(const cd_bop_desc *d) {
+    if (d->sparse_format == CD_SPARSE_FMT_BSR4) return 4;
+    if (d->sparse_format == CD_SPARSE_FMT_BSR8) return 8;
+    return 0;
+}
+
 // The sparse route of a sparse = 1 conv/gemm on this build, or K_DENSE when
-// it has none for that geometry.
+// it has none for that geometry. BSR4/BSR8 take the GEBSR route (4x1 / 8x1
+// blocks), every other format the CSR route.
 static kernel_kind sparse_kind(const cd_bop_desc *d) {
     if (!all_nchw(d)) return K_DENSE;
+    if (gebsr_rows(d)) {
+        if (d->op == CD_BOP_CONV2D) {
+            const cd_conv_desc *c = &d->u.conv;
+            if (!is_pointwise(c) || (size_t)c->k * c->c > (size_t)1 << 30) return K_DENSE;
+        } else if (d->op != CD_BOP_GEMM || (size_t)d->u.gemm.n * d->u.gemm.k > (size_t)1 << 30) {
+            return K_DENSE;
+        }
+        return CD_HIP_REAL ? K_GEBSR_ROCSPARSE : K_GEBSR_HOST;
+    }
     if (d->op == CD_BOP_CONV2D) {
         const cd_conv_desc *c = &d->u.conv;
         if (!is_pointwise(c) || (size_t)c->k * c->c > (size_t)1 << 30) return K_DENSE;
@@ -337,6 +368,21 @@ static int csr_plan_create(cd_backend_t be, cd_op_state *st) {
     }
     return rc;
 }
+
+// Uploads the host GEBSR as the op's resident rocSPARSE plan (none for
+// all-zero weights: the run writes zeros). Returns 0 or a code.
+static int gebsr_plan_create(cd_op_state *st) {
+    const cd_gebsr *g = &st->gebsr;
+    st->gb_mb = g->mb;
+    if (g->nnzb == 0) return 0;
+    int rc = cd_rocsparse_gebsr_init(&st->gb, g->mb, g->kb, g->nnzb, g->row_block_dim, g->col_block_dim,
+                                     g->row_ptr, g->col_ind, g->val);
+    if (!rc) {
+        pthread_mutex_init(&st->gb_lock, NULL);
+        st->gb_lock_init = 1;
+    }
+    return rc;
+}
 #endif
 
 // ---- op init ------------------------------------------------------------------------
@@ -348,7 +394,10 @@ static void hip_op_state_free(cd_backend_t be, cd_op_state *st) {
 #if CD_HIP_REAL
     cd_rocsparse_csr_free(st->csr);
     if (st->csr_lock_init) pthread_mutex_destroy(&st->csr_lock);
+    cd_rocsparse_gebsr_free(st->gb);
+    if (st->gb_lock_init) pthread_mutex_destroy(&st->gb_lock);
 #endif
+    cd_gebsr_free(&st->gebsr);
     free(st->row_ptr);
     free(st->col_ind);
     free(st->val);
@@ -362,6 +411,9 @@ static const char *kind_name(const cd_op_state *st) {
     case K_COPY: return "copy";
     case K_SPMM_HOST: return "csr-spmm-cpu-ref";
     case K_SPMM_ROCSPARSE: return "rocsparse-csr-spmm";
+    case K_GEBSR_HOST: return st->d.sparse_format == CD_SPARSE_FMT_BSR8 ? "gebsr8x1-cpu-ref" : "gebsr4x1-cpu-ref";
+    case K_GEBSR_ROCSPARSE:
+        return st->d.sparse_format == CD_SPARSE_FMT_BSR8 ? "rocsparse-gebsr8x1-mm" : "rocsparse-gebsr4x1-mm";
     case K_DENSE: break;
     }
     switch (st->op) {
@@ -421,7 +473,22 @@ static int hip_op_init(cd_backend_t be, const cd_bop_desc *d, cd_op_state **out)
             st->kind = sparse_kind(d);
             for (size_t i = 0; i < nw; i++) nnz += d->w[i] != 0.0f;
         }
-        if (!rc && st->kind != K_DENSE) {
+        int gebsr = st->kind == K_GEBSR_HOST || st->kind == K_GEBSR_ROCSPARSE;
+        int host = st->kind == K_SPMM_HOST || st->kind == K_GEBSR_HOST;
+        if (!rc && gebsr) {
+            st->rows = rows;
+            st->cols = cols;
+            rc = cd_gebsr_pack(d->w, rows, cols, gebsr_rows(d), 1, &st->gebsr);
+            if (!rc && d->bias && host) {
+                st->hbias = malloc((size_t)rows * sizeof(float));
+                if (!st->hbias) rc = CD_ENOMEM;
+                else memcpy(st->hbias, d->bias, (size_t)rows * sizeof(float));
+            }
+            const cd_gebsr *g = &st->gebsr;
+            st->weight_bytes = ((size_t)g->mb + 1 + (size_t)g->nnzb) * sizeof(int) +
+                               (size_t)g->nnzb * g->row_block_dim * g->col_block_dim * sizeof(float) +
+                               (d->bias ? (size_t)rows * sizeof(float) : 0);
+        } else if (!rc && st->kind != K_DENSE) {
             rc = csr_build(st, d->w, rows, cols, nnz);
             if (!rc && d->bias && st->kind == K_SPMM_HOST) {
                 st->hbias = malloc((size_t)rows * sizeof(float));
@@ -433,7 +500,7 @@ static int hip_op_init(cd_backend_t be, const cd_bop_desc *d, cd_op_state **out)
         }
         // The dense and rocSPARSE routes keep the bias on the device (their
         // epilogue runs there), the host route on the host (hbias).
-        if (!rc && st->kind != K_SPMM_HOST) rc = dev_upload_new(be, d->bias, (size_t)rows, &st->bias);
+        if (!rc && !host) rc = dev_upload_new(be, d->bias, (size_t)rows, &st->bias);
         if (!rc && st->kind == K_DENSE) {
             rc = dev_upload_new(be, d->w, nw, &st->w);
             st->weight_bytes = (nw + (d->bias ? (size_t)rows : 0)) * sizeof(float);
@@ -447,6 +514,10 @@ static int hip_op_init(cd_backend_t be, const cd_bop_desc *d, cd_op_state **out)
             free(st->val);
             st->row_ptr = st->col_ind = NULL;
             st->val = NULL;
+        }
+        if (!rc && st->kind == K_GEBSR_ROCSPARSE) {
+            rc = gebsr_plan_create(st); // the plan holds its own device copy
+            cd_gebsr_free(&st->gebsr);
         }
 #endif
     } else if (d->op == CD_BOP_POOL && is_global_pool(&d->u.pool)) {
@@ -667,9 +738,37 @@ static int host_scratch(float **p, size_t *have, size_t bytes) {
     return rc;
 }
 
+// The GEBSR part of the host route (K_GEBSR_HOST): y = act(A x + bias
+// [+ residual]) from the packed blocks, y already holding the residual when
+// the conv has one. Padding rows of the last block row are never written.
+static void gebsr_host(const cd_op_state *st, int batch, const float *x, float *y) {
+    const cd_bop_desc *d = &st->d;
+    if (d->op == CD_BOP_CONV2D) {
+        const cd_conv_desc *c = &d->u.conv;
+        size_t hw = (size_t)c->oh * c->ow;
+        for (int n = 0; n < batch; n++) {
+            float *yn = y + (size_t)n * st->rows * hw;
+            for (int k = 0; k < st->rows; k++) {
+                float b0 = st->hbias ? st->hbias[k] : 0.0f;
+                float *yr = yn + (size_t)k * hw;
+                for (size_t p = 0; p < hw; p++) yr[p] = c->has_residual ? yr[p] + b0 : b0;
+            }
+            // X: C x hw row-major, Y: K x hw row-major (one NCHW image each).
+            cd_gebsr_mm_host(&st->gebsr, hw, x + (size_t)n * st->cols * hw, hw, 1, yn, hw, 1);
+            for (size_t i = 0; i < (size_t)st->rows * hw; i++) yn[i] = host_act(c->act, yn[i]);
+        }
+    } else { // GEMM: X(col, i) = x[i*cols + col], Y(r, i) = y[i*rows + r]
+        size_t m = (size_t)batch * d->u.gemm.rows;
+        for (size_t i = 0; i < m; i++)
+            for (int r = 0; r < st->rows; r++) y[i * st->rows + r] = st->hbias ? st->hbias[r] : 0.0f;
+        cd_gebsr_mm_host(&st->gebsr, m, x, 1, (size_t)st->cols, y, 1, (size_t)st->rows);
+        for (size_t i = 0; i < m * st->rows; i++) y[i] = host_act(d->u.gemm.act, y[i]);
+    }
+}
+
 // The host SpMM route: waits for the stream, copies the input (and the
-// residual) to pinned host memory, multiplies by the CSR weights with the
-// bias, residual and activation applied, and uploads the result.
+// residual) to pinned host memory, multiplies by the CSR (or GEBSR) weights
+// with the bias, residual and activation applied, and uploads the result.
 static int run_spmm_host(cd_backend_ctx *ctx, cd_op_state *st, int batch, const cd_btensor *const *srcs,
                          cd_btensor *dst) {
     const cd_bop_desc *d = &st->d;
@@ -683,10 +782,12 @@ static int run_spmm_host(cd_backend_ctx *ctx, cd_op_state *st, int batch, const 
     float *x = ctx->hx, *y = ctx->hy;
     const int *rp = st->row_ptr, *ci = st->col_ind;
     const float *v = st->val;
-    if (d->op == CD_BOP_CONV2D) {
+    if (d->op == CD_BOP_CONV2D && d->u.conv.has_residual)
+        CD_HIP_CHECK(hipMemcpy(y, srcs[1]->data, ny * sizeof(float), hipMemcpyDeviceToHost));
+    if (st->kind == K_GEBSR_HOST) {
+        gebsr_host(st, batch, x, y);
+    } else if (d->op == CD_BOP_CONV2D) {
         const cd_conv_desc *c = &d->u.conv;
-        if (c->has_residual)
-            CD_HIP_CHECK(hipMemcpy(y, srcs[1]->data, ny * sizeof(float), hipMemcpyDeviceToHost));
         size_t hw = (size_t)c->oh * c->ow;
         for (int n = 0; n < batch; n++)
             for (int k = 0; k < st->rows; k++) {
@@ -752,6 +853,79 @@ static int run_csr_locked(cd_backend_ctx *ctx, cd_op_state *st, int batch, const
     pthread_mutex_unlock(&st->csr_lock);
     return rc;
 }
+
+// The rocsparse_sgebsrmm calls of one run, queued on the worker's stream
+// under the op's lock (the handle is rebound to that stream per call). C is
+// column-major with mb*rbd (>= rows) rows, ldc = mb*rbd: a padded output
+// (padding rows land in the workspace, never in dst).
+static int gebsr_mm_locked(cd_backend_ctx *ctx, cd_op_state *st, int nmm, int b_trans, int n, const float *b,
+                           size_t b_step, int ldb, float *c, size_t c_step, int ldc) {
+    int rc = 0;
+    pthread_mutex_lock(&st->gb_lock);
+    for (int i = 0; i < nmm && !rc; i++)
+        rc = cd_rocsparse_gebsr_mm(st->gb, ctx->stream, b_trans, n, b + i * b_step, ldb, c + i * c_step, ldc);
+    pthread_mutex_unlock(&st->gb_lock);
+    return rc;
+}
+
+// The rocSPARSE GEBSR route, everything on the worker's stream:
+//  - pointwise conv, per image: C (Kp x HW, column-major = HW x Kp
+//    row-major) = A x X with X the image (C x HW row-major = B^T), into the
+//    workspace; one transpose to Kp x HW per image; rows K..Kp-1 trimmed by a
+//    2D copy to dst (the transpose writes dst directly when Kp = K);
+//  - Gemm: the activations [M, k] row-major are column-major B (k x M), so
+//    C (Kp x M column-major = M x Kp row-major) is dst itself when Kp = n,
+//    else the workspace, trimmed by a 2D copy;
+// then the bias/residual/activation epilogue. Kp = mb * rbd.
+static int run_gebsr_rocsparse(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int batch,
+                               const cd_btensor *const *srcs, cd_btensor *dst) {
+    const cd_bop_desc *d = &st->d;
+    int kp = st->gb_mb * gebsr_rows(d);
+    int rc;
+    const float *x = srcs[0]->data;
+    float *y = dst->data;
+    if (d->op == CD_BOP_CONV2D) {
+        const cd_conv_desc *c = &d->u.conv;
+        size_t hw = (size_t)c->oh * c->ow, img = (size_t)kp * hw;
+        if (!st->gb) {
+            CD_HIP_CHECK(hipMemsetAsync(y, 0, (size_t)batch * c->k * hw * sizeof(float), ctx->stream));
+        } else {
+            int trim = kp != c->k;
+            if ((rc = ctx_workspace(be, ctx, (trim ? 2 : 1) * (size_t)batch * img * sizeof(float)))) return rc;
+            float *t = ctx->ws, *u = trim ? t + (size_t)batch * img : y;
+            rc = gebsr_mm_locked(ctx, st, batch, 1, (int)hw, x, (size_t)c->c * hw, (int)hw, t, img, kp);
+            if (rc) return rc;
+            const int64_t shape[3] = {batch, (int64_t)hw, kp};
+            const int perm[3] = {0, 2, 1};
+            if ((rc = cd_hip_transpose(3, shape, perm, t, u, ctx->stream))) return rc;
+            if (trim)
+                CD_HIP_CHECK(hipMemcpy2DAsync(y, (size_t)c->k * hw * sizeof(float), u, img * sizeof(float),
+                                              (size_t)c->k * hw * sizeof(float), (size_t)batch,
+                                              hipMemcpyDeviceToDevice, ctx->stream));
+        }
+        const float *res = c->has_residual ? srcs[1]->data : NULL;
+        if (!st->bias && !res && c->act.kind == CD_ACT_NONE) return 0;
+        return cd_hip_bias_act(batch, c->k, (int64_t)hw, y, st->bias, res, c->act, y, ctx->stream);
+    }
+    size_t m = (size_t)batch * d->u.gemm.rows;
+    int n = d->u.gemm.n, k = d->u.gemm.k;
+    if (!st->gb) {
+        CD_HIP_CHECK(hipMemsetAsync(y, 0, m * n * sizeof(float), ctx->stream));
+    } else {
+        int trim = kp != n;
+        float *t = y;
+        if (trim) {
+            if ((rc = ctx_workspace(be, ctx, m * kp * sizeof(float)))) return rc;
+            t = ctx->ws;
+        }
+        if ((rc = gebsr_mm_locked(ctx, st, 1, 0, (int)m, x, 0, k, t, 0, kp))) return rc;
+        if (trim)
+            CD_HIP_CHECK(hipMemcpy2DAsync(y, (size_t)n * sizeof(float), t, (size_t)kp * sizeof(float),
+                                          (size_t)n * sizeof(float), m, hipMemcpyDeviceToDevice, ctx->stream));
+    }
+    if (!st->bias && d->u.gemm.act.kind == CD_ACT_NONE) return 0;
+    return cd_hip_bias_act((int64_t)m, n, 1, y, st->bias, NULL, d->u.gemm.act, y, ctx->stream);
+}
 #endif
 
 // Queues a prepared op on the context's stream (the host SpMM route runs on
@@ -764,9 +938,10 @@ static int hip_op_run(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int
     if (rc) return rc;
     const cd_bop_desc *d = &st->d;
     hipStream_t s = ctx->stream;
-    if (st->kind == K_SPMM_HOST) return run_spmm_host(ctx, st, batch, srcs, dst);
+    if (st->kind == K_SPMM_HOST || st->kind == K_GEBSR_HOST) return run_spmm_host(ctx, st, batch, srcs, dst);
 #if CD_HIP_REAL
     if (st->kind == K_SPMM_ROCSPARSE) return run_spmm_rocsparse(ctx, st, batch, srcs, dst);
+    if (st->kind == K_GEBSR_ROCSPARSE) return run_gebsr_rocsparse(be, ctx, st, batch, srcs, dst);
 #endif
     switch (st->op) {
     case CD_BOP_CONV2D: {

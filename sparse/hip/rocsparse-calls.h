@@ -4,7 +4,9 @@
 // Sparse x dense products on AMD GPUs through rocSPARSE 5.3 (Debian 12):
 // CSR through the generic rocsparse_spmm with its three explicit stages
 // (buffer size and preprocess at load, compute per request), BSR through the
-// legacy rocsparse_sbsrmm (column-major dense operands). Built only into the
+// legacy rocsparse_sbsrmm (square blocks) and rocsparse_sgebsrmm (general
+// row_block_dim x col_block_dim blocks: the planner's 4x1 / 8x1), both with
+// column-major dense operands. Built only into the
 // HIP plugin (make GPU=hip); rocSPARSE cannot run without a GPU, so the
 // emulated backend routes SpMM to the CPU kernels instead (docs/GPU.md).
 //
@@ -26,6 +28,7 @@ extern "C" {
 
 typedef struct cd_rocsparse_csr cd_rocsparse_csr; // CSR weights resident on the device
 typedef struct cd_rocsparse_bsr cd_rocsparse_bsr; // BSR weights resident on the device
+typedef struct cd_rocsparse_gebsr cd_rocsparse_gebsr; // general-BSR weights resident on the device
 
 // Dense column count a CSR plan for n columns works with: max(n, 16). The
 // caller's B (k x cols) and C (m x cols) device buffers are row-major with
@@ -65,6 +68,27 @@ int cd_rocsparse_bsr_mm(cd_rocsparse_bsr *plan, int n, const float *b, int ldb, 
                         int ldc);
 
 void cd_rocsparse_bsr_free(cd_rocsparse_bsr *plan);
+
+// Uploads (once, synchronously) an mb x kb block-row general-BSR matrix of
+// row_block_dim x col_block_dim blocks for rocsparse_sgebsrmm (host arrays as
+// packed by cd_gebsr_pack, sparse/hip/gebsr-pack.h: row_ptr[mb+1],
+// col_ind[nnzb], val[nnzb*rbd*cbd], each block row-major, zero-based; nnzb
+// may be 0). Returns 0, CD_EPARAMS, CD_ENOMEM or CD_EDEVICE (logged).
+int cd_rocsparse_gebsr_init(cd_rocsparse_gebsr **out, int mb, int kb, int nnzb, int row_block_dim,
+                            int col_block_dim, const int *row_ptr, const int *col_ind, const float *val);
+
+// Queues C (mb*rbd x n) = A x op(B) on `stream`, column-major device
+// buffers: op(B) = B (kb*cbd x n, ldb >= kb*cbd) when b_trans is 0, else
+// B^T with B n x kb*cbd (ldb >= n) - a row-major kb*cbd x n matrix such as
+// one NCHW image (C x H*W) is exactly that B with ldb = H*W. All mb*rbd rows
+// of C are written (padding rows as zeros): ldc >= mb*rbd. Rebinds the
+// plan's handle to `stream`: calls on one plan must be serialised by the
+// caller. Returns 0 or a CD_E* code (logged).
+int cd_rocsparse_gebsr_mm(cd_rocsparse_gebsr *plan, hipStream_t stream, int b_trans, int n,
+                          const float *b, int ldb, float *c, int ldc);
+
+// Frees the device copies, descriptor and handle (NULL is fine).
+void cd_rocsparse_gebsr_free(cd_rocsparse_gebsr *plan);
 
 #ifdef __cplusplus
 }

@@ -11,6 +11,7 @@
 #include "kernels/cpu/ref.h"
 #include "proto/errors.h"
 #include "runtime/backend.h"
+#include "sparse/sparse-conv.h"
 #include "tests/unit/check.h"
 
 #include <pthread.h>
@@ -195,7 +196,21 @@ static cd_bop_desc conv_bop(const cd_conv_desc *c, int batch, const float *w, co
     return d;
 }
 
-static void check_conv(int kind, int sparse, double zero_frac) {
+// Zeroes, at each column, each aligned block of bh rows (rows x cols
+// row-major; the last block may be short) with probability frac: the 4x1 /
+// 8x1 output-channel block patterns BSR4/BSR8 are made for.
+static void zero_row_blocks(float *w, int rows, int cols, int bh, double frac) {
+    for (int r0 = 0; r0 < rows; r0 += bh)
+        for (int j = 0; j < cols; j++)
+            if (frac >= 1.0 || cd_test_randf(0, 1) < frac)
+                for (int i = r0; i < r0 + bh && i < rows; i++) w[(size_t)i * cols + j] = 0.0f;
+}
+
+// A random conv of the kind on hip vs the CPU backend's dense kernel;
+// sparse = 1 asks for the sparse route with sparse_format fmt (0: CSR; BSR4,
+// BSR8: the GEBSR route), zero_frac of the weights zeroed one by one, or in
+// aligned fmt-sized output-channel blocks when blocks is set.
+static void check_conv_fmt(int kind, int sparse, double zero_frac, int fmt, int blocks) {
     cd_conv_desc c = rand_conv(kind);
     if (sparse && real_gpu() && c.h * c.w < 16) { // rocSPARSE route: >= 16 pixels
         c.h = c.w = cd_test_randi(4, 9);
@@ -204,18 +219,25 @@ static void check_conv(int kind, int sparse, double zero_frac) {
     int batch = cd_test_randi(1, 3);
     size_t nw = (size_t)c.k * (c.c / c.groups) * c.r * c.s;
     float *w = rbuf(nw), *bias = cd_test_randi(0, 3) ? rbuf((size_t)c.k) : NULL;
-    for (size_t i = 0; i < nw; i++)
-        if (cd_test_randf(0, 1) < zero_frac) w[i] = 0.0f;
+    int bh = fmt == CD_SPARSE_FMT_BSR8 ? 8 : 4;
+    if (blocks) zero_row_blocks(w, c.k, (int)(nw / c.k), bh, zero_frac);
+    else
+        for (size_t i = 0; i < nw; i++)
+            if (cd_test_randf(0, 1) < zero_frac) w[i] = 0.0f;
     cd_bop_desc d = conv_bop(&c, batch, w, bias), cpu_d = d;
     d.sparse = sparse;
+    d.sparse_format = fmt;
     float *x = rbuf((size_t)batch * c.c * c.h * c.w), *res = rbuf((size_t)batch * c.k * c.oh * c.ow);
     float *srcs[2] = {x, res};
     char kernel[64] = "";
     compare_desc(&d, &cpu_d, batch, srcs, 1e-4, kernel, sizeof kernel);
-    if (sparse) CHECK(strstr(kernel, "csr-spmm") != NULL);
+    if (sparse && fmt) CHECK(strstr(kernel, fmt == CD_SPARSE_FMT_BSR8 ? "gebsr8x1" : "gebsr4x1") != NULL);
+    else if (sparse) CHECK(strstr(kernel, "csr-spmm") != NULL);
     else if (kind == 1) CHECK(strstr(kernel, "dwconv") != NULL);
     free(w), free(bias), free(x), free(res);
 }
+
+static void check_conv(int kind, int sparse, double zero_frac) { check_conv_fmt(kind, sparse, zero_frac, 0, 0); }
 
 CD_TEST(hip_backend_conv2d_dense_vs_cpu) {
     for (int iter = 0; iter < 6; iter++) check_conv(0, 0, 0.0);
@@ -254,6 +276,19 @@ CD_TEST(hip_backend_conv2d_sparse_route_all_zero_layer) {
     check_conv(3, 1, 1.0);
 }
 
+// sparse_format BSR4 / BSR8 on a pointwise conv: the GEBSR route (4x1 / 8x1
+// blocks; the CPU loop over the packed blocks under emulation), K random so
+// mostly not a multiple of 4 or 8, at 0% and 90% zeros (single weights and
+// aligned blocks) and all-zero, vs the CPU backend's dense kernel.
+CD_TEST(hip_backend_conv2d_gebsr_route_bsr4_bsr8_vs_cpu) {
+    static const double fracs[] = {0.0, 0.9, 1.0};
+    for (int f = CD_SPARSE_FMT_BSR4; f <= CD_SPARSE_FMT_BSR8; f++)
+        for (int i = 0; i < 3; i++) {
+            check_conv_fmt(3, 1, fracs[i], f, 0);
+            check_conv_fmt(3, 1, fracs[i], f, 1);
+        }
+}
+
 CD_TEST(hip_backend_sparse_route_only_where_it_exists) {
     cd_backend_t hip = make(hip_device());
     cd_conv_desc c = rand_conv(0);
@@ -278,7 +313,7 @@ CD_TEST(hip_backend_sparse_route_only_where_it_exists) {
     cd_backend_free(hip);
 }
 
-static void check_gemm(int sparse) {
+static void check_gemm_fmt(int sparse, int fmt, double zero_frac) {
     int rows = cd_test_randi(1, 3), n = cd_test_randi(1, 50), k = cd_test_randi(1, 90), batch = cd_test_randi(1, 5);
     if (sparse) rows = 1;
     cd_bop_desc d;
@@ -294,14 +329,16 @@ static void check_gemm(int sparse) {
     d.u.gemm.k = k;
     d.u.gemm.act = rand_act();
     float *w = rbuf((size_t)n * k), *b = (sparse || cd_test_randi(0, 1)) ? rbuf((size_t)n) : NULL;
-    if (sparse)
+    if (sparse && fmt) zero_row_blocks(w, n, k, fmt == CD_SPARSE_FMT_BSR8 ? 8 : 4, zero_frac);
+    else if (sparse)
         for (size_t i = 0; i < (size_t)n * k; i++)
             if (cd_test_randi(0, 3)) w[i] = 0.0f;
     d.w = w;
     d.bias = b;
     cd_bop_desc cpu_d = d;
     d.sparse = sparse;
-    if (sparse && real_gpu()) { // no rocSPARSE route for Gemm: the planner keeps it dense
+    d.sparse_format = fmt;
+    if (sparse && !fmt && real_gpu()) { // no rocSPARSE route for Gemm: the planner keeps it dense
         cd_backend_t hip = make(hip_device());
         CHECK(!cd_backend_supports_op(hip, &d));
         cd_backend_free(hip);
@@ -311,9 +348,12 @@ static void check_gemm(int sparse) {
     float *x = rbuf((size_t)batch * rows * k);
     char kernel[64] = "";
     compare_desc(&d, &cpu_d, batch, &x, 1e-4, kernel, sizeof kernel);
-    CHECK(strstr(kernel, sparse ? "csr-spmm" : "sgemm") != NULL);
+    if (sparse && fmt) CHECK(strstr(kernel, fmt == CD_SPARSE_FMT_BSR8 ? "gebsr8x1" : "gebsr4x1") != NULL);
+    else CHECK(strstr(kernel, sparse ? "csr-spmm" : "sgemm") != NULL);
     free(w), free(b), free(x);
 }
+
+static void check_gemm(int sparse) { check_gemm_fmt(sparse, 0, 0.0); }
 
 CD_TEST(hip_backend_gemm_vs_cpu) {
     for (int iter = 0; iter < 4; iter++) check_gemm(0);
@@ -321,6 +361,15 @@ CD_TEST(hip_backend_gemm_vs_cpu) {
 
 CD_TEST(hip_backend_gemm_sparse_route_vs_cpu) {
     for (int iter = 0; iter < 3; iter++) check_gemm(1);
+}
+
+// Gemm (fully connected) with sparse_format BSR4 / BSR8: the GEBSR route,
+// n output features random (mostly not a multiple of 4 / 8), 0% / 90% /
+// 100% zeros in aligned blocks.
+CD_TEST(hip_backend_gemm_gebsr_route_bsr4_bsr8_vs_cpu) {
+    static const double fracs[] = {0.0, 0.9, 1.0};
+    for (int f = CD_SPARSE_FMT_BSR4; f <= CD_SPARSE_FMT_BSR8; f++)
+        for (int i = 0; i < 3; i++) check_gemm_fmt(1, f, fracs[i]);
 }
 
 CD_TEST(hip_backend_pool_windowed_and_global_vs_cpu) {
