@@ -72,14 +72,6 @@ struct cd_rocsparse_csr {
     float alpha, beta;        // 1 and 0: C = A x B
 };
 
-struct cd_rocsparse_bsr {
-    rocsparse_handle handle;
-    rocsparse_mat_descr descr; // general, zero-based
-    int mb, kb, nnzb, block_dim;
-    int *row_ptr, *col_ind;    // device copies
-    float *val;
-};
-
 int cd_rocsparse_csr_cols(int n) { return n < CD_ROCSPARSE_MIN_COLS ? CD_ROCSPARSE_MIN_COLS : n; }
 
 // Copies n bytes of host data to a new device buffer *dst.
@@ -165,66 +157,11 @@ void cd_rocsparse_csr_free(cd_rocsparse_csr *p) {
     free(p);
 }
 
-static int bsr_setup(cd_rocsparse_bsr *p, hipStream_t stream, const int *row_ptr,
-                     const int *col_ind, const float *val) {
-    CD_ROCSPARSE_CHECK(rocsparse_create_handle(&p->handle));
-    CD_ROCSPARSE_CHECK(rocsparse_set_stream(p->handle, stream));
-    CD_ROCSPARSE_CHECK(rocsparse_set_pointer_mode(p->handle, rocsparse_pointer_mode_host));
-    CD_ROCSPARSE_CHECK(rocsparse_create_mat_descr(&p->descr));
-    CD_ROCSPARSE_CHECK(rocsparse_set_mat_type(p->descr, rocsparse_matrix_type_general));
-    CD_ROCSPARSE_CHECK(rocsparse_set_mat_index_base(p->descr, rocsparse_index_base_zero));
-    size_t bsz = (size_t)p->block_dim * p->block_dim;
-    int rc;
-    if ((rc = upload((void **)&p->row_ptr, row_ptr, (size_t)(p->mb + 1) * sizeof(int))) ||
-        (rc = upload((void **)&p->col_ind, col_ind, (size_t)p->nnzb * sizeof(int))) ||
-        (rc = upload((void **)&p->val, val, (size_t)p->nnzb * bsz * sizeof(float))))
-        return rc;
-    CD_HIP_CHECK(hipStreamSynchronize(stream));
+// Binds a handle to a stream (a function so the check macro's early return
+// stays inside it).
+static int cd_rocsparse_set_stream_(rocsparse_handle h, hipStream_t stream) {
+    CD_ROCSPARSE_CHECK(rocsparse_set_stream(h, stream));
     return 0;
-}
-
-int cd_rocsparse_bsr_init(cd_rocsparse_bsr **out, hipStream_t stream, int mb, int kb,
-                          int nnzb, int block_dim, const int *row_ptr, const int *col_ind,
-                          const float *val) {
-    *out = NULL;
-    if (mb < 1 || kb < 1 || nnzb < 0 || block_dim < 1 || !row_ptr ||
-        (nnzb && (!col_ind || !val)))
-        return CD_EPARAMS;
-    cd_rocsparse_bsr *p = calloc(1, sizeof *p);
-    if (!p) return CD_ENOMEM;
-    p->mb = mb;
-    p->kb = kb;
-    p->nnzb = nnzb;
-    p->block_dim = block_dim;
-    int rc = bsr_setup(p, stream, row_ptr, col_ind, val);
-    if (rc) {
-        cd_rocsparse_bsr_free(p);
-        return rc;
-    }
-    *out = p;
-    return 0;
-}
-
-int cd_rocsparse_bsr_mm(cd_rocsparse_bsr *p, int n, const float *b, int ldb, float *c, int ldc) {
-    if (n < 1 || ldb < p->kb * p->block_dim || ldc < p->mb * p->block_dim) return CD_EPARAMS;
-    const float alpha = 1.0f, beta = 0.0f;
-    // Blocks are stored row-major (rocsparse_direction_row); B and C column-major.
-    CD_ROCSPARSE_CHECK(rocsparse_sbsrmm(p->handle, rocsparse_direction_row,
-                                        rocsparse_operation_none, rocsparse_operation_none,
-                                        p->mb, n, p->kb, p->nnzb, &alpha, p->descr, p->val,
-                                        p->row_ptr, p->col_ind, p->block_dim, b, ldb, &beta, c,
-                                        ldc));
-    return 0;
-}
-
-void cd_rocsparse_bsr_free(cd_rocsparse_bsr *p) {
-    if (!p) return;
-    if (p->descr) CD_ROCSPARSE_CHECK_LOG(rocsparse_destroy_mat_descr(p->descr));
-    if (p->handle) CD_ROCSPARSE_CHECK_LOG(rocsparse_destroy_handle(p->handle));
-    CD_HIP_CHECK_LOG(hipFree(p->row_ptr));
-    CD_HIP_CHECK_LOG(hipFree(p->col_ind));
-    CD_HIP_CHECK_LOG(hipFree(p->val));
-    free(p);
 }
 
 struct cd_rocsparse_gebsr {
@@ -295,5 +232,45 @@ void cd_rocsparse_gebsr_free(cd_rocsparse_gebsr *p) {
     CD_HIP_CHECK_LOG(hipFree(p->row_ptr));
     CD_HIP_CHECK_LOG(hipFree(p->col_ind));
     CD_HIP_CHECK_LOG(hipFree(p->val));
+    free(p);
+}
+
+// Square-block BSR (the legacy sbsrmm): the same device arrays as GEBSR with
+// row_block_dim == col_block_dim, so it reuses that plan.
+struct cd_rocsparse_bsr {
+    cd_rocsparse_gebsr *g;
+};
+
+int cd_rocsparse_bsr_init(cd_rocsparse_bsr **out, hipStream_t stream, int mb, int kb,
+                          int nnzb, int block_dim, const int *row_ptr, const int *col_ind,
+                          const float *val) {
+    *out = NULL;
+    cd_rocsparse_bsr *p = calloc(1, sizeof *p);
+    if (!p) return CD_ENOMEM;
+    int rc = cd_rocsparse_gebsr_init(&p->g, mb, kb, nnzb, block_dim, block_dim, row_ptr, col_ind, val);
+    if (!rc) rc = cd_rocsparse_set_stream_(p->g->handle, stream);
+    if (rc) {
+        cd_rocsparse_bsr_free(p);
+        return rc;
+    }
+    *out = p;
+    return 0;
+}
+
+int cd_rocsparse_bsr_mm(cd_rocsparse_bsr *p, int n, const float *b, int ldb, float *c, int ldc) {
+    const cd_rocsparse_gebsr *g = p->g;
+    if (n < 1 || ldb < g->kb * g->cbd || ldc < g->mb * g->rbd) return CD_EPARAMS;
+    const float alpha = 1.0f, beta = 0.0f;
+    // Blocks are stored row-major (rocsparse_direction_row); B and C column-major.
+    CD_ROCSPARSE_CHECK(rocsparse_sbsrmm(g->handle, rocsparse_direction_row,
+                                        rocsparse_operation_none, rocsparse_operation_none,
+                                        g->mb, n, g->kb, g->nnzb, &alpha, g->descr, g->val,
+                                        g->row_ptr, g->col_ind, g->rbd, b, ldb, &beta, c, ldc));
+    return 0;
+}
+
+void cd_rocsparse_bsr_free(cd_rocsparse_bsr *p) {
+    if (!p) return;
+    cd_rocsparse_gebsr_free(p->g);
     free(p);
 }
