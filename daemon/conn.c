@@ -6,12 +6,17 @@
 #include "daemon/stats.h"
 #include "proto/errors.h"
 
+#include <assert.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <poll.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <time.h>
 
-// One uv_write in progress: owns the bytes it writes.
+// One uv_write in progress: owns `data`, of which it writes `len` bytes (the
+// tail that conn_send could not write, or a worker's remainder).
 typedef struct {
     uv_write_t req;
     cd_conn *conn;
@@ -19,7 +24,19 @@ typedef struct {
     size_t len;
 } conn_write;
 
+// What conn_send did with the bytes it was given.
+typedef enum {
+    CONN_SENT,   // all written to the socket
+    CONN_QUEUE,  // the unwritten tail is now the loop's to uv_write (counted in
+                 // wowned), before anything else; a worker's tail also counts in
+                 // whandoffs until the loop queues it
+    CONN_HOLD,   // nothing written or counted: other bytes must go first
+    CONN_CLOSED, // the connection takes no more bytes: dropped
+    CONN_FAILED, // write(2) failed (peer gone): no more bytes; the loop drops it
+} conn_send_result;
+
 static void conn_check(cd_conn *c);
+static void on_write(uv_write_t *w, int status);
 static void conn_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
 static void conn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 
@@ -60,8 +77,116 @@ static void on_close(uv_handle_t *h) {
     if (c->reader)
         cd_rpc_reader_free(c->reader);
     msgpack_sbuffer_destroy(&c->out);
+    pthread_mutex_destroy(&c->wlock);
     free(c);
     cd_server_conn_freed(srv);
+}
+
+// Marks c closed for writers, under the write lock (loop thread).
+static void conn_mark_closed(cd_conn *c) {
+    pthread_mutex_lock(&c->wlock);
+    c->wclosed = true;
+    pthread_mutex_unlock(&c->wlock);
+}
+
+static uint64_t conn_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+// The one way response bytes go out, from the loop (conn_flush) and from
+// workers (cd_conn_respond): data[0..len) is one or more whole messages.
+// Under the write lock: when the connection is closed, nothing; when other
+// bytes are pending (for a worker: anything the loop owns; for the loop: a
+// worker's remainder not yet queued), CONN_HOLD; when the loop's queue is
+// non-empty, the loop's bytes join it (CONN_QUEUE, nothing written);
+// otherwise a non-blocking write(2) of as much as the socket takes: CONN_SENT
+// when all of it went, else CONN_QUEUE with the tail counted as the loop's
+// (so no other writer writes raw bytes until it is out), or CONN_FAILED.
+// *written gets the bytes written (counted in bytes_out).
+static conn_send_result conn_send(cd_conn *c, const char *data, size_t len,
+                                  bool worker, size_t *written) {
+    conn_send_result r;
+    size_t off = 0;
+    pthread_mutex_lock(&c->wlock);
+    if (c->wclosed) {
+        r = CONN_CLOSED;
+    } else if (c->whandoffs > 0 || (worker && c->wowned > 0)) {
+        r = CONN_HOLD;
+    } else if (c->wowned > 0) {
+        c->wowned += len;
+        r = CONN_QUEUE;
+    } else {
+        r = CONN_SENT;
+        while (off < len) {
+            ssize_t n = send(c->fd, data + off, len - off, MSG_DONTWAIT | MSG_NOSIGNAL);
+            if (n > 0) {
+                off += (size_t)n;
+            } else if (n < 0 && errno == EINTR) {
+                continue;
+            } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+                r = CONN_QUEUE;
+                break;
+            } else {
+                r = CONN_FAILED;
+                break;
+            }
+        }
+        if (r == CONN_QUEUE) {
+            c->wowned += len - off;
+            if (worker)
+                c->whandoffs++;
+        } else if (r == CONN_FAILED) {
+            c->wclosed = true;
+        }
+    }
+    pthread_mutex_unlock(&c->wlock);
+    if (off)
+        CD_STAT_ADD(bytes_out, off);
+    *written = off;
+    return r;
+}
+
+// Loop thread: hands data[off..len) (counted in wowned by conn_send) to
+// uv_write, taking ownership of data; drops a client whose unsent bytes pass
+// the cap. Returns 0, or -1 when the connection was dropped.
+static int conn_queue_write(cd_conn *c, char *data, size_t off, size_t len) {
+    conn_write *cw = malloc(sizeof *cw);
+    int rc = CD_ENOMEM;
+    if (cw) {
+        cw->conn = c;
+        cw->data = data;
+        cw->len = len - off;
+        uv_buf_t buf = uv_buf_init(data + off, (unsigned)cw->len);
+        rc = uv_write(&cw->req, (uv_stream_t *)&c->pipe, &buf, 1, on_write);
+        if (rc != 0) {
+            CD_DEBUG("conn %llu: write failed: %s", (unsigned long long)c->id,
+                     uv_strerror(rc));
+            CD_STAT_INC(conn_write_errors);
+        }
+    }
+    if (rc != 0) {
+        pthread_mutex_lock(&c->wlock);
+        c->wowned -= len - off;
+        pthread_mutex_unlock(&c->wlock);
+        free(data);
+        free(cw);
+        cd_conn_kill(c);
+        return -1;
+    }
+    size_t before = c->write_pending;
+    c->write_pending += cw->len;
+    if (before > 0 && c->write_pending > CD_CONN_OUT_MAX(c->srv->set->max_message)) {
+        CD_STAT_INC(conn_slow_reader);
+        CD_WARN("conn %llu: %zu response bytes unsent: client does not read; dropping it",
+                (unsigned long long)c->id, c->write_pending);
+        cd_conn_kill(c);
+        return -1;
+    }
+    if (c->write_pending > CD_CONN_OUT_HIGH)
+        c->out_paused = true;
+    return 0;
 }
 
 static void conn_close(cd_conn *c) {
@@ -74,6 +199,10 @@ static void conn_close(cd_conn *c) {
                  (unsigned long long)c->id, cd_rpc_reader_buffered(c->reader));
     }
     CD_DEBUG("conn %llu: closed", (unsigned long long)c->id);
+    // No worker holds a request of c any more (so none can be about to
+    // write), and none may write after this: the fd is closed by uv_close.
+    assert(c->inflight == 0);
+    conn_mark_closed(c);
     c->state = CD_CONN_CLOSING;
     if (c->reading) {
         uv_read_stop((uv_stream_t *)&c->pipe);
@@ -122,6 +251,9 @@ static void on_write(uv_write_t *w, int status) {
     conn_write *cw = (conn_write *)w;
     cd_conn *c = cw->conn;
     c->write_pending -= cw->len;
+    pthread_mutex_lock(&c->wlock);
+    c->wowned -= cw->len;
+    pthread_mutex_unlock(&c->wlock);
     if (status == 0) {
         CD_STAT_ADD(bytes_out, cw->len);
     } else if (status != UV_ECANCELED && c->state != CD_CONN_CLOSING &&
@@ -147,7 +279,9 @@ static void on_write(uv_write_t *w, int status) {
     conn_check(c);
 }
 
-// Hands everything in `out` to uv_write.
+// Sends everything in `out` (conn_send), queueing with uv_write what the
+// socket does not take; keeps it while a worker's remainder is on its way to
+// the loop (cd_conn_request_done flushes again once that is queued).
 static void conn_flush(cd_conn *c) {
     if (c->out.size == 0)
         return;
@@ -155,36 +289,24 @@ static void conn_flush(cd_conn *c) {
         msgpack_sbuffer_clear(&c->out);
         return;
     }
-    conn_write *cw = malloc(sizeof *cw);
-    if (!cw) {
-        cd_conn_kill(c);
+    size_t written, len = c->out.size;
+    switch (conn_send(c, c->out.data, len, false, &written)) {
+    case CONN_HOLD:
         return;
-    }
-    cw->conn = c;
-    cw->len = c->out.size;
-    cw->data = msgpack_sbuffer_release(&c->out);
-    uv_buf_t buf = uv_buf_init(cw->data, (unsigned)cw->len);
-    int rc = uv_write(&cw->req, (uv_stream_t *)&c->pipe, &buf, 1, on_write);
-    if (rc != 0) {
-        CD_DEBUG("conn %llu: write failed: %s", (unsigned long long)c->id,
-                 uv_strerror(rc));
+    case CONN_SENT:
+    case CONN_CLOSED: // a worker's write failed: its request, on its way, drops c
+        msgpack_sbuffer_clear(&c->out);
+        return;
+    case CONN_FAILED:
+        msgpack_sbuffer_clear(&c->out);
         CD_STAT_INC(conn_write_errors);
-        free(cw->data);
-        free(cw);
+        CD_DEBUG("conn %llu: write failed: %s", (unsigned long long)c->id, strerror(errno));
         cd_conn_kill(c);
         return;
-    }
-    size_t before = c->write_pending;
-    c->write_pending += cw->len;
-    if (before > 0 && c->write_pending > CD_CONN_OUT_MAX(c->srv->set->max_message)) {
-        CD_STAT_INC(conn_slow_reader);
-        CD_WARN("conn %llu: %zu response bytes unsent: client does not read; dropping it",
-                (unsigned long long)c->id, c->write_pending);
-        cd_conn_kill(c);
+    case CONN_QUEUE:
+        conn_queue_write(c, msgpack_sbuffer_release(&c->out), written, len);
         return;
     }
-    if (c->write_pending > CD_CONN_OUT_HIGH)
-        c->out_paused = true;
 }
 
 static bool conn_writable(const cd_conn *c) {
@@ -353,6 +475,8 @@ int cd_conn_accept(cd_server *srv) {
     c->srv = srv;
     c->id = ++srv->next_conn_id;
     c->state = CD_CONN_OPEN;
+    c->fd = -1;
+    pthread_mutex_init(&c->wlock, NULL);
     msgpack_sbuffer_init(&c->out);
     uv_pipe_init(srv->loop, &c->pipe, 0);
     c->pipe.data = c;
@@ -368,6 +492,9 @@ int cd_conn_accept(cd_server *srv) {
         conn_close(c);
         return CD_EIO;
     }
+    uv_os_fd_t fd;
+    if (uv_fileno((uv_handle_t *)&c->pipe, &fd) == 0)
+        c->fd = fd;
     if (srv->nactive >= srv->conn_cap) {
         c->refused = true;
         CD_STAT_INC(conn_rejected_limit);
@@ -411,6 +538,99 @@ void cd_conn_request_started(cd_conn *c, cd_request *req) {
     c->reqs = req;
 }
 
+// Packs the whole response message of a finished request into sb (empty on
+// entry): [1, msgid, nil, result], or [1, msgid, {code, message}, nil] when
+// it failed or its result cannot be packed (req->status becomes that code).
+// Runs on the loop, or on a worker for pack_on_worker requests. Returns 0, or
+// CD_ENOMEM when not even the error fits (sb is then empty).
+static int conn_pack_response(cd_request *req, msgpack_sbuffer *sb) {
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+    const char *message = req->err[0] ? req->err : NULL;
+    if (req->status == 0) {
+        int rc = cd_rpc_pack_response_ok_begin(&pk, req->msgid);
+        if (rc == 0)
+            rc = req->pack ? req->pack(req, &pk) : msgpack_pack_nil(&pk);
+        if (rc == 0)
+            return 0;
+        msgpack_sbuffer_clear(sb);
+        req->status = rc < 0 ? rc : CD_ENOMEM;
+        message = "cannot pack the result";
+    }
+    if (cd_rpc_pack_response_error(&pk, req->msgid, req->status,
+                                   message ? message : cd_strerror(req->status)) != 0) {
+        msgpack_sbuffer_clear(sb);
+        return CD_ENOMEM;
+    }
+    return 0;
+}
+
+void cd_conn_respond(cd_request *req) {
+    cd_conn *c = req->conn;
+    if (!c || !req->pack_on_worker || req->status == CD_ECANCELLED ||
+        atomic_load(&req->cancelled))
+        return; // the loop answers (or counts the drop) as for any request
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    if (conn_pack_response(req, &sb) != 0) {
+        msgpack_sbuffer_destroy(&sb);
+        return; // the loop tries again, and drops the connection if it fails too
+    }
+    size_t written;
+    switch (conn_send(c, sb.data, sb.size, true, &written)) {
+    case CONN_SENT:
+        req->sent = CD_SENT_WRITTEN;
+        req->t_sent_ns = conn_now_ns();
+        CD_STAT_INC(resp_direct);
+        break;
+    case CONN_QUEUE:
+        req->sent = CD_SENT_PARTIAL;
+        req->resp_off = written;
+        CD_STAT_INC(resp_partial);
+        break;
+    case CONN_HOLD:
+        req->sent = CD_SENT_BEHIND;
+        CD_STAT_INC(resp_queued);
+        break;
+    case CONN_CLOSED:
+        req->sent = CD_SENT_CLOSED;
+        break;
+    case CONN_FAILED:
+        req->sent = CD_SENT_FAILED;
+        break;
+    }
+    if (req->sent == CD_SENT_PARTIAL || req->sent == CD_SENT_BEHIND) {
+        req->resp_len = sb.size;
+        req->resp = msgpack_sbuffer_release(&sb);
+    }
+    // An error answer counts when it goes out (the loop counts BEHIND ones
+    // when it queues them: the client may be gone by then).
+    if (req->status != 0 && (req->sent == CD_SENT_WRITTEN || req->sent == CD_SENT_PARTIAL ||
+                             req->sent == CD_SENT_FAILED))
+        cd_stats_error(req->status);
+    msgpack_sbuffer_destroy(&sb);
+}
+
+// Loop side of a response a worker left partly written: its remainder goes
+// to the write queue first (it is counted in wowned already), then the
+// bytes the loop held back meanwhile may follow.
+static void conn_take_remainder(cd_conn *c, cd_request *req) {
+    size_t rest = req->resp_len - req->resp_off;
+    pthread_mutex_lock(&c->wlock);
+    c->whandoffs--;
+    bool closed = c->wclosed;
+    if (closed)
+        c->wowned -= rest;
+    pthread_mutex_unlock(&c->wlock);
+    if (closed || !conn_writable(c)) {
+        CD_STAT_INC(req_dropped);
+        return;
+    }
+    char *data = req->resp;
+    req->resp = NULL;
+    conn_queue_write(c, data, req->resp_off, req->resp_len);
+}
+
 void cd_conn_request_done(cd_request *req) {
     cd_conn *c = req->conn;
     if (!c) { // internal work (SIGHUP loads): effects only, nobody to answer
@@ -429,27 +649,49 @@ void cd_conn_request_done(cd_request *req) {
     if (req->done)
         req->done(req);
 
-    if (conn_writable(c)) {
-        if (req->status == 0) {
+    switch (req->sent) {
+    case CD_SENT_NONE:
+        if (conn_writable(c)) {
             msgpack_sbuffer sb;
             msgpack_sbuffer_init(&sb);
-            msgpack_packer pk;
-            msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-            int rc = req->pack ? req->pack(req, &pk) : msgpack_pack_nil(&pk);
-            if (rc == 0)
-                cd_conn_reply_ok(c, req->msgid, sb.data, sb.size);
-            else
-                cd_conn_reply_error(c, req->msgid, rc < 0 ? rc : CD_ENOMEM,
-                                    "cannot pack the result");
+            if (conn_pack_response(req, &sb) != 0 ||
+                msgpack_sbuffer_write(&c->out, sb.data, sb.size) != 0) {
+                cd_conn_kill(c);
+            } else if (req->status != 0) {
+                cd_stats_error(req->status);
+            }
             msgpack_sbuffer_destroy(&sb);
+        } else if (req->status == CD_ECANCELLED) {
+            CD_STAT_INC(req_cancelled);
         } else {
-            cd_conn_reply_error(c, req->msgid, req->status,
-                                req->err[0] ? req->err : NULL);
+            CD_STAT_INC(req_dropped);
         }
-    } else if (req->status == CD_ECANCELLED) {
-        CD_STAT_INC(req_cancelled);
-    } else {
+        break;
+    case CD_SENT_WRITTEN:
+        break;
+    case CD_SENT_PARTIAL:
+        conn_take_remainder(c, req);
+        break;
+    case CD_SENT_BEHIND:
+        if (!conn_writable(c)) {
+            CD_STAT_INC(req_dropped);
+        } else if (msgpack_sbuffer_write(&c->out, req->resp, req->resp_len) != 0) {
+            cd_conn_kill(c);
+        } else if (req->status != 0) {
+            cd_stats_error(req->status);
+        }
+        break;
+    case CD_SENT_CLOSED:
         CD_STAT_INC(req_dropped);
+        break;
+    case CD_SENT_FAILED:
+        if (conn_writable(c)) {
+            CD_STAT_INC(conn_write_errors);
+            CD_DEBUG("conn %llu: a worker's write failed: peer gone",
+                     (unsigned long long)c->id);
+            cd_conn_kill(c);
+        }
+        break;
     }
     cd_request_free(req);
     if (c->state == CD_CONN_CLOSING)
@@ -471,6 +713,7 @@ void cd_conn_kill(cd_conn *c) {
     if (c->state == CD_CONN_CLOSING || c->state == CD_CONN_DEAD)
         return;
     c->state = CD_CONN_DEAD;
+    conn_mark_closed(c);
     c->backlog = false;
     msgpack_sbuffer_clear(&c->out);
     // Work not started yet leaves the queues now (answered E_CANCELLED

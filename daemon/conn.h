@@ -4,15 +4,21 @@
 // One client connection. Reads go through proto's cd_rpc_reader; at most
 // CD_CONN_BATCH messages are handled per read callback or idle turn (the rest
 // wait in the reader, with reads paused, so one busy client cannot starve the
-// others nor make us buffer without bound). Responses are appended to `out`
-// and handed to uv_write once per batch. A connection is freed only in its
-// uv_close callback, and uv_close is called only once no request of it is
-// queued or running on a worker.
+// others nor make us buffer without bound). The loop's replies are appended
+// to `out` and sent once per batch. A worker that finishes a request writes
+// its response to the socket itself (cd_conn_respond) when nothing else of
+// the connection is queued; otherwise the bytes go through the loop's write
+// queue (uv_write). Both go through one function (conn_send in conn.c) under
+// the connection's write lock. A connection is freed only in its uv_close
+// callback, and uv_close is called only once no request of it is queued,
+// running on a worker, or finished and not yet taken back by the loop
+// (`inflight` is the reference count that keeps it alive for the workers).
 
 #include "daemon/request.h"
 #include "proto/rpc.h"
 
 #include <msgpack.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -65,6 +71,23 @@ struct cd_conn {
     bool backlog;              // the reader may hold complete, unhandled messages
     bool in_backlog_list;      // linked in srv->backlog
     bool out_paused;           // write_pending went over CD_CONN_OUT_HIGH
+    int fd;                    // the socket's descriptor (set at accept, then fixed)
+    // The write lock exists because two kinds of thread write response bytes
+    // to this socket: the loop (its own replies, and everything queued) and
+    // the workers (a finished request's response, written directly to save
+    // the hand-off through the loop). Under it, "may raw bytes go out now"
+    // and the non-blocking write(2) are one step, so two messages never
+    // interleave; and the loop marks the connection closed under it before
+    // uv_close, so a worker never writes to a closed or reused descriptor.
+    // Held only around one non-blocking write(2) and a few field updates;
+    // never held while taking another lock.
+    pthread_mutex_t wlock;
+    bool wclosed;              // [wlock] no more bytes go out (dead, closing, write failed)
+    size_t wowned;             // [wlock] bytes only the loop may write: in its uv_write
+                               //   queue, or a worker's remainder on its way to it;
+                               //   raw writes happen only while this is 0
+    unsigned whandoffs;        // [wlock] worker remainders not yet queued by the loop:
+                               //   the loop holds its own bytes back until 0
     unsigned char sample[16];  // first bytes of the last read (protocol-error logs)
     size_t nsample;
     cd_conn *prev, *next;      // srv->conns
@@ -89,6 +112,12 @@ void cd_conn_request_started(cd_conn *c, cd_request *req);
 // A request came back from the workers: answers it (unless the peer is gone),
 // frees it, and resumes reading/closing as needed.
 void cd_conn_request_done(cd_request *req);
+
+// Worker thread (the pool's respond hook): packs and writes the response of
+// a finished request whose pack_on_worker is set, when nothing else of its
+// connection is queued; sets req->sent to what the loop still has to do
+// (see cd_sent). Leaves other requests alone (CD_SENT_NONE).
+void cd_conn_respond(cd_request *req);
 
 // Server shutdown: OPEN connections start draining.
 void cd_conn_drain(cd_conn *c);

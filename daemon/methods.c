@@ -178,6 +178,7 @@ static int pack_kv_u64(msgpack_packer *pk, const char *k, uint64_t v) {
 static int m_stats(cd_call *call) {
     msgpack_packer *pk = call->pk;
     cd_server *srv = call->srv;
+    cd_workers_sync(srv->workers); // count answers workers have already written
     int rc = msgpack_pack_map(pk, 9);
     rc |= pack_key(pk, "uptime_s");
     rc |= msgpack_pack_double(pk, cd_server_uptime(srv));
@@ -196,12 +197,15 @@ static int m_stats(cd_call *call) {
     rc |= pack_kv_u64(pk, "slow_readers", CD_STAT_GET(conn_slow_reader));
 
     rc |= pack_key(pk, "requests");
-    rc |= msgpack_pack_map(pk, 6);
+    rc |= msgpack_pack_map(pk, 9);
     rc |= pack_kv_u64(pk, "total", CD_STAT_GET(req_total));
     rc |= pack_kv_u64(pk, "in_flight", cd_workers_busy(srv->workers));
     rc |= pack_kv_u64(pk, "notifications", CD_STAT_GET(notifications));
     rc |= pack_kv_u64(pk, "cancelled", CD_STAT_GET(req_cancelled));
     rc |= pack_kv_u64(pk, "dropped", CD_STAT_GET(req_dropped));
+    rc |= pack_kv_u64(pk, "direct", CD_STAT_GET(resp_direct));
+    rc |= pack_kv_u64(pk, "direct_partial", CD_STAT_GET(resp_partial));
+    rc |= pack_kv_u64(pk, "direct_queued", CD_STAT_GET(resp_queued));
     rc |= pack_key(pk, "by_method");
     rc |= msgpack_pack_map(pk, CD_M_COUNT);
     for (int i = 0; i < CD_M_COUNT; i++)
@@ -232,6 +236,7 @@ static int m_stats(cd_call *call) {
 static int m_metrics(cd_call *call) {
     char *text;
     size_t len;
+    cd_workers_sync(call->srv->workers); // as in m_stats
     int rc = cd_metrics_render(call->srv, &text, &len);
     if (rc != 0)
         return rc;

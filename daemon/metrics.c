@@ -93,6 +93,15 @@ int cd_metrics_render(cd_server *srv, char **out, size_t *len) {
          "Finished responses discarded because their client had gone.");
     fprintf(f, "convd_responses_dropped_total %llu\n",
             (unsigned long long)CD_STAT_GET(req_dropped));
+    head(f, "convd_worker_responses_total", "counter",
+         "Responses of worker-run requests by who wrote them: the worker alone, "
+         "the worker then the loop (socket full), the loop (other bytes pending).");
+    fprintf(f, "convd_worker_responses_total{path=\"direct\"} %llu\n",
+            (unsigned long long)CD_STAT_GET(resp_direct));
+    fprintf(f, "convd_worker_responses_total{path=\"partial\"} %llu\n",
+            (unsigned long long)CD_STAT_GET(resp_partial));
+    fprintf(f, "convd_worker_responses_total{path=\"queued\"} %llu\n",
+            (unsigned long long)CD_STAT_GET(resp_queued));
     head(f, "convd_in_flight", "gauge", "Requests queued or running on the workers.");
     fprintf(f, "convd_in_flight %zu\n", srv->workers ? cd_workers_busy(srv->workers) : 0);
     head(f, "convd_bytes_in_total", "counter", "Bytes read from clients.");

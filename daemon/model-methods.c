@@ -766,7 +766,8 @@ static void count_error(cd_model_counters *c, int status) {
     c->by_code[i]++;
 }
 
-// Loop side after the scheduler: the model's counters and histograms.
+// Loop side after the scheduler: the model's counters and histograms (the
+// response may already be out: written by the worker, cd_conn_respond).
 static void infer_done(cd_request *req) {
     infer_state *st = req->state;
     cd_model_counters *c =
@@ -785,7 +786,10 @@ static void infer_done(cd_request *req) {
     } else {
         count_error(c, req->status);
     }
-    cd_histogram_record(&c->total_ns, uv_hrtime() - req->t_received_ns);
+    // Total: until the response went out (by the worker, when it wrote it),
+    // not until this bookkeeping ran.
+    uint64_t end = req->t_sent_ns ? req->t_sent_ns : uv_hrtime();
+    cd_histogram_record(&c->total_ns, end - req->t_received_ns);
 }
 
 static int infer_pack(cd_request *req, msgpack_packer *pk) {
@@ -985,6 +989,7 @@ int cd_method_infer(cd_call *call) {
     req->state = st;
     req->done = infer_done;
     req->pack = infer_pack;
+    req->pack_on_worker = true; // reads st and the model's output descriptors only
     req->release = infer_release;
     req->items = st->batch;
     if (st->timeout_ms > 0)

@@ -24,5 +24,6 @@ void cd_request_free(cd_request *req) {
     if (req->release)
         req->release(req);
     cd_rpc_msg_free(&req->msg);
+    free(req->resp);
     free(req);
 }

@@ -7,8 +7,14 @@
 // has run; the loop then packs the response (`pack`) and writes it.
 //
 // Lifetime: created and freed on the loop thread only. While a request is
-// queued or running it counts in its connection's `inflight`, and the
-// connection is not closed (uv_close) before that drops to zero.
+// queued or running -- and until the loop has taken it back from the
+// workers -- it counts in its connection's `inflight`, and the connection is
+// not closed (uv_close) nor freed before that drops to zero: a worker that
+// holds a request may therefore touch req->conn (cd_conn_respond).
+//
+// Direct responses: a request whose `pack_on_worker` is set is packed and
+// written by the worker that ran it (cd_conn_respond, daemon/conn.c), before
+// it goes back to the loop; `sent` then tells the loop what is left to do.
 
 #include "daemon/stats.h"
 #include "proto/rpc.h"
@@ -26,8 +32,9 @@ typedef struct cd_sched_queue cd_sched_queue;
 // Runs on worker thread `worker` (0..workers-1). Returns 0 or a negative
 // CD_E* code with req->err filled.
 typedef int (*cd_work_fn)(cd_request *req, int worker);
-// Runs on the loop after a successful `work`: packs the result value (exactly
-// one msgpack object). Returns 0 or a negative code (then an error is sent).
+// Runs after a successful `work`: packs the result value (exactly one msgpack
+// object). Runs on the loop, or on the worker when req->pack_on_worker is set.
+// Returns 0 or a negative code (then an error is sent).
 typedef int (*cd_pack_fn)(cd_request *req, msgpack_packer *pk);
 // Runs on the loop after `work`, whether or not the client is still there,
 // before the response is packed: effects that must happen even for a client
@@ -35,6 +42,18 @@ typedef int (*cd_pack_fn)(cd_request *req, msgpack_packer *pk);
 typedef void (*cd_done_fn)(cd_request *req);
 // Releases the method state (on the loop, always called once).
 typedef void (*cd_release_fn)(cd_request *req);
+
+// What happened to a request's response before the loop got it back.
+typedef enum {
+    CD_SENT_NONE,    // nothing: the loop packs and sends it (the default)
+    CD_SENT_WRITTEN, // the worker wrote the whole response to the socket
+    CD_SENT_PARTIAL, // the worker wrote resp[0..resp_off): the loop must queue the
+                     // rest before any other byte of the connection
+    CD_SENT_BEHIND,  // other bytes were queued: resp holds the whole response,
+                     // for the loop to queue after them
+    CD_SENT_CLOSED,  // the connection took no more bytes: response dropped
+    CD_SENT_FAILED,  // write(2) failed (peer gone): the loop drops the connection
+} cd_sent;
 
 struct cd_request {
     cd_conn *conn;              // connection that will get the response
@@ -52,6 +71,14 @@ struct cd_request {
     char err[256];              // reason when status < 0
     uint64_t t_received_ns;     // uv_hrtime() when decoded
     uint64_t deadline_ns;       // must start by then (uv_hrtime), 0 = no limit
+    bool pack_on_worker;        // `pack` may run on the worker: it reads only the
+                                // request's state and immutable model data, and
+                                // needs nothing `done` does
+    cd_sent sent;               // set by cd_conn_respond on the worker
+    char *resp;                 // packed response (CD_SENT_PARTIAL/BEHIND), malloc'd
+    size_t resp_len;            // its length
+    size_t resp_off;            // bytes of it already written (CD_SENT_PARTIAL)
+    uint64_t t_sent_ns;         // when the worker wrote the response (0: not by it)
     // Scheduling (daemon/workers.c; fields guarded by the pool lock while the
     // request is queued, then owned by the worker that took it):
     cd_sched_queue *queue;      // the model queue it waits in (NULL: generic FIFO)

@@ -330,6 +330,8 @@ int cd_server_run(cd_settings *set, int argc, char **argv) {
         CD_ERROR("cannot start the worker threads");
         goto out_loop;
     }
+    // Workers write finished responses themselves when they can (conn.c).
+    cd_workers_set_respond(srv->workers, cd_conn_respond);
     if (cd_models_init(srv) != 0)
         goto out_workers;
 

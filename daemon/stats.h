@@ -23,6 +23,9 @@
     XX(notifications, "notifications received (ignored: no method takes one)") \
     XX(req_cancelled, "requests dropped before compute: their client had gone") \
     XX(req_dropped, "responses discarded: their client had gone")              \
+    XX(resp_direct, "responses written whole by the worker that computed them") \
+    XX(resp_partial, "responses a worker wrote in part; the loop wrote the rest") \
+    XX(resp_queued, "responses a worker packed for the loop's write queue")   \
     XX(bytes_in, "bytes read from clients")                                     \
     XX(bytes_out, "bytes written to clients")
 

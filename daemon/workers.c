@@ -4,6 +4,7 @@
 #include "proto/errors.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,8 @@ struct cd_workers {
     pthread_t *threads;
     cd_complete_fn complete;   // loop-side completion callback
     void *ud;
+    cd_respond_fn respond;     // worker-side hook before the hand-back (may be NULL)
+    atomic_uint responding;    // workers between the respond hook and the done list
 };
 
 typedef struct {
@@ -182,13 +185,29 @@ static void stamp_batch(cd_request **batch, int n, uint64_t t0) {
     }
 }
 
-// Hands a computed batch to the loop (lock held on entry and on return).
+// Hands one request a worker ran back to the loop: the respond hook first
+// (without the pool lock: it writes to a socket), then at once the done list,
+// so that cd_workers_sync waits for at most this short window. Called and
+// returns without the lock; the caller sends the async.
+static void respond_and_post(cd_workers *w, cd_request *req) {
+    if (w->respond) {
+        atomic_fetch_add(&w->responding, 1);
+        w->respond(req);
+    }
+    pthread_mutex_lock(&w->lock);
+    finish_locked(w, req);
+    if (w->respond)
+        atomic_fetch_sub(&w->responding, 1);
+    pthread_mutex_unlock(&w->lock);
+}
+
+// Hands a computed batch to the loop. Called without the lock; returns with
+// it held.
 static void post_batch(cd_workers *w, cd_request **batch, int n, uint64_t t1) {
     for (int i = 0; i < n; i++) {
         batch[i]->t_end_ns = t1;
-        finish_locked(w, batch[i]);
+        respond_and_post(w, batch[i]);
     }
-    pthread_mutex_unlock(&w->lock);
     uv_async_send(&w->async);
     pthread_mutex_lock(&w->lock);
 }
@@ -221,9 +240,7 @@ static void run_double_buffered(cd_workers *w, cd_sched_queue *q, cd_request **b
             q->submit(next, m, worker, 1 - slot);
         }
         q->finish(cur, n, worker, slot);
-        uint64_t t1 = now_ns();
-        pthread_mutex_lock(&w->lock);
-        post_batch(w, cur, n, t1); // also wakes the loop for requests take_batch skipped
+        post_batch(w, cur, n, now_ns()); // also wakes the loop for requests take_batch skipped
         if (m == 0)
             return;
         cur = next;
@@ -248,9 +265,7 @@ static void *worker_main(void *p) {
             req->queued = false;
             pthread_mutex_unlock(&w->lock);
             run_generic(req, arg.index);
-            pthread_mutex_lock(&w->lock);
-            finish_locked(w, req);
-            pthread_mutex_unlock(&w->lock);
+            respond_and_post(w, req);
             uv_async_send(&w->async);
             pthread_mutex_lock(&w->lock);
             continue;
@@ -276,9 +291,7 @@ static void *worker_main(void *p) {
             pthread_mutex_unlock(&w->lock);
             stamp_batch(batch, n, now_ns());
             run(batch, n, arg.index);
-            uint64_t t1 = now_ns();
-            pthread_mutex_lock(&w->lock);
-            post_batch(w, batch, n, t1);
+            post_batch(w, batch, n, now_ns());
             continue;
         }
         if (w->done_head) {
@@ -297,11 +310,12 @@ static void *worker_main(void *p) {
             pthread_mutex_unlock(&w->lock);
             uint64_t until = now_ns() + w->spin_ns;
             bool arrived = false;
+            // sched_yield between polls: on a machine with fewer free
+            // cores than runnable threads, the loop thread that is to
+            // submit the next request may be queued on this very core.
             while (!arrived && now_ns() < until) {
-                for (int k = 0; k < 64 && !arrived; k++) {
-                    __builtin_ia32_pause();
-                    arrived = atomic_load_explicit(&w->submits, memory_order_relaxed) != seen;
-                }
+                sched_yield();
+                arrived = atomic_load_explicit(&w->submits, memory_order_relaxed) != seen;
             }
             pthread_mutex_lock(&w->lock);
             if (arrived || w->queue_head || w->active || w->stopping)
@@ -335,6 +349,19 @@ static void deliver(cd_workers *w) {
         w->complete(list, w->ud);
         list = next;
     }
+}
+
+void cd_workers_sync(cd_workers *w) {
+    if (!w)
+        return;
+    deliver(w);
+    // A worker in respond_and_post is packing or writing a response, or has
+    // written one whose request is not on the done list yet (one lock away).
+    // Yield to it rather than report stats without it: bounded by one
+    // pack and one non-blocking write.
+    while (atomic_load(&w->responding) != 0)
+        sched_yield();
+    deliver(w);
 }
 
 static void on_async(uv_async_t *a) {
@@ -401,6 +428,12 @@ int cd_workers_init_spin(cd_workers **out, uv_loop_t *loop, int n, uint64_t spin
         CD_WARN("started %d of %d worker threads", w->nthreads, n);
     *out = w;
     return 0;
+}
+
+void cd_workers_set_respond(cd_workers *w, cd_respond_fn respond) {
+    pthread_mutex_lock(&w->lock);
+    w->respond = respond;
+    pthread_mutex_unlock(&w->lock);
 }
 
 void cd_workers_submit(cd_workers *w, cd_request *req) {

@@ -17,7 +17,10 @@
 // cancelled (their client went away) or whose deadline passed are taken out
 // without compute (CD_ECANCELLED / CD_ETIMEOUT). Every request, run or not,
 // goes back to the loop through uv_async_send and the completion callback,
-// in completion order. Only the loop thread calls these functions.
+// in completion order. A request a worker ran is first given to the respond
+// hook on that worker (cd_workers_set_respond): the daemon writes its
+// response there, so the hand-off to the loop is off the latency path. Only
+// the loop thread calls these functions.
 
 #include "daemon/request.h"
 
@@ -80,6 +83,13 @@ int cd_workers_init(cd_workers **out, uv_loop_t *loop, int n,
 // sleep on the condition variable (0: sleep at once).
 int cd_workers_init_spin(cd_workers **out, uv_loop_t *loop, int n, uint64_t spin_ns,
                          cd_complete_fn complete, void *ud);
+// Called on the worker thread, without the pool lock, for each request a
+// worker ran (not for those cancelled or timed out in a queue), after its
+// status is set and before it is handed back to the loop.
+typedef void (*cd_respond_fn)(cd_request *req);
+
+// Sets the respond hook (NULL: none, the default). Call before submitting.
+void cd_workers_set_respond(cd_workers *w, cd_respond_fn respond);
 // Queues req on the generic FIFO. Never blocks and never fails.
 void cd_workers_submit(cd_workers *w, cd_request *req);
 // Queues req (req->items set) on model queue q. Returns 0, or
@@ -89,6 +99,11 @@ int cd_workers_submit_batched(cd_workers *w, cd_sched_queue *q, cd_request *req)
 // CD_ECANCELLED (delivered through the completion callback like any other).
 // Does nothing for a request that a worker has already taken.
 void cd_workers_cancel(cd_workers *w, cd_request *req);
+// Loop thread: delivers every finished request now, including those whose
+// response a worker has already written but not yet handed back (waits for
+// that short step). The stats methods call it first, so that a client that
+// has its answer sees it counted.
+void cd_workers_sync(cd_workers *w);
 // Requests waiting in q.
 size_t cd_workers_queue_len(cd_workers *w, const cd_sched_queue *q);
 // Requests queued or running (and finished but not yet delivered).
