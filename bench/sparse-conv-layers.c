@@ -74,6 +74,10 @@ static const double k_levels[] = {0.0, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, -0.9};
 // the others print "-".
 static int g_level_on[NLEVELS] = {1, 1, 1, 1, 1, 1, 1, 1};
 static int g_cin_block; // --cin-block: forced input-channel block (0 = auto)
+// --ab-shift: every level also runs with the aligned-shift 3x3 path forced
+// off (timed in the same rounds; printed as an extra "(shift off)" row) while
+// the main row forces it on where the geometry allows.
+static int g_ab_shift;
 
 static double now_s(void) {
     struct timespec ts;
@@ -310,16 +314,22 @@ static void run_layer(const layer *L, int batch, int threads, int bi, int ti) {
 
     dense_conv dc;
     dense_create(&d, x, dense, bias, &dc);
-    cd_sparse_conv *h[NLEVELS] = {0};
-    void *ws[NLEVELS] = {0};
+    cd_sparse_conv *h[NLEVELS] = {0}, *hb[NLEVELS] = {0};
+    void *ws[NLEVELS] = {0}, *wsb[NLEVELS] = {0};
     char fmt_note[16] = "";
     for (size_t l = 0; l < NLEVELS; l++) {
         if (!g_level_on[l]) continue;
         prune(dense, w, &d, k_levels[l]);
-        cd_sparse_conv_options opt = {.format = g_format, .cin_block = g_cin_block};
+        cd_sparse_conv_options opt = {.format = g_format, .cin_block = g_cin_block,
+                                      .shift = g_ab_shift ? 1 : 0};
         if (cd_sparse_conv_create(&d, w, bias, &opt, &h[l]) != 0) {
             h[l] = NULL;
             continue;
+        }
+        opt.shift = -1;
+        if (g_ab_shift && cd_sparse_conv_create(&d, w, bias, &opt, &hb[l]) == 0) {
+            const size_t n = cd_sparse_conv_workspace_size(hb[l], batch);
+            wsb[l] = n ? aligned_alloc(64, (n + 63) & ~(size_t)63) : NULL;
         }
         const size_t wsn = cd_sparse_conv_workspace_size(h[l], batch);
         ws[l] = wsn ? aligned_alloc(64, (wsn + 63) & ~(size_t)63) : NULL;
@@ -330,9 +340,10 @@ static void run_layer(const layer *L, int batch, int threads, int bi, int ti) {
         }
     }
     // Rounds interleave dense and sparse; every cell keeps its fastest time.
-    double t_dense = INFINITY, t_floor = INFINITY, t_sparse[NLEVELS];
+    double t_dense = INFINITY, t_floor = INFINITY, t_sparse[NLEVELS], t_off[NLEVELS];
     floor_arg fa = {y, yn * sizeof *y};
     for (size_t l = 0; l < NLEVELS; l++) t_sparse[l] = h[l] ? INFINITY : -1.0;
+    for (size_t l = 0; l < NLEVELS; l++) t_off[l] = hb[l] ? INFINITY : -1.0;
     for (int round = 0; round < g_rounds; round++) {
         const double td = time_ms(dense_run, &dc);
         t_dense = td < t_dense ? td : t_dense;
@@ -343,14 +354,26 @@ static void run_layer(const layer *L, int batch, int threads, int bi, int ti) {
             sparse_run_arg a = {h[l], x, y, batch, ws[l]};
             const double t = time_ms(sparse_run, &a);
             t_sparse[l] = t < t_sparse[l] ? t : t_sparse[l];
+            if (!hb[l]) continue;
+            sparse_run_arg b = {hb[l], x, y, batch, wsb[l]};
+            const double tb = time_ms(sparse_run, &b);
+            t_off[l] = tb < t_off[l] ? tb : t_off[l];
         }
     }
     const double td = time_ms(dense_run, &dc);
     t_dense = td < t_dense ? td : t_dense;
     dense_free(&dc);
+    int shifted = 0;
     for (size_t l = 0; l < NLEVELS; l++) {
+        if (h[l]) {
+            cd_sparse_conv_info info;
+            cd_sparse_conv_get_info(h[l], &info);
+            shifted |= info.shift > 0;
+        }
         free(ws[l]);
         cd_sparse_conv_free(h[l]);
+        free(wsb[l]);
+        cd_sparse_conv_free(hb[l]);
     }
 
     printf("| %s | %d | %d | %.3f |", L->name, batch, threads, t_dense);
@@ -391,6 +414,17 @@ static void run_layer(const layer *L, int batch, int threads, int bi, int ti) {
     else
         printf(" >95%% | %s |", fmt_note);
     printf(" %.3f | %.1fx |\n", t_floor, t_dense / t_floor);
+    if (g_ab_shift) {
+        printf("| %s (shift off%s) | %d | %d | %.3f |", L->name, shifted ? "" : "; on not eligible",
+               batch, threads, t_dense);
+        for (size_t l = 0; l < NLEVELS; l++) {
+            if (!g_level_on[l] || t_off[l] < 0)
+                printf(" - |");
+            else
+                printf(" %.2f |", t_dense / t_off[l]);
+        }
+        printf(" | | | |\n");
+    }
     fflush(stdout);
     free(dense);
     free(w);
@@ -458,6 +492,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--layers") && i + 1 < argc) set = argv[++i];
         else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) g_rounds = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--cin-block") && i + 1 < argc) g_cin_block = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--ab-shift")) g_ab_shift = 1;
         else if (!strcmp(argv[i], "--levels") && i + 1 < argc) {
             char *list = argv[++i];
             for (size_t l = 0; l < NLEVELS; l++) g_level_on[l] = 0;
@@ -473,7 +508,7 @@ int main(int argc, char **argv) {
         else {
             fprintf(stderr, "usage: %s [--filter S] [--batch N] [--threads T] [--min-time S] "
                             "[--layers r50|mv2|all] [--format auto|csr|bsr4|bsr8] [--rounds R] "
-                            "[--levels 0.6,0.9,-0.9] [--cin-block N]\n", argv[0]);
+                            "[--levels 0.6,0.9,-0.9] [--cin-block N] [--ab-shift]\n", argv[0]);
             return 2;
         }
     }

@@ -5,6 +5,7 @@
 #include "sparse/analysis.h"
 #include "sparse/bsr.h"
 #include "sparse/csr.h"
+#include "sparse/spmm-shift.h"
 
 #include <limits.h>
 #include <math.h>
@@ -35,6 +36,11 @@ typedef enum {
 #define L1_INPUT_BYTES_KXK 16384
 // Pixels per pass when the input channels are split into column blocks.
 #define CB_TILE 64
+// The same for the aligned-shift path: its kernel's 8-vector tiles (the
+// 4-vector ones load 5 vectors per 4 for taps s > 0). Measured on ResNet-50
+// 3x3 at 90%, 1 thread, with the 32 KiB budget: 128 beats 64 by ~1.25x and
+// 96/256 by 5-15%; 24 and 48 KiB budgets are within noise / ~10% slower.
+#define CB_TILE_SHIFT 128
 // Prepared input planes per band (k x k): well inside the 2 MiB L2.
 #define BAND_BYTES (640 * 1024)
 
@@ -63,6 +69,8 @@ struct cd_sparse_conv {
     size_t in_slack;             // floats read past a group's (band's) input
     size_t band_stride;          // floats from one prepared band to the next:
                                  // group_in + in_slack, rounded to 16
+    int shift;                   // > 0: aligned-shift path (sparse/spmm-shift.h),
+                                 // S column taps; tap offsets without the s term
     cd_spmm_params kparams;      // clamp the kernels apply
     int post_act;                // 1: apply d.act after the kernel (non-clamp acts)
 };
@@ -127,8 +135,36 @@ static cd_sparse_format auto_format(const cd_conv_desc *d, int kpg, int cpg, con
     return best;
 }
 
+// One call per row wastes the partial vector of every row and pays a pass
+// over the weights per 64-pixel tile of each row; one call over the padded
+// rows (pitch wph) computes wph-OW junk columns per row and copies out (about
+// 10% on top). Costs in vectors, a pass over the weights counted as one.
+static int junk_beats_rows(const cd_conv_desc *d, int wph, int vec) {
+    const size_t rows_cost = (size_t)d->oh * ((d->ow + vec - 1) / vec + (d->ow + 63) / 64);
+    const size_t jp = (size_t)d->oh * wph;
+    const size_t junk_cost = (jp + vec - 1) / vec * 11 / 10 + (jp + 63) / 64;
+    return junk_cost < rows_cost;
+}
+
+// Whether create should take the aligned-shift path where the geometry
+// allows it (plan_geometry checks the geometry): CSR on AVX-512 only, and
+// opt->shift: 1 forces it, -1 turns it off, 0 follows the measured rule:
+// 3x3 only, the one shape measured (bench/sparse-conv-layers --ab-shift,
+// ResNet-50 3x3, batch 1, 1 thread, speedup over oneDNN path off -> on at
+// 80/90/95%: @56 1.5/2.5/3.7 -> 2.2/3.4/4.8, @28 1.6/2.9/4.8 -> 2.4/4.1/6.3,
+// @14 1.5/2.7/4.6 -> 2.2/3.8/6.2; @7 and stride 2 fall outside the geometry).
+// 2x2, 1x3, 3x2 run correctly when forced but were not measured.
+static int shift_wanted(const cd_conv_desc *d, cd_sparse_format fmt, cd_sparse_isa isa,
+                        const cd_sparse_conv_options *opt) {
+    const int mode = opt ? opt->shift : 0;
+    if (mode < 0 || fmt != CD_SPARSE_FMT_CSR || isa != CD_SPARSE_ISA_AVX512F) return 0;
+    if (mode > 0) return 1;
+    return d->r == 3 && d->s == 3;
+}
+
 // Lays out the prepared input and picks the mode; fills tap_off[cpg*R*S].
-static void plan_geometry(cd_sparse_conv *h, int32_t *tap_off, int vec) {
+// want_shift: take the aligned-shift path (h->shift) when the geometry allows.
+static void plan_geometry(cd_sparse_conv *h, int32_t *tap_off, int vec, int want_shift) {
     const cd_conv_desc *d = &h->d;
     const int R = d->r, S = d->s;
     if (R == 1 && S == 1 && d->h == 1 && d->w == 1 && !d->pad_t && !d->pad_l && !d->pad_b &&
@@ -177,6 +213,17 @@ static void plan_geometry(cd_sparse_conv *h, int32_t *tap_off, int vec) {
         }
     const int halo = ((R - 1) * d->dil_h) / sh;
     h->wph = d->ow + ((S - 1) * d->dil_w) / sw;
+    // Aligned-shift path: a stride-1 MODE_JUNK layer with S = 2..3 column
+    // taps whose pitch pads to a multiple of 16 floats for at most 1/8 more
+    // columns (56: 58 -> 64, 28: 30 -> 32, 14: 16; not 7: 9 -> 16). Then
+    // planes, channels and tiles start on vector boundaries and every tap
+    // offset without its s term is aligned.
+    h->shift = 0;
+    if (want_shift && sh == 1 && sw == 1 && d->dil_w == 1 && S >= 2 && S <= 3 &&
+        junk_beats_rows(d, h->wph, vec) && round16((size_t)h->wph) * 8 <= (size_t)h->wph * 9) {
+        h->wph = (int)round16((size_t)h->wph);
+        h->shift = S;
+    }
     // Bands of output rows: at least one per thread; for k x k at most
     // BAND_BYTES of prepared planes (plus halo rows) each, so a band's planes,
     // scratch and output stay in L2 between its preparation and its use.
@@ -201,21 +248,15 @@ static void plan_geometry(cd_sparse_conv *h, int32_t *tap_off, int vec) {
             for (int s = 0; s < S; s++) {
                 const int a = (r * d->dil_h) % sh, b = (s * d->dil_w) % sw;
                 const size_t o = c * h->chan_stride + slot_of[a * nb + b] * h->plane +
-                                 (size_t)((r * d->dil_h) / sh) * h->wph + (s * d->dil_w) / sw;
+                                 (size_t)((r * d->dil_h) / sh) * h->wph +
+                                 (h->shift ? 0 : (s * d->dil_w) / sw);
                 tap_off[(c * R + r) * S + s] = (int32_t)o;
             }
     if (h->wph == d->ow) {
         h->mode = MODE_PLANE;
         return;
     }
-    // One call per row wastes the partial vector of every row and pays a
-    // pass over the weights per 64-pixel tile of each row; one call over the
-    // padded rows computes wph-OW junk columns per row and copies out (about
-    // 10% on top). Costs in vectors, a pass over the weights counted as one.
-    const size_t rows_cost = (size_t)d->oh * ((d->ow + vec - 1) / vec + (d->ow + 63) / 64);
-    const size_t jp = (size_t)d->oh * h->wph;
-    const size_t junk_cost = (jp + vec - 1) / vec * 11 / 10 + (jp + 63) / 64;
-    h->mode = junk_cost < rows_cost ? MODE_JUNK : MODE_ROWS;
+    h->mode = h->shift || junk_beats_rows(d, h->wph, vec) ? MODE_JUNK : MODE_ROWS;
 }
 
 // Pixels one call reads past its input base (offset 0 of a group's band).
@@ -279,10 +320,11 @@ int cd_sparse_conv_create(const cd_conv_desc *d, const float *w, const float *bi
         return CD_ENOMEM;
     }
     h->vec = isa == CD_SPARSE_ISA_AVX512F ? 16 : 8;
-    plan_geometry(h, tap_off, h->vec);
+    plan_geometry(h, tap_off, h->vec, shift_wanted(&dd, fmt, isa, opt));
     int32_t max_tap = 0;
     for (int j = 0; j < cols; j++) max_tap = tap_off[j] > max_tap ? tap_off[j] : max_tap;
-    const size_t need = (size_t)max_tap + read_extent(h);
+    // (The aligned-shift kernel reads one vector past each tile.)
+    const size_t need = (size_t)max_tap + read_extent(h) + (h->shift ? 16 : 0);
     h->in_slack = need > h->group_in ? need - h->group_in : 0;
     h->band_stride = round16(h->group_in + h->in_slack);
 
@@ -290,14 +332,15 @@ int cd_sparse_conv_create(const cd_conv_desc *d, const float *w, const float *bi
     // must keep the input it reads in L1; later blocks accumulate onto the
     // output of earlier ones. (More column blocks mean more, shorter visits
     // of each output row: measured, the L1 budget below is the best trade.)
-    const size_t px = h->mode == MODE_FC ? FC_FOLD : CB_TILE;
+    const size_t px = h->mode == MODE_FC ? FC_FOLD : h->shift ? CB_TILE_SHIFT : CB_TILE;
     // Floats of one input channel a pass touches: a row of px pixels, or for
     // k x k every phase plane from the pass's first row to R-1 (dilated,
     // strided) rows below its last.
     size_t per_c = px, budget = L1_INPUT_BYTES;
     if (h->mode != MODE_DIRECT && h->mode != MODE_FC && (dd.r > 1 || dd.s > 1)) {
         per_c = (size_t)h->nslots * (px + (size_t)((dd.r - 1) * dd.dil_h / dd.stride_h) * h->wph);
-        budget = L1_INPUT_BYTES_KXK;
+        // Aligned loads touch half the lines of split ones: the 1x1 budget.
+        budget = h->shift ? L1_INPUT_BYTES : L1_INPUT_BYTES_KXK;
     }
     // BSR loads one input vector per NR multiply-adds and gains nothing from
     // the split (measured): only CSR is blocked.
@@ -323,7 +366,9 @@ int cd_sparse_conv_create(const cd_conv_desc *d, const float *w, const float *bi
             wb = sub;
         }
         const float *bb = b == 0 ? bias : NULL;
-        rc = format_nr(fmt) == 1
+        rc = h->shift ? cd_sparse_pack_build_shift(wb, bb, dd.groups, h->kpg, nc * rs,
+                                                   tap_off + (size_t)c0 * rs, h->shift, &h->packs[b])
+             : format_nr(fmt) == 1
                  ? cd_csr_pack(wb, bb, dd.groups, h->kpg, nc * rs, tap_off + (size_t)c0 * rs, &h->packs[b])
                  : cd_bsr_pack(wb, bb, dd.groups, h->kpg, nc * rs, tap_off + (size_t)c0 * rs,
                                format_nr(fmt), &h->packs[b]);
@@ -363,7 +408,8 @@ int cd_sparse_conv_get_info(const cd_sparse_conv *h, cd_sparse_conv_info *info) 
     memset(info, 0, sizeof *info);
     info->format = h->format;
     info->isa = h->isa;
-    info->kernel = h->kmain->name;
+    info->kernel = h->shift ? CD_F32_SPMM_SHIFT_NAME : h->kmain->name;
+    info->shift = h->shift;
     info->tail_kernel = h->packs[0].tail_rows ? h->ktail->name : NULL;
     info->mode = modes[h->mode];
     info->cin_blocks = h->ncb;
@@ -532,6 +578,13 @@ static void run_pass(const cd_sparse_conv *h, const cd_spmm_ukernel_info *uk, si
     static const cd_spmm_params none = {-INFINITY, INFINITY};
     for (int b = 0; b < h->ncb; b++) {
         const cd_sparse_pack *p = &h->packs[b];
+        if (h->shift) {
+            cd_f32_spmm_shift__avx512f(mc, nblk, h->shift, in, p->values + p->vfirst[gb],
+                                       p->offsets + p->first[gb], p->shift_nnz + gb * h->shift,
+                                       b == 0 ? res : out, b == 0 ? res_stride : out_stride, out,
+                                       out_stride, b == h->ncb - 1 ? last : &none);
+            continue;
+        }
         uk->fn(mc, nblk, in, p->values + p->vfirst[gb], p->offsets + p->first[gb], p->nnz_map + gb,
                b == 0 ? res : out, b == 0 ? res_stride : out_stride, out, out_stride,
                b == h->ncb - 1 ? last : &none);

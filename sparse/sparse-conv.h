@@ -16,6 +16,10 @@
 //     nonzero (c, r, s) is one shifted-plane offset and the output pixels of
 //     a row are contiguous reads (sparse direct convolution, no im2col);
 //     stride-2 1x1 is the special case of one phase (a subsample);
+//     stride-1 3x3 CSR layers on AVX-512 whose rows pad to 16 floats by at
+//     most 1/8 (56, 28, 14; not 7) take the aligned-shift kernel
+//     (sparse/spmm-shift.h): pitch padded, offsets without the column tap,
+//     every load aligned (~1.4x faster, measured; cd_sparse_conv_info.shift);
 //   - FC (1x1 kernel on a 1x1 input): SpMM with the batch as the pixel axis.
 // The prepared input of an image is made band by band (bands of output rows,
 // at least one per thread, each at most ~640 KiB of planes), each band right
@@ -47,6 +51,10 @@ typedef struct {
     cd_sparse_isa isa;       // AUTO: cd_sparse_isa_best(); else forced (tests, tuning)
     int cin_block;           // input channels per column block: 0 = sized so a
                              // pass's input rows stay in L1; > 0 forces it
+    int shift;               // aligned-shift CSR path (stride-1 k x k, S <= 3,
+                             // MODE_JUNK, AVX-512, pitch padded to 16):
+                             // 0 = where measured faster, 1 = wherever
+                             // eligible (tests), -1 = never (A/B benches)
 } cd_sparse_conv_options;
 
 typedef struct cd_sparse_conv cd_sparse_conv;
@@ -65,6 +73,8 @@ typedef struct {
     int cin_blocks;            // input-channel blocks the weights are split into
     int bands;                 // bands of output rows the input is prepared
                                // and run in (1 for "direct" and "fc")
+    int shift;                 // column taps folded by the aligned-shift
+                               // kernel (sparse/spmm-shift.h), 0 when unused
 } cd_sparse_conv_info;
 
 // Creates a sparse conv for desc d (d->n is ignored: the batch is per run;

@@ -14,11 +14,13 @@ static int entry_nonzero(const float *w, int cols, int k0, int nb, int j) {
     return 0;
 }
 
-int cd_sparse_pack_build(const float *w, const float *bias, int groups, int kpg,
-                         int cols, const int32_t *tap_off, int nr,
-                         cd_sparse_pack *p) {
+// Both builders: shifts = 0 for a plain pack, else a shift pack (nr = 1).
+static int pack_build(const float *w, const float *bias, int groups, int kpg, int cols,
+                      const int32_t *tap_off, int nr, int shifts, cd_sparse_pack *p) {
     memset(p, 0, sizeof *p);
     if (!w || !tap_off || groups < 1 || kpg < 1 || cols < 1 || nr < 1 || nr > 64)
+        return CD_EPARAMS;
+    if (shifts < 0 || shifts > 8 || (shifts && (nr != 1 || cols % shifts)))
         return CD_EPARAMS;
     p->nr = nr;
     p->groups = groups;
@@ -47,7 +49,8 @@ int cd_sparse_pack_build(const float *w, const float *bias, int groups, int kpg,
     const size_t o_nnz = align64(o_off + entries * sizeof(int32_t));
     const size_t o_first = align64(o_nnz + nblocks * sizeof(uint32_t));
     const size_t o_vfirst = align64(o_first + (nblocks + 1) * sizeof(size_t));
-    const size_t size = align64(o_vfirst + nblocks * sizeof(size_t));
+    const size_t o_snnz = align64(o_vfirst + nblocks * sizeof(size_t));
+    const size_t size = align64(o_snnz + nblocks * (size_t)shifts * sizeof(uint32_t));
     char *mem = aligned_alloc(64, size);
     if (!mem) return CD_ENOMEM;
     p->mem = mem;
@@ -59,6 +62,8 @@ int cd_sparse_pack_build(const float *w, const float *bias, int groups, int kpg,
     p->vfirst = (size_t *)(mem + o_vfirst);
     p->entries = entries;
     p->nnz = nnz;
+    p->shifts = shifts;
+    p->shift_nnz = shifts ? (uint32_t *)(mem + o_snnz) : NULL;
 
     // Pass 2: fill.
     size_t e = 0, v = 0;
@@ -72,18 +77,41 @@ int cd_sparse_pack_build(const float *w, const float *bias, int groups, int kpg,
             p->vfirst[bi] = v;
             for (int i = 0; i < nb; i++) p->values[v++] = bias ? bias[k0 + i] : 0.0f;
             uint32_t cnt = 0;
-            for (int j = 0; j < cols; j++) {
-                if (!entry_nonzero(w, cols, k0, nb, j)) continue;
-                p->offsets[e++] = tap_off[j];
-                if (tap_off[j] > max_off) max_off = tap_off[j];
-                for (int i = 0; i < nb; i++) p->values[v++] = w[(size_t)(k0 + i) * cols + j];
-                cnt++;
+            // A shift pack walks the columns once per tap s (j = s, s + S, ...).
+            const int passes = shifts ? shifts : 1, step = shifts ? shifts : 1;
+            for (int s = 0; s < passes; s++) {
+                uint32_t cs = 0;
+                for (int j = s; j < cols; j += step) {
+                    if (!entry_nonzero(w, cols, k0, nb, j)) continue;
+                    p->offsets[e++] = tap_off[j];
+                    if (tap_off[j] > max_off) max_off = tap_off[j];
+                    for (int i = 0; i < nb; i++) p->values[v++] = w[(size_t)(k0 + i) * cols + j];
+                    cs++;
+                }
+                if (shifts) p->shift_nnz[bi * shifts + s] = cs;
+                cnt += cs;
             }
             p->nnz_map[bi] = cnt;
         }
     p->first[nblocks] = e;
     p->max_off = max_off;
     return 0;
+}
+
+int cd_sparse_pack_build(const float *w, const float *bias, int groups, int kpg,
+                         int cols, const int32_t *tap_off, int nr,
+                         cd_sparse_pack *p) {
+    return pack_build(w, bias, groups, kpg, cols, tap_off, nr, 0, p);
+}
+
+int cd_sparse_pack_build_shift(const float *w, const float *bias, int groups, int kpg,
+                               int cols, const int32_t *tap_off, int shifts,
+                               cd_sparse_pack *p) {
+    if (shifts < 1) {
+        memset(p, 0, sizeof *p);
+        return CD_EPARAMS;
+    }
+    return pack_build(w, bias, groups, kpg, cols, tap_off, 1, shifts, p);
 }
 
 void cd_sparse_pack_free(cd_sparse_pack *p) {

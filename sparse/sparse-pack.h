@@ -25,9 +25,16 @@
 //   nnz      uint32[]   entries per block
 //   first    size_t[]   per block + 1: index of its first entry in offsets
 //   vfirst   size_t[]   per block: index of its first bias in values
+//   snnz     uint32[]   only in a shift pack (cd_sparse_pack_build_shift):
+//                       per block `shifts` counts, entries per column tap s
 //
 // A micro-kernel call over blocks b0..b1 (all of one kind) takes
 // values + vfirst[b0], offsets + first[b0], nnz + b0 and walks them in order.
+//
+// A shift pack (CSR only, for the aligned-shift kernel of
+// sparse/spmm-shift.h) is the same with, in each block, the entries ordered
+// by column tap s = j % shifts (then by column), snnz[b*shifts + s] entries
+// of tap s each; its caller's tap_off leaves the s term out of the offsets.
 
 #include <stddef.h>
 #include <stdint.h>
@@ -48,6 +55,8 @@ typedef struct {
     uint32_t *nnz_map;
     size_t *first;
     size_t *vfirst;
+    int shifts;         // shift pack: column taps per row (S), else 0
+    uint32_t *shift_nnz; // shift pack: [blocks * shifts] entries per tap, else NULL
     void *mem;          // the one allocation (free with cd_sparse_pack_free)
     size_t mem_size;    // its size in bytes
 } cd_sparse_pack;
@@ -59,6 +68,13 @@ typedef struct {
 int cd_sparse_pack_build(const float *w, const float *bias, int groups, int kpg,
                          int cols, const int32_t *tap_off, int nr,
                          cd_sparse_pack *p);
+
+// As cd_sparse_pack_build with nr = 1, the entries of each block ordered by
+// column tap s = j % shifts (columns j = (c*R + r)*S + s, shifts = S in
+// 1..8) and counted per tap in shift_nnz. Returns 0, CD_EPARAMS, CD_ENOMEM.
+int cd_sparse_pack_build_shift(const float *w, const float *bias, int groups, int kpg,
+                               int cols, const int32_t *tap_off, int shifts,
+                               cd_sparse_pack *p);
 
 // Frees the allocation and zeroes *p (safe on a zeroed pack).
 void cd_sparse_pack_free(cd_sparse_pack *p);

@@ -1,0 +1,319 @@
+// The aligned-shift CSR path for stride-1 k x k convs (sparse/spmm-shift.h):
+// the shift pack's per-tap order and counts, the micro-kernel against a
+// scalar sum (masked tails, accumulation in place, clamp), and whole layers
+// that take the path against cd_ref_conv2d and against the same layer with
+// the path off, on fresh random shapes (3x3, 2x2, 1x3; pads; odd sizes;
+// batch 1..4; groups; residual + activations) at 0/50/90/99/100% sparsity.
+
+#include "proto/errors.h"
+#include "sparse/sparse-pack.h"
+#include "sparse/spmm-shift.h"
+#include "tests/unit/test-sparse-util.h"
+
+#include <omp.h>
+#include <stdio.h>
+
+static const double k_sparsities[] = {0.0, 0.5, 0.9, 0.99, 1.0};
+
+static int have_avx512(void) { return cd_sparse_isa_supported(CD_SPARSE_ISA_AVX512F); }
+
+// Shift pack: each row's entries ordered by tap s = j % S (then column),
+// counted per tap; values/offsets follow that order; totals as a plain pack.
+CD_TEST(sparse_shift_pack_orders_entries_by_tap) {
+    const int S = cd_test_randi(1, 3), groups = cd_test_randi(1, 3), kpg = cd_test_randi(1, 9);
+    const int cols = S * cd_test_randi(1, 12);
+    const size_t wn = (size_t)groups * kpg * cols;
+    float *w = malloc(wn * sizeof *w), *bias = malloc(groups * kpg * sizeof *bias);
+    int32_t *tap = malloc(cols * sizeof *tap);
+    CHECK(w && bias && tap);
+    sp_fill_random(w, wn);
+    sp_prune_unstructured(w, wn, 0.6);
+    sp_fill_random(bias, groups * kpg);
+    for (int j = 0; j < cols; j++) tap[j] = 16 * j;
+    cd_sparse_pack p, q;
+    CHECK_EQ(cd_sparse_pack_build_shift(w, bias, groups, kpg, cols, tap, S, &p), 0);
+    CHECK_EQ(cd_sparse_pack_build(w, bias, groups, kpg, cols, tap, 1, &q), 0);
+    CHECK_EQ(p.shifts, S);
+    CHECK_EQ(p.entries, q.entries);
+    CHECK_EQ(p.nnz, q.nnz);
+    for (int k = 0; k < groups * kpg; k++) {
+        const float *v = p.values + p.vfirst[k];
+        const int32_t *o = p.offsets + p.first[k];
+        CHECK_EQ(v[0], bias[k]);
+        v++;
+        uint32_t total = 0;
+        for (int s = 0; s < S; s++) {
+            uint32_t cnt = 0;
+            for (int j = s; j < cols; j += S) {
+                const float x = w[(size_t)k * cols + j];
+                if (x == 0.0f) continue;
+                CHECK_EQ(*o++, tap[j]);
+                CHECK_EQ(*v++, x);
+                cnt++;
+            }
+            CHECK_EQ(p.shift_nnz[k * S + s], cnt);
+            total += cnt;
+        }
+        CHECK_EQ(p.nnz_map[k], total);
+    }
+    cd_sparse_pack_free(&p);
+    cd_sparse_pack_free(&q);
+    CHECK_EQ(cd_sparse_pack_build_shift(w, bias, 1, 1, 5, tap, 3, &p), CD_EPARAMS); // cols % S
+    CHECK_EQ(cd_sparse_pack_build_shift(w, bias, 1, 1, 6, tap, 0, &p), CD_EPARAMS);
+    free(w);
+    free(bias);
+    free(tap);
+}
+
+// The micro-kernel alone: random aligned offsets, S = 1..3, mc 1..200 (full
+// tiles, the merged remainder, masked last vector), residual or in-place
+// accumulation, with and without clamp, against a double-precision sum.
+CD_TEST(sparse_shift_ukernel_vs_scalar_sum_masked_tails_inplace) {
+    if (!have_avx512()) return;
+    for (int it = 0; it < 60; it++) {
+        const int S = cd_test_randi(1, 3), nblk = cd_test_randi(1, 5);
+        const size_t mc = (size_t)cd_test_randi(1, 200);
+        const int nvec_in = 24; // input positions: 16-float aligned offsets 0..nvec_in-1
+        const size_t in_n = 16 * (size_t)nvec_in + ((mc + 15) & ~(size_t)15) + 16;
+        float *in = aligned_alloc(64, (in_n * sizeof(float) + 63) & ~(size_t)63);
+        const size_t ostride = mc + (size_t)cd_test_randi(0, 20);
+        float *out = malloc(nblk * ostride * sizeof *out), *res = malloc(nblk * ostride * sizeof *res);
+        float *w = malloc((size_t)nblk * (1 + 3 * 12) * sizeof *w);
+        int32_t *off = malloc((size_t)nblk * 3 * 12 * sizeof *off);
+        uint32_t *snnz = malloc((size_t)nblk * S * sizeof *snnz);
+        double *ref = malloc(nblk * mc * sizeof *ref);
+        CHECK(in && out && res && w && off && snnz && ref);
+        sp_fill_random(in, in_n);
+        sp_fill_random(res, nblk * ostride);
+        const int mode = cd_test_randi(0, 2); // 0: residual, 1: in place, 2: neither
+        const int clamp = mode != 1 && cd_test_randi(0, 1);
+        const cd_spmm_params prm = {clamp ? -0.5f : -INFINITY, clamp ? 0.75f : INFINITY};
+        for (size_t i = 0; i < nblk * ostride; i++) out[i] = mode == 1 ? res[i] : NAN;
+        float *wp = w;
+        int32_t *op = off;
+        for (int b = 0; b < nblk; b++) {
+            const float bias = cd_test_randf(-1, 1);
+            *wp++ = bias;
+            for (size_t m = 0; m < mc; m++)
+                ref[b * mc + m] = bias + (mode != 2 ? res[b * ostride + m] : 0.0);
+            for (int s = 0; s < S; s++) {
+                const uint32_t n = (uint32_t)cd_test_randi(0, 12);
+                snnz[b * S + s] = n;
+                for (uint32_t j = 0; j < n; j++) {
+                    const int32_t o = 16 * cd_test_randi(0, nvec_in - 1);
+                    const float v = cd_test_randf(-1, 1);
+                    *op++ = o;
+                    *wp++ = v;
+                    for (size_t m = 0; m < mc; m++) ref[b * mc + m] += (double)v * in[o + s + m];
+                }
+            }
+            for (size_t m = 0; m < mc; m++) {
+                double r = ref[b * mc + m];
+                if (clamp) r = r < -0.5 ? -0.5 : r > 0.75 ? 0.75 : r;
+                ref[b * mc + m] = r;
+            }
+        }
+        cd_f32_spmm_shift__avx512f(mc, nblk, S, in, w, off, snnz, mode == 0 ? res : mode == 1 ? out : NULL,
+                                   ostride, out, ostride, &prm);
+        for (int b = 0; b < nblk; b++) {
+            for (size_t m = 0; m < mc; m++) {
+                const double e = fabs(out[b * ostride + m] - ref[b * mc + m]);
+                if (!(e <= 1e-5 * fmax(1.0, fabs(ref[b * mc + m]))))
+                    CD_CHECK_FAIL_("S%d mc%zu mode%d b%d m%zu: %g vs %g", S, mc, mode, b, m,
+                                   out[b * ostride + m], ref[b * mc + m]);
+            }
+            // Nothing written past mc (masked tail).
+            for (size_t m = mc; m < ostride; m++)
+                if (mode == 1) CHECK_EQ(out[b * ostride + m], res[b * ostride + m]);
+                else CHECK(isnan(out[b * ostride + m]));
+        }
+        free(in);
+        free(out);
+        free(res);
+        free(w);
+        free(off);
+        free(snnz);
+        free(ref);
+    }
+}
+
+// A random activation (any kind) with sensible parameters.
+static cd_activation random_act(void) {
+    cd_activation a = {.kind = (cd_act)cd_test_randi(CD_ACT_NONE, CD_ACT_LEAKYRELU)};
+    if (a.kind == CD_ACT_CLIP) {
+        a.alpha = -0.5f;
+        a.beta = 0.75f;
+    } else if (a.kind == CD_ACT_HARDSIGMOID) {
+        a.alpha = 0.2f;
+        a.beta = 0.5f;
+    } else if (a.kind == CD_ACT_LEAKYRELU) {
+        a.alpha = 0.1f;
+    }
+    return a;
+}
+
+// A random stride-1 conv whose padded row pitch wph = OW + S - 1 pads to
+// 16 or 32 floats by at most 1/8 (so the path applies; at 48 one call per
+// row can win over MODE_JUNK): kernel R x S
+// from 3x3, 2x2, 1x3, 3x2; pads 0..2; groups 1, 2..3 or depthwise (gmode).
+static cd_conv_desc shift_desc(int gmode, int *batch) {
+    static const int kr[] = {3, 2, 1, 3}, ks[] = {3, 2, 3, 2};
+    const int t = cd_test_randi(0, 3);
+    cd_conv_desc d = {.r = kr[t], .s = ks[t], .stride_h = 1, .stride_w = 1, .dil_h = 1, .dil_w = 1};
+    const int pitch = 16 * cd_test_randi(1, 2);
+    const int wph = cd_test_randi((pitch * 8 + 8) / 9, pitch);
+    d.pad_l = cd_test_randi(0, d.s - 1);
+    d.pad_r = cd_test_randi(0, d.s - 1);
+    d.pad_t = cd_test_randi(0, 2);
+    d.pad_b = cd_test_randi(0, 2);
+    d.w = wph - d.pad_l - d.pad_r; // OW = W + pl + pr - S + 1 = wph - S + 1
+    d.h = cd_test_randi(d.r + 2, 17); // OH >= 3: one output row may go MODE_ROWS
+    int cpg = cd_test_randi(1, 12), kpg = cd_test_randi(1, 12);
+    d.groups = 1;
+    if (gmode == 1) d.groups = cd_test_randi(2, 3);
+    if (gmode == 2) {
+        d.groups = cd_test_randi(2, 8);
+        cpg = 1;
+        kpg = cd_test_randi(1, 2);
+    }
+    d.c = cpg * d.groups;
+    d.k = kpg * d.groups;
+    d.act = random_act();
+    d.has_residual = cd_test_randi(0, 1);
+    *batch = cd_test_randi(1, 4);
+    cd_conv_out_dims(&d);
+    return d;
+}
+
+// Runs layer d at one sparsity with the path forced on (and checks it is
+// taken), against the reference and the same layer with the path off; the
+// second round forces small column blocks.
+static void run_shift_case(cd_conv_desc d, int batch, double sparsity) {
+    d.n = batch;
+    cd_conv_out_dims(&d);
+    const int cpg = d.c / d.groups;
+    const size_t wn = (size_t)d.k * cpg * d.r * d.s;
+    const size_t xn = (size_t)batch * d.c * d.h * d.w, yn = (size_t)batch * d.k * d.oh * d.ow;
+    float *w = malloc(wn * sizeof *w), *bias = malloc(d.k * sizeof *bias);
+    float *x = malloc(xn * sizeof *x), *res = malloc(yn * sizeof *res);
+    float *ref = malloc(yn * sizeof *ref), *y = malloc(yn * sizeof *y), *y0 = malloc(yn * sizeof *y0);
+    CHECK(w && bias && x && res && ref && y && y0);
+    sp_fill_random(w, wn);
+    sp_prune_unstructured(w, wn, sparsity);
+    sp_fill_random(bias, d.k);
+    sp_fill_random(x, xn);
+    sp_fill_random(res, yn);
+    cd_ref_conv2d(&d, x, w, bias, d.has_residual ? res : NULL, ref);
+    for (int round = 0; round < 2; round++) {
+        const int cb = round ? cd_test_randi(1, cpg > 1 ? cpg - 1 : 1) : 0;
+        char what[256];
+        snprintf(what, sizeof what, "cb%d n%d c%d k%d g%d %dx%d k%dx%d p%d,%d,%d,%d act%d res%d sp%.2f",
+                 cb, batch, d.c, d.k, d.groups, d.h, d.w, d.r, d.s, d.pad_t, d.pad_l, d.pad_b,
+                 d.pad_r, d.act.kind, d.has_residual, sparsity);
+        for (int on = 1; on >= -1; on -= 2) {
+            cd_sparse_conv_options opt = {.format = CD_SPARSE_FMT_CSR, .isa = CD_SPARSE_ISA_AVX512F,
+                                          .cin_block = cb, .shift = on};
+            cd_sparse_conv *h = NULL;
+            CHECK_EQ(cd_sparse_conv_create(&d, w, bias, &opt, &h), 0);
+            cd_sparse_conv_info info;
+            cd_sparse_conv_get_info(h, &info);
+            if (on > 0) {
+                if (info.shift != d.s) CD_CHECK_FAIL_("%s: path not taken (mode %s)", what, info.mode);
+                CHECK_STREQ(info.mode, "junk");
+                CHECK_STREQ(info.kernel, CD_F32_SPMM_SHIFT_NAME);
+            } else {
+                CHECK_EQ(info.shift, 0);
+            }
+            float *out = on > 0 ? y : y0;
+            for (size_t j = 0; j < yn; j++) out[j] = NAN; // every output must be written
+            CHECK_EQ(cd_sparse_conv_run(h, x, d.has_residual ? res : NULL, out, batch), 0);
+            sp_check_close(out, ref, yn, what);
+            cd_sparse_conv_free(h);
+        }
+        sp_check_close(y, y0, yn, what); // path on vs off on the same weights
+    }
+    free(w);
+    free(bias);
+    free(x);
+    free(res);
+    free(ref);
+    free(y);
+    free(y0);
+}
+
+static void run_shift_random(int iters, int gmode) {
+    if (!have_avx512()) return;
+    for (int it = 0; it < iters; it++) {
+        omp_set_num_threads(cd_test_randi(1, 2)); // 2: at least two bands per image
+        int batch;
+        const cd_conv_desc d = shift_desc(gmode, &batch);
+        for (size_t s = 0; s < sizeof k_sparsities / sizeof k_sparsities[0]; s++)
+            run_shift_case(d, batch, k_sparsities[s]);
+    }
+}
+
+CD_TEST(sparse_shift_conv_random_dense_groups) { run_shift_random(8, 0); }
+CD_TEST(sparse_shift_conv_random_grouped) { run_shift_random(5, 1); }
+CD_TEST(sparse_shift_conv_random_depthwise) { run_shift_random(5, 2); }
+
+// ResNet-50-like 3x3 geometry at 28x28 (pitch 30 -> 32) with enough input
+// channels for several column blocks by the L1 rule, a residual and ReLU.
+CD_TEST(sparse_shift_conv_28x28_column_blocks) {
+    if (!have_avx512()) return;
+    cd_conv_desc d = {.c = cd_test_randi(40, 70), .h = 28, .w = 28, .k = cd_test_randi(3, 9),
+                      .r = 3, .s = 3, .stride_h = 1, .stride_w = 1, .pad_t = 1, .pad_l = 1,
+                      .pad_b = 1, .pad_r = 1, .dil_h = 1, .dil_w = 1, .groups = 1,
+                      .has_residual = 1, .act = {CD_ACT_RELU}};
+    for (size_t s = 0; s < sizeof k_sparsities / sizeof k_sparsities[0]; s++)
+        run_shift_case(d, cd_test_randi(1, 2), k_sparsities[s]);
+}
+
+// Where the path must not be taken even when forced: 7x7 (pitch 9 -> 16 is
+// too much padding), stride 2, dilation 2 in W, BSR, a 5x5 (S > 3), AVX2.
+CD_TEST(sparse_shift_conv_not_taken_outside_its_geometry) {
+    const cd_conv_desc base = {.c = 8, .h = 14, .w = 14, .k = 8, .r = 3, .s = 3, .stride_h = 1,
+                               .stride_w = 1, .pad_t = 1, .pad_l = 1, .pad_b = 1, .pad_r = 1,
+                               .dil_h = 1, .dil_w = 1, .groups = 1};
+    cd_conv_desc v[6];
+    for (int i = 0; i < 6; i++) v[i] = base;
+    v[0].h = v[0].w = 7;
+    v[1].stride_h = v[1].stride_w = 2;
+    v[2].dil_w = 2;
+    v[4].r = v[4].s = 5;
+    v[4].pad_t = v[4].pad_l = v[4].pad_b = v[4].pad_r = 2;
+    float *w = malloc(8 * 8 * 25 * sizeof *w);
+    CHECK(w);
+    sp_fill_random(w, 8 * 8 * 25);
+    sp_prune_unstructured(w, 8 * 8 * 25, 0.5);
+    for (int i = 0; i < 6; i++) {
+        cd_sparse_conv_options opt = {.format = i == 3 ? CD_SPARSE_FMT_BSR4 : CD_SPARSE_FMT_CSR,
+                                      .isa = i == 5 ? CD_SPARSE_ISA_AVX2 : CD_SPARSE_ISA_AUTO,
+                                      .shift = 1};
+        if (i == 5 && !cd_sparse_isa_supported(CD_SPARSE_ISA_AVX2)) continue;
+        cd_sparse_conv *h = NULL;
+        CHECK_EQ(cd_sparse_conv_create(&v[i], w, NULL, &opt, &h), 0);
+        cd_sparse_conv_info info;
+        cd_sparse_conv_get_info(h, &info);
+        if (info.shift != 0) CD_CHECK_FAIL_("case %d took the shift path", i);
+        cd_sparse_conv_free(h);
+    }
+    // The same 14x14 3x3 CSR layer takes it on AVX-512, forced or by the
+    // measured rule (shift 0: 3x3 only); off (-1) never; a 2x2 only forced.
+    if (have_avx512()) {
+        cd_conv_desc k2 = base;
+        k2.r = k2.s = 2;
+        k2.pad_b = k2.pad_r = 0;
+        const struct { const cd_conv_desc *d; int opt, want; } c[] = {
+            {&base, 1, 3}, {&base, 0, 3}, {&base, -1, 0}, {&k2, 0, 0}, {&k2, 1, 2}};
+        for (int i = 0; i < 5; i++) {
+            cd_sparse_conv_options opt = {.format = CD_SPARSE_FMT_CSR, .shift = c[i].opt};
+            cd_sparse_conv *h = NULL;
+            CHECK_EQ(cd_sparse_conv_create(c[i].d, w, NULL, &opt, &h), 0);
+            cd_sparse_conv_info info;
+            cd_sparse_conv_get_info(h, &info);
+            if (info.shift != c[i].want) CD_CHECK_FAIL_("rule case %d: shift %d", i, info.shift);
+            cd_sparse_conv_free(h);
+        }
+    }
+    free(w);
+}
