@@ -17,21 +17,6 @@ static double ref_cost(const cd_conv_desc *d, int batch) {
     return (double)batch * d->k * d->oh * d->ow * (d->c / d->groups) * d->r * d->s;
 }
 
-// A random activation (any kind) with sensible parameters.
-static cd_activation random_act(void) {
-    cd_activation a = {.kind = (cd_act)cd_test_randi(CD_ACT_NONE, CD_ACT_LEAKYRELU)};
-    if (a.kind == CD_ACT_CLIP) {
-        a.alpha = -0.5f;
-        a.beta = 0.75f;
-    } else if (a.kind == CD_ACT_HARDSIGMOID) {
-        a.alpha = 0.2f;
-        a.beta = 0.5f;
-    } else if (a.kind == CD_ACT_LEAKYRELU) {
-        a.alpha = 0.1f;
-    }
-    return a;
-}
-
 // What the last layer run_case created chose.
 static cd_sparse_conv_info g_last_info;
 
@@ -129,7 +114,7 @@ static cd_conv_desc random_desc(int ksz, int stride, int gmode, int *batch) {
         d.k = kpg * d.groups;
         d.h = cd_test_randi(1, 23);
         d.w = cd_test_randi(1, 23);
-        d.act = random_act();
+        d.act = sp_random_act();
         d.has_residual = cd_test_randi(0, 1);
         *batch = cd_test_randi(1, 9);
         cd_conv_out_dims(&d);
@@ -243,7 +228,7 @@ CD_TEST(sparse_conv_fc_batch_as_pixels) {
     for (size_t b = 0; b < sizeof batches / sizeof batches[0]; b++) {
         cd_conv_desc d = {.c = cd_test_randi(1, 70), .h = 1, .w = 1, .k = cd_test_randi(1, 40),
                           .r = 1, .s = 1, .stride_h = 1, .stride_w = 1, .dil_h = 1, .dil_w = 1,
-                          .groups = 1, .act = random_act(), .has_residual = cd_test_randi(0, 1)};
+                          .groups = 1, .act = sp_random_act(), .has_residual = cd_test_randi(0, 1)};
         for (size_t s = 0; s < sizeof k_sparsities / sizeof k_sparsities[0]; s++)
             CHECK_STREQ(run_case(d, batches[b], k_sparsities[s], 0), "fc");
     }

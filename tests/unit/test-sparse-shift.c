@@ -137,21 +137,6 @@ CD_TEST(sparse_shift_ukernel_vs_scalar_sum_masked_tails_inplace) {
     }
 }
 
-// A random activation (any kind) with sensible parameters.
-static cd_activation random_act(void) {
-    cd_activation a = {.kind = (cd_act)cd_test_randi(CD_ACT_NONE, CD_ACT_LEAKYRELU)};
-    if (a.kind == CD_ACT_CLIP) {
-        a.alpha = -0.5f;
-        a.beta = 0.75f;
-    } else if (a.kind == CD_ACT_HARDSIGMOID) {
-        a.alpha = 0.2f;
-        a.beta = 0.5f;
-    } else if (a.kind == CD_ACT_LEAKYRELU) {
-        a.alpha = 0.1f;
-    }
-    return a;
-}
-
 // A random stride-1 conv whose padded row pitch wph = OW + S - 1 pads to
 // 16 or 32 floats by at most 1/8 (so the path applies; at 48 one call per
 // row can win over MODE_JUNK): kernel R x S
@@ -178,7 +163,7 @@ static cd_conv_desc shift_desc(int gmode, int *batch) {
     }
     d.c = cpg * d.groups;
     d.k = kpg * d.groups;
-    d.act = random_act();
+    d.act = sp_random_act();
     d.has_residual = cd_test_randi(0, 1);
     *batch = cd_test_randi(1, 4);
     cd_conv_out_dims(&d);

@@ -50,6 +50,21 @@ static inline void sp_check_close(const float *got, const float *ref, size_t n, 
     CHECK_CLOSE_F32(got, ref, n, 1e-4);
 }
 
+// A random activation (any kind) with sensible parameters.
+static inline cd_activation sp_random_act(void) {
+    cd_activation a = {.kind = (cd_act)cd_test_randi(CD_ACT_NONE, CD_ACT_LEAKYRELU)};
+    if (a.kind == CD_ACT_CLIP) {
+        a.alpha = -0.5f;
+        a.beta = 0.75f;
+    } else if (a.kind == CD_ACT_HARDSIGMOID) {
+        a.alpha = 0.2f;
+        a.beta = 0.5f;
+    } else if (a.kind == CD_ACT_LEAKYRELU) {
+        a.alpha = 0.1f;
+    }
+    return a;
+}
+
 // Scalar instruction sets this CPU runs, best last.
 static inline int sp_isas(cd_sparse_isa out[3]) {
     int n = 0;
