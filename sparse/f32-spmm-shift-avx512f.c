@@ -24,10 +24,12 @@ static inline __attribute__((always_inline)) __m512 shift_lanes(__m512 acc, __m5
             _mm512_fmadd_ps(_mm512_load_ps(x + 16 * v), wv, ACC[v]);           \
     } while (0)
 
-// One tile of NV (<= 8) vectors for S (1..3) taps. MASKED: the last vector
-// stores only the pixels set in `last` (its loads stay full vectors).
+// One tile of NV (<= 8) vectors for S (1..3) taps of column stride SW (1 or
+// 2): tap s is shifted by s / SW lanes (stride 2: taps 0 and 1 read two phase
+// planes unshifted, tap 2 the first plane one lane on). MASKED: the last
+// vector stores only the pixels set in `last` (its loads stay full vectors).
 static inline __attribute__((always_inline)) void
-shift_tile(const int NV, const int S, const int MASKED, __mmask16 last, size_t nblk,
+shift_tile(const int NV, const int S, const int SW, const int MASKED, __mmask16 last, size_t nblk,
            const float *in, const float *w, const int32_t *off, const uint32_t *snnz,
            const float *res, size_t res_stride, float *out, size_t out_stride, int clamp,
            __m512 vmin, __m512 vmax) {
@@ -52,13 +54,19 @@ shift_tile(const int NV, const int S, const int MASKED, __mmask16 last, size_t n
             const __m512 wv = _mm512_set1_ps(*w++);
             SHIFT_FMA_(a0, NV);
         }
-        if (S > 1)
+        if (S > 1 && SW == 1)
             for (uint32_t j = 0; j < n1; j++) {
                 const float *x = in + *off++;
                 const __m512 wv = _mm512_set1_ps(*w++);
                 SHIFT_FMA_(a1, NV + 1);
             }
-        if (S > 2)
+        if (S > 1 && SW == 2) // tap 1: the other phase plane, unshifted
+            for (uint32_t j = 0; j < n1; j++) {
+                const float *x = in + *off++;
+                const __m512 wv = _mm512_set1_ps(*w++);
+                SHIFT_FMA_(a0, NV);
+            }
+        if (S > 2) // tap 2: shifted by 2 (stride 1) or 1 (stride 2) lanes
             for (uint32_t j = 0; j < n2; j++) {
                 const float *x = in + *off++;
                 const __m512 wv = _mm512_set1_ps(*w++);
@@ -69,8 +77,8 @@ shift_tile(const int NV, const int S, const int MASKED, __mmask16 last, size_t n
 #pragma GCC unroll 8
         for (int v = 0; v < NV; v++) {
             __m512 acc = a0[v];
-            if (S > 1) acc = _mm512_add_ps(acc, shift_lanes(a1[v], a1[v + 1], 1));
-            if (S > 2) acc = _mm512_add_ps(acc, shift_lanes(a2[v], a2[v + 1], 2));
+            if (S > 1 && SW == 1) acc = _mm512_add_ps(acc, shift_lanes(a1[v], a1[v + 1], 1));
+            if (S > 2) acc = _mm512_add_ps(acc, shift_lanes(a2[v], a2[v + 1], SW == 1 ? 2 : 1));
             cd_spmm_store_avx512f(acc, r ? r + 16 * v : NULL, o + 16 * v, MASKED && v == NV - 1,
                                   last, clamp, vmin, vmax);
         }
@@ -82,7 +90,7 @@ shift_tile(const int NV, const int S, const int MASKED, __mmask16 last, size_t n
 // stores at the end) in one tile, for S taps. With 8, S = 3 keeps 8 + 9 + 9
 // accumulators and the weight broadcast in the 32 zmm registers.
 static inline __attribute__((always_inline)) void
-shift_run(const int NVMAX, const int S, size_t mc, size_t nblk, const float *in, const float *w,
+shift_run(const int NVMAX, const int S, const int SW, size_t mc, size_t nblk, const float *in, const float *w,
           const int32_t *off, const uint32_t *snnz, const float *res, size_t res_stride,
           float *out, size_t out_stride, const cd_spmm_params *params) {
     const __m512 vmin = _mm512_set1_ps(params->min);
@@ -91,7 +99,7 @@ shift_run(const int NVMAX, const int S, size_t mc, size_t nblk, const float *in,
     size_t m = 0;
     const size_t MR = 16 * (size_t)NVMAX, keep = NVMAX <= 4 ? 2 * MR : MR;
     for (; mc - m >= keep; m += MR)
-        shift_tile(NVMAX, S, 0, 0xffff, nblk, in + m, w, off, snnz, res ? res + m : NULL, res_stride,
+        shift_tile(NVMAX, S, SW, 0, 0xffff, nblk, in + m, w, off, snnz, res ? res + m : NULL, res_stride,
                    out + m, out_stride, clamp, vmin, vmax);
     const size_t rem = mc - m;
     if (rem == 0) return;
@@ -102,10 +110,10 @@ shift_run(const int NVMAX, const int S, size_t mc, size_t nblk, const float *in,
 #define SHIFT_TAIL_(NV_)                                                       \
     do {                                                                       \
         if (masked)                                                            \
-            shift_tile(NV_, S, 1, last, nblk, in + m, w, off, snnz, r, res_stride, \
+            shift_tile(NV_, S, SW, 1, last, nblk, in + m, w, off, snnz, r, res_stride, \
                        out + m, out_stride, clamp, vmin, vmax);                \
         else                                                                   \
-            shift_tile(NV_, S, 0, 0xffff, nblk, in + m, w, off, snnz, r,       \
+            shift_tile(NV_, S, SW, 0, 0xffff, nblk, in + m, w, off, snnz, r,       \
                        res_stride, out + m, out_stride, clamp, vmin, vmax);    \
     } while (0)
     switch (nv) {
@@ -121,17 +129,26 @@ shift_run(const int NVMAX, const int S, size_t mc, size_t nblk, const float *in,
 #undef SHIFT_TAIL_
 }
 
-void cd_f32_spmm_shift__avx512f(size_t mc, size_t nblk, int shifts, const float *in,
+void cd_f32_spmm_shift__avx512f(size_t mc, size_t nblk, int shifts, int stride, const float *in,
                                 const float *w, const int32_t *off, const uint32_t *snnz,
                                 const float *res, size_t res_stride, float *out,
                                 size_t out_stride, const cd_spmm_params *params) {
     assert(mc > 0 && in && w && out && params && shifts >= 1 && shifts <= 3);
+    assert(stride == 1 || (stride == 2 && shifts >= 2));
     assert(((uintptr_t)in & 63) == 0);
     // Tiles of 8 vectors (measured on ResNet-50 3x3 at 80-95%, 1 thread:
     // 1.3x faster than tiles of 4, whose s > 0 taps load 5 vectors per 4).
-    switch (shifts) {
-    case 1: shift_run(8, 1, mc, nblk, in, w, off, snnz, res, res_stride, out, out_stride, params); break;
-    case 2: shift_run(8, 2, mc, nblk, in, w, off, snnz, res, res_stride, out, out_stride, params); break;
-    default: shift_run(8, 3, mc, nblk, in, w, off, snnz, res, res_stride, out, out_stride, params); break;
+#define SHIFT_RUN_(S_, SW_)                                                    \
+    shift_run(8, S_, SW_, mc, nblk, in, w, off, snnz, res, res_stride, out, out_stride, params)
+    if (stride == 2) {
+        if (shifts == 2) SHIFT_RUN_(2, 2);
+        else SHIFT_RUN_(3, 2);
+        return;
     }
+    switch (shifts) {
+    case 1: SHIFT_RUN_(1, 1); break;
+    case 2: SHIFT_RUN_(2, 1); break;
+    default: SHIFT_RUN_(3, 1); break;
+    }
+#undef SHIFT_RUN_
 }

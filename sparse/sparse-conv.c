@@ -71,6 +71,7 @@ struct cd_sparse_conv {
                                  // group_in + in_slack, rounded to 16
     int shift;                   // > 0: aligned-shift path (sparse/spmm-shift.h),
                                  // S column taps; tap offsets without the s term
+    int shift_stride;            // its column stride (1 or 2)
     cd_spmm_params kparams;      // clamp the kernels apply
     int post_act;                // 1: apply d.act after the kernel (non-clamp acts)
 };
@@ -152,7 +153,9 @@ static int junk_beats_rows(const cd_conv_desc *d, int wph, int vec) {
 // 3x3 only, the one shape measured (bench/sparse-conv-layers --ab-shift,
 // ResNet-50 3x3, batch 1, 1 thread, speedup over oneDNN path off -> on at
 // 80/90/95%: @56 1.5/2.5/3.7 -> 2.2/3.4/4.8, @28 1.6/2.9/4.8 -> 2.4/4.1/6.3,
-// @14 1.5/2.7/4.6 -> 2.2/3.8/6.2; @7 and stride 2 fall outside the geometry).
+// @14 1.5/2.7/4.6 -> 2.2/3.8/6.2; stride 2 @56 -> 28, two runs: 1.25/1.75/2.29
+// -> 1.48/2.02/2.39 and 1.30/1.82/2.10 -> 1.49/2.08/2.32; @7 falls outside
+// the geometry).
 // 2x2, 1x3, 3x2 run correctly when forced but were not measured.
 static int shift_wanted(const cd_conv_desc *d, cd_sparse_format fmt, cd_sparse_isa isa,
                         const cd_sparse_conv_options *opt) {
@@ -213,16 +216,19 @@ static void plan_geometry(cd_sparse_conv *h, int32_t *tap_off, int vec, int want
         }
     const int halo = ((R - 1) * d->dil_h) / sh;
     h->wph = d->ow + ((S - 1) * d->dil_w) / sw;
-    // Aligned-shift path: a stride-1 MODE_JUNK layer with S = 2..3 column
-    // taps whose pitch pads to a multiple of 16 floats for at most 1/8 more
-    // columns (56: 58 -> 64, 28: 30 -> 32, 14: 16; not 7: 9 -> 16). Then
-    // planes, channels and tiles start on vector boundaries and every tap
-    // offset without its s term is aligned.
+    // Aligned-shift path: a MODE_JUNK layer with S = 2..3 column taps at
+    // column stride 1 or 2 (any row stride: row phases are planes of their
+    // own) whose pitch pads to a multiple of 16 floats for at most 1/8 more
+    // columns (stride 1: 56: 58 -> 64, 28: 30 -> 32, 14: 16; not 7: 9 -> 16;
+    // stride 2, 3x3: 28: 29 -> 32, 14: 15 -> 16). Then planes, channels and
+    // tiles start on vector boundaries and every tap offset without its
+    // lane shift s / stride is aligned.
     h->shift = 0;
-    if (want_shift && sh == 1 && sw == 1 && d->dil_w == 1 && S >= 2 && S <= 3 &&
+    if (want_shift && (sw == 1 || (sw == 2 && S >= 2)) && d->dil_w == 1 && S >= 2 && S <= 3 &&
         junk_beats_rows(d, h->wph, vec) && round16((size_t)h->wph) * 8 <= (size_t)h->wph * 9) {
         h->wph = (int)round16((size_t)h->wph);
         h->shift = S;
+        h->shift_stride = sw;
     }
     // Bands of output rows: at least one per thread; for k x k at most
     // BAND_BYTES of prepared planes (plus halo rows) each, so a band's planes,
@@ -579,7 +585,7 @@ static void run_pass(const cd_sparse_conv *h, const cd_spmm_ukernel_info *uk, si
     for (int b = 0; b < h->ncb; b++) {
         const cd_sparse_pack *p = &h->packs[b];
         if (h->shift) {
-            cd_f32_spmm_shift__avx512f(mc, nblk, h->shift, in, p->values + p->vfirst[gb],
+            cd_f32_spmm_shift__avx512f(mc, nblk, h->shift, h->shift_stride, in, p->values + p->vfirst[gb],
                                        p->offsets + p->first[gb], p->shift_nnz + gb * h->shift,
                                        b == 0 ? res : out, b == 0 ? res_stride : out_stride, out,
                                        out_stride, b == h->ncb - 1 ? last : &none);

@@ -16,10 +16,12 @@
 //     nonzero (c, r, s) is one shifted-plane offset and the output pixels of
 //     a row are contiguous reads (sparse direct convolution, no im2col);
 //     stride-2 1x1 is the special case of one phase (a subsample);
-//     stride-1 3x3 CSR layers on AVX-512 whose rows pad to 16 floats by at
-//     most 1/8 (56, 28, 14; not 7) take the aligned-shift kernel
-//     (sparse/spmm-shift.h): pitch padded, offsets without the column tap,
-//     every load aligned (~1.4x faster, measured; cd_sparse_conv_info.shift);
+//     3x3 CSR layers at column stride 1 or 2 on AVX-512 whose rows pad to
+//     16 floats by at most 1/8 (stride 1: 56, 28, 14 wide, not 7; stride 2:
+//     28, 14 wide outputs) take the aligned-shift kernel
+//     (sparse/spmm-shift.h): pitch padded, offsets without the column
+//     tap's lane shift, every load aligned (stride 1 ~1.4x, stride 2 ~1.15x
+//     faster, measured; cd_sparse_conv_info.shift);
 //   - FC (1x1 kernel on a 1x1 input): SpMM with the batch as the pixel axis.
 // The prepared input of an image is made band by band (bands of output rows,
 // at least one per thread, each at most ~640 KiB of planes), each band right
@@ -51,8 +53,8 @@ typedef struct {
     cd_sparse_isa isa;       // AUTO: cd_sparse_isa_best(); else forced (tests, tuning)
     int cin_block;           // input channels per column block: 0 = sized so a
                              // pass's input rows stay in L1; > 0 forces it
-    int shift;               // aligned-shift CSR path (stride-1 k x k, S <= 3,
-                             // MODE_JUNK, AVX-512, pitch padded to 16):
+    int shift;               // aligned-shift CSR path (k x k, S <= 3, column
+                             // stride 1 or 2, AVX-512, pitch padded to 16):
                              // 0 = where measured faster, 1 = wherever
                              // eligible (tests), -1 = never (A/B benches)
 } cd_sparse_conv_options;

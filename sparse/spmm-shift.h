@@ -1,7 +1,7 @@
 #ifndef CD_SPARSE_SPMM_SHIFT_H
 #define CD_SPARSE_SPMM_SHIFT_H
 
-// The aligned-shift CSR micro-kernel for stride-1 k x k convolutions on
+// The aligned-shift CSR micro-kernel for stride-1 and stride-2 k x k convolutions on
 // padded planes (sparse/sparse-conv.c, MODE_JUNK with a row pitch that is a
 // multiple of 16 floats). Not in sparse/spmm-ukernels.inc: it takes a shift
 // pack (sparse/sparse-pack.h, cd_sparse_pack_build_shift) whose per-block
@@ -9,10 +9,12 @@
 // list's contract forbids.
 //
 // A call computes, for `nblk` consecutive one-channel blocks and `mc`
-// pixels m, with S = `shifts` (1..3) column taps:
+// pixels m, with S = `shifts` (1..3) column taps of column stride
+// `stride` (1, or 2 with S >= 2: the taps of a stride-2 conv read its two
+// column phase planes, so tap s sits s / 2 lanes on):
 //
-//   out[b][m] = clamp(bias[b] + sum_s sum_{j of tap s} val[b][j] * in[off[b][j] + s + m]
-//                     (+ res[b][m]),  min, max)
+//   out[b][m] = clamp(bias[b] + sum_s sum_{j of tap s} val[b][j] *
+//                     in[off[b][j] + s / stride + m] (+ res[b][m]),  min, max)
 //
 // `w` walks, per block, its bias then one value per entry; `off` one int32
 // offset per entry (the tap's s term left out); `snnz` S entry counts per
@@ -33,7 +35,7 @@
 
 #define CD_F32_SPMM_SHIFT_NAME "cd_f32_spmm_shift__avx512f"
 
-void cd_f32_spmm_shift__avx512f(size_t mc, size_t nblk, int shifts, const float *in,
+void cd_f32_spmm_shift__avx512f(size_t mc, size_t nblk, int shifts, int stride, const float *in,
                                 const float *w, const int32_t *off, const uint32_t *snnz,
                                 const float *res, size_t res_stride, float *out,
                                 size_t out_stride, const cd_spmm_params *params);
