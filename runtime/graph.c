@@ -2,6 +2,7 @@
 
 #include "proto/errors.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
