@@ -322,7 +322,7 @@ bench: $(BUILD)/bin/conv-dense-layers
 
 # Sparse conv kernels vs oneDNN dense (bench/sparse-conv-layers.sh writes the
 # "Sparse conv kernels" table of docs/PERFORMANCE.md).
-$(BUILD)/bin/sparse-conv-layers: $(BUILD)/obj/bench/sparse-conv-layers.o $(call obj,$(wildcard sparse/*.c)) $(call obj,kernels/cpu/ref-conv.c)
+$(BUILD)/bin/sparse-conv-layers: $(BUILD)/obj/bench/sparse-conv-layers.o $(call obj,$(wildcard sparse/*.c)) $(call obj,kernels/cpu/ref-conv.c proto/errors.c)
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(DNNL_LIBS) $(OMP_FLAGS) $(LDLIBS)

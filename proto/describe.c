@@ -23,16 +23,6 @@ const char *cd_obj_type_name(const msgpack_object *o) {
     return "unknown";
 }
 
-int cd_errf(int code, char *err, size_t errlen, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
-
 static size_t sanitize_width(unsigned char c) {
     return (c >= 0x20 && c < 0x7f && c != '\\') ? 1 : 4;
 }

@@ -3,17 +3,14 @@
 
 // Private to proto/: helpers that turn bad input into readable reasons.
 
+#include "proto/errors.h"
+
 #include <msgpack.h>
 #include <stddef.h>
 
 // Short type name of a decoded object for error messages: "nil", "bool",
 // "int", "float", "str", "bin", "array", "map", "ext".
 const char *cd_obj_type_name(const msgpack_object *o);
-
-// Formats a reason into err (when err is not NULL and errlen > 0) and returns
-// code, so that a failing check reads `return cd_errf(CD_ESHAPE, err, ...)`.
-int cd_errf(int code, char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
 
 // Copies n bytes of untrusted text into dst (NUL-terminated, at most dstlen-1
 // bytes) with every byte outside printable ASCII, and the backslash, written

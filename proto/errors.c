@@ -1,5 +1,7 @@
 #include "proto/errors.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 const char *cd_strerror(int status) {
@@ -29,4 +31,14 @@ int cd_err_from_name(const char *name, size_t len) {
     CD_ERROR_MAP(XX)
 #undef XX
     return CD_EINTERNAL;
+}
+
+int cd_errf(int code, char *err, size_t errlen, const char *fmt, ...) {
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return code;
 }

@@ -52,4 +52,10 @@ const char *cd_err_name(int status);
 // name is unknown (a newer server may send codes this build does not know).
 int cd_err_from_name(const char *name, size_t len);
 
+// Formats a reason into err (when err is not NULL and errlen > 0) and returns
+// code, so that a failing check reads `return cd_errf(CD_ESHAPE, err, ...)`.
+// The one such helper for every layer (proto, runtime, tools).
+int cd_errf(int code, char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 #endif // CD_PROTO_ERRORS_H

@@ -56,16 +56,6 @@ typedef struct {
     float **border;         // per op: border map K' x OH x OW to add after the conv, else NULL
 } cctx;
 
-static int fail(char *err, size_t errlen, int code, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
-
 static int find(cctx *x, int e) {
     while (x->parent[e] != e) {
         x->parent[e] = x->parent[x->parent[e]];
@@ -581,7 +571,7 @@ static int analyse(cd_graph *g) {
 }
 
 int cd_graph_compact(cd_graph *g, int enable, char *err, size_t errlen) {
-    if (analyse(g)) return fail(err, errlen, CD_ENOMEM, "out of memory");
+    if (analyse(g)) return cd_errf(CD_ENOMEM, err, errlen, "out of memory");
     if (!enable) return 0;
     cctx x = {.g = g};
     int rc = 0, nops0 = g->nops;
@@ -644,5 +634,5 @@ done:
     free(x.isconst);
     free(x.kval);
     free(x.stored);
-    return rc ? fail(err, errlen, rc, "compaction: %s", cd_strerror(rc)) : 0;
+    return rc ? cd_errf(rc, err, errlen, "compaction: %s", cd_strerror(rc)) : 0;
 }

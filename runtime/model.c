@@ -20,16 +20,6 @@ static double now_ms(void) {
     return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
 }
 
-static int fail(char *err, size_t errlen, int code, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
-
 static pthread_mutex_t g_init_lock = PTHREAD_MUTEX_INITIALIZER;
 static int g_threads;
 
@@ -69,15 +59,15 @@ int cd_model_load(const char *path, const cd_model_opts *opts, cd_model **out, c
     *out = NULL;
     if (err && errlen) err[0] = '\0';
     int max_batch = opts && opts->max_batch ? opts->max_batch : 1;
-    if (max_batch < 1 || max_batch > 4096) return fail(err, errlen, CD_EPARAMS, "max_batch %d out of range (1..4096)", max_batch);
+    if (max_batch < 1 || max_batch > 4096) return cd_errf(CD_EPARAMS, err, errlen, "max_batch %d out of range (1..4096)", max_batch);
     if (!__atomic_load_n(&g_threads, __ATOMIC_ACQUIRE)) {
         int rc = cd_runtime_init(0);
-        if (rc) return fail(err, errlen, rc, "runtime initialisation failed");
+        if (rc) return cd_errf(rc, err, errlen, "runtime initialisation failed");
     }
     cd_graph g;
     memset(&g, 0, sizeof g);
     cd_model *m = calloc(1, sizeof *m);
-    if (!m) return fail(err, errlen, CD_ENOMEM, "out of memory");
+    if (!m) return cd_errf(CD_ENOMEM, err, errlen, "out of memory");
     m->max_batch = max_batch;
     m->threads = opts ? opts->threads : 0;
     if (opts) {
@@ -89,7 +79,7 @@ int cd_model_load(const char *path, const cd_model_opts *opts, cd_model **out, c
     m->popts.tune_cache = NULL;
     if (opts && opts->tune_cache && !(m->tune_cache = strdup(opts->tune_cache))) {
         free(m);
-        return fail(err, errlen, CD_ENOMEM, "out of memory");
+        return cd_errf(CD_ENOMEM, err, errlen, "out of memory");
     }
     m->popts.tune_cache = m->tune_cache;
     if (m->threads > 0) cd_dnnl_set_threads(m->threads); // calibration and tuning run with them
@@ -102,7 +92,7 @@ int cd_model_load(const char *path, const cd_model_opts *opts, cd_model **out, c
     if (!rc) rc = cd_plan_build(m, &g, e, sizeof e);
     if (rc) {
         const char *base = strrchr(path, '/');
-        fail(err, errlen, rc, "%s: %s", base ? base + 1 : path, e[0] ? e : cd_strerror(rc));
+        cd_errf(rc, err, errlen, "%s: %s", base ? base + 1 : path, e[0] ? e : cd_strerror(rc));
         // Names come from the file: keep the message printable ASCII (logs, the wire's UTF-8 strings).
         for (char *c = err; err && *c; c++)
             if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f) *c = '?';
@@ -252,11 +242,11 @@ static int submit_impl(cd_exec *ex, int batch, const void *const *inputs, void *
                        size_t errlen, double *layer_ms) {
     const cd_model *m = ex->m;
     if (batch < 1 || batch > m->max_batch)
-        return fail(err, errlen, CD_ESHAPE, "batch %d out of range (1..%d)", batch, m->max_batch);
+        return cd_errf(CD_ESHAPE, err, errlen, "batch %d out of range (1..%d)", batch, m->max_batch);
     for (int i = 0; i < m->ninputs; i++)
-        if (!inputs || !inputs[i]) return fail(err, errlen, CD_EPARAMS, "input %d missing", i);
+        if (!inputs || !inputs[i]) return cd_errf(CD_EPARAMS, err, errlen, "input %d missing", i);
     for (int i = 0; i < m->noutputs; i++)
-        if (!outputs || !outputs[i]) return fail(err, errlen, CD_EPARAMS, "output %d missing", i);
+        if (!outputs || !outputs[i]) return cd_errf(CD_EPARAMS, err, errlen, "output %d missing", i);
     for (int i = 0; i < m->ntensors; i++)
         if (!m->tensors[i].t.is_const) ex->bt[i].shape[0] = batch;
     int rc;
@@ -266,7 +256,7 @@ static int submit_impl(cd_exec *ex, int batch, const void *const *inputs, void *
                                      t->item_bytes * (size_t)batch);
         if (rc) {
             cd_backend_synchronize(m->be, ex->ctx);
-            return fail(err, errlen, rc, "upload of input '%s' failed", m->inputs[i].d.name);
+            return cd_errf(rc, err, errlen, "upload of input '%s' failed", m->inputs[i].d.name);
         }
     }
     for (int li = 0; li < m->nlayers; li++) {
@@ -282,7 +272,7 @@ static int submit_impl(cd_exec *ex, int batch, const void *const *inputs, void *
         if (ex->prof) ex->prof[li] += now_ms() - t0;
         if (rc) {
             cd_backend_synchronize(m->be, ex->ctx);
-            return fail(err, errlen, rc == CD_ENOMEM ? rc : CD_EINTERNAL, "layer %d '%s' (%s) failed: %s", li, l->name,
+            return cd_errf(rc == CD_ENOMEM ? rc : CD_EINTERNAL, err, errlen, "layer %d '%s' (%s) failed: %s", li, l->name,
                         l->label, cd_strerror(rc));
         }
     }
@@ -295,7 +285,7 @@ static int submit_impl(cd_exec *ex, int batch, const void *const *inputs, void *
                                        t->item_bytes * (size_t)batch);
         if (rc) {
             cd_backend_synchronize(m->be, ex->ctx);
-            return fail(err, errlen, rc, "download of output '%s' failed", m->outputs[i].d.name);
+            return cd_errf(rc, err, errlen, "download of output '%s' failed", m->outputs[i].d.name);
         }
     }
     return 0;
@@ -304,7 +294,7 @@ static int submit_impl(cd_exec *ex, int batch, const void *const *inputs, void *
 // Waits for the work queued on ex. Returns 0 or CD_EINTERNAL with err set.
 static int wait_impl(cd_exec *ex, char *err, size_t errlen) {
     int rc = cd_backend_synchronize(ex->m->be, ex->ctx);
-    if (rc) return fail(err, errlen, CD_EINTERNAL, "synchronize failed: %s", cd_strerror(rc));
+    if (rc) return cd_errf(CD_EINTERNAL, err, errlen, "synchronize failed: %s", cd_strerror(rc));
     return 0;
 }
 
@@ -316,20 +306,20 @@ static int run_impl(cd_exec *ex, int batch, const void *const *inputs, void *con
 }
 
 int cd_model_run(cd_exec *ex, int batch, const void *const *inputs, void *const *outputs, char *err, size_t errlen) {
-    if (ex->pending) return fail(err, errlen, CD_EPARAMS, "a submitted run was not waited for");
+    if (ex->pending) return cd_errf(CD_EPARAMS, err, errlen, "a submitted run was not waited for");
     return run_impl(ex, batch, inputs, outputs, err, errlen, NULL);
 }
 
 int cd_model_submit(cd_exec *ex, int batch, const void *const *inputs, void *const *outputs, char *err,
                     size_t errlen) {
-    if (ex->pending) return fail(err, errlen, CD_EPARAMS, "a submitted run was not waited for");
+    if (ex->pending) return cd_errf(CD_EPARAMS, err, errlen, "a submitted run was not waited for");
     int rc = submit_impl(ex, batch, inputs, outputs, err, errlen, NULL);
     if (!rc) ex->pending = 1;
     return rc;
 }
 
 int cd_model_wait(cd_exec *ex, char *err, size_t errlen) {
-    if (!ex->pending) return fail(err, errlen, CD_EPARAMS, "no submitted run to wait for");
+    if (!ex->pending) return cd_errf(CD_EPARAMS, err, errlen, "no submitted run to wait for");
     ex->pending = 0;
     return wait_impl(ex, err, errlen);
 }
@@ -344,7 +334,7 @@ static int cmp_double(const void *a, const void *b) {
 int cd_model_profile(const cd_model *m, int batch, int runs, double *layer_ms, double *total_ms, char *err,
                      size_t errlen) {
     if (runs < 1 || batch < 1 || batch > m->max_batch)
-        return fail(err, errlen, CD_EPARAMS, "batch %d / runs %d out of range", batch, runs);
+        return cd_errf(CD_EPARAMS, err, errlen, "batch %d / runs %d out of range", batch, runs);
     int n = m->nlayers, rc = 0;
     cd_exec *ex = NULL;
     void **ins = calloc((size_t)m->ninputs + 1, sizeof *ins), **outs = calloc((size_t)m->noutputs + 1, sizeof *outs);
@@ -365,7 +355,7 @@ int cd_model_profile(const cd_model *m, int batch, int runs, double *layer_ms, d
     for (int i = 0; i < m->noutputs && !rc; i++)
         if (!(outs[i] = malloc(m->tensors[m->outputs[i].tensor].item_bytes * (size_t)batch + 4))) rc = CD_ENOMEM;
     if (!rc) rc = cd_exec_init(m, &ex);
-    if (rc) fail(err, errlen, rc, "%s", cd_strerror(rc));
+    if (rc) cd_errf(rc, err, errlen, "%s", cd_strerror(rc));
     for (int r = 0; r <= runs && !rc; r++) {
         double *row = samples + (size_t)(r ? r - 1 : runs) * (size_t)n; // run 0 (warm-up) goes to the spare row
         double t0 = now_ms();
@@ -374,7 +364,7 @@ int cd_model_profile(const cd_model *m, int batch, int runs, double *layer_ms, d
     }
     if (!rc) {
         double *col = malloc(sizeof(double) * (size_t)runs);
-        if (!col) rc = fail(err, errlen, CD_ENOMEM, "out of memory");
+        if (!col) rc = cd_errf(CD_ENOMEM, err, errlen, "out of memory");
         for (int li = 0; li < n && col; li++) {
             for (int r = 0; r < runs; r++) col[r] = samples[(size_t)r * n + li];
             qsort(col, (size_t)runs, sizeof(double), cmp_double);

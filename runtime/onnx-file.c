@@ -11,34 +11,24 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static int fail(char *err, size_t errlen, int code, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
-
 int cd_onnx_read_file(const char *path, uint8_t **out, size_t *len, char *err, size_t errlen) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return fail(err, errlen, CD_EIO, "cannot open %s: %s", path, strerror(errno));
+    if (fd < 0) return cd_errf(CD_EIO, err, errlen, "cannot open %s: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);
-        return fail(err, errlen, CD_EIO, "%s is not a regular file", path);
+        return cd_errf(CD_EIO, err, errlen, "%s is not a regular file", path);
     }
     if ((uint64_t)st.st_size > CD_ONNX_MAX_BYTES) {
         close(fd);
-        return fail(err, errlen, CD_EMODEL, "%s: %lld bytes, above the 2 GiB protobuf limit (use external data)", path,
+        return cd_errf(CD_EMODEL, err, errlen, "%s: %lld bytes, above the 2 GiB protobuf limit (use external data)", path,
                     (long long)st.st_size);
     }
     size_t n = (size_t)st.st_size, got = 0;
     uint8_t *buf = malloc(n ? n : 1);
     if (!buf) {
         close(fd);
-        return fail(err, errlen, CD_ENOMEM, "out of memory for %zu bytes", n);
+        return cd_errf(CD_ENOMEM, err, errlen, "out of memory for %zu bytes", n);
     }
     while (got < n) {
         ssize_t r = read(fd, buf + got, n - got);
@@ -46,7 +36,7 @@ int cd_onnx_read_file(const char *path, uint8_t **out, size_t *len, char *err, s
         if (r <= 0) {
             free(buf);
             close(fd);
-            return fail(err, errlen, CD_EIO, "cannot read %s: %s", path, r ? strerror(errno) : "short read");
+            return cd_errf(CD_EIO, err, errlen, "cannot read %s: %s", path, r ? strerror(errno) : "short read");
         }
         got += (size_t)r;
     }

@@ -20,16 +20,6 @@
 
 #define MAX_CONST_ELEMS ((int64_t)1 << 31)  // one constant tensor
 
-static int fail(char *err, size_t errlen, int code, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
-
 static const char *str_or(const char *s, const char *dflt) { return s && *s ? s : dflt; }
 
 static float half_to_float(uint16_t h) {
@@ -111,46 +101,46 @@ static int read_external(const cd_graph *g, const Onnx__TensorProto *t, const ch
             errno = 0;
             long long v = e->value ? strtoll(e->value, &end, 10) : -1;
             if (!e->value || errno || end == e->value || *end || v < 0)
-                return fail(err, errlen, CD_EMODEL, "tensor '%s': bad external data %s '%s'", what,
+                return cd_errf(CD_EMODEL, err, errlen, "tensor '%s': bad external data %s '%s'", what,
                             e->key, str_or(e->value, ""));
             if (e->key[0] == 'o') offset = v;
             else length = v;
         }
     }
-    if (!loc || !*loc) return fail(err, errlen, CD_EMODEL, "tensor '%s': external data without a location", what);
-    if (!g->dir) return fail(err, errlen, CD_EMODEL, "tensor '%s': external data but no model folder", what);
+    if (!loc || !*loc) return cd_errf(CD_EMODEL, err, errlen, "tensor '%s': external data without a location", what);
+    if (!g->dir) return cd_errf(CD_EMODEL, err, errlen, "tensor '%s': external data but no model folder", what);
     // No absolute paths and no '..' component: the file must sit in the model's folder.
     if (loc[0] == '/' || strstr(loc, "..") || strlen(loc) > 1024)
-        return fail(err, errlen, CD_EMODEL, "tensor '%s': external data location '%.200s' escapes the model's folder", what, loc);
+        return cd_errf(CD_EMODEL, err, errlen, "tensor '%s': external data location '%.200s' escapes the model's folder", what, loc);
     char joined[PATH_MAX], real[PATH_MAX];
     if ((size_t)snprintf(joined, sizeof joined, "%s/%s", g->dir, loc) >= sizeof joined)
-        return fail(err, errlen, CD_EMODEL, "tensor '%s': external data path too long", what);
+        return cd_errf(CD_EMODEL, err, errlen, "tensor '%s': external data path too long", what);
     if (!realpath(joined, real))
-        return fail(err, errlen, CD_EMODEL, "tensor '%s': external data file '%.200s': %s", what, loc, strerror(errno));
+        return cd_errf(CD_EMODEL, err, errlen, "tensor '%s': external data file '%.200s': %s", what, loc, strerror(errno));
     size_t dl = strlen(g->dir);
     if (strncmp(real, g->dir, dl) != 0 || real[dl] != '/')
-        return fail(err, errlen, CD_EMODEL, "tensor '%s': external data location '%.200s' escapes the model's folder (symlink)", what, loc);
+        return cd_errf(CD_EMODEL, err, errlen, "tensor '%s': external data location '%.200s' escapes the model's folder (symlink)", what, loc);
     if (length >= 0 && (uint64_t)length != want)
-        return fail(err, errlen, CD_EMODEL, "tensor '%s': external length %lld, the shape needs %zu bytes", what,
+        return cd_errf(CD_EMODEL, err, errlen, "tensor '%s': external length %lld, the shape needs %zu bytes", what,
                     (long long)length, want);
     int fd = open(real, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return fail(err, errlen, CD_EMODEL, "tensor '%s': cannot open external data: %s", what, strerror(errno));
+    if (fd < 0) return cd_errf(CD_EMODEL, err, errlen, "tensor '%s': cannot open external data: %s", what, strerror(errno));
     struct stat st;
     int rc = 0;
     uint8_t *buf = NULL;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        rc = fail(err, errlen, CD_EMODEL, "tensor '%s': external data is not a regular file", what);
+        rc = cd_errf(CD_EMODEL, err, errlen, "tensor '%s': external data is not a regular file", what);
     } else if ((uint64_t)offset > (uint64_t)st.st_size || want > (uint64_t)st.st_size - (uint64_t)offset) {
-        rc = fail(err, errlen, CD_EMODEL, "tensor '%s': external data [%lld, +%zu) lies past the end of the file (%lld bytes)",
+        rc = cd_errf(CD_EMODEL, err, errlen, "tensor '%s': external data [%lld, +%zu) lies past the end of the file (%lld bytes)",
                   what, (long long)offset, want, (long long)st.st_size);
     } else if (!(buf = malloc(want ? want : 1))) {
-        rc = fail(err, errlen, CD_ENOMEM, "out of memory");
+        rc = cd_errf(CD_ENOMEM, err, errlen, "out of memory");
     } else {
         size_t got = 0;
         while (got < want) {
             ssize_t r = pread(fd, buf + got, want - got, offset + (off_t)got);
             if (r <= 0) {
-                rc = fail(err, errlen, CD_EMODEL, "tensor '%s': short read of external data", what);
+                rc = cd_errf(CD_EMODEL, err, errlen, "tensor '%s': short read of external data", what);
                 break;
             }
             got += (size_t)r;
@@ -171,21 +161,21 @@ int cd_onnx_tensor_value(const cd_graph *g, const void *tensor, const char *what
     int dt = t->has_data_type ? t->data_type : 0;
     size_t isz = onnx_itemsize(dt);
     if (!isz)
-        return fail(err, errlen, CD_EUNSUPPORTED, "tensor '%s': data type %d not supported (float, double, float16, integer types)", what, dt);
+        return cd_errf(CD_EUNSUPPORTED, err, errlen, "tensor '%s': data type %d not supported (float, double, float16, integer types)", what, dt);
     if (t->n_dims > CD_MAX_RANK)
-        return fail(err, errlen, CD_EUNSUPPORTED, "tensor '%s': rank %zu above %d", what, t->n_dims, CD_MAX_RANK);
+        return cd_errf(CD_EUNSUPPORTED, err, errlen, "tensor '%s': rank %zu above %d", what, t->n_dims, CD_MAX_RANK);
     v->rank = (int)t->n_dims;
     for (size_t i = 0; i < t->n_dims; i++) {
-        if (t->dims[i] < 0) return fail(err, errlen, CD_EMODEL, "tensor '%s': negative dimension", what);
+        if (t->dims[i] < 0) return cd_errf(CD_EMODEL, err, errlen, "tensor '%s': negative dimension", what);
         v->shape[i] = t->dims[i];
     }
     int64_t n = cd_shape_numel(v->rank, v->shape);
-    if (n < 0 || n > MAX_CONST_ELEMS) return fail(err, errlen, CD_EMODEL, "tensor '%s': too many elements", what);
+    if (n < 0 || n > MAX_CONST_ELEMS) return cd_errf(CD_EMODEL, err, errlen, "tensor '%s': too many elements", what);
     v->numel = n;
     const int fl = is_float_type(dt);
     if (fl) v->f = malloc((size_t)(n ? n : 1) * sizeof(float));
     else v->i = malloc((size_t)(n ? n : 1) * sizeof(int64_t));
-    if (!v->f && !v->i) return fail(err, errlen, CD_ENOMEM, "out of memory");
+    if (!v->f && !v->i) return cd_errf(CD_ENOMEM, err, errlen, "out of memory");
     v->kind = fl ? CD_VAL_CONST_F32 : CD_VAL_CONST_I64;
 
     const size_t want = (size_t)n * isz;
@@ -197,7 +187,7 @@ int cd_onnx_tensor_value(const cd_graph *g, const void *tensor, const char *what
         bytes = ext;
     } else if (t->has_raw_data) {
         if (t->raw_data.len != want)
-            return fail(err, errlen, CD_EMODEL, "tensor '%s': raw_data has %zu bytes, the shape needs %zu", what,
+            return cd_errf(CD_EMODEL, err, errlen, "tensor '%s': raw_data has %zu bytes, the shape needs %zu", what,
                         t->raw_data.len, want);
         bytes = t->raw_data.data;
     }
@@ -222,7 +212,7 @@ int cd_onnx_tensor_value(const cd_graph *g, const void *tensor, const char *what
     default: have = t->n_int32_data; break; // int32/16/8, uint16/8, bool, float16
     }
     if (have != (size_t)n)
-        return fail(err, errlen, CD_EMODEL, "tensor '%s': %zu values stored, the shape needs %lld", what, have, (long long)n);
+        return cd_errf(CD_EMODEL, err, errlen, "tensor '%s': %zu values stored, the shape needs %lld", what, have, (long long)n);
     for (int64_t e = 0; e < n; e++) {
         switch (dt) {
         case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT: v->f[e] = t->float_data[e]; break;
@@ -249,18 +239,18 @@ static int add_input(cd_graph *g, const Onnx__ValueInfoProto *vi, char *err, siz
     const char *name = vi->name;
     const Onnx__TypeProto *tp = vi->type;
     if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type)
-        return fail(err, errlen, CD_EUNSUPPORTED, "graph input '%s': only tensor inputs are supported", name);
+        return cd_errf(CD_EUNSUPPORTED, err, errlen, "graph input '%s': only tensor inputs are supported", name);
     const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
     if (!tt->has_elem_type || tt->elem_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
-        return fail(err, errlen, CD_EUNSUPPORTED, "graph input '%s': element type %d not supported (float32 only)", name,
+        return cd_errf(CD_EUNSUPPORTED, err, errlen, "graph input '%s': element type %d not supported (float32 only)", name,
                     tt->has_elem_type ? tt->elem_type : 0);
     if (!tt->shape || tt->shape->n_dim == 0)
-        return fail(err, errlen, CD_EUNSUPPORTED, "graph input '%s': shape unknown or scalar (need [batch, ...])", name);
+        return cd_errf(CD_EUNSUPPORTED, err, errlen, "graph input '%s': shape unknown or scalar (need [batch, ...])", name);
     if (tt->shape->n_dim > CD_MAX_RANK)
-        return fail(err, errlen, CD_EUNSUPPORTED, "graph input '%s': rank %zu above %d", name, tt->shape->n_dim, CD_MAX_RANK);
+        return cd_errf(CD_EUNSUPPORTED, err, errlen, "graph input '%s': rank %zu above %d", name, tt->shape->n_dim, CD_MAX_RANK);
     int id = cd_graph_add_value(g, name);
-    if (id == CD_EMODEL) return fail(err, errlen, CD_EMODEL, "graph input '%s' declared twice", name);
-    if (id < 0) return fail(err, errlen, id, "out of memory");
+    if (id == CD_EMODEL) return cd_errf(CD_EMODEL, err, errlen, "graph input '%s' declared twice", name);
+    if (id < 0) return cd_errf(id, err, errlen, "out of memory");
     cd_value *v = &g->values[id];
     v->kind = CD_VAL_ACT;
     v->rank = (int)tt->shape->n_dim;
@@ -269,16 +259,16 @@ static int add_input(cd_graph *g, const Onnx__ValueInfoProto *vi, char *err, siz
         const Onnx__TensorShapeProto__Dimension *d = tt->shape->dim[i];
         if (!d || d->value_case != ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE || d->dim_value < 1 ||
             d->dim_value > (1 << 24))
-            return fail(err, errlen, CD_EUNSUPPORTED,
+            return cd_errf(CD_EUNSUPPORTED, err, errlen,
                         "graph input '%s': dim %d must be a fixed positive size (only dim 0, the batch, may be symbolic)",
                         name, i);
         v->shape[i] = d->dim_value;
     }
     v->numel = cd_shape_numel(v->rank, v->shape);
     if (v->numel <= 0 || v->numel > ((int64_t)1 << 30))
-        return fail(err, errlen, CD_EUNSUPPORTED, "graph input '%s': too large", name);
+        return cd_errf(CD_EUNSUPPORTED, err, errlen, "graph input '%s': too large", name);
     int *in = realloc(g->inputs, (size_t)(g->ninputs + 1) * sizeof *in);
-    if (!in) return fail(err, errlen, CD_ENOMEM, "out of memory");
+    if (!in) return cd_errf(CD_ENOMEM, err, errlen, "out of memory");
     g->inputs = in;
     g->inputs[g->ninputs++] = id;
     return 0;
@@ -287,12 +277,12 @@ static int add_input(cd_graph *g, const Onnx__ValueInfoProto *vi, char *err, siz
 // Sorts the nodes topologically (Kahn), resolving every input name.
 static int build_nodes(cd_graph *g, const Onnx__GraphProto *gp, char *err, size_t errlen) {
     size_t nn = gp->n_node;
-    if (nn > 1000000) return fail(err, errlen, CD_EMODEL, "too many nodes");
+    if (nn > 1000000) return cd_errf(CD_EMODEL, err, errlen, "too many nodes");
     cd_node *tmp = calloc(nn ? nn : 1, sizeof *tmp);
     int *producer = NULL, *indeg = calloc(nn ? nn : 1, sizeof(int)), *order = malloc((nn ? nn : 1) * sizeof(int));
     int rc = 0;
     if (!tmp || !indeg || !order) {
-        rc = fail(err, errlen, CD_ENOMEM, "out of memory");
+        rc = cd_errf(CD_ENOMEM, err, errlen, "out of memory");
         goto done;
     }
     // Outputs first, so inputs can refer to any node's outputs.
@@ -303,11 +293,11 @@ static int build_nodes(cd_graph *g, const Onnx__GraphProto *gp, char *err, size_
         n->op = str_or(np->op_type, "");
         n->name = np->name && *np->name ? np->name : NULL;
         if (!*n->op) {
-            rc = fail(err, errlen, CD_EMODEL, "node #%zu has no op_type", k);
+            rc = cd_errf(CD_EMODEL, err, errlen, "node #%zu has no op_type", k);
             goto done;
         }
         if (np->n_input > CD_OP_MAX_IN || np->n_output > 16) {
-            rc = fail(err, errlen, CD_EUNSUPPORTED, "node '%s' (%s): %zu inputs / %zu outputs is more than supported (%d / 16)",
+            rc = cd_errf(CD_EUNSUPPORTED, err, errlen, "node '%s' (%s): %zu inputs / %zu outputs is more than supported (%d / 16)",
                       str_or(np->name, n->op), n->op, np->n_input, np->n_output, CD_OP_MAX_IN);
             goto done;
         }
@@ -316,7 +306,7 @@ static int build_nodes(cd_graph *g, const Onnx__GraphProto *gp, char *err, size_
         n->inputs = malloc((np->n_input ? np->n_input : 1) * sizeof(int));
         n->outputs = malloc((np->n_output ? np->n_output : 1) * sizeof(int));
         if (!n->inputs || !n->outputs) {
-            rc = fail(err, errlen, CD_ENOMEM, "out of memory");
+            rc = cd_errf(CD_ENOMEM, err, errlen, "out of memory");
             goto done;
         }
         for (size_t j = 0; j < np->n_output; j++) {
@@ -327,12 +317,12 @@ static int build_nodes(cd_graph *g, const Onnx__GraphProto *gp, char *err, size_
             }
             int id = cd_graph_add_value(g, on);
             if (id == CD_EMODEL) {
-                rc = fail(err, errlen, CD_EMODEL, "node '%s' (%s): output '%s' is already produced elsewhere",
+                rc = cd_errf(CD_EMODEL, err, errlen, "node '%s' (%s): output '%s' is already produced elsewhere",
                           str_or(np->name, n->op), n->op, on);
                 goto done;
             }
             if (id < 0) {
-                rc = fail(err, errlen, CD_ENOMEM, "out of memory");
+                rc = cd_errf(CD_ENOMEM, err, errlen, "out of memory");
                 goto done;
             }
             n->outputs[j] = id;
@@ -341,7 +331,7 @@ static int build_nodes(cd_graph *g, const Onnx__GraphProto *gp, char *err, size_
     }
     producer = malloc((size_t)(g->nvalues ? g->nvalues : 1) * sizeof(int));
     if (!producer) {
-        rc = fail(err, errlen, CD_ENOMEM, "out of memory");
+        rc = cd_errf(CD_ENOMEM, err, errlen, "out of memory");
         goto done;
     }
     for (int i = 0; i < g->nvalues; i++) producer[i] = -1;
@@ -358,7 +348,7 @@ static int build_nodes(cd_graph *g, const Onnx__GraphProto *gp, char *err, size_
             }
             int id = cd_graph_find(g, in);
             if (id < 0) {
-                rc = fail(err, errlen, CD_EMODEL,
+                rc = cd_errf(CD_EMODEL, err, errlen,
                           "node '%s' (%s): input '%s' is not produced by any node, initializer or graph input",
                           tmp[k].name, tmp[k].op, in);
                 goto done;
@@ -383,12 +373,12 @@ static int build_nodes(cd_graph *g, const Onnx__GraphProto *gp, char *err, size_
         }
     }
     if ((size_t)tail != nn) {
-        rc = fail(err, errlen, CD_EMODEL, "the graph has a cycle");
+        rc = cd_errf(CD_EMODEL, err, errlen, "the graph has a cycle");
         goto done;
     }
     g->nodes = malloc((nn ? nn : 1) * sizeof *g->nodes);
     if (!g->nodes) {
-        rc = fail(err, errlen, CD_ENOMEM, "out of memory");
+        rc = cd_errf(CD_ENOMEM, err, errlen, "out of memory");
         goto done;
     }
     for (size_t k = 0; k < nn; k++) {
@@ -416,7 +406,7 @@ int cd_onnx_import(const char *path, cd_graph *g, char *err, size_t errlen) {
     if (rc) return rc;
     Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, len, buf);
     free(buf);
-    if (!mp) return fail(err, errlen, CD_EMODEL, "not a valid ONNX protobuf (corrupt or truncated file)");
+    if (!mp) return cd_errf(CD_EMODEL, err, errlen, "not a valid ONNX protobuf (corrupt or truncated file)");
     g->model_proto = mp;
 
     char dirbuf[PATH_MAX], real[PATH_MAX];
@@ -424,61 +414,61 @@ int cd_onnx_import(const char *path, cd_graph *g, char *err, size_t errlen) {
     char *slash = strrchr(dirbuf, '/');
     if (slash) *(slash == dirbuf ? slash + 1 : slash) = '\0';
     else snprintf(dirbuf, sizeof dirbuf, ".");
-    if (realpath(dirbuf, real) && !(g->dir = strdup(real))) return fail(err, errlen, CD_ENOMEM, "out of memory");
+    if (realpath(dirbuf, real) && !(g->dir = strdup(real))) return cd_errf(CD_ENOMEM, err, errlen, "out of memory");
 
     const Onnx__GraphProto *gp = mp->graph;
     if (!gp || !mp->has_ir_version)
-        return fail(err, errlen, CD_EMODEL, "not an ONNX model (no %s)", gp ? "ir_version" : "graph");
+        return cd_errf(CD_EMODEL, err, errlen, "not an ONNX model (no %s)", gp ? "ir_version" : "graph");
     g->opset = -1;
     for (size_t i = 0; i < mp->n_opset_import; i++) {
         const Onnx__OperatorSetIdProto *o = mp->opset_import[i];
         if (!o) continue;
         if (!o->domain || !*o->domain || strcmp(o->domain, "ai.onnx") == 0) g->opset = o->has_version ? (int)o->version : 0;
     }
-    if (g->opset < 0) return fail(err, errlen, CD_EMODEL, "the model imports no default-domain opset");
+    if (g->opset < 0) return cd_errf(CD_EMODEL, err, errlen, "the model imports no default-domain opset");
     if (g->opset < 11 || g->opset > 17)
-        return fail(err, errlen, CD_EUNSUPPORTED, "opset %d not supported (supported: 11 to 17)", g->opset);
+        return cd_errf(CD_EUNSUPPORTED, err, errlen, "opset %d not supported (supported: 11 to 17)", g->opset);
 
     // Initializers.
     for (size_t i = 0; i < gp->n_initializer; i++) {
         const Onnx__TensorProto *t = gp->initializer[i];
-        if (!t || !t->name || !*t->name) return fail(err, errlen, CD_EMODEL, "initializer #%zu has no name", i);
+        if (!t || !t->name || !*t->name) return cd_errf(CD_EMODEL, err, errlen, "initializer #%zu has no name", i);
         int id = cd_graph_add_value(g, t->name);
-        if (id == CD_EMODEL) return fail(err, errlen, CD_EMODEL, "initializer '%s' defined twice", t->name);
-        if (id < 0) return fail(err, errlen, id, "out of memory");
+        if (id == CD_EMODEL) return cd_errf(CD_EMODEL, err, errlen, "initializer '%s' defined twice", t->name);
+        if (id < 0) return cd_errf(id, err, errlen, "out of memory");
         rc = cd_onnx_tensor_value(g, t, t->name, &g->values[id], err, errlen);
         if (rc) return rc;
     }
     if (gp->n_sparse_initializer)
-        return fail(err, errlen, CD_EUNSUPPORTED, "sparse_initializer is not supported (store dense initializers)");
+        return cd_errf(CD_EUNSUPPORTED, err, errlen, "sparse_initializer is not supported (store dense initializers)");
     // Inputs that are not initializers.
     for (size_t i = 0; i < gp->n_input; i++) {
         const Onnx__ValueInfoProto *vi = gp->input[i];
-        if (!vi || !vi->name || !*vi->name) return fail(err, errlen, CD_EMODEL, "graph input #%zu has no name", i);
+        if (!vi || !vi->name || !*vi->name) return cd_errf(CD_EMODEL, err, errlen, "graph input #%zu has no name", i);
         int id = cd_graph_find(g, vi->name);
         if (id >= 0 && g->values[id].kind != CD_VAL_ACT) continue; // initializer listed as input
         rc = add_input(g, vi, err, errlen);
         if (rc) return rc;
     }
-    if (g->ninputs == 0) return fail(err, errlen, CD_EMODEL, "the graph has no inputs");
+    if (g->ninputs == 0) return cd_errf(CD_EMODEL, err, errlen, "the graph has no inputs");
     rc = build_nodes(g, gp, err, errlen);
     if (rc) return rc;
     // Outputs.
     if (gp->n_output == 0 || gp->n_output > CD_MAX_TENSORS)
-        return fail(err, errlen, CD_EMODEL, "the graph has %zu outputs (1..%d supported)", gp->n_output, CD_MAX_TENSORS);
+        return cd_errf(CD_EMODEL, err, errlen, "the graph has %zu outputs (1..%d supported)", gp->n_output, CD_MAX_TENSORS);
     g->outputs = malloc(gp->n_output * sizeof(int));
-    if (!g->outputs) return fail(err, errlen, CD_ENOMEM, "out of memory");
+    if (!g->outputs) return cd_errf(CD_ENOMEM, err, errlen, "out of memory");
     for (size_t i = 0; i < gp->n_output; i++) {
         const Onnx__ValueInfoProto *vi = gp->output[i];
         int id = vi && vi->name ? cd_graph_find(g, vi->name) : -1;
         if (id < 0)
-            return fail(err, errlen, CD_EMODEL, "graph output '%s' is not produced by any node", vi && vi->name ? vi->name : "");
+            return cd_errf(CD_EMODEL, err, errlen, "graph output '%s' is not produced by any node", vi && vi->name ? vi->name : "");
         for (int j = 0; j < g->noutputs; j++)
-            if (g->outputs[j] == id) return fail(err, errlen, CD_EUNSUPPORTED, "graph output '%s' listed twice", vi->name);
+            if (g->outputs[j] == id) return cd_errf(CD_EUNSUPPORTED, err, errlen, "graph output '%s' listed twice", vi->name);
         g->values[id].is_output = 1;
         g->values[id].nconsumers++;
         g->outputs[g->noutputs++] = id;
     }
-    if (g->ninputs > CD_MAX_TENSORS) return fail(err, errlen, CD_EUNSUPPORTED, "more than %d graph inputs", CD_MAX_TENSORS);
+    if (g->ninputs > CD_MAX_TENSORS) return cd_errf(CD_EUNSUPPORTED, err, errlen, "more than %d graph inputs", CD_MAX_TENSORS);
     return 0;
 }

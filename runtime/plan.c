@@ -24,16 +24,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int fail(char *err, size_t errlen, int code, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
-
 typedef struct {
     cd_model *m;
     cd_graph *g;
@@ -94,14 +84,14 @@ static int emit(pctx *p, cd_bop_desc *d, int nin, const int *in, int out, const 
     cd_op_state *st;
     int rc = cd_backend_op_init(p->m->be, d, &st);
     if (rc)
-        return fail(p->err, p->errlen, rc == CD_EUNSUPPORTED ? CD_EUNSUPPORTED : rc,
+        return cd_errf(rc == CD_EUNSUPPORTED ? CD_EUNSUPPORTED : rc, p->err, p->errlen,
                     "node '%s' (%s): the %s backend cannot run it (%s, %s layout): %s", name, label,
                     cd_backend_name(p->m->be), cd_bop_name(d->op), d->dst.layout == CD_LAYOUT_NCHW ? "NCHW" : "NCHW16C",
                     cd_strerror(rc));
     int li = add_layer(p);
     if (li < 0) {
         cd_backend_op_state_free(p->m->be, st);
-        return fail(p->err, p->errlen, CD_ENOMEM, "out of memory");
+        return cd_errf(CD_ENOMEM, p->err, p->errlen, "out of memory");
     }
     cd_layer *l = &p->m->layers[li];
     l->op = d->op;
@@ -124,7 +114,7 @@ static int in_layout(pctx *p, int src, cd_layout l) {
     cd_tdesc t = s->t;
     t.layout = l;
     int id = add_tensor(p, &t);
-    if (id < 0) return fail(p->err, p->errlen, CD_ENOMEM, "out of memory");
+    if (id < 0) return cd_errf(CD_ENOMEM, p->err, p->errlen, "out of memory");
     cd_bop_desc d;
     memset(&d, 0, sizeof d);
     d.op = CD_BOP_REORDER;
@@ -146,7 +136,7 @@ static int const_blocked(pctx *p, int t) {
     cd_tdesc d = p->m->tensors[t].t;
     d.layout = CD_LAYOUT_NCHW16C;
     int id = add_tensor(p, &d);
-    if (id < 0) return fail(p->err, p->errlen, CD_ENOMEM, "out of memory");
+    if (id < 0) return cd_errf(CD_ENOMEM, p->err, p->errlen, "out of memory");
     p->m->tensors[id].cvalue = p->m->tensors[t].cvalue;
     p->reord[t][CD_LAYOUT_NCHW16C] = id;
     return id;
@@ -239,7 +229,7 @@ static int plan_op(pctx *p, const cd_op *op) {
         if (src < 0) return src;
         cd_tdesc t = value_desc(ov, CD_LAYOUT_NCHW, ov->rank);
         int id = add_tensor(p, &t);
-        if (id < 0) return fail(p->err, p->errlen, CD_ENOMEM, "out of memory");
+        if (id < 0) return cd_errf(CD_ENOMEM, p->err, p->errlen, "out of memory");
         m->tensors[id].root = m->tensors[src].root;
         p->vt[op->out] = id;
         return 0;
@@ -401,7 +391,7 @@ static int plan_op(pctx *p, const cd_op *op) {
         }
     cd_tdesc ot = value_desc(ov, lay, ov->rank);
     int out = add_tensor(p, &ot);
-    if (out < 0) return fail(p->err, p->errlen, CD_ENOMEM, "out of memory");
+    if (out < 0) return cd_errf(CD_ENOMEM, p->err, p->errlen, "out of memory");
     fill_bop_io(p, &d, op->nin, in, &ot);
     int li = emit(p, &d, op->nin, in, out, op->name, op->label);
     if (li < 0) return li;
@@ -589,7 +579,7 @@ static int place_consts(pctx *p) {
     m->const_bytes = total;
     if (!total) return 0;
     int rc = cd_backend_buffer_alloc(m->be, total, &m->consts);
-    if (rc) return fail(p->err, p->errlen, rc, "cannot allocate %zu bytes of constants", total);
+    if (rc) return cd_errf(rc, p->err, p->errlen, "cannot allocate %zu bytes of constants", total);
     for (int t = 0; t < m->ntensors; t++) {
         const cd_ptensor *pt = &m->tensors[t];
         if (!pt->t.is_const || pt->cvalue < 0) continue;
@@ -598,13 +588,13 @@ static int place_consts(pctx *p) {
         if (pt->t.layout == CD_LAYOUT_NCHW16C) {
             const int64_t *s = pt->t.shape;
             tmp = calloc(pt->item_bytes / sizeof(float) + 1, sizeof(float));
-            if (!tmp) return fail(p->err, p->errlen, CD_ENOMEM, "out of memory");
+            if (!tmp) return cd_errf(CD_ENOMEM, p->err, p->errlen, "out of memory");
             cd_ref_reorder(CD_LAYOUT_NCHW, CD_LAYOUT_NCHW16C, (int)s[0], (int)s[1], (int)s[2], (int)s[3], data, tmp);
             data = tmp;
         }
         rc = cd_backend_upload(m->be, (char *)m->consts + pt->offset, data, pt->item_bytes);
         free(tmp);
-        if (rc) return fail(p->err, p->errlen, rc, "cannot upload constants");
+        if (rc) return cd_errf(rc, p->err, p->errlen, "cannot upload constants");
     }
     return 0;
 }
@@ -616,7 +606,7 @@ int cd_plan_build(cd_model *m, cd_graph *g, char *err, size_t errlen) {
     p.vt = malloc(((size_t)g->nvalues + 1) * sizeof(int));
     p.ch = calloc((size_t)g->nops + 1, sizeof *p.ch);
     if (!live || !need || !p.vt || !p.ch) {
-        rc = fail(err, errlen, CD_ENOMEM, "out of memory");
+        rc = cd_errf(CD_ENOMEM, err, errlen, "out of memory");
         goto done;
     }
     for (int i = 0; i < g->nvalues; i++) p.vt[i] = -1;
@@ -634,7 +624,7 @@ int cd_plan_build(cd_model *m, cd_graph *g, char *err, size_t errlen) {
         cd_tdesc t = value_desc(v, CD_LAYOUT_NCHW, v->rank);
         int id = add_tensor(&p, &t);
         if (id < 0) {
-            rc = fail(err, errlen, CD_ENOMEM, "out of memory");
+            rc = cd_errf(CD_ENOMEM, err, errlen, "out of memory");
             goto done;
         }
         m->tensors[id].first = -1;
@@ -649,7 +639,7 @@ int cd_plan_build(cd_model *m, cd_graph *g, char *err, size_t errlen) {
             cd_tdesc t = value_desc(v, CD_LAYOUT_NCHW, g->values[op->out].rank);
             int id = add_tensor(&p, &t);
             if (id < 0) {
-                rc = fail(err, errlen, CD_ENOMEM, "out of memory");
+                rc = cd_errf(CD_ENOMEM, err, errlen, "out of memory");
                 goto done;
             }
             m->tensors[id].cvalue = op->in[i];
@@ -657,7 +647,7 @@ int cd_plan_build(cd_model *m, cd_graph *g, char *err, size_t errlen) {
         }
     }
     if ((rc = choose_kernels(&p, live))) {
-        rc = fail(err, errlen, rc, "out of memory");
+        rc = cd_errf(rc, err, errlen, "out of memory");
         goto done;
     }
     // 2./3. Layers.
@@ -670,7 +660,7 @@ int cd_plan_build(cd_model *m, cd_graph *g, char *err, size_t errlen) {
     m->inputs = calloc((size_t)g->ninputs, sizeof *m->inputs);
     m->outputs = calloc((size_t)g->noutputs, sizeof *m->outputs);
     if (!m->inputs || !m->outputs) {
-        rc = fail(err, errlen, CD_ENOMEM, "out of memory");
+        rc = cd_errf(CD_ENOMEM, err, errlen, "out of memory");
         goto done;
     }
     for (int i = 0; i < g->ninputs + g->noutputs; i++) {
@@ -688,7 +678,7 @@ int cd_plan_build(cd_model *m, cd_graph *g, char *err, size_t errlen) {
         io->tensor = t;
         io->d.name = strdup(v->name);
         if (!io->d.name) {
-            rc = fail(err, errlen, CD_ENOMEM, "out of memory");
+            rc = cd_errf(CD_ENOMEM, err, errlen, "out of memory");
             goto done;
         }
         io->d.dtype = CD_DTYPE_F32;
@@ -714,7 +704,7 @@ int cd_plan_build(cd_model *m, cd_graph *g, char *err, size_t errlen) {
     {
         cd_arena_buf *bufs = calloc((size_t)m->ntensors + 1, sizeof *bufs);
         if (!bufs) {
-            rc = fail(err, errlen, CD_ENOMEM, "out of memory");
+            rc = cd_errf(CD_ENOMEM, err, errlen, "out of memory");
             goto done;
         }
         int nb = 0;

@@ -20,16 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return CD_EPARAMS;
-}
-
 // ---- parsing --------------------------------------------------------------------
 
 // Parses a decimal integer in [lo, hi] that spans [s, s+len). Returns 0 or -1.
@@ -49,7 +39,7 @@ static int parse_int(const char *s, size_t len, int lo, int hi, int *out) {
 
 int cd_prune_parse_mode(const char *s, cd_prune_mode *m, char *err, size_t errlen) {
     memset(m, 0, sizeof *m);
-    if (!s || !*s) return fail(err, errlen, "empty mode (" MODES_HELP ")");
+    if (!s || !*s) return cd_errf(CD_EPARAMS, err, errlen, "empty mode (" MODES_HELP ")");
     if (strcmp(s, "unstructured") == 0) {
         m->kind = CD_PRUNE_UNSTRUCTURED;
         return 0;
@@ -66,7 +56,7 @@ int cd_prune_parse_mode(const char *s, cd_prune_mode *m, char *err, size_t errle
             m->norm = 1;
             return 0;
         }
-        return fail(err, errlen, "bad mode '%s': %s takes :l1 or :l2 (the norm that ranks %ss)", s,
+        return cd_errf(CD_EPARAMS, err, errlen, "bad mode '%s': %s takes :l1 or :l2 (the norm that ranks %ss)", s,
                     is_filter ? "filter" : "channel", is_filter ? "filter" : "channel");
     }
     if (strncmp(s, "block:", 6) == 0) {
@@ -76,7 +66,7 @@ int cd_prune_parse_mode(const char *s, cd_prune_mode *m, char *err, size_t errle
         m->norm = 2;
         if (*x == 0 || parse_int(r, (size_t)(x - r), 1, CD_PRUNE_MAX_BLOCK, &m->bh) ||
             parse_int(x + 1, strlen(x + 1), 1, CD_PRUNE_MAX_BLOCK, &m->bw))
-            return fail(err, errlen,
+            return cd_errf(CD_EPARAMS, err, errlen,
                         "bad mode '%s': block wants RxC, R filters by C input positions, each 1..%d "
                         "(e.g. block:4x1)", s, CD_PRUNE_MAX_BLOCK);
         return 0;
@@ -86,14 +76,14 @@ int cd_prune_parse_mode(const char *s, cd_prune_mode *m, char *err, size_t errle
         m->kind = CD_PRUNE_NM;
         if (!colon || parse_int(a, (size_t)(colon - a), 1, CD_PRUNE_MAX_M, &m->n) ||
             parse_int(colon + 1, strlen(colon + 1), 2, CD_PRUNE_MAX_M, &m->m))
-            return fail(err, errlen, "bad mode '%s': nm wants N:M with 1 <= N < M <= %d (e.g. nm:2:4)", s,
+            return cd_errf(CD_EPARAMS, err, errlen, "bad mode '%s': nm wants N:M with 1 <= N < M <= %d (e.g. nm:2:4)", s,
                         CD_PRUNE_MAX_M);
         if (m->n >= m->m)
-            return fail(err, errlen, "bad mode '%s': N must be below M (nm:%d:%d would prune nothing)", s,
+            return cd_errf(CD_EPARAMS, err, errlen, "bad mode '%s': N must be below M (nm:%d:%d would prune nothing)", s,
                         m->n, m->m);
         return 0;
     }
-    return fail(err, errlen, "unknown mode '%s' (" MODES_HELP ")", s);
+    return cd_errf(CD_EPARAMS, err, errlen, "unknown mode '%s' (" MODES_HELP ")", s);
 }
 
 const char *cd_prune_mode_name(const cd_prune_mode *m, char *buf, size_t n) {
@@ -110,20 +100,20 @@ const char *cd_prune_mode_name(const cd_prune_mode *m, char *buf, size_t n) {
 }
 
 int cd_prune_parse_sparsity(const char *s, double *out, char *err, size_t errlen) {
-    if (!s || !*s) return fail(err, errlen, "empty sparsity (0..1, or 0..100 with %%)");
+    if (!s || !*s) return cd_errf(CD_EPARAMS, err, errlen, "empty sparsity (0..1, or 0..100 with %%)");
     errno = 0;
     char *end;
     double v = strtod(s, &end);
     const int pct = *end == '%';
     if (end == s || isspace((unsigned char)*s) || errno || !isfinite(v) || (pct ? end[1] != 0 : *end != 0))
-        return fail(err, errlen, "bad sparsity '%s' (a fraction 0..1 like 0.9, or a percentage like 90%%)", s);
+        return cd_errf(CD_EPARAMS, err, errlen, "bad sparsity '%s' (a fraction 0..1 like 0.9, or a percentage like 90%%)", s);
     if (pct) {
-        if (v < 0 || v > 100) return fail(err, errlen, "sparsity %s is out of range 0..100%%", s);
+        if (v < 0 || v > 100) return cd_errf(CD_EPARAMS, err, errlen, "sparsity %s is out of range 0..100%%", s);
         v /= 100.0;
     } else if (v < 0 || v > 1) {
         if (v > 1 && v <= 100)
-            return fail(err, errlen, "sparsity %s is out of range 0..1 (write %s%% for a percentage)", s, s);
-        return fail(err, errlen, "sparsity %s is out of range 0..1", s);
+            return cd_errf(CD_EPARAMS, err, errlen, "sparsity %s is out of range 0..1 (write %s%% for a percentage)", s, s);
+        return cd_errf(CD_EPARAMS, err, errlen, "sparsity %s is out of range 0..1", s);
     }
     *out = v;
     return 0;

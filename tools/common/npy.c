@@ -12,16 +12,6 @@
 #define NPY_MAGIC "\x93NUMPY"
 #define NPY_MAX_HEADER (1u << 20) // headers are tiny; refuse absurd lengths
 
-static int fail(char *err, size_t errlen, int code, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
-
 // descr strings as numpy writes them on a little-endian machine.
 static const struct {
     const char *descr;
@@ -100,77 +90,77 @@ static int read_str(cursor *c, const char **s, size_t *n) {
 static int parse_header(const char *h, size_t len, cd_npy *out, char *err, size_t errlen) {
     cursor c = {h, h + len};
     int have_descr = 0, have_fo = 0, have_shape = 0;
-    if (!eat(&c, '{')) return fail(err, errlen, CD_EPARAMS, "npy header: expected '{'");
+    if (!eat(&c, '{')) return cd_errf(CD_EPARAMS, err, errlen, "npy header: expected '{'");
     for (;;) {
         if (eat(&c, '}')) break;
         const char *key;
         size_t klen;
-        if (!read_str(&c, &key, &klen)) return fail(err, errlen, CD_EPARAMS, "npy header: expected a quoted key");
-        if (!eat(&c, ':')) return fail(err, errlen, CD_EPARAMS, "npy header: expected ':'");
+        if (!read_str(&c, &key, &klen)) return cd_errf(CD_EPARAMS, err, errlen, "npy header: expected a quoted key");
+        if (!eat(&c, ':')) return cd_errf(CD_EPARAMS, err, errlen, "npy header: expected ':'");
         if (klen == 5 && memcmp(key, "descr", 5) == 0) {
             const char *v;
             size_t vlen;
-            if (have_descr++) return fail(err, errlen, CD_EPARAMS, "npy header: duplicate 'descr'");
-            if (!read_str(&c, &v, &vlen)) return fail(err, errlen, CD_EPARAMS, "npy header: 'descr' is not a string");
+            if (have_descr++) return cd_errf(CD_EPARAMS, err, errlen, "npy header: duplicate 'descr'");
+            if (!read_str(&c, &v, &vlen)) return cd_errf(CD_EPARAMS, err, errlen, "npy header: 'descr' is not a string");
             out->dtype = dtype_from_descr(v, vlen);
             if (out->dtype == CD_DTYPE_INVALID)
-                return fail(err, errlen, CD_EDTYPE, "npy: dtype '%.*s' not supported (f32, f16, f64, i8, u8, i16, i32, i64, bool; little-endian)",
+                return cd_errf(CD_EDTYPE, err, errlen, "npy: dtype '%.*s' not supported (f32, f16, f64, i8, u8, i16, i32, i64, bool; little-endian)",
                             (int)(vlen > 16 ? 16 : vlen), v);
         } else if (klen == 13 && memcmp(key, "fortran_order", 13) == 0) {
-            if (have_fo++) return fail(err, errlen, CD_EPARAMS, "npy header: duplicate 'fortran_order'");
+            if (have_fo++) return cd_errf(CD_EPARAMS, err, errlen, "npy header: duplicate 'fortran_order'");
             skip_ws(&c);
             if ((size_t)(c.end - c.p) >= 5 && memcmp(c.p, "False", 5) == 0) {
                 c.p += 5;
             } else if ((size_t)(c.end - c.p) >= 4 && memcmp(c.p, "True", 4) == 0) {
-                return fail(err, errlen, CD_EPARAMS, "npy: fortran_order arrays are not supported (save a C-order array)");
+                return cd_errf(CD_EPARAMS, err, errlen, "npy: fortran_order arrays are not supported (save a C-order array)");
             } else {
-                return fail(err, errlen, CD_EPARAMS, "npy header: 'fortran_order' is not a boolean");
+                return cd_errf(CD_EPARAMS, err, errlen, "npy header: 'fortran_order' is not a boolean");
             }
         } else if (klen == 5 && memcmp(key, "shape", 5) == 0) {
-            if (have_shape++) return fail(err, errlen, CD_EPARAMS, "npy header: duplicate 'shape'");
-            if (!eat(&c, '(')) return fail(err, errlen, CD_EPARAMS, "npy header: 'shape' is not a tuple");
+            if (have_shape++) return cd_errf(CD_EPARAMS, err, errlen, "npy header: duplicate 'shape'");
+            if (!eat(&c, '(')) return cd_errf(CD_EPARAMS, err, errlen, "npy header: 'shape' is not a tuple");
             out->rank = 0;
             for (;;) {
                 if (eat(&c, ')')) break;
                 skip_ws(&c);
                 if (c.p >= c.end || !isdigit((unsigned char)*c.p))
-                    return fail(err, errlen, CD_EPARAMS, "npy header: bad dimension in 'shape'");
+                    return cd_errf(CD_EPARAMS, err, errlen, "npy header: bad dimension in 'shape'");
                 int64_t v = 0;
                 while (c.p < c.end && isdigit((unsigned char)*c.p)) {
-                    if (v > (INT64_MAX - 9) / 10) return fail(err, errlen, CD_ETOO_LARGE, "npy: dimension too large");
+                    if (v > (INT64_MAX - 9) / 10) return cd_errf(CD_ETOO_LARGE, err, errlen, "npy: dimension too large");
                     v = v * 10 + (*c.p++ - '0');
                 }
                 if (c.p < c.end && *c.p == 'L') c.p++; // Python 2 longs
                 if (out->rank >= CD_MAX_RANK)
-                    return fail(err, errlen, CD_ETOO_LARGE, "npy: rank above %d", CD_MAX_RANK);
+                    return cd_errf(CD_ETOO_LARGE, err, errlen, "npy: rank above %d", CD_MAX_RANK);
                 out->shape[out->rank++] = v;
                 if (!eat(&c, ',')) {
-                    if (!eat(&c, ')')) return fail(err, errlen, CD_EPARAMS, "npy header: expected ',' or ')' in 'shape'");
+                    if (!eat(&c, ')')) return cd_errf(CD_EPARAMS, err, errlen, "npy header: expected ',' or ')' in 'shape'");
                     break;
                 }
             }
         } else {
-            return fail(err, errlen, CD_EPARAMS, "npy header: unknown key '%.*s'", (int)(klen > 32 ? 32 : klen), key);
+            return cd_errf(CD_EPARAMS, err, errlen, "npy header: unknown key '%.*s'", (int)(klen > 32 ? 32 : klen), key);
         }
         if (!eat(&c, ',')) {
-            if (!eat(&c, '}')) return fail(err, errlen, CD_EPARAMS, "npy header: expected ',' or '}'");
+            if (!eat(&c, '}')) return cd_errf(CD_EPARAMS, err, errlen, "npy header: expected ',' or '}'");
             break;
         }
     }
     if (!have_descr || !have_fo || !have_shape)
-        return fail(err, errlen, CD_EPARAMS, "npy header: missing %s", !have_descr ? "'descr'" : !have_fo ? "'fortran_order'" : "'shape'");
+        return cd_errf(CD_EPARAMS, err, errlen, "npy header: missing %s", !have_descr ? "'descr'" : !have_fo ? "'fortran_order'" : "'shape'");
     return 0;
 }
 
 int cd_npy_read(const char *path, cd_npy *out, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
     FILE *f = fopen(path, "rb");
-    if (!f) return fail(err, errlen, CD_EIO, "cannot open %s: %s", path, strerror(errno));
+    if (!f) return cd_errf(CD_EIO, err, errlen, "cannot open %s: %s", path, strerror(errno));
     int rc = 0;
     char *hdr = NULL;
     unsigned char pre[12];
     if (fread(pre, 1, 10, f) != 10 || memcmp(pre, NPY_MAGIC, 6) != 0) {
-        rc = fail(err, errlen, CD_EPARAMS, "%s: not a .npy file (bad magic)", path);
+        rc = cd_errf(CD_EPARAMS, err, errlen, "%s: not a .npy file (bad magic)", path);
         goto done;
     }
     size_t hlen, prefix;
@@ -179,57 +169,57 @@ int cd_npy_read(const char *path, cd_npy *out, char *err, size_t errlen) {
         prefix = 10;
     } else if (pre[6] == 2 || pre[6] == 3) {
         if (fread(pre + 10, 1, 2, f) != 2) {
-            rc = fail(err, errlen, CD_EPARAMS, "%s: truncated header", path);
+            rc = cd_errf(CD_EPARAMS, err, errlen, "%s: truncated header", path);
             goto done;
         }
         hlen = pre[8] | (size_t)pre[9] << 8 | (size_t)pre[10] << 16 | (size_t)pre[11] << 24;
         prefix = 12;
     } else {
-        rc = fail(err, errlen, CD_EPARAMS, "%s: .npy version %d.%d not supported", path, pre[6], pre[7]);
+        rc = cd_errf(CD_EPARAMS, err, errlen, "%s: .npy version %d.%d not supported", path, pre[6], pre[7]);
         goto done;
     }
     (void)prefix;
     if (hlen == 0 || hlen > NPY_MAX_HEADER) {
-        rc = fail(err, errlen, CD_EPARAMS, "%s: bad header length %zu", path, hlen);
+        rc = cd_errf(CD_EPARAMS, err, errlen, "%s: bad header length %zu", path, hlen);
         goto done;
     }
     hdr = malloc(hlen);
     if (!hdr) {
-        rc = fail(err, errlen, CD_ENOMEM, "out of memory");
+        rc = cd_errf(CD_ENOMEM, err, errlen, "out of memory");
         goto done;
     }
     if (fread(hdr, 1, hlen, f) != hlen) {
-        rc = fail(err, errlen, CD_EPARAMS, "%s: truncated header", path);
+        rc = cd_errf(CD_EPARAMS, err, errlen, "%s: truncated header", path);
         goto done;
     }
     char perr[200] = "";
     rc = parse_header(hdr, hlen, out, perr, sizeof perr);
     if (rc) {
-        fail(err, errlen, rc, "%s: %s", path, perr);
+        cd_errf(rc, err, errlen, "%s: %s", path, perr);
         goto done;
     }
     size_t item = cd_npy_itemsize(out->dtype);
     uint64_t total = item;
     for (int i = 0; i < out->rank; i++) {
         if (out->shape[i] != 0 && total > (UINT64_MAX >> 1) / (uint64_t)out->shape[i]) {
-            rc = fail(err, errlen, CD_ETOO_LARGE, "%s: array size overflows", path);
+            rc = cd_errf(CD_ETOO_LARGE, err, errlen, "%s: array size overflows", path);
             goto done;
         }
         total *= (uint64_t)out->shape[i];
     }
     if (total > (uint64_t)SIZE_MAX / 2) {
-        rc = fail(err, errlen, CD_ETOO_LARGE, "%s: array too large", path);
+        rc = cd_errf(CD_ETOO_LARGE, err, errlen, "%s: array too large", path);
         goto done;
     }
     // The data must be exactly the rest of the file.
     long here = ftell(f);
     if (here < 0 || fseek(f, 0, SEEK_END) != 0) {
-        rc = fail(err, errlen, CD_EIO, "%s: cannot seek", path);
+        rc = cd_errf(CD_EIO, err, errlen, "%s: cannot seek", path);
         goto done;
     }
     long end = ftell(f);
     if (end < here || (uint64_t)(end - here) != total) {
-        rc = fail(err, errlen, CD_EPARAMS, "%s: data is %ld bytes, the header says %llu", path,
+        rc = cd_errf(CD_EPARAMS, err, errlen, "%s: data is %ld bytes, the header says %llu", path,
                   end - here, (unsigned long long)total);
         goto done;
     }
@@ -238,11 +228,11 @@ int cd_npy_read(const char *path, cd_npy *out, char *err, size_t errlen) {
     if (total) {
         out->data = malloc(out->nbytes);
         if (!out->data) {
-            rc = fail(err, errlen, CD_ENOMEM, "out of memory for %zu bytes", out->nbytes);
+            rc = cd_errf(CD_ENOMEM, err, errlen, "out of memory for %zu bytes", out->nbytes);
             goto done;
         }
         if (fread(out->data, 1, out->nbytes, f) != out->nbytes) {
-            rc = fail(err, errlen, CD_EIO, "%s: short read", path);
+            rc = cd_errf(CD_EIO, err, errlen, "%s: short read", path);
             goto done;
         }
     }
@@ -256,13 +246,13 @@ done:
 int cd_npy_write(const char *path, cd_dtype dt, int rank, const int64_t *shape,
                  const void *data, char *err, size_t errlen) {
     const char *descr = descr_of(dt);
-    if (!descr) return fail(err, errlen, CD_EDTYPE, "npy: cannot write dtype %d", (int)dt);
-    if (rank < 0 || rank > CD_MAX_RANK) return fail(err, errlen, CD_EPARAMS, "npy: bad rank %d", rank);
+    if (!descr) return cd_errf(CD_EDTYPE, err, errlen, "npy: cannot write dtype %d", (int)dt);
+    if (rank < 0 || rank > CD_MAX_RANK) return cd_errf(CD_EPARAMS, err, errlen, "npy: bad rank %d", rank);
     char dict[512];
     int n = snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (", descr);
     uint64_t total = cd_npy_itemsize(dt);
     for (int i = 0; i < rank; i++) {
-        if (shape[i] < 0) return fail(err, errlen, CD_EPARAMS, "npy: negative dimension");
+        if (shape[i] < 0) return cd_errf(CD_EPARAMS, err, errlen, "npy: negative dimension");
         n += snprintf(dict + n, sizeof dict - n, rank == 1 ? "%lld," : (i ? ", %lld" : "%lld"), (long long)shape[i]);
         total *= (uint64_t)shape[i];
     }
@@ -274,13 +264,13 @@ int cd_npy_write(const char *path, cd_dtype dt, int rank, const int64_t *shape,
     unsigned char head[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(hl & 0xff),
                               (unsigned char)(hl >> 8)};
     FILE *f = fopen(path, "wb");
-    if (!f) return fail(err, errlen, CD_EIO, "cannot create %s: %s", path, strerror(errno));
+    if (!f) return cd_errf(CD_EIO, err, errlen, "cannot create %s: %s", path, strerror(errno));
     int ok = fwrite(head, 1, 10, f) == 10 && fwrite(dict, 1, (size_t)n, f) == (size_t)n;
     for (size_t i = 0; ok && i < pad; i++) ok = fputc(' ', f) != EOF;
     ok = ok && fputc('\n', f) != EOF;
     ok = ok && (total == 0 || fwrite(data, 1, (size_t)total, f) == (size_t)total);
     if (fclose(f) != 0) ok = 0;
-    if (!ok) return fail(err, errlen, CD_EIO, "cannot write %s", path);
+    if (!ok) return cd_errf(CD_EIO, err, errlen, "cannot write %s", path);
     return 0;
 }
 

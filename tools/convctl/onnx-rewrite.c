@@ -20,16 +20,6 @@
 #include <unistd.h>
 
 
-static int fail(char *err, size_t errlen, int code, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
-
 static int cmp_const(const void *a, const void *b) {
     return strcmp(((const struct ctl_onnx_const *)a)->name, ((const struct ctl_onnx_const *)b)->name);
 }
@@ -55,10 +45,10 @@ int ctl_onnx_load(const char *path, ctl_onnx_model *m, char *err, size_t errlen)
     if (rc) return rc;
     Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, len, buf);
     free(buf);
-    if (!mp) return fail(err, errlen, CD_EMODEL, "%s: not a valid ONNX protobuf (corrupt or truncated file)", path);
+    if (!mp) return cd_errf(CD_EMODEL, err, errlen, "%s: not a valid ONNX protobuf (corrupt or truncated file)", path);
     if (!mp->graph) {
         onnx__model_proto__free_unpacked(mp, NULL);
-        return fail(err, errlen, CD_EMODEL, "%s: not an ONNX model (no graph)", path);
+        return cd_errf(CD_EMODEL, err, errlen, "%s: not an ONNX model (no graph)", path);
     }
     m->proto = mp;
 
@@ -69,20 +59,20 @@ int ctl_onnx_load(const char *path, ctl_onnx_model *m, char *err, size_t errlen)
     else snprintf(dirbuf, sizeof dirbuf, ".");
     if (realpath(dirbuf, real) && !(m->dir = strdup(real))) {
         ctl_onnx_free(m);
-        return fail(err, errlen, CD_ENOMEM, "out of memory");
+        return cd_errf(CD_ENOMEM, err, errlen, "out of memory");
     }
 
     const Onnx__GraphProto *g = mp->graph;
     m->consts = malloc((g->n_initializer + g->n_node + 1) * sizeof *m->consts);
     if (!m->consts) {
         ctl_onnx_free(m);
-        return fail(err, errlen, CD_ENOMEM, "out of memory");
+        return cd_errf(CD_ENOMEM, err, errlen, "out of memory");
     }
     for (size_t i = 0; i < g->n_initializer; i++) {
         Onnx__TensorProto *t = g->initializer[i];
         if (!t || !t->name || !*t->name) {
             ctl_onnx_free(m);
-            return fail(err, errlen, CD_EMODEL, "%s: initializer #%zu has no name", path, i);
+            return cd_errf(CD_EMODEL, err, errlen, "%s: initializer #%zu has no name", path, i);
         }
         m->consts[m->nconst++] = (struct ctl_onnx_const){t->name, t};
     }
@@ -93,7 +83,7 @@ int ctl_onnx_load(const char *path, ctl_onnx_model *m, char *err, size_t errlen)
     qsort(m->consts, m->nconst, sizeof *m->consts, cmp_const);
     for (size_t i = 1; i < m->nconst; i++)
         if (strcmp(m->consts[i - 1].name, m->consts[i].name) == 0) {
-            int r = fail(err, errlen, CD_EMODEL, "%s: constant '%.200s' is defined twice", path, m->consts[i].name);
+            int r = cd_errf(CD_EMODEL, err, errlen, "%s: constant '%.200s' is defined twice", path, m->consts[i].name);
             ctl_onnx_free(m);
             return r;
         }
@@ -118,7 +108,7 @@ int ctl_onnx_read_f32(const ctl_onnx_model *m, const Onnx__TensorProto *t, float
                       size_t *n, char *err, size_t errlen) {
     const char *what = t->name && *t->name ? t->name : "(constant)";
     if (!t->has_data_type || t->data_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
-        return fail(err, errlen, CD_EUNSUPPORTED, "tensor '%s': data type %d, only float32 (1) is pruned", what,
+        return cd_errf(CD_EUNSUPPORTED, err, errlen, "tensor '%s': data type %d, only float32 (1) is pruned", what,
                     t->has_data_type ? t->data_type : 0);
     cd_graph g = {0};
     g.dir = m->dir;
@@ -168,23 +158,23 @@ int ctl_onnx_write_f32(Onnx__TensorProto *t, const float *v, size_t n) {
 int ctl_onnx_save(const ctl_onnx_model *m, const char *path, char *err, size_t errlen) {
     const size_t len = onnx__model_proto__get_packed_size(m->proto);
     if (len > CD_ONNX_MAX_BYTES)
-        return fail(err, errlen, CD_EMODEL, "the pruned model needs %zu bytes, above protobuf's 2 GiB limit", len);
+        return cd_errf(CD_EMODEL, err, errlen, "the pruned model needs %zu bytes, above protobuf's 2 GiB limit", len);
     uint8_t *buf = malloc(len ? len : 1);
-    if (!buf) return fail(err, errlen, CD_ENOMEM, "out of memory for %zu bytes", len);
+    if (!buf) return cd_errf(CD_ENOMEM, err, errlen, "out of memory for %zu bytes", len);
     if (onnx__model_proto__pack(m->proto, buf) != len) {
         free(buf);
-        return fail(err, errlen, CD_EMODEL, "packing the model failed");
+        return cd_errf(CD_EMODEL, err, errlen, "packing the model failed");
     }
     const size_t plen = strlen(path);
     char *tmp = malloc(plen + 16);
     if (!tmp) {
         free(buf);
-        return fail(err, errlen, CD_ENOMEM, "out of memory");
+        return cd_errf(CD_ENOMEM, err, errlen, "out of memory");
     }
     snprintf(tmp, plen + 16, "%s.tmp-XXXXXX", path);
     int fd = mkstemp(tmp);
     if (fd < 0) {
-        int r = fail(err, errlen, CD_EIO, "cannot create %s: %s", tmp, strerror(errno));
+        int r = cd_errf(CD_EIO, err, errlen, "cannot create %s: %s", tmp, strerror(errno));
         free(tmp);
         free(buf);
         return r;
@@ -193,15 +183,15 @@ int ctl_onnx_save(const ctl_onnx_model *m, const char *path, char *err, size_t e
     mode_t um = umask(0);
     umask(um);
     int rc = 0;
-    if (fchmod(fd, 0666 & ~um) != 0) rc = fail(err, errlen, CD_EIO, "chmod %s: %s", tmp, strerror(errno));
+    if (fchmod(fd, 0666 & ~um) != 0) rc = cd_errf(CD_EIO, err, errlen, "chmod %s: %s", tmp, strerror(errno));
     for (size_t off = 0; !rc && off < len;) {
         ssize_t w = write(fd, buf + off, len - off);
         if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) rc = fail(err, errlen, CD_EIO, "cannot write %s: %s", tmp, w ? strerror(errno) : "short write");
+        if (w <= 0) rc = cd_errf(CD_EIO, err, errlen, "cannot write %s: %s", tmp, w ? strerror(errno) : "short write");
         else off += (size_t)w;
     }
-    if (close(fd) != 0 && !rc) rc = fail(err, errlen, CD_EIO, "cannot write %s: %s", tmp, strerror(errno));
-    if (!rc && rename(tmp, path) != 0) rc = fail(err, errlen, CD_EIO, "cannot write %s: %s", path, strerror(errno));
+    if (close(fd) != 0 && !rc) rc = cd_errf(CD_EIO, err, errlen, "cannot write %s: %s", tmp, strerror(errno));
+    if (!rc && rename(tmp, path) != 0) rc = cd_errf(CD_EIO, err, errlen, "cannot write %s: %s", path, strerror(errno));
     if (rc) unlink(tmp);
     free(tmp);
     free(buf);
