@@ -162,6 +162,18 @@ static int readers_want_nchw(pctx *p, int v) {
     return readers > 0;
 }
 
+// The GEMM part of a backend op descriptor for a Gemm op: op, shape, act,
+// weights and bias (tensors are set by the caller).
+static void gemm_desc(const cd_op *op, cd_bop_desc *d) {
+    d->op = CD_BOP_GEMM;
+    d->u.gemm.rows = op->u.gemm.rows;
+    d->u.gemm.n = op->u.gemm.n;
+    d->u.gemm.k = op->u.gemm.k;
+    d->u.gemm.act = op->u.gemm.act;
+    d->w = op->u.gemm.w;
+    d->bias = op->u.gemm.bias;
+}
+
 // Tensor descriptor of a value (activation per item, or constant padded to rank).
 static cd_tdesc value_desc(const cd_value *v, cd_layout l, int rank) {
     cd_tdesc t;
@@ -306,13 +318,7 @@ static int plan_op(pctx *p, const cd_op *op) {
         break;
     }
     case CD_OP_GEMM:
-        d.op = CD_BOP_GEMM;
-        d.u.gemm.rows = op->u.gemm.rows;
-        d.u.gemm.n = op->u.gemm.n;
-        d.u.gemm.k = op->u.gemm.k;
-        d.u.gemm.act = op->u.gemm.act;
-        d.w = op->u.gemm.w;
-        d.bias = op->u.gemm.bias;
+        gemm_desc(op, &d);
         if (p->ch[op - g->ops].sparse) {
             cd_bop_desc t = d;
             t.sparse = 1;
@@ -506,13 +512,7 @@ static int choose_kernels(pctx *p, const char *live) {
             if (op->nin > 1) d.src[1] = value_desc(&g->values[op->in[1]], CD_LAYOUT_NCHW, 4);
             d.dst = value_desc(&g->values[op->out], CD_LAYOUT_NCHW, 4);
         } else {
-            d.op = CD_BOP_GEMM;
-            d.u.gemm.rows = op->u.gemm.rows;
-            d.u.gemm.n = op->u.gemm.n;
-            d.u.gemm.k = op->u.gemm.k;
-            d.u.gemm.act = op->u.gemm.act;
-            d.w = op->u.gemm.w;
-            d.bias = op->u.gemm.bias;
+            gemm_desc(op, &d);
             total = (size_t)d.u.gemm.n * d.u.gemm.k;
             d.nsrc = 1;
             d.src[0] = value_desc(&g->values[op->in[0]], CD_LAYOUT_NCHW, g->values[op->in[0]].rank);
