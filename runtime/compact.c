@@ -100,16 +100,6 @@ static double ksum(const cd_conv_desc *d, const float *w, int o, int cl) {
     return s;
 }
 
-static float binop(cd_binary_kind k, float a, float b) {
-    switch (k) {
-    case CD_BINARY_ADD: return a + b;
-    case CD_BINARY_MUL: return a * b;
-    case CD_BINARY_SUB: return a - b;
-    case CD_BINARY_DIV: return a / b;
-    }
-    return a;
-}
-
 // Forward pass: the status (LIVE / CONST k) of every element.
 static void statuses(cctx *x) {
     cd_graph *g = x->g;
@@ -176,7 +166,7 @@ static void statuses(cctx *x) {
                 if (x->isconst[el(x, a, c)] && x->isconst[el(x, b, c)]) {
                     x->isconst[el(x, out, c)] = 1;
                     x->kval[el(x, out, c)] =
-                        cd_ref_act(op->u.binary.act, binop(op->u.binary.kind, x->kval[el(x, a, c)], x->kval[el(x, b, c)]));
+                        cd_ref_act(op->u.binary.act, cd_ref_binary_op(op->u.binary.kind, x->kval[el(x, a, c)], x->kval[el(x, b, c)]));
                 }
             break;
         }

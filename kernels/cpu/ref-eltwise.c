@@ -4,7 +4,7 @@
 
 #include <math.h>
 
-static float apply(cd_binary_kind kind, float a, float b) {
+float cd_ref_binary_op(cd_binary_kind kind, float a, float b) {
     switch (kind) {
     case CD_BINARY_ADD: return a + b;
     case CD_BINARY_MUL: return a * b;
@@ -29,7 +29,7 @@ void cd_ref_binary(cd_binary_kind kind, int rank, const int64_t *a_shape,
     }
     int64_t oa = 0, ob = 0;
     for (int64_t e = 0; e < total; e++) {
-        dst[e] = cd_ref_act(act, apply(kind, a[oa], b[ob]));
+        dst[e] = cd_ref_act(act, cd_ref_binary_op(kind, a[oa], b[ob]));
         // Advance the multi-index (odometer), keeping the operand offsets.
         for (int i = rank - 1; i >= 0; i--) {
             if (++idx[i] < dst_shape[i]) {

@@ -53,6 +53,10 @@ void cd_ref_binary(cd_binary_kind kind, int rank, const int64_t *a_shape,
                    const float *a, const int64_t *b_shape, const float *b,
                    const int64_t *dst_shape, cd_activation act, float *dst);
 
+// a (kind) b for one pair of values: the element operation of cd_ref_binary
+// (also what compaction folds constants with).
+float cd_ref_binary_op(cd_binary_kind kind, float a, float b);
+
 // dst[i] = act(src[i]) for n elements (src may equal dst).
 void cd_ref_activation(cd_activation act, size_t n, const float *src, float *dst);
 
