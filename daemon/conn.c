@@ -13,7 +13,6 @@
 #include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
-#include <time.h>
 
 // One uv_write in progress: owns `data`, of which it writes `len` bytes (the
 // tail that conn_send could not write, or a worker's remainder).
@@ -87,12 +86,6 @@ static void conn_mark_closed(cd_conn *c) {
     pthread_mutex_lock(&c->wlock);
     c->wclosed = true;
     pthread_mutex_unlock(&c->wlock);
-}
-
-static uint64_t conn_now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 // The one way response bytes go out, from the loop (conn_flush) and from
@@ -580,7 +573,7 @@ void cd_conn_respond(cd_request *req) {
     switch (conn_send(c, sb.data, sb.size, true, &written)) {
     case CONN_SENT:
         req->sent = CD_SENT_WRITTEN;
-        req->t_sent_ns = conn_now_ns();
+        req->t_sent_ns = uv_hrtime(); // the clock of t_received_ns (thread-safe)
         CD_STAT_INC(resp_direct);
         break;
     case CONN_QUEUE:
