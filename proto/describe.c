@@ -2,7 +2,6 @@
 
 #include "proto/describe.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 

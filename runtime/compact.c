@@ -39,7 +39,6 @@
 #include "proto/errors.h"
 #include "sparse/analysis.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
