@@ -5,6 +5,7 @@
 #include "sparse/analysis.h"
 #include "sparse/bsr.h"
 #include "sparse/csr.h"
+#include "sparse/phase-row.h"
 #include "sparse/spmm-shift.h"
 
 #include <limits.h>
@@ -63,6 +64,13 @@ struct cd_sparse_conv {
     int band_rows;               // output rows per band (prepared modes)
     int nbands;                  // bands per image: each is prepared and run
                                  // apart, so its planes stay in L2
+    int threads;                 // OpenMP threads at create: bands and
+                                 // workspace slots are laid out for them
+    size_t band_out;             // floats per output channel of a band's
+                                 // scratch (MODE_JUNK: band_rows*wph, to 16)
+    uint16_t *row_masks;         // AVX-512 plane rows: the window masks of
+                                 // each slot (sparse/phase-row.h), or NULL
+    size_t masks_per_slot;
     size_t plane;                // floats per phase plane (padded to 16)
     size_t chan_stride;          // floats per input channel (nslots planes)
     size_t group_in;             // floats of one group's prepared input (one band)
@@ -233,7 +241,7 @@ static void plan_geometry(cd_sparse_conv *h, int32_t *tap_off, int vec, int want
     // Bands of output rows: at least one per thread; for k x k at most
     // BAND_BYTES of prepared planes (plus halo rows) each, so a band's planes,
     // scratch and output stay in L2 between its preparation and its use.
-    const int threads = omp_get_max_threads();
+    const int threads = h->threads;
     int rows = (d->oh + threads - 1) / threads;
     if (halo > 0) {
         const size_t row_bytes = (size_t)h->cpg * h->nslots * h->wph * sizeof(float);
@@ -247,6 +255,7 @@ static void plan_geometry(cd_sparse_conv *h, int32_t *tap_off, int vec, int want
     h->nbands = (d->oh + h->band_rows - 1) / h->band_rows;
     h->hph = h->band_rows + halo;
     h->plane = round16((size_t)h->hph * h->wph);
+    h->band_out = round16((size_t)h->band_rows * h->wph);
     h->chan_stride = h->plane * h->nslots;
     h->group_in = (size_t)h->cpg * h->chan_stride;
     for (int c = 0; c < h->cpg; c++)
@@ -326,7 +335,21 @@ int cd_sparse_conv_create(const cd_conv_desc *d, const float *w, const float *bi
         return CD_ENOMEM;
     }
     h->vec = isa == CD_SPARSE_ISA_AVX512F ? 16 : 8;
+    h->threads = omp_get_max_threads();
     plan_geometry(h, tap_off, h->vec, shift_wanted(&dd, fmt, isa, opt));
+    if (isa == CD_SPARSE_ISA_AVX512F && h->mode != MODE_DIRECT && h->mode != MODE_FC &&
+        dd.stride_w <= 2) {
+        h->masks_per_slot = (size_t)dd.stride_w * ((h->wph + 15) / 16);
+        h->row_masks = malloc(sizeof *h->row_masks * h->masks_per_slot * h->nslots);
+        if (!h->row_masks) {
+            free(tap_off);
+            free(h);
+            return CD_ENOMEM;
+        }
+        for (int t = 0; t < h->nslots; t++)
+            cd_phase_row_masks(h->row_masks + t * h->masks_per_slot, (size_t)h->wph, dd.w,
+                               h->slot_b[t] - dd.pad_l, dd.stride_w);
+    }
     int32_t max_tap = 0;
     for (int j = 0; j < cols; j++) max_tap = tap_off[j] > max_tap ? tap_off[j] : max_tap;
     // (The aligned-shift kernel reads one vector past each tile.)
@@ -406,6 +429,7 @@ void cd_sparse_conv_free(cd_sparse_conv *h) {
     if (h->packs)
         for (int b = 0; b < h->ncb; b++) cd_sparse_pack_free(&h->packs[b]);
     free(h->packs);
+    free(h->row_masks);
     free(h);
 }
 
@@ -432,42 +456,36 @@ int cd_sparse_conv_get_info(const cd_sparse_conv *h, cd_sparse_conv_info *info) 
     return 0;
 }
 
-// Floats of prepared input for `units` image-groups (FC: folds x groups).
-static size_t ws_in_floats(const cd_sparse_conv *h, size_t units) {
-    if (h->mode == MODE_DIRECT) return 0;
-    if (h->mode == MODE_FC) return units * h->group_in + h->in_slack;
-    return units * h->nbands * h->band_stride;
-}
-
-// Floats of output scratch (JUNK: per image K planes of OH*wph; FC: per fold
-// K x FC_FOLD).
-static size_t ws_out_floats(const cd_sparse_conv *h, int batch) {
-    if (h->mode == MODE_JUNK) return (size_t)batch * h->d.k * h->d.oh * h->wph;
-    if (h->mode == MODE_FC) return (size_t)((batch + FC_FOLD - 1) / FC_FOLD) * h->d.k * FC_FOLD;
-    return 0;
-}
-
 static size_t fc_folds(int batch) { return (size_t)(batch + FC_FOLD - 1) / FC_FOLD; }
 
+// Floats of one thread's slot (prepared modes): one band of one group's
+// planes, then (MODE_JUNK) its output rows for the group's channels. Each
+// work item prepares its band in its thread's slot right before using it,
+// so a thread keeps reusing the same memory, which stays in L2.
+static size_t slot_floats(const cd_sparse_conv *h) {
+    return h->band_stride + (h->mode == MODE_JUNK ? (size_t)h->kpg * h->band_out : 0);
+}
+
+// FC: the transposed folds, then K x FC_FOLD outputs per fold.
+static size_t fc_in_floats(const cd_sparse_conv *h, int batch) {
+    return fc_folds(batch) * h->d.groups * h->group_in + h->in_slack;
+}
+
 size_t cd_sparse_conv_workspace_size(const cd_sparse_conv *h, int batch) {
-    if (batch < 1) return 0;
-    const size_t units = h->mode == MODE_FC ? fc_folds(batch) * h->d.groups
-                                            : (size_t)batch * h->d.groups;
-    const size_t in = ws_in_floats(h, units), outf = ws_out_floats(h, batch);
-    if (!in && !outf) return 0;
-    return align64(in * sizeof(float)) + align64(outf * sizeof(float));
+    if (batch < 1 || h->mode == MODE_DIRECT) return 0;
+    if (h->mode == MODE_FC)
+        return align64(fc_in_floats(h, batch) * sizeof(float)) +
+               align64(fc_folds(batch) * h->d.k * FC_FOLD * sizeof(float));
+    return (size_t)h->threads * slot_floats(h) * sizeof(float);
 }
 
 // Writes the zero-padded phase planes of band `band` of input channel `ch`
 // (0..batch*C-1): plane rows i = 0..hph-1 are the band's phase rows
 // band*band_rows + i.
-static void prep_channel(const cd_sparse_conv *h, const float *src, float *xin, size_t ch,
-                         int band) {
+static void prep_channel(const cd_sparse_conv *h, const float *src, size_t src_floats, float *base,
+                         size_t ch, int band) {
     const cd_conv_desc *d = &h->d;
-    const size_t img = ch / d->c, c = ch % d->c;
-    const size_t g = c / h->cpg, cl = c % h->cpg;
     const float *x = src + ch * d->h * d->w;
-    float *base = xin + ((img * d->groups + g) * h->nbands + band) * h->band_stride + cl * h->chan_stride;
     const int i0 = band * h->band_rows;
     if (h->nslots == 1 && d->r == 1 && d->s == 1 && h->wph == d->w && d->h == d->oh &&
         d->stride_h == 1 && d->stride_w == 1 && !d->pad_t && !d->pad_l) {
@@ -489,7 +507,11 @@ static void prep_channel(const cd_sparse_conv *h, const float *src, float *xin, 
                 continue;
             }
             const float *xr = x + (size_t)y * d->w;
-            if (d->stride_w == 1) {
+            if (h->row_masks) {
+                const long o = (long)(xr - src);
+                cd_f32_phase_row__avx512f(row, (size_t)h->wph, xr, -o, (long)src_floats - o, b - d->pad_l,
+                                          d->stride_w, h->row_masks + t * h->masks_per_slot);
+            } else if (d->stride_w == 1) {
                 // Columns j map to x = j + b - pad_l: zeros, a copy, zeros.
                 int j0 = d->pad_l - b, j1 = d->w + d->pad_l - b;
                 if (j0 < 0) j0 = 0;
@@ -518,14 +540,14 @@ static void prep_channel(const cd_sparse_conv *h, const float *src, float *xin, 
     }
 }
 
-// Prepares band `band` of group g of image img: every channel's planes and
-// the zeroed slack the kernels may read past them.
-static void prep_band(const cd_sparse_conv *h, const float *src, float *xin, size_t img, int g,
-                      int band) {
+// Prepares band `band` of group g of image img into `slot`: every
+// channel's planes and the zeroed slack the kernels may read past them.
+static void prep_band(const cd_sparse_conv *h, const float *src, size_t src_floats, float *slot,
+                      size_t img, int g, int band) {
     const size_t c0 = img * h->d.c + (size_t)g * h->cpg;
-    for (int c = 0; c < h->cpg; c++) prep_channel(h, src, xin, c0 + c, band);
-    float *end = xin + ((img * h->d.groups + g) * h->nbands + band) * h->band_stride + h->group_in;
-    memset(end, 0, sizeof(float) * (h->band_stride - h->group_in));
+    for (int c = 0; c < h->cpg; c++)
+        prep_channel(h, src, src_floats, slot + c * h->chan_stride, c0 + c, band);
+    memset(slot + h->group_in, 0, sizeof(float) * (h->band_stride - h->group_in));
 }
 
 static void apply_act(cd_activation act, float *p, size_t n) {
@@ -564,12 +586,12 @@ typedef struct {
     const float *src;
     const float *res;
     float *dst;
-    const float *xin; // prepared input (or src in MODE_DIRECT)
-    float *scr;       // output scratch (JUNK, FC)
+    const float *xin; // DIRECT: src; FC: the transposed folds
+    float *scr;       // FC: output scratch
+    float *ws;        // prepared modes: the threads' slots (slot_floats each)
     int batch;
     size_t mchunk;    // pixels per item (DIRECT)
     size_t nmc;       // pixel chunks (DIRECT) or bands (prepared modes) per unit
-    int fused;        // 1: each item prepares its own band first
     size_t bchunk;    // blocks per item
     size_t nbc;       // block chunks per group
 } run_ctx;
@@ -610,8 +632,10 @@ static size_t pass_len(const cd_sparse_conv *h, size_t n) {
 }
 
 // Runs blocks [b0, b1) of group g (all main or all tail) for one unit
-// (image, or FC fold) over pixel chunk (DIRECT) or band (others) mi.
-static void run_blocks(const run_ctx *x, size_t unit, int g, int b0, int b1, size_t mi) {
+// (image, or FC fold) over pixel chunk (DIRECT) or band (others) mi; a
+// prepared band is in `slot` (its planes, then MODE_JUNK's output rows).
+static void run_blocks(const run_ctx *x, size_t unit, int g, int b0, int b1, size_t mi,
+                       const float *slot) {
     const cd_sparse_conv *h = x->h;
     const cd_conv_desc *d = &h->d;
     const cd_sparse_pack *p = &h->packs[0];
@@ -628,7 +652,7 @@ static void run_blocks(const run_ctx *x, size_t unit, int g, int b0, int b1, siz
     // Prepared modes: the band's planes, and its output rows [r0, r1).
     const float *in = h->mode == MODE_DIRECT || h->mode == MODE_FC
                           ? x->xin + (unit * d->groups + g) * h->group_in
-                          : x->xin + ((unit * d->groups + g) * h->nbands + mi) * h->band_stride;
+                          : slot;
     const size_t r0 = mi * (size_t)h->band_rows;
     const size_t r1 = r0 + h->band_rows < (size_t)d->oh ? r0 + h->band_rows : (size_t)d->oh;
 
@@ -662,22 +686,22 @@ static void run_blocks(const run_ctx *x, size_t unit, int g, int b0, int b1, siz
         break;
     }
     case MODE_JUNK: {
-        // The band's rows: pixels [r0*wph, r1*wph) of the scratch planes
-        // (OH*wph per channel), read from the band's planes (in + m - p0).
-        const size_t jp = (size_t)d->oh * h->wph;
-        const size_t p0 = r0 * h->wph, p1 = r1 * h->wph;
-        float *s = x->scr + (unit * d->k + k0) * jp;
+        // The band's rows, (r1-r0)*wph pixels per channel computed into the
+        // slot's output rows (band_out floats per channel) from the band's
+        // planes, then copied out without the wph-OW junk columns.
+        const size_t jp = h->band_out, n = (r1 - r0) * h->wph;
+        float *s = (float *)slot + h->band_stride + (k0 - (size_t)g * h->kpg) * jp;
         // Without residual the kernel applies the clamp itself and copying
         // out is a plain row copy.
         const int plain = !x->res && !h->post_act;
-        const size_t tile = pass_len(h, p1 - p0);
-        for (size_t m = p0; m < p1; m += tile)
-            run_pass(h, uk, gb, nblk, tile < p1 - m ? tile : p1 - m, in + (m - p0), NULL, 0, s + m, jp,
+        const size_t tile = pass_len(h, n);
+        for (size_t m = 0; m < n; m += tile)
+            run_pass(h, uk, gb, nblk, tile < n - m ? tile : n - m, in + m, NULL, 0, s + m, jp,
                      plain ? &h->kparams : &none);
         for (size_t i = 0; i < nch; i++) {
             const size_t o = (unit * d->k + k0 + i) * ohw;
             for (size_t r = r0; r < r1; r++) {
-                const float *sr = s + i * jp + r * h->wph;
+                const float *sr = s + i * jp + (r - r0) * h->wph;
                 float *dr = x->dst + o + r * d->ow;
                 if (plain)
                     memcpy(dr, sr, sizeof(float) * d->ow);
@@ -712,13 +736,19 @@ static void run_item(const run_ctx *x, size_t it) {
     it /= x->nbc;
     const int g = (int)(it % h->d.groups);
     const size_t unit = it / h->d.groups;
-    if (x->fused) prep_band(h, x->src, (float *)x->xin, unit, g, (int)mi);
+    // Prepared modes: the band goes into this thread's slot right before use
+    // (a band split into block chunks is prepared by each of them).
+    float *slot = NULL;
+    if (x->ws) {
+        slot = x->ws + (size_t)omp_get_thread_num() * slot_floats(h);
+        prep_band(h, x->src, (size_t)x->batch * h->d.c * h->d.h * h->d.w, slot, unit, g, (int)mi);
+    }
     const int mb = h->packs[0].main_blocks;
     int b0 = (int)(bc * x->bchunk);
     int b1 = (int)((bc + 1) * x->bchunk);
     if (b1 > h->packs[0].blocks) b1 = h->packs[0].blocks;
-    if (b0 < mb) run_blocks(x, unit, g, b0, b1 < mb ? b1 : mb, mi);
-    if (b1 > mb) run_blocks(x, unit, g, b0 > mb ? b0 : mb, b1, mi);
+    if (b0 < mb) run_blocks(x, unit, g, b0, b1 < mb ? b1 : mb, mi, slot);
+    if (b1 > mb) run_blocks(x, unit, g, b0 > mb ? b0 : mb, b1, mi, slot);
 }
 
 int cd_sparse_conv_run_ws(const cd_sparse_conv *h, const float *src, const float *residual,
@@ -731,15 +761,19 @@ int cd_sparse_conv_run_ws(const cd_sparse_conv *h, const float *src, const float
                  .batch = batch};
     const size_t units = h->mode == MODE_FC ? fc_folds(batch) : (size_t)batch;
     float *xin = ws;
-    const size_t in_floats = ws_in_floats(h, units * d->groups);
     x.xin = h->mode == MODE_DIRECT ? src : xin;
-    x.scr = ws ? (float *)((char *)ws + align64(in_floats * sizeof(float))) : NULL;
+    if (h->mode == MODE_FC)
+        x.scr = (float *)((char *)ws + align64(fc_in_floats(h, batch) * sizeof(float)));
+    else if (h->mode != MODE_DIRECT)
+        x.ws = ws;
 
     // DIRECT: pixel chunks, one per thread at least (each thread then
     // streams only its own part of the input), of at least 8 vectors, at
     // most ~1024 pixels, multiples of 16 pixels so every pass starts
-    // aligned. Prepared modes: the bands laid out at create.
-    const int threads = omp_get_max_threads();
+    // aligned. Prepared modes: the bands laid out at create. At most the
+    // threads of create: the workspace has a slot for each of them.
+    int threads = omp_get_max_threads();
+    if (threads > h->threads) threads = h->threads;
     const size_t ohw = (size_t)d->oh * d->ow;
     x.mchunk = 1;
     x.nmc = h->mode == MODE_FC ? 1 : (size_t)h->nbands;
@@ -762,11 +796,8 @@ int cd_sparse_conv_run_ws(const cd_sparse_conv *h, const float *src, const float
     x.bchunk = (blocks + split - 1) / split;
     x.nbc = (blocks + x.bchunk - 1) / x.bchunk;
     const size_t items = base * x.nbc;
-    // A band run by one item only is prepared by that item, right before
-    // use (its planes are then still in L2).
-    x.fused = h->mode != MODE_DIRECT && h->mode != MODE_FC && x.nbc == 1;
 
-#pragma omp parallel
+#pragma omp parallel num_threads(threads)
     {
         if (h->mode == MODE_FC) {
             // Transpose each fold to [group][channel][image] (FC_FOLD images).
@@ -777,12 +808,6 @@ int cd_sparse_conv_run_ws(const cd_sparse_conv *h, const float *src, const float
                     xin[(n / FC_FOLD * d->groups + g) * h->group_in + cl * FC_FOLD + n % FC_FOLD] =
                         src[n * d->c + c];
             }
-        } else if (h->mode != MODE_DIRECT && !x.fused) {
-            const size_t nb = units * d->groups * h->nbands;
-#pragma omp for schedule(static)
-            for (size_t i = 0; i < nb; i++)
-                prep_band(h, src, xin, i / h->nbands / d->groups, (int)(i / h->nbands % d->groups),
-                          (int)(i % h->nbands));
         }
 #pragma omp for schedule(dynamic, 1)
         for (size_t it = 0; it < items; it++) run_item(&x, it);

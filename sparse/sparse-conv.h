@@ -25,7 +25,10 @@
 //   - FC (1x1 kernel on a 1x1 input): SpMM with the batch as the pixel axis.
 // The prepared input of an image is made band by band (bands of output rows,
 // at least one per thread, each at most ~640 KiB of planes), each band right
-// before it runs, so its planes are still in L2; planes are padded to whole
+// before it runs, in its thread's slot of the workspace (one slot per
+// thread of create, reused band after band, so it stays in L2); on AVX-512
+// a plane row is one or two vector loads per 16 floats (sparse/phase-row.h);
+// planes are padded to whole
 // 64-byte lines, so 1x1 layers whose H*W is not a multiple of 16 floats run
 // on an aligned copy too (split loads cost ~1.7x).
 // Input channels are split into column blocks sized so that one pass of ~64
@@ -90,7 +93,8 @@ int cd_sparse_conv_create(const cd_conv_desc *d, const float *w_oihw,
                           cd_sparse_conv **out);
 
 // Bytes of scratch cd_sparse_conv_run_ws needs for `batch` images (0 when
-// the layer runs straight on its input).
+// the layer runs straight on its input). It holds a slot per OpenMP thread
+// at create; a run uses at most that many threads.
 size_t cd_sparse_conv_workspace_size(const cd_sparse_conv *h, int batch);
 
 // dst (batch x K x OH x OW) = act(conv(src) + bias (+ residual)). residual is

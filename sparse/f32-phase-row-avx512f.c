@@ -1,0 +1,29 @@
+// Phase-plane rows, AVX-512 (contract: sparse/phase-row.h).
+#include "sparse/phase-row.h"
+
+#include <assert.h>
+#include <immintrin.h>
+
+// The 16 floats from x[s0], lanes outside mask m zeroed.
+static inline __m512 window(const float *x, long s0, long lo, long hi, __mmask16 m) {
+    if (s0 >= lo && s0 + 16 <= hi) return _mm512_maskz_mov_ps(m, _mm512_loadu_ps(x + s0));
+    // At an end of the tensor: masked-off lanes never touch memory (the
+    // address is formed as an integer: it may lie before the array).
+    return _mm512_maskz_loadu_ps(m, (const float *)((uintptr_t)x + (intptr_t)s0 * (intptr_t)sizeof(float)));
+}
+
+void cd_f32_phase_row__avx512f(float *row, size_t n, const float *x, long lo, long hi, int sh,
+                               int stride, const uint16_t *masks) {
+    assert(stride == 1 || stride == 2);
+    assert(lo <= 0);
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    for (size_t j = 0; j < n; j += 16, masks += stride) {
+        const long s0 = (long)stride * (long)j + sh;
+        __m512 v = window(x, s0, lo, hi, masks[0]);
+        if (stride == 2) v = _mm512_permutex2var_ps(v, even, window(x, s0 + 16, lo, hi, masks[1]));
+        if (n - j >= 16)
+            _mm512_storeu_ps(row + j, v);
+        else
+            _mm512_mask_storeu_ps(row + j, (__mmask16)((1u << (n - j)) - 1u), v);
+    }
+}

@@ -1,0 +1,36 @@
+#ifndef CD_SPARSE_PHASE_ROW_H
+#define CD_SPARSE_PHASE_ROW_H
+
+// One row of a zero-padded phase plane from one input row, AVX-512
+// (sparse/sparse-conv.c prepares the planes of k x k and strided layers row
+// by row). The portable path there pays a memset, a copy and a memset per
+// row, and for stride 2 a copy the compiler builds from scalar loads: on
+// ResNet-50's 3x3 stride-2 layer at 90% that preparation took longer than
+// the sparse kernel.
+//
+// Writes row[j] for 0 <= j < n:
+//   row[j] = 0 <= stride*j + sh < w ? x[stride*j + sh] : 0
+// with stride 1 or 2 (sh may be negative: left padding).
+//
+// Per 16 outputs it loads `stride` windows of 16 floats (stride 2: a
+// two-source permute keeps the even ones) and zeroes the lanes outside the
+// row with `masks` (stride masks per 16 outputs, from cd_phase_row_masks):
+// they depend only on sh and w, and computing them per row cost as much as
+// the copy (measured: 0.16 vs 0.085 ms for the planes of ResNet-50's 3x3
+// stride-2 layer). Windows inside x[lo, hi) are read with full loads (x may
+// be read from lo <= 0 up to hi >= w: the rest of the input tensor); a
+// window past either end is read with a masked load, which touches nothing
+// outside the row.
+
+#include <stddef.h>
+#include <stdint.h>
+
+void cd_f32_phase_row__avx512f(float *row, size_t n, const float *x, long lo, long hi, int sh,
+                               int stride, const uint16_t *masks);
+
+// Fills masks[stride * ceil(n / 16)] for a row of n outputs: bit k of window
+// i (the 16 floats from stride*16*(i/stride) + 16*(i%stride) + sh) is set
+// where that float lies in x[0, w).
+void cd_phase_row_masks(uint16_t *masks, size_t n, int w, int sh, int stride);
+
+#endif // CD_SPARSE_PHASE_ROW_H
