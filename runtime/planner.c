@@ -3,11 +3,12 @@
 //
 // Cache files, in the cache folder (created when missing), one record per
 // line, tab-separated, appended (a torn or foreign line is skipped):
-//   calib-v4.txt  CPU<TAB>threads<TAB>16 figures (see g_cal)
-//   tune-v2.txt   key<TAB>dense_ms<TAB>sparse_ms
+//   calib-v5.txt  CPU<TAB>threads<TAB>16 figures (see g_cal)
+//   tune-v3.txt   key<TAB>dense_ms<TAB>sparse_ms
 // where key = CPU|threads|batch|op and shape|nnz|best block. The version goes
 // up whenever a kernel's speed changes enough to make old records wrong (v4/v2:
-// the aligned-shift path made sparse 3x3 ~1.4x faster).
+// the aligned-shift path made sparse 3x3 ~1.4x faster; v5/v3: vector plane
+// rows and per-thread band slots, stride-2 3x3 ~1.2x faster).
 
 #include "runtime/planner.h"
 
@@ -294,7 +295,7 @@ static int ensure_calibrated(cd_backend_t be, const cd_planner_opts *po) {
     char dir[1024], path[1100];
     int threads = omp_get_max_threads(), have_dir = cache_dir(po, dir, sizeof dir) == 0;
     if (have_dir) {
-        snprintf(path, sizeof path, "%s/calib-v4.txt", dir);
+        snprintf(path, sizeof path, "%s/calib-v5.txt", dir);
         FILE *f = fopen(path, "r");
         char line[1024];
         while (f && fgets(line, sizeof line, f)) {
@@ -426,7 +427,7 @@ int cd_planner_tune(cd_backend_t be, const cd_planner_opts *po, const cd_bop_des
     char key[512], dir[1024], path[1100];
     tune_key(d, nnz, best_block, batch, key, sizeof key);
     int have_dir = cache_dir(po, dir, sizeof dir) == 0;
-    if (have_dir) snprintf(path, sizeof path, "%s/tune-v2.txt", dir);
+    if (have_dir) snprintf(path, sizeof path, "%s/tune-v3.txt", dir);
     double dense = 0, sparse = 0;
     pthread_mutex_lock(&g_tune_lock);
     if (have_dir && cache_lookup(path, key, &dense, &sparse)) {

@@ -5,7 +5,7 @@
 #include "sparse/analysis.h"
 #include "sparse/bsr.h"
 #include "sparse/csr.h"
-#include "sparse/phase-row.h"
+#include "sparse/band-rows.h"
 #include "sparse/spmm-shift.h"
 
 #include <limits.h>
@@ -69,7 +69,7 @@ struct cd_sparse_conv {
     size_t band_out;             // floats per output channel of a band's
                                  // scratch (MODE_JUNK: band_rows*wph, to 16)
     uint16_t *row_masks;         // AVX-512 plane rows: the window masks of
-                                 // each slot (sparse/phase-row.h), or NULL
+                                 // each slot (sparse/band-rows.h), or NULL
     size_t masks_per_slot;
     size_t plane;                // floats per phase plane (padded to 16)
     size_t chan_stride;          // floats per input channel (nslots planes)
@@ -127,15 +127,19 @@ static int desc_ok(const cd_conv_desc *d) {
 // weight costs 1, a BSR8 weight 0.75 (1x1) or 0.9 (k x k), a CSR weight 1.6
 // (1x1) or 2.1 (k x k: its one input load per multiply-add is mostly a
 // cache-line-split load on shifted planes, which BSR pays once per 4 or 8
-// weights). A BSR format stores nnz / fill weights. Unstructured weights go
-// CSR from about 55-60% sparsity; 4x1 / 8x1 blocks go BSR.
-static cd_sparse_format auto_format(const cd_conv_desc *d, int kpg, int cpg, const float *w) {
+// weights), but 1.35 (stride 1) or 1.5 (stride 2) on the aligned-shift path
+// (`shift`; ResNet-50 3x3 at 50/60/70%, CSR vs BSR4 and BSR8 forced: CSR
+// 1.3-1.9x faster than BSR4 there, so CSR from 50%). A BSR format stores
+// nnz / fill weights. Unstructured weights go CSR from about 55-60%
+// sparsity (50% on the shift path); 4x1 / 8x1 blocks go BSR.
+static cd_sparse_format auto_format(const cd_conv_desc *d, int kpg, int cpg, const float *w,
+                                    int shift) {
     cd_sparse_analysis a;
     if (cd_sparse_analyze(w, d->k, cpg, d->r, d->s, d->groups, &a) != 0 || a.nnz == 0)
         return CD_SPARSE_FMT_CSR;
     const int pointwise = d->r == 1 && d->s == 1;
     cd_sparse_format best = CD_SPARSE_FMT_CSR;
-    double cost = pointwise ? 1.6 : 2.1;
+    double cost = pointwise ? 1.6 : !shift ? 2.1 : d->stride_w == 1 ? 1.35 : 1.5;
     if (kpg >= 4 && 1.0 / a.blocks[1].fill < cost) {
         best = CD_SPARSE_FMT_BSR4;
         cost = 1.0 / a.blocks[1].fill;
@@ -153,6 +157,20 @@ static int junk_beats_rows(const cd_conv_desc *d, int wph, int vec) {
     const size_t jp = (size_t)d->oh * wph;
     const size_t junk_cost = (jp + vec - 1) / vec * 11 / 10 + (jp + 63) / 64;
     return junk_cost < rows_cost;
+}
+
+// Aligned-shift path: a MODE_JUNK layer with S = 2..3 column taps at
+// column stride 1 or 2 (any row stride: row phases are planes of their
+// own) whose pitch pads to a multiple of 16 floats for at most 1/8 more
+// columns (stride 1: 56: 58 -> 64, 28: 30 -> 32, 14: 16; not 7: 9 -> 16;
+// stride 2, 3x3: 28: 29 -> 32, 14: 15 -> 16). Then planes, channels and
+// tiles start on vector boundaries and every tap offset without its
+// lane shift s / stride is aligned. d has oh/ow filled.
+static int shift_geometry(const cd_conv_desc *d, int vec) {
+    const int S = d->s, sw = d->stride_w;
+    if (!(sw == 1 || (sw == 2 && S >= 2)) || d->dil_w != 1 || S < 2 || S > 3) return 0;
+    const int wph = d->ow + (S - 1) / sw;
+    return junk_beats_rows(d, wph, vec) && round16((size_t)wph) * 8 <= (size_t)wph * 9;
 }
 
 // Whether create should take the aligned-shift path where the geometry
@@ -224,16 +242,8 @@ static void plan_geometry(cd_sparse_conv *h, int32_t *tap_off, int vec, int want
         }
     const int halo = ((R - 1) * d->dil_h) / sh;
     h->wph = d->ow + ((S - 1) * d->dil_w) / sw;
-    // Aligned-shift path: a MODE_JUNK layer with S = 2..3 column taps at
-    // column stride 1 or 2 (any row stride: row phases are planes of their
-    // own) whose pitch pads to a multiple of 16 floats for at most 1/8 more
-    // columns (stride 1: 56: 58 -> 64, 28: 30 -> 32, 14: 16; not 7: 9 -> 16;
-    // stride 2, 3x3: 28: 29 -> 32, 14: 15 -> 16). Then planes, channels and
-    // tiles start on vector boundaries and every tap offset without its
-    // lane shift s / stride is aligned.
     h->shift = 0;
-    if (want_shift && (sw == 1 || (sw == 2 && S >= 2)) && d->dil_w == 1 && S >= 2 && S <= 3 &&
-        junk_beats_rows(d, h->wph, vec) && round16((size_t)h->wph) * 8 <= (size_t)h->wph * 9) {
+    if (want_shift && shift_geometry(d, vec)) {
         h->wph = (int)round16((size_t)h->wph);
         h->shift = S;
         h->shift_stride = sw;
@@ -306,7 +316,10 @@ int cd_sparse_conv_create(const cd_conv_desc *d, const float *w, const float *bi
     h->d = dd;
     h->cpg = d->c / d->groups;
     h->kpg = d->k / d->groups;
-    if (fmt == CD_SPARSE_FMT_AUTO) fmt = auto_format(&dd, h->kpg, h->cpg, w);
+    const int vec = isa == CD_SPARSE_ISA_AVX512F ? 16 : 8;
+    if (fmt == CD_SPARSE_FMT_AUTO)
+        fmt = auto_format(&dd, h->kpg, h->cpg, w,
+                          shift_wanted(&dd, CD_SPARSE_FMT_CSR, isa, opt) && shift_geometry(&dd, vec));
     h->format = fmt;
     h->isa = isa;
     h->kmain = cd_spmm_ukernel_find(isa, format_nr(fmt));
@@ -334,7 +347,7 @@ int cd_sparse_conv_create(const cd_conv_desc *d, const float *w, const float *bi
         free(h);
         return CD_ENOMEM;
     }
-    h->vec = isa == CD_SPARSE_ISA_AVX512F ? 16 : 8;
+    h->vec = vec;
     h->threads = omp_get_max_threads();
     plan_geometry(h, tap_off, h->vec, shift_wanted(&dd, fmt, isa, opt));
     if (isa == CD_SPARSE_ISA_AVX512F && h->mode != MODE_DIRECT && h->mode != MODE_FC &&
@@ -700,6 +713,11 @@ static void run_blocks(const run_ctx *x, size_t unit, int g, int b0, int b1, siz
                      plain ? &h->kparams : &none);
         for (size_t i = 0; i < nch; i++) {
             const size_t o = (unit * d->k + k0 + i) * ohw;
+            if (plain && h->isa == CD_SPARSE_ISA_AVX512F) {
+                cd_f32_copy_rows__avx512f(x->dst + o + r0 * d->ow, (size_t)d->ow, s + i * jp,
+                                          (size_t)h->wph, r1 - r0, (size_t)d->ow);
+                continue;
+            }
             for (size_t r = r0; r < r1; r++) {
                 const float *sr = s + i * jp + (r - r0) * h->wph;
                 float *dr = x->dst + o + r * d->ow;

@@ -27,7 +27,7 @@
 // at least one per thread, each at most ~640 KiB of planes), each band right
 // before it runs, in its thread's slot of the workspace (one slot per
 // thread of create, reused band after band, so it stays in L2); on AVX-512
-// a plane row is one or two vector loads per 16 floats (sparse/phase-row.h);
+// a plane row is one or two vector loads per 16 floats (sparse/band-rows.h);
 // planes are padded to whole
 // 64-byte lines, so 1x1 layers whose H*W is not a multiple of 16 floats run
 // on an aligned copy too (split loads cost ~1.7x).

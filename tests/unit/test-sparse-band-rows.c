@@ -1,10 +1,10 @@
-// Phase-plane rows, AVX-512 (sparse/phase-row.h) against the scalar rule
+// Band rows, AVX-512 (sparse/band-rows.h): phase-plane rows against the scalar rule
 // row[j] = 0 <= stride*j + sh < w ? x[stride*j + sh] : 0, on random row
 // lengths, widths, shifts (left padding) and strides 1/2, with the input row
 // at the start, in the middle and at the end of an exact-size buffer (so
 // ASan sees any read past the tensor) and guard values after the row.
 
-#include "sparse/phase-row.h"
+#include "sparse/band-rows.h"
 #include "sparse/sparse-conv.h"
 #include "tests/unit/test-sparse-util.h"
 
@@ -39,5 +39,30 @@ CD_TEST(sparse_phase_row_matches_rule) {
         free(x);
         free(row);
         free(masks);
+    }
+}
+
+// Output rows out of a band slot: exactly rows x cols copied between
+// pitches, nothing written past a row's cols (the gaps keep their guard).
+CD_TEST(sparse_copy_rows_matches_memcpy) {
+    if (!cd_sparse_isa_supported(CD_SPARSE_ISA_AVX512F)) return;
+    for (int it = 0; it < 200; it++) {
+        const size_t rows = (size_t)cd_test_randi(1, 9), cols = (size_t)cd_test_randi(1, 70);
+        const size_t sp = cols + (size_t)cd_test_randi(0, 20), dp = cols + (size_t)cd_test_randi(0, 5);
+        const size_t sn = (rows - 1) * sp + cols, dn = (rows - 1) * dp + cols;
+        float *src = malloc(sn * sizeof *src), *dst = malloc(dn * sizeof *dst); // exact sizes
+        CHECK(src && dst);
+        sp_fill_random(src, sn);
+        for (size_t j = 0; j < dn; j++) dst[j] = NAN;
+        cd_f32_copy_rows__avx512f(dst, dp, src, sp, rows, cols);
+        for (size_t r = 0; r < rows; r++)
+            for (size_t j = 0; j < dp && r * dp + j < dn; j++) {
+                if (j < cols)
+                    CHECK(dst[r * dp + j] == src[r * sp + j]);
+                else
+                    CHECK(isnan(dst[r * dp + j]));
+            }
+        free(src);
+        free(dst);
     }
 }

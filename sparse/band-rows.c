@@ -1,5 +1,5 @@
-// The window masks of sparse/phase-row.h (portable: computed at create).
-#include "sparse/phase-row.h"
+// The window masks of sparse/band-rows.h (portable: computed at create).
+#include "sparse/band-rows.h"
 
 void cd_phase_row_masks(uint16_t *masks, size_t n, int w, int sh, int stride) {
     const size_t windows = (size_t)stride * ((n + 15) / 16);

@@ -1,5 +1,5 @@
-// Phase-plane rows, AVX-512 (contract: sparse/phase-row.h).
-#include "sparse/phase-row.h"
+// Band rows in and out, AVX-512 (contract: sparse/band-rows.h).
+#include "sparse/band-rows.h"
 
 #include <assert.h>
 #include <immintrin.h>
@@ -25,5 +25,15 @@ void cd_f32_phase_row__avx512f(float *row, size_t n, const float *x, long lo, lo
             _mm512_storeu_ps(row + j, v);
         else
             _mm512_mask_storeu_ps(row + j, (__mmask16)((1u << (n - j)) - 1u), v);
+    }
+}
+
+void cd_f32_copy_rows__avx512f(float *dst, size_t dst_pitch, const float *src, size_t src_pitch,
+                               size_t rows, size_t cols) {
+    const __mmask16 tail = (__mmask16)((1u << (cols % 16)) - 1u);
+    for (size_t r = 0; r < rows; r++, dst += dst_pitch, src += src_pitch) {
+        size_t j = 0;
+        for (; j + 16 <= cols; j += 16) _mm512_storeu_ps(dst + j, _mm512_loadu_ps(src + j));
+        if (tail) _mm512_mask_storeu_ps(dst + j, tail, _mm512_maskz_loadu_ps(tail, src + j));
     }
 }

@@ -1,9 +1,12 @@
-#ifndef CD_SPARSE_PHASE_ROW_H
-#define CD_SPARSE_PHASE_ROW_H
+#ifndef CD_SPARSE_BAND_ROWS_H
+#define CD_SPARSE_BAND_ROWS_H
 
-// One row of a zero-padded phase plane from one input row, AVX-512
-// (sparse/sparse-conv.c prepares the planes of k x k and strided layers row
-// by row). The portable path there pays a memset, a copy and a memset per
+// Rows into and out of a band's workspace slot, AVX-512 (sparse/sparse-conv.c
+// prepares the planes of k x k and strided layers row by row, and copies a
+// MODE_JUNK band's output rows out without their junk columns).
+//
+// cd_f32_phase_row__avx512f: one row of a zero-padded phase plane from one
+// input row. The portable path there pays a memset, a copy and a memset per
 // row, and for stride 2 a copy the compiler builds from scalar loads: on
 // ResNet-50's 3x3 stride-2 layer at 90% that preparation took longer than
 // the sparse kernel.
@@ -33,4 +36,10 @@ void cd_f32_phase_row__avx512f(float *row, size_t n, const float *x, long lo, lo
 // where that float lies in x[0, w).
 void cd_phase_row_masks(uint16_t *masks, size_t n, int w, int sh, int stride);
 
-#endif // CD_SPARSE_PHASE_ROW_H
+// dst[r * dst_pitch + j] = src[r * src_pitch + j] for r < rows, j < cols:
+// one call per channel of a band instead of a memcpy per row (a memcpy call
+// of a 28-float row costs about as much as moving it).
+void cd_f32_copy_rows__avx512f(float *dst, size_t dst_pitch, const float *src, size_t src_pitch,
+                               size_t rows, size_t cols);
+
+#endif // CD_SPARSE_BAND_ROWS_H
