@@ -291,6 +291,8 @@ static void prune(const float *dense, float *w, const cd_conv_desc *d, double s)
 // 2: depthwise), batch and thread index, speedups per level, break-even.
 typedef struct {
     int kind, bi, ti;
+    int stem; // 3 input channels: a network's first conv, which the pruned
+              // models keep dense (`convctl prune --skip first`)
     double sp[NLEVELS];
     double be; // break-even sparsity, 1.0 when none up to 95%
     double cap; // oneDNN time / output write floor
@@ -384,6 +386,7 @@ static void run_layer(const layer *L, int batch, int threads, int bi, int ti) {
     result *res = g_nresults < 512 ? &g_results[g_nresults++] : NULL;
     if (res) {
         res->kind = L->groups > 1 ? 2 : L->r == 1 ? 0 : 1;
+        res->stem = L->c <= 3;
         res->bi = bi;
         res->ti = ti;
         res->cap = t_dense / t_floor;
@@ -437,24 +440,31 @@ static void run_layer(const layer *L, int batch, int threads, int bi, int ti) {
 
 static int cmp_be(const void *a, const void *b) { return cmp_double(a, b); }
 
+// Summary row k: the three kinds, then (3) the 3x3 layers without the
+// 3-channel stem, i.e. those the pruned models prune.
+static int summary_kind(const result *r, int k) {
+    return k == 3 ? r->kind == 1 && !r->stem : r->kind == k;
+}
+
 // Geometric means of the speedups per layer kind, batch and threads, and the
 // median break-even sparsity, against the targets.
 static void print_summary(const int batches[2], const int threads[2]) {
-    static const char *const kinds[] = {"1x1", "3x3 (not depthwise)", "3x3 depthwise"};
+    static const char *const kinds[] = {"1x1", "3x3 (not depthwise)", "3x3 depthwise",
+                                        "3x3 without the stem"};
     printf("\nSummary: geometric mean of the speedups over the layers of a kind; BE = median "
            "break-even (targets: 1x1 >= 4x and 3x3 >= 3x at 90%%, break-even <= 60%%); "
            "reachable = the geometric mean if every layer reached the target or, below it, "
            "its write cap (oneDNN time / time to write the output once).\n\n");
     printf("| kind | N | T | layers | 50%% | 70%% | 80%% | 90%% | 95%% | b90 | median BE | reachable |\n");
     printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < 4; k++)
         for (int bi = 0; bi < 2; bi++)
             for (int ti = 0; ti < 2; ti++) {
                 double lg[NLEVELS] = {0}, be[512];
                 int n = 0;
                 for (int i = 0; i < g_nresults; i++) {
                     const result *r = &g_results[i];
-                    if (r->kind != k || r->bi != bi || r->ti != ti) continue;
+                    if (!summary_kind(r, k) || r->bi != bi || r->ti != ti) continue;
                     for (size_t l = 0; l < NLEVELS; l++) lg[l] += log(r->sp[l] > 0 ? r->sp[l] : 1e-9);
                     be[n++] = r->be;
                 }
@@ -476,7 +486,7 @@ static void print_summary(const int batches[2], const int threads[2]) {
                 double lc = 0;
                 for (int i = 0; i < g_nresults; i++) {
                     const result *r = &g_results[i];
-                    if (r->kind == k && r->bi == bi && r->ti == ti)
+                    if (summary_kind(r, k) && r->bi == bi && r->ti == ti)
                         lc += log(r->cap < target ? r->cap : target);
                 }
                 printf(" %.2f |\n", exp(lc / n));
