@@ -32,8 +32,9 @@
 // 64-byte lines, so 1x1 layers whose H*W is not a multiple of 16 floats run
 // on an aligned copy too (split loads cost ~1.7x).
 // Input channels are split into column blocks sized so that one pass of ~64
-// pixels keeps its input rows in L1; each block is packed apart and later
-// blocks accumulate onto the output of earlier ones.
+// pixels keeps its input rows in L1 (bigger, up to ~32 nonzeros per output
+// row and 64 KiB per pass, when the input fits 1 MiB); each block is packed
+// apart and later blocks accumulate onto the output of earlier ones.
 // Bias, the residual add and the activation are fused into the kernels
 // (clamp-type activations) or applied right after them on data still in
 // cache (the others). Work runs in one OpenMP parallel region per call.

@@ -27,24 +27,12 @@ static const char *run_case(cd_conv_desc d, int batch, double sparsity, int bloc
     d.n = batch;
     cd_conv_out_dims(&d);
     CHECK(d.oh >= 1 && d.ow >= 1);
-    const int cpg = d.c / d.groups, kpg = d.k / d.groups;
-    const size_t cols = (size_t)cpg * d.r * d.s;
-    const size_t wn = (size_t)d.k * cols;
-    const size_t xn = (size_t)batch * d.c * d.h * d.w;
-    const size_t yn = (size_t)batch * d.k * d.oh * d.ow;
-    float *w = malloc(wn * sizeof *w), *bias = malloc(d.k * sizeof *bias);
-    float *x = malloc(xn * sizeof *x), *res = malloc(yn * sizeof *res);
-    float *ref = malloc(yn * sizeof *ref), *y = malloc(yn * sizeof *y);
-    CHECK(w && bias && x && res && ref && y);
-    sp_fill_random(w, wn);
-    if (block_h > 0)
-        sp_prune_blocks(w, d.k, kpg, cols, block_h, sparsity);
-    else
-        sp_prune_unstructured(w, wn, sparsity);
-    sp_fill_random(bias, d.k);
-    sp_fill_random(x, xn);
-    sp_fill_random(res, yn);
-    cd_ref_conv2d(&d, x, w, bias, d.has_residual ? res : NULL, ref);
+    const int cpg = d.c / d.groups;
+    sp_layer L;
+    sp_layer_make(&L, &d, batch, sparsity, block_h);
+    const float *w = L.w, *bias = L.bias, *x = L.x, *res = L.res, *ref = L.ref;
+    float *y = L.y;
+    const size_t yn = L.yn;
 
     static char mode[16];
     cd_sparse_isa isas[3];
@@ -75,12 +63,7 @@ static const char *run_case(cd_conv_desc d, int batch, double sparsity, int bloc
             sp_check_close(y, ref, yn, what);
             cd_sparse_conv_free(h);
         }
-    free(w);
-    free(bias);
-    free(x);
-    free(res);
-    free(ref);
-    free(y);
+    sp_layer_free(&L);
     return mode;
 }
 
@@ -211,34 +194,19 @@ CD_TEST(sparse_conv_threads_differ_from_create) {
         cd_conv_desc d = random_desc(3, 0, cd_test_randi(0, 1), &batch);
         d.n = batch;
         cd_conv_out_dims(&d);
-        const size_t wn = (size_t)d.k * (d.c / d.groups) * d.r * d.s;
-        const size_t xn = (size_t)batch * d.c * d.h * d.w, yn = (size_t)batch * d.k * d.oh * d.ow;
-        float *w = malloc(wn * sizeof *w), *bias = malloc(d.k * sizeof *bias);
-        float *x = malloc(xn * sizeof *x), *res = malloc(yn * sizeof *res);
-        float *ref = malloc(yn * sizeof *ref), *y = malloc(yn * sizeof *y);
-        CHECK(w && bias && x && res && ref && y);
-        sp_fill_random(w, wn);
-        sp_prune_unstructured(w, wn, 0.9);
-        sp_fill_random(bias, d.k);
-        sp_fill_random(x, xn);
-        sp_fill_random(res, yn);
-        cd_ref_conv2d(&d, x, w, bias, d.has_residual ? res : NULL, ref);
+        sp_layer L;
+        sp_layer_make(&L, &d, batch, 0.9, 0);
         cd_sparse_conv *h = NULL;
-        CHECK_EQ(cd_sparse_conv_create(&d, w, bias, NULL, &h), 0);
+        CHECK_EQ(cd_sparse_conv_create(&d, L.w, L.bias, NULL, &h), 0);
         const size_t ws_n = cd_sparse_conv_workspace_size(h, batch);
         void *ws = ws_n ? aligned_alloc(64, ws_n) : NULL; // exact (a multiple of 64): ASan sees a slot too many
         omp_set_num_threads(3 - t);
-        for (size_t j = 0; j < yn; j++) y[j] = NAN;
-        CHECK_EQ(cd_sparse_conv_run_ws(h, x, d.has_residual ? res : NULL, y, batch, ws), 0);
-        sp_check_close(y, ref, yn, "threads differ from create");
+        for (size_t j = 0; j < L.yn; j++) L.y[j] = NAN;
+        CHECK_EQ(cd_sparse_conv_run_ws(h, L.x, d.has_residual ? L.res : NULL, L.y, batch, ws), 0);
+        sp_check_close(L.y, L.ref, L.yn, "threads differ from create");
         cd_sparse_conv_free(h);
         free(ws);
-        free(w);
-        free(bias);
-        free(x);
-        free(res);
-        free(ref);
-        free(y);
+        sp_layer_free(&L);
     }
 }
 

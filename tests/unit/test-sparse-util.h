@@ -65,6 +65,50 @@ static inline cd_activation sp_random_act(void) {
     return a;
 }
 
+// One random layer's tensors for d (oh/ow filled) and `batch`: weights
+// pruned at `sparsity` (in blocks of block_h filters when > 0), bias, input,
+// residual, the reference output of cd_ref_conv2d, and an output buffer.
+typedef struct {
+    float *w, *bias, *x, *res, *ref, *y;
+    size_t wn, xn, yn;
+} sp_layer;
+
+static inline void sp_layer_make(sp_layer *L, const cd_conv_desc *d, int batch, double sparsity,
+                                 int block_h) {
+    const int cpg = d->c / d->groups, kpg = d->k / d->groups;
+    const size_t cols = (size_t)cpg * d->r * d->s;
+    L->wn = (size_t)d->k * cols;
+    L->xn = (size_t)batch * d->c * d->h * d->w;
+    L->yn = (size_t)batch * d->k * d->oh * d->ow;
+    L->w = malloc(L->wn * sizeof *L->w);
+    L->bias = malloc(d->k * sizeof *L->bias);
+    L->x = malloc(L->xn * sizeof *L->x);
+    L->res = malloc(L->yn * sizeof *L->res);
+    L->ref = malloc(L->yn * sizeof *L->ref);
+    L->y = malloc(L->yn * sizeof *L->y);
+    CHECK(L->w && L->bias && L->x && L->res && L->ref && L->y);
+    sp_fill_random(L->w, L->wn);
+    if (block_h > 0)
+        sp_prune_blocks(L->w, d->k, kpg, cols, block_h, sparsity);
+    else
+        sp_prune_unstructured(L->w, L->wn, sparsity);
+    sp_fill_random(L->bias, d->k);
+    sp_fill_random(L->x, L->xn);
+    sp_fill_random(L->res, L->yn);
+    cd_conv_desc dd = *d;
+    dd.n = batch;
+    cd_ref_conv2d(&dd, L->x, L->w, L->bias, d->has_residual ? L->res : NULL, L->ref);
+}
+
+static inline void sp_layer_free(sp_layer *L) {
+    free(L->w);
+    free(L->bias);
+    free(L->x);
+    free(L->res);
+    free(L->ref);
+    free(L->y);
+}
+
 // Scalar instruction sets this CPU runs, best last.
 static inline int sp_isas(cd_sparse_isa out[3]) {
     int n = 0;
