@@ -76,6 +76,7 @@ static const double k_levels[] = {0.0, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, -0.9};
 // the others print "-".
 static int g_level_on[NLEVELS] = {1, 1, 1, 1, 1, 1, 1, 1};
 static int g_cin_block; // --cin-block: forced input-channel block (0 = auto)
+static int g_im2col;    // --im2col on|off: cd_sparse_conv_options.im2col (0 = auto)
 // --ab-shift: every level also runs with the aligned-shift 3x3 path forced
 // off (timed in the same rounds; printed as an extra "(shift off)" row) while
 // the main row forces it on where the geometry allows.
@@ -325,7 +326,7 @@ static void run_layer(const layer *L, int batch, int threads, int bi, int ti) {
         if (!g_level_on[l]) continue;
         prune(dense, w, &d, k_levels[l]);
         cd_sparse_conv_options opt = {.format = g_format, .cin_block = g_cin_block,
-                                      .shift = g_ab_shift ? 1 : 0};
+                                      .shift = g_ab_shift ? 1 : 0, .im2col = g_im2col};
         if (cd_sparse_conv_create(&d, w, bias, &opt, &h[l]) != 0) {
             h[l] = NULL;
             continue;
@@ -504,6 +505,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--layers") && i + 1 < argc) set = argv[++i];
         else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) g_rounds = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--cin-block") && i + 1 < argc) g_cin_block = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--im2col") && i + 1 < argc) g_im2col = !strcmp(argv[++i], "off") ? -1 : 1;
         else if (!strcmp(argv[i], "--ab-shift")) g_ab_shift = 1;
         else if (!strcmp(argv[i], "--levels") && i + 1 < argc) {
             char *list = argv[++i];
@@ -520,7 +522,7 @@ int main(int argc, char **argv) {
         else {
             fprintf(stderr, "usage: %s [--filter S] [--batch N] [--threads T] [--min-time S] "
                             "[--layers r50|mv2|all] [--format auto|csr|bsr4|bsr8] [--rounds R] "
-                            "[--levels 0.6,0.9,-0.9] [--cin-block N] [--ab-shift]\n", argv[0]);
+                            "[--levels 0.6,0.9,-0.9] [--cin-block N] [--ab-shift] [--im2col on|off]\n", argv[0]);
             return 2;
         }
     }

@@ -36,6 +36,16 @@ void cd_f32_phase_row__avx512f(float *row, size_t n, const float *x, long lo, lo
 // where that float lies in x[0, w).
 void cd_phase_row_masks(uint16_t *masks, size_t n, int w, int sh, int stride);
 
+// One tap's im2col plane of a small-output conv: for oy < oh, ox < ow,
+//   dst[oy * ow + ox] = x[y][stride*ox + sh] with y = y0 + oy * row_stride,
+// 0 where y is outside [0, h) or the column outside [0, w); x is an h x w
+// plane, read only inside the tensor x[lo, hi) (floats from x) as in
+// cd_f32_phase_row__avx512f, whose masks (for n = ow, sh, stride) it takes.
+// ow <= 16; writes exactly oh * ow floats.
+void cd_f32_im2col_tap__avx512f(float *dst, int oh, int ow, const float *x, int h, int w, long lo,
+                                long hi, int y0, int row_stride, int sh, int stride,
+                                const uint16_t *masks);
+
 // dst[r * dst_pitch + j] = src[r * src_pitch + j] for r < rows, j < cols:
 // one call per channel of a band instead of a memcpy per row (a memcpy call
 // of a 28-float row costs about as much as moving it).

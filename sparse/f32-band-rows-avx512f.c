@@ -37,3 +37,22 @@ void cd_f32_copy_rows__avx512f(float *dst, size_t dst_pitch, const float *src, s
         if (tail) _mm512_mask_storeu_ps(dst + j, tail, _mm512_maskz_loadu_ps(tail, src + j));
     }
 }
+
+void cd_f32_im2col_tap__avx512f(float *dst, int oh, int ow, const float *x, int h, int w, long lo,
+                                long hi, int y0, int row_stride, int sh, int stride,
+                                const uint16_t *masks) {
+    assert(ow >= 1 && ow <= 16 && (stride == 1 || stride == 2));
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __mmask16 out = (__mmask16)((1u << ow) - 1u);
+    for (int oy = 0; oy < oh; oy++, dst += ow) {
+        const int y = y0 + oy * row_stride;
+        if (y < 0 || y >= h) {
+            _mm512_mask_storeu_ps(dst, out, _mm512_setzero_ps());
+            continue;
+        }
+        const long base = (long)y * w;
+        __m512 v = window(x + base, sh, lo - base, hi - base, masks[0]);
+        if (stride == 2) v = _mm512_permutex2var_ps(v, even, window(x + base, sh + 16, lo - base, hi - base, masks[1]));
+        _mm512_mask_storeu_ps(dst, out, v);
+    }
+}

@@ -52,6 +52,13 @@ typedef enum {
 #define VISIT_NNZ 32
 #define VISIT_CAP_BYTES 65536
 #define VISIT_MAX_INPUT (1u << 20)
+// k x k layers with at most this many output pixels (7x7) and rows of at
+// most 16 run on im2col planes (one aligned plane per channel and tap).
+#define IM2COL_MAX_PIXELS 64
+// ... when denser than this: the planes are R*S times the input to write,
+// which at 90% cost more than the aligned loads save (ResNet-50 3x3 @7 and
+// s2 @14, 1 thread, A/B: 60-80% 0.72-1.47x -> 0.91-1.66x, 90% 2.7x -> 2.2x).
+#define IM2COL_MIN_DENSITY 0.15
 // Prepared input planes per band (k x k): well inside the 2 MiB L2.
 #define BAND_BYTES (640 * 1024)
 
@@ -90,6 +97,8 @@ struct cd_sparse_conv {
     int shift;                   // > 0: aligned-shift path (sparse/spmm-shift.h),
                                  // S column taps; tap offsets without the s term
     int shift_stride;            // its column stride (1 or 2)
+    int im2col;                  // 1: MODE_PLANE on one plane per (channel,
+                                 // tap) of the output's size (small outputs)
     cd_spmm_params kparams;      // clamp the kernels apply
     int post_act;                // 1: apply d.act after the kernel (non-clamp acts)
 };
@@ -201,9 +210,28 @@ static int shift_wanted(const cd_conv_desc *d, cd_sparse_format fmt, cd_sparse_i
     return d->r == 3 && d->s == 3;
 }
 
+// Whether create should lay a small-output k x k layer out as im2col planes
+// (h->im2col): AVX-512 (the planes are built by sparse/band-rows.h), column
+// stride 1 or 2, at most IM2COL_MAX_PIXELS output pixels in rows of <= 16;
+// by default CSR only (BSR4 at 50%, where the cost model picks it: 0.63x ->
+// 0.52x with im2col: its 4 multiply-adds per load gain little from aligned
+// loads) and denser than IM2COL_MIN_DENSITY. d has oh/ow filled.
+static int im2col_wanted(const cd_conv_desc *d, cd_sparse_format fmt, cd_sparse_isa isa,
+                         const cd_sparse_conv_options *opt, double density) {
+    const int mode = opt ? opt->im2col : 0;
+    if (mode < 0 || isa != CD_SPARSE_ISA_AVX512F) return 0;
+    if (mode == 0 && fmt != CD_SPARSE_FMT_CSR) return 0; // BSR: measured slower at 50%
+    if (!(d->r * d->s > 1 && d->stride_w <= 2 && d->ow <= 16 &&
+          (size_t)d->oh * d->ow <= IM2COL_MAX_PIXELS))
+        return 0;
+    return mode > 0 || density > IM2COL_MIN_DENSITY;
+}
+
 // Lays out the prepared input and picks the mode; fills tap_off[cpg*R*S].
-// want_shift: take the aligned-shift path (h->shift) when the geometry allows.
-static void plan_geometry(cd_sparse_conv *h, int32_t *tap_off, int vec, int want_shift) {
+// want_shift: take the aligned-shift path (h->shift) when the geometry allows;
+// want_im2col: else the im2col layout.
+static void plan_geometry(cd_sparse_conv *h, int32_t *tap_off, int vec, int want_shift,
+                          int want_im2col) {
     const cd_conv_desc *d = &h->d;
     const int R = d->r, S = d->s;
     if (R == 1 && S == 1 && d->h == 1 && d->w == 1 && !d->pad_t && !d->pad_l && !d->pad_b &&
@@ -257,6 +285,24 @@ static void plan_geometry(cd_sparse_conv *h, int32_t *tap_off, int vec, int want
         h->wph = (int)round16((size_t)h->wph);
         h->shift = S;
         h->shift_stride = sw;
+    }
+    if (want_im2col && !h->shift) {
+        // One plane of OH*OW pixels (to 16) per channel and tap, so every
+        // tap's load is aligned and no junk column is computed; the kernel
+        // then runs as on 1x1 planes (MODE_PLANE, one band).
+        h->im2col = 1;
+        h->mode = MODE_PLANE;
+        h->nbands = 1;
+        h->band_rows = h->hph = d->oh;
+        h->wph = d->ow;
+        h->plane = round16((size_t)d->oh * d->ow);
+        h->chan_stride = (size_t)R * S * h->plane;
+        if (h->chan_stride % 1024 == 0) h->chan_stride += 16;
+        h->group_in = (size_t)h->cpg * h->chan_stride;
+        for (int c = 0; c < h->cpg; c++)
+            for (int t = 0; t < R * S; t++)
+                tap_off[c * R * S + t] = (int32_t)(c * h->chan_stride + (size_t)t * h->plane);
+        return;
     }
     // Bands of output rows: at least one per thread; for k x k at most
     // BAND_BYTES of prepared planes (plus halo rows) each, so a band's planes,
@@ -365,9 +411,25 @@ int cd_sparse_conv_create(const cd_conv_desc *d, const float *w, const float *bi
     }
     h->vec = vec;
     h->threads = omp_get_max_threads();
-    plan_geometry(h, tap_off, h->vec, shift_wanted(&dd, fmt, isa, opt));
-    if (isa == CD_SPARSE_ISA_AVX512F && h->mode != MODE_DIRECT && h->mode != MODE_FC &&
-        dd.stride_w <= 2) {
+    const size_t wtotal = (size_t)dd.k * h->cpg * dd.r * dd.s;
+    size_t nz = 0;
+    for (size_t j = 0; j < wtotal; j++) nz += w[j] != 0.0f;
+    plan_geometry(h, tap_off, h->vec, shift_wanted(&dd, fmt, isa, opt),
+                  im2col_wanted(&dd, fmt, isa, opt, (double)nz / (double)wtotal));
+    if (h->im2col) {
+        // One window mask set per column tap s (rows of OW <= 16 outputs).
+        h->masks_per_slot = (size_t)dd.stride_w;
+        h->row_masks = malloc(sizeof *h->row_masks * h->masks_per_slot * dd.s);
+        if (!h->row_masks) {
+            free(tap_off);
+            free(h);
+            return CD_ENOMEM;
+        }
+        for (int t = 0; t < dd.s; t++)
+            cd_phase_row_masks(h->row_masks + t * h->masks_per_slot, (size_t)dd.ow, dd.w,
+                               t * dd.dil_w - dd.pad_l, dd.stride_w);
+    } else if (isa == CD_SPARSE_ISA_AVX512F && h->mode != MODE_DIRECT && h->mode != MODE_FC &&
+               dd.stride_w <= 2) {
         h->masks_per_slot = (size_t)dd.stride_w * ((h->wph + 15) / 16);
         h->row_masks = malloc(sizeof *h->row_masks * h->masks_per_slot * h->nslots);
         if (!h->row_masks) {
@@ -395,7 +457,9 @@ int cd_sparse_conv_create(const cd_conv_desc *d, const float *w, const float *bi
     // k x k every phase plane from the pass's first row to R-1 (dilated,
     // strided) rows below its last.
     size_t per_c = px, budget = L1_INPUT_BYTES;
-    if (h->mode != MODE_DIRECT && h->mode != MODE_FC && (dd.r > 1 || dd.s > 1)) {
+    if (h->im2col) {
+        per_c = (size_t)dd.r * dd.s * h->plane; // aligned: the 1x1 budget
+    } else if (h->mode != MODE_DIRECT && h->mode != MODE_FC && (dd.r > 1 || dd.s > 1)) {
         per_c = (size_t)h->nslots * (px + (size_t)((dd.r - 1) * dd.dil_h / dd.stride_h) * h->wph);
         // Aligned loads touch half the lines of split ones: the 1x1 budget.
         budget = h->shift ? L1_INPUT_BYTES : L1_INPUT_BYTES_KXK;
@@ -406,11 +470,8 @@ int cd_sparse_conv_create(const cd_conv_desc *d, const float *w, const float *bi
     if (format_nr(fmt) == 1) {
         // Visits of ~VISIT_NNZ nonzeros when the input is small enough to
         // stay in L2 (the bigger block then reads from L2, not L3).
-        size_t nz = 0;
-        const size_t tot = (size_t)dd.k * h->cpg * dd.r * dd.s;
-        for (size_t j = 0; j < tot; j++) nz += w[j] != 0.0f;
         if (nz && h->group_in * sizeof(float) <= VISIT_MAX_INPUT) {
-            const double per_visit = (double)nz / tot * dd.r * dd.s; // nonzeros per channel
+            const double per_visit = (double)nz / wtotal * dd.r * dd.s; // nonzeros per channel
             double want = VISIT_NNZ / per_visit + 1;
             const double cap = (double)VISIT_CAP_BYTES / (double)(per_c * sizeof(float));
             if (want > cap) want = cap;
@@ -485,7 +546,7 @@ int cd_sparse_conv_get_info(const cd_sparse_conv *h, cd_sparse_conv_info *info) 
     info->kernel = h->shift ? CD_F32_SPMM_SHIFT_NAME : h->kmain->name;
     info->shift = h->shift;
     info->tail_kernel = h->packs[0].tail_rows ? h->ktail->name : NULL;
-    info->mode = modes[h->mode];
+    info->mode = h->im2col ? "im2col" : modes[h->mode];
     info->cin_blocks = h->ncb;
     info->bands = h->mode == MODE_DIRECT || h->mode == MODE_FC ? 1 : h->nbands;
     size_t stored = 0;
@@ -531,6 +592,19 @@ static void prep_channel(const cd_sparse_conv *h, const float *src, size_t src_f
     const cd_conv_desc *d = &h->d;
     const float *x = src + ch * d->h * d->w;
     const int i0 = band * h->band_rows;
+    if (h->im2col) {
+        const long o = (long)(x - src);
+        const size_t ohw = (size_t)d->oh * d->ow;
+        for (int r = 0; r < d->r; r++)
+            for (int s = 0; s < d->s; s++) {
+                float *p = base + (size_t)(r * d->s + s) * h->plane;
+                cd_f32_im2col_tap__avx512f(p, d->oh, d->ow, x, d->h, d->w, -o, (long)src_floats - o,
+                                           r * d->dil_h - d->pad_t, d->stride_h, s * d->dil_w - d->pad_l,
+                                           d->stride_w, h->row_masks + s * h->masks_per_slot);
+                memset(p + ohw, 0, sizeof(float) * (h->plane - ohw));
+            }
+        return;
+    }
     if (h->nslots == 1 && d->r == 1 && d->s == 1 && h->wph == d->w && d->h == d->oh &&
         d->stride_h == 1 && d->stride_w == 1 && !d->pad_t && !d->pad_l) {
         // Unpadded rows (1x1): one copy, zeros up to the padded size.

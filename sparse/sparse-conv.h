@@ -61,6 +61,10 @@ typedef struct {
                              // stride 1 or 2, AVX-512, pitch padded to 16):
                              // 0 = where measured faster, 1 = wherever
                              // eligible (tests), -1 = never (A/B benches)
+    int im2col;              // k x k layers with at most IM2COL pixels of
+                             // output (7x7) on AVX-512: one aligned plane per
+                             // (channel, tap) instead of shifted planes:
+                             // 0 = auto, 1 = wherever eligible, -1 = never
 } cd_sparse_conv_options;
 
 typedef struct cd_sparse_conv cd_sparse_conv;
@@ -71,7 +75,7 @@ typedef struct {
     cd_sparse_isa isa;         // never AUTO
     const char *kernel;        // micro-kernel of the main blocks
     const char *tail_kernel;   // micro-kernel of leftover rows (CSR one) or NULL
-    const char *mode;          // "direct", "plane", "rows", "junk" or "fc"
+    const char *mode;          // "direct", "plane", "rows", "junk", "fc" or "im2col"
     size_t nnz;                // nonzero weights
     size_t entries;            // stored block entries (each NR weights)
     double fill;               // nnz / stored weights

@@ -7,6 +7,7 @@
 
 #include <omp.h>
 #include <stdio.h>
+#include <string.h>
 
 static const double k_sparsities[] = {0.0, 0.5, 0.9, 0.99, 1.0};
 static const cd_sparse_format k_formats[] = {CD_SPARSE_FMT_CSR, CD_SPARSE_FMT_BSR4,
@@ -287,19 +288,91 @@ CD_TEST(sparse_conv_bsr_blocks_with_tail_rows) {
         }
 }
 
+// Whether the last layer of run_case takes the im2col layout by default:
+// CSR and denser than 15% (sparse-conv.c: IM2COL_MIN_DENSITY).
+static int im2col_dense(const cd_conv_desc *d) {
+    const double total = (double)d->k * (d->c / d->groups) * d->r * d->s;
+    return g_last_info.format == CD_SPARSE_FMT_CSR && (double)g_last_info.nnz / total > 0.15;
+}
+
 // Wide outputs run one kernel call per row; narrow ones over padded rows
-// ("junk" columns discarded). Both must be exercised.
+// ("junk" columns discarded); on AVX-512, outputs of at most 64 pixels on
+// im2col planes. All must be exercised (run_case reports the last ISA's).
 CD_TEST(sparse_conv_rows_and_junk_modes) {
     cd_conv_desc wide = {.c = 5, .h = 6, .w = 47, .k = 9, .r = 3, .s = 3, .stride_h = 1,
                          .stride_w = 1, .pad_t = 1, .pad_l = 1, .pad_b = 1, .pad_r = 1,
                          .dil_h = 1, .dil_w = 1, .groups = 1, .has_residual = 1,
                          .act = {CD_ACT_RELU}};
-    cd_conv_desc narrow = wide;
-    narrow.h = 7;
-    narrow.w = 7;
+    cd_conv_desc narrow = wide, small = wide;
+    narrow.h = 9;
+    narrow.w = 9;
+    small.h = 7;
+    small.w = 7;
+    const int avx512 = cd_sparse_isa_supported(CD_SPARSE_ISA_AVX512F);
     for (size_t s = 0; s < sizeof k_sparsities / sizeof k_sparsities[0]; s++) {
         CHECK_STREQ(run_case(wide, 3, k_sparsities[s], 0), "rows");
         CHECK_STREQ(run_case(narrow, 3, k_sparsities[s], 0), "junk");
+        // (im2col only where denser than 15%: at 90% its planes cost more.)
+        const char *mode = run_case(small, 3, k_sparsities[s], 0);
+        CHECK_STREQ(mode, avx512 && im2col_dense(&small) ? "im2col" : "junk");
+    }
+}
+
+// im2col planes (small outputs, AVX-512) on fresh random layers: kernel
+// 2..7 (non-square too), stride 1 or 2 (row stride up to 3), pads,
+// dilation, groups incl. depthwise, batch 1..4, residual and activations,
+// at 0/50/90/99/100%: taken by default below 85% (run_case, against the
+// reference), and forced on against the same layer laid out as shifted
+// planes (im2col off).
+CD_TEST(sparse_conv_im2col_small_outputs) {
+    if (!cd_sparse_isa_supported(CD_SPARSE_ISA_AVX512F)) return;
+    for (int it = 0; it < 40; it++) {
+        cd_conv_desc d = {0};
+        d.r = cd_test_randi(1, 7);
+        d.s = cd_test_randi(d.r == 1 ? 2 : 1, 7);
+        d.stride_h = cd_test_randi(1, 3);
+        d.stride_w = cd_test_randi(1, 2);
+        d.dil_h = cd_test_randi(1, 2);
+        d.dil_w = cd_test_randi(1, 2);
+        d.pad_t = cd_test_randi(0, d.r / 2 + 1);
+        d.pad_b = cd_test_randi(0, d.r / 2);
+        d.pad_l = cd_test_randi(0, d.s / 2 + 1);
+        d.pad_r = cd_test_randi(0, d.s / 2);
+        const int gmode = cd_test_randi(0, 2);
+        d.groups = gmode == 0 ? 1 : gmode == 1 ? cd_test_randi(2, 3) : cd_test_randi(3, 8);
+        const int cpg = gmode == 2 ? 1 : cd_test_randi(1, 20), kpg = cd_test_randi(1, 20);
+        d.c = cpg * d.groups;
+        d.k = kpg * d.groups;
+        d.h = cd_test_randi(1, 18);
+        d.w = cd_test_randi(1, 18);
+        d.act = sp_random_act();
+        d.has_residual = cd_test_randi(0, 1);
+        const int batch = cd_test_randi(1, 4);
+        d.n = batch;
+        cd_conv_out_dims(&d);
+        if (d.oh < 1 || d.ow < 1 || d.ow > 16 || d.oh * d.ow > 64) continue;
+        const double sp = k_sparsities[cd_test_randi(0, 4)];
+        const char *mode = run_case(d, batch, sp, 0);
+        CHECK((strcmp(mode, "im2col") == 0) == im2col_dense(&d));
+        // The same weights with im2col off: equal up to summation order.
+        sp_layer L;
+        sp_layer_make(&L, &d, batch, sp, 0);
+        float *y0 = malloc(L.yn * sizeof *y0);
+        CHECK(y0);
+        for (int off = 0; off < 2; off++) {
+            cd_sparse_conv_options opt = {.format = CD_SPARSE_FMT_CSR, .isa = CD_SPARSE_ISA_AVX512F,
+                                          .im2col = off ? -1 : 1};
+            cd_sparse_conv *h = NULL;
+            CHECK_EQ(cd_sparse_conv_create(&d, L.w, L.bias, &opt, &h), 0);
+            cd_sparse_conv_info info;
+            cd_sparse_conv_get_info(h, &info);
+            CHECK((strcmp(info.mode, "im2col") == 0) == !off);
+            CHECK_EQ(cd_sparse_conv_run(h, L.x, d.has_residual ? L.res : NULL, off ? L.y : y0, batch), 0);
+            cd_sparse_conv_free(h);
+        }
+        sp_check_close(y0, L.y, L.yn, "im2col on vs off");
+        free(y0);
+        sp_layer_free(&L);
     }
 }
 
