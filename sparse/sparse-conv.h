@@ -22,6 +22,9 @@
 //     (sparse/spmm-shift.h): pitch padded, offsets without the column
 //     tap's lane shift, every load aligned (stride 1 ~1.4x, stride 2 ~1.15x
 //     faster, measured; cd_sparse_conv_info.shift);
+//     k x k CSR layers with at most 64 output pixels (7x7) denser than 15%
+//     take im2col planes instead on AVX-512 (one aligned plane of the
+//     output's size per channel and tap; cd_sparse_conv_options.im2col);
 //   - FC (1x1 kernel on a 1x1 input): SpMM with the batch as the pixel axis.
 // The prepared input of an image is made band by band (bands of output rows,
 // at least one per thread, each at most ~640 KiB of planes), each band right
