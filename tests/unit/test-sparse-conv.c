@@ -289,10 +289,12 @@ CD_TEST(sparse_conv_bsr_blocks_with_tail_rows) {
 }
 
 // Whether the last layer of run_case takes the im2col layout by default:
-// CSR and denser than 15% (sparse-conv.c: IM2COL_MIN_DENSITY).
+// CSR, denser than 15% (sparse-conv.c: IM2COL_MIN_DENSITY), and not on the
+// aligned-shift path, which goes first.
 static int im2col_dense(const cd_conv_desc *d) {
     const double total = (double)d->k * (d->c / d->groups) * d->r * d->s;
-    return g_last_info.format == CD_SPARSE_FMT_CSR && (double)g_last_info.nnz / total > 0.15;
+    return g_last_info.format == CD_SPARSE_FMT_CSR && !g_last_info.shift &&
+           (double)g_last_info.nnz / total > 0.15;
 }
 
 // Wide outputs run one kernel call per row; narrow ones over padded rows
@@ -318,39 +320,21 @@ CD_TEST(sparse_conv_rows_and_junk_modes) {
     }
 }
 
-// im2col planes (small outputs, AVX-512) on fresh random layers: kernel
-// 2..7 (non-square too), stride 1 or 2 (row stride up to 3), pads,
-// dilation, groups incl. depthwise, batch 1..4, residual and activations,
+// im2col planes (small outputs, AVX-512) on fresh random layers of
+// random_desc with at most 64 output pixels (kernels 1/3/5/7, non-square
+// too, strides, pads, dilation, groups incl. depthwise, batch 1..9,
+// residual and activations),
 // at 0/50/90/99/100%: taken by default below 85% (run_case, against the
 // reference), and forced on against the same layer laid out as shifted
 // planes (im2col off).
 CD_TEST(sparse_conv_im2col_small_outputs) {
     if (!cd_sparse_isa_supported(CD_SPARSE_ISA_AVX512F)) return;
     for (int it = 0; it < 40; it++) {
-        cd_conv_desc d = {0};
-        d.r = cd_test_randi(1, 7);
-        d.s = cd_test_randi(d.r == 1 ? 2 : 1, 7);
-        d.stride_h = cd_test_randi(1, 3);
-        d.stride_w = cd_test_randi(1, 2);
-        d.dil_h = cd_test_randi(1, 2);
-        d.dil_w = cd_test_randi(1, 2);
-        d.pad_t = cd_test_randi(0, d.r / 2 + 1);
-        d.pad_b = cd_test_randi(0, d.r / 2);
-        d.pad_l = cd_test_randi(0, d.s / 2 + 1);
-        d.pad_r = cd_test_randi(0, d.s / 2);
-        const int gmode = cd_test_randi(0, 2);
-        d.groups = gmode == 0 ? 1 : gmode == 1 ? cd_test_randi(2, 3) : cd_test_randi(3, 8);
-        const int cpg = gmode == 2 ? 1 : cd_test_randi(1, 20), kpg = cd_test_randi(1, 20);
-        d.c = cpg * d.groups;
-        d.k = kpg * d.groups;
-        d.h = cd_test_randi(1, 18);
-        d.w = cd_test_randi(1, 18);
-        d.act = sp_random_act();
-        d.has_residual = cd_test_randi(0, 1);
-        const int batch = cd_test_randi(1, 4);
+        int batch;
+        cd_conv_desc d;
+        do d = random_desc(0, 0, cd_test_randi(0, 2), &batch);
+        while (d.r * d.s < 2 || d.ow > 16 || d.oh * d.ow > 64);
         d.n = batch;
-        cd_conv_out_dims(&d);
-        if (d.oh < 1 || d.ow < 1 || d.ow > 16 || d.oh * d.ow > 64) continue;
         const double sp = k_sparsities[cd_test_randi(0, 4)];
         const char *mode = run_case(d, batch, sp, 0);
         CHECK((strcmp(mode, "im2col") == 0) == im2col_dense(&d));
@@ -361,7 +345,7 @@ CD_TEST(sparse_conv_im2col_small_outputs) {
         CHECK(y0);
         for (int off = 0; off < 2; off++) {
             cd_sparse_conv_options opt = {.format = CD_SPARSE_FMT_CSR, .isa = CD_SPARSE_ISA_AVX512F,
-                                          .im2col = off ? -1 : 1};
+                                          .shift = -1, .im2col = off ? -1 : 1};
             cd_sparse_conv *h = NULL;
             CHECK_EQ(cd_sparse_conv_create(&d, L.w, L.bias, &opt, &h), 0);
             cd_sparse_conv_info info;
