@@ -86,8 +86,9 @@ struct cd_sparse_conv {
     size_t band_out;             // floats per output channel of a band's
                                  // scratch (MODE_JUNK: band_rows*wph, to 16)
     uint16_t *row_masks;         // AVX-512 plane rows: the window masks of
-                                 // each slot (sparse/band-rows.h), or NULL
-    size_t masks_per_slot;
+                                 // each slot (im2col: of each column tap;
+                                 // sparse/band-rows.h), or NULL
+    size_t masks_per_slot;       // masks per slot (or column tap)
     size_t plane;                // floats per phase plane (padded to 16)
     size_t chan_stride;          // floats per input channel (nslots planes)
     size_t group_in;             // floats of one group's prepared input (one band)
