@@ -12,10 +12,9 @@ static inline __m512 window(const float *x, long s0, long lo, long hi, __mmask16
     return _mm512_maskz_loadu_ps(m, (const float *)((uintptr_t)x + (intptr_t)s0 * (intptr_t)sizeof(float)));
 }
 
-void cd_f32_phase_row__avx512f(float *row, size_t n, const float *x, long lo, long hi, int sh,
-                               int stride, const uint16_t *masks) {
-    assert(stride == 1 || stride == 2);
-    assert(lo <= 0);
+// The row of cd_f32_phase_row__avx512f, shared with the im2col taps.
+static inline void phase_row(float *row, size_t n, const float *x, long lo, long hi, int sh, int stride,
+                             const uint16_t *masks) {
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     for (size_t j = 0; j < n; j += 16, masks += stride) {
         const long s0 = (long)stride * (long)j + sh;
@@ -26,6 +25,13 @@ void cd_f32_phase_row__avx512f(float *row, size_t n, const float *x, long lo, lo
         else
             _mm512_mask_storeu_ps(row + j, (__mmask16)((1u << (n - j)) - 1u), v);
     }
+}
+
+void cd_f32_phase_row__avx512f(float *row, size_t n, const float *x, long lo, long hi, int sh,
+                               int stride, const uint16_t *masks) {
+    assert(stride == 1 || stride == 2);
+    assert(lo <= 0);
+    phase_row(row, n, x, lo, hi, sh, stride, masks);
 }
 
 void cd_f32_copy_rows__avx512f(float *dst, size_t dst_pitch, const float *src, size_t src_pitch,
@@ -42,17 +48,12 @@ void cd_f32_im2col_tap__avx512f(float *dst, int oh, int ow, const float *x, int 
                                 long hi, int y0, int row_stride, int sh, int stride,
                                 const uint16_t *masks) {
     assert(ow >= 1 && ow <= 16 && (stride == 1 || stride == 2));
-    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    const __mmask16 out = (__mmask16)((1u << ow) - 1u);
     for (int oy = 0; oy < oh; oy++, dst += ow) {
         const int y = y0 + oy * row_stride;
-        if (y < 0 || y >= h) {
-            _mm512_mask_storeu_ps(dst, out, _mm512_setzero_ps());
-            continue;
-        }
         const long base = (long)y * w;
-        __m512 v = window(x + base, sh, lo - base, hi - base, masks[0]);
-        if (stride == 2) v = _mm512_permutex2var_ps(v, even, window(x + base, sh + 16, lo - base, hi - base, masks[1]));
-        _mm512_mask_storeu_ps(dst, out, v);
+        if (y < 0 || y >= h)
+            _mm512_mask_storeu_ps(dst, (__mmask16)((1u << ow) - 1u), _mm512_setzero_ps());
+        else
+            phase_row(dst, (size_t)ow, x + base, lo - base, hi - base, sh, stride, masks);
     }
 }

@@ -228,6 +228,15 @@ static int im2col_wanted(const cd_conv_desc *d, cd_sparse_format fmt, cd_sparse_
     return mode > 0 || density > IM2COL_MIN_DENSITY;
 }
 
+// Channel strides that are a multiple of 4 KiB put every channel's rows in
+// the same L1 sets (12 ways): ResNet-50's 3x3 stride-2 @56 planes were
+// exactly 4 KiB per channel. One more line spreads them (that layer at 90%,
+// two A/B runs: 2.26x / 2.32x -> 2.58x / 2.52x). Padding 1 KiB multiples
+// too made the 3x3 @14 layer (1 KiB planes) 3x slower at 70-90%.
+static size_t spread_channels(size_t chan_floats) {
+    return chan_floats % 1024 == 0 ? chan_floats + 16 : chan_floats;
+}
+
 // Lays out the prepared input and picks the mode; fills tap_off[cpg*R*S].
 // want_shift: take the aligned-shift path (h->shift) when the geometry allows;
 // want_im2col: else the im2col layout.
@@ -297,8 +306,7 @@ static void plan_geometry(cd_sparse_conv *h, int32_t *tap_off, int vec, int want
         h->band_rows = h->hph = d->oh;
         h->wph = d->ow;
         h->plane = round16((size_t)d->oh * d->ow);
-        h->chan_stride = (size_t)R * S * h->plane;
-        if (h->chan_stride % 1024 == 0) h->chan_stride += 16;
+        h->chan_stride = spread_channels((size_t)R * S * h->plane);
         h->group_in = (size_t)h->cpg * h->chan_stride;
         for (int c = 0; c < h->cpg; c++)
             for (int t = 0; t < R * S; t++)
@@ -323,13 +331,7 @@ static void plan_geometry(cd_sparse_conv *h, int32_t *tap_off, int vec, int want
     h->hph = h->band_rows + halo;
     h->plane = round16((size_t)h->hph * h->wph);
     h->band_out = round16((size_t)h->band_rows * h->wph);
-    h->chan_stride = h->plane * h->nslots;
-    // Channels a multiple of 4 KiB apart share their L1 sets (12 ways):
-    // ResNet-50's 3x3 stride-2 @56 planes were exactly 4 KiB per channel.
-    // One more line spreads them (that layer at 90%, two A/B runs: 2.26x /
-    // 2.32x -> 2.58x / 2.52x). Padding 1 KiB multiples too made the 3x3
-    // @14 layer (1 KiB planes) 3x slower at 70-90%, so only 4 KiB.
-    if (h->chan_stride % 1024 == 0) h->chan_stride += 16;
+    h->chan_stride = spread_channels(h->plane * h->nslots);
     h->group_in = (size_t)h->cpg * h->chan_stride;
     for (int c = 0; c < h->cpg; c++)
         for (int r = 0; r < R; r++)
@@ -345,6 +347,26 @@ static void plan_geometry(cd_sparse_conv *h, int32_t *tap_off, int vec, int want
         return;
     }
     h->mode = h->shift || junk_beats_rows(d, h->wph, vec) ? MODE_JUNK : MODE_ROWS;
+}
+
+// The window masks of the AVX-512 plane rows (sparse/band-rows.h), when the
+// layout has plane rows and they are built on AVX-512: one set per slot for
+// rows of wph outputs, or for im2col one per column tap s for rows of OW
+// outputs; they depend on the row's column shift only. Returns 0 or
+// CD_ENOMEM.
+static int row_masks_build(cd_sparse_conv *h) {
+    const cd_conv_desc *d = &h->d;
+    if (h->isa != CD_SPARSE_ISA_AVX512F || h->mode == MODE_DIRECT || h->mode == MODE_FC || d->stride_w > 2)
+        return 0;
+    const size_t n = h->im2col ? (size_t)d->ow : (size_t)h->wph;
+    const int keys = h->im2col ? d->s : h->nslots;
+    h->masks_per_slot = (size_t)d->stride_w * ((n + 15) / 16);
+    h->row_masks = malloc(sizeof *h->row_masks * h->masks_per_slot * keys);
+    if (!h->row_masks) return CD_ENOMEM;
+    for (int t = 0; t < keys; t++)
+        cd_phase_row_masks(h->row_masks + t * h->masks_per_slot, n, d->w,
+                           (h->im2col ? t * d->dil_w : h->slot_b[t]) - d->pad_l, d->stride_w);
+    return 0;
 }
 
 // Pixels one call reads past its input base (offset 0 of a group's band).
@@ -417,30 +439,10 @@ int cd_sparse_conv_create(const cd_conv_desc *d, const float *w, const float *bi
     for (size_t j = 0; j < wtotal; j++) nz += w[j] != 0.0f;
     plan_geometry(h, tap_off, h->vec, shift_wanted(&dd, fmt, isa, opt),
                   im2col_wanted(&dd, fmt, isa, opt, (double)nz / (double)wtotal));
-    if (h->im2col) {
-        // One window mask set per column tap s (rows of OW <= 16 outputs).
-        h->masks_per_slot = (size_t)dd.stride_w;
-        h->row_masks = malloc(sizeof *h->row_masks * h->masks_per_slot * dd.s);
-        if (!h->row_masks) {
-            free(tap_off);
-            free(h);
-            return CD_ENOMEM;
-        }
-        for (int t = 0; t < dd.s; t++)
-            cd_phase_row_masks(h->row_masks + t * h->masks_per_slot, (size_t)dd.ow, dd.w,
-                               t * dd.dil_w - dd.pad_l, dd.stride_w);
-    } else if (isa == CD_SPARSE_ISA_AVX512F && h->mode != MODE_DIRECT && h->mode != MODE_FC &&
-               dd.stride_w <= 2) {
-        h->masks_per_slot = (size_t)dd.stride_w * ((h->wph + 15) / 16);
-        h->row_masks = malloc(sizeof *h->row_masks * h->masks_per_slot * h->nslots);
-        if (!h->row_masks) {
-            free(tap_off);
-            free(h);
-            return CD_ENOMEM;
-        }
-        for (int t = 0; t < h->nslots; t++)
-            cd_phase_row_masks(h->row_masks + t * h->masks_per_slot, (size_t)h->wph, dd.w,
-                               h->slot_b[t] - dd.pad_l, dd.stride_w);
+    if (row_masks_build(h) != 0) {
+        free(tap_off);
+        free(h);
+        return CD_ENOMEM;
     }
     int32_t max_tap = 0;
     for (int j = 0; j < cols; j++) max_tap = tap_off[j] > max_tap ? tap_off[j] : max_tap;
@@ -594,16 +596,15 @@ static void prep_channel(const cd_sparse_conv *h, const float *src, size_t src_f
     const float *x = src + ch * d->h * d->w;
     const int i0 = band * h->band_rows;
     if (h->im2col) {
+        // (A plane's floats past OH*OW are never read: MODE_PLANE passes
+        // cover OH*OW pixels with masked tails, sparse/spmm-ukernel.h.)
         const long o = (long)(x - src);
-        const size_t ohw = (size_t)d->oh * d->ow;
         for (int r = 0; r < d->r; r++)
-            for (int s = 0; s < d->s; s++) {
-                float *p = base + (size_t)(r * d->s + s) * h->plane;
-                cd_f32_im2col_tap__avx512f(p, d->oh, d->ow, x, d->h, d->w, -o, (long)src_floats - o,
-                                           r * d->dil_h - d->pad_t, d->stride_h, s * d->dil_w - d->pad_l,
-                                           d->stride_w, h->row_masks + s * h->masks_per_slot);
-                memset(p + ohw, 0, sizeof(float) * (h->plane - ohw));
-            }
+            for (int s = 0; s < d->s; s++)
+                cd_f32_im2col_tap__avx512f(base + (size_t)(r * d->s + s) * h->plane, d->oh, d->ow, x, d->h,
+                                           d->w, -o, (long)src_floats - o, r * d->dil_h - d->pad_t,
+                                           d->stride_h, s * d->dil_w - d->pad_l, d->stride_w,
+                                           h->row_masks + s * h->masks_per_slot);
         return;
     }
     if (h->nslots == 1 && d->r == 1 && d->s == 1 && h->wph == d->w && d->h == d->oh &&
@@ -885,7 +886,7 @@ int cd_sparse_conv_run_ws(const cd_sparse_conv *h, const float *src, const float
                  .batch = batch};
     const size_t units = h->mode == MODE_FC ? fc_folds(batch) : (size_t)batch;
     float *xin = ws;
-    x.xin = h->mode == MODE_DIRECT ? src : xin;
+    x.xin = h->mode == MODE_DIRECT ? src : h->mode == MODE_FC ? xin : NULL;
     if (h->mode == MODE_FC)
         x.scr = (float *)((char *)ws + align64(fc_in_floats(h, batch) * sizeof(float)));
     else if (h->mode != MODE_DIRECT)
