@@ -186,18 +186,12 @@ static void run_shift_case(cd_conv_desc d, int batch, double sparsity) {
     d.n = batch;
     cd_conv_out_dims(&d);
     const int cpg = d.c / d.groups;
-    const size_t wn = (size_t)d.k * cpg * d.r * d.s;
-    const size_t xn = (size_t)batch * d.c * d.h * d.w, yn = (size_t)batch * d.k * d.oh * d.ow;
-    float *w = malloc(wn * sizeof *w), *bias = malloc(d.k * sizeof *bias);
-    float *x = malloc(xn * sizeof *x), *res = malloc(yn * sizeof *res);
-    float *ref = malloc(yn * sizeof *ref), *y = malloc(yn * sizeof *y), *y0 = malloc(yn * sizeof *y0);
-    CHECK(w && bias && x && res && ref && y && y0);
-    sp_fill_random(w, wn);
-    sp_prune_unstructured(w, wn, sparsity);
-    sp_fill_random(bias, d.k);
-    sp_fill_random(x, xn);
-    sp_fill_random(res, yn);
-    cd_ref_conv2d(&d, x, w, bias, d.has_residual ? res : NULL, ref);
+    sp_layer L;
+    sp_layer_make(&L, &d, batch, sparsity, 0);
+    const float *w = L.w, *bias = L.bias, *x = L.x, *res = L.res, *ref = L.ref;
+    float *y = L.y, *y0 = malloc(L.yn * sizeof *y0);
+    const size_t yn = L.yn;
+    CHECK(y0);
     for (int round = 0; round < 2; round++) {
         const int cb = round ? cd_test_randi(1, cpg > 1 ? cpg - 1 : 1) : 0;
         char what[256];
@@ -229,13 +223,8 @@ static void run_shift_case(cd_conv_desc d, int batch, double sparsity) {
         }
         sp_check_close(y, y0, yn, what); // path on vs off on the same weights
     }
-    free(w);
-    free(bias);
-    free(x);
-    free(res);
-    free(ref);
-    free(y);
     free(y0);
+    sp_layer_free(&L);
 }
 
 static void run_shift_random(int iters, int gmode) {
