@@ -274,7 +274,8 @@ bench: $(BUILD)/bin/hip-layers
 ifeq ($(GPU),hip)
 HIP_PLUGIN   := $(BUILD)/lib/libconvd-hip.so
 HIP_REAL_OBJ := $(patsubst %.hip,$(BUILD)/obj/hip-real/%.o,$(HIP_SRC)) \
-                $(patsubst %.c,$(BUILD)/obj/hip-real/%.o,$(HIP_HOST_SRC) $(wildcard sparse/hip/*.c))
+                $(patsubst %.c,$(BUILD)/obj/hip-real/%.o,$(HIP_HOST_SRC) $(wildcard sparse/hip/*.c) \
+                proto/errors.c)
 # The plugin is loaded into any daemon (also a sanitizer build): no
 # sanitizers, hidden symbols but for the plugin entry points.
 HIPCC_FLAGS  := -std=c++17 -O2 -g -Wall -Wextra -Wno-unused-parameter -fPIC \

@@ -5,8 +5,8 @@
 
 #include "kernels/hip/bias-act.h"
 #include "kernels/hip/check.h"
+#include "proto/errors.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -18,16 +18,6 @@
 #endif
 
 #define CD_HIP_EXPORT __attribute__((visibility("default")))
-
-static int probe_fail(char *err, size_t errlen, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return CD_EDEVICE;
-}
 
 // 1 when arch (e.g. "gfx90a") is an entry of the comma-separated list.
 static int arch_in_list(const char *arch, const char *list) {
@@ -50,7 +40,7 @@ static int probe_kernel(char *err, size_t errlen) {
     float *buf = NULL;
     hipError_t e = hipMalloc((void **)&buf, sizeof in);
     if (e != hipSuccess)
-        return probe_fail(err, errlen, "hipMalloc: %s", hipGetErrorName(e));
+        return cd_errf(CD_EDEVICE, err, errlen, "hipMalloc: %s", hipGetErrorName(e));
     const char *what = "hipMemcpy";
     e = hipMemcpy(buf, in, sizeof in, hipMemcpyHostToDevice);
     if (e == hipSuccess) {
@@ -64,9 +54,9 @@ static int probe_kernel(char *err, size_t errlen) {
         }
     }
     CD_HIP_CHECK_LOG(hipFree(buf));
-    if (e != hipSuccess) return probe_fail(err, errlen, "%s: %s", what, hipGetErrorName(e));
+    if (e != hipSuccess) return cd_errf(CD_EDEVICE, err, errlen, "%s: %s", what, hipGetErrorName(e));
     if (out[0] != 0.0f || out[1] != 2.0f || out[2] != 0.0f || out[3] != 4.0f)
-        return probe_fail(err, errlen, "test kernel returned wrong results");
+        return cd_errf(CD_EDEVICE, err, errlen, "test kernel returned wrong results");
     return 0;
 }
 
@@ -83,17 +73,17 @@ CD_HIP_EXPORT int cd_hip_plugin_probe(int device, cd_hip_device_info *out, char 
         const char *name = e == hipSuccess ? "0 devices" : hipGetErrorName(e);
         const char *text = e == hipSuccess ? "" : hipGetErrorString(e);
         int same = strcmp(name, text) == 0 || !*text;
-        return probe_fail(err, errlen, "no AMD GPU found (hipGetDeviceCount: %s%s%s)%s", name,
+        return cd_errf(CD_EDEVICE, err, errlen, "no AMD GPU found (hipGetDeviceCount: %s%s%s)%s", name,
                           same ? "" : ": ", same ? "" : text, hint);
     }
     if (device < 0 || device >= count)
-        return probe_fail(err, errlen, "no HIP device %d (this machine has %d: 0..%d)", device,
+        return cd_errf(CD_EDEVICE, err, errlen, "no HIP device %d (this machine has %d: 0..%d)", device,
                           count, count - 1);
     if ((e = hipSetDevice(device)) != hipSuccess)
-        return probe_fail(err, errlen, "hipSetDevice(%d): %s", device, hipGetErrorName(e));
+        return cd_errf(CD_EDEVICE, err, errlen, "hipSetDevice(%d): %s", device, hipGetErrorName(e));
     hipDeviceProp_t prop;
     if ((e = hipGetDeviceProperties(&prop, device)) != hipSuccess)
-        return probe_fail(err, errlen, "hipGetDeviceProperties(%d): %s", device,
+        return cd_errf(CD_EDEVICE, err, errlen, "hipGetDeviceProperties(%d): %s", device,
                           hipGetErrorName(e));
     cd_hip_device_info info;
     memset(&info, 0, sizeof info);
@@ -107,7 +97,7 @@ CD_HIP_EXPORT int cd_hip_plugin_probe(int device, cd_hip_device_info *out, char 
     info.compute_units = prop.multiProcessorCount;
     info.warp_size = prop.warpSize;
     if (!arch_in_list(info.arch, CD_GPU_ARCHS))
-        return probe_fail(err, errlen,
+        return cd_errf(CD_EDEVICE, err, errlen,
                           "device %d (%s) is %s, but the plugin was built for %s "
                           "(rebuild with make GPU=hip GPU_ARCHS=...,%s)",
                           device, info.name, info.arch, CD_GPU_ARCHS, info.arch);
