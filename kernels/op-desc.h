@@ -8,13 +8,47 @@
 #include <stdint.h>
 
 // Activation layouts. NCHW is the interchange layout (model inputs and
-// outputs, the sparse kernels); NCHW16C is oneDNN's blocked layout
-// (nChw16c: channels padded to a multiple of 16, the 16 channels of a block
-// innermost), kept across consecutive dense layers to avoid reorders.
+// outputs, the sparse kernels). The blocked layouts are oneDNN's nChw16c and
+// nChw8c: channels padded to a multiple of the block, the channels of a block
+// innermost, [N][ceil(C/B)][H][W][B]. Which one a model uses is the backend's
+// choice for the CPU it runs on (cd_backend_blocked_layout: 16 where oneDNN's
+// fast kernels are AVX-512, 8 on AVX2); the planner keeps it across
+// consecutive dense layers to avoid reorders. Never assume a block size:
+// ask cd_layout_block().
 typedef enum {
     CD_LAYOUT_NCHW = 0,
     CD_LAYOUT_NCHW16C = 1,
+    CD_LAYOUT_NCHW8C = 2,
+    CD_LAYOUT_COUNT
 } cd_layout;
+
+// Channels per block of layout l: 1 for NCHW, 16, 8; 0 for a bad value.
+static inline int cd_layout_block(cd_layout l) {
+    switch (l) {
+    case CD_LAYOUT_NCHW: return 1;
+    case CD_LAYOUT_NCHW16C: return 16;
+    case CD_LAYOUT_NCHW8C: return 8;
+    default: return 0;
+    }
+}
+
+// "NCHW", "NCHW16C", "NCHW8C" ("?" for a bad value).
+static inline const char *cd_layout_name(cd_layout l) {
+    switch (l) {
+    case CD_LAYOUT_NCHW: return "NCHW";
+    case CD_LAYOUT_NCHW16C: return "NCHW16C";
+    case CD_LAYOUT_NCHW8C: return "NCHW8C";
+    default: return "?";
+    }
+}
+
+static inline int cd_layout_valid(int l) { return l >= CD_LAYOUT_NCHW && l < CD_LAYOUT_COUNT; }
+
+// c rounded up to whole blocks of layout l (c itself for NCHW).
+static inline int64_t cd_layout_padded_c(cd_layout l, int64_t c) {
+    int b = cd_layout_block(l);
+    return b > 1 ? (c + b - 1) / b * b : c;
+}
 
 // Activations fused into the producing kernel.
 typedef enum {

@@ -67,7 +67,7 @@ static int to_dnnl(const cd_tdesc *t, int batch_bcast, cd_dnnl_tdesc *o) {
     if (t->rank < 1 || t->rank > 4) return 0;
     int64_t d[3] = {1, 1, 1};
     for (int i = 1; i < t->rank; i++) d[i - 1] = t->shape[i];
-    if (t->layout == CD_LAYOUT_NCHW16C && t->rank != 4) return 0;
+    if (t->layout != CD_LAYOUT_NCHW && t->rank != 4) return 0;
     if (t->is_const && t->shape[0] != 1) return 0;
     for (int i = 0; i < 3; i++)
         if (d[i] > (1 << 30)) return 0;
@@ -407,7 +407,7 @@ static int cpu_buffer_alloc(cd_backend_t be, size_t size, void **out) {
     size_t n = (size + 63) & ~(size_t)63;
     void *p = aligned_alloc(64, n ? n : 64);
     if (!p) return CD_ENOMEM;
-    memset(p, 0, n ? n : 64); // NCHW16C channel padding starts out zero
+    memset(p, 0, n ? n : 64); // blocked layouts' channel padding starts out zero
     *out = p;
     return 0;
 }
@@ -463,6 +463,12 @@ static void cpu_op_state_free(cd_backend_t be, cd_op_state *st) {
     free(st);
 }
 
+// oneDNN's choice for this CPU (NCHW16C on AVX-512, NCHW8C on AVX2); NCHW
+// under CD_CPU_KERNELS=ref, whose kernels are NCHW only.
+static cd_layout cpu_blocked_layout(cd_backend_t be) {
+    return ref_only() ? CD_LAYOUT_NCHW : cd_dnnl_blocked_layout();
+}
+
 static const struct cd_backend_i g_cpu_iface = {
     .get_name = cpu_get_name,
     .free = cpu_free,
@@ -495,6 +501,7 @@ static const struct cd_backend_i g_cpu_iface = {
     .reorder_init = cpu_op_init,
     .reorder = cpu_op_run,
     .synchronize = NULL, // every CPU run is synchronous
+    .blocked_layout = cpu_blocked_layout,
 };
 
 int cd_backend_cpu_init(cd_backend_t *out) {

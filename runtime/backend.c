@@ -113,11 +113,21 @@ size_t cd_backend_device_bytes(cd_backend_t be) {
     return be->iface->device_bytes ? be->iface->device_bytes(be) : 0;
 }
 
+cd_layout cd_backend_blocked_layout(cd_backend_t be) {
+    return be->iface->blocked_layout ? be->iface->blocked_layout(be) : CD_LAYOUT_NCHW;
+}
+
+bool cd_backend_kernel_is_reference(const char *kernel) {
+    // "ref" (our reference kernels) or "dnnl:ref:any" (oneDNN's).
+    return kernel && (strcmp(kernel, "ref") == 0 || strncmp(kernel, "ref:", 4) == 0 ||
+                      strstr(kernel, ":ref") != NULL);
+}
+
 size_t cd_tdesc_item_bytes(const cd_tdesc *t) {
     size_t n = 1;
     for (int i = t->is_const ? 0 : 1; i < t->rank; i++) {
         int64_t d = t->shape[i];
-        if (i == 1 && t->layout == CD_LAYOUT_NCHW16C) d = (d + 15) / 16 * 16;
+        if (i == 1) d = cd_layout_padded_c(t->layout, d);
         n *= (size_t)d;
     }
     return n * sizeof(float);

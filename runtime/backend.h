@@ -33,7 +33,7 @@ typedef struct cd_backend_ctx cd_backend_ctx; // per-thread execution context
 // A tensor as a backend sees it at run time.
 typedef struct {
     void *data;                 // device memory (a host pointer on cpu)
-    cd_layout layout;           // NCHW16C only for rank-4 tensors
+    cd_layout layout;           // a blocked layout only for rank-4 tensors
     int rank;
     int64_t shape[CD_MAX_RANK]; // logical dims in NCHW order, dim 0 = batch
 } cd_btensor;
@@ -165,6 +165,11 @@ struct cd_backend_i {
     // Bytes of device memory the backend holds now (weights, constants,
     // arenas, workspaces). /* optional: 0, e.g. cpu, whose memory is the host's */
     size_t (*device_bytes)(cd_backend_t be);
+    // The blocked activation layout the backend's fast dense kernels want on
+    // the device it runs on, decided from that device (the CPU backend:
+    // NCHW16C on AVX-512, NCHW8C on AVX2). The planner keeps dense chains in
+    // it. /* optional: NCHW, no blocked layout */
+    cd_layout (*blocked_layout)(cd_backend_t be);
 };
 
 struct cd_backend {
@@ -195,9 +200,13 @@ int cd_backend_synchronize(cd_backend_t be, cd_backend_ctx *ctx);
 int cd_backend_upload_async(cd_backend_t be, cd_backend_ctx *ctx, void *dst, const void *src, size_t size);
 int cd_backend_download_async(cd_backend_t be, cd_backend_ctx *ctx, void *dst, const void *src, size_t size);
 size_t cd_backend_device_bytes(cd_backend_t be);
+cd_layout cd_backend_blocked_layout(cd_backend_t be);
+// True for the name of a reference kernel (cd_backend_op_kernel): our own
+// "ref" or oneDNN's "ref:*" loops, the slow last resort of a Conv, Gemm or Pool.
+bool cd_backend_kernel_is_reference(const char *kernel);
 
-// Bytes of one item (dim 0 taken as 1) of a tensor in layout (NCHW16C pads
-// dim 1 to a multiple of 16).
+// Bytes of one item (dim 0 taken as 1) of a tensor in layout (a blocked
+// layout pads dim 1 to a multiple of its block).
 size_t cd_tdesc_item_bytes(const cd_tdesc *t);
 // "Conv2d", "Gemm", ... for messages.
 const char *cd_bop_name(cd_bop op);

@@ -4,6 +4,7 @@
 #include "runtime/model.h"
 
 #include "kernels/cpu/dnnl.h"
+#include "sparse/spmm-ukernel.h"
 #include "proto/errors.h"
 
 #include <omp.h>
@@ -134,6 +135,20 @@ void cd_model_get_summary(const cd_model *m, cd_model_summary *out) {
 
 int cd_model_num_layers(const cd_model *m) { return m->nlayers; }
 
+const char *cd_model_device(const cd_model *m) { return cd_backend_name(m->be); }
+
+const char *cd_model_layout(const cd_model *m) { return cd_layout_name(cd_backend_blocked_layout(m->be)); }
+
+void cd_runtime_cpu_info(cd_cpu_info *out) {
+    memset(out, 0, sizeof *out);
+    out->kernels_isa = cd_sparse_isa_name(cd_sparse_isa_best());
+    out->kernels_capped = 0;
+    out->dnnl_isa = cd_dnnl_isa();
+    cd_layout l = cd_dnnl_blocked_layout();
+    out->layout = cd_layout_name(l);
+    out->block = cd_layout_block(l);
+}
+
 void cd_model_layer(const cd_model *m, int i, cd_layer_info *out) {
     memset(out, 0, sizeof *out);
     if (i < 0 || i >= m->nlayers) return;
@@ -141,6 +156,8 @@ void cd_model_layer(const cd_model *m, int i, cd_layer_info *out) {
     out->name = l->name;
     out->op = l->label;
     out->kernel = l->kernel;
+    out->reference = l->reference;
+    out->layout = cd_layout_name(m->tensors[l->out].t.layout);
     const cd_tdesc *in = &m->tensors[l->in[0]].t, *o = &m->tensors[l->out].t;
     out->in_rank = in->rank;
     out->out_rank = o->rank;

@@ -29,6 +29,7 @@ typedef struct {
     char name[128];
     char label[48];
     char kernel[64];
+    int reference;         // a Conv/Gemm/Pool on a reference kernel (the slow last resort)
     int64_t params, flops; // weights; multiply-adds * 2 at batch 1
     double density;
     // Conv/FC layers (planner.h, compact.c):

@@ -2,7 +2,10 @@
 //
 //   1. drop ops whose results no output needs (the folded shape sub-graphs);
 //   2. walk the ops in order choosing each one's activation layout: a conv
-//      goes to the blocked layout (NCHW16C) when the backend runs it there,
+//      goes to the backend's blocked layout (cd_backend_blocked_layout: on
+//      the CPU NCHW16C with AVX-512, NCHW8C with AVX2) when the backend runs
+//      it there with a kernel that is not a reference loop (those are the
+//      last resort, after every other layout: a warning names the layer),
 //      the element-wise ops, pools and concats stay in the layout of their
 //      input when the backend supports it, everything else (and every graph
 //      output) is NCHW; a reorder layer is inserted only where a tensor's
@@ -27,10 +30,11 @@ typedef struct {
     cd_model *m;
     cd_graph *g;
     int *vt;            // value id -> tensor index (-1 none)
-    int (*reord)[2];    // tensor -> its copy in layout NCHW / NCHW16C (-1 none)
+    int (*reord)[CD_LAYOUT_COUNT]; // tensor -> its copy in each layout (-1 none)
     cd_plan_choice *ch; // per op: the planner's choice (conv/FC)
     char *err;
     size_t errlen;
+    cd_layout blk;      // the backend's blocked layout (NCHW: it has none)
 } pctx;
 
 static int add_tensor(pctx *p, const cd_tdesc *t) {
@@ -38,7 +42,7 @@ static int add_tensor(pctx *p, const cd_tdesc *t) {
     if (m->ntensors == m->tensors_cap) {
         int cap = m->tensors_cap ? m->tensors_cap * 2 : 64;
         cd_ptensor *nt = realloc(m->tensors, (size_t)cap * sizeof *nt);
-        int (*nr)[2] = realloc(p->reord, (size_t)cap * sizeof *nr);
+        int (*nr)[CD_LAYOUT_COUNT] = realloc(p->reord, (size_t)cap * sizeof *nr);
         if (nt) m->tensors = nt;
         if (nr) p->reord = nr;
         if (!nt || !nr) return CD_ENOMEM;
@@ -52,7 +56,7 @@ static int add_tensor(pctx *p, const cd_tdesc *t) {
     pt->root = id;
     pt->cvalue = -1;
     pt->first = pt->last = -2;
-    p->reord[id][0] = p->reord[id][1] = -1;
+    for (int l = 0; l < CD_LAYOUT_COUNT; l++) p->reord[id][l] = -1;
     return id;
 }
 
@@ -78,14 +82,15 @@ static void fill_bop_io(pctx *p, cd_bop_desc *d, int nin, const int *in, const c
     d->dst = *dst;
 }
 
-// Prepares a layer on the backend and appends it. Returns the layer index.
-static int emit(pctx *p, cd_bop_desc *d, int nin, const int *in, int out, const char *name, const char *label) {
-    cd_op_state *st;
-    int rc = cd_backend_op_init(p->m->be, d, &st);
+// Prepares a layer on the backend (or takes st, already prepared for d) and
+// appends it. Returns the layer index.
+static int emit(pctx *p, cd_bop_desc *d, cd_op_state *st, int nin, const int *in, int out, const char *name,
+                const char *label) {
+    int rc = st ? 0 : cd_backend_op_init(p->m->be, d, &st);
     if (rc)
         return cd_errf(rc == CD_EUNSUPPORTED ? CD_EUNSUPPORTED : rc, p->err, p->errlen,
                     "node '%s' (%s): the %s backend cannot run it (%s, %s layout): %s", name, label,
-                    cd_backend_name(p->m->be), cd_bop_name(d->op), d->dst.layout == CD_LAYOUT_NCHW ? "NCHW" : "NCHW16C",
+                    cd_backend_name(p->m->be), cd_bop_name(d->op), cd_layout_name(d->dst.layout),
                     cd_strerror(rc));
     int li = add_layer(p);
     if (li < 0) {
@@ -101,6 +106,13 @@ static int emit(pctx *p, cd_bop_desc *d, int nin, const int *in, int out, const 
     snprintf(l->name, sizeof l->name, "%s", name);
     snprintf(l->label, sizeof l->label, "%s", label);
     snprintf(l->kernel, sizeof l->kernel, "%s", cd_backend_op_kernel(p->m->be, st));
+    l->reference = (d->op == CD_BOP_CONV2D || d->op == CD_BOP_GEMM || d->op == CD_BOP_POOL) &&
+                   cd_backend_kernel_is_reference(l->kernel);
+    if (l->reference)
+        fprintf(stderr,
+                "convd: warning: layer '%s' (%s) runs on the reference kernel %s of the %s backend "
+                "(no faster kernel for it in any layout); expect it to be slow\n",
+                name, label, l->kernel, cd_backend_name(p->m->be));
     return li;
 }
 
@@ -118,9 +130,10 @@ static int in_layout(pctx *p, int src, cd_layout l) {
     memset(&d, 0, sizeof d);
     d.op = CD_BOP_REORDER;
     fill_bop_io(p, &d, 1, &src, &t);
-    char name[128];
+    char name[128], label[32];
     snprintf(name, sizeof name, "reorder%d", id);
-    int rc = emit(p, &d, 1, &src, id, name, l == CD_LAYOUT_NCHW ? "Reorder(->NCHW)" : "Reorder(->NCHW16C)");
+    snprintf(label, sizeof label, "Reorder(->%s)", cd_layout_name(l));
+    int rc = emit(p, &d, NULL, 1, &src, id, name, label);
     if (rc < 0) return rc;
     p->reord[src][l] = id;
     return id;
@@ -128,16 +141,16 @@ static int in_layout(pctx *p, int src, cd_layout l) {
 
 static int supports(pctx *p, cd_bop_desc *d) { return cd_backend_supports_op(p->m->be, d); }
 
-// The NCHW16C copy of constant tensor t (made once; place_consts reorders the
-// data at upload). Returns its index or CD_ENOMEM.
-static int const_blocked(pctx *p, int t) {
-    if (p->reord[t][CD_LAYOUT_NCHW16C] >= 0) return p->reord[t][CD_LAYOUT_NCHW16C];
+// The copy of constant tensor t in layout l (made once; place_consts reorders
+// the data at upload). Returns its index or CD_ENOMEM.
+static int const_blocked(pctx *p, int t, cd_layout l) {
+    if (p->reord[t][l] >= 0) return p->reord[t][l];
     cd_tdesc d = p->m->tensors[t].t;
-    d.layout = CD_LAYOUT_NCHW16C;
+    d.layout = l;
     int id = add_tensor(p, &d);
     if (id < 0) return cd_errf(CD_ENOMEM, p->err, p->errlen, "out of memory");
     p->m->tensors[id].cvalue = p->m->tensors[t].cvalue;
-    p->reord[t][CD_LAYOUT_NCHW16C] = id;
+    p->reord[t][l] = id;
     return id;
 }
 
@@ -222,6 +235,111 @@ static void describe_weighted(pctx *p, const cd_op *op, cd_layer *l, int64_t nz,
     l->an_is_4_8 = a->is_4_8;
 }
 
+// A (source, destination) layout pair a conv may run in.
+typedef struct {
+    cd_layout src, dst;
+} lpair;
+
+// Appends (s, o) to the n pairs of l unless it is there already; the new n.
+static int lp_add(lpair *l, int n, cd_layout s, cd_layout o) {
+    for (int i = 0; i < n; i++)
+        if (l[i].src == s && l[i].dst == o) return n;
+    l[n] = (lpair){s, o};
+    return n + 1;
+}
+
+// The layouts a dense conv is tried in, best first (at most 8). The blocked
+// layout in and out; a source already blocked as it is, an NCHW one reordered
+// unless it is a stem with fewer channels than a block (oneDNN on NCHW
+// sources is 1.2-1.7x slower than the reorder costs); NCHW out when every
+// reader needs NCHW, and then blocked out plus a reorder (oneDNN 2.6 has no
+// jit kernel for some blocked-in/plain-out convs: 1x1 falls to its reference
+// loop). Then every other pair, so that a reference kernel is taken only
+// after all of them.
+static int conv_layouts(pctx *p, const cd_op *op, cd_layout cur, lpair *out) {
+    const cd_layout b = p->blk, N = CD_LAYOUT_NCHW;
+    const cd_layout want = readers_want_nchw(p, op->out) ? N : b;
+    const cd_layout first = cur == N && op->u.conv.d.c >= cd_layout_block(b) ? b : cur;
+    int n = 0;
+    n = lp_add(out, n, first, want);
+    n = lp_add(out, n, first, b);
+    n = lp_add(out, n, N, want);
+    n = lp_add(out, n, N, N);
+    const cd_layout srcs[3] = {cur, b, N}, dsts[2] = {b, N};
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 2; j++) n = lp_add(out, n, srcs[i], dsts[j]);
+    return n;
+}
+
+// Prepares conv op in the first of the nc layout pairs the backend runs with
+// a kernel that is not a reference loop, or else in the first it runs at all.
+// d holds the conv (sparse or not); on return its tensors describe the
+// chosen pair, *chosen is its index (-1: none runs) and *st the prepared
+// state. Returns 0, or an error other than CD_EUNSUPPORTED from preparing.
+static int conv_prepare(pctx *p, const cd_op *op, const int *in, const lpair *cand, int nc, cd_bop_desc *d,
+                        cd_op_state **st, int *chosen) {
+    cd_model *m = p->m;
+    const cd_value *ov = &p->g->values[op->out];
+    cd_op_state *slow = NULL;
+    int slow_i = -1;
+    *st = NULL;
+    *chosen = -1;
+    for (int t = 0; t < nc && *chosen < 0; t++) {
+        d->nsrc = op->nin;
+        d->max_batch = m->max_batch;
+        d->src[0] = m->tensors[in[0]].t;
+        d->src[0].layout = cand[t].src;
+        d->dst = value_desc(ov, cand[t].dst, ov->rank);
+        if (op->nin > 1) {
+            d->src[1] = m->tensors[in[1]].t;
+            d->src[1].layout = cand[t].dst;
+        }
+        if (!supports(p, d)) continue;
+        cd_op_state *s = NULL;
+        int rc = cd_backend_op_init(m->be, d, &s);
+        if (rc == CD_EUNSUPPORTED) continue;
+        if (rc) {
+            if (slow) cd_backend_op_state_free(m->be, slow);
+            return cd_errf(rc, p->err, p->errlen, "node '%s' (%s): %s", op->name, op->label, cd_strerror(rc));
+        }
+        if (!cd_backend_kernel_is_reference(cd_backend_op_kernel(m->be, s))) {
+            *st = s;
+            *chosen = t;
+        } else if (!slow) {
+            slow = s;
+            slow_i = t;
+        } else {
+            cd_backend_op_state_free(m->be, s);
+        }
+    }
+    if (*chosen < 0 && slow) {
+        *st = slow;
+        *chosen = slow_i;
+        slow = NULL;
+    }
+    if (slow) cd_backend_op_state_free(m->be, slow);
+    if (*chosen >= 0) {
+        // Leave d describing the chosen pair.
+        d->src[0].layout = cand[*chosen].src;
+        d->dst = value_desc(ov, cand[*chosen].dst, ov->rank);
+        if (op->nin > 1) d->src[1].layout = cand[*chosen].dst;
+    }
+    return 0;
+}
+
+// 1 when the backend would run pool d (in a blocked layout) on a reference
+// loop, which it then runs in NCHW instead; otherwise 0 with *st prepared.
+static int pool_is_reference(pctx *p, const cd_bop_desc *d, cd_op_state **st) {
+    if (cd_backend_op_init(p->m->be, d, st)) {
+        *st = NULL;
+        return 0; // emit prepares it again and reports the error
+    }
+    if (!cd_backend_kernel_is_reference(cd_backend_op_kernel(p->m->be, *st))) return 0;
+    cd_backend_op_state_free(p->m->be, *st);
+    *st = NULL;
+    return 1;
+}
+
 // Plans one lowered op.
 static int plan_op(pctx *p, const cd_op *op) {
     cd_model *m = p->m;
@@ -233,6 +351,7 @@ static int plan_op(pctx *p, const cd_op *op) {
     memset(&d, 0, sizeof d);
     cd_layout lay = CD_LAYOUT_NCHW;
     const cd_layout cur = m->tensors[in[0]].t.layout;
+    cd_op_state *pre = NULL; // the layer, when prepared while choosing its layout
 
     if (op->kind == CD_OP_ALIAS) {
         // Same bytes, new shape: only in NCHW (plain C order).
@@ -252,69 +371,44 @@ static int plan_op(pctx *p, const cd_op *op) {
         d.w = op->u.conv.w;
         d.bias = op->u.conv.bias;
         d.u.conv.n = 1;
-        // Prefer the blocked layout: src as it is, else NCHW src; then all NCHW.
-        // A dense conv after an NCHW producer (a sparse layer) reads a
-        // reorder of it unless it is a stem (< 16 channels): oneDNN on
-        // NCHW sources is 1.2-1.7x slower than the reorder costs.
-        cd_layout tries[3][2] = {{cur, CD_LAYOUT_NCHW16C}, {CD_LAYOUT_NCHW, CD_LAYOUT_NCHW16C}, {CD_LAYOUT_NCHW, CD_LAYOUT_NCHW}};
-        if (cur == CD_LAYOUT_NCHW && op->u.conv.d.c >= 16) tries[0][0] = CD_LAYOUT_NCHW16C;
-        if (readers_want_nchw(p, op->out)) tries[0][1] = tries[1][1] = CD_LAYOUT_NCHW;
-        int chosen = -1;
         const cd_plan_choice *pc = &p->ch[op - g->ops];
+        lpair cand[8];
+        int nc = 1;
+        cand[0] = (lpair){CD_LAYOUT_NCHW, CD_LAYOUT_NCHW};
         if (pc->sparse) {
             // The sparse kernels: NCHW in and out.
             d.sparse = 1;
             d.sparse_format = pc->format;
-            for (int t = 0; t < 3; t++) tries[t][0] = tries[t][1] = CD_LAYOUT_NCHW;
+        } else {
+            nc = conv_layouts(p, op, cur, cand);
         }
-        for (int t = 0; t < 3 && chosen < 0; t++) {
-            d.nsrc = op->nin;
-            d.max_batch = m->max_batch;
-            d.src[0] = m->tensors[in[0]].t;
-            d.src[0].layout = tries[t][0];
-            d.dst = value_desc(ov, tries[t][1], ov->rank);
-            if (op->nin > 1) {
-                d.src[1] = m->tensors[in[1]].t;
-                d.src[1].layout = tries[t][1];
-            }
-            if (supports(p, &d)) chosen = t;
-            if (chosen < 0 && t == 2 && d.sparse) {
-                // No sparse kernel for it after all: dense, as it would have been.
-                d.sparse = 0;
-                p->ch[op - g->ops].sparse = 0;
-                tries[0][0] = cur == CD_LAYOUT_NCHW && op->u.conv.d.c >= 16 ? CD_LAYOUT_NCHW16C : cur;
-                tries[0][1] = tries[1][1] = readers_want_nchw(p, op->out) ? CD_LAYOUT_NCHW : CD_LAYOUT_NCHW16C;
-                tries[1][0] = CD_LAYOUT_NCHW;
-                t = -1;
-            }
+        int chosen = -1;
+        int rc = conv_prepare(p, op, in, cand, nc, &d, &pre, &chosen);
+        if (rc) return rc;
+        if (chosen < 0 && d.sparse) {
+            // No sparse kernel for it after all: dense, as it would have been.
+            d.sparse = 0;
+            p->ch[op - g->ops].sparse = 0;
+            nc = conv_layouts(p, op, cur, cand);
+            if ((rc = conv_prepare(p, op, in, cand, nc, &d, &pre, &chosen))) return rc;
         }
-        if (chosen < 0) chosen = 2; // emit reports the failure
-        if (!d.sparse && tries[chosen][0] == CD_LAYOUT_NCHW16C && tries[chosen][1] == CD_LAYOUT_NCHW) {
-            // oneDNN 2.6 has no jit kernel for some blocked-in/plain-out convs
-            // (1x1 falls to "ref:any", 100x slower): write blocked and reorder.
-            d.src[0].layout = d.dst.layout = CD_LAYOUT_NCHW16C;
-            if (op->nin > 1) d.src[1].layout = CD_LAYOUT_NCHW16C;
-            cd_op_state *st = NULL;
-            cd_bop_desc probe = d;
-            probe.src[0].layout = CD_LAYOUT_NCHW16C;
-            probe.dst.layout = CD_LAYOUT_NCHW;
-            if (op->nin > 1) probe.src[1].layout = CD_LAYOUT_NCHW;
-            if (supports(p, &d) && cd_backend_op_init(m->be, &probe, &st) == 0) {
-                const char *kn = cd_backend_op_kernel(m->be, st);
-                if (kn && strstr(kn, "ref")) tries[chosen][1] = CD_LAYOUT_NCHW16C;
-                cd_backend_op_state_free(m->be, st);
-            }
-        }
-        int s0 = in_layout(p, in[0], tries[chosen][0]);
-        if (s0 < 0) return s0;
+        if (chosen < 0) chosen = nc - 1; // emit reports the failure
+        int s0 = in_layout(p, in[0], cand[chosen].src);
+        if (s0 < 0) goto conv_fail;
         in[0] = s0;
         if (op->nin > 1) {
-            int s1 = in_layout(p, in[1], tries[chosen][1]);
-            if (s1 < 0) return s1;
+            int s1 = in_layout(p, in[1], cand[chosen].dst);
+            if (s1 < 0) {
+                s0 = s1;
+                goto conv_fail;
+            }
             in[1] = s1;
         }
-        lay = tries[chosen][1];
+        lay = cand[chosen].dst;
         break;
+    conv_fail:
+        if (pre) cd_backend_op_state_free(m->be, pre);
+        return s0;
     }
     case CD_OP_GEMM:
         gemm_desc(op, &d);
@@ -374,12 +468,15 @@ static int plan_op(pctx *p, const cd_op *op) {
                 }
             }
             d.dst = value_desc(ov, cur, ov->rank);
-            if (supports(p, &d)) {
+            if (supports(p, &d) && !(op->kind == CD_OP_POOL && pool_is_reference(p, &d, &pre))) {
                 lay = cur;
                 for (int i = 0; i < op->nin; i++) {
                     if (!blocked[i]) continue;
-                    int b = const_blocked(p, in[i]);
-                    if (b < 0) return b;
+                    int b = const_blocked(p, in[i], cur);
+                    if (b < 0) {
+                        if (pre) cd_backend_op_state_free(m->be, pre);
+                        return b;
+                    }
                     in[i] = b;
                 }
             }
@@ -391,14 +488,20 @@ static int plan_op(pctx *p, const cd_op *op) {
     if (op->kind != CD_OP_CONV)
         for (int i = 0; i < op->nin; i++) {
             int s = in_layout(p, in[i], lay);
-            if (s < 0) return s;
+            if (s < 0) {
+                if (pre) cd_backend_op_state_free(m->be, pre);
+                return s;
+            }
             in[i] = s;
         }
     cd_tdesc ot = value_desc(ov, lay, ov->rank);
     int out = add_tensor(p, &ot);
-    if (out < 0) return cd_errf(CD_ENOMEM, p->err, p->errlen, "out of memory");
+    if (out < 0) {
+        if (pre) cd_backend_op_state_free(m->be, pre);
+        return cd_errf(CD_ENOMEM, p->err, p->errlen, "out of memory");
+    }
     fill_bop_io(p, &d, op->nin, in, &ot);
-    int li = emit(p, &d, op->nin, in, out, op->name, op->label);
+    int li = emit(p, &d, pre, op->nin, in, out, op->name, op->label);
     if (li < 0) return li;
     p->vt[op->out] = out;
     cd_layer *l = &m->layers[li];
@@ -435,11 +538,11 @@ static int is_follower(const cd_op *op) {
     return op->kind == CD_OP_POOL || op->kind == CD_OP_ACT || op->kind == CD_OP_BINARY || op->kind == CD_OP_CONCAT;
 }
 
-// 1 when value v will be in NCHW16C under the current choices (approximate:
+// 1 when value v will be in the blocked layout under the current choices (approximate:
 // what plan_op would choose).
 static int value_blocked(pctx *p, kctx *k, int v, int depth) {
     int o = k->prod[v];
-    if (o < 0 || depth > 32) return 0;
+    if (o < 0 || depth > 32 || p->blk == CD_LAYOUT_NCHW) return 0;
     const cd_op *op = &p->g->ops[o];
     if (op->kind == CD_OP_CONV) return !p->ch[o].sparse && !readers_want_nchw(p, v);
     if (is_follower(op)) return value_blocked(p, k, op->in[0], depth + 1);
@@ -450,13 +553,13 @@ static int value_blocked(pctx *p, kctx *k, int v, int depth) {
 // that will want it blocked.
 static int readers_blocked(pctx *p, kctx *k, int v, int depth) {
     const cd_graph *g = p->g;
-    if (depth > 8) return 0;
+    if (depth > 8 || p->blk == CD_LAYOUT_NCHW) return 0;
     for (int o = 0; o < g->nops; o++) {
         const cd_op *op = &g->ops[o];
         if (!k->live[o]) continue;
         for (int i = 0; i < op->nin; i++) {
             if (op->in[i] != v) continue;
-            if (op->kind == CD_OP_CONV && !p->ch[o].sparse && op->u.conv.d.c >= 16) return 1;
+            if (op->kind == CD_OP_CONV && !p->ch[o].sparse && op->u.conv.d.c >= cd_layout_block(p->blk)) return 1;
             if (is_follower(op) && readers_blocked(p, k, op->out, depth + 1)) return 1;
         }
     }
@@ -584,11 +687,11 @@ static int place_consts(pctx *p) {
         if (!pt->t.is_const || pt->cvalue < 0) continue;
         const float *data = g->values[pt->cvalue].f;
         float *tmp = NULL;
-        if (pt->t.layout == CD_LAYOUT_NCHW16C) {
+        if (pt->t.layout != CD_LAYOUT_NCHW) {
             const int64_t *s = pt->t.shape;
             tmp = calloc(pt->item_bytes / sizeof(float) + 1, sizeof(float));
             if (!tmp) return cd_errf(CD_ENOMEM, p->err, p->errlen, "out of memory");
-            cd_ref_reorder(CD_LAYOUT_NCHW, CD_LAYOUT_NCHW16C, (int)s[0], (int)s[1], (int)s[2], (int)s[3], data, tmp);
+            cd_ref_reorder(CD_LAYOUT_NCHW, pt->t.layout, (int)s[0], (int)s[1], (int)s[2], (int)s[3], data, tmp);
             data = tmp;
         }
         rc = cd_backend_upload(m->be, (char *)m->consts + pt->offset, data, pt->item_bytes);
@@ -599,7 +702,7 @@ static int place_consts(pctx *p) {
 }
 
 int cd_plan_build(cd_model *m, cd_graph *g, char *err, size_t errlen) {
-    pctx p = {m, g, NULL, NULL, NULL, err, errlen};
+    pctx p = {m, g, NULL, NULL, NULL, err, errlen, cd_backend_blocked_layout(m->be)};
     int rc = 0;
     char *live = calloc((size_t)g->nops + 1, 1), *need = calloc((size_t)g->nvalues + 1, 1);
     p.vt = malloc(((size_t)g->nvalues + 1) * sizeof(int));

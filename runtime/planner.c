@@ -4,6 +4,8 @@
 // Cache files, in the cache folder (created when missing), one record per
 // line, tab-separated, appended (a torn or foreign line is skipped):
 //   calib-v5.txt  CPU<TAB>threads<TAB>16 figures (see g_cal)
+// where CPU is the model name and the ISAs in force, "NAME [avx2 avx2]"
+// (cd_planner_cpu_name: our kernels', oneDNN's)
 //   tune-v3.txt   key<TAB>dense_ms<TAB>sparse_ms
 // where key = CPU|threads|batch|op and shape|nnz|best block. The version goes
 // up whenever a kernel's speed changes enough to make old records wrong (v4/v2:
@@ -15,6 +17,7 @@
 #include "proto/errors.h"
 #include "sparse/analysis.h"
 #include "sparse/sparse-conv.h"
+#include "kernels/cpu/dnnl.h"
 
 #include <errno.h>
 #include <omp.h>
@@ -54,6 +57,10 @@ static void cpu_read(void) {
         break;
     }
     fclose(f);
+    // The instruction sets in force (CD_MAX_ISA, ONEDNN_MAX_CPU_ISA) are part
+    // of the machine: rates measured at one do not hold at another.
+    size_t n = strlen(g_cpu);
+    snprintf(g_cpu + n, sizeof g_cpu - n, " [%s %s]", cd_sparse_isa_name(cd_sparse_isa_best()), cd_dnnl_isa());
 }
 
 static const char *cpu_name(void) {
@@ -209,6 +216,7 @@ static float *calib_weights(size_t k, size_t cols, int bh, uint64_t *seed) {
 
 static int calibrate(cd_backend_t be) {
     uint64_t seed = 12345;
+    const cd_layout blk = cd_backend_blocked_layout(be);
     // ResNet-50's middle shapes: 1x1 256->256 @14, 3x3 128->128 @14, FC
     // 1024->1024 (the sparse kernels' efficiency depends on the shape: a
     // small-channel calibration layer predicted them 1.5x too fast).
@@ -229,7 +237,7 @@ static int calibrate(cd_backend_t be) {
             for (size_t j = 0; j < k * cols; j++) nnz += w[j] != 0.0f;
             int fmt = v == 1 ? CD_SPARSE_FMT_CSR : v == 2 ? CD_SPARSE_FMT_BSR4 : CD_SPARSE_FMT_BSR8;
             if (shp[i].kind == 2) gemm_bop(&d, shp[i].c, shp[i].k, v > 0, v ? fmt : 0);
-            else conv_bop(&d, shp[i].c, shp[i].hw, shp[i].k, shp[i].rs, v ? CD_LAYOUT_NCHW : CD_LAYOUT_NCHW16C, v > 0,
+            else conv_bop(&d, shp[i].c, shp[i].hw, shp[i].k, shp[i].rs, v ? CD_LAYOUT_NCHW : blk, v > 0,
                           v ? fmt : 0);
             if (v == 0 && !cd_backend_supports_op(be, &d)) {
                 d.src[0].layout = d.dst.layout = CD_LAYOUT_NCHW;
@@ -249,7 +257,7 @@ static int calibrate(cd_backend_t be) {
     d.op = CD_BOP_REORDER;
     d.max_batch = 1;
     d.nsrc = 1;
-    d.src[0] = (cd_tdesc){4, {1, 128, 28, 28}, CD_LAYOUT_NCHW16C, 0};
+    d.src[0] = (cd_tdesc){4, {1, 128, 28, 28}, blk, 0};
     d.dst = d.src[0];
     d.dst.layout = CD_LAYOUT_NCHW;
     double ms = 0;
@@ -257,7 +265,7 @@ static int calibrate(cd_backend_t be) {
     if (rc) return rc;
     g_cal[R_REORD] = 128.0 * 28 * 28 * 4 / (ms > 1e-4 ? ms : 1e-4);
     // Fixed costs: a 16-channel 2x2 reorder, dense and sparse 1x1 convs on it.
-    d.src[0] = (cd_tdesc){4, {1, 16, 2, 2}, CD_LAYOUT_NCHW16C, 0};
+    d.src[0] = (cd_tdesc){4, {1, 16, 2, 2}, blk, 0};
     d.dst = d.src[0];
     d.dst.layout = CD_LAYOUT_NCHW;
     if ((rc = cd_planner_time_op(be, &d, 1, 9, &ms))) return rc;
@@ -266,7 +274,7 @@ static int calibrate(cd_backend_t be) {
         cd_bop_desc c;
         float *w = calib_weights(16, 16, 0, &seed);
         if (!w) return CD_ENOMEM;
-        conv_bop(&c, 16, 2, 16, 1, v ? CD_LAYOUT_NCHW : CD_LAYOUT_NCHW16C, v, v ? CD_SPARSE_FMT_CSR : 0);
+        conv_bop(&c, 16, 2, 16, 1, v ? CD_LAYOUT_NCHW : blk, v, v ? CD_SPARSE_FMT_CSR : 0);
         if (v == 0 && !cd_backend_supports_op(be, &c)) c.src[0].layout = c.dst.layout = CD_LAYOUT_NCHW;
         c.w = w;
         rc = cd_planner_time_op(be, &c, 1, 9, &ms);
@@ -442,9 +450,10 @@ int cd_planner_tune(cd_backend_t be, const cd_planner_opts *po, const cd_bop_des
     dd.sparse = 0;
     dd.max_batch = ds.max_batch = batch;
     if (dd.op == CD_BOP_CONV2D) {
-        for (int i = 0; i < dd.nsrc; i++) dd.src[i].layout = CD_LAYOUT_NCHW16C;
-        dd.dst.layout = CD_LAYOUT_NCHW16C;
-        if (dd.u.conv.c < 16) dd.src[0].layout = CD_LAYOUT_NCHW;
+        const cd_layout blk = cd_backend_blocked_layout(be);
+        for (int i = 0; i < dd.nsrc; i++) dd.src[i].layout = blk;
+        dd.dst.layout = blk;
+        if (dd.u.conv.c < cd_layout_block(blk)) dd.src[0].layout = CD_LAYOUT_NCHW;
         if (!cd_backend_supports_op(be, &dd)) {
             for (int i = 0; i < dd.nsrc; i++) dd.src[i].layout = CD_LAYOUT_NCHW;
             dd.dst.layout = CD_LAYOUT_NCHW;

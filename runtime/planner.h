@@ -68,7 +68,8 @@ cd_plan_mode cd_planner_mode(const cd_planner_opts *po);
 int cd_planner_predict(cd_backend_t be, const cd_planner_opts *po, const cd_bop_desc *d, size_t nnz, size_t total,
                        double fill4, double fill8, cd_plan_choice *c);
 
-// The CPU model string the calibration and tune caches are keyed by.
+// The machine string the calibration and tune caches are keyed by: the CPU
+// model and the instruction sets in force, e.g. "AMD EPYC [avx2 avx2]".
 const char *cd_planner_cpu_name(void);
 
 // Predicted ms of reordering `bytes` of activations (one direction) at batch 1.

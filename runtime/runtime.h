@@ -56,7 +56,10 @@ typedef struct {
 typedef struct {
     const char *name;      // ONNX node name (or a generated one)
     const char *op;        // e.g. "Conv", "Conv+Relu", "Add+Relu", "MaxPool"
-    const char *kernel;    // the kernel chosen, e.g. "dnnl", "direct-dw"
+    const char *kernel;    // the kernel chosen, e.g. "dnnl:jit:avx2", "sparse:csr:..."
+    int reference;         // 1: a Conv/Gemm/Pool left on a reference kernel (slow;
+                           // load warned about it)
+    const char *layout;    // layout of the output: "NCHW", "NCHW16C", "NCHW8C"
     int in_rank, out_rank;
     int64_t in_shape[CD_MAX_RANK];  // first input, batch 1
     int64_t out_shape[CD_MAX_RANK]; // first output, batch 1
@@ -87,6 +90,22 @@ typedef struct {
     int64_t flops_skipped; // flops_dense minus what the chosen kernel computes
 } cd_layer_info;
 
+// The instruction sets and layout the CPU backend uses on this machine, for
+// `convd --version`, `health`, `stats` and `convctl plan`. All decided once
+// from the running CPU (and its caps), the first time they are asked for.
+typedef struct {
+    const char *kernels_isa;  // our own kernels: "avx512f", "avx2" or "scalar"
+    int kernels_capped;       // 1: lowered by CD_MAX_ISA
+    const char *dnnl_isa;     // oneDNN's: "avx512_core", "avx2", ... (honours
+                              // ONEDNN_MAX_CPU_ISA)
+    const char *layout;       // blocked layout of dense chains: "NCHW16C",
+                              // "NCHW8C", or "NCHW" (none)
+    int block;                // its channels per block: 16, 8 (1: none)
+} cd_cpu_info;
+
+// Fills out (static strings). Initialises oneDNN if needed.
+void cd_runtime_cpu_info(cd_cpu_info *out);
+
 // Sets up process-wide state (CPU feature detection, thread pool with
 // `threads` workers, 0 = all cores). Idempotent. Returns 0 or a negative code.
 int cd_runtime_init(int threads);
@@ -105,6 +124,10 @@ const cd_io_desc *cd_model_input(const cd_model *m, int i);
 const cd_io_desc *cd_model_output(const cd_model *m, int i);
 void cd_model_get_summary(const cd_model *m, cd_model_summary *out);
 int cd_model_num_layers(const cd_model *m);
+// The device m runs on ("cpu", "hip", "hip-emu") and the blocked layout its
+// dense layers use there ("NCHW16C", "NCHW8C", "NCHW": none).
+const char *cd_model_device(const cd_model *m);
+const char *cd_model_layout(const cd_model *m);
 void cd_model_layer(const cd_model *m, int i, cd_layer_info *out);
 
 // Times every layer: `runs` runs (after one warm-up) at `batch` on random

@@ -12,12 +12,12 @@ typedef struct {
     int split_act;      // run act as separate in-place eltwise steps (below)
 } binary_priv;
 
-// oneDNN 2.6's jit binary with an eltwise post-op, run in place on an NCHW16C
-// tensor whose channels are not a multiple of 16, leaves dst unwritten
+// oneDNN 2.6's jit binary with an eltwise post-op, run in place on a blocked
+// tensor whose channels are not a multiple of the block, leaves dst unwritten
 // (measured; out of place and without post-op it is right). Such ops run the
 // activation as separate in-place eltwise primitives instead.
 static int needs_split_act(const binary_priv *bp) {
-    return bp->act.kind != CD_ACT_NONE && bp->a.layout == CD_LAYOUT_NCHW16C && bp->a.c % 16;
+    return bp->act.kind != CD_ACT_NONE && bp->a.layout != CD_LAYOUT_NCHW && bp->a.c % cd_layout_block(bp->a.layout);
 }
 
 static int bcast_ok(int full, int x) { return x == full || x == 1; }
@@ -27,7 +27,7 @@ static int binary_check(const binary_priv *bp) {
     if (bp->kind != CD_DNNL_ADD && bp->kind != CD_DNNL_MUL) return CD_EPARAMS;
     if (a->c < 1 || a->h < 1 || a->w < 1 || b->c < 1 || b->h < 1 || b->w < 1) return CD_EPARAMS;
     if (!bcast_ok(a->c, b->c) || !bcast_ok(a->h, b->h) || !bcast_ok(a->w, b->w)) return CD_EPARAMS;
-    if (a->layout > CD_LAYOUT_NCHW16C || b->layout > CD_LAYOUT_NCHW16C) return CD_EPARAMS;
+    if (!cd_layout_valid(a->layout) || !cd_layout_valid(b->layout)) return CD_EPARAMS;
     cd_dnnl_elt_step st[2];
     if (cd_dnnl_act_steps(bp->act, st) < 0) return CD_EPARAMS;
     return 0;

@@ -43,6 +43,17 @@ int cd_dnnl_init(void) {
 
 dnnl_engine_t cd_dnnl_engine(void) { return g_engine; }
 
+const char *cd_dnnl_isa(void) {
+    if (cd_dnnl_init()) return "none";
+    return dnnl_cpu_isa2str(dnnl_get_effective_cpu_isa());
+}
+
+int cd_dnnl_impl_is_reference(const char *impl) {
+    // oneDNN names its reference loops "ref:any", "ref_fused..." (the jit
+    // and gemm kernels are "jit:avx2", "brgemm:...", "gemm:jit", ...).
+    return impl && (strncmp(impl, "ref", 3) == 0 || strstr(impl, ":ref") != NULL);
+}
+
 int cd_dnnl_set_threads(int n) {
     if (n < 1) return CD_EPARAMS;
     atomic_store(&g_threads, n);
@@ -62,11 +73,8 @@ void cd_dnnl_apply_threads(void) {
 
 size_t cd_dnnl_tensor_floats(cd_layout l, int n, int c, int h, int w) {
     if (n < 0 || c < 0 || h < 0 || w < 0) return 0;
-    switch (l) {
-    case CD_LAYOUT_NCHW: return (size_t)n * c * h * w;
-    case CD_LAYOUT_NCHW16C: return (size_t)n * ((c + 15) / 16 * 16) * h * w;
-    }
-    return 0;
+    if (!cd_layout_valid(l)) return 0;
+    return (size_t)n * (size_t)cd_layout_padded_c(l, c) * h * w;
 }
 
 int cd_dnnl_md_act(dnnl_memory_desc_t *md, int n, int c, int h, int w, cd_layout l) {
@@ -76,6 +84,7 @@ int cd_dnnl_md_act(dnnl_memory_desc_t *md, int n, int c, int h, int w, cd_layout
     switch (l) {
     case CD_LAYOUT_NCHW: tag = dnnl_nchw; break;
     case CD_LAYOUT_NCHW16C: tag = dnnl_nChw16c; break;
+    case CD_LAYOUT_NCHW8C: tag = dnnl_nChw8c; break;
     default: return CD_EPARAMS;
     }
     return CD_DNNL(dnnl_memory_desc_init_by_tag(md, 4, dims, dnnl_f32, tag));

@@ -16,10 +16,10 @@ typedef struct {
 } concat_priv;
 
 static int concat_check(int n, const cd_dnnl_tdesc *s, int axis, cd_layout dst_l) {
-    if (n < 1 || n > CONCAT_MAX_SRC || !s || axis < 1 || axis > 3 || dst_l > CD_LAYOUT_NCHW16C)
+    if (n < 1 || n > CONCAT_MAX_SRC || !s || axis < 1 || axis > 3 || !cd_layout_valid(dst_l))
         return CD_EPARAMS;
     for (int i = 0; i < n; i++) {
-        if (s[i].c < 1 || s[i].h < 1 || s[i].w < 1 || s[i].layout > CD_LAYOUT_NCHW16C)
+        if (s[i].c < 1 || s[i].h < 1 || s[i].w < 1 || !cd_layout_valid(s[i].layout))
             return CD_EPARAMS;
         if ((axis != 1 && s[i].c != s[0].c) || (axis != 2 && s[i].h != s[0].h) ||
             (axis != 3 && s[i].w != s[0].w))

@@ -21,7 +21,7 @@ static int conv_check(const cd_conv_desc *d, cd_layout src, cd_layout dst) {
     if (d->stride_h < 1 || d->stride_w < 1 || d->dil_h < 1 || d->dil_w < 1) return CD_EPARAMS;
     if (d->pad_t < 0 || d->pad_l < 0 || d->pad_b < 0 || d->pad_r < 0) return CD_EPARAMS;
     if (d->groups < 1 || d->c % d->groups || d->k % d->groups) return CD_EPARAMS;
-    if (src > CD_LAYOUT_NCHW16C || dst > CD_LAYOUT_NCHW16C) return CD_EPARAMS;
+    if (!cd_layout_valid(src) || !cd_layout_valid(dst)) return CD_EPARAMS;
     cd_conv_desc e = *d;
     cd_conv_out_dims(&e);
     if (e.oh < 1 || e.ow < 1 || e.oh != d->oh || e.ow != d->ow) return CD_EPARAMS;
@@ -153,4 +153,82 @@ int cd_dnnl_conv_create(const cd_conv_desc *d, cd_layout src, cd_layout dst,
 fail:
     cd_dnnl_op_free(op);
     return rc;
+}
+
+// ---- the blocked layout of this CPU ------------------------------------------------
+
+// A ResNet-like 3x3 conv whose source layout oneDNN is asked to choose.
+static const cd_conv_desc k_probe = {.n = 1, .c = 64, .h = 28, .w = 28, .k = 64, .r = 3, .s = 3,
+                                     .stride_h = 1, .stride_w = 1, .pad_t = 1, .pad_l = 1,
+                                     .pad_b = 1, .pad_r = 1, .dil_h = 1, .dil_w = 1, .groups = 1,
+                                     .oh = 28, .ow = 28};
+
+// 1 when oneDNN builds the probe conv in layout l (src and dst) with a
+// kernel other than its reference loop.
+static int probe_fast(cd_layout l) {
+    dnnl_convolution_desc_t cd;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    if (conv_desc(&k_probe, l, l, 1, 1, &cd, &attr)) return 0;
+    int ok = cd_dnnl_pd_try(&cd, attr, &pd);
+    dnnl_primitive_attr_destroy(attr);
+    if (!ok) return 0;
+    const char *impl = NULL;
+    dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
+    ok = impl && !cd_dnnl_impl_is_reference(impl);
+    dnnl_primitive_desc_destroy(pd);
+    return ok;
+}
+
+// The source layout oneDNN picks for the probe conv when free to choose
+// (format_tag::any), mapped onto ours; NCHW when it is none of them.
+static cd_layout probe_any(void) {
+    dnnl_memory_desc_t smd, wmd, bmd, dmd;
+    dnnl_dims_t sd = {1, k_probe.c, k_probe.h, k_probe.w}, dd = {1, k_probe.k, k_probe.oh, k_probe.ow};
+    dnnl_dims_t wd = {k_probe.k, k_probe.c, 3, 3}, bd = {k_probe.k};
+    dnnl_dims_t strides = {1, 1}, pl = {1, 1}, pr = {1, 1};
+    dnnl_convolution_desc_t cd;
+    if (dnnl_memory_desc_init_by_tag(&smd, 4, sd, dnnl_f32, dnnl_format_tag_any) ||
+        dnnl_memory_desc_init_by_tag(&dmd, 4, dd, dnnl_f32, dnnl_format_tag_any) ||
+        dnnl_memory_desc_init_by_tag(&wmd, 4, wd, dnnl_f32, dnnl_format_tag_any) ||
+        dnnl_memory_desc_init_by_tag(&bmd, 1, bd, dnnl_f32, dnnl_x) ||
+        dnnl_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct, &smd, &wmd,
+                                           &bmd, &dmd, strides, pl, pr))
+        return CD_LAYOUT_NCHW;
+    dnnl_primitive_desc_t pd = NULL;
+    if (!cd_dnnl_pd_try(&cd, NULL, &pd)) return CD_LAYOUT_NCHW;
+    const dnnl_memory_desc_t *got = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
+    cd_layout l = CD_LAYOUT_NCHW;
+    for (int c = CD_LAYOUT_NCHW + 1; c < CD_LAYOUT_COUNT && got; c++) {
+        dnnl_memory_desc_t want;
+        if (cd_dnnl_md_act(&want, 1, k_probe.c, k_probe.h, k_probe.w, (cd_layout)c) == 0 &&
+            dnnl_memory_desc_equal(got, &want))
+            l = (cd_layout)c;
+    }
+    dnnl_primitive_desc_destroy(pd);
+    return l;
+}
+
+static pthread_once_t g_blocked_once = PTHREAD_ONCE_INIT;
+static cd_layout g_blocked = CD_LAYOUT_NCHW;
+
+static void blocked_init(void) {
+    if (cd_dnnl_init()) return;
+    cd_layout l = probe_any();
+    if (l != CD_LAYOUT_NCHW && probe_fast(l)) {
+        g_blocked = l;
+        return;
+    }
+    // oneDNN chose a layout we do not have: the first blocked one it runs fast.
+    const cd_layout order[] = {CD_LAYOUT_NCHW16C, CD_LAYOUT_NCHW8C};
+    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++)
+        if (probe_fast(order[i])) {
+            g_blocked = order[i];
+            return;
+        }
+}
+
+cd_layout cd_dnnl_blocked_layout(void) {
+    pthread_once(&g_blocked_once, blocked_init);
+    return g_blocked;
 }

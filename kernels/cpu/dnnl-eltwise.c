@@ -13,7 +13,7 @@ typedef struct {
 // Returns the number of steps or a negative error.
 static int eltwise_descs(const eltwise_priv *ep, int batch, dnnl_eltwise_desc_t desc[2]) {
     const cd_dnnl_tdesc *t = &ep->t;
-    if (t->c < 1 || t->h < 1 || t->w < 1 || t->layout > CD_LAYOUT_NCHW16C) return CD_EPARAMS;
+    if (t->c < 1 || t->h < 1 || t->w < 1 || !cd_layout_valid(t->layout)) return CD_EPARAMS;
     cd_dnnl_elt_step st[2];
     int n = cd_dnnl_act_steps(ep->act, st), rc;
     if (n < 0) return n;

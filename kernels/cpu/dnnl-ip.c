@@ -15,7 +15,7 @@ typedef struct {
 } ip_priv;
 
 static int ip_check(cd_dnnl_tdesc s, int k, cd_activation act) {
-    if (s.c < 1 || s.h < 1 || s.w < 1 || k < 1 || s.layout > CD_LAYOUT_NCHW16C) return CD_EPARAMS;
+    if (s.c < 1 || s.h < 1 || s.w < 1 || k < 1 || !cd_layout_valid(s.layout)) return CD_EPARAMS;
     cd_dnnl_elt_step st[2];
     return cd_dnnl_act_steps(act, st) < 0 ? CD_EPARAMS : 0;
 }

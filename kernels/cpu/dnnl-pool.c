@@ -16,7 +16,7 @@ static int pool_check(const cd_pool_desc *d, cd_layout l) {
     if (d->c < 1 || d->h < 1 || d->w < 1 || d->kh < 1 || d->kw < 1) return CD_EPARAMS;
     if (d->stride_h < 1 || d->stride_w < 1 || d->dil_h < 1 || d->dil_w < 1) return CD_EPARAMS;
     if (d->pad_t < 0 || d->pad_l < 0 || d->pad_b < 0 || d->pad_r < 0) return CD_EPARAMS;
-    if (l > CD_LAYOUT_NCHW16C || (d->kind != CD_POOL_MAX && d->kind != CD_POOL_AVG)) return CD_EPARAMS;
+    if (!cd_layout_valid(l) || (d->kind != CD_POOL_MAX && d->kind != CD_POOL_AVG)) return CD_EPARAMS;
     cd_pool_desc e = *d;
     cd_pool_out_dims(&e);
     if (e.oh < 1 || e.ow < 1 || e.oh != d->oh || e.ow != d->ow) return CD_EPARAMS;

@@ -48,7 +48,7 @@ static int reorder_exec(cd_dnnl_op *op, cd_dnnl_ctx *ctx, const cd_dnnl_prim *p,
 int cd_dnnl_reorder_create(cd_layout from, cd_layout to, int c, int h, int w,
                            int max_batch, cd_dnnl_op **out) {
     *out = NULL;
-    if (c < 1 || h < 1 || w < 1 || from > CD_LAYOUT_NCHW16C || to > CD_LAYOUT_NCHW16C)
+    if (c < 1 || h < 1 || w < 1 || !cd_layout_valid(from) || !cd_layout_valid(to))
         return CD_EPARAMS;
     cd_dnnl_op *op;
     int rc = cd_dnnl_op_alloc(max_batch, 1, &op);

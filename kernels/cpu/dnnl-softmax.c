@@ -11,7 +11,7 @@ typedef struct {
 
 static int softmax_desc(const softmax_priv *sp, int batch, dnnl_softmax_v2_desc_t *desc) {
     const cd_dnnl_tdesc *t = &sp->t;
-    if (sp->axis < 1 || sp->axis > 3 || t->layout > CD_LAYOUT_NCHW16C) return CD_EPARAMS;
+    if (sp->axis < 1 || sp->axis > 3 || !cd_layout_valid(t->layout)) return CD_EPARAMS;
     dnnl_memory_desc_t md;
     int rc = cd_dnnl_md_act(&md, batch, t->c, t->h, t->w, t->layout);
     if (rc) return rc;
@@ -40,7 +40,7 @@ static int softmax_exec(cd_dnnl_op *op, cd_dnnl_ctx *ctx, const cd_dnnl_prim *p,
 
 int cd_dnnl_softmax_create(cd_dnnl_tdesc t, int axis, int max_batch, cd_dnnl_op **out) {
     *out = NULL;
-    if (t.c < 1 || t.h < 1 || t.w < 1 || axis < 1 || axis > 3 || t.layout > CD_LAYOUT_NCHW16C)
+    if (t.c < 1 || t.h < 1 || t.w < 1 || axis < 1 || axis > 3 || !cd_layout_valid(t.layout))
         return CD_EPARAMS;
     cd_dnnl_op *op;
     int rc = cd_dnnl_op_alloc(max_batch, 1, &op);

@@ -20,11 +20,13 @@
 //    waits.
 //
 // Layouts (kernels/op-desc.h): CD_LAYOUT_NCHW is plain NCHW. CD_LAYOUT_NCHW16C
-// is oneDNN's nChw16c: [N][ceil(C/16)][H][W][16]; channels padded to a multiple
-// of 16. Size buffers with cd_dnnl_tensor_floats(). Padded channels of every
-// NCHW16C input must be zero; every operator here writes zeros into the padded
-// channels of an NCHW16C output (oneDNN's rule), so a chain of these operators
-// keeps that invariant by itself. Buffers need no particular alignment
+// and CD_LAYOUT_NCHW8C are oneDNN's nChw16c / nChw8c: [N][ceil(C/B)][H][W][B];
+// channels padded to a multiple of B. Size buffers with
+// cd_dnnl_tensor_floats(). Padded channels of every blocked input must be
+// zero; every operator here writes zeros into the padded channels of a blocked
+// output (oneDNN's rule), so a chain of these operators keeps that invariant
+// by itself. Which blocked layout is fast depends on the CPU:
+// cd_dnnl_blocked_layout(). Buffers need no particular alignment
 // (64-byte alignment is faster).
 //
 // Threads and sharing:
@@ -75,8 +77,25 @@ int cd_dnnl_set_threads(int n);
 // cd_dnnl_set_threads is called).
 int cd_dnnl_get_threads(void);
 
+// The blocked layout oneDNN's fast convolutions use on this CPU, decided once
+// by letting oneDNN choose the source layout of a 3x3 conv (format_tag::any)
+// and checking that it builds a kernel other than its reference loop there:
+// NCHW16C on AVX-512, NCHW8C on AVX2 (or under ONEDNN_MAX_CPU_ISA=AVX2); NCHW
+// when no blocked layout runs fast. An nChw16c conv on an AVX2-only CPU runs
+// oneDNN's reference loop, about 1000x slower than nChw8c there.
+cd_layout cd_dnnl_blocked_layout(void);
+
+// oneDNN's effective instruction set, e.g. "avx512_core", "avx2" (honours
+// ONEDNN_MAX_CPU_ISA).
+const char *cd_dnnl_isa(void);
+
+// 1 when a oneDNN implementation name (cd_dnnl_op_impl) is one of its
+// reference loops ("ref:any", ...), the slow last resort.
+int cd_dnnl_impl_is_reference(const char *impl);
+
 // Floats needed for an activation tensor of n x c x h x w in layout l
-// (NCHW16C pads c up to a multiple of 16). 0 for a bad layout.
+// (the blocked layouts pad c up to a multiple of their block). 0 for a bad
+// layout.
 size_t cd_dnnl_tensor_floats(cd_layout l, int n, int c, int h, int w);
 
 // ---- per-worker context --------------------------------------------------------

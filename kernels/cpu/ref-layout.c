@@ -49,8 +49,15 @@ void cd_ref_concat(int rank, int axis, int n, const int64_t *const *shapes,
 }
 
 size_t cd_layout_numel(cd_layout l, int n, int c, int h, int w) {
-    size_t cp = l == CD_LAYOUT_NCHW16C ? (size_t)(c + 15) / 16 * 16 : (size_t)c;
-    return (size_t)n * cp * (size_t)h * (size_t)w;
+    return (size_t)n * (size_t)cd_layout_padded_c(l, c) * (size_t)h * (size_t)w;
+}
+
+// Offset of element (n, ch, p) of an n x c x (h*w) tensor in layout l.
+static size_t layout_index(cd_layout l, size_t in, size_t ch, size_t p, size_t c, size_t hw) {
+    const size_t b = (size_t)cd_layout_block(l);
+    if (b <= 1) return (in * c + ch) * hw + p;
+    const size_t cb = (c + b - 1) / b;
+    return ((in * cb + ch / b) * hw + p) * b + ch % b;
 }
 
 void cd_ref_reorder(cd_layout from, cd_layout to, int n, int c, int h, int w,
@@ -59,17 +66,11 @@ void cd_ref_reorder(cd_layout from, cd_layout to, int n, int c, int h, int w,
         memcpy(dst, src, cd_layout_numel(from, n, c, h, w) * sizeof(float));
         return;
     }
-    const size_t hw = (size_t)h * w, cb = (size_t)(c + 15) / 16;
-    for (int in = 0; in < n; in++)
-        for (size_t b = 0; b < cb; b++)
+    const size_t hw = (size_t)h * w;
+    // Padding channels of a blocked destination are zero (oneDNN's rule).
+    if (to != CD_LAYOUT_NCHW) memset(dst, 0, cd_layout_numel(to, n, c, h, w) * sizeof(float));
+    for (size_t in = 0; in < (size_t)n; in++)
+        for (size_t ch = 0; ch < (size_t)c; ch++)
             for (size_t p = 0; p < hw; p++)
-                for (int j = 0; j < 16; j++) {
-                    size_t ch = b * 16 + j;
-                    size_t blk = (((size_t)in * cb + b) * hw + p) * 16 + j;
-                    if (from == CD_LAYOUT_NCHW) {
-                        dst[blk] = ch < (size_t)c ? src[((size_t)in * c + ch) * hw + p] : 0.0f;
-                    } else if (ch < (size_t)c) {
-                        dst[((size_t)in * c + ch) * hw + p] = src[blk];
-                    }
-                }
+                dst[layout_index(to, in, ch, p, (size_t)c, hw)] = src[layout_index(from, in, ch, p, (size_t)c, hw)];
 }

@@ -72,8 +72,9 @@ void cd_ref_transpose(int rank, const int64_t *shape, const int *perm,
 void cd_ref_concat(int rank, int axis, int n, const int64_t *const *shapes,
                    const float *const *srcs, float *dst);
 
-// Layout conversion between NCHW (n,c,h,w) and NCHW16C (channels padded to a
-// multiple of 16, blocks of 16 innermost). Padding channels are written as 0.
+// Layout conversion between any two layouts of kernels/op-desc.h (NCHW and
+// the blocked ones: channels padded to a multiple of the block, blocks
+// innermost). Padding channels are written as 0.
 void cd_ref_reorder(cd_layout from, cd_layout to, int n, int c, int h, int w,
                     const float *src, float *dst);
 // Elements of an n,c,h,w activation stored in layout l (padding included).

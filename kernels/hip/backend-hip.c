@@ -235,7 +235,7 @@ static size_t item_bytes(const cd_tdesc *t) {
     size_t n = 1;
     for (int i = t->is_const ? 0 : 1; i < t->rank; i++) {
         int64_t d = t->shape[i];
-        if (i == 1 && t->layout == CD_LAYOUT_NCHW16C) d = (d + 15) / 16 * 16;
+        if (i == 1) d = cd_layout_padded_c(t->layout, d);
         n *= (size_t)d;
     }
     return n * sizeof(float);
@@ -300,6 +300,11 @@ static bool hip_supports_op(cd_backend_t be, const cd_bop_desc *d) {
     case CD_BOP_REORDER:
         if (d->nsrc != 1) return false;
         if (d->src[0].layout == d->dst.layout) return true;
+        // The reorder kernel (reorder.hip) knows NCHW and NCHW16C.
+        for (int i = 0; i < 2; i++) {
+            cd_layout l = i ? d->dst.layout : d->src[0].layout;
+            if (l != CD_LAYOUT_NCHW && l != CD_LAYOUT_NCHW16C) return false;
+        }
         return d->src[0].rank == 4;
     case CD_BOP_CONV2D: {
         const cd_conv_desc *c = &d->u.conv;

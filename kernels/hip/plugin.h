@@ -28,7 +28,8 @@ extern "C" {
 // 2: the plugin also creates backends (CD_HIP_PLUGIN_BACKEND_SYMBOL), whose
 // vtable is struct cd_backend_i of runtime/backend.h: a plugin must come from
 // the same source tree as the daemon that loads it.
-#define CD_HIP_PLUGIN_ABI 2
+// 3: struct cd_backend_i gained blocked_layout; cd_layout gained NCHW8C.
+#define CD_HIP_PLUGIN_ABI 3
 #define CD_HIP_PLUGIN_ABI_SYMBOL "cd_hip_plugin_abi"
 #define CD_HIP_PLUGIN_PROBE_SYMBOL "cd_hip_plugin_probe"
 #define CD_HIP_PLUGIN_BACKEND_SYMBOL "cd_hip_plugin_backend_create"

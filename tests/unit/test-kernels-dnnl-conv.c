@@ -81,7 +81,7 @@ static void conv_case(cd_conv_desc d, cd_layout sl, cd_layout dl, int batch, int
     free(w); free(bias); free(src); free(res); free(ref); free(s_l); free(dst); free(r_l); free(out);
 }
 
-static cd_layout rand_layout(void) { return (cd_layout)cd_test_randi(0, 1); }
+static cd_layout rand_layout(void) { return tk_rand_layout(); }
 
 CD_TEST(dnnl_conv_random_shapes_both_layouts) {
     for (int i = 0; i < 12; i++)
@@ -98,7 +98,8 @@ CD_TEST(dnnl_conv_kernel_1_3_5_7_stride_1_2) {
             d.h = cd_test_randi(ks[i], ks[i] + 9);
             d.w = cd_test_randi(ks[i], ks[i] + 9);
             d.pad_t = d.pad_b = d.pad_l = d.pad_r = ks[i] / 2;
-            conv_case(d, CD_LAYOUT_NCHW16C, CD_LAYOUT_NCHW16C, cd_test_randi(1, 3), 0);
+            cd_layout l = tk_rand_blocked();
+            conv_case(d, l, l, cd_test_randi(1, 3), 0);
         }
 }
 
@@ -149,7 +150,8 @@ CD_TEST(dnnl_conv_c_not_multiple_of_16) {
         cd_conv_desc d = rand_conv(3, 1);
         d.c = 16 * cd_test_randi(0, 2) + cd_test_randi(1, 15);
         d.k = 16 * cd_test_randi(0, 2) + cd_test_randi(1, 15);
-        conv_case(d, CD_LAYOUT_NCHW16C, CD_LAYOUT_NCHW16C, cd_test_randi(1, 4), 0);
+        cd_layout l = tk_rand_blocked();
+        conv_case(d, l, l, cd_test_randi(1, 4), 0);
     }
 }
 
@@ -168,7 +170,7 @@ CD_TEST(dnnl_conv_every_activation_16c_padding_stays_zero) {
         d.k = 16 * cd_test_randi(0, 1) + cd_test_randi(1, 15); // padded output channels
         d.act = tk_act((cd_act)a);
         d.has_residual = 0;
-        conv_case(d, rand_layout(), CD_LAYOUT_NCHW16C, cd_test_randi(1, 3), 0);
+        conv_case(d, rand_layout(), tk_rand_blocked(), cd_test_randi(1, 3), 0);
         d.act = tk_act((cd_act)a);
         conv_case(d, rand_layout(), CD_LAYOUT_NCHW, cd_test_randi(1, 3), 0);
     }
@@ -199,7 +201,7 @@ CD_TEST(dnnl_conv_first_layer_nchw_to_16c) {
     d.pad_t = d.pad_l = d.pad_b = d.pad_r = 3;
     d.h = cd_test_randi(20, 40); d.w = cd_test_randi(20, 40);
     d.act = tk_act(CD_ACT_RELU);
-    conv_case(d, CD_LAYOUT_NCHW, CD_LAYOUT_NCHW16C, cd_test_randi(1, 2), 0);
+    conv_case(d, CD_LAYOUT_NCHW, tk_rand_blocked(), cd_test_randi(1, 2), 0);
 }
 
 // One op, every batch size 1..9 in random order: the lazily built primitives
@@ -310,7 +312,41 @@ CD_TEST(dnnl_conv_bad_desc_eparams) {
     CHECK_EQ(cd_dnnl_conv_create(&bad, CD_LAYOUT_NCHW, CD_LAYOUT_NCHW, 1, w, NULL, &op), CD_EPARAMS);
     CHECK_EQ(cd_dnnl_conv_create(&d, CD_LAYOUT_NCHW, CD_LAYOUT_NCHW, 0, w, NULL, &op), CD_EPARAMS);
     CHECK_EQ(cd_dnnl_conv_supports(&d, CD_LAYOUT_NCHW16C, CD_LAYOUT_NCHW16C), 1);
+    CHECK_EQ(cd_dnnl_conv_supports(&d, CD_LAYOUT_NCHW8C, CD_LAYOUT_NCHW8C), 1);
+    CHECK_EQ(cd_dnnl_conv_supports(&d, (cd_layout)CD_LAYOUT_COUNT, CD_LAYOUT_NCHW), 0);
     CHECK_EQ(cd_dnnl_set_threads(0), CD_EPARAMS);
     CHECK_EQ(cd_dnnl_set_threads(2), 0);
     CHECK_EQ(cd_dnnl_get_threads(), 2);
+}
+
+// The blocked layout chosen for this CPU is the one oneDNN runs with a jit
+// kernel: nChw16c where its ISA is AVX-512, nChw8c on AVX2 (on an AVX-512
+// machine under ONEDNN_MAX_CPU_ISA=AVX2 too), and a ResNet-shaped 3x3 and 1x1
+// conv in it never lands on oneDNN's reference loop.
+CD_TEST(dnnl_blocked_layout_follows_the_cpu) {
+    const cd_layout l = cd_dnnl_blocked_layout();
+    const char *isa = cd_dnnl_isa();
+    printf("  oneDNN ISA %s -> %s\n", isa, cd_layout_name(l));
+    if (strncmp(isa, "avx512", 6) == 0) CHECK_EQ(l, CD_LAYOUT_NCHW16C);
+    else if (strncmp(isa, "avx2", 4) == 0 || strncmp(isa, "avx", 3) == 0 || strncmp(isa, "sse41", 5) == 0)
+        CHECK_EQ(l, CD_LAYOUT_NCHW8C);
+    CHECK(l != CD_LAYOUT_NCHW);
+    for (int k = 1; k <= 3; k += 2) {
+        cd_conv_desc d = {.n = 1, .c = 96, .h = 20, .w = 20, .k = 64, .r = k, .s = k, .stride_h = 1,
+                          .stride_w = 1, .pad_t = k / 2, .pad_l = k / 2, .pad_b = k / 2, .pad_r = k / 2,
+                          .dil_h = 1, .dil_w = 1, .groups = 1};
+        cd_conv_out_dims(&d);
+        size_t wn = (size_t)d.k * d.c * k * k;
+        float *w = tk_rand_buf(wn, -1, 1);
+        cd_dnnl_op *op = NULL;
+        CHECK_EQ(cd_dnnl_conv_create(&d, l, l, 1, w, NULL, &op), 0);
+        const char *impl = cd_dnnl_op_impl(op, 1);
+        printf("  %dx%d conv in %s: %s\n", k, k, cd_layout_name(l), impl);
+        CHECK(!cd_dnnl_impl_is_reference(impl));
+        cd_dnnl_op_free(op);
+        free(w);
+    }
+    CHECK(cd_dnnl_impl_is_reference("ref:any"));
+    CHECK(!cd_dnnl_impl_is_reference("jit:avx2"));
+    CHECK(!cd_dnnl_impl_is_reference("jit_1x1:avx512_core"));
 }

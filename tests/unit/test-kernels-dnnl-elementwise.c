@@ -33,7 +33,7 @@ static void binary_case(cd_dnnl_binary_kind kind, cd_dnnl_tdesc a, cd_dnnl_tdesc
 
 static cd_dnnl_tdesc rand_t(void) {
     return (cd_dnnl_tdesc){cd_test_randi(1, 40), cd_test_randi(1, 9), cd_test_randi(1, 9),
-                           (cd_layout)cd_test_randi(0, 1), 0};
+                           tk_rand_layout(), 0};
 }
 
 CD_TEST(dnnl_binary_add_same_shape_residual_relu) {
@@ -47,7 +47,7 @@ CD_TEST(dnnl_binary_add_same_shape_residual_relu) {
 // blocked.
 CD_TEST(dnnl_binary_mul_broadcast_se_scale) {
     for (int i = 0; i < 8; i++) {
-        cd_dnnl_tdesc a = rand_t(), b = {a.c, 1, 1, (cd_layout)cd_test_randi(0, 1), 0};
+        cd_dnnl_tdesc a = rand_t(), b = {a.c, 1, 1, tk_rand_layout(), 0};
         binary_case(CD_DNNL_MUL, a, b, tk_act(CD_ACT_NONE), cd_test_randi(1, 9), 0);
     }
 }
@@ -68,7 +68,7 @@ CD_TEST(dnnl_binary_every_activation_in_place_c_not_multiple_of_16) {
     for (int k = CD_ACT_NONE; k <= CD_ACT_LEAKYRELU; k++) {
         cd_dnnl_tdesc a = rand_t();
         a.c = 16 * cd_test_randi(0, 2) + cd_test_randi(1, 15);
-        a.layout = CD_LAYOUT_NCHW16C;
+        a.layout = tk_rand_blocked();
         binary_case(CD_DNNL_ADD, a, a, tk_act((cd_act)k), cd_test_randi(1, 4), k % 2);
     }
 }
@@ -117,7 +117,7 @@ CD_TEST(dnnl_eltwise_hardsigmoid_in_place_c_not_multiple_of_16) {
     for (int i = 0; i < 4; i++) {
         cd_dnnl_tdesc t = rand_t();
         t.c = 16 * cd_test_randi(0, 2) + cd_test_randi(1, 15);
-        t.layout = CD_LAYOUT_NCHW16C;
+        t.layout = tk_rand_blocked();
         eltwise_case(t, tk_act(CD_ACT_HARDSIGMOID), cd_test_randi(1, 9), 1);
     }
 }

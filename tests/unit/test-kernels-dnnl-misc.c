@@ -3,18 +3,20 @@
 
 #include "tests/unit/test-kernels-util.h"
 
-CD_TEST(dnnl_reorder_round_trip_c_not_multiple_of_16_odd_width) {
+CD_TEST(dnnl_reorder_round_trip_16c_8c_c_not_multiple_of_block_odd_width) {
     for (int i = 0; i < 6; i++) {
         int c = cd_test_randi(1, 50), h = cd_test_randi(1, 9), w = 2 * cd_test_randi(0, 6) + 1;
         int batch = cd_test_randi(1, 9);
+        const cd_layout bl = i % 2 ? CD_LAYOUT_NCHW16C : CD_LAYOUT_NCHW8C;
         cd_dnnl_op *to16, *back;
-        CHECK(cd_dnnl_reorder_supports(CD_LAYOUT_NCHW, CD_LAYOUT_NCHW16C, c, h, w));
-        CHECK_EQ(cd_dnnl_reorder_create(CD_LAYOUT_NCHW, CD_LAYOUT_NCHW16C, c, h, w, 9, &to16), 0);
-        CHECK_EQ(cd_dnnl_reorder_create(CD_LAYOUT_NCHW16C, CD_LAYOUT_NCHW, c, h, w, 9, &back), 0);
-        size_t n = (size_t)batch * c * h * w, n16 = cd_dnnl_tensor_floats(CD_LAYOUT_NCHW16C, batch, c, h, w);
-        CHECK_EQ(n16, cd_layout_numel(CD_LAYOUT_NCHW16C, batch, c, h, w));
+        CHECK(cd_dnnl_reorder_supports(CD_LAYOUT_NCHW, bl, c, h, w));
+        CHECK_EQ(cd_dnnl_reorder_create(CD_LAYOUT_NCHW, bl, c, h, w, 9, &to16), 0);
+        CHECK_EQ(cd_dnnl_reorder_create(bl, CD_LAYOUT_NCHW, c, h, w, 9, &back), 0);
+        size_t n = (size_t)batch * c * h * w, n16 = cd_dnnl_tensor_floats(bl, batch, c, h, w);
+        CHECK_EQ(n16, cd_layout_numel(bl, batch, c, h, w));
+        CHECK_EQ(n16, (size_t)batch * ((c + cd_layout_block(bl) - 1) / cd_layout_block(bl) * cd_layout_block(bl)) * h * w);
         float *src = tk_rand_buf(n, -1, 1), *mid = tk_rand_buf(n16, 5, 6), *out = tk_alloc(n);
-        float *ref16 = tk_to_layout(CD_LAYOUT_NCHW16C, batch, c, h, w, src);
+        float *ref16 = tk_to_layout(bl, batch, c, h, w, src);
         cd_dnnl_ctx *ctx;
         CHECK_EQ(cd_dnnl_ctx_create(&ctx), 0);
         const float *s1[1] = {src}, *s2[1] = {mid};
@@ -62,7 +64,7 @@ CD_TEST(dnnl_ip_fc_head_every_activation) {
 CD_TEST(dnnl_ip_flatten_from_nchw16c_c_not_multiple_of_16) {
     for (int i = 0; i < 4; i++) {
         cd_dnnl_tdesc s = {16 * cd_test_randi(0, 2) + cd_test_randi(1, 15), cd_test_randi(1, 4),
-                           cd_test_randi(1, 4), CD_LAYOUT_NCHW16C, 0};
+                           cd_test_randi(1, 4), tk_rand_blocked(), 0};
         ip_case(s, cd_test_randi(1, 40), 1, tk_act(CD_ACT_NONE), cd_test_randi(1, 9));
     }
 }
@@ -71,7 +73,7 @@ CD_TEST(dnnl_concat_channels_mixed_layouts) {
     for (int it = 0; it < 6; it++) {
         int n = cd_test_randi(2, 4), h = cd_test_randi(1, 7), w = cd_test_randi(1, 7);
         int batch = cd_test_randi(1, 9), axis = it % 3 == 2 ? cd_test_randi(2, 3) : 1;
-        cd_layout dl = (cd_layout)cd_test_randi(0, 1);
+        cd_layout dl = tk_rand_layout();
         cd_dnnl_tdesc t[4];
         int64_t shp[4][4];
         const int64_t *shapes[4];
@@ -81,7 +83,7 @@ CD_TEST(dnnl_concat_channels_mixed_layouts) {
             t[i] = (cd_dnnl_tdesc){axis == 1 ? cd_test_randi(1, 20) : c0,
                                    axis == 2 ? cd_test_randi(1, 5) : h,
                                    axis == 3 ? cd_test_randi(1, 5) : w,
-                                   axis == 1 ? (cd_layout)cd_test_randi(0, 1) : dl, 0};
+                                   axis == 1 ? tk_rand_layout() : dl, 0};
             tot += axis == 1 ? t[i].c : axis == 2 ? t[i].h : t[i].w;
             int64_t sh[4] = {batch, t[i].c, t[i].h, t[i].w};
             memcpy(shp[i], sh, sizeof sh);

@@ -55,14 +55,14 @@ static int pool_case(cd_pool_desc d, cd_layout l, int batch) {
 
 CD_TEST(dnnl_pool_max_random_both_layouts) {
     for (int i = 0; i < 10; i++)
-        CHECK(pool_case(rand_pool(CD_POOL_MAX), (cd_layout)(i % 2), cd_test_randi(1, 9)));
+        CHECK(pool_case(rand_pool(CD_POOL_MAX), (cd_layout)(i % CD_LAYOUT_COUNT), cd_test_randi(1, 9)));
 }
 
 CD_TEST(dnnl_pool_avg_asymmetric_pads_include_and_exclude) {
     for (int i = 0; i < 10; i++) {
         cd_pool_desc d = rand_pool(CD_POOL_AVG);
         d.count_include_pad = i % 2;
-        CHECK(pool_case(d, (cd_layout)(i / 2 % 2), cd_test_randi(1, 9)));
+        CHECK(pool_case(d, (cd_layout)(i / 2 % CD_LAYOUT_COUNT), cd_test_randi(1, 9)));
     }
 }
 
@@ -73,7 +73,7 @@ CD_TEST(dnnl_pool_max_dilation) {
         d.dil_w = cd_test_randi(1, 3);
         d.h += 2 * d.dil_h * d.kh;
         d.w += 2 * d.dil_w * d.kw;
-        CHECK(pool_case(d, (cd_layout)(i % 2), cd_test_randi(1, 4)));
+        CHECK(pool_case(d, (cd_layout)(i % CD_LAYOUT_COUNT), cd_test_randi(1, 4)));
     }
 }
 
@@ -89,7 +89,7 @@ CD_TEST(dnnl_pool_ceil_mode) {
         d.pad_t = d.pad_b = d.pad_l = d.pad_r = 0;
         d.h = 2 * cd_test_randi(2, 8); // even: the ceil window overhangs
         d.w = 2 * cd_test_randi(2, 8);
-        built += pool_case(d, (cd_layout)(i / 2 % 2), cd_test_randi(1, 3));
+        built += pool_case(d, (cd_layout)(i / 2 % CD_LAYOUT_COUNT), cd_test_randi(1, 3));
     }
     CHECK(built >= 8); // every MAX and every exclude-pad AVG case
 }
@@ -102,7 +102,7 @@ CD_TEST(dnnl_pool_global_avg_c_not_multiple_of_16) {
         d.h = d.kh = cd_test_randi(1, 9);
         d.w = d.kw = cd_test_randi(1, 9);
         d.stride_h = d.stride_w = d.dil_h = d.dil_w = 1;
-        CHECK(pool_case(d, (cd_layout)(i % 2), cd_test_randi(1, 9)));
+        CHECK(pool_case(d, (cd_layout)(i % CD_LAYOUT_COUNT), cd_test_randi(1, 9)));
     }
 }
 

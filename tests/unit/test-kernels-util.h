@@ -2,8 +2,8 @@
 #define CD_TESTS_UNIT_TEST_KERNELS_UTIL_H
 
 // Helpers shared by tests/unit/test-kernels-*.c: random data and shapes,
-// layout round trips through the reference reorder, and checks that NCHW16C
-// channel padding is zero.
+// layout round trips through the reference reorder, and checks that the
+// channel padding of the blocked layouts is zero.
 
 #include "kernels/cpu/dnnl.h"
 #include "kernels/cpu/ref.h"
@@ -54,23 +54,29 @@ static inline float *tk_from_layout(cd_layout l, int n, int c, int h, int w, con
     return dst;
 }
 
-// Fails unless every padded channel of an NCHW16C tensor is exactly zero.
+// Fails unless every padded channel of a blocked tensor is exactly zero.
 static inline void tk_check_padding_zero(cd_layout l, int n, int c, int h, int w, const float *t) {
-    if (l != CD_LAYOUT_NCHW16C || c % 16 == 0) return;
-    int cb = (c + 15) / 16;
+    const int bs = cd_layout_block(l);
+    if (bs <= 1 || c % bs == 0) return;
+    int cb = (c + bs - 1) / bs;
     for (int b = 0; b < n; b++)
         for (int y = 0; y < h; y++)
             for (int x = 0; x < w; x++)
-                for (int ci = c; ci < cb * 16; ci++) {
-                    size_t i = ((((size_t)b * cb + ci / 16) * h + y) * w + x) * 16 + ci % 16;
+                for (int ci = c; ci < cb * bs; ci++) {
+                    size_t i = ((((size_t)b * cb + ci / bs) * h + y) * w + x) * bs + ci % bs;
                     if (t[i] != 0.0f)
-                        CD_CHECK_FAIL_("padded channel %d of [%d,%d,%d] is %g, not 0", ci, b, y, x,
-                                       (double)t[i]);
+                        CD_CHECK_FAIL_("padded channel %d of [%d,%d,%d] (%s) is %g, not 0", ci, b, y, x,
+                                       cd_layout_name(l), (double)t[i]);
                 }
 }
 
-static inline const char *tk_layout_name(cd_layout l) {
-    return l == CD_LAYOUT_NCHW ? "NCHW" : "NCHW16C";
+static inline const char *tk_layout_name(cd_layout l) { return cd_layout_name(l); }
+
+// Any layout; any blocked layout (both are tested on every CPU: the one
+// oneDNN does not run fast here still has to be right).
+static inline cd_layout tk_rand_layout(void) { return (cd_layout)cd_test_randi(0, CD_LAYOUT_COUNT - 1); }
+static inline cd_layout tk_rand_blocked(void) {
+    return cd_test_randi(0, 1) ? CD_LAYOUT_NCHW16C : CD_LAYOUT_NCHW8C;
 }
 
 #endif // CD_TESTS_UNIT_TEST_KERNELS_UTIL_H

@@ -190,22 +190,34 @@ CD_TEST(ref_concat_axis_random) {
     free(y);
 }
 
-CD_TEST(ref_reorder_round_trip_c_not_multiple_of_16) {
-    int n = cd_test_randi(1, 3), c = cd_test_randi(1, 40), h = cd_test_randi(1, 6), w = cd_test_randi(1, 6);
-    if (c % 16 == 0) c++;
-    size_t plain = (size_t)n * c * h * w, blocked = cd_layout_numel(CD_LAYOUT_NCHW16C, n, c, h, w);
-    CHECK_EQ(blocked, (size_t)n * ((c + 15) / 16 * 16) * h * w);
-    float *x = rbuf(plain), *b = rbuf(blocked), *y = zbuf(plain);
-    cd_ref_reorder(CD_LAYOUT_NCHW, CD_LAYOUT_NCHW16C, n, c, h, w, x, b);
-    // nChw16c index of (n, ch, hh, ww) and zero padding.
-    for (int in = 0; in < n; in++)
-        for (int ch = 0; ch < (c + 15) / 16 * 16; ch++)
-            for (int p = 0; p < h * w; p++) {
-                size_t bi = (((size_t)in * ((c + 15) / 16) + ch / 16) * h * w + p) * 16 + ch % 16;
-                float want = ch < c ? x[((size_t)in * c + ch) * h * w + p] : 0.0f;
-                CHECK(b[bi] == want);
-            }
-    cd_ref_reorder(CD_LAYOUT_NCHW16C, CD_LAYOUT_NCHW, n, c, h, w, b, y);
-    CHECK_CLOSE_F32(y, x, plain, 0);
-    free(x), free(b), free(y);
+CD_TEST(ref_reorder_round_trip_16c_8c_c_not_multiple_of_block) {
+    const cd_layout ls[2] = {CD_LAYOUT_NCHW16C, CD_LAYOUT_NCHW8C};
+    for (int li = 0; li < 2; li++) {
+        const cd_layout l = ls[li];
+        const int bs = cd_layout_block(l);
+        int n = cd_test_randi(1, 3), c = cd_test_randi(1, 40), h = cd_test_randi(1, 6), w = cd_test_randi(1, 6);
+        if (c % bs == 0) c++;
+        const int cb = (c + bs - 1) / bs;
+        size_t plain = (size_t)n * c * h * w, blocked = cd_layout_numel(l, n, c, h, w);
+        CHECK_EQ(blocked, (size_t)n * cb * bs * h * w);
+        float *x = rbuf(plain), *b = rbuf(blocked), *y = zbuf(plain);
+        cd_ref_reorder(CD_LAYOUT_NCHW, l, n, c, h, w, x, b);
+        // nChw{bs}c index of (n, ch, hh, ww) and zero padding.
+        for (int in = 0; in < n; in++)
+            for (int ch = 0; ch < cb * bs; ch++)
+                for (int p = 0; p < h * w; p++) {
+                    size_t bi = (((size_t)in * cb + ch / bs) * h * w + p) * bs + ch % bs;
+                    float want = ch < c ? x[((size_t)in * c + ch) * h * w + p] : 0.0f;
+                    CHECK(b[bi] == want);
+                }
+        cd_ref_reorder(l, CD_LAYOUT_NCHW, n, c, h, w, b, y);
+        CHECK_CLOSE_F32(y, x, plain, 0);
+        // Blocked to the other blocked layout and back.
+        const cd_layout o = ls[1 - li];
+        float *z = rbuf(cd_layout_numel(o, n, c, h, w)), *b2 = rbuf(blocked);
+        cd_ref_reorder(l, o, n, c, h, w, b, z);
+        cd_ref_reorder(o, l, n, c, h, w, z, b2);
+        CHECK_CLOSE_F32(b2, b, blocked, 0);
+        free(x), free(b), free(y), free(z), free(b2);
+    }
 }

@@ -2,6 +2,7 @@
 // kernel it picks: oneDNN, own depthwise, reference) against the reference
 // kernels, on fresh random shapes, in every layout the backend accepts.
 
+#include "kernels/cpu/dnnl.h"
 #include "kernels/cpu/ref.h"
 #include "proto/errors.h"
 #include "runtime/backend.h"
@@ -32,7 +33,7 @@ static cd_tdesc td(int rank, const int64_t *shape, cd_layout l) {
 }
 
 // Prepares d on be, runs it on batch items of the NCHW host data srcs, and
-// returns dst in NCHW. Converts to/from NCHW16C where d asks for it.
+// returns dst in NCHW. Converts to/from a blocked layout where d asks for it.
 static void run_op(cd_backend_t be, const cd_bop_desc *d, int batch, float *const *srcs, float *dst) {
     cd_op_state *st = NULL;
     int rc = cd_backend_op_init(be, d, &st);
@@ -50,8 +51,8 @@ static void run_op(cd_backend_t be, const cd_bop_desc *d, int batch, float *cons
         if (!t->is_const) bt[i].shape[0] = batch;
         size_t bytes = cd_tdesc_item_bytes(t) * (t->is_const ? 1 : (size_t)batch);
         CHECK_EQ(cd_backend_buffer_alloc(be, bytes, &bufs[i]), 0);
-        if (t->layout == CD_LAYOUT_NCHW16C)
-            cd_ref_reorder(CD_LAYOUT_NCHW, CD_LAYOUT_NCHW16C, batch, (int)t->shape[1], (int)t->shape[2], (int)t->shape[3],
+        if (t->layout != CD_LAYOUT_NCHW)
+            cd_ref_reorder(CD_LAYOUT_NCHW, t->layout, batch, (int)t->shape[1], (int)t->shape[2], (int)t->shape[3],
                            srcs[i], bufs[i]);
         else
             memcpy(bufs[i], srcs[i], numel(t, batch) * sizeof(float));
@@ -66,8 +67,8 @@ static void run_op(cd_backend_t be, const cd_bop_desc *d, int batch, float *cons
     rc = cd_backend_op_run(be, d->op, ctx, st, batch, bp, &out);
     if (rc) CD_CHECK_FAIL_("run(%s, kernel %s) failed: %s", cd_bop_name(d->op), cd_backend_op_kernel(be, st), cd_strerror(rc));
     CHECK_EQ(cd_backend_synchronize(be, ctx), 0);
-    if (d->dst.layout == CD_LAYOUT_NCHW16C)
-        cd_ref_reorder(CD_LAYOUT_NCHW16C, CD_LAYOUT_NCHW, batch, (int)d->dst.shape[1], (int)d->dst.shape[2],
+    if (d->dst.layout != CD_LAYOUT_NCHW)
+        cd_ref_reorder(d->dst.layout, CD_LAYOUT_NCHW, batch, (int)d->dst.shape[1], (int)d->dst.shape[2],
                        (int)d->dst.shape[3], obuf, dst);
     else
         memcpy(dst, obuf, numel(&d->dst, batch) * sizeof(float));
@@ -77,14 +78,15 @@ static void run_op(cd_backend_t be, const cd_bop_desc *d, int batch, float *cons
     cd_backend_op_state_free(be, st);
 }
 
-// Picks NCHW16C for every 4-D activation when the backend supports that
-// (half the time), NCHW otherwise.
+// Picks a blocked layout (NCHW16C or NCHW8C) for every 4-D activation when
+// the backend supports that (two times in three), NCHW otherwise.
 static void pick_layout(cd_backend_t be, cd_bop_desc *d) {
-    if (cd_test_randi(0, 1) && d->dst.rank == 4) {
+    const cd_layout l = (cd_layout)cd_test_randi(0, CD_LAYOUT_COUNT - 1);
+    if (l != CD_LAYOUT_NCHW && d->dst.rank == 4) {
         cd_bop_desc t = *d;
-        t.dst.layout = CD_LAYOUT_NCHW16C;
+        t.dst.layout = l;
         for (int i = 0; i < t.nsrc; i++)
-            if (!t.src[i].is_const && t.src[i].rank == 4) t.src[i].layout = CD_LAYOUT_NCHW16C;
+            if (!t.src[i].is_const && t.src[i].rank == 4) t.src[i].layout = l;
         if (cd_backend_supports_op(be, &t)) {
             *d = t;
             return;
@@ -400,8 +402,10 @@ CD_TEST(backend_transpose_vs_ref) {
     cd_backend_free(be);
 }
 
-CD_TEST(backend_reorder_both_directions_c_not_multiple_of_16) {
+CD_TEST(backend_reorder_both_directions_c_not_multiple_of_block) {
     cd_backend_t be = cpu();
+    for (int rep = 0; rep < 2; rep++) {
+    const cd_layout bl = rep ? CD_LAYOUT_NCHW8C : CD_LAYOUT_NCHW16C;
     int c = cd_test_randi(1, 50), h = cd_test_randi(1, 7), w = cd_test_randi(1, 7), batch = cd_test_randi(1, 3);
     int64_t s[4] = {1, c, h, w};
     cd_bop_desc d;
@@ -410,18 +414,19 @@ CD_TEST(backend_reorder_both_directions_c_not_multiple_of_16) {
     d.max_batch = batch;
     d.nsrc = 1;
     d.src[0] = td(4, s, CD_LAYOUT_NCHW);
-    d.dst = td(4, s, CD_LAYOUT_NCHW16C);
+    d.dst = td(4, s, bl);
     CHECK(cd_backend_supports_op(be, &d));
     size_t n = (size_t)batch * c * h * w;
     float *x = rbuf(n), *got = calloc(n, 4);
-    run_op(be, &d, batch, &x, got); // NCHW -> 16C on the backend, back by the reference
+    run_op(be, &d, batch, &x, got); // NCHW -> blocked on the backend, back by the reference
     CHECK_CLOSE_F32(got, x, n, 0);
-    d.src[0].layout = CD_LAYOUT_NCHW16C;
+    d.src[0].layout = bl;
     d.dst.layout = CD_LAYOUT_NCHW;
     memset(got, 0, n * 4);
-    run_op(be, &d, batch, &x, got); // to 16C by the reference, back on the backend
+    run_op(be, &d, batch, &x, got); // to blocked by the reference, back on the backend
     CHECK_CLOSE_F32(got, x, n, 0);
     free(x), free(got);
+    }
     cd_backend_free(be);
 }
 
@@ -440,6 +445,7 @@ CD_TEST(backend_ref_only_mode_keeps_nchw) {
     int64_t s[4] = {1, 16, 8, 8};
     d.src[0] = d.dst = td(4, s, CD_LAYOUT_NCHW16C);
     CHECK(!cd_backend_supports_op(be, &d));
+    CHECK_EQ(cd_backend_blocked_layout(be), CD_LAYOUT_NCHW);
     d.src[0].layout = d.dst.layout = CD_LAYOUT_NCHW;
     CHECK(cd_backend_supports_op(be, &d));
     float w[16 * 16 * 9] = {0};
@@ -452,5 +458,19 @@ CD_TEST(backend_ref_only_mode_keeps_nchw) {
     char err[128];
     CHECK_EQ(cd_backend_create("tpu", &other, err, sizeof err), CD_EUNSUPPORTED);
     CHECK(strstr(err, "tpu") != NULL);
+    cd_backend_free(be);
+}
+
+// The CPU backend's blocked layout is oneDNN's choice for this CPU, and the
+// names of reference kernels are recognised.
+CD_TEST(backend_cpu_blocked_layout_is_the_cpu_choice) {
+    cd_backend_t be = cpu();
+    CHECK_EQ(cd_backend_blocked_layout(be), cd_dnnl_blocked_layout());
+    CHECK(cd_backend_blocked_layout(be) != CD_LAYOUT_NCHW);
+    CHECK(cd_backend_kernel_is_reference("ref"));
+    CHECK(cd_backend_kernel_is_reference("dnnl:ref:any"));
+    CHECK(!cd_backend_kernel_is_reference("dnnl:jit:avx2"));
+    CHECK(!cd_backend_kernel_is_reference("sparse:csr:avx2:plane"));
+    CHECK(!cd_backend_kernel_is_reference(NULL));
     cd_backend_free(be);
 }
