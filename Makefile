@@ -305,8 +305,9 @@ endif
 # ==== end of HIP ===============================================================
 
 # The whole suite: C unit tests (each forked, with a timeout) and the
-# integration tests (real daemon, real socket), all driven by pytest so the run
-# ends with one summary line.
+# integration tests (real daemon, real socket), all driven by pytest; on an
+# AVX-512 CPU tests/run adds a pass of the kernel and model tests capped at
+# AVX2, and ends with one line adding up both passes.
 # Benchmarks (not part of `make all`): `make bench`. Each program in bench/
 # gets its own link line below and joins the bench target.
 $(BUILD)/obj/bench/%.o: CFLAGS += $(OMP_FLAGS)
@@ -340,7 +341,7 @@ $(BUILD)/bin/pingpong: $(BUILD)/obj/bench/pingpong.o
 bench: $(BUILD)/bin/pingpong
 
 test: all
-	CONVD_BUILD=$(BUILD) $(PYTHON) -m pytest -q tests
+	CONVD_BUILD=$(BUILD) PYTHON=$(PYTHON) tests/run
 
 # libFuzzer target for proto/'s reader (needs clang; never part of `make` or CI):
 #   make fuzz && mkdir -p /tmp/corpus && build/bin/fuzz-rpc-reader -max_total_time=60 /tmp/corpus tests/fuzz/corpus

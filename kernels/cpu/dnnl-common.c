@@ -45,7 +45,8 @@ dnnl_engine_t cd_dnnl_engine(void) { return g_engine; }
 
 const char *cd_dnnl_isa(void) {
     if (cd_dnnl_init()) return "none";
-    return dnnl_cpu_isa2str(dnnl_get_effective_cpu_isa());
+    const char *s = dnnl_cpu_isa2str(dnnl_get_effective_cpu_isa()); // "cpu_isa_avx2"
+    return strncmp(s, "cpu_isa_", 8) == 0 ? s + 8 : s;
 }
 
 int cd_dnnl_impl_is_reference(const char *impl) {

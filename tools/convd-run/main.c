@@ -377,6 +377,12 @@ int main(int argc, char **argv) {
                    "\"zero_params\": %lld, \"nlayers\": %d, \"max_batch\": %d, \"device_bytes\": %lld}",
                 (long long)s.params, (long long)s.flops, (long long)s.weight_bytes, (long long)s.activation_bytes,
                 (long long)s.zero_params, s.nlayers, s.max_batch, (long long)s.device_bytes);
+        cd_cpu_info ci;
+        cd_runtime_cpu_info(&ci);
+        fprintf(f, ", \"device\": \"%s\", \"layout\": \"%s\", \"cpu\": {\"kernels_isa\": \"%s\", "
+                   "\"kernels_capped\": %s, \"dnnl_isa\": \"%s\", \"layout\": \"%s\", \"block\": %d}",
+                cd_model_device(m), cd_model_layout(m), ci.kernels_isa, ci.kernels_capped ? "true" : "false",
+                ci.dnnl_isa, ci.layout, ci.block);
         fprintf(f, ", \"outputs\": [");
         for (int i = 0; i < no; i++) {
             const cd_io_desc *d = cd_model_output(m, i);
@@ -404,6 +410,9 @@ int main(int argc, char **argv) {
                 json_str(f, li.op);
                 fprintf(f, ", \"kernel\": ");
                 json_str(f, li.kernel);
+                fprintf(f, ", \"layout\": ");
+                json_str(f, li.layout);
+                fprintf(f, ", \"reference\": %s", li.reference ? "true" : "false");
                 fprintf(f, ", \"in_shape\": ");
                 print_shape(f, li.in_rank, li.in_shape, 1);
                 fprintf(f, ", \"out_shape\": ");
@@ -425,7 +434,10 @@ int main(int argc, char **argv) {
                    model_path, s.nlayers, (long long)s.params, (long long)s.zero_params, s.flops / 1e9,
                    s.weight_bytes / 1048576.0, s.activation_bytes / 1048576.0, s.max_batch);
             if (s.device_bytes) printf(", device memory %.2f MiB", s.device_bytes / 1048576.0);
-            printf("\n");
+            cd_cpu_info ci;
+            cd_runtime_cpu_info(&ci);
+            printf("\ndevice %s, blocked layout %s; kernels %s%s, oneDNN %s\n", cd_model_device(m), cd_model_layout(m),
+                   ci.kernels_isa, ci.kernels_capped ? " (capped by CD_MAX_ISA)" : "", ci.dnnl_isa);
             printf("%4s  %-28s %-22s %-22s %-18s %-18s %10s %12s\n", "#", "name", "op", "kernel", "in", "out", "params", "MFLOP");
             for (int i = 0; i < cd_model_num_layers(m); i++) {
                 cd_layer_info li;
@@ -436,8 +448,8 @@ int main(int argc, char **argv) {
                 print_shape(b, li.out_rank, li.out_shape, 0);
                 fclose(a);
                 fclose(b);
-                printf("%4d  %-28.28s %-22.22s %-22.22s %-18s %-18s %10lld %12.3f\n", i, li.name, li.op, li.kernel, ins_s,
-                       outs_s, (long long)li.params, li.flops / 1e6);
+                printf("%4d  %-28.28s %-22.22s %-22.22s %-18s %-18s %10lld %12.3f%s\n", i, li.name, li.op, li.kernel, ins_s,
+                       outs_s, (long long)li.params, li.flops / 1e6, li.reference ? "  !ref (slow)" : "");
             }
         }
         for (int i = 0; i < no; i++) {
