@@ -1,8 +1,8 @@
 // Dense conv kernels on the real ResNet-50 and MobileNetV2 layer shapes:
-// oneDNN in NCHW and in nChw16c (through kernels/cpu/dnnl.h, i.e. exactly the
+// oneDNN in NCHW and in the CPU's blocked layout, nChw16c or nChw8c (through kernels/cpu/dnnl.h, i.e. exactly the
 // product path), im2col + OpenBLAS sgemm on NCHW, our simple own depthwise 3x3
 // (kernels/cpu/dwconv.h; checked against oneDNN's output first), and
-// the NCHW<->nChw16c reorder costs. Prints one markdown table row per layer.
+// the NCHW<->blocked reorder costs. Prints one markdown table row per layer.
 //
 //   conv-dense-layers [--threads N] [--batch B] [--reps R] [--min-ms M]
 //                     [--model resnet50|mobilenetv2|all] [--overhead]
@@ -10,7 +10,7 @@
 // Timing: every method of a layer is sampled once per round, R rounds
 // (interleaved, so a busy neighbour core hurts all methods alike); a sample
 // runs the kernel k times (k calibrated to last >= M ms) and the median
-// sample is reported. Ratios are against oneDNN nChw16c of the same round set.
+// sample is reported. Ratios are against oneDNN blocked of the same round set.
 
 #include "kernels/cpu/dnnl.h"
 #include "kernels/cpu/dwconv.h"
@@ -88,6 +88,10 @@ static void *xalloc(size_t floats) {
 }
 
 // ---- methods -------------------------------------------------------------------
+
+// The blocked layout oneDNN runs fast on this CPU (nChw16c on AVX-512, nChw8c
+// on AVX2): the "blocked" column and the reorders use it.
+static cd_layout g_blk = CD_LAYOUT_NCHW16C;
 
 enum { M_DNNL16C, M_DNNLNCHW, M_BLAS, M_REORDER_IN, M_REORDER_OUT, M_DW, M_COUNT };
 
@@ -184,18 +188,18 @@ static int bench_one(const layer *L, int batch, int threads, int reps, double mi
     b.w = xalloc(wn);
     b.bias = xalloc(d->k);
     b.src = xalloc(cd_dnnl_tensor_floats(CD_LAYOUT_NCHW, batch, d->c, d->h, d->w));
-    b.src16 = xalloc(cd_dnnl_tensor_floats(CD_LAYOUT_NCHW16C, batch, d->c, d->h, d->w));
+    b.src16 = xalloc(cd_dnnl_tensor_floats(g_blk, batch, d->c, d->h, d->w));
     b.dst = xalloc(cd_dnnl_tensor_floats(CD_LAYOUT_NCHW, batch, d->k, d->oh, d->ow));
-    b.dst16 = xalloc(cd_dnnl_tensor_floats(CD_LAYOUT_NCHW16C, batch, d->k, d->oh, d->ow));
+    b.dst16 = xalloc(cd_dnnl_tensor_floats(g_blk, batch, d->k, d->oh, d->ow));
     b.col = xalloc((size_t)cpg * d->r * d->s * d->oh * d->ow);
     int rc = cd_dnnl_ctx_create(&b.ctx);
     // Layer 0 of each net has 3 input channels: its natural input is NCHW.
-    cd_layout in16 = L->c == 3 ? CD_LAYOUT_NCHW : CD_LAYOUT_NCHW16C;
-    if (!rc) rc = cd_dnnl_conv_create(d, in16, CD_LAYOUT_NCHW16C, batch, b.w, b.bias, &b.conv16);
+    cd_layout in16 = L->c == 3 ? CD_LAYOUT_NCHW : g_blk;
+    if (!rc) rc = cd_dnnl_conv_create(d, in16, g_blk, batch, b.w, b.bias, &b.conv16);
     if (!rc) rc = cd_dnnl_conv_create(d, CD_LAYOUT_NCHW, CD_LAYOUT_NCHW, batch, b.w, b.bias, &b.convn);
-    if (!rc) rc = cd_dnnl_reorder_create(CD_LAYOUT_NCHW, CD_LAYOUT_NCHW16C, d->c, d->h, d->w, batch, &b.rin);
-    if (!rc) rc = cd_dnnl_reorder_create(CD_LAYOUT_NCHW16C, CD_LAYOUT_NCHW, d->k, d->oh, d->ow, batch, &b.rout);
-    int has_dw = cd_dwconv3x3_supports(d, CD_LAYOUT_NCHW16C, CD_LAYOUT_NCHW16C);
+    if (!rc) rc = cd_dnnl_reorder_create(CD_LAYOUT_NCHW, g_blk, d->c, d->h, d->w, batch, &b.rin);
+    if (!rc) rc = cd_dnnl_reorder_create(g_blk, CD_LAYOUT_NCHW, d->k, d->oh, d->ow, batch, &b.rout);
+    int has_dw = g_blk == CD_LAYOUT_NCHW16C && cd_dwconv3x3_supports(d, CD_LAYOUT_NCHW16C, CD_LAYOUT_NCHW16C);
     if (!rc && has_dw) rc = cd_dwconv3x3_create(d, b.w, b.bias, 0, &b.dw);
     if (rc) {
         fprintf(stderr, "%s %s: setup failed: %d\n", L->model, L->name, rc);
@@ -208,7 +212,7 @@ static int bench_one(const layer *L, int batch, int threads, int reps, double mi
     cd_dnnl_ctx_reserve(b.ctx, need);
 
     if (has_dw) { // the own kernel must agree with oneDNN before it is timed
-        size_t n16 = cd_dnnl_tensor_floats(CD_LAYOUT_NCHW16C, batch, d->k, d->oh, d->ow);
+        size_t n16 = cd_dnnl_tensor_floats(g_blk, batch, d->k, d->oh, d->ow);
         float *chk = xalloc(n16);
         run_method(&b, M_DNNL16C);
         cd_dwconv3x3_run(b.dw, batch, b.src16, chk);
@@ -262,7 +266,7 @@ static void bench_overhead(int reps) {
     float *src = xalloc(c * h * w), *dst = xalloc(c * h * w);
     cd_dnnl_ctx *ctx;
     cd_dnnl_op *op;
-    if (cd_dnnl_ctx_create(&ctx) || cd_dnnl_reorder_create(CD_LAYOUT_NCHW, CD_LAYOUT_NCHW16C, c, h, w, 1, &op))
+    if (cd_dnnl_ctx_create(&ctx) || cd_dnnl_reorder_create(CD_LAYOUT_NCHW, g_blk, c, h, w, 1, &op))
         return;
     dnnl_engine_t eng;
     dnnl_stream_t st;
@@ -274,7 +278,7 @@ static void bench_overhead(int reps) {
     dnnl_engine_create(&eng, dnnl_cpu, 0);
     dnnl_stream_create(&st, eng, dnnl_stream_default_flags);
     dnnl_memory_desc_init_by_tag(&smd, 4, dims, dnnl_f32, dnnl_nchw);
-    dnnl_memory_desc_init_by_tag(&dmd, 4, dims, dnnl_f32, dnnl_nChw16c);
+    dnnl_memory_desc_init_by_tag(&dmd, 4, dims, dnnl_f32, g_blk == CD_LAYOUT_NCHW8C ? dnnl_nChw8c : dnnl_nChw16c);
     dnnl_reorder_primitive_desc_create(&pd, &smd, eng, &dmd, eng, NULL);
     dnnl_primitive_create(&prim, pd);
     dnnl_memory_create(&sm, &smd, eng, src);
@@ -310,6 +314,7 @@ int main(int argc, char **argv) {
     int threads = 1, batch = 1, reps = 7, overhead = 0;
     double min_ms = 10;
     const char *model = "all";
+    g_blk = cd_dnnl_blocked_layout();
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--batch") && i + 1 < argc) batch = atoi(argv[++i]);
