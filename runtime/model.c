@@ -143,7 +143,9 @@ void cd_runtime_cpu_info(cd_cpu_info *out) {
     memset(out, 0, sizeof *out);
     out->kernels_isa = cd_sparse_isa_name(cd_sparse_isa_best());
     out->kernels_capped = 0;
-    out->dnnl_isa = cd_dnnl_isa();
+    // oneDNN names its ISAs "cpu_isa_avx2", ...; runtime.h promises "avx2".
+    const char *isa = cd_dnnl_isa();
+    out->dnnl_isa = strncmp(isa, "cpu_isa_", 8) == 0 ? isa + 8 : isa;
     cd_layout l = cd_dnnl_blocked_layout();
     out->layout = cd_layout_name(l);
     out->block = cd_layout_block(l);
