@@ -162,12 +162,14 @@ static int m_hello(cd_call *call) {
 
 static int m_health(cd_call *call) {
     msgpack_packer *pk = call->pk;
-    int rc = msgpack_pack_map(pk, 3);
+    int rc = msgpack_pack_map(pk, 4);
     rc |= cd_pack_kv_str(pk, "status", call->srv->draining ? "draining" : "ok");
     rc |= pack_key(pk, "uptime_s");
     rc |= msgpack_pack_double(pk, cd_server_uptime(call->srv));
     rc |= pack_key(pk, "models");
     rc |= msgpack_pack_int64(pk, cd_models_count(call->srv));
+    rc |= pack_key(pk, "cpu");
+    rc |= cd_cpu_pack(pk);
     return rc ? CD_ENOMEM : 0;
 }
 
@@ -179,9 +181,11 @@ static int m_stats(cd_call *call) {
     msgpack_packer *pk = call->pk;
     cd_server *srv = call->srv;
     cd_workers_sync(srv->workers); // count answers workers have already written
-    int rc = msgpack_pack_map(pk, 9);
+    int rc = msgpack_pack_map(pk, 10);
     rc |= pack_key(pk, "uptime_s");
     rc |= msgpack_pack_double(pk, cd_server_uptime(srv));
+    rc |= pack_key(pk, "cpu");
+    rc |= cd_cpu_pack(pk);
 
     uint64_t rej_limit = CD_STAT_GET(conn_rejected_limit);
     uint64_t rej_emfile = CD_STAT_GET(conn_rejected_emfile);
