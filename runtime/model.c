@@ -351,6 +351,11 @@ static int cmp_double(const void *a, const void *b) {
 
 int cd_model_profile(const cd_model *m, int batch, int runs, double *layer_ms, double *total_ms, char *err,
                      size_t errlen) {
+    return cd_model_profile_stop(m, batch, runs, layer_ms, total_ms, NULL, NULL, err, errlen);
+}
+
+int cd_model_profile_stop(const cd_model *m, int batch, int runs, double *layer_ms, double *total_ms,
+                          int (*stop)(void *ud), void *ud, char *err, size_t errlen) {
     if (runs < 1 || batch < 1 || batch > m->max_batch)
         return cd_errf(CD_EPARAMS, err, errlen, "batch %d / runs %d out of range", batch, runs);
     int n = m->nlayers, rc = 0;
@@ -375,6 +380,10 @@ int cd_model_profile(const cd_model *m, int batch, int runs, double *layer_ms, d
     if (!rc) rc = cd_exec_init(m, &ex);
     if (rc) cd_errf(rc, err, errlen, "%s", cd_strerror(rc));
     for (int r = 0; r <= runs && !rc; r++) {
+        if (stop && stop(ud)) {
+            rc = cd_errf(CD_ECANCELLED, err, errlen, "profile stopped after %d of %d runs", r ? r - 1 : 0, runs);
+            break;
+        }
         double *row = samples + (size_t)(r ? r - 1 : runs) * (size_t)n; // run 0 (warm-up) goes to the spare row
         double t0 = now_ms();
         rc = run_impl(ex, batch, (const void *const *)ins, outs, err, errlen, row);
