@@ -43,6 +43,7 @@ static const method_entry methods[] = {
     {CD_M_unload, cd_method_unload, MF_NEEDS_PARAMS},
     {CD_M_infer, cd_method_infer, MF_NEEDS_PARAMS},
     {CD_M_metrics, m_metrics, 0},
+    {CD_M_plan, cd_method_plan, MF_NEEDS_PARAMS | MF_NO_DRAINING},
 };
 
 // Copies at most 64 bytes of a client string for a message, replacing
@@ -203,7 +204,7 @@ static int m_stats(cd_call *call) {
     rc |= pack_key(pk, "requests");
     rc |= msgpack_pack_map(pk, 9);
     rc |= pack_kv_u64(pk, "total", CD_STAT_GET(req_total));
-    rc |= pack_kv_u64(pk, "in_flight", cd_workers_busy(srv->workers));
+    rc |= pack_kv_u64(pk, "in_flight", cd_server_in_flight(srv));
     rc |= pack_kv_u64(pk, "notifications", CD_STAT_GET(notifications));
     rc |= pack_kv_u64(pk, "cancelled", CD_STAT_GET(req_cancelled));
     rc |= pack_kv_u64(pk, "dropped", CD_STAT_GET(req_dropped));

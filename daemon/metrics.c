@@ -132,8 +132,9 @@ int cd_metrics_render(cd_server *srv, char **out, size_t *len) {
             (unsigned long long)CD_STAT_GET(resp_partial));
     fprintf(f, "convd_worker_responses_total{path=\"queued\"} %llu\n",
             (unsigned long long)CD_STAT_GET(resp_queued));
-    head(f, "convd_in_flight", "gauge", "Requests queued or running on the workers.");
-    fprintf(f, "convd_in_flight %zu\n", srv->workers ? cd_workers_busy(srv->workers) : 0);
+    head(f, "convd_in_flight", "gauge",
+         "Requests queued or running on the workers (and plan profiles).");
+    fprintf(f, "convd_in_flight %zu\n", cd_server_in_flight(srv));
     head(f, "convd_bytes_in_total", "counter", "Bytes read from clients.");
     fprintf(f, "convd_bytes_in_total %llu\n", (unsigned long long)CD_STAT_GET(bytes_in));
     head(f, "convd_bytes_out_total", "counter", "Bytes written to clients.");
