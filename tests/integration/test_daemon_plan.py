@@ -130,6 +130,16 @@ def test_plan_name_human_table(d, models):
     assert "a file, planned in this process (offline)" in offline.stdout.splitlines()[0]
 
 
+def test_convctl_plan_argument_file_or_name(d, tmp_path):
+    """A path (existing, with a '/', or *.onnx) is planned offline; a bare
+    name is asked of the daemon, even when no such model is loaded."""
+    for arg in (str(tmp_path / "missing.onnx"), "missing.onnx", str(tmp_path / "missing")):
+        r = ctl("plan", arg, socket=d.socket)
+        assert r.returncode == 1 and r.stderr.startswith("convctl: E_IO:"), (arg, r.stderr)
+    r = ctl("plan", "missing", socket=d.socket)
+    assert r.returncode == 1 and r.stderr.startswith("convctl: E_NOT_FOUND:"), r.stderr
+
+
 def test_plan_batch_and_runs_echoed(d):
     with convd.Client(d.socket, timeout=120) as c:
         r = c.plan(MODEL, batch=MAX_BATCH, runs=2)

@@ -19,10 +19,11 @@
 #include <sys/stat.h>
 
 const char ctl_plan_help[] =
-    "MODEL is a file or a model name. An existing file is loaded in this\n"
-    "process (offline, no daemon); anything else is the name of a model the\n"
-    "daemon has loaded, and the daemon answers with the plan it runs, every\n"
-    "layer profiled on its side (the header says which). Prints, per conv/FC\n"
+    "MODEL is a file or a model name. A file (an existing path, or any\n"
+    "argument with a '/' or ending in .onnx) is loaded in this process\n"
+    "(offline, no daemon); anything else is the name of a model the daemon\n"
+    "has loaded, and the daemon answers with the plan it runs, every layer\n"
+    "profiled on its side (the header says which). Prints, per conv/FC\n"
     "layer: shape, density, the structure found in the weights (zero filters /\n"
     "input channels / kernel connections, best block and its fill, N:M), what\n"
     "compaction did, the kernel chosen and its output layout, predicted ms\n"
@@ -490,10 +491,15 @@ static void print_human(const plan_view *v, bool all) {
         printf("%d layer%s on a reference kernel (slow), marked !ref\n", t.nref, t.nref == 1 ? "" : "s");
 }
 
-// True when arg names an existing file: planned offline, not asked of the daemon.
+// True when arg names a file, planned offline: an existing path, or one that
+// only a path can be (a '/' or the .onnx suffix: model names are
+// [A-Za-z0-9._-], and the daemon drops .onnx from the files it loads), so a
+// missing file is E_IO rather than a question to the daemon. Anything else
+// is a model name, asked of the daemon.
 static bool is_file(const char *arg) {
     struct stat st;
-    return stat(arg, &st) == 0 && !S_ISDIR(st.st_mode);
+    size_t n = strlen(arg);
+    return stat(arg, &st) == 0 || strchr(arg, '/') || (n > 5 && strcmp(arg + n - 5, ".onnx") == 0);
 }
 
 int ctl_cmd_plan(ctl_ctx *ctx, int argc, char **argv) {
