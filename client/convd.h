@@ -269,6 +269,17 @@ int convd_load(convd_conn *conn, const char *name, const char *path,
 // on it finish.
 int convd_unload(convd_conn *conn, const char *name);
 
+// plan: the plan the daemon runs for the loaded model, every layer with its
+// kernel, layout, shapes, FLOPs, sparsity fields and the ms measured in the
+// daemon over `runs` runs at `batch` (docs/PROTOCOL.md, "plan"), as JSON
+// text. batch / runs <= 0 use the daemon's defaults (1, 10). Free *json with
+// convd_free. The profile takes about runs x one inference: pass a
+// timeout_ms that allows it (CONVD_TIMEOUT_DEFAULT: the connection's).
+// Errors: CONVD_ENOT_FOUND (no such model), CONVD_EPARAMS (batch over the
+// model's max_batch, runs over 1000), CONVD_ESHUTDOWN, CONVD_ETIMEOUT, ...
+int convd_plan(convd_conn *conn, const char *model, int batch, int runs, char **json,
+               int timeout_ms);
+
 // ---- inference --------------------------------------------------------------
 
 // The outputs of one inference. Every tensor's data is a 64-byte aligned copy

@@ -1,5 +1,5 @@
 // libconvd calls: the generic convd_call and the typed status and model
-// methods (hello, health, stats, models, load, unload).
+// methods (hello, health, stats, models, load, unload, plan).
 
 #include "client/client-internal.h"
 #include "proto/errors.h"
@@ -232,5 +232,39 @@ int convd_unload(convd_conn *c, const char *name) {
     int rc = cd_client_call(c, "unload", pack_load, &lp, CONVD_TIMEOUT_DEFAULT, &m);
     if (rc != 0) return rc;
     cd_rpc_msg_free(&m);
+    return 0;
+}
+
+typedef struct {
+    const char *model;
+    int batch, runs;
+} plan_params;
+
+static int pack_plan(msgpack_packer *pk, void *ud) {
+    const plan_params *pp = ud;
+    int rc = msgpack_pack_map(pk, 1 + (pp->batch > 0) + (pp->runs > 0));
+    rc |= cd_pack_kv_str(pk, "model", pp->model);
+    if (pp->batch > 0) rc |= cd_pack_str(pk, "batch") | msgpack_pack_int(pk, pp->batch);
+    if (pp->runs > 0) rc |= cd_pack_str(pk, "runs") | msgpack_pack_int(pk, pp->runs);
+    return rc ? CD_ENOMEM : 0;
+}
+
+int convd_plan(convd_conn *c, const char *model, int batch, int runs, char **json,
+               int timeout_ms) {
+    if (json) *json = NULL;
+    if (!model || !json) return cd_client_fail(CD_EPARAMS, "model and json are required");
+    plan_params pp = {model, batch, runs};
+    cd_rpc_msg m;
+    int rc = cd_client_call(c, "plan", pack_plan, &pp, timeout_ms, &m);
+    if (rc == 0) rc = want_map(&m, "plan");
+    if (rc != 0) return rc;
+    void *res;
+    size_t len;
+    rc = encode_object(&m.result, &res, &len);
+    cd_rpc_msg_free(&m);
+    if (rc != 0) return rc;
+    rc = convd_to_json(res, len, json);
+    free(res);
+    if (rc != 0) return cd_client_fail(rc, "cannot convert the plan to JSON");
     return 0;
 }

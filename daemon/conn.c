@@ -714,7 +714,7 @@ void cd_conn_kill(cd_conn *c) {
     // not begun computing.
     for (cd_request *r = c->reqs; r; r = r->conn_next) {
         atomic_store(&r->cancelled, true);
-        cd_workers_cancel(c->srv->workers, r);
+        cd_workers_cancel(r->pool ? r->pool : c->srv->workers, r);
     }
     conn_update_reading(c);
     conn_check(c);

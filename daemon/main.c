@@ -3,6 +3,7 @@
 //   exit 0: clean shutdown (or --help/--version)
 //   exit 1: cannot start (socket used by a live daemon, device unavailable)
 //   exit 2: bad flag, value or config file
+#include "daemon/features.h"
 #include "daemon/log.h"
 #include "daemon/server.h"
 #include "daemon/settings.h"
@@ -52,7 +53,9 @@ int main(int argc, char **argv) {
     case CD_SETTINGS_RUN:
         break;
     case CD_SETTINGS_HELP:
-    case CD_SETTINGS_VERSION:
+        return 0;
+    case CD_SETTINGS_VERSION: // after the version line: what this CPU runs
+        cd_cpu_print(stdout);
         return 0;
     case CD_SETTINGS_BAD:
         return 2;

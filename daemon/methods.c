@@ -43,6 +43,7 @@ static const method_entry methods[] = {
     {CD_M_unload, cd_method_unload, MF_NEEDS_PARAMS},
     {CD_M_infer, cd_method_infer, MF_NEEDS_PARAMS},
     {CD_M_metrics, m_metrics, 0},
+    {CD_M_plan, cd_method_plan, MF_NEEDS_PARAMS | MF_NO_DRAINING},
 };
 
 // Copies at most 64 bytes of a client string for a message, replacing
@@ -162,12 +163,14 @@ static int m_hello(cd_call *call) {
 
 static int m_health(cd_call *call) {
     msgpack_packer *pk = call->pk;
-    int rc = msgpack_pack_map(pk, 3);
+    int rc = msgpack_pack_map(pk, 4);
     rc |= cd_pack_kv_str(pk, "status", call->srv->draining ? "draining" : "ok");
     rc |= pack_key(pk, "uptime_s");
     rc |= msgpack_pack_double(pk, cd_server_uptime(call->srv));
     rc |= pack_key(pk, "models");
     rc |= msgpack_pack_int64(pk, cd_models_count(call->srv));
+    rc |= pack_key(pk, "cpu");
+    rc |= cd_cpu_pack(pk);
     return rc ? CD_ENOMEM : 0;
 }
 
@@ -179,9 +182,11 @@ static int m_stats(cd_call *call) {
     msgpack_packer *pk = call->pk;
     cd_server *srv = call->srv;
     cd_workers_sync(srv->workers); // count answers workers have already written
-    int rc = msgpack_pack_map(pk, 9);
+    int rc = msgpack_pack_map(pk, 10);
     rc |= pack_key(pk, "uptime_s");
     rc |= msgpack_pack_double(pk, cd_server_uptime(srv));
+    rc |= pack_key(pk, "cpu");
+    rc |= cd_cpu_pack(pk);
 
     uint64_t rej_limit = CD_STAT_GET(conn_rejected_limit);
     uint64_t rej_emfile = CD_STAT_GET(conn_rejected_emfile);
@@ -199,7 +204,7 @@ static int m_stats(cd_call *call) {
     rc |= pack_key(pk, "requests");
     rc |= msgpack_pack_map(pk, 9);
     rc |= pack_kv_u64(pk, "total", CD_STAT_GET(req_total));
-    rc |= pack_kv_u64(pk, "in_flight", cd_workers_busy(srv->workers));
+    rc |= pack_kv_u64(pk, "in_flight", cd_server_in_flight(srv));
     rc |= pack_kv_u64(pk, "notifications", CD_STAT_GET(notifications));
     rc |= pack_kv_u64(pk, "cancelled", CD_STAT_GET(req_cancelled));
     rc |= pack_kv_u64(pk, "dropped", CD_STAT_GET(req_dropped));

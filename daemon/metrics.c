@@ -1,11 +1,13 @@
 #include "daemon/metrics.h"
 
+#include "daemon/features.h"
 #include "daemon/log.h"
 #include "daemon/models.h"
 #include "daemon/registry.h"
 #include "daemon/server.h"
 #include "daemon/stats.h"
 #include "proto/errors.h"
+#include "runtime/runtime.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -43,6 +45,33 @@ static void histogram(FILE *f, const char *name, const char *model, const cd_his
     fprintf(f, "%s_count{model=\"%s\"} %llu\n", name, model, (unsigned long long)total);
 }
 
+// A label value in the exposition format: backslash, double quote and
+// newline escaped.
+static void label_value(FILE *f, const char *s) {
+    for (; *s; s++) {
+        if (*s == '\\' || *s == '"')
+            fputc('\\', f);
+        if (*s == '\n')
+            fputs("\\n", f);
+        else
+            fputc(*s, f);
+    }
+}
+
+// convd_cpu_info: an info gauge (always 1) whose labels are the CPU facts.
+static void cpu_info(FILE *f) {
+    cd_cpu_info ci;
+    cd_runtime_cpu_info(&ci);
+    head(f, "convd_cpu_info", "gauge",
+         "The CPU, the instruction sets of convd's kernels and of oneDNN, and the blocked "
+         "layout in use (value 1).");
+    fputs("convd_cpu_info{cpu_model=\"", f);
+    label_value(f, cd_cpu_model());
+    fprintf(f, "\",kernels_isa=\"%s\",kernels_capped=\"%d\",dnnl_isa=\"%s\",layout=\"%s\","
+               "block=\"%d\"} 1\n",
+            ci.kernels_isa, ci.kernels_capped ? 1 : 0, ci.dnnl_isa, ci.layout, ci.block);
+}
+
 int cd_metrics_render(cd_server *srv, char **out, size_t *len) {
     char *buf = NULL;
     size_t n = 0;
@@ -52,6 +81,7 @@ int cd_metrics_render(cd_server *srv, char **out, size_t *len) {
 
     head(f, "convd_uptime_seconds", "gauge", "Seconds since the daemon started.");
     fprintf(f, "convd_uptime_seconds %.3f\n", cd_server_uptime(srv));
+    cpu_info(f);
     head(f, "convd_draining", "gauge", "1 once SIGTERM/SIGINT started the drain.");
     fprintf(f, "convd_draining %d\n", srv->draining ? 1 : 0);
     head(f, "convd_connections", "gauge", "Open client connections.");
@@ -102,8 +132,9 @@ int cd_metrics_render(cd_server *srv, char **out, size_t *len) {
             (unsigned long long)CD_STAT_GET(resp_partial));
     fprintf(f, "convd_worker_responses_total{path=\"queued\"} %llu\n",
             (unsigned long long)CD_STAT_GET(resp_queued));
-    head(f, "convd_in_flight", "gauge", "Requests queued or running on the workers.");
-    fprintf(f, "convd_in_flight %zu\n", srv->workers ? cd_workers_busy(srv->workers) : 0);
+    head(f, "convd_in_flight", "gauge",
+         "Requests queued or running on the workers (and plan profiles).");
+    fprintf(f, "convd_in_flight %zu\n", cd_server_in_flight(srv));
     head(f, "convd_bytes_in_total", "counter", "Bytes read from clients.");
     fprintf(f, "convd_bytes_in_total %llu\n", (unsigned long long)CD_STAT_GET(bytes_in));
     head(f, "convd_bytes_out_total", "counter", "Bytes written to clients.");

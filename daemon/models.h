@@ -34,5 +34,8 @@ int cd_method_models(cd_call *call);
 int cd_method_load(cd_call *call);
 int cd_method_unload(cd_call *call);
 int cd_method_infer(cd_call *call);
+// plan: the model's layers as planned, profiled on the profiler thread
+// (daemon/model-plan.c).
+int cd_method_plan(cd_call *call);
 
 #endif // CD_DAEMON_MODELS_H

@@ -28,6 +28,7 @@ typedef struct cd_conn cd_conn;
 typedef struct cd_request cd_request;
 typedef struct cd_server cd_server;
 typedef struct cd_sched_queue cd_sched_queue;
+typedef struct cd_workers cd_workers;
 
 // Runs on worker thread `worker` (0..workers-1). Returns 0 or a negative
 // CD_E* code with req->err filled.
@@ -81,6 +82,7 @@ struct cd_request {
     uint64_t t_sent_ns;         // when the worker wrote the response (0: not by it)
     // Scheduling (daemon/workers.c; fields guarded by the pool lock while the
     // request is queued, then owned by the worker that took it):
+    cd_workers *pool;           // the pool it was submitted to (cd_workers_cancel)
     cd_sched_queue *queue;      // the model queue it waits in (NULL: generic FIFO)
     int items;                  // batch items it carries (shape[0])
     bool queued;                // still in a queue (cancellable without compute)

@@ -21,6 +21,11 @@
 
 #define CD_FD_RESERVE 32 // descriptors kept free for models, logs, libuv
 
+size_t cd_server_in_flight(cd_server *srv) {
+    size_t n = srv->workers ? cd_workers_busy(srv->workers) : 0;
+    return n + (srv->profiler ? cd_workers_busy(srv->profiler) : 0);
+}
+
 double cd_server_uptime(const cd_server *srv) {
     return (double)(uv_hrtime() - srv->start_ns) / 1e9;
 }
@@ -122,6 +127,8 @@ static void server_maybe_finish(cd_server *srv) {
     uv_close((uv_handle_t *)&srv->metrics_timer, on_handle_closed);
     cd_workers_stop(srv->workers);
     srv->workers = NULL;
+    cd_workers_stop(srv->profiler);
+    srv->profiler = NULL;
     CD_INFO("all connections closed");
 }
 
@@ -143,7 +150,7 @@ static void on_drain_timeout(uv_timer_t *t) {
 
 static void begin_drain(cd_server *srv, const char *why) {
     CD_INFO("%s: shutting down (%zu connections, %zu requests in flight)", why,
-            srv->nactive, cd_workers_busy(srv->workers));
+            srv->nactive, cd_server_in_flight(srv));
     srv->draining = true;
     if (srv->listening) {
         uv_close((uv_handle_t *)&srv->listener, on_handle_closed);
@@ -332,6 +339,11 @@ int cd_server_run(cd_settings *set, int argc, char **argv) {
     }
     // Workers write finished responses themselves when they can (conn.c).
     cd_workers_set_respond(srv->workers, cd_conn_respond);
+    // `plan` profiles run on their own thread (answered by the loop).
+    if (cd_workers_init(&srv->profiler, srv->loop, 1, on_request_complete, srv) != 0) {
+        CD_ERROR("cannot start the profiler thread");
+        goto out_workers;
+    }
     if (cd_models_init(srv) != 0)
         goto out_workers;
 
@@ -386,6 +398,8 @@ int cd_server_run(cd_settings *set, int argc, char **argv) {
 out_models:
     cd_models_free(srv);
 out_workers:
+    if (srv->profiler)
+        cd_workers_stop(srv->profiler);
     cd_workers_stop(srv->workers);
 out_loop:
     uv_run(srv->loop, UV_RUN_DEFAULT); // let close callbacks run

@@ -36,6 +36,8 @@ typedef struct cd_server {
     uv_idle_t backlog_idle;      // runs while connections have unprocessed messages
     uv_timer_t drain_timer;      // --drain-timeout at shutdown
     cd_workers *workers;         // inference worker pool
+    cd_workers *profiler;        // one thread for `plan` profiles: a profile never
+                                 //   holds an inference worker
     cd_registry *registry;       // loaded models (NULL until the runtime is built in)
     cd_conn *conns;              // every connection not yet freed (doubly linked)
     cd_conn *backlog;            // connections to process in backlog_idle (singly linked)
@@ -58,6 +60,9 @@ typedef struct cd_server {
 // argc/argv are the command line the settings came from (SIGHUP re-reads
 // the config file and applies the command line over it again).
 int cd_server_run(cd_settings *set, int argc, char **argv);
+
+// Requests queued or running on the workers and the profiler thread.
+size_t cd_server_in_flight(cd_server *srv);
 
 // Seconds since start.
 double cd_server_uptime(const cd_server *srv);

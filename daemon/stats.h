@@ -33,7 +33,7 @@
 // for any other name).
 #define CD_METHOD_NAMES(XX)                                                     \
     XX(hello) XX(health) XX(models) XX(stats) XX(load) XX(unload) XX(infer) \
-    XX(metrics)
+    XX(metrics) XX(plan)
 
 typedef enum {
 #define XX(m) CD_M_##m,

@@ -438,6 +438,7 @@ void cd_workers_set_respond(cd_workers *w, cd_respond_fn respond) {
 
 void cd_workers_submit(cd_workers *w, cd_request *req) {
     pthread_mutex_lock(&w->lock);
+    req->pool = w;
     req->queue = NULL;
     req->queued = true;
     push(&w->queue_head, &w->queue_tail, req);
@@ -453,6 +454,7 @@ int cd_workers_submit_batched(cd_workers *w, cd_sched_queue *q, cd_request *req)
         pthread_mutex_unlock(&w->lock);
         return CD_EOVERLOADED;
     }
+    req->pool = w;
     req->queue = q;
     req->queued = true;
     push(&q->head, &q->tail, req);

@@ -143,7 +143,9 @@ void cd_runtime_cpu_info(cd_cpu_info *out) {
     memset(out, 0, sizeof *out);
     out->kernels_isa = cd_sparse_isa_name(cd_sparse_isa_best());
     out->kernels_capped = 0;
-    out->dnnl_isa = cd_dnnl_isa();
+    // oneDNN names its ISAs "cpu_isa_avx2", ...; runtime.h promises "avx2".
+    const char *isa = cd_dnnl_isa();
+    out->dnnl_isa = strncmp(isa, "cpu_isa_", 8) == 0 ? isa + 8 : isa;
     cd_layout l = cd_dnnl_blocked_layout();
     out->layout = cd_layout_name(l);
     out->block = cd_layout_block(l);
@@ -349,6 +351,11 @@ static int cmp_double(const void *a, const void *b) {
 
 int cd_model_profile(const cd_model *m, int batch, int runs, double *layer_ms, double *total_ms, char *err,
                      size_t errlen) {
+    return cd_model_profile_stop(m, batch, runs, layer_ms, total_ms, NULL, NULL, err, errlen);
+}
+
+int cd_model_profile_stop(const cd_model *m, int batch, int runs, double *layer_ms, double *total_ms,
+                          int (*stop)(void *ud), void *ud, char *err, size_t errlen) {
     if (runs < 1 || batch < 1 || batch > m->max_batch)
         return cd_errf(CD_EPARAMS, err, errlen, "batch %d / runs %d out of range", batch, runs);
     int n = m->nlayers, rc = 0;
@@ -373,6 +380,10 @@ int cd_model_profile(const cd_model *m, int batch, int runs, double *layer_ms, d
     if (!rc) rc = cd_exec_init(m, &ex);
     if (rc) cd_errf(rc, err, errlen, "%s", cd_strerror(rc));
     for (int r = 0; r <= runs && !rc; r++) {
+        if (stop && stop(ud)) {
+            rc = cd_errf(CD_ECANCELLED, err, errlen, "profile stopped after %d of %d runs", r ? r - 1 : 0, runs);
+            break;
+        }
         double *row = samples + (size_t)(r ? r - 1 : runs) * (size_t)n; // run 0 (warm-up) goes to the spare row
         double t0 = now_ms();
         rc = run_impl(ex, batch, (const void *const *)ins, outs, err, errlen, row);

@@ -136,6 +136,13 @@ void cd_model_layer(const cd_model *m, int i, cd_layer_info *out);
 // run's error (err set).
 int cd_model_profile(const cd_model *m, int batch, int runs, double *layer_ms, double *total_ms, char *err,
                      size_t errlen);
+// The same, asking stop(ud) before each run (the warm-up included): when it
+// returns non-zero the profile ends at once with CD_ECANCELLED (err set).
+// For callers that must be able to abandon a long profile (the daemon's
+// `plan`, when its client goes away or shutdown stops waiting). stop may be
+// NULL; it is called on the calling thread.
+int cd_model_profile_stop(const cd_model *m, int batch, int runs, double *layer_ms, double *total_ms,
+                          int (*stop)(void *ud), void *ud, char *err, size_t errlen);
 
 // Creates the per-thread execution state for m. Returns 0 or CD_ENOMEM.
 int cd_exec_init(const cd_model *m, cd_exec **out);

@@ -158,3 +158,33 @@ CD_TEST(client_daemon_load_unload) {
     CHECK(convd_load(c, name, "no-such-file.onnx", 0, NULL) < 0);
     convd_close(c);
 }
+
+// convd_plan: the daemon's plan of the loaded model as JSON, every layer
+// measured; an unknown model and a batch over max_batch by their codes.
+CD_TEST(client_daemon_plan_model) {
+    convd_conn *c = connect_daemon();
+    const char *model = test_model();
+    char *json = NULL;
+    CHECK_EQ(convd_plan(c, model, 2, 3, &json, 60000), 0);
+    CHECK(json && json[0] == '{');
+    CHECK(strstr(json, "\"layers\"") != NULL);
+    CHECK(strstr(json, "\"kernel\"") != NULL);
+    CHECK(strstr(json, "\"measured_ms\"") != NULL);
+    CHECK(strstr(json, "\"batch\": 2") != NULL);
+    CHECK(strstr(json, "\"runs\": 3") != NULL);
+    CHECK(strstr(json, "\"cpu\"") != NULL);
+    CHECK(strstr(json, "\"measured_ms\": null") == NULL); // every layer was timed
+    convd_free(json);
+    CHECK_EQ(convd_plan(c, model, 0, 0, &json, 0), 0); // the daemon's defaults
+    CHECK(strstr(json, "\"batch\": 1") != NULL && strstr(json, "\"runs\": 10") != NULL);
+    convd_free(json);
+    json = (char *)1;
+    CHECK_EQ(convd_plan(c, "no_such_model", 0, 1, &json, 0), CONVD_ENOT_FOUND);
+    CHECK(json == NULL);
+    CHECK_EQ(convd_plan(c, model, 100000, 1, &json, 0), CONVD_EPARAMS);
+    CHECK_EQ(convd_plan(c, model, 1, 1001, &json, 0), CONVD_EPARAMS);
+    CHECK_EQ(convd_plan(c, NULL, 1, 1, &json, 0), CONVD_EPARAMS); // local
+    convd_health_info h;
+    CHECK_EQ(convd_health(c, &h), 0);
+    convd_close(c);
+}

@@ -3,7 +3,8 @@ with libconvd only) one by one as pytest cases.
 
   client_daemon_*        against a real daemon (TestDaemon), via $CONVD_SOCKET
   client_daemon_infer_*,
-  client_daemon_load_*   need the daemon's model methods and runtime: skipped
+  client_daemon_load_*,
+  client_daemon_plan_*   need the daemon's model methods and runtime: skipped
                          (with the reason) until the daemon can load the test model
   client_daemon_stopped_* the driver stops the daemon while the test runs
   other client_*         no daemon needed (scripted fake server, local checks)
@@ -31,7 +32,8 @@ def _names():
 
 
 NAMES = _names()
-MODEL_TESTS = [n for n in NAMES if n.startswith(("client_daemon_infer_", "client_daemon_load_"))]
+MODEL_TESTS = [n for n in NAMES if n.startswith(("client_daemon_infer_", "client_daemon_load_",
+                                                  "client_daemon_plan_"))]
 STOP_TESTS = [n for n in NAMES if n.startswith("client_daemon_stopped")]
 DAEMON_TESTS = [n for n in NAMES if n.startswith("client_daemon_")
                 and n not in MODEL_TESTS and n not in STOP_TESTS]

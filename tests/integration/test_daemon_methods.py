@@ -35,7 +35,9 @@ def test_hello_result(w):
 
 def test_health_result(w):
     r = w.result("health")
-    assert set(r) == {"status", "uptime_s", "models"}
+    assert set(r) == {"status", "uptime_s", "models", "cpu"}
+    assert set(r["cpu"]) == {"model", "kernels_isa", "kernels_capped", "dnnl_isa", "layout",
+                             "block"}
     assert r["status"] == "ok"
     assert isinstance(r["uptime_s"], float) and r["uptime_s"] >= 0
     assert r["models"] == 0

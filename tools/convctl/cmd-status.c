@@ -34,11 +34,38 @@ int ctl_cmd_health(ctl_ctx *ctx, int argc, char **argv) {
     if (rc) return rc;
     if (ctx->json) return ctl_print_json_call(ctx, "health", NULL, 0);
     if ((rc = ctl_connect(ctx))) return rc;
-    convd_health_info h;
-    if ((rc = convd_health(ctx->conn, &h))) return ctl_fail(rc);
-    char d[64];
-    printf("status  %s\nuptime  %s\nmodels  %lld\n", h.status,
-           ctl_fmt_duration(d, sizeof d, h.uptime_s), (long long)h.models);
+    // The raw answer, not convd_health(): its struct has no room for the
+    // cpu map, and growing it would change libconvd's ABI.
+    void *res;
+    size_t len;
+    if ((rc = convd_call(ctx->conn, "health", NULL, 0, &res, &len, CONVD_TIMEOUT_DEFAULT)))
+        return ctl_fail(rc);
+    msgpack_unpacked up;
+    msgpack_unpacked_init(&up);
+    size_t off = 0;
+    if (msgpack_unpack_next(&up, res, len, &off) != MSGPACK_UNPACK_SUCCESS ||
+        up.data.type != MSGPACK_OBJECT_MAP) {
+        msgpack_unpacked_destroy(&up);
+        convd_free(res);
+        return ctl_fail_msg("E_PROTOCOL: the health answer is not a map");
+    }
+    const msgpack_object *h = &up.data, *cpu = ctl_map_get(h, "cpu");
+    char d[64], st[32], model[256], kisa[32], disa[64], lay[32];
+    double up_s = ctl_get_num(h, "uptime_s", NULL), nmod = ctl_get_num(h, "models", NULL);
+    printf("status   %s\nuptime   %s\nmodels   %.0f\n", ctl_get_str(h, "status", st, sizeof st),
+           up_s >= 0 ? ctl_fmt_duration(d, sizeof d, up_s) : "-", nmod < 0 ? 0 : nmod);
+    if (cpu) {
+        const msgpack_object *capped = ctl_map_get(cpu, "kernels_capped");
+        bool is_capped = capped && capped->type == MSGPACK_OBJECT_BOOLEAN && capped->via.boolean;
+        double block = ctl_get_num(cpu, "block", NULL);
+        printf("cpu      %s\nkernels  %s%s\ndnnl     %s\nlayout   %s (block %.0f)\n",
+               ctl_get_str(cpu, "model", model, sizeof model),
+               ctl_get_str(cpu, "kernels_isa", kisa, sizeof kisa),
+               is_capped ? " (capped by CD_MAX_ISA)" : "", ctl_get_str(cpu, "dnnl_isa", disa, sizeof disa),
+               ctl_get_str(cpu, "layout", lay, sizeof lay), block < 0 ? 1 : block);
+    }
+    msgpack_unpacked_destroy(&up);
+    convd_free(res);
     return CTL_EXIT_OK;
 }
 
@@ -242,19 +269,26 @@ static void render_table(const msgpack_object *map, int indent) {
 
 // ---- the per-model table (stats and top) --------------------------------------
 
-// The value at key in map (NULL when absent or map is not a map).
-static const msgpack_object *map_get(const msgpack_object *map, const char *key) {
+const msgpack_object *ctl_map_get(const msgpack_object *map, const char *key) {
     if (!map || map->type != MSGPACK_OBJECT_MAP) return NULL;
     for (uint32_t i = 0; i < map->via.map.size; i++)
         if (key_is(&map->via.map.ptr[i].key, key)) return &map->via.map.ptr[i].val;
     return NULL;
 }
 
-// A number at map[k1][k2] (k2 may be NULL), or -1 when absent.
-static double get_num(const msgpack_object *map, const char *k1, const char *k2) {
-    const msgpack_object *v = map_get(map, k1);
-    if (v && k2) v = map_get(v, k2);
+double ctl_get_num(const msgpack_object *map, const char *k1, const char *k2) {
+    const msgpack_object *v = ctl_map_get(map, k1);
+    if (v && k2) v = ctl_map_get(v, k2);
     return v && is_num(v) ? num(v) : -1;
+}
+
+const char *ctl_get_str(const msgpack_object *map, const char *key, char *buf, size_t len) {
+    const msgpack_object *v = ctl_map_get(map, key);
+    if (v && v->type == MSGPACK_OBJECT_STR && v->via.str.size)
+        snprintf(buf, len, "%.*s", (int)v->via.str.size, v->via.str.ptr);
+    else
+        snprintf(buf, len, "-");
+    return buf;
 }
 
 // Microseconds as "850us", "12.3ms", "1.25s"; "-" when unknown.
@@ -280,36 +314,36 @@ void ctl_render_models_table(const msgpack_object *models, const msgpack_object 
         char name[128], rate[32], req[32], err[32], bat[32], avg[32], q[32];
         char p50[32], p90[32], p99[32], p999[32], qw[32], comp[32], top[96];
         fmt_value(name, sizeof name, k, k);
-        double r = get_num(m, "requests", NULL);
+        double r = ctl_get_num(m, "requests", NULL);
         snprintf(rate, sizeof rate, "-");
         const msgpack_object *pm = NULL;
         if (prev && k->type == MSGPACK_OBJECT_STR) {
             char key[300];
             snprintf(key, sizeof key, "%.*s", (int)k->via.str.size, k->via.str.ptr);
-            pm = map_get(prev, key);
+            pm = ctl_map_get(prev, key);
         }
         if (pm && dt > 0) {
-            double r0 = get_num(pm, "requests", NULL);
+            double r0 = ctl_get_num(pm, "requests", NULL);
             if (r >= r0 && r0 >= 0) snprintf(rate, sizeof rate, "%.1f", (r - r0) / dt);
         }
         snprintf(req, sizeof req, "%.0f", r < 0 ? 0 : r);
-        snprintf(err, sizeof err, "%.0f", get_num(m, "errors", NULL) < 0 ? 0 : get_num(m, "errors", NULL));
-        double b = get_num(m, "batches", NULL), items = get_num(m, "items", NULL);
+        snprintf(err, sizeof err, "%.0f", ctl_get_num(m, "errors", NULL) < 0 ? 0 : ctl_get_num(m, "errors", NULL));
+        double b = ctl_get_num(m, "batches", NULL), items = ctl_get_num(m, "items", NULL);
         snprintf(bat, sizeof bat, "%.0f", b < 0 ? 0 : b);
         if (b > 0 && items >= 0) snprintf(avg, sizeof avg, "%.2f", items / b);
         else snprintf(avg, sizeof avg, "-");
-        double qd = get_num(m, "queued", NULL);
+        double qd = ctl_get_num(m, "queued", NULL);
         if (qd >= 0) snprintf(q, sizeof q, "%.0f", qd);
         else snprintf(q, sizeof q, "-");
-        fmt_us(p50, sizeof p50, get_num(m, "total_us", "p50"));
-        fmt_us(p90, sizeof p90, get_num(m, "total_us", "p90"));
-        fmt_us(p99, sizeof p99, get_num(m, "total_us", "p99"));
-        fmt_us(p999, sizeof p999, get_num(m, "total_us", "p999"));
-        fmt_us(qw, sizeof qw, get_num(m, "queue_wait_us", "p99"));
-        fmt_us(comp, sizeof comp, get_num(m, "compute_us", "p50"));
+        fmt_us(p50, sizeof p50, ctl_get_num(m, "total_us", "p50"));
+        fmt_us(p90, sizeof p90, ctl_get_num(m, "total_us", "p90"));
+        fmt_us(p99, sizeof p99, ctl_get_num(m, "total_us", "p99"));
+        fmt_us(p999, sizeof p999, ctl_get_num(m, "total_us", "p999"));
+        fmt_us(qw, sizeof qw, ctl_get_num(m, "queue_wait_us", "p99"));
+        fmt_us(comp, sizeof comp, ctl_get_num(m, "compute_us", "p50"));
         // The most frequent error code.
         snprintf(top, sizeof top, "-");
-        const msgpack_object *codes = map_get(m, "errors_by_code");
+        const msgpack_object *codes = ctl_map_get(m, "errors_by_code");
         double best = 0;
         for (uint32_t j = 0; codes && codes->type == MSGPACK_OBJECT_MAP && j < codes->via.map.size; j++) {
             const msgpack_object *ck = &codes->via.map.ptr[j].key;

@@ -51,6 +51,13 @@ int ctl_cmd_infer(ctl_ctx *ctx, int argc, char **argv);
 int ctl_cmd_top(ctl_ctx *ctx, int argc, char **argv);
 int ctl_cmd_metrics(ctl_ctx *ctx, int argc, char **argv);
 
+// Reading decoded answers: the value at key in map (NULL when absent or map
+// is not a map); a number at map[k1][k2] (k2 may be NULL; -1 when absent or
+// not a number); a str at map[key] copied into buf ("-" when absent/empty).
+const msgpack_object *ctl_map_get(const msgpack_object *map, const char *key);
+double ctl_get_num(const msgpack_object *map, const char *k1, const char *k2);
+const char *ctl_get_str(const msgpack_object *map, const char *key, char *buf, size_t len);
+
 // Prints the per-model table of a `stats` answer's "models" map; with prev
 // (the previous answer's "models") and dt seconds, REQ/S is the rate.
 void ctl_render_models_table(const msgpack_object *models, const msgpack_object *prev,

@@ -54,7 +54,7 @@ static const ctl_command commands[] = {
      "Without --output a summary (name, dtype, shape, min, max, mean) of every\n"
      "output is printed.", ctl_cmd_infer},
     {"prune", "IN.onnx OUT.onnx --sparsity S [--mode M] [--per-layer] [--skip first,last,NAME,...]", "prune weights by magnitude, write a new model (offline)", ctl_prune_help, ctl_cmd_prune},
-    {"plan", "MODEL.onnx [--tune] [--batch B] [--threads T] [--runs N] [--plan MODE] [--vs-dense] [--json]", "per-layer structure, kernel choice, predicted and measured time (offline)", ctl_plan_help, ctl_cmd_plan},
+    {"plan", "FILE|NAME [--batch B] [--runs N] [--all] [--json] [--tune] [--threads T] [--plan MODE] [--vs-dense]", "per-layer structure, kernel, layout, predicted and measured time (a loaded model: measured in the daemon; a file: offline)", ctl_plan_help, ctl_cmd_plan},
 };
 static const size_t n_commands = sizeof commands / sizeof commands[0];
 

@@ -222,6 +222,21 @@ class Client:
     def unload(self, name):
         return self.call("unload", {"name": name})
 
+    def plan(self, model, batch=None, runs=None, timeout=...):
+        """The plan the daemon runs for a loaded model: a dict with device,
+        layout, cpu, measured_ms and 'layers' (each with kernel, layout,
+        reference, shapes, FLOPs, sparsity fields and the measured_ms of
+        `runs` runs at `batch`, profiled in the daemon).
+
+        batch/runs: None for the daemon's defaults (1, 10). The profile takes
+        about runs x one inference: pass a timeout that allows it."""
+        params = {"model": model}
+        if batch is not None:
+            params["batch"] = int(batch)
+        if runs is not None:
+            params["runs"] = int(runs)
+        return self.call("plan", params, timeout=timeout)
+
     def infer(self, model, inputs, outputs=None, timeout=...):
         """Runs model on {name: ndarray}; returns {name: ndarray}.
 

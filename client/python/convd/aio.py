@@ -239,6 +239,16 @@ class AsyncClient:
     async def unload(self, name):
         return await self.call("unload", {"name": name})
 
+    async def plan(self, model, batch=None, runs=None, timeout=...):
+        """As Client.plan: the daemon's plan of a loaded model, each layer
+        profiled in the daemon."""
+        params = {"model": model}
+        if batch is not None:
+            params["batch"] = int(batch)
+        if runs is not None:
+            params["runs"] = int(runs)
+        return await self.call("plan", params, timeout=timeout)
+
     async def infer(self, model, inputs, outputs=None, timeout=...):
         """Runs model on {name: ndarray}; returns {name: ndarray}.
 
