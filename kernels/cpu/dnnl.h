@@ -201,6 +201,9 @@ typedef enum {
 // squeeze-excitation block, which may be NCHW while a is NCHW16C). To broadcast
 // a instead, swap the operands (both kinds commute). run: nsrc = 2 {a, b}; dst
 // may equal a (in place).
+// A blocked operand must be in the CPU's own blocked layout
+// (cd_dnnl_blocked_layout()): another one is CD_EUNSUPPORTED (supports 0),
+// since oneDNN 2.6 writes past dst for nChw8c on AVX-512.
 int cd_dnnl_binary_supports(cd_dnnl_binary_kind kind, cd_dnnl_tdesc a,
                             cd_dnnl_tdesc b, cd_activation act);
 int cd_dnnl_binary_create(cd_dnnl_binary_kind kind, cd_dnnl_tdesc a,
