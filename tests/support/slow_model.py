@@ -91,9 +91,9 @@ def measure(path, threads=0, runs=10, warmup=3):
 
 
 class SlowModel:
-    def __init__(self, layers, item_s, min_s, threads, steps):
+    def __init__(self, layers, item_s, min_s, target_s, threads, steps):
         self.layers, self.item_s, self.min_s = layers, item_s, min_s
-        self.threads, self.steps = threads, steps
+        self.target_s, self.threads, self.steps = target_s, threads, steps
 
     def write(self, path):
         return write(path, self.layers)
@@ -109,7 +109,7 @@ class SlowModel:
     def describe(self):
         steps = ", ".join(f"{n} layers {t * 1e3:.1f} ms" for n, t in self.steps)
         return (f"slow model: {self.layers} layers, {self.item_s * 1e3:.1f} ms per item "
-                f"(min {self.min_s * 1e3:.1f} ms; target {TARGET_S * 1e3:.0f} ms, "
+                f"(min {self.min_s * 1e3:.1f} ms; target {self.target_s * 1e3:.0f} ms, "
                 f"threads {self.threads or 'all'}; timed: {steps})")
 
     __str__ = describe
@@ -146,7 +146,7 @@ def get(threads=0, target_s=TARGET_S):
             t, t_min = timed(layers)
             if 0.7 * target_s <= t <= 1.5 * target_s or layers in (MIN_LAYERS, MAX_LAYERS):
                 break
-    slow = SlowModel(layers, t, t_min, threads, steps)
+    slow = SlowModel(layers, t, t_min, target_s, threads, steps)
     _cache[key] = slow
     reports.append(slow.describe())
     print(slow.describe())
