@@ -15,3 +15,17 @@ def daemon(tmp_path):
     """A running convd on a temporary socket, stopped (SIGTERM) afterwards."""
     with TestDaemon(tmp_path) as d:
         yield d
+
+
+@pytest.fixture(scope="session")
+def slow():
+    """The slow model sized for this machine (tests/support/slow_model.py),
+    measured once per session."""
+    from tests.support import slow_model
+    return slow_model.get()
+
+
+def pytest_terminal_summary(terminalreporter):
+    from tests.support import slow_model
+    for line in slow_model.reports:
+        terminalreporter.write_line(line)

@@ -15,6 +15,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from tests.integration.daemon_wire import Wire, request, stats
+from tests.support import slow_model
 from tests.support.daemon import TestDaemon
 
 RNG = np.random.default_rng()  # fresh shapes and weights every run
@@ -53,35 +54,10 @@ def conv_model(path, cin, cout, h, w, seed, relu=True, two_outputs=False):
     return str(path)
 
 
-SLOW_CH, SLOW_HW, SLOW_MID = 4, 64, 96
-
-
-def slow_model(path, ch=SLOW_CH, hw=SLOW_HW, layers=6, mid=SLOW_MID):
-    """3x3 convs ch -> mid -> ... -> mid -> ch (2.6 GFLOP per item): long
-    enough that requests queue behind it (~25 ms per item with the AVX-512
-    kernels on a busy 2-core machine), while inputs and outputs stay small
-    (64 KiB per item) so pipelined requests are read long before their
-    answers could fill the connection's output buffer."""
-    rng = np.random.default_rng(7)
-    nodes, inits, prev = [], [], "x"
-    for i in range(layers):
-        cin = ch if i == 0 else mid
-        cout = ch if i == layers - 1 else mid
-        wt = (rng.standard_normal((cout, cin, 3, 3)) * np.sqrt(2.0 / (cin * 9))).astype(np.float32)
-        inits.append(numpy_helper.from_array(wt, f"w{i}"))
-        out = "y" if i == layers - 1 else f"a{i}"
-        nodes.append(helper.make_node("Conv", [prev, f"w{i}"], [f"c{i}"],
-                                      kernel_shape=[3, 3], pads=[1, 1, 1, 1]))
-        nodes.append(helper.make_node("Relu", [f"c{i}"], [out]))
-        prev = out
-    graph = helper.make_graph(
-        nodes, "slow",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", ch, hw, hw])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", ch, hw, hw])], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    onnx.save(model, str(path))
-    return str(path)
+# The slow model (tests/support/slow_model.py): sized on this machine for
+# ~30 ms per item, so requests queue behind it; its inputs and outputs stay
+# small, so pipelined requests are read long before answers fill buffers.
+SLOW_CH, SLOW_HW = slow_model.CH, slow_model.HW
 
 
 def reference(path, x):
@@ -106,12 +82,12 @@ def assert_close(got, ref):
 
 
 @pytest.fixture(scope="module")
-def models_dir(tmp_path_factory):
+def models_dir(tmp_path_factory, slow):
     d = tmp_path_factory.mktemp("models")
     conv_model(d / "conv.onnx", C, COUT, H, W, seed=1)
     conv_model(d / "two.onnx", C, COUT, H, W, seed=2, two_outputs=True)
     conv_model(d / "other.onnx", C, COUT, H, W, seed=3, relu=False)
-    slow_model(d / "slow.onnx")
+    slow.write(d / "slow.onnx")
     (d / "broken.onnx").write_bytes(b"this is not a protobuf \x00\x01\x02" * 10)
     (d / "truncated.onnx").write_bytes(open(d / "conv.onnx", "rb").read()[:60])
     (d / "notes.txt").write_text("not a model")
@@ -264,7 +240,7 @@ def test_per_model_stats(w):
 
 # ---- inference on workers ----------------------------------------------------
 
-def test_hello_answered_while_model_computes(d, w):
+def test_hello_answered_while_model_computes(d, w, slow):
     x = RNG.standard_normal((2, SLOW_CH, SLOW_HW, SLOW_HW)).astype(np.float32)
     with Wire.connect(d) as other:
         w.send(request(1, "infer", {"model": "slow", "inputs": {"x": tensor(x)}}) +
@@ -272,7 +248,7 @@ def test_hello_answered_while_model_computes(d, w):
         t0 = time.monotonic()
         assert other.result("health")["status"] == "ok"
         t_health = time.monotonic() - t0
-        first, second = w.recv(2, timeout=120)
+        first, second = w.recv(2, timeout=slow.limit(2))
         t_infer = time.monotonic() - t0
     # The pipelined hello overtook the infer sent before it: out of order.
     assert first[1] == 2 and first[3]["server"] == "convd"
@@ -280,15 +256,16 @@ def test_hello_answered_while_model_computes(d, w):
     assert t_health < t_infer, (t_health, t_infer)
 
 
-def test_infer_timeout_in_queue(d, w):
+def test_infer_timeout_in_queue(d, w, slow):
     x = RNG.standard_normal((2, SLOW_CH, SLOW_HW, SLOW_HW)).astype(np.float32)
-    slow = {"model": "slow", "inputs": {"x": tensor(x)}}
+    params = {"model": "slow", "inputs": {"x": tensor(x)}}
     small = {"model": "conv", "inputs": {"x": tensor(good_x())}, "timeout_ms": 1}
-    # Both workers busy with three rounds of slow requests (batch 2 each):
-    # the last one waits far longer than 1 ms before it could start.
-    w.send(b"".join(request(i, "infer", slow) for i in range(1, 7)) +
+    # Both workers busy with three rounds of slow requests (batch 2 each,
+    # an item takes slow.item_s, measured to be tens of ms): the last one
+    # waits far longer than 1 ms before it could start.
+    w.send(b"".join(request(i, "infer", params) for i in range(1, 7)) +
            request(7, "infer", small))
-    got = {m[1]: m for m in w.recv(7, timeout=120)}
+    got = {m[1]: m for m in w.recv(7, timeout=slow.limit(12))}
     assert all(got[i][2] is None for i in range(1, 7))
     assert got[7][2]["code"] == "E_TIMEOUT"
     assert w.result("stats")["errors"]["E_TIMEOUT"] >= 1
@@ -348,7 +325,7 @@ def test_unload_bad_params(w):
     assert w.error("unload", {}) == "E_PARAMS"
 
 
-def test_load_replaces_atomically_in_flight_finish_on_old(models_dir, d, w):
+def test_load_replaces_atomically_in_flight_finish_on_old(models_dir, d, w, slow):
     # "swap" starts as conv.onnx; a slow request keeps one worker busy so the
     # next infer on "swap" is queued, then "swap" is replaced by other.onnx.
     w.result("load", {"name": "swap", "path": "conv.onnx"})
@@ -358,7 +335,7 @@ def test_load_replaces_atomically_in_flight_finish_on_old(models_dir, d, w):
            request(2, "infer", {"model": "slow", "inputs": {"x": tensor(big)}}) +
            request(3, "infer", {"model": "swap", "inputs": {"x": tensor(x)}}) +
            request(4, "load", {"name": "swap", "path": "other.onnx"}))
-    got = {m[1]: m for m in w.recv(4, timeout=120)}
+    got = {m[1]: m for m in w.recv(4, timeout=slow.limit(2))}
     assert all(m[2] is None for m in got.values()), got
     # Request 3 was accepted before the replace: it ran on the old model.
     assert_close(from_wire(got[3][3]["outputs"]["y"]),
@@ -371,20 +348,20 @@ def test_load_replaces_atomically_in_flight_finish_on_old(models_dir, d, w):
     assert w.result("unload", {"name": "swap"}) == {"name": "swap"}
 
 
-def test_unload_with_request_in_flight(d, w):
+def test_unload_with_request_in_flight(d, w, slow):
     w.result("load", {"name": "slow2", "path": "slow.onnx", "max_batch": 1})
     x = RNG.standard_normal((1, SLOW_CH, SLOW_HW, SLOW_HW)).astype(np.float32)
     w.send(request(1, "infer", {"model": "slow2", "inputs": {"x": tensor(x)}}) +
            request(2, "unload", {"name": "slow2"}) +
            request(3, "infer", {"model": "slow2", "inputs": {"x": tensor(x)}}))
-    got = {m[1]: m for m in w.recv(3, timeout=120)}
+    got = {m[1]: m for m in w.recv(3, timeout=slow.limit(2))}
     assert got[1][2] is None
     assert got[1][3]["outputs"]["y"]["shape"] == [1, SLOW_CH, SLOW_HW, SLOW_HW]
     assert got[2][3] == {"name": "slow2"}
     assert got[3][2]["code"] == "E_NOT_FOUND"
 
 
-def test_client_gone_with_inference_queued(d):
+def test_client_gone_with_inference_queued(d, slow):
     s0 = stats(d)
     x = RNG.standard_normal((1, SLOW_CH, SLOW_HW, SLOW_HW)).astype(np.float32)
     with Wire.connect(d) as w:
@@ -393,7 +370,7 @@ def test_client_gone_with_inference_queued(d):
     # Closed at once: none of the 8 can be answered.
     with Wire.connect(d) as w2:
         assert w2.result("hello")["server"] == "convd"
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + slow.limit(8)
         while (w2.result("stats")["requests"]["in_flight"] > 0
                and time.monotonic() < deadline):
             time.sleep(0.05)
@@ -418,24 +395,34 @@ def test_load_without_models_dir_is_e_access(tmp_path):
         assert w.error("load", {"name": "a", "path": "a.onnx"}) == "E_ACCESS"
 
 
-def test_sigterm_with_inference_in_flight(models_dir, tmp_path):
+def test_sigterm_with_inference_in_flight(models_dir, tmp_path, slow):
     d0 = TestDaemon(tmp_path, models_dir=models_dir,
                     args=["--max-batch", "2", "--workers", "2"]).start()
     try:
         x = RNG.standard_normal((2, SLOW_CH, SLOW_HW, SLOW_HW)).astype(np.float32)
         xs = RNG.standard_normal((1, C, H, W)).astype(np.float32)
-        w = Wire.connect(d0, timeout=120)
+        w = Wire.connect(d0, timeout=slow.limit(8))
         w.send(b"".join(request(i, "infer", {"model": "slow", "inputs": {"x": tensor(x)}})
                         for i in range(4)) +
                request(10, "infer", {"model": "conv", "inputs": {"x": tensor(xs)}}))
-        time.sleep(0.1)
+        # SIGTERM once the daemon has read all five, while the slow ones are
+        # in flight: 8 items of slow.item_s each on two workers outlast this
+        # wait by far (no fixed sleep that a fast CPU would outlast).
+        deadline = time.monotonic() + slow.limit(1)
+        while True:
+            s = stats(d0)
+            read = sum(s["models"][m]["requests"] for m in ("slow", "conv"))
+            if read == 5 or time.monotonic() > deadline:
+                break
+            time.sleep(0.002)
+        assert read == 5 and s["requests"]["in_flight"] >= 1, (s["requests"], str(slow))
         d0.signal(signal.SIGTERM)
-        msgs = w.expect_eof(timeout=120)
+        msgs = w.expect_eof(timeout=slow.limit(8))
         assert sorted(m[1] for m in msgs) == [0, 1, 2, 3, 10]
         assert all(m[2] is None for m in msgs), [m[2] for m in msgs]
         assert_close(from_wire({m[1]: m for m in msgs}[10][3]["outputs"]["y"]),
                      reference(str(models_dir / "conv.onnx"), xs)["y"])
-        assert d0.proc.wait(60) == 0
+        assert d0.proc.wait(slow.limit(8)) == 0
         assert not os.path.exists(d0.socket)
     finally:
         d0.stop()

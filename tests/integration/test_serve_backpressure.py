@@ -12,22 +12,10 @@ import pytest
 
 from tests.integration.daemon_wire import Wire, request, stats
 from tests.models.builders import Graph, save
+from tests.support import slow_model
 from tests.support.daemon import TestDaemon
 
 RNG = np.random.default_rng()
-SLOW_CH, SLOW_HW, SLOW_MID = 4, 64, 128
-
-
-def slow_model(path, layers=5):
-    """Small input and output (4 x 64 x 64), 128-channel 3x3 convs in between
-    (~3.7 GFLOP per item, ~30 ms with the AVX-512 kernels on 2 cores):
-    requests queue behind it while they cost little to send."""
-    g = Graph(np.random.default_rng(7))
-    y = g.relu(g.conv(g.input("x", [SLOW_CH, SLOW_HW, SLOW_HW]), SLOW_CH, SLOW_MID, 3))
-    for _ in range(layers - 2):
-        y = g.relu(g.conv(y, SLOW_MID, SLOW_MID, 3))
-    y = g.conv(y, SLOW_MID, SLOW_CH, 3)
-    return save(g.build([y], "slow"), path)
 
 
 def tiny_model(path):
@@ -47,14 +35,26 @@ def tensor(a):
     return {"dtype": "f32", "shape": list(a.shape), "data": a.tobytes()}
 
 
-SLOW_X = RNG.standard_normal((1, SLOW_CH, SLOW_HW, SLOW_HW)).astype(np.float32)
+# The slow model (tests/support/slow_model.py), sized on this machine for
+# ~30 ms per item: requests queue behind it while they cost little to send.
+SLOW_X = RNG.standard_normal((1, slow_model.CH, slow_model.HW, slow_model.HW)).astype(np.float32)
 TINY_X = RNG.standard_normal((1, 2, 4, 4)).astype(np.float32)
 
 
 @pytest.fixture(scope="module")
-def models(tmp_path_factory):
+def heavy():
+    """The slow family at three times the usual time per item: the full-queue
+    test needs its first run to outlast reading six requests by far, also when
+    the loop thread shares the cores with the compute threads of a busy
+    machine."""
+    return slow_model.get(target_s=3 * slow_model.TARGET_S)
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory, slow, heavy):
     d = tmp_path_factory.mktemp("models")
-    slow_model(d / "slow.onnx")
+    slow.write(d / "slow.onnx")
+    heavy.write(d / "heavy.onnx")
     tiny_model(d / "tiny.onnx")
     wide_model(d / "wide.onnx")
     return d
@@ -75,9 +75,9 @@ def wait_idle(w, timeout=60):
     assert w.result("stats")["requests"]["in_flight"] == 0
 
 
-def test_full_queue_is_overloaded_at_once_not_a_hang(d):
-    with Wire.connect(d, timeout=120) as w:
-        w.result("load", {"name": "q4", "path": "slow.onnx", "max_queue": 4})
+def test_full_queue_is_overloaded_at_once_not_a_hang(d, heavy):
+    with Wire.connect(d, timeout=heavy.limit(6)) as w:
+        w.result("load", {"name": "q4", "path": "heavy.onnx", "max_queue": 4})
         before = w.result("stats")
         n = 20
         t0 = time.monotonic()
@@ -85,7 +85,7 @@ def test_full_queue_is_overloaded_at_once_not_a_hang(d):
                         for i in range(n)))
         got, first_overloaded, first_ok = {}, None, None
         while len(got) < n:
-            m = w.recv_one(timeout=120)
+            m = w.recv_one(timeout=heavy.limit(6))
             assert m[1] not in got
             got[m[1]] = m
             if m[2] and first_overloaded is None:
@@ -99,7 +99,7 @@ def test_full_queue_is_overloaded_at_once_not_a_hang(d):
         # At most the queue (4) plus the one running were accepted.
         assert 4 <= ok <= 6 and ok + len(codes) == n
         # The refusals came at once, before the first computation ended.
-        assert first_overloaded < first_ok
+        assert first_overloaded < first_ok, (first_overloaded, first_ok, str(heavy))
         after = w.result("stats")
         assert after["errors"]["E_OVERLOADED"] - before["errors"]["E_OVERLOADED"] == len(codes)
         m = after["models"]["q4"]
@@ -109,18 +109,22 @@ def test_full_queue_is_overloaded_at_once_not_a_hang(d):
         w.result("unload", {"name": "q4"})
 
 
-def test_timeout_ms_expires_in_queue(d):
-    with Wire.connect(d, timeout=120) as w:
+def test_timeout_ms_expires_in_queue(d, slow):
+    with Wire.connect(d, timeout=slow.limit(4)) as w:
         before = w.result("stats")
-        slow = [request(i + 1, "infer", {"model": "slow", "inputs": {"x": tensor(SLOW_X)}})
-                for i in range(3)]
-        # Behind 3 slow runs (~90 ms): 5 ms is far too short; 120 s is plenty.
+        slows = [request(i + 1, "infer", {"model": "slow", "inputs": {"x": tensor(SLOW_X)}})
+                 for i in range(3)]
+        # Behind 3 slow runs (slow.item_s each, measured): a quarter of one
+        # run (at most 5 ms) is far too short; the generous limit for four
+        # runs is plenty.
+        short_ms = max(1, min(5, int(slow.item_s * 1000 / 4)))
+        long_ms = int(slow.limit(4) * 1000)
         short = [request(10 + i, "infer", {"model": "tiny", "inputs": {"x": tensor(TINY_X)},
-                                           "timeout_ms": 5}) for i in range(4)]
+                                           "timeout_ms": short_ms}) for i in range(4)]
         long = [request(20, "infer", {"model": "tiny", "inputs": {"x": tensor(TINY_X)},
-                                      "timeout_ms": 120000})]
-        w.send(b"".join(slow + short + long))
-        got = {m[1]: m for m in w.recv(8, timeout=120)}
+                                      "timeout_ms": long_ms})]
+        w.send(b"".join(slows + short + long))
+        got = {m[1]: m for m in w.recv(8, timeout=slow.limit(4))}
         assert len(got) == 8
         assert all(got[i][2] is None for i in (1, 2, 3, 20))
         assert [got[10 + i][2]["code"] for i in range(4)] == ["E_TIMEOUT"] * 4
@@ -130,22 +134,22 @@ def test_timeout_ms_expires_in_queue(d):
                 - before["models"]["tiny"]["errors_by_code"].get("E_TIMEOUT", 0)) == 4
 
 
-def test_disconnect_cancels_queued_work(d):
-    with Wire.connect(d, timeout=120) as w2:
-        wait_idle(w2)
+def test_disconnect_cancels_queued_work(d, slow):
+    with Wire.connect(d, timeout=slow.limit(2)) as w2:
+        wait_idle(w2, slow.limit(6))
         s0 = w2.result("stats")
-        n = 12
+        n = 24
         with Wire.connect(d) as w:
             w.send(b"".join(request(i + 1, "infer", {"model": "slow",
                                                      "inputs": {"x": tensor(SLOW_X)}})
                             for i in range(n)))
             # Wait until the daemon has read them all (all counted), then vanish.
-            deadline = time.monotonic() + 30
+            deadline = time.monotonic() + slow.limit(2)
             while (w2.result("stats")["models"]["slow"]["requests"]
                    - s0["models"]["slow"]["requests"] < n and time.monotonic() < deadline):
                 time.sleep(0.01)
         t_closed = time.monotonic()
-        wait_idle(w2)
+        wait_idle(w2, slow.limit(n))
         idle_after = time.monotonic() - t_closed
         s = w2.result("stats")
         cancelled = s["requests"]["cancelled"] - s0["requests"]["cancelled"]
@@ -158,7 +162,9 @@ def test_disconnect_cancels_queued_work(d):
         assert cancelled + computed == n
         assert dropped <= computed <= 2
         assert cancelled >= n - 2
-        assert idle_after < 10  # not 12 slow runs
+        # Idle well before n slow runs could have ended (half of their
+        # measured time: the at most two computed plus the polling fit).
+        assert idle_after < n / 2 * slow.item_s, (idle_after, str(slow))
         assert w2.result("hello")["server"] == "convd"
         x = RNG.standard_normal((1, 2, 4, 4)).astype(np.float32)
         assert w2.call("infer", {"model": "tiny", "inputs": {"x": tensor(x)}})[2] is None

@@ -30,7 +30,7 @@ import pytest
 
 from tests.integration.client_models import scale2_reference, write_scale2
 from tests.integration.daemon_wire import Wire, request
-from tests.models.builders import Graph, save
+from tests.support import slow_model
 from tests.support.daemon import TestDaemon
 
 SEED = random.SystemRandom().randrange(1 << 30)
@@ -59,15 +59,6 @@ def fanout_reference(x, cout):
     return (x * w).astype(np.float32)
 
 
-def slow_model(path):
-    """4 x 64 x 64 in and out, 64-channel 3x3 convs between: some ms per run."""
-    g = Graph(np.random.default_rng(7))
-    y = g.relu(g.conv(g.input("x", [4, 64, 64]), 4, 64, 3))
-    y = g.relu(g.conv(y, 64, 64, 3))
-    y = g.conv(y, 64, 4, 3)
-    return save(g.build([y], "slow"), path)
-
-
 def tensor(a):
     return {"dtype": "f32", "shape": list(a.shape), "data": a.tobytes()}
 
@@ -83,13 +74,13 @@ def assert_close(got, ref):
 
 
 @pytest.fixture(scope="module")
-def models(tmp_path_factory):
+def models(tmp_path_factory, slow):
     d = tmp_path_factory.mktemp("models")
     write_scale2(d / "tiny.onnx")
     fanout_model(d / "fan16.onnx", 16)    # 256 KiB out per item
     fanout_model(d / "fan64.onnx", 64)    # 1 MiB out per item
     fanout_model(d / "fan256.onnx", 256)  # 4 MiB out per item
-    slow_model(d / "slow.onnx")
+    slow.write(d / "slow.onnx")  # tests/support/slow_model.py: ~30 ms per item
     return d
 
 
@@ -352,20 +343,22 @@ def test_trickle_reader_while_workers_answer_gets_whole_messages(tmp_path, model
         assert worker_paths(s1) - worker_paths(s0) == n
 
 
-def test_disconnect_while_workers_finish_drops_and_counts(tmp_path, models):
+def test_disconnect_while_workers_finish_drops_and_counts(tmp_path, models, slow):
+    # n runs of slow.item_s (measured) on two workers: when the first answer
+    # is read, the next runs are in progress and most are still queued.
+    n = random.randint(10, 16)
     with TestDaemon(tmp_path, models_dir=models, args=["--workers", "2", "--max-batch", "1"]) as d, \
-            contextlib.ExitStack() as stack, Wire.connect(d, timeout=120) as w:
+            contextlib.ExitStack() as stack, Wire.connect(d, timeout=slow.limit(n)) as w:
         s0 = w.result("stats")
-        n = random.randint(10, 16)
-        x = RNG.standard_normal((1, 4, 64, 64)).astype(np.float32)
-        sock = stack.enter_context(d.connect_raw(timeout=60))
+        x = slow.input(RNG)
+        sock = stack.enter_context(d.connect_raw(timeout=slow.limit(n)))
         sock.sendall(b"".join(request(i + 1, "infer", {"model": "slow", "inputs": {"x": tensor(x)}})
                               for i in range(n)))
-        reader = Reader(sock, 1)
+        reader = Reader(sock, 1, timeout=slow.limit(2))
         reader.run()  # the first answer(s): workers are busy with the next ones
-        assert reader.error is None and 1 <= len(reader.got) < n
+        assert reader.error is None and 1 <= len(reader.got) < n, (len(reader.got), str(slow))
         sock.close()
-        wait_idle(w)
+        wait_idle(w, slow.limit(n))
         s = w.result("stats")
         cancelled = s["requests"]["cancelled"] - s0["requests"]["cancelled"]
         dropped = s["requests"]["dropped"] - s0["requests"]["dropped"]

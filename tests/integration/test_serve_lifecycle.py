@@ -6,6 +6,7 @@ exits 0; SIGHUP re-reads the config file and the models directory (new files
 loaded, removed ones unloaded, changed ones reloaded). Every test counts
 requests sent vs answers received."""
 import os
+import re
 import signal
 import threading
 import time
@@ -14,7 +15,7 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from tests.integration.daemon_wire import Wire, request
+from tests.integration.daemon_wire import Wire, request, stats
 from tests.models.builders import Graph, save
 from tests.support.daemon import TestDaemon
 
@@ -145,30 +146,53 @@ def test_unload_under_traffic(tmp_path):
         assert ctl.result("stats")["requests"]["in_flight"] == 0
 
 
-def test_sigterm_under_load_answers_every_accepted_request(tmp_path):
+def test_sigterm_under_load_answers_every_accepted_request(tmp_path, slow):
     md = tmp_path / "models"
     md.mkdir()
     conv_model(md / "a.onnx", 4, cout=16)
+    slow.write(md / "slow.onnx")
     d = TestDaemon(tmp_path, models_dir=md, args=["--workers", "2"]).start()
     try:
         x = RNG.standard_normal((2, C, HW, HW)).astype(np.float32)
-        conns = [Wire.connect(d, timeout=60) for _ in range(6)]
+        # First four runs of the slow model (tests/support/slow_model.py,
+        # slow.item_s each, measured) on one connection: they hold both
+        # workers while the tiny requests queue behind them, so the SIGTERM
+        # below finds work in flight however fast the CPU (a fixed sleep
+        # was outlasted by the tiny requests alone at times).
+        n_slow = 4
+        sw = Wire.connect(d, timeout=slow.limit(n_slow))
+        sw.send(b"".join(request(i + 1, "infer", {"model": "slow",
+                                                  "inputs": {"x": tensor(slow.input(RNG))}})
+                         for i in range(n_slow)))
+        conns = [Wire.connect(d, timeout=slow.limit(n_slow)) for _ in range(6)]
         per = 40
         for w in conns:
             w.send(b"".join(request(i + 1, "infer", {"model": "a", "inputs": {"x": tensor(x)}})
                             for i in range(per)))
-        time.sleep(0.05)
+        # SIGTERM once every request was read (counted), not after a sleep.
+        deadline = time.monotonic() + slow.limit(1)
+        while time.monotonic() < deadline:
+            s = stats(d)["models"]
+            if s["slow"]["requests"] == n_slow and s["a"]["requests"] == per * len(conns):
+                break
+            time.sleep(0.002)
         d.signal(signal.SIGTERM)
         total = 0
-        for w in conns:
-            msgs = w.expect_eof(timeout=60)
-            assert sorted(m[1] for m in msgs) == list(range(1, per + 1))
+        for w in conns + [sw]:
+            msgs = w.expect_eof(timeout=slow.limit(n_slow))
+            n = n_slow if w is sw else per
+            assert sorted(m[1] for m in msgs) == list(range(1, n + 1))
             assert all(m[2] is None for m in msgs), [m[2] for m in msgs if m[2]][:3]
             total += len(msgs)
             w.close()
-        assert total == per * len(conns)
-        assert d.proc.wait(60) == 0
-        assert "all connections closed" in d.stderr_text()
+        assert total == per * len(conns) + n_slow
+        assert d.proc.wait(slow.limit(n_slow)) == 0
+        log = d.stderr_text()
+        assert "all connections closed" in log
+        # The signal came while work was in flight: the drain was exercised.
+        in_flight = re.search(r"SIGTERM: shutting down \(\d+ connections, (\d+) requests in flight",
+                              log)
+        assert in_flight and int(in_flight[1]) >= 1, (log, str(slow))
     finally:
         d.stop()
 

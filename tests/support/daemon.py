@@ -17,6 +17,23 @@ import time
 from . import paths
 
 
+def process_env(extra=None):
+    """The environment of a test daemon, also used by anything in the tests
+    that must run the kernels as the daemon does (tests/support/slow_model.py
+    times convd-run with it)."""
+    env = dict(os.environ)
+    # Leaks are checked explicitly at exit by LeakSanitizer in SAN builds.
+    env.setdefault("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0")
+    # Set explicitly so convd does not re-exec itself to choose it (a
+    # re-exec would also leave valgrind behind).
+    env.setdefault("OMP_WAIT_POLICY", "passive")
+    env.setdefault("LSAN_OPTIONS", "suppressions=" + os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "lsan.supp"))
+    if extra:
+        env.update(extra)
+    return env
+
+
 class TestDaemon:
     __test__ = False  # not a pytest class
 
@@ -49,16 +66,7 @@ class TestDaemon:
         return cmd + self.args
 
     def start(self):
-        env = dict(os.environ)
-        # Leaks are checked explicitly at exit by LeakSanitizer in SAN builds.
-        env.setdefault("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0")
-        # Set explicitly so convd does not re-exec itself to choose it (a
-        # re-exec would also leave valgrind behind).
-        env.setdefault("OMP_WAIT_POLICY", "passive")
-        env.setdefault("LSAN_OPTIONS", "suppressions=" + os.path.join(
-            os.path.dirname(os.path.abspath(__file__)), "lsan.supp"))
-        if self.env:
-            env.update(self.env)
+        env = process_env(self.env)
         self._log = open(self._log_path, "wb")
         self.proc = subprocess.Popen(self.command(), stdout=self._log,
                                      stderr=subprocess.STDOUT, env=env)
