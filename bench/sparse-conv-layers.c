@@ -529,11 +529,12 @@ int main(int argc, char **argv) {
     DNNL_CHECK(dnnl_engine_create(&g_engine, dnnl_cpu, 0));
     DNNL_CHECK(dnnl_stream_create(&g_stream, g_engine, dnnl_stream_default_flags));
     const cd_sparse_isa isa = cd_sparse_isa_best();
-    printf("Sparse kernels: %s. Dense: oneDNN %d.%d (layouts of its choice, reorders excluded). "
+    printf("Sparse kernels: %s%s. Dense: oneDNN %d.%d (layouts of its choice, reorders excluded). "
            "Cells: speedup = oneDNN time / sparse time (ideal in the header); "
            "`b90` = 90%% in 4x1 output-channel blocks (format in the last column); "
            "`BE` = lowest measured sparsity from which sparse is at least as fast.\n\n",
-           cd_sparse_isa_name(isa), DNNL_VERSION_MAJOR, DNNL_VERSION_MINOR);
+           cd_sparse_isa_name(isa), cd_sparse_isa_capped() ? " (capped by CD_MAX_ISA)" : "",
+           DNNL_VERSION_MAJOR, DNNL_VERSION_MINOR);
     printf("| layer | N | T | oneDNN ms |");
     for (size_t l = 0; l < NLEVELS; l++) {
         if (k_levels[l] < 0)
