@@ -233,14 +233,17 @@ static int shift_geometry(const cd_conv_desc *d, int vec) {
 // 80/90/95%: @56 1.5/2.5/3.7 -> 2.2/3.4/4.8, @28 1.6/2.9/4.8 -> 2.4/4.1/6.3,
 // @14 1.5/2.7/4.6 -> 2.2/3.8/6.2; stride 2 @56 -> 28, two runs: 1.25/1.75/2.29
 // -> 1.48/2.02/2.39 and 1.30/1.82/2.10 -> 1.49/2.08/2.32; @7 falls outside
-// the geometry; AVX2 in docs/SPARSITY.md).
+// the geometry), and outputs at least 14 wide: on AVX2 (same layers, the
+// path on vs off at 80/90%, docs/SPARSITY.md) @28, @14, s2 @56 and s2 @28
+// gained 1.12-1.28x, but s2 @14 (7 wide: one 8-float vector per row, tiles
+// too short to hide the FMA latency) went 0.68 -> 0.76 ms at 90%.
 // 2x2, 1x3, 3x2 run correctly when forced but were not measured.
 static int shift_wanted(const cd_conv_desc *d, cd_sparse_format fmt, cd_sparse_isa isa,
                         const cd_sparse_conv_options *opt) {
     const int mode = opt ? opt->shift : 0;
     if (mode < 0 || fmt != CD_SPARSE_FMT_CSR || !k_isa_paths[isa].shift) return 0;
     if (mode > 0) return 1;
-    return d->r == 3 && d->s == 3;
+    return d->r == 3 && d->s == 3 && d->ow >= 14;
 }
 
 // Whether create should lay a small-output k x k layer out as im2col planes
