@@ -313,7 +313,10 @@ static void run_layer(const layer *L, int batch, int threads, int bi, int ti) {
     const size_t wn = (size_t)d.k * (d.c / d.groups) * d.r * d.s;
     const size_t xn = (size_t)batch * d.c * d.h * d.w, yn = (size_t)batch * d.k * d.oh * d.ow;
     float *dense = malloc(wn * sizeof *dense), *w = malloc(wn * sizeof *w);
-    float *bias = malloc(d.k * sizeof *bias), *x = malloc(xn * sizeof *x);
+    // The input 64-byte aligned, as the runtime's tensors are: 1x1 layers
+    // run on its planes, and malloc's 16-byte alignment made the same layer
+    // 1.3x slower or not depending on the heap's history.
+    float *bias = malloc(d.k * sizeof *bias), *x = aligned_alloc(64, (xn * sizeof *x + 63) & ~(size_t)63);
     float *y = aligned_alloc(64, (yn * sizeof *y + 63) & ~(size_t)63);
     for (size_t i = 0; i < wn; i++) dense[i] = (float)(rnd() - 0.5);
     for (int i = 0; i < d.k; i++) bias[i] = (float)(rnd() - 0.5);

@@ -68,6 +68,12 @@ typedef enum {
 // rows and row copies, and neither the aligned-shift nor the im2col layout.
 typedef struct {
     int vec; // floats per vector
+    // Vector plane rows at column stride 1 too (else only stride 2 and the
+    // im2col taps): on AVX2 the portable memset/copy rows were faster there
+    // (ResNet-50 3x3 @56, 90%, 1 thread, two A/B runs: 0.53 -> 0.50 ms
+    // without them; @28 and @14 within noise), the stride-2 rows are not
+    // (the compiler's copy is scalar loads).
+    int rows_stride1;
     void (*phase_row)(float *row, size_t n, const float *x, long lo, long hi, int sh, int stride,
                       const uint16_t *masks);
     void (*im2col_tap)(float *dst, int oh, int ow, const float *x, int h, int w, long lo, long hi,
@@ -80,10 +86,10 @@ typedef struct {
 
 static const isa_paths k_isa_paths[] = {
     [CD_SPARSE_ISA_SCALAR] = {.vec = 8},
-    [CD_SPARSE_ISA_AVX2] = {8, cd_f32_phase_row__avx2, cd_f32_im2col_tap__avx2,
+    [CD_SPARSE_ISA_AVX2] = {8, 0, cd_f32_phase_row__avx2, cd_f32_im2col_tap__avx2,
                             cd_f32_copy_rows__avx2, cd_f32_spmm_shift__avx2,
                             "cd_f32_spmm_shift__avx2"},
-    [CD_SPARSE_ISA_AVX512F] = {16, cd_f32_phase_row__avx512f, cd_f32_im2col_tap__avx512f,
+    [CD_SPARSE_ISA_AVX512F] = {16, 1, cd_f32_phase_row__avx512f, cd_f32_im2col_tap__avx512f,
                                cd_f32_copy_rows__avx512f, cd_f32_spmm_shift__avx512f,
                                "cd_f32_spmm_shift__avx512f"},
 };
@@ -393,6 +399,7 @@ static int row_masks_build(cd_sparse_conv *h) {
     const cd_conv_desc *d = &h->d;
     if (!h->paths->phase_row || h->mode == MODE_DIRECT || h->mode == MODE_FC || d->stride_w > 2)
         return 0;
+    if (d->stride_w == 1 && !h->im2col && !h->paths->rows_stride1) return 0;
     const size_t n = h->im2col ? (size_t)d->ow : (size_t)h->wph;
     const int keys = h->im2col ? d->s : h->nslots;
     const size_t vec = (size_t)h->vec;
