@@ -7,6 +7,7 @@
 //                      [--rounds R]                    (default 3)
 //                      [--levels 0.6,0.9,-0.9]  (a subset of the levels)
 //                      [--cin-block N]          (force the input-channel block)
+//                      [--ms]                   (cells: sparse ms, not speedups)
 //
 // For each ResNet-50 / MobileNetV2 layer shape, batch and thread count:
 // oneDNN convolution with every tensor in the layout oneDNN prefers (format
@@ -76,6 +77,7 @@ static const double k_levels[] = {0.0, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, -0.9};
 // the others print "-".
 static int g_level_on[NLEVELS] = {1, 1, 1, 1, 1, 1, 1, 1};
 static int g_cin_block; // --cin-block: forced input-channel block (0 = auto)
+static int g_ms;        // --ms: cells print the sparse time in ms, not the speedup
 static int g_im2col;    // --im2col on|off: cd_sparse_conv_options.im2col (0 = auto)
 // --ab-shift: every level also runs with the aligned-shift 3x3 path forced
 // off (timed in the same rounds; printed as an extra "(shift off)" row) while
@@ -311,7 +313,10 @@ static void run_layer(const layer *L, int batch, int threads, int bi, int ti) {
     const size_t wn = (size_t)d.k * (d.c / d.groups) * d.r * d.s;
     const size_t xn = (size_t)batch * d.c * d.h * d.w, yn = (size_t)batch * d.k * d.oh * d.ow;
     float *dense = malloc(wn * sizeof *dense), *w = malloc(wn * sizeof *w);
-    float *bias = malloc(d.k * sizeof *bias), *x = malloc(xn * sizeof *x);
+    // The input 64-byte aligned, as the runtime's tensors are: 1x1 layers
+    // run on its planes, and malloc's 16-byte alignment made the same layer
+    // 1.3x slower or not depending on the heap's history.
+    float *bias = malloc(d.k * sizeof *bias), *x = aligned_alloc(64, (xn * sizeof *x + 63) & ~(size_t)63);
     float *y = aligned_alloc(64, (yn * sizeof *y + 63) & ~(size_t)63);
     for (size_t i = 0; i < wn; i++) dense[i] = (float)(rnd() - 0.5);
     for (int i = 0; i < d.k; i++) bias[i] = (float)(rnd() - 0.5);
@@ -412,7 +417,10 @@ static void run_layer(const layer *L, int batch, int threads, int bi, int ti) {
                 broke = 1;
             }
         }
-        printf(" %.2f |", sp);
+        if (g_ms)
+            printf(" %.3f |", t_sparse[l]);
+        else
+            printf(" %.2f |", sp);
     }
     if (res) res->be = best_be >= 0 && !broke ? best_be : 1.0;
     if (best_be >= 0 && !broke)
@@ -426,6 +434,8 @@ static void run_layer(const layer *L, int batch, int threads, int bi, int ti) {
         for (size_t l = 0; l < NLEVELS; l++) {
             if (!g_level_on[l] || t_off[l] < 0)
                 printf(" - |");
+            else if (g_ms)
+                printf(" %.3f |", t_off[l]);
             else
                 printf(" %.2f |", t_dense / t_off[l]);
         }
@@ -507,6 +517,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--cin-block") && i + 1 < argc) g_cin_block = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--im2col") && i + 1 < argc) g_im2col = !strcmp(argv[++i], "off") ? -1 : 1;
         else if (!strcmp(argv[i], "--ab-shift")) g_ab_shift = 1;
+        else if (!strcmp(argv[i], "--ms")) g_ms = 1;
         else if (!strcmp(argv[i], "--levels") && i + 1 < argc) {
             char *list = argv[++i];
             for (size_t l = 0; l < NLEVELS; l++) g_level_on[l] = 0;
@@ -522,18 +533,20 @@ int main(int argc, char **argv) {
         else {
             fprintf(stderr, "usage: %s [--filter S] [--batch N] [--threads T] [--min-time S] "
                             "[--layers r50|mv2|all] [--format auto|csr|bsr4|bsr8] [--rounds R] "
-                            "[--levels 0.6,0.9,-0.9] [--cin-block N] [--ab-shift] [--im2col on|off]\n", argv[0]);
+                            "[--levels 0.6,0.9,-0.9] [--cin-block N] [--ab-shift] [--im2col on|off] [--ms]\n", argv[0]);
             return 2;
         }
     }
     DNNL_CHECK(dnnl_engine_create(&g_engine, dnnl_cpu, 0));
     DNNL_CHECK(dnnl_stream_create(&g_stream, g_engine, dnnl_stream_default_flags));
     const cd_sparse_isa isa = cd_sparse_isa_best();
-    printf("Sparse kernels: %s. Dense: oneDNN %d.%d (layouts of its choice, reorders excluded). "
-           "Cells: speedup = oneDNN time / sparse time (ideal in the header); "
+    printf("Sparse kernels: %s%s. Dense: oneDNN %d.%d (layouts of its choice, reorders excluded). "
+           "%s"
            "`b90` = 90%% in 4x1 output-channel blocks (format in the last column); "
            "`BE` = lowest measured sparsity from which sparse is at least as fast.\n\n",
-           cd_sparse_isa_name(isa), DNNL_VERSION_MAJOR, DNNL_VERSION_MINOR);
+           cd_sparse_isa_name(isa), cd_sparse_isa_capped() ? " (capped by CD_MAX_ISA)" : "",
+           DNNL_VERSION_MAJOR, DNNL_VERSION_MINOR,
+           g_ms ? "Cells: sparse ms (fastest round); " : "Cells: speedup = oneDNN time / sparse time (ideal in the header); ");
     printf("| layer | N | T | oneDNN ms |");
     for (size_t l = 0; l < NLEVELS; l++) {
         if (k_levels[l] < 0)

@@ -62,11 +62,44 @@ typedef enum {
 // Prepared input planes per band (k x k): well inside the 2 MiB L2.
 #define BAND_BYTES (640 * 1024)
 
+// What an ISA brings besides its micro-kernels: the vector width the
+// geometry aligns to, the band rows of sparse/band-rows.h and the
+// aligned-shift kernel of sparse/spmm-shift.h. NULL: the portable plane
+// rows and row copies, and neither the aligned-shift nor the im2col layout.
+typedef struct {
+    int vec; // floats per vector
+    // Vector plane rows at column stride 1 too (else only stride 2 and the
+    // im2col taps): on AVX2 the portable memset/copy rows were faster there
+    // (ResNet-50 3x3 @56, 90%, 1 thread, two A/B runs: 0.53 -> 0.50 ms
+    // without them; @28 and @14 within noise), the stride-2 rows are not
+    // (the compiler's copy is scalar loads).
+    int rows_stride1;
+    void (*phase_row)(float *row, size_t n, const float *x, long lo, long hi, int sh, int stride,
+                      const uint16_t *masks);
+    void (*im2col_tap)(float *dst, int oh, int ow, const float *x, int h, int w, long lo, long hi,
+                       int y0, int row_stride, int sh, int stride, const uint16_t *masks);
+    void (*copy_rows)(float *dst, size_t dst_pitch, const float *src, size_t src_pitch, size_t rows,
+                      size_t cols);
+    cd_f32_spmm_shift_fn shift;
+    const char *shift_name;
+} isa_paths;
+
+static const isa_paths k_isa_paths[] = {
+    [CD_SPARSE_ISA_SCALAR] = {.vec = 8},
+    [CD_SPARSE_ISA_AVX2] = {8, 0, cd_f32_phase_row__avx2, cd_f32_im2col_tap__avx2,
+                            cd_f32_copy_rows__avx2, cd_f32_spmm_shift__avx2,
+                            "cd_f32_spmm_shift__avx2"},
+    [CD_SPARSE_ISA_AVX512F] = {16, 1, cd_f32_phase_row__avx512f, cd_f32_im2col_tap__avx512f,
+                               cd_f32_copy_rows__avx512f, cd_f32_spmm_shift__avx512f,
+                               "cd_f32_spmm_shift__avx512f"},
+};
+
 struct cd_sparse_conv {
     cd_conv_desc d;              // the layer, oh/ow filled
     int cpg, kpg;                // channels per group in / out
     cd_sparse_format format;
     cd_sparse_isa isa;
+    const isa_paths *paths;      // k_isa_paths[isa]
     int ncb;                     // input-channel (column) blocks, each packed apart
     int cb;                      // input channels per column block (last may be fewer)
     cd_sparse_pack *packs;       // [ncb] packed weights; bias lives in packs[0]
@@ -85,7 +118,7 @@ struct cd_sparse_conv {
                                  // workspace slots are laid out for them
     size_t band_out;             // floats per output channel of a band's
                                  // scratch (MODE_JUNK: band_rows*wph, to 16)
-    uint16_t *row_masks;         // AVX-512 plane rows: the window masks of
+    uint16_t *row_masks;         // vector plane rows: the window masks of
                                  // each slot (im2col: of each column tap;
                                  // sparse/band-rows.h), or NULL
     size_t masks_per_slot;       // masks per slot (or column tap)
@@ -125,7 +158,10 @@ int cd_sparse_conv_available(cd_sparse_format format, cd_sparse_isa isa) {
            cd_spmm_ukernel_find(isa, 1) != NULL;
 }
 
+// Planes, channels and bands are padded to 16 floats (64 bytes) on every
+// ISA: whole vectors of AVX-512 and AVX2 alike.
 static size_t round16(size_t x) { return (x + 15) & ~(size_t)15; }
+static size_t round_vec(size_t x, int vec) { return (x + vec - 1) / vec * vec; }
 static size_t align64(size_t x) { return (x + 63) & ~(size_t)63; }
 
 static int desc_ok(const cd_conv_desc *d) {
@@ -181,38 +217,43 @@ static int junk_beats_rows(const cd_conv_desc *d, int wph, int vec) {
 
 // Aligned-shift path: a MODE_JUNK layer with S = 2..3 column taps at
 // column stride 1 or 2 (any row stride: row phases are planes of their
-// own) whose pitch pads to a multiple of 16 floats for at most 1/8 more
-// columns (stride 1: 56: 58 -> 64, 28: 30 -> 32, 14: 16; not 7: 9 -> 16;
-// stride 2, 3x3: 28: 29 -> 32, 14: 15 -> 16). Then planes, channels and
-// tiles start on vector boundaries and every tap offset without its
-// lane shift s / stride is aligned. d has oh/ow filled.
+// own) whose pitch pads to a multiple of the vector (vec floats) for at most
+// 1/8 more columns (stride 1: 56: 58 -> 64, 28: 30 -> 32, 14: 16; not 7:
+// 9 -> 16; stride 2, 3x3: 28: 29 -> 32, 14: 15 -> 16; the same with vec 8,
+// which also takes e.g. 22 -> 24). Then planes, channels and tiles start on
+// vector boundaries and every tap offset without its lane shift s / stride
+// is aligned. d has oh/ow filled.
 static int shift_geometry(const cd_conv_desc *d, int vec) {
     const int S = d->s, sw = d->stride_w;
     if (!(sw == 1 || (sw == 2 && S >= 2)) || d->dil_w != 1 || S < 2 || S > 3) return 0;
     const int wph = d->ow + (S - 1) / sw;
-    return junk_beats_rows(d, wph, vec) && round16((size_t)wph) * 8 <= (size_t)wph * 9;
+    return junk_beats_rows(d, wph, vec) && round_vec((size_t)wph, vec) * 8 <= (size_t)wph * 9;
 }
 
 // Whether create should take the aligned-shift path where the geometry
-// allows it (plan_geometry checks the geometry): CSR on AVX-512 only, and
+// allows it (plan_geometry checks the geometry): CSR on an ISA with the
+// kernel (AVX-512, AVX2), and
 // opt->shift: 1 forces it, -1 turns it off, 0 follows the measured rule:
 // 3x3 only, the one shape measured (bench/sparse-conv-layers --ab-shift,
 // ResNet-50 3x3, batch 1, 1 thread, speedup over oneDNN path off -> on at
 // 80/90/95%: @56 1.5/2.5/3.7 -> 2.2/3.4/4.8, @28 1.6/2.9/4.8 -> 2.4/4.1/6.3,
 // @14 1.5/2.7/4.6 -> 2.2/3.8/6.2; stride 2 @56 -> 28, two runs: 1.25/1.75/2.29
 // -> 1.48/2.02/2.39 and 1.30/1.82/2.10 -> 1.49/2.08/2.32; @7 falls outside
-// the geometry).
+// the geometry), and outputs at least 14 wide: on AVX2 (same layers, the
+// path on vs off at 80/90%, docs/SPARSITY.md) @28, @14, s2 @56 and s2 @28
+// gained 1.12-1.28x, but s2 @14 (7 wide: one 8-float vector per row, tiles
+// too short to hide the FMA latency) went 0.68 -> 0.76 ms at 90%.
 // 2x2, 1x3, 3x2 run correctly when forced but were not measured.
 static int shift_wanted(const cd_conv_desc *d, cd_sparse_format fmt, cd_sparse_isa isa,
                         const cd_sparse_conv_options *opt) {
     const int mode = opt ? opt->shift : 0;
-    if (mode < 0 || fmt != CD_SPARSE_FMT_CSR || isa != CD_SPARSE_ISA_AVX512F) return 0;
+    if (mode < 0 || fmt != CD_SPARSE_FMT_CSR || !k_isa_paths[isa].shift) return 0;
     if (mode > 0) return 1;
-    return d->r == 3 && d->s == 3;
+    return d->r == 3 && d->s == 3 && d->ow >= 14;
 }
 
 // Whether create should lay a small-output k x k layer out as im2col planes
-// (h->im2col): AVX-512 (the planes are built by sparse/band-rows.h), column
+// (h->im2col): AVX-512 or AVX2 (the planes are built by sparse/band-rows.h), column
 // stride 1 or 2, at most IM2COL_MAX_PIXELS output pixels in rows of <= 16;
 // by default CSR only (BSR4 at 50%, where the cost model picks it: 0.63x ->
 // 0.52x with im2col: its 4 multiply-adds per load gain little from aligned
@@ -220,7 +261,7 @@ static int shift_wanted(const cd_conv_desc *d, cd_sparse_format fmt, cd_sparse_i
 static int im2col_wanted(const cd_conv_desc *d, cd_sparse_format fmt, cd_sparse_isa isa,
                          const cd_sparse_conv_options *opt, double density) {
     const int mode = opt ? opt->im2col : 0;
-    if (mode < 0 || isa != CD_SPARSE_ISA_AVX512F) return 0;
+    if (mode < 0 || !k_isa_paths[isa].im2col_tap) return 0;
     if (mode == 0 && fmt != CD_SPARSE_FMT_CSR) return 0; // BSR: measured slower at 50%
     if (!(d->r * d->s > 1 && d->stride_w <= 2 && d->ow <= 16 &&
           (size_t)d->oh * d->ow <= IM2COL_MAX_PIXELS))
@@ -292,7 +333,7 @@ static void plan_geometry(cd_sparse_conv *h, int32_t *tap_off, int vec, int want
     h->wph = d->ow + ((S - 1) * d->dil_w) / sw;
     h->shift = 0;
     if (want_shift && shift_geometry(d, vec)) {
-        h->wph = (int)round16((size_t)h->wph);
+        h->wph = (int)round_vec((size_t)h->wph, vec);
         h->shift = S;
         h->shift_stride = sw;
     }
@@ -349,23 +390,25 @@ static void plan_geometry(cd_sparse_conv *h, int32_t *tap_off, int vec, int want
     h->mode = h->shift || junk_beats_rows(d, h->wph, vec) ? MODE_JUNK : MODE_ROWS;
 }
 
-// The window masks of the AVX-512 plane rows (sparse/band-rows.h), when the
-// layout has plane rows and they are built on AVX-512: one set per slot for
+// The window masks of the vector plane rows (sparse/band-rows.h), when the
+// layout has plane rows and the ISA builds them: one set per slot for
 // rows of wph outputs, or for im2col one per column tap s for rows of OW
 // outputs; they depend on the row's column shift only. Returns 0 or
 // CD_ENOMEM.
 static int row_masks_build(cd_sparse_conv *h) {
     const cd_conv_desc *d = &h->d;
-    if (h->isa != CD_SPARSE_ISA_AVX512F || h->mode == MODE_DIRECT || h->mode == MODE_FC || d->stride_w > 2)
+    if (!h->paths->phase_row || h->mode == MODE_DIRECT || h->mode == MODE_FC || d->stride_w > 2)
         return 0;
+    if (d->stride_w == 1 && !h->im2col && !h->paths->rows_stride1) return 0;
     const size_t n = h->im2col ? (size_t)d->ow : (size_t)h->wph;
     const int keys = h->im2col ? d->s : h->nslots;
-    h->masks_per_slot = (size_t)d->stride_w * ((n + 15) / 16);
+    const size_t vec = (size_t)h->vec;
+    h->masks_per_slot = (size_t)d->stride_w * ((n + vec - 1) / vec);
     h->row_masks = malloc(sizeof *h->row_masks * h->masks_per_slot * keys);
     if (!h->row_masks) return CD_ENOMEM;
     for (int t = 0; t < keys; t++)
         cd_phase_row_masks(h->row_masks + t * h->masks_per_slot, n, d->w,
-                           (h->im2col ? t * d->dil_w : h->slot_b[t]) - d->pad_l, d->stride_w);
+                           (h->im2col ? t * d->dil_w : h->slot_b[t]) - d->pad_l, d->stride_w, h->vec);
     return 0;
 }
 
@@ -401,12 +444,13 @@ int cd_sparse_conv_create(const cd_conv_desc *d, const float *w, const float *bi
     h->d = dd;
     h->cpg = d->c / d->groups;
     h->kpg = d->k / d->groups;
-    const int vec = isa == CD_SPARSE_ISA_AVX512F ? 16 : 8;
+    const int vec = k_isa_paths[isa].vec;
     if (fmt == CD_SPARSE_FMT_AUTO)
         fmt = auto_format(&dd, h->kpg, h->cpg, w,
                           shift_wanted(&dd, CD_SPARSE_FMT_CSR, isa, opt) && shift_geometry(&dd, vec));
     h->format = fmt;
     h->isa = isa;
+    h->paths = &k_isa_paths[isa];
     h->kmain = cd_spmm_ukernel_find(isa, format_nr(fmt));
     h->ktail = cd_spmm_ukernel_find(isa, 1);
     if (!h->kmain || !h->ktail) {
@@ -447,7 +491,7 @@ int cd_sparse_conv_create(const cd_conv_desc *d, const float *w, const float *bi
     int32_t max_tap = 0;
     for (int j = 0; j < cols; j++) max_tap = tap_off[j] > max_tap ? tap_off[j] : max_tap;
     // (The aligned-shift kernel reads one vector past each tile.)
-    const size_t need = (size_t)max_tap + read_extent(h) + (h->shift ? 16 : 0);
+    const size_t need = (size_t)max_tap + read_extent(h) + (h->shift ? (size_t)h->vec : 0);
     h->in_slack = need > h->group_in ? need - h->group_in : 0;
     h->band_stride = round16(h->group_in + h->in_slack);
 
@@ -546,7 +590,7 @@ int cd_sparse_conv_get_info(const cd_sparse_conv *h, cd_sparse_conv_info *info) 
     memset(info, 0, sizeof *info);
     info->format = h->format;
     info->isa = h->isa;
-    info->kernel = h->shift ? CD_F32_SPMM_SHIFT_NAME : h->kmain->name;
+    info->kernel = h->shift ? h->paths->shift_name : h->kmain->name;
     info->shift = h->shift;
     info->tail_kernel = h->packs[0].tail_rows ? h->ktail->name : NULL;
     info->mode = h->im2col ? "im2col" : modes[h->mode];
@@ -601,10 +645,10 @@ static void prep_channel(const cd_sparse_conv *h, const float *src, size_t src_f
         const long o = (long)(x - src);
         for (int r = 0; r < d->r; r++)
             for (int s = 0; s < d->s; s++)
-                cd_f32_im2col_tap__avx512f(base + (size_t)(r * d->s + s) * h->plane, d->oh, d->ow, x, d->h,
-                                           d->w, -o, (long)src_floats - o, r * d->dil_h - d->pad_t,
-                                           d->stride_h, s * d->dil_w - d->pad_l, d->stride_w,
-                                           h->row_masks + s * h->masks_per_slot);
+                h->paths->im2col_tap(base + (size_t)(r * d->s + s) * h->plane, d->oh, d->ow, x, d->h,
+                                     d->w, -o, (long)src_floats - o, r * d->dil_h - d->pad_t,
+                                     d->stride_h, s * d->dil_w - d->pad_l, d->stride_w,
+                                     h->row_masks + s * h->masks_per_slot);
         return;
     }
     if (h->nslots == 1 && d->r == 1 && d->s == 1 && h->wph == d->w && d->h == d->oh &&
@@ -629,8 +673,8 @@ static void prep_channel(const cd_sparse_conv *h, const float *src, size_t src_f
             const float *xr = x + (size_t)y * d->w;
             if (h->row_masks) {
                 const long o = (long)(xr - src);
-                cd_f32_phase_row__avx512f(row, (size_t)h->wph, xr, -o, (long)src_floats - o, b - d->pad_l,
-                                          d->stride_w, h->row_masks + t * h->masks_per_slot);
+                h->paths->phase_row(row, (size_t)h->wph, xr, -o, (long)src_floats - o, b - d->pad_l,
+                                    d->stride_w, h->row_masks + t * h->masks_per_slot);
             } else if (d->stride_w == 1) {
                 // Columns j map to x = j + b - pad_l: zeros, a copy, zeros.
                 int j0 = d->pad_l - b, j1 = d->w + d->pad_l - b;
@@ -727,10 +771,10 @@ static void run_pass(const cd_sparse_conv *h, const cd_spmm_ukernel_info *uk, si
     for (int b = 0; b < h->ncb; b++) {
         const cd_sparse_pack *p = &h->packs[b];
         if (h->shift) {
-            cd_f32_spmm_shift__avx512f(mc, nblk, h->shift, h->shift_stride, in, p->values + p->vfirst[gb],
-                                       p->offsets + p->first[gb], p->shift_nnz + gb * h->shift,
-                                       b == 0 ? res : out, b == 0 ? res_stride : out_stride, out,
-                                       out_stride, b == h->ncb - 1 ? last : &none);
+            h->paths->shift(mc, nblk, h->shift, h->shift_stride, in, p->values + p->vfirst[gb],
+                            p->offsets + p->first[gb], p->shift_nnz + gb * h->shift,
+                            b == 0 ? res : out, b == 0 ? res_stride : out_stride, out, out_stride,
+                            b == h->ncb - 1 ? last : &none);
             continue;
         }
         uk->fn(mc, nblk, in, p->values + p->vfirst[gb], p->offsets + p->first[gb], p->nnz_map + gb,
@@ -820,9 +864,9 @@ static void run_blocks(const run_ctx *x, size_t unit, int g, int b0, int b1, siz
                      plain ? &h->kparams : &none);
         for (size_t i = 0; i < nch; i++) {
             const size_t o = (unit * d->k + k0 + i) * ohw;
-            if (plain && h->isa == CD_SPARSE_ISA_AVX512F) {
-                cd_f32_copy_rows__avx512f(x->dst + o + r0 * d->ow, (size_t)d->ow, s + i * jp,
-                                          (size_t)h->wph, r1 - r0, (size_t)d->ow);
+            if (plain && h->paths->copy_rows) {
+                h->paths->copy_rows(x->dst + o + r0 * d->ow, (size_t)d->ow, s + i * jp, (size_t)h->wph,
+                                    r1 - r0, (size_t)d->ow);
                 continue;
             }
             for (size_t r = r0; r < r1; r++) {

@@ -16,21 +16,24 @@
 //     nonzero (c, r, s) is one shifted-plane offset and the output pixels of
 //     a row are contiguous reads (sparse direct convolution, no im2col);
 //     stride-2 1x1 is the special case of one phase (a subsample);
-//     3x3 CSR layers at column stride 1 or 2 on AVX-512 whose rows pad to
-//     16 floats by at most 1/8 (stride 1: 56, 28, 14 wide, not 7; stride 2:
-//     28, 14 wide outputs) take the aligned-shift kernel
-//     (sparse/spmm-shift.h): pitch padded, offsets without the column
-//     tap's lane shift, every load aligned (stride 1 ~1.4x, stride 2 ~1.15x
-//     faster, measured; cd_sparse_conv_info.shift);
+//     3x3 CSR layers at column stride 1 or 2 on AVX-512 or AVX2 whose rows
+//     pad to whole vectors (16 or 8 floats) by at most 1/8 (stride 1: 56,
+//     28, 14 wide, not 7; stride 2: 28, 14 wide outputs; on AVX2 not 56,
+//     where one call per row wins by the cost model) take the aligned-shift
+//     kernel (sparse/spmm-shift.h): pitch padded, offsets without the
+//     column tap's lane shift, every load aligned (AVX-512: stride 1 ~1.4x,
+//     stride 2 ~1.15x faster; AVX2 1.1-1.3x; measured;
+//     cd_sparse_conv_info.shift);
 //     k x k CSR layers with at most 64 output pixels (7x7) denser than 15%
-//     take im2col planes instead on AVX-512 (one aligned plane of the
-//     output's size per channel and tap; cd_sparse_conv_options.im2col);
+//     take im2col planes instead on AVX-512 and AVX2 (one aligned plane of
+//     the output's size per channel and tap; cd_sparse_conv_options.im2col);
 //   - FC (1x1 kernel on a 1x1 input): SpMM with the batch as the pixel axis.
 // The prepared input of an image is made band by band (bands of output rows,
 // at least one per thread, each at most ~640 KiB of planes), each band right
 // before it runs, in its thread's slot of the workspace (one slot per
 // thread of create, reused band after band, so it stays in L2); on AVX-512
-// a plane row is one or two vector loads per 16 floats (sparse/band-rows.h);
+// and AVX2 a plane row is one or two vector loads per vector of output
+// (sparse/band-rows.h; the portable code copies between memsets);
 // planes are padded to whole
 // 64-byte lines, so 1x1 layers whose H*W is not a multiple of 16 floats run
 // on an aligned copy too (split loads cost ~1.7x).
@@ -61,11 +64,12 @@ typedef struct {
     int cin_block;           // input channels per column block: 0 = sized so a
                              // pass's input rows stay in L1; > 0 forces it
     int shift;               // aligned-shift CSR path (k x k, S <= 3, column
-                             // stride 1 or 2, AVX-512, pitch padded to 16):
+                             // stride 1 or 2, AVX-512 or AVX2, pitch padded
+                             // to the vector):
                              // 0 = where measured faster, 1 = wherever
                              // eligible (tests), -1 = never (A/B benches)
     int im2col;              // k x k layers with at most IM2COL pixels of
-                             // output (7x7) on AVX-512: one aligned plane per
+                             // output (7x7) on AVX-512 or AVX2: one aligned plane per
                              // (channel, tap) instead of shifted planes:
                              // 0 = auto, 1 = wherever eligible, -1 = never
 } cd_sparse_conv_options;

@@ -1,5 +1,5 @@
 // The micro-kernel registry (from sparse/spmm-ukernels.inc) and the CPUID
-// selection of the instruction set the sparse kernels use.
+// selection of the instruction set the sparse kernels use, under CD_MAX_ISA.
 
 #include "sparse/spmm-ukernel.h"
 
@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 static const cd_spmm_ukernel_info g_ukernels[] = {
 #define CD_SPMM_UKERNEL(name_, isa_, mr_, nr_)                                \
@@ -30,7 +31,8 @@ const char *cd_sparse_isa_name(cd_sparse_isa isa) {
     return "unknown";
 }
 
-int cd_sparse_isa_supported(cd_sparse_isa isa) {
+// What the CPU runs, without the cap.
+static int cpu_runs(cd_sparse_isa isa) {
     __builtin_cpu_init(); // idempotent; needed when called from a constructor
     switch (isa) {
     case CD_SPARSE_ISA_SCALAR: return 1;
@@ -45,30 +47,66 @@ int cd_sparse_isa_supported(cd_sparse_isa isa) {
     return 0;
 }
 
-static pthread_once_t g_best_once = PTHREAD_ONCE_INIT;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static cd_sparse_isa g_cap = CD_SPARSE_ISA_AVX512F; // CD_MAX_ISA, or the top
 static cd_sparse_isa g_best = CD_SPARSE_ISA_SCALAR;
+static int g_capped;                                  // the cap lowered g_best
 
-// Runs once: the best supported ISA under the CONVD_SPARSE_ISA cap, logged.
-static void best_init(void) {
+// The best ISA the CPU runs at or below `cap`.
+static cd_sparse_isa best_below(cd_sparse_isa cap) {
+    for (int i = cap; i > CD_SPARSE_ISA_SCALAR; i--)
+        if (cpu_runs((cd_sparse_isa)i)) return (cd_sparse_isa)i;
+    return CD_SPARSE_ISA_SCALAR;
+}
+
+// Runs once: the one place CD_MAX_ISA is read. "avx512" (or "avx512f"),
+// "avx2" or "scalar", any case, caps every ISA of ours (the sparse kernels
+// here); anything else is reported and ignored.
+static void isa_init(void) {
     __builtin_cpu_init();
-    cd_sparse_isa cap = CD_SPARSE_ISA_AVX512F;
-    const char *env = getenv("CONVD_SPARSE_ISA");
+    static const struct { const char *name; cd_sparse_isa isa; } names[] = {
+        {"avx512", CD_SPARSE_ISA_AVX512F},
+        {"avx512f", CD_SPARSE_ISA_AVX512F},
+        {"avx2", CD_SPARSE_ISA_AVX2},
+        {"scalar", CD_SPARSE_ISA_SCALAR},
+    };
+    const char *env = getenv("CD_MAX_ISA");
+    int known = 0;
     if (env && *env) {
-        for (int i = CD_SPARSE_ISA_SCALAR; i <= CD_SPARSE_ISA_AVX512F; i++)
-            if (strcmp(env, cd_sparse_isa_name((cd_sparse_isa)i)) == 0) cap = (cd_sparse_isa)i;
+        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+            if (strcasecmp(env, names[i].name) == 0) {
+                g_cap = names[i].isa;
+                known = 1;
+            }
+        if (!known)
+            fprintf(stderr, "convd: ignoring CD_MAX_ISA=%s (want avx512, avx2 or scalar)\n", env);
     }
-    for (int i = cap; i >= CD_SPARSE_ISA_SCALAR; i--)
-        if (cd_sparse_isa_supported((cd_sparse_isa)i)) {
-            g_best = (cd_sparse_isa)i;
-            break;
-        }
+    g_best = best_below(g_cap);
+    g_capped = g_best != best_below(CD_SPARSE_ISA_AVX512F);
+}
+
+static pthread_once_t g_log_once = PTHREAD_ONCE_INIT;
+
+static void log_best(void) {
     fprintf(stderr, "convd: sparse kernels use %s%s\n", cd_sparse_isa_name(g_best),
-            env && *env ? " (capped by CONVD_SPARSE_ISA)" : "");
+            g_capped ? " (capped by CD_MAX_ISA)" : "");
+}
+
+int cd_sparse_isa_supported(cd_sparse_isa isa) {
+    if (isa < CD_SPARSE_ISA_SCALAR || isa > CD_SPARSE_ISA_AVX512F) return 0;
+    pthread_once(&g_once, isa_init);
+    return isa <= g_cap && cpu_runs(isa);
 }
 
 cd_sparse_isa cd_sparse_isa_best(void) {
-    pthread_once(&g_best_once, best_init);
+    pthread_once(&g_once, isa_init);
+    pthread_once(&g_log_once, log_best);
     return g_best;
+}
+
+int cd_sparse_isa_capped(void) {
+    pthread_once(&g_once, isa_init);
+    return g_capped;
 }
 
 const cd_spmm_ukernel_info *cd_spmm_ukernel_find(cd_sparse_isa isa, int nr) {

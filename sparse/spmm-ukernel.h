@@ -69,13 +69,23 @@ typedef struct {
 // All registered micro-kernels, in list order; *count receives the length.
 const cd_spmm_ukernel_info *cd_spmm_ukernels(size_t *count);
 
-// True when this CPU can run code built for `isa` (CPUID, checked once).
+// The one switch that caps our own instruction sets: the environment
+// variable CD_MAX_ISA = "avx512" (or "avx512f"), "avx2" or "scalar", any
+// case, read once (sparse/spmm-select.c) on first use of the functions
+// below; an unknown value is reported once on stderr and ignored. An ISA
+// above the cap counts as unsupported everywhere, so one AVX-512 machine
+// runs (and tests) every lower level as a machine without it would.
+
+// True when this CPU can run code built for `isa` (CPUID) and `isa` is not
+// above CD_MAX_ISA.
 int cd_sparse_isa_supported(cd_sparse_isa isa);
 
-// The best instruction set this CPU runs, honouring the CONVD_SPARSE_ISA
-// environment variable ("scalar", "avx2", "avx512f") as an upper bound.
-// Logged once to stderr on first use.
+// The best instruction set this CPU runs under CD_MAX_ISA. Logged once to
+// stderr on first use.
 cd_sparse_isa cd_sparse_isa_best(void);
+
+// 1 when CD_MAX_ISA lowered cd_sparse_isa_best() below what the CPU runs.
+int cd_sparse_isa_capped(void);
 
 // "scalar", "avx2", "avx512f" ("auto" for CD_SPARSE_ISA_AUTO).
 const char *cd_sparse_isa_name(cd_sparse_isa isa);

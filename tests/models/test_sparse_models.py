@@ -135,7 +135,7 @@ def check_model(path, tmp_path, rng, env, batches=None, sparse_isas=("",)):
         for isa in sparse_isas:
             e2 = {**env, "CD_PLAN": "sparse"}
             if isa:
-                e2["CONVD_SPARSE_ISA"] = isa
+                e2["CD_MAX_ISA"] = isa
             sp = run_convd(path, tmp_path, feeds, f"s{batch}{isa}", e2)
             for name in ref:
                 e = rel_err(sp[name], dense[name])

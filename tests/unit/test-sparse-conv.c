@@ -298,8 +298,9 @@ static int im2col_dense(const cd_conv_desc *d) {
 }
 
 // Wide outputs run one kernel call per row; narrow ones over padded rows
-// ("junk" columns discarded); on AVX-512, outputs of at most 64 pixels on
-// im2col planes. All must be exercised (run_case reports the last ISA's).
+// ("junk" columns discarded); on AVX-512 and AVX2, outputs of at most 64
+// pixels on im2col planes. All must be exercised (run_case reports the last
+// ISA's, the best this machine runs under CD_MAX_ISA).
 CD_TEST(sparse_conv_rows_and_junk_modes) {
     cd_conv_desc wide = {.c = 5, .h = 6, .w = 47, .k = 9, .r = 3, .s = 3, .stride_h = 1,
                          .stride_w = 1, .pad_t = 1, .pad_l = 1, .pad_b = 1, .pad_r = 1,
@@ -310,25 +311,27 @@ CD_TEST(sparse_conv_rows_and_junk_modes) {
     narrow.w = 9;
     small.h = 7;
     small.w = 7;
-    const int avx512 = cd_sparse_isa_supported(CD_SPARSE_ISA_AVX512F);
+    const int vector_rows = cd_sparse_isa_best() != CD_SPARSE_ISA_SCALAR; // im2col planes
     for (size_t s = 0; s < sizeof k_sparsities / sizeof k_sparsities[0]; s++) {
         CHECK_STREQ(run_case(wide, 3, k_sparsities[s], 0), "rows");
         CHECK_STREQ(run_case(narrow, 3, k_sparsities[s], 0), "junk");
         // (im2col only where denser than 15%: at 90% its planes cost more.)
         const char *mode = run_case(small, 3, k_sparsities[s], 0);
-        CHECK_STREQ(mode, avx512 && im2col_dense(&small) ? "im2col" : "junk");
+        CHECK_STREQ(mode, vector_rows && im2col_dense(&small) ? "im2col" : "junk");
     }
 }
 
-// im2col planes (small outputs, AVX-512) on fresh random layers of
+// im2col planes (small outputs; AVX-512 and AVX2, each this machine runs
+// under CD_MAX_ISA; never on the portable code) on fresh random layers of
 // random_desc with at most 64 output pixels (kernels 1/3/5/7, non-square
 // too, strides, pads, dilation, groups incl. depthwise, batch 1..9,
 // residual and activations),
 // at 0/50/90/99/100%: taken by default below 85% (run_case, against the
 // reference), and forced on against the same layer laid out as shifted
-// planes (im2col off).
+// planes (im2col off), at each of those ISAs.
 CD_TEST(sparse_conv_im2col_small_outputs) {
-    if (!cd_sparse_isa_supported(CD_SPARSE_ISA_AVX512F)) return;
+    static const cd_sparse_isa vector_isas[] = {CD_SPARSE_ISA_AVX512F, CD_SPARSE_ISA_AVX2};
+    if (cd_sparse_isa_best() == CD_SPARSE_ISA_SCALAR) return;
     for (int it = 0; it < 40; it++) {
         int batch;
         cd_conv_desc d;
@@ -343,18 +346,27 @@ CD_TEST(sparse_conv_im2col_small_outputs) {
         sp_layer_make(&L, &d, batch, sp, 0);
         float *y0 = malloc(L.yn * sizeof *y0);
         CHECK(y0);
-        for (int off = 0; off < 2; off++) {
-            cd_sparse_conv_options opt = {.format = CD_SPARSE_FMT_CSR, .isa = CD_SPARSE_ISA_AVX512F,
-                                          .shift = -1, .im2col = off ? -1 : 1};
-            cd_sparse_conv *h = NULL;
-            CHECK_EQ(cd_sparse_conv_create(&d, L.w, L.bias, &opt, &h), 0);
-            cd_sparse_conv_info info;
-            cd_sparse_conv_get_info(h, &info);
-            CHECK((strcmp(info.mode, "im2col") == 0) == !off);
-            CHECK_EQ(cd_sparse_conv_run(h, L.x, d.has_residual ? L.res : NULL, off ? L.y : y0, batch), 0);
-            cd_sparse_conv_free(h);
+        for (int v = 0; v < 2; v++) {
+            if (!cd_sparse_isa_supported(vector_isas[v])) continue;
+            for (int off = 0; off < 2; off++) {
+                cd_sparse_conv_options opt = {.format = CD_SPARSE_FMT_CSR, .isa = vector_isas[v],
+                                              .shift = -1, .im2col = off ? -1 : 1};
+                cd_sparse_conv *h = NULL;
+                CHECK_EQ(cd_sparse_conv_create(&d, L.w, L.bias, &opt, &h), 0);
+                cd_sparse_conv_info info;
+                cd_sparse_conv_get_info(h, &info);
+                CHECK((strcmp(info.mode, "im2col") == 0) == !off);
+                CHECK_EQ(info.isa, vector_isas[v]);
+                float *out = off ? L.y : y0;
+                for (size_t j = 0; j < L.yn; j++) out[j] = NAN; // every output must be written
+                CHECK_EQ(cd_sparse_conv_run(h, L.x, d.has_residual ? L.res : NULL, out, batch), 0);
+                sp_check_close(out, L.ref, L.yn, off ? "im2col off" : "im2col forced");
+                cd_sparse_conv_free(h);
+            }
+            char what[64];
+            snprintf(what, sizeof what, "%s im2col on vs off", cd_sparse_isa_name(vector_isas[v]));
+            sp_check_close(y0, L.y, L.yn, what);
         }
-        sp_check_close(y0, L.y, L.yn, "im2col on vs off");
         free(y0);
         sp_layer_free(&L);
     }

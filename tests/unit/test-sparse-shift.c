@@ -1,9 +1,12 @@
-// The aligned-shift CSR path for stride-1 k x k convs (sparse/spmm-shift.h):
-// the shift pack's per-tap order and counts, the micro-kernel against a
-// scalar sum (masked tails, accumulation in place, clamp), and whole layers
-// that take the path against cd_ref_conv2d and against the same layer with
-// the path off, on fresh random shapes (3x3, 2x2, 1x3; pads; odd sizes;
-// batch 1..4; groups; residual + activations) at 0/50/90/99/100% sparsity.
+// The aligned-shift CSR path for stride-1 and stride-2 k x k convs
+// (sparse/spmm-shift.h), at every ISA level this machine runs that has the
+// kernel (AVX-512 with 16-float vectors, AVX2 with 8; CD_MAX_ISA lowers the
+// set): the shift pack's per-tap order and counts, the micro-kernel against
+// a scalar sum (masked tails, accumulation in place, clamp), and whole
+// layers that take the path against cd_ref_conv2d and against the same
+// layer with the path off, on fresh random shapes (3x3, 2x2, 1x3, 3x2;
+// pads; odd sizes; pitches of whole vectors of that ISA; batch 1..4;
+// groups; residual + activations) at 0/50/90/99/100% sparsity.
 
 #include "proto/errors.h"
 #include "sparse/sparse-pack.h"
@@ -16,7 +19,23 @@
 
 static const double k_sparsities[] = {0.0, 0.5, 0.9, 0.99, 1.0};
 
-static int have_avx512(void) { return cd_sparse_isa_supported(CD_SPARSE_ISA_AVX512F); }
+typedef struct {
+    cd_sparse_isa isa;
+    int vec; // floats per vector: offsets and pitches are whole vectors
+    cd_f32_spmm_shift_fn fn;
+    const char *name; // what cd_sparse_conv_get_info reports
+} shift_isa;
+
+static const shift_isa k_shift_isas[] = {
+    {CD_SPARSE_ISA_AVX512F, 16, cd_f32_spmm_shift__avx512f, "cd_f32_spmm_shift__avx512f"},
+    {CD_SPARSE_ISA_AVX2, 8, cd_f32_spmm_shift__avx2, "cd_f32_spmm_shift__avx2"},
+};
+
+// Each ISA with the kernel that this CPU runs under CD_MAX_ISA.
+#define FOR_EACH_SHIFT_ISA(k)                                                  \
+    for (const shift_isa *k = k_shift_isas;                                    \
+         k < k_shift_isas + sizeof k_shift_isas / sizeof k_shift_isas[0]; k++)  \
+        if (cd_sparse_isa_supported(k->isa))
 
 // Shift pack: each row's entries ordered by tap s = j % S (then column),
 // counted per tap; values/offsets follow that order; totals as a plain pack.
@@ -67,17 +86,19 @@ CD_TEST(sparse_shift_pack_orders_entries_by_tap) {
 }
 
 // The micro-kernel alone: random aligned offsets, S = 1..3 at column stride
-// 1 or (S >= 2) 2, mc 1..200 (full tiles, the merged remainder, masked last
-// vector), residual or in-place accumulation, with and without clamp,
-// against a double-precision sum.
-CD_TEST(sparse_shift_ukernel_vs_scalar_sum_masked_tails_inplace) {
-    if (!have_avx512()) return;
-    for (int it = 0; it < 60; it++) {
+// 1 or (S >= 2) 2, mc 1..200 (full tiles, the merged or balanced remainder,
+// masked last vector), residual or in-place accumulation, with and without
+// clamp, taps with no entries (a whole block empty at times), against a
+// double-precision sum. The input buffer ends where the contract's reads
+// end (ASan).
+static void shift_ukernel_case(const shift_isa *k) {
+    {
+        const int V = k->vec;
         const int S = cd_test_randi(1, 3), nblk = cd_test_randi(1, 5);
         const int stride = S >= 2 ? cd_test_randi(1, 2) : 1;
         const size_t mc = (size_t)cd_test_randi(1, 200);
-        const int nvec_in = 24; // input positions: 16-float aligned offsets 0..nvec_in-1
-        const size_t in_n = 16 * (size_t)nvec_in + ((mc + 15) & ~(size_t)15) + 16;
+        const int nvec_in = 24; // input positions: V-float aligned offsets 0..nvec_in-1
+        const size_t in_n = (size_t)V * nvec_in + (mc + V - 1) / V * V + V;
         float *in = aligned_alloc(64, (in_n * sizeof(float) + 63) & ~(size_t)63);
         const size_t ostride = mc + (size_t)cd_test_randi(0, 20);
         float *out = malloc(nblk * ostride * sizeof *out), *res = malloc(nblk * ostride * sizeof *res);
@@ -99,11 +120,12 @@ CD_TEST(sparse_shift_ukernel_vs_scalar_sum_masked_tails_inplace) {
             *wp++ = bias;
             for (size_t m = 0; m < mc; m++)
                 ref[b * mc + m] = bias + (mode != 2 ? res[b * ostride + m] : 0.0);
+            const int empty = cd_test_randi(0, 5) == 0; // a block of bias alone
             for (int s = 0; s < S; s++) {
-                const uint32_t n = (uint32_t)cd_test_randi(0, 12);
+                const uint32_t n = empty ? 0 : (uint32_t)cd_test_randi(0, 12);
                 snnz[b * S + s] = n;
                 for (uint32_t j = 0; j < n; j++) {
-                    const int32_t o = 16 * cd_test_randi(0, nvec_in - 1);
+                    const int32_t o = V * cd_test_randi(0, nvec_in - 1);
                     const float v = cd_test_randf(-1, 1);
                     *op++ = o;
                     *wp++ = v;
@@ -117,13 +139,14 @@ CD_TEST(sparse_shift_ukernel_vs_scalar_sum_masked_tails_inplace) {
                 ref[b * mc + m] = r;
             }
         }
-        cd_f32_spmm_shift__avx512f(mc, nblk, S, stride, in, w, off, snnz, mode == 0 ? res : mode == 1 ? out : NULL,
-                                   ostride, out, ostride, &prm);
+        k->fn(mc, nblk, S, stride, in, w, off, snnz, mode == 0 ? res : mode == 1 ? out : NULL, ostride,
+              out, ostride, &prm);
         for (int b = 0; b < nblk; b++) {
             for (size_t m = 0; m < mc; m++) {
                 const double e = fabs(out[b * ostride + m] - ref[b * mc + m]);
                 if (!(e <= 1e-5 * fmax(1.0, fabs(ref[b * mc + m]))))
-                    CD_CHECK_FAIL_("S%d/%d mc%zu mode%d b%d m%zu: %g vs %g", S, stride, mc, mode, b, m,
+                    CD_CHECK_FAIL_("%s S%d/%d mc%zu mode%d b%d m%zu: %g vs %g", cd_sparse_isa_name(k->isa), S,
+                                   stride, mc, mode, b, m,
                                    out[b * ostride + m], ref[b * mc + m]);
             }
             // Nothing written past mc (masked tail).
@@ -141,18 +164,25 @@ CD_TEST(sparse_shift_ukernel_vs_scalar_sum_masked_tails_inplace) {
     }
 }
 
+CD_TEST(sparse_shift_ukernel_vs_scalar_sum_masked_tails_inplace) {
+    FOR_EACH_SHIFT_ISA(k) for (int it = 0; it < 80; it++) shift_ukernel_case(k);
+}
+
 // A random conv at column stride 1 or 2 (row stride 1 or 2 with it) whose
-// padded row pitch wph = OW + (S - 1) / stride pads to 16 or 32 floats by at
-// most 1/8 (so the path applies; at 48 one call per row can win over
-// MODE_JUNK): kernel R x S from 3x3, 2x2, 1x3, 3x2; pads 0..2; groups 1,
-// 2..3 or depthwise (gmode).
-static cd_conv_desc shift_desc(int gmode, int *batch) {
+// padded row pitch wph = OW + (S - 1) / stride pads to a whole number of
+// vectors of vec floats, up to 32 floats, by at most 1/8 (so the path
+// applies; at 48 one call per row can win over MODE_JUNK, and at 30..32
+// with 8-float vectors): kernel R x S
+// from 3x3, 2x2, 1x3, 3x2; pads 0..2; groups 1, 2..3 or depthwise (gmode).
+static cd_conv_desc shift_desc(int gmode, int vec, int *batch) {
     static const int kr[] = {3, 2, 1, 3}, ks[] = {3, 2, 3, 2};
     const int t = cd_test_randi(0, 3);
     const int sw = cd_test_randi(1, 2), sh = sw == 2 ? cd_test_randi(1, 2) : 1;
     cd_conv_desc d = {.r = kr[t], .s = ks[t], .stride_h = sh, .stride_w = sw, .dil_h = 1, .dil_w = 1};
-    const int pitch = 16 * cd_test_randi(1, 2);
-    const int wph = cd_test_randi((pitch * 8 + 8) / 9, pitch);
+    const int pitch = vec * cd_test_randi(1, 32 / vec);
+    // (8-float vectors at pitch 32: rows of 30..32 columns fill 4 vectors,
+    // where one call per row wins by the cost model of sparse-conv.c.)
+    const int wph = cd_test_randi((pitch * 8 + 8) / 9, vec == 8 && pitch == 32 ? 29 : pitch);
     d.pad_l = cd_test_randi(0, d.s - 1);
     d.pad_r = cd_test_randi(0, d.s - 1);
     d.pad_t = cd_test_randi(0, 2);
@@ -182,7 +212,7 @@ static cd_conv_desc shift_desc(int gmode, int *batch) {
 // Runs layer d at one sparsity with the path forced on (and checks it is
 // taken), against the reference and the same layer with the path off; the
 // second round forces small column blocks.
-static void run_shift_case(cd_conv_desc d, int batch, double sparsity) {
+static void run_shift_case(const shift_isa *k, cd_conv_desc d, int batch, double sparsity) {
     d.n = batch;
     cd_conv_out_dims(&d);
     const int cpg = d.c / d.groups;
@@ -195,11 +225,11 @@ static void run_shift_case(cd_conv_desc d, int batch, double sparsity) {
     for (int round = 0; round < 2; round++) {
         const int cb = round ? cd_test_randi(1, cpg > 1 ? cpg - 1 : 1) : 0;
         char what[256];
-        snprintf(what, sizeof what, "cb%d n%d c%d k%d g%d %dx%d k%dx%d p%d,%d,%d,%d act%d res%d sp%.2f",
-                 cb, batch, d.c, d.k, d.groups, d.h, d.w, d.r, d.s, d.pad_t, d.pad_l, d.pad_b,
+        snprintf(what, sizeof what, "%s cb%d n%d c%d k%d g%d %dx%d k%dx%d s%d,%d p%d,%d,%d,%d act%d res%d sp%.2f",
+                 cd_sparse_isa_name(k->isa), cb, batch, d.c, d.k, d.groups, d.h, d.w, d.r, d.s, d.stride_h, d.stride_w, d.pad_t, d.pad_l, d.pad_b,
                  d.pad_r, d.act.kind, d.has_residual, sparsity);
         for (int on = 1; on >= -1; on -= 2) {
-            cd_sparse_conv_options opt = {.format = CD_SPARSE_FMT_CSR, .isa = CD_SPARSE_ISA_AVX512F,
+            cd_sparse_conv_options opt = {.format = CD_SPARSE_FMT_CSR, .isa = k->isa,
                                           .cin_block = cb, .shift = on};
             cd_sparse_conv *h = NULL;
             CHECK_EQ(cd_sparse_conv_create(&d, w, bias, &opt, &h), 0);
@@ -208,10 +238,11 @@ static void run_shift_case(cd_conv_desc d, int batch, double sparsity) {
             if (on > 0) {
                 if (info.shift != d.s) CD_CHECK_FAIL_("%s: path not taken (mode %s)", what, info.mode);
                 // Junk columns, or none when the pitch is OW itself (stride
-                // 2 with S = 2 on an OW that is a multiple of 16).
-                if (strcmp(info.mode, "junk") && !(strcmp(info.mode, "plane") == 0 && d.ow % 16 == 0))
+                // 2 with S = 2 on an OW that is a whole number of vectors).
+                if (strcmp(info.mode, "junk") && !(strcmp(info.mode, "plane") == 0 && d.ow % k->vec == 0))
                     CD_CHECK_FAIL_("%s: mode %s", what, info.mode);
-                CHECK_STREQ(info.kernel, CD_F32_SPMM_SHIFT_NAME);
+                CHECK_STREQ(info.kernel, k->name);
+                CHECK_EQ(info.isa, k->isa);
             } else {
                 CHECK_EQ(info.shift, 0);
             }
@@ -228,13 +259,14 @@ static void run_shift_case(cd_conv_desc d, int batch, double sparsity) {
 }
 
 static void run_shift_random(int iters, int gmode) {
-    if (!have_avx512()) return;
-    for (int it = 0; it < iters; it++) {
-        omp_set_num_threads(cd_test_randi(1, 2)); // 2: at least two bands per image
-        int batch;
-        const cd_conv_desc d = shift_desc(gmode, &batch);
-        for (size_t s = 0; s < sizeof k_sparsities / sizeof k_sparsities[0]; s++)
-            run_shift_case(d, batch, k_sparsities[s]);
+    FOR_EACH_SHIFT_ISA(k) {
+        for (int it = 0; it < iters; it++) {
+            omp_set_num_threads(cd_test_randi(1, 2)); // 2: at least two bands per image
+            int batch;
+            const cd_conv_desc d = shift_desc(gmode, k->vec, &batch);
+            for (size_t s = 0; s < sizeof k_sparsities / sizeof k_sparsities[0]; s++)
+                run_shift_case(k, d, batch, k_sparsities[s]);
+        }
     }
 }
 
@@ -245,18 +277,19 @@ CD_TEST(sparse_shift_conv_random_depthwise) { run_shift_random(5, 2); }
 // ResNet-50-like 3x3 geometry at 28x28 (pitch 30 -> 32) with enough input
 // channels for several column blocks by the L1 rule, a residual and ReLU.
 CD_TEST(sparse_shift_conv_28x28_column_blocks) {
-    if (!have_avx512()) return;
-    cd_conv_desc d = {.c = cd_test_randi(40, 70), .h = 28, .w = 28, .k = cd_test_randi(3, 9),
-                      .r = 3, .s = 3, .stride_h = 1, .stride_w = 1, .pad_t = 1, .pad_l = 1,
-                      .pad_b = 1, .pad_r = 1, .dil_h = 1, .dil_w = 1, .groups = 1,
-                      .has_residual = 1, .act = {CD_ACT_RELU}};
-    for (size_t s = 0; s < sizeof k_sparsities / sizeof k_sparsities[0]; s++)
-        run_shift_case(d, cd_test_randi(1, 2), k_sparsities[s]);
+    FOR_EACH_SHIFT_ISA(k) {
+        cd_conv_desc d = {.c = cd_test_randi(40, 70), .h = 28, .w = 28, .k = cd_test_randi(3, 9),
+                          .r = 3, .s = 3, .stride_h = 1, .stride_w = 1, .pad_t = 1, .pad_l = 1,
+                          .pad_b = 1, .pad_r = 1, .dil_h = 1, .dil_w = 1, .groups = 1,
+                          .has_residual = 1, .act = {CD_ACT_RELU}};
+        for (size_t s = 0; s < sizeof k_sparsities / sizeof k_sparsities[0]; s++)
+            run_shift_case(k, d, cd_test_randi(1, 2), k_sparsities[s]);
+    }
 }
 
 // Where the path must not be taken even when forced: 7x7 (pitch 9 -> 16 is
 // too much padding), column stride 3 (on a 46-wide input: OW 16, a pitch
-// that would fit), dilation 2 in W, BSR, a 5x5 (S > 3), AVX2.
+// that would fit), dilation 2 in W, BSR, a 5x5 (S > 3), the portable code.
 CD_TEST(sparse_shift_conv_not_taken_outside_its_geometry) {
     const cd_conv_desc base = {.c = 8, .h = 14, .w = 14, .k = 8, .r = 3, .s = 3, .stride_h = 1,
                                .stride_w = 1, .pad_t = 1, .pad_l = 1, .pad_b = 1, .pad_r = 1,
@@ -275,9 +308,8 @@ CD_TEST(sparse_shift_conv_not_taken_outside_its_geometry) {
     sp_prune_unstructured(w, 8 * 8 * 25, 0.5);
     for (int i = 0; i < 6; i++) {
         cd_sparse_conv_options opt = {.format = i == 3 ? CD_SPARSE_FMT_BSR4 : CD_SPARSE_FMT_CSR,
-                                      .isa = i == 5 ? CD_SPARSE_ISA_AVX2 : CD_SPARSE_ISA_AUTO,
+                                      .isa = i == 5 ? CD_SPARSE_ISA_SCALAR : CD_SPARSE_ISA_AUTO,
                                       .shift = 1};
-        if (i == 5 && !cd_sparse_isa_supported(CD_SPARSE_ISA_AVX2)) continue;
         cd_sparse_conv *h = NULL;
         CHECK_EQ(cd_sparse_conv_create(&v[i], w, NULL, &opt, &h), 0);
         cd_sparse_conv_info info;
@@ -285,21 +317,23 @@ CD_TEST(sparse_shift_conv_not_taken_outside_its_geometry) {
         if (info.shift != 0) CD_CHECK_FAIL_("case %d took the shift path", i);
         cd_sparse_conv_free(h);
     }
-    // The same 14x14 3x3 CSR layer takes it on AVX-512, forced or by the
-    // measured rule (shift 0: 3x3 only); off (-1) never; a 2x2 only forced.
-    if (have_avx512()) {
+    // The same 14x14 3x3 CSR layer takes it on every ISA with the kernel,
+    // forced or by the measured rule (shift 0: 3x3 only); off (-1) never; a
+    // 2x2 only forced.
+    FOR_EACH_SHIFT_ISA(k) {
         cd_conv_desc k2 = base;
         k2.r = k2.s = 2;
         k2.pad_b = k2.pad_r = 0;
         const struct { const cd_conv_desc *d; int opt, want; } c[] = {
             {&base, 1, 3}, {&base, 0, 3}, {&base, -1, 0}, {&k2, 0, 0}, {&k2, 1, 2}};
         for (int i = 0; i < 5; i++) {
-            cd_sparse_conv_options opt = {.format = CD_SPARSE_FMT_CSR, .shift = c[i].opt};
+            cd_sparse_conv_options opt = {.format = CD_SPARSE_FMT_CSR, .isa = k->isa, .shift = c[i].opt};
             cd_sparse_conv *h = NULL;
             CHECK_EQ(cd_sparse_conv_create(c[i].d, w, NULL, &opt, &h), 0);
             cd_sparse_conv_info info;
             cd_sparse_conv_get_info(h, &info);
-            if (info.shift != c[i].want) CD_CHECK_FAIL_("rule case %d: shift %d", i, info.shift);
+            if (info.shift != c[i].want)
+                CD_CHECK_FAIL_("%s rule case %d: shift %d", cd_sparse_isa_name(k->isa), i, info.shift);
             cd_sparse_conv_free(h);
         }
     }

@@ -6,6 +6,9 @@
 #include "sparse/spmm-ukernel.h"
 #include "tests/unit/test-sparse-util.h"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 // The stream of nblk blocks of nr channels: bias, then per entry nr weights.
 // Entries per block random (some 0); offsets inside [0, span).
 typedef struct {
@@ -133,6 +136,92 @@ CD_TEST(sparse_ukernel_registry_and_cpuid) {
     const cd_sparse_isa best = cd_sparse_isa_best();
     CHECK(cd_sparse_isa_supported(best));
     for (int i = best + 1; i <= CD_SPARSE_ISA_AVX512F; i++)
-        CHECK(!cd_sparse_isa_supported((cd_sparse_isa)i) || getenv("CONVD_SPARSE_ISA"));
+        CHECK(!cd_sparse_isa_supported((cd_sparse_isa)i) || cd_sparse_isa_capped());
     CHECK_STREQ(cd_sparse_isa_name(CD_SPARSE_ISA_AVX2), "avx2");
+}
+
+// What this CPU runs, by CPUID alone (no cap).
+static int cpu_runs(int isa) {
+    __builtin_cpu_init();
+    if (isa == CD_SPARSE_ISA_AVX2) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    if (isa == CD_SPARSE_ISA_AVX512F)
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+               __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+               __builtin_cpu_supports("fma");
+    return isa == CD_SPARSE_ISA_SCALAR;
+}
+
+// In a fresh child (CD_MAX_ISA is read once, on first use): CD_MAX_ISA set
+// to `value` (NULL: unset) before anything sparse runs; best, supported,
+// capped, the kernel lookup and availability must all obey cap `want`.
+// Returns what the child wrote to stderr.
+static char *cap_case(const char *value, int want) {
+    int fd[2];
+    CHECK(pipe(fd) == 0);
+    fflush(stdout);
+    fflush(stderr);
+    const pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        close(fd[0]);
+        dup2(fd[1], 2);
+        if (value) setenv("CD_MAX_ISA", value, 1);
+        else unsetenv("CD_MAX_ISA");
+        int top = CD_SPARSE_ISA_SCALAR, best = CD_SPARSE_ISA_SCALAR;
+        for (int i = CD_SPARSE_ISA_SCALAR; i <= CD_SPARSE_ISA_AVX512F; i++) {
+            if (cpu_runs(i)) top = i;
+            if (cpu_runs(i) && i <= want) best = i;
+        }
+        for (int i = CD_SPARSE_ISA_SCALAR; i <= CD_SPARSE_ISA_AVX512F; i++) {
+            const int ok = cpu_runs(i) && i <= want;
+            if (cd_sparse_isa_supported((cd_sparse_isa)i) != ok) _exit(10 + i);
+            if ((cd_spmm_ukernel_find((cd_sparse_isa)i, 1) != NULL) != ok) _exit(20 + i);
+            if (cd_sparse_conv_available(CD_SPARSE_FMT_BSR4, (cd_sparse_isa)i) != ok) _exit(30 + i);
+        }
+        if (cd_sparse_isa_best() != (cd_sparse_isa)best) _exit(2);
+        if (cd_sparse_isa_capped() != (best != top)) _exit(3);
+        cd_sparse_isa_best(); // logged once only
+        fflush(stderr);
+        _exit(0);
+    }
+    close(fd[1]);
+    static char buf[4096];
+    size_t n = 0;
+    ssize_t r;
+    while (n < sizeof buf - 1 && (r = read(fd[0], buf + n, sizeof buf - 1 - n)) > 0) n += (size_t)r;
+    buf[n] = 0;
+    close(fd[0]);
+    int st = 0;
+    CHECK(waitpid(pid, &st, 0) == pid);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        CD_CHECK_FAIL_("CD_MAX_ISA=%s: child status %d (stderr: %s)", value ? value : "(unset)",
+                       WIFEXITED(st) ? WEXITSTATUS(st) : -1, buf);
+    return buf;
+}
+
+static int count_of(const char *hay, const char *needle) {
+    int n = 0;
+    for (const char *p = hay; (p = strstr(p, needle)) != NULL; p++) n++;
+    return n;
+}
+
+// CD_MAX_ISA caps every ISA query, in any case, with "avx512" and
+// "avx512f" the same; unset or unknown (reported once, then ignored) caps
+// nothing.
+CD_TEST(sparse_isa_cap_env_obeyed_by_best_and_supported) {
+    static const struct { const char *value; int cap; } c[] = {
+        {NULL, CD_SPARSE_ISA_AVX512F},    {"", CD_SPARSE_ISA_AVX512F},
+        {"avx512", CD_SPARSE_ISA_AVX512F}, {"AVX512F", CD_SPARSE_ISA_AVX512F},
+        {"avx2", CD_SPARSE_ISA_AVX2},      {"Avx2", CD_SPARSE_ISA_AVX2},
+        {"scalar", CD_SPARSE_ISA_SCALAR},  {"SCALAR", CD_SPARSE_ISA_SCALAR},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        const char *err = cap_case(c[i].value, c[i].cap);
+        CHECK_EQ(count_of(err, "sparse kernels use"), 1);
+        CHECK_EQ(count_of(err, "capped by CD_MAX_ISA"), c[i].cap < CD_SPARSE_ISA_AVX512F && cpu_runs(c[i].cap + 1));
+        CHECK(strstr(err, "ignoring") == NULL);
+    }
+    const char *err = cap_case("sse9", CD_SPARSE_ISA_AVX512F);
+    CHECK_EQ(count_of(err, "ignoring CD_MAX_ISA=sse9"), 1);
+    CHECK(strstr(err, "capped") == NULL);
 }
