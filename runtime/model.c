@@ -142,7 +142,7 @@ const char *cd_model_layout(const cd_model *m) { return cd_layout_name(cd_backen
 void cd_runtime_cpu_info(cd_cpu_info *out) {
     memset(out, 0, sizeof *out);
     out->kernels_isa = cd_sparse_isa_name(cd_sparse_isa_best());
-    out->kernels_capped = 0;
+    out->kernels_capped = cd_sparse_isa_capped();
     // oneDNN names its ISAs "cpu_isa_avx2", ...; runtime.h promises "avx2".
     const char *isa = cd_dnnl_isa();
     out->dnnl_isa = strncmp(isa, "cpu_isa_", 8) == 0 ? isa + 8 : isa;

@@ -5,6 +5,7 @@
 #include "kernels/cpu/dwconv.h"
 #include "kernels/cpu/ref.h"
 #include "proto/errors.h"
+#include "sparse/spmm-ukernel.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -60,7 +61,7 @@ int cd_dwconv3x3_create(const cd_conv_desc *d, const float *w, const float *bias
         k->lo = d->act.alpha;
         k->hi = d->act.beta;
     }
-    if (!force_portable && __builtin_cpu_supports("avx512f")) {
+    if (!force_portable && cd_sparse_isa_supported(CD_SPARSE_ISA_AVX512F)) { // honours CD_MAX_ISA
         k->row = cd_f32_dwconv3x3_row__avx512f;
         k->isa = "avx512f";
     } else {
