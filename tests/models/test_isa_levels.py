@@ -28,7 +28,7 @@ def cpu_flags():
 FLAGS = cpu_flags()
 # level -> (environment, our kernels' ISA, the blocked layouts oneDNN may pick)
 LEVELS = {
-    "avx512": ({}, "avx512f", {"NCHW16C"}),
+    "avx512": ({"ONEDNN_MAX_CPU_ISA": "ALL", "CD_MAX_ISA": "avx512"}, "avx512f", {"NCHW16C"}),
     "avx2": ({"ONEDNN_MAX_CPU_ISA": "AVX2", "CD_MAX_ISA": "avx2"}, "avx2", {"NCHW8C"}),
     "scalar": ({"ONEDNN_MAX_CPU_ISA": "SSE41", "CD_MAX_ISA": "scalar"}, "scalar", {"NCHW8C"}),
 }
