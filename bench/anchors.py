@@ -5,7 +5,7 @@ run, on the same ONNX files, 1 thread, batch 1, at a chosen ISA level.
     bench/setup-deepsparse                  # once: DeepSparse's own venv, outside the checkout
     bench/anchors.py [--isa native|avx2] [--models resnet50,resnet18,...] [--rounds 5]
                      [--iters 20] [--warmup 2] [--json FILE] [--write] [--cache DIR]
-                     [--deepsparse-python PATH] [--timeout S]
+                     [--deepsparse-python PATH] [--timeout S] [--from-json FILE]
 
 Models (--models; default all): the dense resnet50, resnet18 and mobilenetv2
 of tests/models/builders.py (224x224, 1000 classes, random weights) and
@@ -31,7 +31,8 @@ Method: R rounds; in each, every model runs W warm-ups + N timed runs of each
 engine, the engine order rotating every round. The table shows the median of
 the round medians, the ratios ort/convd and deepsparse/convd (> 1: convd is
 faster) and the spread of the round medians (max - min over median; the
-largest of the three engines). Correctness, same run: each engine's output on
+largest of the three engines) next to the ratios of each engine's fastest
+round median (a check on a noisy run). Correctness, same run: each engine's output on
 x.npy against ORT's, max |y - ort| / max(1, |ort|) over the elements.
 
 --isa avx2 caps what can be capped:
@@ -304,10 +305,19 @@ def main(argv=None):
     ap.add_argument("--cache", metavar="DIR", help="model files (default $CONVD_BENCH_CACHE or ~/.cache/convd/bench-models)")
     ap.add_argument("--deepsparse-python", metavar="PATH", help="default: the venv of bench/setup-deepsparse")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds for one convd-run or DeepSparse call")
+    ap.add_argument("--from-json", metavar="FILE", help="no measurement: the table of an earlier --json")
     ap.add_argument("--deepsparse-worker", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.deepsparse_worker:
         return deepsparse_worker()
+    if a.from_json:
+        res = json.loads(pathlib.Path(a.from_json).read_text())
+        summarize(res)
+        md = markdown(res)
+        print(md)
+        if a.write:
+            write_section(res["isa"], md)
+        return 0
     names = a.models.split(",")
     for n in names:
         if n not in ALL_MODELS:
@@ -383,21 +393,28 @@ def main(argv=None):
         if ds:
             ds.close()
         shutil.rmtree(tmp, ignore_errors=True)
-    for m in res["models"].values():
-        med = {e: float(np.median(ts)) for e, ts in m["times"].items()}
-        m["median_ms"] = med
-        m["ratio"] = {"ort": med["ort"] / med["convd"], "deepsparse": med["deepsparse"] / med["convd"]}
-        m["spread"] = max((max(ts) - min(ts)) / float(np.median(ts)) for ts in m["times"].values())
+    summarize(res)
     if a.json:
         pathlib.Path(a.json).write_text(json.dumps(res, indent=1))
-    md = markdown(res, a)
+    md = markdown(res)
     print(md)
     if a.write:
         write_section(a.isa, md)
     return 0
 
 
-def markdown(res, a):
+def summarize(res):
+    """Medians of the round medians, ratios, best-round ratios and spreads, into res."""
+    for m in res["models"].values():
+        med = {e: float(np.median(ts)) for e, ts in m["times"].items()}
+        m["median_ms"] = med
+        m["ratio"] = {"ort": med["ort"] / med["convd"], "deepsparse": med["deepsparse"] / med["convd"]}
+        best = {e: min(ts) for e, ts in m["times"].items()}
+        m["best_ratio"] = {"ort": best["ort"] / best["convd"], "deepsparse": best["deepsparse"] / best["convd"]}
+        m["spread"] = max((max(ts) - min(ts)) / float(np.median(ts)) for ts in m["times"].values())
+
+
+def markdown(res):
     cpu, caps, ds = res["cpu"], res["caps"], res["deepsparse"]
     cap_txt = ("none (each engine at its best ISA)" if res["isa"] == "native" else
                "convd " + " ".join(f"{k}={v}" for k, v in caps["convd"].items()) +
@@ -414,8 +431,8 @@ def markdown(res, a):
     la, lb = res["load_start"], res["load_end"]
     spreads = [m["spread"] for m in res["models"].values()]
     cmd = "bench/anchors.py" + (f" --isa {res['isa']}" if res["isa"] != "native" else "")
-    if a.models != ",".join(ALL_MODELS):
-        cmd += f" --models {a.models}"
+    if ",".join(res["models"]) != ",".join(ALL_MODELS):
+        cmd += f" --models {','.join(res['models'])}"
     if (res["rounds"], res["iters"], res["warmup"]) != (5, 20, 2):
         cmd += f" --rounds {res['rounds']} --iters {res['iters']} --warmup {res['warmup']}"
     out = [f"CPU: {cpu['model']}, {cpu['cores']} cores; avx512f: {'yes' if cpu['avx512f'] else 'no'}. "
@@ -432,16 +449,16 @@ def markdown(res, a):
            f"    {cmd} --write",
            "",
            "| model | convd ms | onnxruntime ms | DeepSparse ms | ort / convd | deepsparse / convd | "
-           "max rel. err. convd vs ORT | DeepSparse vs ORT | spread of rounds |",
-           "|---|---|---|---|---|---|---|---|---|"]
+           "best rounds: ort, deepsparse / convd | max rel. err. convd vs ORT | DeepSparse vs ORT | spread of rounds |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
     for n, m in res["models"].items():
-        t, r, e = m["median_ms"], m["ratio"], m["err"]
+        t, r, e, b = m["median_ms"], m["ratio"], m["err"], m["best_ratio"]
         out.append(f"| {n} | {t['convd']:.2f} | {t['ort']:.2f} | {t['deepsparse']:.2f} | {r['ort']:.3g}x | "
-                   f"{r['deepsparse']:.3g}x | {e['convd']:.1e} | {e['deepsparse']:.1e} | {m['spread']:.0%} |")
+                   f"{r['deepsparse']:.3g}x | {b['ort']:.3g}x, {b['deepsparse']:.3g}x | {e['convd']:.1e} | {e['deepsparse']:.1e} | {m['spread']:.0%} |")
     out += ["",
             f"{res['rounds']} rounds x ({res['warmup']} warm-ups + {res['iters']} timed runs) of every engine, the "
             "engine order rotating per round; times are medians of the round medians; ratios > 1 mean convd is "
-            "faster. Errors: max |y - ort| / max(1, |ort|) on the same input. Spread: (max - min) / median of the "
+            "faster; best rounds: the ratios of each engine's fastest round median. Errors: max |y - ort| / max(1, |ort|) on the same input. Spread: (max - min) / median of the "
             f"round medians, the largest engine's; over all models {min(spreads):.0%} to {max(spreads):.0%}. "
             f"Load average {la[0]:.2f} at the start, {lb[0]:.2f} at the end (2 cores, shared)."]
     if res["isa"] != "native":
