@@ -200,7 +200,7 @@ def convd_cmd(binary, path, *args, env, timeout):
 def convd_isa(bindir, path, x, y, env, timeout):
     """Runs convd once on x (output to y) and says which ISA it used: oneDNN's
     own line (ONEDNN_VERBOSE) and the ISA part of the names of the kernels that
-    `convctl plan` chooses (e.g. dnnl:jit:avx512_core, sparse:csr:avx2:plane)."""
+    `convctl plan` chooses (dnnl:jit:avx512_core -> avx512_core, dnnl:ref:any -> ref:any)."""
     r = convd_cmd(bindir / "convd-run", path, "--input", x, "--output", y, env=dict(env, ONEDNN_VERBOSE="1"),
                   timeout=timeout)
     dnnl = next((line.split("isa:", 1)[1].strip() for line in r.stdout.splitlines()
@@ -213,7 +213,8 @@ def convd_isa(bindir, path, x, y, env, timeout):
     kernels = {}
     for layer in json.loads(p.stdout)["layers"]:
         parts = layer["kernel"].split(":")
-        isa = parts[2] if len(parts) > 2 else layer["kernel"]
+        # avx512_core, avx512f, avx2, ...; else the name without its library (ref:any, jit:uni).
+        isa = next((q for q in parts if re.match(r"(avx|sse|amx)", q)), ":".join(parts[1:]) or layer["kernel"])
         kernels[isa] = kernels.get(isa, 0) + 1
     sparse = next((line.strip() for line in r.stderr.splitlines() if "sparse kernels use" in line), "")
     return {"onednn_isa": dnnl, "kernel_isas": kernels, "sparse_line": sparse}
