@@ -36,8 +36,9 @@ round median (a check on a noisy run). Correctness, same run: each engine's outp
 x.npy against ORT's, max |y - ort| / max(1, |ort|) over the elements.
 
 --isa avx2 caps what can be capped:
-  convd       ONEDNN_MAX_CPU_ISA=AVX2 (oneDNN), CONVD_SPARSE_ISA=avx2 (its sparse
-              kernels) and CD_MAX_ISA=avx2
+  convd       ONEDNN_MAX_CPU_ISA=AVX2 (oneDNN), CD_MAX_ISA=avx2 (its own kernels)
+              and CONVD_SPARSE_ISA=avx2 (the sparse kernels' cap of trees
+              before CD_MAX_ISA); convd logs which one capped it
   deepsparse  NM_ARCH=avx2: deepsparse.cpu.cpu_architecture() takes the ISA
               from NM_ARCH instead of its CPU probe, and deepsparse.lib then
               loads deepsparse/avx2/deepsparse_engine.so instead of avx512/
@@ -428,6 +429,8 @@ def markdown(res):
     isas = [f"{k} {c}" for k, c in sorted(count.items(), key=lambda kc: -kc[1])]
     banner = (re.search(r"\(system=[^)]*\)", ds.get("banner") or "") or ["?"])[0]
     fracs = [m["deepsparse_supported_ops"] for m in res["models"].values()]
+    # convd's own kernels log their ISA and which variable capped it (CD_MAX_ISA; CONVD_SPARSE_ISA before it).
+    sparse = sorted({m["convd_isa"]["sparse_line"] for m in res["models"].values() if m["convd_isa"]["sparse_line"]})
     dnnl = sorted({m["convd_isa"]["onednn_isa"] for m in res["models"].values()})
     la, lb = res["load_start"], res["load_end"]
     spreads = [m["spread"] for m in res["models"].values()]
@@ -441,7 +444,8 @@ def markdown(res):
            f"onnxruntime {res['ort_version']}, DeepSparse {ds['version']}.",
            "",
            f"At run time: convd's oneDNN reported `{'; '.join(dnnl)}`; the ISA part of convd's planned kernels' "
-           f"names (layers, all models): {', '.join(isas)}. DeepSparse's cpu_architecture() said `{ds['isa']}`, "
+           f"names (layers, all models): {', '.join(isas)}"
+           f"{''.join(f'; it logged `{l}`' for l in sparse)}. DeepSparse's cpu_architecture() said `{ds['isa']}`, "
            f"it loaded `{ds['binaries']}/deepsparse_engine.so`, its banner: `{banner}`; share of the ops it ran "
            f"itself (fraction_of_supported_ops; the rest would run in its bundled onnxruntime): "
            f"{min(fracs):.2f} to {max(fracs):.2f}.",
