@@ -47,19 +47,11 @@ import onnxruntime as ort
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from tests.models import builders  # noqa: E402
+sys.path.insert(0, str(ROOT / "bench"))
+import benchmodels  # noqa: E402  (the model files, shared with bench/anchors.py)
 from tests.support import paths  # noqa: E402
 
-MODEL_VERSION = 1
-MODELS = {"resnet50": builders.resnet50, "mobilenetv2": builders.mobilenetv2}
-VARIANTS = {
-    "u0": ("unstructured", 0.0, "first"), "u30": ("unstructured", 0.3, "first"),
-    "u50": ("unstructured", 0.5, "first"), "u70": ("unstructured", 0.7, "first"),
-    "u80": ("unstructured", 0.8, "first"), "u90": ("unstructured", 0.9, "first"),
-    "u95": ("unstructured", 0.95, "first"), "b90": ("block:4x1", 0.9, "first"),
-    "b90x8": ("block:8x1", 0.9, "first"),
-    "f30": ("filter", 0.3, "first,Gemm"), "f50": ("filter", 0.5, "first,Gemm"),
-}
+VARIANTS = benchmodels.VARIANTS
 ENGINES = ("ours", "dense", "ort")
 
 
@@ -68,30 +60,11 @@ def log(msg):
 
 
 def model_file(cache, name, size, seed):
-    cache.mkdir(parents=True, exist_ok=True)
-    path = cache / f"{name}-s{size}-w1-c1000-seed{seed}-v{MODEL_VERSION}.onnx"
-    if not path.exists():
-        model = MODELS[name](np.random.default_rng(seed), classes=1000, size=size, width=1.0)
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
-        builders.save(model, tmp)
-        os.replace(tmp, path)
-        log(f"generated {path}")
-    return path
+    return benchmodels.model_file(cache, name, size, seed, log=log)
 
 
 def pruned_file(base, variant):
-    mode, s, skip = VARIANTS[variant]
-    out = base.with_name(base.stem + f"-{variant}.onnx")
-    if not out.exists():
-        tmp = out.with_suffix(f".tmp{os.getpid()}.onnx")
-        cmd = [paths.binary("convctl"), "prune", str(base), str(tmp), "--mode", mode, "--sparsity", str(s),
-               "--per-layer", "--skip", skip]
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
-        if r.returncode:
-            raise RuntimeError(f"{' '.join(cmd)}: {r.stderr}")
-        os.replace(tmp, out)
-        log(f"pruned {out.name}")
-    return out
+    return benchmodels.pruned_file(base, variant, log=log)
 
 
 def convd_bench(model, batch, threads, iters, warmup, plan):
@@ -185,8 +158,7 @@ def main(argv=None):
     for v in variants:
         if v not in VARIANTS:
             ap.error(f"unknown variant {v} (known: {', '.join(VARIANTS)})")
-    cache = pathlib.Path(a.cache or os.environ.get("CONVD_BENCH_CACHE")
-                         or pathlib.Path.home() / ".cache" / "convd" / "bench-models")
+    cache = benchmodels.cache_dir(a.cache)
     files = {}
     for m in models:
         base = model_file(cache, m, a.size, a.seed)

@@ -1,0 +1,495 @@
+#!/usr/bin/env python3
+"""convd against its two anchors, onnxruntime and DeepSparse 1.8.0, in one
+run, on the same ONNX files, 1 thread, batch 1, at a chosen ISA level.
+
+    bench/setup-deepsparse                  # once: DeepSparse's own venv, outside the checkout
+    bench/anchors.py [--isa native|avx2] [--models resnet50,resnet18,...] [--rounds 5]
+                     [--iters 20] [--warmup 2] [--json FILE] [--write] [--cache DIR]
+                     [--deepsparse-python PATH] [--timeout S] [--from-json FILE]
+
+Models (--models; default all): the dense resnet50, resnet18 and mobilenetv2
+of tests/models/builders.py (224x224, 1000 classes, random weights) and
+ResNet-50 pruned by `convctl prune` exactly as bench/sparse-models.py prunes
+it: resnet50-u90, resnet50-u95 (unstructured), resnet50-b90 (4x1 blocks),
+resnet50-f50 (50% of the filters). The files come from bench/benchmodels.py
+(shared with sparse-models.py), in $CONVD_BENCH_CACHE or
+~/.cache/convd/bench-models.
+
+Engines, 1 thread, batch 1, every one fed the same input (x.npy, uniform in
+[-1, 1], seed 1):
+  convd       build/bin/convd-run FILE --bench N --warmup W --threads 1 --json
+              (its own median of N runs), OMP_WAIT_POLICY=passive; the binary
+              is copied first, so a rebuild of the tree cannot swap it
+  ort         onnxruntime CPU EP, intra_op_num_threads=1, inter_op 1,
+              ORT_ENABLE_ALL, ORT_SEQUENTIAL; median of N timed run() calls
+  deepsparse  deepsparse.compile_model(FILE, batch_size=1, num_cores=1) in the
+              venv of bench/setup-deepsparse (numpy < 2 and onnx < 1.17 do not
+              fit this project's environment), one worker process for the run
+              that keeps its engines; median of N timed run() calls
+
+Method: R rounds; in each, every model runs W warm-ups + N timed runs of each
+engine, the engine order rotating every round. The table shows the median of
+the round medians, the ratios ort/convd and deepsparse/convd (> 1: convd is
+faster) and the spread of the round medians (max - min over median; the
+largest of the three engines) next to the ratios of each engine's fastest
+round median (a check on a noisy run). Correctness, same run: each engine's output on
+x.npy against ORT's, max |y - ort| / max(1, |ort|) over the elements.
+
+--isa avx2 caps what can be capped:
+  convd       ONEDNN_MAX_CPU_ISA=AVX2 (oneDNN), CD_MAX_ISA=avx2 (its own kernels)
+              and CONVD_SPARSE_ISA=avx2 (the sparse kernels' cap of trees
+              before CD_MAX_ISA); convd logs which one capped it
+  deepsparse  NM_ARCH=avx2: deepsparse.cpu.cpu_architecture() takes the ISA
+              from NM_ARCH instead of its CPU probe, and deepsparse.lib then
+              loads deepsparse/avx2/deepsparse_engine.so instead of avx512/
+  ort         no cap: MLAS picks its kernels from CPUID, with no switch; it
+              keeps AVX-512, so the ort/convd ratio is then conservative
+The table header names what each engine reported at run time (convd: oneDNN's
+ISA line and the ISAs in its planned kernels; DeepSparse: the ISA of
+cpu_architecture() and the binary it loaded).
+
+--write replaces the section "## Anchors: <isa>" of docs/PERFORMANCE.md
+(re-read just before writing), or appends it.
+"""
+import argparse
+import json
+import os
+import pathlib
+import re
+import select
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+DENSE = ("resnet50", "resnet18", "mobilenetv2")
+PRUNED = ("u90", "u95", "b90", "f50")
+ALL_MODELS = DENSE + tuple(f"resnet50-{v}" for v in PRUNED)
+ENGINES = ("convd", "ort", "deepsparse")
+CAPS = {
+    "native": {"convd": {}, "deepsparse": {}},
+    "avx2": {"convd": {"ONEDNN_MAX_CPU_ISA": "AVX2", "CONVD_SPARSE_ISA": "avx2", "CD_MAX_ISA": "avx2"},
+             "deepsparse": {"NM_ARCH": "avx2"}},
+}
+
+
+def log(msg):
+    print(f"[anchors] {msg}", file=sys.stderr, flush=True)
+
+
+# ---- DeepSparse: a worker in its own venv -----------------------------------------
+
+def deepsparse_worker():
+    """Runs in DeepSparse's venv (`python anchors.py --deepsparse-worker`): one
+    JSON request per line on stdin, one JSON reply per line on the original
+    stdout. Everything else that prints (DeepSparse's NM_ARCH notice goes to
+    stdout) goes to stderr."""
+    reply = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    import deepsparse
+    from deepsparse import compile_model
+    from deepsparse import lib as dslib
+    from deepsparse.cpu import cpu_architecture
+    engines = {}
+    for line in sys.stdin:
+        req = json.loads(line)
+        try:
+            cmd = req["cmd"]
+            if cmd == "info":
+                arch = cpu_architecture()
+                loaded = sorted(m for m in sys.modules if m.endswith("deepsparse_engine"))
+                out = {"version": deepsparse.__version__, "isa": arch.isa, "vnni": bool(arch.vnni),
+                       "binaries": os.path.basename(dslib.get_neuralmagic_binaries_dir()), "loaded": loaded,
+                       "NM_ARCH": os.environ.get("NM_ARCH")}
+            elif cmd == "load":
+                t0 = time.perf_counter()
+                eng, text = with_stderr(lambda: compile_model(req["path"], batch_size=1, num_cores=1))
+                engines[req["path"]] = eng
+                out = {"compile_s": time.perf_counter() - t0,
+                       "fraction_of_supported_ops": float(eng.fraction_of_supported_ops),
+                       "banner": next((line for line in text.splitlines() if "binary=" in line), None)}
+            elif cmd == "run":
+                x = np.load(req["input"])
+                np.save(req["output"], engines[req["path"]].run([x])[0])
+                out = {}
+            elif cmd == "bench":
+                eng, x = engines[req["path"]], np.load(req["input"])
+                for _ in range(req["warmup"]):
+                    eng.run([x])
+                ts = []
+                for _ in range(req["iters"]):
+                    t0 = time.perf_counter()
+                    eng.run([x])
+                    ts.append((time.perf_counter() - t0) * 1e3)
+                out = {"median_ms": float(np.median(ts))}
+            else:
+                raise ValueError(f"unknown command {cmd}")
+        except Exception as e:  # the parent reports it and stops
+            out = {"error": f"{type(e).__name__}: {e}"}
+        reply.write(json.dumps(out) + "\n")
+    return 0
+
+
+def with_stderr(fn):
+    """fn() and what it wrote to fd 2 (passed on to stderr as well)."""
+    sys.stderr.flush()
+    with tempfile.TemporaryFile() as f:
+        saved = os.dup(2)
+        os.dup2(f.fileno(), 2)
+        try:
+            r = fn()
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+        f.seek(0)
+        text = f.read().decode(errors="replace")
+    sys.stderr.write(text)
+    return r, text
+
+
+class DeepSparse:
+    """The parent's end of the worker."""
+
+    def __init__(self, python, env, timeout):
+        e = dict(os.environ, NM_DISABLE_ANALYTICS="1", **env)
+        self.timeout = timeout
+        self.proc = subprocess.Popen([python, str(pathlib.Path(__file__).resolve()), "--deepsparse-worker"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=e, text=True, bufsize=1)
+
+    def call(self, **req):
+        self.proc.stdin.write(json.dumps(req) + "\n")
+        self.proc.stdin.flush()
+        ready, _, _ = select.select([self.proc.stdout], [], [], self.timeout)
+        if not ready:
+            self.close()
+            raise RuntimeError(f"deepsparse worker: no answer to {req['cmd']} in {self.timeout} s")
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"deepsparse worker died (exit {self.proc.wait()}); its stderr is above")
+        out = json.loads(line)
+        if "error" in out:
+            raise RuntimeError(f"deepsparse {req['cmd']} {req.get('path', '')}: {out['error']}")
+        return out
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+# ---- convd and onnxruntime ---------------------------------------------------------
+
+def convd_cmd(binary, path, *args, env, timeout):
+    e = dict(os.environ, OMP_WAIT_POLICY="passive", **env)
+    cmd = [str(binary), str(path), "--threads", "1", "--batch", "1", "--max-batch", "1", *map(str, args)]
+    r = subprocess.run(cmd, capture_output=True, text=True, errors="replace", env=e, timeout=timeout)
+    if r.returncode:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stderr[-2000:]}")
+    return r
+
+
+def convd_isa(bindir, path, x, y, env, timeout):
+    """Runs convd once on x (output to y) and says which ISA it used: oneDNN's
+    own line (ONEDNN_VERBOSE) and the ISA part of the names of the kernels that
+    `convctl plan` chooses (dnnl:jit:avx512_core -> avx512_core, dnnl:ref:any -> ref:any)."""
+    r = convd_cmd(bindir / "convd-run", path, "--input", x, "--output", y, env=dict(env, ONEDNN_VERBOSE="1"),
+                  timeout=timeout)
+    dnnl = next((line.split("isa:", 1)[1].strip() for line in r.stdout.splitlines()
+                 if "verbose,info,cpu,isa:" in line), "?")
+    e = dict(os.environ, OMP_WAIT_POLICY="passive", **env)
+    cmd = [str(bindir / "convctl"), "plan", str(path), "--json", "--threads", "1", "--runs", "0"]
+    p = subprocess.run(cmd, capture_output=True, text=True, errors="replace", env=e, timeout=timeout)
+    if p.returncode:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stderr[-2000:]}")
+    kernels = {}
+    for layer in json.loads(p.stdout)["layers"]:
+        parts = layer["kernel"].split(":")
+        # avx512_core, avx512f, avx2, ...; else the name without its library (ref:any, jit:uni).
+        isa = next((q for q in parts if re.match(r"(avx|sse|amx)", q)), ":".join(parts[1:]) or layer["kernel"])
+        kernels[isa] = kernels.get(isa, 0) + 1
+    sparse = next((line.strip() for line in r.stderr.splitlines() if "sparse kernels use" in line), "")
+    return {"onednn_isa": dnnl, "kernel_isas": kernels, "sparse_line": sparse}
+
+
+class Ort:
+    def __init__(self, path):
+        import onnxruntime as ort
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = 1
+        so.inter_op_num_threads = 1
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        self.sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+        self.name = self.sess.get_inputs()[0].name
+
+    def run(self, x):
+        return self.sess.run(None, {self.name: x})[0]
+
+    def bench(self, x, iters, warmup):
+        for _ in range(warmup):
+            self.run(x)
+        ts = []
+        for _ in range(iters):
+            t0 = time.perf_counter()
+            self.run(x)
+            ts.append((time.perf_counter() - t0) * 1e3)
+        return float(np.median(ts))
+
+
+def rel_err(got, want):
+    """max |got - want| / max(1, |want|) (inf when the shapes differ)."""
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    if got.shape != want.shape:
+        return float("inf")
+    return float((np.abs(got - want) / np.maximum(1.0, np.abs(want))).max())
+
+
+# ---- the machine ------------------------------------------------------------------
+
+def cpu_info():
+    model, flags = "?", set()
+    for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
+        k, _, v = line.partition(":")
+        if k.strip() == "model name" and model == "?":
+            model = v.strip()
+        elif k.strip() == "flags" and not flags:
+            flags = set(v.split())
+    return {"model": model, "avx512f": "avx512f" in flags, "avx2": "avx2" in flags, "cores": os.cpu_count()}
+
+
+def git_rev():
+    r = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True, text=True)
+    return r.stdout.strip() or "?"
+
+
+# ---- the run ----------------------------------------------------------------------
+
+def model_files(names, cache):
+    sys.path.insert(0, str(ROOT / "bench"))
+    import benchmodels
+    files = {}
+    for name in names:
+        base, _, variant = name.partition("-")
+        f = benchmodels.model_file(cache, base, 224, 0, log=log)
+        files[name] = benchmodels.pruned_file(f, variant, log=log) if variant else f
+    return files
+
+
+def deepsparse_python(arg):
+    if arg:
+        return arg
+    venv = pathlib.Path(os.environ.get("CONVD_BENCH_CACHE") or pathlib.Path.home() / ".cache" / "convd")
+    py = venv / "deepsparse-venv" / "bin" / "python"
+    if not py.exists():
+        raise SystemExit(f"{py} is missing: run bench/setup-deepsparse first (or pass --deepsparse-python)")
+    return str(py)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--isa", choices=sorted(CAPS), default="native")
+    ap.add_argument("--models", default=",".join(ALL_MODELS), help=f"comma-separated, of {', '.join(ALL_MODELS)}")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--json", metavar="FILE", help="the raw numbers")
+    ap.add_argument("--write", action="store_true", help="write the section '## Anchors: ISA' of docs/PERFORMANCE.md")
+    ap.add_argument("--cache", metavar="DIR", help="model files (default $CONVD_BENCH_CACHE or ~/.cache/convd/bench-models)")
+    ap.add_argument("--deepsparse-python", metavar="PATH", help="default: the venv of bench/setup-deepsparse")
+    ap.add_argument("--timeout", type=float, default=1800, help="seconds for one convd-run or DeepSparse call")
+    ap.add_argument("--from-json", metavar="FILE", help="no measurement: the table of an earlier --json")
+    ap.add_argument("--deepsparse-worker", action="store_true", help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    if a.deepsparse_worker:
+        return deepsparse_worker()
+    if a.from_json:
+        res = json.loads(pathlib.Path(a.from_json).read_text())
+        summarize(res)
+        md = markdown(res)
+        print(md)
+        if a.write:
+            write_section(res["isa"], md)
+        return 0
+    names = a.models.split(",")
+    for n in names:
+        if n not in ALL_MODELS:
+            ap.error(f"unknown model {n} (known: {', '.join(ALL_MODELS)})")
+    if a.rounds < 1 or a.iters < 1 or a.warmup < 0:
+        ap.error("--rounds and --iters must be >= 1, --warmup >= 0")
+    sys.path.insert(0, str(ROOT))
+    from tests.support import paths
+    caps = CAPS[a.isa]
+    ds_python = deepsparse_python(a.deepsparse_python)
+    sys.path.insert(0, str(ROOT / "bench"))
+    import benchmodels
+    files = model_files(names, benchmodels.cache_dir(a.cache))
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix="convd-anchors-"))
+    ds = None
+    try:
+        for b in ("convd-run", "convctl"):  # copies: a rebuild of the tree during the run cannot swap them
+            shutil.copy2(paths.binary(b), tmp / b)
+        binary = tmp / "convd-run"
+        x = tmp / "x.npy"
+        np.save(x, np.random.default_rng(1).uniform(-1, 1, (1, 3, 224, 224)).astype(np.float32))
+        xa = np.load(x)
+        res = {"isa": a.isa, "caps": caps, "cpu": cpu_info(), "date": time.strftime("%Y-%m-%d %H:%M %Z"),
+               "threads": 1, "batch": 1, "rounds": a.rounds, "iters": a.iters, "warmup": a.warmup,
+               "convd_rev": git_rev(), "load_start": os.getloadavg(), "models": {}}
+        import onnxruntime
+        res["ort_version"] = onnxruntime.__version__
+        log(f"load average {res['load_start'][0]:.2f}; DeepSparse worker {ds_python}"
+            + (f" with {caps['deepsparse']}" if caps["deepsparse"] else ""))
+        ds = DeepSparse(ds_python, caps["deepsparse"], a.timeout)
+        res["deepsparse"] = ds.call(cmd="info")
+        log(f"deepsparse {res['deepsparse']}")
+        sess = {}
+        for n in names:
+            t0 = time.perf_counter()
+            sess[n] = Ort(files[n])
+            loaded = ds.call(cmd="load", path=str(files[n]))
+            comp = loaded["compile_s"]
+            if loaded["banner"]:
+                res["deepsparse"]["banner"] = loaded["banner"].strip()
+            # Correctness on the same input, and which ISA convd says it used.
+            ref = sess[n].run(xa)
+            info = convd_isa(tmp, files[n], x, tmp / "convd.npy", caps["convd"], a.timeout)
+            ds.call(cmd="run", path=str(files[n]), input=str(x), output=str(tmp / "ds.npy"))
+            err = {"convd": rel_err(np.load(tmp / "convd.npy"), ref), "deepsparse": rel_err(np.load(tmp / "ds.npy"), ref)}
+            res["models"][n] = {"file": files[n].name, "convd_isa": info, "deepsparse_compile_s": comp,
+                                "deepsparse_supported_ops": loaded["fraction_of_supported_ops"], "err": err,
+                                "times": {e: [] for e in ENGINES}}
+            log(f"{n}: max rel. error vs ORT: convd {err['convd']:.2e}, deepsparse {err['deepsparse']:.2e}; "
+                f"convd oneDNN isa {info['onednn_isa']!r}, kernels {info['kernel_isas']}"
+                f"{'; ' + info['sparse_line'] if info['sparse_line'] else ''} "
+                f"(DeepSparse compiled in {comp:.1f} s; set-up {time.perf_counter() - t0:.1f} s)")
+        order = list(ENGINES)
+        t_start = time.monotonic()
+        for r in range(a.rounds):
+            for n in names:
+                for e in order:
+                    if e == "convd":
+                        out = convd_cmd(binary, files[n], "--input", x, "--bench", a.iters, "--warmup", a.warmup,
+                                        "--json", env=caps["convd"], timeout=a.timeout)
+                        t = json.loads(out.stdout)["bench"]["median_ms"]
+                    elif e == "ort":
+                        t = sess[n].bench(xa, a.iters, a.warmup)
+                    else:
+                        t = ds.call(cmd="bench", path=str(files[n]), input=str(x), iters=a.iters,
+                                    warmup=a.warmup)["median_ms"]
+                    res["models"][n]["times"][e].append(t)
+            log(f"round {r + 1}/{a.rounds} done ({time.monotonic() - t_start:.0f} s, "
+                f"load {os.getloadavg()[0]:.2f})")
+            order = order[1:] + order[:1]
+        res["load_end"] = os.getloadavg()
+    finally:
+        if ds:
+            ds.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+    summarize(res)
+    if a.json:
+        pathlib.Path(a.json).write_text(json.dumps(res, indent=1))
+    md = markdown(res)
+    print(md)
+    if a.write:
+        write_section(a.isa, md)
+    return 0
+
+
+def summarize(res):
+    """Medians of the round medians, ratios, best-round ratios and spreads, into res."""
+    for m in res["models"].values():
+        med = {e: float(np.median(ts)) for e, ts in m["times"].items()}
+        m["median_ms"] = med
+        m["ratio"] = {"ort": med["ort"] / med["convd"], "deepsparse": med["deepsparse"] / med["convd"]}
+        best = {e: min(ts) for e, ts in m["times"].items()}
+        m["best_ratio"] = {"ort": best["ort"] / best["convd"], "deepsparse": best["deepsparse"] / best["convd"]}
+        m["spread"] = max((max(ts) - min(ts)) / float(np.median(ts)) for ts in m["times"].values())
+
+
+def markdown(res):
+    cpu, caps, ds = res["cpu"], res["caps"], res["deepsparse"]
+    cap_txt = ("none (each engine at its best ISA)" if res["isa"] == "native" else
+               "convd " + " ".join(f"{k}={v}" for k, v in caps["convd"].items()) +
+               "; DeepSparse " + " ".join(f"{k}={v}" for k, v in caps["deepsparse"].items()) +
+               "; onnxruntime none (no switch: MLAS keeps its AVX-512 kernels)")
+    count = {}
+    for m in res["models"].values():
+        for k, c in m["convd_isa"]["kernel_isas"].items():
+            count[k] = count.get(k, 0) + c
+    isas = [f"{k} {c}" for k, c in sorted(count.items(), key=lambda kc: -kc[1])]
+    banner = (re.search(r"\(system=[^)]*\)", ds.get("banner") or "") or ["?"])[0]
+    fracs = [m["deepsparse_supported_ops"] for m in res["models"].values()]
+    # convd's own kernels log their ISA and which variable capped it (CD_MAX_ISA; CONVD_SPARSE_ISA before it).
+    sparse = sorted({m["convd_isa"]["sparse_line"] for m in res["models"].values() if m["convd_isa"]["sparse_line"]})
+    dnnl = sorted({m["convd_isa"]["onednn_isa"] for m in res["models"].values()})
+    la, lb = res["load_start"], res["load_end"]
+    spreads = [m["spread"] for m in res["models"].values()]
+    cmd = "bench/anchors.py" + (f" --isa {res['isa']}" if res["isa"] != "native" else "")
+    if ",".join(res["models"]) != ",".join(ALL_MODELS):
+        cmd += f" --models {','.join(res['models'])}"
+    if (res["rounds"], res["iters"], res["warmup"]) != (5, 20, 2):
+        cmd += f" --rounds {res['rounds']} --iters {res['iters']} --warmup {res['warmup']}"
+    out = [f"CPU: {cpu['model']}, {cpu['cores']} cores; avx512f: {'yes' if cpu['avx512f'] else 'no'}. "
+           f"ISA caps: {cap_txt}. Threads 1, batch 1. Measured {res['date']}, convd {res['convd_rev']}, "
+           f"onnxruntime {res['ort_version']}, DeepSparse {ds['version']}.",
+           "",
+           f"At run time: convd's oneDNN reported `{'; '.join(dnnl)}`; the ISA part of convd's planned kernels' "
+           f"names (layers, all models): {', '.join(isas)}"
+           f"{''.join(f'; it logged `{l}`' for l in sparse)}. DeepSparse's cpu_architecture() said `{ds['isa']}`, "
+           f"it loaded `{ds['binaries']}/deepsparse_engine.so`, its banner: `{banner}`; share of the ops it ran "
+           f"itself (fraction_of_supported_ops; the rest would run in its bundled onnxruntime): "
+           f"{min(fracs):.2f} to {max(fracs):.2f}.",
+           "",
+           "    bench/setup-deepsparse",
+           f"    {cmd} --write",
+           "",
+           "| model | convd ms | onnxruntime ms | DeepSparse ms | ort / convd | deepsparse / convd | "
+           "best rounds: ort, deepsparse / convd | max rel. err. convd vs ORT | DeepSparse vs ORT | spread of rounds |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    for n, m in res["models"].items():
+        t, r, e, b = m["median_ms"], m["ratio"], m["err"], m["best_ratio"]
+        out.append(f"| {n} | {t['convd']:.2f} | {t['ort']:.2f} | {t['deepsparse']:.2f} | {r['ort']:.3g}x | "
+                   f"{r['deepsparse']:.3g}x | {b['ort']:.3g}x, {b['deepsparse']:.3g}x | {e['convd']:.1e} | {e['deepsparse']:.1e} | {m['spread']:.0%} |")
+    out += ["",
+            f"{res['rounds']} rounds x ({res['warmup']} warm-ups + {res['iters']} timed runs) of every engine, the "
+            "engine order rotating per round; times are medians of the round medians; ratios > 1 mean convd is "
+            "faster; best rounds: the ratios of each engine's fastest round median. Errors: max |y - ort| / max(1, |ort|) on the same input. Spread: (max - min) / median of the "
+            f"round medians, the largest engine's; over all models {min(spreads):.0%} to {max(spreads):.0%}. "
+            f"Load average {la[0]:.2f} at the start, {lb[0]:.2f} at the end (2 cores, shared)."]
+    if res["isa"] != "native":
+        out += ["", "onnxruntime cannot be capped: it ran with AVX-512, so the ort / convd ratio is conservative "
+                "(in convd's disfavour)."]
+    return "\n".join(out) + "\n"
+
+
+def write_section(isa, md):
+    doc = ROOT / "docs" / "PERFORMANCE.md"
+    title = f"## Anchors: {isa}"
+    body = (f"{title}\n\nconvd against onnxruntime (CPU EP) and DeepSparse 1.8.0 on the same ONNX files "
+            "in one interleaved run, 1 thread, batch 1: the dense ResNet-50, ResNet-18 and MobileNetV2 of "
+            "tests/models/builders.py (224x224, random weights) and ResNet-50 pruned as in \"Pruned models\" "
+            "(u90/u95 unstructured, b90 4x1 blocks, f50 half the filters). Method, engines and the ISA caps: "
+            "bench/README.md and `bench/anchors.py --help`. None of the three engines uses OpenBLAS (convd's "
+            "dense path is oneDNN, onnxruntime's is MLAS, DeepSparse has its own kernels), so "
+            "OPENBLAS_CORETYPE plays no part.\n\n" + md)
+    text = doc.read_text()  # re-read right before writing: others edit other sections
+    m = re.search(rf"^{re.escape(title)}\n.*?(?=^## |\Z)", text, flags=re.S | re.M)
+    if m:
+        text = text[:m.start()] + body + ("\n" if m.end() < len(text) else "") + text[m.end():]
+    else:
+        text = text.rstrip() + "\n\n" + body
+    doc.write_text(text)
+    log(f"wrote the '{title}' section of {doc}")
+
+if __name__ == "__main__":
+    sys.exit(main())
