@@ -322,6 +322,15 @@ $(BUILD)/bin/conv-dense-layers: $(BUILD)/obj/bench/conv-dense-layers.o $(CPUKERN
 
 bench: $(BUILD)/bin/conv-dense-layers
 
+# The core's float32 FMA throughput (bench/fma-peak.c): the physical cap the
+# dense-model tables quote.
+$(BUILD)/bin/fma-peak: bench/fma-peak.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $@"
+	$(Q)$(CC) -O2 -std=c11 -D_GNU_SOURCE -Wall -Wextra -o $@ $<
+
+bench: $(BUILD)/bin/fma-peak
+
 # Sparse conv kernels vs oneDNN dense (bench/sparse-conv-layers.sh writes the
 # "Sparse conv kernels" table of docs/PERFORMANCE.md).
 $(BUILD)/bin/sparse-conv-layers: $(BUILD)/obj/bench/sparse-conv-layers.o $(call obj,$(wildcard sparse/*.c)) $(call obj,kernels/cpu/ref-conv.c proto/errors.c)

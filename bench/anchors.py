@@ -245,6 +245,22 @@ class Ort:
         return float(np.median(ts))
 
 
+def fma_peak(bindir):
+    """The core's FMA peak in GFLOP/s per ISA from build/bin/fma-peak ({} when
+    it is not built: `make bench`)."""
+    exe = bindir / "fma-peak"
+    if not exe.exists():
+        return {}
+    out = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120).stdout
+    return {m.group(1): float(m.group(2)) for m in re.finditer(r"^(\w+) fma peak, 1 core: ([\d.]+)", out, re.M)}
+
+
+def model_flops(binary, path, env, timeout):
+    """FLOPs of one inference of the file as loaded (2 x multiply-adds of its dense layers)."""
+    r = convd_cmd(binary, path, "--info", "--json", env=env, timeout=timeout)
+    return int(json.loads(r.stdout)["summary"]["flops"])
+
+
 def rel_err(got, want):
     """max |got - want| / max(1, |want|) (inf when the shapes differ)."""
     got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
@@ -337,13 +353,15 @@ def main(argv=None):
     try:
         for b in ("convd-run", "convctl"):  # copies: a rebuild of the tree during the run cannot swap them
             shutil.copy2(paths.binary(b), tmp / b)
+        bindir = pathlib.Path(paths.binary("convd-run")).parent
         binary = tmp / "convd-run"
         x = tmp / "x.npy"
         np.save(x, np.random.default_rng(1).uniform(-1, 1, (1, 3, 224, 224)).astype(np.float32))
         xa = np.load(x)
         res = {"isa": a.isa, "caps": caps, "cpu": cpu_info(), "date": time.strftime("%Y-%m-%d %H:%M %Z"),
                "threads": 1, "batch": 1, "rounds": a.rounds, "iters": a.iters, "warmup": a.warmup,
-               "convd_rev": git_rev(), "load_start": os.getloadavg(), "models": {}}
+               "convd_rev": git_rev(), "load_start": os.getloadavg(), "models": {},
+               "fma_peak": [fma_peak(bindir)]}
         import onnxruntime
         res["ort_version"] = onnxruntime.__version__
         log(f"load average {res['load_start'][0]:.2f}; DeepSparse worker {ds_python}"
@@ -365,6 +383,7 @@ def main(argv=None):
             ds.call(cmd="run", path=str(files[n]), input=str(x), output=str(tmp / "ds.npy"))
             err = {"convd": rel_err(np.load(tmp / "convd.npy"), ref), "deepsparse": rel_err(np.load(tmp / "ds.npy"), ref)}
             res["models"][n] = {"file": files[n].name, "convd_isa": info, "deepsparse_compile_s": comp,
+                                "flops": model_flops(binary, files[n], caps["convd"], a.timeout),
                                 "deepsparse_supported_ops": loaded["fraction_of_supported_ops"], "err": err,
                                 "times": {e: [] for e in ENGINES}}
             log(f"{n}: max rel. error vs ORT: convd {err['convd']:.2e}, deepsparse {err['deepsparse']:.2e}; "
@@ -390,6 +409,7 @@ def main(argv=None):
                 f"load {os.getloadavg()[0]:.2f})")
             order = order[1:] + order[:1]
         res["load_end"] = os.getloadavg()
+        res["fma_peak"].append(fma_peak(bindir))
     finally:
         if ds:
             ds.close()
@@ -459,6 +479,19 @@ def markdown(res):
         t, r, e, b = m["median_ms"], m["ratio"], m["err"], m["best_ratio"]
         out.append(f"| {n} | {t['convd']:.2f} | {t['ort']:.2f} | {t['deepsparse']:.2f} | {r['ort']:.3g}x | "
                    f"{r['deepsparse']:.3g}x | {b['ort']:.3g}x, {b['deepsparse']:.3g}x | {e['convd']:.1e} | {e['deepsparse']:.1e} | {m['spread']:.0%} |")
+    peaks = [p for p in res.get("fma_peak", []) if p]
+    dense = [(n, m) for n, m in res["models"].items() if "-" not in n and m.get("flops")]
+    if peaks and dense:
+        isa = "avx2" if res["isa"] == "avx2" else max(peaks[0], key=lambda k: peaks[0][k])
+        pk = [p.get(isa, 0) for p in peaks]
+        rates = "; ".join(f"{n} convd {m['flops'] / m['median_ms']['convd'] / 1e6:.0f}, onnxruntime "
+                          f"{m['flops'] / m['median_ms']['ort'] / 1e6:.0f}, DeepSparse "
+                          f"{m['flops'] / m['median_ms']['deepsparse'] / 1e6:.0f}" for n, m in dense)
+        out += ["", f"The physical cap, measured in the same run (build/bin/fma-peak, one core, {isa} FMA): "
+                f"{' and '.join(f'{v:.0f}' for v in pk)} GFLOP/s at the start and the end. The dense models' FLOPs "
+                f"(2 x multiply-adds of a direct convolution) per second of each engine, in GFLOP/s: {rates}. "
+                "An engine above the peak does fewer multiply-adds than the direct convolution "
+                "(Winograd or similar); a direct-convolution engine cannot pass it."]
     out += ["",
             f"{res['rounds']} rounds x ({res['warmup']} warm-ups + {res['iters']} timed runs) of every engine, the "
             "engine order rotating per round; times are medians of the round medians; ratios > 1 mean convd is "
