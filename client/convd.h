@@ -89,7 +89,8 @@ typedef struct convd_conn convd_conn;
     XX(CONNECT, 19)         \
     XX(CLOSED, 20)          \
     XX(BUSY, 21)            \
-    XX(ACCESS, 22)
+    XX(ACCESS, 22)          \
+    XX(PERMISSION, 23)
 
 enum {
     CONVD_OK = 0,
