@@ -115,6 +115,12 @@ int cd_metrics_render(cd_server *srv, char **out, size_t *len) {
             (unsigned long long)CD_STAT_GET(errors[num]));
     CD_ERROR_MAP(XX)
 #undef XX
+    head(f, "convd_access_refused_total", "counter",
+         "Admin requests refused with E_PERMISSION (the peer is not an admin), by method.");
+    fprintf(f, "convd_access_refused_total{method=\"load\"} %llu\n",
+            (unsigned long long)CD_STAT_GET(refused_load));
+    fprintf(f, "convd_access_refused_total{method=\"unload\"} %llu\n",
+            (unsigned long long)CD_STAT_GET(refused_unload));
     head(f, "convd_requests_cancelled_total", "counter",
          "Requests dropped before compute because their client had gone.");
     fprintf(f, "convd_requests_cancelled_total %llu\n",

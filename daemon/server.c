@@ -1,5 +1,6 @@
 #include "daemon/server.h"
 
+#include "daemon/access.h"
 #include "daemon/conn.h"
 #include "daemon/log.h"
 #include "daemon/metrics.h"
@@ -32,10 +33,71 @@ double cd_server_uptime(const cd_server *srv) {
 
 // ---- the socket file --------------------------------------------------------
 
-// Makes `path` free for bind: nothing there, or a stale socket file (nobody
-// accepts on it: connect() is refused), which is removed with a log line.
-// Returns 0, or -1 when a live daemon listens there or the path is unusable.
+// The directory of the socket must be one that nobody else can write to:
+// otherwise another user could remove our socket file and put their own in
+// its place, and clients would talk to them. Refused: a directory writable
+// by others without the sticky bit, or owned by a user other than root and
+// us. /run/convd (the default as root) is created 0755 when missing.
+static int socket_dir_check(const char *path) {
+    char dir[CD_SOCKET_PATH_MAX + 1];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == dir)
+        dir[1] = '\0';
+    else
+        *slash = '\0';
+    if (strcmp(path, CD_SYSTEM_SOCKET) == 0) {
+        if (mkdir(dir, 0755) == 0) {
+            (void)chmod(dir, 0755); // whatever the umask
+            CD_INFO("created %s (mode 0755)", dir);
+        } else if (errno != EEXIST) {
+            CD_ERROR("cannot create the socket directory %s: %s", dir, strerror(errno));
+            return -1;
+        }
+    }
+    struct stat st;
+    if (stat(dir, &st) != 0) {
+        CD_ERROR("cannot use socket path %s: directory %s: %s", path, dir, strerror(errno));
+        return -1;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        CD_ERROR("cannot use socket path %s: %s is not a directory", path, dir);
+        return -1;
+    }
+    if ((st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX)) {
+        CD_ERROR("refusing socket path %s: its directory %s is writable by every user "
+                 "and not sticky (mode %04o), so anyone could replace the socket; "
+                 "choose a directory only the daemon's user can write", path, dir,
+                 (unsigned)(st.st_mode & 07777));
+        return -1;
+    }
+    if (st.st_uid != 0 && st.st_uid != geteuid()) {
+        CD_ERROR("refusing socket path %s: its directory %s belongs to uid %u, who could "
+                 "replace the socket; choose a directory of root or of uid %u", path, dir,
+                 (unsigned)st.st_uid, (unsigned)geteuid());
+        return -1;
+    }
+    return 0;
+}
+
+// Makes `path` free for bind: nothing there, or a stale socket file of our
+// own uid (nobody accepts on it: connect() is refused), which is removed with
+// a log line. Returns 0, or -1 when the directory is unsafe, a live daemon
+// listens there, the socket belongs to another user, or the path is unusable.
 static int socket_prepare(const char *path) {
+    if (!path[0]) {
+        char why[256];
+        char none[CD_SOCKET_PATH_MAX + 1];
+        if (cd_settings_default_socket(none, sizeof none, why, sizeof why) != 0)
+            CD_ERROR("%s", why);
+        else
+            CD_ERROR("no socket path");
+        return -1;
+    }
+    if (socket_dir_check(path) != 0)
+        return -1;
     struct stat st;
     if (lstat(path, &st) != 0) {
         if (errno == ENOENT)
@@ -45,6 +107,13 @@ static int socket_prepare(const char *path) {
     }
     if (!S_ISSOCK(st.st_mode)) {
         CD_ERROR("%s exists and is not a socket; not touching it", path);
+        return -1;
+    }
+    if (st.st_uid != geteuid()) {
+        CD_ERROR("refusing socket path %s: a socket of uid %u is already there, not ours "
+                 "(uid %u): another user's daemon, or one that would impersonate convd; "
+                 "remove it or choose another --socket", path, (unsigned)st.st_uid,
+                 (unsigned)geteuid());
         return -1;
     }
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -76,6 +145,33 @@ static int socket_prepare(const char *path) {
         return 0;
     CD_ERROR("cannot probe existing socket %s: %s", path, strerror(e));
     return -1;
+}
+
+// Binds the listener to path with the socket file's mode (--socket-mode,
+// from the moment it exists: the umask is set for the bind) and group
+// (--socket-group), both before listen(2): nobody connects before the file
+// has its final permissions. Returns 0 or a libuv error.
+static int socket_bind(cd_server *srv, const char *path) {
+    mode_t mode = cd_access_socket_mode();
+    mode_t old = umask(0777 & ~mode);
+    int rc = uv_pipe_bind(&srv->listener, path);
+    umask(old);
+    if (rc != 0)
+        return rc;
+    if (chmod(path, mode) != 0) {
+        rc = uv_translate_sys_error(errno);
+        CD_ERROR("cannot set mode %04o on %s: %s", (unsigned)mode, path, strerror(errno));
+        unlink(path);
+        return rc;
+    }
+    gid_t gid;
+    if (cd_access_socket_group(&gid) && chown(path, (uid_t)-1, gid) != 0) {
+        rc = uv_translate_sys_error(errno);
+        CD_ERROR("cannot give %s to group %u: %s", path, (unsigned)gid, strerror(errno));
+        unlink(path);
+        return rc;
+    }
+    return 0;
 }
 
 // Removes the socket file if it is still the one we created.
@@ -349,7 +445,7 @@ int cd_server_run(cd_settings *set, int argc, char **argv) {
 
     uv_pipe_init(srv->loop, &srv->listener, 0);
     srv->listener.data = srv;
-    int rc = uv_pipe_bind(&srv->listener, set->socket);
+    int rc = socket_bind(srv, set->socket);
     if (rc == 0)
         rc = uv_listen((uv_stream_t *)&srv->listener, 4096, on_connection);
     if (rc != 0) {
@@ -358,7 +454,7 @@ int cd_server_run(cd_settings *set, int argc, char **argv) {
         goto out_models;
     }
     srv->listening = true;
-    struct stat st;
+    struct stat st = {0};
     if (stat(set->socket, &st) == 0) {
         srv->sock_dev = st.st_dev;
         srv->sock_ino = st.st_ino;
@@ -389,6 +485,9 @@ int cd_server_run(cd_settings *set, int argc, char **argv) {
             cd_workers_count(srv->workers), srv->conn_cap,
             (long long)set->max_message);
     CD_INFO("listening on %s", set->socket);
+    CD_INFO("socket mode %04o, group %u; admin methods allowed to root, uid %u%s%s",
+            (unsigned)(st.st_mode & 07777), (unsigned)st.st_gid, (unsigned)geteuid(),
+            set->admin_group[0] ? " and group " : "", set->admin_group);
     uv_run(srv->loop, UV_RUN_DEFAULT);
     cd_models_free(srv);
     CD_INFO("exiting");
