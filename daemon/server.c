@@ -208,24 +208,84 @@ static void on_connection(uv_stream_t *listener, int status) {
 
 static void on_handle_closed(uv_handle_t *h) {}
 
-// Ends the loop once shutdown has begun and every connection is freed.
-static void server_maybe_finish(cd_server *srv) {
-    if (!srv->draining || srv->nconns > 0 || srv->finished)
+// Shutdown is bounded: after SIGTERM/SIGINT the connections drain for at
+// most --drain-timeout seconds; then (or as soon as they are all closed, if
+// that comes first) the workers get --shutdown-grace seconds to finish what
+// they run. When the grace runs out, or at a second SIGTERM/SIGINT, convd
+// logs what it abandons and exits CD_EXIT_FORCED at once, through _exit:
+// nothing a running thread may still use is freed.
+#define CD_EXIT_FORCED 3
+
+// Logs what is still in flight and exits at once (see above).
+static void force_exit(cd_server *srv, const char *why) {
+    CD_WARN("%s: exiting now (status %d), abandoning %zu connection(s) and %zu "
+            "request(s) in flight", why, CD_EXIT_FORCED, srv->nconns,
+            cd_server_in_flight(srv));
+    char desc[2048];
+    if (srv->workers && cd_workers_describe(srv->workers, "worker", desc, sizeof desc))
+        CD_WARN("abandoned: %s", desc);
+    if (srv->profiler && cd_workers_describe(srv->profiler, "profiler", desc, sizeof desc))
+        CD_WARN("abandoned: %s", desc);
+    if (srv->listening)
+        socket_remove(srv);
+    fflush(stdout);
+    fflush(stderr);
+    _exit(CD_EXIT_FORCED);
+}
+
+static void on_grace_timeout(uv_timer_t *t) {
+    cd_server *srv = t->data;
+    char why[96];
+    snprintf(why, sizeof why, "shutdown grace (%llds) is over",
+             (long long)srv->set->shutdown_grace);
+    force_exit(srv, why);
+}
+
+// Starts the --shutdown-grace clock (once).
+static void start_grace(cd_server *srv) {
+    if (srv->grace_started)
         return;
+    srv->grace_started = true;
+    uv_timer_start(&srv->grace_timer, on_grace_timeout,
+                   (uint64_t)srv->set->shutdown_grace * 1000, 0);
+}
+
+// Polls the worker pools while they finish (a bounded join: never blocks the
+// loop, so a second signal or the grace timer still acts). Once every thread
+// has returned, joins them and closes the last handles: the loop ends.
+static void on_join_timer(uv_timer_t *t) {
+    cd_server *srv = t->data;
+    if (cd_workers_alive(srv->workers) > 0 || cd_workers_alive(srv->profiler) > 0)
+        return;
+    uv_timer_stop(t);
+    cd_workers_stop_finish(srv->workers);
+    srv->workers = NULL;
+    cd_workers_stop_finish(srv->profiler);
+    srv->profiler = NULL;
     srv->finished = true;
-    uv_close((uv_handle_t *)&srv->drain_timer, on_handle_closed);
-    uv_close((uv_handle_t *)&srv->backlog_idle, on_handle_closed);
+    uv_close((uv_handle_t *)&srv->join_timer, on_handle_closed);
+    uv_close((uv_handle_t *)&srv->grace_timer, on_handle_closed);
     uv_close((uv_handle_t *)&srv->sigint, on_handle_closed);
     uv_close((uv_handle_t *)&srv->sigterm, on_handle_closed);
+    CD_INFO("all connections closed");
+}
+
+// Once shutdown has begun and every connection is freed: stops the workers
+// (bounded, see on_join_timer).
+static void server_maybe_finish(cd_server *srv) {
+    if (!srv->draining || srv->nconns > 0 || srv->joining)
+        return;
+    srv->joining = true;
+    uv_close((uv_handle_t *)&srv->drain_timer, on_handle_closed);
+    uv_close((uv_handle_t *)&srv->backlog_idle, on_handle_closed);
     uv_close((uv_handle_t *)&srv->sighup, on_handle_closed);
     if (srv->set->metrics_file[0])
         cd_metrics_write_file(srv, srv->set->metrics_file); // the final counts
     uv_close((uv_handle_t *)&srv->metrics_timer, on_handle_closed);
-    cd_workers_stop(srv->workers);
-    srv->workers = NULL;
-    cd_workers_stop(srv->profiler);
-    srv->profiler = NULL;
-    CD_INFO("all connections closed");
+    cd_workers_stop_begin(srv->workers);
+    cd_workers_stop_begin(srv->profiler);
+    start_grace(srv);
+    uv_timer_start(&srv->join_timer, on_join_timer, 0, 10);
 }
 
 void cd_server_conn_freed(cd_server *srv) {
@@ -239,8 +299,10 @@ static void kill_all(cd_server *srv) {
 
 static void on_drain_timeout(uv_timer_t *t) {
     cd_server *srv = t->data;
-    CD_WARN("drain timeout (%llds): closing %zu connections",
-            (long long)srv->set->drain_timeout, srv->nconns);
+    CD_WARN("drain timeout (%llds): closing %zu connections; work still running gets "
+            "%llds more", (long long)srv->set->drain_timeout, srv->nconns,
+            (long long)srv->set->shutdown_grace);
+    start_grace(srv);
     kill_all(srv);
 }
 
@@ -258,8 +320,10 @@ static void begin_drain(cd_server *srv, const char *why) {
                        (uint64_t)srv->set->drain_timeout * 1000, 0);
     for (cd_conn *c = srv->conns; c; c = c->next)
         cd_conn_drain(c);
-    if (srv->set->drain_timeout == 0)
+    if (srv->set->drain_timeout == 0) {
+        start_grace(srv);
         kill_all(srv);
+    }
     server_maybe_finish(srv);
 }
 
@@ -269,8 +333,9 @@ static void on_signal(uv_signal_t *s, int signum) {
     if (!srv->draining) {
         begin_drain(srv, name);
     } else if (!srv->finished) {
-        CD_WARN("%s again: closing %zu connections now", name, srv->nconns);
-        kill_all(srv);
+        char why[32];
+        snprintf(why, sizeof why, "%s again", name);
+        force_exit(srv, why);
     }
 }
 
@@ -469,6 +534,10 @@ int cd_server_run(cd_settings *set, int argc, char **argv) {
     srv->backlog_idle.data = srv;
     uv_timer_init(srv->loop, &srv->drain_timer);
     srv->drain_timer.data = srv;
+    uv_timer_init(srv->loop, &srv->grace_timer);
+    srv->grace_timer.data = srv;
+    uv_timer_init(srv->loop, &srv->join_timer);
+    srv->join_timer.data = srv;
     uv_signal_init(srv->loop, &srv->sighup);
     srv->sighup.data = srv;
     uv_signal_start(&srv->sighup, on_sighup, SIGHUP);
@@ -497,9 +566,10 @@ int cd_server_run(cd_settings *set, int argc, char **argv) {
 out_models:
     cd_models_free(srv);
 out_workers:
+    // Start-up failed: nothing was submitted, the threads return at once.
     if (srv->profiler)
-        cd_workers_stop(srv->profiler);
-    cd_workers_stop(srv->workers);
+        cd_workers_stop(srv->profiler, 10000);
+    cd_workers_stop(srv->workers, 10000);
 out_loop:
     uv_run(srv->loop, UV_RUN_DEFAULT); // let close callbacks run
     if (uv_loop_close(srv->loop) != 0)
