@@ -468,10 +468,39 @@ static void conn_free(convd_conn *c) {
     free(c);
 }
 
+int convd_default_socket(char *buf, size_t len) {
+    const char *dir = NULL;
+    int n;
+    if (geteuid() == 0) {
+        n = snprintf(buf, len, "%s", CONVD_SYSTEM_SOCKET);
+    } else {
+        dir = getenv("XDG_RUNTIME_DIR");
+        if (!dir || !*dir) {
+            if (len) buf[0] = '\0';
+            return cd_client_fail(CD_ECONNECT,
+                                  "no socket given and no default: XDG_RUNTIME_DIR is not "
+                                  "set (set CONVD_SOCKET, e.g. to %s for the system daemon)",
+                                  CONVD_SYSTEM_SOCKET);
+        }
+        n = snprintf(buf, len, "%s/%s", dir, CONVD_SOCKET_NAME);
+    }
+    if (n < 0 || (size_t)n >= len || (size_t)n >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
+        if (len) buf[0] = '\0';
+        return cd_client_fail(CD_EPARAMS, "default socket path too long (%s/%s)",
+                              dir ? dir : "/run/convd", CONVD_SOCKET_NAME);
+    }
+    return 0;
+}
+
 int convd_connect(const char *path, const convd_opts *opts, convd_conn **out) {
     *out = NULL;
+    char defpath[sizeof(((struct sockaddr_un *)0)->sun_path)];
     if (!path || !*path) path = getenv("CONVD_SOCKET");
-    if (!path || !*path) path = CONVD_DEFAULT_SOCKET;
+    if (!path || !*path) {
+        int drc = convd_default_socket(defpath, sizeof defpath);
+        if (drc != 0) return drc;
+        path = defpath;
+    }
     struct sockaddr_un addr = {.sun_family = AF_UNIX};
     if (strlen(path) >= sizeof addr.sun_path)
         return cd_client_fail(CD_EPARAMS, "socket path too long (%zu bytes, max %zu): %s",

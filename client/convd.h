@@ -53,9 +53,12 @@
 extern "C" {
 #endif
 
-// Socket used when convd_connect() gets path NULL and $CONVD_SOCKET is unset
-// (the daemon's default --socket).
-#define CONVD_DEFAULT_SOCKET "/tmp/convd.sock"
+// The daemon's default socket, which convd_connect() uses when it gets path
+// NULL and $CONVD_SOCKET is unset: CONVD_SYSTEM_SOCKET when the caller is root
+// (a daemon run as root listens there), else $XDG_RUNTIME_DIR/convd.sock (a
+// user's own daemon). See convd_default_socket().
+#define CONVD_SYSTEM_SOCKET "/run/convd/convd.sock"
+#define CONVD_SOCKET_NAME   "convd.sock"
 
 // Version of the msgpack-RPC method set this client speaks.
 #define CONVD_PROTOCOL 1
@@ -89,7 +92,8 @@ typedef struct convd_conn convd_conn;
     XX(CONNECT, 19)         \
     XX(CLOSED, 20)          \
     XX(BUSY, 21)            \
-    XX(ACCESS, 22)
+    XX(ACCESS, 22)          \
+    XX(PERMISSION, 23)
 
 enum {
     CONVD_OK = 0,
@@ -158,10 +162,16 @@ typedef struct {
 // Fills opts with the defaults above.
 void convd_opts_init(convd_opts *opts);
 
+// Writes the default socket path of the calling user into buf (the rule
+// above; $CONVD_SOCKET is not consulted). Returns 0, or CONVD_ECONNECT when
+// there is none (not root and XDG_RUNTIME_DIR unset: the message says to set
+// CONVD_SOCKET), CONVD_EPARAMS when it does not fit in len or a socket address.
+int convd_default_socket(char *buf, size_t len);
+
 // Connects to the daemon at path (NULL: $CONVD_SOCKET, else
-// CONVD_DEFAULT_SOCKET). opts NULL means defaults. Returns 0 and *out, or
+// convd_default_socket()). opts NULL means defaults. Returns 0 and *out, or
 // CONVD_ECONNECT (no daemon there; the message names the path and the
-// reason), CONVD_EPARAMS (path too long), CONVD_ENOMEM.
+// reason; or no default socket), CONVD_EPARAMS (path too long), CONVD_ENOMEM.
 int convd_connect(const char *path, const convd_opts *opts, convd_conn **out);
 
 // Closes the connection: calls still waiting on it (which the caller must not

@@ -488,6 +488,7 @@ int cd_conn_accept(cd_server *srv) {
     uv_os_fd_t fd;
     if (uv_fileno((uv_handle_t *)&c->pipe, &fd) == 0)
         c->fd = fd;
+    cd_peer_identify(c->fd, &c->peer);
     if (srv->nactive >= srv->conn_cap) {
         c->refused = true;
         CD_STAT_INC(conn_rejected_limit);

@@ -14,6 +14,7 @@
 // running on a worker, or finished and not yet taken back by the loop
 // (`inflight` is the reference count that keeps it alive for the workers).
 
+#include "daemon/access.h"
 #include "daemon/request.h"
 #include "proto/rpc.h"
 
@@ -72,6 +73,7 @@ struct cd_conn {
     bool in_backlog_list;      // linked in srv->backlog
     bool out_paused;           // write_pending went over CD_CONN_OUT_HIGH
     int fd;                    // the socket's descriptor (set at accept, then fixed)
+    cd_peer peer;              // who connected (SO_PEERCRED at accept; access.h)
     // The write lock exists because two kinds of thread write response bytes
     // to this socket: the loop (its own replies, and everything queued) and
     // the workers (a finished request's response, written directly to save

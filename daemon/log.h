@@ -2,7 +2,7 @@
 #define CD_DAEMON_LOG_H
 
 // Logging for convd: one line per event on stderr,
-//   2026-11-22T01:02:03.456Z info  listening on /tmp/convd.sock
+//   2026-11-22T01:02:03.456Z info  listening on /run/convd/convd.sock
 // (UTC time with milliseconds, level padded to five columns, message).
 // Each line is written with a single write(2), so lines from worker threads
 // never interleave. Control characters in the message are escaped so one

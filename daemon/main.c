@@ -3,6 +3,7 @@
 //   exit 0: clean shutdown (or --help/--version)
 //   exit 1: cannot start (socket used by a live daemon, device unavailable)
 //   exit 2: bad flag, value or config file
+#include "daemon/access.h"
 #include "daemon/features.h"
 #include "daemon/log.h"
 #include "daemon/server.h"
@@ -58,6 +59,11 @@ int main(int argc, char **argv) {
         cd_cpu_print(stdout);
         return 0;
     case CD_SETTINGS_BAD:
+        return 2;
+    }
+    char err[512];
+    if (cd_access_init(&set, err, sizeof err) != 0) {
+        fprintf(stderr, "convd: --%s\n", err);
         return 2;
     }
     int rc = check_device(set.device);

@@ -1,5 +1,6 @@
 #include "daemon/methods.h"
 
+#include "daemon/access.h"
 #include "daemon/conn.h"
 #include "daemon/features.h"
 #include "daemon/log.h"
@@ -20,6 +21,7 @@ typedef int (*method_fn)(cd_call *call);
 enum {
     MF_NEEDS_PARAMS = 1 << 0, // params must be [map]
     MF_NO_DRAINING = 1 << 1,  // refused with E_SHUTDOWN once shutdown began
+    MF_ADMIN = 1 << 2,        // changes models or limits: admins only (access.h)
 };
 
 typedef struct {
@@ -39,8 +41,8 @@ static const method_entry methods[] = {
     {CD_M_health, m_health, 0},
     {CD_M_models, cd_method_models, 0},
     {CD_M_stats, m_stats, 0},
-    {CD_M_load, cd_method_load, MF_NEEDS_PARAMS | MF_NO_DRAINING},
-    {CD_M_unload, cd_method_unload, MF_NEEDS_PARAMS},
+    {CD_M_load, cd_method_load, MF_NEEDS_PARAMS | MF_NO_DRAINING | MF_ADMIN},
+    {CD_M_unload, cd_method_unload, MF_NEEDS_PARAMS | MF_ADMIN},
     {CD_M_infer, cd_method_infer, MF_NEEDS_PARAMS},
     {CD_M_metrics, m_metrics, 0},
     {CD_M_plan, cd_method_plan, MF_NEEDS_PARAMS | MF_NO_DRAINING},
@@ -113,6 +115,10 @@ void cd_methods_dispatch(cd_conn *c, cd_rpc_msg *msg) {
         sanitize(name, sizeof name, msg->method, msg->method_len);
         snprintf(call.err, sizeof call.err, "unknown method '%s'", name);
         rc = CD_EMETHOD;
+    } else if ((e->flags & MF_ADMIN) &&
+               (rc = cd_access_check(&c->peer, id, (unsigned long long)c->id, call.err,
+                                     sizeof call.err)) != 0) {
+        // rc set: checked before the params, so a refused peer learns nothing else
     } else if ((rc = params_map(msg, &call.params, call.err, sizeof call.err)) != 0) {
         // rc set
     } else if ((e->flags & MF_NEEDS_PARAMS) && !call.params) {
@@ -182,7 +188,7 @@ static int m_stats(cd_call *call) {
     msgpack_packer *pk = call->pk;
     cd_server *srv = call->srv;
     cd_workers_sync(srv->workers); // count answers workers have already written
-    int rc = msgpack_pack_map(pk, 10);
+    int rc = msgpack_pack_map(pk, 11);
     rc |= pack_key(pk, "uptime_s");
     rc |= msgpack_pack_double(pk, cd_server_uptime(srv));
     rc |= pack_key(pk, "cpu");
@@ -226,6 +232,13 @@ static int m_stats(cd_call *call) {
 #define XX(name, num, msg) rc |= pack_kv_u64(pk, "E_" #name, CD_STAT_GET(errors[num]));
     CD_ERROR_MAP(XX)
 #undef XX
+
+    rc |= pack_key(pk, "access");
+    rc |= msgpack_pack_map(pk, 1);
+    rc |= pack_key(pk, "refused"); // E_PERMISSION answers by method class
+    rc |= msgpack_pack_map(pk, 2);
+    rc |= pack_kv_u64(pk, "load", CD_STAT_GET(refused_load));
+    rc |= pack_kv_u64(pk, "unload", CD_STAT_GET(refused_unload));
 
     rc |= pack_kv_u64(pk, "bytes_in", CD_STAT_GET(bytes_in));
     rc |= pack_kv_u64(pk, "bytes_out", CD_STAT_GET(bytes_out));

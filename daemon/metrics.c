@@ -10,6 +10,8 @@
 #include "runtime/runtime.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,6 +117,12 @@ int cd_metrics_render(cd_server *srv, char **out, size_t *len) {
             (unsigned long long)CD_STAT_GET(errors[num]));
     CD_ERROR_MAP(XX)
 #undef XX
+    head(f, "convd_access_refused_total", "counter",
+         "Admin requests refused with E_PERMISSION (the peer is not an admin), by method.");
+    fprintf(f, "convd_access_refused_total{method=\"load\"} %llu\n",
+            (unsigned long long)CD_STAT_GET(refused_load));
+    fprintf(f, "convd_access_refused_total{method=\"unload\"} %llu\n",
+            (unsigned long long)CD_STAT_GET(refused_unload));
     head(f, "convd_requests_cancelled_total", "counter",
          "Requests dropped before compute because their client had gone.");
     fprintf(f, "convd_requests_cancelled_total %llu\n",
@@ -211,6 +219,36 @@ int cd_metrics_render(cd_server *srv, char **out, size_t *len) {
     return 0;
 }
 
+// Creates path's temp file for writing without following a symlink or
+// reusing anything already there (O_CREAT|O_EXCL|O_NOFOLLOW): whatever sits
+// at FILE.tmp -- a leftover of a crash, or a symlink another user planted to
+// make the daemon overwrite some file -- is unlinked (the link itself, never
+// its target) and the create tried once more. Returns the fd or -1 (errno).
+static int open_tmp(const char *tmp) {
+    for (int attempt = 0; attempt < 2; attempt++) {
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd >= 0 || errno != EEXIST)
+            return fd;
+        if (unlink(tmp) != 0 && errno != ENOENT)
+            return -1;
+    }
+    errno = EEXIST;
+    return -1;
+}
+
+static bool write_all(int fd, const char *p, size_t len) {
+    while (len > 0) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return false;
+        p += n;
+        len -= (size_t)n;
+    }
+    return true;
+}
+
 int cd_metrics_write_file(cd_server *srv, const char *path) {
     static uint64_t last_log_ns;
     char *text;
@@ -220,16 +258,22 @@ int cd_metrics_write_file(cd_server *srv, const char *path) {
         return rc;
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    bool ok = f && fwrite(text, 1, len, f) == len;
-    if (f && fclose(f) != 0)
+    int fd = open_tmp(tmp);
+    bool created = fd >= 0;
+    bool ok = created && write_all(fd, text, len);
+    int e = errno;
+    if (created && close(fd) != 0 && ok) {
         ok = false;
-    if (ok && rename(tmp, path) != 0)
+        e = errno;
+    }
+    if (ok && rename(tmp, path) != 0) {
         ok = false;
+        e = errno;
+    }
     free(text);
     if (!ok) {
-        int e = errno;
-        unlink(tmp);
+        if (created) // only a file we created; never what someone else put there
+            unlink(tmp);
         uint64_t now = uv_hrtime();
         if (now - last_log_ns > 60000000000ull) {
             last_log_ns = now;

@@ -536,7 +536,7 @@ int cd_models_rescan(cd_server *srv) {
             snprintf(conf_path, sizeof conf_path, "%s.conf", real);
             file_identity(conf_path, &cmt, &csz);
             if (!e->from_dir)
-                why = NULL; // loaded with `load`: the operator's, left alone
+                why = "restoring the directory's version over the one a client loaded";
             else if (strcmp(e->path, de->d_name) != 0)
                 why = "file now provides this name";
             else if (mt != e->mtime || sz != e->size)
@@ -561,15 +561,21 @@ int cd_models_rescan(cd_server *srv) {
             loads++;
     }
     closedir(dir);
-    // Models that came from the directory and whose file is gone.
+    // Models that came from the directory and whose file is gone, and models
+    // a client loaded under a name the directory does not have: the
+    // directory is the operator's source of truth.
     int unloads = 0;
     for (size_t i = n0; i-- > 0;) {
         const cd_model_entry *e = cd_registry_at(reg, i);
-        if (seen[i] || !e->from_dir)
+        if (seen[i])
             continue;
         char name[CD_MAX_NAME + 1];
         snprintf(name, sizeof name, "%s", e->name);
-        CD_INFO("rescan: unloading %s (%s is gone)", name, e->path);
+        if (e->from_dir)
+            CD_INFO("rescan: unloading %s (%s is gone)", name, e->path);
+        else
+            CD_INFO("rescan: unloading %s (loaded by a client from %s; not in the models "
+                    "directory)", name, e->path);
         cd_registry_remove(reg, name, strlen(name));
         unloads++;
     }

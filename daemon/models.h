@@ -18,10 +18,13 @@ int cd_models_init(cd_server *srv);
 // Drops every model (at exit, after the workers are joined).
 void cd_models_free(cd_server *srv);
 
-// SIGHUP: rescans --models: loads new *.onnx files, reloads those whose file
-// or .conf changed (mtime/size), unloads models that came from the directory
-// and whose file is gone; models loaded with `load` are left alone. Loads run
-// on the workers. Logs what changed. Returns 0 or a negative code.
+// SIGHUP: rescans --models, the operator's source of truth: loads new *.onnx
+// files, reloads those whose file or .conf changed (mtime/size), unloads
+// models that came from the directory and whose file is gone. A model a
+// client loaded (`load`) does not survive: under a name the directory has,
+// the directory's version is loaded over it; under any other name it is
+// unloaded. Loads run on the workers. Logs what changed. Returns 0 or a
+// negative code.
 int cd_models_rescan(cd_server *srv);
 
 // Number of loaded models.

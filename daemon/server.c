@@ -1,5 +1,6 @@
 #include "daemon/server.h"
 
+#include "daemon/access.h"
 #include "daemon/conn.h"
 #include "daemon/log.h"
 #include "daemon/metrics.h"
@@ -32,10 +33,71 @@ double cd_server_uptime(const cd_server *srv) {
 
 // ---- the socket file --------------------------------------------------------
 
-// Makes `path` free for bind: nothing there, or a stale socket file (nobody
-// accepts on it: connect() is refused), which is removed with a log line.
-// Returns 0, or -1 when a live daemon listens there or the path is unusable.
+// The directory of the socket must be one that nobody else can write to:
+// otherwise another user could remove our socket file and put their own in
+// its place, and clients would talk to them. Refused: a directory writable
+// by others without the sticky bit, or owned by a user other than root and
+// us. /run/convd (the default as root) is created 0755 when missing.
+static int socket_dir_check(const char *path) {
+    char dir[CD_SOCKET_PATH_MAX + 1];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == dir)
+        dir[1] = '\0';
+    else
+        *slash = '\0';
+    if (strcmp(path, CD_SYSTEM_SOCKET) == 0) {
+        if (mkdir(dir, 0755) == 0) {
+            (void)chmod(dir, 0755); // whatever the umask
+            CD_INFO("created %s (mode 0755)", dir);
+        } else if (errno != EEXIST) {
+            CD_ERROR("cannot create the socket directory %s: %s", dir, strerror(errno));
+            return -1;
+        }
+    }
+    struct stat st;
+    if (stat(dir, &st) != 0) {
+        CD_ERROR("cannot use socket path %s: directory %s: %s", path, dir, strerror(errno));
+        return -1;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        CD_ERROR("cannot use socket path %s: %s is not a directory", path, dir);
+        return -1;
+    }
+    if ((st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX)) {
+        CD_ERROR("refusing socket path %s: its directory %s is writable by every user "
+                 "and not sticky (mode %04o), so anyone could replace the socket; "
+                 "choose a directory only the daemon's user can write", path, dir,
+                 (unsigned)(st.st_mode & 07777));
+        return -1;
+    }
+    if (st.st_uid != 0 && st.st_uid != geteuid()) {
+        CD_ERROR("refusing socket path %s: its directory %s belongs to uid %u, who could "
+                 "replace the socket; choose a directory of root or of uid %u", path, dir,
+                 (unsigned)st.st_uid, (unsigned)geteuid());
+        return -1;
+    }
+    return 0;
+}
+
+// Makes `path` free for bind: nothing there, or a stale socket file of our
+// own uid (nobody accepts on it: connect() is refused), which is removed with
+// a log line. Returns 0, or -1 when the directory is unsafe, a live daemon
+// listens there, the socket belongs to another user, or the path is unusable.
 static int socket_prepare(const char *path) {
+    if (!path[0]) {
+        char why[256];
+        char none[CD_SOCKET_PATH_MAX + 1];
+        if (cd_settings_default_socket(none, sizeof none, why, sizeof why) != 0)
+            CD_ERROR("%s", why);
+        else
+            CD_ERROR("no socket path");
+        return -1;
+    }
+    if (socket_dir_check(path) != 0)
+        return -1;
     struct stat st;
     if (lstat(path, &st) != 0) {
         if (errno == ENOENT)
@@ -45,6 +107,13 @@ static int socket_prepare(const char *path) {
     }
     if (!S_ISSOCK(st.st_mode)) {
         CD_ERROR("%s exists and is not a socket; not touching it", path);
+        return -1;
+    }
+    if (st.st_uid != geteuid()) {
+        CD_ERROR("refusing socket path %s: a socket of uid %u is already there, not ours "
+                 "(uid %u): another user's daemon, or one that would impersonate convd; "
+                 "remove it or choose another --socket", path, (unsigned)st.st_uid,
+                 (unsigned)geteuid());
         return -1;
     }
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -76,6 +145,33 @@ static int socket_prepare(const char *path) {
         return 0;
     CD_ERROR("cannot probe existing socket %s: %s", path, strerror(e));
     return -1;
+}
+
+// Binds the listener to path with the socket file's mode (--socket-mode,
+// from the moment it exists: the umask is set for the bind) and group
+// (--socket-group), both before listen(2): nobody connects before the file
+// has its final permissions. Returns 0 or a libuv error.
+static int socket_bind(cd_server *srv, const char *path) {
+    mode_t mode = cd_access_socket_mode();
+    mode_t old = umask(0777 & ~mode);
+    int rc = uv_pipe_bind(&srv->listener, path);
+    umask(old);
+    if (rc != 0)
+        return rc;
+    if (chmod(path, mode) != 0) {
+        rc = uv_translate_sys_error(errno);
+        CD_ERROR("cannot set mode %04o on %s: %s", (unsigned)mode, path, strerror(errno));
+        unlink(path);
+        return rc;
+    }
+    gid_t gid;
+    if (cd_access_socket_group(&gid) && chown(path, (uid_t)-1, gid) != 0) {
+        rc = uv_translate_sys_error(errno);
+        CD_ERROR("cannot give %s to group %u: %s", path, (unsigned)gid, strerror(errno));
+        unlink(path);
+        return rc;
+    }
+    return 0;
 }
 
 // Removes the socket file if it is still the one we created.
@@ -112,24 +208,84 @@ static void on_connection(uv_stream_t *listener, int status) {
 
 static void on_handle_closed(uv_handle_t *h) {}
 
-// Ends the loop once shutdown has begun and every connection is freed.
-static void server_maybe_finish(cd_server *srv) {
-    if (!srv->draining || srv->nconns > 0 || srv->finished)
+// Shutdown is bounded: after SIGTERM/SIGINT the connections drain for at
+// most --drain-timeout seconds; then (or as soon as they are all closed, if
+// that comes first) the workers get --shutdown-grace seconds to finish what
+// they run. When the grace runs out, or at a second SIGTERM/SIGINT, convd
+// logs what it abandons and exits CD_EXIT_FORCED at once, through _exit:
+// nothing a running thread may still use is freed.
+#define CD_EXIT_FORCED 3
+
+// Logs what is still in flight and exits at once (see above).
+static void force_exit(cd_server *srv, const char *why) {
+    CD_WARN("%s: exiting now (status %d), abandoning %zu connection(s) and %zu "
+            "request(s) in flight", why, CD_EXIT_FORCED, srv->nconns,
+            cd_server_in_flight(srv));
+    char desc[2048];
+    if (srv->workers && cd_workers_describe(srv->workers, "worker", desc, sizeof desc))
+        CD_WARN("abandoned: %s", desc);
+    if (srv->profiler && cd_workers_describe(srv->profiler, "profiler", desc, sizeof desc))
+        CD_WARN("abandoned: %s", desc);
+    if (srv->listening)
+        socket_remove(srv);
+    fflush(stdout);
+    fflush(stderr);
+    _exit(CD_EXIT_FORCED);
+}
+
+static void on_grace_timeout(uv_timer_t *t) {
+    cd_server *srv = t->data;
+    char why[96];
+    snprintf(why, sizeof why, "shutdown grace (%llds) is over",
+             (long long)srv->set->shutdown_grace);
+    force_exit(srv, why);
+}
+
+// Starts the --shutdown-grace clock (once).
+static void start_grace(cd_server *srv) {
+    if (srv->grace_started)
         return;
+    srv->grace_started = true;
+    uv_timer_start(&srv->grace_timer, on_grace_timeout,
+                   (uint64_t)srv->set->shutdown_grace * 1000, 0);
+}
+
+// Polls the worker pools while they finish (a bounded join: never blocks the
+// loop, so a second signal or the grace timer still acts). Once every thread
+// has returned, joins them and closes the last handles: the loop ends.
+static void on_join_timer(uv_timer_t *t) {
+    cd_server *srv = t->data;
+    if (cd_workers_alive(srv->workers) > 0 || cd_workers_alive(srv->profiler) > 0)
+        return;
+    uv_timer_stop(t);
+    cd_workers_stop_finish(srv->workers);
+    srv->workers = NULL;
+    cd_workers_stop_finish(srv->profiler);
+    srv->profiler = NULL;
     srv->finished = true;
-    uv_close((uv_handle_t *)&srv->drain_timer, on_handle_closed);
-    uv_close((uv_handle_t *)&srv->backlog_idle, on_handle_closed);
+    uv_close((uv_handle_t *)&srv->join_timer, on_handle_closed);
+    uv_close((uv_handle_t *)&srv->grace_timer, on_handle_closed);
     uv_close((uv_handle_t *)&srv->sigint, on_handle_closed);
     uv_close((uv_handle_t *)&srv->sigterm, on_handle_closed);
+    CD_INFO("all connections closed");
+}
+
+// Once shutdown has begun and every connection is freed: stops the workers
+// (bounded, see on_join_timer).
+static void server_maybe_finish(cd_server *srv) {
+    if (!srv->draining || srv->nconns > 0 || srv->joining)
+        return;
+    srv->joining = true;
+    uv_close((uv_handle_t *)&srv->drain_timer, on_handle_closed);
+    uv_close((uv_handle_t *)&srv->backlog_idle, on_handle_closed);
     uv_close((uv_handle_t *)&srv->sighup, on_handle_closed);
     if (srv->set->metrics_file[0])
         cd_metrics_write_file(srv, srv->set->metrics_file); // the final counts
     uv_close((uv_handle_t *)&srv->metrics_timer, on_handle_closed);
-    cd_workers_stop(srv->workers);
-    srv->workers = NULL;
-    cd_workers_stop(srv->profiler);
-    srv->profiler = NULL;
-    CD_INFO("all connections closed");
+    cd_workers_stop_begin(srv->workers);
+    cd_workers_stop_begin(srv->profiler);
+    start_grace(srv);
+    uv_timer_start(&srv->join_timer, on_join_timer, 0, 10);
 }
 
 void cd_server_conn_freed(cd_server *srv) {
@@ -143,8 +299,10 @@ static void kill_all(cd_server *srv) {
 
 static void on_drain_timeout(uv_timer_t *t) {
     cd_server *srv = t->data;
-    CD_WARN("drain timeout (%llds): closing %zu connections",
-            (long long)srv->set->drain_timeout, srv->nconns);
+    CD_WARN("drain timeout (%llds): closing %zu connections; work still running gets "
+            "%llds more", (long long)srv->set->drain_timeout, srv->nconns,
+            (long long)srv->set->shutdown_grace);
+    start_grace(srv);
     kill_all(srv);
 }
 
@@ -162,8 +320,10 @@ static void begin_drain(cd_server *srv, const char *why) {
                        (uint64_t)srv->set->drain_timeout * 1000, 0);
     for (cd_conn *c = srv->conns; c; c = c->next)
         cd_conn_drain(c);
-    if (srv->set->drain_timeout == 0)
+    if (srv->set->drain_timeout == 0) {
+        start_grace(srv);
         kill_all(srv);
+    }
     server_maybe_finish(srv);
 }
 
@@ -173,8 +333,9 @@ static void on_signal(uv_signal_t *s, int signum) {
     if (!srv->draining) {
         begin_drain(srv, name);
     } else if (!srv->finished) {
-        CD_WARN("%s again: closing %zu connections now", name, srv->nconns);
-        kill_all(srv);
+        char why[32];
+        snprintf(why, sizeof why, "%s again", name);
+        force_exit(srv, why);
     }
 }
 
@@ -349,7 +510,7 @@ int cd_server_run(cd_settings *set, int argc, char **argv) {
 
     uv_pipe_init(srv->loop, &srv->listener, 0);
     srv->listener.data = srv;
-    int rc = uv_pipe_bind(&srv->listener, set->socket);
+    int rc = socket_bind(srv, set->socket);
     if (rc == 0)
         rc = uv_listen((uv_stream_t *)&srv->listener, 4096, on_connection);
     if (rc != 0) {
@@ -358,7 +519,7 @@ int cd_server_run(cd_settings *set, int argc, char **argv) {
         goto out_models;
     }
     srv->listening = true;
-    struct stat st;
+    struct stat st = {0};
     if (stat(set->socket, &st) == 0) {
         srv->sock_dev = st.st_dev;
         srv->sock_ino = st.st_ino;
@@ -373,6 +534,10 @@ int cd_server_run(cd_settings *set, int argc, char **argv) {
     srv->backlog_idle.data = srv;
     uv_timer_init(srv->loop, &srv->drain_timer);
     srv->drain_timer.data = srv;
+    uv_timer_init(srv->loop, &srv->grace_timer);
+    srv->grace_timer.data = srv;
+    uv_timer_init(srv->loop, &srv->join_timer);
+    srv->join_timer.data = srv;
     uv_signal_init(srv->loop, &srv->sighup);
     srv->sighup.data = srv;
     uv_signal_start(&srv->sighup, on_sighup, SIGHUP);
@@ -389,6 +554,9 @@ int cd_server_run(cd_settings *set, int argc, char **argv) {
             cd_workers_count(srv->workers), srv->conn_cap,
             (long long)set->max_message);
     CD_INFO("listening on %s", set->socket);
+    CD_INFO("socket mode %04o, group %u; admin methods allowed to root, uid %u%s%s",
+            (unsigned)(st.st_mode & 07777), (unsigned)st.st_gid, (unsigned)geteuid(),
+            set->admin_group[0] ? " and group " : "", set->admin_group);
     uv_run(srv->loop, UV_RUN_DEFAULT);
     cd_models_free(srv);
     CD_INFO("exiting");
@@ -398,9 +566,10 @@ int cd_server_run(cd_settings *set, int argc, char **argv) {
 out_models:
     cd_models_free(srv);
 out_workers:
+    // Start-up failed: nothing was submitted, the threads return at once.
     if (srv->profiler)
-        cd_workers_stop(srv->profiler);
-    cd_workers_stop(srv->workers);
+        cd_workers_stop(srv->profiler, 10000);
+    cd_workers_stop(srv->workers, 10000);
 out_loop:
     uv_run(srv->loop, UV_RUN_DEFAULT); // let close callbacks run
     if (uv_loop_close(srv->loop) != 0)

@@ -8,7 +8,10 @@
 // removed at once; every connection enters CD_CONN_DRAINING and closes when
 // it has nothing in flight, nothing buffered and nothing unsent; after
 // --drain-timeout seconds the rest are closed. When the last connection is
-// freed the workers are joined and cd_server_run returns 0.
+// freed the workers are joined and cd_server_run returns 0. The whole is
+// bounded: --shutdown-grace seconds after the drain ends (by its timeout, or
+// when the connections are gone) whatever still runs is abandoned and the
+// process exits 3 at once; so does a second SIGTERM/SIGINT.
 
 #include "daemon/settings.h"
 #include "daemon/workers.h"
@@ -35,6 +38,10 @@ typedef struct cd_server {
     char **argv;                 //   the re-read config file)
     uv_idle_t backlog_idle;      // runs while connections have unprocessed messages
     uv_timer_t drain_timer;      // --drain-timeout at shutdown
+    uv_timer_t grace_timer;      // --shutdown-grace after it: then a forced exit
+    uv_timer_t join_timer;       // polls the worker threads while they stop
+    bool grace_started;          // grace_timer runs
+    bool joining;                // every connection freed; workers stopping
     cd_workers *workers;         // inference worker pool
     cd_workers *profiler;        // one thread for `plan` profiles: a profile never
                                  //   holds an inference worker
@@ -47,7 +54,7 @@ typedef struct cd_server {
     uint64_t next_conn_id;       // id for logs
     uint64_t start_ns;           // uv_hrtime() at start
     bool draining;               // shutdown begun
-    bool finished;               // handles closed, loop about to end
+    bool finished;               // workers joined, handles closed, loop about to end
     dev_t sock_dev;              // identity of the socket file we created,
     ino_t sock_ino;              //   so that only our own file is removed
     uint64_t last_reject_log_ns; // rate limit for refused-connection lines

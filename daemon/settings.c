@@ -9,6 +9,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char *const log_levels[] = {"debug", "info", "warn", "error", NULL};
 static const char *const off_on[] = {"off", "on", NULL};
@@ -18,8 +19,9 @@ static const char *const off_on[] = {"off", "on", NULL};
 
 // The one table. Ranges: INT/SIZE inclusive; STR/PATH max = field capacity.
 const cd_setting_desc cd_setting_table[] = {
-    {"socket", CD_SET_PATH, 1, FSIZE(socket), CD_DEFAULT_SOCKET, 0,
-     "Unix socket path to listen on", "PATH", OFF(socket), NULL},
+    {"socket", CD_SET_PATH, 0, FSIZE(socket), "", 0,
+     "Unix socket path to listen on [default: " CD_SYSTEM_SOCKET " as root, else "
+     "$XDG_RUNTIME_DIR/" CD_SOCKET_NAME "]", "PATH", OFF(socket), NULL},
     {"models", CD_SET_PATH, 0, FSIZE(models), "", 0,
      "directory of *.onnx models loaded at start; `load` paths resolve inside it",
      "DIR", OFF(models), NULL},
@@ -72,6 +74,20 @@ const cd_setting_desc cd_setting_table[] = {
     {"worker-spin-us", CD_SET_INT, 0, 10000, "0", 0,
      "an idle worker polls for new work this long before it sleeps (lower latency "
      "at low load, CPU while idle)", "US", OFF(worker_spin_us), NULL},
+    // ---- access control and bounded shutdown (daemon/access.c, server.c) ----
+    {"socket-mode", CD_SET_STR, 1, FSIZE(socket_mode), "0660", 0,
+     "permissions of the socket file, octal: who may connect", "MODE",
+     OFF(socket_mode), NULL},
+    {"socket-group", CD_SET_STR, 0, FSIZE(socket_group), "", 0,
+     "group of the socket file, name or number (default: the daemon's group)",
+     "GROUP", OFF(socket_group), NULL},
+    {"admin-group", CD_SET_STR, 0, FSIZE(admin_group), "", 0,
+     "members of this group (name or number) may call the admin methods (load, "
+     "unload), as root and the daemon's own uid may; nobody else", "GROUP",
+     OFF(admin_group), NULL},
+    {"shutdown-grace", CD_SET_INT, 0, 600, "5", CD_SETF_RELOAD,
+     "seconds after --drain-timeout before convd exits whatever its workers are "
+     "still doing (exit 3)", "SECONDS", OFF(shutdown_grace), NULL},
     {"help", CD_SET_ACTION, 0, 0, NULL, CD_SETF_CLI_ONLY | CD_SETF_NO_STATS,
      "print this help and exit", NULL, 0, NULL},
     {"version", CD_SET_ACTION, 0, 0, NULL, CD_SETF_CLI_ONLY | CD_SETF_NO_STATS,
@@ -349,9 +365,32 @@ cd_settings_outcome cd_settings_parse(cd_settings *s, int argc, char **argv) {
             goto out;
         }
     }
+    // No --socket: the default of this user (left empty when there is none;
+    // the server then refuses to start and says why).
+    if (outcome == CD_SETTINGS_RUN && !s->socket[0])
+        (void)cd_settings_default_socket(s->socket, sizeof s->socket, err, sizeof err);
 out:
     free(args);
     return outcome;
+}
+
+int cd_settings_default_socket(char *out, size_t outlen, char *err, size_t errlen) {
+    const char *dir = CD_SYSTEM_SOCKET_DIR;
+    if (geteuid() != 0) {
+        dir = getenv("XDG_RUNTIME_DIR");
+        if (!dir || !*dir) {
+            snprintf(err, errlen, "no --socket given and XDG_RUNTIME_DIR is not set: "
+                     "give --socket PATH (in a directory only you can write)");
+            return -1;
+        }
+    }
+    int n = snprintf(out, outlen, "%s/%s", dir, CD_SOCKET_NAME);
+    if (n < 0 || (size_t)n >= outlen || n > CD_SOCKET_PATH_MAX) {
+        snprintf(err, errlen, "default socket path %s/%s is longer than %d bytes: "
+                 "give --socket PATH", dir, CD_SOCKET_NAME, CD_SOCKET_PATH_MAX);
+        return -1;
+    }
+    return 0;
 }
 
 void cd_settings_print_help(FILE *f) {

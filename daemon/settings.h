@@ -14,7 +14,12 @@
 
 #define CD_SETTINGS_PATH_MAX 4096
 #define CD_SOCKET_PATH_MAX   107 // sun_path minus the NUL
-#define CD_DEFAULT_SOCKET    "/tmp/convd.sock"
+// The default socket when --socket is not given: CD_SYSTEM_SOCKET for root,
+// $XDG_RUNTIME_DIR/CD_SOCKET_NAME for anyone else (the clients use the same
+// rule; see cd_settings_default_socket).
+#define CD_SYSTEM_SOCKET_DIR "/run/convd"
+#define CD_SYSTEM_SOCKET     CD_SYSTEM_SOCKET_DIR "/convd.sock"
+#define CD_SOCKET_NAME       "convd.sock"
 
 // The values, filled from the table. Field names match the setting names with
 // '-' replaced by '_'.
@@ -38,6 +43,11 @@ typedef struct {
     int64_t worker_spin_us;              // idle workers poll this long before sleeping
     int64_t tune;                        // 1: time dense/sparse kernels per layer at load (runtime planner)
     char tune_cache[CD_SETTINGS_PATH_MAX]; // folder of the tuning cache ("" = $XDG_CACHE_HOME/convd)
+    // -- access control and bounded shutdown (daemon/access.c, server.c) --
+    char socket_mode[8];                 // octal mode of the socket file ("0660")
+    char socket_group[64];               // group of the socket file ("" = the daemon's)
+    char admin_group[64];                // its members may call admin methods ("" = none)
+    int64_t shutdown_grace;              // seconds after the drain before a forced exit
 } cd_settings;
 
 typedef enum {
@@ -105,6 +115,11 @@ int cd_config_read(const char *path, cd_config_line_fn fn, void *ud, char *err,
 // line or after whitespace). Returns 0, or -1 with err naming file:line.
 int cd_settings_load_file(cd_settings *s, const char *path, char *err,
                           size_t errlen);
+
+// The default socket path for this process (see CD_SYSTEM_SOCKET): 0 and
+// out filled, or -1 with err (XDG_RUNTIME_DIR unset for a non-root user, or
+// the path too long).
+int cd_settings_default_socket(char *out, size_t outlen, char *err, size_t errlen);
 
 // Prints --help text generated from the table.
 void cd_settings_print_help(FILE *f);

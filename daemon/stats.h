@@ -27,7 +27,10 @@
     XX(resp_partial, "responses a worker wrote in part; the loop wrote the rest") \
     XX(resp_queued, "responses a worker packed for the loop's write queue")   \
     XX(bytes_in, "bytes read from clients")                                     \
-    XX(bytes_out, "bytes written to clients")
+    XX(bytes_out, "bytes written to clients")                                   \
+    /* access control (daemon/access.c): E_PERMISSION by refused method */     \
+    XX(refused_load, "load requests refused: the peer is not an admin")         \
+    XX(refused_unload, "unload requests refused: the peer is not an admin")
 
 // Methods, in the order of by_method in `stats` ("unknown" counts requests
 // for any other name).

@@ -29,6 +29,16 @@ struct cd_workers {
     void *ud;
     cd_respond_fn respond;     // worker-side hook before the hand-back (may be NULL)
     atomic_uint responding;    // workers between the respond hook and the done list
+    int alive;                 // threads that have not returned yet (stop is bounded:
+                               //   the loop polls this instead of joining blindly)
+    bool joined;               // cd_workers_stop_finish joined them
+    struct worker_running {    // what each thread runs now, for the log of a forced
+        bool busy;             //   exit (a copy: the request may be freed before
+        cd_method_id method;   //   the thread clears it)
+        uint32_t msgid;
+        int nreqs;
+        uint64_t since_ns;
+    } *running;
 };
 
 typedef struct {
@@ -158,6 +168,16 @@ static int take_batch(cd_workers *w, cd_sched_queue *q, cd_request **batch, uint
     return n;
 }
 
+// Notes what worker `index` starts to run (lock held).
+static void note_running(cd_workers *w, int index, cd_request **reqs, int n) {
+    struct worker_running *r = &w->running[index];
+    r->busy = true;
+    r->method = reqs[0]->method;
+    r->msgid = reqs[0]->msgid;
+    r->nreqs = n;
+    r->since_ns = now_ns();
+}
+
 static void run_generic(cd_request *req, int worker) {
     uint64_t now = now_ns();
     if (atomic_load(&req->cancelled)) {
@@ -263,11 +283,13 @@ static void *worker_main(void *p) {
             cd_request *req = w->queue_head;
             unlink_req(&w->queue_head, &w->queue_tail, req);
             req->queued = false;
+            note_running(w, arg.index, &req, 1);
             pthread_mutex_unlock(&w->lock);
             run_generic(req, arg.index);
             respond_and_post(w, req);
             uv_async_send(&w->async);
             pthread_mutex_lock(&w->lock);
+            w->running[arg.index].busy = false;
             continue;
         }
         uint64_t now = now_ns(), wake;
@@ -283,8 +305,10 @@ static void *worker_main(void *p) {
                 pthread_mutex_lock(&w->lock);
                 continue;
             }
+            note_running(w, arg.index, batch, n);
             if (q->submit && q->finish) {
                 run_double_buffered(w, q, bufs, n, arg.index);
+                w->running[arg.index].busy = false;
                 continue;
             }
             cd_batch_fn run = q->run;
@@ -292,6 +316,7 @@ static void *worker_main(void *p) {
             stamp_batch(batch, n, now_ns());
             run(batch, n, arg.index);
             post_batch(w, batch, n, now_ns());
+            w->running[arg.index].busy = false;
             continue;
         }
         if (w->done_head) {
@@ -329,6 +354,7 @@ static void *worker_main(void *p) {
             pthread_cond_timedwait(&w->cond, &w->lock, &ts);
         }
     }
+    w->alive--;
     pthread_mutex_unlock(&w->lock);
     return NULL;
 }
@@ -388,7 +414,10 @@ int cd_workers_init_spin(cd_workers **out, uv_loop_t *loop, int n, uint64_t spin
     if (!w)
         return CD_ENOMEM;
     w->threads = calloc((size_t)n, sizeof *w->threads);
-    if (!w->threads) {
+    w->running = calloc((size_t)n, sizeof *w->running);
+    if (!w->threads || !w->running) {
+        free(w->threads);
+        free(w->running);
         free(w);
         return CD_ENOMEM;
     }
@@ -403,6 +432,7 @@ int cd_workers_init_spin(cd_workers **out, uv_loop_t *loop, int n, uint64_t spin
     w->spin_ns = spin_ns;
     if (uv_async_init(loop, &w->async, on_async) != 0) {
         free(w->threads);
+        free(w->running);
         free(w);
         return CD_EINTERNAL;
     }
@@ -413,15 +443,21 @@ int cd_workers_init_spin(cd_workers **out, uv_loop_t *loop, int n, uint64_t spin
             break;
         arg->w = w;
         arg->index = i;
+        pthread_mutex_lock(&w->lock);
+        w->alive++;
+        pthread_mutex_unlock(&w->lock);
         if (pthread_create(&w->threads[i], NULL, worker_main, arg) != 0) {
             free(arg);
+            pthread_mutex_lock(&w->lock);
+            w->alive--;
+            pthread_mutex_unlock(&w->lock);
             break;
         }
         w->nthreads++;
     }
     if (w->nthreads == 0) {
         CD_ERROR("cannot start any worker thread");
-        cd_workers_stop(w);
+        cd_workers_stop(w, 0); // no thread started: nothing to wait for
         return CD_EINTERNAL;
     }
     if (w->nthreads < n)
@@ -511,16 +547,68 @@ static void on_async_closed(uv_handle_t *h) {
     pthread_mutex_destroy(&w->lock);
     pthread_cond_destroy(&w->cond);
     free(w->threads);
+    free(w->running);
     free(w);
 }
 
-void cd_workers_stop(cd_workers *w) {
+void cd_workers_stop_begin(cd_workers *w) {
     pthread_mutex_lock(&w->lock);
     w->stopping = true;
     pthread_cond_broadcast(&w->cond);
     pthread_mutex_unlock(&w->lock);
+}
+
+int cd_workers_alive(cd_workers *w) {
+    pthread_mutex_lock(&w->lock);
+    int n = w->alive;
+    pthread_mutex_unlock(&w->lock);
+    return n;
+}
+
+void cd_workers_stop_finish(cd_workers *w) {
+    // Every thread has returned from worker_main (alive == 0): these joins
+    // only reap them.
     for (int i = 0; i < w->nthreads; i++)
         pthread_join(w->threads[i], NULL);
+    w->joined = true;
     deliver(w);
     uv_close((uv_handle_t *)&w->async, on_async_closed);
+}
+
+int cd_workers_stop(cd_workers *w, uint64_t timeout_ms) {
+    cd_workers_stop_begin(w);
+    if (timeout_ms > 86400000ull)
+        timeout_ms = 86400000ull;
+    uint64_t deadline = now_ns() + timeout_ms * 1000000ull;
+    int alive;
+    while ((alive = cd_workers_alive(w)) > 0 && now_ns() < deadline) {
+        struct timespec ts = {0, 5 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    if (alive > 0)
+        return alive;
+    cd_workers_stop_finish(w);
+    return 0;
+}
+
+size_t cd_workers_describe(cd_workers *w, const char *pool, char *buf, size_t len) {
+    size_t off = 0, busy = 0;
+    uint64_t now = now_ns();
+    buf[0] = '\0';
+    pthread_mutex_lock(&w->lock);
+    for (int i = 0; i < w->nthreads; i++) {
+        const struct worker_running *r = &w->running[i];
+        if (!r->busy)
+            continue;
+        busy++;
+        int n = snprintf(buf + off, len - off, "%s%s %d: %s (msgid %u%s) for %.1f s",
+                         off ? "; " : "", pool, i, cd_method_name(r->method),
+                         (unsigned)r->msgid, r->nreqs > 1 ? " and others" : "",
+                         (double)(now - r->since_ns) / 1e9);
+        if (n < 0 || (size_t)n >= len - off)
+            break;
+        off += (size_t)n;
+    }
+    pthread_mutex_unlock(&w->lock);
+    return busy;
 }

@@ -110,9 +110,24 @@ size_t cd_workers_queue_len(cd_workers *w, const cd_sched_queue *q);
 size_t cd_workers_busy(const cd_workers *w);
 // Number of worker threads.
 int cd_workers_count(const cd_workers *w);
-// Finishes the queues (without batching delays), joins the threads, delivers
-// the last completions and closes the async handle; w is freed in its close
-// callback.
-void cd_workers_stop(cd_workers *w);
+// Stopping, bounded: no thread is ever joined while it may still be running
+// (a long load or profile cannot hang the exit).
+//
+// Starts the stop: the threads finish the queues (without batching delays)
+// and return.
+void cd_workers_stop_begin(cd_workers *w);
+// Threads that have not returned yet (0 once cd_workers_stop_begin's work is
+// done).
+int cd_workers_alive(cd_workers *w);
+// When cd_workers_alive is 0: joins the threads, delivers the last
+// completions and closes the async handle; w is freed in its close callback.
+void cd_workers_stop_finish(cd_workers *w);
+// Both, waiting at most timeout_ms for the threads. Returns 0 (stopped; w
+// goes in its close callback), or the number of threads still running: they
+// are abandoned and w must not be freed (the process is to exit).
+int cd_workers_stop(cd_workers *w, uint64_t timeout_ms);
+// Describes what the threads run now ("worker 0: load (msgid 3) for 12.5 s;
+// ..."; `pool` names them) into buf. Returns the number of busy threads.
+size_t cd_workers_describe(cd_workers *w, const char *pool, char *buf, size_t len);
 
 #endif // CD_DAEMON_WORKERS_H

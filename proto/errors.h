@@ -31,7 +31,8 @@
     XX(CONNECT,     19, "cannot connect to the daemon")                         \
     XX(CLOSED,      20, "connection closed")                                    \
     XX(BUSY,        21, "resource busy")                                        \
-    XX(ACCESS,      22, "access denied")
+    XX(ACCESS,      22, "access denied")                                      \
+    XX(PERMISSION,  23, "not permitted for this peer")
 
 typedef enum {
     CD_OK = 0,

@@ -86,6 +86,30 @@ CD_TEST(client_connect_env_socket) {
     CHECK(strstr(convd_errmsg(NULL), "cd-env-socket-that-does-not-exist") != NULL);
 }
 
+CD_TEST(client_default_socket_rule) {
+    // Root: the system daemon's socket; anyone else: $XDG_RUNTIME_DIR, and no
+    // default at all without it (each test runs in its own forked process,
+    // so dropping root here stays here).
+    char buf[128];
+    unsetenv("CONVD_SOCKET");
+    if (geteuid() == 0) {
+        CHECK_EQ(convd_default_socket(buf, sizeof buf), 0);
+        CHECK(strcmp(buf, CONVD_SYSTEM_SOCKET) == 0);
+        CHECK_EQ(convd_default_socket(buf, 8), CONVD_EPARAMS);
+        CHECK_EQ(setresgid(65534, 65534, 65534), 0);
+        CHECK_EQ(setresuid(65534, 65534, 65534), 0);
+    }
+    setenv("XDG_RUNTIME_DIR", "/run/user/65534", 1);
+    CHECK_EQ(convd_default_socket(buf, sizeof buf), 0);
+    CHECK(strcmp(buf, "/run/user/65534/convd.sock") == 0);
+    unsetenv("XDG_RUNTIME_DIR");
+    CHECK_EQ(convd_default_socket(buf, sizeof buf), CONVD_ECONNECT);
+    CHECK(strstr(convd_errmsg(NULL), "XDG_RUNTIME_DIR is not set") != NULL);
+    convd_conn *c;
+    CHECK_EQ(convd_connect(NULL, NULL, &c), CONVD_ECONNECT);
+    CHECK(strstr(convd_errmsg(NULL), "CONVD_SOCKET") != NULL);
+}
+
 static void *connect_elsewhere(void *arg) {
     convd_conn *c;
     *(int *)arg = convd_connect("/tmp/cd-nope-2.sock", NULL, &c);

@@ -93,6 +93,20 @@ def test_env_socket(d, monkeypatch):
         assert c.hello()["server"] == "convd"
 
 
+def test_default_socket_rule(monkeypatch):
+    # The daemon's own rule: root -> /run/convd, anyone else -> XDG_RUNTIME_DIR.
+    monkeypatch.delenv("CONVD_SOCKET", raising=False)
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    assert convd.default_socket() == "/run/convd/convd.sock" == convd.SYSTEM_SOCKET
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", "/run/user/1000")
+    assert convd.default_socket() == "/run/user/1000/convd.sock"
+    monkeypatch.delenv("XDG_RUNTIME_DIR")
+    with pytest.raises(convd.ConvdError) as e:
+        convd.Client()
+    assert e.value.code == "E_CONNECT" and "CONVD_SOCKET" in e.value.message
+
+
 def test_context_manager_closes(d):
     with convd.Client(d.socket) as c:
         c.health()

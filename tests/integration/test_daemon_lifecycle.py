@@ -53,7 +53,9 @@ def test_help_lists_every_flag_and_exits_0(tmp_path):
     assert rc == 0
     for flag in ("--socket", "--models", "--threads", "--device", "--max-message",
                  "--log-level", "--config", "--max-connections", "--help",
-                 "--version", "[default: /tmp/convd.sock]"):
+                 "--version", "--socket-mode", "--socket-group", "--admin-group",
+                 "--shutdown-grace", "/run/convd/convd.sock as root",
+                 "$XDG_RUNTIME_DIR/convd.sock"):
         assert flag in out, flag
 
 

@@ -219,7 +219,8 @@ def test_sighup_rescans_models_and_rereads_config(tmp_path):
             Wire.connect(d, timeout=60) as w:
         names = lambda: {m["name"] for m in w.result("models")["models"]}
         assert names() == {"keep", "gone", "changed"}
-        w.result("load", {"name": "mine", "path": "gone.onnx"})  # operator's: kept
+        # A client's model under a name the directory lacks: does not survive.
+        w.result("load", {"name": "mine", "path": "gone.onnx"})
         assert w.result("stats")["settings"]["max-queue"] == 100
         os.unlink(md / "gone.onnx")
         conv_model(md / "new.onnx", 8)
@@ -227,7 +228,7 @@ def test_sighup_rescans_models_and_rereads_config(tmp_path):
         (md / "keep.onnx.conf").write_text("max_delay_us = 1234\n")
         conf.write_text("max-queue = 7\nworkers = 3\n")
         d.signal(signal.SIGHUP)
-        assert wait_for(lambda: names() == {"keep", "changed", "new", "mine"}), names()
+        assert wait_for(lambda: names() == {"keep", "changed", "new"}), names()
         assert wait_for(lambda: w.result("stats")["models"]["keep"]["max_delay_us"] == 1234)
         r = w.call("infer", {"model": "changed", "inputs": {"x": tensor(x)}})
         assert r[2] is None
@@ -241,6 +242,8 @@ def test_sighup_rescans_models_and_rereads_config(tmp_path):
         assert "rescan: loading changed from changed.onnx (file changed)" in log
         assert "rescan: loading keep from keep.onnx (.conf changed)" in log
         assert "rescan: unloading gone (gone.onnx is gone)" in log
+        assert ("rescan: unloading mine (loaded by a client from gone.onnx; not in the "
+                "models directory)") in log
         assert "SIGHUP: workers changed in the configuration; it takes effect at restart" in log
         # A broken config file on SIGHUP: kept as is, daemon fine.
         conf.write_text("max-queue = lots\n")

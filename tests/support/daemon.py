@@ -6,8 +6,15 @@
         d.stderr_text() # everything it logged so far
 
 Every integration test (Python, C client, convctl, raw msgpack) uses this.
+Tests of access control also use:
+
+    TestDaemon(tmp, socket=PATH)         # the socket elsewhere (e.g. a 0755
+                                         #   directory other users can enter)
+    TestDaemon(tmp, pass_socket=False)   # no --socket: the daemon's default
+    TestDaemon(tmp, user="nobody")       # run convd as that user (setpriv)
 """
 import os
+import pwd
 import signal
 import socket
 import subprocess
@@ -38,7 +45,8 @@ class TestDaemon:
     __test__ = False  # not a pytest class
 
     def __init__(self, tmp_path=None, *, models_dir=None, args=(), env=None,
-                 start_timeout=30.0, wait_ready=True):
+                 start_timeout=30.0, wait_ready=True, socket=None, pass_socket=True,
+                 user=None):
         self._own_tmp = None
         if tmp_path is None:
             # Short path: Unix socket paths are limited to 107 bytes.
@@ -50,6 +58,10 @@ class TestDaemon:
             self._own_tmp = tempfile.TemporaryDirectory(prefix="convd-t")
             self.dir = self._own_tmp.name
             self.socket = os.path.join(self.dir, "convd.sock")
+        if socket is not None:
+            self.socket = str(socket)
+        self.pass_socket = pass_socket
+        self.user = user
         self.models_dir = models_dir
         self.args = list(args)
         self.env = env
@@ -60,7 +72,13 @@ class TestDaemon:
         self._log = None
 
     def command(self):
-        cmd = [paths.binary("convd"), "--socket", self.socket]
+        cmd = [paths.binary("convd")]
+        if self.user is not None:
+            pw = pwd.getpwnam(self.user)
+            cmd = ["setpriv", f"--reuid={pw.pw_uid}", f"--regid={pw.pw_gid}",
+                   "--clear-groups"] + cmd
+        if self.pass_socket:
+            cmd += ["--socket", self.socket]
         if self.models_dir is not None:
             cmd += ["--models", str(self.models_dir)]
         return cmd + self.args

@@ -66,7 +66,7 @@ static void reset(void) {
 }
 
 static void finish(uv_loop_t *loop, cd_workers *w) {
-    cd_workers_stop(w);
+    CHECK_EQ(cd_workers_stop(w, 60000), 0);
     uv_run(loop, UV_RUN_DEFAULT);
     for (int i = 0; i < g_completed; i++)
         free(g_done[i]);

@@ -67,7 +67,7 @@ static void reset(void) {
 }
 
 static void finish(uv_loop_t *loop, cd_workers *w) {
-    cd_workers_stop(w);
+    CHECK_EQ(cd_workers_stop(w, 60000), 0);
     uv_run(loop, UV_RUN_DEFAULT);
     for (int i = 0; i < g_completed; i++)
         free(g_done[i]);
@@ -91,7 +91,7 @@ CD_TEST(daemon_sched_mixed_sizes_batched_in_order_within_max_batch) {
         CHECK_EQ(cd_workers_submit_batched(w, &q, new_req((uint32_t)i, items)), 0);
     }
     // The tail (< max_batch items) waits for the delay; stop flushes it.
-    cd_workers_stop(w);
+    CHECK_EQ(cd_workers_stop(w, 60000), 0);
     uv_run(&loop, UV_RUN_DEFAULT);
     CHECK_EQ(g_completed, n);
     int sum = 0, multi = 0;
@@ -265,7 +265,7 @@ CD_TEST(daemon_sched_double_buffer_submits_next_batch_before_finishing) {
         CHECK_EQ(cd_workers_submit_batched(w, &q, new_req((uint32_t)i, 1)), 0);
     atomic_store(&g_all_queued, 1);
     run_until(&loop, k * max_batch);
-    cd_workers_stop(w);
+    CHECK_EQ(cd_workers_stop(w, 60000), 0);
     uv_run(&loop, UV_RUN_DEFAULT);
     CHECK_EQ(g_completed, n);
     CHECK_EQ(g_log.nbatches, 0); // `run` is never used

@@ -79,14 +79,15 @@ static void print_usage(FILE *f) {
     fprintf(f,
             "\n"
             "options (accepted before or after COMMAND):\n"
-            "  --socket PATH   daemon socket (default: $CONVD_SOCKET, else %s)\n"
+            "  --socket PATH   daemon socket (default: $CONVD_SOCKET, else %s as root,\n"
+            "                  else $XDG_RUNTIME_DIR/%s)\n"
             "  --json          machine-readable JSON output\n"
             "  --timeout MS    per-call timeout in milliseconds (default 30000)\n"
             "  --help          this help; `convctl COMMAND --help` for a command\n"
             "\n"
             "exit status: 0 ok, 1 the operation failed (error printed as\n"
             "`convctl: E_CODE: message`), 2 usage error, 3 cannot connect.\n",
-            CONVD_DEFAULT_SOCKET);
+            CONVD_SYSTEM_SOCKET, CONVD_SOCKET_NAME);
 }
 
 static void print_command_help(const ctl_command *c) {

@@ -3,7 +3,7 @@
     import numpy as np
     from convd import Client, ConvdError
 
-    with Client() as c:                     # $CONVD_SOCKET or /tmp/convd.sock
+    with Client() as c:                     # $CONVD_SOCKET, else default_socket()
         print(c.health()["status"])
         out = c.infer("resnet", {"input": np.zeros((1, 3, 224, 224), np.float32)})
         print(out["output"].shape)
@@ -29,10 +29,28 @@ import time
 import msgpack
 import numpy as np
 
-__all__ = ["Client", "ConvdError", "DEFAULT_SOCKET", "encode_tensor", "decode_tensor"]
+__all__ = ["Client", "ConvdError", "SYSTEM_SOCKET", "default_socket", "encode_tensor",
+           "decode_tensor"]
 
-DEFAULT_SOCKET = "/tmp/convd.sock"
+SYSTEM_SOCKET = "/run/convd/convd.sock"
+SOCKET_NAME = "convd.sock"
 PROTOCOL = 1
+
+
+def default_socket():
+    """The daemon's default socket for the calling user, the rule convd
+    itself and libconvd follow: /run/convd/convd.sock for root, else
+    $XDG_RUNTIME_DIR/convd.sock. Raises ConvdError E_CONNECT when there is
+    none (not root and XDG_RUNTIME_DIR unset). $CONVD_SOCKET is not consulted
+    here; the clients check it first."""
+    if os.geteuid() == 0:
+        return SYSTEM_SOCKET
+    run = os.environ.get("XDG_RUNTIME_DIR")
+    if not run:
+        raise ConvdError("E_CONNECT", "no socket given and no default: XDG_RUNTIME_DIR "
+                         f"is not set (set CONVD_SOCKET, e.g. to {SYSTEM_SOCKET} for the "
+                         "system daemon)")
+    return os.path.join(run, SOCKET_NAME)
 
 # wire dtype name <-> numpy dtype (little-endian). bf16 has no numpy dtype: its
 # tensors decode as uint16 bit patterns.
@@ -90,7 +108,7 @@ class Client:
     """A connection to convd. Client(path=None, timeout=30.0)."""
 
     def __init__(self, path=None, timeout=30.0, connect_timeout=5.0):
-        self.path = path or os.environ.get("CONVD_SOCKET") or DEFAULT_SOCKET
+        self.path = path or os.environ.get("CONVD_SOCKET") or default_socket()
         self.timeout = timeout
         self._lock = threading.Lock()
         self._ids = itertools.count(1)

@@ -6,7 +6,7 @@ convd.Client, awaited, with many requests in flight on one connection.
     from convd.aio import AsyncClient
 
     async def main():
-        async with AsyncClient() as c:            # $CONVD_SOCKET or /tmp/convd.sock
+        async with AsyncClient() as c:            # $CONVD_SOCKET, else default_socket()
             print((await c.health())["status"])
             xs = [np.random.rand(1, 3, 5, 7).astype(np.float32) for _ in range(100)]
             ys = await asyncio.gather(*(c.infer("scale2", {"x": x}) for x in xs))
@@ -38,7 +38,7 @@ import os
 
 import msgpack
 
-from . import DEFAULT_SOCKET, ConvdError, decode_tensor, encode_tensor
+from . import ConvdError, decode_tensor, default_socket, encode_tensor
 
 __all__ = ["AsyncClient", "connect"]
 
@@ -60,7 +60,7 @@ class AsyncClient:
     def __init__(self, path=None, timeout=30.0, connect_timeout=5.0, max_inflight=1024):
         if max_inflight < 1:
             raise ValueError("max_inflight must be >= 1")
-        self.path = path or os.environ.get("CONVD_SOCKET") or DEFAULT_SOCKET
+        self.path = path or os.environ.get("CONVD_SOCKET") or default_socket()
         self.timeout = timeout
         self.connect_timeout = connect_timeout
         self.max_inflight = max_inflight
