@@ -29,26 +29,33 @@ int ctl_cmd_hello(ctl_ctx *ctx, int argc, char **argv) {
     return CTL_EXIT_OK;
 }
 
+// Calls method (no params) and unpacks its answer, which must be a map, into
+// *up; *res holds the bytes up points into (free both with
+// msgpack_unpacked_destroy and convd_free). 0, or the exit code of a failure
+// already reported.
+static int call_map(ctl_ctx *ctx, const char *method, msgpack_unpacked *up, void **res) {
+    int rc = ctl_connect(ctx);
+    if (rc) return rc;
+    size_t len, off = 0;
+    if ((rc = convd_call(ctx->conn, method, NULL, 0, res, &len, CONVD_TIMEOUT_DEFAULT))) return ctl_fail(rc);
+    msgpack_unpacked_init(up);
+    if (msgpack_unpack_next(up, *res, len, &off) != MSGPACK_UNPACK_SUCCESS || up->data.type != MSGPACK_OBJECT_MAP) {
+        msgpack_unpacked_destroy(up);
+        convd_free(*res);
+        return ctl_fail_msg("E_PROTOCOL: the %s answer is not a map", method);
+    }
+    return 0;
+}
+
 int ctl_cmd_health(ctl_ctx *ctx, int argc, char **argv) {
     int rc = no_args(ctx, argc, argv);
     if (rc) return rc;
     if (ctx->json) return ctl_print_json_call(ctx, "health", NULL, 0);
-    if ((rc = ctl_connect(ctx))) return rc;
     // The raw answer, not convd_health(): its struct has no room for the
     // cpu map, and growing it would change libconvd's ABI.
     void *res;
-    size_t len;
-    if ((rc = convd_call(ctx->conn, "health", NULL, 0, &res, &len, CONVD_TIMEOUT_DEFAULT)))
-        return ctl_fail(rc);
     msgpack_unpacked up;
-    msgpack_unpacked_init(&up);
-    size_t off = 0;
-    if (msgpack_unpack_next(&up, res, len, &off) != MSGPACK_UNPACK_SUCCESS ||
-        up.data.type != MSGPACK_OBJECT_MAP) {
-        msgpack_unpacked_destroy(&up);
-        convd_free(res);
-        return ctl_fail_msg("E_PROTOCOL: the health answer is not a map");
-    }
+    if ((rc = call_map(ctx, "health", &up, &res))) return rc;
     const msgpack_object *h = &up.data, *cpu = ctl_map_get(h, "cpu");
     char d[64], st[32], model[256], kisa[32], disa[64], lay[32];
     double up_s = ctl_get_num(h, "uptime_s", NULL), nmod = ctl_get_num(h, "models", NULL);
@@ -411,20 +418,9 @@ int ctl_cmd_stats(ctl_ctx *ctx, int argc, char **argv) {
     int rc = no_args(ctx, argc, argv);
     if (rc) return rc;
     if (ctx->json) return ctl_print_json_call(ctx, "stats", NULL, 0);
-    if ((rc = ctl_connect(ctx))) return rc;
     void *res;
-    size_t len;
-    if ((rc = convd_call(ctx->conn, "stats", NULL, 0, &res, &len, CONVD_TIMEOUT_DEFAULT)))
-        return ctl_fail(rc);
     msgpack_unpacked up;
-    msgpack_unpacked_init(&up);
-    size_t off = 0;
-    if (msgpack_unpack_next(&up, res, len, &off) != MSGPACK_UNPACK_SUCCESS ||
-        up.data.type != MSGPACK_OBJECT_MAP) {
-        msgpack_unpacked_destroy(&up);
-        convd_free(res);
-        return ctl_fail_msg("E_PROTOCOL: the stats answer is not a map");
-    }
+    if ((rc = call_map(ctx, "stats", &up, &res))) return rc;
     render_map(&up.data, 0, false);
     msgpack_unpacked_destroy(&up);
     convd_free(res);
