@@ -27,7 +27,11 @@
     XX(resp_partial, "responses a worker wrote in part; the loop wrote the rest") \
     XX(resp_queued, "responses a worker packed for the loop's write queue")   \
     XX(bytes_in, "bytes read from clients")                                     \
-    XX(bytes_out, "bytes written to clients")
+    XX(bytes_out, "bytes written to clients")                                   \
+    /* limits: timeouts, the request-memory budget */                           \
+    XX(conn_idle_timeouts, "connections closed: idle longer than idle-timeout") \
+    XX(conn_read_timeouts, "connections closed: a message not whole within read-timeout") \
+    XX(budget_refused, "requests refused with E_OVERLOADED: max-buffered reached")
 
 // Methods, in the order of by_method in `stats` ("unknown" counts requests
 // for any other name).
