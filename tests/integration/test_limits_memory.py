@@ -66,21 +66,24 @@ def pipeline(d, msgs, out, i):
         out[i] = (got, w.call("hello")[2] is None)
 
 
-def watch_others(d, stop, lat):
-    """A well-behaved client during the burst: its calls must all succeed."""
+def watch_others(d, stop, lat, held):
+    """A well-behaved client during the burst: its calls must all succeed.
+    It also samples the bytes the daemon says it holds for requests."""
     with Wire.connect(d, timeout=60) as w:
         while not stop.is_set():
             t0 = time.monotonic()
             assert w.call("infer", {"model": "tiny", "inputs": {"x": tensor(TINY_X)}})[2] is None
-            assert w.call("health")[2] is None
+            held.append(w.result("stats")["limits"]["buffered_bytes"])
             lat.append(time.monotonic() - t0)
-            time.sleep(0.05)
+            time.sleep(0.02)
 
 
 def burst(d, per_conn):
+    """Runs one pipelining connection per list of messages at once; returns
+    their answers and the most the daemon held for requests meanwhile."""
     outs = [None] * len(per_conn)
-    stop, lat = threading.Event(), []
-    other = threading.Thread(target=watch_others, args=(d, stop, lat))
+    stop, lat, held = threading.Event(), [], []
+    other = threading.Thread(target=watch_others, args=(d, stop, lat, held))
     other.start()
     ts = [threading.Thread(target=pipeline, args=(d, m, outs, i)) for i, m in enumerate(per_conn)]
     for t in ts:
@@ -90,7 +93,10 @@ def burst(d, per_conn):
     stop.set()
     other.join()
     assert lat, "the other client got no answer during the burst"
-    return outs
+    # The budget itself: what requests hold never passes it by more than one
+    # read per connection (a message of one read is always taken).
+    assert max(held) <= BUDGET + (len(per_conn) + 1) * (64 << 10), max(held)
+    return outs, max(held)
 
 
 def test_padded_requests_from_many_connections_stay_in_budget(tmp_path, models):
@@ -103,7 +109,7 @@ def test_padded_requests_from_many_connections_stay_in_budget(tmp_path, models):
         msgs = [[request(k + 1, "infer", {"model": "tiny", "inputs": {"x": tensor(TINY_X)},
                                           "pad": blob}) for k in range(per)]
                 for _ in range(conns)]
-        outs = burst(d, msgs)
+        outs, held = burst(d, msgs)
         peak = d.rss_peak_kib()
         codes = {}
         for got, hello_ok in outs:
@@ -118,7 +124,8 @@ def test_padded_requests_from_many_connections_stay_in_budget(tmp_path, models):
         assert s["limits"]["budget_refused"] == codes.get("E_OVERLOADED", 0)
         grew = (peak - base) * 1024
         print(f"padded burst: {conns} x {per} x {pad // MiB} MiB sent "
-              f"({conns * per * pad // MiB} MiB); answers {codes}; peak RSS "
+              f"({conns * per * pad // MiB} MiB); answers {codes}; held at most "
+              f"{held // MiB} MiB; peak RSS "
               f"{base // 1024} -> {peak // 1024} MiB (+{grew // MiB} MiB, budget {BUDGET // MiB} MiB)")
         # Without the budget the six connections hold 6 x 40 MiB at once.
         assert grew < BUDGET + 48 * MiB, (base, peak)
@@ -127,17 +134,22 @@ def test_padded_requests_from_many_connections_stay_in_budget(tmp_path, models):
 def test_accepted_requests_stay_in_budget_none_lost(tmp_path, models, slow):
     conns, per, items = 6, 4, 12  # 24 requests of 12 MiB behind slow work
     x = RNG.standard_normal((items, 1, 512, 512)).astype(np.float32)
-    with daemon(tmp_path, models) as d, Wire.connect(d, timeout=slow.limit(64)) as w:
+    # Hold the only worker (~3 s of measured work, in requests of one item:
+    # small, and a one-item activation arena) while all of them are sent:
+    # they queue, so the budget decides what is accepted.
+    n_slow = max(2, min(1000, int(3.0 / slow.item_s)))
+    with daemon(tmp_path, models) as d, Wire.connect(d, timeout=slow.limit(n_slow)) as w:
+        w.result("load", {"name": "hold", "path": "slow.onnx", "max_batch": 1})
+        sx = RNG.standard_normal((1, 4, 64, 64)).astype(np.float32)
+        hold = {"model": "hold", "inputs": {"x": tensor(sx)}}
         assert w.call("infer", {"model": "big", "inputs": {"x": tensor(x[:1])}})[2] is None
+        assert w.call("infer", hold)[2] is None  # warm: arenas and code paths
         base = d.rss_peak_kib()
-        # Hold the only worker long enough for all of them to be read.
-        n_slow = max(1, min(16, int(1.5 / slow.item_s)))
-        sx = RNG.standard_normal((n_slow, 4, 64, 64)).astype(np.float32)
-        w.send(request(1, "infer", {"model": "slow", "inputs": {"x": tensor(sx)}}))
+        w.send(b"".join(request(1 + i, "infer", hold) for i in range(n_slow)))
         msgs = [[request(k + 1, "infer", {"model": "big", "inputs": {"x": tensor(x)}})
                  for k in range(per)] for _ in range(conns)]
-        outs = burst(d, msgs)
-        assert w.recv_one(timeout=slow.limit(n_slow))[2] is None
+        outs, held = burst(d, msgs)
+        assert all(m[2] is None for m in w.recv(n_slow, timeout=slow.limit(n_slow)))
         peak = d.rss_peak_kib()
         ok = over = 0
         for got, hello_ok in outs:
@@ -154,7 +166,7 @@ def test_accepted_requests_stay_in_budget_none_lost(tmp_path, models, slow):
         assert s["limits"]["buffered_bytes"] == 0
         grew = (peak - base) * 1024
         print(f"accepted burst: {conns} x {per} x {items} MiB; {ok} answered, {over} "
-              f"E_OVERLOADED; peak RSS {base // 1024} -> {peak // 1024} MiB "
+              f"E_OVERLOADED; held at most {held // MiB} MiB; peak RSS {base // 1024} -> {peak // 1024} MiB "
               f"(+{grew // MiB} MiB, budget {BUDGET // MiB} MiB)")
         assert ok >= 1 and over >= 1
         # Requests held <= budget. On top, outside it: the running batch (an
