@@ -52,8 +52,13 @@ static void conn_update_reading(cd_conn *c) {
                 !c->backlog && conn_can_handle(c);
     if (want && !c->reading) {
         if (uv_read_start((uv_stream_t *)&c->pipe, conn_alloc_cb,
-                          conn_read_cb) == 0)
+                          conn_read_cb) == 0) {
             c->reading = true;
+            // While reads were paused by us, the client could not send: a
+            // partly received message gets its read-timeout afresh.
+            if (c->msg_start_ns)
+                c->msg_start_ns = uv_hrtime();
+        }
     } else if (!want && c->reading) {
         uv_read_stop((uv_stream_t *)&c->pipe);
         c->reading = false;
@@ -73,6 +78,7 @@ static void on_close(uv_handle_t *h) {
     srv->nconns--;
     if (!c->refused)
         srv->nactive--;
+    srv->buffered -= c->rx_charge;
     if (c->reader)
         cd_rpc_reader_free(c->reader);
     msgpack_sbuffer_destroy(&c->out);
@@ -86,6 +92,13 @@ static void conn_mark_closed(cd_conn *c) {
     pthread_mutex_lock(&c->wlock);
     c->wclosed = true;
     pthread_mutex_unlock(&c->wlock);
+}
+
+// Charges srv->buffered with what c's reader holds or has committed to.
+static void conn_recharge(cd_conn *c) {
+    size_t now = c->reader ? cd_rpc_reader_committed(c->reader) : 0;
+    c->srv->buffered = c->srv->buffered - c->rx_charge + now;
+    c->rx_charge = now;
 }
 
 // The one way response bytes go out, from the loop (conn_flush) and from
@@ -151,8 +164,18 @@ static int conn_queue_write(cd_conn *c, char *data, size_t off, size_t len) {
         cw->conn = c;
         cw->data = data;
         cw->len = len - off;
-        uv_buf_t buf = uv_buf_init(data + off, (unsigned)cw->len);
-        rc = uv_write(&cw->req, (uv_stream_t *)&c->pipe, &buf, 1, on_write);
+        // uv_buf_t lengths are unsigned int: a reply of 4 GiB or more goes
+        // as several buffers of one write (libuv copies the array).
+        enum { PIECE = 1u << 30, NPIECE = 16 };
+        uv_buf_t bufs[NPIECE];
+        unsigned nbuf = 0;
+        for (size_t o = 0; o < cw->len && nbuf < NPIECE; nbuf++) {
+            size_t n = cw->len - o > PIECE ? PIECE : cw->len - o;
+            bufs[nbuf] = uv_buf_init(data + off + o, (unsigned)n);
+            o += n;
+        }
+        rc = (uint64_t)nbuf * PIECE < cw->len ? UV_E2BIG
+             : uv_write(&cw->req, (uv_stream_t *)&c->pipe, bufs, nbuf, on_write);
         if (rc != 0) {
             CD_DEBUG("conn %llu: write failed: %s", (unsigned long long)c->id,
                      uv_strerror(rc));
@@ -352,6 +375,36 @@ static void conn_protocol_error(cd_conn *c, int status, uint32_t msgid,
     conn_check(c);
 }
 
+// A message skipped because it did not fit max-buffered has passed: a
+// request is answered E_OVERLOADED (the connection stays open), a
+// notification is counted as ever.
+static void conn_skipped(cd_conn *c, const cd_rpc_msg *msg, uint32_t msgid) {
+    if (msg->kind == CD_MSG_NOTIFY) {
+        CD_STAT_INC(notifications);
+        return;
+    }
+    char why[200];
+    snprintf(why, sizeof why,
+             "a message of %zu bytes does not fit: the daemon holds %zu bytes of "
+             "requests (max-buffered %lld); retry later", c->skip_bytes, c->srv->buffered,
+             (long long)cd_settings_max_buffered(c->srv->set));
+    CD_DEBUG("conn %llu: msgid %u: E_OVERLOADED: %s", (unsigned long long)c->id,
+             msgid == UINT32_MAX ? 0 : msgid, why);
+    cd_conn_reply_error(c, msgid == UINT32_MAX ? 0 : msgid, CD_EOVERLOADED, why);
+}
+
+// Read-timeout bookkeeping after messages were taken from the reader: the
+// clock of a partly received message starts when its first bytes are seen
+// (approximately: at the end of the read or turn that began it), and stops
+// when none is partly received. Handled complete messages restart it.
+static void conn_track_partial(cd_conn *c, int handled) {
+    bool partial = !c->backlog && c->reader && cd_rpc_reader_partial(c->reader);
+    if (!partial)
+        c->msg_start_ns = 0;
+    else if (handled > 0 || c->msg_start_ns == 0)
+        c->msg_start_ns = uv_hrtime();
+}
+
 void cd_conn_process(cd_conn *c) {
     int handled = 0;
     while (conn_can_handle(c)) {
@@ -364,6 +417,7 @@ void cd_conn_process(cd_conn *c) {
         uint32_t msgid = UINT32_MAX;
         char err[256] = "";
         int rc = cd_rpc_reader_next(c->reader, &msg, &msgid, err, sizeof err);
+        conn_recharge(c);
         if (rc == 0) {
             c->backlog = false;
             break;
@@ -374,6 +428,10 @@ void cd_conn_process(cd_conn *c) {
         }
         handled++;
         c->backlog = true; // until the reader says it is empty
+        if (rc == CD_RPC_SKIPPED) {
+            conn_skipped(c, &msg, msgid);
+            continue;
+        }
         switch (msg.kind) {
         case CD_MSG_REQUEST:
             cd_methods_dispatch(c, &msg);
@@ -396,6 +454,7 @@ void cd_conn_process(cd_conn *c) {
         }
         }
     }
+    conn_track_partial(c, handled);
     conn_flush(c);
     conn_update_reading(c);
     conn_check(c);
@@ -426,10 +485,29 @@ static void conn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
         memcpy(c->sample, buf->base, c->nsample);
         if (c->state != CD_CONN_OPEN && c->state != CD_CONN_DRAINING)
             return;
+        c->last_active_ns = uv_hrtime();
         int rc = cd_rpc_reader_feed(c->reader, buf->base, (size_t)nread);
         if (rc < 0 && rc != CD_ETOO_LARGE) {
             conn_protocol_error(c, rc, UINT32_MAX, "cannot buffer the message");
             return;
+        }
+        conn_recharge(c);
+        // The memory budget: a message being received whose size (declared
+        // by its headers) takes the bytes held past max-buffered is given up
+        // at once, skipped as the rest of it arrives and answered
+        // E_OVERLOADED; the connection stays in sync. Messages of at most one
+        // read are always taken (stats and health keep working under load):
+        // queued work is checked again when it is accepted.
+        size_t budget = (size_t)cd_settings_max_buffered(c->srv->set);
+        if (rc == 0 && c->srv->buffered > budget && c->rx_charge > CD_READ_CHUNK &&
+            cd_rpc_reader_partial(c->reader)) {
+            c->skip_bytes = c->rx_charge;
+            CD_STAT_INC(budget_refused);
+            CD_DEBUG("conn %llu: skipping a message of %zu bytes: %zu bytes held, "
+                     "max-buffered %zu", (unsigned long long)c->id, c->skip_bytes,
+                     c->srv->buffered, budget);
+            cd_rpc_reader_skip(c->reader);
+            conn_recharge(c);
         }
         // An over-limit message (CD_ETOO_LARGE) is sticky in the reader:
         // the complete messages before it are answered first, then
@@ -515,6 +593,7 @@ int cd_conn_accept(cd_server *srv) {
         return rc;
     }
     CD_STAT_INC(conn_total);
+    c->last_active_ns = uv_hrtime();
     CD_DEBUG("conn %llu: accepted (%zu open)", (unsigned long long)c->id,
              srv->nactive);
     if (srv->draining)
@@ -524,6 +603,8 @@ int cd_conn_accept(cd_server *srv) {
 }
 
 void cd_conn_request_started(cd_conn *c, cd_request *req) {
+    req->charge = req->msg.nbytes;
+    c->srv->buffered += req->charge;
     c->inflight++;
     req->conn_prev = NULL;
     req->conn_next = c->reqs;
@@ -640,6 +721,9 @@ void cd_conn_request_done(cd_request *req) {
     if (req->conn_next)
         req->conn_next->conn_prev = req->conn_prev;
     c->inflight--;
+    c->srv->buffered -= req->charge;
+    req->charge = 0;
+    c->last_active_ns = uv_hrtime(); // the idle clock starts at the last answer
     if (req->done)
         req->done(req);
 
@@ -719,4 +803,46 @@ void cd_conn_kill(cd_conn *c) {
     }
     conn_update_reading(c);
     conn_check(c);
+}
+
+int cd_conn_budget_check(cd_conn *c, const cd_rpc_msg *msg, char *err, size_t errlen) {
+    cd_server *srv = c->srv;
+    size_t budget = (size_t)cd_settings_max_buffered(srv->set);
+    if (srv->buffered + msg->nbytes <= budget)
+        return 0;
+    CD_STAT_INC(budget_refused);
+    return cd_errf(CD_EOVERLOADED, err, errlen,
+                   "the daemon holds %zu bytes of requests; this one's %zu would pass "
+                   "max-buffered (%zu): retry later", srv->buffered, msg->nbytes, budget);
+}
+
+void cd_conn_sweep(cd_server *srv) {
+    const cd_settings *set = srv->set;
+    uint64_t now = uv_hrtime();
+    uint64_t idle_ns = (uint64_t)set->idle_timeout * 1000000000ull;
+    uint64_t read_ns = (uint64_t)set->read_timeout * 1000000000ull;
+    cd_conn *next;
+    for (cd_conn *c = srv->conns; c; c = next) {
+        next = c->next; // c may be closed below (freed later, in its close callback)
+        if (c->refused || !c->reader || (c->state != CD_CONN_OPEN && c->state != CD_CONN_DRAINING))
+            continue;
+        if (read_ns && c->msg_start_ns && c->reading && now - c->msg_start_ns >= read_ns) {
+            CD_STAT_INC(conn_read_timeouts);
+            char why[160];
+            snprintf(why, sizeof why,
+                     "a message was not received whole within read-timeout (%llds; "
+                     "%zu bytes of it arrived)", (long long)set->read_timeout,
+                     cd_rpc_reader_buffered(c->reader));
+            conn_protocol_error(c, CD_ETIMEOUT, UINT32_MAX, why);
+            continue;
+        }
+        bool idle = c->state == CD_CONN_OPEN && c->inflight == 0 && !c->backlog &&
+                    c->out.size == 0 && c->write_pending == 0;
+        if (idle_ns && idle && now - c->last_active_ns >= idle_ns) {
+            CD_STAT_INC(conn_idle_timeouts);
+            CD_DEBUG("conn %llu: idle for %llds (idle-timeout); closing",
+                     (unsigned long long)c->id, (long long)set->idle_timeout);
+            conn_close(c);
+        }
+    }
 }

@@ -90,6 +90,11 @@ struct cd_conn {
                                //   raw writes happen only while this is 0
     unsigned whandoffs;        // [wlock] worker remainders not yet queued by the loop:
                                //   the loop holds its own bytes back until 0
+    // Limits (loop thread): idle-timeout, read-timeout, the memory budget.
+    uint64_t last_active_ns;   // last byte received, or last request answered
+    uint64_t msg_start_ns;     // a message is partly received since (0: none)
+    size_t rx_charge;          // bytes of srv->buffered charged for the reader
+    size_t skip_bytes;         // size of the message being skipped (over budget)
     unsigned char sample[16];  // first bytes of the last read (protocol-error logs)
     size_t nsample;
     cd_conn *prev, *next;      // srv->conns
@@ -120,6 +125,20 @@ void cd_conn_request_done(cd_request *req);
 // connection is queued; sets req->sent to what the loop still has to do
 // (see cd_sent). Leaves other requests alone (CD_SENT_NONE).
 void cd_conn_respond(cd_request *req);
+
+// The idle-timeout and read-timeout checks over every connection (the
+// server's timer calls it): a connection with nothing in flight or pending
+// that has received nothing for idle-timeout is closed; one whose partly
+// received message has not completed within read-timeout of its first byte
+// is answered E_TIMEOUT and closed. Reads paused by the daemon itself do not
+// count against the client (the message clock restarts when they resume).
+void cd_conn_sweep(cd_server *srv);
+
+// The memory budget for work that is queued (infer, load, plan): returns 0
+// when the server may hold msg until it is answered, or CD_EOVERLOADED with
+// a reason when the bytes held (srv->buffered) plus msg's would pass
+// max-buffered (counted in budget_refused).
+int cd_conn_budget_check(cd_conn *c, const cd_rpc_msg *msg, char *err, size_t errlen);
 
 // Server shutdown: OPEN connections start draining.
 void cd_conn_drain(cd_conn *c);

@@ -197,7 +197,7 @@ static int m_stats(cd_call *call) {
     uint64_t rej_limit = CD_STAT_GET(conn_rejected_limit);
     uint64_t rej_emfile = CD_STAT_GET(conn_rejected_emfile);
     rc |= pack_key(pk, "connections");
-    rc |= msgpack_pack_map(pk, 8);
+    rc |= msgpack_pack_map(pk, 10);
     rc |= pack_kv_u64(pk, "current", srv->nactive);
     rc |= pack_kv_u64(pk, "total", CD_STAT_GET(conn_total));
     rc |= pack_kv_u64(pk, "rejected", rej_limit + rej_emfile);
@@ -206,6 +206,8 @@ static int m_stats(cd_call *call) {
     rc |= pack_kv_u64(pk, "eof_mid_message", CD_STAT_GET(conn_eof_mid_message));
     rc |= pack_kv_u64(pk, "write_errors", CD_STAT_GET(conn_write_errors));
     rc |= pack_kv_u64(pk, "slow_readers", CD_STAT_GET(conn_slow_reader));
+    rc |= pack_kv_u64(pk, "idle_timeouts", CD_STAT_GET(conn_idle_timeouts));
+    rc |= pack_kv_u64(pk, "read_timeouts", CD_STAT_GET(conn_read_timeouts));
 
     rc |= pack_key(pk, "requests");
     rc |= msgpack_pack_map(pk, 9);
@@ -243,6 +245,14 @@ static int m_stats(cd_call *call) {
     rc |= pack_kv_u64(pk, "bytes_in", CD_STAT_GET(bytes_in));
     rc |= pack_kv_u64(pk, "bytes_out", CD_STAT_GET(bytes_out));
     rc |= pack_kv_u64(pk, "rss_bytes", cd_stats_rss_bytes());
+    // limits: the request-memory budget and the load queue
+    rc |= pack_key(pk, "limits");
+    rc |= msgpack_pack_map(pk, 5);
+    rc |= pack_kv_u64(pk, "buffered_bytes", srv->buffered);
+    rc |= pack_kv_u64(pk, "max_buffered", (uint64_t)cd_settings_max_buffered(srv->set));
+    rc |= pack_kv_u64(pk, "budget_refused", CD_STAT_GET(budget_refused));
+    rc |= pack_kv_u64(pk, "pending_loads", srv->pending_loads);
+    rc |= pack_kv_u64(pk, "models", (uint64_t)cd_models_count(srv));
     rc |= pack_key(pk, "models");
     rc |= cd_models_pack_stats(srv, pk);
     rc |= pack_key(pk, "settings");

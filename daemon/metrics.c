@@ -104,6 +104,18 @@ int cd_metrics_render(cd_server *srv, char **out, size_t *len) {
             (unsigned long long)CD_STAT_GET(conn_slow_reader));
     fprintf(f, "convd_connections_dropped_total{cause=\"eof_mid_message\"} %llu\n",
             (unsigned long long)CD_STAT_GET(conn_eof_mid_message));
+    fprintf(f, "convd_connections_dropped_total{cause=\"idle_timeout\"} %llu\n",
+            (unsigned long long)CD_STAT_GET(conn_idle_timeouts));
+    fprintf(f, "convd_connections_dropped_total{cause=\"read_timeout\"} %llu\n",
+            (unsigned long long)CD_STAT_GET(conn_read_timeouts));
+    head(f, "convd_buffered_bytes", "gauge",
+         "Bytes of requests held: partly received messages and accepted, unanswered "
+         "requests (budget: max-buffered).");
+    fprintf(f, "convd_buffered_bytes %zu\n", srv->buffered);
+    head(f, "convd_budget_refused_total", "counter",
+         "Requests refused with E_OVERLOADED because max-buffered was reached.");
+    fprintf(f, "convd_budget_refused_total %llu\n",
+            (unsigned long long)CD_STAT_GET(budget_refused));
     head(f, "convd_method_requests_total", "counter", "Requests received, by method.");
     for (int i = 0; i < CD_M_COUNT; i++)
         fprintf(f, "convd_method_requests_total{method=\"%s\"} %llu\n",

@@ -160,8 +160,13 @@ static void load_at_start(cd_server *srv, const char *file) {
                               .threads = (int)set->threads,
                               .device = set->device,
                               .tune = (int)set->tune,
-                              .tune_cache = set->tune_cache[0] ? set->tune_cache : NULL};
-        rc = cd_model_load(real, &opts, &m, err, sizeof err);
+                              .tune_cache = set->tune_cache[0] ? set->tune_cache : NULL,
+                              .max_file_bytes = set->max_model_bytes};
+        if ((int64_t)cd_registry_count(srv->registry) >= set->max_models)
+            rc = cd_errf(CD_ETOO_LARGE, err, sizeof err, "%lld models loaded (max-models)",
+                         (long long)set->max_models);
+        else
+            rc = cd_model_load(real, &opts, &m, err, sizeof err);
     }
     if (rc == 0 && (rc = check_io_counts(m, err, sizeof err)) != 0)
         cd_model_free(m);
@@ -336,6 +341,7 @@ typedef struct {
     cd_model_conf conf;          // defaults < .conf file < load params
     bool has[3];                 // load params given: max_batch, max_delay_us, max_queue
     bool from_dir;               // a SIGHUP rescan (no client)
+    bool pending;                // counted in srv->pending_loads (a client's load)
     time_t mtime, conf_mtime;    // file identities when read
     off_t size, conf_size;
     cd_model *model;             // loaded by the worker; owned until installed
@@ -360,7 +366,8 @@ static int load_work(cd_request *req, int worker) {
     file_identity(st->real, &st->mtime, &st->size);
     cd_model_opts opts = {.max_batch = (int)st->conf.max_batch, .threads = (int)set->threads,
                           .device = set->device, .tune = (int)set->tune,
-                          .tune_cache = set->tune_cache[0] ? set->tune_cache : NULL};
+                          .tune_cache = set->tune_cache[0] ? set->tune_cache : NULL,
+                          .max_file_bytes = set->max_model_bytes};
     rc = cd_model_load(st->real, &opts, &st->model, req->err, sizeof req->err);
     if (rc == 0 && (rc = check_io_counts(st->model, req->err, sizeof req->err)) != 0) {
         cd_model_free(st->model);
@@ -373,6 +380,18 @@ static int load_work(cd_request *req, int worker) {
 // asked for it).
 static void load_done(cd_request *req) {
     load_state *st = req->state;
+    cd_registry *reg = req->srv->registry;
+    int64_t max_models = req->srv->set->max_models;
+    if (req->status == 0 && (int64_t)cd_registry_count(reg) >= max_models &&
+        !cd_registry_counters(reg, st->name, strlen(st->name))) {
+        // Other loads of new names finished first: the cap holds at install.
+        cd_model_free(st->model);
+        st->model = NULL;
+        req->status = CD_ETOO_LARGE;
+        snprintf(req->err, sizeof req->err,
+                 "%lld models are loaded (max-models): unload one first",
+                 (long long)max_models);
+    }
     if (req->status != 0) {
         CD_WARN("load %s from %s failed: %s: %s", st->name, st->path,
                 cd_err_name(req->status), req->err);
@@ -414,13 +433,16 @@ static int load_pack(cd_request *req, msgpack_packer *pk) {
 static void load_release(cd_request *req) {
     load_state *st = req->state;
     if (st) {
+        if (st->pending)
+            req->srv->pending_loads--;
         cd_model_free(st->model);
         free(st);
     }
 }
 
-// Queues the load described by st on the generic worker FIFO; conn may be
-// NULL (SIGHUP). Returns 0 or CD_ENOMEM (st is freed then).
+// Queues the load described by st on the loader thread (never on the
+// inference workers: a load neither holds one nor waits behind inference);
+// conn may be NULL (SIGHUP). Returns 0 or CD_ENOMEM (st is freed then).
 static int load_submit(cd_server *srv, cd_conn *conn, cd_rpc_msg *msg, load_state *st) {
     cd_rpc_msg none;
     memset(&none, 0, sizeof none);
@@ -435,10 +457,37 @@ static int load_submit(cd_server *srv, cd_conn *conn, cd_rpc_msg *msg, load_stat
     req->done = load_done;
     req->pack = load_pack;
     req->release = load_release;
-    if (conn)
+    if (conn) {
+        st->pending = true;
+        srv->pending_loads++;
         cd_conn_request_started(conn, req);
-    cd_workers_submit(srv->workers, req);
+    }
+    cd_workers_submit(srv->loader, req);
     return 0;
+}
+
+// The limits a `load` is checked against before it is queued: the pending
+// loads (E_OVERLOADED), the number of models (E_TOO_LARGE; replacing a loaded
+// name is always allowed), the file size (E_TOO_LARGE; the importer checks
+// it again with fstat before reading), and the memory budget.
+static int load_limits(cd_call *call, const load_state *st) {
+    cd_server *srv = call->srv;
+    const cd_settings *set = srv->set;
+    if ((int64_t)srv->pending_loads >= set->max_pending_loads)
+        return cd_errf(CD_EOVERLOADED, call->err, sizeof call->err,
+                       "%zu loads are queued or running (max-pending-loads): retry later",
+                       srv->pending_loads);
+    if ((int64_t)cd_registry_count(srv->registry) >= set->max_models &&
+        !cd_registry_counters(srv->registry, st->name, strlen(st->name)))
+        return cd_errf(CD_ETOO_LARGE, call->err, sizeof call->err,
+                       "%lld models are loaded (max-models): unload one first",
+                       (long long)set->max_models);
+    struct stat sb;
+    if (stat(st->real, &sb) == 0 && sb.st_size > set->max_model_bytes)
+        return cd_errf(CD_ETOO_LARGE, call->err, sizeof call->err,
+                       "%s is %lld bytes, over max-model-bytes (%lld)", st->path,
+                       (long long)sb.st_size, (long long)set->max_model_bytes);
+    return cd_conn_budget_check(call->conn, call->msg, call->err, sizeof call->err);
 }
 
 int cd_method_load(cd_call *call) {
@@ -485,6 +534,8 @@ int cd_method_load(cd_call *call) {
     if (rc == 0)
         rc = cd_model_path_resolve(call->srv->set->models, st->path, st->real,
                                    call->err, sizeof call->err);
+    if (rc == 0)
+        rc = load_limits(call, st);
     if (rc != 0) {
         free(st);
         return rc;
@@ -597,7 +648,9 @@ int cd_method_unload(cd_call *call) {
     if (rc != 0)
         return rc;
     if (cd_registry_remove(call->srv->registry, name, strlen(name)) != 0) {
-        snprintf(call->err, sizeof call->err, "no model named '%.64s'", name);
+        char shown[80];
+        snprintf(call->err, sizeof call->err, "no model named '%s'",
+                 cd_sanitize(shown, sizeof shown, name, strlen(name)));
         return CD_ENOT_FOUND;
     }
     CD_INFO("unloaded model %s", name);
@@ -815,7 +868,10 @@ static int infer_pack(cd_request *req, msgpack_packer *pk) {
         for (int k = 0; k < d->rank; k++)
             t.shape[k] = k == 0 ? st->batch : d->shape[k];
         rc |= cd_pack_str(pk, d->name);
-        rc |= cd_tensor_pack(pk, &t);
+        int trc = cd_tensor_pack(pk, &t);
+        if (trc == CD_ETOO_LARGE)
+            return trc; // over 4 GiB: refused, not cut (infer_validate checks first)
+        rc |= trc;
     }
     return rc ? CD_ENOMEM : 0;
 }
@@ -841,9 +897,55 @@ static int64_t item_numel(const cd_io_desc *d) {
     return n;
 }
 
+// The params infer takes. Any other key, or one given twice, is E_PARAMS:
+// a queued request keeps its whole message until it is answered (its input
+// tensors point into it), so bytes that no field uses are not held for it.
+static int infer_check_keys(const msgpack_object *params, char *err, size_t errlen) {
+    static const char *const known[] = {"model", "inputs", "outputs", "timeout_ms"};
+    bool seen[4] = {false};
+    for (uint32_t i = 0; i < params->via.map.size; i++) {
+        const msgpack_object *k = &params->via.map.ptr[i].key;
+        int j = 0;
+        while (j < 4 && !cd_obj_streq(k, known[j]))
+            j++;
+        if (j == 4) {
+            const char *ks;
+            size_t kn;
+            char shown[80];
+            if (!cd_obj_text(k, &ks, &kn))
+                return cd_errf(CD_EPARAMS, err, errlen,
+                               "infer params keys must be str (model, inputs, outputs, "
+                               "timeout_ms)");
+            return cd_errf(CD_EPARAMS, err, errlen,
+                           "infer takes no param '%s' (model, inputs, outputs, timeout_ms)",
+                           cd_sanitize(shown, sizeof shown, ks, kn));
+        }
+        if (seen[j])
+            return cd_errf(CD_EPARAMS, err, errlen, "infer param '%s' is given twice",
+                           known[j]);
+        seen[j] = true;
+    }
+    return 0;
+}
+
+// Bytes of the reply to an infer (an upper bound): the envelope, then per
+// wanted output its name and tensor map.
+static uint64_t infer_reply_bytes(const cd_model *m, const infer_state *st) {
+    uint64_t n = 32;
+    for (int i = 0; i < st->nout; i++) {
+        if (!st->want[i])
+            continue;
+        const cd_io_desc *d = cd_model_output(m, i);
+        cd_tensor t = {.dtype = CD_DTYPE_F32, .rank = d->rank, .nbytes = st->out_bytes[i]};
+        n += 5 + strlen(d->name) + cd_tensor_packed_size(&t);
+    }
+    return n;
+}
+
 // Validates inputs/outputs of an infer call against e and fills st.
 static int infer_validate(const msgpack_object *params, cd_model_entry *e,
-                          infer_state *st, char *err, size_t errlen) {
+                          const cd_settings *set, infer_state *st, char *err,
+                          size_t errlen) {
     const cd_model *m = e->model;
     st->nin = cd_model_num_inputs(m);
     st->nout = cd_model_num_outputs(m);
@@ -856,7 +958,9 @@ static int infer_validate(const msgpack_object *params, cd_model_entry *e,
     st->batch = -1;
     for (uint32_t j = 0; j < inputs->via.map.size; j++) {
         const msgpack_object *k = &inputs->via.map.ptr[j].key;
-        if (k->type != MSGPACK_OBJECT_STR) {
+        const char *ks;
+        size_t kn;
+        if (!cd_obj_text(k, &ks, &kn)) {
             snprintf(err, errlen, "input names must be str");
             return CD_EPARAMS;
         }
@@ -865,11 +969,9 @@ static int infer_validate(const msgpack_object *params, cd_model_entry *e,
             if (cd_obj_streq(k, cd_model_input(m, i)->name))
                 idx = i;
         if (idx < 0) {
-            snprintf(err, errlen, "model '%.64s' has no input '%.*s'", e->name,
-                     (int)(k->via.str.size > 64 ? 64 : k->via.str.size), k->via.str.ptr);
-            for (char *p = err; *p; p++)
-                if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f)
-                    *p = '?';
+            char shown[80];
+            snprintf(err, errlen, "model '%.64s' has no input '%s'", e->name,
+                     cd_sanitize(shown, sizeof shown, ks, kn));
             return CD_EPARAMS;
         }
         if (seen[idx]) {
@@ -948,6 +1050,22 @@ static int infer_validate(const msgpack_object *params, cd_model_entry *e,
         const cd_io_desc *d = cd_model_output(m, i);
         st->out_bytes[i] = (size_t)st->batch * (size_t)item_numel(d) * cd_dtype_size(d->dtype);
     }
+    // Refused before it runs: a reply over max-reply, or an output that
+    // cannot be one msgpack bin (4 GiB), would otherwise be computed for
+    // nothing (or, before these checks, cut to 32 bits when packed).
+    for (int i = 0; i < st->nout; i++) {
+        cd_tensor t = {.dtype = CD_DTYPE_F32, .nbytes = st->out_bytes[i]};
+        char why[160];
+        if (st->want[i] && cd_tensor_pack_check(&t, why, sizeof why) != 0)
+            return cd_errf(CD_ETOO_LARGE, err, errlen, "output '%s' at batch %d: %s",
+                           cd_model_output(m, i)->name, st->batch, why);
+    }
+    char why[160];
+    if (cd_reply_size_check(infer_reply_bytes(m, st), (uint64_t)set->max_reply, why,
+                            sizeof why) != 0)
+        return cd_errf(CD_ETOO_LARGE, err, errlen, "infer of '%.64s' at batch %d: %s "
+                       "(max-reply); ask for fewer outputs or a smaller batch", e->name,
+                       st->batch, why);
     int64_t timeout = 0;
     int rc = cd_param_int(params, "timeout_ms", 0, INT32_MAX, &timeout, err, errlen);
     if (rc < 0)
@@ -958,8 +1076,11 @@ static int infer_validate(const msgpack_object *params, cd_model_entry *e,
 
 int cd_method_infer(cd_call *call) {
     char name[CD_MAX_NAME + 1];
-    int rc = cd_param_str(call->params, "model", name, sizeof name, call->err,
-                          sizeof call->err);
+    int rc = infer_check_keys(call->params, call->err, sizeof call->err);
+    if (rc != 0)
+        return rc;
+    rc = cd_param_str(call->params, "model", name, sizeof name, call->err,
+                      sizeof call->err);
     if (rc == 1) {
         snprintf(call->err, sizeof call->err, "infer needs 'model'");
         return CD_EPARAMS;
@@ -969,7 +1090,9 @@ int cd_method_infer(cd_call *call) {
     cd_registry *reg = call->srv->registry;
     cd_model_entry *e = cd_registry_get(reg, name, strlen(name));
     if (!e) {
-        snprintf(call->err, sizeof call->err, "no model named '%.64s'", name);
+        char shown[80];
+        snprintf(call->err, sizeof call->err, "no model named '%s'",
+                 cd_sanitize(shown, sizeof shown, name, strlen(name)));
         return CD_ENOT_FOUND;
     }
     cd_model_counters *counters = cd_registry_counters(reg, name, strlen(name));
@@ -981,7 +1104,9 @@ int cd_method_infer(cd_call *call) {
         return CD_ENOMEM;
     }
     st->entry = e;
-    rc = infer_validate(call->params, e, st, call->err, sizeof call->err);
+    rc = infer_validate(call->params, e, call->srv->set, st, call->err, sizeof call->err);
+    if (rc == 0)
+        rc = cd_conn_budget_check(call->conn, call->msg, call->err, sizeof call->err);
     cd_request *req = NULL;
     if (rc == 0 && !(req = cd_request_new(call->conn, call->msg, CD_M_infer)))
         rc = CD_ENOMEM;

@@ -171,8 +171,15 @@ int cd_method_plan(cd_call *call) {
         return rc;
     cd_model_entry *e = cd_registry_get(call->srv->registry, name, strlen(name));
     if (!e) {
-        snprintf(call->err, sizeof call->err, "no model named '%.64s'", name);
+        char shown[80];
+        snprintf(call->err, sizeof call->err, "no model named '%s'",
+                 cd_sanitize(shown, sizeof shown, name, strlen(name)));
         return CD_ENOT_FOUND;
+    }
+    rc = cd_conn_budget_check(call->conn, call->msg, call->err, sizeof call->err);
+    if (rc != 0) {
+        cd_model_entry_unref(e);
+        return rc;
     }
     rc = cd_param_int(call->params, "batch", 1, e->max_batch, &batch, call->err, sizeof call->err);
     if (rc < 0) {

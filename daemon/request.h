@@ -71,6 +71,8 @@ struct cd_request {
     int status;                 // result of work (0 or CD_E*)
     char err[256];              // reason when status < 0
     uint64_t t_received_ns;     // uv_hrtime() when decoded
+    size_t charge;              // bytes of srv->buffered it holds until freed (its
+                                // message), set by cd_conn_request_started
     uint64_t deadline_ns;       // must start by then (uv_hrtime), 0 = no limit
     bool pack_on_worker;        // `pack` may run on the worker: it reads only the
                                 // request's state and immutable model data, and

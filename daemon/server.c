@@ -24,6 +24,7 @@
 
 size_t cd_server_in_flight(cd_server *srv) {
     size_t n = srv->workers ? cd_workers_busy(srv->workers) : 0;
+    n += srv->loader ? cd_workers_busy(srv->loader) : 0;
     return n + (srv->profiler ? cd_workers_busy(srv->profiler) : 0);
 }
 
@@ -224,6 +225,8 @@ static void force_exit(cd_server *srv, const char *why) {
     char desc[2048];
     if (srv->workers && cd_workers_describe(srv->workers, "worker", desc, sizeof desc))
         CD_WARN("abandoned: %s", desc);
+    if (srv->loader && cd_workers_describe(srv->loader, "loader", desc, sizeof desc))
+        CD_WARN("abandoned: %s", desc);
     if (srv->profiler && cd_workers_describe(srv->profiler, "profiler", desc, sizeof desc))
         CD_WARN("abandoned: %s", desc);
     if (srv->listening)
@@ -255,11 +258,14 @@ static void start_grace(cd_server *srv) {
 // has returned, joins them and closes the last handles: the loop ends.
 static void on_join_timer(uv_timer_t *t) {
     cd_server *srv = t->data;
-    if (cd_workers_alive(srv->workers) > 0 || cd_workers_alive(srv->profiler) > 0)
+    if (cd_workers_alive(srv->workers) > 0 || cd_workers_alive(srv->loader) > 0 ||
+        cd_workers_alive(srv->profiler) > 0)
         return;
     uv_timer_stop(t);
     cd_workers_stop_finish(srv->workers);
     srv->workers = NULL;
+    cd_workers_stop_finish(srv->loader);
+    srv->loader = NULL;
     cd_workers_stop_finish(srv->profiler);
     srv->profiler = NULL;
     srv->finished = true;
@@ -282,7 +288,9 @@ static void server_maybe_finish(cd_server *srv) {
     if (srv->set->metrics_file[0])
         cd_metrics_write_file(srv, srv->set->metrics_file); // the final counts
     uv_close((uv_handle_t *)&srv->metrics_timer, on_handle_closed);
+    uv_close((uv_handle_t *)&srv->conn_timer, on_handle_closed);
     cd_workers_stop_begin(srv->workers);
+    cd_workers_stop_begin(srv->loader);
     cd_workers_stop_begin(srv->profiler);
     start_grace(srv);
     uv_timer_start(&srv->join_timer, on_join_timer, 0, 10);
@@ -469,6 +477,28 @@ static void on_request_complete(cd_request *req, void *ud) {
     cd_conn_request_done(req);
 }
 
+// Period of the idle/read-timeout checks: a quarter of the shorter timeout,
+// 50 ms to 1 s (a connection is closed at most that late).
+static uint64_t conn_timer_period(const cd_settings *set) {
+    int64_t t = 0;
+    if (set->idle_timeout > 0)
+        t = set->idle_timeout;
+    if (set->read_timeout > 0 && (t == 0 || set->read_timeout < t))
+        t = set->read_timeout;
+    uint64_t ms = t > 0 ? (uint64_t)t * 1000 / 4 : 1000;
+    return ms < 50 ? 50 : ms > 1000 ? 1000 : ms;
+}
+
+static void on_conn_timer(uv_timer_t *t) {
+    cd_server *srv = t->data;
+    cd_conn_sweep(srv);
+    uint64_t ms = conn_timer_period(srv->set); // SIGHUP may change the timeouts
+    if (ms != srv->conn_timer_ms) {
+        srv->conn_timer_ms = ms;
+        uv_timer_set_repeat(t, ms);
+    }
+}
+
 int cd_server_run(cd_settings *set, int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
     cd_server *srv = calloc(1, sizeof *srv);
@@ -503,6 +533,13 @@ int cd_server_run(cd_settings *set, int argc, char **argv) {
     // `plan` profiles run on their own thread (answered by the loop).
     if (cd_workers_init(&srv->profiler, srv->loop, 1, on_request_complete, srv) != 0) {
         CD_ERROR("cannot start the profiler thread");
+        goto out_workers;
+    }
+    // `load` runs on its own thread: never on an inference worker, never
+    // queued ahead of inference.
+    if (cd_workers_init(&srv->loader, srv->loop, 1, on_request_complete,
+                        srv) != 0) {
+        CD_ERROR("cannot start the loader thread");
         goto out_workers;
     }
     if (cd_models_init(srv) != 0)
@@ -543,6 +580,10 @@ int cd_server_run(cd_settings *set, int argc, char **argv) {
     uv_signal_start(&srv->sighup, on_sighup, SIGHUP);
     uv_timer_init(srv->loop, &srv->metrics_timer);
     srv->metrics_timer.data = srv;
+    uv_timer_init(srv->loop, &srv->conn_timer);
+    srv->conn_timer.data = srv;
+    srv->conn_timer_ms = conn_timer_period(set);
+    uv_timer_start(&srv->conn_timer, on_conn_timer, srv->conn_timer_ms, srv->conn_timer_ms);
     if (set->metrics_file[0]) {
         uint64_t ms = (uint64_t)set->metrics_interval * 1000;
         cd_metrics_write_file(srv, set->metrics_file);
@@ -567,6 +608,8 @@ out_models:
     cd_models_free(srv);
 out_workers:
     // Start-up failed: nothing was submitted, the threads return at once.
+    if (srv->loader)
+        cd_workers_stop(srv->loader, 10000);
     if (srv->profiler)
         cd_workers_stop(srv->profiler, 10000);
     cd_workers_stop(srv->workers, 10000);

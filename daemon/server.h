@@ -58,6 +58,14 @@ typedef struct cd_server {
     dev_t sock_dev;              // identity of the socket file we created,
     ino_t sock_ino;              //   so that only our own file is removed
     uint64_t last_reject_log_ns; // rate limit for refused-connection lines
+    // -- limits: connection timeouts, the request-memory budget, loads --
+    uv_timer_t conn_timer;       // checks idle-timeout and read-timeout (cd_conn_sweep)
+    uint64_t conn_timer_ms;      // its period
+    size_t buffered;             // bytes of requests held: what readers hold or have
+                                 //   committed to, plus accepted, unanswered requests
+    cd_workers *loader;          // one thread for `load`: loads never hold an
+                                 //   inference worker nor wait behind inference
+    size_t pending_loads;        // client `load`s queued or running on it
     char readbuf[CD_READ_CHUNK]; // shared read buffer (consumed synchronously)
 } cd_server;
 

@@ -88,6 +88,31 @@ const cd_setting_desc cd_setting_table[] = {
     {"shutdown-grace", CD_SET_INT, 0, 600, "5", CD_SETF_RELOAD,
      "seconds after --drain-timeout before convd exits whatever its workers are "
      "still doing (exit 3)", "SECONDS", OFF(shutdown_grace), NULL},
+    // -- limits: connection timeouts, the request-memory budget, replies, models --
+    {"idle-timeout", CD_SET_INT, 0, 86400, "300", CD_SETF_RELOAD,
+     "close a connection that has had nothing in flight and sent nothing for this "
+     "many seconds (0: never)", "SECONDS", OFF(idle_timeout), NULL},
+    {"read-timeout", CD_SET_INT, 0, 3600, "30", CD_SETF_RELOAD,
+     "a message must arrive whole within this many seconds of its first byte, "
+     "else E_TIMEOUT and the connection is closed (0: no limit)", "SECONDS",
+     OFF(read_timeout), NULL},
+    {"max-buffered", CD_SET_SIZE, 0, (int64_t)1 << 40, "0", 0,
+     "bytes of requests held at once, partly received or accepted and unanswered; "
+     "past it new work gets E_OVERLOADED (0: 8 x max-message)", "BYTES",
+     OFF(max_buffered), NULL},
+    {"max-reply", CD_SET_SIZE, 64 << 10, (int64_t)16 << 30, "4G",
+     CD_SETF_RELOAD,
+     "largest reply; an infer whose outputs would be larger gets E_TOO_LARGE", "BYTES",
+     OFF(max_reply), NULL},
+    {"max-models", CD_SET_INT, 1, 100000, "256", CD_SETF_RELOAD,
+     "models loaded at once; a load of one more gets E_TOO_LARGE", "N",
+     OFF(max_models), NULL},
+    {"max-model-bytes", CD_SET_SIZE, 1 << 10, (int64_t)2 << 30, "1G", CD_SETF_RELOAD,
+     "largest model file (with its external data); larger ones are refused with "
+     "E_TOO_LARGE before they are read", "BYTES", OFF(max_model_bytes), NULL},
+    {"max-pending-loads", CD_SET_INT, 1, 1024, "8", CD_SETF_RELOAD,
+     "`load` requests queued or running; more get E_OVERLOADED", "N",
+     OFF(max_pending_loads), NULL},
     {"help", CD_SET_ACTION, 0, 0, NULL, CD_SETF_CLI_ONLY | CD_SETF_NO_STATS,
      "print this help and exit", NULL, 0, NULL},
     {"version", CD_SET_ACTION, 0, 0, NULL, CD_SETF_CLI_ONLY | CD_SETF_NO_STATS,
@@ -369,6 +394,12 @@ cd_settings_outcome cd_settings_parse(cd_settings *s, int argc, char **argv) {
     // the server then refuses to start and says why).
     if (outcome == CD_SETTINGS_RUN && !s->socket[0])
         (void)cd_settings_default_socket(s->socket, sizeof s->socket, err, sizeof err);
+    if (s->max_buffered != 0 && s->max_buffered < s->max_message) {
+        fprintf(stderr, "convd: --max-buffered %" PRId64 " is less than --max-message %"
+                PRId64 ": no message of the largest size could be accepted\n",
+                s->max_buffered, s->max_message);
+        outcome = CD_SETTINGS_BAD;
+    }
 out:
     free(args);
     return outcome;
@@ -391,6 +422,10 @@ int cd_settings_default_socket(char *out, size_t outlen, char *err, size_t errle
         return -1;
     }
     return 0;
+}
+
+int64_t cd_settings_max_buffered(const cd_settings *s) {
+    return s->max_buffered ? s->max_buffered : 8 * s->max_message;
 }
 
 void cd_settings_print_help(FILE *f) {

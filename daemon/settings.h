@@ -48,7 +48,19 @@ typedef struct {
     char socket_group[64];               // group of the socket file ("" = the daemon's)
     char admin_group[64];                // its members may call admin methods ("" = none)
     int64_t shutdown_grace;              // seconds after the drain before a forced exit
+    // -- limits: connection timeouts, the request-memory budget, replies, models --
+    int64_t idle_timeout;                // s a connection may sit idle (0 = never closed)
+    int64_t read_timeout;                // s one message may take to arrive (0 = no limit)
+    int64_t max_buffered;                // bytes of requests held at once (0 = 8 x max-message)
+    int64_t max_reply;                   // largest reply (infer outputs), bytes
+    int64_t max_models;                  // models loaded at once
+    int64_t max_model_bytes;             // largest model file
+    int64_t max_pending_loads;           // client `load`s queued or running
 } cd_settings;
+
+// The request-memory budget in effect: max-buffered, or 8 x max-message
+// when it is 0.
+int64_t cd_settings_max_buffered(const cd_settings *s);
 
 typedef enum {
     CD_SET_STR,    // free text (bounded by the field size)

@@ -30,7 +30,11 @@
     XX(bytes_out, "bytes written to clients")                                   \
     /* access control (daemon/access.c): E_PERMISSION by refused method */     \
     XX(refused_load, "load requests refused: the peer is not an admin")         \
-    XX(refused_unload, "unload requests refused: the peer is not an admin")
+    XX(refused_unload, "unload requests refused: the peer is not an admin") \
+    /* limits: timeouts, the request-memory budget */                           \
+    XX(conn_idle_timeouts, "connections closed: idle longer than idle-timeout") \
+    XX(conn_read_timeouts, "connections closed: a message not whole within read-timeout") \
+    XX(budget_refused, "requests refused with E_OVERLOADED: max-buffered reached")
 
 // Methods, in the order of by_method in `stats` ("unknown" counts requests
 // for any other name).

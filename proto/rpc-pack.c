@@ -4,6 +4,7 @@
 #include "proto/rpc.h"
 
 #include "proto/errors.h"
+#include "proto/params.h"
 
 #include <stdbool.h>
 #include <string.h>
@@ -52,13 +53,18 @@ int cd_rpc_pack_response_ok_begin(msgpack_packer *pk, uint32_t msgid) {
 
 int cd_rpc_pack_response_error(msgpack_packer *pk, uint32_t msgid, int status,
                                const char *message) {
+    if (!message) message = cd_strerror(status);
+    // A message may quote what a client sent; a str on the wire must be
+    // UTF-8, so anything else is escaped (\xNN) rather than passed on.
+    char safe[1024];
+    if (!cd_utf8_valid(message, strlen(message)))
+        message = cd_sanitize(safe, sizeof safe, message, strlen(message));
     PK(msgpack_pack_array(pk, 4));
     PK(msgpack_pack_uint8(pk, CD_MSG_RESPONSE));
     PK(msgpack_pack_uint32(pk, msgid));
     PK(msgpack_pack_map(pk, 2));
     if (cd_pack_kv_str(pk, "code", cd_err_name(status)) < 0) return CD_ENOMEM;
-    if (cd_pack_kv_str(pk, "message", message ? message : cd_strerror(status)) < 0)
-        return CD_ENOMEM;
+    if (cd_pack_kv_str(pk, "message", message) < 0) return CD_ENOMEM;
     PK(msgpack_pack_nil(pk));
     return 0;
 }

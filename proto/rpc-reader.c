@@ -13,6 +13,7 @@
 #include "proto/describe.h"
 #include "proto/errors.h"
 #include "proto/limits.h"
+#include "proto/params.h"
 #include "proto/rpc-scan.h"
 
 #include <inttypes.h>
@@ -35,6 +36,7 @@ struct cd_rpc_reader {
     size_t end;           // offset one past the last buffered byte
     size_t max_message;   // largest message accepted, bytes
     cd_rpc_scan scan;     // pre-scan state of the message at start
+    bool skipping;        // the message at start is being skipped (cd_rpc_reader_skip)
     int error;            // first error (sticky: the stream cannot resync), or 0
     uint32_t error_msgid; // msgid the error can be addressed to, or UINT32_MAX
     char reason[256];     // readable reason of error
@@ -60,6 +62,23 @@ size_t cd_rpc_reader_buffered(const cd_rpc_reader *r) {
     return r->end - r->start;
 }
 
+// True when the message at start is complete in the buffer (the scan may
+// know where it ends, from its last header, before its payload is all in).
+static bool reader_complete(const cd_rpc_reader *r) {
+    return r->scan.done && r->scan.base + (r->end - r->start) >= r->scan.pos;
+}
+
+size_t cd_rpc_reader_committed(const cd_rpc_reader *r) {
+    size_t n = r->end - r->start;
+    if (r->error || r->skipping)
+        return n;
+    return r->scan.pos > n ? r->scan.pos : n;
+}
+
+bool cd_rpc_reader_partial(const cd_rpc_reader *r) {
+    return !r->error && !r->skipping && r->end > r->start && !reader_complete(r);
+}
+
 // Records the first error of the stream (reason already in r->reason).
 static int reader_fail(cd_rpc_reader *r, int code) {
     r->error = code;
@@ -70,6 +89,34 @@ static int reader_fail(cd_rpc_reader *r, int code) {
     return code;
 }
 
+// Skipping: drops the bytes of the message at start that the scan has passed
+// (it never reads a byte before scan.pos again), and gives a large buffer
+// back, so a skipped message holds at most one read and a header.
+static void reader_skip_compact(cd_rpc_reader *r) {
+    size_t avail = r->end - r->start;
+    size_t have = r->scan.base + avail; // message bytes received so far
+    size_t upto = r->scan.pos < have ? r->scan.pos : have;
+    size_t drop = upto - r->scan.base;
+    r->start += drop;
+    r->scan.base += drop;
+    size_t rest = r->end - r->start;
+    if (rest == 0) {
+        r->start = r->end = 0;
+    } else if (r->start > 0 && rest <= INITIAL_CAP) {
+        memmove(r->buf, r->buf + r->start, rest);
+        r->start = 0;
+        r->end = rest;
+    }
+    if (r->cap > KEEP_MAX && r->end <= INITIAL_CAP) {
+        char *nb = r->end ? malloc(INITIAL_CAP) : NULL;
+        if (r->end && !nb) return; // keep the big one; it is released later
+        if (r->end) memcpy(nb, r->buf, r->end);
+        free(r->buf);
+        r->buf = nb;
+        r->cap = nb ? INITIAL_CAP : 0;
+    }
+}
+
 // Continues the pre-scan of the message at start. Returns 1 when it is
 // complete, 0 when it needs more bytes (everything buffered then belongs to
 // it, and is within max_message), or a negative error (recorded).
@@ -77,11 +124,18 @@ static int reader_scan(cd_rpc_reader *r) {
     size_t avail = r->end - r->start;
     int rc = cd_rpc_scan_run(&r->scan, (const uint8_t *)r->buf + r->start, avail,
                              r->max_message, r->reason, sizeof r->reason);
-    if (rc == 0 && avail > r->max_message)
+    if (rc == 0 && r->scan.base + avail > r->max_message)
         rc = cd_errf(CD_ETOO_LARGE, r->reason, sizeof r->reason,
                      "message exceeds max_message (%zu bytes)", r->max_message);
     if (rc < 0) return reader_fail(r, rc);
+    if (rc == 0 && r->skipping) reader_skip_compact(r);
     return rc;
+}
+
+void cd_rpc_reader_skip(cd_rpc_reader *r) {
+    if (!cd_rpc_reader_partial(r)) return;
+    r->skipping = true;
+    reader_skip_compact(r);
 }
 
 // Makes room for len more bytes at end. Returns 0 or CD_ENOMEM.
@@ -141,16 +195,30 @@ static int check_msgid(const msgpack_object *o, const char *who, char *err,
                    cd_obj_type_name(o));
 }
 
-// Checks a method name: a str of at most CD_MAX_METHOD bytes.
+// Checks a request's method name: a str, or a bin of valid UTF-8 (some
+// clients send names as bin), of at most CD_MAX_METHOD bytes.
 static int check_method(const msgpack_object *o, const char *who, char *err,
                         size_t errlen) {
-    if (o->type != MSGPACK_OBJECT_STR)
-        return cd_errf(CD_EPROTOCOL, err, errlen, "%s method must be a str, got %s",
-                       who, cd_obj_type_name(o));
-    if (o->via.str.size > CD_MAX_METHOD)
+    const char *s;
+    size_t n;
+    if (!cd_obj_text(o, &s, &n))
+        return cd_errf(CD_EPROTOCOL, err, errlen, "%s method must be a str, got %s%s",
+                       who, cd_obj_type_name(o),
+                       o->type == MSGPACK_OBJECT_BIN ? " that is not valid UTF-8" : "");
+    if (n > CD_MAX_METHOD)
         return cd_errf(CD_EPROTOCOL, err, errlen,
-                       "%s method is %" PRIu32 " bytes long, the limit is %d", who,
-                       o->via.str.size, CD_MAX_METHOD);
+                       "%s method is %zu bytes long, the limit is %d", who, n,
+                       CD_MAX_METHOD);
+    return 0;
+}
+
+// A notification's method: any str or bin. Nothing answers a notification
+// and no method takes one, so its name only has to be a name-like value;
+// whatever it says, the notification is counted and ignored.
+static int check_notify_method(const msgpack_object *o, char *err, size_t errlen) {
+    if (o->type != MSGPACK_OBJECT_STR && o->type != MSGPACK_OBJECT_BIN)
+        return cd_errf(CD_EPROTOCOL, err, errlen,
+                       "notification method must be a str, got %s", cd_obj_type_name(o));
     return 0;
 }
 
@@ -205,8 +273,7 @@ static int msg_envelope(cd_rpc_msg *m, uint32_t *msgid, char *err, size_t errlen
         if ((rc = check_method(&e[2], "request", err, errlen)) < 0) return rc;
         if ((rc = check_params(&e[3], "request", err, errlen)) < 0) return rc;
         m->msgid = (uint32_t)e[1].via.u64;
-        m->method = e[2].via.str.ptr;
-        m->method_len = e[2].via.str.size;
+        cd_obj_text(&e[2], &m->method, &m->method_len); // checked above
         m->params = e[3];
         return 0;
     case CD_MSG_RESPONSE:
@@ -223,10 +290,15 @@ static int msg_envelope(cd_rpc_msg *m, uint32_t *msgid, char *err, size_t errlen
             return cd_errf(CD_EPROTOCOL, err, errlen,
                            "a notification must be an array of 3 elements, got %" PRIu32,
                            n);
-        if ((rc = check_method(&e[1], "notification", err, errlen)) < 0) return rc;
+        if ((rc = check_notify_method(&e[1], err, errlen)) < 0) return rc;
         if ((rc = check_params(&e[2], "notification", err, errlen)) < 0) return rc;
-        m->method = e[1].via.str.ptr;
-        m->method_len = e[1].via.str.size;
+        if (e[1].type == MSGPACK_OBJECT_BIN) {
+            m->method = e[1].via.bin.ptr;
+            m->method_len = e[1].via.bin.size;
+        } else {
+            m->method = e[1].via.str.ptr;
+            m->method_len = e[1].via.str.size;
+        }
         m->params = e[2];
         return 0;
     }
@@ -286,6 +358,19 @@ int cd_rpc_reader_next(cd_rpc_reader *r, cd_rpc_msg *msg, uint32_t *msgid_out,
         if (msgid_out) *msgid_out = r->error_msgid;
         cd_errf(r->error, err, errlen, "%s", r->reason);
         return r->error;
+    }
+
+    if (r->skipping) {
+        // The skipped message has passed: drop what is left of it.
+        r->start += r->scan.pos - r->scan.base;
+        if (r->start == r->end) r->start = r->end = 0;
+        msg->kind = r->scan.kind >= 0 && r->scan.kind <= 2 ? (cd_msg_kind)r->scan.kind
+                                                            : CD_MSG_REQUEST;
+        if (msgid_out && r->scan.kind == CD_MSG_REQUEST && r->scan.msgid_known)
+            *msgid_out = r->scan.msgid;
+        r->skipping = false;
+        cd_rpc_scan_reset(&r->scan);
+        return CD_RPC_SKIPPED;
     }
 
     size_t n = r->scan.pos;

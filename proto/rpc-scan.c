@@ -107,8 +107,9 @@ int cd_rpc_scan_run(cd_rpc_scan *s, const uint8_t *p, size_t avail,
                     size_t max_message, char *err, size_t errlen) {
     while (!s->done) {
         size_t pos = s->pos;
-        if (pos >= avail) return 0;
-        hdr_info h = hdr_classify(p[pos]);
+        size_t rel = pos - s->base; // where pos is in p (pos >= base: see rpc-scan.h)
+        if (rel >= avail) return 0;
+        hdr_info h = hdr_classify(p[rel]);
         if (h.kind == HDR_BAD)
             return cd_errf(CD_EPROTOCOL, err, errlen,
                            "byte 0xc1 at offset %zu is not valid msgpack", pos);
@@ -121,8 +122,8 @@ int cd_rpc_scan_run(cd_rpc_scan *s, const uint8_t *p, size_t avail,
         // The limits are checked as soon as the length is readable (an ext's
         // type byte may still be missing); an incomplete header is read again
         // whole on the next call.
-        if (avail - pos < 1 + h.lenbytes) return 0;
-        uint64_t len = h.lenbytes ? read_be(p + pos + 1, h.lenbytes) : h.len;
+        if (avail - rel < 1 + h.lenbytes) return 0;
+        uint64_t len = h.lenbytes ? read_be(p + rel + 1, h.lenbytes) : h.len;
         size_t room = max_message - pos - h.size;  // bytes the message may still have
         uint64_t elems = 0;
 
@@ -153,11 +154,11 @@ int cd_rpc_scan_run(cd_rpc_scan *s, const uint8_t *p, size_t avail,
                                (unsigned)CD_MAX_ELEMENTS);
         }
 
-        if (avail - pos < h.size) return 0;
+        if (avail - rel < h.size) return 0;
 
         // Remember the envelope's kind and msgid so errors can be addressed.
         if (s->depth == 1 && s->left[0] + 2 > s->top_len) {
-            int64_t v = read_uint(p + pos);
+            int64_t v = read_uint(p + rel);
             if (s->left[0] == s->top_len) {
                 s->kind = v;
             } else if (v >= 0 && v <= UINT32_MAX) {
@@ -179,5 +180,5 @@ int cd_rpc_scan_run(cd_rpc_scan *s, const uint8_t *p, size_t avail,
         }
         scan_complete(s);
     }
-    return avail >= s->pos ? 1 : 0;
+    return s->base + avail >= s->pos ? 1 : 0;
 }

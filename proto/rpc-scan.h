@@ -23,6 +23,9 @@
 
 typedef struct {
     size_t pos;                    // offset from the message start of the next header to read
+    size_t base;                   // message offset of p[0]: bytes of the message the
+                                   // caller dropped after they were scanned (skipping a
+                                   // message keeps only what is not scanned yet); 0 else
     int depth;                     // containers open at pos
     uint32_t left[CD_MAX_DEPTH];   // elements still to come in each open container
     uint64_t elements;             // elements declared so far (all containers)
@@ -37,9 +40,9 @@ typedef struct {
 void cd_rpc_scan_reset(cd_rpc_scan *s);
 
 // Continues the scan over p[0..avail), the bytes of the current message
-// received so far (p[0] is its first byte; avail may run past its end into
-// later messages). Returns
-//   1: the message is complete and all its s->pos bytes are in p;
+// received so far from message offset s->base on (p[0] is its first byte
+// when base is 0; avail may run past its end into later messages). Returns
+//   1: the message is complete and its bytes up to s->pos are in p;
 //   0: more bytes are needed (every byte in p up to avail belongs to it then);
 //  CD_EPROTOCOL: a byte that is not msgpack (0xc1), or the top level is not an
 //      array of 3 or 4 elements;

@@ -13,6 +13,7 @@
 // handed to msgpack-c's unpacker.
 
 #include <msgpack.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -28,7 +29,9 @@ typedef enum {
 typedef struct {
     cd_msg_kind kind;
     uint32_t msgid;              // request/response only
-    const char *method;          // request/notify: not NUL-terminated
+    const char *method;          // request/notify: not NUL-terminated (a str, or a
+                                 // bin: valid UTF-8 for a request; a notification's
+                                 // method is any str or bin, it is only ignored)
     size_t method_len;
     msgpack_object params;       // request/notify: the params array as sent
     msgpack_object error;        // response: nil on success
@@ -53,9 +56,37 @@ int cd_rpc_reader_feed(cd_rpc_reader *r, const char *buf, size_t len);
 // Bytes buffered but not yet returned as messages.
 size_t cd_rpc_reader_buffered(const cd_rpc_reader *r);
 
+// Bytes the reader holds, or has committed to hold, for what it has not
+// returned yet: the buffered bytes, or more when the message being received
+// has declared (in a str/bin/ext header already read) a size beyond them.
+// A memory budget charges this: a message's size is known from its headers
+// long before its payload arrives.
+size_t cd_rpc_reader_committed(const cd_rpc_reader *r);
+
+// True when the reader holds part of one message and nothing else: the
+// message at the front is incomplete (so every buffered byte belongs to it).
+// Valid after cd_rpc_reader_feed, or after cd_rpc_reader_next returned 0.
+bool cd_rpc_reader_partial(const cd_rpc_reader *r);
+
+// Gives up the incomplete message being received (cd_rpc_reader_partial must
+// be true): its buffered bytes are freed now and the rest of it is dropped as
+// it arrives, keeping only its headers, which are still checked against the
+// limits. Once it has passed whole, cd_rpc_reader_next returns CD_RPC_SKIPPED
+// for it, and the messages after it are read as usual: the stream stays in
+// sync, so the caller can refuse the message (E_OVERLOADED) and keep the
+// connection.
+void cd_rpc_reader_skip(cd_rpc_reader *r);
+
+// cd_rpc_reader_next's result for a message given up with cd_rpc_reader_skip.
+#define CD_RPC_SKIPPED 2
+
 // Takes the next complete message.
 //   1: *msg is filled; release it with cd_rpc_msg_free().
 //   0: need more bytes.
+//   CD_RPC_SKIPPED: a skipped message has passed; nothing to free. msg->kind
+//      is what its first element said (CD_MSG_REQUEST when it was not 0..2)
+//      and *msgid_out its msgid when it was a request whose msgid could be
+//      read (else UINT32_MAX).
 //  <0: CD_EPROTOCOL (not msgpack, or not a msgpack-RPC message) or
 //      CD_ETOO_LARGE (a declared size or depth is over a limit). err gets a
 //      readable reason. The stream cannot be resynchronised after an error:

@@ -4,6 +4,7 @@
 
 #include "proto/describe.h"
 #include "proto/errors.h"
+#include "proto/params.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -66,16 +67,18 @@ static int tensor_fields(const msgpack_object *obj, const msgpack_object *f[3],
     f[0] = f[1] = f[2] = NULL;
     for (uint32_t i = 0; i < obj->via.map.size; i++) {
         const msgpack_object *k = &obj->via.map.ptr[i].key;
-        if (k->type != MSGPACK_OBJECT_STR)
-            return cd_errf(CD_EPARAMS, err, errlen,
-                           "tensor keys must be str, got %s", cd_obj_type_name(k));
+        const char *ks;
+        size_t kn;
+        if (!cd_obj_text(k, &ks, &kn))
+            return cd_errf(CD_EPARAMS, err, errlen, "tensor keys must be str, got %s%s",
+                           cd_obj_type_name(k),
+                           k->type == MSGPACK_OBJECT_BIN ? " that is not valid UTF-8" : "");
         int j = 0;
-        while (j < 3 && !(k->via.str.size == strlen(names[j]) &&
-                          memcmp(k->via.str.ptr, names[j], k->via.str.size) == 0))
+        while (j < 3 && !(kn == strlen(names[j]) && memcmp(ks, names[j], kn) == 0))
             j++;
         if (j == 3) {
             char name[64];
-            cd_sanitize(name, sizeof name, k->via.str.ptr, k->via.str.size);
+            cd_sanitize(name, sizeof name, ks, kn);
             return cd_errf(CD_EPARAMS, err, errlen,
                            "tensor has unknown field '%s' (expected dtype, shape, data)",
                            name);
@@ -100,13 +103,16 @@ int cd_tensor_decode(const msgpack_object *obj, cd_tensor *t, char *err,
     if (rc < 0) return rc;
     const msgpack_object *dtype = f[0], *shape = f[1], *data = f[2];
 
-    if (dtype->type != MSGPACK_OBJECT_STR)
-        return cd_errf(CD_EPARAMS, err, errlen, "tensor field 'dtype' must be a str, got %s",
-                       cd_obj_type_name(dtype));
-    cd_dtype dt = cd_dtype_from_name(dtype->via.str.ptr, dtype->via.str.size);
+    const char *dts;
+    size_t dtn;
+    if (!cd_obj_text(dtype, &dts, &dtn))
+        return cd_errf(CD_EPARAMS, err, errlen, "tensor field 'dtype' must be a str, got %s%s",
+                       cd_obj_type_name(dtype),
+                       dtype->type == MSGPACK_OBJECT_BIN ? " that is not valid UTF-8" : "");
+    cd_dtype dt = cd_dtype_from_name(dts, dtn);
     if (dt == CD_DTYPE_INVALID) {
         char name[40];
-        cd_sanitize(name, sizeof name, dtype->via.str.ptr, dtype->via.str.size);
+        cd_sanitize(name, sizeof name, dts, dtn);
         return cd_errf(CD_EDTYPE, err, errlen,
                        "tensor dtype '%s' is not one of f32, f16, bf16, f64, i8, u8, "
                        "i16, i32, i64, bool", name);
@@ -167,7 +173,33 @@ int cd_tensor_decode(const msgpack_object *obj, cd_tensor *t, char *err,
     return 0;
 }
 
+uint64_t cd_tensor_packed_size(const cd_tensor *t) {
+    // map header, "dtype" + name, "shape" + array header + up to 9 bytes a
+    // dim, "data" + bin header (5), then the payload.
+    return 1 + 6 + 1 + strlen(cd_dtype_name(t->dtype)) + 6 + 5 + 9 * (uint64_t)t->rank +
+           5 + 5 + (uint64_t)t->nbytes;
+}
+
+int cd_reply_size_check(uint64_t bytes, uint64_t limit, char *err, size_t errlen) {
+    if (bytes > limit)
+        return cd_errf(CD_ETOO_LARGE, err, errlen,
+                       "the reply would be %" PRIu64 " bytes, over the limit of %" PRIu64,
+                       bytes, limit);
+    return 0;
+}
+
+int cd_tensor_pack_check(const cd_tensor *t, char *err, size_t errlen) {
+    if ((uint64_t)t->nbytes > CD_MAX_BIN)
+        return cd_errf(CD_ETOO_LARGE, err, errlen,
+                       "tensor of %" PRIu64 " bytes does not fit one msgpack bin "
+                       "(at most %" PRIu64 " bytes)", (uint64_t)t->nbytes,
+                       (uint64_t)CD_MAX_BIN);
+    return 0;
+}
+
 int cd_tensor_pack(msgpack_packer *pk, const cd_tensor *t) {
+    int rc = cd_tensor_pack_check(t, NULL, 0);
+    if (rc < 0) return rc; // msgpack-c would cut the length to 32 bits
     const char *name = cd_dtype_name(t->dtype);
     size_t nlen = strlen(name);
     if (msgpack_pack_map(pk, 3) != 0) return CD_ENOMEM;

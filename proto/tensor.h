@@ -58,7 +58,22 @@ int64_t cd_tensor_numel(const cd_tensor *t);
 int cd_tensor_decode(const msgpack_object *obj, cd_tensor *t, char *err,
                      size_t errlen);
 
-// Packs a tensor map. Returns 0 or CD_ENOMEM.
+// Largest payload of one msgpack bin (bin 32: a 32-bit length).
+#define CD_MAX_BIN UINT32_MAX
+
+// CD_ETOO_LARGE (reason in err, which may be NULL) when t's data cannot be
+// one msgpack bin (over CD_MAX_BIN bytes); else 0. Looks at t->nbytes only.
+int cd_tensor_pack_check(const cd_tensor *t, char *err, size_t errlen);
+// An upper bound of the bytes cd_tensor_pack writes for t (payload included);
+// computed from the shape and nbytes alone (data is not read).
+uint64_t cd_tensor_packed_size(const cd_tensor *t);
+// CD_ETOO_LARGE with a reason when a reply of `bytes` exceeds `limit`, else 0:
+// replies are checked before anything is packed.
+int cd_reply_size_check(uint64_t bytes, uint64_t limit, char *err, size_t errlen);
+
+// Packs a tensor map. Returns 0, CD_ENOMEM, or CD_ETOO_LARGE (nothing packed)
+// when the data is over CD_MAX_BIN bytes: msgpack-c would cut its length to
+// 32 bits.
 int cd_tensor_pack(msgpack_packer *pk, const cd_tensor *t);
 
 #endif // CD_PROTO_TENSOR_H

@@ -127,6 +127,8 @@ typedef struct {
     int64_t params, zero_params; // weight elements seen by the lowering
     void *model_proto;   // Onnx__ModelProto * during the load, then NULL
     char *dir;           // real path of the model's folder (external data)
+    size_t max_bytes;    // limit on the file plus its external data (0: none)
+    size_t bytes_read;   // what the import has read of them so far
 } cd_graph;
 
 // ---- graph.c ----------------------------------------------------------------
@@ -149,6 +151,8 @@ int64_t cd_shape_numel(int rank, const int64_t *shape);
 // inputs, nodes in topological order). Returns 0, CD_EIO, CD_EMODEL,
 // CD_EUNSUPPORTED or CD_ENOMEM with err set. g must be zeroed; on failure the
 // caller frees it with cd_graph_free.
+// g->max_bytes (0: none) bounds the file and its external data together:
+// over it, CD_ETOO_LARGE before the part that passes it is read.
 int cd_onnx_import(const char *path, cd_graph *g, char *err, size_t errlen);
 // Frees the protobuf held during the load.
 void cd_onnx_release(cd_graph *g);
@@ -157,7 +161,7 @@ void cd_onnx_release(cd_graph *g);
 // types int64. External data resolves inside g->dir only. Returns 0,
 // CD_EMODEL (sizes disagree, bad external reference), CD_EUNSUPPORTED (dtype)
 // or CD_ENOMEM. what names the tensor in messages.
-int cd_onnx_tensor_value(const cd_graph *g, const void *tensor, const char *what,
+int cd_onnx_tensor_value(cd_graph *g, const void *tensor, const char *what,
                          cd_value *v, char *err, size_t errlen);
 
 // ---- lower.c ----------------------------------------------------------------

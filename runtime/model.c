@@ -86,6 +86,7 @@ int cd_model_load(const char *path, const cd_model_opts *opts, cd_model **out, c
     cd_plan_mode mode = cd_planner_mode(&m->popts);
     char e[700] = "";
     int rc = cd_backend_create(opts ? opts->device : NULL, &m->be, e, sizeof e);
+    if (opts && opts->max_file_bytes > 0) g.max_bytes = (size_t)opts->max_file_bytes;
     if (!rc) rc = cd_onnx_import(path, &g, e, sizeof e);
     if (!rc) rc = cd_graph_lower(&g, e, sizeof e);
     if (!rc) rc = cd_graph_compact(&g, mode != CD_PLAN_DENSE, e, sizeof e);

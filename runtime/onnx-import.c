@@ -86,7 +86,7 @@ static double load_elem(int dt, const uint8_t *p, int64_t *iv) {
 }
 
 // Reads the external bytes of a tensor: location must stay inside g->dir.
-static int read_external(const cd_graph *g, const Onnx__TensorProto *t, const char *what,
+static int read_external(cd_graph *g, const Onnx__TensorProto *t, const char *what,
                          size_t want, uint8_t **out, char *err, size_t errlen) {
     const char *loc = NULL;
     int64_t offset = 0, length = -1;
@@ -129,6 +129,9 @@ static int read_external(const cd_graph *g, const Onnx__TensorProto *t, const ch
     uint8_t *buf = NULL;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         rc = cd_errf(CD_EMODEL, err, errlen, "tensor '%s': external data is not a regular file", what);
+    } else if (g->max_bytes && (want > g->max_bytes || g->bytes_read > g->max_bytes - want)) {
+        rc = cd_errf(CD_ETOO_LARGE, err, errlen, "tensor '%s': external data of %zu bytes takes the model "
+                     "over the limit of %zu bytes", what, want, g->max_bytes);
     } else if ((uint64_t)offset > (uint64_t)st.st_size || want > (uint64_t)st.st_size - (uint64_t)offset) {
         rc = cd_errf(CD_EMODEL, err, errlen, "tensor '%s': external data [%lld, +%zu) lies past the end of the file (%lld bytes)",
                   what, (long long)offset, want, (long long)st.st_size);
@@ -144,6 +147,7 @@ static int read_external(const cd_graph *g, const Onnx__TensorProto *t, const ch
             }
             got += (size_t)r;
         }
+        g->bytes_read += got;
     }
     close(fd);
     if (rc) {
@@ -154,7 +158,7 @@ static int read_external(const cd_graph *g, const Onnx__TensorProto *t, const ch
     return 0;
 }
 
-int cd_onnx_tensor_value(const cd_graph *g, const void *tensor, const char *what,
+int cd_onnx_tensor_value(cd_graph *g, const void *tensor, const char *what,
                          cd_value *v, char *err, size_t errlen) {
     const Onnx__TensorProto *t = tensor;
     int dt = t->has_data_type ? t->data_type : 0;
@@ -401,8 +405,9 @@ done:
 int cd_onnx_import(const char *path, cd_graph *g, char *err, size_t errlen) {
     uint8_t *buf;
     size_t len;
-    int rc = cd_onnx_read_file(path, &buf, &len, err, errlen);
+    int rc = cd_onnx_read_file(path, g->max_bytes, &buf, &len, err, errlen);
     if (rc) return rc;
+    g->bytes_read = len;
     Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, len, buf);
     free(buf);
     if (!mp) return cd_errf(CD_EMODEL, err, errlen, "not a valid ONNX protobuf (corrupt or truncated file)");

@@ -24,6 +24,8 @@ typedef struct {
     int tune;           // 1: time the dense and sparse candidates of each layer at
                         // load (results cached on disk), 0: the cost model
     const char *tune_cache; // cache folder, NULL = $XDG_CACHE_HOME/convd (~/.cache/convd)
+    int64_t max_file_bytes; // > 0: a file (with its external data) larger than this is
+                        // refused with CD_ETOO_LARGE before it is read (fstat)
     int plan;           // 0 auto ($CD_PLAN: dense|sparse|compact|auto), 1 dense only
                         // (no compaction: the reference plan), 2 sparse kernels
                         // wherever possible, 3 compaction with dense kernels

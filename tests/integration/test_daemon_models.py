@@ -167,10 +167,13 @@ def test_infer_selected_outputs(models_dir, w):
 
 
 def test_infer_misaligned_input_data(models_dir, w):
-    # A model name of odd length shifts the bin payload to an odd offset.
+    # Params packed before `inputs` shift the bin payload: none, timeout_ms
+    # (14 bytes), outputs (11) and both (25) put it at every offset mod 4.
+    # (An unknown key would be E_PARAMS: infer takes only its own.)
     x = RNG.standard_normal((1, C, H, W)).astype(np.float32)
-    for extra in ("", "a", "ab", "abc"):
-        resp = w.call("infer", {"model": "conv", "pad": extra, "inputs": {"x": tensor(x)}})
+    for extra in ({}, {"timeout_ms": 60000}, {"outputs": ["y"]},
+                  {"outputs": ["y"], "timeout_ms": 60000}):
+        resp = w.call("infer", {"model": "conv", **extra, "inputs": {"x": tensor(x)}})
         assert resp[2] is None
         assert_close(from_wire(resp[3]["outputs"]["y"]),
                      reference(str(models_dir / "conv.onnx"), x)["y"])

@@ -149,12 +149,21 @@ class TestDaemon:
             self._log = None
         return self.proc.returncode
 
-    def rss_kib(self):
+    def _status_kib(self, field):
         with open(f"/proc/{self.proc.pid}/status") as f:
             for line in f:
-                if line.startswith("VmRSS:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1])
         return 0
+
+    def rss_kib(self):
+        """Resident memory of the daemon now (VmRSS), KiB."""
+        return self._status_kib("VmRSS")
+
+    def rss_peak_kib(self):
+        """Highest resident memory of the daemon so far (VmHWM), KiB: what a
+        burst cost, even when the memory was given back since."""
+        return self._status_kib("VmHWM")
 
     def __enter__(self):
         return self.start()

@@ -492,9 +492,11 @@ CD_TEST(proto_rpc_method_not_str) {
     CHECK_STREQ(res.err, "request method must be a str, got int");
 }
 
+// Some clients send names as bin: valid UTF-8 is taken as the str it means
+// (more in test-proto-limits.c).
 CD_TEST(proto_rpc_method_bin) {
     const char b[] = {(char)0x94, 0x00, 0x09, (char)0xc4, 0x01, 'm', (char)0x90};
-    TP_EXPECT(b, sizeof b, CD_EPROTOCOL);
+    TP_EXPECT(b, sizeof b, 1);
 }
 
 CD_TEST(proto_rpc_notify_method_not_str) {

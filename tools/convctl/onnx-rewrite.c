@@ -40,7 +40,7 @@ int ctl_onnx_load(const char *path, ctl_onnx_model *m, char *err, size_t errlen)
     memset(m, 0, sizeof *m);
     uint8_t *buf = NULL;
     size_t len = 0;
-    int rc = cd_onnx_read_file(path, &buf, &len, err, errlen);
+    int rc = cd_onnx_read_file(path, 0, &buf, &len, err, errlen);
     if (rc) return rc;
     Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, len, buf);
     free(buf);
