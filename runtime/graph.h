@@ -140,7 +140,8 @@ int cd_graph_add_value(cd_graph *g, const char *name);
 int cd_graph_add_op(cd_graph *g, cd_op_kind kind, const char *name);
 void cd_op_free(cd_op *op);
 void cd_graph_free(cd_graph *g);
-// Elements of a shape, or -1 on overflow / negative dims.
+// Elements of a shape, or -1 on negative dims or when the product of the
+// non-zero dims overflows (runtime/checked.h).
 int64_t cd_shape_numel(int rank, const int64_t *shape);
 
 // ---- onnx-import.c ------------------------------------------------------------
