@@ -7,6 +7,8 @@
 
 #include "onnx.pb-c.h"
 #include "proto/errors.h"
+#include "proto/limits.h"
+#include "runtime/checked.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -16,8 +18,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#define MAX_CONST_ELEMS ((int64_t)1 << 31)  // one constant tensor
 
 static const char *str_or(const char *s, const char *dflt) { return s && *s ? s : dflt; }
 
@@ -154,6 +154,21 @@ static int read_external(const cd_graph *g, const Onnx__TensorProto *t, const ch
     return 0;
 }
 
+// Values stored in the typed field that holds dt's elements.
+static size_t typed_count(const Onnx__TensorProto *t, int dt) {
+    switch (dt) {
+    case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT: return t->n_float_data;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE: return t->n_double_data;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT64: return t->n_int64_data;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT32:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT64: return t->n_uint64_data;
+    default: return t->n_int32_data; // int32/16/8, uint16/8, bool, float16
+    }
+}
+
+// Every check runs before anything is allocated: the declared dims (each, and
+// their product, overflow-checked and capped), then the stored data's length
+// against them. Only then are the (external) bytes read and the values made.
 int cd_onnx_tensor_value(const cd_graph *g, const void *tensor, const char *what,
                          cd_value *v, char *err, size_t errlen) {
     const Onnx__TensorProto *t = tensor;
@@ -163,33 +178,55 @@ int cd_onnx_tensor_value(const cd_graph *g, const void *tensor, const char *what
         return cd_errf(CD_EUNSUPPORTED, err, errlen, "tensor '%s': data type %d not supported (float, double, float16, integer types)", what, dt);
     if (t->n_dims > CD_MAX_RANK)
         return cd_errf(CD_EUNSUPPORTED, err, errlen, "tensor '%s': rank %zu above %d", what, t->n_dims, CD_MAX_RANK);
-    v->rank = (int)t->n_dims;
+    int64_t shape[CD_MAX_RANK];
     for (size_t i = 0; i < t->n_dims; i++) {
-        if (t->dims[i] < 0) return cd_errf(CD_EMODEL, err, errlen, "tensor '%s': negative dimension", what);
-        v->shape[i] = t->dims[i];
+        if (t->dims[i] < 0)
+            return cd_errf(CD_EMODEL, err, errlen, "tensor '%s': negative dimension %lld", what, (long long)t->dims[i]);
+        if (t->dims[i] > CD_MAX_CONST_DIM)
+            return cd_errf(CD_ETOO_LARGE, err, errlen, "tensor '%s': dimension %zu is %lld (at most %d)", what, i,
+                           (long long)t->dims[i], CD_MAX_CONST_DIM);
+        shape[i] = t->dims[i];
     }
-    int64_t n = cd_shape_numel(v->rank, v->shape);
-    if (n < 0 || n > MAX_CONST_ELEMS) return cd_errf(CD_EMODEL, err, errlen, "tensor '%s': too many elements", what);
-    v->numel = n;
+    int64_t n;
+    size_t want;
+    if (cd_ck_shape_numel((int)t->n_dims, shape, &n) || n > CD_MAX_CONST_ELEMS || cd_ck_bytes(n, isz, &want))
+        return cd_errf(CD_ETOO_LARGE, err, errlen, "tensor '%s': its dims declare more than %lld elements", what,
+                       (long long)CD_MAX_CONST_ELEMS);
     const int fl = is_float_type(dt);
-    if (fl) v->f = malloc((size_t)(n ? n : 1) * sizeof(float));
-    else v->i = malloc((size_t)(n ? n : 1) * sizeof(int64_t));
-    if (!v->f && !v->i) return cd_errf(CD_ENOMEM, err, errlen, "out of memory");
-    v->kind = fl ? CD_VAL_CONST_F32 : CD_VAL_CONST_I64;
-
-    const size_t want = (size_t)n * isz;
-    const uint8_t *bytes = NULL;
+    const int external = t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+    if (!external && t->has_raw_data) {
+        if (t->raw_data.len != want)
+            return cd_errf(CD_EMODEL, err, errlen, "tensor '%s': raw_data has %zu bytes, the shape needs %zu", what,
+                           t->raw_data.len, want);
+    } else if (!external && n > 0 && typed_count(t, dt) != (size_t)n) {
+        return cd_errf(CD_EMODEL, err, errlen, "tensor '%s': %zu values stored, the shape needs %lld", what,
+                       typed_count(t, dt), (long long)n);
+    }
     uint8_t *ext = NULL;
-    if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
-        int rc = read_external(g, t, what, want, &ext, err, errlen);
+    const uint8_t *bytes = NULL;
+    if (external) {
+        int rc = read_external(g, t, what, want, &ext, err, errlen); // checks the file's size first
         if (rc) return rc;
         bytes = ext;
     } else if (t->has_raw_data) {
-        if (t->raw_data.len != want)
-            return cd_errf(CD_EMODEL, err, errlen, "tensor '%s': raw_data has %zu bytes, the shape needs %zu", what,
-                        t->raw_data.len, want);
         bytes = t->raw_data.data;
     }
+    size_t vbytes;
+    if (cd_ck_bytes(n ? n : 1, fl ? sizeof(float) : sizeof(int64_t), &vbytes)) { // cannot fail after the cap
+        free(ext);
+        return cd_errf(CD_ETOO_LARGE, err, errlen, "tensor '%s': too large", what);
+    }
+    void *data = malloc(vbytes);
+    if (!data) {
+        free(ext);
+        return cd_errf(CD_ENOMEM, err, errlen, "tensor '%s': out of memory for %zu bytes", what, vbytes);
+    }
+    v->rank = (int)t->n_dims;
+    memcpy(v->shape, shape, sizeof(int64_t) * t->n_dims);
+    v->numel = n;
+    v->kind = fl ? CD_VAL_CONST_F32 : CD_VAL_CONST_I64;
+    if (fl) v->f = data;
+    else v->i = data;
     if (bytes || n == 0) {
         for (int64_t e = 0; e < n; e++) {
             int64_t iv = 0;
@@ -200,18 +237,7 @@ int cd_onnx_tensor_value(const cd_graph *g, const void *tensor, const char *what
         free(ext);
         return 0;
     }
-    // Typed fields.
-    size_t have = 0;
-    switch (dt) {
-    case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT: have = t->n_float_data; break;
-    case ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE: have = t->n_double_data; break;
-    case ONNX__TENSOR_PROTO__DATA_TYPE__INT64: have = t->n_int64_data; break;
-    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT32:
-    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT64: have = t->n_uint64_data; break;
-    default: have = t->n_int32_data; break; // int32/16/8, uint16/8, bool, float16
-    }
-    if (have != (size_t)n)
-        return cd_errf(CD_EMODEL, err, errlen, "tensor '%s': %zu values stored, the shape needs %lld", what, have, (long long)n);
+    // Typed fields (their count was checked above).
     for (int64_t e = 0; e < n; e++) {
         switch (dt) {
         case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT: v->f[e] = t->float_data[e]; break;
