@@ -299,12 +299,17 @@ static int add_input(cd_graph *g, const Onnx__ValueInfoProto *vi, char *err, siz
     return 0;
 }
 
-// Sorts the nodes topologically (Kahn), resolving every input name.
+// Sorts the nodes topologically (Kahn), resolving every input name through the
+// graph's name table. Linear in nodes plus edges: each value's readers are
+// listed once (CSR: first_reader[value] .. first_reader[value + 1] in readers).
 static int build_nodes(cd_graph *g, const Onnx__GraphProto *gp, char *err, size_t errlen) {
     size_t nn = gp->n_node;
-    if (nn > 1000000) return cd_errf(CD_EMODEL, err, errlen, "too many nodes");
+    if (nn > CD_MAX_MODEL_NODES)
+        return cd_errf(CD_ETOO_LARGE, err, errlen, "the graph has %zu nodes (at most %d)", nn, CD_MAX_MODEL_NODES);
     cd_node *tmp = calloc(nn ? nn : 1, sizeof *tmp);
     int *producer = NULL, *indeg = calloc(nn ? nn : 1, sizeof(int)), *order = malloc((nn ? nn : 1) * sizeof(int));
+    int *first_reader = NULL, *readers = NULL;
+    size_t nedges = 0;
     int rc = 0;
     if (!tmp || !indeg || !order) {
         rc = cd_errf(CD_ENOMEM, err, errlen, "out of memory");
@@ -380,10 +385,36 @@ static int build_nodes(cd_graph *g, const Onnx__GraphProto *gp, char *err, size_
             }
             tmp[k].inputs[j] = id;
             g->values[id].nconsumers++;
-            if (producer[id] >= 0) indeg[k]++;
+            if (producer[id] >= 0) {
+                indeg[k]++;
+                nedges++;
+            }
         }
     }
-    // Kahn's algorithm, stable with respect to the file's order.
+    // Readers of each produced value, in file order (a node reading a value
+    // twice is listed twice, as it counts twice in indeg).
+    first_reader = calloc((size_t)g->nvalues + 1, sizeof(int));
+    readers = malloc((nedges ? nedges : 1) * sizeof(int));
+    if (!first_reader || !readers) {
+        rc = cd_errf(CD_ENOMEM, err, errlen, "out of memory");
+        goto done;
+    }
+    for (size_t k = 0; k < nn; k++)
+        for (int j = 0; j < tmp[k].ninputs; j++) {
+            int id = tmp[k].inputs[j];
+            if (id >= 0 && producer[id] >= 0) first_reader[id + 1]++;
+        }
+    for (int i = 0; i < g->nvalues; i++) first_reader[i + 1] += first_reader[i];
+    for (size_t k = 0; k < nn; k++)
+        for (int j = 0; j < tmp[k].ninputs; j++) {
+            int id = tmp[k].inputs[j];
+            if (id >= 0 && producer[id] >= 0) readers[first_reader[id]++] = (int)k;
+        }
+    // first_reader[id] now ends value id's list; shift back to starts.
+    for (int i = g->nvalues; i > 0; i--) first_reader[i] = first_reader[i - 1];
+    first_reader[0] = 0;
+    // Kahn's algorithm, stable with respect to the file's order (the order
+    // the former quadratic scan gave: readers of each output in file order).
     int head = 0, tail = 0;
     for (size_t k = 0; k < nn; k++)
         if (!indeg[k]) order[tail++] = (int)k;
@@ -392,9 +423,8 @@ static int build_nodes(cd_graph *g, const Onnx__GraphProto *gp, char *err, size_
         for (int j = 0; j < tmp[k].noutputs; j++) {
             int out = tmp[k].outputs[j];
             if (out < 0) continue;
-            for (size_t c = 0; c < nn; c++)
-                for (int q = 0; q < tmp[c].ninputs; q++)
-                    if (tmp[c].inputs[q] == out && --indeg[c] == 0) order[tail++] = (int)c;
+            for (int r = first_reader[out]; r < first_reader[out + 1]; r++)
+                if (--indeg[readers[r]] == 0) order[tail++] = readers[r];
         }
     }
     if ((size_t)tail != nn) {
@@ -421,6 +451,8 @@ done:
     free(producer);
     free(indeg);
     free(order);
+    free(first_reader);
+    free(readers);
     return rc;
 }
 
