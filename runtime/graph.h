@@ -151,6 +151,10 @@ int64_t cd_shape_numel(int rank, const int64_t *shape);
 // CD_EUNSUPPORTED or CD_ENOMEM with err set. g must be zeroed; on failure the
 // caller frees it with cd_graph_free.
 int cd_onnx_import(const char *path, cd_graph *g, char *err, size_t errlen);
+// The same from the file's bytes in memory (buf is only read during the
+// call); dir is the real path of the folder external data resolves in (NULL:
+// external data is refused).
+int cd_onnx_import_buffer(const uint8_t *buf, size_t len, const char *dir, cd_graph *g, char *err, size_t errlen);
 // Frees the protobuf held during the load.
 void cd_onnx_release(cd_graph *g);
 // Converts a TensorProto (const Onnx__TensorProto *) into constant data in v

@@ -461,17 +461,22 @@ int cd_onnx_import(const char *path, cd_graph *g, char *err, size_t errlen) {
     size_t len;
     int rc = cd_onnx_read_file(path, &buf, &len, err, errlen);
     if (rc) return rc;
-    Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, len, buf);
-    free(buf);
-    if (!mp) return cd_errf(CD_EMODEL, err, errlen, "not a valid ONNX protobuf (corrupt or truncated file)");
-    g->model_proto = mp;
-
     char dirbuf[PATH_MAX], real[PATH_MAX];
     snprintf(dirbuf, sizeof dirbuf, "%s", path);
     char *slash = strrchr(dirbuf, '/');
     if (slash) *(slash == dirbuf ? slash + 1 : slash) = '\0';
     else snprintf(dirbuf, sizeof dirbuf, ".");
-    if (realpath(dirbuf, real) && !(g->dir = strdup(real))) return cd_errf(CD_ENOMEM, err, errlen, "out of memory");
+    rc = cd_onnx_import_buffer(buf, len, realpath(dirbuf, real) ? real : NULL, g, err, errlen);
+    free(buf);
+    return rc;
+}
+
+int cd_onnx_import_buffer(const uint8_t *buf, size_t len, const char *dir, cd_graph *g, char *err, size_t errlen) {
+    int rc;
+    if (dir && !(g->dir = strdup(dir))) return cd_errf(CD_ENOMEM, err, errlen, "out of memory");
+    Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, len, buf);
+    if (!mp) return cd_errf(CD_EMODEL, err, errlen, "not a valid ONNX protobuf (corrupt or truncated file)");
+    g->model_proto = mp;
 
     const Onnx__GraphProto *gp = mp->graph;
     if (!gp || !mp->has_ir_version)
