@@ -360,7 +360,7 @@ ifneq ($(SECONDS),)
 	$(PYTHON) tests/fuzz/make-corpus.py $(BUILD)/fuzz/onnx-seeds
 	$(BUILD)/bin/fuzz-rpc-reader -max_total_time=$(SECONDS) -print_final_stats=1 \
 	    -artifact_prefix=$(BUILD)/fuzz/crash-rpc-reader- $(BUILD)/fuzz/rpc-reader tests/fuzz/corpus
-	$(BUILD)/bin/fuzz-onnx-load -max_total_time=$(SECONDS) -print_final_stats=1 -rss_limit_mb=4096 \
+	$(BUILD)/bin/fuzz-onnx-load -max_total_time=$(SECONDS) -print_final_stats=1 -rss_limit_mb=4096 -dict=tests/fuzz/onnx.dict \
 	    -artifact_prefix=$(BUILD)/fuzz/crash-onnx-load- $(BUILD)/fuzz/onnx-load $(BUILD)/fuzz/onnx-seeds
 endif
 

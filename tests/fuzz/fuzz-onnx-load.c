@@ -6,7 +6,7 @@
 //
 //   make fuzz SECONDS=600          # every fuzz target, 600 s each
 //   python3 tests/fuzz/make-corpus.py /tmp/onnx-seeds
-//   build/bin/fuzz-onnx-load -max_total_time=60 /tmp/onnx-corpus /tmp/onnx-seeds
+//   build/bin/fuzz-onnx-load -max_total_time=60 -dict=tests/fuzz/onnx.dict /tmp/onnx-corpus /tmp/onnx-seeds
 //
 // The planner runs on a stub backend that accepts every op, so that the
 // loader's own code, not the kernels' weight packing, takes the time: the
