@@ -125,6 +125,31 @@ static void model_free(cd_model *m) {
     free(m->tensors);
 }
 
+// What the executor relies on in a plan that loaded: layers name existing
+// tensors, and every activation's bytes at max_batch lie inside the arena.
+static void check_plan(const cd_model *m) {
+    if (m->ninputs < 1 || m->noutputs < 1) abort();
+    for (int i = 0; i < m->nlayers; i++) {
+        const cd_layer *l = &m->layers[i];
+        if (l->out < 0 || l->out >= m->ntensors || l->nin < 0 || l->nin > CD_OP_MAX_IN) abort();
+        for (int j = 0; j < l->nin; j++)
+            if (l->in[j] < 0 || l->in[j] >= m->ntensors) abort();
+    }
+    for (int i = 0; i < m->ntensors; i++) {
+        const cd_ptensor *t = &m->tensors[i];
+        if (t->root < 0 || t->root >= m->ntensors) abort();
+        const cd_ptensor *r = &m->tensors[t->root];
+        if (t->t.is_const || r->first == -2) continue;
+        // An alias is no larger than its root (same bytes, new shape).
+        if (t->item_bytes > r->item_bytes) abort();
+        if (r->offset > m->arena_bytes || r->item_bytes * (size_t)m->max_batch > m->arena_bytes - r->offset) abort();
+    }
+    for (int i = 0; i < m->ninputs + m->noutputs; i++) {
+        const cd_io *io = i < m->ninputs ? &m->inputs[i] : &m->outputs[i - m->ninputs];
+        if (io->tensor < 0 || io->tensor >= m->ntensors || !io->d.name) abort();
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
     const uint8_t cfg = data[0];
@@ -147,7 +172,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (getenv("FUZZ_ONNX_VERBOSE")) fprintf(stderr, "%s\n", rc ? err : "loaded");
     // Every failure is one of the documented codes with a message.
     if (rc && (rc >= 0 || !strcmp(cd_err_name(rc), "E_UNKNOWN") || rc == CD_EINTERNAL || !err[0])) abort();
-    if (!rc && (m.ninputs < 1 || m.noutputs < 1)) abort();
+    if (!rc) check_plan(&m);
     model_free(&m);
     cd_graph_free(&g);
     return 0;
