@@ -742,7 +742,9 @@ static int lower_flatten(lctx *c) {
     axis = norm_axis(axis, x->rank);
     if (axis < 0 || axis > x->rank) return node_fail(c, CD_EMODEL, "axis out of range");
     int64_t outer = 1, inner = 1;
-    for (int i = 0; i < x->rank; i++) *(i < axis ? &outer : &inner) *= x->shape[i];
+    for (int i = 0; i < x->rank; i++)
+        if (cd_ck_mul_i64(i < axis ? outer : inner, x->shape[i], i < axis ? &outer : &inner))
+            return node_fail(c, CD_ETOO_LARGE, "the flattened size overflows 64 bits");
     if (is_act(x) && (axis == 0 || outer != 1))
         return node_fail(c, CD_EUNSUPPORTED, "axis %lld would fold the batch into other dims (axis 1 is supported)", (long long)axis);
     int64_t shape[2] = {outer, inner};
@@ -975,7 +977,11 @@ static int lower_gemm(lctx *c) {
     o->u.gemm.rows = (int)(a->numel / K);
     o->u.gemm.n = (int)N;
     o->u.gemm.k = (int)K;
-    o->u.gemm.w = malloc((size_t)(N * K) * sizeof(float));
+    size_t wbytes; // N x K is the size of B, already checked: this cannot fail
+    int64_t nk;
+    if (cd_ck_mul_i64(N, K, &nk) || cd_ck_bytes(nk, sizeof(float), &wbytes))
+        return node_fail(c, CD_ETOO_LARGE, "weights of %lld x %lld do not fit in memory", (long long)N, (long long)K);
+    o->u.gemm.w = malloc(wbytes ? wbytes : 1);
     if (!o->u.gemm.w) return OOM(c);
     for (int64_t n = 0; n < N; n++)
         for (int64_t k = 0; k < K; k++)
@@ -1005,9 +1011,9 @@ static int lower_softmax(lctx *c) {
     if (axis == 0) return node_fail(c, CD_EUNSUPPORTED, "softmax over the batch dim");
     int64_t outer = 1, len = 1, inner = 1;
     for (int i = 1; i < x->rank; i++) {
-        if (i < axis) outer *= x->shape[i];
-        else if (i == axis || !v13) len *= x->shape[i]; // before opset 13: coerced to 2-D at axis
-        else inner *= x->shape[i];
+        // (each a product of some dims of an activation, whose size is capped)
+        int64_t *p = i < axis ? &outer : i == axis || !v13 ? &len : &inner; // before opset 13: 2-D at axis
+        if (cd_ck_mul_i64(*p, x->shape[i], p)) return node_fail(c, CD_ETOO_LARGE, "the softmax's size overflows 64 bits");
     }
     int id = new_op(c, CD_OP_SOFTMAX, "Softmax");
     if (id < 0) return id;
