@@ -25,6 +25,13 @@
 // loads in about 2 s and under 1 GiB, while 1,000,000 would take a minute and
 // 8 GiB: a file that large is refused before anything is built for it.
 #define CD_MAX_MODEL_NODES      100000
+// Memory protobuf-c may allocate unpacking a file: RATIO times its bytes
+// plus SLACK. Weights (raw_data, packed floats) unpack to about their size,
+// nodes with their names to a few times theirs; a file built to unpack to
+// far more (millions of empty strings or messages, 2 bytes each) is refused
+// when the unpack reaches the budget.
+#define CD_ONNX_UNPACK_RATIO    8
+#define CD_ONNX_UNPACK_SLACK    ((size_t)256 << 20)
 // Elements of one initializer or Constant tensor (8 GiB as float32; files are
 // at most 2 GiB, larger weights come as external data).
 #define CD_MAX_CONST_ELEMS      ((int64_t)1 << 31)

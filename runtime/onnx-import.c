@@ -471,10 +471,91 @@ int cd_onnx_import(const char *path, cd_graph *g, char *err, size_t errlen) {
     return rc;
 }
 
+// ---- before unpacking --------------------------------------------------------
+// protobuf-c builds every message of the file at once, and a few bytes can
+// declare a large structure (an empty NodeProto is 2 bytes and ~150 bytes
+// unpacked): 20 MB of empty nodes took 1.5 GB and 5 s before the node cap
+// could say no. So the node count is read off the wire first, and the unpack
+// runs under a memory budget.
+
+// Reads a varint at *p (< end); 0 or -1 when malformed.
+static int wire_varint(const uint8_t **p, const uint8_t *end, uint64_t *v) {
+    *v = 0;
+    for (int shift = 0; shift < 64 && *p < end; shift += 7) {
+        uint8_t b = *(*p)++;
+        *v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) return 0;
+    }
+    return -1;
+}
+
+// Counts the occurrences of the length-delimited field `field` in the
+// message [p, end), calling each on their payloads when each is not NULL
+// (then counting what each returns instead). -1 when malformed (the unpacker
+// will then say so).
+static int64_t wire_count(const uint8_t *p, const uint8_t *end, uint32_t field,
+                          int64_t (*each)(const uint8_t *, const uint8_t *)) {
+    int64_t n = 0;
+    while (p < end) {
+        uint64_t key, v;
+        if (wire_varint(&p, end, &key)) return -1;
+        switch (key & 7) {
+        case 0: if (wire_varint(&p, end, &v)) return -1; break;
+        case 1: if (end - p < 8) return -1; p += 8; break;
+        case 5: if (end - p < 4) return -1; p += 4; break;
+        case 2:
+            if (wire_varint(&p, end, &v) || v > (uint64_t)(end - p)) return -1;
+            if ((key >> 3) == field) {
+                int64_t k = each ? each(p, p + v) : 1;
+                if (k < 0) return -1;
+                n += k;
+            }
+            p += v;
+            break;
+        default: return -1; // groups: not in onnx.proto
+        }
+    }
+    return n;
+}
+
+static int64_t graph_nodes(const uint8_t *p, const uint8_t *end) { return wire_count(p, end, 1, NULL); } // GraphProto.node
+
+// Budget of one unpack: bytes allocated (plus a malloc chunk's overhead each).
+typedef struct {
+    size_t used, budget;
+    int over;
+} unpack_budget;
+
+static void *budget_alloc(void *data, size_t size) {
+    unpack_budget *b = data;
+    size_t need;
+    if (cd_ck_add_size(size, 16, &need) || cd_ck_add_size(b->used, need, &need) || need > b->budget) {
+        b->over = 1;
+        return NULL;
+    }
+    void *ptr = malloc(size);
+    if (ptr) b->used = need;
+    return ptr;
+}
+
+static void budget_free(void *data, void *ptr) { free(ptr); }
+
 int cd_onnx_import_buffer(const uint8_t *buf, size_t len, const char *dir, cd_graph *g, char *err, size_t errlen) {
     int rc;
     if (dir && !(g->dir = strdup(dir))) return cd_errf(CD_ENOMEM, err, errlen, "out of memory");
-    Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, len, buf);
+    int64_t nodes = wire_count(buf, buf + len, 7, graph_nodes); // ModelProto.graph (repeats merge)
+    if (nodes > CD_MAX_MODEL_NODES)
+        return cd_errf(CD_ETOO_LARGE, err, errlen, "the graph has %lld nodes (at most %d)", (long long)nodes,
+                       CD_MAX_MODEL_NODES);
+    unpack_budget b = {0, 0, 0};
+    if (cd_ck_mul_size(len, CD_ONNX_UNPACK_RATIO, &b.budget) || cd_ck_add_size(b.budget, CD_ONNX_UNPACK_SLACK, &b.budget))
+        b.budget = SIZE_MAX;
+    ProtobufCAllocator alloc = {budget_alloc, budget_free, &b};
+    // Freed later with the default allocator: budget_alloc is plain malloc.
+    Onnx__ModelProto *mp = onnx__model_proto__unpack(&alloc, len, buf);
+    if (!mp && b.over)
+        return cd_errf(CD_ETOO_LARGE, err, errlen,
+                       "the file's %zu bytes unpack to more than %zu bytes of protobuf structures", len, b.budget);
     if (!mp) return cd_errf(CD_EMODEL, err, errlen, "not a valid ONNX protobuf (corrupt or truncated file)");
     g->model_proto = mp;
 

@@ -445,3 +445,52 @@ def test_external_data_offset_tricks(rng, tmp_path):
     fails(with_entries("offnan.onnx", offset="12abc"), "E_MODEL", "offset")
     fails(with_entries("len.onnx", offset="0", length=str(len(data) + 4)), "E_MODEL", "length")
     fails(with_entries("dir.onnx", location=".", length=str(len(data))), "E_MODEL")
+
+
+def _varint(n):
+    out = b""
+    while True:
+        b, n = n & 0x7F, n >> 7
+        if not n:
+            return out + bytes([b])
+        out += bytes([b | 0x80])
+
+
+def _with_graph_bytes(graph_bytes):
+    """A ModelProto whose graph (field 7) is the given bytes."""
+    m = helper.make_model(onnx.GraphProto(), opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    m.ClearField("graph")
+    return m.SerializeToString() + b"\x3a" + _varint(len(graph_bytes)) + graph_bytes
+
+
+def _io_graph():
+    g = onnx.GraphProto()
+    g.name = "g"
+    g.input.append(helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4]))
+    g.output.append(helper.make_tensor_value_info("y", TensorProto.FLOAT, None))
+    return g.SerializeToString()
+
+
+def test_ten_million_empty_nodes_refused_before_unpacking(tmp_path):
+    """20 MB of empty NodeProtos (2 bytes each, ~150 unpacked): the node count
+    is read off the wire before protobuf-c builds them (was 1.5 GB and 5 s)."""
+    p = tmp_path / "nodes.onnx"
+    p.write_bytes(_with_graph_bytes(_io_graph() + b"\x0a\x00" * 10_000_000))
+    rc, err, secs, rss = _run_measured(p)
+    assert rc == 1 and "error E_TOO_LARGE" in err and "nodes" in err, err
+    assert "Sanitizer" not in err
+    assert secs < 20 and rss < 512, f"{secs:.1f} s, {rss:.0f} MiB"
+
+
+def test_unpack_budget(tmp_path):
+    """One node with 30,000,000 empty input names (60 MB): refused when the
+    unpack reaches its budget (8x the file + 256 MiB), not after 1.2 GB."""
+    node = helper.make_node("Relu", ["x"], ["y"]).SerializeToString() + b"\x0a\x00" * 30_000_000
+    p = tmp_path / "inputs.onnx"
+    p.write_bytes(_with_graph_bytes(_io_graph() + b"\x0a" + _varint(len(node)) + node))
+    rc, err, secs, rss = _run_measured(p)
+    assert rc == 1 and "error E_TOO_LARGE" in err and "unpack" in err, err
+    assert "Sanitizer" not in err
+    # ASan's allocator adds its own overhead to the budget's 750 MB.
+    assert secs < 60 and rss < 2048, f"{secs:.1f} s, {rss:.0f} MiB"
