@@ -230,8 +230,14 @@ def test_sighup_rescans_models_and_rereads_config(tmp_path):
         d.signal(signal.SIGHUP)
         assert wait_for(lambda: names() == {"keep", "changed", "new"}), names()
         assert wait_for(lambda: w.result("stats")["models"]["keep"]["max_delay_us"] == 1234)
-        r = w.call("infer", {"model": "changed", "inputs": {"x": tensor(x)}})
-        assert r[2] is None
+        # The loader thread replaces "changed" in its own time (its name was
+        # there all along): wait for the new one, 5 output channels.
+        def changed_replaced():
+            r = w.call("infer", {"model": "changed", "inputs": {"x": tensor(x)}})
+            assert r[2] is None, r[2]
+            return r if next(iter(r[3]["outputs"].values()))["shape"][1] == 5 else None
+        assert wait_for(changed_replaced)
+        r = changed_replaced()
         assert close(from_wire(r[3]["outputs"][next(iter(r[3]["outputs"]))]),
                      ref(md / "changed.onnx", x))
         s = w.result("stats")
