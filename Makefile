@@ -352,15 +352,42 @@ bench: $(BUILD)/bin/pingpong
 test: all
 	CONVD_BUILD=$(BUILD) PYTHON=$(PYTHON) tests/run
 
-# libFuzzer target for proto/'s reader (needs clang; never part of `make` or CI):
-#   make fuzz && mkdir -p /tmp/corpus && build/bin/fuzz-rpc-reader -max_total_time=60 /tmp/corpus tests/fuzz/corpus
+# libFuzzer targets (need clang; never part of `make` or CI). `make fuzz`
+# builds every one; `make fuzz SECONDS=N` also runs each for N seconds in
+# turn, new inputs going to $(BUILD)/fuzz/<target>/ (seeds: tests/fuzz/corpus
+# for the RPC reader; tests/fuzz/make-corpus.py writes the ONNX seeds, never
+# committed). Crashes are written as $(BUILD)/fuzz/crash-*.
+#   fuzz-rpc-reader   proto/'s msgpack-RPC reader
+#   fuzz-onnx-load    ONNX import, lowering, compaction and planning on a stub backend
 FUZZ_CC ?= clang
-fuzz: $(BUILD)/bin/fuzz-rpc-reader
+FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I. -D_GNU_SOURCE
+FUZZ_TARGETS := $(BUILD)/bin/fuzz-rpc-reader $(BUILD)/bin/fuzz-onnx-load
+SECONDS ?=
+fuzz: $(FUZZ_TARGETS)
+ifneq ($(SECONDS),)
+	@mkdir -p $(BUILD)/fuzz/rpc-reader $(BUILD)/fuzz/onnx-load $(BUILD)/fuzz/onnx-seeds
+	$(PYTHON) tests/fuzz/make-corpus.py $(BUILD)/fuzz/onnx-seeds
+	$(BUILD)/bin/fuzz-rpc-reader -max_total_time=$(SECONDS) -print_final_stats=1 \
+	    -artifact_prefix=$(BUILD)/fuzz/crash-rpc-reader- $(BUILD)/fuzz/rpc-reader tests/fuzz/corpus
+	$(BUILD)/bin/fuzz-onnx-load -max_total_time=$(SECONDS) -print_final_stats=1 -rss_limit_mb=4096 -dict=tests/fuzz/onnx.dict \
+	    -artifact_prefix=$(BUILD)/fuzz/crash-onnx-load- $(BUILD)/fuzz/onnx-load $(BUILD)/fuzz/onnx-seeds
+endif
 
 $(BUILD)/bin/fuzz-rpc-reader: tests/fuzz/fuzz-rpc-reader.c $(PROTO_SRC)
 	@mkdir -p $(dir $@)
 	@echo "  FUZZ    $@"
-	$(Q)$(FUZZ_CC) -g -O1 -fsanitize=fuzzer,address,undefined -I. -D_GNU_SOURCE -o $@ $^ $(MSGPACK_LIBS)
+	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $^ $(MSGPACK_LIBS)
+
+# The loader's sources as they are, with the kernels the lowering folds with
+# (reference loops) and the sparse analysis the compaction records.
+FUZZ_ONNX_SRC := tests/fuzz/fuzz-onnx-load.c $(BUILD)/gen/onnx.pb-c.c \
+    runtime/onnx-import.c runtime/onnx-file.c runtime/graph.c runtime/lower.c runtime/compact.c \
+    runtime/plan.c runtime/planner.c runtime/arena.c runtime/backend.c \
+    $(wildcard kernels/cpu/ref*.c) kernels/cpu/dnnl-common.c sparse/analysis.c proto/errors.c
+$(BUILD)/bin/fuzz-onnx-load: $(FUZZ_ONNX_SRC) | $(BUILD)/gen/onnx.pb-c.h
+	@mkdir -p $(dir $@)
+	@echo "  FUZZ    $@"
+	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -I$(BUILD)/gen -fopenmp -w -o $@ $(FUZZ_ONNX_SRC) $(PBC_LIBS) $(DNNL_LIBS) -lm
 
 clean:
 	rm -rf build build-san

@@ -16,7 +16,10 @@ typedef struct {
 
 // Assigns offsets to n buffers (largest first, each at the lowest-addressed
 // gap that fits among the already placed buffers that overlap it in time).
-// align must be a power of two. Returns the arena size in bytes (the peak).
+// align must be a power of two. Returns the arena size in bytes (the peak),
+// or SIZE_MAX when the sizes overflow size_t (the caller refuses the plan).
+// Linear in buffers plus pairs of buffers alive at the same step; with more
+// than 2^24 such pairs the buffers are laid out without sharing instead.
 size_t cd_arena_plan(cd_arena_buf *bufs, int n, size_t align);
 
 #endif // CD_RUNTIME_ARENA_H

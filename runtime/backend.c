@@ -5,7 +5,9 @@
 
 #include "kernels/hip/backend-hip.h"
 #include "proto/errors.h"
+#include "runtime/checked.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -127,10 +129,11 @@ size_t cd_tdesc_item_bytes(const cd_tdesc *t) {
     size_t n = 1;
     for (int i = t->is_const ? 0 : 1; i < t->rank; i++) {
         int64_t d = t->shape[i];
+        if (d < 0 || d > INT64_MAX - 64) return SIZE_MAX;
         if (i == 1) d = cd_layout_padded_c(t->layout, d);
-        n *= (size_t)d;
+        if (cd_ck_mul_size(n, (size_t)d, &n)) return SIZE_MAX;
     }
-    return n * sizeof(float);
+    return cd_ck_mul_size(n, sizeof(float), &n) ? SIZE_MAX : n;
 }
 
 const char *cd_bop_name(cd_bop op) {

@@ -206,7 +206,8 @@ cd_layout cd_backend_blocked_layout(cd_backend_t be);
 bool cd_backend_kernel_is_reference(const char *kernel);
 
 // Bytes of one item (dim 0 taken as 1) of a tensor in layout (a blocked
-// layout pads dim 1 to a multiple of its block).
+// layout pads dim 1 to a multiple of its block); SIZE_MAX when the size does
+// not fit size_t or a dim is negative (the planner refuses such a tensor).
 size_t cd_tdesc_item_bytes(const cd_tdesc *t);
 // "Conv2d", "Gemm", ... for messages.
 const char *cd_bop_name(cd_bop op);

@@ -1,6 +1,7 @@
 #include "runtime/graph.h"
 
 #include "proto/errors.h"
+#include "runtime/checked.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,11 +124,6 @@ void cd_graph_free(cd_graph *g) {
 }
 
 int64_t cd_shape_numel(int rank, const int64_t *shape) {
-    int64_t n = 1;
-    for (int i = 0; i < rank; i++) {
-        if (shape[i] < 0) return -1;
-        if (shape[i] && n > INT64_MAX / shape[i]) return -1;
-        n *= shape[i];
-    }
-    return n;
+    int64_t n;
+    return cd_ck_shape_numel(rank, shape, &n) ? -1 : n;
 }

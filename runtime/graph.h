@@ -142,7 +142,8 @@ int cd_graph_add_value(cd_graph *g, const char *name);
 int cd_graph_add_op(cd_graph *g, cd_op_kind kind, const char *name);
 void cd_op_free(cd_op *op);
 void cd_graph_free(cd_graph *g);
-// Elements of a shape, or -1 on overflow / negative dims.
+// Elements of a shape, or -1 on negative dims or when the product of the
+// non-zero dims overflows (runtime/checked.h).
 int64_t cd_shape_numel(int rank, const int64_t *shape);
 
 // ---- onnx-import.c ------------------------------------------------------------
@@ -154,6 +155,10 @@ int64_t cd_shape_numel(int rank, const int64_t *shape);
 // g->max_bytes (0: none) bounds the file and its external data together:
 // over it, CD_ETOO_LARGE before the part that passes it is read.
 int cd_onnx_import(const char *path, cd_graph *g, char *err, size_t errlen);
+// The same from the file's bytes in memory (buf is only read during the
+// call); dir is the real path of the folder external data resolves in (NULL:
+// external data is refused).
+int cd_onnx_import_buffer(const uint8_t *buf, size_t len, const char *dir, cd_graph *g, char *err, size_t errlen);
 // Frees the protobuf held during the load.
 void cd_onnx_release(cd_graph *g);
 // Converts a TensorProto (const Onnx__TensorProto *) into constant data in v

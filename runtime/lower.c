@@ -15,10 +15,13 @@
 
 #include "onnx.pb-c.h"
 #include "proto/errors.h"
+#include "proto/limits.h"
+#include "runtime/checked.h"
 
 #include <float.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,14 +151,22 @@ static int need_act(lctx *c, int j) {
 
 static cd_value *out_val(lctx *c) { return &c->g->values[c->n->outputs[0]]; }
 
-static void set_act_out(lctx *c, int op, int rank, const int64_t *shape) {
+// Declares the node's output an activation of the given per-item shape: at
+// least one element and at most CD_MAX_ACT_ELEMS (so every dim fits an int).
+static int set_act_out(lctx *c, int op, int rank, const int64_t *shape) {
+    int64_t n;
+    if (cd_ck_shape_numel(rank, shape, &n) || n > CD_MAX_ACT_ELEMS)
+        return node_fail(c, CD_ETOO_LARGE, "the output would have more than %lld elements per batch item",
+                         (long long)CD_MAX_ACT_ELEMS);
+    if (n == 0) return node_fail(c, CD_EMODEL, "the output would be empty");
     cd_value *o = out_val(c);
     o->kind = CD_VAL_ACT;
     o->rank = rank;
     memcpy(o->shape, shape, sizeof(int64_t) * (size_t)rank);
-    o->numel = cd_shape_numel(rank, shape);
+    o->numel = n;
     o->producer_op = op;
     if (op >= 0) c->g->ops[op].out = c->n->outputs[0];
+    return 0;
 }
 
 static int new_op(lctx *c, cd_op_kind kind, const char *label) {
@@ -165,11 +176,19 @@ static int new_op(lctx *c, cd_op_kind kind, const char *label) {
     return id;
 }
 
-// Allocates constant storage for the output value.
-static int const_out(lctx *c, cd_val_kind kind, int rank, const int64_t *shape) {
+// Allocates constant storage for the output value, of at most limit elements
+// (checked before anything is allocated): CD_MAX_CONST_ELEMS for a copy of
+// a constant (reshaped, cast, transposed), CD_MAX_FOLD_ELEMS for a result that
+// can grow beyond its operands (broadcast, concat).
+static int const_out(lctx *c, cd_val_kind kind, int rank, const int64_t *shape, int64_t limit) {
     cd_value *o = out_val(c);
-    int64_t n = cd_shape_numel(rank, shape);
-    if (n < 0 || n > ((int64_t)1 << 31)) return node_fail(c, CD_EMODEL, "constant result too large");
+    int64_t n;
+    if (cd_ck_shape_numel(rank, shape, &n) || n > limit)
+        return node_fail(c, CD_ETOO_LARGE, "the constant result would have more than %lld elements", (long long)limit);
+    for (int i = 0; i < rank; i++)
+        if (shape[i] > CD_MAX_CONST_DIM)
+            return node_fail(c, CD_ETOO_LARGE, "the constant result's dim %d would be %lld (at most %d)", i,
+                             (long long)shape[i], CD_MAX_CONST_DIM);
     o->kind = kind;
     o->rank = rank;
     memcpy(o->shape, shape, sizeof(int64_t) * (size_t)rank);
@@ -211,7 +230,7 @@ static int move_op_last(cd_graph *g, int idx) {
 static void take_over_output(lctx *c, int op_idx, const char *suffix) {
     cd_op *op = &c->g->ops[op_idx];
     cd_value *old = &c->g->values[op->out];
-    set_act_out(c, op_idx, old->rank, old->shape);
+    (void)set_act_out(c, op_idx, old->rank, old->shape); // the same shape: cannot fail
     size_t l = strlen(op->label);
     snprintf(op->label + l, sizeof op->label - l, "+%s", suffix);
 }
@@ -329,8 +348,7 @@ static int lower_conv(lctx *c) {
         count_weights(c->g, b->f, K);
     }
     int64_t shape[4] = {1, K, d.oh, d.ow};
-    set_act_out(c, op, 4, shape);
-    return 0;
+    return set_act_out(c, op, 4, shape);
 }
 
 // Makes a float constant value (generated name) and returns its id.
@@ -430,8 +448,7 @@ static int lower_batchnorm(lctx *c) {
     o->in[0] = mid_id;
     o->in[1] = tid;
     o->u.binary.kind = CD_BINARY_ADD;
-    set_act_out(c, op2, m->rank, c->g->values[mid_id].shape);
-    return 0;
+    return set_act_out(c, op2, m->rank, c->g->values[mid_id].shape);
 }
 
 static float scalar_input(lctx *c, int j, float dflt, int *rc) {
@@ -493,8 +510,7 @@ static int lower_activation(lctx *c) {
     c->g->ops[id].nin = 1;
     c->g->ops[id].in[0] = in_id(c, 0);
     c->g->ops[id].u.act = a;
-    set_act_out(c, id, x->rank, x->shape);
-    return 0;
+    return set_act_out(c, id, x->rank, x->shape);
 }
 
 // NumPy broadcast of two shapes; 0 or CD_EMODEL.
@@ -509,13 +525,37 @@ static int broadcast(int ra, const int64_t *a, int rb, const int64_t *b, int *ro
     return 0;
 }
 
+// x op y on int64 for the shape computations, defined for every input: an
+// overflow, a division by zero and INT64_MIN / -1 are errors (CD_EMODEL naming
+// the node), never undefined behaviour or SIGFPE.
+static int fold_i64(lctx *c, cd_binary_kind kind, int64_t x, int64_t y, int64_t *out) {
+    const char *what = NULL;
+    switch (kind) {
+    case CD_BINARY_ADD: if (cd_ck_add_i64(x, y, out)) what = "addition"; break;
+    case CD_BINARY_SUB: if (cd_ck_sub_i64(x, y, out)) what = "subtraction"; break;
+    case CD_BINARY_MUL: if (cd_ck_mul_i64(x, y, out)) what = "multiplication"; break;
+    default:
+        if (y == 0) return node_fail(c, CD_EMODEL, "integer division by zero (%lld / 0)", (long long)x);
+        if (x == INT64_MIN && y == -1) what = "division";
+        else *out = x / y;
+        break;
+    }
+    if (what)
+        return node_fail(c, CD_EMODEL, "integer %s overflows 64 bits (%lld and %lld)", what, (long long)x, (long long)y);
+    return 0;
+}
+
 static int fold_binary_const(lctx *c, cd_binary_kind kind, cd_value *a, cd_value *b) {
     int r;
     int64_t shape[CD_MAX_RANK];
     if (broadcast(a->rank, a->shape, b->rank, b->shape, &r, shape))
         return node_fail(c, CD_EMODEL, "constant operands do not broadcast");
+    // The result may be as large as the larger operand; growth by broadcasting
+    // is capped at CD_MAX_FOLD_ELEMS.
+    int64_t limit = a->numel > b->numel ? a->numel : b->numel;
+    if (limit < CD_MAX_FOLD_ELEMS) limit = CD_MAX_FOLD_ELEMS;
     if (a->kind == CD_VAL_CONST_F32 && b->kind == CD_VAL_CONST_F32) {
-        int rc = const_out(c, CD_VAL_CONST_F32, r, shape);
+        int rc = const_out(c, CD_VAL_CONST_F32, r, shape, limit);
         if (rc) return rc;
         int64_t sa[CD_MAX_RANK], sb[CD_MAX_RANK];
         for (int i = 0; i < r; i++) {
@@ -526,16 +566,20 @@ static int fold_binary_const(lctx *c, cd_binary_kind kind, cd_value *a, cd_value
         cd_ref_binary(kind, r, sa, a->f, sb, b->f, shape, none, out_val(c)->f);
         return 0;
     }
-    if (a->kind == CD_VAL_CONST_I64 && b->kind == CD_VAL_CONST_I64 && (a->numel == 1 || b->numel == 1 || a->numel == b->numel)) {
-        int rc = const_out(c, CD_VAL_CONST_I64, r, shape);
+    if (a->kind == CD_VAL_CONST_I64 && b->kind == CD_VAL_CONST_I64) {
+        // Integer operands: each a scalar or of the result's size (a real
+        // broadcast of two shape vectors is not a shape computation).
+        int64_t on;
+        if (cd_ck_shape_numel(r, shape, &on) || !(a->numel == 1 || a->numel == on) || !(b->numel == 1 || b->numel == on))
+            return node_fail(c, CD_EUNSUPPORTED, "integer constants broadcast to a new shape");
+        int rc = const_out(c, CD_VAL_CONST_I64, r, shape, limit);
         if (rc) return rc;
         cd_value *o = out_val(c);
         for (int64_t e = 0; e < o->numel; e++) {
             int64_t x = a->i[a->numel == 1 ? 0 : e], y = b->i[b->numel == 1 ? 0 : e];
             int ma = a->batch_mark && a->batch_mark[a->numel == 1 ? 0 : e];
             int mb = b->batch_mark && b->batch_mark[b->numel == 1 ? 0 : e];
-            if (kind == CD_BINARY_DIV && y == 0) return node_fail(c, CD_EMODEL, "integer division by zero");
-            o->i[e] = kind == CD_BINARY_ADD ? x + y : kind == CD_BINARY_SUB ? x - y : kind == CD_BINARY_MUL ? x * y : x / y;
+            if ((rc = fold_i64(c, kind, x, y, &o->i[e]))) return rc;
             // batch * 1 and batch / 1 stay the batch; other arithmetic on it is not expressible.
             if (ma || mb) {
                 if ((kind == CD_BINARY_MUL || kind == CD_BINARY_DIV) && ((ma && !mb && y == 1) || (mb && !ma && kind == CD_BINARY_MUL && x == 1)))
@@ -594,8 +638,7 @@ static int lower_binary(lctx *c) {
     o->in[0] = in_id(c, 0);
     o->in[1] = in_id(c, 1);
     o->u.binary.kind = kind;
-    set_act_out(c, id, r, shape);
-    return 0;
+    return set_act_out(c, id, r, shape);
 }
 
 static int lower_pool(lctx *c) {
@@ -645,8 +688,7 @@ static int lower_pool(lctx *c) {
     c->g->ops[id].in[0] = in_id(c, 0);
     c->g->ops[id].u.pool = d;
     int64_t shape[4] = {1, d.c, d.oh, d.ow};
-    set_act_out(c, id, 4, shape);
-    return 0;
+    return set_act_out(c, id, 4, shape);
 }
 
 // Output value takes the input's data with a new shape (an alias op for an
@@ -657,7 +699,7 @@ static int reshape_to(lctx *c, int rank, const int64_t *shape, const char *label
         return node_fail(c, CD_EMODEL, "cannot reshape %lld elements to %lld", (long long)x->numel,
                          (long long)cd_shape_numel(rank, shape));
     if (is_const(x)) {
-        int rc = const_out(c, x->kind, rank, shape);
+        int rc = const_out(c, x->kind, rank, shape, CD_MAX_CONST_ELEMS);
         if (rc) return rc;
         x = in_val(c, 0);
         cd_value *o = out_val(c);
@@ -674,8 +716,7 @@ static int reshape_to(lctx *c, int rank, const int64_t *shape, const char *label
     if (id < 0) return id;
     c->g->ops[id].nin = 1;
     c->g->ops[id].in[0] = in_id(c, 0);
-    set_act_out(c, id, rank, shape);
-    return 0;
+    return set_act_out(c, id, rank, shape);
 }
 
 static int lower_identity(lctx *c) {
@@ -683,7 +724,7 @@ static int lower_identity(lctx *c) {
     if ((rc = need_inputs(c, 1, 3)) || (rc = only_first_output(c))) return rc;
     if (strcmp(c->n->op, "Dropout") == 0) {
         cd_value *t = in_val(c, 2);
-        if (t && (!is_const(t) || (t->kind == CD_VAL_CONST_I64 ? t->i[0] : (int64_t)t->f[0]) != 0))
+        if (t && (!is_const(t) || t->numel != 1 || (t->kind == CD_VAL_CONST_I64 ? t->i[0] != 0 : t->f[0] != 0.0f)))
             return node_fail(c, CD_EUNSUPPORTED, "training_mode must be a false constant");
     } else if (c->n->ninputs != 1) {
         return node_fail(c, CD_EMODEL, "expects one input");
@@ -701,7 +742,9 @@ static int lower_flatten(lctx *c) {
     axis = norm_axis(axis, x->rank);
     if (axis < 0 || axis > x->rank) return node_fail(c, CD_EMODEL, "axis out of range");
     int64_t outer = 1, inner = 1;
-    for (int i = 0; i < x->rank; i++) *(i < axis ? &outer : &inner) *= x->shape[i];
+    for (int i = 0; i < x->rank; i++)
+        if (cd_ck_mul_i64(i < axis ? outer : inner, x->shape[i], i < axis ? &outer : &inner))
+            return node_fail(c, CD_ETOO_LARGE, "the flattened size overflows 64 bits");
     if (is_act(x) && (axis == 0 || outer != 1))
         return node_fail(c, CD_EUNSUPPORTED, "axis %lld would fold the batch into other dims (axis 1 is supported)", (long long)axis);
     int64_t shape[2] = {outer, inner};
@@ -755,7 +798,8 @@ static int lower_reshape(lctx *c) {
         } else {
             shape[i] = t[i];
         }
-        known *= shape[i];
+        if (cd_ck_mul_i64(known, shape[i], &known))
+            return node_fail(c, CD_ETOO_LARGE, "the target shape's size overflows 64 bits");
     }
     if (infer >= 0) {
         if (known == 0 || x->numel % known) return node_fail(c, CD_EMODEL, "cannot infer the -1 dim");
@@ -835,7 +879,7 @@ static int lower_transpose(lctx *c) {
         shape[i] = x->shape[p[i]];
     }
     if (x->kind == CD_VAL_CONST_F32) {
-        if ((rc = const_out(c, CD_VAL_CONST_F32, n, shape))) return rc;
+        if ((rc = const_out(c, CD_VAL_CONST_F32, n, shape, CD_MAX_CONST_ELEMS))) return rc;
         x = in_val(c, 0);
         cd_ref_transpose(n, x->shape, perm, x->f, out_val(c)->f);
         return 0;
@@ -847,8 +891,7 @@ static int lower_transpose(lctx *c) {
     c->g->ops[id].nin = 1;
     c->g->ops[id].in[0] = in_id(c, 0);
     memcpy(c->g->ops[id].u.transpose.perm, perm, sizeof perm);
-    set_act_out(c, id, n, shape);
-    return 0;
+    return set_act_out(c, id, n, shape);
 }
 
 static int lower_concat(lctx *c) {
@@ -877,7 +920,7 @@ static int lower_concat(lctx *c) {
     }
     if (nact == 0) {
         // Constants: shape vectors (1-D integers, keeping batch marks) or floats.
-        if ((rc = const_out(c, x0->kind, x0->rank, shape))) return rc;
+        if ((rc = const_out(c, x0->kind, x0->rank, shape, CD_MAX_FOLD_ELEMS))) return rc;
         if (x0->rank != 1) return node_fail(c, CD_EUNSUPPORTED, "concat of constants of rank %d (1 supported)", x0->rank);
         int64_t at = 0;
         for (int j = 0; j < c->n->ninputs; j++) {
@@ -902,8 +945,7 @@ static int lower_concat(lctx *c) {
     o->nin = c->n->ninputs;
     for (int j = 0; j < o->nin; j++) o->in[j] = in_id(c, j);
     o->u.concat.axis = (int)axis;
-    set_act_out(c, id, x0->rank, shape);
-    return 0;
+    return set_act_out(c, id, x0->rank, shape);
 }
 
 static int lower_gemm(lctx *c) {
@@ -935,7 +977,11 @@ static int lower_gemm(lctx *c) {
     o->u.gemm.rows = (int)(a->numel / K);
     o->u.gemm.n = (int)N;
     o->u.gemm.k = (int)K;
-    o->u.gemm.w = malloc((size_t)(N * K) * sizeof(float));
+    size_t wbytes; // N x K is the size of B, already checked: this cannot fail
+    int64_t nk;
+    if (cd_ck_mul_i64(N, K, &nk) || cd_ck_bytes(nk, sizeof(float), &wbytes))
+        return node_fail(c, CD_ETOO_LARGE, "weights of %lld x %lld do not fit in memory", (long long)N, (long long)K);
+    o->u.gemm.w = malloc(wbytes ? wbytes : 1);
     if (!o->u.gemm.w) return OOM(c);
     for (int64_t n = 0; n < N; n++)
         for (int64_t k = 0; k < K; k++)
@@ -950,8 +996,7 @@ static int lower_gemm(lctx *c) {
     int64_t shape[CD_MAX_RANK];
     memcpy(shape, a->shape, sizeof shape);
     shape[a->rank - 1] = N;
-    set_act_out(c, id, a->rank, shape);
-    return 0;
+    return set_act_out(c, id, a->rank, shape);
 }
 
 static int lower_softmax(lctx *c) {
@@ -966,9 +1011,9 @@ static int lower_softmax(lctx *c) {
     if (axis == 0) return node_fail(c, CD_EUNSUPPORTED, "softmax over the batch dim");
     int64_t outer = 1, len = 1, inner = 1;
     for (int i = 1; i < x->rank; i++) {
-        if (i < axis) outer *= x->shape[i];
-        else if (i == axis || !v13) len *= x->shape[i]; // before opset 13: coerced to 2-D at axis
-        else inner *= x->shape[i];
+        // (each a product of some dims of an activation, whose size is capped)
+        int64_t *p = i < axis ? &outer : i == axis || !v13 ? &len : &inner; // before opset 13: 2-D at axis
+        if (cd_ck_mul_i64(*p, x->shape[i], p)) return node_fail(c, CD_ETOO_LARGE, "the softmax's size overflows 64 bits");
     }
     int id = new_op(c, CD_OP_SOFTMAX, "Softmax");
     if (id < 0) return id;
@@ -978,8 +1023,7 @@ static int lower_softmax(lctx *c) {
     o->u.softmax.outer = outer;
     o->u.softmax.len = len;
     o->u.softmax.inner = inner;
-    set_act_out(c, id, x->rank, x->shape);
-    return 0;
+    return set_act_out(c, id, x->rank, x->shape);
 }
 
 static int lower_constant(lctx *c) {
@@ -998,18 +1042,18 @@ static int lower_constant(lctx *c) {
     }
     int64_t one = 1;
     if (strcmp(a->name, "value_float") == 0) {
-        if ((rc = const_out(c, CD_VAL_CONST_F32, 0, &one))) return rc;
+        if ((rc = const_out(c, CD_VAL_CONST_F32, 0, &one, 1))) return rc;
         out_val(c)->f[0] = a->f;
     } else if (strcmp(a->name, "value_int") == 0) {
-        if ((rc = const_out(c, CD_VAL_CONST_I64, 0, &one))) return rc;
+        if ((rc = const_out(c, CD_VAL_CONST_I64, 0, &one, 1))) return rc;
         out_val(c)->i[0] = a->i;
     } else if (strcmp(a->name, "value_floats") == 0) {
         int64_t n = (int64_t)a->n_floats;
-        if ((rc = const_out(c, CD_VAL_CONST_F32, 1, &n))) return rc;
+        if ((rc = const_out(c, CD_VAL_CONST_F32, 1, &n, CD_MAX_CONST_ELEMS))) return rc;
         memcpy(out_val(c)->f, a->floats, a->n_floats * sizeof(float));
     } else if (strcmp(a->name, "value_ints") == 0) {
         int64_t n = (int64_t)a->n_ints;
-        if ((rc = const_out(c, CD_VAL_CONST_I64, 1, &n))) return rc;
+        if ((rc = const_out(c, CD_VAL_CONST_I64, 1, &n, CD_MAX_CONST_ELEMS))) return rc;
         memcpy(out_val(c)->i, a->ints, a->n_ints * sizeof(int64_t));
     } else {
         return node_fail(c, CD_EUNSUPPORTED, "attribute '%s' not supported (value, value_float(s), value_int(s))", a->name);
@@ -1028,7 +1072,7 @@ static int lower_shape(lctx *c) {
     if (start < 0) start = 0;
     if (end > x->rank) end = x->rank;
     int64_t n = end > start ? end - start : 0;
-    if ((rc = const_out(c, CD_VAL_CONST_I64, 1, &n))) return rc;
+    if ((rc = const_out(c, CD_VAL_CONST_I64, 1, &n, CD_MAX_RANK))) return rc;
     x = in_val(c, 0);
     cd_value *o = out_val(c);
     for (int64_t i = 0; i < n; i++) {
@@ -1047,7 +1091,7 @@ static int lower_gather(lctx *c) {
     if (!is_const(x) || x->rank != 1 || ix->kind != CD_VAL_CONST_I64 || ix->rank > 1 || norm_axis(axis, 1) != 0)
         return node_fail(c, CD_EUNSUPPORTED, "only gathers from a constant 1-D list (shape computations) are supported");
     int64_t n = ix->numel;
-    if ((rc = const_out(c, x->kind, ix->rank, &n))) return rc;
+    if ((rc = const_out(c, x->kind, ix->rank, &n, CD_MAX_CONST_ELEMS))) return rc;
     x = in_val(c, 0);
     ix = in_val(c, 1);
     cd_value *o = out_val(c);
@@ -1079,7 +1123,7 @@ static int lower_cast(lctx *c) {
     }
     if (!to_float && !to_int) return node_fail(c, CD_EUNSUPPORTED, "cast to type %lld (float and int32/int64 supported)", (long long)to);
     cd_val_kind k = to_float ? CD_VAL_CONST_F32 : CD_VAL_CONST_I64;
-    if ((rc = const_out(c, k, x->rank, x->shape))) return rc;
+    if ((rc = const_out(c, k, x->rank, x->shape, CD_MAX_CONST_ELEMS))) return rc;
     x = in_val(c, 0);
     cd_value *o = out_val(c);
     for (int64_t e = 0; e < x->numel; e++) {
@@ -1088,6 +1132,8 @@ static int lower_cast(lctx *c) {
                 return node_fail(c, CD_EUNSUPPORTED, "cast of the batch size to float");
             o->f[e] = x->kind == CD_VAL_CONST_F32 ? x->f[e] : (float)x->i[e];
         } else {
+            if (x->kind == CD_VAL_CONST_F32 && !(x->f[e] >= -0x1p63f && x->f[e] < 0x1p63f))
+                return node_fail(c, CD_EMODEL, "cast of %g to an integer", (double)x->f[e]);
             o->i[e] = x->kind == CD_VAL_CONST_I64 ? x->i[e] : (int64_t)x->f[e];
             o->batch_mark[e] = x->kind == CD_VAL_CONST_I64 && x->batch_mark ? x->batch_mark[e] : 0;
         }

@@ -7,6 +7,8 @@
 
 #include "onnx.pb-c.h"
 #include "proto/errors.h"
+#include "proto/limits.h"
+#include "runtime/checked.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -16,8 +18,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#define MAX_CONST_ELEMS ((int64_t)1 << 31)  // one constant tensor
 
 static const char *str_or(const char *s, const char *dflt) { return s && *s ? s : dflt; }
 
@@ -158,6 +158,21 @@ static int read_external(cd_graph *g, const Onnx__TensorProto *t, const char *wh
     return 0;
 }
 
+// Values stored in the typed field that holds dt's elements.
+static size_t typed_count(const Onnx__TensorProto *t, int dt) {
+    switch (dt) {
+    case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT: return t->n_float_data;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE: return t->n_double_data;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT64: return t->n_int64_data;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT32:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT64: return t->n_uint64_data;
+    default: return t->n_int32_data; // int32/16/8, uint16/8, bool, float16
+    }
+}
+
+// Every check runs before anything is allocated: the declared dims (each, and
+// their product, overflow-checked and capped), then the stored data's length
+// against them. Only then are the (external) bytes read and the values made.
 int cd_onnx_tensor_value(cd_graph *g, const void *tensor, const char *what,
                          cd_value *v, char *err, size_t errlen) {
     const Onnx__TensorProto *t = tensor;
@@ -167,33 +182,55 @@ int cd_onnx_tensor_value(cd_graph *g, const void *tensor, const char *what,
         return cd_errf(CD_EUNSUPPORTED, err, errlen, "tensor '%s': data type %d not supported (float, double, float16, integer types)", what, dt);
     if (t->n_dims > CD_MAX_RANK)
         return cd_errf(CD_EUNSUPPORTED, err, errlen, "tensor '%s': rank %zu above %d", what, t->n_dims, CD_MAX_RANK);
-    v->rank = (int)t->n_dims;
+    int64_t shape[CD_MAX_RANK];
     for (size_t i = 0; i < t->n_dims; i++) {
-        if (t->dims[i] < 0) return cd_errf(CD_EMODEL, err, errlen, "tensor '%s': negative dimension", what);
-        v->shape[i] = t->dims[i];
+        if (t->dims[i] < 0)
+            return cd_errf(CD_EMODEL, err, errlen, "tensor '%s': negative dimension %lld", what, (long long)t->dims[i]);
+        if (t->dims[i] > CD_MAX_CONST_DIM)
+            return cd_errf(CD_ETOO_LARGE, err, errlen, "tensor '%s': dimension %zu is %lld (at most %d)", what, i,
+                           (long long)t->dims[i], CD_MAX_CONST_DIM);
+        shape[i] = t->dims[i];
     }
-    int64_t n = cd_shape_numel(v->rank, v->shape);
-    if (n < 0 || n > MAX_CONST_ELEMS) return cd_errf(CD_EMODEL, err, errlen, "tensor '%s': too many elements", what);
-    v->numel = n;
+    int64_t n;
+    size_t want;
+    if (cd_ck_shape_numel((int)t->n_dims, shape, &n) || n > CD_MAX_CONST_ELEMS || cd_ck_bytes(n, isz, &want))
+        return cd_errf(CD_ETOO_LARGE, err, errlen, "tensor '%s': its dims declare more than %lld elements", what,
+                       (long long)CD_MAX_CONST_ELEMS);
     const int fl = is_float_type(dt);
-    if (fl) v->f = malloc((size_t)(n ? n : 1) * sizeof(float));
-    else v->i = malloc((size_t)(n ? n : 1) * sizeof(int64_t));
-    if (!v->f && !v->i) return cd_errf(CD_ENOMEM, err, errlen, "out of memory");
-    v->kind = fl ? CD_VAL_CONST_F32 : CD_VAL_CONST_I64;
-
-    const size_t want = (size_t)n * isz;
-    const uint8_t *bytes = NULL;
+    const int external = t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+    if (!external && t->has_raw_data) {
+        if (t->raw_data.len != want)
+            return cd_errf(CD_EMODEL, err, errlen, "tensor '%s': raw_data has %zu bytes, the shape needs %zu", what,
+                           t->raw_data.len, want);
+    } else if (!external && n > 0 && typed_count(t, dt) != (size_t)n) {
+        return cd_errf(CD_EMODEL, err, errlen, "tensor '%s': %zu values stored, the shape needs %lld", what,
+                       typed_count(t, dt), (long long)n);
+    }
     uint8_t *ext = NULL;
-    if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
-        int rc = read_external(g, t, what, want, &ext, err, errlen);
+    const uint8_t *bytes = NULL;
+    if (external) {
+        int rc = read_external(g, t, what, want, &ext, err, errlen); // checks the file's size first
         if (rc) return rc;
         bytes = ext;
     } else if (t->has_raw_data) {
-        if (t->raw_data.len != want)
-            return cd_errf(CD_EMODEL, err, errlen, "tensor '%s': raw_data has %zu bytes, the shape needs %zu", what,
-                        t->raw_data.len, want);
         bytes = t->raw_data.data;
     }
+    size_t vbytes;
+    if (cd_ck_bytes(n ? n : 1, fl ? sizeof(float) : sizeof(int64_t), &vbytes)) { // cannot fail after the cap
+        free(ext);
+        return cd_errf(CD_ETOO_LARGE, err, errlen, "tensor '%s': too large", what);
+    }
+    void *data = malloc(vbytes);
+    if (!data) {
+        free(ext);
+        return cd_errf(CD_ENOMEM, err, errlen, "tensor '%s': out of memory for %zu bytes", what, vbytes);
+    }
+    v->rank = (int)t->n_dims;
+    memcpy(v->shape, shape, sizeof(int64_t) * t->n_dims);
+    v->numel = n;
+    v->kind = fl ? CD_VAL_CONST_F32 : CD_VAL_CONST_I64;
+    if (fl) v->f = data;
+    else v->i = data;
     if (bytes || n == 0) {
         for (int64_t e = 0; e < n; e++) {
             int64_t iv = 0;
@@ -204,18 +241,7 @@ int cd_onnx_tensor_value(cd_graph *g, const void *tensor, const char *what,
         free(ext);
         return 0;
     }
-    // Typed fields.
-    size_t have = 0;
-    switch (dt) {
-    case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT: have = t->n_float_data; break;
-    case ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE: have = t->n_double_data; break;
-    case ONNX__TENSOR_PROTO__DATA_TYPE__INT64: have = t->n_int64_data; break;
-    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT32:
-    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT64: have = t->n_uint64_data; break;
-    default: have = t->n_int32_data; break; // int32/16/8, uint16/8, bool, float16
-    }
-    if (have != (size_t)n)
-        return cd_errf(CD_EMODEL, err, errlen, "tensor '%s': %zu values stored, the shape needs %lld", what, have, (long long)n);
+    // Typed fields (their count was checked above).
     for (int64_t e = 0; e < n; e++) {
         switch (dt) {
         case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT: v->f[e] = t->float_data[e]; break;
@@ -277,12 +303,17 @@ static int add_input(cd_graph *g, const Onnx__ValueInfoProto *vi, char *err, siz
     return 0;
 }
 
-// Sorts the nodes topologically (Kahn), resolving every input name.
+// Sorts the nodes topologically (Kahn), resolving every input name through the
+// graph's name table. Linear in nodes plus edges: each value's readers are
+// listed once (CSR: first_reader[value] .. first_reader[value + 1] in readers).
 static int build_nodes(cd_graph *g, const Onnx__GraphProto *gp, char *err, size_t errlen) {
     size_t nn = gp->n_node;
-    if (nn > 1000000) return cd_errf(CD_EMODEL, err, errlen, "too many nodes");
+    if (nn > CD_MAX_MODEL_NODES)
+        return cd_errf(CD_ETOO_LARGE, err, errlen, "the graph has %zu nodes (at most %d)", nn, CD_MAX_MODEL_NODES);
     cd_node *tmp = calloc(nn ? nn : 1, sizeof *tmp);
     int *producer = NULL, *indeg = calloc(nn ? nn : 1, sizeof(int)), *order = malloc((nn ? nn : 1) * sizeof(int));
+    int *first_reader = NULL, *readers = NULL;
+    size_t nedges = 0;
     int rc = 0;
     if (!tmp || !indeg || !order) {
         rc = cd_errf(CD_ENOMEM, err, errlen, "out of memory");
@@ -358,10 +389,36 @@ static int build_nodes(cd_graph *g, const Onnx__GraphProto *gp, char *err, size_
             }
             tmp[k].inputs[j] = id;
             g->values[id].nconsumers++;
-            if (producer[id] >= 0) indeg[k]++;
+            if (producer[id] >= 0) {
+                indeg[k]++;
+                nedges++;
+            }
         }
     }
-    // Kahn's algorithm, stable with respect to the file's order.
+    // Readers of each produced value, in file order (a node reading a value
+    // twice is listed twice, as it counts twice in indeg).
+    first_reader = calloc((size_t)g->nvalues + 1, sizeof(int));
+    readers = malloc((nedges ? nedges : 1) * sizeof(int));
+    if (!first_reader || !readers) {
+        rc = cd_errf(CD_ENOMEM, err, errlen, "out of memory");
+        goto done;
+    }
+    for (size_t k = 0; k < nn; k++)
+        for (int j = 0; j < tmp[k].ninputs; j++) {
+            int id = tmp[k].inputs[j];
+            if (id >= 0 && producer[id] >= 0) first_reader[id + 1]++;
+        }
+    for (int i = 0; i < g->nvalues; i++) first_reader[i + 1] += first_reader[i];
+    for (size_t k = 0; k < nn; k++)
+        for (int j = 0; j < tmp[k].ninputs; j++) {
+            int id = tmp[k].inputs[j];
+            if (id >= 0 && producer[id] >= 0) readers[first_reader[id]++] = (int)k;
+        }
+    // first_reader[id] now ends value id's list; shift back to starts.
+    for (int i = g->nvalues; i > 0; i--) first_reader[i] = first_reader[i - 1];
+    first_reader[0] = 0;
+    // Kahn's algorithm, stable with respect to the file's order (the order
+    // the former quadratic scan gave: readers of each output in file order).
     int head = 0, tail = 0;
     for (size_t k = 0; k < nn; k++)
         if (!indeg[k]) order[tail++] = (int)k;
@@ -370,9 +427,8 @@ static int build_nodes(cd_graph *g, const Onnx__GraphProto *gp, char *err, size_
         for (int j = 0; j < tmp[k].noutputs; j++) {
             int out = tmp[k].outputs[j];
             if (out < 0) continue;
-            for (size_t c = 0; c < nn; c++)
-                for (int q = 0; q < tmp[c].ninputs; q++)
-                    if (tmp[c].inputs[q] == out && --indeg[c] == 0) order[tail++] = (int)c;
+            for (int r = first_reader[out]; r < first_reader[out + 1]; r++)
+                if (--indeg[readers[r]] == 0) order[tail++] = readers[r];
         }
     }
     if ((size_t)tail != nn) {
@@ -399,6 +455,8 @@ done:
     free(producer);
     free(indeg);
     free(order);
+    free(first_reader);
+    free(readers);
     return rc;
 }
 
@@ -408,17 +466,103 @@ int cd_onnx_import(const char *path, cd_graph *g, char *err, size_t errlen) {
     int rc = cd_onnx_read_file(path, g->max_bytes, &buf, &len, err, errlen);
     if (rc) return rc;
     g->bytes_read = len;
-    Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, len, buf);
-    free(buf);
-    if (!mp) return cd_errf(CD_EMODEL, err, errlen, "not a valid ONNX protobuf (corrupt or truncated file)");
-    g->model_proto = mp;
-
     char dirbuf[PATH_MAX], real[PATH_MAX];
     snprintf(dirbuf, sizeof dirbuf, "%s", path);
     char *slash = strrchr(dirbuf, '/');
     if (slash) *(slash == dirbuf ? slash + 1 : slash) = '\0';
     else snprintf(dirbuf, sizeof dirbuf, ".");
-    if (realpath(dirbuf, real) && !(g->dir = strdup(real))) return cd_errf(CD_ENOMEM, err, errlen, "out of memory");
+    rc = cd_onnx_import_buffer(buf, len, realpath(dirbuf, real) ? real : NULL, g, err, errlen);
+    free(buf);
+    return rc;
+}
+
+// ---- before unpacking --------------------------------------------------------
+// protobuf-c builds every message of the file at once, and a few bytes can
+// declare a large structure (an empty NodeProto is 2 bytes and ~150 bytes
+// unpacked): 20 MB of empty nodes took 1.5 GB and 5 s before the node cap
+// could say no. So the node count is read off the wire first, and the unpack
+// runs under a memory budget.
+
+// Reads a varint at *p (< end); 0 or -1 when malformed.
+static int wire_varint(const uint8_t **p, const uint8_t *end, uint64_t *v) {
+    *v = 0;
+    for (int shift = 0; shift < 64 && *p < end; shift += 7) {
+        uint8_t b = *(*p)++;
+        *v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) return 0;
+    }
+    return -1;
+}
+
+// Counts the occurrences of the length-delimited field `field` in the
+// message [p, end), calling each on their payloads when each is not NULL
+// (then counting what each returns instead). -1 when malformed (the unpacker
+// will then say so).
+static int64_t wire_count(const uint8_t *p, const uint8_t *end, uint32_t field,
+                          int64_t (*each)(const uint8_t *, const uint8_t *)) {
+    int64_t n = 0;
+    while (p < end) {
+        uint64_t key, v;
+        if (wire_varint(&p, end, &key)) return -1;
+        switch (key & 7) {
+        case 0: if (wire_varint(&p, end, &v)) return -1; break;
+        case 1: if (end - p < 8) return -1; p += 8; break;
+        case 5: if (end - p < 4) return -1; p += 4; break;
+        case 2:
+            if (wire_varint(&p, end, &v) || v > (uint64_t)(end - p)) return -1;
+            if ((key >> 3) == field) {
+                int64_t k = each ? each(p, p + v) : 1;
+                if (k < 0) return -1;
+                n += k;
+            }
+            p += v;
+            break;
+        default: return -1; // groups: not in onnx.proto
+        }
+    }
+    return n;
+}
+
+static int64_t graph_nodes(const uint8_t *p, const uint8_t *end) { return wire_count(p, end, 1, NULL); } // GraphProto.node
+
+// Budget of one unpack: bytes allocated (plus a malloc chunk's overhead each).
+typedef struct {
+    size_t used, budget;
+    int over;
+} unpack_budget;
+
+static void *budget_alloc(void *data, size_t size) {
+    unpack_budget *b = data;
+    size_t need;
+    if (cd_ck_add_size(size, 16, &need) || cd_ck_add_size(b->used, need, &need) || need > b->budget) {
+        b->over = 1;
+        return NULL;
+    }
+    void *ptr = malloc(size);
+    if (ptr) b->used = need;
+    return ptr;
+}
+
+static void budget_free(void *data, void *ptr) { free(ptr); }
+
+int cd_onnx_import_buffer(const uint8_t *buf, size_t len, const char *dir, cd_graph *g, char *err, size_t errlen) {
+    int rc;
+    if (dir && !(g->dir = strdup(dir))) return cd_errf(CD_ENOMEM, err, errlen, "out of memory");
+    int64_t nodes = wire_count(buf, buf + len, 7, graph_nodes); // ModelProto.graph (repeats merge)
+    if (nodes > CD_MAX_MODEL_NODES)
+        return cd_errf(CD_ETOO_LARGE, err, errlen, "the graph has %lld nodes (at most %d)", (long long)nodes,
+                       CD_MAX_MODEL_NODES);
+    unpack_budget b = {0, 0, 0};
+    if (cd_ck_mul_size(len, CD_ONNX_UNPACK_RATIO, &b.budget) || cd_ck_add_size(b.budget, CD_ONNX_UNPACK_SLACK, &b.budget))
+        b.budget = SIZE_MAX;
+    ProtobufCAllocator alloc = {budget_alloc, budget_free, &b};
+    // Freed later with the default allocator: budget_alloc is plain malloc.
+    Onnx__ModelProto *mp = onnx__model_proto__unpack(&alloc, len, buf);
+    if (!mp && b.over)
+        return cd_errf(CD_ETOO_LARGE, err, errlen,
+                       "the file's %zu bytes unpack to more than %zu bytes of protobuf structures", len, b.budget);
+    if (!mp) return cd_errf(CD_EMODEL, err, errlen, "not a valid ONNX protobuf (corrupt or truncated file)");
+    g->model_proto = mp;
 
     const Onnx__GraphProto *gp = mp->graph;
     if (!gp || !mp->has_ir_version)

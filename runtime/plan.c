@@ -20,6 +20,7 @@
 
 #include "runtime/arena.h"
 #include "proto/errors.h"
+#include "runtime/checked.h"
 #include "sparse/analysis.h"
 
 #include <stdio.h>
@@ -48,16 +49,24 @@ static int add_tensor(pctx *p, const cd_tdesc *t) {
         if (!nt || !nr) return CD_ENOMEM;
         m->tensors_cap = cap;
     }
+    size_t item_bytes = cd_tdesc_item_bytes(t);
+    if (item_bytes == SIZE_MAX) return CD_ETOO_LARGE;
     int id = m->ntensors++;
     cd_ptensor *pt = &m->tensors[id];
     memset(pt, 0, sizeof *pt);
     pt->t = *t;
-    pt->item_bytes = cd_tdesc_item_bytes(t);
+    pt->item_bytes = item_bytes;
     pt->root = id;
     pt->cvalue = -1;
     pt->first = pt->last = -2;
     for (int l = 0; l < CD_LAYOUT_COUNT; l++) p->reord[id][l] = -1;
     return id;
+}
+
+// The error of a failed add_tensor.
+static int tensor_fail(pctx *p, int rc) {
+    return rc == CD_ETOO_LARGE ? cd_errf(rc, p->err, p->errlen, "a tensor's size does not fit in memory")
+                               : cd_errf(CD_ENOMEM, p->err, p->errlen, "out of memory");
 }
 
 static int add_layer(pctx *p) {
@@ -125,7 +134,7 @@ static int in_layout(pctx *p, int src, cd_layout l) {
     cd_tdesc t = s->t;
     t.layout = l;
     int id = add_tensor(p, &t);
-    if (id < 0) return cd_errf(CD_ENOMEM, p->err, p->errlen, "out of memory");
+    if (id < 0) return tensor_fail(p, id);
     cd_bop_desc d;
     memset(&d, 0, sizeof d);
     d.op = CD_BOP_REORDER;
@@ -148,7 +157,7 @@ static int const_blocked(pctx *p, int t, cd_layout l) {
     cd_tdesc d = p->m->tensors[t].t;
     d.layout = l;
     int id = add_tensor(p, &d);
-    if (id < 0) return cd_errf(CD_ENOMEM, p->err, p->errlen, "out of memory");
+    if (id < 0) return tensor_fail(p, id);
     p->m->tensors[id].cvalue = p->m->tensors[t].cvalue;
     p->reord[t][l] = id;
     return id;
@@ -359,7 +368,7 @@ static int plan_op(pctx *p, const cd_op *op) {
         if (src < 0) return src;
         cd_tdesc t = value_desc(ov, CD_LAYOUT_NCHW, ov->rank);
         int id = add_tensor(p, &t);
-        if (id < 0) return cd_errf(CD_ENOMEM, p->err, p->errlen, "out of memory");
+        if (id < 0) return tensor_fail(p, id);
         m->tensors[id].root = m->tensors[src].root;
         p->vt[op->out] = id;
         return 0;
@@ -498,7 +507,7 @@ static int plan_op(pctx *p, const cd_op *op) {
     int out = add_tensor(p, &ot);
     if (out < 0) {
         if (pre) cd_backend_op_state_free(m->be, pre);
-        return cd_errf(CD_ENOMEM, p->err, p->errlen, "out of memory");
+        return tensor_fail(p, out);
     }
     fill_bop_io(p, &d, op->nin, in, &ot);
     int li = emit(p, &d, pre, op->nin, in, out, op->name, op->label);
@@ -675,8 +684,10 @@ static int place_consts(pctx *p) {
     size_t total = 0;
     for (int i = 0; i < m->ntensors; i++)
         if (m->tensors[i].t.is_const) {
+            size_t need;
             m->tensors[i].offset = total;
-            total += (m->tensors[i].item_bytes + 63) & ~(size_t)63;
+            if (cd_ck_align_size(m->tensors[i].item_bytes, 64, &need) || cd_ck_add_size(total, need, &total))
+                return cd_errf(CD_ETOO_LARGE, p->err, p->errlen, "the constants' size does not fit in memory");
         }
     m->const_bytes = total;
     if (!total) return 0;
@@ -726,7 +737,7 @@ int cd_plan_build(cd_model *m, cd_graph *g, char *err, size_t errlen) {
         cd_tdesc t = value_desc(v, CD_LAYOUT_NCHW, v->rank);
         int id = add_tensor(&p, &t);
         if (id < 0) {
-            rc = cd_errf(CD_ENOMEM, err, errlen, "out of memory");
+            rc = tensor_fail(&p, id);
             goto done;
         }
         m->tensors[id].first = -1;
@@ -741,7 +752,7 @@ int cd_plan_build(cd_model *m, cd_graph *g, char *err, size_t errlen) {
             cd_tdesc t = value_desc(v, CD_LAYOUT_NCHW, g->values[op->out].rank);
             int id = add_tensor(&p, &t);
             if (id < 0) {
-                rc = cd_errf(CD_ENOMEM, err, errlen, "out of memory");
+                rc = tensor_fail(&p, id);
                 goto done;
             }
             m->tensors[id].cvalue = op->in[i];
@@ -815,10 +826,22 @@ int cd_plan_build(cd_model *m, cd_graph *g, char *err, size_t errlen) {
             // Roots that nothing ever touches get no space.
             if (t->root != i || t->t.is_const || t->first == -2) continue;
             // Alias storage is sized by the largest view (equal bytes in NCHW).
-            bufs[nb] = (cd_arena_buf){t->item_bytes * (size_t)m->max_batch, t->first < 0 ? 0 : t->first, t->last, 0};
+            size_t bytes;
+            if (cd_ck_mul_size(t->item_bytes, (size_t)m->max_batch, &bytes)) {
+                free(bufs);
+                rc = cd_errf(CD_ETOO_LARGE, err, errlen, "an activation of %zu bytes per item at batch %d does not fit in memory",
+                             t->item_bytes, m->max_batch);
+                goto done;
+            }
+            bufs[nb] = (cd_arena_buf){bytes, t->first < 0 ? 0 : t->first, t->last, 0};
             nb++;
         }
         m->arena_bytes = cd_arena_plan(bufs, nb, 64);
+        if (m->arena_bytes == SIZE_MAX) {
+            free(bufs);
+            rc = cd_errf(CD_ETOO_LARGE, err, errlen, "the activations at batch %d do not fit in memory", m->max_batch);
+            goto done;
+        }
         nb = 0;
         for (int i = 0; i < m->ntensors; i++) {
             cd_ptensor *t = &m->tensors[i];

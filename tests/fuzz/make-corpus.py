@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""Writes the seed corpus of tests/fuzz/fuzz-onnx-load.c into a folder:
+small valid models from tests/models/builders.py (every op family the
+lowering knows, shape sub-graphs, residuals, BN folding) and a few broken
+ones (truncated, folding edge cases, a cycle, external data). Each seed is one
+configuration byte (max_batch, blocked layout, plan mode; see the target)
+followed by the file. Generated, never committed:
+
+    python3 tests/fuzz/make-corpus.py build/fuzz/onnx-seeds
+"""
+import os
+import sys
+
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+from tests.models import builders as B  # noqa: E402
+
+SMALL = 6  # spatial size: small weights keep the seeds a few KB
+
+
+def valid_models(rng):
+    out = {}
+
+    g = B.Graph(rng)
+    x = g.input("x", [3, SMALL, SMALL])
+    out["conv-bn-relu-fc"] = g.build([B.fc_head(g, g.conv_bn_relu(x, 3, 4, 3), 4, 3)])
+
+    g = B.Graph(rng)
+    x = g.input("x", [4, SMALL, SMALL])
+    out["resnet-basic"] = g.build([B.resnet_basic(g, x, 4, 4)])
+
+    g = B.Graph(rng)
+    x = g.input("x", [4, SMALL, SMALL])
+    out["resnet-bottleneck"] = g.build([B.resnet_bottleneck(g, x, 4, 2, 8, stride=2)])
+
+    g = B.Graph(rng)
+    x = g.input("x", [2, SMALL, SMALL])
+    out["mbv2"] = g.build([B.mbv2_inverted(g, x, 2, 2, expand=2)])
+
+    g = B.Graph(rng)
+    x = g.input("x", [4, SMALL, SMALL])
+    out["fire"] = g.build([B.squeeze_fire(g, x, 4, 2, 2, 2)])
+
+    for dyn in (False, True):
+        g = B.Graph(rng)
+        x = g.input("x", [4, SMALL, SMALL])
+        y = B.channel_shuffle(g, x, 4, SMALL, SMALL, 2, dynamic=dyn)
+        out[f"shuffle-{'dyn' if dyn else 'static'}"] = g.build([y], out_shapes={y: ["N", 4, SMALL, SMALL]})
+
+    g = B.Graph(rng)
+    x = g.input("x", [4, SMALL, SMALL])
+    out["se"] = g.build([B.se_block(g, x, 4, gate="hardsigmoid")])
+
+    g = B.Graph(rng, opset=11)
+    x = g.input("x", [3, SMALL, SMALL])
+    y = g.node("MaxPool", [g.conv(x, 3, 4, 3, stride=2, auto_pad="SAME_UPPER")], kernel_shape=[2, 2], ceil_mode=1)
+    y = g.node("AveragePool", [y], kernel_shape=[2, 2], pads=[1, 1, 1, 1], count_include_pad=1)
+    y = g.node("Flatten", [g.node("LeakyRelu", [y], alpha=0.2)], axis=1)
+    out["pools-opset11"] = g.build([g.node("Softmax", [y])])
+
+    g = B.Graph(rng)
+    x = g.input("x", [5, 4])
+    y = g.node("MatMul", [x, g.init(rng.standard_normal((4, 3)).astype(np.float32))])
+    y = g.node("Sub", [y, g.init(np.float32([1.0, 2.0, 3.0]))])
+    y = g.node("Div", [y, g.init(np.float32(2.0))])
+    y = g.node("Transpose", [g.node("HardSwish", [y])], perm=[0, 2, 1])
+    out["matmul-transpose"] = g.build([y])
+
+    g = B.Graph(rng)
+    x = g.input("x", [2, 3, 4])
+    y = g.node("Unsqueeze", [x, g.init(np.array([2], np.int64))])
+    y = g.node("Squeeze", [y, g.init(np.array([2], np.int64))])
+    y = g.node("Reshape", [y, g.init(np.array([0, -1], np.int64))])
+    y = g.node("Clip", [y, g.init(np.float32(0.0)), g.init(np.float32(1.0))])
+    y = g.node("Concat", [y, g.node("Sigmoid", [y])], axis=1)
+    out["reshape-concat"] = g.build([g.node("Identity", [g.node("Dropout", [y])])])
+    return out
+
+
+def raw(name, dtype, dims, data):
+    t = TensorProto()
+    t.name, t.data_type = name, dtype
+    t.dims.extend(dims)
+    t.raw_data = data
+    return t
+
+
+def tiny(nodes, inits=(), opset=13):
+    g = helper.make_graph(nodes, "t", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], list(inits))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    return m
+
+
+def broken_models():
+    i64 = lambda v, n: helper.make_node("Constant", [], [n], value=numpy_helper.from_array(np.array(v, np.int64)))
+    out = {}
+    for op, a, b in (("Div", -2**63, -1), ("Mul", 2**62, 4), ("Add", 2**63 - 1, 1), ("Sub", 3, 0)):
+        out[f"fold-{op}"] = tiny([i64([a], "a"), i64([b], "b"), helper.make_node(op, ["a", "b"], ["c"]),
+                                  helper.make_node("Relu", ["x"], ["y"])])
+    out["cycle"] = tiny([helper.make_node("Add", ["x", "b"], ["a"]), helper.make_node("Relu", ["a"], ["b"]),
+                         helper.make_node("Relu", ["a"], ["y"])])
+    out["huge-decl"] = tiny([helper.make_node("Relu", ["x"], ["y"])], [raw("h", TensorProto.INT64, [2, 2**30], b"\0" * 8)])
+    out["broadcast"] = tiny([helper.make_node("Add", ["p", "q"], ["c"]), helper.make_node("Relu", ["x"], ["y"])],
+                            [numpy_helper.from_array(np.ones((64, 1), np.float32), "p"),
+                             numpy_helper.from_array(np.ones((1, 64), np.float32), "q")])
+    ext = raw("w", TensorProto.FLOAT, [4, 4], b"")
+    ext.ClearField("raw_data")
+    ext.data_location = TensorProto.EXTERNAL
+    for k, v in (("location", "w.bin"), ("offset", "64"), ("length", "64")):
+        e = ext.external_data.add()
+        e.key, e.value = k, v
+    out["external"] = tiny([helper.make_node("MatMul", ["x", "w"], ["y"])], [ext])
+    return out
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    d = sys.argv[1]
+    os.makedirs(d, exist_ok=True)
+    rng = np.random.default_rng(5)
+    n = 0
+    models = {**valid_models(rng), **broken_models()}
+    for name, m in models.items():
+        data = m.SerializeToString()
+        # Configurations: plain; blocked NCHW16C, dense plan; NCHW8C, compaction, max_batch 17.
+        for cfg in (0x00, 0x05, 0x3e):
+            with open(os.path.join(d, f"{name}-{cfg:02x}"), "wb") as f:
+                f.write(bytes([cfg]) + data)
+            n += 1
+        if name == "conv-bn-relu-fc":
+            with open(os.path.join(d, f"{name}-truncated"), "wb") as f:
+                f.write(b"\0" + data[: len(data) // 2])
+            n += 1
+    print(f"{n} seeds in {d}")
+
+
+if __name__ == "__main__":
+    main()
