@@ -188,7 +188,7 @@ static int m_stats(cd_call *call) {
     msgpack_packer *pk = call->pk;
     cd_server *srv = call->srv;
     cd_workers_sync(srv->workers); // count answers workers have already written
-    int rc = msgpack_pack_map(pk, 11);
+    int rc = msgpack_pack_map(pk, 12); // the top-level keys below
     rc |= pack_key(pk, "uptime_s");
     rc |= msgpack_pack_double(pk, cd_server_uptime(srv));
     rc |= pack_key(pk, "cpu");

@@ -465,7 +465,7 @@ int cd_onnx_import(const char *path, cd_graph *g, char *err, size_t errlen) {
     size_t len;
     int rc = cd_onnx_read_file(path, g->max_bytes, &buf, &len, err, errlen);
     if (rc) return rc;
-    g->bytes_read = len;
+    g->bytes_read = len; // external data adds to it (--max-model-bytes)
     char dirbuf[PATH_MAX], real[PATH_MAX];
     snprintf(dirbuf, sizeof dirbuf, "%s", path);
     char *slash = strrchr(dirbuf, '/');
