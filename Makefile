@@ -352,12 +352,13 @@ bench: $(BUILD)/bin/pingpong
 test: all
 	CONVD_BUILD=$(BUILD) PYTHON=$(PYTHON) tests/run
 
-# libFuzzer targets (need clang; never part of `make` or CI). `make fuzz`
-# builds every one; `make fuzz SECONDS=N` also runs each for N seconds in
-# turn, new inputs going to $(BUILD)/fuzz/<target>/ (seeds: tests/fuzz/corpus
-# for the RPC reader; tests/fuzz/make-corpus.py writes the ONNX seeds, never
-# committed). Crashes are written as $(BUILD)/fuzz/crash-*.
-#   fuzz-rpc-reader   proto/'s msgpack-RPC reader
+# libFuzzer targets (need clang; never part of `make`; CI runs
+# `make fuzz SECONDS=60`). `make fuzz` builds every one; `make fuzz SECONDS=N`
+# also runs each for N seconds in turn, new inputs going to
+# $(BUILD)/fuzz/<target>/ (seeds: tests/fuzz/make-corpus.py writes them,
+# never committed; tests/fuzz/corpus holds a few hand-made RPC ones). A crash
+# is written as $(BUILD)/fuzz/crash-* and fails the make.
+#   fuzz-rpc-reader   the wire: proto/'s reader and codecs, the daemon's request validation
 #   fuzz-onnx-load    ONNX import, lowering, compaction and planning on a stub backend
 FUZZ_CC ?= clang
 FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I. -D_GNU_SOURCE
@@ -365,15 +366,17 @@ FUZZ_TARGETS := $(BUILD)/bin/fuzz-rpc-reader $(BUILD)/bin/fuzz-onnx-load
 SECONDS ?=
 fuzz: $(FUZZ_TARGETS)
 ifneq ($(SECONDS),)
-	@mkdir -p $(BUILD)/fuzz/rpc-reader $(BUILD)/fuzz/onnx-load $(BUILD)/fuzz/onnx-seeds
+	@mkdir -p $(BUILD)/fuzz/rpc-reader $(BUILD)/fuzz/onnx-load $(BUILD)/fuzz/onnx-seeds $(BUILD)/fuzz/rpc-seeds
 	$(PYTHON) tests/fuzz/make-corpus.py $(BUILD)/fuzz/onnx-seeds
+	$(PYTHON) tests/fuzz/make-corpus.py --rpc $(BUILD)/fuzz/rpc-seeds
 	$(BUILD)/bin/fuzz-rpc-reader -max_total_time=$(SECONDS) -print_final_stats=1 \
-	    -artifact_prefix=$(BUILD)/fuzz/crash-rpc-reader- $(BUILD)/fuzz/rpc-reader tests/fuzz/corpus
+	    -artifact_prefix=$(BUILD)/fuzz/crash-rpc-reader- $(BUILD)/fuzz/rpc-reader $(BUILD)/fuzz/rpc-seeds tests/fuzz/corpus
 	$(BUILD)/bin/fuzz-onnx-load -max_total_time=$(SECONDS) -print_final_stats=1 -rss_limit_mb=4096 -dict=tests/fuzz/onnx.dict \
 	    -artifact_prefix=$(BUILD)/fuzz/crash-onnx-load- $(BUILD)/fuzz/onnx-load $(BUILD)/fuzz/onnx-seeds
 endif
 
-$(BUILD)/bin/fuzz-rpc-reader: tests/fuzz/fuzz-rpc-reader.c $(PROTO_SRC)
+# The wire target: proto/ and the daemon's request validation, no server.
+$(BUILD)/bin/fuzz-rpc-reader: tests/fuzz/fuzz-rpc-reader.c $(PROTO_SRC) daemon/validate.c daemon/stats.c
 	@mkdir -p $(dir $@)
 	@echo "  FUZZ    $@"
 	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $^ $(MSGPACK_LIBS)
