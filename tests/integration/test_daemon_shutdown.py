@@ -87,7 +87,7 @@ def test_sigterm_during_a_long_load_exits_after_drain_and_grace(tmp_path, tune_m
         assert 1.8 < elapsed < 1 + 1 + SLACK_S, (elapsed, log)
         assert "drain timeout (1s): closing 1 connections" in log
         assert "shutdown grace (1s) is over: exiting now (status 3)" in log
-        assert "abandoned: worker 0: load (msgid 7) for" in log
+        assert "abandoned: loader 0: load (msgid 7) for" in log
         assert "loaded model slow" not in log
         assert not os.path.exists(d.socket)
         w.close()
@@ -116,7 +116,7 @@ def test_second_sigterm_exits_at_once(tmp_path, tune_models):
         assert elapsed < SLACK_S, (elapsed, log)
         assert ("SIGTERM again: exiting now (status 3), abandoning 1 connection(s) and "
                 "1 request(s) in flight") in log
-        assert "abandoned: worker 0: load (msgid 9) for" in log
+        assert "abandoned: loader 0: load (msgid 9) for" in log
         w.close()
     finally:
         d.stop()
@@ -141,7 +141,7 @@ def test_sigterm_during_a_rescan_load_is_bounded_too(tmp_path, tune_models):
         assert rc == 3, log
         assert 0.8 < elapsed < 1 + SLACK_S, (elapsed, log)
         assert "shutdown grace (1s) is over" in log
-        assert "abandoned: worker 0: load (msgid 0) for" in log
+        assert "abandoned: loader 0: load (msgid 0) for" in log
     finally:
         d.stop()
 
