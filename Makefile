@@ -1,6 +1,7 @@
 # convd — hand-written Makefile.
 #   make            daemon, client library, tools (CPU only, no GPU toolchain)
 #   make SAN=1      the same with AddressSanitizer + UndefinedBehaviorSanitizer
+#   make TSAN=1     the same with ThreadSanitizer (build-tsan/; kernels single-threaded)
 #   make test       build, then run every test (C unit tests and integration)
 #   make GPU=hip    also build the HIP backend plugin (see issue/docs)
 #   make V=1        show full command lines
@@ -12,10 +13,14 @@ CC      ?= gcc
 PYTHON  ?= python3
 BUILD   ?= build
 SAN     ?= 0
+TSAN    ?= 0
 DEBUG   ?= 0
 
 ifeq ($(SAN),1)
 BUILD   := build-san
+endif
+ifeq ($(TSAN),1)
+BUILD   := build-tsan
 endif
 
 CPPFLAGS += -I. -I$(BUILD)/gen -D_GNU_SOURCE -MMD -MP
@@ -34,6 +39,18 @@ endif
 ifeq ($(SAN),1)
 CFLAGS   += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 LDFLAGS  += -fsanitize=address,undefined
+endif
+# ThreadSanitizer, for the daemon's own threads (loop, workers, loader). It
+# cannot see libgomp's barriers (futexes in an uninstrumented library), so
+# every OpenMP team would be reported as racing with itself: our kernels are
+# built without -fopenmp here (the pragmas are ignored: one thread each) and
+# only link libgomp for the omp_* calls; oneDNN keeps its own OpenMP team,
+# whose accesses tests/support/tsan.supp keeps out of the reports.
+ifeq ($(TSAN),1)
+CFLAGS   += -fsanitize=thread -fno-omit-frame-pointer -Wno-unknown-pragmas
+LDFLAGS  += -fsanitize=thread
+OMP_FLAGS :=
+LDLIBS   += -lgomp
 endif
 
 # Kernel files that need a specific ISA carry it in their name; the rest stay
@@ -225,6 +242,9 @@ endif
 ifeq ($(SAN),1)
 HIPEMU_CXXFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 endif
+ifeq ($(TSAN),1)
+HIPEMU_CXXFLAGS += -fsanitize=thread -fno-omit-frame-pointer -Wno-unknown-pragmas
+endif
 
 $(BUILD)/obj/hip-emu/%.o: %.hip
 	@mkdir -p $(dir $@)
@@ -393,7 +413,7 @@ $(BUILD)/bin/fuzz-onnx-load: $(FUZZ_ONNX_SRC) | $(BUILD)/gen/onnx.pb-c.h
 	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -I$(BUILD)/gen -fopenmp -w -o $@ $(FUZZ_ONNX_SRC) $(PBC_LIBS) $(DNNL_LIBS) -lm
 
 clean:
-	rm -rf build build-san
+	rm -rf build build-san build-tsan
 
 .PHONY: all test clean bench fuzz
 
