@@ -1,6 +1,7 @@
 # convd — hand-written Makefile.
 #   make            daemon, client library, tools (CPU only, no GPU toolchain)
 #   make SAN=1      the same with AddressSanitizer + UndefinedBehaviorSanitizer
+#   make TSAN=1     the same with ThreadSanitizer (build-tsan/; kernels single-threaded)
 #   make test       build, then run every test (C unit tests and integration)
 #   make GPU=hip    also build the HIP backend plugin (see issue/docs)
 #   make V=1        show full command lines
@@ -12,10 +13,14 @@ CC      ?= gcc
 PYTHON  ?= python3
 BUILD   ?= build
 SAN     ?= 0
+TSAN    ?= 0
 DEBUG   ?= 0
 
 ifeq ($(SAN),1)
 BUILD   := build-san
+endif
+ifeq ($(TSAN),1)
+BUILD   := build-tsan
 endif
 
 CPPFLAGS += -I. -I$(BUILD)/gen -D_GNU_SOURCE -MMD -MP
@@ -34,6 +39,18 @@ endif
 ifeq ($(SAN),1)
 CFLAGS   += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 LDFLAGS  += -fsanitize=address,undefined
+endif
+# ThreadSanitizer, for the daemon's own threads (loop, workers, loader). It
+# cannot see libgomp's barriers (futexes in an uninstrumented library), so
+# every OpenMP team would be reported as racing with itself: our kernels are
+# built without -fopenmp here (the pragmas are ignored: one thread each) and
+# only link libgomp for the omp_* calls; oneDNN keeps its own OpenMP team,
+# whose accesses tests/support/tsan.supp keeps out of the reports.
+ifeq ($(TSAN),1)
+CFLAGS   += -fsanitize=thread -fno-omit-frame-pointer -Wno-unknown-pragmas
+LDFLAGS  += -fsanitize=thread
+OMP_FLAGS :=
+LDLIBS   += -lgomp
 endif
 
 # Kernel files that need a specific ISA carry it in their name; the rest stay
@@ -225,6 +242,9 @@ endif
 ifeq ($(SAN),1)
 HIPEMU_CXXFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 endif
+ifeq ($(TSAN),1)
+HIPEMU_CXXFLAGS += -fsanitize=thread -fno-omit-frame-pointer -Wno-unknown-pragmas
+endif
 
 $(BUILD)/obj/hip-emu/%.o: %.hip
 	@mkdir -p $(dir $@)
@@ -352,12 +372,13 @@ bench: $(BUILD)/bin/pingpong
 test: all
 	CONVD_BUILD=$(BUILD) PYTHON=$(PYTHON) tests/run
 
-# libFuzzer targets (need clang; never part of `make` or CI). `make fuzz`
-# builds every one; `make fuzz SECONDS=N` also runs each for N seconds in
-# turn, new inputs going to $(BUILD)/fuzz/<target>/ (seeds: tests/fuzz/corpus
-# for the RPC reader; tests/fuzz/make-corpus.py writes the ONNX seeds, never
-# committed). Crashes are written as $(BUILD)/fuzz/crash-*.
-#   fuzz-rpc-reader   proto/'s msgpack-RPC reader
+# libFuzzer targets (need clang; never part of `make`; CI runs
+# `make fuzz SECONDS=60`). `make fuzz` builds every one; `make fuzz SECONDS=N`
+# also runs each for N seconds in turn, new inputs going to
+# $(BUILD)/fuzz/<target>/ (seeds: tests/fuzz/make-corpus.py writes them,
+# never committed; tests/fuzz/corpus holds a few hand-made RPC ones). A crash
+# is written as $(BUILD)/fuzz/crash-* and fails the make.
+#   fuzz-rpc-reader   the wire: proto/'s reader and codecs, the daemon's request validation
 #   fuzz-onnx-load    ONNX import, lowering, compaction and planning on a stub backend
 FUZZ_CC ?= clang
 FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I. -D_GNU_SOURCE
@@ -365,15 +386,17 @@ FUZZ_TARGETS := $(BUILD)/bin/fuzz-rpc-reader $(BUILD)/bin/fuzz-onnx-load
 SECONDS ?=
 fuzz: $(FUZZ_TARGETS)
 ifneq ($(SECONDS),)
-	@mkdir -p $(BUILD)/fuzz/rpc-reader $(BUILD)/fuzz/onnx-load $(BUILD)/fuzz/onnx-seeds
+	@mkdir -p $(BUILD)/fuzz/rpc-reader $(BUILD)/fuzz/onnx-load $(BUILD)/fuzz/onnx-seeds $(BUILD)/fuzz/rpc-seeds
 	$(PYTHON) tests/fuzz/make-corpus.py $(BUILD)/fuzz/onnx-seeds
+	$(PYTHON) tests/fuzz/make-corpus.py --rpc $(BUILD)/fuzz/rpc-seeds
 	$(BUILD)/bin/fuzz-rpc-reader -max_total_time=$(SECONDS) -print_final_stats=1 \
-	    -artifact_prefix=$(BUILD)/fuzz/crash-rpc-reader- $(BUILD)/fuzz/rpc-reader tests/fuzz/corpus
+	    -artifact_prefix=$(BUILD)/fuzz/crash-rpc-reader- $(BUILD)/fuzz/rpc-reader $(BUILD)/fuzz/rpc-seeds tests/fuzz/corpus
 	$(BUILD)/bin/fuzz-onnx-load -max_total_time=$(SECONDS) -print_final_stats=1 -rss_limit_mb=4096 -dict=tests/fuzz/onnx.dict \
 	    -artifact_prefix=$(BUILD)/fuzz/crash-onnx-load- $(BUILD)/fuzz/onnx-load $(BUILD)/fuzz/onnx-seeds
 endif
 
-$(BUILD)/bin/fuzz-rpc-reader: tests/fuzz/fuzz-rpc-reader.c $(PROTO_SRC)
+# The wire target: proto/ and the daemon's request validation, no server.
+$(BUILD)/bin/fuzz-rpc-reader: tests/fuzz/fuzz-rpc-reader.c $(PROTO_SRC) daemon/validate.c daemon/stats.c
 	@mkdir -p $(dir $@)
 	@echo "  FUZZ    $@"
 	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $^ $(MSGPACK_LIBS)
@@ -390,7 +413,7 @@ $(BUILD)/bin/fuzz-onnx-load: $(FUZZ_ONNX_SRC) | $(BUILD)/gen/onnx.pb-c.h
 	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -I$(BUILD)/gen -fopenmp -w -o $@ $(FUZZ_ONNX_SRC) $(PBC_LIBS) $(DNNL_LIBS) -lm
 
 clean:
-	rm -rf build build-san
+	rm -rf build build-san build-tsan
 
 .PHONY: all test clean bench fuzz
 

@@ -8,6 +8,7 @@
 #include "daemon/models.h"
 #include "daemon/server.h"
 #include "daemon/stats.h"
+#include "daemon/validate.h"
 #include "daemon/version.h"
 #include "proto/errors.h"
 #include "proto/limits.h"
@@ -61,36 +62,6 @@ static void sanitize(char *dst, size_t dstlen, const char *src, size_t len) {
     dst[n] = '\0';
 }
 
-// The params map of a request: [] / [nil] / nil give NULL; [map] the map.
-// Returns 0 or CD_EPARAMS with err.
-static int params_map(const cd_rpc_msg *msg, const msgpack_object **out,
-                      char *err, size_t errlen) {
-    const msgpack_object *p = &msg->params;
-    *out = NULL;
-    if (p->type == MSGPACK_OBJECT_NIL)
-        return 0;
-    if (p->type != MSGPACK_OBJECT_ARRAY) {
-        snprintf(err, errlen, "params must be an array holding one map");
-        return CD_EPARAMS;
-    }
-    if (p->via.array.size == 0)
-        return 0;
-    if (p->via.array.size > 1) {
-        snprintf(err, errlen, "params must hold one map, got %u values",
-                 p->via.array.size);
-        return CD_EPARAMS;
-    }
-    const msgpack_object *m = &p->via.array.ptr[0];
-    if (m->type == MSGPACK_OBJECT_NIL)
-        return 0;
-    if (m->type != MSGPACK_OBJECT_MAP) {
-        snprintf(err, errlen, "params must be [map]");
-        return CD_EPARAMS;
-    }
-    *out = m;
-    return 0;
-}
-
 void cd_methods_dispatch(cd_conn *c, cd_rpc_msg *msg) {
     cd_method_id id = cd_method_lookup(msg->method, msg->method_len);
     uint32_t msgid = msg->msgid;
@@ -119,7 +90,7 @@ void cd_methods_dispatch(cd_conn *c, cd_rpc_msg *msg) {
                (rc = cd_access_check(&c->peer, id, (unsigned long long)c->id, call.err,
                                      sizeof call.err)) != 0) {
         // rc set: checked before the params, so a refused peer learns nothing else
-    } else if ((rc = params_map(msg, &call.params, call.err, sizeof call.err)) != 0) {
+    } else if ((rc = cd_params_map(msg, &call.params, call.err, sizeof call.err)) != 0) {
         // rc set
     } else if ((e->flags & MF_NEEDS_PARAMS) && !call.params) {
         snprintf(call.err, sizeof call.err, "%s needs params [map]",

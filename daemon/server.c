@@ -231,6 +231,14 @@ static void force_exit(cd_server *srv, const char *why) {
         CD_WARN("abandoned: %s", desc);
     if (srv->listening)
         socket_remove(srv);
+    // Their threads are given up, not joined: detached, they are not
+    // reported as leaked by a thread sanitizer's check at exit.
+    if (srv->workers)
+        cd_workers_abandon(srv->workers);
+    if (srv->loader)
+        cd_workers_abandon(srv->loader);
+    if (srv->profiler)
+        cd_workers_abandon(srv->profiler);
     fflush(stdout);
     fflush(stderr);
     _exit(CD_EXIT_FORCED);

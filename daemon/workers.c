@@ -575,6 +575,14 @@ void cd_workers_stop_finish(cd_workers *w) {
     uv_close((uv_handle_t *)&w->async, on_async_closed);
 }
 
+void cd_workers_abandon(cd_workers *w) {
+    if (w->joined)
+        return;
+    for (int i = 0; i < w->nthreads; i++)
+        pthread_detach(w->threads[i]);
+    w->joined = true; // nor joined later
+}
+
 int cd_workers_stop(cd_workers *w, uint64_t timeout_ms) {
     cd_workers_stop_begin(w);
     if (timeout_ms > 86400000ull)

@@ -122,6 +122,10 @@ int cd_workers_alive(cd_workers *w);
 // When cd_workers_alive is 0: joins the threads, delivers the last
 // completions and closes the async handle; w is freed in its close callback.
 void cd_workers_stop_finish(cd_workers *w);
+// The process is about to _exit with threads of w perhaps still running
+// (the forced exit of a shutdown): detaches them, since nothing will join
+// them, and frees nothing they may still use. Loop thread only.
+void cd_workers_abandon(cd_workers *w);
 // Both, waiting at most timeout_ms for the threads. Returns 0 (stopped; w
 // goes in its close callback), or the number of threads still running: they
 // are abandoned and w must not be freed (the process is to exit).

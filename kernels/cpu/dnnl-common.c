@@ -4,6 +4,7 @@
 #include "kernels/cpu/dnnl-impl.h"
 
 #include <dnnl_debug.h>
+#include <math.h>
 #include <omp.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -94,7 +95,11 @@ int cd_dnnl_md_act(dnnl_memory_desc_t *md, int n, int c, int h, int w, cd_layout
 int cd_dnnl_act_steps(cd_activation act, cd_dnnl_elt_step steps[2]) {
     switch (act.kind) {
     case CD_ACT_NONE: return 0;
-    case CD_ACT_RELU: steps[0] = (cd_dnnl_elt_step){dnnl_eltwise_relu, 0.0f, 0.0f}; return 1;
+    case CD_ACT_RELU:
+        // clip to [0, inf], not oneDNN's relu: that computes alpha * x below 0,
+        // and 0 * -inf is NaN where Relu(-inf) is 0. (A NaN stays NaN.)
+        steps[0] = (cd_dnnl_elt_step){dnnl_eltwise_clip, 0.0f, INFINITY};
+        return 1;
     case CD_ACT_LEAKYRELU:
         steps[0] = (cd_dnnl_elt_step){dnnl_eltwise_relu, act.alpha, 0.0f};
         return 1;

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Writes the seed corpus of tests/fuzz/fuzz-onnx-load.c into a folder:
+"""Writes the seed corpus of a fuzz target into a folder. By default, that of
+tests/fuzz/fuzz-onnx-load.c:
 small valid models from tests/models/builders.py (every op family the
 lowering knows, shape sub-graphs, residuals, BN folding) and a few broken
 ones (truncated, folding edge cases, a cycle, external data). Each seed is one
@@ -7,6 +8,15 @@ configuration byte (max_batch, blocked layout, plan mode; see the target)
 followed by the file. Generated, never committed:
 
     python3 tests/fuzz/make-corpus.py build/fuzz/onnx-seeds
+
+With --rpc, the seeds of tests/fuzz/fuzz-rpc-reader.c (the wire): requests
+of every method, infer requests that pass and that fail each check against
+the target's model signatures (picked by msgid % 4), pipelined and split
+streams, truncated, over-limit and garbage messages. Each is one
+configuration byte (read size, message limit, budget skip; see the target)
+followed by the bytes a client sends:
+
+    python3 tests/fuzz/make-corpus.py --rpc build/fuzz/rpc-seeds
 """
 import os
 import sys
@@ -117,7 +127,101 @@ def broken_models():
     return out
 
 
+def rpc_streams():
+    import struct
+
+    import msgpack
+
+    pk = lambda o: msgpack.packb(o, use_bin_type=True)
+    req = lambda msgid, method, params=None: pk([0, msgid, method, [params] if params is not None else []])
+
+    def tensor(dtype, shape, fill=b"\0"):
+        size = {"f32": 4, "f16": 2, "bf16": 2, "f64": 8, "i8": 1, "u8": 1, "i16": 2, "i32": 4, "i64": 8, "bool": 1}
+        n = 1
+        for d in shape:
+            n *= d
+        data = (fill * (n * size.get(dtype, 1)))[: n * size.get(dtype, 1)]
+        return {"dtype": dtype, "shape": list(shape), "data": data}
+
+    nan = struct.pack("<f", float("nan"))
+    inf = struct.pack("<f", float("inf"))
+    out = {}
+    # Every method, with and without params.
+    for i, m in enumerate(("hello", "health", "stats", "models", "metrics", "load", "unload", "plan", "nosuch")):
+        out[f"method-{m}"] = req(i, m) + req(100 + i, m, {"name": "m1", "path": "m1.onnx", "max_batch": 4})
+    # infer against each signature (msgid % 4: img, two, vec, deep), valid.
+    img = {"x": tensor("f32", [2, 3, 8, 8], nan + inf)}
+    two = {"a": tensor("f32", [3, 4]), "b": tensor("i64", [3, 2])}
+    vec = {"in": tensor("u8", [1])}
+    deep = {"t": tensor("f16", [1, 2, 1, 2, 1, 2, 1, 2])}
+    out["infer-img"] = req(0, "infer", {"model": "img", "inputs": img, "timeout_ms": 100})
+    out["infer-two"] = req(1, "infer", {"model": "two", "inputs": two, "outputs": ["s"]})
+    out["infer-two-big"] = req(5, "infer", {"model": "two", "inputs": two, "outputs": ["s", "big"]})
+    out["infer-vec"] = req(2, "infer", {"model": "vec", "inputs": vec, "outputs": None})
+    out["infer-deep"] = req(3, "infer", {"model": "deep", "inputs": deep})
+    # Each check failing once.
+    bad = {
+        "dtype": {"x": tensor("f64", [1, 3, 8, 8])},
+        "unknown-dtype": {"x": {"dtype": "f8", "shape": [1], "data": b"\0"}},
+        "rank": {"x": tensor("f32", [1, 3, 8])},
+        "dim": {"x": tensor("f32", [1, 3, 8, 9])},
+        "empty-dim": {"x": tensor("f32", [0, 3, 8, 8])},
+        "batch": {"x": tensor("f32", [9, 3, 8, 8])},
+        "short-data": {"x": {"dtype": "f32", "shape": [1, 3, 8, 8], "data": b"\0" * 10}},
+        "overflow": {"x": {"dtype": "f32", "shape": [2**62, 2**62, 1, 1], "data": b""}},
+        "negative": {"x": {"dtype": "f32", "shape": [-1, 3, 8, 8], "data": b""}},
+        "float-dim": {"x": {"dtype": "f32", "shape": [1.5], "data": b""}},
+        "not-map": {"x": [1, 2, 3]},
+        "unknown-input": {"z": tensor("f32", [1])},
+    }
+    for k, inputs in bad.items():
+        out[f"infer-bad-{k}"] = req(4, "infer", {"model": "img", "inputs": inputs})
+    out["infer-extra-key"] = req(0, "infer", {"model": "img", "inputs": img, "pad": b"x" * 64})
+    out["infer-no-model"] = req(0, "infer", {"inputs": img})
+    out["infer-outputs-empty"] = req(0, "infer", {"model": "img", "inputs": img, "outputs": []})
+    out["infer-timeout-neg"] = req(0, "infer", {"model": "img", "inputs": img, "timeout_ms": -1})
+    out["infer-two-disagree"] = req(1, "infer", {"model": "two", "inputs": {"a": tensor("f32", [2, 4]), "b": tensor("i64", [3, 2])}})
+    # Names as bin (some clients send every string so).
+    out["infer-as-bin"] = msgpack.packb([0, 0, b"infer", [{b"model": b"img", b"inputs": {b"x": {b"dtype": b"f32", b"shape": [1, 3, 8, 8], b"data": b"\0" * 768}}}]], use_bin_type=True)
+    out["method-not-utf8"] = msgpack.packb([0, 7, b"\xff\xfe", []], use_bin_type=True)
+    # Envelopes: notification, response from a client, bad msgid, short array, not an array.
+    out["notify"] = pk([2, "ping", [{}]]) + req(9, "hello")
+    out["response"] = pk([1, 3, None, {"ok": True}]) + pk([1, 4, {"code": "E_PARAMS", "message": "x"}, None])
+    out["bad-msgid"] = pk([0, -1, "hello", []]) + pk([0, "x", "hello", []])
+    out["short"] = pk([0, 1, "hello"])
+    out["not-array"] = pk({"a": 1}) + pk(7)
+    out["params-two"] = req(1, "hello") + pk([0, 2, "infer", [{}, {}]])
+    out["params-not-array"] = pk([0, 2, "infer", {"model": "img"}])
+    # Streams: pipelined, same msgid twice, truncated, garbage after a good one.
+    out["pipelined"] = b"".join(req(i, m) for i, m in enumerate(["hello", "health", "stats"] * 3))
+    out["same-msgid"] = req(7, "infer", {"model": "img", "inputs": img}) * 2
+    full = req(0, "infer", {"model": "img", "inputs": img})
+    out["truncated"] = req(1, "hello") + full[: len(full) // 2]
+    out["garbage"] = req(1, "hello") + bytes(range(0xc1, 0xff)) * 2
+    # Over the limits: a declared str / bin / array / map far too large, deep nesting.
+    out["huge-bin"] = req(1, "hello") + b"\x94\x00\x01\xa5infer\x91\xc6\xff\xff\xff\xff"
+    out["huge-array"] = b"\xdd\xff\xff\xff\xff"
+    out["huge-map"] = b"\x94\x00\x01\xa5infer\x91\xdf\x7f\xff\xff\xff"
+    out["deep"] = b"\x94\x00\x01\xa5hello" + b"\x91" * 40 + b"\xc0"
+    return out
+
+
+def main_rpc(d):
+    os.makedirs(d, exist_ok=True)
+    n = 0
+    for name, data in rpc_streams().items():
+        # Configurations: whole reads of 64; one byte at a time; 7-byte reads
+        # with the small message limit and the budget skip.
+        for cfg in (0x3f, 0x00, 0xc6):
+            with open(os.path.join(d, f"{name}-{cfg:02x}"), "wb") as f:
+                f.write(bytes([cfg]) + data)
+            n += 1
+    print(f"{n} seeds in {d}")
+
+
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--rpc":
+        return main_rpc(sys.argv[2])
     if len(sys.argv) != 2:
         sys.exit(__doc__)
     d = sys.argv[1]
