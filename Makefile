@@ -71,10 +71,11 @@ DNNL_LIBS    := -ldnnl
 ONNX_PROTO   ?= /usr/include/onnx/onnx.proto
 
 # ---- sources by layer -------------------------------------------------------
+CORE_SRC    := $(wildcard core/*.c)
 PROTO_SRC   := $(wildcard proto/*.c)
 CLIENT_SRC  := $(wildcard client/*.c)
 RUNTIME_SRC := $(wildcard runtime/*.c) $(BUILD)/gen/onnx.pb-c.c
-KERNEL_SRC  := $(wildcard kernels/cpu/*.c) $(wildcard sparse/*.c)
+KERNEL_SRC  := $(wildcard kernels/*.c kernels/cpu/*.c) $(wildcard sparse/*.c)
 DAEMON_SRC  := $(filter-out daemon/main.c,$(wildcard daemon/*.c))
 CONVCTL_SRC := $(wildcard tools/convctl/*.c)
 BENCH_SRC   := $(wildcard tools/convbench/*.c)
@@ -82,6 +83,7 @@ TESTLIB_SRC := $(wildcard tests/unit/*.c)
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(patsubst $(BUILD)/%,%,$(1)))
 
+CORE_OBJ    := $(call obj,$(CORE_SRC))
 PROTO_OBJ   := $(call obj,$(PROTO_SRC))
 CLIENT_OBJ  := $(call obj,$(CLIENT_SRC))
 RUNTIME_OBJ := $(call obj,$(RUNTIME_SRC))
@@ -139,12 +141,12 @@ $(BUILD)/obj/%.o: %.c
 	@echo "  CC      $<"
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
-$(LIB_PROTO): $(PROTO_OBJ)
+$(LIB_PROTO): $(CORE_OBJ) $(PROTO_OBJ)
 	@mkdir -p $(dir $@)
 	@echo "  AR      $@"
 	$(Q)rm -f $@ && ar rcs $@ $^
 
-$(LIB_RUNTIME): $(RUNTIME_OBJ) $(KERNEL_OBJ)
+$(LIB_RUNTIME): $(RUNTIME_OBJ) $(KERNEL_OBJ) $(CORE_OBJ)
 	@mkdir -p $(dir $@)
 	@echo "  AR      $@"
 	$(Q)rm -f $@ && ar rcs $@ $^
@@ -154,16 +156,16 @@ $(LIB_DAEMON): $(DAEMON_OBJ)
 	@echo "  AR      $@"
 	$(Q)rm -f $@ && ar rcs $@ $^
 
-# libconvd: the client and the wire code; never the runtime.
-$(LIB_CLIENT): $(CLIENT_OBJ) $(PROTO_OBJ)
+# libconvd: the client, the wire code and core/; never the runtime.
+$(LIB_CLIENT): $(CLIENT_OBJ) $(PROTO_OBJ) $(CORE_OBJ)
 	@mkdir -p $(dir $@)
 	@echo "  AR      $@"
 	$(Q)rm -f $@ && ar rcs $@ $^
 
-$(SO_CLIENT): $(CLIENT_OBJ) $(PROTO_OBJ) client/libconvd.map
+$(SO_CLIENT): $(CLIENT_OBJ) $(PROTO_OBJ) $(CORE_OBJ) client/libconvd.map
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
-	$(Q)$(CC) -shared $(LDFLAGS) -Wl,--version-script=client/libconvd.map -o $@ $(CLIENT_OBJ) $(PROTO_OBJ) $(MSGPACK_LIBS) $(LDLIBS)
+	$(Q)$(CC) -shared $(LDFLAGS) -Wl,--version-script=client/libconvd.map -o $@ $(CLIENT_OBJ) $(PROTO_OBJ) $(CORE_OBJ) $(MSGPACK_LIBS) $(LDLIBS)
 
 $(BUILD)/bin/convd: $(BUILD)/obj/daemon/main.o $(LIB_DAEMON) $(LIB_RUNTIME) $(LIB_PROTO)
 	@mkdir -p $(dir $@)
@@ -295,7 +297,7 @@ ifeq ($(GPU),hip)
 HIP_PLUGIN   := $(BUILD)/lib/libconvd-hip.so
 HIP_REAL_OBJ := $(patsubst %.hip,$(BUILD)/obj/hip-real/%.o,$(HIP_SRC)) \
                 $(patsubst %.c,$(BUILD)/obj/hip-real/%.o,$(HIP_HOST_SRC) $(wildcard sparse/hip/*.c) \
-                proto/errors.c)
+                core/errors.c)
 # The plugin is loaded into any daemon (also a sanitizer build): no
 # sanitizers, hidden symbols but for the plugin entry points.
 HIPCC_FLAGS  := -std=c++17 -O2 -g -Wall -Wextra -Wno-unused-parameter -fPIC \
@@ -335,7 +337,7 @@ $(BUILD)/obj/bench/%.o: CFLAGS += $(OMP_FLAGS)
 # Dense conv kernels: oneDNN layouts vs im2col + OpenBLAS sgemm (OpenBLAS is
 # used by this benchmark only, never by the product).
 CPUKERNEL_OBJ := $(call obj,$(wildcard kernels/cpu/*.c))
-$(BUILD)/bin/conv-dense-layers: $(BUILD)/obj/bench/conv-dense-layers.o $(CPUKERNEL_OBJ) $(call obj,$(wildcard sparse/*.c) proto/errors.c)
+$(BUILD)/bin/conv-dense-layers: $(BUILD)/obj/bench/conv-dense-layers.o $(CPUKERNEL_OBJ) $(call obj,$(wildcard sparse/*.c) kernels/op-desc.c core/errors.c)
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(DNNL_LIBS) $(OMP_FLAGS) -lopenblas $(LDLIBS)
@@ -353,7 +355,7 @@ bench: $(BUILD)/bin/fma-peak
 
 # Sparse conv kernels vs oneDNN dense (bench/sparse-conv-layers.sh writes the
 # "Sparse conv kernels" table of docs/PERFORMANCE.md).
-$(BUILD)/bin/sparse-conv-layers: $(BUILD)/obj/bench/sparse-conv-layers.o $(call obj,$(wildcard sparse/*.c)) $(call obj,kernels/cpu/ref-conv.c proto/errors.c)
+$(BUILD)/bin/sparse-conv-layers: $(BUILD)/obj/bench/sparse-conv-layers.o $(call obj,$(wildcard sparse/*.c)) $(call obj,kernels/op-desc.c kernels/cpu/ref-conv.c core/errors.c)
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(DNNL_LIBS) $(OMP_FLAGS) $(LDLIBS)
@@ -396,7 +398,7 @@ ifneq ($(SECONDS),)
 endif
 
 # The wire target: proto/ and the daemon's request validation, no server.
-$(BUILD)/bin/fuzz-rpc-reader: tests/fuzz/fuzz-rpc-reader.c $(PROTO_SRC) daemon/validate.c daemon/stats.c
+$(BUILD)/bin/fuzz-rpc-reader: tests/fuzz/fuzz-rpc-reader.c $(PROTO_SRC) $(CORE_SRC) daemon/validate.c daemon/stats.c
 	@mkdir -p $(dir $@)
 	@echo "  FUZZ    $@"
 	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $^ $(MSGPACK_LIBS)
@@ -406,7 +408,7 @@ $(BUILD)/bin/fuzz-rpc-reader: tests/fuzz/fuzz-rpc-reader.c $(PROTO_SRC) daemon/v
 FUZZ_ONNX_SRC := tests/fuzz/fuzz-onnx-load.c $(BUILD)/gen/onnx.pb-c.c \
     runtime/onnx-import.c runtime/onnx-file.c runtime/graph.c runtime/lower.c runtime/compact.c \
     runtime/plan.c runtime/planner.c runtime/arena.c runtime/backend.c \
-    $(wildcard kernels/cpu/ref*.c) kernels/cpu/dnnl-common.c sparse/analysis.c proto/errors.c
+    kernels/op-desc.c $(wildcard kernels/cpu/ref*.c) kernels/cpu/dnnl-common.c sparse/analysis.c core/errors.c
 $(BUILD)/bin/fuzz-onnx-load: $(FUZZ_ONNX_SRC) | $(BUILD)/gen/onnx.pb-c.h
 	@mkdir -p $(dir $@)
 	@echo "  FUZZ    $@"

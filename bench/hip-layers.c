@@ -15,7 +15,7 @@
 // when every sparse output matched its dense one within 1e-4, 1 otherwise, 2
 // for usage errors, 3 when the device cannot be created.
 
-#include "proto/errors.h"
+#include "core/errors.h"
 #include "runtime/backend.h"
 
 #include <math.h>

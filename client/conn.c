@@ -21,8 +21,8 @@
 // `wmu` while holding `mu`. Completion callbacks run with no lock held.
 
 #include "client/client-internal.h"
-#include "proto/errors.h"
-#include "proto/limits.h"
+#include "core/errors.h"
+#include "core/limits.h"
 
 #include <errno.h>
 #include <fcntl.h>

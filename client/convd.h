@@ -24,7 +24,7 @@
 // the connection stays unusable, close it and connect again. CONVD_ETIMEOUT:
 // no answer within the timeout; the connection stays usable and a late answer
 // is discarded. The numbers are the ones of the project's error table
-// (proto/errors.h) and never change.
+// (core/errors.h) and never change.
 //
 // Error messages. convd_errmsg() returns the message of the last failed call
 // made by the CALLING THREAD (thread-local storage), on any connection or
@@ -68,7 +68,7 @@ typedef struct convd_conn convd_conn;
 
 // ---- statuses ---------------------------------------------------------------
 
-//   XX(NAME, number): the status is -number. Same table as proto/errors.h
+//   XX(NAME, number): the status is -number. Same table as core/errors.h
 //   (a unit test asserts that every number and name agrees).
 #define CONVD_ERROR_MAP(XX) \
     XX(PROTOCOL, 1)         \

@@ -2,7 +2,7 @@
 // model-entry decoder shared by the models and load methods.
 
 #include "client/client-internal.h"
-#include "proto/errors.h"
+#include "core/errors.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -2,7 +2,7 @@
 // checked against the project's tables at compile time.
 
 #include "client/client-internal.h"
-#include "proto/errors.h"
+#include "core/errors.h"
 #include "proto/tensor.h"
 
 #include <stdio.h>

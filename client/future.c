@@ -2,7 +2,7 @@
 // convd_infer_async (the completion stores the result in the future).
 
 #include "client/client-internal.h"
-#include "proto/errors.h"
+#include "core/errors.h"
 
 #include <errno.h>
 #include <pthread.h>

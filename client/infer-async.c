@@ -2,7 +2,7 @@
 // on the reader thread) on top of the connection's async calls.
 
 #include "client/client-internal.h"
-#include "proto/errors.h"
+#include "core/errors.h"
 
 #include <stdlib.h>
 

@@ -2,8 +2,8 @@
 // the caller's memory), decodes and copies the output tensors.
 
 #include "client/client-internal.h"
-#include "proto/errors.h"
-#include "proto/limits.h"
+#include "core/errors.h"
+#include "core/limits.h"
 #include "proto/tensor.h"
 
 #include <stdlib.h>

@@ -2,7 +2,7 @@
 // by convctl --json.
 
 #include "client/client-internal.h"
-#include "proto/errors.h"
+#include "core/errors.h"
 
 #include <inttypes.h>
 #include <math.h>

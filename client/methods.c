@@ -2,7 +2,7 @@
 // methods (hello, health, stats, models, load, unload, plan).
 
 #include "client/client-internal.h"
-#include "proto/errors.h"
+#include "core/errors.h"
 
 #include <stdlib.h>
 #include <string.h>

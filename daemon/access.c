@@ -1,7 +1,7 @@
 #include "daemon/access.h"
 
+#include "core/errors.h"
 #include "daemon/log.h"
-#include "proto/errors.h"
 
 #include <errno.h>
 #include <grp.h>

@@ -1,10 +1,10 @@
 #include "daemon/conn.h"
 
+#include "core/errors.h"
 #include "daemon/log.h"
 #include "daemon/methods.h"
 #include "daemon/server.h"
 #include "daemon/stats.h"
-#include "proto/errors.h"
 
 #include <assert.h>
 #include <errno.h>

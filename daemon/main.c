@@ -3,12 +3,12 @@
 //   exit 0: clean shutdown (or --help/--version)
 //   exit 1: cannot start (socket used by a live daemon, device unavailable)
 //   exit 2: bad flag, value or config file
+#include "core/errors.h"
 #include "daemon/access.h"
 #include "daemon/features.h"
 #include "daemon/log.h"
 #include "daemon/server.h"
 #include "daemon/settings.h"
-#include "proto/errors.h"
 #include "runtime/backend.h"
 
 #include <stdio.h>

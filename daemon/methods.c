@@ -1,5 +1,7 @@
 #include "daemon/methods.h"
 
+#include "core/errors.h"
+#include "core/limits.h"
 #include "daemon/access.h"
 #include "daemon/conn.h"
 #include "daemon/features.h"
@@ -10,8 +12,6 @@
 #include "daemon/stats.h"
 #include "daemon/validate.h"
 #include "daemon/version.h"
-#include "proto/errors.h"
-#include "proto/limits.h"
 
 #include <stdio.h>
 #include <stdlib.h>

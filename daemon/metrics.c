@@ -1,12 +1,12 @@
 #include "daemon/metrics.h"
 
+#include "core/errors.h"
 #include "daemon/features.h"
 #include "daemon/log.h"
 #include "daemon/models.h"
 #include "daemon/registry.h"
 #include "daemon/server.h"
 #include "daemon/stats.h"
-#include "proto/errors.h"
 #include "runtime/runtime.h"
 
 #include <errno.h>

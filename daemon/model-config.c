@@ -5,9 +5,9 @@
 //   max_batch    = 16
 //   max_delay_us = 2000
 //   max_queue    = 512
+#include "core/errors.h"
 #include "daemon/registry.h"
 #include "daemon/settings.h"
-#include "proto/errors.h"
 
 #include <errno.h>
 #include <stddef.h>

@@ -5,14 +5,14 @@
 // cd_model_run); the loop only validates, takes references and packs.
 #include "daemon/models.h"
 
+#include "core/errors.h"
+#include "core/limits.h"
 #include "daemon/conn.h"
 #include "daemon/log.h"
 #include "daemon/registry.h"
 #include "daemon/request.h"
 #include "daemon/server.h"
 #include "daemon/validate.h"
-#include "proto/errors.h"
-#include "proto/limits.h"
 #include "proto/params.h"
 #include "proto/rpc.h"
 #include "proto/tensor.h"

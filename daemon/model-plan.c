@@ -9,13 +9,13 @@
 // timeout closes the connection (req->cancelled).
 #include "daemon/models.h"
 
+#include "core/errors.h"
+#include "core/limits.h"
 #include "daemon/conn.h"
 #include "daemon/features.h"
 #include "daemon/registry.h"
 #include "daemon/request.h"
 #include "daemon/server.h"
-#include "proto/errors.h"
-#include "proto/limits.h"
 #include "proto/params.h"
 #include "proto/rpc.h"
 #include "runtime/runtime.h"

@@ -1,6 +1,6 @@
 #include "daemon/registry.h"
 
-#include "proto/errors.h"
+#include "core/errors.h"
 
 #include <errno.h>
 #include <stdio.h>

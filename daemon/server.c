@@ -1,5 +1,6 @@
 #include "daemon/server.h"
 
+#include "core/errors.h"
 #include "daemon/access.h"
 #include "daemon/conn.h"
 #include "daemon/log.h"
@@ -7,7 +8,6 @@
 #include "daemon/models.h"
 #include "daemon/stats.h"
 #include "daemon/version.h"
-#include "proto/errors.h"
 
 #include <errno.h>
 #include <fcntl.h>

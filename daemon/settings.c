@@ -1,8 +1,8 @@
 #include "daemon/settings.h"
 
+#include "core/errors.h"
+#include "core/limits.h"
 #include "daemon/version.h"
-#include "proto/errors.h"
-#include "proto/limits.h"
 
 #include <ctype.h>
 #include <errno.h>

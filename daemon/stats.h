@@ -6,7 +6,7 @@
 // one place, conn_reply_error), a refused connection bumps one conn_rejected_*
 // counter. Counters are relaxed atomics: workers may bump them too.
 
-#include "proto/errors.h"
+#include "core/errors.h"
 
 #include <stdatomic.h>
 #include <stdint.h>

@@ -1,7 +1,7 @@
 // Request validation that needs no server (see validate.h).
 #include "daemon/validate.h"
 
-#include "proto/errors.h"
+#include "core/errors.h"
 #include "proto/params.h"
 #include "proto/tensor.h"
 

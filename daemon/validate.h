@@ -8,7 +8,7 @@
 // so does the wire fuzz target (tests/fuzz/fuzz-rpc-reader.c), with no socket,
 // loop or model behind them.
 
-#include "proto/limits.h"
+#include "core/limits.h"
 #include "proto/rpc.h"
 #include "runtime/runtime.h"
 

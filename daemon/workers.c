@@ -1,7 +1,7 @@
 #include "daemon/workers.h"
 
+#include "core/errors.h"
 #include "daemon/log.h"
-#include "proto/errors.h"
 
 #include <pthread.h>
 #include <sched.h>

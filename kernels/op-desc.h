@@ -2,8 +2,10 @@
 #define CD_KERNELS_OP_DESC_H
 
 // Plain descriptions of the operators, shared by the planner (runtime/), the
-// CPU kernels (kernels/cpu/), the sparse kernels (sparse/) and the HIP kernels
-// (kernels/hip/). No behaviour here, only shapes and parameters.
+// backends (backends/), the reference kernels (kernels/cpu/) and the sparse
+// kernels (sparse/). Only shapes and parameters, and the few definitions
+// every kernel must agree on (kernels/op-desc.c: what an activation computes,
+// the output size of a conv).
 
 #include <stdint.h>
 
@@ -67,6 +69,18 @@ typedef struct {
     float beta;  // CLIP max, HARDSIGMOID beta
 } cd_activation;
 
+// Applies an activation to one value (kernels/op-desc.c): the definition
+// every kernel's fused activation follows.
+float cd_act_apply(cd_activation act, float x);
+
+// Element-wise binary operators (NumPy broadcasting).
+typedef enum {
+    CD_BINARY_ADD = 0,
+    CD_BINARY_MUL,
+    CD_BINARY_SUB,
+    CD_BINARY_DIV,
+} cd_binary_kind;
+
 // A 2-D convolution, weights OIHW (O = K, I = C / groups).
 typedef struct {
     int n, c, h, w;        // input: batch, channels, height, width
@@ -79,6 +93,12 @@ typedef struct {
     cd_activation act;     // applied after bias (and after the residual add)
     int has_residual;      // 1: dst = act(conv + bias + residual)
 } cd_conv_desc;
+
+// Output size of a convolution along one axis (floor division, ONNX rule).
+int cd_conv_out_dim(int in, int kernel, int stride, int pad_begin, int pad_end,
+                    int dilation);
+// Fills d->oh and d->ow from the other fields.
+void cd_conv_out_dims(cd_conv_desc *d);
 
 typedef enum {
     CD_POOL_MAX = 0,

@@ -3,7 +3,7 @@
 
 // Private to proto/: helpers that turn bad input into readable reasons.
 
-#include "proto/errors.h"
+#include "core/errors.h"
 #include "proto/params.h" // cd_sanitize
 
 #include <msgpack.h>

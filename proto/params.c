@@ -6,8 +6,8 @@
 
 #include "proto/params.h"
 
+#include "core/errors.h"
 #include "proto/describe.h"
-#include "proto/errors.h"
 
 #include <inttypes.h>
 #include <string.h>

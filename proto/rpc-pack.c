@@ -3,7 +3,7 @@
 
 #include "proto/rpc.h"
 
-#include "proto/errors.h"
+#include "core/errors.h"
 #include "proto/params.h"
 
 #include <stdbool.h>

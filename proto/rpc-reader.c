@@ -10,9 +10,9 @@
 
 #include "proto/rpc.h"
 
+#include "core/errors.h"
+#include "core/limits.h"
 #include "proto/describe.h"
-#include "proto/errors.h"
-#include "proto/limits.h"
 #include "proto/params.h"
 #include "proto/rpc-scan.h"
 

@@ -2,8 +2,8 @@
 
 #include "proto/rpc-scan.h"
 
+#include "core/errors.h"
 #include "proto/describe.h"
-#include "proto/errors.h"
 
 #include <inttypes.h>
 #include <string.h>

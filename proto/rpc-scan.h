@@ -8,7 +8,7 @@
 // below survives between calls, so a 64 MiB message that arrives in 64 KiB
 // reads costs one pass over its headers (payload bytes are skipped, not read).
 
-#include "proto/limits.h"
+#include "core/limits.h"
 
 #include <stdbool.h>
 #include <stddef.h>

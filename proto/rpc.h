@@ -8,7 +8,7 @@
 // The reader is streaming: feed it bytes as they arrive (messages may be split
 // across reads, or several may share one read) and pull complete messages out.
 // Every declared length (str, bin, array, map) and the nesting depth are
-// checked against proto/limits.h *before* anything is allocated for them, by a
+// checked against core/limits.h *before* anything is allocated for them, by a
 // resumable pre-scan of the raw bytes; only a complete, in-limit message is
 // handed to msgpack-c's unpacker.
 

@@ -1,6 +1,6 @@
 #include "runtime/arena.h"
 
-#include "runtime/checked.h"
+#include "core/checked.h"
 
 #include <stdint.h>
 #include <stdlib.h>

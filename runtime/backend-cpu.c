@@ -9,9 +9,9 @@
 
 #include "runtime/backend.h"
 
+#include "core/errors.h"
 #include "kernels/cpu/dnnl.h"
 #include "kernels/cpu/ref.h"
-#include "proto/errors.h"
 #include "sparse/sparse-conv.h"
 
 #include <stdio.h>

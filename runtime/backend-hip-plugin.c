@@ -6,8 +6,8 @@
 
 #include "runtime/backend.h"
 
+#include "core/errors.h"
 #include "kernels/hip/plugin.h"
-#include "proto/errors.h"
 
 #include <dlfcn.h>
 #include <limits.h>

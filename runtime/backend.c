@@ -3,9 +3,9 @@
 
 #include "runtime/backend.h"
 
+#include "core/checked.h"
+#include "core/errors.h"
 #include "kernels/hip/backend-hip.h"
-#include "proto/errors.h"
-#include "runtime/checked.h"
 
 #include <stdint.h>
 #include <stdio.h>

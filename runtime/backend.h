@@ -18,9 +18,8 @@
 // planner keeps one layout across consecutive layers and asks for a reorder
 // only where the next op needs another.
 
-#include "kernels/cpu/ref.h"
+#include "core/limits.h"
 #include "kernels/op-desc.h"
-#include "proto/limits.h"
 
 #include <stdbool.h>
 #include <stddef.h>

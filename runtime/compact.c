@@ -35,8 +35,8 @@
 
 #include "runtime/graph.h"
 
+#include "core/errors.h"
 #include "kernels/cpu/ref.h"
-#include "proto/errors.h"
 #include "sparse/analysis.h"
 
 #include <stdio.h>
@@ -131,7 +131,7 @@ static void statuses(cctx *x) {
                 }
                 if (isc) {
                     x->isconst[el(x, out, o)] = 1;
-                    x->kval[el(x, out, o)] = cd_ref_act(d->act, (float)acc);
+                    x->kval[el(x, out, o)] = cd_act_apply(d->act, (float)acc);
                 }
             }
             break;
@@ -141,7 +141,7 @@ static void statuses(cctx *x) {
             for (int c = 0; c < C; c++)
                 if (x->isconst[el(x, in0, c)]) {
                     x->isconst[el(x, out, c)] = 1;
-                    x->kval[el(x, out, c)] = cd_ref_act(op->u.act, x->kval[el(x, in0, c)]);
+                    x->kval[el(x, out, c)] = cd_act_apply(op->u.act, x->kval[el(x, in0, c)]);
                 }
             break;
         case CD_OP_POOL: {
@@ -165,7 +165,7 @@ static void statuses(cctx *x) {
                 if (x->isconst[el(x, a, c)] && x->isconst[el(x, b, c)]) {
                     x->isconst[el(x, out, c)] = 1;
                     x->kval[el(x, out, c)] =
-                        cd_ref_act(op->u.binary.act, cd_ref_binary_op(op->u.binary.kind, x->kval[el(x, a, c)], x->kval[el(x, b, c)]));
+                        cd_act_apply(op->u.binary.act, cd_ref_binary_op(op->u.binary.kind, x->kval[el(x, a, c)], x->kval[el(x, b, c)]));
                 }
             break;
         }

@@ -1,7 +1,7 @@
 #include "runtime/graph.h"
 
-#include "proto/errors.h"
-#include "runtime/checked.h"
+#include "core/checked.h"
+#include "core/errors.h"
 
 #include <stdio.h>
 #include <stdlib.h>

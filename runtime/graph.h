@@ -16,9 +16,8 @@
 // that would mix the batch into other dims (Reshape/Flatten/Transpose/Softmax/
 // Concat over dim 0), so every activation scales linearly with the batch.
 
-#include "kernels/cpu/ref.h"
+#include "core/limits.h"
 #include "kernels/op-desc.h"
-#include "proto/limits.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -143,7 +142,7 @@ int cd_graph_add_op(cd_graph *g, cd_op_kind kind, const char *name);
 void cd_op_free(cd_op *op);
 void cd_graph_free(cd_graph *g);
 // Elements of a shape, or -1 on negative dims or when the product of the
-// non-zero dims overflows (runtime/checked.h).
+// non-zero dims overflows (core/checked.h).
 int64_t cd_shape_numel(int rank, const int64_t *shape);
 
 // ---- onnx-import.c ------------------------------------------------------------

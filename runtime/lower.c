@@ -13,10 +13,11 @@
 
 #include "runtime/graph.h"
 
+#include "core/checked.h"
+#include "core/errors.h"
+#include "core/limits.h"
+#include "kernels/cpu/ref.h"
 #include "onnx.pb-c.h"
-#include "proto/errors.h"
-#include "proto/limits.h"
-#include "runtime/checked.h"
 
 #include <float.h>
 #include <math.h>

@@ -3,9 +3,9 @@
 
 #include "runtime/model.h"
 
+#include "core/errors.h"
 #include "kernels/cpu/dnnl.h"
 #include "sparse/spmm-ukernel.h"
-#include "proto/errors.h"
 
 #include <omp.h>
 #include <pthread.h>

@@ -1,6 +1,6 @@
 #include "runtime/onnx-file.h"
 
-#include "proto/errors.h"
+#include "core/errors.h"
 
 #include <errno.h>
 #include <fcntl.h>

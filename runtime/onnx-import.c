@@ -5,10 +5,10 @@
 #include "runtime/graph.h"
 #include "runtime/onnx-file.h"
 
+#include "core/checked.h"
+#include "core/errors.h"
+#include "core/limits.h"
 #include "onnx.pb-c.h"
-#include "proto/errors.h"
-#include "proto/limits.h"
-#include "runtime/checked.h"
 
 #include <errno.h>
 #include <fcntl.h>

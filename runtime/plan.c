@@ -18,9 +18,10 @@
 
 #include "runtime/model.h"
 
+#include "core/checked.h"
+#include "core/errors.h"
+#include "kernels/cpu/ref.h"
 #include "runtime/arena.h"
-#include "proto/errors.h"
-#include "runtime/checked.h"
 #include "sparse/analysis.h"
 
 #include <stdio.h>

@@ -14,10 +14,10 @@
 
 #include "runtime/planner.h"
 
-#include "proto/errors.h"
+#include "core/errors.h"
+#include "kernels/cpu/dnnl.h"
 #include "sparse/analysis.h"
 #include "sparse/sparse-conv.h"
-#include "kernels/cpu/dnnl.h"
 
 #include <errno.h>
 #include <omp.h>

@@ -8,8 +8,8 @@
 // Thread-safety: a cd_model is immutable after cd_model_load and may be shared
 // by any number of threads; each thread that runs it needs its own cd_exec.
 
-#include "proto/limits.h"
-#include "proto/tensor.h"
+#include "core/dtype.h"
+#include "core/limits.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,6 +1,6 @@
 #include "sparse/analysis.h"
 
-#include "proto/errors.h"
+#include "core/errors.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 #include "sparse/bsr.h"
 
-#include "proto/errors.h"
+#include "core/errors.h"
 
 #include <string.h>
 

@@ -10,7 +10,7 @@
 
 #include "sparse/prune.h"
 
-#include "proto/errors.h"
+#include "core/errors.h"
 
 #include <ctype.h>
 #include <errno.h>

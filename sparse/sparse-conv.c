@@ -1,11 +1,10 @@
 #include "sparse/sparse-conv.h"
 
-#include "kernels/cpu/ref.h"
-#include "proto/errors.h"
+#include "core/errors.h"
 #include "sparse/analysis.h"
+#include "sparse/band-rows.h"
 #include "sparse/bsr.h"
 #include "sparse/csr.h"
-#include "sparse/band-rows.h"
 #include "sparse/spmm-shift.h"
 
 #include <limits.h>
@@ -715,7 +714,7 @@ static void prep_band(const cd_sparse_conv *h, const float *src, size_t src_floa
 }
 
 static void apply_act(cd_activation act, float *p, size_t n) {
-    for (size_t i = 0; i < n; i++) p[i] = cd_ref_act(act, p[i]);
+    for (size_t i = 0; i < n; i++) p[i] = cd_act_apply(act, p[i]);
 }
 
 // dst[i] = act(src[i] (+ res[i])): the copy-out of MODE_JUNK and MODE_FC.
@@ -723,7 +722,7 @@ static void apply_act(cd_activation act, float *p, size_t n) {
 static void finish(const cd_sparse_conv *h, float *dst, const float *src, const float *res,
                    size_t n) {
     if (h->post_act) {
-        for (size_t i = 0; i < n; i++) dst[i] = cd_ref_act(h->d.act, res ? src[i] + res[i] : src[i]);
+        for (size_t i = 0; i < n; i++) dst[i] = cd_act_apply(h->d.act, res ? src[i] + res[i] : src[i]);
         return;
     }
     const float lo = h->kparams.min, hi = h->kparams.max;
@@ -889,7 +888,7 @@ static void run_blocks(const run_ctx *x, size_t unit, int g, int b0, int b1, siz
             for (size_t n = 0; n < cnt; n++) {
                 const size_t o = (n0 + n) * d->k + k0 + i;
                 const float v = s[i * FC_FOLD + n];
-                x->dst[o] = cd_ref_act(d->act, x->res ? v + x->res[o] : v);
+                x->dst[o] = cd_act_apply(d->act, x->res ? v + x->res[o] : v);
             }
         break;
     }

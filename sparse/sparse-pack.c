@@ -1,6 +1,6 @@
 #include "sparse/sparse-pack.h"
 
-#include "proto/errors.h"
+#include "core/errors.h"
 
 #include <stdlib.h>
 #include <string.h>

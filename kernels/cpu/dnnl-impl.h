@@ -3,8 +3,8 @@
 
 // Internals shared by kernels/cpu/dnnl-*.c. Not for use outside kernels/cpu.
 
+#include "core/errors.h"
 #include "kernels/cpu/dnnl.h"
-#include "proto/errors.h"
 
 #include <dnnl.h>
 #include <pthread.h>

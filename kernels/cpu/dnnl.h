@@ -49,7 +49,7 @@
 //    cd_dnnl_ctx_reserve(ctx, max of the sizes cd_dnnl_op_prepare reports) to
 //    keep runs allocation-free.
 //
-// Errors: functions return 0 or a negative CD_E* code (proto/errors.h). A
+// Errors: functions return 0 or a negative CD_E* code (core/errors.h). A
 // failing oneDNN call is logged once to stderr with the call, file:line and
 // status name, and converted: dnnl_out_of_memory -> CD_ENOMEM,
 // dnnl_unimplemented -> CD_EUNSUPPORTED, anything else -> CD_EINTERNAL.

@@ -1,6 +1,6 @@
 #include "kernels/cpu/ref.h"
 
-#include "proto/limits.h"
+#include "core/limits.h"
 
 #include <math.h>
 
@@ -29,7 +29,7 @@ void cd_ref_binary(cd_binary_kind kind, int rank, const int64_t *a_shape,
     }
     int64_t oa = 0, ob = 0;
     for (int64_t e = 0; e < total; e++) {
-        dst[e] = cd_ref_act(act, cd_ref_binary_op(kind, a[oa], b[ob]));
+        dst[e] = cd_act_apply(act, cd_ref_binary_op(kind, a[oa], b[ob]));
         // Advance the multi-index (odometer), keeping the operand offsets.
         for (int i = rank - 1; i >= 0; i--) {
             if (++idx[i] < dst_shape[i]) {
@@ -45,7 +45,7 @@ void cd_ref_binary(cd_binary_kind kind, int rank, const int64_t *a_shape,
 }
 
 void cd_ref_activation(cd_activation act, size_t n, const float *src, float *dst) {
-    for (size_t i = 0; i < n; i++) dst[i] = cd_ref_act(act, src[i]);
+    for (size_t i = 0; i < n; i++) dst[i] = cd_act_apply(act, src[i]);
 }
 
 void cd_ref_softmax(size_t outer, size_t len, size_t inner, const float *src, float *dst) {

@@ -8,6 +8,6 @@ void cd_ref_gemm(int m, int n, int k, const float *src, const float *w,
             double acc = bias ? bias[j] : 0.0;
             const float *a = src + (size_t)i * k, *b = w + (size_t)j * k;
             for (int p = 0; p < k; p++) acc += (double)a[p] * (double)b[p];
-            dst[(size_t)i * n + j] = cd_ref_act(act, (float)acc);
+            dst[(size_t)i * n + j] = cd_act_apply(act, (float)acc);
         }
 }

@@ -1,6 +1,6 @@
 #include "kernels/cpu/ref.h"
 
-#include "proto/limits.h"
+#include "core/limits.h"
 
 #include <string.h>
 

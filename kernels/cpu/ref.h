@@ -9,21 +9,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-// Applies an activation to one value.
-float cd_ref_act(cd_activation act, float x);
-
 // dst[n,k,oh,ow] = act(sum w[k,c',r,s] * src[n,g*C/G+c',ih,iw] + bias[k]
 //                      (+ residual[n,k,oh,ow] when d->has_residual)).
 // src NCHW, w OIHW (I = c/groups), bias K or NULL, residual shaped like dst or
 // NULL. d->oh and d->ow must be set (see cd_conv_out_dims).
 void cd_ref_conv2d(const cd_conv_desc *d, const float *src, const float *w,
                    const float *bias, const float *residual, float *dst);
-
-// Output size of a convolution along one axis (floor division, ONNX rule).
-int cd_conv_out_dim(int in, int kernel, int stride, int pad_begin, int pad_end,
-                    int dilation);
-// Fills d->oh and d->ow from the other fields.
-void cd_conv_out_dims(cd_conv_desc *d);
 
 // Max or average pooling, NCHW. d->oh/d->ow must be set (cd_pool_out_dims).
 void cd_ref_pool2d(const cd_pool_desc *d, const float *src, float *dst);
@@ -38,13 +29,6 @@ void cd_pool_out_dims(cd_pool_desc *d);
 // bias N or NULL.
 void cd_ref_gemm(int m, int n, int k, const float *src, const float *w,
                  const float *bias, cd_activation act, float *dst);
-
-typedef enum {
-    CD_BINARY_ADD = 0,
-    CD_BINARY_MUL,
-    CD_BINARY_SUB,
-    CD_BINARY_DIV,
-} cd_binary_kind;
 
 // Elementwise a (op) b with NumPy broadcasting, then act. All three shapes are
 // given at the same rank (pad shorter ones with leading 1s); each dim of a and

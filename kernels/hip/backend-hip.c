@@ -41,6 +41,7 @@
 
 #include "kernels/hip/backend-hip.h"
 
+#include "core/errors.h"
 #include "kernels/hip/bias-act.h"
 #include "kernels/hip/binary.h"
 #include "kernels/hip/check.h"
@@ -53,7 +54,6 @@
 #include "kernels/hip/sgemm.h"
 #include "kernels/hip/softmax.h"
 #include "kernels/hip/transpose.h"
-#include "proto/errors.h"
 #include "sparse/hip/gebsr-pack.h"
 #include "sparse/sparse-conv.h"
 
@@ -721,7 +721,7 @@ static size_t numel(const cd_btensor *t) {
     return n;
 }
 
-// The activations of kernels/op-desc.h on the host (the formulas of cd_ref_act).
+// The activations of kernels/op-desc.h on the host (the formulas of cd_act_apply).
 static float host_act(cd_activation a, float x) {
     switch (a.kind) {
     case CD_ACT_NONE: return x;

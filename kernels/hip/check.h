@@ -7,8 +7,8 @@
 // function return the matching CD_E* code (hipErrorOutOfMemory -> CD_ENOMEM,
 // anything else -> CD_EDEVICE). Nothing aborts.
 
+#include "core/errors.h"
 #include "kernels/hip/vendor-host.h"
-#include "proto/errors.h"
 
 #ifdef __cplusplus
 extern "C" {

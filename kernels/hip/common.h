@@ -6,7 +6,7 @@
 
 #include "kernels/op-desc.h"
 
-// The activation of kernels/op-desc.h, the same formulas as cd_ref_act.
+// The activation of kernels/op-desc.h, the same formulas as cd_act_apply.
 static __device__ __forceinline__ float cd_hip_act(cd_activation act, float x) {
     switch (act.kind) {
     case CD_ACT_NONE: return x;

@@ -3,9 +3,9 @@
 
 #include "kernels/hip/plugin.h"
 
+#include "core/errors.h"
 #include "kernels/hip/bias-act.h"
 #include "kernels/hip/check.h"
-#include "proto/errors.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -2,7 +2,7 @@
 
 #include "sparse/hip/gebsr-pack.h"
 
-#include "proto/errors.h"
+#include "core/errors.h"
 
 #include <limits.h>
 #include <stdint.h>

@@ -4,8 +4,8 @@
 
 #include "sparse/hip/rocsparse-calls.h"
 
+#include "core/errors.h"
 #include "kernels/hip/check.h"
-#include "proto/errors.h"
 
 #include <rocsparse/rocsparse.h>
 #include <stdio.h>

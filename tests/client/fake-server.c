@@ -2,7 +2,7 @@
 
 #include "tests/client/fake-server.h"
 
-#include "proto/errors.h"
+#include "core/errors.h"
 #include "proto/params.h"
 #include "proto/rpc.h"
 #include "tests/unit/check.h"

@@ -1,7 +1,7 @@
 // libconvd without a daemon: the error table, connecting to nothing, JSON.
 
 #include "client/convd.h"
-#include "proto/errors.h"
+#include "core/errors.h"
 #include "proto/tensor.h"
 #include "tests/unit/check.h"
 
@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 CD_TEST(client_errors_match_proto_table) {
-    // Every row of the public table equals proto/errors.h, number and name,
+    // Every row of the public table equals core/errors.h, number and name,
     // and the two tables have the same rows.
     int n_public = 0, n_proto = 0;
 #define XX(name, num) n_public++; CHECK_EQ(CONVD_E##name, CD_E##name);        \

@@ -15,7 +15,7 @@
 // mode; the rest is the file. External data resolves in a folder made at
 // start-up that holds a data file and a symlink pointing outside it.
 
-#include "proto/errors.h"
+#include "core/errors.h"
 #include "runtime/backend.h"
 #include "runtime/graph.h"
 #include "runtime/model.h"

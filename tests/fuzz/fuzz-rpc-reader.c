@@ -29,10 +29,10 @@
 // request that breaks what the workers rely on, a round trip that changes a
 // value.
 
+#include "core/errors.h"
+#include "core/limits.h"
 #include "daemon/stats.h"
 #include "daemon/validate.h"
-#include "proto/errors.h"
-#include "proto/limits.h"
 #include "proto/params.h"
 #include "proto/rpc.h"
 #include "proto/tensor.h"

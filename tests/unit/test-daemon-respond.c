@@ -4,8 +4,8 @@
 // before the request is handed back; never for requests cancelled or timed
 // out in a queue; and cd_workers_sync delivers every request whose hook has
 // run, without waiting for the uv_async round.
+#include "core/errors.h"
 #include "daemon/workers.h"
-#include "proto/errors.h"
 #include "tests/unit/check.h"
 
 #include <pthread.h>

@@ -2,8 +2,8 @@
 // items, max delay, arrival order, mixed batch sizes), the queue limit
 // (CD_EOVERLOADED), cancellation of queued requests and deadlines checked at
 // dequeue -- with a fake batch function on a real uv loop and worker threads.
+#include "core/errors.h"
 #include "daemon/workers.h"
-#include "proto/errors.h"
 #include "tests/unit/check.h"
 
 #include <pthread.h>

@@ -4,10 +4,10 @@
 
 #include "tests/unit/check.h"
 
+#include "core/errors.h"
+#include "core/limits.h"
 #include "daemon/stats.h"
 #include "daemon/validate.h"
-#include "proto/errors.h"
-#include "proto/limits.h"
 #include "proto/rpc.h"
 
 #include <msgpack.h>

@@ -1,4 +1,4 @@
-#include "proto/errors.h"
+#include "core/errors.h"
 #include "tests/unit/check.h"
 
 CD_TEST(errors_names_round_trip) {

@@ -8,8 +8,8 @@
 // CD_TEST_HIP_DEVICE=hip:N runs the same tests on a real AMD GPU through the
 // GPU=hip plugin (bench/gpu-check does); the default is hip-emu.
 
+#include "core/errors.h"
 #include "kernels/cpu/ref.h"
-#include "proto/errors.h"
 #include "runtime/backend.h"
 #include "sparse/sparse-conv.h"
 #include "tests/unit/check.h"

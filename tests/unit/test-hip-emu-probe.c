@@ -3,7 +3,7 @@
 
 #include "kernels/hip/plugin.h"
 
-#include "proto/errors.h"
+#include "core/errors.h"
 #include "tests/unit/check.h"
 
 #include <dlfcn.h>

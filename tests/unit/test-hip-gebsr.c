@@ -6,7 +6,7 @@
 // relies on; the hip-emu backend runs its BSR4/BSR8 layers through the same
 // arrays (tests/unit/test-hip-backend.c, *_gebsr_route_*).
 
-#include "proto/errors.h"
+#include "core/errors.h"
 #include "sparse/hip/gebsr-pack.h"
 #include "tests/unit/check.h"
 

@@ -5,9 +5,9 @@
 // layout round trips through the reference reorder, and checks that the
 // channel padding of the blocked layouts is zero.
 
+#include "core/errors.h"
 #include "kernels/cpu/dnnl.h"
 #include "kernels/cpu/ref.h"
-#include "proto/errors.h"
 #include "tests/unit/check.h"
 
 // Random floats in [lo, hi); never all zero.

@@ -6,8 +6,8 @@
 // through a reader. Header-only (static inline) so each test file stays
 // self-contained.
 
-#include "proto/errors.h"
-#include "proto/limits.h"
+#include "core/errors.h"
+#include "core/limits.h"
 #include "proto/rpc.h"
 #include "tests/unit/check.h"
 

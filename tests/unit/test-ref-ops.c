@@ -1,8 +1,8 @@
 // The reference kernels of kernels/cpu/ref-*.c against independent naive
 // formulas on fresh random shapes.
 
+#include "core/limits.h"
 #include "kernels/cpu/ref.h"
-#include "proto/limits.h"
 #include "tests/unit/check.h"
 
 static float *rbuf(size_t n) {

@@ -2,9 +2,9 @@
 // kernel it picks: oneDNN, own depthwise, reference) against the reference
 // kernels, on fresh random shapes, in every layout the backend accepts.
 
+#include "core/errors.h"
 #include "kernels/cpu/dnnl.h"
 #include "kernels/cpu/ref.h"
-#include "proto/errors.h"
 #include "runtime/backend.h"
 #include "tests/unit/check.h"
 

@@ -8,8 +8,8 @@
 // consumers, the union rule of residual Adds, unread input channels,
 // block-diagonal connections turned into groups, an all-zero layer.
 
+#include "core/errors.h"
 #include "kernels/cpu/ref.h"
-#include "proto/errors.h"
 #include "runtime/graph.h"
 #include "sparse/analysis.h"
 #include "tests/unit/check.h"

@@ -5,10 +5,10 @@
 // asserts the exact error code; the suite runs this binary under ASan/UBSan
 // too (make SAN=1), where any undefined behaviour ends the test.
 
+#include "core/checked.h"
+#include "core/errors.h"
+#include "core/limits.h"
 #include "onnx.pb-c.h"
-#include "proto/errors.h"
-#include "proto/limits.h"
-#include "runtime/checked.h"
 #include "runtime/graph.h"
 #include "runtime/runtime.h"
 #include "tests/unit/check.h"

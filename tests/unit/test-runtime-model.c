@@ -3,9 +3,9 @@
 // Shape->Gather->Unsqueeze->Concat), batch consistency, BN folding, arena
 // reuse, and load/run errors.
 
-#include "onnx.pb-c.h"
+#include "core/errors.h"
 #include "kernels/cpu/ref.h"
-#include "proto/errors.h"
+#include "onnx.pb-c.h"
 #include "runtime/runtime.h"
 #include "tests/unit/check.h"
 

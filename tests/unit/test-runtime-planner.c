@@ -5,8 +5,8 @@
 // gate, sparse at 90% on large layers); the tune cache on disk; the CD_PLAN
 // modes.
 
+#include "core/errors.h"
 #include "kernels/cpu/ref.h"
-#include "proto/errors.h"
 #include "runtime/backend.h"
 #include "runtime/planner.h"
 #include "runtime/runtime.h"

@@ -5,8 +5,8 @@
 // submits, a wait with nothing pending, a failed submit) leaves the exec
 // usable; freeing an exec with a run pending is clean.
 
+#include "core/errors.h"
 #include "onnx.pb-c.h"
-#include "proto/errors.h"
 #include "runtime/runtime.h"
 #include "tests/unit/check.h"
 #include "tests/unit/onnx-builder.h"

@@ -1,6 +1,6 @@
 // Weight analysis (sparse/analysis.h) on weights built with a known structure.
 
-#include "proto/errors.h"
+#include "core/errors.h"
 #include "sparse/analysis.h"
 #include "sparse/bsr.h"
 #include "sparse/csr.h"

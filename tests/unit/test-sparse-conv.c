@@ -2,7 +2,7 @@
 // pruned weights: every ISA this CPU runs (scalar, AVX2, AVX-512) x every
 // format (CSR, BSR4, BSR8, auto), randomised shapes, sparsities 0/50/90/99/100%.
 
-#include "proto/errors.h"
+#include "core/errors.h"
 #include "tests/unit/test-sparse-util.h"
 
 #include <omp.h>

@@ -2,7 +2,7 @@
 // achieved sparsity within rounding, the structure of each mode really holds,
 // the kept units are the largest, S=0 / S=1, ties, the global rule, bad input.
 
-#include "proto/errors.h"
+#include "core/errors.h"
 #include "sparse/analysis.h"
 #include "sparse/prune.h"
 #include "tests/unit/test-sparse-util.h"

@@ -8,7 +8,7 @@
 // pads; odd sizes; pitches of whole vectors of that ISA; batch 1..4;
 // groups; residual + activations) at 0/50/90/99/100% sparsity.
 
-#include "proto/errors.h"
+#include "core/errors.h"
 #include "sparse/sparse-pack.h"
 #include "sparse/spmm-shift.h"
 #include "tests/unit/test-sparse-util.h"

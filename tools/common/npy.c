@@ -1,6 +1,6 @@
 #include "tools/common/npy.h"
 
-#include "proto/errors.h"
+#include "core/errors.h"
 
 #include <ctype.h>
 #include <errno.h>

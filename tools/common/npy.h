@@ -8,7 +8,7 @@
 // (>= 0, product without overflow) and the data length (exactly the rest of
 // the file).
 
-#include "proto/limits.h"
+#include "core/limits.h"
 #include "proto/tensor.h"
 
 #include <stddef.h>

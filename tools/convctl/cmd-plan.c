@@ -10,7 +10,7 @@
 
 #include "tools/convctl/convctl.h"
 
-#include "proto/errors.h"
+#include "core/errors.h"
 #include "runtime/runtime.h"
 
 #include <stdio.h>

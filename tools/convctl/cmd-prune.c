@@ -12,7 +12,7 @@
 #include "tools/convctl/convctl.h"
 #include "tools/convctl/onnx-rewrite.h"
 
-#include "proto/errors.h"
+#include "core/errors.h"
 #include "sparse/prune.h"
 
 #include <limits.h>

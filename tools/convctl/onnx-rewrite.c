@@ -4,7 +4,7 @@
 
 #include "tools/convctl/onnx-rewrite.h"
 
-#include "proto/errors.h"
+#include "core/errors.h"
 #include "runtime/graph.h"
 #include "runtime/onnx-file.h"
 

@@ -9,7 +9,7 @@
 // Exit status: 0 success, 1 any runtime error (message on stderr naming the
 // error code), 2 bad usage.
 
-#include "proto/errors.h"
+#include "core/errors.h"
 #include "runtime/runtime.h"
 #include "tools/common/npy.h"
 

@@ -1,5 +1,5 @@
-#ifndef CD_PROTO_LIMITS_H
-#define CD_PROTO_LIMITS_H
+#ifndef CD_CORE_LIMITS_H
+#define CD_CORE_LIMITS_H
 
 #include <stdint.h>
 
@@ -18,7 +18,7 @@
 
 // Limits on what a model file may declare (runtime/). Files come from
 // programs we do not control: each declared size is checked against these
-// (with overflow-checked arithmetic, runtime/checked.h) before anything is
+// (with overflow-checked arithmetic, core/checked.h) before anything is
 // allocated for it. A value over one is CD_ETOO_LARGE naming what and where.
 // Nodes of one graph. CNNs have hundreds to a few thousand; every layer costs
 // the backend some kilobytes and tens of microseconds to prepare, so 100,000
@@ -45,4 +45,4 @@
 // inputs; every dim of an activation then fits an int.
 #define CD_MAX_ACT_ELEMS        ((int64_t)1 << 30)
 
-#endif // CD_PROTO_LIMITS_H
+#endif // CD_CORE_LIMITS_H

@@ -1,5 +1,5 @@
-#ifndef CD_RUNTIME_CHECKED_H
-#define CD_RUNTIME_CHECKED_H
+#ifndef CD_CORE_CHECKED_H
+#define CD_CORE_CHECKED_H
 
 // Overflow-checked size arithmetic for everything that computes a size from
 // what a model file declares (loader, lowering, planner, arena, backend item
@@ -47,4 +47,4 @@ static inline int cd_ck_bytes(int64_t n, size_t item, size_t *out) {
     return __builtin_mul_overflow((size_t)n, item, out);
 }
 
-#endif // CD_RUNTIME_CHECKED_H
+#endif // CD_CORE_CHECKED_H

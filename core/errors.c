@@ -1,4 +1,4 @@
-#include "proto/errors.h"
+#include "core/errors.h"
 
 #include <stdarg.h>
 #include <stdio.h>
