@@ -76,6 +76,9 @@ PROTO_SRC   := $(wildcard proto/*.c)
 CLIENT_SRC  := $(wildcard client/*.c)
 RUNTIME_SRC := $(wildcard runtime/*.c) $(BUILD)/gen/onnx.pb-c.c
 KERNEL_SRC  := $(wildcard kernels/*.c kernels/cpu/*.c) $(wildcard sparse/*.c)
+# The backends the runtime links: the interface, the CPU backend, and the
+# loader of the HIP plugin (the HIP backend itself: see the HIP section).
+BACKEND_SRC := $(wildcard backends/*.c backends/cpu/*.c) backends/hip/plugin-loader.c
 DAEMON_SRC  := $(filter-out daemon/main.c,$(wildcard daemon/*.c))
 CONVCTL_SRC := $(wildcard tools/convctl/*.c)
 BENCH_SRC   := $(wildcard tools/convbench/*.c)
@@ -88,12 +91,13 @@ PROTO_OBJ   := $(call obj,$(PROTO_SRC))
 CLIENT_OBJ  := $(call obj,$(CLIENT_SRC))
 RUNTIME_OBJ := $(call obj,$(RUNTIME_SRC))
 KERNEL_OBJ  := $(call obj,$(KERNEL_SRC))
+BACKEND_OBJ := $(call obj,$(BACKEND_SRC))
 DAEMON_OBJ  := $(call obj,$(DAEMON_SRC))
 CONVCTL_OBJ := $(call obj,$(CONVCTL_SRC))
 BENCH_OBJ   := $(call obj,$(BENCH_SRC))
 TEST_OBJ    := $(call obj,$(TESTLIB_SRC))
 
-$(RUNTIME_OBJ) $(KERNEL_OBJ) $(TEST_OBJ): CFLAGS += $(OMP_FLAGS)
+$(RUNTIME_OBJ) $(KERNEL_OBJ) $(BACKEND_OBJ) $(TEST_OBJ): CFLAGS += $(OMP_FLAGS)
 
 LIB_PROTO   := $(BUILD)/lib/libcdproto.a
 LIB_RUNTIME := $(BUILD)/lib/libcdruntime.a
@@ -146,7 +150,7 @@ $(LIB_PROTO): $(CORE_OBJ) $(PROTO_OBJ)
 	@echo "  AR      $@"
 	$(Q)rm -f $@ && ar rcs $@ $^
 
-$(LIB_RUNTIME): $(RUNTIME_OBJ) $(KERNEL_OBJ) $(CORE_OBJ)
+$(LIB_RUNTIME): $(RUNTIME_OBJ) $(BACKEND_OBJ) $(KERNEL_OBJ) $(CORE_OBJ)
 	@mkdir -p $(dir $@)
 	@echo "  AR      $@"
 	$(Q)rm -f $@ && ar rcs $@ $^
@@ -207,15 +211,15 @@ $(BUILD)/bin/cd-tests: $(BENCH_TESTED_OBJ)
 $(BUILD)/bin/cd-tests: LDLIBS += $(BENCH_TESTED_OBJ)
 
 # ==== HIP (issue 6) ===========================================================
-# The same kernels/hip sources are built twice:
+# The same backends/hip sources are built twice:
 #  - emulated, always: every *.hip is compiled as plain C++ by $(CXX) against
-#    the project's CPU emulator of the HIP execution model (kernels/hip/emu/),
+#    the project's CPU emulator of the HIP execution model (backends/hip/emu/),
 #    the host .c files by $(CC); archived in libcdhipemu.a and linked into
 #    cd-tests, so every `make test` executes the kernels. Needs no ROCm.
 #  - real, with `make GPU=hip`: *.hip by hipcc for every target in GPU_ARCHS,
-#    the host .c files of kernels/hip and sparse/hip by $(CC) with
+#    the host .c files of backends/hip and backends/hip/sparse by $(CC) with
 #    -D__HIP_PLATFORM_AMD__, linked into $(BUILD)/lib/libconvd-hip.so, the
-#    plugin the daemon dlopens for --device hip (exports: kernels/hip/plugin.map).
+#    plugin the daemon dlopens for --device hip (exports: backends/hip/plugin.map).
 # docs/GPU.md says what each build verifies.
 HIPCC     ?= hipcc
 GPU       ?=
@@ -223,13 +227,13 @@ GPU_ARCHS ?= gfx906,gfx908,gfx90a,gfx1030
 hip_comma := ,
 HIP_OFFLOAD := $(foreach a,$(subst $(hip_comma), ,$(GPU_ARCHS)),--offload-arch=$(a))
 
-HIP_SRC      := $(wildcard kernels/hip/*.hip)
-HIP_HOST_SRC := $(wildcard kernels/hip/*.c)
-HIPEMU_SRC   := $(wildcard kernels/hip/emu/*.cpp)
+HIP_SRC      := $(wildcard backends/hip/*.hip)
+HIP_HOST_SRC := $(filter-out backends/hip/plugin-loader.c,$(wildcard backends/hip/*.c))
+HIPEMU_SRC   := $(wildcard backends/hip/emu/*.cpp)
 HIPEMU_OBJ   := $(patsubst %.hip,$(BUILD)/obj/hip-emu/%.o,$(HIP_SRC)) \
                 $(patsubst %.cpp,$(BUILD)/obj/hip-emu/%.o,$(HIPEMU_SRC)) \
                 $(patsubst %.c,$(BUILD)/obj/hip-emu/%.o,$(HIP_HOST_SRC)) \
-                $(BUILD)/obj/hip-emu/sparse/hip/gebsr-pack.o
+                $(BUILD)/obj/hip-emu/backends/hip/sparse/gebsr-pack.o
 LIB_HIPEMU   := $(BUILD)/lib/libcdhipemu.a
 # What a binary adds to its link line to run HIP kernels under emulation.
 HIPEMU_LIBS  := $(LIB_HIPEMU) $(OMP_FLAGS)
@@ -277,7 +281,7 @@ $(LIB_HIPEMU): $(HIPEMU_OBJ)
 $(BUILD)/bin/cd-tests: $(HIPTEST_OBJ) $(LIB_HIPEMU)
 $(BUILD)/bin/cd-tests: LDLIBS += $(HIPTEST_OBJ) $(HIPEMU_LIBS)
 
-# The runtime creates the hip-emu backend (kernels/hip/backend-hip.c over the
+# The runtime creates the hip-emu backend (backends/hip/backend-hip.c over the
 # emulator) for the device "hip-emu", so every binary that links the runtime
 # links the emulated kernels too (no ROCm: the real backend is the plugin).
 RUNTIME_LIBS += $(HIPEMU_LIBS)
@@ -296,7 +300,7 @@ bench: $(BUILD)/bin/hip-layers
 ifeq ($(GPU),hip)
 HIP_PLUGIN   := $(BUILD)/lib/libconvd-hip.so
 HIP_REAL_OBJ := $(patsubst %.hip,$(BUILD)/obj/hip-real/%.o,$(HIP_SRC)) \
-                $(patsubst %.c,$(BUILD)/obj/hip-real/%.o,$(HIP_HOST_SRC) $(wildcard sparse/hip/*.c) \
+                $(patsubst %.c,$(BUILD)/obj/hip-real/%.o,$(HIP_HOST_SRC) $(wildcard backends/hip/sparse/*.c) \
                 core/errors.c)
 # The plugin is loaded into any daemon (also a sanitizer build): no
 # sanitizers, hidden symbols but for the plugin entry points.
@@ -316,11 +320,11 @@ $(BUILD)/obj/hip-real/%.o: %.c
 	@echo "  CC      $< (hip)"
 	$(Q)$(CC) $(CPPFLAGS) $(HIP_HOST_CFLAGS) -c $< -o $@
 
-$(HIP_PLUGIN): $(HIP_REAL_OBJ) kernels/hip/plugin.map
+$(HIP_PLUGIN): $(HIP_REAL_OBJ) backends/hip/plugin.map
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
 	$(Q)$(HIPCC) -shared $(HIP_OFFLOAD) -o $@ $(HIP_REAL_OBJ) \
-	    -Wl,--version-script=kernels/hip/plugin.map -Wl,-z,defs -lrocsparse -lamdhip64 -pthread
+	    -Wl,--version-script=backends/hip/plugin.map -Wl,-z,defs -lrocsparse -lamdhip64 -pthread
 
 all: $(HIP_PLUGIN)
 endif
@@ -336,8 +340,8 @@ $(BUILD)/obj/bench/%.o: CFLAGS += $(OMP_FLAGS)
 
 # Dense conv kernels: oneDNN layouts vs im2col + OpenBLAS sgemm (OpenBLAS is
 # used by this benchmark only, never by the product).
-CPUKERNEL_OBJ := $(call obj,$(wildcard kernels/cpu/*.c))
-$(BUILD)/bin/conv-dense-layers: $(BUILD)/obj/bench/conv-dense-layers.o $(CPUKERNEL_OBJ) $(call obj,$(wildcard sparse/*.c) kernels/op-desc.c core/errors.c)
+CPUKERNEL_OBJ := $(call obj,$(wildcard kernels/*.c kernels/cpu/*.c backends/cpu/dnnl-*.c))
+$(BUILD)/bin/conv-dense-layers: $(BUILD)/obj/bench/conv-dense-layers.o $(CPUKERNEL_OBJ) $(call obj,$(wildcard sparse/*.c) core/errors.c)
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(DNNL_LIBS) $(OMP_FLAGS) -lopenblas $(LDLIBS)
@@ -407,8 +411,8 @@ $(BUILD)/bin/fuzz-rpc-reader: tests/fuzz/fuzz-rpc-reader.c $(PROTO_SRC) $(CORE_S
 # (reference loops) and the sparse analysis the compaction records.
 FUZZ_ONNX_SRC := tests/fuzz/fuzz-onnx-load.c $(BUILD)/gen/onnx.pb-c.c \
     runtime/onnx-import.c runtime/onnx-file.c runtime/graph.c runtime/lower.c runtime/compact.c \
-    runtime/plan.c runtime/planner.c runtime/arena.c runtime/backend.c \
-    kernels/op-desc.c $(wildcard kernels/cpu/ref*.c) kernels/cpu/dnnl-common.c sparse/analysis.c core/errors.c
+    runtime/plan.c runtime/planner.c runtime/arena.c backends/backend.c \
+    kernels/op-desc.c $(wildcard kernels/cpu/ref*.c) backends/cpu/dnnl-common.c sparse/analysis.c core/errors.c
 $(BUILD)/bin/fuzz-onnx-load: $(FUZZ_ONNX_SRC) | $(BUILD)/gen/onnx.pb-c.h
 	@mkdir -p $(dir $@)
 	@echo "  FUZZ    $@"

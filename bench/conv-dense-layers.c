@@ -1,5 +1,5 @@
 // Dense conv kernels on the real ResNet-50 and MobileNetV2 layer shapes:
-// oneDNN in NCHW and in the CPU's blocked layout, nChw16c or nChw8c (through kernels/cpu/dnnl.h, i.e. exactly the
+// oneDNN in NCHW and in the CPU's blocked layout, nChw16c or nChw8c (through backends/cpu/dnnl.h, i.e. exactly the
 // product path), im2col + OpenBLAS sgemm on NCHW, our simple own depthwise 3x3
 // (kernels/cpu/dwconv.h; checked against oneDNN's output first), and
 // the NCHW<->blocked reorder costs. Prints one markdown table row per layer.
@@ -12,7 +12,7 @@
 // runs the kernel k times (k calibrated to last >= M ms) and the median
 // sample is reported. Ratios are against oneDNN blocked of the same round set.
 
-#include "kernels/cpu/dnnl.h"
+#include "backends/cpu/dnnl.h"
 #include "kernels/cpu/dwconv.h"
 #include "kernels/cpu/ref.h"
 

@@ -1,5 +1,5 @@
 // Dense vs sparse convolution layers on a HIP device, through the backend
-// vtable (runtime/backend.h) exactly as the executor drives it: the dense HIP
+// vtable (backends/backend.h) exactly as the executor drives it: the dense HIP
 // kernels (im2col/1x1 + tiled SGEMM + epilogue) against the CSR route
 // (rocSPARSE on a GPU, the CPU reference under hip-emu) of the same layer at
 // several weight densities. Prints one table row per layer and density: the
@@ -15,8 +15,8 @@
 // when every sparse output matched its dense one within 1e-4, 1 otherwise, 2
 // for usage errors, 3 when the device cannot be created.
 
+#include "backends/backend.h"
 #include "core/errors.h"
-#include "runtime/backend.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -3,13 +3,13 @@
 //   exit 0: clean shutdown (or --help/--version)
 //   exit 1: cannot start (socket used by a live daemon, device unavailable)
 //   exit 2: bad flag, value or config file
+#include "backends/backend.h"
 #include "core/errors.h"
 #include "daemon/access.h"
 #include "daemon/features.h"
 #include "daemon/log.h"
 #include "daemon/server.h"
 #include "daemon/settings.h"
-#include "runtime/backend.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,7 +31,7 @@ static void ensure_omp_wait_policy(char **argv) {
     fprintf(stderr, "convd: could not re-exec with OMP_WAIT_POLICY=passive; continuing\n");
 }
 
-// Checks --device at start-up (runtime/backend.h cd_backend_probe): "cpu",
+// Checks --device at start-up (backends/backend.h cd_backend_probe): "cpu",
 // "hip-emu", or "hip[:N]", which loads the GPU=hip plugin and probes the
 // device. Returns 0 (usable; logs what it found), 1 (a device name this
 // machine or build cannot run: no GPU, plugin missing) or 2 (not a device

@@ -3,8 +3,8 @@
 
 #include "runtime/model.h"
 
+#include "backends/cpu/dnnl.h"
 #include "core/errors.h"
-#include "kernels/cpu/dnnl.h"
 #include "sparse/spmm-ukernel.h"
 
 #include <omp.h>

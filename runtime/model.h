@@ -4,7 +4,7 @@
 // A loaded model: the plan (layers on a backend, tensors, arena layout).
 // Internal to runtime/; the public face is runtime.h.
 
-#include "runtime/backend.h"
+#include "backends/backend.h"
 #include "runtime/graph.h"
 #include "runtime/planner.h"
 #include "runtime/runtime.h"

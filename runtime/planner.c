@@ -14,8 +14,8 @@
 
 #include "runtime/planner.h"
 
+#include "backends/cpu/dnnl.h"
 #include "core/errors.h"
-#include "kernels/cpu/dnnl.h"
 #include "sparse/analysis.h"
 #include "sparse/sparse-conv.h"
 

@@ -20,7 +20,7 @@
 // only wins with a margin (CD_PLANNER_MARGIN) after the reorders it implies
 // (NCHW in and out, the dense chain is nChw16c): low sparsity stays dense.
 
-#include "runtime/backend.h"
+#include "backends/backend.h"
 
 #define CD_PLANNER_MAX_DENSITY 0.5
 #define CD_PLANNER_MARGIN 1.15 // sparse must be this much faster than dense

@@ -15,8 +15,8 @@
 // mode; the rest is the file. External data resolves in a folder made at
 // start-up that holds a data file and a symlink pointing outside it.
 
+#include "backends/backend.h"
 #include "core/errors.h"
-#include "runtime/backend.h"
 #include "runtime/graph.h"
 #include "runtime/model.h"
 #include "sparse/spmm-ukernel.h"

@@ -1,5 +1,5 @@
-"""Whole models on the hip-emu backend (the HIP kernels of kernels/hip/ run by
-the CPU emulator, kernels/hip/backend-hip.c): ResNet- and MobileNet-shaped
+"""Whole models on the hip-emu backend (the HIP kernels of backends/hip/ run by
+the CPU emulator, backends/hip/backend-hip.c): ResNet- and MobileNet-shaped
 models (tests/models/builders.py, small random sizes so emulation stays fast)
 run with `convd-run --device hip-emu` and must agree within 1e-4 (relative,
 scaled by max(1, |ref|)) with the CPU backend and with onnxruntime, at batch

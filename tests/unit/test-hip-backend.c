@@ -1,5 +1,5 @@
-// The hip-emu backend (kernels/hip/backend-hip.c over the emulator) against
-// the CPU backend: every operator family of runtime/backend.h on fresh
+// The hip-emu backend (backends/hip/backend-hip.c over the emulator) against
+// the CPU backend: every operator family of backends/backend.h on fresh
 // random shapes, including sizes that are not multiples of the SGEMM tile
 // (16 on the emulated device) or of the NCHW16C block, plus the sparse
 // route, the memory slots (async staging, device-memory accounting), shared
@@ -8,9 +8,9 @@
 // CD_TEST_HIP_DEVICE=hip:N runs the same tests on a real AMD GPU through the
 // GPU=hip plugin (bench/gpu-check does); the default is hip-emu.
 
+#include "backends/backend.h"
 #include "core/errors.h"
 #include "kernels/cpu/ref.h"
-#include "runtime/backend.h"
 #include "sparse/sparse-conv.h"
 #include "tests/unit/check.h"
 

@@ -1,21 +1,21 @@
-// Every HIP kernel (kernels/hip/*.hip), executed under the CPU emulator,
+// Every HIP kernel (backends/hip/*.hip), executed under the CPU emulator,
 // against the CPU reference kernels (kernels/cpu/ref.h: conv, pool, gemm,
 // binary, softmax, activation) or plain loops (strided SGEMM, im2col,
 // global pooling), on
 // fresh random shapes that include sizes which are not multiples of the
 // tile or block. Relative error <= 1e-4 (scaled by max(1, |ref|)).
 
+#include "backends/hip/bias-act.h"
+#include "backends/hip/binary.h"
+#include "backends/hip/conv2d.h"
+#include "backends/hip/dwconv.h"
+#include "backends/hip/global-pool.h"
+#include "backends/hip/im2col.h"
+#include "backends/hip/pool2d.h"
+#include "backends/hip/sgemm.h"
+#include "backends/hip/softmax.h"
 #include "core/errors.h"
 #include "kernels/cpu/ref.h"
-#include "kernels/hip/bias-act.h"
-#include "kernels/hip/binary.h"
-#include "kernels/hip/conv2d.h"
-#include "kernels/hip/dwconv.h"
-#include "kernels/hip/global-pool.h"
-#include "kernels/hip/im2col.h"
-#include "kernels/hip/pool2d.h"
-#include "kernels/hip/sgemm.h"
-#include "kernels/hip/softmax.h"
 #include "tests/unit/check.h"
 
 #include <float.h>

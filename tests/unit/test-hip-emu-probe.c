@@ -1,7 +1,7 @@
-// The device probe (kernels/hip/plugin.h): under emulation (the same source
+// The device probe (backends/hip/plugin.h): under emulation (the same source
 // the plugin exports), and the real plugin dlopened the way the daemon will.
 
-#include "kernels/hip/plugin.h"
+#include "backends/hip/plugin.h"
 
 #include "core/errors.h"
 #include "tests/unit/check.h"

@@ -1,10 +1,10 @@
-// The HIP emulator itself (kernels/hip/emu/): barriers, shared memory per
+// The HIP emulator itself (backends/hip/emu/): barriers, shared memory per
 // block, atomics, launch-configuration errors, barrier divergence, device
 // properties, memory. Kernels here are written exactly as for hipcc.
 
-#include "kernels/hip/vendor.h"
+#include "backends/hip/vendor.h"
 
-#include "kernels/hip/device.h"
+#include "backends/hip/device.h"
 
 #include <time.h>
 

@@ -1,4 +1,4 @@
-// The GEBSR packer and its CPU product (sparse/hip/gebsr-pack.h) against a
+// The GEBSR packer and its CPU product (backends/hip/sparse/gebsr-pack.h) against a
 // dense double-precision reference: fresh random shapes (rows mostly not a
 // multiple of the block rows), 4x1 and 8x1 blocks (plus general r x c blocks
 // for the layout), 0% / 90% / 100% zeros, single weights or aligned blocks.
@@ -6,8 +6,8 @@
 // relies on; the hip-emu backend runs its BSR4/BSR8 layers through the same
 // arrays (tests/unit/test-hip-backend.c, *_gebsr_route_*).
 
+#include "backends/hip/sparse/gebsr-pack.h"
 #include "core/errors.h"
-#include "sparse/hip/gebsr-pack.h"
 #include "tests/unit/check.h"
 
 #include <math.h>

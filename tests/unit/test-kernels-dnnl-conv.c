@@ -1,4 +1,4 @@
-// oneDNN convolution (kernels/cpu/dnnl-conv.c) against cd_ref_conv2d on random
+// oneDNN convolution (backends/cpu/dnnl-conv.c) against cd_ref_conv2d on random
 // shapes, both layouts, every activation, with and without residual.
 
 #include "tests/unit/test-kernels-util.h"

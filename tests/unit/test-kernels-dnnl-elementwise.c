@@ -1,5 +1,5 @@
 // oneDNN binary add/mul with broadcast and stand-alone activations
-// (kernels/cpu/dnnl-binary.c, dnnl-eltwise.c) against cd_ref_binary and
+// (backends/cpu/dnnl-binary.c, dnnl-eltwise.c) against cd_ref_binary and
 // cd_ref_activation.
 
 #include "tests/unit/test-kernels-util.h"

@@ -1,4 +1,4 @@
-// oneDNN reorder, inner product, concat and softmax (kernels/cpu/dnnl-*.c)
+// oneDNN reorder, inner product, concat and softmax (backends/cpu/dnnl-*.c)
 // against the reference kernels.
 
 #include "tests/unit/test-kernels-util.h"

@@ -1,4 +1,4 @@
-// oneDNN pooling (kernels/cpu/dnnl-pool.c) against cd_ref_pool2d.
+// oneDNN pooling (backends/cpu/dnnl-pool.c) against cd_ref_pool2d.
 
 #include "tests/unit/test-kernels-util.h"
 

@@ -5,8 +5,8 @@
 // layout round trips through the reference reorder, and checks that the
 // channel padding of the blocked layouts is zero.
 
+#include "backends/cpu/dnnl.h"
 #include "core/errors.h"
-#include "kernels/cpu/dnnl.h"
 #include "kernels/cpu/ref.h"
 #include "tests/unit/check.h"
 

@@ -2,10 +2,10 @@
 // kernel it picks: oneDNN, own depthwise, reference) against the reference
 // kernels, on fresh random shapes, in every layout the backend accepts.
 
+#include "backends/backend.h"
+#include "backends/cpu/dnnl.h"
 #include "core/errors.h"
-#include "kernels/cpu/dnnl.h"
 #include "kernels/cpu/ref.h"
-#include "runtime/backend.h"
 #include "tests/unit/check.h"
 
 #include <stdlib.h>

@@ -5,9 +5,9 @@
 // gate, sparse at 90% on large layers); the tune cache on disk; the CD_PLAN
 // modes.
 
+#include "backends/backend.h"
 #include "core/errors.h"
 #include "kernels/cpu/ref.h"
-#include "runtime/backend.h"
 #include "runtime/planner.h"
 #include "runtime/runtime.h"
 #include "sparse/sparse-conv.h"

@@ -1,0 +1,513 @@
+// The CPU backend: host memory, oneDNN kernels (backends/cpu/dnnl.h) where
+// they apply (depthwise included: oneDNN's measured faster than our own, see
+// docs/PERFORMANCE.md), and the reference kernels (kernels/cpu/ref.h, NCHW
+// only) for everything else.
+//
+// Sharing: op states are read-only after init (oneDNN ops fill their
+// per-batch primitive slots under their own lock); a cd_backend_ctx holds the
+// oneDNN stream and scratchpad of one executing thread.
+
+#include "backends/backend.h"
+
+#include "backends/cpu/dnnl.h"
+#include "core/errors.h"
+#include "kernels/cpu/ref.h"
+#include "sparse/sparse-conv.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum {
+    K_REF = 0,
+    K_DNNL,
+    K_COPY,
+    K_SPARSE, // sparse/sparse-conv.h (CONV2D, GEMM with rows == 1), NCHW
+    K_NONE, // this backend cannot run the op as described
+} kernel_kind;
+
+struct cd_op_state {
+    cd_bop op;
+    kernel_kind kind;
+    cd_bop_desc d;      // the planning description (w/bias pointers cleared)
+    float *w, *bias;    // reference conv/gemm: owned copies
+    cd_dnnl_op *dop;    // oneDNN
+    cd_sparse_conv *sp; // sparse kernels
+    int swap;           // binary on oneDNN: operands swapped (b is the big one)
+    char kernel[64];
+};
+
+struct cd_backend_ctx {
+    cd_dnnl_ctx *dnnl;
+    void *ws;        // sparse kernels' workspace (64-byte aligned), grown on demand
+    size_t ws_size;
+};
+
+// The conv description a sparse GEMM runs as: n outputs of a 1x1 conv on a
+// 1x1 input of k channels (the batch is the pixel axis).
+static cd_conv_desc gemm_as_conv(const cd_bop_desc *d) {
+    cd_conv_desc c = {.n = 1, .c = d->u.gemm.k, .h = 1, .w = 1, .k = d->u.gemm.n, .r = 1, .s = 1,
+                      .stride_h = 1, .stride_w = 1, .dil_h = 1, .dil_w = 1, .groups = 1, .oh = 1, .ow = 1,
+                      .act = d->u.gemm.act};
+    return c;
+}
+
+// CD_CPU_KERNELS=ref runs every op on the reference kernels in NCHW (the
+// oracle for whole-model tests; slow).
+static int ref_only(void) {
+    const char *e = getenv("CD_CPU_KERNELS");
+    return e && strcmp(e, "ref") == 0;
+}
+
+// ---- tensor helpers -------------------------------------------------------------
+
+// Maps a tensor of rank <= 4 onto oneDNN's per-item c, h, w (missing trailing
+// dims are 1). Returns 0 when the rank does not fit.
+static int to_dnnl(const cd_tdesc *t, int batch_bcast, cd_dnnl_tdesc *o) {
+    if (t->rank < 1 || t->rank > 4) return 0;
+    int64_t d[3] = {1, 1, 1};
+    for (int i = 1; i < t->rank; i++) d[i - 1] = t->shape[i];
+    if (t->layout != CD_LAYOUT_NCHW && t->rank != 4) return 0;
+    if (t->is_const && t->shape[0] != 1) return 0;
+    for (int i = 0; i < 3; i++)
+        if (d[i] > (1 << 30)) return 0;
+    *o = (cd_dnnl_tdesc){(int)d[0], (int)d[1], (int)d[2], t->layout, batch_bcast};
+    return 1;
+}
+
+static int all_nchw(const cd_bop_desc *d) {
+    for (int i = 0; i < d->nsrc; i++)
+        if (d->src[i].layout != CD_LAYOUT_NCHW) return 0;
+    return d->dst.layout == CD_LAYOUT_NCHW;
+}
+
+static int same_shape(const cd_tdesc *a, const cd_tdesc *b) {
+    return a->rank == b->rank && memcmp(a->shape + 1, b->shape + 1, sizeof(int64_t) * (size_t)(a->rank - 1)) == 0;
+}
+
+static cd_dnnl_binary_kind dnnl_bin(cd_binary_kind k) { return k == CD_BINARY_ADD ? CD_DNNL_ADD : CD_DNNL_MUL; }
+
+// ---- choosing a kernel (shared by supports_op and init) ---------------------------
+
+static kernel_kind choose(const cd_bop_desc *d, int *swap) {
+    cd_dnnl_tdesc a, b;
+    *swap = 0;
+    if (d->sparse) {
+        if (d->op != CD_BOP_CONV2D && !(d->op == CD_BOP_GEMM && d->u.gemm.rows == 1)) return K_NONE;
+        if (d->op == CD_BOP_CONV2D && d->u.conv.has_residual && d->nsrc != 2) return K_NONE;
+        if (!all_nchw(d) || !cd_sparse_conv_available((cd_sparse_format)d->sparse_format, CD_SPARSE_ISA_AUTO))
+            return K_NONE;
+        return K_SPARSE;
+    }
+    if (ref_only()) {
+        if (d->op == CD_BOP_REORDER && d->src[0].layout == d->dst.layout) return K_COPY;
+        if (d->op == CD_BOP_CONV2D && d->u.conv.has_residual && d->nsrc != 2) return K_NONE;
+        return all_nchw(d) ? K_REF : K_NONE;
+    }
+    switch (d->op) {
+    case CD_BOP_CONV2D: {
+        const cd_conv_desc *c = &d->u.conv;
+        cd_layout s = d->src[0].layout, o = d->dst.layout;
+        if (c->has_residual && (d->nsrc != 2 || d->src[1].layout != o)) return K_NONE;
+        if (cd_dnnl_conv_supports(c, s, o)) return K_DNNL;
+        return all_nchw(d) ? K_REF : K_NONE;
+    }
+    case CD_BOP_GEMM: {
+        cd_dnnl_tdesc t = {d->u.gemm.k, 1, 1, CD_LAYOUT_NCHW, 0};
+        if (all_nchw(d) && cd_dnnl_ip_supports(t, d->u.gemm.n)) return K_DNNL;
+        return all_nchw(d) ? K_REF : K_NONE;
+    }
+    case CD_BOP_POOL:
+        if (d->src[0].layout == d->dst.layout && cd_dnnl_pool_supports(&d->u.pool, d->dst.layout)) return K_DNNL;
+        return all_nchw(d) ? K_REF : K_NONE;
+    case CD_BOP_BINARY: {
+        const cd_tdesc *x = &d->src[0], *y = &d->src[1];
+        int k = d->u.binary.kind;
+        if (k == CD_BINARY_ADD || k == CD_BINARY_MUL) {
+            // oneDNN wants the full-shaped operand first.
+            if (!x->is_const && same_shape(x, &d->dst) && x->layout == d->dst.layout) {
+                *swap = 0;
+            } else if (!y->is_const && same_shape(y, &d->dst) && y->layout == d->dst.layout) {
+                *swap = 1;
+                const cd_tdesc *t = x;
+                x = y;
+                y = t;
+            } else {
+                goto ref_binary;
+            }
+            if (to_dnnl(x, 0, &a) && to_dnnl(y, y->is_const, &b) &&
+                cd_dnnl_binary_supports(dnnl_bin(d->u.binary.kind), a, b, d->u.binary.act))
+                return K_DNNL;
+        }
+    ref_binary:
+        *swap = 0;
+        return all_nchw(d) ? K_REF : K_NONE;
+    }
+    case CD_BOP_ACTIVATION:
+        if (d->src[0].layout == d->dst.layout && to_dnnl(&d->src[0], 0, &a) && cd_dnnl_eltwise_supports(a, d->u.act))
+            return K_DNNL;
+        return all_nchw(d) ? K_REF : K_NONE;
+    case CD_BOP_SOFTMAX:
+        if (all_nchw(d) && d->u.softmax.outer == 1 && d->u.softmax.len <= (1 << 30) && d->u.softmax.inner <= (1 << 30)) {
+            cd_dnnl_tdesc t = {(int)d->u.softmax.len, (int)d->u.softmax.inner, 1, CD_LAYOUT_NCHW, 0};
+            if (cd_dnnl_softmax_supports(t, 1)) return K_DNNL;
+        }
+        return all_nchw(d) ? K_REF : K_NONE;
+    case CD_BOP_CONCAT: {
+        int ok = d->u.axis >= 1 && d->u.axis <= 3 && d->nsrc <= 64;
+        cd_dnnl_tdesc t[64];
+        for (int i = 0; ok && i < d->nsrc; i++) ok = to_dnnl(&d->src[i], 0, &t[i]);
+        if (ok && cd_dnnl_concat_supports(d->nsrc, t, d->u.axis, d->dst.layout)) return K_DNNL;
+        return all_nchw(d) ? K_REF : K_NONE;
+    }
+    case CD_BOP_TRANSPOSE:
+        return all_nchw(d) ? K_REF : K_NONE;
+    case CD_BOP_REORDER: {
+        const cd_tdesc *s = &d->src[0];
+        if (s->layout == d->dst.layout) return K_COPY;
+        if (s->rank == 4 && cd_dnnl_reorder_supports(s->layout, d->dst.layout, (int)s->shape[1], (int)s->shape[2],
+                                                     (int)s->shape[3]))
+            return K_DNNL;
+        return s->rank == 4 ? K_REF : K_NONE;
+    }
+    case CD_BOP_COUNT: break;
+    }
+    return K_NONE;
+}
+
+static bool cpu_supports_op(cd_backend_t be, const cd_bop_desc *d) {
+    int swap;
+    return choose(d, &swap) != K_NONE;
+}
+
+// ---- init ---------------------------------------------------------------------
+
+static int cpu_op_init(cd_backend_t be, const cd_bop_desc *d, cd_op_state **out) {
+    int swap;
+    kernel_kind k = choose(d, &swap);
+    if (k == K_NONE) return CD_EUNSUPPORTED;
+    cd_op_state *st = calloc(1, sizeof *st);
+    if (!st) return CD_ENOMEM;
+    st->op = d->op;
+    st->kind = k;
+    st->d = *d;
+    st->d.w = st->d.bias = NULL;
+    st->swap = swap;
+    snprintf(st->kernel, sizeof st->kernel, "%s", k == K_DNNL ? "dnnl" : k == K_COPY ? "copy" : "ref");
+    int rc = 0, mb = d->max_batch;
+    cd_dnnl_tdesc a, b;
+    switch (d->op) {
+    case CD_BOP_CONV2D: {
+        const cd_conv_desc *c = &d->u.conv;
+        if (k == K_SPARSE) {
+            cd_sparse_conv_options o = {.format = (cd_sparse_format)d->sparse_format};
+            rc = cd_sparse_conv_create(c, d->w, d->bias, &o, &st->sp);
+        } else if (k == K_DNNL) {
+            rc = cd_dnnl_conv_create(c, d->src[0].layout, d->dst.layout, mb, d->w, d->bias, &st->dop);
+        } else {
+            size_t nw = (size_t)c->k * (c->c / c->groups) * c->r * c->s;
+            st->w = malloc(nw * sizeof(float));
+            st->bias = calloc((size_t)c->k, sizeof(float));
+            if (!st->w || !st->bias) rc = CD_ENOMEM;
+            else {
+                memcpy(st->w, d->w, nw * sizeof(float));
+                if (d->bias) memcpy(st->bias, d->bias, (size_t)c->k * sizeof(float));
+            }
+        }
+        break;
+    }
+    case CD_BOP_GEMM: {
+        size_t nw = (size_t)d->u.gemm.n * d->u.gemm.k;
+        if (k == K_SPARSE) {
+            cd_conv_desc c = gemm_as_conv(d);
+            cd_sparse_conv_options o = {.format = (cd_sparse_format)d->sparse_format};
+            rc = cd_sparse_conv_create(&c, d->w, d->bias, &o, &st->sp);
+        } else if (k == K_DNNL) {
+            cd_dnnl_tdesc t = {d->u.gemm.k, 1, 1, CD_LAYOUT_NCHW, 0};
+            rc = cd_dnnl_ip_create(t, d->u.gemm.n, d->w, d->bias, d->u.gemm.act, mb * d->u.gemm.rows, &st->dop);
+        } else {
+            st->w = malloc(nw * sizeof(float));
+            if (!st->w) rc = CD_ENOMEM;
+            else memcpy(st->w, d->w, nw * sizeof(float));
+            if (!rc && d->bias) {
+                st->bias = malloc((size_t)d->u.gemm.n * sizeof(float));
+                if (!st->bias) rc = CD_ENOMEM;
+                else memcpy(st->bias, d->bias, (size_t)d->u.gemm.n * sizeof(float));
+            }
+        }
+        break;
+    }
+    case CD_BOP_POOL:
+        if (k == K_DNNL) rc = cd_dnnl_pool_create(&d->u.pool, d->dst.layout, mb, &st->dop);
+        break;
+    case CD_BOP_BINARY:
+        if (k == K_DNNL) {
+            const cd_tdesc *x = &d->src[swap], *y = &d->src[1 - swap];
+            to_dnnl(x, 0, &a);
+            to_dnnl(y, y->is_const, &b);
+            rc = cd_dnnl_binary_create(dnnl_bin(d->u.binary.kind), a, b, d->u.binary.act, mb, &st->dop);
+        }
+        break;
+    case CD_BOP_ACTIVATION:
+        if (k == K_DNNL) {
+            to_dnnl(&d->src[0], 0, &a);
+            rc = cd_dnnl_eltwise_create(a, d->u.act, mb, &st->dop);
+        }
+        break;
+    case CD_BOP_SOFTMAX:
+        if (k == K_DNNL) {
+            cd_dnnl_tdesc t = {(int)d->u.softmax.len, (int)d->u.softmax.inner, 1, CD_LAYOUT_NCHW, 0};
+            rc = cd_dnnl_softmax_create(t, 1, mb, &st->dop);
+        }
+        break;
+    case CD_BOP_CONCAT:
+        if (k == K_DNNL) {
+            cd_dnnl_tdesc t[64];
+            for (int i = 0; i < d->nsrc; i++) to_dnnl(&d->src[i], 0, &t[i]);
+            rc = cd_dnnl_concat_create(d->nsrc, t, d->u.axis, d->dst.layout, mb, &st->dop);
+        }
+        break;
+    case CD_BOP_TRANSPOSE:
+        break;
+    case CD_BOP_REORDER:
+        if (k == K_DNNL) {
+            const cd_tdesc *s = &d->src[0];
+            rc = cd_dnnl_reorder_create(s->layout, d->dst.layout, (int)s->shape[1], (int)s->shape[2], (int)s->shape[3], mb,
+                                        &st->dop);
+        }
+        break;
+    case CD_BOP_COUNT: rc = CD_EUNSUPPORTED; break;
+    }
+    if (!rc && st->dop) rc = cd_dnnl_op_prepare(st->dop, 1, NULL);
+    if (!rc && st->sp) {
+        cd_sparse_conv_info si;
+        cd_sparse_conv_get_info(st->sp, &si);
+        snprintf(st->kernel, sizeof st->kernel, "sparse:%s:%s:%s", cd_sparse_format_name(si.format),
+                 cd_sparse_isa_name(si.isa), si.mode);
+    }
+    if (!rc && st->dop) {
+        const char *impl = cd_dnnl_op_impl(st->dop, 1);
+        if (impl && strcmp(impl, "?") != 0) snprintf(st->kernel, sizeof st->kernel, "dnnl:%s", impl);
+    }
+    if (rc) {
+        be->iface->op_state_free(be, st);
+        return rc;
+    }
+    *out = st;
+    return 0;
+}
+
+// ---- run ------------------------------------------------------------------------
+
+static int run_dnnl(cd_backend_ctx *ctx, cd_op_state *st, int batch, const cd_btensor *const *srcs, cd_btensor *dst) {
+    const float *p[64];
+    int n = st->d.nsrc;
+    for (int i = 0; i < n; i++) p[i] = srcs[i]->data;
+    if (st->swap) {
+        p[0] = srcs[1]->data;
+        p[1] = srcs[0]->data;
+    }
+    int b = st->op == CD_BOP_GEMM ? batch * st->d.u.gemm.rows : batch;
+    return cd_dnnl_op_run(st->dop, ctx->dnnl, b, n, p, dst->data);
+}
+
+static int64_t numel(const cd_btensor *t) {
+    int64_t n = 1;
+    for (int i = 0; i < t->rank; i++) n *= t->shape[i];
+    return n;
+}
+
+// Runs a sparse conv/FC with the context's workspace (grown when too small).
+static int run_sparse(cd_backend_ctx *ctx, cd_op_state *st, int batch, const cd_btensor *const *srcs,
+                      cd_btensor *dst) {
+    int n = st->op == CD_BOP_GEMM ? batch * st->d.u.gemm.rows : batch;
+    size_t need = cd_sparse_conv_workspace_size(st->sp, n);
+    if (need > ctx->ws_size) {
+        size_t sz = (need + 63) & ~(size_t)63;
+        void *p = aligned_alloc(64, sz);
+        if (!p) return CD_ENOMEM;
+        free(ctx->ws);
+        ctx->ws = p;
+        ctx->ws_size = sz;
+    }
+    const float *res = st->op == CD_BOP_CONV2D && st->d.u.conv.has_residual ? srcs[1]->data : NULL;
+    return cd_sparse_conv_run_ws(st->sp, srcs[0]->data, res, dst->data, n, need ? ctx->ws : NULL);
+}
+
+static int cpu_op_run(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int batch,
+                      const cd_btensor *const *srcs, cd_btensor *dst) {
+    if (st->kind == K_DNNL) return run_dnnl(ctx, st, batch, srcs, dst);
+    if (st->kind == K_SPARSE) return run_sparse(ctx, st, batch, srcs, dst);
+    const cd_bop_desc *d = &st->d;
+    switch (st->op) {
+    case CD_BOP_CONV2D: {
+        cd_conv_desc c = d->u.conv;
+        c.n = batch;
+        cd_ref_conv2d(&c, srcs[0]->data, st->w, st->bias, c.has_residual ? srcs[1]->data : NULL, dst->data);
+        return 0;
+    }
+    case CD_BOP_GEMM:
+        cd_ref_gemm(batch * d->u.gemm.rows, d->u.gemm.n, d->u.gemm.k, srcs[0]->data, st->w, st->bias, d->u.gemm.act,
+                    dst->data);
+        return 0;
+    case CD_BOP_POOL: {
+        cd_pool_desc p = d->u.pool;
+        p.n = batch;
+        cd_ref_pool2d(&p, srcs[0]->data, dst->data);
+        return 0;
+    }
+    case CD_BOP_BINARY:
+        cd_ref_binary(d->u.binary.kind, dst->rank, srcs[0]->shape, srcs[0]->data, srcs[1]->shape, srcs[1]->data,
+                      dst->shape, d->u.binary.act, dst->data);
+        return 0;
+    case CD_BOP_ACTIVATION:
+        cd_ref_activation(d->u.act, (size_t)numel(dst), srcs[0]->data, dst->data);
+        return 0;
+    case CD_BOP_SOFTMAX:
+        cd_ref_softmax((size_t)(batch * d->u.softmax.outer), (size_t)d->u.softmax.len, (size_t)d->u.softmax.inner,
+                       srcs[0]->data, dst->data);
+        return 0;
+    case CD_BOP_CONCAT: {
+        const int64_t *shapes[64];
+        const float *ptrs[64];
+        for (int i = 0; i < d->nsrc; i++) {
+            shapes[i] = srcs[i]->shape;
+            ptrs[i] = srcs[i]->data;
+        }
+        cd_ref_concat(dst->rank, d->u.axis, d->nsrc, shapes, ptrs, dst->data);
+        return 0;
+    }
+    case CD_BOP_TRANSPOSE:
+        cd_ref_transpose(srcs[0]->rank, srcs[0]->shape, d->u.perm, srcs[0]->data, dst->data);
+        return 0;
+    case CD_BOP_REORDER: {
+        const cd_btensor *s = srcs[0];
+        if (st->kind == K_COPY) {
+            cd_tdesc t = {s->rank, {0}, s->layout, 0};
+            memcpy(t.shape, s->shape, sizeof t.shape);
+            memmove(dst->data, s->data, cd_tdesc_item_bytes(&t) * (size_t)batch);
+            return 0;
+        }
+        cd_ref_reorder(s->layout, dst->layout, batch, (int)s->shape[1], (int)s->shape[2], (int)s->shape[3], s->data,
+                       dst->data);
+        return 0;
+    }
+    case CD_BOP_COUNT: break;
+    }
+    return CD_EINTERNAL;
+}
+
+// ---- the rest of the vtable ---------------------------------------------------------
+
+static const char *cpu_get_name(cd_backend_t be) { return "cpu"; }
+
+static void cpu_free(cd_backend_t be) { free(be); }
+
+static int cpu_buffer_alloc(cd_backend_t be, size_t size, void **out) {
+    size_t n = (size + 63) & ~(size_t)63;
+    void *p = aligned_alloc(64, n ? n : 64);
+    if (!p) return CD_ENOMEM;
+    memset(p, 0, n ? n : 64); // blocked layouts' channel padding starts out zero
+    *out = p;
+    return 0;
+}
+
+static void cpu_buffer_free(cd_backend_t be, void *buf) { free(buf); }
+
+static int cpu_copy(cd_backend_t be, void *dst, const void *src, size_t size) {
+    memcpy(dst, src, size);
+    return 0;
+}
+
+static int cpu_ctx_create(cd_backend_t be, cd_backend_ctx **out) {
+    cd_backend_ctx *c = calloc(1, sizeof *c);
+    if (!c) return CD_ENOMEM;
+    int rc = cd_dnnl_ctx_create(&c->dnnl);
+    if (rc) {
+        free(c);
+        return rc;
+    }
+    *out = c;
+    return 0;
+}
+
+static void cpu_ctx_free(cd_backend_t be, cd_backend_ctx *ctx) {
+    cd_dnnl_ctx_free(ctx->dnnl);
+    free(ctx->ws);
+    free(ctx);
+}
+
+static const char *cpu_op_kernel(cd_backend_t be, cd_op_state *st) { return st->kernel; }
+
+static size_t cpu_op_weight_bytes(cd_backend_t be, cd_op_state *st) {
+    if (st->dop) return cd_dnnl_op_weight_bytes(st->dop);
+    if (st->sp) {
+        cd_sparse_conv_info si;
+        cd_sparse_conv_get_info(st->sp, &si);
+        return si.packed_bytes;
+    }
+    if (st->op == CD_BOP_CONV2D && st->w) {
+        const cd_conv_desc *c = &st->d.u.conv;
+        return ((size_t)c->k * (c->c / c->groups) * c->r * c->s + (size_t)c->k) * sizeof(float);
+    }
+    if (st->op == CD_BOP_GEMM && st->w)
+        return ((size_t)st->d.u.gemm.n * st->d.u.gemm.k + (st->bias ? (size_t)st->d.u.gemm.n : 0)) * sizeof(float);
+    return 0;
+}
+
+static void cpu_op_state_free(cd_backend_t be, cd_op_state *st) {
+    cd_dnnl_op_free(st->dop);
+    cd_sparse_conv_free(st->sp);
+    free(st->w);
+    free(st->bias);
+    free(st);
+}
+
+// oneDNN's choice for this CPU (NCHW16C on AVX-512, NCHW8C on AVX2); NCHW
+// under CD_CPU_KERNELS=ref, whose kernels are NCHW only.
+static cd_layout cpu_blocked_layout(cd_backend_t be) {
+    return ref_only() ? CD_LAYOUT_NCHW : cd_dnnl_blocked_layout();
+}
+
+static const struct cd_backend_i g_cpu_iface = {
+    .get_name = cpu_get_name,
+    .free = cpu_free,
+    .buffer_alloc = cpu_buffer_alloc,
+    .buffer_free = cpu_buffer_free,
+    .upload = cpu_copy,
+    .download = cpu_copy,
+    .ctx_create = cpu_ctx_create,
+    .ctx_free = cpu_ctx_free,
+    .supports_op = cpu_supports_op,
+    .op_kernel = cpu_op_kernel,
+    .op_weight_bytes = cpu_op_weight_bytes,
+    .op_state_free = cpu_op_state_free,
+    .conv2d_init = cpu_op_init,
+    .conv2d = cpu_op_run,
+    .gemm_init = cpu_op_init,
+    .gemm = cpu_op_run,
+    .pool_init = cpu_op_init,
+    .pool = cpu_op_run,
+    .binary_init = cpu_op_init,
+    .binary = cpu_op_run,
+    .activation_init = cpu_op_init,
+    .activation = cpu_op_run,
+    .softmax_init = cpu_op_init,
+    .softmax = cpu_op_run,
+    .concat_init = cpu_op_init,
+    .concat = cpu_op_run,
+    .transpose_init = cpu_op_init,
+    .transpose = cpu_op_run,
+    .reorder_init = cpu_op_init,
+    .reorder = cpu_op_run,
+    .synchronize = NULL, // every CPU run is synchronous
+    .blocked_layout = cpu_blocked_layout,
+};
+
+int cd_backend_cpu_init(cd_backend_t *out) {
+    cd_backend_t be = calloc(1, sizeof *be);
+    if (!be) return CD_ENOMEM;
+    be->iface = &g_cpu_iface;
+    *out = be;
+    return 0;
+}

@@ -1,0 +1,234 @@
+// Dense 2-D convolution on oneDNN with fused bias, residual (sum post-op) and
+// activation (eltwise post-ops). Weights are packed at create time into the
+// layout the chosen implementation asks for (format "any").
+
+#include "backends/cpu/dnnl-impl.h"
+#include "kernels/cpu/ref.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    cd_conv_desc d;              // the conv (d.n unused)
+    cd_layout src_l, dst_l;      // activation layouts
+    cd_dnnl_weights wts;         // user layout OIHW (groups == 1) or GOIHW
+    float *bias;                 // K floats or NULL (owned)
+} conv_priv;
+
+// Checks the descriptor's ranges and its derived output size. 0 or CD_EPARAMS.
+static int conv_check(const cd_conv_desc *d, cd_layout src, cd_layout dst) {
+    if (d->c < 1 || d->h < 1 || d->w < 1 || d->k < 1 || d->r < 1 || d->s < 1) return CD_EPARAMS;
+    if (d->stride_h < 1 || d->stride_w < 1 || d->dil_h < 1 || d->dil_w < 1) return CD_EPARAMS;
+    if (d->pad_t < 0 || d->pad_l < 0 || d->pad_b < 0 || d->pad_r < 0) return CD_EPARAMS;
+    if (d->groups < 1 || d->c % d->groups || d->k % d->groups) return CD_EPARAMS;
+    if (!cd_layout_valid(src) || !cd_layout_valid(dst)) return CD_EPARAMS;
+    cd_conv_desc e = *d;
+    cd_conv_out_dims(&e);
+    if (e.oh < 1 || e.ow < 1 || e.oh != d->oh || e.ow != d->ow) return CD_EPARAMS;
+    cd_dnnl_elt_step st[2];
+    if (cd_dnnl_act_steps(d->act, st) < 0) return CD_EPARAMS;
+    return 0;
+}
+
+static int weights_md(dnnl_memory_desc_t *md, const cd_conv_desc *d, dnnl_format_tag_t tag) {
+    if (d->groups == 1) {
+        dnnl_dims_t dims = {d->k, d->c, d->r, d->s};
+        return CD_DNNL(dnnl_memory_desc_init_by_tag(md, 4, dims, dnnl_f32,
+                                                    tag == dnnl_format_tag_any ? tag : dnnl_oihw));
+    }
+    dnnl_dims_t dims = {d->groups, d->k / d->groups, d->c / d->groups, d->r, d->s};
+    return CD_DNNL(dnnl_memory_desc_init_by_tag(md, 5, dims, dnnl_f32,
+                                                tag == dnnl_format_tag_any ? tag : dnnl_goihw));
+}
+
+// Fills the convolution op descriptor and attributes for one batch size.
+static int conv_desc(const cd_conv_desc *d, cd_layout src_l, cd_layout dst_l, int batch,
+                     int with_bias, dnnl_convolution_desc_t *cd,
+                     dnnl_primitive_attr_t *attr) {
+    dnnl_memory_desc_t smd, wmd, bmd, dmd;
+    int rc;
+    if ((rc = cd_dnnl_md_act(&smd, batch, d->c, d->h, d->w, src_l))) return rc;
+    if ((rc = cd_dnnl_md_act(&dmd, batch, d->k, d->oh, d->ow, dst_l))) return rc;
+    if ((rc = weights_md(&wmd, d, dnnl_format_tag_any))) return rc;
+    if (with_bias) {
+        dnnl_dims_t bd = {d->k};
+        if ((rc = CD_DNNL(dnnl_memory_desc_init_by_tag(&bmd, 1, bd, dnnl_f32, dnnl_x)))) return rc;
+    }
+    dnnl_dims_t strides = {d->stride_h, d->stride_w};
+    dnnl_dims_t dil = {d->dil_h - 1, d->dil_w - 1}; // oneDNN counts extra gaps
+    dnnl_dims_t pl = {d->pad_t, d->pad_l}, pr = {d->pad_b, d->pad_r};
+    if ((rc = CD_DNNL(dnnl_dilated_convolution_forward_desc_init(
+             cd, dnnl_forward_inference, dnnl_convolution_direct, &smd, &wmd,
+             with_bias ? &bmd : NULL, &dmd, strides, dil, pl, pr))))
+        return rc;
+    return cd_dnnl_attr(attr, d->has_residual, d->act);
+}
+
+int cd_dnnl_conv_supports(const cd_conv_desc *d, cd_layout src, cd_layout dst) {
+    if (!d || conv_check(d, src, dst) || cd_dnnl_init()) return 0;
+    dnnl_convolution_desc_t cd;
+    dnnl_primitive_attr_t attr = NULL;
+    if (conv_desc(d, src, dst, 1, 1, &cd, &attr)) return 0;
+    int ok = cd_dnnl_pd_try(&cd, attr, NULL);
+    dnnl_primitive_attr_destroy(attr);
+    return ok;
+}
+
+static int conv_build(cd_dnnl_op *op, int batch, cd_dnnl_prim *p) {
+    conv_priv *cp = op->priv;
+    dnnl_convolution_desc_t cd;
+    dnnl_primitive_attr_t attr = NULL;
+    int rc = conv_desc(&cp->d, cp->src_l, cp->dst_l, batch, cp->bias != NULL, &cd, &attr);
+    if (rc) return rc;
+    rc = CD_DNNL(dnnl_primitive_desc_create(&p->pd[0], &cd, attr, cd_dnnl_engine(), NULL));
+    dnnl_primitive_attr_destroy(attr);
+    if (rc) return rc;
+    p->nprim = 1;
+    const dnnl_memory_desc_t *wmd = dnnl_primitive_desc_query_md(p->pd[0], dnnl_query_weights_md, 0);
+    if (!wmd) return CD_EINTERNAL;
+    if ((rc = cd_dnnl_weights_for(&cp->wts, wmd, &p->wset))) return rc;
+    op->weight_bytes = (cp->bias ? (size_t)cp->d.k * sizeof(float) : 0);
+    op->weight_bytes += cd_dnnl_weights_bytes(&cp->wts);
+    return 0;
+}
+
+static int conv_exec(cd_dnnl_op *op, cd_dnnl_ctx *ctx, const cd_dnnl_prim *p, int batch,
+                     const float *const *src, float *dst) {
+    conv_priv *cp = op->priv;
+    if (cp->d.has_residual && src[1] != dst)
+        memcpy(dst, src[1],
+               cd_dnnl_tensor_floats(cp->dst_l, batch, cp->d.k, cp->d.oh, cp->d.ow) * sizeof(float));
+    cd_dnnl_arg args[4] = {
+        {DNNL_ARG_SRC, src[0]},
+        {DNNL_ARG_WEIGHTS, cp->wts.data[p->wset]},
+        {DNNL_ARG_DST, dst},
+        {DNNL_ARG_BIAS, cp->bias},
+    };
+    return cd_dnnl_exec(ctx, p, 0, cp->bias ? 4 : 3, args);
+}
+
+static void conv_fini(cd_dnnl_op *op) {
+    conv_priv *cp = op->priv;
+    if (!cp) return;
+    cd_dnnl_weights_fini(&cp->wts);
+    free(cp->bias);
+}
+
+int cd_dnnl_conv_create(const cd_conv_desc *d, cd_layout src, cd_layout dst,
+                        int max_batch, const float *w, const float *bias,
+                        cd_dnnl_op **out) {
+    *out = NULL;
+    if (!d || !w || conv_check(d, src, dst)) return CD_EPARAMS;
+    cd_dnnl_op *op;
+    int rc = cd_dnnl_op_alloc(max_batch, d->has_residual ? 2 : 1, &op);
+    if (rc) return rc;
+    op->build = conv_build;
+    op->exec = conv_exec;
+    op->fini = conv_fini;
+    conv_priv *cp = calloc(1, sizeof *cp);
+    if (!cp) {
+        cd_dnnl_op_free(op);
+        return CD_ENOMEM;
+    }
+    op->priv = cp;
+    cp->d = *d;
+    cp->src_l = src;
+    cp->dst_l = dst;
+    if ((rc = weights_md(&cp->wts.user_md, d, dnnl_oihw))) goto fail;
+    if (bias) {
+        cp->bias = cd_dnnl_alloc((size_t)d->k * sizeof(float));
+        if (!cp->bias) {
+            rc = CD_ENOMEM;
+            goto fail;
+        }
+        memcpy(cp->bias, bias, (size_t)d->k * sizeof(float));
+    }
+    // Batch 1 now: packs the weights while the caller's copy is alive.
+    cp->wts.user = w;
+    rc = cd_dnnl_op_prepare(op, 1, NULL);
+    cp->wts.user = NULL;
+    if (rc) goto fail;
+    *out = op;
+    return 0;
+fail:
+    cd_dnnl_op_free(op);
+    return rc;
+}
+
+// ---- the blocked layout of this CPU ------------------------------------------------
+
+// A ResNet-like 3x3 conv whose source layout oneDNN is asked to choose.
+static const cd_conv_desc k_probe = {.n = 1, .c = 64, .h = 28, .w = 28, .k = 64, .r = 3, .s = 3,
+                                     .stride_h = 1, .stride_w = 1, .pad_t = 1, .pad_l = 1,
+                                     .pad_b = 1, .pad_r = 1, .dil_h = 1, .dil_w = 1, .groups = 1,
+                                     .oh = 28, .ow = 28};
+
+// 1 when oneDNN builds the probe conv in layout l (src and dst) with a
+// kernel other than its reference loop.
+static int probe_fast(cd_layout l) {
+    dnnl_convolution_desc_t cd;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    if (conv_desc(&k_probe, l, l, 1, 1, &cd, &attr)) return 0;
+    int ok = cd_dnnl_pd_try(&cd, attr, &pd);
+    dnnl_primitive_attr_destroy(attr);
+    if (!ok) return 0;
+    const char *impl = NULL;
+    dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
+    ok = impl && !cd_dnnl_impl_is_reference(impl);
+    dnnl_primitive_desc_destroy(pd);
+    return ok;
+}
+
+// The source layout oneDNN picks for the probe conv when free to choose
+// (format_tag::any), mapped onto ours; NCHW when it is none of them.
+static cd_layout probe_any(void) {
+    dnnl_memory_desc_t smd, wmd, bmd, dmd;
+    dnnl_dims_t sd = {1, k_probe.c, k_probe.h, k_probe.w}, dd = {1, k_probe.k, k_probe.oh, k_probe.ow};
+    dnnl_dims_t wd = {k_probe.k, k_probe.c, 3, 3}, bd = {k_probe.k};
+    dnnl_dims_t strides = {1, 1}, pl = {1, 1}, pr = {1, 1};
+    dnnl_convolution_desc_t cd;
+    if (dnnl_memory_desc_init_by_tag(&smd, 4, sd, dnnl_f32, dnnl_format_tag_any) ||
+        dnnl_memory_desc_init_by_tag(&dmd, 4, dd, dnnl_f32, dnnl_format_tag_any) ||
+        dnnl_memory_desc_init_by_tag(&wmd, 4, wd, dnnl_f32, dnnl_format_tag_any) ||
+        dnnl_memory_desc_init_by_tag(&bmd, 1, bd, dnnl_f32, dnnl_x) ||
+        dnnl_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct, &smd, &wmd,
+                                           &bmd, &dmd, strides, pl, pr))
+        return CD_LAYOUT_NCHW;
+    dnnl_primitive_desc_t pd = NULL;
+    if (!cd_dnnl_pd_try(&cd, NULL, &pd)) return CD_LAYOUT_NCHW;
+    const dnnl_memory_desc_t *got = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
+    cd_layout l = CD_LAYOUT_NCHW;
+    for (int c = CD_LAYOUT_NCHW + 1; c < CD_LAYOUT_COUNT && got; c++) {
+        dnnl_memory_desc_t want;
+        if (cd_dnnl_md_act(&want, 1, k_probe.c, k_probe.h, k_probe.w, (cd_layout)c) == 0 &&
+            dnnl_memory_desc_equal(got, &want))
+            l = (cd_layout)c;
+    }
+    dnnl_primitive_desc_destroy(pd);
+    return l;
+}
+
+static pthread_once_t g_blocked_once = PTHREAD_ONCE_INIT;
+static cd_layout g_blocked = CD_LAYOUT_NCHW;
+
+static void blocked_init(void) {
+    if (cd_dnnl_init()) return;
+    cd_layout l = probe_any();
+    if (l != CD_LAYOUT_NCHW && probe_fast(l)) {
+        g_blocked = l;
+        return;
+    }
+    // oneDNN chose a layout we do not have: the first blocked one it runs fast.
+    const cd_layout order[] = {CD_LAYOUT_NCHW16C, CD_LAYOUT_NCHW8C};
+    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++)
+        if (probe_fast(order[i])) {
+            g_blocked = order[i];
+            return;
+        }
+}
+
+cd_layout cd_dnnl_blocked_layout(void) {
+    pthread_once(&g_blocked_once, blocked_init);
+    return g_blocked;
+}

@@ -1,0 +1,249 @@
+#ifndef CD_BACKENDS_CPU_DNNL_H
+#define CD_BACKENDS_CPU_DNNL_H
+
+// Dense CPU operators on oneDNN (Debian's libdnnl 2.6, OpenMP threading).
+//
+// The contract for the CPU backend, in short:
+//
+//  * Create every operator at model load (cd_dnnl_*_create). All
+//    weight-dependent work happens there: weights are reordered ("packed")
+//    into the layout oneDNN's chosen implementation wants, bias is copied, the
+//    primitive for batch 1 is created. The caller may free its weights right
+//    after create returns.
+//  * oneDNN primitives are shape-specific, so an operator holds one primitive
+//    per batch size 1..max_batch. They are created lazily by the first run with
+//    that batch, or eagerly by cd_dnnl_op_prepare (call it at load for every
+//    batch size you will use if first-request latency matters: creating a conv
+//    primitive costs 0.1-2 ms).
+//  * Per call only compute runs: cd_dnnl_op_run wraps the caller's buffers
+//    (no copies, except a residual that is not already in dst), executes and
+//    waits.
+//
+// Layouts (kernels/op-desc.h): CD_LAYOUT_NCHW is plain NCHW. CD_LAYOUT_NCHW16C
+// and CD_LAYOUT_NCHW8C are oneDNN's nChw16c / nChw8c: [N][ceil(C/B)][H][W][B];
+// channels padded to a multiple of B. Size buffers with
+// cd_dnnl_tensor_floats(). Padded channels of every blocked input must be
+// zero; every operator here writes zeros into the padded channels of a blocked
+// output (oneDNN's rule), so a chain of these operators keeps that invariant
+// by itself. Which blocked layout is fast depends on the CPU:
+// cd_dnnl_blocked_layout(). Buffers need no particular alignment
+// (64-byte alignment is faster).
+//
+// Threads and sharing:
+//
+//  * One process-wide engine (created by cd_dnnl_init). cd_dnnl_set_threads
+//    sets the OpenMP team size every cd_dnnl_op_run uses, on whatever thread
+//    calls it (the count is applied to the calling thread at the start of each
+//    run, because OpenMP's thread count is per calling thread). The runtime
+//    calls it from cd_runtime_init. Several worker threads each running a
+//    kernel each open their own OpenMP team: 2 workers x 2 threads on 2 cores
+//    oversubscribe; size workers x threads to the cores.
+//  * A cd_dnnl_op is shared by all workers: after create it is read-only
+//    except for the lazy per-batch primitive slots, which are filled under a
+//    mutex inside the op (double-checked, atomic publish). oneDNN primitives are
+//    safe to execute concurrently because every primitive here is created with
+//    the user-managed scratchpad.
+//  * A cd_dnnl_ctx is per worker (never used by two threads at once): it owns
+//    the dnnl stream and the scratchpad buffer. The scratchpad grows on demand
+//    inside run (the only allocation a run may do); reserve it at load with
+//    cd_dnnl_ctx_reserve(ctx, max of the sizes cd_dnnl_op_prepare reports) to
+//    keep runs allocation-free.
+//
+// Errors: functions return 0 or a negative CD_E* code (core/errors.h). A
+// failing oneDNN call is logged once to stderr with the call, file:line and
+// status name, and converted: dnnl_out_of_memory -> CD_ENOMEM,
+// dnnl_unimplemented -> CD_EUNSUPPORTED, anything else -> CD_EINTERNAL.
+// Nothing aborts. Arguments outside the documented ranges give CD_EPARAMS.
+//
+// The *_supports() queries answer "can create() build this?" by trying to
+// build the oneDNN primitive for batch 1 (cheap; oneDNN caches primitive
+// descriptors). They return 1 or 0 and never log.
+
+#include "kernels/op-desc.h"
+
+#include <stddef.h>
+
+// ---- process-wide ------------------------------------------------------------
+
+// Creates the CPU engine. Idempotent and thread-safe; every create function
+// calls it. Returns 0, or CD_EINTERNAL when oneDNN has no CPU engine.
+int cd_dnnl_init(void);
+
+// Sets the OpenMP thread count used by every later run (n >= 1; values above
+// omp_get_num_procs() are allowed but oversubscribe). Also applies it to the
+// calling thread at once. Returns 0 or CD_EPARAMS.
+int cd_dnnl_set_threads(int n);
+// The thread count runs use (omp_get_max_threads() of the first caller until
+// cd_dnnl_set_threads is called).
+int cd_dnnl_get_threads(void);
+
+// The blocked layout oneDNN's fast convolutions use on this CPU, decided once
+// by letting oneDNN choose the source layout of a 3x3 conv (format_tag::any)
+// and checking that it builds a kernel other than its reference loop there:
+// NCHW16C on AVX-512, NCHW8C on AVX2 (or under ONEDNN_MAX_CPU_ISA=AVX2); NCHW
+// when no blocked layout runs fast. An nChw16c conv on an AVX2-only CPU runs
+// oneDNN's reference loop, about 1000x slower than nChw8c there.
+cd_layout cd_dnnl_blocked_layout(void);
+
+// oneDNN's effective instruction set, e.g. "avx512_core", "avx2" (honours
+// ONEDNN_MAX_CPU_ISA).
+const char *cd_dnnl_isa(void);
+
+// 1 when a oneDNN implementation name (cd_dnnl_op_impl) is one of its
+// reference loops ("ref:any", ...), the slow last resort.
+int cd_dnnl_impl_is_reference(const char *impl);
+
+// Floats needed for an activation tensor of n x c x h x w in layout l
+// (the blocked layouts pad c up to a multiple of their block). 0 for a bad
+// layout.
+size_t cd_dnnl_tensor_floats(cd_layout l, int n, int c, int h, int w);
+
+// ---- per-worker context --------------------------------------------------------
+
+typedef struct cd_dnnl_ctx cd_dnnl_ctx;
+
+// Creates a context (stream + empty scratchpad). 0, CD_ENOMEM or CD_EINTERNAL.
+int cd_dnnl_ctx_create(cd_dnnl_ctx **out);
+// Grows the scratchpad to at least bytes (never shrinks). 0 or CD_ENOMEM.
+int cd_dnnl_ctx_reserve(cd_dnnl_ctx *ctx, size_t bytes);
+// Current scratchpad capacity in bytes.
+size_t cd_dnnl_ctx_scratch_bytes(const cd_dnnl_ctx *ctx);
+void cd_dnnl_ctx_free(cd_dnnl_ctx *ctx);
+
+// ---- operators: common handle -----------------------------------------------------
+
+// One dense operator (any kind below), shared by all workers.
+typedef struct cd_dnnl_op cd_dnnl_op;
+
+// Makes sure the primitive for this batch size exists (1 <= batch <=
+// max_batch) and reports the scratchpad bytes one run needs (scratch_bytes may
+// be NULL). 0, CD_EPARAMS, or the creation error.
+int cd_dnnl_op_prepare(cd_dnnl_op *op, int batch, size_t *scratch_bytes);
+
+// Runs the operator on batch items (1 <= batch <= max_batch). src holds
+// nsrc pointers as listed per kind below; dst is written entirely (including
+// NCHW16C channel padding). Returns 0, CD_EPARAMS (batch out of range, nsrc
+// wrong, NULL pointer), CD_ENOMEM (scratchpad growth) or CD_EINTERNAL.
+// The ctx must not be used by another thread during the call.
+int cd_dnnl_op_run(cd_dnnl_op *op, cd_dnnl_ctx *ctx, int batch, int nsrc,
+                   const float *const *src, float *dst);
+
+// Bytes of packed weights and bias the op owns (0 for weightless ops).
+size_t cd_dnnl_op_weight_bytes(const cd_dnnl_op *op);
+
+// oneDNN's implementation name for this batch size (e.g.
+// "jit:avx512_core", "gemm:jit"), for `convctl plan`; creates the primitive
+// if needed. A static string "?" when it cannot be built. The pointer stays
+// valid until the op is freed.
+const char *cd_dnnl_op_impl(cd_dnnl_op *op, int batch);
+
+// Frees the op and everything it owns. NULL is a no-op. No run may be in
+// flight.
+void cd_dnnl_op_free(cd_dnnl_op *op);
+
+// ---- convolution -------------------------------------------------------------------
+//
+// dst = act(conv(src, w) + bias [+ residual]) in one oneDNN primitive (bias
+// fused, residual via a sum post-op, activation via eltwise post-ops).
+// d->n is ignored (the batch is per call); d->oh/d->ow must be set
+// (cd_conv_out_dims). w is OIHW with I = c / groups, bias K floats or NULL.
+// run: nsrc = 1 {src}, or nsrc = 2 {src, residual} when d->has_residual. The
+// residual has dst's shape and layout; pass residual == dst (the arena keeps the
+// skip tensor in the output buffer) to save a copy: otherwise it is copied into
+// dst before the conv. src must not overlap dst.
+// Any group count that divides c and k works (depthwise included); src and dst
+// layouts are independent (NCHW src -> NCHW16C dst is the usual first layer).
+
+int cd_dnnl_conv_supports(const cd_conv_desc *d, cd_layout src, cd_layout dst);
+int cd_dnnl_conv_create(const cd_conv_desc *d, cd_layout src, cd_layout dst,
+                        int max_batch, const float *w, const float *bias,
+                        cd_dnnl_op **out);
+
+// ---- layout conversion ------------------------------------------------------------
+//
+// dst = src converted from layout `from` to layout `to` (either direction, or
+// a plain copy when equal). run: nsrc = 1.
+
+int cd_dnnl_reorder_supports(cd_layout from, cd_layout to, int c, int h, int w);
+int cd_dnnl_reorder_create(cd_layout from, cd_layout to, int c, int h, int w,
+                           int max_batch, cd_dnnl_op **out);
+
+// ---- pooling ------------------------------------------------------------------------
+//
+// Max / average pooling (d->n ignored, d->oh/ow set by cd_pool_out_dims), same
+// layout in and out. Global average pooling is kind AVG with kh = h, kw = w,
+// strides 1 and no padding. ceil_mode is supported except for AVG with
+// count_include_pad when the last window runs past the end padding (oneDNN
+// would count those cells; ONNX does not). run: nsrc = 1.
+
+int cd_dnnl_pool_supports(const cd_pool_desc *d, cd_layout layout);
+int cd_dnnl_pool_create(const cd_pool_desc *d, cd_layout layout, int max_batch,
+                        cd_dnnl_op **out);
+
+// ---- element-wise ---------------------------------------------------------------------
+
+// A tensor as seen by the weightless operators: per-item dims (the batch is the
+// call's), layout, and for the second operand of a binary op whether one item
+// is broadcast over the batch.
+typedef struct {
+    int c, h, w;
+    cd_layout layout;
+    int batch_bcast; // binary src1 only: 1 = shape [1, c, h, w] for every batch
+} cd_dnnl_tdesc;
+
+typedef enum {
+    CD_DNNL_ADD = 0, // dst = act(a + b)
+    CD_DNNL_MUL = 1, // dst = act(a * b)
+} cd_dnnl_binary_kind;
+
+// dst = act(a op b); dst has a's shape and layout. b broadcasts numpy-style:
+// each of its c, h, w is a's or 1 (e.g. the [N,C,1,1] scale of a
+// squeeze-excitation block, which may be NCHW while a is NCHW16C). To broadcast
+// a instead, swap the operands (both kinds commute). run: nsrc = 2 {a, b}; dst
+// may equal a (in place).
+// A blocked operand must be in the CPU's own blocked layout
+// (cd_dnnl_blocked_layout()): another one is CD_EUNSUPPORTED (supports 0),
+// since oneDNN 2.6 writes past dst for nChw8c on AVX-512.
+int cd_dnnl_binary_supports(cd_dnnl_binary_kind kind, cd_dnnl_tdesc a,
+                            cd_dnnl_tdesc b, cd_activation act);
+int cd_dnnl_binary_create(cd_dnnl_binary_kind kind, cd_dnnl_tdesc a,
+                          cd_dnnl_tdesc b, cd_activation act, int max_batch,
+                          cd_dnnl_op **out);
+
+// dst = act(src), same shape and layout; dst may equal src. Every cd_act kind,
+// including HARDSIGMOID (two oneDNN steps: linear, then clip). run: nsrc = 1.
+int cd_dnnl_eltwise_supports(cd_dnnl_tdesc t, cd_activation act);
+int cd_dnnl_eltwise_create(cd_dnnl_tdesc t, cd_activation act, int max_batch,
+                           cd_dnnl_op **out);
+
+// ---- inner product (Gemm / FC) ------------------------------------------------------
+//
+// dst[n, k] = act(sum_i src[n, i] * w[k, i] + bias[k]), i over the c*h*w
+// elements of one item in NCHW flatten order (so a Flatten after a global pool
+// needs no reorder, even from NCHW16C). w is K x (c*h*w) row-major (ONNX Gemm
+// with transB = 1; transpose B and fold alpha/beta before calling otherwise),
+// bias K floats or NULL. dst is plain N x K. run: nsrc = 1.
+int cd_dnnl_ip_supports(cd_dnnl_tdesc src, int k);
+int cd_dnnl_ip_create(cd_dnnl_tdesc src, int k, const float *w,
+                      const float *bias, cd_activation act, int max_batch,
+                      cd_dnnl_op **out);
+
+// ---- concat ---------------------------------------------------------------------------
+//
+// Concatenation of nsrc tensors along axis 1 (channels), 2 (H) or 3 (W) into a
+// dst of layout dst_layout; inputs may mix layouts. run: nsrc = n.
+int cd_dnnl_concat_supports(int n, const cd_dnnl_tdesc *srcs, int axis,
+                            cd_layout dst_layout);
+int cd_dnnl_concat_create(int n, const cd_dnnl_tdesc *srcs, int axis,
+                          cd_layout dst_layout, int max_batch, cd_dnnl_op **out);
+
+// ---- softmax --------------------------------------------------------------------------
+//
+// Softmax along axis 1, 2 or 3 of an N x c x h x w tensor (for a classifier
+// head: c classes, h = w = 1), same layout in and out. run: nsrc = 1; dst may
+// equal src.
+int cd_dnnl_softmax_supports(cd_dnnl_tdesc t, int axis);
+int cd_dnnl_softmax_create(cd_dnnl_tdesc t, int axis, int max_batch,
+                           cd_dnnl_op **out);
+
+#endif // CD_BACKENDS_CPU_DNNL_H

@@ -1,0 +1,22 @@
+#ifndef CD_BACKENDS_HIP_BACKEND_HIP_H
+#define CD_BACKENDS_HIP_BACKEND_HIP_H
+
+// The HIP backend of backends/backend.h (backends/hip/backend-hip.c), built
+// twice from one source:
+//   - "hip-emu": in the default build, over the CPU emulator of the HIP
+//     execution model (libcdhipemu.a); the runtime creates it for the device
+//     string "hip-emu";
+//   - "hip": inside the GPU=hip plugin (libconvd-hip.so) over the real HIP
+//     runtime and rocSPARSE; the runtime reaches it through the plugin's
+//     cd_hip_plugin_backend_create (backends/hip/plugin.h).
+// This header needs no HIP header: the runtime includes it.
+
+#include "backends/backend.h"
+
+#include <stddef.h>
+
+// Creates the backend on HIP device `device`. Returns 0, CD_EDEVICE with a
+// reason in err (no such device), or CD_ENOMEM.
+int cd_backend_hip_init(int device, cd_backend_t *out, char *err, size_t errlen);
+
+#endif // CD_BACKENDS_HIP_BACKEND_HIP_H

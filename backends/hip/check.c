@@ -1,0 +1,17 @@
+#include "backends/hip/check.h"
+
+#include <stdio.h>
+
+int cd_hip_status(hipError_t e) {
+    switch (e) {
+    case hipSuccess: return 0;
+    case hipErrorOutOfMemory: return CD_ENOMEM;
+    default: return CD_EDEVICE;
+    }
+}
+
+int cd_hip_fail(const char *call, const char *file, int line, hipError_t e) {
+    fprintf(stderr, "hip: %s failed at %s:%d: %s (%s)\n", call, file, line,
+            hipGetErrorName(e), hipGetErrorString(e));
+    return cd_hip_status(e);
+}

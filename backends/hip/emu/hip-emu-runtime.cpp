@@ -1,0 +1,329 @@
+// The HIP emulator's host API: devices, errors, memory, streams, events.
+// See backends/hip/emu/hip-emu-api.h for the emulated device.
+
+#include "backends/hip/emu/hip-emu-api.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+namespace {
+
+const size_t kAlign = 256;               // hipMalloc alignment, as on AMD
+const uint64_t kMagic = 0x63646869706d656dull; // "cdhipmem"
+
+// Precedes every hipMalloc block; kAlign bytes so the user block stays aligned.
+struct alloc_header {
+    uint64_t magic;
+    size_t size;
+};
+
+struct stream_rec { uint64_t magic; };
+struct event_rec { uint64_t magic; double t_ms; int recorded; };
+const uint64_t kStreamMagic = 0x63647374726d6d6dull;
+const uint64_t kEventMagic = 0x6364657665746d6dull;
+
+thread_local hipError_t g_last = hipSuccess;    // hipGetLastError
+thread_local hipError_t g_pending = hipSuccess; // next synchronize's result
+thread_local int g_device = 0;
+size_t g_allocated = 0; // bytes of live device allocations (atomic)
+
+hipError_t fail(hipError_t e) {
+    g_last = e;
+    return e;
+}
+
+int env_int(const char *name, int dflt) {
+    const char *s = getenv(name);
+    return s && *s ? atoi(s) : dflt;
+}
+
+int device_count(void) {
+    int n = env_int("CD_HIP_EMU_DEVICES", 1);
+    return n < 0 ? 0 : n;
+}
+
+size_t total_mem(void) { return (size_t)env_int("CD_HIP_EMU_MEM_MB", 4096) << 20; }
+
+double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+hipError_t take_pending(void) {
+    hipError_t e = g_pending;
+    g_pending = hipSuccess;
+    return e;
+}
+
+} // namespace
+
+extern "C" {
+
+void cd_emu_set_error(hipError_t e) {
+    g_last = e;
+    g_pending = e;
+}
+
+hipError_t cd_emu_hipGetDeviceCount(int *count) {
+    if (!count) return fail(hipErrorInvalidValue);
+    *count = device_count();
+    return *count ? hipSuccess : fail(hipErrorNoDevice);
+}
+
+hipError_t cd_emu_hipSetDevice(int device) {
+    if (device < 0 || device >= device_count()) return fail(hipErrorInvalidDevice);
+    g_device = device;
+    return hipSuccess;
+}
+
+hipError_t cd_emu_hipGetDevice(int *device) {
+    if (!device) return fail(hipErrorInvalidValue);
+    if (device_count() == 0) return fail(hipErrorNoDevice);
+    *device = g_device;
+    return hipSuccess;
+}
+
+hipError_t cd_emu_hipGetDeviceProperties(hipDeviceProp_t *prop, int device) {
+    if (!prop) return fail(hipErrorInvalidValue);
+    if (device < 0 || device >= device_count()) return fail(hipErrorInvalidDevice);
+    memset(prop, 0, sizeof *prop);
+    snprintf(prop->name, sizeof prop->name, "convd HIP emulator (CPU)");
+    snprintf(prop->gcnArchName, sizeof prop->gcnArchName, "emu");
+    prop->totalGlobalMem = total_mem();
+    prop->sharedMemPerBlock = 64 << 10;
+    prop->maxSharedMemoryPerMultiProcessor = 64 << 10;
+    prop->regsPerBlock = 65536;
+    prop->warpSize = 64;
+    prop->maxThreadsPerBlock = 1024;
+    prop->maxThreadsDim[0] = prop->maxThreadsDim[1] = prop->maxThreadsDim[2] = 1024;
+    prop->maxGridSize[0] = 2147483647;
+    prop->maxGridSize[1] = prop->maxGridSize[2] = 65536;
+    prop->clockRate = 1000000;
+    prop->multiProcessorCount = 1;
+    return hipSuccess;
+}
+
+hipError_t cd_emu_hipDeviceSynchronize(void) {
+    hipError_t e = take_pending();
+    return e == hipSuccess ? e : fail(e);
+}
+
+hipError_t cd_emu_hipMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
+    if (!free_bytes || !total_bytes) return fail(hipErrorInvalidValue);
+    size_t used = __atomic_load_n(&g_allocated, __ATOMIC_RELAXED);
+    *total_bytes = total_mem();
+    *free_bytes = used < *total_bytes ? *total_bytes - used : 0;
+    return hipSuccess;
+}
+
+hipError_t cd_emu_hipGetLastError(void) {
+    hipError_t e = g_last;
+    g_last = hipSuccess;
+    return e;
+}
+
+hipError_t cd_emu_hipPeekAtLastError(void) { return g_last; }
+
+const char *cd_emu_hipGetErrorName(hipError_t e) {
+    switch (e) {
+    case hipSuccess: return "hipSuccess";
+    case hipErrorInvalidValue: return "hipErrorInvalidValue";
+    case hipErrorOutOfMemory: return "hipErrorOutOfMemory";
+    case hipErrorNotInitialized: return "hipErrorNotInitialized";
+    case hipErrorInvalidConfiguration: return "hipErrorInvalidConfiguration";
+    case hipErrorInvalidMemcpyDirection: return "hipErrorInvalidMemcpyDirection";
+    case hipErrorNoDevice: return "hipErrorNoDevice";
+    case hipErrorInvalidDevice: return "hipErrorInvalidDevice";
+    case hipErrorInvalidResourceHandle: return "hipErrorInvalidResourceHandle";
+    case hipErrorNotReady: return "hipErrorNotReady";
+    case hipErrorLaunchOutOfResources: return "hipErrorLaunchOutOfResources";
+    case hipErrorLaunchFailure: return "hipErrorLaunchFailure";
+    case hipErrorNotSupported: return "hipErrorNotSupported";
+    case hipErrorUnknown: return "hipErrorUnknown";
+    }
+    return "hipErrorUnknown";
+}
+
+const char *cd_emu_hipGetErrorString(hipError_t e) {
+    switch (e) {
+    case hipSuccess: return "no error";
+    case hipErrorInvalidValue: return "invalid argument";
+    case hipErrorOutOfMemory: return "out of memory";
+    case hipErrorNotInitialized: return "initialization error";
+    case hipErrorInvalidConfiguration: return "invalid configuration argument";
+    case hipErrorInvalidMemcpyDirection: return "invalid copy direction for memcpy";
+    case hipErrorNoDevice: return "no ROCm-capable device is detected";
+    case hipErrorInvalidDevice: return "invalid device ordinal";
+    case hipErrorInvalidResourceHandle: return "invalid resource handle";
+    case hipErrorNotReady: return "device not ready";
+    case hipErrorLaunchOutOfResources: return "too many resources requested for launch";
+    case hipErrorLaunchFailure: return "unspecified launch failure";
+    case hipErrorNotSupported: return "operation not supported";
+    case hipErrorUnknown: return "unknown error";
+    }
+    return "unknown error";
+}
+
+hipError_t cd_emu_hipMalloc(void **ptr, size_t size) {
+    if (!ptr) return fail(hipErrorInvalidValue);
+    *ptr = NULL;
+    if (size == 0) return hipSuccess;
+    size_t used = __atomic_add_fetch(&g_allocated, size, __ATOMIC_RELAXED);
+    if (used > total_mem() || size > SIZE_MAX - 2 * kAlign) {
+        __atomic_sub_fetch(&g_allocated, size, __ATOMIC_RELAXED);
+        return fail(hipErrorOutOfMemory);
+    }
+    // Exactly `size` bytes after the header, so that AddressSanitizer (make
+    // SAN=1) reports a kernel's out-of-bounds access at the first byte past.
+    void *mem = NULL;
+    if (posix_memalign(&mem, kAlign, kAlign + size) != 0) mem = NULL;
+    unsigned char *base = static_cast<unsigned char *>(mem);
+    if (!base) {
+        __atomic_sub_fetch(&g_allocated, size, __ATOMIC_RELAXED);
+        return fail(hipErrorOutOfMemory);
+    }
+    alloc_header *h = reinterpret_cast<alloc_header *>(base);
+    h->magic = kMagic;
+    h->size = size;
+    // Device memory is not zeroed: a kernel reading what nobody wrote sees NaN.
+    memset(base + kAlign, 0xff, size);
+    *ptr = base + kAlign;
+    return hipSuccess;
+}
+
+hipError_t cd_emu_hipFree(void *ptr) {
+    if (!ptr) return hipSuccess;
+    unsigned char *base = static_cast<unsigned char *>(ptr) - kAlign;
+    alloc_header *h = reinterpret_cast<alloc_header *>(base);
+    if (h->magic != kMagic) return fail(hipErrorInvalidValue);
+    h->magic = 0;
+    __atomic_sub_fetch(&g_allocated, h->size, __ATOMIC_RELAXED);
+    free(base);
+    return hipSuccess;
+}
+
+hipError_t cd_emu_hipHostMalloc(void **ptr, size_t size, unsigned flags) {
+    (void)flags;
+    if (!ptr) return fail(hipErrorInvalidValue);
+    *ptr = NULL;
+    if (size == 0) return hipSuccess;
+    if (posix_memalign(ptr, kAlign, size) != 0) {
+        *ptr = NULL;
+        return fail(hipErrorOutOfMemory);
+    }
+    return hipSuccess;
+}
+
+hipError_t cd_emu_hipHostFree(void *ptr) {
+    free(ptr);
+    return hipSuccess;
+}
+
+hipError_t cd_emu_hipMemcpy(void *dst, const void *src, size_t n, hipMemcpyKind kind) {
+    if ((unsigned)kind > hipMemcpyDefault) return fail(hipErrorInvalidMemcpyDirection);
+    if (n == 0) return hipSuccess;
+    if (!dst || !src) return fail(hipErrorInvalidValue);
+    memmove(dst, src, n);
+    return hipSuccess;
+}
+
+hipError_t cd_emu_hipMemcpyAsync(void *dst, const void *src, size_t n, hipMemcpyKind kind,
+                                 hipStream_t stream) {
+    (void)stream;
+    return cd_emu_hipMemcpy(dst, src, n, kind);
+}
+
+hipError_t cd_emu_hipMemset(void *dst, int value, size_t n) {
+    if (n == 0) return hipSuccess;
+    if (!dst) return fail(hipErrorInvalidValue);
+    memset(dst, value, n);
+    return hipSuccess;
+}
+
+hipError_t cd_emu_hipMemsetAsync(void *dst, int value, size_t n, hipStream_t stream) {
+    (void)stream;
+    return cd_emu_hipMemset(dst, value, n);
+}
+
+hipError_t cd_emu_hipStreamCreate(hipStream_t *stream) {
+    return cd_emu_hipStreamCreateWithFlags(stream, hipStreamDefault);
+}
+
+hipError_t cd_emu_hipStreamCreateWithFlags(hipStream_t *stream, unsigned flags) {
+    (void)flags;
+    if (!stream) return fail(hipErrorInvalidValue);
+    stream_rec *s = static_cast<stream_rec *>(malloc(sizeof *s));
+    if (!s) return fail(hipErrorOutOfMemory);
+    s->magic = kStreamMagic;
+    *stream = reinterpret_cast<hipStream_t>(s);
+    return hipSuccess;
+}
+
+hipError_t cd_emu_hipStreamDestroy(hipStream_t stream) {
+    stream_rec *s = reinterpret_cast<stream_rec *>(stream);
+    if (!s || s->magic != kStreamMagic) return fail(hipErrorInvalidResourceHandle);
+    s->magic = 0;
+    free(s);
+    return hipSuccess;
+}
+
+hipError_t cd_emu_hipStreamSynchronize(hipStream_t stream) {
+    stream_rec *s = reinterpret_cast<stream_rec *>(stream);
+    if (s && s->magic != kStreamMagic) return fail(hipErrorInvalidResourceHandle);
+    hipError_t e = take_pending();
+    return e == hipSuccess ? e : fail(e);
+}
+
+hipError_t cd_emu_hipStreamQuery(hipStream_t stream) {
+    stream_rec *s = reinterpret_cast<stream_rec *>(stream);
+    if (s && s->magic != kStreamMagic) return fail(hipErrorInvalidResourceHandle);
+    return hipSuccess;
+}
+
+hipError_t cd_emu_hipEventCreate(hipEvent_t *event) {
+    if (!event) return fail(hipErrorInvalidValue);
+    event_rec *e = static_cast<event_rec *>(calloc(1, sizeof *e));
+    if (!e) return fail(hipErrorOutOfMemory);
+    e->magic = kEventMagic;
+    *event = reinterpret_cast<hipEvent_t>(e);
+    return hipSuccess;
+}
+
+hipError_t cd_emu_hipEventDestroy(hipEvent_t event) {
+    event_rec *e = reinterpret_cast<event_rec *>(event);
+    if (!e || e->magic != kEventMagic) return fail(hipErrorInvalidResourceHandle);
+    e->magic = 0;
+    free(e);
+    return hipSuccess;
+}
+
+hipError_t cd_emu_hipEventRecord(hipEvent_t event, hipStream_t stream) {
+    (void)stream;
+    event_rec *e = reinterpret_cast<event_rec *>(event);
+    if (!e || e->magic != kEventMagic) return fail(hipErrorInvalidResourceHandle);
+    e->t_ms = now_ms();
+    e->recorded = 1;
+    return hipSuccess;
+}
+
+hipError_t cd_emu_hipEventSynchronize(hipEvent_t event) {
+    event_rec *e = reinterpret_cast<event_rec *>(event);
+    if (!e || e->magic != kEventMagic) return fail(hipErrorInvalidResourceHandle);
+    return hipSuccess;
+}
+
+hipError_t cd_emu_hipEventElapsedTime(float *ms, hipEvent_t start, hipEvent_t stop) {
+    event_rec *a = reinterpret_cast<event_rec *>(start);
+    event_rec *b = reinterpret_cast<event_rec *>(stop);
+    if (!ms || !a || !b || a->magic != kEventMagic || b->magic != kEventMagic)
+        return fail(hipErrorInvalidResourceHandle);
+    if (!a->recorded || !b->recorded) return fail(hipErrorNotReady);
+    *ms = (float)(b->t_ms - a->t_ms);
+    return hipSuccess;
+}
+
+} // extern "C"

@@ -1,0 +1,108 @@
+// The plugin's device probe (backends/hip/plugin.h): answers "can --device
+// hip:N run here?" quickly and with a reason a person can act on.
+
+#include "backends/hip/plugin.h"
+
+#include "backends/hip/bias-act.h"
+#include "backends/hip/check.h"
+#include "core/errors.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+// The targets the kernels were compiled for (the Makefile passes GPU_ARCHS);
+// the emulated build's device reports "emu".
+#ifndef CD_GPU_ARCHS
+#define CD_GPU_ARCHS "emu"
+#endif
+
+#define CD_HIP_EXPORT __attribute__((visibility("default")))
+
+// 1 when arch (e.g. "gfx90a") is an entry of the comma-separated list.
+static int arch_in_list(const char *arch, const char *list) {
+    size_t n = strlen(arch);
+    for (const char *p = list; *p;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len == n && strncmp(p, arch, n) == 0) return 1;
+        if (!end) break;
+        p = end + 1;
+    }
+    return 0;
+}
+
+// Runs relu over {-1, 2, -3, 4} on the device and checks {0, 2, 0, 4}: the
+// code object for this architecture loads and executes. Returns 0 or fails.
+static int probe_kernel(char *err, size_t errlen) {
+    const float in[4] = {-1.0f, 2.0f, -3.0f, 4.0f};
+    float out[4] = {0};
+    float *buf = NULL;
+    hipError_t e = hipMalloc((void **)&buf, sizeof in);
+    if (e != hipSuccess)
+        return cd_errf(CD_EDEVICE, err, errlen, "hipMalloc: %s", hipGetErrorName(e));
+    const char *what = "hipMemcpy";
+    e = hipMemcpy(buf, in, sizeof in, hipMemcpyHostToDevice);
+    if (e == hipSuccess) {
+        cd_activation relu = {CD_ACT_RELU, 0.0f, 0.0f};
+        what = "test kernel";
+        if (cd_hip_bias_act(1, 4, 1, buf, NULL, NULL, relu, buf, NULL) != 0)
+            e = hipErrorLaunchFailure;
+        else if ((e = hipDeviceSynchronize()) == hipSuccess) {
+            what = "hipMemcpy";
+            e = hipMemcpy(out, buf, sizeof out, hipMemcpyDeviceToHost);
+        }
+    }
+    CD_HIP_CHECK_LOG(hipFree(buf));
+    if (e != hipSuccess) return cd_errf(CD_EDEVICE, err, errlen, "%s: %s", what, hipGetErrorName(e));
+    if (out[0] != 0.0f || out[1] != 2.0f || out[2] != 0.0f || out[3] != 4.0f)
+        return cd_errf(CD_EDEVICE, err, errlen, "test kernel returned wrong results");
+    return 0;
+}
+
+CD_HIP_EXPORT int cd_hip_plugin_abi(void) { return CD_HIP_PLUGIN_ABI; }
+
+CD_HIP_EXPORT int cd_hip_plugin_probe(int device, cd_hip_device_info *out, char *err,
+                                      size_t errlen) {
+    int count = 0;
+    hipError_t e = hipGetDeviceCount(&count);
+    if (e != hipSuccess || count == 0) {
+        const char *hint = access("/dev/kfd", F_OK) != 0
+                               ? "; /dev/kfd is missing: is the amdgpu kernel driver loaded?"
+                               : "; /dev/kfd exists: is this user in the render/video group?";
+        const char *name = e == hipSuccess ? "0 devices" : hipGetErrorName(e);
+        const char *text = e == hipSuccess ? "" : hipGetErrorString(e);
+        int same = strcmp(name, text) == 0 || !*text;
+        return cd_errf(CD_EDEVICE, err, errlen, "no AMD GPU found (hipGetDeviceCount: %s%s%s)%s", name,
+                          same ? "" : ": ", same ? "" : text, hint);
+    }
+    if (device < 0 || device >= count)
+        return cd_errf(CD_EDEVICE, err, errlen, "no HIP device %d (this machine has %d: 0..%d)", device,
+                          count, count - 1);
+    if ((e = hipSetDevice(device)) != hipSuccess)
+        return cd_errf(CD_EDEVICE, err, errlen, "hipSetDevice(%d): %s", device, hipGetErrorName(e));
+    hipDeviceProp_t prop;
+    if ((e = hipGetDeviceProperties(&prop, device)) != hipSuccess)
+        return cd_errf(CD_EDEVICE, err, errlen, "hipGetDeviceProperties(%d): %s", device,
+                          hipGetErrorName(e));
+    cd_hip_device_info info;
+    memset(&info, 0, sizeof info);
+    info.device = device;
+    info.count = count;
+    snprintf(info.name, sizeof info.name, "%s", prop.name);
+    size_t arch_len = strcspn(prop.gcnArchName, ":");
+    if (arch_len >= sizeof info.arch) arch_len = sizeof info.arch - 1;
+    memcpy(info.arch, prop.gcnArchName, arch_len);
+    info.total_mem = (int64_t)prop.totalGlobalMem;
+    info.compute_units = prop.multiProcessorCount;
+    info.warp_size = prop.warpSize;
+    if (!arch_in_list(info.arch, CD_GPU_ARCHS))
+        return cd_errf(CD_EDEVICE, err, errlen,
+                          "device %d (%s) is %s, but the plugin was built for %s "
+                          "(rebuild with make GPU=hip GPU_ARCHS=...,%s)",
+                          device, info.name, info.arch, CD_GPU_ARCHS, info.arch);
+    int rc = probe_kernel(err, errlen);
+    if (rc) return rc;
+    if (out) *out = info;
+    return 0;
+}

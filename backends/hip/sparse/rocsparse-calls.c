@@ -1,0 +1,276 @@
+// The rocSPARSE call sequences (backends/hip/sparse/rocsparse-calls.h). Compiled by gcc
+// with -D__HIP_PLATFORM_AMD__ into the HIP plugin; every line is compiled by
+// `make GPU=hip` in CI, none has run on a GPU yet (docs/GPU.md).
+
+#include "backends/hip/sparse/rocsparse-calls.h"
+
+#include "backends/hip/check.h"
+#include "core/errors.h"
+
+#include <rocsparse/rocsparse.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+// rocSPARSE 5.3 has no rocsparse_get_status_name: our own.
+static const char *rocsparse_status_name(rocsparse_status s) {
+    switch (s) {
+    case rocsparse_status_success: return "rocsparse_status_success";
+    case rocsparse_status_invalid_handle: return "rocsparse_status_invalid_handle";
+    case rocsparse_status_not_implemented: return "rocsparse_status_not_implemented";
+    case rocsparse_status_invalid_pointer: return "rocsparse_status_invalid_pointer";
+    case rocsparse_status_invalid_size: return "rocsparse_status_invalid_size";
+    case rocsparse_status_memory_error: return "rocsparse_status_memory_error";
+    case rocsparse_status_internal_error: return "rocsparse_status_internal_error";
+    case rocsparse_status_invalid_value: return "rocsparse_status_invalid_value";
+    case rocsparse_status_arch_mismatch: return "rocsparse_status_arch_mismatch";
+    case rocsparse_status_zero_pivot: return "rocsparse_status_zero_pivot";
+    case rocsparse_status_not_initialized: return "rocsparse_status_not_initialized";
+    case rocsparse_status_type_mismatch: return "rocsparse_status_type_mismatch";
+    case rocsparse_status_requires_sorted_storage: return "rocsparse_status_requires_sorted_storage";
+    }
+    return "rocsparse_status_unknown";
+}
+
+// Logs a failed call and returns its CD_E* code: memory errors are
+// CD_ENOMEM, an operation this rocSPARSE lacks is CD_EUNSUPPORTED, the rest
+// CD_EDEVICE.
+static int rocsparse_fail(const char *call, const char *file, int line, rocsparse_status s) {
+    fprintf(stderr, "rocsparse: %s failed at %s:%d: %s\n", call, file, line,
+            rocsparse_status_name(s));
+    switch (s) {
+    case rocsparse_status_memory_error: return CD_ENOMEM;
+    case rocsparse_status_not_implemented: return CD_EUNSUPPORTED;
+    default: return CD_EDEVICE;
+    }
+}
+
+// Every rocSPARSE call goes through this (HIP calls through CD_HIP_CHECK).
+#define CD_ROCSPARSE_CHECK(call)                                                       \
+    do {                                                                               \
+        rocsparse_status cd_rs_s_ = (call);                                            \
+        if (cd_rs_s_ != rocsparse_status_success)                                      \
+            return rocsparse_fail(#call, __FILE__, __LINE__, cd_rs_s_);                \
+    } while (0)
+
+// Teardown has no caller to report to: check and log, no return.
+#define CD_ROCSPARSE_CHECK_LOG(call)                                                   \
+    do {                                                                               \
+        rocsparse_status cd_rs_s_ = (call);                                            \
+        if (cd_rs_s_ != rocsparse_status_success)                                      \
+            (void)rocsparse_fail(#call, __FILE__, __LINE__, cd_rs_s_);                 \
+    } while (0)
+
+struct cd_rocsparse_csr {
+    rocsparse_handle handle;
+    rocsparse_spmat_descr a;  // m x k CSR over the device arrays below
+    rocsparse_dnmat_descr b;  // k x cols, row-major
+    rocsparse_dnmat_descr c;  // m x cols, row-major
+    int *row_ptr, *col_ind;   // device copies
+    float *val;
+    void *work;               // the buffer sized by stage_buffer_size
+    size_t work_bytes;
+    float alpha, beta;        // 1 and 0: C = A x B
+};
+
+int cd_rocsparse_csr_cols(int n) { return n < CD_ROCSPARSE_MIN_COLS ? CD_ROCSPARSE_MIN_COLS : n; }
+
+// Copies n bytes of host data to a new device buffer *dst.
+static int upload(void **dst, const void *src, size_t n) {
+    CD_HIP_CHECK(hipMalloc(dst, n ? n : 1));
+    if (n) CD_HIP_CHECK(hipMemcpy(*dst, src, n, hipMemcpyHostToDevice));
+    return 0;
+}
+
+// The stage-parameterised call, so the three stages read alike.
+static rocsparse_status csr_spmm_stage(cd_rocsparse_csr *p, rocsparse_spmm_stage stage,
+                                       size_t *bytes, void *work) {
+    return rocsparse_spmm(p->handle, rocsparse_operation_none, rocsparse_operation_none,
+                          &p->alpha, p->a, p->b, &p->beta, p->c, rocsparse_datatype_f32_r,
+                          rocsparse_spmm_alg_csr, stage, bytes, work);
+}
+
+static int csr_setup(cd_rocsparse_csr *p, hipStream_t stream, int m, int k, int nnz,
+                     const int *row_ptr, const int *col_ind, const float *val, int cols,
+                     float *b, float *c) {
+    CD_ROCSPARSE_CHECK(rocsparse_create_handle(&p->handle));
+    CD_ROCSPARSE_CHECK(rocsparse_set_stream(p->handle, stream));
+    CD_ROCSPARSE_CHECK(rocsparse_set_pointer_mode(p->handle, rocsparse_pointer_mode_host));
+    int rc;
+    if ((rc = upload((void **)&p->row_ptr, row_ptr, (size_t)(m + 1) * sizeof(int))) ||
+        (rc = upload((void **)&p->col_ind, col_ind, (size_t)nnz * sizeof(int))) ||
+        (rc = upload((void **)&p->val, val, (size_t)nnz * sizeof(float))))
+        return rc;
+    CD_ROCSPARSE_CHECK(rocsparse_create_csr_descr(&p->a, m, k, nnz, p->row_ptr, p->col_ind,
+                                                  p->val, rocsparse_indextype_i32,
+                                                  rocsparse_indextype_i32,
+                                                  rocsparse_index_base_zero,
+                                                  rocsparse_datatype_f32_r));
+    CD_ROCSPARSE_CHECK(rocsparse_create_dnmat_descr(&p->b, k, cols, cols, b,
+                                                    rocsparse_datatype_f32_r,
+                                                    rocsparse_order_row));
+    CD_ROCSPARSE_CHECK(rocsparse_create_dnmat_descr(&p->c, m, cols, cols, c,
+                                                    rocsparse_datatype_f32_r,
+                                                    rocsparse_order_row));
+    CD_ROCSPARSE_CHECK(csr_spmm_stage(p, rocsparse_spmm_stage_buffer_size, &p->work_bytes, NULL));
+    CD_HIP_CHECK(hipMalloc(&p->work, p->work_bytes ? p->work_bytes : 1));
+    CD_ROCSPARSE_CHECK(csr_spmm_stage(p, rocsparse_spmm_stage_preprocess, &p->work_bytes, p->work));
+    CD_HIP_CHECK(hipStreamSynchronize(stream));
+    return 0;
+}
+
+int cd_rocsparse_csr_init(cd_rocsparse_csr **out, hipStream_t stream, int m, int k, int nnz,
+                          const int *row_ptr, const int *col_ind, const float *val, int n,
+                          float *b, float *c) {
+    *out = NULL;
+    if (m < 1 || k < 1 || nnz < 0 || n < 1 || !row_ptr || (nnz && (!col_ind || !val)) || !b || !c)
+        return CD_EPARAMS;
+    cd_rocsparse_csr *p = calloc(1, sizeof *p);
+    if (!p) return CD_ENOMEM;
+    p->alpha = 1.0f;
+    p->beta = 0.0f;
+    int rc = csr_setup(p, stream, m, k, nnz, row_ptr, col_ind, val, cd_rocsparse_csr_cols(n), b, c);
+    if (rc) {
+        cd_rocsparse_csr_free(p);
+        return rc;
+    }
+    *out = p;
+    return 0;
+}
+
+int cd_rocsparse_csr_spmm(cd_rocsparse_csr *p, const float *b, float *c) {
+    CD_ROCSPARSE_CHECK(rocsparse_dnmat_set_values(p->b, (void *)b));
+    CD_ROCSPARSE_CHECK(rocsparse_dnmat_set_values(p->c, c));
+    CD_ROCSPARSE_CHECK(csr_spmm_stage(p, rocsparse_spmm_stage_compute, &p->work_bytes, p->work));
+    return 0;
+}
+
+void cd_rocsparse_csr_free(cd_rocsparse_csr *p) {
+    if (!p) return;
+    if (p->a) CD_ROCSPARSE_CHECK_LOG(rocsparse_destroy_spmat_descr(p->a));
+    if (p->b) CD_ROCSPARSE_CHECK_LOG(rocsparse_destroy_dnmat_descr(p->b));
+    if (p->c) CD_ROCSPARSE_CHECK_LOG(rocsparse_destroy_dnmat_descr(p->c));
+    if (p->handle) CD_ROCSPARSE_CHECK_LOG(rocsparse_destroy_handle(p->handle));
+    CD_HIP_CHECK_LOG(hipFree(p->work));
+    CD_HIP_CHECK_LOG(hipFree(p->row_ptr));
+    CD_HIP_CHECK_LOG(hipFree(p->col_ind));
+    CD_HIP_CHECK_LOG(hipFree(p->val));
+    free(p);
+}
+
+// Binds a handle to a stream (a function so the check macro's early return
+// stays inside it).
+static int cd_rocsparse_set_stream_(rocsparse_handle h, hipStream_t stream) {
+    CD_ROCSPARSE_CHECK(rocsparse_set_stream(h, stream));
+    return 0;
+}
+
+struct cd_rocsparse_gebsr {
+    rocsparse_handle handle;
+    rocsparse_mat_descr descr; // general, zero-based
+    int mb, kb, nnzb, rbd, cbd;
+    int *row_ptr, *col_ind;    // device copies
+    float *val;
+};
+
+static int gebsr_setup(cd_rocsparse_gebsr *p, const int *row_ptr, const int *col_ind, const float *val) {
+    CD_ROCSPARSE_CHECK(rocsparse_create_handle(&p->handle));
+    CD_ROCSPARSE_CHECK(rocsparse_set_pointer_mode(p->handle, rocsparse_pointer_mode_host));
+    CD_ROCSPARSE_CHECK(rocsparse_create_mat_descr(&p->descr));
+    CD_ROCSPARSE_CHECK(rocsparse_set_mat_type(p->descr, rocsparse_matrix_type_general));
+    CD_ROCSPARSE_CHECK(rocsparse_set_mat_index_base(p->descr, rocsparse_index_base_zero));
+    size_t bsz = (size_t)p->rbd * p->cbd;
+    int rc;
+    if ((rc = upload((void **)&p->row_ptr, row_ptr, (size_t)(p->mb + 1) * sizeof(int))) ||
+        (rc = upload((void **)&p->col_ind, col_ind, (size_t)p->nnzb * sizeof(int))) ||
+        (rc = upload((void **)&p->val, val, (size_t)p->nnzb * bsz * sizeof(float))))
+        return rc;
+    return 0;
+}
+
+int cd_rocsparse_gebsr_init(cd_rocsparse_gebsr **out, int mb, int kb, int nnzb, int row_block_dim,
+                            int col_block_dim, const int *row_ptr, const int *col_ind, const float *val) {
+    *out = NULL;
+    if (mb < 1 || kb < 1 || nnzb < 0 || row_block_dim < 1 || col_block_dim < 1 || !row_ptr ||
+        (nnzb && (!col_ind || !val)))
+        return CD_EPARAMS;
+    cd_rocsparse_gebsr *p = calloc(1, sizeof *p);
+    if (!p) return CD_ENOMEM;
+    p->mb = mb;
+    p->kb = kb;
+    p->nnzb = nnzb;
+    p->rbd = row_block_dim;
+    p->cbd = col_block_dim;
+    int rc = gebsr_setup(p, row_ptr, col_ind, val);
+    if (rc) {
+        cd_rocsparse_gebsr_free(p);
+        return rc;
+    }
+    *out = p;
+    return 0;
+}
+
+int cd_rocsparse_gebsr_mm(cd_rocsparse_gebsr *p, hipStream_t stream, int b_trans, int n, const float *b,
+                          int ldb, float *c, int ldc) {
+    int m = p->mb * p->rbd, k = p->kb * p->cbd;
+    if (n < 1 || ldb < (b_trans ? n : k) || ldc < m || !b || !c) return CD_EPARAMS;
+    const float alpha = 1.0f, beta = 0.0f;
+    CD_ROCSPARSE_CHECK(rocsparse_set_stream(p->handle, stream));
+    // Blocks are stored row-major (rocsparse_direction_row); B and C column-major.
+    CD_ROCSPARSE_CHECK(rocsparse_sgebsrmm(p->handle, rocsparse_direction_row, rocsparse_operation_none,
+                                          b_trans ? rocsparse_operation_transpose
+                                                  : rocsparse_operation_none,
+                                          p->mb, n, p->kb, p->nnzb, &alpha, p->descr, p->val,
+                                          p->row_ptr, p->col_ind, p->rbd, p->cbd, b, ldb, &beta, c,
+                                          ldc));
+    return 0;
+}
+
+void cd_rocsparse_gebsr_free(cd_rocsparse_gebsr *p) {
+    if (!p) return;
+    if (p->descr) CD_ROCSPARSE_CHECK_LOG(rocsparse_destroy_mat_descr(p->descr));
+    if (p->handle) CD_ROCSPARSE_CHECK_LOG(rocsparse_destroy_handle(p->handle));
+    CD_HIP_CHECK_LOG(hipFree(p->row_ptr));
+    CD_HIP_CHECK_LOG(hipFree(p->col_ind));
+    CD_HIP_CHECK_LOG(hipFree(p->val));
+    free(p);
+}
+
+// Square-block BSR (the legacy sbsrmm): the same device arrays as GEBSR with
+// row_block_dim == col_block_dim, so it reuses that plan.
+struct cd_rocsparse_bsr {
+    cd_rocsparse_gebsr *g;
+};
+
+int cd_rocsparse_bsr_init(cd_rocsparse_bsr **out, hipStream_t stream, int mb, int kb,
+                          int nnzb, int block_dim, const int *row_ptr, const int *col_ind,
+                          const float *val) {
+    *out = NULL;
+    cd_rocsparse_bsr *p = calloc(1, sizeof *p);
+    if (!p) return CD_ENOMEM;
+    int rc = cd_rocsparse_gebsr_init(&p->g, mb, kb, nnzb, block_dim, block_dim, row_ptr, col_ind, val);
+    if (!rc) rc = cd_rocsparse_set_stream_(p->g->handle, stream);
+    if (rc) {
+        cd_rocsparse_bsr_free(p);
+        return rc;
+    }
+    *out = p;
+    return 0;
+}
+
+int cd_rocsparse_bsr_mm(cd_rocsparse_bsr *p, int n, const float *b, int ldb, float *c, int ldc) {
+    const cd_rocsparse_gebsr *g = p->g;
+    if (n < 1 || ldb < g->kb * g->cbd || ldc < g->mb * g->rbd) return CD_EPARAMS;
+    const float alpha = 1.0f, beta = 0.0f;
+    // Blocks are stored row-major (rocsparse_direction_row); B and C column-major.
+    CD_ROCSPARSE_CHECK(rocsparse_sbsrmm(g->handle, rocsparse_direction_row,
+                                        rocsparse_operation_none, rocsparse_operation_none,
+                                        g->mb, n, g->kb, g->nnzb, &alpha, g->descr, g->val,
+                                        g->row_ptr, g->col_ind, g->rbd, b, ldb, &beta, c, ldc));
+    return 0;
+}
+
+void cd_rocsparse_bsr_free(cd_rocsparse_bsr *p) {
+    if (!p) return;
+    cd_rocsparse_gebsr_free(p->g);
+    free(p);
+}

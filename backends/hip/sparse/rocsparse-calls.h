@@ -1,0 +1,97 @@
+#ifndef CD_BACKENDS_HIP_SPARSE_ROCSPARSE_CALLS_H
+#define CD_BACKENDS_HIP_SPARSE_ROCSPARSE_CALLS_H
+
+// Sparse x dense products on AMD GPUs through rocSPARSE 5.3 (Debian 12):
+// CSR through the generic rocsparse_spmm with its three explicit stages
+// (buffer size and preprocess at load, compute per request), BSR through the
+// legacy rocsparse_sbsrmm (square blocks) and rocsparse_sgebsrmm (general
+// row_block_dim x col_block_dim blocks: the planner's 4x1 / 8x1), both with
+// column-major dense operands. Built only into the
+// HIP plugin (make GPU=hip); rocSPARSE cannot run without a GPU, so the
+// emulated backend routes SpMM to the CPU kernels instead (docs/GPU.md).
+//
+// Every HIP and rocSPARSE call is checked; failures are logged with the call,
+// file:line and status name and returned as CD_E* codes. Nothing aborts.
+
+#include "backends/hip/vendor-host.h"
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// rocSPARSE's generic SpMM is slow for very narrow dense operands: a dense
+// side narrower than this is padded to it (zero columns; see
+// cd_rocsparse_csr_cols).
+#define CD_ROCSPARSE_MIN_COLS 16
+
+typedef struct cd_rocsparse_csr cd_rocsparse_csr; // CSR weights resident on the device
+typedef struct cd_rocsparse_bsr cd_rocsparse_bsr; // BSR weights resident on the device
+typedef struct cd_rocsparse_gebsr cd_rocsparse_gebsr; // general-BSR weights resident on the device
+
+// Dense column count a CSR plan for n columns works with: max(n, 16). The
+// caller's B (k x cols) and C (m x cols) device buffers are row-major with
+// leading dimension >= that; the padding columns of B must be zero.
+int cd_rocsparse_csr_cols(int n);
+
+// Uploads the m x k CSR matrix (host arrays: row_ptr[m+1], col_ind[nnz],
+// val[nnz], zero-based, int32 indices), creates the descriptors for
+// C (m x cols) = A x B (k x cols), both row-major with leading dimension
+// cols = cd_rocsparse_csr_cols(n), and runs the buffer-size and preprocess
+// stages on `stream` with sample device buffers b and c of those shapes.
+// Returns 0, CD_EPARAMS for bad sizes, CD_ENOMEM, or CD_EDEVICE (logged).
+int cd_rocsparse_csr_init(cd_rocsparse_csr **out, hipStream_t stream, int m, int k, int nnz,
+                          const int *row_ptr, const int *col_ind, const float *val, int n,
+                          float *b, float *c);
+
+// C = A x B for new device buffers b and c (shapes as at init): the compute
+// stage only, queued on the plan's stream. Returns 0 or a CD_E* code (logged).
+int cd_rocsparse_csr_spmm(cd_rocsparse_csr *plan, const float *b, float *c);
+
+// Frees the device copies, descriptors, work buffer and handle (NULL is fine).
+void cd_rocsparse_csr_free(cd_rocsparse_csr *plan);
+
+// Uploads an mb x kb block-row BSR matrix of block_dim x block_dim blocks
+// (host arrays: row_ptr[mb+1], col_ind[nnzb], val[nnzb*block_dim^2] with each
+// block stored row-major, zero-based) for products on `stream`. Returns 0,
+// CD_EPARAMS, CD_ENOMEM or CD_EDEVICE (logged).
+int cd_rocsparse_bsr_init(cd_rocsparse_bsr **out, hipStream_t stream, int mb, int kb,
+                          int nnzb, int block_dim, const int *row_ptr, const int *col_ind,
+                          const float *val);
+
+// C (mb*block_dim x n) = A x B (kb*block_dim x n), column-major with leading
+// dimensions ldb and ldc (device buffers). Activations [batch, features]
+// row-major are exactly such column-major B and C with n = batch (the
+// fully-connected case). Returns 0 or a CD_E* code (logged).
+int cd_rocsparse_bsr_mm(cd_rocsparse_bsr *plan, int n, const float *b, int ldb, float *c,
+                        int ldc);
+
+void cd_rocsparse_bsr_free(cd_rocsparse_bsr *plan);
+
+// Uploads (once, synchronously) an mb x kb block-row general-BSR matrix of
+// row_block_dim x col_block_dim blocks for rocsparse_sgebsrmm (host arrays as
+// packed by cd_gebsr_pack, backends/hip/sparse/gebsr-pack.h: row_ptr[mb+1],
+// col_ind[nnzb], val[nnzb*rbd*cbd], each block row-major, zero-based; nnzb
+// may be 0). Returns 0, CD_EPARAMS, CD_ENOMEM or CD_EDEVICE (logged).
+int cd_rocsparse_gebsr_init(cd_rocsparse_gebsr **out, int mb, int kb, int nnzb, int row_block_dim,
+                            int col_block_dim, const int *row_ptr, const int *col_ind, const float *val);
+
+// Queues C (mb*rbd x n) = A x op(B) on `stream`, column-major device
+// buffers: op(B) = B (kb*cbd x n, ldb >= kb*cbd) when b_trans is 0, else
+// B^T with B n x kb*cbd (ldb >= n) - a row-major kb*cbd x n matrix such as
+// one NCHW image (C x H*W) is exactly that B with ldb = H*W. All mb*rbd rows
+// of C are written (padding rows as zeros): ldc >= mb*rbd. Rebinds the
+// plan's handle to `stream`: calls on one plan must be serialised by the
+// caller. Returns 0 or a CD_E* code (logged).
+int cd_rocsparse_gebsr_mm(cd_rocsparse_gebsr *plan, hipStream_t stream, int b_trans, int n,
+                          const float *b, int ldb, float *c, int ldc);
+
+// Frees the device copies, descriptor and handle (NULL is fine).
+void cd_rocsparse_gebsr_free(cd_rocsparse_gebsr *plan);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif // CD_BACKENDS_HIP_SPARSE_ROCSPARSE_CALLS_H
