@@ -1,9 +1,11 @@
-// Public wrappers of the backend vtable: optional slots are checked here so
-// callers never test for NULL themselves.
+// Public wrappers of the backend vtable (optional slots are checked here so
+// callers never test for NULL themselves), and the table of devices.
 
 #include "backends/backend.h"
 
+#include "backends/cpu/backend-cpu.h"
 #include "backends/hip/backend-hip.h"
+#include "backends/hip/plugin-loader.h"
 #include "core/checked.h"
 #include "core/errors.h"
 
@@ -11,7 +13,14 @@
 #include <stdio.h>
 #include <string.h>
 
-const char *cd_backend_name(cd_backend_t be) { return be->iface->get_name(be); }
+cd_backend_caps cd_backend_get_caps(cd_backend_t be) {
+    cd_backend_caps c;
+    memset(&c, 0, sizeof c);
+    be->iface->get_caps(be, &c);
+    return c;
+}
+
+const char *cd_backend_name(cd_backend_t be) { return cd_backend_get_caps(be).name; }
 
 void cd_backend_free(cd_backend_t be) {
     if (be) be->iface->free(be);
@@ -46,40 +55,16 @@ bool cd_backend_supports_op(cd_backend_t be, const cd_bop_desc *d) {
     return be->iface->supports_op(be, d);
 }
 
-static void slots(cd_backend_t be, cd_bop op, cd_op_init_fn *init, cd_op_run_fn *run) {
-    const struct cd_backend_i *i = be->iface;
-    switch (op) {
-    case CD_BOP_CONV2D: *init = i->conv2d_init; *run = i->conv2d; return;
-    case CD_BOP_GEMM: *init = i->gemm_init; *run = i->gemm; return;
-    case CD_BOP_POOL: *init = i->pool_init; *run = i->pool; return;
-    case CD_BOP_BINARY: *init = i->binary_init; *run = i->binary; return;
-    case CD_BOP_ACTIVATION: *init = i->activation_init; *run = i->activation; return;
-    case CD_BOP_SOFTMAX: *init = i->softmax_init; *run = i->softmax; return;
-    case CD_BOP_CONCAT: *init = i->concat_init; *run = i->concat; return;
-    case CD_BOP_TRANSPOSE: *init = i->transpose_init; *run = i->transpose; return;
-    case CD_BOP_REORDER: *init = i->reorder_init; *run = i->reorder; return;
-    case CD_BOP_COUNT: break;
-    }
-    *init = NULL;
-    *run = NULL;
-}
-
 int cd_backend_op_init(cd_backend_t be, const cd_bop_desc *d, cd_op_state **out) {
-    cd_op_init_fn init;
-    cd_op_run_fn run;
-    slots(be, d->op, &init, &run);
     *out = NULL;
-    if (!init || !run) return CD_EUNSUPPORTED;
-    return init(be, d, out);
+    if ((unsigned)d->op >= CD_BOP_COUNT) return CD_EUNSUPPORTED;
+    return be->iface->op_init(be, d, out);
 }
 
 int cd_backend_op_run(cd_backend_t be, cd_bop op, cd_backend_ctx *ctx, cd_op_state *st, int batch,
                       const cd_btensor *const *srcs, cd_btensor *dst) {
-    cd_op_init_fn init;
-    cd_op_run_fn run;
-    slots(be, op, &init, &run);
-    if (!run) return CD_EUNSUPPORTED;
-    return run(be, ctx, st, batch, srcs, dst);
+    if ((unsigned)op >= CD_BOP_COUNT) return CD_EUNSUPPORTED;
+    return be->iface->op_run(be, ctx, st, batch, srcs, dst);
 }
 
 const char *cd_backend_op_kernel(cd_backend_t be, cd_op_state *st) {
@@ -115,9 +100,7 @@ size_t cd_backend_device_bytes(cd_backend_t be) {
     return be->iface->device_bytes ? be->iface->device_bytes(be) : 0;
 }
 
-cd_layout cd_backend_blocked_layout(cd_backend_t be) {
-    return be->iface->blocked_layout ? be->iface->blocked_layout(be) : CD_LAYOUT_NCHW;
-}
+cd_layout cd_backend_blocked_layout(cd_backend_t be) { return cd_backend_get_caps(be).blocked_layout; }
 
 bool cd_backend_kernel_is_reference(const char *kernel) {
     // "ref" (our reference kernels) or "dnnl:ref:any" (oneDNN's).
@@ -142,31 +125,67 @@ const char *cd_bop_name(cd_bop op) {
     return op < CD_BOP_COUNT ? names[op] : "?";
 }
 
-int cd_backend_create(const char *device, cd_backend_t *out, char *err, size_t errlen) {
-    *out = NULL;
-    int n;
-    if (!device || !*device || strcmp(device, "cpu") == 0) return cd_backend_cpu_init(out);
-    if (strcmp(device, "hip-emu") == 0) return cd_backend_hip_init(0, out, err, errlen);
-    if (cd_hip_device_parse(device, &n)) return cd_backend_hip_plugin_create(n, out, err, errlen);
+// ---- the devices ------------------------------------------------------------------
+
+static int cpu_create(cd_backend_t *out, char *err, size_t errlen) { return cd_backend_cpu_init(out); }
+
+static int hip_emu_create(cd_backend_t *out, char *err, size_t errlen) {
+    return cd_backend_hip_init(0, out, err, errlen);
+}
+
+// The devices known by their whole name; "hip" and "hip:N" are the plugin
+// loader's (cd_hip_device_parse). The first is the default.
+static const struct {
+    const char *name;
+    int (*create)(cd_backend_t *out, char *err, size_t errlen);
+} g_devices[] = {
+    {"cpu", cpu_create},
+    {"hip-emu", hip_emu_create},
+};
+
+#define NDEVICES (sizeof g_devices / sizeof g_devices[0])
+
+// The entry of g_devices named device (NULL or "" for the default), or -1.
+static int device_find(const char *device) {
+    if (!device || !*device) return 0;
+    for (size_t i = 0; i < NDEVICES; i++)
+        if (strcmp(device, g_devices[i].name) == 0) return (int)i;
+    return -1;
+}
+
+static int not_a_device(const char *device, char *err, size_t errlen) {
     if (err && errlen) snprintf(err, errlen, "'%s' is not a device (cpu, hip-emu, hip, hip:N)", device);
     return CD_EUNSUPPORTED;
 }
 
+int cd_backend_create(const char *device, cd_backend_t *out, char *err, size_t errlen) {
+    *out = NULL;
+    int i = device_find(device), n;
+    if (i >= 0) return g_devices[i].create(out, err, errlen);
+    if (cd_hip_device_parse(device, &n)) return cd_backend_hip_plugin_create(n, out, err, errlen);
+    return not_a_device(device, err, errlen);
+}
+
 int cd_backend_probe(const char *device, char *info, size_t infolen, char *err, size_t errlen) {
-    int n;
+    int i = device_find(device), n;
     if (info && infolen) info[0] = '\0';
-    if (!device || !*device || strcmp(device, "cpu") == 0 || strcmp(device, "hip-emu") == 0) {
+    if (i >= 0) {
         cd_backend_t be;
-        int rc = cd_backend_create(device, &be, err, errlen);
+        int rc = g_devices[i].create(&be, err, errlen);
         if (rc) return rc;
-        if (info && infolen)
-            snprintf(info, infolen, "%s", strcmp(cd_backend_name(be), "cpu") == 0
-                                              ? "cpu"
-                                              : "hip-emu (the HIP kernels on the CPU emulator: for tests, slow)");
+        if (info && infolen) snprintf(info, infolen, "%s", cd_backend_get_caps(be).description);
         cd_backend_free(be);
         return 0;
     }
     if (cd_hip_device_parse(device, &n)) return cd_backend_hip_plugin_probe(n, info, infolen, err, errlen);
-    if (err && errlen) snprintf(err, errlen, "'%s' is not a device (cpu, hip-emu, hip, hip:N)", device);
-    return CD_EUNSUPPORTED;
+    return not_a_device(device, err, errlen);
+}
+
+int cd_backends_set_threads(int n) { return cd_backend_cpu_set_threads(n); }
+
+cd_backend_caps cd_backends_host_caps(void) {
+    cd_backend_caps c;
+    memset(&c, 0, sizeof c);
+    cd_backend_cpu_get_caps(&c);
+    return c;
 }

@@ -3,14 +3,26 @@
 
 // The device interface. The planner and the executor talk to a device only
 // through this vtable (in the style of ggml-backend-impl.h): an opaque
-// cd_backend_t, a table of function pointers filled by each backend with
-// labelled initialisers, NULL for the slots marked optional, and one public
-// wrapper per slot (backend.c) that checks the optional ones.
+// cd_backend_t, a small table of function pointers filled by each backend
+// with labelled initialisers, NULL for the slots marked optional, and one
+// public wrapper per slot (backends/backend.c) that checks the optional ones.
 //
-// Memory: buffers are device memory (host memory for "cpu"); a cd_btensor
-// points into one. Weight-dependent work happens once at load in the *_init
-// entries, which return backend-owned op state; per request only the run
-// entries execute. Op states are immutable after init and may be run from
+// Operators: every operator goes through one pair of slots, op_init and
+// op_run, on a tagged description (cd_bop_desc: the family in .op, its
+// parameters in .u). A backend switches on d->op once, in op_init, and keeps
+// what it chose in its op state. Adding an operator family is: a cd_bop value
+// and its cd_bop_desc fields, a reference kernel (kernels/cpu/ref.h), the
+// case in each backend's supports_op/op_init/op_run, and a row in the
+// conformance table (tests/unit/test-backend-ops.c).
+//
+// What a backend is (name, synchronous or not, device memory, the blocked
+// layout it plans in, its instruction set) is in its cd_backend_caps: callers
+// ask the caps, never compare backend names.
+//
+// Memory: buffers are device memory (host memory when caps.device_memory is
+// false); a cd_btensor points into one. Weight-dependent work happens once at
+// load in op_init, which returns backend-owned op state; per request only
+// op_run executes. Op states are immutable after init and may be run from
 // several threads at once (each with its own activation buffers).
 //
 // Layouts: a tensor carries its layout (kernels/op-desc.h). supports_op says
@@ -97,17 +109,31 @@ typedef struct {
     int sparse_format;
 } cd_bop_desc;
 
-// Prepares op d (packs weights, builds primitives). 0, CD_EUNSUPPORTED,
-// CD_ENOMEM or CD_EINTERNAL.
-typedef int (*cd_op_init_fn)(cd_backend_t be, const cd_bop_desc *d, cd_op_state **out);
-// Runs a prepared op on batch items: srcs[0..nsrc) and dst as planned, data
-// pointing into device memory. 0 or a negative code.
-typedef int (*cd_op_run_fn)(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int batch,
-                            const cd_btensor *const *srcs, cd_btensor *dst);
+// What a backend is and does, for the planner and the executor to ask
+// instead of testing names. Static strings; the values are fixed for the
+// life of the backend (cd_backend_get_caps may be called at any time).
+typedef struct {
+    const char *name;          // "cpu", "hip", "hip-emu": for messages and cd_model_device
+    const char *description;   // one line for start-up logs ("hip-emu (the HIP kernels ...)")
+    bool async;                // op_run and the *_async copies only queue work on the
+                               // context's stream: submitting batch i+1 before waiting
+                               // for batch i overlaps them (cd_model_overlaps)
+    bool device_memory;        // buffers are device memory, not the host's (kernels run
+                               // on the device); false: host memory, host kernels, on
+                               // which the planner's CPU cost model applies
+    cd_layout blocked_layout;  // the blocked activation layout the planner keeps dense
+                               // chains in on this backend (NCHW: none)
+    cd_layout native_layout;   // the blocked layout the device's fast dense kernels want
+                               // (the CPU's: oneDNN's choice, nChw16c on AVX-512, nChw8c
+                               // on AVX2), even when blocked_layout is NCHW because a
+                               // mode forces plain kernels; NCHW: none
+    const char *isa;           // instruction set of the dense kernels ("avx512_core",
+                               // "avx2"), NULL where that means nothing
+} cd_backend_caps;
 
 struct cd_backend_i {
-    // "cpu", "hip" ...
-    const char *(*get_name)(cd_backend_t be);
+    // Fills *out (see cd_backend_caps).
+    void (*get_caps)(cd_backend_t be, cd_backend_caps *out);
     // Frees the backend (after every buffer, context and op state it made).
     void (*free)(cd_backend_t be);
 
@@ -124,31 +150,19 @@ struct cd_backend_i {
 
     // Whether op d can be prepared as described (layouts included).
     bool (*supports_op)(cd_backend_t be, const cd_bop_desc *d);
+    // Prepares op d of any family (packs weights, builds primitives). 0,
+    // CD_EUNSUPPORTED, CD_ENOMEM or CD_EINTERNAL.
+    int (*op_init)(cd_backend_t be, const cd_bop_desc *d, cd_op_state **out);
+    // Runs a prepared op on batch items: srcs[0..nsrc) and dst as planned
+    // (CONV2D: src and, with a residual, the residual; BINARY: a, b; CONCAT:
+    // the nsrc inputs), data pointing into device memory. 0 or a negative code.
+    int (*op_run)(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int batch,
+                  const cd_btensor *const *srcs, cd_btensor *dst);
     // Name of the kernel a prepared op runs ("dnnl", "ref", ...). /* optional */
     const char *(*op_kernel)(cd_backend_t be, cd_op_state *st);
     // Bytes of weights the prepared op holds in device memory. /* optional */
     size_t (*op_weight_bytes)(cd_backend_t be, cd_op_state *st);
     void (*op_state_free)(cd_backend_t be, cd_op_state *st);
-
-    // One pair per operator family. A NULL init means "family not supported".
-    cd_op_init_fn conv2d_init;     // src, [residual]
-    cd_op_run_fn conv2d;
-    cd_op_init_fn gemm_init;       // src; dst rows x n per item
-    cd_op_run_fn gemm;
-    cd_op_init_fn pool_init;
-    cd_op_run_fn pool;
-    cd_op_init_fn binary_init;     // a, b (NumPy broadcasting, equal ranks)
-    cd_op_run_fn binary;
-    cd_op_init_fn activation_init;
-    cd_op_run_fn activation;
-    cd_op_init_fn softmax_init;
-    cd_op_run_fn softmax;
-    cd_op_init_fn concat_init;     // nsrc inputs along u.axis
-    cd_op_run_fn concat;
-    cd_op_init_fn transpose_init;
-    cd_op_run_fn transpose;
-    cd_op_init_fn reorder_init;    // src layout -> dst layout (or a copy)
-    cd_op_run_fn reorder;
 
     // Waits until queued work is done. /* optional */
     int (*synchronize)(cd_backend_t be, cd_backend_ctx *ctx);
@@ -164,11 +178,6 @@ struct cd_backend_i {
     // Bytes of device memory the backend holds now (weights, constants,
     // arenas, workspaces). /* optional: 0, e.g. cpu, whose memory is the host's */
     size_t (*device_bytes)(cd_backend_t be);
-    // The blocked activation layout the backend's fast dense kernels want on
-    // the device it runs on, decided from that device (the CPU backend:
-    // NCHW16C on AVX-512, NCHW8C on AVX2). The planner keeps dense chains in
-    // it. /* optional: NCHW, no blocked layout */
-    cd_layout (*blocked_layout)(cd_backend_t be);
 };
 
 struct cd_backend {
@@ -178,6 +187,8 @@ struct cd_backend {
 
 // ---- wrappers (backend.c): check optional slots, then dispatch ------------------
 
+// The backend's caps; cd_backend_name is their name.
+cd_backend_caps cd_backend_get_caps(cd_backend_t be);
 const char *cd_backend_name(cd_backend_t be);
 void cd_backend_free(cd_backend_t be);
 int cd_backend_buffer_alloc(cd_backend_t be, size_t size, void **out);
@@ -187,9 +198,10 @@ int cd_backend_download(cd_backend_t be, void *dst, const void *src, size_t size
 int cd_backend_ctx_create(cd_backend_t be, cd_backend_ctx **out);
 void cd_backend_ctx_free(cd_backend_t be, cd_backend_ctx *ctx);
 bool cd_backend_supports_op(cd_backend_t be, const cd_bop_desc *d);
-// Prepares d through the family's init slot (CD_EUNSUPPORTED when NULL).
+// Prepares d (op_init).
 int cd_backend_op_init(cd_backend_t be, const cd_bop_desc *d, cd_op_state **out);
-// Runs a prepared op of family op.
+// Runs a prepared op of family op (the family st was prepared for;
+// CD_EUNSUPPORTED for a value that is not a family).
 int cd_backend_op_run(cd_backend_t be, cd_bop op, cd_backend_ctx *ctx, cd_op_state *st, int batch,
                       const cd_btensor *const *srcs, cd_btensor *dst);
 const char *cd_backend_op_kernel(cd_backend_t be, cd_op_state *st);
@@ -199,6 +211,7 @@ int cd_backend_synchronize(cd_backend_t be, cd_backend_ctx *ctx);
 int cd_backend_upload_async(cd_backend_t be, cd_backend_ctx *ctx, void *dst, const void *src, size_t size);
 int cd_backend_download_async(cd_backend_t be, cd_backend_ctx *ctx, void *dst, const void *src, size_t size);
 size_t cd_backend_device_bytes(cd_backend_t be);
+// caps.blocked_layout.
 cd_layout cd_backend_blocked_layout(cd_backend_t be);
 // True for the name of a reference kernel (cd_backend_op_kernel): our own
 // "ref" or oneDNN's "ref:*" loops, the slow last resort of a Conv, Gemm or Pool.
@@ -211,13 +224,11 @@ size_t cd_tdesc_item_bytes(const cd_tdesc *t);
 // "Conv2d", "Gemm", ... for messages.
 const char *cd_bop_name(cd_bop op);
 
-// ---- backends -----------------------------------------------------------------
+// ---- the backends (backends/backend.c) ------------------------------------------
 
-// The CPU backend (backends/cpu/backend-cpu.c). Returns 0 or CD_ENOMEM.
-int cd_backend_cpu_init(cd_backend_t *out);
 // Creates the backend named by device: "cpu" (or NULL), "hip-emu" (the HIP
 // backend over the CPU emulator, backends/hip/backend-hip.h), "hip" or
-// "hip:N" (the HIP backend of the GPU=hip plugin, backends/hip/plugin-loader.c).
+// "hip:N" (the HIP backend of the GPU=hip plugin, backends/hip/plugin-loader.h).
 // CD_EUNSUPPORTED with err set for any other name, CD_EDEVICE with err set
 // when the device or the plugin is not usable here.
 int cd_backend_create(const char *device, cd_backend_t *out, char *err, size_t errlen);
@@ -228,13 +239,14 @@ int cd_backend_create(const char *device, cd_backend_t *out, char *err, size_t e
 // plugin unusable) with the reason in err.
 int cd_backend_probe(const char *device, char *info, size_t infolen, char *err, size_t errlen);
 
-// The plugin side of "hip[:N]" (backends/hip/plugin-loader.c): parses the
-// ordinal of "hip" / "hip:N" into *device (1 when the name is one of those, 0
-// otherwise).
-int cd_hip_device_parse(const char *device, int *ordinal);
-// Loads and probes the plugin for device N, then creates its backend.
-// Returns 0 or CD_EDEVICE with err set.
-int cd_backend_hip_plugin_create(int device, cd_backend_t *out, char *err, size_t errlen);
-int cd_backend_hip_plugin_probe(int device, char *info, size_t infolen, char *err, size_t errlen);
+// Sets the thread count of the backends' libraries that have one per process
+// (oneDNN, under the CPU backend), initialising them on first use; n >= 1.
+// 0 or a negative code.
+int cd_backends_set_threads(int n);
+
+// The caps of the host's backend ("cpu") without creating one: the host's
+// instruction set and native blocked layout, for reports and the planner's
+// cost-model key. Initialises oneDNN if needed.
+cd_backend_caps cd_backends_host_caps(void);
 
 #endif // CD_BACKENDS_BACKEND_H

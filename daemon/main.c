@@ -40,7 +40,7 @@ static int check_device(const char *dev) {
     char info[512] = "", err[768] = "";
     int rc = cd_backend_probe(dev, info, sizeof info, err, sizeof err);
     if (rc == 0) {
-        if (strcmp(dev, "cpu") != 0) fprintf(stderr, "convd: --device %s: %s\n", dev, info);
+        if (strcmp(info, dev) != 0) fprintf(stderr, "convd: --device %s: %s\n", dev, info); // more than a name
         return 0;
     }
     fprintf(stderr, "convd: --device %s: %s\n", dev, err);

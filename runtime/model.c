@@ -3,7 +3,6 @@
 
 #include "runtime/model.h"
 
-#include "backends/cpu/dnnl.h"
 #include "core/errors.h"
 #include "sparse/spmm-ukernel.h"
 
@@ -26,15 +25,12 @@ static int g_threads;
 int cd_runtime_init(int threads) {
     if (threads < 0) return CD_EPARAMS;
     pthread_mutex_lock(&g_init_lock);
-    int rc = cd_dnnl_init();
+    int n = threads ? threads : omp_get_num_procs();
+    if (n < 1) n = 1;
+    int rc = cd_backends_set_threads(n);
     if (!rc) {
-        int n = threads ? threads : omp_get_num_procs();
-        if (n < 1) n = 1;
-        rc = cd_dnnl_set_threads(n);
-        if (!rc) {
-            omp_set_num_threads(n);
-            __atomic_store_n(&g_threads, n, __ATOMIC_RELEASE);
-        }
+        omp_set_num_threads(n);
+        __atomic_store_n(&g_threads, n, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&g_init_lock);
     return rc;
@@ -82,7 +78,7 @@ int cd_model_load(const char *path, const cd_model_opts *opts, cd_model **out, c
         return cd_errf(CD_ENOMEM, err, errlen, "out of memory");
     }
     m->popts.tune_cache = m->tune_cache;
-    if (m->threads > 0) cd_dnnl_set_threads(m->threads); // calibration and tuning run with them
+    if (m->threads > 0) cd_backends_set_threads(m->threads); // calibration and tuning run with them
     cd_plan_mode mode = cd_planner_mode(&m->popts);
     char e[700] = "";
     int rc = cd_backend_create(opts ? opts->device : NULL, &m->be, e, sizeof e);
@@ -101,7 +97,7 @@ int cd_model_load(const char *path, const cd_model_opts *opts, cd_model **out, c
         cd_model_free(m);
         return rc;
     }
-    if (m->threads > 0) cd_dnnl_set_threads(m->threads);
+    if (m->threads > 0) cd_backends_set_threads(m->threads);
     cd_model_summary *s = &m->summary;
     s->params = g.params;
     s->zero_params = g.zero_params;
@@ -144,10 +140,11 @@ void cd_runtime_cpu_info(cd_cpu_info *out) {
     memset(out, 0, sizeof *out);
     out->kernels_isa = cd_sparse_isa_name(cd_sparse_isa_best());
     out->kernels_capped = cd_sparse_isa_capped();
+    cd_backend_caps c = cd_backends_host_caps();
     // oneDNN names its ISAs "cpu_isa_avx2", ...; runtime.h promises "avx2".
-    const char *isa = cd_dnnl_isa();
+    const char *isa = c.isa ? c.isa : "none";
     out->dnnl_isa = strncmp(isa, "cpu_isa_", 8) == 0 ? isa + 8 : isa;
-    cd_layout l = cd_dnnl_blocked_layout();
+    cd_layout l = c.native_layout;
     out->layout = cd_layout_name(l);
     out->block = cd_layout_block(l);
 }
@@ -343,7 +340,7 @@ int cd_model_wait(cd_exec *ex, char *err, size_t errlen) {
     return wait_impl(ex, err, errlen);
 }
 
-int cd_model_overlaps(const cd_model *m) { return strcmp(cd_backend_name(m->be), "hip") == 0; }
+int cd_model_overlaps(const cd_model *m) { return cd_backend_get_caps(m->be).async; }
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;

@@ -583,7 +583,7 @@ static int choose_kernels(pctx *p, const char *live) {
     cd_model *m = p->m;
     cd_graph *g = p->g;
     cd_plan_mode mode = cd_planner_mode(&m->popts);
-    int is_cpu = strcmp(cd_backend_name(m->be), "cpu") == 0;
+    int is_cpu = !cd_backend_get_caps(m->be).device_memory; // the cost model is the host's
     kctx k = {live, malloc(sizeof(int) * ((size_t)g->nvalues + 1)), calloc((size_t)g->nops + 1, sizeof(double)),
               calloc((size_t)g->nops + 1, sizeof(double)), calloc((size_t)g->nops + 1, sizeof(double))};
     int rc = 0;

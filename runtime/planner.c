@@ -14,7 +14,6 @@
 
 #include "runtime/planner.h"
 
-#include "backends/cpu/dnnl.h"
 #include "core/errors.h"
 #include "sparse/analysis.h"
 #include "sparse/sparse-conv.h"
@@ -60,7 +59,8 @@ static void cpu_read(void) {
     // The instruction sets in force (CD_MAX_ISA, ONEDNN_MAX_CPU_ISA) are part
     // of the machine: rates measured at one do not hold at another.
     size_t n = strlen(g_cpu);
-    snprintf(g_cpu + n, sizeof g_cpu - n, " [%s %s]", cd_sparse_isa_name(cd_sparse_isa_best()), cd_dnnl_isa());
+    snprintf(g_cpu + n, sizeof g_cpu - n, " [%s %s]", cd_sparse_isa_name(cd_sparse_isa_best()),
+             cd_backends_host_caps().isa);
 }
 
 static const char *cpu_name(void) {

@@ -7,7 +7,7 @@
 // per-batch primitive slots under their own lock); a cd_backend_ctx holds the
 // oneDNN stream and scratchpad of one executing thread.
 
-#include "backends/backend.h"
+#include "backends/cpu/backend-cpu.h"
 
 #include "backends/cpu/dnnl.h"
 #include "core/errors.h"
@@ -399,7 +399,20 @@ static int cpu_op_run(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int
 
 // ---- the rest of the vtable ---------------------------------------------------------
 
-static const char *cpu_get_name(cd_backend_t be) { return "cpu"; }
+// be is not used: the caps are the host's (cd_backend_cpu_get_caps).
+static void cpu_get_caps(cd_backend_t be, cd_backend_caps *out) {
+    cd_layout native = cd_dnnl_blocked_layout();
+    *out = (cd_backend_caps){
+        .name = "cpu",
+        .description = "cpu",
+        .async = false,         // every run is synchronous
+        .device_memory = false, // host memory, host kernels
+        // NCHW under CD_CPU_KERNELS=ref, whose kernels are NCHW only.
+        .blocked_layout = ref_only() ? CD_LAYOUT_NCHW : native,
+        .native_layout = native,
+        .isa = cd_dnnl_isa(),
+    };
+}
 
 static void cpu_free(cd_backend_t be) { free(be); }
 
@@ -463,14 +476,8 @@ static void cpu_op_state_free(cd_backend_t be, cd_op_state *st) {
     free(st);
 }
 
-// oneDNN's choice for this CPU (NCHW16C on AVX-512, NCHW8C on AVX2); NCHW
-// under CD_CPU_KERNELS=ref, whose kernels are NCHW only.
-static cd_layout cpu_blocked_layout(cd_backend_t be) {
-    return ref_only() ? CD_LAYOUT_NCHW : cd_dnnl_blocked_layout();
-}
-
 static const struct cd_backend_i g_cpu_iface = {
-    .get_name = cpu_get_name,
+    .get_caps = cpu_get_caps,
     .free = cpu_free,
     .buffer_alloc = cpu_buffer_alloc,
     .buffer_free = cpu_buffer_free,
@@ -479,29 +486,12 @@ static const struct cd_backend_i g_cpu_iface = {
     .ctx_create = cpu_ctx_create,
     .ctx_free = cpu_ctx_free,
     .supports_op = cpu_supports_op,
+    .op_init = cpu_op_init,
+    .op_run = cpu_op_run,
     .op_kernel = cpu_op_kernel,
     .op_weight_bytes = cpu_op_weight_bytes,
     .op_state_free = cpu_op_state_free,
-    .conv2d_init = cpu_op_init,
-    .conv2d = cpu_op_run,
-    .gemm_init = cpu_op_init,
-    .gemm = cpu_op_run,
-    .pool_init = cpu_op_init,
-    .pool = cpu_op_run,
-    .binary_init = cpu_op_init,
-    .binary = cpu_op_run,
-    .activation_init = cpu_op_init,
-    .activation = cpu_op_run,
-    .softmax_init = cpu_op_init,
-    .softmax = cpu_op_run,
-    .concat_init = cpu_op_init,
-    .concat = cpu_op_run,
-    .transpose_init = cpu_op_init,
-    .transpose = cpu_op_run,
-    .reorder_init = cpu_op_init,
-    .reorder = cpu_op_run,
     .synchronize = NULL, // every CPU run is synchronous
-    .blocked_layout = cpu_blocked_layout,
 };
 
 int cd_backend_cpu_init(cd_backend_t *out) {
@@ -510,4 +500,11 @@ int cd_backend_cpu_init(cd_backend_t *out) {
     be->iface = &g_cpu_iface;
     *out = be;
     return 0;
+}
+
+void cd_backend_cpu_get_caps(cd_backend_caps *out) { cpu_get_caps(NULL, out); }
+
+int cd_backend_cpu_set_threads(int n) {
+    int rc = cd_dnnl_init();
+    return rc ? rc : cd_dnnl_set_threads(n);
 }

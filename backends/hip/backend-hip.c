@@ -443,7 +443,20 @@ static const char *kind_name(const cd_op_state *st) {
     return "?";
 }
 
-static const char *hip_get_name(cd_backend_t be) { return CD_HIP_REAL ? "hip" : "hip-emu"; }
+static void hip_get_caps(cd_backend_t be, cd_backend_caps *out) {
+    *out = (cd_backend_caps){
+        .name = CD_HIP_REAL ? "hip" : "hip-emu",
+        .description = CD_HIP_REAL ? "hip (the HIP backend of the GPU=hip plugin)"
+                                   : "hip-emu (the HIP kernels on the CPU emulator: for tests, slow)",
+        // On a GPU, ops and copies only queue on the context's stream. The
+        // emulator runs each launch to completion before it returns.
+        .async = CD_HIP_REAL,
+        .device_memory = true,
+        .blocked_layout = CD_LAYOUT_NCHW, // our HIP kernels are NCHW
+        .native_layout = CD_LAYOUT_NCHW,
+        .isa = NULL,
+    };
+}
 
 // Prepares d: uploads conv/gemm weights and bias (dense), or builds the CSR
 // (sparse = 1: host copy for the CPU reference route, a resident rocSPARSE
@@ -534,7 +547,7 @@ static int hip_op_init(cd_backend_t be, const cd_bop_desc *d, cd_op_state **out)
         hip_op_state_free(be, st);
         return rc;
     }
-    snprintf(st->kernel, sizeof st->kernel, "%s:%s", hip_get_name(be), kind_name(st));
+    snprintf(st->kernel, sizeof st->kernel, "%s:%s", CD_HIP_REAL ? "hip" : "hip-emu", kind_name(st));
     *out = st;
     return 0;
 }
@@ -1039,7 +1052,7 @@ static const char *hip_op_kernel(cd_backend_t be, cd_op_state *st) { return st->
 static size_t hip_op_weight_bytes(cd_backend_t be, cd_op_state *st) { return st->weight_bytes; }
 
 static const struct cd_backend_i g_hip_iface = {
-    .get_name = hip_get_name,
+    .get_caps = hip_get_caps,
     .free = hip_free,
     .buffer_alloc = hip_buffer_alloc,
     .buffer_free = hip_buffer_free,
@@ -1048,27 +1061,11 @@ static const struct cd_backend_i g_hip_iface = {
     .ctx_create = hip_ctx_create,
     .ctx_free = hip_ctx_free,
     .supports_op = hip_supports_op,
+    .op_init = hip_op_init,
+    .op_run = hip_op_run,
     .op_kernel = hip_op_kernel,
     .op_weight_bytes = hip_op_weight_bytes,
     .op_state_free = hip_op_state_free,
-    .conv2d_init = hip_op_init,
-    .conv2d = hip_op_run,
-    .gemm_init = hip_op_init,
-    .gemm = hip_op_run,
-    .pool_init = hip_op_init,
-    .pool = hip_op_run,
-    .binary_init = hip_op_init,
-    .binary = hip_op_run,
-    .activation_init = hip_op_init,
-    .activation = hip_op_run,
-    .softmax_init = hip_op_init,
-    .softmax = hip_op_run,
-    .concat_init = hip_op_init,
-    .concat = hip_op_run,
-    .transpose_init = hip_op_init,
-    .transpose = hip_op_run,
-    .reorder_init = hip_op_init,
-    .reorder = hip_op_run,
     .synchronize = hip_synchronize,
     .upload_async = hip_upload_async,
     .download_async = hip_download_async,

@@ -4,7 +4,7 @@
 // loaded for the life of the process (its HIP runtime cannot be unloaded
 // safely while any device memory exists).
 
-#include "backends/backend.h"
+#include "backends/hip/plugin-loader.h"
 
 #include "backends/hip/plugin.h"
 #include "core/errors.h"

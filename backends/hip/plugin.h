@@ -29,7 +29,10 @@ extern "C" {
 // vtable is struct cd_backend_i of backends/backend.h: a plugin must come from
 // the same source tree as the daemon that loads it.
 // 3: struct cd_backend_i gained blocked_layout; cd_layout gained NCHW8C.
-#define CD_HIP_PLUGIN_ABI 3
+// 4: struct cd_backend_i has one op_init/op_run pair instead of a pair per
+//    operator family, and get_caps (cd_backend_caps) instead of get_name and
+//    blocked_layout.
+#define CD_HIP_PLUGIN_ABI 4
 #define CD_HIP_PLUGIN_ABI_SYMBOL "cd_hip_plugin_abi"
 #define CD_HIP_PLUGIN_PROBE_SYMBOL "cd_hip_plugin_probe"
 #define CD_HIP_PLUGIN_BACKEND_SYMBOL "cd_hip_plugin_backend_create"

@@ -30,7 +30,6 @@
 
 // ---- a stub backend -------------------------------------------------------------
 
-static const char *fz_name(cd_backend_t be) { return "fuzz"; }
 static void fz_free(cd_backend_t be) {}
 // Constants live in host memory; a model asking for more than 64 MiB is
 // refused as a device would (CD_ENOMEM), which also keeps RSS bounded.
@@ -67,23 +66,23 @@ static int fz_run(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int bat
     return CD_EINTERNAL; // never run
 }
 static cd_layout g_blocked;
-static cd_layout fz_blocked(cd_backend_t be) { return g_blocked; }
+static void fz_caps(cd_backend_t be, cd_backend_caps *out) {
+    *out = (cd_backend_caps){.name = "fuzz", .description = "fuzz", .blocked_layout = g_blocked,
+                             .native_layout = g_blocked, .isa = "fuzz"};
+}
 
 static const struct cd_backend_i fz_iface = {
-    .get_name = fz_name, .free = fz_free, .buffer_alloc = fz_alloc, .buffer_free = fz_buf_free,
-    .upload = fz_copy, .download = fz_copy, .supports_op = fz_supports, .op_kernel = fz_kernel,
-    .op_state_free = fz_state_free,
-    .conv2d_init = fz_init, .conv2d = fz_run, .gemm_init = fz_init, .gemm = fz_run, .pool_init = fz_init,
-    .pool = fz_run, .binary_init = fz_init, .binary = fz_run, .activation_init = fz_init, .activation = fz_run,
-    .softmax_init = fz_init, .softmax = fz_run, .concat_init = fz_init, .concat = fz_run,
-    .transpose_init = fz_init, .transpose = fz_run, .reorder_init = fz_init, .reorder = fz_run,
-    .blocked_layout = fz_blocked,
+    .get_caps = fz_caps, .free = fz_free, .buffer_alloc = fz_alloc, .buffer_free = fz_buf_free,
+    .upload = fz_copy, .download = fz_copy, .supports_op = fz_supports, .op_init = fz_init, .op_run = fz_run,
+    .op_kernel = fz_kernel, .op_state_free = fz_state_free,
 };
 static struct cd_backend g_be = {&fz_iface, NULL};
 
 // The backend.c wrappers refer to the real backends' constructors; the
 // target never creates one.
 int cd_backend_cpu_init(cd_backend_t *out) { return CD_EUNSUPPORTED; }
+void cd_backend_cpu_get_caps(cd_backend_caps *out) { fz_caps(NULL, out); }
+int cd_backend_cpu_set_threads(int n) { return 0; }
 int cd_backend_hip_init(int device, cd_backend_t *out, char *err, size_t errlen) { return CD_EUNSUPPORTED; }
 int cd_backend_hip_plugin_create(int device, cd_backend_t *out, char *err, size_t errlen) { return CD_EUNSUPPORTED; }
 int cd_backend_hip_plugin_probe(int device, char *info, size_t infolen, char *err, size_t errlen) {

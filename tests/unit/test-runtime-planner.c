@@ -6,6 +6,7 @@
 // modes.
 
 #include "backends/backend.h"
+#include "backends/cpu/backend-cpu.h"
 #include "core/errors.h"
 #include "kernels/cpu/ref.h"
 #include "runtime/planner.h"

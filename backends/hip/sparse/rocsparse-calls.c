@@ -157,13 +157,6 @@ void cd_rocsparse_csr_free(cd_rocsparse_csr *p) {
     free(p);
 }
 
-// Binds a handle to a stream (a function so the check macro's early return
-// stays inside it).
-static int cd_rocsparse_set_stream_(rocsparse_handle h, hipStream_t stream) {
-    CD_ROCSPARSE_CHECK(rocsparse_set_stream(h, stream));
-    return 0;
-}
-
 struct cd_rocsparse_gebsr {
     rocsparse_handle handle;
     rocsparse_mat_descr descr; // general, zero-based
@@ -232,45 +225,5 @@ void cd_rocsparse_gebsr_free(cd_rocsparse_gebsr *p) {
     CD_HIP_CHECK_LOG(hipFree(p->row_ptr));
     CD_HIP_CHECK_LOG(hipFree(p->col_ind));
     CD_HIP_CHECK_LOG(hipFree(p->val));
-    free(p);
-}
-
-// Square-block BSR (the legacy sbsrmm): the same device arrays as GEBSR with
-// row_block_dim == col_block_dim, so it reuses that plan.
-struct cd_rocsparse_bsr {
-    cd_rocsparse_gebsr *g;
-};
-
-int cd_rocsparse_bsr_init(cd_rocsparse_bsr **out, hipStream_t stream, int mb, int kb,
-                          int nnzb, int block_dim, const int *row_ptr, const int *col_ind,
-                          const float *val) {
-    *out = NULL;
-    cd_rocsparse_bsr *p = calloc(1, sizeof *p);
-    if (!p) return CD_ENOMEM;
-    int rc = cd_rocsparse_gebsr_init(&p->g, mb, kb, nnzb, block_dim, block_dim, row_ptr, col_ind, val);
-    if (!rc) rc = cd_rocsparse_set_stream_(p->g->handle, stream);
-    if (rc) {
-        cd_rocsparse_bsr_free(p);
-        return rc;
-    }
-    *out = p;
-    return 0;
-}
-
-int cd_rocsparse_bsr_mm(cd_rocsparse_bsr *p, int n, const float *b, int ldb, float *c, int ldc) {
-    const cd_rocsparse_gebsr *g = p->g;
-    if (n < 1 || ldb < g->kb * g->cbd || ldc < g->mb * g->rbd) return CD_EPARAMS;
-    const float alpha = 1.0f, beta = 0.0f;
-    // Blocks are stored row-major (rocsparse_direction_row); B and C column-major.
-    CD_ROCSPARSE_CHECK(rocsparse_sbsrmm(g->handle, rocsparse_direction_row,
-                                        rocsparse_operation_none, rocsparse_operation_none,
-                                        g->mb, n, g->kb, g->nnzb, &alpha, g->descr, g->val,
-                                        g->row_ptr, g->col_ind, g->rbd, b, ldb, &beta, c, ldc));
-    return 0;
-}
-
-void cd_rocsparse_bsr_free(cd_rocsparse_bsr *p) {
-    if (!p) return;
-    cd_rocsparse_gebsr_free(p->g);
     free(p);
 }

@@ -3,10 +3,9 @@
 
 // Sparse x dense products on AMD GPUs through rocSPARSE 5.3 (Debian 12):
 // CSR through the generic rocsparse_spmm with its three explicit stages
-// (buffer size and preprocess at load, compute per request), BSR through the
-// legacy rocsparse_sbsrmm (square blocks) and rocsparse_sgebsrmm (general
-// row_block_dim x col_block_dim blocks: the planner's 4x1 / 8x1), both with
-// column-major dense operands. Built only into the
+// (buffer size and preprocess at load, compute per request), BSR through
+// rocsparse_sgebsrmm (general row_block_dim x col_block_dim blocks: the
+// planner's 4x1 / 8x1) with column-major dense operands. Built only into the
 // HIP plugin (make GPU=hip); rocSPARSE cannot run without a GPU, so the
 // emulated backend routes SpMM to the CPU kernels instead (docs/GPU.md).
 //
@@ -27,7 +26,6 @@ extern "C" {
 #define CD_ROCSPARSE_MIN_COLS 16
 
 typedef struct cd_rocsparse_csr cd_rocsparse_csr; // CSR weights resident on the device
-typedef struct cd_rocsparse_bsr cd_rocsparse_bsr; // BSR weights resident on the device
 typedef struct cd_rocsparse_gebsr cd_rocsparse_gebsr; // general-BSR weights resident on the device
 
 // Dense column count a CSR plan for n columns works with: max(n, 16). The
@@ -51,23 +49,6 @@ int cd_rocsparse_csr_spmm(cd_rocsparse_csr *plan, const float *b, float *c);
 
 // Frees the device copies, descriptors, work buffer and handle (NULL is fine).
 void cd_rocsparse_csr_free(cd_rocsparse_csr *plan);
-
-// Uploads an mb x kb block-row BSR matrix of block_dim x block_dim blocks
-// (host arrays: row_ptr[mb+1], col_ind[nnzb], val[nnzb*block_dim^2] with each
-// block stored row-major, zero-based) for products on `stream`. Returns 0,
-// CD_EPARAMS, CD_ENOMEM or CD_EDEVICE (logged).
-int cd_rocsparse_bsr_init(cd_rocsparse_bsr **out, hipStream_t stream, int mb, int kb,
-                          int nnzb, int block_dim, const int *row_ptr, const int *col_ind,
-                          const float *val);
-
-// C (mb*block_dim x n) = A x B (kb*block_dim x n), column-major with leading
-// dimensions ldb and ldc (device buffers). Activations [batch, features]
-// row-major are exactly such column-major B and C with n = batch (the
-// fully-connected case). Returns 0 or a CD_E* code (logged).
-int cd_rocsparse_bsr_mm(cd_rocsparse_bsr *plan, int n, const float *b, int ldb, float *c,
-                        int ldc);
-
-void cd_rocsparse_bsr_free(cd_rocsparse_bsr *plan);
 
 // Uploads (once, synchronously) an mb x kb block-row general-BSR matrix of
 // row_block_dim x col_block_dim blocks for rocsparse_sgebsrmm (host arrays as

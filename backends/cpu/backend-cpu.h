@@ -1,0 +1,19 @@
+#ifndef CD_BACKENDS_CPU_BACKEND_CPU_H
+#define CD_BACKENDS_CPU_BACKEND_CPU_H
+
+// The CPU backend (backends/cpu/backend-cpu.c): host memory, oneDNN where it
+// applies, the reference kernels and sparse/ for the rest.
+
+#include "backends/backend.h"
+
+// Creates the CPU backend. Returns 0 or CD_ENOMEM.
+int cd_backend_cpu_init(cd_backend_t *out);
+
+// The caps of the CPU backend, without one (they are the host's).
+void cd_backend_cpu_get_caps(cd_backend_caps *out);
+
+// Initialises oneDNN once and sets its thread count (process-wide: oneDNN has
+// one setting); n >= 1. 0 or a negative code.
+int cd_backend_cpu_set_threads(int n);
+
+#endif // CD_BACKENDS_CPU_BACKEND_CPU_H
