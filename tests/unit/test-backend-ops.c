@@ -1,0 +1,566 @@
+// The backend conformance table (ggml's test-backend-ops rule): every row is
+// one operator case on fresh random shapes, run on every backend against the
+// reference kernels (kernels/cpu/ref.h). An operator family without a row is
+// unfinished (backend_ops_every_family_has_a_row).
+//
+// Backends: "cpu", and the HIP backend: "hip-emu" (the HIP kernels on the CPU
+// emulator), or a real GPU with CD_TEST_HIP_DEVICE=hip:N (bench/gpu-check).
+// A row is written in NCHW; on a backend that supports it the runner moves
+// its 4-D activations to a blocked layout (NCHW16C or NCHW8C, two times in
+// three), so the CPU backend's blocked kernels are checked too. A row that a
+// backend must run says so (required); an optional one is skipped where
+// supports_op says no (the HIP reorder kernel knows NCHW16C only).
+
+#include "backends/backend.h"
+#include "core/errors.h"
+#include "kernels/cpu/ref.h"
+#include "tests/unit/check.h"
+
+#include <stdlib.h>
+
+// ---- one case ---------------------------------------------------------------------
+
+// What a row's generator fills: the description, the NCHW host inputs, the
+// reference output, and what to check beyond the values.
+typedef struct {
+    cd_bop_desc d;            // layouts NCHW; w/bias point at w/bias below
+    int batch;
+    float *srcs[64];          // NCHW host data of d.src[i] (batch items, or the constant)
+    float *want;              // the reference result, NCHW, nwant floats
+    size_t nwant;
+    float *w, *bias;          // owned weights (may be NULL)
+    double tol;               // CHECK_CLOSE_F32 tolerance
+    int blockable;            // the runner may pick a blocked layout
+    const char *hip_kernel;   // substring of the HIP backend's kernel name (NULL: any)
+} op_case;
+
+typedef void (*case_fn)(op_case *c, int variant);
+
+static float *rbuf(size_t n) {
+    float *p = malloc((n ? n : 1) * sizeof *p);
+    if (!p) abort();
+    for (size_t i = 0; i < n; i++) p[i] = cd_test_randf(-1.0f, 1.0f);
+    return p;
+}
+
+static float *zbuf(size_t n) {
+    float *p = calloc(n ? n : 1, sizeof *p);
+    if (!p) abort();
+    return p;
+}
+
+static size_t numel(const cd_tdesc *t, int batch) {
+    size_t n = t->is_const ? (size_t)t->shape[0] : (size_t)batch;
+    for (int i = 1; i < t->rank; i++) n *= (size_t)t->shape[i];
+    return n;
+}
+
+static cd_tdesc td(int rank, const int64_t *shape) {
+    cd_tdesc t;
+    memset(&t, 0, sizeof t);
+    t.rank = rank;
+    memcpy(t.shape, shape, sizeof(int64_t) * (size_t)rank);
+    t.layout = CD_LAYOUT_NCHW;
+    return t;
+}
+
+static void case_init(op_case *c, cd_bop op, int batch, int nsrc) {
+    memset(c, 0, sizeof *c);
+    c->d.op = op;
+    c->d.max_batch = batch;
+    c->d.nsrc = nsrc;
+    c->batch = batch;
+}
+
+static void case_free(op_case *c) {
+    for (int i = 0; i < c->d.nsrc; i++) free(c->srcs[i]);
+    free(c->want);
+    free(c->w);
+    free(c->bias);
+}
+
+static cd_activation rand_act(void) {
+    cd_activation a = {(cd_act)cd_test_randi(CD_ACT_NONE, CD_ACT_LEAKYRELU), 0, 0};
+    if (a.kind == CD_ACT_CLIP) a.alpha = 0.0f, a.beta = 6.0f;
+    if (a.kind == CD_ACT_HARDSIGMOID) a.alpha = 0.2f, a.beta = 0.5f;
+    if (a.kind == CD_ACT_LEAKYRELU) a.alpha = 0.1f;
+    return a;
+}
+
+// ---- the rows' generators -----------------------------------------------------------
+
+// A conv description and its reference. The weights, bias and inputs are random.
+static void conv_case(op_case *t, const cd_conv_desc *cv, int batch, const char *hip_kernel) {
+    cd_conv_desc c = *cv;
+    int64_t is[4] = {1, c.c, c.h, c.w}, os[4] = {1, c.k, c.oh, c.ow};
+    case_init(t, CD_BOP_CONV2D, batch, c.has_residual ? 2 : 1);
+    t->d.src[0] = td(4, is);
+    t->d.src[1] = td(4, os);
+    t->d.dst = td(4, os);
+    t->d.u.conv = c;
+    size_t nw = (size_t)c.k * (c.c / c.groups) * c.r * c.s;
+    t->w = rbuf(nw);
+    t->bias = cd_test_randi(0, 3) ? rbuf((size_t)c.k) : NULL;
+    t->d.w = t->w;
+    t->d.bias = t->bias;
+    t->srcs[0] = rbuf((size_t)batch * c.c * c.h * c.w);
+    if (c.has_residual) t->srcs[1] = rbuf((size_t)batch * c.k * c.oh * c.ow);
+    t->nwant = (size_t)batch * c.k * c.oh * c.ow;
+    t->want = zbuf(t->nwant);
+    cd_conv_desc r = c;
+    r.n = batch;
+    cd_ref_conv2d(&r, t->srcs[0], t->w, t->bias, c.has_residual ? t->srcs[1] : NULL, t->want);
+    t->tol = 1e-4;
+    t->blockable = 1;
+    t->hip_kernel = hip_kernel;
+}
+
+// variant: 0 dense, 1 depthwise, 2 grouped, 3 pointwise.
+static void make_conv(op_case *t, int kind) {
+    static const int ks[] = {1, 3, 5, 7};
+    cd_conv_desc c = {0};
+    c.c = cd_test_randi(1, 24);
+    c.groups = 1;
+    if (kind == 1) c.c = cd_test_randi(2, 24), c.groups = c.c, c.k = c.c * cd_test_randi(1, 2); // c = 1 is a plain conv
+    else if (kind == 2) c.groups = cd_test_randi(2, 3), c.c = c.groups * cd_test_randi(1, 6), c.k = c.groups * cd_test_randi(1, 7);
+    else c.k = cd_test_randi(1, 40);
+    c.r = kind == 3 ? 1 : ks[cd_test_randi(0, 3)];
+    c.s = kind == 3 ? 1 : (cd_test_randi(0, 1) ? c.r : ks[cd_test_randi(0, 3)]);
+    c.h = cd_test_randi(c.r, c.r + 13);
+    c.w = cd_test_randi(c.s, c.s + 13);
+    c.stride_h = kind == 3 ? 1 : cd_test_randi(1, 2);
+    c.stride_w = kind == 3 ? 1 : cd_test_randi(1, 2);
+    c.dil_h = c.dil_w = (kind != 3 && cd_test_randi(0, 3) == 0 && c.h >= 2 * c.r && c.w >= 2 * c.s) ? 2 : 1;
+    if (kind != 3) {
+        c.pad_t = cd_test_randi(0, c.r / 2);
+        c.pad_b = cd_test_randi(0, c.r / 2);
+        c.pad_l = cd_test_randi(0, c.s / 2);
+        c.pad_r = cd_test_randi(0, c.s / 2);
+    }
+    c.act = rand_act();
+    c.has_residual = cd_test_randi(0, 1);
+    c.n = 1;
+    cd_conv_out_dims(&c);
+    conv_case(t, &c, cd_test_randi(1, 3), kind == 1 ? "dwconv" : NULL);
+}
+
+// A ResNet-sized 3x3 layer: 64 -> 72 channels (not a multiple of the HIP
+// SGEMM tile nor of a channel block) on 19x19.
+static void make_conv_resnet(op_case *t, int variant) {
+    cd_conv_desc c = {.n = 1, .c = 64, .h = 19, .w = 19, .k = 72, .r = 3, .s = 3, .stride_h = 1, .stride_w = 1,
+                      .pad_t = 1, .pad_l = 1, .pad_b = 1, .pad_r = 1, .dil_h = 1, .dil_w = 1, .groups = 1,
+                      .act = {CD_ACT_RELU, 0, 0}, .has_residual = 1};
+    cd_conv_out_dims(&c);
+    conv_case(t, &c, 2, NULL);
+}
+
+static void make_gemm(op_case *t, int variant) {
+    int rows = cd_test_randi(1, 3), n = cd_test_randi(1, 50), k = cd_test_randi(1, 90), batch = cd_test_randi(1, 5);
+    case_init(t, CD_BOP_GEMM, batch, 1);
+    int64_t is[3] = {1, rows, k}, os[3] = {1, rows, n};
+    t->d.src[0] = td(3, is);
+    t->d.dst = td(3, os);
+    t->d.u.gemm.rows = rows;
+    t->d.u.gemm.n = n;
+    t->d.u.gemm.k = k;
+    t->d.u.gemm.act = rand_act();
+    t->w = rbuf((size_t)n * k);
+    t->bias = cd_test_randi(0, 1) ? rbuf((size_t)n) : NULL;
+    t->d.w = t->w;
+    t->d.bias = t->bias;
+    t->srcs[0] = rbuf((size_t)batch * rows * k);
+    t->nwant = (size_t)batch * rows * n;
+    t->want = zbuf(t->nwant);
+    cd_ref_gemm(batch * rows, n, k, t->srcs[0], t->w, t->bias, t->d.u.gemm.act, t->want);
+    t->tol = 1e-4;
+    t->hip_kernel = "sgemm";
+}
+
+// variant 1: a global pool (the whole plane, no padding).
+static void make_pool(op_case *t, int global) {
+    cd_pool_desc p = {0};
+    p.kind = cd_test_randi(0, 1) ? CD_POOL_MAX : CD_POOL_AVG;
+    p.n = 1;
+    p.c = cd_test_randi(1, 33);
+    p.kh = cd_test_randi(1, 4);
+    p.kw = cd_test_randi(1, 4);
+    p.h = cd_test_randi(p.kh, p.kh + 9);
+    p.w = cd_test_randi(p.kw, p.kw + 9);
+    p.stride_h = cd_test_randi(1, 3);
+    p.stride_w = cd_test_randi(1, 3);
+    p.dil_h = p.dil_w = 1;
+    p.pad_t = cd_test_randi(0, p.kh - 1);
+    p.pad_b = cd_test_randi(0, p.kh - 1);
+    p.pad_l = cd_test_randi(0, p.kw - 1);
+    p.pad_r = cd_test_randi(0, p.kw - 1);
+    p.ceil_mode = cd_test_randi(0, 1);
+    p.count_include_pad = cd_test_randi(0, 1);
+    if (global) {
+        p.kh = p.h, p.kw = p.w, p.stride_h = p.stride_w = 1;
+        p.pad_t = p.pad_b = p.pad_l = p.pad_r = 0;
+        p.ceil_mode = 0;
+    }
+    cd_pool_out_dims(&p);
+    // A random window may also cover the whole unpadded plane.
+    global |= p.kh == p.h && p.kw == p.w && p.oh == 1 && p.ow == 1 && !p.pad_t && !p.pad_l && !p.pad_b && !p.pad_r;
+    int batch = cd_test_randi(1, 3);
+    int64_t is[4] = {1, p.c, p.h, p.w}, os[4] = {1, p.c, p.oh, p.ow};
+    case_init(t, CD_BOP_POOL, batch, 1);
+    t->d.src[0] = td(4, is);
+    t->d.dst = td(4, os);
+    t->d.u.pool = p;
+    t->srcs[0] = rbuf((size_t)batch * p.c * p.h * p.w);
+    t->nwant = (size_t)batch * p.c * p.oh * p.ow;
+    t->want = zbuf(t->nwant);
+    cd_pool_desc r = p;
+    r.n = batch;
+    cd_ref_pool2d(&r, t->srcs[0], t->want);
+    t->tol = 1e-5;
+    t->blockable = 1;
+    t->hip_kernel = global ? "global-pool" : "pool2d";
+}
+
+// a (op) b with NumPy broadcasting; the broadcast operand first or second,
+// constant or batched.
+static void make_binary(op_case *t, int variant) {
+    int rank = cd_test_randi(2, 5), batch = cd_test_randi(1, 3);
+    int64_t ds[5] = {1}, bs[5] = {1};
+    for (int i = 1; i < rank; i++) {
+        ds[i] = cd_test_randi(1, 16);
+        bs[i] = cd_test_randi(0, 1) ? ds[i] : 1;
+    }
+    int b_const = cd_test_randi(0, 1), swap = cd_test_randi(0, 1);
+    case_init(t, CD_BOP_BINARY, batch, 2);
+    t->d.src[swap] = td(rank, ds);
+    t->d.src[1 - swap] = td(rank, bs);
+    t->d.src[1 - swap].is_const = b_const;
+    t->d.dst = td(rank, ds);
+    t->d.u.binary.kind = (cd_binary_kind)cd_test_randi(0, 3);
+    t->d.u.binary.act = rand_act();
+    size_t na = numel(&t->d.src[swap], batch), nb = numel(&t->d.src[1 - swap], batch);
+    float *a = rbuf(na), *b = rbuf(nb);
+    if (t->d.u.binary.kind == CD_BINARY_DIV)
+        for (size_t i = 0; i < nb; i++) b[i] = b[i] >= 0 ? b[i] + 0.5f : b[i] - 0.5f;
+    t->srcs[swap] = a;
+    t->srcs[1 - swap] = b;
+    t->nwant = na;
+    t->want = zbuf(na);
+    int64_t sa[5], sb[5], so[5];
+    memcpy(sa, ds, sizeof sa);
+    memcpy(sb, bs, sizeof sb);
+    memcpy(so, ds, sizeof so);
+    sa[0] = so[0] = batch;
+    sb[0] = b_const ? 1 : batch;
+    if (swap) cd_ref_binary(t->d.u.binary.kind, rank, sb, b, sa, a, so, t->d.u.binary.act, t->want);
+    else cd_ref_binary(t->d.u.binary.kind, rank, sa, a, sb, b, so, t->d.u.binary.act, t->want);
+    t->tol = 1e-5;
+    t->blockable = 1;
+}
+
+// variant: the cd_act.
+static void make_activation(op_case *t, int kind) {
+    int batch = cd_test_randi(1, 3);
+    int64_t s[4] = {1, cd_test_randi(1, 40), cd_test_randi(1, 9), cd_test_randi(1, 9)};
+    case_init(t, CD_BOP_ACTIVATION, batch, 1);
+    t->d.src[0] = t->d.dst = td(4, s);
+    t->d.u.act = rand_act();
+    t->d.u.act.kind = (cd_act)kind;
+    if (kind == CD_ACT_CLIP) t->d.u.act.alpha = 0, t->d.u.act.beta = 6;
+    if (kind == CD_ACT_HARDSIGMOID) t->d.u.act.alpha = 0.2f, t->d.u.act.beta = 0.5f;
+    if (kind == CD_ACT_LEAKYRELU) t->d.u.act.alpha = 0.1f;
+    size_t n = numel(&t->d.dst, batch);
+    t->srcs[0] = rbuf(n);
+    for (size_t i = 0; i < n; i++) t->srcs[0][i] *= 8.0f;
+    t->nwant = n;
+    t->want = zbuf(n);
+    cd_ref_activation(t->d.u.act, n, t->srcs[0], t->want);
+    t->tol = 1e-5;
+    t->blockable = 1;
+}
+
+// variant 1: outer == 1 (the softmax over one axis oneDNN takes).
+static void make_softmax(op_case *t, int outer_one) {
+    int batch = cd_test_randi(1, 4);
+    int64_t outer = outer_one ? 1 : cd_test_randi(1, 4), len = cd_test_randi(1, 300), inner = cd_test_randi(1, 5);
+    int64_t s[4] = {1, outer, len, inner};
+    case_init(t, CD_BOP_SOFTMAX, batch, 1);
+    t->d.src[0] = t->d.dst = td(4, s);
+    t->d.u.softmax.outer = outer;
+    t->d.u.softmax.len = len;
+    t->d.u.softmax.inner = inner;
+    size_t n = (size_t)batch * outer * len * inner;
+    t->srcs[0] = rbuf(n);
+    t->nwant = n;
+    t->want = zbuf(n);
+    cd_ref_softmax((size_t)(batch * outer), (size_t)len, (size_t)inner, t->srcs[0], t->want);
+    t->tol = 1e-5;
+}
+
+// variant: the axis (1..3).
+static void make_concat(op_case *t, int axis) {
+    int n = cd_test_randi(1, 4), batch = cd_test_randi(1, 3);
+    int64_t base[4] = {1, cd_test_randi(1, 20), cd_test_randi(1, 7), cd_test_randi(1, 7)}, ds[4];
+    memcpy(ds, base, sizeof ds);
+    ds[axis] = 0;
+    case_init(t, CD_BOP_CONCAT, batch, n);
+    t->d.u.axis = axis;
+    int64_t shp[4][4];
+    for (int j = 0; j < n; j++) {
+        memcpy(shp[j], base, sizeof base);
+        shp[j][axis] = cd_test_randi(1, 17);
+        ds[axis] += shp[j][axis];
+        t->d.src[j] = td(4, shp[j]);
+        t->srcs[j] = rbuf(numel(&t->d.src[j], batch));
+    }
+    t->d.dst = td(4, ds);
+    t->nwant = numel(&t->d.dst, batch);
+    t->want = zbuf(t->nwant);
+    const int64_t *sp[4];
+    const float *cp[4];
+    for (int j = 0; j < n; j++) {
+        shp[j][0] = batch;
+        sp[j] = shp[j];
+        cp[j] = t->srcs[j];
+    }
+    cd_ref_concat(4, axis, n, sp, cp, t->want);
+    t->tol = 0;
+    t->blockable = 1;
+}
+
+// A random permutation of dims 1..rank-1, rank 2..6.
+static void make_transpose(op_case *t, int variant) {
+    int rank = cd_test_randi(2, 6), batch = cd_test_randi(1, 3);
+    int64_t s[6] = {1}, o[6];
+    int perm[6] = {0};
+    for (int i = 1; i < rank; i++) s[i] = cd_test_randi(1, 6), perm[i] = i;
+    for (int i = rank - 1; i > 1; i--) { // Fisher-Yates over dims 1..rank-1
+        int j = cd_test_randi(1, i), x = perm[i];
+        perm[i] = perm[j];
+        perm[j] = x;
+    }
+    for (int i = 0; i < rank; i++) o[i] = s[perm[i]];
+    case_init(t, CD_BOP_TRANSPOSE, batch, 1);
+    t->d.src[0] = td(rank, s);
+    t->d.dst = td(rank, o);
+    memcpy(t->d.u.perm, perm, sizeof perm);
+    size_t n = numel(&t->d.src[0], batch);
+    t->srcs[0] = rbuf(n);
+    t->nwant = n;
+    t->want = zbuf(n);
+    s[0] = batch;
+    cd_ref_transpose(rank, s, perm, t->srcs[0], t->want);
+    t->tol = 0;
+}
+
+// variant: 0 NCHW -> NCHW16C, 1 NCHW16C -> NCHW, 2 NCHW -> NCHW8C, 3 NCHW8C ->
+// NCHW, 4 the plain copy; c not a multiple of the block. The runner hands the
+// backend the input in the source layout and reads the output back from the
+// destination layout, so the result is the input again.
+static void make_reorder(op_case *t, int dir) {
+    static const cd_layout from[] = {CD_LAYOUT_NCHW, CD_LAYOUT_NCHW16C, CD_LAYOUT_NCHW, CD_LAYOUT_NCHW8C,
+                                     CD_LAYOUT_NCHW};
+    static const cd_layout to[] = {CD_LAYOUT_NCHW16C, CD_LAYOUT_NCHW, CD_LAYOUT_NCHW8C, CD_LAYOUT_NCHW,
+                                   CD_LAYOUT_NCHW};
+    int batch = cd_test_randi(1, 3);
+    int64_t s[4] = {1, cd_test_randi(1, 50), cd_test_randi(1, 7), cd_test_randi(1, 7)};
+    if (s[1] % 8 == 0) s[1]++;
+    case_init(t, CD_BOP_REORDER, batch, 1);
+    t->d.src[0] = t->d.dst = td(4, s);
+    t->d.src[0].layout = from[dir];
+    t->d.dst.layout = to[dir];
+    size_t n = numel(&t->d.src[0], batch);
+    t->srcs[0] = rbuf(n);
+    t->nwant = n;
+    t->want = zbuf(n);
+    memcpy(t->want, t->srcs[0], n * sizeof(float));
+    t->tol = 0;
+    t->hip_kernel = dir == 4 ? "copy" : "reorder";
+}
+
+// ---- the table ------------------------------------------------------------------------
+
+typedef struct {
+    const char *name;
+    cd_bop op;
+    case_fn make;
+    int variant;
+    int iters;    // fresh random cases per backend
+    int required; // every backend must support it (else skipped where unsupported)
+} op_row;
+
+static const op_row g_rows[] = {
+    {"conv2d dense", CD_BOP_CONV2D, make_conv, 0, 6, 1},
+    {"conv2d depthwise", CD_BOP_CONV2D, make_conv, 1, 3, 1},
+    {"conv2d grouped", CD_BOP_CONV2D, make_conv, 2, 3, 1},
+    {"conv2d pointwise", CD_BOP_CONV2D, make_conv, 3, 3, 1},
+    {"conv2d resnet-sized, k not a multiple of the tile", CD_BOP_CONV2D, make_conv_resnet, 0, 1, 1},
+    {"gemm", CD_BOP_GEMM, make_gemm, 0, 4, 1},
+    {"pool windowed", CD_BOP_POOL, make_pool, 0, 7, 1},
+    {"pool global", CD_BOP_POOL, make_pool, 1, 3, 1},
+    {"binary broadcast and const", CD_BOP_BINARY, make_binary, 0, 12, 1},
+    {"activation none", CD_BOP_ACTIVATION, make_activation, CD_ACT_NONE, 1, 1},
+    {"activation relu", CD_BOP_ACTIVATION, make_activation, CD_ACT_RELU, 1, 1},
+    {"activation clip", CD_BOP_ACTIVATION, make_activation, CD_ACT_CLIP, 1, 1},
+    {"activation sigmoid", CD_BOP_ACTIVATION, make_activation, CD_ACT_SIGMOID, 1, 1},
+    {"activation hardsigmoid", CD_BOP_ACTIVATION, make_activation, CD_ACT_HARDSIGMOID, 1, 1},
+    {"activation hardswish", CD_BOP_ACTIVATION, make_activation, CD_ACT_HARDSWISH, 1, 1},
+    {"activation leakyrelu", CD_BOP_ACTIVATION, make_activation, CD_ACT_LEAKYRELU, 1, 1},
+    {"softmax outer > 1", CD_BOP_SOFTMAX, make_softmax, 0, 2, 1},
+    {"softmax outer == 1", CD_BOP_SOFTMAX, make_softmax, 1, 2, 1},
+    {"concat axis 1", CD_BOP_CONCAT, make_concat, 1, 1, 1},
+    {"concat axis 2", CD_BOP_CONCAT, make_concat, 2, 1, 1},
+    {"concat axis 3", CD_BOP_CONCAT, make_concat, 3, 1, 1},
+    {"transpose random perm", CD_BOP_TRANSPOSE, make_transpose, 0, 4, 1},
+    {"reorder NCHW -> NCHW16C", CD_BOP_REORDER, make_reorder, 0, 1, 1},
+    {"reorder NCHW16C -> NCHW", CD_BOP_REORDER, make_reorder, 1, 1, 1},
+    {"reorder NCHW -> NCHW8C", CD_BOP_REORDER, make_reorder, 2, 1, 0},
+    {"reorder NCHW8C -> NCHW", CD_BOP_REORDER, make_reorder, 3, 1, 0},
+    {"reorder copy", CD_BOP_REORDER, make_reorder, 4, 1, 1},
+};
+
+#define NROWS (sizeof g_rows / sizeof g_rows[0])
+
+// The backends under test. is_hip: the row's hip_kernel is checked there.
+typedef struct {
+    const char *device;
+    int is_hip;
+} test_backend;
+
+static int backends(test_backend *out) {
+    const char *e = getenv("CD_TEST_HIP_DEVICE");
+    out[0] = (test_backend){"cpu", 0};
+    out[1] = (test_backend){e && *e ? e : "hip-emu", 1};
+    return 2;
+}
+
+// ---- the runner -----------------------------------------------------------------------
+
+// Host data of a tensor (NCHW order) in layout l.
+static void to_layout(const cd_tdesc *t, cd_layout l, int batch, const float *nchw, float *out) {
+    if (l != CD_LAYOUT_NCHW)
+        cd_ref_reorder(CD_LAYOUT_NCHW, l, batch, (int)t->shape[1], (int)t->shape[2], (int)t->shape[3], nchw, out);
+    else
+        memcpy(out, nchw, numel(t, batch) * sizeof(float));
+}
+
+// Moves c's 4-D activations to a blocked layout (NCHW16C or NCHW8C) when
+// the backend supports that (two times in three). Reorder rows keep theirs.
+static void pick_layout(cd_backend_t be, op_case *c) {
+    const cd_layout l = (cd_layout)cd_test_randi(0, CD_LAYOUT_COUNT - 1);
+    if (!c->blockable || l == CD_LAYOUT_NCHW || c->d.dst.rank != 4) return;
+    cd_bop_desc t = c->d;
+    t.dst.layout = l;
+    for (int i = 0; i < t.nsrc; i++)
+        if (!t.src[i].is_const && t.src[i].rank == 4) t.src[i].layout = l;
+    if (cd_backend_supports_op(be, &t)) c->d = t;
+}
+
+// Prepares c->d on be, uploads the inputs (in the layouts c->d asks for:
+// a reorder row's source is converted from NCHW by the reference), runs it on
+// a fresh context, downloads the output into got (NCHW) and its kernel name.
+static void run_case(cd_backend_t be, const op_case *c, float *got, char *kernel, size_t klen) {
+    const cd_bop_desc *d = &c->d;
+    int batch = c->batch;
+    cd_op_state *st = NULL;
+    int rc = cd_backend_op_init(be, d, &st);
+    if (rc) CD_CHECK_FAIL_("%s: op_init(%s) failed: %s", cd_backend_name(be), cd_bop_name(d->op), cd_strerror(rc));
+    snprintf(kernel, klen, "%s", cd_backend_op_kernel(be, st));
+    cd_backend_ctx *ctx = NULL;
+    CHECK_EQ(cd_backend_ctx_create(be, &ctx), 0);
+    cd_btensor bt[64], out;
+    const cd_btensor *bp[64];
+    void *bufs[64];
+    for (int i = 0; i < d->nsrc; i++) {
+        const cd_tdesc *t = &d->src[i];
+        bt[i].layout = t->layout;
+        bt[i].rank = t->rank;
+        memcpy(bt[i].shape, t->shape, sizeof bt[i].shape);
+        if (!t->is_const) bt[i].shape[0] = batch;
+        size_t bytes = cd_tdesc_item_bytes(t) * (t->is_const ? 1 : (size_t)batch);
+        float *host = malloc(bytes ? bytes : 4);
+        to_layout(t, t->layout, batch, c->srcs[i], host);
+        CHECK_EQ(cd_backend_buffer_alloc(be, bytes, &bufs[i]), 0);
+        CHECK_EQ(cd_backend_upload(be, bufs[i], host, bytes), 0);
+        free(host);
+        bt[i].data = bufs[i];
+        bp[i] = &bt[i];
+    }
+    size_t obytes = cd_tdesc_item_bytes(&d->dst) * (size_t)batch;
+    void *obuf;
+    CHECK_EQ(cd_backend_buffer_alloc(be, obytes, &obuf), 0);
+    out = (cd_btensor){obuf, d->dst.layout, d->dst.rank, {0}};
+    memcpy(out.shape, d->dst.shape, sizeof out.shape);
+    out.shape[0] = batch;
+    rc = cd_backend_op_run(be, d->op, ctx, st, batch, bp, &out);
+    if (rc)
+        CD_CHECK_FAIL_("%s: run(%s, kernel %s) failed: %s", cd_backend_name(be), cd_bop_name(d->op),
+                       cd_backend_op_kernel(be, st), cd_strerror(rc));
+    CHECK_EQ(cd_backend_synchronize(be, ctx), 0);
+    float *host = malloc(obytes ? obytes : 4);
+    CHECK_EQ(cd_backend_download(be, host, obuf, obytes), 0);
+    if (d->dst.layout != CD_LAYOUT_NCHW)
+        cd_ref_reorder(d->dst.layout, CD_LAYOUT_NCHW, batch, (int)d->dst.shape[1], (int)d->dst.shape[2],
+                       (int)d->dst.shape[3], host, got);
+    else
+        memcpy(got, host, numel(&d->dst, batch) * sizeof(float));
+    free(host);
+    for (int i = 0; i < d->nsrc; i++) cd_backend_buffer_free(be, bufs[i]);
+    cd_backend_buffer_free(be, obuf);
+    cd_backend_ctx_free(be, ctx);
+    cd_backend_op_state_free(be, st);
+}
+
+// Runs every row of family op on every backend against the reference.
+static void run_family(cd_bop op) {
+    test_backend tb[4];
+    int nb = backends(tb);
+    for (int b = 0; b < nb; b++) {
+        cd_backend_t be;
+        char err[512] = "";
+        int rc = cd_backend_create(tb[b].device, &be, err, sizeof err);
+        if (rc) CD_CHECK_FAIL_("cd_backend_create(%s): %s: %s", tb[b].device, cd_strerror(rc), err);
+        for (size_t r = 0; r < NROWS; r++) {
+            const op_row *row = &g_rows[r];
+            if (row->op != op) continue;
+            for (int it = 0; it < row->iters; it++) {
+                op_case c;
+                row->make(&c, row->variant);
+                if (!cd_backend_supports_op(be, &c.d)) {
+                    if (row->required)
+                        CD_CHECK_FAIL_("%s: %s: supports_op says no", cd_backend_name(be), row->name);
+                    case_free(&c);
+                    continue;
+                }
+                pick_layout(be, &c);
+                float *got = zbuf(c.nwant);
+                char kernel[64] = "";
+                run_case(be, &c, got, kernel, sizeof kernel);
+                CHECK_CLOSE_F32(got, c.want, c.nwant, c.tol);
+                if (tb[b].is_hip && c.hip_kernel && !strstr(kernel, c.hip_kernel))
+                    CD_CHECK_FAIL_("%s: %s: kernel %s, expected %s", cd_backend_name(be), row->name, kernel,
+                                   c.hip_kernel);
+                free(got);
+                case_free(&c);
+            }
+        }
+        cd_backend_free(be);
+    }
+}
+
+CD_TEST(backend_ops_every_family_has_a_row) {
+    for (int op = 0; op < CD_BOP_COUNT; op++) {
+        int n = 0;
+        for (size_t r = 0; r < NROWS; r++) n += g_rows[r].op == (cd_bop)op;
+        if (!n) CD_CHECK_FAIL_("no conformance row for %s", cd_bop_name((cd_bop)op));
+    }
+}
+
+CD_TEST(backend_ops_conv2d_vs_ref) { run_family(CD_BOP_CONV2D); }
+CD_TEST(backend_ops_gemm_vs_ref) { run_family(CD_BOP_GEMM); }
+CD_TEST(backend_ops_pool_windowed_and_global_vs_ref) { run_family(CD_BOP_POOL); }
+CD_TEST(backend_ops_binary_broadcast_and_const_vs_ref) { run_family(CD_BOP_BINARY); }
+CD_TEST(backend_ops_activation_every_kind_vs_ref) { run_family(CD_BOP_ACTIVATION); }
+CD_TEST(backend_ops_softmax_outer_len_inner_vs_ref) { run_family(CD_BOP_SOFTMAX); }
+CD_TEST(backend_ops_concat_every_axis_vs_ref) { run_family(CD_BOP_CONCAT); }
+CD_TEST(backend_ops_transpose_random_perm_vs_ref) { run_family(CD_BOP_TRANSPOSE); }
+CD_TEST(backend_ops_reorder_both_directions_c_not_multiple_of_block) { run_family(CD_BOP_REORDER); }
