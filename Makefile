@@ -3,6 +3,7 @@
 #   make SAN=1      the same with AddressSanitizer + UndefinedBehaviorSanitizer
 #   make TSAN=1     the same with ThreadSanitizer (build-tsan/; kernels single-threaded)
 #   make test       build, then run every test (C unit tests and integration)
+#   make check-deps fail on an #include that goes upward (scripts/check-deps.py)
 #   make GPU=hip    also build the HIP backend plugin (see issue/docs)
 #   make V=1        show full command lines
 #
@@ -378,6 +379,11 @@ bench: $(BUILD)/bin/pingpong
 test: all
 	CONVD_BUILD=$(BUILD) PYTHON=$(PYTHON) tests/run
 
+# The one direction of calls: fails on an #include that goes upward
+# (scripts/check-deps.py holds the table; tests/test_layers.py runs it too).
+check-deps:
+	$(Q)$(PYTHON) scripts/check-deps.py
+
 # libFuzzer targets (need clang; never part of `make`; CI runs
 # `make fuzz SECONDS=60`). `make fuzz` builds every one; `make fuzz SECONDS=N`
 # also runs each for N seconds in turn, new inputs going to
@@ -421,6 +427,6 @@ $(BUILD)/bin/fuzz-onnx-load: $(FUZZ_ONNX_SRC) | $(BUILD)/gen/onnx.pb-c.h
 clean:
 	rm -rf build build-san build-tsan
 
-.PHONY: all test clean bench fuzz
+.PHONY: all test clean bench fuzz check-deps
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -3,7 +3,7 @@
 
 // The oneDNN wrappers moved to backends/cpu/dnnl.h. This header remains only
 // for kernels/cpu/dwconv-3x3.c, which is being removed as dead code; delete
-// it (and its entry in tools/check-deps.py) together with that file.
+// it (and its entry in scripts/check-deps.py EXCEPTIONS) together with that file.
 
 #include "backends/cpu/dnnl.h"
 
