@@ -244,7 +244,7 @@ int cd_backend_probe(const char *device, char *info, size_t infolen, char *err, 
 // 0 or a negative code.
 int cd_backends_set_threads(int n);
 
-// The caps of the host's backend ("cpu") without creating one: the host's
+// The caps of the host's backend, "cpu", without creating one: the host's
 // instruction set and native blocked layout, for reports and the planner's
 // cost-model key. Initialises oneDNN if needed.
 cd_backend_caps cd_backends_host_caps(void);
