@@ -60,6 +60,8 @@ typedef struct {
     int is_const;
 } cd_tdesc;
 
+// The operator families: the tag of cd_bop_desc (the member of its u that
+// applies). Every backend runs them all through op_init/op_run.
 typedef enum {
     CD_BOP_CONV2D = 0,
     CD_BOP_GEMM,
@@ -73,7 +75,8 @@ typedef enum {
     CD_BOP_COUNT
 } cd_bop;
 
-// Everything needed to prepare (or ask about) one operation.
+// Everything needed to prepare (or ask about) one operation: a tagged
+// description, op selecting the member of u.
 typedef struct {
     cd_bop op;
     int max_batch;             // largest batch the op will run with
