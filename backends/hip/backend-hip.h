@@ -4,12 +4,13 @@
 // The HIP backend of backends/backend.h (backends/hip/backend-hip.c), built
 // twice from one source:
 //   - "hip-emu": in the default build, over the CPU emulator of the HIP
-//     execution model (libcdhipemu.a); the runtime creates it for the device
-//     string "hip-emu";
+//     execution model (libcdhipemu.a); the table of devices
+//     (backends/backend.c) creates it for the device string "hip-emu";
 //   - "hip": inside the GPU=hip plugin (libconvd-hip.so) over the real HIP
-//     runtime and rocSPARSE; the runtime reaches it through the plugin's
+//     runtime and rocSPARSE; the table of devices reaches it through the
+//     plugin loader (backends/hip/plugin-loader.h) and the plugin's
 //     cd_hip_plugin_backend_create (backends/hip/plugin.h).
-// This header needs no HIP header: the runtime includes it.
+// This header needs no HIP header: backends/backend.c includes it.
 
 #include "backends/backend.h"
 
