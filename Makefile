@@ -418,11 +418,11 @@ $(BUILD)/bin/fuzz-rpc-reader: tests/fuzz/fuzz-rpc-reader.c $(PROTO_SRC) $(CORE_S
 FUZZ_ONNX_SRC := tests/fuzz/fuzz-onnx-load.c $(BUILD)/gen/onnx.pb-c.c \
     runtime/onnx-import.c runtime/onnx-file.c runtime/graph.c runtime/lower.c runtime/compact.c \
     runtime/plan.c runtime/planner.c runtime/arena.c backends/backend.c \
-    kernels/op-desc.c $(wildcard kernels/cpu/ref*.c) backends/cpu/dnnl-common.c sparse/analysis.c core/errors.c
+    kernels/op-desc.c $(wildcard kernels/cpu/ref*.c) sparse/analysis.c core/errors.c
 $(BUILD)/bin/fuzz-onnx-load: $(FUZZ_ONNX_SRC) | $(BUILD)/gen/onnx.pb-c.h
 	@mkdir -p $(dir $@)
 	@echo "  FUZZ    $@"
-	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -I$(BUILD)/gen -fopenmp -w -o $@ $(FUZZ_ONNX_SRC) $(PBC_LIBS) $(DNNL_LIBS) -lm
+	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -I$(BUILD)/gen -fopenmp -w -o $@ $(FUZZ_ONNX_SRC) $(PBC_LIBS) -lm
 
 clean:
 	rm -rf build build-san build-tsan
