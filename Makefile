@@ -3,7 +3,7 @@
 #   make SAN=1      the same with AddressSanitizer + UndefinedBehaviorSanitizer
 #   make TSAN=1     the same with ThreadSanitizer (build-tsan/; kernels single-threaded)
 #   make test       build, then run every test (C unit tests and integration)
-#   make GPU=hip    also build the HIP backend plugin (see issue/docs)
+#   make GPU=hip    also build the HIP backend plugin (see docs/GPU.md)
 #   make V=1        show full command lines
 #
 # Sources are picked up by folder: a new .c file in a folder joins the library
@@ -204,7 +204,7 @@ BENCH_TESTED_OBJ := $(call obj,$(wildcard tools/convbench/hist.c tools/convbench
 $(BUILD)/bin/cd-tests: $(BENCH_TESTED_OBJ)
 $(BUILD)/bin/cd-tests: LDLIBS += $(BENCH_TESTED_OBJ)
 
-# ==== HIP (issue 6) ===========================================================
+# ==== HIP ====================================================================
 # The same kernels/hip sources are built twice:
 #  - emulated, always: every *.hip is compiled as plain C++ by $(CXX) against
 #    the project's CPU emulator of the HIP execution model (kernels/hip/emu/),

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Whole-model dense latency: convd in-process, convd through the socket and
-onnxruntime, side by side in one run (issue 3, item 8).
+onnxruntime, side by side in one run, so that the three are compared under
+the same load on the machine.
 
     bench/model-latency.py [--quick] [--models resnet50,mobilenetv2] [--batches 1,8]
                            [--threads 1,2] [--rounds R] [--iters N] [--warmup W]

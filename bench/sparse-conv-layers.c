@@ -458,7 +458,7 @@ static int summary_kind(const result *r, int k) {
 }
 
 // Geometric means of the speedups per layer kind, batch and threads, and the
-// median break-even sparsity, against the targets.
+// median break-even sparsity, against the sparse kernels' speed targets.
 static void print_summary(const int batches[2], const int threads[2]) {
     static const char *const kinds[] = {"1x1", "3x3 (not depthwise)", "3x3 depthwise",
                                         "3x3 without the stem"};
