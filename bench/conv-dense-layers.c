@@ -1,8 +1,7 @@
 // Dense conv kernels on the real ResNet-50 and MobileNetV2 layer shapes:
 // oneDNN in NCHW and in the CPU's blocked layout, nChw16c or nChw8c (through kernels/cpu/dnnl.h, i.e. exactly the
-// product path), im2col + OpenBLAS sgemm on NCHW, our simple own depthwise 3x3
-// (kernels/cpu/dwconv.h; checked against oneDNN's output first), and
-// the NCHW<->blocked reorder costs. Prints one markdown table row per layer.
+// product path), im2col + OpenBLAS sgemm on NCHW, and the NCHW<->blocked
+// reorder costs. Prints one markdown table row per layer.
 //
 //   conv-dense-layers [--threads N] [--batch B] [--reps R] [--min-ms M]
 //                     [--model resnet50|mobilenetv2|all] [--overhead]
@@ -13,7 +12,6 @@
 // sample is reported. Ratios are against oneDNN blocked of the same round set.
 
 #include "kernels/cpu/dnnl.h"
-#include "kernels/cpu/dwconv.h"
 #include "kernels/cpu/ref.h"
 
 #include <cblas.h>
@@ -93,14 +91,13 @@ static void *xalloc(size_t floats) {
 // on AVX2): the "blocked" column and the reorders use it.
 static cd_layout g_blk = CD_LAYOUT_NCHW16C;
 
-enum { M_DNNL16C, M_DNNLNCHW, M_BLAS, M_REORDER_IN, M_REORDER_OUT, M_DW, M_COUNT };
+enum { M_DNNL16C, M_DNNLNCHW, M_BLAS, M_REORDER_IN, M_REORDER_OUT, M_COUNT };
 
 typedef struct {
     cd_conv_desc d;
     int batch;
     cd_dnnl_ctx *ctx;
     cd_dnnl_op *conv16, *convn, *rin, *rout;
-    cd_dwconv3x3 *dw;
     float *w, *bias, *src, *src16, *dst, *dst16, *col;
 } bench_layer;
 
@@ -151,7 +148,6 @@ static int run_method(bench_layer *b, int m) {
     case M_BLAS: run_blas(b); return 0;
     case M_REORDER_IN: s[0] = b->src; return cd_dnnl_op_run(b->rin, b->ctx, b->batch, 1, s, b->src16);
     case M_REORDER_OUT: s[0] = b->dst16; return cd_dnnl_op_run(b->rout, b->ctx, b->batch, 1, s, b->dst);
-    case M_DW: return cd_dwconv3x3_run(b->dw, b->batch, b->src16, b->dst16);
     }
     return -1;
 }
@@ -199,8 +195,6 @@ static int bench_one(const layer *L, int batch, int threads, int reps, double mi
     if (!rc) rc = cd_dnnl_conv_create(d, CD_LAYOUT_NCHW, CD_LAYOUT_NCHW, batch, b.w, b.bias, &b.convn);
     if (!rc) rc = cd_dnnl_reorder_create(CD_LAYOUT_NCHW, g_blk, d->c, d->h, d->w, batch, &b.rin);
     if (!rc) rc = cd_dnnl_reorder_create(g_blk, CD_LAYOUT_NCHW, d->k, d->oh, d->ow, batch, &b.rout);
-    int has_dw = g_blk == CD_LAYOUT_NCHW16C && cd_dwconv3x3_supports(d, CD_LAYOUT_NCHW16C, CD_LAYOUT_NCHW16C);
-    if (!rc && has_dw) rc = cd_dwconv3x3_create(d, b.w, b.bias, 0, &b.dw);
     if (rc) {
         fprintf(stderr, "%s %s: setup failed: %d\n", L->model, L->name, rc);
         return rc;
@@ -211,48 +205,28 @@ static int bench_one(const layer *L, int batch, int threads, int reps, double mi
     cd_dnnl_op_prepare(b.convn, batch, &s); need = s > need ? s : need;
     cd_dnnl_ctx_reserve(b.ctx, need);
 
-    if (has_dw) { // the own kernel must agree with oneDNN before it is timed
-        size_t n16 = cd_dnnl_tensor_floats(g_blk, batch, d->k, d->oh, d->ow);
-        float *chk = xalloc(n16);
-        run_method(&b, M_DNNL16C);
-        cd_dwconv3x3_run(b.dw, batch, b.src16, chk);
-        for (size_t i = 0; i < n16; i++) {
-            float e = fabsf(chk[i] - b.dst16[i]), m = fabsf(b.dst16[i]);
-            if (e > 1e-4f * (m > 1.0f ? m : 1.0f)) {
-                fprintf(stderr, "%s %s: own dw kernel differs at %zu: %g vs %g\n", L->model,
-                        L->name, i, chk[i], b.dst16[i]);
-                return 1;
-            }
-        }
-        free(chk);
-    }
     double samples[M_COUNT][64];
     int iters[M_COUNT] = {0};
     if (reps > 64) reps = 64;
-    for (int m = 0; m < M_COUNT; m++)
-        if (m != M_DW || has_dw) run_method(&b, m); // warm up
+    for (int m = 0; m < M_COUNT; m++) run_method(&b, m); // warm up
     for (int rep = 0; rep < reps; rep++)
         for (int m = 0; m < M_COUNT; m++) {
-            if (m == M_DW && !has_dw) continue;
             if (m == M_REORDER_IN && in16 == CD_LAYOUT_NCHW) { samples[m][rep] = 0; continue; }
             samples[m][rep] = sample(&b, m, &iters[m], min_ms);
         }
     double med[M_COUNT];
-    for (int m = 0; m < M_COUNT; m++) med[m] = (m == M_DW && !has_dw) ? 0 : median(samples[m], reps);
+    for (int m = 0; m < M_COUNT; m++) med[m] = median(samples[m], reps);
     double gflop = 2.0 * batch * d->k * d->oh * d->ow * cpg * d->r * d->s * 1e-9;
     double base = med[M_DNNL16C];
-    char dw[64] = "-";
-    if (has_dw) snprintf(dw, sizeof dw, "%.3f (%.2fx)", med[M_DW], med[M_DW] / base);
-    printf("| %s | %s | %d | %d | %.3f | %.3f | %.0f | %.3f (%.2fx) | %.3f (%.2fx) | %.3f + %.3f (%.0f%%) | %s | %s |\n",
+    printf("| %s | %s | %d | %d | %.3f | %.3f | %.0f | %.3f (%.2fx) | %.3f (%.2fx) | %.3f + %.3f (%.0f%%) | %s |\n",
            L->model, L->name, batch, threads, gflop, base, gflop / base * 1e3,
            med[M_DNNLNCHW], med[M_DNNLNCHW] / base, med[M_BLAS], med[M_BLAS] / base,
            med[M_REORDER_IN], med[M_REORDER_OUT],
-           100.0 * (med[M_REORDER_IN] + med[M_REORDER_OUT]) / base, dw,
+           100.0 * (med[M_REORDER_IN] + med[M_REORDER_OUT]) / base,
            cd_dnnl_op_impl(b.conv16, batch));
     fflush(stdout);
     cd_dnnl_op_free(b.conv16); cd_dnnl_op_free(b.convn);
     cd_dnnl_op_free(b.rin); cd_dnnl_op_free(b.rout);
-    cd_dwconv3x3_free(b.dw);
     cd_dnnl_ctx_free(b.ctx);
     free(b.w); free(b.bias); free(b.src); free(b.src16); free(b.dst); free(b.dst16); free(b.col);
     return 0;
