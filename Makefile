@@ -71,6 +71,9 @@ DNNL_LIBS    := -ldnnl
 ONNX_PROTO   ?= /usr/include/onnx/onnx.proto
 
 # ---- sources by layer -------------------------------------------------------
+# core/: the base layer every other one may use (its headers are header-only
+# where libconvd needs them, so the client library links none of core/).
+CORE_SRC    := $(wildcard core/*.c)
 PROTO_SRC   := $(wildcard proto/*.c)
 CLIENT_SRC  := $(wildcard client/*.c)
 RUNTIME_SRC := $(wildcard runtime/*.c) $(BUILD)/gen/onnx.pb-c.c
@@ -82,6 +85,7 @@ TESTLIB_SRC := $(wildcard tests/unit/*.c)
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(patsubst $(BUILD)/%,%,$(1)))
 
+CORE_OBJ    := $(call obj,$(CORE_SRC))
 PROTO_OBJ   := $(call obj,$(PROTO_SRC))
 CLIENT_OBJ  := $(call obj,$(CLIENT_SRC))
 RUNTIME_OBJ := $(call obj,$(RUNTIME_SRC))
@@ -93,13 +97,14 @@ TEST_OBJ    := $(call obj,$(TESTLIB_SRC))
 
 $(RUNTIME_OBJ) $(KERNEL_OBJ) $(TEST_OBJ): CFLAGS += $(OMP_FLAGS)
 
+LIB_CORE    := $(BUILD)/lib/libcdcore.a
 LIB_PROTO   := $(BUILD)/lib/libcdproto.a
 LIB_RUNTIME := $(BUILD)/lib/libcdruntime.a
 LIB_DAEMON  := $(BUILD)/lib/libcddaemon.a
 LIB_CLIENT  := $(BUILD)/lib/libconvd.a
 SO_CLIENT   := $(BUILD)/lib/libconvd.so
 
-RUNTIME_LIBS := $(LIB_RUNTIME) $(PBC_LIBS) $(DNNL_LIBS) $(OMP_FLAGS)
+RUNTIME_LIBS := $(LIB_RUNTIME) $(LIB_CORE) $(PBC_LIBS) $(DNNL_LIBS) $(OMP_FLAGS)
 
 RUN_SRC        := $(wildcard tools/convd-run/*.c) $(wildcard tools/common/*.c)
 CLIENTTEST_SRC := $(wildcard tests/client/*.c) tests/unit/main.c
@@ -120,6 +125,9 @@ endif
 
 all: $(BINS) $(LIB_CLIENT) $(SO_CLIENT)
 
+# Every binary that links the runtime links core/ with it (RUNTIME_LIBS).
+$(BUILD)/bin/convd $(BUILD)/bin/convctl $(BUILD)/bin/convd-run $(BUILD)/bin/cd-tests: $(LIB_CORE)
+
 # Generated protobuf-c code for ONNX, from the onnx.proto Debian ships.
 $(BUILD)/gen/onnx.pb-c.c $(BUILD)/gen/onnx.pb-c.h: $(ONNX_PROTO)
 	@mkdir -p $(BUILD)/gen
@@ -138,6 +146,11 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(LIB_CORE): $(CORE_OBJ)
+	@mkdir -p $(dir $@)
+	@echo "  AR      $@"
+	$(Q)rm -f $@ && ar rcs $@ $^
 
 $(LIB_PROTO): $(PROTO_OBJ)
 	@mkdir -p $(dir $@)

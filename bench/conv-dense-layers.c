@@ -11,6 +11,8 @@
 // runs the kernel k times (k calibrated to last >= M ms) and the median
 // sample is reported. Ratios are against oneDNN blocked of the same round set.
 
+#include "core/clock.h"
+#include "core/stats-util.h"
 #include "kernels/cpu/dnnl.h"
 #include "kernels/cpu/ref.h"
 
@@ -62,19 +64,8 @@ static const layer k_layers[] = {
     {"mobilenetv2", "1x1 320>1280 @7", 320, 7, 7, 1280, 1, 1, 1},
 };
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
-
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static double median(double *v, int n) {
-    qsort(v, n, sizeof *v, cmp_d);
+    qsort(v, n, sizeof *v, cd_cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
@@ -157,17 +148,17 @@ static double sample(bench_layer *b, int m, int *iters, double min_ms) {
     if (*iters == 0) { // calibrate
         int k = 1;
         for (;;) {
-            double t0 = now_ms();
+            double t0 = cd_now_ms();
             for (int i = 0; i < k; i++) run_method(b, m);
-            double t = now_ms() - t0;
+            double t = cd_now_ms() - t0;
             if (t >= min_ms || k >= 1 << 20) break;
             k = t > 0.01 ? (int)(k * min_ms / t * 1.1) + 1 : k * 10;
         }
         *iters = k;
     }
-    double t0 = now_ms();
+    double t0 = cd_now_ms();
     for (int i = 0; i < *iters; i++) run_method(b, m);
-    return (now_ms() - t0) / *iters;
+    return (cd_now_ms() - t0) / *iters;
 }
 
 static int bench_one(const layer *L, int batch, int threads, int reps, double min_ms) {
@@ -263,15 +254,15 @@ static void bench_overhead(int reps) {
     if (reps > 64) reps = 64;
     for (int rep = 0; rep < reps; rep++) {
         const float *s[1] = {src};
-        double t0 = now_ms();
+        double t0 = cd_now_ms();
         for (int i = 0; i < n; i++) cd_dnnl_op_run(op, ctx, 1, 1, s, dst);
-        a[rep] = (now_ms() - t0) / n * 1e3;
-        t0 = now_ms();
+        a[rep] = (cd_now_ms() - t0) / n * 1e3;
+        t0 = cd_now_ms();
         for (int i = 0; i < n; i++) {
             dnnl_primitive_execute(prim, st, 2, args);
             dnnl_stream_wait(st);
         }
-        r[rep] = (now_ms() - t0) / n * 1e3;
+        r[rep] = (cd_now_ms() - t0) / n * 1e3;
     }
     double ma = median(a, reps), mr = median(r, reps);
     printf("per-call overhead (reorder 16x7x7, threads %d): cd_dnnl_op_run %.2f us, raw dnnl execute %.2f us, wrapper adds %.2f us\n",

@@ -21,6 +21,7 @@
 // `wmu` while holding `mu`. Completion callbacks run with no lock held.
 
 #include "client/client-internal.h"
+#include "core/clock.h"
 #include "proto/errors.h"
 #include "proto/limits.h"
 
@@ -99,12 +100,6 @@ void convd_opts_init(convd_opts *opts) {
     opts->timeout_ms = 30000;
     opts->connect_timeout_ms = 5000;
     opts->max_message = (size_t)1 << 30;
-}
-
-static int64_t now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 int cd_client_timeout(const convd_conn *c, int timeout_ms) {
@@ -330,7 +325,7 @@ static void conn_dispatch(convd_conn *c, cd_rpc_msg *msg) {
 // as the reader's wake-up time.
 static int conn_expire(convd_conn *c) {
     cd_waiter *list = NULL;
-    int64_t now = now_ms();
+    int64_t now = cd_now_ms_int();
     pthread_mutex_lock(&c->mu);
     while (c->heap_len && c->heap[0]->deadline <= now) {
         cd_waiter *w = c->heap[0];
@@ -430,13 +425,13 @@ out:
 // Connects fd to addr within timeout_ms. Returns 0 or -errno.
 static int connect_with_timeout(int fd, const struct sockaddr_un *addr,
                                 int timeout_ms) {
-    int64_t deadline = now_ms() + (timeout_ms < 0 ? 0 : timeout_ms);
+    int64_t deadline = cd_now_ms_int() + (timeout_ms < 0 ? 0 : timeout_ms);
     for (;;) {
         if (connect(fd, (const struct sockaddr *)addr, sizeof *addr) == 0) return 0;
         int e = errno;
         if (e == EINTR) continue;
         if (e == EINPROGRESS) {
-            int left = (int)(deadline - now_ms());
+            int left = (int)(deadline - cd_now_ms_int());
             struct pollfd p = {.fd = fd, .events = POLLOUT};
             int pr = poll(&p, 1, timeout_ms < 0 ? -1 : (left > 0 ? left : 0));
             if (pr == 0) return -ETIMEDOUT;
@@ -447,7 +442,7 @@ static int connect_with_timeout(int fd, const struct sockaddr_un *addr,
             return soerr ? -soerr : 0;
         }
         if (e == EAGAIN) {  // Unix sockets: the listen backlog is full
-            if (timeout_ms >= 0 && now_ms() >= deadline) return -ETIMEDOUT;
+            if (timeout_ms >= 0 && cd_now_ms_int() >= deadline) return -ETIMEDOUT;
             struct timespec ts = {0, 5 * 1000 * 1000};
             nanosleep(&ts, NULL);
             continue;
@@ -636,7 +631,7 @@ static int conn_write(convd_conn *c, const cd_client_reqbuf *rb, int64_t deadlin
             if (errno == EAGAIN || errno == EWOULDBLOCK) {
                 int wait = -1;
                 if (deadline >= 0) {
-                    int64_t left = deadline - now_ms();
+                    int64_t left = deadline - cd_now_ms_int();
                     if (left <= 0) {
                         status = CD_ETIMEOUT;
                         break;
@@ -728,7 +723,7 @@ int cd_client_call(convd_conn *c, const char *method, cd_client_pack_fn pack, vo
         return cd_client_fail(CD_EBUSY, "synchronous call made from a completion callback "
                               "of the same connection (it would wait for itself)");
     timeout_ms = cd_client_timeout(c, timeout_ms);
-    int64_t deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
+    int64_t deadline = timeout_ms < 0 ? -1 : cd_now_ms_int() + timeout_ms;
 
     uint32_t msgid = atomic_fetch_add(&c->next_msgid, 1);
     cd_client_reqbuf rb;
@@ -819,7 +814,7 @@ int cd_client_call_async(convd_conn *c, const char *method, cd_client_pack_fn pa
     int rc = check_method(c, method);
     if (rc) return rc;
     timeout_ms = cd_client_timeout(c, timeout_ms);
-    int64_t deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
+    int64_t deadline = timeout_ms < 0 ? -1 : cd_now_ms_int() + timeout_ms;
 
     cd_waiter *w = calloc(1, sizeof *w);
     if (!w) return cd_client_fail(CD_ENOMEM, "out of memory");

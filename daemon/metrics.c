@@ -19,7 +19,7 @@
 #include <uv.h>
 
 // Bucket bounds (`le`) of the latency histograms, in seconds, and of the
-// batch-size histogram. The fine log buckets (daemon/histogram.h) are summed
+// batch-size histogram. The fine log buckets (core/histogram.h) are summed
 // into these; a value counts under the first bound >= its fine bucket's
 // midpoint (<= 1.6 % off).
 static const double lat_le[] = {25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3,

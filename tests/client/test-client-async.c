@@ -6,6 +6,7 @@
 // Every test counts completions per request: each must be exactly 1.
 
 #include "client/convd.h"
+#include "core/clock.h"
 #include "tests/client/fake-server.h"
 #include "tests/client/test-client-async-server.h"
 #include "tests/unit/check.h"
@@ -14,12 +15,6 @@
 #include <stdatomic.h>
 #include <time.h>
 #include <unistd.h>
-
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
 
 static void sleep_ms(int ms) {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
@@ -122,9 +117,9 @@ static int submit(convd_conn *c, batch *b, cb_arg *args, int i, int timeout_ms) 
 
 // Waits until n completions were counted (or timeout_ms passes).
 static int wait_completed(batch *b, int n, int timeout_ms) {
-    double end = now_ms() + timeout_ms;
+    double end = cd_now_ms() + timeout_ms;
     pthread_mutex_lock(&b->mu);
-    while (atomic_load(&b->completed) < n && now_ms() < end) {
+    while (atomic_load(&b->completed) < n && cd_now_ms() < end) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_nsec += 10 * 1000000L;
@@ -318,7 +313,7 @@ CD_TEST(client_async_timeout_completes_once_late_answer_dropped) {
     batch b;
     batch_init(&b, n);
     cb_arg *args = calloc((size_t)n, sizeof *args);
-    double t0 = now_ms();
+    double t0 = cd_now_ms();
     for (int i = 0; i < n; i++) CHECK_EQ(submit(c, &b, args, i, timeout), 0);
     // A request without a local timeout is not expired with the others.
     convd_future *forever;
@@ -327,7 +322,7 @@ CD_TEST(client_async_timeout_completes_once_late_answer_dropped) {
     CHECK_EQ(convd_infer_submit(c, "echo", 1, &name, &t, 0, NULL, CONVD_TIMEOUT_NONE,
                                 &forever), 0);
     CHECK_EQ(wait_completed(&b, n, 10000), n);
-    double dt = now_ms() - t0;
+    double dt = cd_now_ms() - t0;
     CHECK(dt >= timeout - 5);
     CHECK(dt < timeout + 2000);
     for (int i = 0; i < n; i++) {
@@ -370,10 +365,10 @@ CD_TEST(client_async_earlier_deadline_wakes_the_reader) {
     cb_arg args[2];
     CHECK_EQ(submit(c, &b, args, 0, 5000), 0);
     sleep_ms(30);  // the reader now sleeps until the 5 s deadline
-    double t0 = now_ms();
+    double t0 = cd_now_ms();
     CHECK_EQ(submit(c, &b, args, 1, 80), 0);
     CHECK_EQ(wait_completed(&b, 1, 3000), 1);
-    double dt = now_ms() - t0;
+    double dt = cd_now_ms() - t0;
     CHECK(dt >= 75 && dt < 1500);
     CHECK_EQ(b.reqs[1].status, CONVD_ETIMEOUT);
     CHECK_EQ(atomic_load(&b.reqs[0].completions), 0);
@@ -561,9 +556,9 @@ CD_TEST(client_async_inflight_limit_fail_mode_overloaded) {
     cb_arg *args = calloc((size_t)limit + 3, sizeof *args);
     for (int i = 0; i < limit; i++) CHECK_EQ(submit(c, &b, args, i, 10000), 0);
     CHECK_EQ(convd_inflight(c), limit);
-    double t0 = now_ms();
+    double t0 = cd_now_ms();
     CHECK_EQ(submit(c, &b, args, limit, 10000), CONVD_EOVERLOADED);
-    CHECK(now_ms() - t0 < 500);  // at once, not after the timeout
+    CHECK(cd_now_ms() - t0 < 500);  // at once, not after the timeout
     CHECK(strstr(convd_errmsg(NULL), "in flight") != NULL);
     convd_future *f = (convd_future *)1;
     const char *name = "x";
@@ -606,17 +601,17 @@ CD_TEST(client_async_inflight_limit_blocks_until_a_slot_frees) {
     CHECK_EQ(submit(c, &b, args, 0, 10000), 0);
     CHECK_EQ(submit(c, &b, args, 1, 10000), 0);
     // Full: a short timeout expires while waiting for a slot (no completion).
-    double t0 = now_ms();
+    double t0 = cd_now_ms();
     CHECK_EQ(submit(c, &b, args, 2, 60), CONVD_ETIMEOUT);
-    double dt = now_ms() - t0;
+    double dt = cd_now_ms() - t0;
     CHECK(dt >= 55 && dt < 1000);
     CHECK(strstr(convd_errmsg(NULL), "slot") != NULL);
     // A longer one waits until the server answers.
     pthread_t th;
     CHECK_EQ(pthread_create(&th, NULL, release_later, srv), 0);
-    t0 = now_ms();
+    t0 = cd_now_ms();
     CHECK_EQ(submit(c, &b, args, 3, 10000), 0);
-    CHECK(now_ms() - t0 >= 100);
+    CHECK(cd_now_ms() - t0 >= 100);
     CHECK(convd_inflight(c) <= 2);
     CHECK_EQ(submit(c, &b, args, 4, 10000), 0);
     CHECK_EQ(submit(c, &b, args, 5, 10000), 0);

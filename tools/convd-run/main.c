@@ -9,6 +9,8 @@
 // Exit status: 0 success, 1 any runtime error (message on stderr naming the
 // error code), 2 bad usage.
 
+#include "core/clock.h"
+#include "core/stats-util.h"
 #include "proto/errors.h"
 #include "runtime/runtime.h"
 #include "tools/common/npy.h"
@@ -54,17 +56,6 @@ static float rnd(void) {
     g_rng ^= g_rng >> 7;
     g_rng ^= g_rng << 17;
     return (float)((g_rng >> 40) / (double)(1ull << 24)) * 2.0f - 1.0f;
-}
-
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
 }
 
 static void json_str(FILE *f, const char *s) {
@@ -229,9 +220,9 @@ int main(int argc, char **argv) {
         goto out;
     }
     cd_model_opts opts = {.max_batch = max_batch, .threads = threads, .device = device};
-    double t0 = now_ms();
+    double t0 = cd_now_ms();
     rc = cd_model_load(model_path, &opts, &m, err, sizeof err);
-    double load_ms = now_ms() - t0;
+    double load_ms = cd_now_ms() - t0;
     if (rc) {
         die(rc, err);
         goto out;
@@ -307,9 +298,9 @@ int main(int argc, char **argv) {
         die(rc, "cannot create the execution state");
         goto out;
     }
-    double t1 = now_ms();
+    double t1 = cd_now_ms();
     rc = cd_model_run(ex, batch, ins, outs, err, sizeof err);
-    double first_ms = now_ms() - t1;
+    double first_ms = cd_now_ms() - t1;
     if (rc) {
         die(rc, err);
         goto out;
@@ -327,16 +318,16 @@ int main(int argc, char **argv) {
             goto out;
         }
         for (int r = 0; r < bench; r++) {
-            double s = now_ms();
+            double s = cd_now_ms();
             if ((rc = cd_model_run(ex, batch, ins, outs, err, sizeof err))) {
                 die(rc, err);
                 goto out;
             }
-            times[r] = now_ms() - s;
+            times[r] = cd_now_ms() - s;
             mean += times[r];
         }
         mean /= bench;
-        qsort(times, (size_t)bench, sizeof *times, cmp_double);
+        qsort(times, (size_t)bench, sizeof *times, cd_cmp_double);
         med = times[bench / 2];
         if (bench % 2 == 0) med = 0.5 * (times[bench / 2 - 1] + times[bench / 2]);
         p90 = times[(int)ceil(0.9 * bench) - 1];
