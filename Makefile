@@ -417,7 +417,7 @@ $(BUILD)/bin/fuzz-rpc-reader: tests/fuzz/fuzz-rpc-reader.c $(PROTO_SRC) daemon/v
 # The loader's sources as they are, with the kernels the lowering folds with
 # (reference loops) and the sparse analysis the compaction records.
 FUZZ_ONNX_SRC := tests/fuzz/fuzz-onnx-load.c $(BUILD)/gen/onnx.pb-c.c \
-    runtime/onnx-import.c runtime/onnx-file.c runtime/graph.c runtime/lower.c runtime/compact.c \
+    runtime/onnx-import.c runtime/onnx-file.c runtime/graph.c runtime/lower.c runtime/lower-shape.c runtime/compact.c \
     runtime/plan.c runtime/plan-kernels.c runtime/planner.c runtime/arena.c runtime/backend.c \
     $(wildcard kernels/cpu/ref*.c) kernels/cpu/dnnl-common.c sparse/analysis.c proto/errors.c
 $(BUILD)/bin/fuzz-onnx-load: $(FUZZ_ONNX_SRC) | $(BUILD)/gen/onnx.pb-c.h
