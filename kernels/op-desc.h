@@ -3,8 +3,10 @@
 
 // Plain descriptions of the operators, shared by the planner (runtime/), the
 // CPU kernels (kernels/cpu/), the sparse kernels (sparse/) and the HIP kernels
-// (kernels/hip/). No behaviour here, only shapes and parameters.
+// (kernels/hip/). No behaviour here, only shapes and parameters, and the
+// activation formulas both the CPU and the HIP kernels apply.
 
+#include <math.h>
 #include <stdint.h>
 
 // Activation layouts. NCHW is the interchange layout (model inputs and
@@ -66,6 +68,26 @@ typedef struct {
     float alpha; // CLIP min, HARDSIGMOID alpha, LEAKYRELU slope
     float beta;  // CLIP max, HARDSIGMOID beta
 } cd_activation;
+
+// Applies act to x: the one definition of the formulas, for the reference
+// kernels (cd_ref_act) and the HIP kernels (cd_hip_act), host and device.
+#if defined(__HIPCC__) || defined(__HIP__)
+#define CD_ACT_APPLY_QUALIFIERS static __host__ __device__ __forceinline__
+#else
+#define CD_ACT_APPLY_QUALIFIERS static inline
+#endif
+CD_ACT_APPLY_QUALIFIERS float cd_act_apply(cd_activation act, float x) {
+    switch (act.kind) {
+    case CD_ACT_NONE: return x;
+    case CD_ACT_RELU: return x > 0.0f ? x : 0.0f;
+    case CD_ACT_CLIP: return fminf(fmaxf(x, act.alpha), act.beta);
+    case CD_ACT_SIGMOID: return 1.0f / (1.0f + expf(-x));
+    case CD_ACT_HARDSIGMOID: return fmaxf(0.0f, fminf(1.0f, act.alpha * x + act.beta));
+    case CD_ACT_HARDSWISH: return x * fmaxf(0.0f, fminf(1.0f, x / 6.0f + 0.5f));
+    case CD_ACT_LEAKYRELU: return x >= 0.0f ? x : act.alpha * x;
+    }
+    return x;
+}
 
 // A 2-D convolution, weights OIHW (O = K, I = C / groups).
 typedef struct {
