@@ -365,7 +365,7 @@ $(BUILD)/bin/fma-peak: bench/fma-peak.c
 bench: $(BUILD)/bin/fma-peak
 
 # Sparse conv kernels vs oneDNN dense (bench/sparse-conv-layers.sh writes the
-# "Sparse conv kernels" table of docs/PERFORMANCE.md).
+# "Sparse conv kernels" table of bench/results/sparse-conv-layers.md).
 $(BUILD)/bin/sparse-conv-layers: $(BUILD)/obj/bench/sparse-conv-layers.o $(call obj,$(wildcard sparse/*.c)) $(call obj,kernels/cpu/ref-conv.c proto/errors.c)
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
@@ -374,7 +374,7 @@ $(BUILD)/bin/sparse-conv-layers: $(BUILD)/obj/bench/sparse-conv-layers.o $(call 
 bench: $(BUILD)/bin/sparse-conv-layers
 
 # Unix-socket ping-pong between two processes, and the same blocking loop
-# against convd (bench/overhead.py: the "Serving" section of PERFORMANCE.md).
+# against convd (bench/overhead.py: bench/results/serving.md).
 $(BUILD)/bin/pingpong: $(BUILD)/obj/bench/pingpong.o
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"

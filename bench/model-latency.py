@@ -344,7 +344,7 @@ def main(argv=None):
                     help="environment of convd-run and the daemons (e.g. OMP_WAIT_POLICY=passive); repeatable")
     ap.add_argument("--from-json", metavar="FILE", help="only print the tables of a saved --json run")
     ap.add_argument("--json", metavar="FILE", help="write every number (and the raw samples) here")
-    ap.add_argument("--markdown", action="store_true", help="print markdown tables (for docs/PERFORMANCE.md)")
+    ap.add_argument("--markdown", action="store_true", help="print markdown tables (for bench/results/whole-models-dense.md)")
     ap.add_argument("--cache", metavar="DIR", help="where generated models are kept (default "
                     "$CONVD_BENCH_CACHE or ~/.cache/convd/bench-models)")
     a = ap.parse_args(argv)

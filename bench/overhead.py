@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Per-request overhead of convd against a raw Unix-socket ping-pong, in one
 run: what the daemon adds to a request beyond the socket round trip itself
-(docs/PERFORMANCE.md "Serving").
+(bench/results/serving.md).
 
     make && make bench && bench/overhead.py [--iters 20000] [--rounds 3] [--json FILE]
 

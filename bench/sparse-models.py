@@ -30,7 +30,7 @@ ideal 1/(1-s) (the dense FLOPs over the nonzero FLOPs for filter pruning).
 --layers adds, for u90 and b90 at batch 1, `convctl plan --json` of the
 auto plan and of the dense plan (per-layer medians), paired by layer name,
 and the geometric mean of the per-layer speedup of 1x1 and 3x3 convs.
---write replaces the "## Pruned models" section of docs/PERFORMANCE.md
+--write replaces the "## Pruned models" section of bench/results/pruned-models.md
 (re-read just before writing) with the tables.
 """
 import argparse
@@ -136,7 +136,7 @@ def main(argv=None):
     ap.add_argument("--size", type=int, default=224)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--layers", action="store_true", help="per-layer table for u90/b90 at batch 1")
-    ap.add_argument("--write", action="store_true", help="write the section into docs/PERFORMANCE.md")
+    ap.add_argument("--write", action="store_true", help="write the section into bench/results/pruned-models.md")
     ap.add_argument("--json", metavar="FILE")
     ap.add_argument("--cache", metavar="DIR")
     ap.add_argument("--quick", action="store_true", help="64x64 inputs, 1 round, few runs (smoke test)")
@@ -317,8 +317,8 @@ def done_when(res):
 
 
 def write_section(md):
-    doc = ROOT / "docs" / "PERFORMANCE.md"
-    text = doc.read_text()  # re-read right before writing: others edit other sections
+    doc = ROOT / "bench" / "results" / "pruned-models.md"
+    text = doc.read_text() if doc.exists() else ""
     intro = (ROOT / "bench" / "sparse-models.md").read_text() if (ROOT / "bench" / "sparse-models.md").exists() else ""
     body = "## Pruned models\n\n" + (intro.rstrip() + "\n\n" if intro else "") + md
     m = re.search(r"^## Pruned models\n.*?(?=^## |\Z)", text, flags=re.S | re.M)
