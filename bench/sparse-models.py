@@ -251,7 +251,7 @@ def markdown(res, a):
                    f"{r['ort_ms']:.2f} | {r['vs_dense']:.2f}x | {r['vs_ort']:.2f}x | {1 / (1 - s):.1f}x | "
                    f"{r['ideal']:.1f}x | "
                    f"{r['sparse_layers']} / {r['compacted_layers']} of {r['weighted']} |")
-    out.extend(done_when(res))
+    out.extend(speed_targets(res))
     if res["layers"]:
         out.append("")
         out.append("Per layer, batch 1 (`convctl plan --json` medians of the auto plan and of the dense plan "
@@ -281,7 +281,7 @@ def markdown(res, a):
     return "\n".join(out) + "\n"
 
 
-def done_when(res):
+def speed_targets(res):
     """The speed targets of the sparse plans (vs onnxruntime, vs the dense plan)
     that this run measures, met or not."""
     rows = {(r["model"], r["variant"], r["batch"]): r for r in res["rows"]}
