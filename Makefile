@@ -4,7 +4,7 @@
 #   make TSAN=1     the same with ThreadSanitizer (build-tsan/; kernels single-threaded)
 #   make test       build, then run every test (C unit tests and integration)
 #   make check-deps fail on an #include that goes upward (scripts/check-deps.py)
-#   make GPU=hip    also build the HIP backend plugin (see issue/docs)
+#   make GPU=hip    also build the HIP backend plugin (see docs/GPU.md)
 #   make V=1        show full command lines
 #
 # Sources are picked up by folder: a new .c file in a folder joins the library
@@ -72,6 +72,8 @@ DNNL_LIBS    := -ldnnl
 ONNX_PROTO   ?= /usr/include/onnx/onnx.proto
 
 # ---- sources by layer -------------------------------------------------------
+# core/: the base layer every other one may use; its objects go into every
+# library (the client library too: it needs the error table).
 CORE_SRC    := $(wildcard core/*.c)
 PROTO_SRC   := $(wildcard proto/*.c)
 CLIENT_SRC  := $(wildcard client/*.c)
@@ -211,7 +213,7 @@ BENCH_TESTED_OBJ := $(call obj,$(wildcard tools/convbench/hist.c tools/convbench
 $(BUILD)/bin/cd-tests: $(BENCH_TESTED_OBJ)
 $(BUILD)/bin/cd-tests: LDLIBS += $(BENCH_TESTED_OBJ)
 
-# ==== HIP (issue 6) ===========================================================
+# ==== HIP ====================================================================
 # The same backends/hip sources are built twice:
 #  - emulated, always: every *.hip is compiled as plain C++ by $(CXX) against
 #    the project's CPU emulator of the HIP execution model (backends/hip/emu/),
@@ -359,7 +361,7 @@ $(BUILD)/bin/fma-peak: bench/fma-peak.c
 bench: $(BUILD)/bin/fma-peak
 
 # Sparse conv kernels vs oneDNN dense (bench/sparse-conv-layers.sh writes the
-# "Sparse conv kernels" table of docs/PERFORMANCE.md).
+# "Sparse conv kernels" table of bench/results/sparse-conv-layers.md).
 $(BUILD)/bin/sparse-conv-layers: $(BUILD)/obj/bench/sparse-conv-layers.o $(call obj,$(wildcard sparse/*.c)) $(call obj,kernels/op-desc.c kernels/cpu/ref-conv.c core/errors.c)
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
@@ -368,7 +370,7 @@ $(BUILD)/bin/sparse-conv-layers: $(BUILD)/obj/bench/sparse-conv-layers.o $(call 
 bench: $(BUILD)/bin/sparse-conv-layers
 
 # Unix-socket ping-pong between two processes, and the same blocking loop
-# against convd (bench/overhead.py: the "Serving" section of PERFORMANCE.md).
+# against convd (bench/overhead.py: bench/results/serving.md).
 $(BUILD)/bin/pingpong: $(BUILD)/obj/bench/pingpong.o
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
@@ -416,8 +418,8 @@ $(BUILD)/bin/fuzz-rpc-reader: tests/fuzz/fuzz-rpc-reader.c $(PROTO_SRC) $(CORE_S
 # The loader's sources as they are, with the kernels the lowering folds with
 # (reference loops) and the sparse analysis the compaction records.
 FUZZ_ONNX_SRC := tests/fuzz/fuzz-onnx-load.c $(BUILD)/gen/onnx.pb-c.c \
-    runtime/onnx-import.c runtime/onnx-file.c runtime/graph.c runtime/lower.c runtime/compact.c \
-    runtime/plan.c runtime/planner.c runtime/arena.c backends/backend.c \
+    runtime/onnx-import.c runtime/onnx-file.c runtime/graph.c runtime/lower.c runtime/lower-shape.c runtime/compact.c \
+    runtime/plan.c runtime/plan-kernels.c runtime/planner.c runtime/arena.c backends/backend.c \
     kernels/op-desc.c $(wildcard kernels/cpu/ref*.c) sparse/analysis.c core/errors.c
 $(BUILD)/bin/fuzz-onnx-load: $(FUZZ_ONNX_SRC) | $(BUILD)/gen/onnx.pb-c.h
 	@mkdir -p $(dir $@)

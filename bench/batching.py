@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Dynamic batching under load: 64 concurrent clients on a ResNet-18-shaped
 model, throughput and latency with max_batch=1 against dynamic batching, in
-one run, interleaved (issue 5, "Done when" #2; docs/PERFORMANCE.md "Serving").
+one run, interleaved: does batching raise throughput under many clients
+(bench/results/serving.md).
 
     make && bench/batching.py [--size 224] [--clients 64] [--duration 20]
                               [--rounds 2] [--batch-max 16] [--delay-us 2000]

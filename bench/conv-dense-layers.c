@@ -1,8 +1,7 @@
 // Dense conv kernels on the real ResNet-50 and MobileNetV2 layer shapes:
 // oneDNN in NCHW and in the CPU's blocked layout, nChw16c or nChw8c (through backends/cpu/dnnl.h, i.e. exactly the
-// product path), im2col + OpenBLAS sgemm on NCHW, our simple own depthwise 3x3
-// (kernels/cpu/dwconv.h; checked against oneDNN's output first), and
-// the NCHW<->blocked reorder costs. Prints one markdown table row per layer.
+// product path), im2col + OpenBLAS sgemm on NCHW, and the NCHW<->blocked
+// reorder costs. Prints one markdown table row per layer.
 //
 //   conv-dense-layers [--threads N] [--batch B] [--reps R] [--min-ms M]
 //                     [--model resnet50|mobilenetv2|all] [--overhead]
@@ -13,7 +12,8 @@
 // sample is reported. Ratios are against oneDNN blocked of the same round set.
 
 #include "backends/cpu/dnnl.h"
-#include "kernels/cpu/dwconv.h"
+#include "core/clock.h"
+#include "core/stats-util.h"
 #include "kernels/cpu/ref.h"
 
 #include <cblas.h>
@@ -64,19 +64,8 @@ static const layer k_layers[] = {
     {"mobilenetv2", "1x1 320>1280 @7", 320, 7, 7, 1280, 1, 1, 1},
 };
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
-
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static double median(double *v, int n) {
-    qsort(v, n, sizeof *v, cmp_d);
+    qsort(v, n, sizeof *v, cd_cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
@@ -93,14 +82,13 @@ static void *xalloc(size_t floats) {
 // on AVX2): the "blocked" column and the reorders use it.
 static cd_layout g_blk = CD_LAYOUT_NCHW16C;
 
-enum { M_DNNL16C, M_DNNLNCHW, M_BLAS, M_REORDER_IN, M_REORDER_OUT, M_DW, M_COUNT };
+enum { M_DNNL16C, M_DNNLNCHW, M_BLAS, M_REORDER_IN, M_REORDER_OUT, M_COUNT };
 
 typedef struct {
     cd_conv_desc d;
     int batch;
     cd_dnnl_ctx *ctx;
     cd_dnnl_op *conv16, *convn, *rin, *rout;
-    cd_dwconv3x3 *dw;
     float *w, *bias, *src, *src16, *dst, *dst16, *col;
 } bench_layer;
 
@@ -151,7 +139,6 @@ static int run_method(bench_layer *b, int m) {
     case M_BLAS: run_blas(b); return 0;
     case M_REORDER_IN: s[0] = b->src; return cd_dnnl_op_run(b->rin, b->ctx, b->batch, 1, s, b->src16);
     case M_REORDER_OUT: s[0] = b->dst16; return cd_dnnl_op_run(b->rout, b->ctx, b->batch, 1, s, b->dst);
-    case M_DW: return cd_dwconv3x3_run(b->dw, b->batch, b->src16, b->dst16);
     }
     return -1;
 }
@@ -161,17 +148,17 @@ static double sample(bench_layer *b, int m, int *iters, double min_ms) {
     if (*iters == 0) { // calibrate
         int k = 1;
         for (;;) {
-            double t0 = now_ms();
+            double t0 = cd_now_ms();
             for (int i = 0; i < k; i++) run_method(b, m);
-            double t = now_ms() - t0;
+            double t = cd_now_ms() - t0;
             if (t >= min_ms || k >= 1 << 20) break;
             k = t > 0.01 ? (int)(k * min_ms / t * 1.1) + 1 : k * 10;
         }
         *iters = k;
     }
-    double t0 = now_ms();
+    double t0 = cd_now_ms();
     for (int i = 0; i < *iters; i++) run_method(b, m);
-    return (now_ms() - t0) / *iters;
+    return (cd_now_ms() - t0) / *iters;
 }
 
 static int bench_one(const layer *L, int batch, int threads, int reps, double min_ms) {
@@ -199,8 +186,6 @@ static int bench_one(const layer *L, int batch, int threads, int reps, double mi
     if (!rc) rc = cd_dnnl_conv_create(d, CD_LAYOUT_NCHW, CD_LAYOUT_NCHW, batch, b.w, b.bias, &b.convn);
     if (!rc) rc = cd_dnnl_reorder_create(CD_LAYOUT_NCHW, g_blk, d->c, d->h, d->w, batch, &b.rin);
     if (!rc) rc = cd_dnnl_reorder_create(g_blk, CD_LAYOUT_NCHW, d->k, d->oh, d->ow, batch, &b.rout);
-    int has_dw = g_blk == CD_LAYOUT_NCHW16C && cd_dwconv3x3_supports(d, CD_LAYOUT_NCHW16C, CD_LAYOUT_NCHW16C);
-    if (!rc && has_dw) rc = cd_dwconv3x3_create(d, b.w, b.bias, 0, &b.dw);
     if (rc) {
         fprintf(stderr, "%s %s: setup failed: %d\n", L->model, L->name, rc);
         return rc;
@@ -211,48 +196,28 @@ static int bench_one(const layer *L, int batch, int threads, int reps, double mi
     cd_dnnl_op_prepare(b.convn, batch, &s); need = s > need ? s : need;
     cd_dnnl_ctx_reserve(b.ctx, need);
 
-    if (has_dw) { // the own kernel must agree with oneDNN before it is timed
-        size_t n16 = cd_dnnl_tensor_floats(g_blk, batch, d->k, d->oh, d->ow);
-        float *chk = xalloc(n16);
-        run_method(&b, M_DNNL16C);
-        cd_dwconv3x3_run(b.dw, batch, b.src16, chk);
-        for (size_t i = 0; i < n16; i++) {
-            float e = fabsf(chk[i] - b.dst16[i]), m = fabsf(b.dst16[i]);
-            if (e > 1e-4f * (m > 1.0f ? m : 1.0f)) {
-                fprintf(stderr, "%s %s: own dw kernel differs at %zu: %g vs %g\n", L->model,
-                        L->name, i, chk[i], b.dst16[i]);
-                return 1;
-            }
-        }
-        free(chk);
-    }
     double samples[M_COUNT][64];
     int iters[M_COUNT] = {0};
     if (reps > 64) reps = 64;
-    for (int m = 0; m < M_COUNT; m++)
-        if (m != M_DW || has_dw) run_method(&b, m); // warm up
+    for (int m = 0; m < M_COUNT; m++) run_method(&b, m); // warm up
     for (int rep = 0; rep < reps; rep++)
         for (int m = 0; m < M_COUNT; m++) {
-            if (m == M_DW && !has_dw) continue;
             if (m == M_REORDER_IN && in16 == CD_LAYOUT_NCHW) { samples[m][rep] = 0; continue; }
             samples[m][rep] = sample(&b, m, &iters[m], min_ms);
         }
     double med[M_COUNT];
-    for (int m = 0; m < M_COUNT; m++) med[m] = (m == M_DW && !has_dw) ? 0 : median(samples[m], reps);
+    for (int m = 0; m < M_COUNT; m++) med[m] = median(samples[m], reps);
     double gflop = 2.0 * batch * d->k * d->oh * d->ow * cpg * d->r * d->s * 1e-9;
     double base = med[M_DNNL16C];
-    char dw[64] = "-";
-    if (has_dw) snprintf(dw, sizeof dw, "%.3f (%.2fx)", med[M_DW], med[M_DW] / base);
-    printf("| %s | %s | %d | %d | %.3f | %.3f | %.0f | %.3f (%.2fx) | %.3f (%.2fx) | %.3f + %.3f (%.0f%%) | %s | %s |\n",
+    printf("| %s | %s | %d | %d | %.3f | %.3f | %.0f | %.3f (%.2fx) | %.3f (%.2fx) | %.3f + %.3f (%.0f%%) | %s |\n",
            L->model, L->name, batch, threads, gflop, base, gflop / base * 1e3,
            med[M_DNNLNCHW], med[M_DNNLNCHW] / base, med[M_BLAS], med[M_BLAS] / base,
            med[M_REORDER_IN], med[M_REORDER_OUT],
-           100.0 * (med[M_REORDER_IN] + med[M_REORDER_OUT]) / base, dw,
+           100.0 * (med[M_REORDER_IN] + med[M_REORDER_OUT]) / base,
            cd_dnnl_op_impl(b.conv16, batch));
     fflush(stdout);
     cd_dnnl_op_free(b.conv16); cd_dnnl_op_free(b.convn);
     cd_dnnl_op_free(b.rin); cd_dnnl_op_free(b.rout);
-    cd_dwconv3x3_free(b.dw);
     cd_dnnl_ctx_free(b.ctx);
     free(b.w); free(b.bias); free(b.src); free(b.src16); free(b.dst); free(b.dst16); free(b.col);
     return 0;
@@ -289,15 +254,15 @@ static void bench_overhead(int reps) {
     if (reps > 64) reps = 64;
     for (int rep = 0; rep < reps; rep++) {
         const float *s[1] = {src};
-        double t0 = now_ms();
+        double t0 = cd_now_ms();
         for (int i = 0; i < n; i++) cd_dnnl_op_run(op, ctx, 1, 1, s, dst);
-        a[rep] = (now_ms() - t0) / n * 1e3;
-        t0 = now_ms();
+        a[rep] = (cd_now_ms() - t0) / n * 1e3;
+        t0 = cd_now_ms();
         for (int i = 0; i < n; i++) {
             dnnl_primitive_execute(prim, st, 2, args);
             dnnl_stream_wait(st);
         }
-        r[rep] = (now_ms() - t0) / n * 1e3;
+        r[rep] = (cd_now_ms() - t0) / n * 1e3;
     }
     double ma = median(a, reps), mr = median(r, reps);
     printf("per-call overhead (reorder 16x7x7, threads %d): cd_dnnl_op_run %.2f us, raw dnnl execute %.2f us, wrapper adds %.2f us\n",

@@ -16,7 +16,9 @@
 // for usage errors, 3 when the device cannot be created.
 
 #include "backends/backend.h"
+#include "core/clock.h"
 #include "core/errors.h"
+#include "core/stats-util.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -45,17 +47,6 @@ static float rnd(void) {
     return (float)((g_rng >> 40) / (double)(1ull << 24)) * 2.0f - 1.0f;
 }
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 // Runs prepared op st reps times (after one warm-up) and returns the median
 // ms, or a negative value on error; the output stays in y.
 static double time_op(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int batch, const cd_btensor *x,
@@ -64,7 +55,7 @@ static double time_op(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int
     double *t = calloc((size_t)reps, sizeof *t);
     if (!t) return -1;
     for (int i = -1; i < reps; i++) {
-        double t0 = now_ms();
+        double t0 = cd_now_ms();
         int rc = cd_backend_op_run(be, CD_BOP_CONV2D, ctx, st, batch, srcs, y);
         if (!rc) rc = cd_backend_synchronize(be, ctx);
         if (rc) {
@@ -72,9 +63,9 @@ static double time_op(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int
             free(t);
             return -1;
         }
-        if (i >= 0) t[i] = now_ms() - t0;
+        if (i >= 0) t[i] = cd_now_ms() - t0;
     }
-    qsort(t, (size_t)reps, sizeof *t, cmp_double);
+    qsort(t, (size_t)reps, sizeof *t, cd_cmp_double);
     double med = t[reps / 2];
     free(t);
     return med;

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Whole-model dense latency: convd in-process, convd through the socket and
-onnxruntime, side by side in one run (issue 3, item 8).
+onnxruntime, side by side in one run, so that the three are compared under
+the same load on the machine.
 
     bench/model-latency.py [--quick] [--models resnet50,mobilenetv2] [--batches 1,8]
                            [--threads 1,2] [--rounds R] [--iters N] [--warmup W]
@@ -343,7 +344,7 @@ def main(argv=None):
                     help="environment of convd-run and the daemons (e.g. OMP_WAIT_POLICY=passive); repeatable")
     ap.add_argument("--from-json", metavar="FILE", help="only print the tables of a saved --json run")
     ap.add_argument("--json", metavar="FILE", help="write every number (and the raw samples) here")
-    ap.add_argument("--markdown", action="store_true", help="print markdown tables (for docs/PERFORMANCE.md)")
+    ap.add_argument("--markdown", action="store_true", help="print markdown tables (for bench/results/whole-models-dense.md)")
     ap.add_argument("--cache", metavar="DIR", help="where generated models are kept (default "
                     "$CONVD_BENCH_CACHE or ~/.cache/convd/bench-models)")
     a = ap.parse_args(argv)

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Per-request overhead of convd against a raw Unix-socket ping-pong, in one
-run (issue 5, "Done when" #1; docs/PERFORMANCE.md "Serving").
+run: what the daemon adds to a request beyond the socket round trip itself
+(bench/results/serving.md).
 
     make && make bench && bench/overhead.py [--iters 20000] [--rounds 3] [--json FILE]
 
@@ -18,7 +19,8 @@ overhead = convd round trip p50 - in-process compute p50, the compute being
 the daemon's own compute histogram (stats: models.tiny.compute_us.p50, the
 cd_model_run time of those very requests). The rounds interleave (a) and (b);
 the table shows the median over rounds. The ratio overhead / raw p50 is the
-"Done when" figure (<= 1.5x), against the raw case that applies: unpinned,
+figure with a target (<= 1.5x: the daemon should add at most half a socket
+round trip), against the raw case that applies: unpinned,
 i.e. the placement the scheduler picks for the real daemon too.
 """
 import argparse

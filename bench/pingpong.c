@@ -14,6 +14,8 @@
 //
 // Prints one JSON object: {"mode", "iters", "size", "p50_us", "p90_us",
 // "p99_us", "mean_us", "min_us"}.
+#include "core/stats-util.h"
+
 #include <errno.h>
 #include <msgpack.h>
 #include <sched.h>
@@ -74,13 +76,8 @@ static int read_all(int fd, char *p, size_t n) {
     return 0;
 }
 
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static void report(const char *mode, double *t, int n, size_t size) {
-    qsort(t, (size_t)n, sizeof *t, cmp_d);
+    qsort(t, (size_t)n, sizeof *t, cd_cmp_double);
     double sum = 0;
     for (int i = 0; i < n; i++)
         sum += t[i];

@@ -20,6 +20,7 @@
 // rounds that interleave dense and sparse runs (the machine is shared:
 // interference only ever adds time).
 
+#include "core/stats-util.h"
 #include "kernels/cpu/ref.h"
 #include "sparse/sparse-conv.h"
 
@@ -90,11 +91,6 @@ static double now_s(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static double g_min_time = 0.1;
 static int g_rounds = 3;
 static cd_sparse_format g_format = CD_SPARSE_FMT_AUTO;
@@ -113,7 +109,7 @@ static double time_ms(void (*fn)(void *), void *arg) {
         fn(arg);
         t[n++] = (now_s() - t0) * 1e3;
     }
-    qsort(t, n, sizeof t[0], cmp_double);
+    qsort(t, n, sizeof t[0], cd_cmp_double);
     return t[0];
 }
 
@@ -449,7 +445,7 @@ static void run_layer(const layer *L, int batch, int threads, int bi, int ti) {
     free(y);
 }
 
-static int cmp_be(const void *a, const void *b) { return cmp_double(a, b); }
+static int cmp_be(const void *a, const void *b) { return cd_cmp_double(a, b); }
 
 // Summary row k: the three kinds, then (3) the 3x3 layers without the
 // 3-channel stem, i.e. those the pruned models prune.
@@ -458,7 +454,7 @@ static int summary_kind(const result *r, int k) {
 }
 
 // Geometric means of the speedups per layer kind, batch and threads, and the
-// median break-even sparsity, against the targets.
+// median break-even sparsity, against the sparse kernels' speed targets.
 static void print_summary(const int batches[2], const int threads[2]) {
     static const char *const kinds[] = {"1x1", "3x3 (not depthwise)", "3x3 depthwise",
                                         "3x3 without the stem"};

@@ -2,8 +2,8 @@
 # Sparse conv kernels vs oneDNN's best dense conv on ResNet-50 / MobileNetV2
 # layer shapes (bench/sparse-conv-layers.c), batch 1 and 8, 1 and 2 threads,
 # all in one run. Prints the Markdown table; with --write also replaces the
-# "Sparse conv kernels" section of docs/PERFORMANCE.md (other sections are
-# left alone; the file is created when absent).
+# "Sparse conv kernels" section of bench/results/sparse-conv-layers.md (the
+# file is created when absent; docs/PERFORMANCE.md quotes its summary).
 #
 #   bench/sparse-conv-layers.sh [--write] [options of sparse-conv-layers]
 #   bench/sparse-conv-layers.sh --write --table FILE   (splice a saved run)
@@ -39,8 +39,8 @@ if [ "$WRITE" = 1 ]; then
     python3 - "$OUT" <<'PY'
 import os, re, sys
 table = open(sys.argv[1]).read().rstrip() + "\n"
-path = "docs/PERFORMANCE.md"
-doc = open(path).read() if os.path.exists(path) else "# convd performance\n"
+path = "bench/results/sparse-conv-layers.md"
+doc = open(path).read() if os.path.exists(path) else ""
 head = "## Sparse conv kernels\n"
 intro_path = "bench/sparse-conv-layers.md"
 intro = open(intro_path).read().rstrip() + "\n\n" if os.path.exists(intro_path) else ""

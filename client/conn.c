@@ -21,6 +21,8 @@
 // `wmu` while holding `mu`. Completion callbacks run with no lock held.
 
 #include "client/client-internal.h"
+#include "client/conn-internal.h"
+#include "core/clock.h"
 #include "core/errors.h"
 #include "core/limits.h"
 
@@ -42,69 +44,10 @@
 // Default bound on asynchronous requests in flight per connection.
 #define CD_CLIENT_DEFAULT_INFLIGHT 1024
 
-typedef enum {
-    WAIT_SYNC,   // a thread sleeps on `cond`
-    WAIT_ASYNC,  // `fn` is called on the reader thread
-} waiter_kind;
-
-// One call waiting for its response.
-typedef struct cd_waiter {
-    uint32_t msgid;          // the request's msgid
-    waiter_kind kind;        // see waiter_kind
-    int done;                // sync: 1 once resp or status is set
-    int status;              // sync: 0: resp holds the response; <0: failure
-    cd_rpc_msg resp;         // sync: the response (owned until handed over)
-    pthread_cond_t cond;     // sync: signalled when done
-    struct cd_waiter *hnext; // chain of the msgid table bucket
-    // async only
-    int64_t deadline;        // CLOCK_MONOTONIC ms; -1: none
-    int timeout_ms;          // the timeout the deadline came from (messages)
-    size_t heap_idx;         // index in the deadline heap; SIZE_MAX: not in it
-    cd_client_async_fn fn;   // completion
-    void *fn_ud;             // its argument
-    char method[CD_MAX_METHOD + 1];  // for messages
-} cd_waiter;
-
-typedef enum {
-    CONN_OPEN,    // usable
-    CONN_BROKEN,  // the stream is unusable (peer closed, garbage, half-written
-                  // request); new calls fail with CD_ECLOSED and `final_msg`
-} conn_state;
-
-struct convd_conn {
-    int fd;                     // the socket (non-blocking)
-    int wake_fd;                // eventfd: wakes the reader (earlier deadline)
-    convd_opts opts;            // options in effect
-    pthread_mutex_t mu;         // guards everything below up to `reader`
-    pthread_mutex_t wmu;        // serialises writes
-    cd_waiter **table;          // msgid -> waiter, chained buckets
-    size_t table_mask;          // buckets - 1 (a power of two)
-    size_t nwaiters;            // waiters in the table
-    cd_waiter **heap;           // async waiters with a deadline, min-heap
-    size_t heap_len, heap_cap;
-    int64_t reader_wake_at;     // when the sleeping reader wakes; INT64_MAX: never
-    size_t inflight;            // async requests accepted and not completed
-    size_t max_inflight;        // bound on `inflight`
-    int inflight_fail;          // 1: at the bound fail with CD_EOVERLOADED; 0: wait
-    pthread_cond_t slot_cond;   // signalled when `inflight` drops or the conn breaks
-    conn_state state;           // see conn_state
-    int final_status;           // status given to waiters once broken
-    char final_msg[256];        // why it broke (first reason wins)
-    atomic_uint next_msgid;     // msgid of the next request
-    pthread_t reader;           // the reader thread
-    int reader_started;         // 1 once `reader` must be joined
-};
-
 void convd_opts_init(convd_opts *opts) {
     opts->timeout_ms = 30000;
     opts->connect_timeout_ms = 5000;
     opts->max_message = (size_t)1 << 30;
-}
-
-static int64_t now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 int cd_client_timeout(const convd_conn *c, int timeout_ms) {
@@ -117,119 +60,11 @@ int cd_client_on_reader(const convd_conn *c) {
 
 pthread_t cd_client_reader_thread(const convd_conn *c) { return c->reader; }
 
-// ---- the msgid table (caller holds mu) --------------------------------------
-
-static int table_grow_locked(convd_conn *c) {
-    size_t nb = (c->table_mask + 1) * 2;
-    cd_waiter **t = calloc(nb, sizeof *t);
-    if (!t) return CD_ENOMEM;
-    for (size_t i = 0; i <= c->table_mask; i++) {
-        cd_waiter *w = c->table[i];
-        while (w) {
-            cd_waiter *next = w->hnext;
-            size_t b = w->msgid & (nb - 1);
-            w->hnext = t[b];
-            t[b] = w;
-            w = next;
-        }
-    }
-    free(c->table);
-    c->table = t;
-    c->table_mask = nb - 1;
-    return 0;
-}
-
-// Adds w; 0 or CD_ENOMEM (the table stays as it was).
-static int table_add_locked(convd_conn *c, cd_waiter *w) {
-    if (c->nwaiters >= c->table_mask + 1 && table_grow_locked(c) != 0 && c->nwaiters >= 4 * (c->table_mask + 1))
-        return CD_ENOMEM;  // growing failed and the chains got long: refuse
-    size_t b = w->msgid & c->table_mask;
-    w->hnext = c->table[b];
-    c->table[b] = w;
-    c->nwaiters++;
-    return 0;
-}
-
-static cd_waiter *table_find_locked(convd_conn *c, uint32_t msgid) {
-    for (cd_waiter *w = c->table[msgid & c->table_mask]; w; w = w->hnext)
-        if (w->msgid == msgid) return w;
-    return NULL;
-}
-
-// Unlinks w when it is in the table; returns 1 when it was.
-static int table_remove_locked(convd_conn *c, cd_waiter *w) {
-    for (cd_waiter **pp = &c->table[w->msgid & c->table_mask]; *pp; pp = &(*pp)->hnext) {
-        if (*pp == w) {
-            *pp = w->hnext;
-            w->hnext = NULL;
-            c->nwaiters--;
-            return 1;
-        }
-    }
-    return 0;
-}
-
-// ---- the deadline heap (caller holds mu) ------------------------------------
-
-static void heap_swap(convd_conn *c, size_t i, size_t j) {
-    cd_waiter *t = c->heap[i];
-    c->heap[i] = c->heap[j];
-    c->heap[j] = t;
-    c->heap[i]->heap_idx = i;
-    c->heap[j]->heap_idx = j;
-}
-
-static void heap_up(convd_conn *c, size_t i) {
-    while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (c->heap[p]->deadline <= c->heap[i]->deadline) break;
-        heap_swap(c, i, p);
-        i = p;
-    }
-}
-
-static void heap_down(convd_conn *c, size_t i) {
-    for (;;) {
-        size_t l = 2 * i + 1, r = l + 1, m = i;
-        if (l < c->heap_len && c->heap[l]->deadline < c->heap[m]->deadline) m = l;
-        if (r < c->heap_len && c->heap[r]->deadline < c->heap[m]->deadline) m = r;
-        if (m == i) return;
-        heap_swap(c, i, m);
-        i = m;
-    }
-}
-
-static int heap_push_locked(convd_conn *c, cd_waiter *w) {
-    if (c->heap_len == c->heap_cap) {
-        size_t cap = c->heap_cap ? c->heap_cap * 2 : 64;
-        cd_waiter **h = realloc(c->heap, cap * sizeof *h);
-        if (!h) return CD_ENOMEM;
-        c->heap = h;
-        c->heap_cap = cap;
-    }
-    w->heap_idx = c->heap_len;
-    c->heap[c->heap_len++] = w;
-    heap_up(c, w->heap_idx);
-    return 0;
-}
-
-static void heap_remove_locked(convd_conn *c, cd_waiter *w) {
-    size_t i = w->heap_idx;
-    if (i == SIZE_MAX) return;
-    w->heap_idx = SIZE_MAX;
-    c->heap_len--;
-    if (i == c->heap_len) return;
-    c->heap[i] = c->heap[c->heap_len];
-    c->heap[i]->heap_idx = i;
-    heap_up(c, i);
-    heap_down(c, c->heap[i]->heap_idx);
-}
-
 // Takes an async waiter out of the table and the heap and releases its
 // in-flight slot; the caller now owns its completion. Caller holds mu.
 static void async_detach_locked(convd_conn *c, cd_waiter *w) {
-    table_remove_locked(c, w);
-    heap_remove_locked(c, w);
+    cd_client_table_remove_locked(c, w);
+    cd_client_heap_remove_locked(c, w);
     c->inflight--;
     pthread_cond_signal(&c->slot_cond);
 }
@@ -306,7 +141,7 @@ static void conn_sweep_async(convd_conn *c) {
 // Hands a response to its waiter; drops it when nobody waits (timed out).
 static void conn_dispatch(convd_conn *c, cd_rpc_msg *msg) {
     pthread_mutex_lock(&c->mu);
-    cd_waiter *w = table_find_locked(c, msg->msgid);
+    cd_waiter *w = cd_client_table_find_locked(c, msg->msgid);
     if (w && w->kind == WAIT_SYNC && !w->done) {
         w->resp = *msg;
         w->done = 1;
@@ -330,7 +165,7 @@ static void conn_dispatch(convd_conn *c, cd_rpc_msg *msg) {
 // as the reader's wake-up time.
 static int conn_expire(convd_conn *c) {
     cd_waiter *list = NULL;
-    int64_t now = now_ms();
+    int64_t now = cd_now_ms_int();
     pthread_mutex_lock(&c->mu);
     while (c->heap_len && c->heap[0]->deadline <= now) {
         cd_waiter *w = c->heap[0];
@@ -430,13 +265,13 @@ out:
 // Connects fd to addr within timeout_ms. Returns 0 or -errno.
 static int connect_with_timeout(int fd, const struct sockaddr_un *addr,
                                 int timeout_ms) {
-    int64_t deadline = now_ms() + (timeout_ms < 0 ? 0 : timeout_ms);
+    int64_t deadline = cd_now_ms_int() + (timeout_ms < 0 ? 0 : timeout_ms);
     for (;;) {
         if (connect(fd, (const struct sockaddr *)addr, sizeof *addr) == 0) return 0;
         int e = errno;
         if (e == EINTR) continue;
         if (e == EINPROGRESS) {
-            int left = (int)(deadline - now_ms());
+            int left = (int)(deadline - cd_now_ms_int());
             struct pollfd p = {.fd = fd, .events = POLLOUT};
             int pr = poll(&p, 1, timeout_ms < 0 ? -1 : (left > 0 ? left : 0));
             if (pr == 0) return -ETIMEDOUT;
@@ -447,7 +282,7 @@ static int connect_with_timeout(int fd, const struct sockaddr_un *addr,
             return soerr ? -soerr : 0;
         }
         if (e == EAGAIN) {  // Unix sockets: the listen backlog is full
-            if (timeout_ms >= 0 && now_ms() >= deadline) return -ETIMEDOUT;
+            if (timeout_ms >= 0 && cd_now_ms_int() >= deadline) return -ETIMEDOUT;
             struct timespec ts = {0, 5 * 1000 * 1000};
             nanosleep(&ts, NULL);
             continue;
@@ -636,7 +471,7 @@ static int conn_write(convd_conn *c, const cd_client_reqbuf *rb, int64_t deadlin
             if (errno == EAGAIN || errno == EWOULDBLOCK) {
                 int wait = -1;
                 if (deadline >= 0) {
-                    int64_t left = deadline - now_ms();
+                    int64_t left = deadline - cd_now_ms_int();
                     if (left <= 0) {
                         status = CD_ETIMEOUT;
                         break;
@@ -728,7 +563,7 @@ int cd_client_call(convd_conn *c, const char *method, cd_client_pack_fn pack, vo
         return cd_client_fail(CD_EBUSY, "synchronous call made from a completion callback "
                               "of the same connection (it would wait for itself)");
     timeout_ms = cd_client_timeout(c, timeout_ms);
-    int64_t deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
+    int64_t deadline = timeout_ms < 0 ? -1 : cd_now_ms_int() + timeout_ms;
 
     uint32_t msgid = atomic_fetch_add(&c->next_msgid, 1);
     cd_client_reqbuf rb;
@@ -743,7 +578,7 @@ int cd_client_call(convd_conn *c, const char *method, cd_client_pack_fn pack, vo
     pthread_condattr_destroy(&ca);
 
     pthread_mutex_lock(&c->mu);
-    rc = table_add_locked(c, &w);
+    rc = cd_client_table_add_locked(c, &w);
     pthread_mutex_unlock(&c->mu);
     if (rc != 0) {
         cd_client_reqbuf_free(&rb);
@@ -768,7 +603,7 @@ int cd_client_call(convd_conn *c, const char *method, cd_client_pack_fn pack, vo
         }
     }
     // Unlink the waiter: a response arriving later is dropped.
-    table_remove_locked(c, &w);
+    cd_client_table_remove_locked(c, &w);
     int done = w.done, wst = w.status;
     char fmsg[256];
     memcpy(fmsg, c->final_msg, sizeof fmsg);
@@ -819,7 +654,7 @@ int cd_client_call_async(convd_conn *c, const char *method, cd_client_pack_fn pa
     int rc = check_method(c, method);
     if (rc) return rc;
     timeout_ms = cd_client_timeout(c, timeout_ms);
-    int64_t deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
+    int64_t deadline = timeout_ms < 0 ? -1 : cd_now_ms_int() + timeout_ms;
 
     cd_waiter *w = calloc(1, sizeof *w);
     if (!w) return cd_client_fail(CD_ENOMEM, "out of memory");
@@ -842,9 +677,9 @@ int cd_client_call_async(convd_conn *c, const char *method, cd_client_pack_fn pa
     int wake = 0;
     pthread_mutex_lock(&c->mu);
     rc = take_slot_locked(c, deadline, timeout_ms);
-    if (rc == 0 && table_add_locked(c, w) != 0) rc = CD_ENOMEM;
-    if (rc == 0 && deadline >= 0 && heap_push_locked(c, w) != 0) {
-        table_remove_locked(c, w);
+    if (rc == 0 && cd_client_table_add_locked(c, w) != 0) rc = CD_ENOMEM;
+    if (rc == 0 && deadline >= 0 && cd_client_heap_push_locked(c, w) != 0) {
+        cd_client_table_remove_locked(c, w);
         rc = CD_ENOMEM;
     }
     if (rc == CD_ENOMEM) {
@@ -874,7 +709,7 @@ int cd_client_call_async(convd_conn *c, const char *method, cd_client_pack_fn pa
     // Not sent: withdraw the request unless the reader already completed it
     // (the connection broke meanwhile); then its completion reports it.
     pthread_mutex_lock(&c->mu);
-    cd_waiter *mine = table_find_locked(c, msgid);
+    cd_waiter *mine = cd_client_table_find_locked(c, msgid);
     if (mine) async_detach_locked(c, mine);
     pthread_mutex_unlock(&c->mu);
     if (!mine) return 0;

@@ -70,11 +70,18 @@ static int want_map(cd_rpc_msg *m, const char *method) {
     return cd_client_fail(CD_EPROTOCOL, "the result of '%s' is not a map", method);
 }
 
+// Calls a method without params and checks that its result is a map.
+// Returns 0 (m holds the response) or a negative code.
+static int call_for_map(convd_conn *c, const char *method, cd_rpc_msg *m) {
+    int rc = cd_client_call(c, method, NULL, NULL, CONVD_TIMEOUT_DEFAULT, m);
+    if (rc == 0) rc = want_map(m, method);
+    return rc;
+}
+
 int convd_hello(convd_conn *c, convd_hello_info *out) {
     memset(out, 0, sizeof *out);
     cd_rpc_msg m;
-    int rc = cd_client_call(c, "hello", NULL, NULL, CONVD_TIMEOUT_DEFAULT, &m);
-    if (rc == 0) rc = want_map(&m, "hello");
+    int rc = call_for_map(c, "hello", &m);
     if (rc != 0) return rc;
     const msgpack_object *r = &m.result;
     cd_client_strcpy(out->server, sizeof out->server, cd_client_get(r, "server"));
@@ -115,8 +122,7 @@ int convd_has_feature(const convd_hello_info *info, const char *feature) {
 int convd_health(convd_conn *c, convd_health_info *out) {
     memset(out, 0, sizeof *out);
     cd_rpc_msg m;
-    int rc = cd_client_call(c, "health", NULL, NULL, CONVD_TIMEOUT_DEFAULT, &m);
-    if (rc == 0) rc = want_map(&m, "health");
+    int rc = call_for_map(c, "health", &m);
     if (rc != 0) return rc;
     cd_client_strcpy(out->status, sizeof out->status, cd_client_get(&m.result, "status"));
     out->uptime_s = cd_client_num(cd_client_get(&m.result, "uptime_s"), 0.0);
@@ -181,8 +187,7 @@ static int model_list_decode(const msgpack_object *objs, size_t n,
 int convd_models(convd_conn *c, convd_model_list **out) {
     *out = NULL;
     cd_rpc_msg m;
-    int rc = cd_client_call(c, "models", NULL, NULL, CONVD_TIMEOUT_DEFAULT, &m);
-    if (rc == 0) rc = want_map(&m, "models");
+    int rc = call_for_map(c, "models", &m);
     if (rc != 0) return rc;
     const msgpack_object *arr = cd_client_get(&m.result, "models");
     if (!arr || arr->type != MSGPACK_OBJECT_ARRAY) {

@@ -1,4 +1,5 @@
 #include "daemon/conn.h"
+#include "daemon/conn-internal.h"
 
 #include "core/errors.h"
 #include "daemon/log.h"
@@ -15,7 +16,7 @@
 #include <sys/socket.h>
 
 // One uv_write in progress: owns `data`, of which it writes `len` bytes (the
-// tail that conn_send could not write, or a worker's remainder).
+// tail that cd_conn_send could not write, or a worker's remainder).
 typedef struct {
     uv_write_t req;
     cd_conn *conn;
@@ -23,23 +24,12 @@ typedef struct {
     size_t len;
 } conn_write;
 
-// What conn_send did with the bytes it was given.
-typedef enum {
-    CONN_SENT,   // all written to the socket
-    CONN_QUEUE,  // the unwritten tail is now the loop's to uv_write (counted in
-                 // wowned), before anything else; a worker's tail also counts in
-                 // whandoffs until the loop queues it
-    CONN_HOLD,   // nothing written or counted: other bytes must go first
-    CONN_CLOSED, // the connection takes no more bytes: dropped
-    CONN_FAILED, // write(2) failed (peer gone): no more bytes; the loop drops it
-} conn_send_result;
 
-static void conn_check(cd_conn *c);
 static void on_write(uv_write_t *w, int status);
 static void conn_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
 static void conn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 
-static bool conn_can_handle(const cd_conn *c) {
+bool cd_conn_can_handle(const cd_conn *c) {
     if (c->state != CD_CONN_OPEN && c->state != CD_CONN_HALF_CLOSED &&
         c->state != CD_CONN_DRAINING)
         return false;
@@ -47,9 +37,9 @@ static bool conn_can_handle(const cd_conn *c) {
 }
 
 // Starts or stops reading to match the connection's state and bounds.
-static void conn_update_reading(cd_conn *c) {
+void cd_conn_update_reading(cd_conn *c) {
     bool want = (c->state == CD_CONN_OPEN || c->state == CD_CONN_DRAINING) &&
-                !c->backlog && conn_can_handle(c);
+                !c->backlog && cd_conn_can_handle(c);
     if (want && !c->reading) {
         if (uv_read_start((uv_stream_t *)&c->pipe, conn_alloc_cb,
                           conn_read_cb) == 0) {
@@ -101,7 +91,7 @@ static void conn_recharge(cd_conn *c) {
     c->rx_charge = now;
 }
 
-// The one way response bytes go out, from the loop (conn_flush) and from
+// The one way response bytes go out, from the loop (cd_conn_flush) and from
 // workers (cd_conn_respond): data[0..len) is one or more whole messages.
 // Under the write lock: when the connection is closed, nothing; when other
 // bytes are pending (for a worker: anything the loop owns; for the loop: a
@@ -111,8 +101,8 @@ static void conn_recharge(cd_conn *c) {
 // when all of it went, else CONN_QUEUE with the tail counted as the loop's
 // (so no other writer writes raw bytes until it is out), or CONN_FAILED.
 // *written gets the bytes written (counted in bytes_out).
-static conn_send_result conn_send(cd_conn *c, const char *data, size_t len,
-                                  bool worker, size_t *written) {
+conn_send_result cd_conn_send(cd_conn *c, const char *data, size_t len,
+                              bool worker, size_t *written) {
     conn_send_result r;
     size_t off = 0;
     pthread_mutex_lock(&c->wlock);
@@ -154,10 +144,10 @@ static conn_send_result conn_send(cd_conn *c, const char *data, size_t len,
     return r;
 }
 
-// Loop thread: hands data[off..len) (counted in wowned by conn_send) to
+// Loop thread: hands data[off..len) (counted in wowned by cd_conn_send) to
 // uv_write, taking ownership of data; drops a client whose unsent bytes pass
 // the cap. Returns 0, or -1 when the connection was dropped.
-static int conn_queue_write(cd_conn *c, char *data, size_t off, size_t len) {
+int cd_conn_queue_write(cd_conn *c, char *data, size_t off, size_t len) {
     conn_write *cw = malloc(sizeof *cw);
     int rc = CD_ENOMEM;
     if (cw) {
@@ -237,7 +227,7 @@ static int conn_unread_bytes(cd_conn *c) {
 }
 
 // Closes the connection when its state allows and nothing is pending.
-static void conn_check(cd_conn *c) {
+void cd_conn_check(cd_conn *c) {
     bool quiet = c->inflight == 0 && c->write_pending == 0 && c->out.size == 0;
     switch (c->state) {
     case CD_CONN_OPEN:
@@ -291,14 +281,14 @@ static void on_write(uv_write_t *w, int status) {
         if (c->backlog)
             cd_server_backlog_add(c->srv, c);
     }
-    conn_update_reading(c);
-    conn_check(c);
+    cd_conn_update_reading(c);
+    cd_conn_check(c);
 }
 
-// Sends everything in `out` (conn_send), queueing with uv_write what the
+// Sends everything in `out` (cd_conn_send), queueing with uv_write what the
 // socket does not take; keeps it while a worker's remainder is on its way to
 // the loop (cd_conn_request_done flushes again once that is queued).
-static void conn_flush(cd_conn *c) {
+void cd_conn_flush(cd_conn *c) {
     if (c->out.size == 0)
         return;
     if (c->state == CD_CONN_DEAD || c->state == CD_CONN_CLOSING) {
@@ -306,7 +296,7 @@ static void conn_flush(cd_conn *c) {
         return;
     }
     size_t written, len = c->out.size;
-    switch (conn_send(c, c->out.data, len, false, &written)) {
+    switch (cd_conn_send(c, c->out.data, len, false, &written)) {
     case CONN_HOLD:
         return;
     case CONN_SENT:
@@ -320,17 +310,17 @@ static void conn_flush(cd_conn *c) {
         cd_conn_kill(c);
         return;
     case CONN_QUEUE:
-        conn_queue_write(c, msgpack_sbuffer_release(&c->out), written, len);
+        cd_conn_queue_write(c, msgpack_sbuffer_release(&c->out), written, len);
         return;
     }
 }
 
-static bool conn_writable(const cd_conn *c) {
+bool cd_conn_writable(const cd_conn *c) {
     return c->state != CD_CONN_DEAD && c->state != CD_CONN_CLOSING;
 }
 
 void cd_conn_reply_ok(cd_conn *c, uint32_t msgid, const char *result, size_t len) {
-    if (!conn_writable(c))
+    if (!cd_conn_writable(c))
         return;
     msgpack_packer pk;
     msgpack_packer_init(&pk, &c->out, msgpack_sbuffer_write);
@@ -342,7 +332,7 @@ void cd_conn_reply_ok(cd_conn *c, uint32_t msgid, const char *result, size_t len
 // Packs an error response without counting it (refusals count elsewhere).
 static void conn_reply_error_raw(cd_conn *c, uint32_t msgid, int status,
                                  const char *message) {
-    if (!conn_writable(c))
+    if (!cd_conn_writable(c))
         return;
     msgpack_packer pk;
     msgpack_packer_init(&pk, &c->out, msgpack_sbuffer_write);
@@ -370,9 +360,9 @@ static void conn_protocol_error(cd_conn *c, int status, uint32_t msgid,
     cd_conn_reply_error(c, id, status, reason);
     c->state = CD_CONN_FAILED;
     c->backlog = false;
-    conn_flush(c);
-    conn_update_reading(c);
-    conn_check(c);
+    cd_conn_flush(c);
+    cd_conn_update_reading(c);
+    cd_conn_check(c);
 }
 
 // A message skipped because it did not fit max-buffered has passed: a
@@ -407,7 +397,7 @@ static void conn_track_partial(cd_conn *c, int handled) {
 
 void cd_conn_process(cd_conn *c) {
     int handled = 0;
-    while (conn_can_handle(c)) {
+    while (cd_conn_can_handle(c)) {
         if (handled == CD_CONN_BATCH) {
             c->backlog = true;
             cd_server_backlog_add(c->srv, c);
@@ -455,9 +445,9 @@ void cd_conn_process(cd_conn *c) {
         }
     }
     conn_track_partial(c, handled);
-    conn_flush(c);
-    conn_update_reading(c);
-    conn_check(c);
+    cd_conn_flush(c);
+    cd_conn_update_reading(c);
+    cd_conn_check(c);
 }
 
 static void conn_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
@@ -530,8 +520,8 @@ static void conn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
         }
         if (c->state == CD_CONN_OPEN || c->state == CD_CONN_DRAINING)
             c->state = CD_CONN_HALF_CLOSED;
-        conn_update_reading(c);
-        conn_check(c);
+        cd_conn_update_reading(c);
+        cd_conn_check(c);
     } else if (nread < 0) {
         CD_DEBUG("conn %llu: read failed: %s", (unsigned long long)c->id,
                  uv_strerror((int)nread));
@@ -580,8 +570,8 @@ int cd_conn_accept(cd_server *srv) {
         snprintf(why, sizeof why, "too many connections (max %zu)", srv->conn_cap);
         conn_reply_error_raw(c, 0, CD_EOVERLOADED, why);
         c->state = CD_CONN_FAILED;
-        conn_flush(c);
-        conn_check(c);
+        cd_conn_flush(c);
+        cd_conn_check(c);
         return CD_EOVERLOADED;
     }
     srv->nactive++;
@@ -598,193 +588,14 @@ int cd_conn_accept(cd_server *srv) {
              srv->nactive);
     if (srv->draining)
         c->state = CD_CONN_DRAINING;
-    conn_update_reading(c);
+    cd_conn_update_reading(c);
     return 0;
-}
-
-void cd_conn_request_started(cd_conn *c, cd_request *req) {
-    req->charge = req->msg.nbytes;
-    c->srv->buffered += req->charge;
-    c->inflight++;
-    req->conn_prev = NULL;
-    req->conn_next = c->reqs;
-    if (c->reqs)
-        c->reqs->conn_prev = req;
-    c->reqs = req;
-}
-
-// Packs the whole response message of a finished request into sb (empty on
-// entry): [1, msgid, nil, result], or [1, msgid, {code, message}, nil] when
-// it failed or its result cannot be packed (req->status becomes that code).
-// Runs on the loop, or on a worker for pack_on_worker requests. Returns 0, or
-// CD_ENOMEM when not even the error fits (sb is then empty).
-static int conn_pack_response(cd_request *req, msgpack_sbuffer *sb) {
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
-    const char *message = req->err[0] ? req->err : NULL;
-    if (req->status == 0) {
-        int rc = cd_rpc_pack_response_ok_begin(&pk, req->msgid);
-        if (rc == 0)
-            rc = req->pack ? req->pack(req, &pk) : msgpack_pack_nil(&pk);
-        if (rc == 0)
-            return 0;
-        msgpack_sbuffer_clear(sb);
-        req->status = rc < 0 ? rc : CD_ENOMEM;
-        message = "cannot pack the result";
-    }
-    if (cd_rpc_pack_response_error(&pk, req->msgid, req->status,
-                                   message ? message : cd_strerror(req->status)) != 0) {
-        msgpack_sbuffer_clear(sb);
-        return CD_ENOMEM;
-    }
-    return 0;
-}
-
-void cd_conn_respond(cd_request *req) {
-    cd_conn *c = req->conn;
-    if (!c || !req->pack_on_worker || req->status == CD_ECANCELLED ||
-        atomic_load(&req->cancelled))
-        return; // the loop answers (or counts the drop) as for any request
-    msgpack_sbuffer sb;
-    msgpack_sbuffer_init(&sb);
-    if (conn_pack_response(req, &sb) != 0) {
-        msgpack_sbuffer_destroy(&sb);
-        return; // the loop tries again, and drops the connection if it fails too
-    }
-    size_t written;
-    switch (conn_send(c, sb.data, sb.size, true, &written)) {
-    case CONN_SENT:
-        req->sent = CD_SENT_WRITTEN;
-        req->t_sent_ns = uv_hrtime(); // the clock of t_received_ns (thread-safe)
-        CD_STAT_INC(resp_direct);
-        break;
-    case CONN_QUEUE:
-        req->sent = CD_SENT_PARTIAL;
-        req->resp_off = written;
-        CD_STAT_INC(resp_partial);
-        break;
-    case CONN_HOLD:
-        req->sent = CD_SENT_BEHIND;
-        CD_STAT_INC(resp_queued);
-        break;
-    case CONN_CLOSED:
-        req->sent = CD_SENT_CLOSED;
-        break;
-    case CONN_FAILED:
-        req->sent = CD_SENT_FAILED;
-        break;
-    }
-    if (req->sent == CD_SENT_PARTIAL || req->sent == CD_SENT_BEHIND) {
-        req->resp_len = sb.size;
-        req->resp = msgpack_sbuffer_release(&sb);
-    }
-    // An error answer counts when it goes out (the loop counts BEHIND ones
-    // when it queues them: the client may be gone by then).
-    if (req->status != 0 && (req->sent == CD_SENT_WRITTEN || req->sent == CD_SENT_PARTIAL ||
-                             req->sent == CD_SENT_FAILED))
-        cd_stats_error(req->status);
-    msgpack_sbuffer_destroy(&sb);
-}
-
-// Loop side of a response a worker left partly written: its remainder goes
-// to the write queue first (it is counted in wowned already), then the
-// bytes the loop held back meanwhile may follow.
-static void conn_take_remainder(cd_conn *c, cd_request *req) {
-    size_t rest = req->resp_len - req->resp_off;
-    pthread_mutex_lock(&c->wlock);
-    c->whandoffs--;
-    bool closed = c->wclosed;
-    if (closed)
-        c->wowned -= rest;
-    pthread_mutex_unlock(&c->wlock);
-    if (closed || !conn_writable(c)) {
-        CD_STAT_INC(req_dropped);
-        return;
-    }
-    char *data = req->resp;
-    req->resp = NULL;
-    conn_queue_write(c, data, req->resp_off, req->resp_len);
-}
-
-void cd_conn_request_done(cd_request *req) {
-    cd_conn *c = req->conn;
-    if (!c) { // internal work (SIGHUP loads): effects only, nobody to answer
-        if (req->done)
-            req->done(req);
-        cd_request_free(req);
-        return;
-    }
-    if (req->conn_prev)
-        req->conn_prev->conn_next = req->conn_next;
-    else
-        c->reqs = req->conn_next;
-    if (req->conn_next)
-        req->conn_next->conn_prev = req->conn_prev;
-    c->inflight--;
-    c->srv->buffered -= req->charge;
-    req->charge = 0;
-    c->last_active_ns = uv_hrtime(); // the idle clock starts at the last answer
-    if (req->done)
-        req->done(req);
-
-    switch (req->sent) {
-    case CD_SENT_NONE:
-        if (conn_writable(c)) {
-            msgpack_sbuffer sb;
-            msgpack_sbuffer_init(&sb);
-            if (conn_pack_response(req, &sb) != 0 ||
-                msgpack_sbuffer_write(&c->out, sb.data, sb.size) != 0) {
-                cd_conn_kill(c);
-            } else if (req->status != 0) {
-                cd_stats_error(req->status);
-            }
-            msgpack_sbuffer_destroy(&sb);
-        } else if (req->status == CD_ECANCELLED) {
-            CD_STAT_INC(req_cancelled);
-        } else {
-            CD_STAT_INC(req_dropped);
-        }
-        break;
-    case CD_SENT_WRITTEN:
-        break;
-    case CD_SENT_PARTIAL:
-        conn_take_remainder(c, req);
-        break;
-    case CD_SENT_BEHIND:
-        if (!conn_writable(c)) {
-            CD_STAT_INC(req_dropped);
-        } else if (msgpack_sbuffer_write(&c->out, req->resp, req->resp_len) != 0) {
-            cd_conn_kill(c);
-        } else if (req->status != 0) {
-            cd_stats_error(req->status);
-        }
-        break;
-    case CD_SENT_CLOSED:
-        CD_STAT_INC(req_dropped);
-        break;
-    case CD_SENT_FAILED:
-        if (conn_writable(c)) {
-            CD_STAT_INC(conn_write_errors);
-            CD_DEBUG("conn %llu: a worker's write failed: peer gone",
-                     (unsigned long long)c->id);
-            cd_conn_kill(c);
-        }
-        break;
-    }
-    cd_request_free(req);
-    if (c->state == CD_CONN_CLOSING)
-        return;
-    conn_flush(c);
-    if (c->backlog && conn_can_handle(c))
-        cd_server_backlog_add(c->srv, c);
-    conn_update_reading(c);
-    conn_check(c);
 }
 
 void cd_conn_drain(cd_conn *c) {
     if (c->state == CD_CONN_OPEN)
         c->state = CD_CONN_DRAINING;
-    conn_check(c);
+    cd_conn_check(c);
 }
 
 void cd_conn_kill(cd_conn *c) {
@@ -801,8 +612,8 @@ void cd_conn_kill(cd_conn *c) {
         atomic_store(&r->cancelled, true);
         cd_workers_cancel(r->pool ? r->pool : c->srv->workers, r);
     }
-    conn_update_reading(c);
-    conn_check(c);
+    cd_conn_update_reading(c);
+    cd_conn_check(c);
 }
 
 int cd_conn_budget_check(cd_conn *c, const cd_rpc_msg *msg, char *err, size_t errlen) {

@@ -19,7 +19,7 @@
 #include <uv.h>
 
 // Bucket bounds (`le`) of the latency histograms, in seconds, and of the
-// batch-size histogram. The fine log buckets (daemon/histogram.h) are summed
+// batch-size histogram. The fine log buckets (core/histogram.h) are summed
 // into these; a value counts under the first bound >= its fine bucket's
 // midpoint (<= 1.6 % off).
 static const double lat_le[] = {25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3,
@@ -74,13 +74,9 @@ static void cpu_info(FILE *f) {
             ci.kernels_isa, ci.kernels_capped ? 1 : 0, ci.dnnl_isa, ci.layout, ci.block);
 }
 
-int cd_metrics_render(cd_server *srv, char **out, size_t *len) {
-    char *buf = NULL;
-    size_t n = 0;
-    FILE *f = open_memstream(&buf, &n);
-    if (!f)
-        return CD_ENOMEM;
-
+// The daemon-wide metrics: uptime, CPU, connections, buffers, methods,
+// errors, refusals, responses, bytes and memory.
+static void server_metrics(FILE *f, cd_server *srv) {
     head(f, "convd_uptime_seconds", "gauge", "Seconds since the daemon started.");
     fprintf(f, "convd_uptime_seconds %.3f\n", cd_server_uptime(srv));
     cpu_info(f);
@@ -161,67 +157,82 @@ int cd_metrics_render(cd_server *srv, char **out, size_t *len) {
     fprintf(f, "convd_bytes_out_total %llu\n", (unsigned long long)CD_STAT_GET(bytes_out));
     head(f, "convd_resident_memory_bytes", "gauge", "Resident set size of the daemon.");
     fprintf(f, "convd_resident_memory_bytes %llu\n", (unsigned long long)cd_stats_rss_bytes());
+}
+
+// The per-model metrics of the nm registered models: results, batches,
+// queues and the batch-size and latency histograms.
+static void model_metrics(FILE *f, cd_server *srv, size_t nm) {
+    head(f, "convd_requests_total", "counter",
+         "infer requests per model, by result code (OK or an E_ code).");
+    for (size_t i = 0; i < nm; i++) {
+        const cd_model_entry *e = cd_registry_at(srv->registry, i);
+        const cd_model_counters *c = cd_registry_counters_at(srv->registry, i);
+        fprintf(f, "convd_requests_total{model=\"%s\",code=\"OK\"} %llu\n", e->name,
+                (unsigned long long)c->ok);
+        for (int k = 1; k < CD_STATS_NERR; k++)
+            if (c->by_code[k])
+                fprintf(f, "convd_requests_total{model=\"%s\",code=\"%s\"} %llu\n",
+                        e->name, cd_err_name(-k), (unsigned long long)c->by_code[k]);
+    }
+    head(f, "convd_batches_total", "counter", "Model runs (batches) per model.");
+    for (size_t i = 0; i < nm; i++)
+        fprintf(f, "convd_batches_total{model=\"%s\"} %llu\n",
+                cd_registry_at(srv->registry, i)->name,
+                (unsigned long long)cd_registry_counters_at(srv->registry, i)->batches);
+    head(f, "convd_batch_items_total", "counter", "Items (batch rows) computed per model.");
+    for (size_t i = 0; i < nm; i++)
+        fprintf(f, "convd_batch_items_total{model=\"%s\"} %llu\n",
+                cd_registry_at(srv->registry, i)->name,
+                (unsigned long long)cd_registry_counters_at(srv->registry, i)->items);
+    head(f, "convd_queue_length", "gauge", "Requests waiting in the model's queue.");
+    for (size_t i = 0; i < nm; i++) {
+        const cd_model_entry *e = cd_registry_at(srv->registry, i);
+        fprintf(f, "convd_queue_length{model=\"%s\"} %zu\n", e->name,
+                cd_workers_queue_len(srv->workers, &e->queue));
+    }
+    head(f, "convd_batch_size", "histogram", "Items per model run.");
+    for (size_t i = 0; i < nm; i++)
+        histogram(f, "convd_batch_size", cd_registry_at(srv->registry, i)->name,
+                  &cd_registry_counters_at(srv->registry, i)->batch_size, batch_le,
+                  sizeof batch_le / sizeof batch_le[0], 1.0);
+    static const struct {
+        const char *name, *help;
+        size_t off;
+    } lat[] = {
+        {"convd_queue_wait_seconds", "Time from receipt until the request's run began.",
+         offsetof(cd_model_counters, queue_ns)},
+        {"convd_compute_seconds", "Duration of the model run the request was part of.",
+         offsetof(cd_model_counters, compute_ns)},
+        {"convd_request_seconds",
+         "Time from receipt until the answer was queued for writing.",
+         offsetof(cd_model_counters, total_ns)},
+    };
+    for (size_t k = 0; k < 3; k++) {
+        head(f, lat[k].name, "histogram", lat[k].help);
+        for (size_t i = 0; i < nm; i++) {
+            const char *c = (const char *)cd_registry_counters_at(srv->registry, i);
+            histogram(f, lat[k].name, cd_registry_at(srv->registry, i)->name,
+                      (const cd_histogram *)(c + lat[k].off), lat_le,
+                      sizeof lat_le / sizeof lat_le[0], 1e-9);
+        }
+    }
+    
+}
+
+int cd_metrics_render(cd_server *srv, char **out, size_t *len) {
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&buf, &n);
+    if (!f)
+        return CD_ENOMEM;
+
+    server_metrics(f, srv);
     head(f, "convd_models_loaded", "gauge", "Models in the registry.");
     size_t nm = cd_registry_count(srv->registry);
     fprintf(f, "convd_models_loaded %zu\n", nm);
 
     // Per model. Names are [A-Za-z0-9._-]: no label escaping needed.
-    if (nm) {
-        head(f, "convd_requests_total", "counter",
-             "infer requests per model, by result code (OK or an E_ code).");
-        for (size_t i = 0; i < nm; i++) {
-            const cd_model_entry *e = cd_registry_at(srv->registry, i);
-            const cd_model_counters *c = cd_registry_counters_at(srv->registry, i);
-            fprintf(f, "convd_requests_total{model=\"%s\",code=\"OK\"} %llu\n", e->name,
-                    (unsigned long long)c->ok);
-            for (int k = 1; k < CD_STATS_NERR; k++)
-                if (c->by_code[k])
-                    fprintf(f, "convd_requests_total{model=\"%s\",code=\"%s\"} %llu\n",
-                            e->name, cd_err_name(-k), (unsigned long long)c->by_code[k]);
-        }
-        head(f, "convd_batches_total", "counter", "Model runs (batches) per model.");
-        for (size_t i = 0; i < nm; i++)
-            fprintf(f, "convd_batches_total{model=\"%s\"} %llu\n",
-                    cd_registry_at(srv->registry, i)->name,
-                    (unsigned long long)cd_registry_counters_at(srv->registry, i)->batches);
-        head(f, "convd_batch_items_total", "counter", "Items (batch rows) computed per model.");
-        for (size_t i = 0; i < nm; i++)
-            fprintf(f, "convd_batch_items_total{model=\"%s\"} %llu\n",
-                    cd_registry_at(srv->registry, i)->name,
-                    (unsigned long long)cd_registry_counters_at(srv->registry, i)->items);
-        head(f, "convd_queue_length", "gauge", "Requests waiting in the model's queue.");
-        for (size_t i = 0; i < nm; i++) {
-            const cd_model_entry *e = cd_registry_at(srv->registry, i);
-            fprintf(f, "convd_queue_length{model=\"%s\"} %zu\n", e->name,
-                    cd_workers_queue_len(srv->workers, &e->queue));
-        }
-        head(f, "convd_batch_size", "histogram", "Items per model run.");
-        for (size_t i = 0; i < nm; i++)
-            histogram(f, "convd_batch_size", cd_registry_at(srv->registry, i)->name,
-                      &cd_registry_counters_at(srv->registry, i)->batch_size, batch_le,
-                      sizeof batch_le / sizeof batch_le[0], 1.0);
-        static const struct {
-            const char *name, *help;
-            size_t off;
-        } lat[] = {
-            {"convd_queue_wait_seconds", "Time from receipt until the request's run began.",
-             offsetof(cd_model_counters, queue_ns)},
-            {"convd_compute_seconds", "Duration of the model run the request was part of.",
-             offsetof(cd_model_counters, compute_ns)},
-            {"convd_request_seconds",
-             "Time from receipt until the answer was queued for writing.",
-             offsetof(cd_model_counters, total_ns)},
-        };
-        for (size_t k = 0; k < 3; k++) {
-            head(f, lat[k].name, "histogram", lat[k].help);
-            for (size_t i = 0; i < nm; i++) {
-                const char *c = (const char *)cd_registry_counters_at(srv->registry, i);
-                histogram(f, lat[k].name, cd_registry_at(srv->registry, i)->name,
-                          (const cd_histogram *)(c + lat[k].off), lat_le,
-                          sizeof lat_le / sizeof lat_le[0], 1e-9);
-            }
-        }
-    }
+    if (nm) model_metrics(f, srv, nm);
     if (fclose(f) != 0 || !buf) {
         free(buf);
         return CD_ENOMEM;

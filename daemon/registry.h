@@ -11,7 +11,7 @@
 // the new one, and the old memory is freed when its last reference goes.
 // References are taken and dropped on the loop thread only.
 
-#include "daemon/histogram.h"
+#include "core/histogram.h"
 #include "daemon/stats.h"
 #include "daemon/workers.h"
 #include "runtime/runtime.h"

@@ -89,6 +89,35 @@ uint64_t cd_infer_reply_bytes(const cd_infer_sig *sig, const cd_infer_args *a) {
     return n;
 }
 
+// The outputs asked for ('outputs': names; absent or nil: all) into
+// a->want. Returns 0 or CD_EPARAMS with the reason in err.
+static int want_outputs(const msgpack_object *params, const cd_infer_sig *sig, cd_infer_args *a,
+                        char *err, size_t errlen) {
+    const msgpack_object *outs = cd_map_get(params, "outputs");
+    if (!outs || outs->type == MSGPACK_OBJECT_NIL) {
+        for (int i = 0; i < sig->nout; i++)
+            a->want[i] = true;
+    } else if (outs->type != MSGPACK_OBJECT_ARRAY || outs->via.array.size == 0) {
+        snprintf(err, errlen, "'outputs' must be a non-empty array of output names");
+        return CD_EPARAMS;
+    } else {
+        for (uint32_t j = 0; j < outs->via.array.size; j++) {
+            const msgpack_object *o = &outs->via.array.ptr[j];
+            int idx = -1;
+            for (int i = 0; i < sig->nout; i++)
+                if (cd_obj_streq(o, sig->out[i]->name))
+                    idx = i;
+            if (idx < 0) {
+                snprintf(err, errlen, "model '%.64s' has no output named in 'outputs'[%u]",
+                         sig->model, j);
+                return CD_EPARAMS;
+            }
+            a->want[idx] = true;
+        }
+    }
+    return 0;
+}
+
 int cd_infer_validate(const msgpack_object *params, const cd_infer_sig *sig,
                       cd_infer_args *a, char *err, size_t errlen) {
     const msgpack_object *inputs = cd_map_get(params, "inputs");
@@ -166,28 +195,9 @@ int cd_infer_validate(const msgpack_object *params, const cd_infer_sig *sig,
             return CD_EPARAMS;
         }
     }
-    const msgpack_object *outs = cd_map_get(params, "outputs");
-    if (!outs || outs->type == MSGPACK_OBJECT_NIL) {
-        for (int i = 0; i < sig->nout; i++)
-            a->want[i] = true;
-    } else if (outs->type != MSGPACK_OBJECT_ARRAY || outs->via.array.size == 0) {
-        snprintf(err, errlen, "'outputs' must be a non-empty array of output names");
-        return CD_EPARAMS;
-    } else {
-        for (uint32_t j = 0; j < outs->via.array.size; j++) {
-            const msgpack_object *o = &outs->via.array.ptr[j];
-            int idx = -1;
-            for (int i = 0; i < sig->nout; i++)
-                if (cd_obj_streq(o, sig->out[i]->name))
-                    idx = i;
-            if (idx < 0) {
-                snprintf(err, errlen, "model '%.64s' has no output named in 'outputs'[%u]",
-                         sig->model, j);
-                return CD_EPARAMS;
-            }
-            a->want[idx] = true;
-        }
-    }
+    int rc = want_outputs(params, sig, a, err, errlen);
+    if (rc != 0)
+        return rc;
     for (int i = 0; i < sig->nout; i++) {
         const cd_io_desc *d = sig->out[i];
         a->out_bytes[i] = (size_t)a->batch * (size_t)item_numel(d) * cd_dtype_size(d->dtype);
@@ -209,7 +219,7 @@ int cd_infer_validate(const msgpack_object *params, const cd_infer_sig *sig,
                        "(max-reply); ask for fewer outputs or a smaller batch", sig->model,
                        a->batch, why);
     int64_t timeout = 0;
-    int rc = cd_param_int(params, "timeout_ms", 0, INT32_MAX, &timeout, err, errlen);
+    rc = cd_param_int(params, "timeout_ms", 0, INT32_MAX, &timeout, err, errlen);
     if (rc < 0)
         return rc;
     a->timeout_ms = rc == 0 ? timeout : 0;

@@ -1,3 +1,4 @@
+#include "core/clock.h"
 #include "daemon/workers.h"
 
 #include "core/errors.h"
@@ -47,12 +48,6 @@ typedef struct {
 } worker_arg;
 
 // Same clock as uv_hrtime (CLOCK_MONOTONIC), usable from any thread.
-static uint64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static void push(cd_request **head, cd_request **tail, cd_request *req) {
     req->next = NULL;
     req->prev = *tail;
@@ -175,11 +170,11 @@ static void note_running(cd_workers *w, int index, cd_request **reqs, int n) {
     r->method = reqs[0]->method;
     r->msgid = reqs[0]->msgid;
     r->nreqs = n;
-    r->since_ns = now_ns();
+    r->since_ns = cd_now_ns();
 }
 
 static void run_generic(cd_request *req, int worker) {
-    uint64_t now = now_ns();
+    uint64_t now = cd_now_ns();
     if (atomic_load(&req->cancelled)) {
         req->status = CD_ECANCELLED;
         snprintf(req->err, sizeof req->err, "client went away");
@@ -189,7 +184,7 @@ static void run_generic(cd_request *req, int worker) {
     } else {
         req->t_start_ns = now;
         req->status = req->work(req, worker);
-        req->t_end_ns = now_ns();
+        req->t_end_ns = cd_now_ns();
     }
 }
 
@@ -242,13 +237,13 @@ static void run_double_buffered(cd_workers *w, cd_sched_queue *q, cd_request **b
     int slot = 0;
     cd_request **cur = bufs[0];
     pthread_mutex_unlock(&w->lock);
-    stamp_batch(cur, n, now_ns());
+    stamp_batch(cur, n, cd_now_ns());
     q->submit(cur, n, worker, slot);
     pthread_mutex_lock(&w->lock);
     for (;;) {
         cd_request **next = bufs[1 - slot];
         int m = 0;
-        uint64_t now = now_ns(), wake;
+        uint64_t now = cd_now_ns(), wake;
         if (!w->queue_head && pick_queue(w, now, &wake) == q) {
             m = take_batch(w, q, next, now);
             if (w->active || w->queue_head)
@@ -256,11 +251,11 @@ static void run_double_buffered(cd_workers *w, cd_sched_queue *q, cd_request **b
         }
         pthread_mutex_unlock(&w->lock);
         if (m) {
-            stamp_batch(next, m, now_ns());
+            stamp_batch(next, m, cd_now_ns());
             q->submit(next, m, worker, 1 - slot);
         }
         q->finish(cur, n, worker, slot);
-        post_batch(w, cur, n, now_ns()); // also wakes the loop for requests take_batch skipped
+        post_batch(w, cur, n, cd_now_ns()); // also wakes the loop for requests take_batch skipped
         if (m == 0)
             return;
         cur = next;
@@ -292,7 +287,7 @@ static void *worker_main(void *p) {
             w->running[arg.index].busy = false;
             continue;
         }
-        uint64_t now = now_ns(), wake;
+        uint64_t now = cd_now_ns(), wake;
         cd_sched_queue *q = pick_queue(w, now, &wake);
         if (q) {
             int n = take_batch(w, q, batch, now);
@@ -313,9 +308,9 @@ static void *worker_main(void *p) {
             }
             cd_batch_fn run = q->run;
             pthread_mutex_unlock(&w->lock);
-            stamp_batch(batch, n, now_ns());
+            stamp_batch(batch, n, cd_now_ns());
             run(batch, n, arg.index);
-            post_batch(w, batch, n, now_ns());
+            post_batch(w, batch, n, cd_now_ns());
             w->running[arg.index].busy = false;
             continue;
         }
@@ -333,12 +328,12 @@ static void *worker_main(void *p) {
             // load; costs CPU only while idle, bounded by spin_ns).
             uint64_t seen = atomic_load(&w->submits);
             pthread_mutex_unlock(&w->lock);
-            uint64_t until = now_ns() + w->spin_ns;
+            uint64_t until = cd_now_ns() + w->spin_ns;
             bool arrived = false;
             // sched_yield between polls: on a machine with fewer free
             // cores than runnable threads, the loop thread that is to
             // submit the next request may be queued on this very core.
-            while (!arrived && now_ns() < until) {
+            while (!arrived && cd_now_ns() < until) {
                 sched_yield();
                 arrived = atomic_load_explicit(&w->submits, memory_order_relaxed) != seen;
             }
@@ -587,9 +582,9 @@ int cd_workers_stop(cd_workers *w, uint64_t timeout_ms) {
     cd_workers_stop_begin(w);
     if (timeout_ms > 86400000ull)
         timeout_ms = 86400000ull;
-    uint64_t deadline = now_ns() + timeout_ms * 1000000ull;
+    uint64_t deadline = cd_now_ns() + timeout_ms * 1000000ull;
     int alive;
-    while ((alive = cd_workers_alive(w)) > 0 && now_ns() < deadline) {
+    while ((alive = cd_workers_alive(w)) > 0 && cd_now_ns() < deadline) {
         struct timespec ts = {0, 5 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
@@ -601,7 +596,7 @@ int cd_workers_stop(cd_workers *w, uint64_t timeout_ms) {
 
 size_t cd_workers_describe(cd_workers *w, const char *pool, char *buf, size_t len) {
     size_t off = 0, busy = 0;
-    uint64_t now = now_ns();
+    uint64_t now = cd_now_ns();
     buf[0] = '\0';
     pthread_mutex_lock(&w->lock);
     for (int i = 0; i < w->nthreads; i++) {

@@ -1,21 +1,6 @@
-// The behaviour kernels/op-desc.h defines (its one function).
+// The output size of a conv, which every kernel and the planner agree on.
 
 #include "kernels/op-desc.h"
-
-#include <math.h>
-
-float cd_act_apply(cd_activation act, float x) {
-    switch (act.kind) {
-    case CD_ACT_NONE: return x;
-    case CD_ACT_RELU: return x > 0.0f ? x : 0.0f;
-    case CD_ACT_CLIP: return fminf(fmaxf(x, act.alpha), act.beta);
-    case CD_ACT_SIGMOID: return 1.0f / (1.0f + expf(-x));
-    case CD_ACT_HARDSIGMOID: return fmaxf(0.0f, fminf(1.0f, act.alpha * x + act.beta));
-    case CD_ACT_HARDSWISH: return x * fmaxf(0.0f, fminf(1.0f, x / 6.0f + 0.5f));
-    case CD_ACT_LEAKYRELU: return x >= 0.0f ? x : act.alpha * x;
-    }
-    return x;
-}
 
 int cd_conv_out_dim(int in, int kernel, int stride, int pad_begin, int pad_end,
                     int dilation) {

@@ -4,9 +4,10 @@
 // Plain descriptions of the operators, shared by the planner (runtime/), the
 // backends (backends/), the reference kernels (kernels/cpu/) and the sparse
 // kernels (sparse/). Only shapes and parameters, and the few definitions
-// every kernel must agree on (kernels/op-desc.c: what an activation computes,
-// the output size of a conv).
+// every kernel must agree on: what an activation computes (cd_act_apply,
+// inline for host and device) and the output size of a conv (op-desc.c).
 
+#include <math.h>
 #include <stdint.h>
 
 // Activation layouts. NCHW is the interchange layout (model inputs and
@@ -69,9 +70,25 @@ typedef struct {
     float beta;  // CLIP max, HARDSIGMOID beta
 } cd_activation;
 
-// Applies an activation to one value (kernels/op-desc.c): the definition
-// every kernel's fused activation follows.
-float cd_act_apply(cd_activation act, float x);
+// Applies act to x: the one definition of the formulas, for the reference
+// kernels, the sparse kernels and the HIP kernels (cd_hip_act), host and device.
+#if defined(__HIPCC__) || defined(__HIP__)
+#define CD_ACT_APPLY_QUALIFIERS static __host__ __device__ __forceinline__
+#else
+#define CD_ACT_APPLY_QUALIFIERS static inline
+#endif
+CD_ACT_APPLY_QUALIFIERS float cd_act_apply(cd_activation act, float x) {
+    switch (act.kind) {
+    case CD_ACT_NONE: return x;
+    case CD_ACT_RELU: return x > 0.0f ? x : 0.0f;
+    case CD_ACT_CLIP: return fminf(fmaxf(x, act.alpha), act.beta);
+    case CD_ACT_SIGMOID: return 1.0f / (1.0f + expf(-x));
+    case CD_ACT_HARDSIGMOID: return fmaxf(0.0f, fminf(1.0f, act.alpha * x + act.beta));
+    case CD_ACT_HARDSWISH: return x * fmaxf(0.0f, fminf(1.0f, x / 6.0f + 0.5f));
+    case CD_ACT_LEAKYRELU: return x >= 0.0f ? x : act.alpha * x;
+    }
+    return x;
+}
 
 // Element-wise binary operators (NumPy broadcasting).
 typedef enum {

@@ -1,4 +1,4 @@
-// Structured-sparsity compaction of a lowered graph (issue 4, item 2): turn
+// Structured-sparsity compaction of a lowered graph: turn
 // zero filters, unread input channels and block-diagonal connection patterns
 // into smaller dense work, before planning.
 //

@@ -1,6 +1,8 @@
 // The runtime's public API (runtime.h): load = import + lower + plan; the
 // per-thread execution state and the run loop.
 
+#include "core/clock.h"
+#include "core/stats-util.h"
 #include "runtime/model.h"
 
 #include "core/errors.h"
@@ -12,12 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
 
 static pthread_mutex_t g_init_lock = PTHREAD_MUTEX_INITIALIZER;
 static int g_threads;
@@ -279,13 +275,13 @@ static int submit_impl(cd_exec *ex, int batch, const void *const *inputs, void *
         const cd_layer *l = &m->layers[li];
         const cd_btensor *srcs[CD_OP_MAX_IN];
         for (int i = 0; i < l->nin; i++) srcs[i] = &ex->bt[l->in[i]];
-        double t0 = ex->prof || layer_ms ? now_ms() : 0;
+        double t0 = ex->prof || layer_ms ? cd_now_ms() : 0;
         rc = cd_backend_op_run(m->be, l->op, ex->ctx, l->st, batch, srcs, &ex->bt[l->out]);
         if (layer_ms) {
             if (!rc) rc = cd_backend_synchronize(m->be, ex->ctx);
-            layer_ms[li] += now_ms() - t0;
+            layer_ms[li] += cd_now_ms() - t0;
         }
-        if (ex->prof) ex->prof[li] += now_ms() - t0;
+        if (ex->prof) ex->prof[li] += cd_now_ms() - t0;
         if (rc) {
             cd_backend_synchronize(m->be, ex->ctx);
             return cd_errf(rc == CD_ENOMEM ? rc : CD_EINTERNAL, err, errlen, "layer %d '%s' (%s) failed: %s", li, l->name,
@@ -342,11 +338,6 @@ int cd_model_wait(cd_exec *ex, char *err, size_t errlen) {
 
 int cd_model_overlaps(const cd_model *m) { return cd_backend_get_caps(m->be).async; }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 int cd_model_profile(const cd_model *m, int batch, int runs, double *layer_ms, double *total_ms, char *err,
                      size_t errlen) {
     return cd_model_profile_stop(m, batch, runs, layer_ms, total_ms, NULL, NULL, err, errlen);
@@ -383,20 +374,20 @@ int cd_model_profile_stop(const cd_model *m, int batch, int runs, double *layer_
             break;
         }
         double *row = samples + (size_t)(r ? r - 1 : runs) * (size_t)n; // run 0 (warm-up) goes to the spare row
-        double t0 = now_ms();
+        double t0 = cd_now_ms();
         rc = run_impl(ex, batch, (const void *const *)ins, outs, err, errlen, row);
-        if (r) tot[r - 1] = now_ms() - t0;
+        if (r) tot[r - 1] = cd_now_ms() - t0;
     }
     if (!rc) {
         double *col = malloc(sizeof(double) * (size_t)runs);
         if (!col) rc = cd_errf(CD_ENOMEM, err, errlen, "out of memory");
         for (int li = 0; li < n && col; li++) {
             for (int r = 0; r < runs; r++) col[r] = samples[(size_t)r * n + li];
-            qsort(col, (size_t)runs, sizeof(double), cmp_double);
+            qsort(col, (size_t)runs, sizeof(double), cd_cmp_double);
             layer_ms[li] = col[runs / 2];
         }
         free(col);
-        qsort(tot, (size_t)runs, sizeof(double), cmp_double);
+        qsort(tot, (size_t)runs, sizeof(double), cd_cmp_double);
         if (total_ms) *total_ms = tot[runs / 2];
     }
     cd_exec_free(ex);

@@ -306,6 +306,51 @@ static int add_input(cd_graph *g, const Onnx__ValueInfoProto *vi, char *err, siz
 // Sorts the nodes topologically (Kahn), resolving every input name through the
 // graph's name table. Linear in nodes plus edges: each value's readers are
 // listed once (CSR: first_reader[value] .. first_reader[value + 1] in readers).
+// Fills the nodes' op, name and outputs (adding the output values to g),
+// leaving the inputs for later. Returns 0 or a negative code.
+static int add_node_outputs(cd_graph *g, const Onnx__GraphProto *gp, cd_node *tmp, char *err, size_t errlen) {
+    const size_t nn = gp->n_node;
+    for (size_t k = 0; k < nn; k++) {
+        const Onnx__NodeProto *np = gp->node[k];
+        cd_node *n = &tmp[k];
+        n->proto = np;
+        n->op = str_or(np->op_type, "");
+        n->name = np->name && *np->name ? np->name : NULL;
+        if (!*n->op) {
+            return cd_errf(CD_EMODEL, err, errlen, "node #%zu has no op_type", k);
+        }
+        if (np->n_input > CD_OP_MAX_IN || np->n_output > 16) {
+            return cd_errf(CD_EUNSUPPORTED, err, errlen, "node '%s' (%s): %zu inputs / %zu outputs is more than supported (%d / 16)",
+                      str_or(np->name, n->op), n->op, np->n_input, np->n_output, CD_OP_MAX_IN);
+        }
+        n->ninputs = (int)np->n_input;
+        n->noutputs = (int)np->n_output;
+        n->inputs = malloc((np->n_input ? np->n_input : 1) * sizeof(int));
+        n->outputs = malloc((np->n_output ? np->n_output : 1) * sizeof(int));
+        if (!n->inputs || !n->outputs) {
+            return cd_errf(CD_ENOMEM, err, errlen, "out of memory");
+        }
+        for (size_t j = 0; j < np->n_output; j++) {
+            const char *on = np->output[j];
+            if (!on || !*on) {
+                n->outputs[j] = -1;
+                continue;
+            }
+            int id = cd_graph_add_value(g, on);
+            if (id == CD_EMODEL) {
+                return cd_errf(CD_EMODEL, err, errlen, "node '%s' (%s): output '%s' is already produced elsewhere",
+                          str_or(np->name, n->op), n->op, on);
+            }
+            if (id < 0) {
+                return cd_errf(CD_ENOMEM, err, errlen, "out of memory");
+            }
+            n->outputs[j] = id;
+        }
+        if (!n->name) n->name = np->n_output && np->output[0] && *np->output[0] ? np->output[0] : n->op;
+    }
+    return 0;
+}
+
 static int build_nodes(cd_graph *g, const Onnx__GraphProto *gp, char *err, size_t errlen) {
     size_t nn = gp->n_node;
     if (nn > CD_MAX_MODEL_NODES)
@@ -320,49 +365,7 @@ static int build_nodes(cd_graph *g, const Onnx__GraphProto *gp, char *err, size_
         goto done;
     }
     // Outputs first, so inputs can refer to any node's outputs.
-    for (size_t k = 0; k < nn; k++) {
-        const Onnx__NodeProto *np = gp->node[k];
-        cd_node *n = &tmp[k];
-        n->proto = np;
-        n->op = str_or(np->op_type, "");
-        n->name = np->name && *np->name ? np->name : NULL;
-        if (!*n->op) {
-            rc = cd_errf(CD_EMODEL, err, errlen, "node #%zu has no op_type", k);
-            goto done;
-        }
-        if (np->n_input > CD_OP_MAX_IN || np->n_output > 16) {
-            rc = cd_errf(CD_EUNSUPPORTED, err, errlen, "node '%s' (%s): %zu inputs / %zu outputs is more than supported (%d / 16)",
-                      str_or(np->name, n->op), n->op, np->n_input, np->n_output, CD_OP_MAX_IN);
-            goto done;
-        }
-        n->ninputs = (int)np->n_input;
-        n->noutputs = (int)np->n_output;
-        n->inputs = malloc((np->n_input ? np->n_input : 1) * sizeof(int));
-        n->outputs = malloc((np->n_output ? np->n_output : 1) * sizeof(int));
-        if (!n->inputs || !n->outputs) {
-            rc = cd_errf(CD_ENOMEM, err, errlen, "out of memory");
-            goto done;
-        }
-        for (size_t j = 0; j < np->n_output; j++) {
-            const char *on = np->output[j];
-            if (!on || !*on) {
-                n->outputs[j] = -1;
-                continue;
-            }
-            int id = cd_graph_add_value(g, on);
-            if (id == CD_EMODEL) {
-                rc = cd_errf(CD_EMODEL, err, errlen, "node '%s' (%s): output '%s' is already produced elsewhere",
-                          str_or(np->name, n->op), n->op, on);
-                goto done;
-            }
-            if (id < 0) {
-                rc = cd_errf(CD_ENOMEM, err, errlen, "out of memory");
-                goto done;
-            }
-            n->outputs[j] = id;
-        }
-        if (!n->name) n->name = np->n_output && np->output[0] && *np->output[0] ? np->output[0] : n->op;
-    }
+    if ((rc = add_node_outputs(g, gp, tmp, err, errlen))) goto done;
     producer = malloc((size_t)(g->nvalues ? g->nvalues : 1) * sizeof(int));
     if (!producer) {
         rc = cd_errf(CD_ENOMEM, err, errlen, "out of memory");

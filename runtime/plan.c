@@ -22,22 +22,13 @@
 #include "core/errors.h"
 #include "kernels/cpu/ref.h"
 #include "runtime/arena.h"
+#include "runtime/plan-internal.h"
 #include "sparse/analysis.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct {
-    cd_model *m;
-    cd_graph *g;
-    int *vt;            // value id -> tensor index (-1 none)
-    int (*reord)[CD_LAYOUT_COUNT]; // tensor -> its copy in each layout (-1 none)
-    cd_plan_choice *ch; // per op: the planner's choice (conv/FC)
-    char *err;
-    size_t errlen;
-    cd_layout blk;      // the backend's blocked layout (NCHW: it has none)
-} pctx;
 
 static int add_tensor(pctx *p, const cd_tdesc *t) {
     cd_model *m = p->m;
@@ -167,7 +158,7 @@ static int const_blocked(pctx *p, int t, cd_layout l) {
 // True when every reader of value v needs it in NCHW anyway (graph outputs,
 // reshapes, Gemm, Softmax, Transpose): its producer should write NCHW directly
 // instead of the blocked layout plus a reorder.
-static int readers_want_nchw(pctx *p, int v) {
+int cd_plan_readers_want_nchw(pctx *p, int v) {
     const cd_graph *g = p->g;
     if (g->values[v].is_output) return 1;
     int readers = 0;
@@ -186,7 +177,7 @@ static int readers_want_nchw(pctx *p, int v) {
 
 // The GEMM part of a backend op descriptor for a Gemm op: op, shape, act,
 // weights and bias (tensors are set by the caller).
-static void gemm_desc(const cd_op *op, cd_bop_desc *d) {
+void cd_plan_gemm_desc(const cd_op *op, cd_bop_desc *d) {
     d->op = CD_BOP_GEMM;
     d->u.gemm.rows = op->u.gemm.rows;
     d->u.gemm.n = op->u.gemm.n;
@@ -197,7 +188,7 @@ static void gemm_desc(const cd_op *op, cd_bop_desc *d) {
 }
 
 // Tensor descriptor of a value (activation per item, or constant padded to rank).
-static cd_tdesc value_desc(const cd_value *v, cd_layout l, int rank) {
+cd_tdesc cd_plan_value_desc(const cd_value *v, cd_layout l, int rank) {
     cd_tdesc t;
     memset(&t, 0, sizeof t);
     t.layout = l;
@@ -268,7 +259,7 @@ static int lp_add(lpair *l, int n, cd_layout s, cd_layout o) {
 // after all of them.
 static int conv_layouts(pctx *p, const cd_op *op, cd_layout cur, lpair *out) {
     const cd_layout b = p->blk, N = CD_LAYOUT_NCHW;
-    const cd_layout want = readers_want_nchw(p, op->out) ? N : b;
+    const cd_layout want = cd_plan_readers_want_nchw(p, op->out) ? N : b;
     const cd_layout first = cur == N && op->u.conv.d.c >= cd_layout_block(b) ? b : cur;
     int n = 0;
     n = lp_add(out, n, first, want);
@@ -299,7 +290,7 @@ static int conv_prepare(pctx *p, const cd_op *op, const int *in, const lpair *ca
         d->max_batch = m->max_batch;
         d->src[0] = m->tensors[in[0]].t;
         d->src[0].layout = cand[t].src;
-        d->dst = value_desc(ov, cand[t].dst, ov->rank);
+        d->dst = cd_plan_value_desc(ov, cand[t].dst, ov->rank);
         if (op->nin > 1) {
             d->src[1] = m->tensors[in[1]].t;
             d->src[1].layout = cand[t].dst;
@@ -331,7 +322,7 @@ static int conv_prepare(pctx *p, const cd_op *op, const int *in, const lpair *ca
     if (*chosen >= 0) {
         // Leave d describing the chosen pair.
         d->src[0].layout = cand[*chosen].src;
-        d->dst = value_desc(ov, cand[*chosen].dst, ov->rank);
+        d->dst = cd_plan_value_desc(ov, cand[*chosen].dst, ov->rank);
         if (op->nin > 1) d->src[1].layout = cand[*chosen].dst;
     }
     return 0;
@@ -351,6 +342,164 @@ static int pool_is_reference(pctx *p, const cd_bop_desc *d, cd_op_state **st) {
 }
 
 // Plans one lowered op.
+// An alias (Reshape-like): same bytes, new shape, only in NCHW (plain C
+// order); no layer. Returns 0 or a negative code.
+static int plan_alias(pctx *p, const cd_op *op, int in0) {
+    cd_model *m = p->m;
+    const cd_value *ov = &p->g->values[op->out];
+    int src = in_layout(p, in0, CD_LAYOUT_NCHW);
+    if (src < 0) return src;
+    cd_tdesc t = cd_plan_value_desc(ov, CD_LAYOUT_NCHW, ov->rank);
+    int id = add_tensor(p, &t);
+    if (id < 0) return tensor_fail(p, id);
+    m->tensors[id].root = m->tensors[src].root;
+    p->vt[op->out] = id;
+    return 0;
+}
+
+// A conv: its kernel (the planner's sparse choice, else the best dense
+// layout pair) is prepared into *pre, its inputs are brought into the chosen
+// layouts (in[] updated) and *lay gets its output layout. Returns 0 or a
+// negative code (*pre freed).
+static int plan_conv(pctx *p, const cd_op *op, int *in, cd_bop_desc *d, cd_op_state **pre, cd_layout *lay) {
+    cd_model *m = p->m;
+    cd_graph *g = p->g;
+    const cd_layout cur = m->tensors[in[0]].t.layout;
+    d->op = CD_BOP_CONV2D;
+    d->u.conv = op->u.conv.d;
+    d->w = op->u.conv.w;
+    d->bias = op->u.conv.bias;
+    d->u.conv.n = 1;
+    const cd_plan_choice *pc = &p->ch[op - g->ops];
+    lpair cand[8];
+    int nc = 1;
+    cand[0] = (lpair){CD_LAYOUT_NCHW, CD_LAYOUT_NCHW};
+    if (pc->sparse) {
+        // The sparse kernels: NCHW in and out.
+        d->sparse = 1;
+        d->sparse_format = pc->format;
+    } else {
+        nc = conv_layouts(p, op, cur, cand);
+    }
+    int chosen = -1;
+    int rc = conv_prepare(p, op, in, cand, nc, d, pre, &chosen);
+    if (rc) return rc;
+    if (chosen < 0 && d->sparse) {
+        // No sparse kernel for it after all: dense, as it would have been.
+        d->sparse = 0;
+        p->ch[op - g->ops].sparse = 0;
+        nc = conv_layouts(p, op, cur, cand);
+        if ((rc = conv_prepare(p, op, in, cand, nc, d, pre, &chosen))) return rc;
+    }
+    if (chosen < 0) chosen = nc - 1; // emit reports the failure
+    int s0 = in_layout(p, in[0], cand[chosen].src);
+    if (s0 < 0) goto conv_fail;
+    in[0] = s0;
+    if (op->nin > 1) {
+        int s1 = in_layout(p, in[1], cand[chosen].dst);
+        if (s1 < 0) {
+            s0 = s1;
+            goto conv_fail;
+        }
+        in[1] = s1;
+    }
+    *lay = cand[chosen].dst;
+    return 0;
+conv_fail:
+    if (*pre) cd_backend_op_state_free(m->be, *pre);
+    return s0;
+}
+
+// A Gemm: sparse when the planner chose it and the backend supports it.
+static void plan_gemm(pctx *p, const cd_op *op, const int *in, cd_bop_desc *d) {
+    cd_model *m = p->m;
+    cd_graph *g = p->g;
+    const cd_value *ov = &g->values[op->out];
+    cd_plan_gemm_desc(op, d);
+    if (p->ch[op - g->ops].sparse) {
+        cd_bop_desc t = *d;
+        t.sparse = 1;
+        t.sparse_format = p->ch[op - g->ops].format;
+        t.max_batch = m->max_batch;
+        t.nsrc = 1;
+        t.src[0] = m->tensors[in[0]].t;
+        t.src[0].layout = CD_LAYOUT_NCHW;
+        t.dst = cd_plan_value_desc(ov, CD_LAYOUT_NCHW, ov->rank);
+        if (supports(p, &t)) {
+            d->sparse = 1;
+            d->sparse_format = t.sparse_format;
+        } else {
+            p->ch[op - g->ops].sparse = 0;
+        }
+    }
+}
+
+// A pool, activation, binary op or concat: stays in its input's layout when
+// the backend can (*lay; constants with a spatial extent follow, in[]
+// updated), else NCHW. Returns 0 or a negative code (*pre freed).
+static int plan_follower(pctx *p, const cd_op *op, int *in, cd_bop_desc *d, cd_op_state **pre, cd_layout *lay) {
+    cd_model *m = p->m;
+    const cd_value *ov = &p->g->values[op->out];
+    const cd_layout cur = m->tensors[in[0]].t.layout;
+    d->op = op->kind == CD_OP_POOL ? CD_BOP_POOL : op->kind == CD_OP_ACT ? CD_BOP_ACTIVATION
+          : op->kind == CD_OP_BINARY ? CD_BOP_BINARY : CD_BOP_CONCAT;
+    if (op->kind == CD_OP_POOL) d->u.pool = op->u.pool;
+    if (op->kind == CD_OP_ACT) d->u.act = op->u.act;
+    if (op->kind == CD_OP_BINARY) {
+        d->u.binary.kind = op->u.binary.kind;
+        d->u.binary.act = op->u.binary.act;
+    }
+    if (op->kind == CD_OP_CONCAT) d->u.axis = op->u.concat.axis;
+    // Stay in the input's layout when the backend can.
+    if (cur != CD_LAYOUT_NCHW) {
+        d->max_batch = m->max_batch;
+        d->nsrc = op->nin;
+        int blocked[CD_OP_MAX_IN] = {0};
+        for (int i = 0; i < op->nin; i++) {
+            d->src[i] = m->tensors[in[i]].t;
+            if (!d->src[i].is_const) d->src[i].layout = cur;
+            // A constant with a spatial extent (a border map) goes blocked too.
+            if (d->src[i].is_const && d->src[i].rank == 4 && d->src[i].shape[1] > 1 &&
+                d->src[i].shape[2] * d->src[i].shape[3] > 1) {
+                d->src[i].layout = cur;
+                blocked[i] = 1;
+            }
+        }
+        d->dst = cd_plan_value_desc(ov, cur, ov->rank);
+        if (supports(p, d) && !(op->kind == CD_OP_POOL && pool_is_reference(p, d, pre))) {
+            *lay = cur;
+            for (int i = 0; i < op->nin; i++) {
+                if (!blocked[i]) continue;
+                int b = const_blocked(p, in[i], cur);
+                if (b < 0) {
+                    if (*pre) cd_backend_op_state_free(m->be, *pre);
+                    return b;
+                }
+                in[i] = b;
+            }
+        }
+    }
+    return 0;
+}
+
+// The FLOPs and weight figures of a conv/FC layer l planned from op.
+static void describe_flops(pctx *p, const cd_op *op, cd_layer *l) {
+    int64_t nz = 0, pix;
+    if (op->kind == CD_OP_CONV) {
+        const cd_conv_desc *c = &op->u.conv.d;
+        int64_t nw = (int64_t)c->k * (c->c / c->groups) * c->r * c->s;
+        for (int64_t i = 0; i < nw; i++) nz += op->u.conv.w[i] != 0.0f;
+        pix = (int64_t)c->oh * c->ow;
+        l->flops = 2 * nw * pix;
+    } else {
+        int64_t nw = (int64_t)op->u.gemm.n * op->u.gemm.k;
+        for (int64_t i = 0; i < nw; i++) nz += op->u.gemm.w[i] != 0.0f;
+        pix = op->u.gemm.rows;
+        l->flops = 2 * nw * pix;
+    }
+    describe_weighted(p, op, l, nz, pix);
+}
+
 static int plan_op(pctx *p, const cd_op *op) {
     cd_model *m = p->m;
     cd_graph *g = p->g;
@@ -360,84 +509,16 @@ static int plan_op(pctx *p, const cd_op *op) {
     cd_bop_desc d;
     memset(&d, 0, sizeof d);
     cd_layout lay = CD_LAYOUT_NCHW;
-    const cd_layout cur = m->tensors[in[0]].t.layout;
     cd_op_state *pre = NULL; // the layer, when prepared while choosing its layout
+    int rc = 0;
 
-    if (op->kind == CD_OP_ALIAS) {
-        // Same bytes, new shape: only in NCHW (plain C order).
-        int src = in_layout(p, in[0], CD_LAYOUT_NCHW);
-        if (src < 0) return src;
-        cd_tdesc t = value_desc(ov, CD_LAYOUT_NCHW, ov->rank);
-        int id = add_tensor(p, &t);
-        if (id < 0) return tensor_fail(p, id);
-        m->tensors[id].root = m->tensors[src].root;
-        p->vt[op->out] = id;
-        return 0;
-    }
+    if (op->kind == CD_OP_ALIAS) return plan_alias(p, op, in[0]);
     switch (op->kind) {
-    case CD_OP_CONV: {
-        d.op = CD_BOP_CONV2D;
-        d.u.conv = op->u.conv.d;
-        d.w = op->u.conv.w;
-        d.bias = op->u.conv.bias;
-        d.u.conv.n = 1;
-        const cd_plan_choice *pc = &p->ch[op - g->ops];
-        lpair cand[8];
-        int nc = 1;
-        cand[0] = (lpair){CD_LAYOUT_NCHW, CD_LAYOUT_NCHW};
-        if (pc->sparse) {
-            // The sparse kernels: NCHW in and out.
-            d.sparse = 1;
-            d.sparse_format = pc->format;
-        } else {
-            nc = conv_layouts(p, op, cur, cand);
-        }
-        int chosen = -1;
-        int rc = conv_prepare(p, op, in, cand, nc, &d, &pre, &chosen);
-        if (rc) return rc;
-        if (chosen < 0 && d.sparse) {
-            // No sparse kernel for it after all: dense, as it would have been.
-            d.sparse = 0;
-            p->ch[op - g->ops].sparse = 0;
-            nc = conv_layouts(p, op, cur, cand);
-            if ((rc = conv_prepare(p, op, in, cand, nc, &d, &pre, &chosen))) return rc;
-        }
-        if (chosen < 0) chosen = nc - 1; // emit reports the failure
-        int s0 = in_layout(p, in[0], cand[chosen].src);
-        if (s0 < 0) goto conv_fail;
-        in[0] = s0;
-        if (op->nin > 1) {
-            int s1 = in_layout(p, in[1], cand[chosen].dst);
-            if (s1 < 0) {
-                s0 = s1;
-                goto conv_fail;
-            }
-            in[1] = s1;
-        }
-        lay = cand[chosen].dst;
+    case CD_OP_CONV:
+        rc = plan_conv(p, op, in, &d, &pre, &lay);
         break;
-    conv_fail:
-        if (pre) cd_backend_op_state_free(m->be, pre);
-        return s0;
-    }
     case CD_OP_GEMM:
-        gemm_desc(op, &d);
-        if (p->ch[op - g->ops].sparse) {
-            cd_bop_desc t = d;
-            t.sparse = 1;
-            t.sparse_format = p->ch[op - g->ops].format;
-            t.max_batch = m->max_batch;
-            t.nsrc = 1;
-            t.src[0] = m->tensors[in[0]].t;
-            t.src[0].layout = CD_LAYOUT_NCHW;
-            t.dst = value_desc(ov, CD_LAYOUT_NCHW, ov->rank);
-            if (supports(p, &t)) {
-                d.sparse = 1;
-                d.sparse_format = t.sparse_format;
-            } else {
-                p->ch[op - g->ops].sparse = 0;
-            }
-        }
+        plan_gemm(p, op, in, &d);
         break;
     case CD_OP_SOFTMAX:
         d.op = CD_BOP_SOFTMAX;
@@ -453,48 +534,12 @@ static int plan_op(pctx *p, const cd_op *op) {
     case CD_OP_ACT:
     case CD_OP_BINARY:
     case CD_OP_CONCAT:
-        d.op = op->kind == CD_OP_POOL ? CD_BOP_POOL : op->kind == CD_OP_ACT ? CD_BOP_ACTIVATION
-             : op->kind == CD_OP_BINARY ? CD_BOP_BINARY : CD_BOP_CONCAT;
-        if (op->kind == CD_OP_POOL) d.u.pool = op->u.pool;
-        if (op->kind == CD_OP_ACT) d.u.act = op->u.act;
-        if (op->kind == CD_OP_BINARY) {
-            d.u.binary.kind = op->u.binary.kind;
-            d.u.binary.act = op->u.binary.act;
-        }
-        if (op->kind == CD_OP_CONCAT) d.u.axis = op->u.concat.axis;
-        // Stay in the input's layout when the backend can.
-        if (cur != CD_LAYOUT_NCHW) {
-            d.max_batch = m->max_batch;
-            d.nsrc = op->nin;
-            int blocked[CD_OP_MAX_IN] = {0};
-            for (int i = 0; i < op->nin; i++) {
-                d.src[i] = m->tensors[in[i]].t;
-                if (!d.src[i].is_const) d.src[i].layout = cur;
-                // A constant with a spatial extent (a border map) goes blocked too.
-                if (d.src[i].is_const && d.src[i].rank == 4 && d.src[i].shape[1] > 1 &&
-                    d.src[i].shape[2] * d.src[i].shape[3] > 1) {
-                    d.src[i].layout = cur;
-                    blocked[i] = 1;
-                }
-            }
-            d.dst = value_desc(ov, cur, ov->rank);
-            if (supports(p, &d) && !(op->kind == CD_OP_POOL && pool_is_reference(p, &d, &pre))) {
-                lay = cur;
-                for (int i = 0; i < op->nin; i++) {
-                    if (!blocked[i]) continue;
-                    int b = const_blocked(p, in[i], cur);
-                    if (b < 0) {
-                        if (pre) cd_backend_op_state_free(m->be, pre);
-                        return b;
-                    }
-                    in[i] = b;
-                }
-            }
-        }
+        rc = plan_follower(p, op, in, &d, &pre, &lay);
         break;
     case CD_OP_ALIAS:
         break;
     }
+    if (rc) return rc;
     if (op->kind != CD_OP_CONV)
         for (int i = 0; i < op->nin; i++) {
             int s = in_layout(p, in[i], lay);
@@ -504,7 +549,7 @@ static int plan_op(pctx *p, const cd_op *op) {
             }
             in[i] = s;
         }
-    cd_tdesc ot = value_desc(ov, lay, ov->rank);
+    cd_tdesc ot = cd_plan_value_desc(ov, lay, ov->rank);
     int out = add_tensor(p, &ot);
     if (out < 0) {
         if (pre) cd_backend_op_state_free(m->be, pre);
@@ -514,168 +559,8 @@ static int plan_op(pctx *p, const cd_op *op) {
     int li = emit(p, &d, pre, op->nin, in, out, op->name, op->label);
     if (li < 0) return li;
     p->vt[op->out] = out;
-    cd_layer *l = &m->layers[li];
-    if (op->kind == CD_OP_CONV || op->kind == CD_OP_GEMM) {
-        int64_t nz = 0, pix;
-        if (op->kind == CD_OP_CONV) {
-            const cd_conv_desc *c = &op->u.conv.d;
-            int64_t nw = (int64_t)c->k * (c->c / c->groups) * c->r * c->s;
-            for (int64_t i = 0; i < nw; i++) nz += op->u.conv.w[i] != 0.0f;
-            pix = (int64_t)c->oh * c->ow;
-            l->flops = 2 * nw * pix;
-        } else {
-            int64_t nw = (int64_t)op->u.gemm.n * op->u.gemm.k;
-            for (int64_t i = 0; i < nw; i++) nz += op->u.gemm.w[i] != 0.0f;
-            pix = op->u.gemm.rows;
-            l->flops = 2 * nw * pix;
-        }
-        describe_weighted(p, op, l, nz, pix);
-    }
+    if (op->kind == CD_OP_CONV || op->kind == CD_OP_GEMM) describe_flops(p, op, &m->layers[li]);
     return 0;
-}
-
-// ---- kernel choice (planner.h) for every live conv/FC, before the layouts ----------
-
-typedef struct {
-    const char *live;
-    int *prod;          // value -> live op writing it (-1 none)
-    double *eff_dense;  // per op: ms per image the decision uses (tuned, else predicted)
-    double *eff_sparse;
-    double *margin;
-} kctx;
-
-static int is_follower(const cd_op *op) {
-    return op->kind == CD_OP_POOL || op->kind == CD_OP_ACT || op->kind == CD_OP_BINARY || op->kind == CD_OP_CONCAT;
-}
-
-// 1 when value v will be in the blocked layout under the current choices (approximate:
-// what plan_op would choose).
-static int value_blocked(pctx *p, kctx *k, int v, int depth) {
-    int o = k->prod[v];
-    if (o < 0 || depth > 32 || p->blk == CD_LAYOUT_NCHW) return 0;
-    const cd_op *op = &p->g->ops[o];
-    if (op->kind == CD_OP_CONV) return !p->ch[o].sparse && !readers_want_nchw(p, v);
-    if (is_follower(op)) return value_blocked(p, k, op->in[0], depth + 1);
-    return 0;
-}
-
-// 1 when some reader of v (through layout-following ops) is a dense conv
-// that will want it blocked.
-static int readers_blocked(pctx *p, kctx *k, int v, int depth) {
-    const cd_graph *g = p->g;
-    if (depth > 8 || p->blk == CD_LAYOUT_NCHW) return 0;
-    for (int o = 0; o < g->nops; o++) {
-        const cd_op *op = &g->ops[o];
-        if (!k->live[o]) continue;
-        for (int i = 0; i < op->nin; i++) {
-            if (op->in[i] != v) continue;
-            if (op->kind == CD_OP_CONV && !p->ch[o].sparse && op->u.conv.d.c >= cd_layout_block(p->blk)) return 1;
-            if (is_follower(op) && readers_blocked(p, k, op->out, depth + 1)) return 1;
-        }
-    }
-    return 0;
-}
-
-static double value_bytes(const cd_graph *g, int v) { return (double)g->values[v].numel * 4.0; }
-
-// Fills p->ch for every live conv/FC op. Returns 0 or CD_ENOMEM.
-static int choose_kernels(pctx *p, const char *live) {
-    cd_model *m = p->m;
-    cd_graph *g = p->g;
-    cd_plan_mode mode = cd_planner_mode(&m->popts);
-    int is_cpu = !cd_backend_get_caps(m->be).device_memory; // the cost model is the host's
-    kctx k = {live, malloc(sizeof(int) * ((size_t)g->nvalues + 1)), calloc((size_t)g->nops + 1, sizeof(double)),
-              calloc((size_t)g->nops + 1, sizeof(double)), calloc((size_t)g->nops + 1, sizeof(double))};
-    int rc = 0;
-    if (!k.prod || !k.eff_dense || !k.eff_sparse || !k.margin) {
-        rc = CD_ENOMEM;
-        goto done;
-    }
-    for (int v = 0; v < g->nvalues; v++) k.prod[v] = -1;
-    for (int o = 0; o < g->nops; o++) {
-        cd_plan_choice *c = &p->ch[o];
-        memset(c, 0, sizeof *c);
-        c->pred_dense_ms = c->pred_sparse_ms = c->tuned_dense_ms = c->tuned_sparse_ms = -1;
-        if (live[o]) k.prod[g->ops[o].out] = o;
-    }
-    for (int o = 0; o < g->nops; o++) {
-        const cd_op *op = &g->ops[o];
-        cd_plan_choice *c = &p->ch[o];
-        if (!live[o] || (op->kind != CD_OP_CONV && op->kind != CD_OP_GEMM)) continue;
-        if (mode == CD_PLAN_SPARSE) {
-            // Every backend is asked (the HIP backend has sparse kernels for
-            // some geometries); supports_op = no falls back to dense below.
-            c->sparse = op->kind == CD_OP_CONV || op->u.gemm.rows == 1;
-            continue;
-        }
-        if (mode != CD_PLAN_AUTO || !is_cpu) continue;
-        cd_bop_desc d;
-        memset(&d, 0, sizeof d);
-        size_t total, nnz = 0;
-        if (op->kind == CD_OP_CONV) {
-            d.op = CD_BOP_CONV2D;
-            d.u.conv = op->u.conv.d;
-            d.u.conv.n = 1;
-            d.w = op->u.conv.w;
-            d.bias = op->u.conv.bias;
-            total = (size_t)d.u.conv.k * (d.u.conv.c / d.u.conv.groups) * d.u.conv.r * d.u.conv.s;
-            d.nsrc = op->nin;
-            d.src[0] = value_desc(&g->values[op->in[0]], CD_LAYOUT_NCHW, 4);
-            if (op->nin > 1) d.src[1] = value_desc(&g->values[op->in[1]], CD_LAYOUT_NCHW, 4);
-            d.dst = value_desc(&g->values[op->out], CD_LAYOUT_NCHW, 4);
-        } else {
-            gemm_desc(op, &d);
-            total = (size_t)d.u.gemm.n * d.u.gemm.k;
-            d.nsrc = 1;
-            d.src[0] = value_desc(&g->values[op->in[0]], CD_LAYOUT_NCHW, g->values[op->in[0]].rank);
-            d.dst = value_desc(&g->values[op->out], CD_LAYOUT_NCHW, g->values[op->out].rank);
-        }
-        d.max_batch = m->max_batch;
-        for (size_t i = 0; i < total; i++) nnz += d.w[i] != 0.0f;
-        const cd_sparse_analysis *a = op->analysis;
-        int best = a ? a->best_block : -1;
-        double f4 = a ? a->blocks[1].fill : -1, f8 = a ? a->blocks[2].fill : -1;
-        if (cd_planner_predict(m->be, &m->popts, &d, nnz, total, f4, f8, c)) continue; // dense
-        k.eff_dense[o] = c->pred_dense_ms;
-        k.eff_sparse[o] = c->pred_sparse_ms;
-        k.margin[o] = CD_PLANNER_MARGIN;
-        int candidate = (double)nnz <= CD_PLANNER_MAX_DENSITY * (double)total &&
-                        (op->kind == CD_OP_GEMM ? op->u.gemm.rows == 1
-                                                : !(d.u.conv.groups > 1 && d.u.conv.groups == d.u.conv.c));
-        if (m->popts.tune && candidate && !cd_planner_tune(m->be, &m->popts, &d, nnz, best, c)) {
-            k.eff_dense[o] = c->tuned_dense_ms / c->tune_batch;
-            k.eff_sparse[o] = c->tuned_sparse_ms / c->tune_batch;
-            k.margin[o] = 1.05;
-            c->sparse = k.eff_sparse[o] * k.margin[o] < k.eff_dense[o];
-        }
-    }
-    // The reorders a sparse choice implies (its input and residual when they
-    // come blocked, its output when a dense conv reads it): a sparse layer
-    // alone in a dense chain pays both, a run of sparse layers only at its ends.
-    if (mode == CD_PLAN_AUTO && is_cpu)
-        for (int it = 0, changed = 1; it < 3 && changed; it++) {
-            changed = 0;
-            for (int o = 0; o < g->nops; o++) {
-                const cd_op *op = &g->ops[o];
-                cd_plan_choice *c = &p->ch[o];
-                if (!live[o] || !c->sparse) continue;
-                double r = 0;
-                for (int i = 0; i < op->nin; i++)
-                    if (value_blocked(p, &k, op->in[i], 0)) r += cd_planner_reorder_ms(value_bytes(g, op->in[i]));
-                if (readers_blocked(p, &k, op->out, 0)) r += cd_planner_reorder_ms(value_bytes(g, op->out));
-                c->reorder_ms = r;
-                if ((k.eff_sparse[o] + r) * k.margin[o] >= k.eff_dense[o]) {
-                    c->sparse = 0;
-                    changed = 1;
-                }
-            }
-        }
-done:
-    free(k.prod);
-    free(k.eff_dense);
-    free(k.eff_sparse);
-    free(k.margin);
-    return rc;
 }
 
 // Copies the constant operands into one backend buffer.
@@ -713,6 +598,130 @@ static int place_consts(pctx *p) {
     return 0;
 }
 
+// The model inputs (tensor i = input i), then the constant operands of
+// the live binary ops, as tensors. Returns 0 or a negative code.
+static int plan_inputs(pctx *p, const char *live) {
+    cd_model *m = p->m;
+    cd_graph *g = p->g;
+    // Model inputs first (tensor i = input i), then constant operands.
+    for (int i = 0; i < g->ninputs; i++) {
+        const cd_value *v = &g->values[g->inputs[i]];
+        cd_tdesc t = cd_plan_value_desc(v, CD_LAYOUT_NCHW, v->rank);
+        int id = add_tensor(p, &t);
+        if (id < 0) {
+            return tensor_fail(p, id);
+        }
+        m->tensors[id].first = -1;
+        p->vt[g->inputs[i]] = id;
+    }
+    for (int k = 0; k < g->nops; k++) {
+        const cd_op *op = &g->ops[k];
+        if (!live[k] || op->kind != CD_OP_BINARY) continue;
+        for (int i = 0; i < 2; i++) {
+            const cd_value *v = &g->values[op->in[i]];
+            if (v->kind != CD_VAL_CONST_F32 || p->vt[op->in[i]] >= 0) continue;
+            cd_tdesc t = cd_plan_value_desc(v, CD_LAYOUT_NCHW, g->values[op->out].rank);
+            int id = add_tensor(p, &t);
+            if (id < 0) {
+                return tensor_fail(p, id);
+            }
+            m->tensors[id].cvalue = op->in[i];
+            p->vt[op->in[i]] = id;
+        }
+    }
+    return 0;
+}
+
+// The model's input and output descriptions (outputs reordered to NCHW
+// where needed). Returns 0 or a negative code.
+static int plan_io(pctx *p) {
+    cd_model *m = p->m;
+    cd_graph *g = p->g;
+    m->ninputs = g->ninputs;
+    m->noutputs = g->noutputs;
+    m->inputs = calloc((size_t)g->ninputs, sizeof *m->inputs);
+    m->outputs = calloc((size_t)g->noutputs, sizeof *m->outputs);
+    if (!m->inputs || !m->outputs) {
+        return cd_errf(CD_ENOMEM, p->err, p->errlen, "out of memory");
+    }
+    for (int i = 0; i < g->ninputs + g->noutputs; i++) {
+        int is_in = i < g->ninputs;
+        const cd_value *v = &g->values[is_in ? g->inputs[i] : g->outputs[i - g->ninputs]];
+        cd_io *io = is_in ? &m->inputs[i] : &m->outputs[i - g->ninputs];
+        int t = p->vt[v - g->values];
+        if (!is_in) {
+            t = in_layout(p, t, CD_LAYOUT_NCHW);
+            if (t < 0) {
+                return t;
+            }
+        }
+        io->tensor = t;
+        io->d.name = strdup(v->name);
+        if (!io->d.name) {
+            return cd_errf(CD_ENOMEM, p->err, p->errlen, "out of memory");
+        }
+        io->d.dtype = CD_DTYPE_F32;
+        io->d.rank = v->rank;
+        memcpy(io->d.shape, v->shape, sizeof io->d.shape);
+    }
+    return 0;
+}
+
+// Lifetimes (in layer steps) of the storage roots, then their places in
+// the arena. Returns 0 or a negative code.
+static int plan_arena(pctx *p) {
+    cd_model *m = p->m;
+    for (int li = 0; li < m->nlayers; li++) {
+        const cd_layer *l = &m->layers[li];
+        cd_ptensor *o = &m->tensors[m->tensors[l->out].root];
+        if (o->first == -2) o->first = li;
+        if (o->last < li) o->last = li;
+        for (int i = 0; i < l->nin; i++) {
+            cd_ptensor *s = &m->tensors[m->tensors[l->in[i]].root];
+            if (s->last < li) s->last = li;
+        }
+    }
+    for (int i = 0; i < m->noutputs; i++) m->tensors[m->tensors[m->outputs[i].tensor].root].last = m->nlayers;
+    for (int i = 0; i < m->ninputs; i++) {
+        cd_ptensor *s = &m->tensors[m->inputs[i].tensor];
+        if (s->last < 0) s->last = 0;
+    }
+    {
+        cd_arena_buf *bufs = calloc((size_t)m->ntensors + 1, sizeof *bufs);
+        if (!bufs) {
+            return cd_errf(CD_ENOMEM, p->err, p->errlen, "out of memory");
+        }
+        int nb = 0;
+        for (int i = 0; i < m->ntensors; i++) {
+            cd_ptensor *t = &m->tensors[i];
+            // Roots that nothing ever touches get no space.
+            if (t->root != i || t->t.is_const || t->first == -2) continue;
+            // Alias storage is sized by the largest view (equal bytes in NCHW).
+            size_t bytes;
+            if (cd_ck_mul_size(t->item_bytes, (size_t)m->max_batch, &bytes)) {
+                free(bufs);
+                return cd_errf(CD_ETOO_LARGE, p->err, p->errlen, "an activation of %zu bytes per item at batch %d does not fit in memory",
+                             t->item_bytes, m->max_batch);
+            }
+            bufs[nb] = (cd_arena_buf){bytes, t->first < 0 ? 0 : t->first, t->last, 0};
+            nb++;
+        }
+        m->arena_bytes = cd_arena_plan(bufs, nb, 64);
+        if (m->arena_bytes == SIZE_MAX) {
+            free(bufs);
+            return cd_errf(CD_ETOO_LARGE, p->err, p->errlen, "the activations at batch %d do not fit in memory", m->max_batch);
+        }
+        nb = 0;
+        for (int i = 0; i < m->ntensors; i++) {
+            cd_ptensor *t = &m->tensors[i];
+            if (t->root != i || t->t.is_const || t->first == -2) continue;
+            t->offset = bufs[nb++].offset;
+        }
+        free(bufs);
+    }
+    return 0;
+}
+
 int cd_plan_build(cd_model *m, cd_graph *g, char *err, size_t errlen) {
     pctx p = {m, g, NULL, NULL, NULL, err, errlen, cd_backend_blocked_layout(m->be)};
     int rc = 0;
@@ -732,35 +741,8 @@ int cd_plan_build(cd_model *m, cd_graph *g, char *err, size_t errlen) {
         live[k] = 1;
         for (int i = 0; i < op->nin; i++) need[op->in[i]] = 1;
     }
-    // Model inputs first (tensor i = input i), then constant operands.
-    for (int i = 0; i < g->ninputs; i++) {
-        const cd_value *v = &g->values[g->inputs[i]];
-        cd_tdesc t = value_desc(v, CD_LAYOUT_NCHW, v->rank);
-        int id = add_tensor(&p, &t);
-        if (id < 0) {
-            rc = tensor_fail(&p, id);
-            goto done;
-        }
-        m->tensors[id].first = -1;
-        p.vt[g->inputs[i]] = id;
-    }
-    for (int k = 0; k < g->nops; k++) {
-        const cd_op *op = &g->ops[k];
-        if (!live[k] || op->kind != CD_OP_BINARY) continue;
-        for (int i = 0; i < 2; i++) {
-            const cd_value *v = &g->values[op->in[i]];
-            if (v->kind != CD_VAL_CONST_F32 || p.vt[op->in[i]] >= 0) continue;
-            cd_tdesc t = value_desc(v, CD_LAYOUT_NCHW, g->values[op->out].rank);
-            int id = add_tensor(&p, &t);
-            if (id < 0) {
-                rc = tensor_fail(&p, id);
-                goto done;
-            }
-            m->tensors[id].cvalue = op->in[i];
-            p.vt[op->in[i]] = id;
-        }
-    }
-    if ((rc = choose_kernels(&p, live))) {
+    if ((rc = plan_inputs(&p, live))) goto done;
+    if ((rc = cd_plan_choose_kernels(&p, live))) {
         rc = cd_errf(rc, err, errlen, "out of memory");
         goto done;
     }
@@ -769,88 +751,9 @@ int cd_plan_build(cd_model *m, cd_graph *g, char *err, size_t errlen) {
         if (!live[k]) continue;
         if ((rc = plan_op(&p, &g->ops[k]))) goto done;
     }
-    m->ninputs = g->ninputs;
-    m->noutputs = g->noutputs;
-    m->inputs = calloc((size_t)g->ninputs, sizeof *m->inputs);
-    m->outputs = calloc((size_t)g->noutputs, sizeof *m->outputs);
-    if (!m->inputs || !m->outputs) {
-        rc = cd_errf(CD_ENOMEM, err, errlen, "out of memory");
-        goto done;
-    }
-    for (int i = 0; i < g->ninputs + g->noutputs; i++) {
-        int is_in = i < g->ninputs;
-        const cd_value *v = &g->values[is_in ? g->inputs[i] : g->outputs[i - g->ninputs]];
-        cd_io *io = is_in ? &m->inputs[i] : &m->outputs[i - g->ninputs];
-        int t = p.vt[v - g->values];
-        if (!is_in) {
-            t = in_layout(&p, t, CD_LAYOUT_NCHW);
-            if (t < 0) {
-                rc = t;
-                goto done;
-            }
-        }
-        io->tensor = t;
-        io->d.name = strdup(v->name);
-        if (!io->d.name) {
-            rc = cd_errf(CD_ENOMEM, err, errlen, "out of memory");
-            goto done;
-        }
-        io->d.dtype = CD_DTYPE_F32;
-        io->d.rank = v->rank;
-        memcpy(io->d.shape, v->shape, sizeof io->d.shape);
-    }
-    // 4. Lifetimes (in layer steps) of the storage roots, then the arena.
-    for (int li = 0; li < m->nlayers; li++) {
-        const cd_layer *l = &m->layers[li];
-        cd_ptensor *o = &m->tensors[m->tensors[l->out].root];
-        if (o->first == -2) o->first = li;
-        if (o->last < li) o->last = li;
-        for (int i = 0; i < l->nin; i++) {
-            cd_ptensor *s = &m->tensors[m->tensors[l->in[i]].root];
-            if (s->last < li) s->last = li;
-        }
-    }
-    for (int i = 0; i < m->noutputs; i++) m->tensors[m->tensors[m->outputs[i].tensor].root].last = m->nlayers;
-    for (int i = 0; i < m->ninputs; i++) {
-        cd_ptensor *s = &m->tensors[m->inputs[i].tensor];
-        if (s->last < 0) s->last = 0;
-    }
-    {
-        cd_arena_buf *bufs = calloc((size_t)m->ntensors + 1, sizeof *bufs);
-        if (!bufs) {
-            rc = cd_errf(CD_ENOMEM, err, errlen, "out of memory");
-            goto done;
-        }
-        int nb = 0;
-        for (int i = 0; i < m->ntensors; i++) {
-            cd_ptensor *t = &m->tensors[i];
-            // Roots that nothing ever touches get no space.
-            if (t->root != i || t->t.is_const || t->first == -2) continue;
-            // Alias storage is sized by the largest view (equal bytes in NCHW).
-            size_t bytes;
-            if (cd_ck_mul_size(t->item_bytes, (size_t)m->max_batch, &bytes)) {
-                free(bufs);
-                rc = cd_errf(CD_ETOO_LARGE, err, errlen, "an activation of %zu bytes per item at batch %d does not fit in memory",
-                             t->item_bytes, m->max_batch);
-                goto done;
-            }
-            bufs[nb] = (cd_arena_buf){bytes, t->first < 0 ? 0 : t->first, t->last, 0};
-            nb++;
-        }
-        m->arena_bytes = cd_arena_plan(bufs, nb, 64);
-        if (m->arena_bytes == SIZE_MAX) {
-            free(bufs);
-            rc = cd_errf(CD_ETOO_LARGE, err, errlen, "the activations at batch %d do not fit in memory", m->max_batch);
-            goto done;
-        }
-        nb = 0;
-        for (int i = 0; i < m->ntensors; i++) {
-            cd_ptensor *t = &m->tensors[i];
-            if (t->root != i || t->t.is_const || t->first == -2) continue;
-            t->offset = bufs[nb++].offset;
-        }
-        free(bufs);
-    }
+    if ((rc = plan_io(&p))) goto done;
+    // 4. Lifetimes and the arena.
+    if ((rc = plan_arena(&p))) goto done;
     if ((rc = place_consts(&p))) goto done;
 done:
     free(live);

@@ -12,6 +12,7 @@
 // the aligned-shift path made sparse 3x3 ~1.4x faster; v5/v3: vector plane
 // rows and per-thread band slots, stride-2 3x3 ~1.2x faster).
 
+#include "core/clock.h"
 #include "runtime/planner.h"
 
 #include "core/errors.h"
@@ -28,12 +29,6 @@
 #include <time.h>
 
 // ---- shared helpers ---------------------------------------------------------------
-
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
 
 static char g_cpu[128];
 static pthread_once_t g_cpu_once = PTHREAD_ONCE_INIT;
@@ -143,10 +138,10 @@ int cd_planner_time_op(cd_backend_t be, const cd_bop_desc *d, int batch, int rep
     }
     double best = 1e30;
     for (int r = 0; r <= reps && !rc; r++) {
-        double t0 = now_ms();
+        double t0 = cd_now_ms();
         rc = cd_backend_op_run(be, d->op, ctx, st, batch, srcs, &bt[d->nsrc]);
         if (!rc) rc = cd_backend_synchronize(be, ctx);
-        double t = now_ms() - t0;
+        double t = cd_now_ms() - t0;
         if (r > 0 && t < best) best = t; // run 0 is the warm-up
     }
     free(host);

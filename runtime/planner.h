@@ -1,7 +1,7 @@
 #ifndef CD_RUNTIME_PLANNER_H
 #define CD_RUNTIME_PLANNER_H
 
-// The per-layer kernel choice for conv and FC layers (issue 4, item 4):
+// The per-layer kernel choice for conv and FC layers:
 // dense (the backend's kernel, oneDNN on nChw16c on the CPU; after
 // compaction that is "compacted dense") or sparse (CSR / BSR kernels of
 // sparse/sparse-conv.h, NCHW). Internal to runtime/.

@@ -60,11 +60,7 @@ LAYERS = {
 # Includes allowed against LAYERS, each with its reason: only for files on
 # their way out. A row whose file no longer exists is an error, so the row
 # (and the forwarding header it names) goes with the file.
-EXCEPTIONS = {
-    ("kernels/cpu/dwconv-3x3.c", "proto/errors.h"): "dead code being removed; proto/errors.h forwards to core/",
-    ("kernels/cpu/dwconv-3x3.c", "sparse/spmm-ukernel.h"): "dead code being removed",
-    ("kernels/cpu/dnnl.h", "backends/cpu/dnnl.h"): "forwarding header for kernels/cpu/dwconv-3x3.c only",
-}
+EXCEPTIONS = {}
 
 SOURCES = re.compile(r"\.(c|h|cpp|hip|inc)$")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

@@ -11,6 +11,19 @@ static int shape_ok(const float *w, int k, int cpg, int r, int s, int groups) {
     return w && k > 0 && cpg > 0 && r > 0 && s > 0 && groups > 0 && k % groups == 0;
 }
 
+// 1 when input channel c of group g is read by no filter of the group: every
+// one of its r*s weights is zero in the group's kpg filters (cols weights
+// per filter, rs per channel).
+static int in_channel_zero(const float *w, size_t cols, int rs, int kpg, int g, int c) {
+    int zero = 1;
+    for (int o = g * kpg; o < (g + 1) * kpg && zero; o++) {
+        const float *t = w + (size_t)o * cols + (size_t)c * rs;
+        for (int j = 0; j < rs; j++)
+            if (t[j] != 0.0f) { zero = 0; break; }
+    }
+    return zero;
+}
+
 int cd_sparse_zero_masks(const float *w, int k, int cpg, int r, int s, int groups,
                          unsigned char *zero_out, unsigned char *zero_in) {
     if (!shape_ok(w, k, cpg, r, s, groups)) return CD_EPARAMS;
@@ -26,12 +39,7 @@ int cd_sparse_zero_masks(const float *w, int k, int cpg, int r, int s, int group
     if (zero_in)
         for (int g = 0; g < groups; g++)
             for (int c = 0; c < cpg; c++) {
-                int zero = 1;
-                for (int o = g * kpg; o < (g + 1) * kpg && zero; o++) {
-                    const float *t = w + (size_t)o * cols + (size_t)c * rs;
-                    for (int j = 0; j < rs; j++)
-                        if (t[j] != 0.0f) { zero = 0; break; }
-                }
+                int zero = in_channel_zero(w, cols, rs, kpg, g, c);
                 zero_in[g * cpg + c] = (unsigned char)zero;
             }
     return 0;
@@ -111,12 +119,7 @@ int cd_sparse_analyze(const float *w, int k, int cpg, int r, int s, int groups,
     }
     for (int g = 0; g < groups; g++)
         for (int c = 0; c < cpg; c++) {
-            int zero = 1;
-            for (int o = g * kpg; o < (g + 1) * kpg && zero; o++) {
-                const float *t = w + (size_t)o * cols + (size_t)c * rs;
-                for (int j = 0; j < rs; j++)
-                    if (t[j] != 0.0f) { zero = 0; break; }
-            }
+            int zero = in_channel_zero(w, cols, rs, kpg, g, c);
             a->zero_in_channels += zero;
         }
 

@@ -108,16 +108,7 @@ static inline AI void shift_tile_nv(const int NVMAX, const int S, const int SW, 
             shift_tile(NV_, S, SW, 0, last, nblk, in, w, off, snnz, res, res_stride, out, \
                        out_stride, clamp, vmin, vmax);                         \
     } while (0)
-    switch (nv) {
-    case 1: TILE_(1); break;
-    case 2: TILE_(2); break;
-    case 3: TILE_(3); break;
-    case 4: TILE_(4); break;
-    case 5: TILE_(5); break;
-    case 6: TILE_(6); break;
-    case 7: TILE_(7); break;
-    default: assert(nv == 8); TILE_(8); break;
-    }
+    CD_SHIFT_NV_SWITCH(nv, TILE_);
 #undef TILE_
 }
 

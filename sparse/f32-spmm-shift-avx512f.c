@@ -116,16 +116,7 @@ shift_run(const int NVMAX, const int S, const int SW, size_t mc, size_t nblk, co
             shift_tile(NV_, S, SW, 0, 0xffff, nblk, in + m, w, off, snnz, r,       \
                        res_stride, out + m, out_stride, clamp, vmin, vmax);    \
     } while (0)
-    switch (nv) {
-    case 1: SHIFT_TAIL_(1); break;
-    case 2: SHIFT_TAIL_(2); break;
-    case 3: SHIFT_TAIL_(3); break;
-    case 4: SHIFT_TAIL_(4); break;
-    case 5: SHIFT_TAIL_(5); break;
-    case 6: SHIFT_TAIL_(6); break;
-    case 7: SHIFT_TAIL_(7); break;
-    default: assert(nv == 8); SHIFT_TAIL_(8); break;
-    }
+    CD_SHIFT_NV_SWITCH(nv, SHIFT_TAIL_);
 #undef SHIFT_TAIL_
 }
 

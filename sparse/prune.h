@@ -1,8 +1,7 @@
 #ifndef CD_SPARSE_PRUNE_H
 #define CD_SPARSE_PRUNE_H
 
-// One-shot magnitude pruning of conv/FC weights (`convctl prune`, issue 4
-// item 5). Pure functions on float arrays and shapes: no ONNX here.
+// One-shot magnitude pruning of conv/FC weights (`convctl prune`). Pure functions on float arrays and shapes: no ONNX here.
 //
 // Layout. A layer's weight is k filters (output channels) of cols = cpg*ksize
 // floats each, in OIHW order: filter f is w[f*cols .. (f+1)*cols), its column

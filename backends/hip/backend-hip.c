@@ -4,7 +4,7 @@
 // HIP runtime and rocSPARSE inside the GPU=hip plugin. Only the choice of the
 // sparse route differs between them (see choose_sparse).
 //
-// Memory (issue 6 item 5):
+// Memory:
 //   - weights are uploaded once, at op init, into device buffers the op state
 //     owns (resident until the model is freed);
 //   - the activation arena is planned at load by the runtime and allocated

@@ -1,25 +1,19 @@
 // libconvd's asynchronous calls (convd_infer_async, futures, the in-flight
-// limit) against scripted servers: the echo server of
-// test-client-async-server.c (answers out of order, holds answers, cuts the
-// connection) and tests/client/fake-server.c (errors). No daemon needed.
+// limit) against the scripted server of tests/client/fake-server.c: its echo
+// modes (answers out of order, holds answers, cuts the connection) and its
+// error mode. No daemon needed.
 //
 // Every test counts completions per request: each must be exactly 1.
 
 #include "client/convd.h"
+#include "core/clock.h"
 #include "tests/client/fake-server.h"
-#include "tests/client/test-client-async-server.h"
 #include "tests/unit/check.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <time.h>
 #include <unistd.h>
-
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
 
 static void sleep_ms(int ms) {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
@@ -122,9 +116,9 @@ static int submit(convd_conn *c, batch *b, cb_arg *args, int i, int timeout_ms) 
 
 // Waits until n completions were counted (or timeout_ms passes).
 static int wait_completed(batch *b, int n, int timeout_ms) {
-    double end = now_ms() + timeout_ms;
+    double end = cd_now_ms() + timeout_ms;
     pthread_mutex_lock(&b->mu);
-    while (atomic_load(&b->completed) < n && now_ms() < end) {
+    while (atomic_load(&b->completed) < n && cd_now_ms() < end) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_nsec += 10 * 1000000L;
@@ -192,8 +186,8 @@ static void *submit_thread(void *arg) {
 // Runs n requests from nthreads threads on one connection and checks that
 // each completed exactly once with its own input echoed back.
 static void run_many(int n, int nthreads, int use_futures) {
-    async_server *srv = async_server_start(0);
-    convd_conn *c = connect_to(async_server_path(srv));
+    fake_server *srv = fake_start(FAKE_ECHO_REVERSED, 0);
+    convd_conn *c = connect_to(fake_path(srv));
     batch b;
     batch_init(&b, n);
     cb_arg *args = calloc((size_t)n, sizeof *args);
@@ -216,10 +210,10 @@ static void run_many(int n, int nthreads, int use_futures) {
                            r->echoed_ok, r->errmsg);
     }
     CHECK_EQ(convd_inflight(c), 0);
-    CHECK_EQ(async_server_requests(srv), n);
-    CHECK_EQ(async_server_answers(srv), n);
+    CHECK_EQ(fake_requests(srv), n);
+    CHECK_EQ(fake_answers(srv), n);
     convd_close(c);
-    async_server_stop(srv);
+    fake_stop(srv);
     free(th);
     free(st);
     free(args);
@@ -236,8 +230,8 @@ CD_TEST(client_async_futures_from_threads_complete_once) {
 
 CD_TEST(client_async_callbacks_and_futures_mixed_with_sync_calls) {
     // Sync calls on the same connection while async traffic flows.
-    async_server *srv = async_server_start(0);
-    convd_conn *c = connect_to(async_server_path(srv));
+    fake_server *srv = fake_start(FAKE_ECHO_REVERSED, 0);
+    convd_conn *c = connect_to(fake_path(srv));
     int n = 600;
     batch b;
     batch_init(&b, n);
@@ -261,7 +255,7 @@ CD_TEST(client_async_callbacks_and_futures_mixed_with_sync_calls) {
         CHECK_EQ(b.reqs[i].echoed_ok, 1);
     }
     convd_close(c);
-    async_server_stop(srv);
+    fake_stop(srv);
     free(args);
     batch_free(&b);
 }
@@ -270,8 +264,8 @@ CD_TEST(client_async_callbacks_and_futures_mixed_with_sync_calls) {
 
 CD_TEST(client_async_answers_out_of_order_reach_their_request) {
     // The server holds everything, then answers in reverse order.
-    async_server *srv = async_server_start(1);
-    convd_conn *c = connect_to(async_server_path(srv));
+    fake_server *srv = fake_start(FAKE_ECHO_HELD, 0);
+    convd_conn *c = connect_to(fake_path(srv));
     int n = cd_test_randi(50, 200);
     batch b;
     batch_init(&b, n);
@@ -282,13 +276,13 @@ CD_TEST(client_async_answers_out_of_order_reach_their_request) {
     for (int k = 0; k < 8; k++)
         CHECK_EQ(convd_infer_submit(c, "echo", 1, &name, &ft, 0, NULL, 20000, &f[k]), 0);
     for (int i = 0; i < n; i++) CHECK_EQ(submit(c, &b, args, i, 20000), 0);
-    CHECK_EQ(async_server_wait_requests(srv, n + 8, 5000), n + 8);
+    CHECK_EQ(fake_wait_requests(srv, n + 8, 5000), n + 8);
     sleep_ms(20);
     CHECK_EQ(atomic_load(&b.completed), 0);  // nothing answered yet
     CHECK_EQ(convd_future_done(f[0]), 0);
     CHECK_EQ(convd_future_wait(f[0], 0), CONVD_ETIMEOUT);  // 0: only checks
     CHECK_EQ(convd_inflight(c), n + 8);
-    async_server_release(srv);
+    fake_release(srv);
     CHECK_EQ(wait_completed(&b, n, 10000), n);
     for (int i = 0; i < n; i++) {
         CHECK_EQ(atomic_load(&b.reqs[i].completions), 1);
@@ -303,7 +297,7 @@ CD_TEST(client_async_answers_out_of_order_reach_their_request) {
         convd_future_free(f[k]);
     }
     convd_close(c);
-    async_server_stop(srv);
+    fake_stop(srv);
     free(args);
     batch_free(&b);
 }
@@ -311,14 +305,14 @@ CD_TEST(client_async_answers_out_of_order_reach_their_request) {
 // ---- timeouts ---------------------------------------------------------------
 
 CD_TEST(client_async_timeout_completes_once_late_answer_dropped) {
-    async_server *srv = async_server_start(1);
-    convd_conn *c = connect_to(async_server_path(srv));
+    fake_server *srv = fake_start(FAKE_ECHO_HELD, 0);
+    convd_conn *c = connect_to(fake_path(srv));
     int n = cd_test_randi(100, 300);
     int timeout = cd_test_randi(60, 150);
     batch b;
     batch_init(&b, n);
     cb_arg *args = calloc((size_t)n, sizeof *args);
-    double t0 = now_ms();
+    double t0 = cd_now_ms();
     for (int i = 0; i < n; i++) CHECK_EQ(submit(c, &b, args, i, timeout), 0);
     // A request without a local timeout is not expired with the others.
     convd_future *forever;
@@ -327,7 +321,7 @@ CD_TEST(client_async_timeout_completes_once_late_answer_dropped) {
     CHECK_EQ(convd_infer_submit(c, "echo", 1, &name, &t, 0, NULL, CONVD_TIMEOUT_NONE,
                                 &forever), 0);
     CHECK_EQ(wait_completed(&b, n, 10000), n);
-    double dt = now_ms() - t0;
+    double dt = cd_now_ms() - t0;
     CHECK(dt >= timeout - 5);
     CHECK(dt < timeout + 2000);
     for (int i = 0; i < n; i++) {
@@ -340,7 +334,7 @@ CD_TEST(client_async_timeout_completes_once_late_answer_dropped) {
     CHECK_EQ(convd_future_wait(forever, 50), CONVD_ETIMEOUT);
     CHECK_EQ(convd_inflight(c), 1);
     // The late answers arrive now: dropped, never a second completion.
-    async_server_release(srv);
+    fake_release(srv);
     CHECK_EQ(convd_future_wait(forever, 10000), 0);
     convd_outputs *outs;
     CHECK_EQ(convd_future_result(forever, &outs), 0);
@@ -355,7 +349,7 @@ CD_TEST(client_async_timeout_completes_once_late_answer_dropped) {
     CHECK_EQ(b.reqs[0].status, 0);
     CHECK_EQ(b.reqs[0].echoed_ok, 1);
     convd_close(c);
-    async_server_stop(srv);
+    fake_stop(srv);
     free(args);
     batch_free(&b);
 }
@@ -363,33 +357,33 @@ CD_TEST(client_async_timeout_completes_once_late_answer_dropped) {
 CD_TEST(client_async_earlier_deadline_wakes_the_reader) {
     // A long deadline first, then a short one: the short one must expire on
     // time, not when the long one does.
-    async_server *srv = async_server_start(1);
-    convd_conn *c = connect_to(async_server_path(srv));
+    fake_server *srv = fake_start(FAKE_ECHO_HELD, 0);
+    convd_conn *c = connect_to(fake_path(srv));
     batch b;
     batch_init(&b, 2);
     cb_arg args[2];
     CHECK_EQ(submit(c, &b, args, 0, 5000), 0);
     sleep_ms(30);  // the reader now sleeps until the 5 s deadline
-    double t0 = now_ms();
+    double t0 = cd_now_ms();
     CHECK_EQ(submit(c, &b, args, 1, 80), 0);
     CHECK_EQ(wait_completed(&b, 1, 3000), 1);
-    double dt = now_ms() - t0;
+    double dt = cd_now_ms() - t0;
     CHECK(dt >= 75 && dt < 1500);
     CHECK_EQ(b.reqs[1].status, CONVD_ETIMEOUT);
     CHECK_EQ(atomic_load(&b.reqs[0].completions), 0);
-    async_server_release(srv);
+    fake_release(srv);
     CHECK_EQ(wait_completed(&b, 2, 5000), 2);
     CHECK_EQ(b.reqs[0].status, 0);
     convd_close(c);
-    async_server_stop(srv);
+    fake_stop(srv);
     batch_free(&b);
 }
 
 // ---- connection loss --------------------------------------------------------
 
 CD_TEST(client_async_server_closes_mid_flight) {
-    async_server *srv = async_server_start(1);
-    convd_conn *c = connect_to(async_server_path(srv));
+    fake_server *srv = fake_start(FAKE_ECHO_HELD, 0);
+    convd_conn *c = connect_to(fake_path(srv));
     int n = cd_test_randi(100, 400), answered = cd_test_randi(1, 50);
     batch b;
     batch_init(&b, n);
@@ -399,9 +393,9 @@ CD_TEST(client_async_server_closes_mid_flight) {
     convd_tensor t = req_tensor(&b.reqs[0]);
     for (int i = 0; i < n; i++) CHECK_EQ(submit(c, &b, args, i, CONVD_TIMEOUT_NONE), 0);
     CHECK_EQ(convd_infer_submit(c, "echo", 1, &name, &t, 0, NULL, CONVD_TIMEOUT_NONE, &f), 0);
-    CHECK_EQ(async_server_wait_requests(srv, n + 1, 5000), n + 1);
+    CHECK_EQ(fake_wait_requests(srv, n + 1, 5000), n + 1);
     // The first `answered` get their answer, then the server hangs up.
-    async_server_answer_then_close(srv, answered);
+    fake_answer_then_close(srv, answered);
     CHECK_EQ(wait_completed(&b, n, 10000), n);
     for (int i = 0; i < n; i++) {
         req *r = &b.reqs[i];
@@ -428,14 +422,14 @@ CD_TEST(client_async_server_closes_mid_flight) {
     sleep_ms(20);
     CHECK_EQ(atomic_load(&b.completed), n);
     convd_close(c);
-    async_server_stop(srv);
+    fake_stop(srv);
     free(args);
     batch_free(&b);
 }
 
 CD_TEST(client_async_close_completes_everything_in_flight) {
-    async_server *srv = async_server_start(1);
-    convd_conn *c = connect_to(async_server_path(srv));
+    fake_server *srv = fake_start(FAKE_ECHO_HELD, 0);
+    convd_conn *c = connect_to(fake_path(srv));
     int n = cd_test_randi(50, 300);
     batch b;
     batch_init(&b, n);
@@ -448,7 +442,7 @@ CD_TEST(client_async_close_completes_everything_in_flight) {
     CHECK_EQ(convd_infer_submit(c, "echo", 1, &name, &t, 0, NULL, CONVD_TIMEOUT_NONE,
                                 &dropped), 0);
     convd_future_free(dropped);  // freed before completion: the completion frees it
-    CHECK_EQ(async_server_wait_requests(srv, n + 2, 5000), n + 2);
+    CHECK_EQ(fake_wait_requests(srv, n + 2, 5000), n + 2);
     convd_close(c);
     // Every completion was delivered before convd_close returned.
     CHECK_EQ(atomic_load(&b.completed), n);
@@ -460,7 +454,7 @@ CD_TEST(client_async_close_completes_everything_in_flight) {
     CHECK_EQ(convd_future_done(f), 1);
     CHECK_EQ(convd_future_result(f, NULL), CONVD_ECLOSED);
     convd_future_free(f);
-    async_server_stop(srv);
+    fake_stop(srv);
     free(args);
     batch_free(&b);
 }
@@ -514,8 +508,8 @@ CD_TEST(client_async_answer_without_outputs_is_protocol_error) {
 }
 
 CD_TEST(client_async_rejects_bad_arguments_without_completion) {
-    async_server *srv = async_server_start(0);
-    convd_conn *c = connect_to(async_server_path(srv));
+    fake_server *srv = fake_start(FAKE_ECHO_REVERSED, 0);
+    convd_conn *c = connect_to(fake_path(srv));
     batch b;
     batch_init(&b, 1);
     cb_arg a = {&b, 0};
@@ -542,18 +536,18 @@ CD_TEST(client_async_rejects_bad_arguments_without_completion) {
     CHECK_EQ(convd_set_inflight_limit(c, 4, 2), CONVD_EPARAMS);
     sleep_ms(20);
     CHECK_EQ(atomic_load(&b.completed), 0);
-    CHECK_EQ(async_server_requests(srv), 0);  // nothing was sent
+    CHECK_EQ(fake_requests(srv), 0);  // nothing was sent
     CHECK_EQ(convd_inflight(c), 0);
     convd_close(c);
-    async_server_stop(srv);
+    fake_stop(srv);
     batch_free(&b);
 }
 
 // ---- the in-flight limit ----------------------------------------------------
 
 CD_TEST(client_async_inflight_limit_fail_mode_overloaded) {
-    async_server *srv = async_server_start(1);
-    convd_conn *c = connect_to(async_server_path(srv));
+    fake_server *srv = fake_start(FAKE_ECHO_HELD, 0);
+    convd_conn *c = connect_to(fake_path(srv));
     int limit = cd_test_randi(2, 16);
     CHECK_EQ(convd_set_inflight_limit(c, limit, CONVD_INFLIGHT_FAIL), 0);
     batch b;
@@ -561,9 +555,9 @@ CD_TEST(client_async_inflight_limit_fail_mode_overloaded) {
     cb_arg *args = calloc((size_t)limit + 3, sizeof *args);
     for (int i = 0; i < limit; i++) CHECK_EQ(submit(c, &b, args, i, 10000), 0);
     CHECK_EQ(convd_inflight(c), limit);
-    double t0 = now_ms();
+    double t0 = cd_now_ms();
     CHECK_EQ(submit(c, &b, args, limit, 10000), CONVD_EOVERLOADED);
-    CHECK(now_ms() - t0 < 500);  // at once, not after the timeout
+    CHECK(cd_now_ms() - t0 < 500);  // at once, not after the timeout
     CHECK(strstr(convd_errmsg(NULL), "in flight") != NULL);
     convd_future *f = (convd_future *)1;
     const char *name = "x";
@@ -572,8 +566,8 @@ CD_TEST(client_async_inflight_limit_fail_mode_overloaded) {
     CHECK(f == NULL);
     // Synchronous calls are not limited.
     convd_outputs *outs;
-    CHECK_EQ(async_server_wait_requests(srv, limit, 5000), limit);
-    async_server_release(srv);
+    CHECK_EQ(fake_wait_requests(srv, limit, 5000), limit);
+    fake_release(srv);
     CHECK_EQ(wait_completed(&b, limit, 5000), limit);
     CHECK_EQ(convd_infer(c, "echo", 1, &name, &t, 0, NULL, &outs, 5000), 0);
     convd_outputs_free(outs);
@@ -584,7 +578,7 @@ CD_TEST(client_async_inflight_limit_fail_mode_overloaded) {
     CHECK_EQ(atomic_load(&b.reqs[limit].completions), 0);  // the refused one
     CHECK_EQ(b.reqs[limit + 1].echoed_ok, 1);
     convd_close(c);
-    async_server_stop(srv);
+    fake_stop(srv);
     free(args);
     batch_free(&b);
 }
@@ -592,13 +586,13 @@ CD_TEST(client_async_inflight_limit_fail_mode_overloaded) {
 // Releases the server after a delay (from another thread).
 static void *release_later(void *arg) {
     sleep_ms(150);
-    async_server_release(arg);
+    fake_release(arg);
     return NULL;
 }
 
 CD_TEST(client_async_inflight_limit_blocks_until_a_slot_frees) {
-    async_server *srv = async_server_start(1);
-    convd_conn *c = connect_to(async_server_path(srv));
+    fake_server *srv = fake_start(FAKE_ECHO_HELD, 0);
+    convd_conn *c = connect_to(fake_path(srv));
     CHECK_EQ(convd_set_inflight_limit(c, 2, 0), 0);
     batch b;
     batch_init(&b, 6);
@@ -606,17 +600,17 @@ CD_TEST(client_async_inflight_limit_blocks_until_a_slot_frees) {
     CHECK_EQ(submit(c, &b, args, 0, 10000), 0);
     CHECK_EQ(submit(c, &b, args, 1, 10000), 0);
     // Full: a short timeout expires while waiting for a slot (no completion).
-    double t0 = now_ms();
+    double t0 = cd_now_ms();
     CHECK_EQ(submit(c, &b, args, 2, 60), CONVD_ETIMEOUT);
-    double dt = now_ms() - t0;
+    double dt = cd_now_ms() - t0;
     CHECK(dt >= 55 && dt < 1000);
     CHECK(strstr(convd_errmsg(NULL), "slot") != NULL);
     // A longer one waits until the server answers.
     pthread_t th;
     CHECK_EQ(pthread_create(&th, NULL, release_later, srv), 0);
-    t0 = now_ms();
+    t0 = cd_now_ms();
     CHECK_EQ(submit(c, &b, args, 3, 10000), 0);
-    CHECK(now_ms() - t0 >= 100);
+    CHECK(cd_now_ms() - t0 >= 100);
     CHECK(convd_inflight(c) <= 2);
     CHECK_EQ(submit(c, &b, args, 4, 10000), 0);
     CHECK_EQ(submit(c, &b, args, 5, 10000), 0);
@@ -626,7 +620,7 @@ CD_TEST(client_async_inflight_limit_blocks_until_a_slot_frees) {
     for (int i = 0; i < 6; i++)
         if (i != 2) CHECK_EQ(b.reqs[i].echoed_ok, 1);
     convd_close(c);
-    async_server_stop(srv);
+    fake_stop(srv);
     batch_free(&b);
 }
 
@@ -680,8 +674,8 @@ static void on_done_probe(void *user, int status, convd_outputs *outs, const cha
 }
 
 CD_TEST(client_async_callback_can_resubmit_not_block) {
-    async_server *srv = async_server_start(0);
-    convd_conn *c = connect_to(async_server_path(srv));
+    fake_server *srv = fake_start(FAKE_ECHO_REVERSED, 0);
+    convd_conn *c = connect_to(fake_path(srv));
     CHECK_EQ(convd_set_inflight_limit(c, 3, 0), 0);  // blocking mode
     int n = 100;
     batch b;
@@ -713,7 +707,7 @@ CD_TEST(client_async_callback_can_resubmit_not_block) {
     CHECK_EQ(convd_infer(c, "echo", 1, &name, &t, 0, NULL, &outs, 5000), 0);
     convd_outputs_free(outs);
     convd_close(c);
-    async_server_stop(srv);
+    fake_stop(srv);
     free(args);
     batch_free(&b);
 }
@@ -729,8 +723,8 @@ static void on_done_wait_held(void *user, int status, convd_outputs *outs, const
 }
 
 CD_TEST(client_async_callback_wait_on_own_connection_is_ebusy) {
-    async_server *srv = async_server_start(1);
-    convd_conn *c = connect_to(async_server_path(srv));
+    fake_server *srv = fake_start(FAKE_ECHO_HELD, 0);
+    convd_conn *c = connect_to(fake_path(srv));
     float x[3] = {1, 2, 3};
     const char *name = "x";
     convd_tensor t = {.dtype = CONVD_DTYPE_F32, .rank = 1, .shape = {3}, .data = x,
@@ -742,10 +736,10 @@ CD_TEST(client_async_callback_wait_on_own_connection_is_ebusy) {
     for (int i = 0; i < 2000 && atomic_load(&g_held_wait) == 1; i++) sleep_ms(1);
     CHECK_EQ(atomic_load(&g_held_wait), CONVD_EBUSY);
     CHECK_EQ(convd_future_done(g_held), 0);
-    async_server_release(srv);
+    fake_release(srv);
     CHECK_EQ(convd_future_wait(g_held, 5000), 0);
     CHECK_EQ(convd_future_result(g_held, NULL), 0);
     convd_future_free(g_held);
     convd_close(c);
-    async_server_stop(srv);
+    fake_stop(srv);
 }

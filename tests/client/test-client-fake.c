@@ -2,17 +2,12 @@
 // server closing, garbage, error objects, big requests (no daemon needed).
 
 #include "client/convd.h"
+#include "core/clock.h"
 #include "tests/client/fake-server.h"
 #include "tests/unit/check.h"
 
 #include <msgpack.h>
 #include <time.h>
-
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
 
 // The "msgid" the fake server echoes in its answer to a call.
 static long long answered_msgid(const void *res, size_t len) {
@@ -37,9 +32,9 @@ CD_TEST(client_timeout_then_late_answer_discarded) {
     CHECK_EQ(convd_connect(fake_path(s), NULL, &c), 0);
     void *res;
     size_t len;
-    double t0 = now_ms();
+    double t0 = cd_now_ms();
     CHECK_EQ(convd_call(c, "hello", NULL, 0, &res, &len, 100), CONVD_ETIMEOUT);
-    double dt = now_ms() - t0;
+    double dt = cd_now_ms() - t0;
     CHECK(dt >= 95 && dt < 100 + delay);
     CHECK(strstr(convd_errmsg(c), "within 100 ms") != NULL);
     CHECK(res == NULL);
@@ -79,9 +74,9 @@ CD_TEST(client_server_closes_mid_call) {
     CHECK_EQ(convd_hello(c, &h), CONVD_ECLOSED);
     CHECK(strstr(convd_errmsg(c), "closed") != NULL);
     // Later calls fail at once with the same status.
-    double t0 = now_ms();
+    double t0 = cd_now_ms();
     CHECK_EQ(convd_hello(c, &h), CONVD_ECLOSED);
-    CHECK(now_ms() - t0 < 1000);
+    CHECK(cd_now_ms() - t0 < 1000);
     convd_close(c);
     fake_stop(s);
 }
@@ -138,9 +133,9 @@ CD_TEST(client_send_timeout_breaks_connection) {
                       .data = x, .nbytes = n * sizeof *x};
     const char *name = "x";
     convd_outputs *out;
-    double t0 = now_ms();
+    double t0 = cd_now_ms();
     CHECK_EQ(convd_infer(c, "m", 1, &name, &t, 0, NULL, &out, 200), CONVD_ETIMEOUT);
-    CHECK(now_ms() - t0 < 2000);
+    CHECK(cd_now_ms() - t0 < 2000);
     CHECK(strstr(convd_errmsg(c), "sending") != NULL);
     convd_health_info h;
     CHECK_EQ(convd_health(c, &h), CONVD_ECLOSED);

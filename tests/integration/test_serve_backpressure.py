@@ -1,4 +1,4 @@
-"""Backpressure and deadlines (issue 5, item 2): a full model queue answers
+"""Backpressure and deadlines: a full model queue answers
 E_OVERLOADED at once (no hang); timeout_ms gives E_TIMEOUT to requests that
 could not start in time; a client that disconnects has its queued requests
 dropped before compute (stats: cancelled/dropped) and the daemon carries on;

@@ -1,4 +1,4 @@
-"""Dynamic batching (issue 5, item 1): requests of one model, of different
+"""Dynamic batching: requests of one model, of different
 batch sizes, are combined into one model run and split back; the results
 equal onnxruntime's and the daemon's own unbatched ones; the batch-size
 histogram in `stats` shows batches > 1 and never over max_batch; per-model

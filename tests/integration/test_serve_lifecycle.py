@@ -1,4 +1,4 @@
-"""Lifecycle under traffic (issue 5, item 3): `load` of an existing name
+"""Lifecycle under traffic: `load` of an existing name
 swaps atomically while clients keep sending (nothing lost, every answer from
 the old or the new model); `unload` under traffic (in-flight finish, later
 requests E_NOT_FOUND); SIGTERM under load answers every accepted request and

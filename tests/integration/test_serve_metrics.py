@@ -1,4 +1,4 @@
-"""Metrics (issue 5, item 4): the `metrics` method's Prometheus text parses
+"""Metrics: the `metrics` method's Prometheus text parses
 (a small parser of the exposition format below) and its counters match what
 the test sent; histograms are cumulative with +Inf == _count; --metrics-file
 is written periodically and atomically; `convctl metrics`, `convctl stats`

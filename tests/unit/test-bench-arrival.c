@@ -3,13 +3,9 @@
 // mean 1/rate (mean, coefficient of variation, Kolmogorov-Smirnov) and
 // Poisson counts (variance = mean).
 
+#include "core/stats-util.h"
 #include "tests/unit/check.h"
 #include "tools/convbench/arrival.h"
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 static double rand_rate(void) { return exp(cd_test_randf(log(5.0f), log(200000.0f))); }
 
@@ -78,7 +74,7 @@ CD_TEST(bench_arrival_poisson_gaps_exponential_ks) {
     double rate = exp(cd_test_randf(log(5.0f), log(20000.0f)));
     int n = 100000;
     double *g = poisson_gaps(rate, n, cd_test_rand());
-    qsort(g, (size_t)n, sizeof *g, cmp_double);
+    qsort(g, (size_t)n, sizeof *g, cd_cmp_double);
     double d = 0;
     for (int i = 0; i < n; i++) {
         double f = 1 - exp(-rate * g[i]);

@@ -1,7 +1,7 @@
-// daemon/histogram: bucketing, quantiles within the documented relative error
+// core/histogram (the daemon's metrics histogram): bucketing, quantiles within the documented relative error
 // (1/64) against exact sorted quantiles on fresh random data, merging, the
 // Prometheus cumulative count, and lock-free recording from several threads.
-#include "daemon/histogram.h"
+#include "core/histogram.h"
 #include "tests/unit/check.h"
 
 #include <pthread.h>

@@ -2,6 +2,8 @@
 
 #include "tools/convbench/hist.h"
 
+#include "core/histogram.h"
+
 #include <string.h>
 
 void cd_hist_init(cd_hist *h) {
@@ -10,24 +12,15 @@ void cd_hist_init(cd_hist *h) {
 }
 
 size_t cd_hist_index(uint64_t v) {
-    if (v < CD_HIST_SUB) return (size_t)v;
-    int e = 63 - __builtin_clzll(v);  // 2^e <= v < 2^(e+1), e >= SUB_BITS
-    int shift = e - CD_HIST_SUB_BITS;
-    size_t sub = (size_t)(v >> shift) - CD_HIST_SUB;  // 0..SUB-1
-    return CD_HIST_SUB + (size_t)shift * CD_HIST_SUB + sub;
+    return cd_log_bucket_index(v, CD_HIST_SUB_BITS);
 }
 
 uint64_t cd_hist_low(size_t idx) {
-    if (idx < CD_HIST_SUB) return idx;
-    size_t shift = (idx - CD_HIST_SUB) / CD_HIST_SUB;
-    uint64_t sub = (idx - CD_HIST_SUB) % CD_HIST_SUB + CD_HIST_SUB;
-    return sub << shift;
+    return cd_log_bucket_lo(idx, CD_HIST_SUB_BITS);
 }
 
 uint64_t cd_hist_high(size_t idx) {
-    if (idx < CD_HIST_SUB) return idx;
-    size_t shift = (idx - CD_HIST_SUB) / CD_HIST_SUB;
-    return cd_hist_low(idx) + (((uint64_t)1 << shift) - 1);
+    return cd_log_bucket_lo(idx, CD_HIST_SUB_BITS) + (cd_log_bucket_width(idx, CD_HIST_SUB_BITS) - 1);
 }
 
 void cd_hist_record(cd_hist *h, uint64_t v) {

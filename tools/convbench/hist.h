@@ -4,7 +4,7 @@
 // A log-bucketed latency histogram in the style of HdrHistogram: fixed
 // memory, O(1) record, percentiles with a bounded relative error.
 //
-// Layout. Values below 2^CD_HIST_SUB_BITS (128) have a bucket each (exact).
+// Layout (the bucketing of core/histogram.h with sub_bits 7). Values below 2^CD_HIST_SUB_BITS (128) have a bucket each (exact).
 // Above, each power-of-two range [2^e, 2^(e+1)) is split into 2^SUB_BITS
 // equal sub-buckets, so a bucket's width is at most 1/128 of its lower
 // bound: a value reported as its bucket's midpoint is within 0.4% of the

@@ -523,6 +523,48 @@ void bench_result_free(bench_result *res) {
     res->nrows = 0;
 }
 
+// The main thread's loop: one tick (progress line, per-second figures) per
+// second until every request has completed, or the drain after the end
+// times out (then b->res->stop_reason says so).
+static void run_ticks(bench *b, cd_hist **spare, int show, int tty) {
+    uint64_t sent_prev = 0;
+    int64_t next_tick = b->t0 + 1000000000;
+    int64_t drain_deadline = INT64_MAX;
+    for (;;) {
+        pthread_mutex_lock(&b->mu);
+        while (!(atomic_load(&b->stop) && atomic_load(&b->outstanding) == 0) &&
+               mono_ns() < next_tick && mono_ns() < b->end_at) {
+            int64_t until = next_tick < b->end_at ? next_tick : b->end_at;
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            int64_t wait = until - mono_ns();
+            if (wait > 50000000) wait = 50000000;  // re-check the end every 50 ms
+            if (wait < 0) wait = 0;
+            ts.tv_nsec += (long)wait;
+            ts.tv_sec += ts.tv_nsec / 1000000000;
+            ts.tv_nsec %= 1000000000;
+            pthread_cond_timedwait(&b->cond, &b->mu, &ts);
+        }
+        pthread_mutex_unlock(&b->mu);
+        int64_t now = mono_ns();
+        if (now >= b->end_at && !atomic_load(&b->stop)) atomic_store(&b->stop, 1);
+        int over = atomic_load(&b->stop) && atomic_load(&b->outstanding) == 0;
+        if (now >= next_tick || over) {
+            tick(b, spare, &sent_prev, show, tty, over);
+            next_tick += 1000000000;
+        }
+        if (over) break;
+        if (atomic_load(&b->stop) && drain_deadline == INT64_MAX)
+            drain_deadline = now + (int64_t)b->cfg->timeout_ms * 1000000 + 2000000000;
+        if (now >= drain_deadline) {
+            snprintf(b->res->stop_reason, sizeof b->res->stop_reason,
+                     "%lld requests still unanswered %d ms after the end",
+                     (long long)atomic_load(&b->outstanding), b->cfg->timeout_ms + 2000);
+            break;
+        }
+    }
+}
+
 int bench_run(const bench_cfg *cfg, bench_result *res) {
     memset(res, 0, sizeof *res);
     cd_hist_init(&res->lat);
@@ -588,42 +630,7 @@ int bench_run(const bench_cfg *cfg, bench_result *res) {
     }
 
     // The main thread: one tick per second until everything has completed.
-    uint64_t sent_prev = 0;
-    int64_t next_tick = b.t0 + 1000000000;
-    int64_t drain_deadline = INT64_MAX;
-    for (;;) {
-        pthread_mutex_lock(&b.mu);
-        while (!(atomic_load(&b.stop) && atomic_load(&b.outstanding) == 0) &&
-               mono_ns() < next_tick && mono_ns() < b.end_at) {
-            int64_t until = next_tick < b.end_at ? next_tick : b.end_at;
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            int64_t wait = until - mono_ns();
-            if (wait > 50000000) wait = 50000000;  // re-check the end every 50 ms
-            if (wait < 0) wait = 0;
-            ts.tv_nsec += (long)wait;
-            ts.tv_sec += ts.tv_nsec / 1000000000;
-            ts.tv_nsec %= 1000000000;
-            pthread_cond_timedwait(&b.cond, &b.mu, &ts);
-        }
-        pthread_mutex_unlock(&b.mu);
-        int64_t now = mono_ns();
-        if (now >= b.end_at && !atomic_load(&b.stop)) atomic_store(&b.stop, 1);
-        int over = atomic_load(&b.stop) && atomic_load(&b.outstanding) == 0;
-        if (now >= next_tick || over) {
-            tick(&b, &spare, &sent_prev, show, tty, over);
-            next_tick += 1000000000;
-        }
-        if (over) break;
-        if (atomic_load(&b.stop) && drain_deadline == INT64_MAX)
-            drain_deadline = now + (int64_t)cfg->timeout_ms * 1000000 + 2000000000;
-        if (now >= drain_deadline) {
-            snprintf(res->stop_reason, sizeof res->stop_reason,
-                     "%lld requests still unanswered %d ms after the end",
-                     (long long)atomic_load(&b.outstanding), cfg->timeout_ms + 2000);
-            break;
-        }
-    }
+    run_ticks(&b, &spare, show, tty);
     if (show && tty) fprintf(stderr, "\n");
     if (issuer_started) pthread_join(issuer, NULL);
     // Closing completes whatever is still in flight (E_CLOSED).

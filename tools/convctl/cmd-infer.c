@@ -110,6 +110,72 @@ static int assign_names(file_arg *args, int n, const convd_tensor_info *ti, size
     return 0;
 }
 
+// --json: {"outputs": {name: {dtype, shape, min, max, mean, file?}}}.
+// Returns the exit status.
+static int print_outputs_json(const convd_outputs *res, const file_arg *out, int nout) {
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 1);
+    msgpack_pack_str_with_body(&pk, "outputs", 7);
+    msgpack_pack_map(&pk, res->count);
+    for (size_t i = 0; i < res->count; i++) {
+        const convd_tensor *t = &res->tensors[i];
+        const char *file = NULL;
+        for (int j = 0; j < nout; j++)
+            if (strcmp(out[j].name, res->names[i]) == 0) file = out[j].file;
+        double mn, mx, mean;
+        summarize(t, &mn, &mx, &mean);
+        msgpack_pack_str_with_body(&pk, res->names[i], strlen(res->names[i]));
+        msgpack_pack_map(&pk, file ? 6 : 5);
+        msgpack_pack_str_with_body(&pk, "dtype", 5);
+        const char *dn = convd_dtype_name(t->dtype);
+        msgpack_pack_str_with_body(&pk, dn, strlen(dn));
+        msgpack_pack_str_with_body(&pk, "shape", 5);
+        msgpack_pack_array(&pk, (size_t)t->rank);
+        for (int d = 0; d < t->rank; d++) msgpack_pack_int64(&pk, t->shape[d]);
+        msgpack_pack_str_with_body(&pk, "min", 3);
+        msgpack_pack_double(&pk, mn);
+        msgpack_pack_str_with_body(&pk, "max", 3);
+        msgpack_pack_double(&pk, mx);
+        msgpack_pack_str_with_body(&pk, "mean", 4);
+        msgpack_pack_double(&pk, mean);
+        if (file) {
+            msgpack_pack_str_with_body(&pk, "file", 4);
+            msgpack_pack_str_with_body(&pk, file, strlen(file));
+        }
+    }
+    int ret = ctl_print_json(sb.data, sb.size);
+    msgpack_sbuffer_destroy(&sb);
+    return ret;
+}
+
+// One table row per output: dtype, shape, min/max/mean and the file written.
+static int print_outputs_table(const convd_outputs *res, const file_arg *out, int nout) {
+    static const char *heads[] = {"OUTPUT", "DTYPE", "SHAPE", "MIN", "MAX", "MEAN", "FILE"};
+    static const bool num[] = {0, 0, 0, 1, 1, 1, 0};
+    ctl_table t;
+    ctl_table_init(&t, 7, heads, num);
+    for (size_t i = 0; i < res->count; i++) {
+        const convd_tensor *o = &res->tensors[i];
+        const char *file = "";
+        for (int j = 0; j < nout; j++)
+            if (strcmp(out[j].name, res->names[i]) == 0) file = out[j].file;
+        double mn, mx, mean;
+        summarize(o, &mn, &mx, &mean);
+        char sh[160], a[32], b[32], c[32];
+        ctl_fmt_shape(sh, sizeof sh, o->rank, o->shape);
+        snprintf(a, sizeof a, "%.6g", mn);
+        snprintf(b, sizeof b, "%.6g", mx);
+        snprintf(c, sizeof c, "%.6g", mean);
+        ctl_table_add(&t, res->names[i], convd_dtype_name(o->dtype), sh, a, b, c, file);
+    }
+    ctl_table_print(&t, 0);
+    ctl_table_free(&t);
+    return CTL_EXIT_OK;
+}
+
 int ctl_cmd_infer(ctl_ctx *ctx, int argc, char **argv) {
     const char *model = NULL;
     file_arg in[MAX_FILES], out[MAX_FILES];
@@ -212,66 +278,7 @@ int ctl_cmd_infer(ctl_ctx *ctx, int argc, char **argv) {
         }
     }
 
-    if (ctx->json) {
-        // {"outputs": {name: {dtype, shape, min, max, mean, file?}}}
-        msgpack_sbuffer sb;
-        msgpack_sbuffer_init(&sb);
-        msgpack_packer pk;
-        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-        msgpack_pack_map(&pk, 1);
-        msgpack_pack_str_with_body(&pk, "outputs", 7);
-        msgpack_pack_map(&pk, res->count);
-        for (size_t i = 0; i < res->count; i++) {
-            const convd_tensor *t = &res->tensors[i];
-            const char *file = NULL;
-            for (int j = 0; j < nout; j++)
-                if (strcmp(out[j].name, res->names[i]) == 0) file = out[j].file;
-            double mn, mx, mean;
-            summarize(t, &mn, &mx, &mean);
-            msgpack_pack_str_with_body(&pk, res->names[i], strlen(res->names[i]));
-            msgpack_pack_map(&pk, file ? 6 : 5);
-            msgpack_pack_str_with_body(&pk, "dtype", 5);
-            const char *dn = convd_dtype_name(t->dtype);
-            msgpack_pack_str_with_body(&pk, dn, strlen(dn));
-            msgpack_pack_str_with_body(&pk, "shape", 5);
-            msgpack_pack_array(&pk, (size_t)t->rank);
-            for (int d = 0; d < t->rank; d++) msgpack_pack_int64(&pk, t->shape[d]);
-            msgpack_pack_str_with_body(&pk, "min", 3);
-            msgpack_pack_double(&pk, mn);
-            msgpack_pack_str_with_body(&pk, "max", 3);
-            msgpack_pack_double(&pk, mx);
-            msgpack_pack_str_with_body(&pk, "mean", 4);
-            msgpack_pack_double(&pk, mean);
-            if (file) {
-                msgpack_pack_str_with_body(&pk, "file", 4);
-                msgpack_pack_str_with_body(&pk, file, strlen(file));
-            }
-        }
-        ret = ctl_print_json(sb.data, sb.size);
-        msgpack_sbuffer_destroy(&sb);
-    } else {
-        static const char *heads[] = {"OUTPUT", "DTYPE", "SHAPE", "MIN", "MAX", "MEAN", "FILE"};
-        static const bool num[] = {0, 0, 0, 1, 1, 1, 0};
-        ctl_table t;
-        ctl_table_init(&t, 7, heads, num);
-        for (size_t i = 0; i < res->count; i++) {
-            const convd_tensor *o = &res->tensors[i];
-            const char *file = "";
-            for (int j = 0; j < nout; j++)
-                if (strcmp(out[j].name, res->names[i]) == 0) file = out[j].file;
-            double mn, mx, mean;
-            summarize(o, &mn, &mx, &mean);
-            char sh[160], a[32], b[32], c[32];
-            ctl_fmt_shape(sh, sizeof sh, o->rank, o->shape);
-            snprintf(a, sizeof a, "%.6g", mn);
-            snprintf(b, sizeof b, "%.6g", mx);
-            snprintf(c, sizeof c, "%.6g", mean);
-            ctl_table_add(&t, res->names[i], convd_dtype_name(o->dtype), sh, a, b, c, file);
-        }
-        ctl_table_print(&t, 0);
-        ctl_table_free(&t);
-        ret = CTL_EXIT_OK;
-    }
+    ret = ctx->json ? print_outputs_json(res, out, nout) : print_outputs_table(res, out, nout);
 done:
     for (int i = 0; i < nread && i < nin; i++) cd_npy_free(&npy[i]);
     convd_outputs_free(res);

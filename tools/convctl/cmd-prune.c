@@ -444,6 +444,128 @@ static const char *opt_value(int argc, char **argv, int *i, const char *opt, int
     return argv[++*i];
 }
 
+// Decodes the weights of every layer with a usable shape (skipped layers
+// too: their sparsity is reported), in (k, cpg) order. Returns CTL_EXIT_OK,
+// or an exit status after printing the error (also when no layer is left
+// to prune).
+static int decode_weights(ctl_onnx_model *model, layer_list *L, const run_info *ri) {
+    int rc, st;
+    char err[512];
+    // Decode the weights (skipped layers too: their sparsity is reported).
+    int nsel = 0;
+    for (int i = 0; i < L->n; i++) {
+        layer *y = &L->v[i];
+        if (!y->shape.k) continue; // no usable shape (reason set)
+        if (y->primary != i) {
+            // Shared tensor: report the primary's numbers (filled below).
+            continue;
+        }
+        if (!y->t->has_data_type || y->t->data_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT) continue;
+        size_t n;
+        if ((st = ctl_onnx_read_f32(model, y->t, &y->w, &n, err, sizeof err))) {
+            rc = ctl_fail_msg("%s: %s: %s", cd_err_name(st), ri->in, err);
+            return rc;
+        }
+        if (n != cd_prune_numel(&y->shape)) {
+            rc = ctl_fail_msg("E_MODEL: %s: weight '%s' holds %zu values, its shape %zu", ri->in, y->weight, n,
+                              cd_prune_numel(&y->shape));
+            return rc;
+        }
+        if (y->transposed && transpose(&y->w, (size_t)y->shape.cpg, (size_t)y->shape.k)) {
+            rc = ctl_fail_msg("E_NOMEM: out of memory");
+            return rc;
+        }
+        y->params = n;
+        y->zeros_before = count_zeros(y->w, n);
+        nsel += !y->skip[0];
+    }
+    if (nsel == 0) {
+        rc = ctl_fail_msg("E_PARAMS: no prunable layer left in %s (%d found, all skipped: see --skip and "
+                          "the depthwise rule)", ri->in, L->n);
+        return rc;
+    }
+
+    return CTL_EXIT_OK;
+}
+
+// Prunes the selected layers together (or one by one with --per-layer),
+// counts what changed and writes the weights back into the model. Returns
+// CTL_EXIT_OK, or an exit status after printing the error.
+static int prune_layers(layer_list *L, const run_info *ri) {
+    int rc, st;
+    int nsel = 0;
+    for (int i = 0; i < L->n; i++) nsel += L->v[i].w && !L->v[i].skip[0];
+    // Prune.
+    cd_prune_layer *sel = malloc((size_t)nsel * sizeof *sel);
+    if (!sel) {
+        rc = ctl_fail_msg("E_NOMEM: out of memory");
+        return rc;
+    }
+    nsel = 0;
+    for (int i = 0; i < L->n; i++)
+        if (L->v[i].w && !L->v[i].skip[0]) sel[nsel++] = (cd_prune_layer){L->v[i].w, L->v[i].shape};
+    st = cd_prune_run(sel, nsel, &ri->mode, ri->sparsity, !ri->per_layer);
+    free(sel);
+    if (st) {
+        rc = ctl_fail_msg("%s: pruning failed", cd_err_name(st));
+        return rc;
+    }
+    for (int i = 0; i < L->n; i++) {
+        layer *y = &L->v[i];
+        if (!y->w) continue;
+        y->zeros_after = count_zeros(y->w, y->params);
+        cd_prune_count(y->w, &y->shape, &ri->mode, &y->stat);
+        if (!y->skip[0] && y->zeros_after == y->params && y->zeros_before < y->params && ri->sparsity < 1.0)
+            fprintf(stderr, "convctl prune: warning: every weight of %s is zero now\n", y->node);
+        if (y->skip[0]) continue;
+        // Back to the file's layout and into the model.
+        if (y->transposed && transpose(&y->w, (size_t)y->shape.k, (size_t)y->shape.cpg)) {
+            rc = ctl_fail_msg("E_NOMEM: out of memory");
+            return rc;
+        }
+        if (ctl_onnx_write_f32(y->t, y->w, y->params)) {
+            rc = ctl_fail_msg("E_NOMEM: out of memory");
+            return rc;
+        }
+    }
+    for (int i = 0; i < L->n; i++) { // shared weights: the primary's numbers
+        layer *y = &L->v[i];
+        if (y->primary == i) continue;
+        const layer *p = &L->v[y->primary];
+        y->params = p->params, y->zeros_before = p->zeros_before, y->zeros_after = p->zeros_after;
+        y->stat = p->stat;
+    }
+    return CTL_EXIT_OK;
+}
+
+// --mode and --sparsity into ri (N:M modes fix the sparsity). Returns
+// CTL_EXIT_OK, or the usage exit status after printing the error.
+static int parse_mode(const char *prog, run_info *ri, const char *mode_s, const char *sparsity_s) {
+    int rc;
+    char err[512];
+    if (cd_prune_parse_mode(mode_s, &ri->mode, err, sizeof err)) {
+        rc = ctl_usage_error(prog, "--mode: %s", err);
+        return rc;
+    }
+    if (sparsity_s && cd_prune_parse_sparsity(sparsity_s, &ri->sparsity, err, sizeof err)) {
+        rc = ctl_usage_error(prog, "--sparsity: %s", err);
+        return rc;
+    }
+    if (ri->mode.kind == CD_PRUNE_NM) {
+        const double fixed = 1.0 - (double)ri->mode.n / ri->mode.m;
+        if (sparsity_s && fabs(ri->sparsity - fixed) > 5e-5) {
+            rc = ctl_usage_error(prog, "--sparsity %s contradicts --mode %s, which prunes %.2f%% (leave "
+                                 "--sparsity out)", sparsity_s, mode_s, 100.0 * fixed);
+            return rc;
+        }
+        ri->sparsity = fixed;
+    } else if (!sparsity_s) {
+        rc = ctl_usage_error(prog, "--sparsity S is required (0..1 or 0..100%%)");
+        return rc;
+    }
+    return CTL_EXIT_OK;
+}
+
 int ctl_cmd_prune(ctl_ctx *ctx, int argc, char **argv) {
     const char *pos[2] = {NULL, NULL}, *mode_s = "unstructured", *sparsity_s = NULL;
     int npos = 0, per_layer = 0, include_dw = 0, ntok = 0;
@@ -510,26 +632,7 @@ int ctl_cmd_prune(ctl_ctx *ctx, int argc, char **argv) {
     }
     run_info ri = {pos[0], pos[1], {0}, 0, per_layer};
     char err[512];
-    if (cd_prune_parse_mode(mode_s, &ri.mode, err, sizeof err)) {
-        rc = ctl_usage_error(argv[0], "--mode: %s", err);
-        goto out_args;
-    }
-    if (sparsity_s && cd_prune_parse_sparsity(sparsity_s, &ri.sparsity, err, sizeof err)) {
-        rc = ctl_usage_error(argv[0], "--sparsity: %s", err);
-        goto out_args;
-    }
-    if (ri.mode.kind == CD_PRUNE_NM) {
-        const double fixed = 1.0 - (double)ri.mode.n / ri.mode.m;
-        if (sparsity_s && fabs(ri.sparsity - fixed) > 5e-5) {
-            rc = ctl_usage_error(argv[0], "--sparsity %s contradicts --mode %s, which prunes %.2f%% (leave "
-                                 "--sparsity out)", sparsity_s, mode_s, 100.0 * fixed);
-            goto out_args;
-        }
-        ri.sparsity = fixed;
-    } else if (!sparsity_s) {
-        rc = ctl_usage_error(argv[0], "--sparsity S is required (0..1 or 0..100%%)");
-        goto out_args;
-    }
+    if ((rc = parse_mode(argv[0], &ri, mode_s, sparsity_s))) goto out_args;
 
     // The model and its layers.
     ctl_onnx_model model;
@@ -556,80 +659,8 @@ int ctl_cmd_prune(ctl_ctx *ctx, int argc, char **argv) {
                                                                : "depthwise (channel mode)");
             set_skip(&L.v[L.v[i].primary], "depthwise");
         }
-    // Decode the weights (skipped layers too: their sparsity is reported).
-    int nsel = 0;
-    for (int i = 0; i < L.n; i++) {
-        layer *y = &L.v[i];
-        if (!y->shape.k) continue; // no usable shape (reason set)
-        if (y->primary != i) {
-            // Shared tensor: report the primary's numbers (filled below).
-            continue;
-        }
-        if (!y->t->has_data_type || y->t->data_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT) continue;
-        size_t n;
-        if ((st = ctl_onnx_read_f32(&model, y->t, &y->w, &n, err, sizeof err))) {
-            rc = ctl_fail_msg("%s: %s: %s", cd_err_name(st), ri.in, err);
-            goto out_model;
-        }
-        if (n != cd_prune_numel(&y->shape)) {
-            rc = ctl_fail_msg("E_MODEL: %s: weight '%s' holds %zu values, its shape %zu", ri.in, y->weight, n,
-                              cd_prune_numel(&y->shape));
-            goto out_model;
-        }
-        if (y->transposed && transpose(&y->w, (size_t)y->shape.cpg, (size_t)y->shape.k)) {
-            rc = ctl_fail_msg("E_NOMEM: out of memory");
-            goto out_model;
-        }
-        y->params = n;
-        y->zeros_before = count_zeros(y->w, n);
-        nsel += !y->skip[0];
-    }
-    if (nsel == 0) {
-        rc = ctl_fail_msg("E_PARAMS: no prunable layer left in %s (%d found, all skipped: see --skip and "
-                          "the depthwise rule)", ri.in, L.n);
-        goto out_model;
-    }
-
-    // Prune.
-    cd_prune_layer *sel = malloc((size_t)nsel * sizeof *sel);
-    if (!sel) {
-        rc = ctl_fail_msg("E_NOMEM: out of memory");
-        goto out_model;
-    }
-    nsel = 0;
-    for (int i = 0; i < L.n; i++)
-        if (L.v[i].w && !L.v[i].skip[0]) sel[nsel++] = (cd_prune_layer){L.v[i].w, L.v[i].shape};
-    st = cd_prune_run(sel, nsel, &ri.mode, ri.sparsity, !per_layer);
-    free(sel);
-    if (st) {
-        rc = ctl_fail_msg("%s: pruning failed", cd_err_name(st));
-        goto out_model;
-    }
-    for (int i = 0; i < L.n; i++) {
-        layer *y = &L.v[i];
-        if (!y->w) continue;
-        y->zeros_after = count_zeros(y->w, y->params);
-        cd_prune_count(y->w, &y->shape, &ri.mode, &y->stat);
-        if (!y->skip[0] && y->zeros_after == y->params && y->zeros_before < y->params && ri.sparsity < 1.0)
-            fprintf(stderr, "convctl prune: warning: every weight of %s is zero now\n", y->node);
-        if (y->skip[0]) continue;
-        // Back to the file's layout and into the model.
-        if (y->transposed && transpose(&y->w, (size_t)y->shape.k, (size_t)y->shape.cpg)) {
-            rc = ctl_fail_msg("E_NOMEM: out of memory");
-            goto out_model;
-        }
-        if (ctl_onnx_write_f32(y->t, y->w, y->params)) {
-            rc = ctl_fail_msg("E_NOMEM: out of memory");
-            goto out_model;
-        }
-    }
-    for (int i = 0; i < L.n; i++) { // shared weights: the primary's numbers
-        layer *y = &L.v[i];
-        if (y->primary == i) continue;
-        const layer *p = &L.v[y->primary];
-        y->params = p->params, y->zeros_before = p->zeros_before, y->zeros_after = p->zeros_after;
-        y->stat = p->stat;
-    }
+    if ((rc = decode_weights(&model, &L, &ri))) goto out_model;
+    if ((rc = prune_layers(&L, &ri))) goto out_model;
     warn_external(&model, ri.out);
     if ((st = ctl_onnx_save(&model, ri.out, err, sizeof err))) {
         rc = ctl_fail_msg("%s: %s", cd_err_name(st), err);

@@ -9,7 +9,9 @@
 // Exit status: 0 success, 1 any runtime error (message on stderr naming the
 // error code), 2 bad usage.
 
+#include "core/clock.h"
 #include "core/errors.h"
+#include "core/stats-util.h"
 #include "runtime/runtime.h"
 #include "tools/common/npy.h"
 
@@ -56,17 +58,6 @@ static float rnd(void) {
     return (float)((g_rng >> 40) / (double)(1ull << 24)) * 2.0f - 1.0f;
 }
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static void json_str(FILE *f, const char *s) {
     fputc('"', f);
     for (; s && *s; s++) {
@@ -97,10 +88,37 @@ static void safe_name(const char *in, char *out, size_t n) {
     if (!j) snprintf(out, n, "output");
 }
 
-int main(int argc, char **argv) {
-    const char *model_path = NULL, *out_path = NULL, *out_dir = NULL, *device = NULL;
-    const char *in_spec[MAX_INPUTS];
-    int nin_spec = 0, batch = 0, max_batch = 0, threads = 0, bench = 0, warmup = 3, info = 0, json = 0;
+// What the command line asks for.
+typedef struct {
+    const char *model_path, *out_path, *out_dir, *device;
+    const char *in_spec[MAX_INPUTS]; // the --input values, in order
+    int nin_spec;
+    int batch, max_batch, threads, bench, warmup, info, json;
+} run_opts;
+
+// Everything main allocates, freed in one place.
+typedef struct {
+    cd_npy npys[MAX_INPUTS];        // the given inputs, one per --input
+    const char *npy_names[MAX_INPUTS]; // their NAME= parts (NULL when unnamed)
+    cd_model *m;
+    cd_exec *ex;
+    float *in_bufs[MAX_INPUTS];     // random inputs for model inputs not given
+    float *out_bufs[MAX_INPUTS];    // one per model output
+    const void *ins[MAX_INPUTS];    // what each model input reads
+    void *outs[MAX_INPUTS];         // where each model output goes
+    double *times;                  // --bench run times
+    char written[MAX_INPUTS][1024]; // file written per output ("" when none)
+} run_state;
+
+// --bench results (all 0 without --bench), and the first run and load times.
+typedef struct {
+    double load_ms, first_ms, med, p90, mn, mean;
+} run_times;
+
+// Parses argv into o. Returns -1 to go on, else the exit status (0 for
+// --help, 2 for bad usage).
+static int parse_args(int argc, char **argv, run_opts *o) {
+    o->warmup = 3;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -128,131 +146,110 @@ int main(int argc, char **argv) {
             return 0;
         } else if (strcmp(a, "--input") == 0) {
             NEED_VAL();
-            if (nin_spec == MAX_INPUTS) {
+            if (o->nin_spec == MAX_INPUTS) {
                 fprintf(stderr, "convd-run: too many --input\n");
                 return 2;
             }
-            in_spec[nin_spec++] = val;
+            o->in_spec[o->nin_spec++] = val;
         } else if (strcmp(a, "--output") == 0) {
             NEED_VAL();
-            out_path = val;
+            o->out_path = val;
         } else if (strcmp(a, "--output-dir") == 0) {
             NEED_VAL();
-            out_dir = val;
+            o->out_dir = val;
         } else if (strcmp(a, "--device") == 0) {
             NEED_VAL();
-            device = val;
+            o->device = val;
         } else if (strcmp(a, "--batch") == 0) {
-            INT_VAL(batch, 1, 4096);
+            INT_VAL(o->batch, 1, 4096);
         } else if (strcmp(a, "--max-batch") == 0) {
-            INT_VAL(max_batch, 1, 4096);
+            INT_VAL(o->max_batch, 1, 4096);
         } else if (strcmp(a, "--threads") == 0) {
-            INT_VAL(threads, 0, 1024);
+            INT_VAL(o->threads, 0, 1024);
         } else if (strcmp(a, "--bench") == 0) {
-            INT_VAL(bench, 1, 1000000);
+            INT_VAL(o->bench, 1, 1000000);
         } else if (strcmp(a, "--warmup") == 0) {
-            INT_VAL(warmup, 0, 1000000);
+            INT_VAL(o->warmup, 0, 1000000);
         } else if (strcmp(a, "--seed") == 0) {
             int s;
             INT_VAL(s, 0, 2147483647);
             g_rng = (uint64_t)s * 2654435761u + 1;
         } else if (strcmp(a, "--info") == 0) {
-            info = 1;
+            o->info = 1;
         } else if (strcmp(a, "--json") == 0) {
-            json = 1;
+            o->json = 1;
         } else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "convd-run: unknown option %s\n", a);
             usage(stderr);
             return 2;
-        } else if (!model_path) {
-            model_path = a;
+        } else if (!o->model_path) {
+            o->model_path = a;
         } else {
             fprintf(stderr, "convd-run: unexpected argument %s\n", a);
             return 2;
         }
+#undef INT_VAL
+#undef NEED_VAL
     }
-    if (!model_path) {
+    if (!o->model_path) {
         usage(stderr);
         return 2;
     }
-    if (out_path && out_dir) {
+    if (o->out_path && o->out_dir) {
         fprintf(stderr, "convd-run: --output and --output-dir are exclusive\n");
         return 2;
     }
+    return -1;
+}
 
-    char err[1024] = "";
-    int rc;
-    // Read the given inputs first: their dim 0 sets the batch.
-    cd_npy npys[MAX_INPUTS];
-    const char *npy_names[MAX_INPUTS];
-    memset(npys, 0, sizeof npys);
-    int status = 1;
-    cd_model *m = NULL;
-    cd_exec *ex = NULL;
-    float *in_bufs[MAX_INPUTS] = {0}, *out_bufs[MAX_INPUTS] = {0};
-    double *times = NULL;
-    for (int i = 0; i < nin_spec; i++) {
-        const char *eq = strchr(in_spec[i], '=');
-        const char *path = eq ? eq + 1 : in_spec[i];
-        npy_names[i] = NULL;
+// Reads the --input files (float32, shape [batch, ...]); the first one's
+// dim 0 sets o->batch when --batch is not given. Returns 0, or 1 after
+// printing the error.
+static int read_inputs(run_opts *o, run_state *st, char *err, size_t errlen) {
+    for (int i = 0; i < o->nin_spec; i++) {
+        const char *eq = strchr(o->in_spec[i], '=');
+        const char *path = eq ? eq + 1 : o->in_spec[i];
+        st->npy_names[i] = NULL;
         if (eq) {
-            char *nm = strndup(in_spec[i], (size_t)(eq - in_spec[i]));
-            npy_names[i] = nm;
+            char *nm = strndup(o->in_spec[i], (size_t)(eq - o->in_spec[i]));
+            st->npy_names[i] = nm;
         }
-        rc = cd_npy_read(path, &npys[i], err, sizeof err);
-        if (rc) {
-            die(rc, err);
-            goto out;
+        int rc = cd_npy_read(path, &st->npys[i], err, errlen);
+        if (rc)
+            return die(rc, err);
+        if (st->npys[i].dtype != CD_DTYPE_F32) {
+            snprintf(err, errlen, "%s: dtype %s, float32 needed", path, cd_npy_itemsize(st->npys[i].dtype) == 8 ? "f64/i64" : "other");
+            return die(CD_EDTYPE, err);
         }
-        if (npys[i].dtype != CD_DTYPE_F32) {
-            snprintf(err, sizeof err, "%s: dtype %s, float32 needed", path, cd_npy_itemsize(npys[i].dtype) == 8 ? "f64/i64" : "other");
-            die(CD_EDTYPE, err);
-            goto out;
+        if (st->npys[i].rank < 1 || st->npys[i].shape[0] < 1) {
+            snprintf(err, errlen, "%s: needs shape [batch, ...]", path);
+            return die(CD_ESHAPE, err);
         }
-        if (npys[i].rank < 1 || npys[i].shape[0] < 1) {
-            snprintf(err, sizeof err, "%s: needs shape [batch, ...]", path);
-            die(CD_ESHAPE, err);
-            goto out;
-        }
-        if (!batch) batch = (int)npys[i].shape[0];
+        if (!o->batch) o->batch = (int)st->npys[i].shape[0];
     }
-    if (!batch) batch = 1;
-    if (!max_batch) max_batch = batch;
-    if (batch > max_batch) {
-        fprintf(stderr, "convd-run: --batch %d above --max-batch %d\n", batch, max_batch);
-        status = 2;
-        goto out;
-    }
-    rc = cd_runtime_init(threads);
-    if (rc) {
-        die(rc, "runtime initialisation failed");
-        goto out;
-    }
-    cd_model_opts opts = {.max_batch = max_batch, .threads = threads, .device = device};
-    double t0 = now_ms();
-    rc = cd_model_load(model_path, &opts, &m, err, sizeof err);
-    double load_ms = now_ms() - t0;
-    if (rc) {
-        die(rc, err);
-        goto out;
-    }
+    return 0;
+}
+
+// Points every model input at its given tensor (by name, or in order when
+// unnamed) or at random values, and allocates the outputs. Returns 0, or 1
+// after printing the error.
+static int bind_tensors(const run_opts *o, run_state *st, char *err, size_t errlen) {
+    cd_model *m = st->m;
+    const int batch = o->batch;
     const int ni = cd_model_num_inputs(m), no = cd_model_num_outputs(m);
-    // Match given inputs to model inputs (by name, or in order when unnamed).
-    const void *ins[MAX_INPUTS];
-    void *outs[MAX_INPUTS];
     int used[MAX_INPUTS] = {0};
     for (int i = 0; i < ni; i++) {
         const cd_io_desc *d = cd_model_input(m, i);
         int64_t item = 1;
         for (int k = 1; k < d->rank; k++) item *= d->shape[k];
         int src = -1;
-        for (int j = 0; j < nin_spec && src < 0; j++)
-            if (!used[j] && npy_names[j] && strcmp(npy_names[j], d->name) == 0) src = j;
-        for (int j = 0; j < nin_spec && src < 0; j++)
-            if (!used[j] && !npy_names[j]) src = j;
+        for (int j = 0; j < o->nin_spec && src < 0; j++)
+            if (!used[j] && st->npy_names[j] && strcmp(st->npy_names[j], d->name) == 0) src = j;
+        for (int j = 0; j < o->nin_spec && src < 0; j++)
+            if (!used[j] && !st->npy_names[j]) src = j;
         if (src >= 0) {
             used[src] = 1;
-            const cd_npy *n = &npys[src];
+            const cd_npy *n = &st->npys[src];
             int ok = n->rank == d->rank && n->shape[0] == batch;
             for (int k = 1; ok && k < d->rank; k++) ok = n->shape[k] == d->shape[k];
             if (!ok) {
@@ -265,218 +262,270 @@ int main(int argc, char **argv) {
                 print_shape(g, n->rank, n->shape, 0);
                 fclose(w);
                 fclose(g);
-                snprintf(err, sizeof err, "input '%s': shape %s, the model needs %s", d->name, got, want);
-                die(CD_ESHAPE, err);
-                goto out;
+                snprintf(err, errlen, "input '%s': shape %s, the model needs %s", d->name, got, want);
+                return die(CD_ESHAPE, err);
             }
-            ins[i] = n->data;
+            st->ins[i] = n->data;
         } else {
-            in_bufs[i] = malloc((size_t)(item * batch) * sizeof(float));
-            if (!in_bufs[i]) {
-                die(CD_ENOMEM, "out of memory");
-                goto out;
-            }
-            for (int64_t e = 0; e < item * batch; e++) in_bufs[i][e] = rnd();
-            ins[i] = in_bufs[i];
+            st->in_bufs[i] = malloc((size_t)(item * batch) * sizeof(float));
+            if (!st->in_bufs[i])
+                return die(CD_ENOMEM, "out of memory");
+            for (int64_t e = 0; e < item * batch; e++) st->in_bufs[i][e] = rnd();
+            st->ins[i] = st->in_bufs[i];
         }
     }
-    for (int j = 0; j < nin_spec; j++)
+    for (int j = 0; j < o->nin_spec; j++)
         if (!used[j]) {
-            snprintf(err, sizeof err, "--input %s matches no model input", in_spec[j]);
-            die(CD_EPARAMS, err);
-            goto out;
+            snprintf(err, errlen, "--input %s matches no model input", o->in_spec[j]);
+            return die(CD_EPARAMS, err);
         }
     for (int i = 0; i < no; i++) {
         const cd_io_desc *d = cd_model_output(m, i);
         int64_t item = 1;
         for (int k = 1; k < d->rank; k++) item *= d->shape[k];
-        out_bufs[i] = malloc((size_t)(item * batch) * sizeof(float) + 1);
-        if (!out_bufs[i]) {
-            die(CD_ENOMEM, "out of memory");
-            goto out;
+        st->out_bufs[i] = malloc((size_t)(item * batch) * sizeof(float) + 1);
+        if (!st->out_bufs[i])
+            return die(CD_ENOMEM, "out of memory");
+        st->outs[i] = st->out_bufs[i];
+    }
+    if (o->out_path && no != 1) {
+        snprintf(err, errlen, "--output needs a single-output model (this one has %d); use --output-dir", no);
+        return die(CD_EPARAMS, err);
+    }
+    return 0;
+}
+
+// --bench: o->warmup runs, then o->bench timed ones. Returns 0, or 1 after
+// printing the error.
+static int run_bench(const run_opts *o, run_state *st, run_times *t, char *err, size_t errlen) {
+    const int batch = o->batch, bench = o->bench;
+    int rc;
+    for (int w = 0; w < o->warmup; w++)
+        if ((rc = cd_model_run(st->ex, batch, st->ins, st->outs, err, errlen)))
+            return die(rc, err);
+    st->times = malloc((size_t)bench * sizeof *st->times);
+    if (!st->times)
+        return die(CD_ENOMEM, "out of memory");
+    double *times = st->times;
+    for (int r = 0; r < bench; r++) {
+        double s = cd_now_ms();
+        if ((rc = cd_model_run(st->ex, batch, st->ins, st->outs, err, errlen)))
+            return die(rc, err);
+        times[r] = cd_now_ms() - s;
+        t->mean += times[r];
+    }
+    t->mean /= bench;
+    qsort(times, (size_t)bench, sizeof *times, cd_cmp_double);
+    t->med = times[bench / 2];
+    if (bench % 2 == 0) t->med = 0.5 * (times[bench / 2 - 1] + times[bench / 2]);
+    t->p90 = times[(int)ceil(0.9 * bench) - 1];
+    t->mn = times[0];
+    return 0;
+}
+
+// Writes the outputs as .npy (--output or --output-dir) and records the
+// file names in st->written. Returns 0, or 1 after printing the error.
+static int write_outputs(const run_opts *o, run_state *st, char *err, size_t errlen) {
+    cd_model *m = st->m;
+    if (o->out_dir) mkdir(o->out_dir, 0777);
+    for (int i = 0; i < cd_model_num_outputs(m); i++) {
+        st->written[i][0] = '\0';
+        const cd_io_desc *d = cd_model_output(m, i);
+        int64_t shape[CD_MAX_RANK];
+        memcpy(shape, d->shape, sizeof shape);
+        shape[0] = o->batch;
+        if (o->out_path) {
+            snprintf(st->written[i], sizeof st->written[i], "%s", o->out_path);
+        } else if (o->out_dir) {
+            char nm[256];
+            safe_name(d->name, nm, sizeof nm);
+            snprintf(st->written[i], sizeof st->written[i], "%s/%s.npy", o->out_dir, nm);
+        } else {
+            continue;
         }
-        outs[i] = out_bufs[i];
+        int rc = cd_npy_write(st->written[i], CD_DTYPE_F32, d->rank, shape, st->outs[i], err, errlen);
+        if (rc)
+            return die(rc, err);
     }
-    if (out_path && no != 1) {
-        snprintf(err, sizeof err, "--output needs a single-output model (this one has %d); use --output-dir", no);
-        die(CD_EPARAMS, err);
-        goto out;
+    return 0;
+}
+
+// --json --info: the planned layers as a JSON array member.
+static void print_json_layers(FILE *f, cd_model *m) {
+    fprintf(f, ", \"layers\": [");
+    for (int i = 0; i < cd_model_num_layers(m); i++) {
+        cd_layer_info li;
+        cd_model_layer(m, i, &li);
+        fprintf(f, "%s{\"name\": ", i ? ", " : "");
+        json_str(f, li.name);
+        fprintf(f, ", \"op\": ");
+        json_str(f, li.op);
+        fprintf(f, ", \"kernel\": ");
+        json_str(f, li.kernel);
+        fprintf(f, ", \"layout\": ");
+        json_str(f, li.layout);
+        fprintf(f, ", \"reference\": %s", li.reference ? "true" : "false");
+        fprintf(f, ", \"in_shape\": ");
+        print_shape(f, li.in_rank, li.in_shape, 1);
+        fprintf(f, ", \"out_shape\": ");
+        print_shape(f, li.out_rank, li.out_shape, 1);
+        fprintf(f, ", \"params\": %lld, \"flops\": %lld, \"density\": %.6f}", (long long)li.params,
+                (long long)li.flops, li.density);
     }
-    rc = cd_exec_init(m, &ex);
-    if (rc) {
-        die(rc, "cannot create the execution state");
-        goto out;
-    }
-    double t1 = now_ms();
-    rc = cd_model_run(ex, batch, ins, outs, err, sizeof err);
-    double first_ms = now_ms() - t1;
-    if (rc) {
-        die(rc, err);
-        goto out;
-    }
-    double med = 0, p90 = 0, mn = 0, mean = 0;
-    if (bench) {
-        for (int w = 0; w < warmup; w++)
-            if ((rc = cd_model_run(ex, batch, ins, outs, err, sizeof err))) {
-                die(rc, err);
-                goto out;
-            }
-        times = malloc((size_t)bench * sizeof *times);
-        if (!times) {
-            die(CD_ENOMEM, "out of memory");
-            goto out;
-        }
-        for (int r = 0; r < bench; r++) {
-            double s = now_ms();
-            if ((rc = cd_model_run(ex, batch, ins, outs, err, sizeof err))) {
-                die(rc, err);
-                goto out;
-            }
-            times[r] = now_ms() - s;
-            mean += times[r];
-        }
-        mean /= bench;
-        qsort(times, (size_t)bench, sizeof *times, cmp_double);
-        med = times[bench / 2];
-        if (bench % 2 == 0) med = 0.5 * (times[bench / 2 - 1] + times[bench / 2]);
-        p90 = times[(int)ceil(0.9 * bench) - 1];
-        mn = times[0];
-    }
-    // Outputs.
-    if (out_dir) mkdir(out_dir, 0777);
-    char written[MAX_INPUTS][1024];
+    fprintf(f, "]");
+}
+
+// --json: one JSON object on stdout.
+static void print_json(const run_opts *o, const run_state *st, const run_times *t) {
+    cd_model *m = st->m;
+    const int batch = o->batch, no = cd_model_num_outputs(m);
+    cd_model_summary s;
+    cd_model_get_summary(m, &s);
+    FILE *f = stdout;
+    fprintf(f, "{\"model\": ");
+    json_str(f, o->model_path);
+    fprintf(f, ", \"batch\": %d, \"load_ms\": %.3f, \"first_run_ms\": %.3f", batch, t->load_ms, t->first_ms);
+    fprintf(f, ", \"summary\": {\"params\": %lld, \"flops\": %lld, \"weight_bytes\": %lld, \"activation_bytes\": %lld, "
+               "\"zero_params\": %lld, \"nlayers\": %d, \"max_batch\": %d, \"device_bytes\": %lld}",
+            (long long)s.params, (long long)s.flops, (long long)s.weight_bytes, (long long)s.activation_bytes,
+            (long long)s.zero_params, s.nlayers, s.max_batch, (long long)s.device_bytes);
+    cd_cpu_info ci;
+    cd_runtime_cpu_info(&ci);
+    fprintf(f, ", \"device\": \"%s\", \"layout\": \"%s\", \"cpu\": {\"kernels_isa\": \"%s\", "
+               "\"kernels_capped\": %s, \"dnnl_isa\": \"%s\", \"layout\": \"%s\", \"block\": %d}",
+            cd_model_device(m), cd_model_layout(m), ci.kernels_isa, ci.kernels_capped ? "true" : "false",
+            ci.dnnl_isa, ci.layout, ci.block);
+    fprintf(f, ", \"outputs\": [");
     for (int i = 0; i < no; i++) {
-        written[i][0] = '\0';
         const cd_io_desc *d = cd_model_output(m, i);
         int64_t shape[CD_MAX_RANK];
         memcpy(shape, d->shape, sizeof shape);
         shape[0] = batch;
-        if (out_path) {
-            snprintf(written[i], sizeof written[i], "%s", out_path);
-        } else if (out_dir) {
-            char nm[256];
-            safe_name(d->name, nm, sizeof nm);
-            snprintf(written[i], sizeof written[i], "%s/%s.npy", out_dir, nm);
-        } else {
-            continue;
-        }
-        rc = cd_npy_write(written[i], CD_DTYPE_F32, d->rank, shape, outs[i], err, sizeof err);
-        if (rc) {
-            die(rc, err);
-            goto out;
-        }
+        fprintf(f, "%s{\"name\": ", i ? ", " : "");
+        json_str(f, d->name);
+        fprintf(f, ", \"shape\": ");
+        print_shape(f, d->rank, shape, 1);
+        fprintf(f, ", \"file\": ");
+        if (st->written[i][0]) json_str(f, st->written[i]);
+        else fprintf(f, "null");
+        fprintf(f, "}");
     }
+    fprintf(f, "]");
+    if (o->info) print_json_layers(f, m);
+    if (o->bench)
+        fprintf(f, ", \"bench\": {\"runs\": %d, \"threads\": %d, \"median_ms\": %.4f, \"p90_ms\": %.4f, \"min_ms\": %.4f, "
+                   "\"mean_ms\": %.4f}",
+                o->bench, o->threads, t->med, t->p90, t->mn, t->mean);
+    fprintf(f, "}\n");
+}
+
+// --info without --json: the summary and one line per planned layer.
+static void print_text_info(const run_opts *o, cd_model *m) {
     cd_model_summary s;
     cd_model_get_summary(m, &s);
-    if (json) {
-        FILE *f = stdout;
-        fprintf(f, "{\"model\": ");
-        json_str(f, model_path);
-        fprintf(f, ", \"batch\": %d, \"load_ms\": %.3f, \"first_run_ms\": %.3f", batch, load_ms, first_ms);
-        fprintf(f, ", \"summary\": {\"params\": %lld, \"flops\": %lld, \"weight_bytes\": %lld, \"activation_bytes\": %lld, "
-                   "\"zero_params\": %lld, \"nlayers\": %d, \"max_batch\": %d, \"device_bytes\": %lld}",
-                (long long)s.params, (long long)s.flops, (long long)s.weight_bytes, (long long)s.activation_bytes,
-                (long long)s.zero_params, s.nlayers, s.max_batch, (long long)s.device_bytes);
-        cd_cpu_info ci;
-        cd_runtime_cpu_info(&ci);
-        fprintf(f, ", \"device\": \"%s\", \"layout\": \"%s\", \"cpu\": {\"kernels_isa\": \"%s\", "
-                   "\"kernels_capped\": %s, \"dnnl_isa\": \"%s\", \"layout\": \"%s\", \"block\": %d}",
-                cd_model_device(m), cd_model_layout(m), ci.kernels_isa, ci.kernels_capped ? "true" : "false",
-                ci.dnnl_isa, ci.layout, ci.block);
-        fprintf(f, ", \"outputs\": [");
-        for (int i = 0; i < no; i++) {
-            const cd_io_desc *d = cd_model_output(m, i);
-            int64_t shape[CD_MAX_RANK];
-            memcpy(shape, d->shape, sizeof shape);
-            shape[0] = batch;
-            fprintf(f, "%s{\"name\": ", i ? ", " : "");
-            json_str(f, d->name);
-            fprintf(f, ", \"shape\": ");
-            print_shape(f, d->rank, shape, 1);
-            fprintf(f, ", \"file\": ");
-            if (written[i][0]) json_str(f, written[i]);
-            else fprintf(f, "null");
-            fprintf(f, "}");
-        }
-        fprintf(f, "]");
-        if (info) {
-            fprintf(f, ", \"layers\": [");
-            for (int i = 0; i < cd_model_num_layers(m); i++) {
-                cd_layer_info li;
-                cd_model_layer(m, i, &li);
-                fprintf(f, "%s{\"name\": ", i ? ", " : "");
-                json_str(f, li.name);
-                fprintf(f, ", \"op\": ");
-                json_str(f, li.op);
-                fprintf(f, ", \"kernel\": ");
-                json_str(f, li.kernel);
-                fprintf(f, ", \"layout\": ");
-                json_str(f, li.layout);
-                fprintf(f, ", \"reference\": %s", li.reference ? "true" : "false");
-                fprintf(f, ", \"in_shape\": ");
-                print_shape(f, li.in_rank, li.in_shape, 1);
-                fprintf(f, ", \"out_shape\": ");
-                print_shape(f, li.out_rank, li.out_shape, 1);
-                fprintf(f, ", \"params\": %lld, \"flops\": %lld, \"density\": %.6f}", (long long)li.params,
-                        (long long)li.flops, li.density);
-            }
-            fprintf(f, "]");
-        }
-        if (bench)
-            fprintf(f, ", \"bench\": {\"runs\": %d, \"threads\": %d, \"median_ms\": %.4f, \"p90_ms\": %.4f, \"min_ms\": %.4f, "
-                       "\"mean_ms\": %.4f}",
-                    bench, threads, med, p90, mn, mean);
-        fprintf(f, "}\n");
-    } else {
-        if (info) {
-            printf("model %s: %d layers, %lld params (%lld zero), %.3f GFLOP at batch 1, weights %.2f MiB, "
-                   "activation arena %.2f MiB at max batch %d",
-                   model_path, s.nlayers, (long long)s.params, (long long)s.zero_params, s.flops / 1e9,
-                   s.weight_bytes / 1048576.0, s.activation_bytes / 1048576.0, s.max_batch);
-            if (s.device_bytes) printf(", device memory %.2f MiB", s.device_bytes / 1048576.0);
-            cd_cpu_info ci;
-            cd_runtime_cpu_info(&ci);
-            printf("\ndevice %s, blocked layout %s; kernels %s%s, oneDNN %s\n", cd_model_device(m), cd_model_layout(m),
-                   ci.kernels_isa, ci.kernels_capped ? " (capped by CD_MAX_ISA)" : "", ci.dnnl_isa);
-            printf("%4s  %-28s %-22s %-22s %-18s %-18s %10s %12s\n", "#", "name", "op", "kernel", "in", "out", "params", "MFLOP");
-            for (int i = 0; i < cd_model_num_layers(m); i++) {
-                cd_layer_info li;
-                cd_model_layer(m, i, &li);
-                char ins_s[64], outs_s[64];
-                FILE *a = fmemopen(ins_s, sizeof ins_s, "w"), *b = fmemopen(outs_s, sizeof outs_s, "w");
-                print_shape(a, li.in_rank, li.in_shape, 0);
-                print_shape(b, li.out_rank, li.out_shape, 0);
-                fclose(a);
-                fclose(b);
-                printf("%4d  %-28.28s %-22.22s %-22.22s %-18s %-18s %10lld %12.3f%s\n", i, li.name, li.op, li.kernel, ins_s,
-                       outs_s, (long long)li.params, li.flops / 1e6, li.reference ? "  !ref (slow)" : "");
-            }
-        }
-        for (int i = 0; i < no; i++) {
-            const cd_io_desc *d = cd_model_output(m, i);
-            int64_t shape[CD_MAX_RANK];
-            memcpy(shape, d->shape, sizeof shape);
-            shape[0] = batch;
-            printf("output %s ", d->name);
-            print_shape(stdout, d->rank, shape, 0);
-            printf(written[i][0] ? " -> %s\n" : "\n", written[i]);
-        }
-        if (bench)
-            printf("bench: batch %d, %d runs: median %.3f ms, p90 %.3f ms, min %.3f ms, mean %.3f ms\n", batch, bench, med,
-                   p90, mn, mean);
+    printf("model %s: %d layers, %lld params (%lld zero), %.3f GFLOP at batch 1, weights %.2f MiB, "
+           "activation arena %.2f MiB at max batch %d",
+           o->model_path, s.nlayers, (long long)s.params, (long long)s.zero_params, s.flops / 1e9,
+           s.weight_bytes / 1048576.0, s.activation_bytes / 1048576.0, s.max_batch);
+    if (s.device_bytes) printf(", device memory %.2f MiB", s.device_bytes / 1048576.0);
+    cd_cpu_info ci;
+    cd_runtime_cpu_info(&ci);
+    printf("\ndevice %s, blocked layout %s; kernels %s%s, oneDNN %s\n", cd_model_device(m), cd_model_layout(m),
+           ci.kernels_isa, ci.kernels_capped ? " (capped by CD_MAX_ISA)" : "", ci.dnnl_isa);
+    printf("%4s  %-28s %-22s %-22s %-18s %-18s %10s %12s\n", "#", "name", "op", "kernel", "in", "out", "params", "MFLOP");
+    for (int i = 0; i < cd_model_num_layers(m); i++) {
+        cd_layer_info li;
+        cd_model_layer(m, i, &li);
+        char ins_s[64], outs_s[64];
+        FILE *a = fmemopen(ins_s, sizeof ins_s, "w"), *b = fmemopen(outs_s, sizeof outs_s, "w");
+        print_shape(a, li.in_rank, li.in_shape, 0);
+        print_shape(b, li.out_rank, li.out_shape, 0);
+        fclose(a);
+        fclose(b);
+        printf("%4d  %-28.28s %-22.22s %-22.22s %-18s %-18s %10lld %12.3f%s\n", i, li.name, li.op, li.kernel, ins_s,
+               outs_s, (long long)li.params, li.flops / 1e6, li.reference ? "  !ref (slow)" : "");
     }
-    status = 0;
-out:
-    cd_exec_free(ex);
-    cd_model_free(m);
-    for (int i = 0; i < nin_spec; i++) {
-        cd_npy_free(&npys[i]);
-        free((char *)npy_names[i]);
+}
+
+// Without --json: the plan (--info), the outputs and the timing (--bench).
+static void print_text(const run_opts *o, const run_state *st, const run_times *t) {
+    cd_model *m = st->m;
+    if (o->info) print_text_info(o, m);
+    for (int i = 0; i < cd_model_num_outputs(m); i++) {
+        const cd_io_desc *d = cd_model_output(m, i);
+        int64_t shape[CD_MAX_RANK];
+        memcpy(shape, d->shape, sizeof shape);
+        shape[0] = o->batch;
+        printf("output %s ", d->name);
+        print_shape(stdout, d->rank, shape, 0);
+        printf(st->written[i][0] ? " -> %s\n" : "\n", st->written[i]);
+    }
+    if (o->bench)
+        printf("bench: batch %d, %d runs: median %.3f ms, p90 %.3f ms, min %.3f ms, mean %.3f ms\n", o->batch, o->bench,
+               t->med, t->p90, t->mn, t->mean);
+}
+
+// Loads the model, runs it once (and --bench times), writes and prints the
+// results. Returns the exit status.
+static int run(run_opts *o, run_state *st) {
+    char err[1024] = "";
+    // Read the given inputs first: their dim 0 sets the batch.
+    if (read_inputs(o, st, err, sizeof err))
+        return 1;
+    if (!o->batch) o->batch = 1;
+    if (!o->max_batch) o->max_batch = o->batch;
+    if (o->batch > o->max_batch) {
+        fprintf(stderr, "convd-run: --batch %d above --max-batch %d\n", o->batch, o->max_batch);
+        return 2;
+    }
+    int rc = cd_runtime_init(o->threads);
+    if (rc)
+        return die(rc, "runtime initialisation failed");
+    cd_model_opts opts = {.max_batch = o->max_batch, .threads = o->threads, .device = o->device};
+    run_times t = {0};
+    double t0 = cd_now_ms();
+    rc = cd_model_load(o->model_path, &opts, &st->m, err, sizeof err);
+    t.load_ms = cd_now_ms() - t0;
+    if (rc)
+        return die(rc, err);
+    if (bind_tensors(o, st, err, sizeof err))
+        return 1;
+    rc = cd_exec_init(st->m, &st->ex);
+    if (rc)
+        return die(rc, "cannot create the execution state");
+    double t1 = cd_now_ms();
+    rc = cd_model_run(st->ex, o->batch, st->ins, st->outs, err, sizeof err);
+    t.first_ms = cd_now_ms() - t1;
+    if (rc)
+        return die(rc, err);
+    if (o->bench && run_bench(o, st, &t, err, sizeof err))
+        return 1;
+    if (write_outputs(o, st, err, sizeof err))
+        return 1;
+    if (o->json)
+        print_json(o, st, &t);
+    else
+        print_text(o, st, &t);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    static run_opts o;
+    static run_state st;
+    int status = parse_args(argc, argv, &o);
+    if (status >= 0)
+        return status;
+    status = run(&o, &st);
+    cd_exec_free(st.ex);
+    cd_model_free(st.m);
+    for (int i = 0; i < o.nin_spec; i++) {
+        cd_npy_free(&st.npys[i]);
+        free((char *)st.npy_names[i]);
     }
     for (int i = 0; i < MAX_INPUTS; i++) {
-        free(in_bufs[i]);
-        free(out_bufs[i]);
+        free(st.in_bufs[i]);
+        free(st.out_bufs[i]);
     }
-    free(times);
+    free(st.times);
     return status;
 }

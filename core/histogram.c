@@ -1,4 +1,4 @@
-#include "daemon/histogram.h"
+#include "core/histogram.h"
 
 #include <string.h>
 
@@ -11,21 +11,13 @@ void cd_histogram_init(cd_histogram *h) {
 }
 
 size_t cd_histogram_bucket(uint64_t v) {
-    if (v < CD_HISTOGRAM_SUB)
-        return (size_t)v;
-    int e = 63 - __builtin_clzll(v);
-    if (e > CD_HISTOGRAM_MAX_EXP)
+    if (v >= CD_HISTOGRAM_SUB && 63 - __builtin_clzll(v) > CD_HISTOGRAM_MAX_EXP)
         return CD_HISTOGRAM_NBUCKETS - 1;
-    uint64_t mant = (v >> (e - CD_HISTOGRAM_SUB_BITS)) & (CD_HISTOGRAM_SUB - 1);
-    return (size_t)(e - CD_HISTOGRAM_SUB_BITS + 1) * CD_HISTOGRAM_SUB + (size_t)mant;
+    return cd_log_bucket_index(v, CD_HISTOGRAM_SUB_BITS);
 }
 
 uint64_t cd_histogram_bucket_lo(size_t i) {
-    if (i < CD_HISTOGRAM_SUB)
-        return i;
-    int e = (int)(i / CD_HISTOGRAM_SUB) + CD_HISTOGRAM_SUB_BITS - 1;
-    uint64_t mant = i % CD_HISTOGRAM_SUB;
-    return (CD_HISTOGRAM_SUB + mant) << (e - CD_HISTOGRAM_SUB_BITS);
+    return cd_log_bucket_lo(i, CD_HISTOGRAM_SUB_BITS);
 }
 
 uint64_t cd_histogram_bucket_hi(size_t i) {
@@ -33,17 +25,14 @@ uint64_t cd_histogram_bucket_hi(size_t i) {
         return i;
     if (i == CD_HISTOGRAM_NBUCKETS - 1)
         return UINT64_MAX;
-    int e = (int)(i / CD_HISTOGRAM_SUB) + CD_HISTOGRAM_SUB_BITS - 1;
-    return cd_histogram_bucket_lo(i) + ((uint64_t)1 << (e - CD_HISTOGRAM_SUB_BITS)) - 1;
+    return cd_log_bucket_lo(i, CD_HISTOGRAM_SUB_BITS) + cd_log_bucket_width(i, CD_HISTOGRAM_SUB_BITS) - 1;
 }
 
 // The value reported for bucket i (its midpoint; the value itself when exact).
 static uint64_t bucket_mid(size_t i) {
     if (i < CD_HISTOGRAM_SUB)
         return i;
-    uint64_t lo = cd_histogram_bucket_lo(i);
-    int e = (int)(i / CD_HISTOGRAM_SUB) + CD_HISTOGRAM_SUB_BITS - 1;
-    return lo + (((uint64_t)1 << (e - CD_HISTOGRAM_SUB_BITS)) >> 1);
+    return cd_log_bucket_lo(i, CD_HISTOGRAM_SUB_BITS) + (cd_log_bucket_width(i, CD_HISTOGRAM_SUB_BITS) >> 1);
 }
 
 void cd_histogram_record(cd_histogram *h, uint64_t v) {

@@ -1,9 +1,19 @@
-#ifndef CD_DAEMON_HISTOGRAM_H
-#define CD_DAEMON_HISTOGRAM_H
+#ifndef CD_CORE_HISTOGRAM_H
+#define CD_CORE_HISTOGRAM_H
 
-// A log-bucketed histogram of non-negative integers (latencies in ns, batch
-// sizes) with bounded relative error, for the per-model metrics.
+// Log-bucketed histograms of non-negative integers (latencies in ns, batch
+// sizes) with bounded relative error, in the style of HdrHistogram.
 //
+// The bucketing is one scheme with a parameter, sub_bits (the cd_log_bucket_*
+// helpers below): values below 2^sub_bits get one bucket each (exact); above
+// that, each power of two [2^e, 2^(e+1)) is split into 2^sub_bits equal
+// sub-buckets. Bucket i >= 2^sub_bits covers
+// [(2^sub_bits + i % 2^sub_bits) << s, ... + 2^s - 1] with s = i / 2^sub_bits - 1.
+// The daemon's metrics use cd_histogram (sub_bits 5, lock-free, capped);
+// convbench's per-thread latency histogram (tools/convbench/hist.h) uses the
+// same helpers with sub_bits 7 and no cap.
+//
+// cd_histogram, for the per-model metrics:
 // Bucketing (HDR-style, CD_HISTOGRAM_SUB_BITS = 5): values 0..31 get one bucket
 // each (exact); above that, each power of two [2^e, 2^(e+1)) is split into 32
 // equal sub-buckets, so a bucket's width is at most 1/32 of its lower bound.
@@ -18,6 +28,29 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+
+// The bucket of v when each power of two is split into 2^sub_bits buckets.
+static inline size_t cd_log_bucket_index(uint64_t v, unsigned sub_bits) {
+    uint64_t sub = (uint64_t)1 << sub_bits;
+    if (v < sub)
+        return (size_t)v;
+    int shift = 63 - __builtin_clzll(v) - (int)sub_bits; // 2^(shift+sub_bits) <= v
+    return (size_t)(shift + 1) * sub + (size_t)((v >> shift) & (sub - 1));
+}
+
+// The smallest value of bucket i (the inverse of cd_log_bucket_index).
+static inline uint64_t cd_log_bucket_lo(size_t i, unsigned sub_bits) {
+    size_t sub = (size_t)1 << sub_bits;
+    if (i < sub)
+        return i;
+    return (uint64_t)(sub + i % sub) << (i / sub - 1);
+}
+
+// How many values bucket i holds (1 in the exact range).
+static inline uint64_t cd_log_bucket_width(size_t i, unsigned sub_bits) {
+    size_t sub = (size_t)1 << sub_bits;
+    return i < sub ? 1 : (uint64_t)1 << (i / sub - 1);
+}
 
 #define CD_HISTOGRAM_SUB_BITS 5
 #define CD_HISTOGRAM_SUB      (1u << CD_HISTOGRAM_SUB_BITS)            // 32
@@ -61,4 +94,4 @@ uint64_t cd_histogram_quantile(const cd_histogram_snap *s, double q);
 // used for Prometheus `le` buckets; exact for values < 32).
 uint64_t cd_histogram_count_le(const cd_histogram_snap *s, uint64_t bound);
 
-#endif // CD_DAEMON_HISTOGRAM_H
+#endif // CD_CORE_HISTOGRAM_H

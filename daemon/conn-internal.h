@@ -1,0 +1,34 @@
+#ifndef CD_DAEMON_CONN_INTERNAL_H
+#define CD_DAEMON_CONN_INTERNAL_H
+
+// What the two halves of a connection share: conn.c (accept, read, handle,
+// the loop's writes, the states) and conn-respond.c (a request's way back
+// from a worker). Their contracts are above their definitions in conn.c.
+// Internal to daemon/.
+
+#include "daemon/conn.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+// What cd_conn_send did with the bytes it was given.
+typedef enum {
+    CONN_SENT,   // all written to the socket
+    CONN_QUEUE,  // the unwritten tail is now the loop's to uv_write (counted in
+                 // wowned), before anything else; a worker's tail also counts in
+                 // whandoffs until the loop queues it
+    CONN_HOLD,   // nothing written or counted: other bytes must go first
+    CONN_CLOSED, // the connection takes no more bytes: dropped
+    CONN_FAILED, // write(2) failed (peer gone): no more bytes; the loop drops it
+} conn_send_result;
+
+bool cd_conn_can_handle(const cd_conn *c);
+void cd_conn_update_reading(cd_conn *c);
+conn_send_result cd_conn_send(cd_conn *c, const char *data, size_t len,
+                              bool worker, size_t *written);
+int cd_conn_queue_write(cd_conn *c, char *data, size_t off, size_t len);
+void cd_conn_check(cd_conn *c);
+void cd_conn_flush(cd_conn *c);
+bool cd_conn_writable(const cd_conn *c);
+
+#endif // CD_DAEMON_CONN_INTERNAL_H

@@ -1,0 +1,194 @@
+// A request's way back to its connection: the worker packs the response and
+// writes it itself when nothing else of the connection is queued, else hands
+// the bytes to the loop, which then takes the request back (see conn.h).
+
+#include "daemon/conn-internal.h"
+
+#include "daemon/log.h"
+#include "daemon/server.h"
+#include "daemon/stats.h"
+#include "core/errors.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+void cd_conn_request_started(cd_conn *c, cd_request *req) {
+    req->charge = req->msg.nbytes;
+    c->srv->buffered += req->charge;
+    c->inflight++;
+    req->conn_prev = NULL;
+    req->conn_next = c->reqs;
+    if (c->reqs)
+        c->reqs->conn_prev = req;
+    c->reqs = req;
+}
+
+// Packs the whole response message of a finished request into sb (empty on
+// entry): [1, msgid, nil, result], or [1, msgid, {code, message}, nil] when
+// it failed or its result cannot be packed (req->status becomes that code).
+// Runs on the loop, or on a worker for pack_on_worker requests. Returns 0, or
+// CD_ENOMEM when not even the error fits (sb is then empty).
+static int conn_pack_response(cd_request *req, msgpack_sbuffer *sb) {
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+    const char *message = req->err[0] ? req->err : NULL;
+    if (req->status == 0) {
+        int rc = cd_rpc_pack_response_ok_begin(&pk, req->msgid);
+        if (rc == 0)
+            rc = req->pack ? req->pack(req, &pk) : msgpack_pack_nil(&pk);
+        if (rc == 0)
+            return 0;
+        msgpack_sbuffer_clear(sb);
+        req->status = rc < 0 ? rc : CD_ENOMEM;
+        message = "cannot pack the result";
+    }
+    if (cd_rpc_pack_response_error(&pk, req->msgid, req->status,
+                                   message ? message : cd_strerror(req->status)) != 0) {
+        msgpack_sbuffer_clear(sb);
+        return CD_ENOMEM;
+    }
+    return 0;
+}
+
+void cd_conn_respond(cd_request *req) {
+    cd_conn *c = req->conn;
+    if (!c || !req->pack_on_worker || req->status == CD_ECANCELLED ||
+        atomic_load(&req->cancelled))
+        return; // the loop answers (or counts the drop) as for any request
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    if (conn_pack_response(req, &sb) != 0) {
+        msgpack_sbuffer_destroy(&sb);
+        return; // the loop tries again, and drops the connection if it fails too
+    }
+    size_t written;
+    switch (cd_conn_send(c, sb.data, sb.size, true, &written)) {
+    case CONN_SENT:
+        req->sent = CD_SENT_WRITTEN;
+        req->t_sent_ns = uv_hrtime(); // the clock of t_received_ns (thread-safe)
+        CD_STAT_INC(resp_direct);
+        break;
+    case CONN_QUEUE:
+        req->sent = CD_SENT_PARTIAL;
+        req->resp_off = written;
+        CD_STAT_INC(resp_partial);
+        break;
+    case CONN_HOLD:
+        req->sent = CD_SENT_BEHIND;
+        CD_STAT_INC(resp_queued);
+        break;
+    case CONN_CLOSED:
+        req->sent = CD_SENT_CLOSED;
+        break;
+    case CONN_FAILED:
+        req->sent = CD_SENT_FAILED;
+        break;
+    }
+    if (req->sent == CD_SENT_PARTIAL || req->sent == CD_SENT_BEHIND) {
+        req->resp_len = sb.size;
+        req->resp = msgpack_sbuffer_release(&sb);
+    }
+    // An error answer counts when it goes out (the loop counts BEHIND ones
+    // when it queues them: the client may be gone by then).
+    if (req->status != 0 && (req->sent == CD_SENT_WRITTEN || req->sent == CD_SENT_PARTIAL ||
+                             req->sent == CD_SENT_FAILED))
+        cd_stats_error(req->status);
+    msgpack_sbuffer_destroy(&sb);
+}
+
+// Loop side of a response a worker left partly written: its remainder goes
+// to the write queue first (it is counted in wowned already), then the
+// bytes the loop held back meanwhile may follow.
+static void conn_take_remainder(cd_conn *c, cd_request *req) {
+    size_t rest = req->resp_len - req->resp_off;
+    pthread_mutex_lock(&c->wlock);
+    c->whandoffs--;
+    bool closed = c->wclosed;
+    if (closed)
+        c->wowned -= rest;
+    pthread_mutex_unlock(&c->wlock);
+    if (closed || !cd_conn_writable(c)) {
+        CD_STAT_INC(req_dropped);
+        return;
+    }
+    char *data = req->resp;
+    req->resp = NULL;
+    cd_conn_queue_write(c, data, req->resp_off, req->resp_len);
+}
+
+void cd_conn_request_done(cd_request *req) {
+    cd_conn *c = req->conn;
+    if (!c) { // internal work (SIGHUP loads): effects only, nobody to answer
+        if (req->done)
+            req->done(req);
+        cd_request_free(req);
+        return;
+    }
+    if (req->conn_prev)
+        req->conn_prev->conn_next = req->conn_next;
+    else
+        c->reqs = req->conn_next;
+    if (req->conn_next)
+        req->conn_next->conn_prev = req->conn_prev;
+    c->inflight--;
+    c->srv->buffered -= req->charge;
+    req->charge = 0;
+    c->last_active_ns = uv_hrtime(); // the idle clock starts at the last answer
+    if (req->done)
+        req->done(req);
+
+    switch (req->sent) {
+    case CD_SENT_NONE:
+        if (cd_conn_writable(c)) {
+            msgpack_sbuffer sb;
+            msgpack_sbuffer_init(&sb);
+            if (conn_pack_response(req, &sb) != 0 ||
+                msgpack_sbuffer_write(&c->out, sb.data, sb.size) != 0) {
+                cd_conn_kill(c);
+            } else if (req->status != 0) {
+                cd_stats_error(req->status);
+            }
+            msgpack_sbuffer_destroy(&sb);
+        } else if (req->status == CD_ECANCELLED) {
+            CD_STAT_INC(req_cancelled);
+        } else {
+            CD_STAT_INC(req_dropped);
+        }
+        break;
+    case CD_SENT_WRITTEN:
+        break;
+    case CD_SENT_PARTIAL:
+        conn_take_remainder(c, req);
+        break;
+    case CD_SENT_BEHIND:
+        if (!cd_conn_writable(c)) {
+            CD_STAT_INC(req_dropped);
+        } else if (msgpack_sbuffer_write(&c->out, req->resp, req->resp_len) != 0) {
+            cd_conn_kill(c);
+        } else if (req->status != 0) {
+            cd_stats_error(req->status);
+        }
+        break;
+    case CD_SENT_CLOSED:
+        CD_STAT_INC(req_dropped);
+        break;
+    case CD_SENT_FAILED:
+        if (cd_conn_writable(c)) {
+            CD_STAT_INC(conn_write_errors);
+            CD_DEBUG("conn %llu: a worker's write failed: peer gone",
+                     (unsigned long long)c->id);
+            cd_conn_kill(c);
+        }
+        break;
+    }
+    cd_request_free(req);
+    if (c->state == CD_CONN_CLOSING)
+        return;
+    cd_conn_flush(c);
+    if (c->backlog && cd_conn_can_handle(c))
+        cd_server_backlog_add(c->srv, c);
+    cd_conn_update_reading(c);
+    cd_conn_check(c);
+}

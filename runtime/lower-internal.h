@@ -1,0 +1,330 @@
+#ifndef CD_RUNTIME_LOWER_INTERNAL_H
+#define CD_RUNTIME_LOWER_INTERNAL_H
+
+// What the lowering files share (lower.c: the pass, the op table and the
+// compute ops; lower-shape.c: the shape ops and the constant folding of shape
+// sub-graphs): the per-node context and the small helpers on attributes and
+// values, static inline so that each file keeps them private. Internal to
+// runtime/.
+
+#include "runtime/graph.h"
+
+#include "onnx.pb-c.h"
+#include "core/errors.h"
+#include "core/limits.h"
+#include "core/checked.h"
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    cd_graph *g;
+    const cd_node *n;
+    const Onnx__NodeProto *np;
+    char *err;
+    size_t errlen;
+} lctx;
+
+static inline int node_fail(lctx *c, int code, const char *fmt, ...) {
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (c->err && c->errlen) snprintf(c->err, c->errlen, "node '%s' (%s): %s", c->n->name, c->n->op, msg);
+    return code;
+}
+
+#define OOM(c) node_fail((c), CD_ENOMEM, "out of memory")
+
+// ---- attributes -------------------------------------------------------------
+
+static inline const Onnx__AttributeProto *attr_find(lctx *c, const char *name) {
+    for (size_t i = 0; i < c->np->n_attribute; i++) {
+        const Onnx__AttributeProto *a = c->np->attribute[i];
+        if (a && a->name && strcmp(a->name, name) == 0) return a;
+    }
+    return NULL;
+}
+
+static inline int attr_type(const Onnx__AttributeProto *a) { return a->has_type ? (int)a->type : 0; }
+
+// Each getter: 0 with *out set (default when absent), or CD_EMODEL when the
+// attribute has the wrong type.
+static inline int attr_int(lctx *c, const char *name, int64_t dflt, int64_t *out) {
+    const Onnx__AttributeProto *a = attr_find(c, name);
+    *out = dflt;
+    if (!a) return 0;
+    if (attr_type(a) != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT && !(a->has_i && !a->has_type))
+        return node_fail(c, CD_EMODEL, "attribute '%s' must be an int", name);
+    *out = a->i;
+    return 0;
+}
+
+static inline int attr_float(lctx *c, const char *name, float dflt, float *out) {
+    const Onnx__AttributeProto *a = attr_find(c, name);
+    *out = dflt;
+    if (!a) return 0;
+    if (attr_type(a) != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT && !(a->has_f && !a->has_type))
+        return node_fail(c, CD_EMODEL, "attribute '%s' must be a float", name);
+    *out = a->f;
+    return 0;
+}
+
+// Copies up to max ints; *count = -1 when absent.
+static inline int attr_ints(lctx *c, const char *name, int64_t *out, int max, int *count) {
+    const Onnx__AttributeProto *a = attr_find(c, name);
+    *count = -1;
+    if (!a) return 0;
+    if (attr_type(a) != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS && a->has_type)
+        return node_fail(c, CD_EMODEL, "attribute '%s' must be a list of ints", name);
+    if (a->n_ints > (size_t)max)
+        return node_fail(c, CD_EMODEL, "attribute '%s' has %zu values (at most %d)", name, a->n_ints, max);
+    for (size_t i = 0; i < a->n_ints; i++) out[i] = a->ints[i];
+    *count = (int)a->n_ints;
+    return 0;
+}
+
+static inline int attr_str(lctx *c, const char *name, const char *dflt, char *out, size_t outlen) {
+    const Onnx__AttributeProto *a = attr_find(c, name);
+    snprintf(out, outlen, "%s", dflt);
+    if (!a) return 0;
+    if ((attr_type(a) != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING && a->has_type) || !a->has_s)
+        return node_fail(c, CD_EMODEL, "attribute '%s' must be a string", name);
+    size_t n = a->s.len < outlen - 1 ? a->s.len : outlen - 1;
+    memcpy(out, a->s.data, n);
+    out[n] = '\0';
+    return 0;
+}
+
+// ---- values -----------------------------------------------------------------
+
+static inline cd_value *in_val(lctx *c, int j) {
+    if (j >= c->n->ninputs || c->n->inputs[j] < 0) return NULL;
+    return &c->g->values[c->n->inputs[j]];
+}
+
+static inline int in_id(lctx *c, int j) { return j < c->n->ninputs ? c->n->inputs[j] : -1; }
+
+static inline int is_act(const cd_value *v) { return v && v->kind == CD_VAL_ACT; }
+static inline int is_const(const cd_value *v) { return v && (v->kind == CD_VAL_CONST_F32 || v->kind == CD_VAL_CONST_I64); }
+
+static inline const char *kind_name(const cd_value *v) {
+    if (!v) return "missing";
+    return v->kind == CD_VAL_ACT ? "an activation" : v->kind == CD_VAL_CONST_F32 ? "a float constant" : "an integer constant";
+}
+
+static inline int need_inputs(lctx *c, int min, int max) {
+    if (c->n->ninputs < min || c->n->ninputs > max)
+        return node_fail(c, CD_EMODEL, "has %d inputs, expected %d..%d", c->n->ninputs, min, max);
+    for (int j = 0; j < min; j++)
+        if (c->n->inputs[j] < 0) return node_fail(c, CD_EMODEL, "required input %d is empty", j);
+    return 0;
+}
+
+// The node's extra outputs (beyond the first) must not be read by anyone.
+static inline int only_first_output(lctx *c) {
+    if (c->n->noutputs < 1 || c->n->outputs[0] < 0) return node_fail(c, CD_EMODEL, "has no output");
+    for (int j = 1; j < c->n->noutputs; j++) {
+        int id = c->n->outputs[j];
+        if (id >= 0 && c->g->values[id].nconsumers > 0)
+            return node_fail(c, CD_EUNSUPPORTED, "output %d ('%s') is used; only the first output is supported", j,
+                             c->g->values[id].name);
+    }
+    return 0;
+}
+
+static inline int need_act(lctx *c, int j) {
+    cd_value *v = in_val(c, j);
+    if (!is_act(v)) return node_fail(c, CD_EUNSUPPORTED, "input %d must be computed at run time, it is %s", j, kind_name(v));
+    return 0;
+}
+
+static inline cd_value *out_val(lctx *c) { return &c->g->values[c->n->outputs[0]]; }
+
+// Declares the node's output an activation of the given per-item shape: at
+// least one element and at most CD_MAX_ACT_ELEMS (so every dim fits an int).
+static inline int set_act_out(lctx *c, int op, int rank, const int64_t *shape) {
+    int64_t n;
+    if (cd_ck_shape_numel(rank, shape, &n) || n > CD_MAX_ACT_ELEMS)
+        return node_fail(c, CD_ETOO_LARGE, "the output would have more than %lld elements per batch item",
+                         (long long)CD_MAX_ACT_ELEMS);
+    if (n == 0) return node_fail(c, CD_EMODEL, "the output would be empty");
+    cd_value *o = out_val(c);
+    o->kind = CD_VAL_ACT;
+    o->rank = rank;
+    memcpy(o->shape, shape, sizeof(int64_t) * (size_t)rank);
+    o->numel = n;
+    o->producer_op = op;
+    if (op >= 0) c->g->ops[op].out = c->n->outputs[0];
+    return 0;
+}
+
+static inline int new_op(lctx *c, cd_op_kind kind, const char *label) {
+    int id = cd_graph_add_op(c->g, kind, c->n->name);
+    if (id < 0) return OOM(c);
+    snprintf(c->g->ops[id].label, sizeof c->g->ops[id].label, "%s", label);
+    return id;
+}
+
+// Allocates constant storage for the output value, of at most limit elements
+// (checked before anything is allocated): CD_MAX_CONST_ELEMS for a copy of
+// a constant (reshaped, cast, transposed), CD_MAX_FOLD_ELEMS for a result that
+// can grow beyond its operands (broadcast, concat).
+static inline int const_out(lctx *c, cd_val_kind kind, int rank, const int64_t *shape, int64_t limit) {
+    cd_value *o = out_val(c);
+    int64_t n;
+    if (cd_ck_shape_numel(rank, shape, &n) || n > limit)
+        return node_fail(c, CD_ETOO_LARGE, "the constant result would have more than %lld elements", (long long)limit);
+    for (int i = 0; i < rank; i++)
+        if (shape[i] > CD_MAX_CONST_DIM)
+            return node_fail(c, CD_ETOO_LARGE, "the constant result's dim %d would be %lld (at most %d)", i,
+                             (long long)shape[i], CD_MAX_CONST_DIM);
+    o->kind = kind;
+    o->rank = rank;
+    memcpy(o->shape, shape, sizeof(int64_t) * (size_t)rank);
+    o->numel = n;
+    if (kind == CD_VAL_CONST_F32) {
+        o->f = calloc((size_t)(n ? n : 1), sizeof(float));
+        if (!o->f) return OOM(c);
+    } else {
+        o->i = calloc((size_t)(n ? n : 1), sizeof(int64_t));
+        o->batch_mark = calloc((size_t)(n ? n : 1), 1);
+        if (!o->i || !o->batch_mark) return OOM(c);
+    }
+    return 0;
+}
+
+// The single reader rule for fusion: v has exactly one consumer and is not a
+// graph output, and its producer is an op of one of the given kinds.
+static inline cd_op *fusable_producer(lctx *c, const cd_value *v) {
+    if (!is_act(v) || v->nconsumers != 1 || v->is_output || v->producer_op < 0) return NULL;
+    return &c->g->ops[v->producer_op];
+}
+
+// Moves op idx to the end of the list (it now runs where the current node
+// is), fixing the producer indices of the values.
+static inline int move_op_last(cd_graph *g, int idx) {
+    if (idx == g->nops - 1) return idx;
+    cd_op tmp = g->ops[idx];
+    memmove(&g->ops[idx], &g->ops[idx + 1], (size_t)(g->nops - idx - 1) * sizeof(cd_op));
+    g->ops[g->nops - 1] = tmp;
+    for (int i = 0; i < g->nvalues; i++) {
+        int p = g->values[i].producer_op;
+        if (p == idx) g->values[i].producer_op = g->nops - 1;
+        else if (p > idx) g->values[i].producer_op = p - 1;
+    }
+    return g->nops - 1;
+}
+
+// Gives the producer's output to this node's output (the node merged into it).
+static inline void take_over_output(lctx *c, int op_idx, const char *suffix) {
+    cd_op *op = &c->g->ops[op_idx];
+    cd_value *old = &c->g->values[op->out];
+    (void)set_act_out(c, op_idx, old->rank, old->shape); // the same shape: cannot fail
+    size_t l = strlen(op->label);
+    snprintf(op->label + l, sizeof op->label - l, "+%s", suffix);
+}
+
+static inline void count_weights(cd_graph *g, const float *w, int64_t n) {
+    g->params += n;
+    for (int64_t i = 0; i < n; i++) g->zero_params += w[i] == 0.0f;
+}
+
+static inline int64_t norm_axis(int64_t axis, int rank) { return axis < 0 ? axis + rank : axis; }
+
+// ---- spatial attributes shared by Conv and the pools --------------------------
+
+typedef struct {
+    int kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
+} spatial;
+
+static inline int read_spatial(lctx *c, int h, int w, spatial *s, int kernel_from_attr, int allow_dil) {
+    int64_t v[8];
+    int n;
+    int rc;
+    if ((rc = attr_ints(c, "kernel_shape", v, 8, &n))) return rc;
+    if (kernel_from_attr) {
+        if (n != 2) return node_fail(c, CD_EUNSUPPORTED, "kernel_shape must have 2 values (2-D only)");
+        s->kh = (int)v[0];
+        s->kw = (int)v[1];
+    } else if (n >= 0 && (n != 2 || v[0] != s->kh || v[1] != s->kw)) {
+        return node_fail(c, CD_EMODEL, "kernel_shape disagrees with the weights");
+    }
+    if (s->kh < 1 || s->kw < 1 || s->kh > 1024 || s->kw > 1024) return node_fail(c, CD_EMODEL, "bad kernel size");
+    if ((rc = attr_ints(c, "strides", v, 8, &n))) return rc;
+    if (n >= 0 && n != 2) return node_fail(c, CD_EUNSUPPORTED, "strides must have 2 values");
+    s->sh = n == 2 ? (int)v[0] : 1;
+    s->sw = n == 2 ? (int)v[1] : 1;
+    if (allow_dil) {
+        if ((rc = attr_ints(c, "dilations", v, 8, &n))) return rc;
+        if (n >= 0 && n != 2) return node_fail(c, CD_EUNSUPPORTED, "dilations must have 2 values");
+        s->dh = n == 2 ? (int)v[0] : 1;
+        s->dw = n == 2 ? (int)v[1] : 1;
+    } else {
+        s->dh = s->dw = 1;
+    }
+    if (s->sh < 1 || s->sw < 1 || s->dh < 1 || s->dw < 1 || s->sh > 1024 || s->sw > 1024 || s->dh > 1024 || s->dw > 1024)
+        return node_fail(c, CD_EMODEL, "strides and dilations must be >= 1");
+    char ap[32];
+    if ((rc = attr_str(c, "auto_pad", "NOTSET", ap, sizeof ap))) return rc;
+    if ((rc = attr_ints(c, "pads", v, 8, &n))) return rc;
+    if (strcmp(ap, "NOTSET") == 0) {
+        if (n >= 0 && n != 4) return node_fail(c, CD_EUNSUPPORTED, "pads must have 4 values");
+        s->pt = n == 4 ? (int)v[0] : 0;
+        s->pl = n == 4 ? (int)v[1] : 0;
+        s->pb = n == 4 ? (int)v[2] : 0;
+        s->pr = n == 4 ? (int)v[3] : 0;
+        if (s->pt < 0 || s->pl < 0 || s->pb < 0 || s->pr < 0 || s->pt > 4096 || s->pl > 4096 || s->pb > 4096 || s->pr > 4096)
+            return node_fail(c, CD_EMODEL, "pads out of range");
+    } else if (strcmp(ap, "VALID") == 0) {
+        s->pt = s->pl = s->pb = s->pr = 0;
+    } else if (strcmp(ap, "SAME_UPPER") == 0 || strcmp(ap, "SAME_LOWER") == 0) {
+        int upper = ap[5] == 'U';
+        int dims[2] = {h, w}, k[2] = {s->kh, s->kw}, st[2] = {s->sh, s->sw}, d[2] = {s->dh, s->dw}, beg[2], end[2];
+        for (int i = 0; i < 2; i++) {
+            int out = (dims[i] + st[i] - 1) / st[i];
+            int total = (out - 1) * st[i] + (k[i] - 1) * d[i] + 1 - dims[i];
+            if (total < 0) total = 0;
+            beg[i] = upper ? total / 2 : total - total / 2;
+            end[i] = total - beg[i];
+        }
+        s->pt = beg[0];
+        s->pl = beg[1];
+        s->pb = end[0];
+        s->pr = end[1];
+    } else {
+        return node_fail(c, CD_EUNSUPPORTED, "auto_pad '%s' not supported (NOTSET, SAME_UPPER, SAME_LOWER, VALID)", ap);
+    }
+    return 0;
+}
+
+// NumPy broadcast of two shapes; 0 or CD_EMODEL.
+static inline int broadcast(int ra, const int64_t *a, int rb, const int64_t *b, int *ro, int64_t *o) {
+    int r = ra > rb ? ra : rb;
+    for (int i = 0; i < r; i++) {
+        int64_t da = i - (r - ra) >= 0 ? a[i - (r - ra)] : 1, db = i - (r - rb) >= 0 ? b[i - (r - rb)] : 1;
+        if (da != db && da != 1 && db != 1) return CD_EMODEL;
+        o[i] = da == 1 ? db : da;
+    }
+    *ro = r;
+    return 0;
+}
+
+// ---- the shape ops (lower-shape.c), for the op table -----------------------------
+
+int cd_lower_identity(lctx *c);
+int cd_lower_flatten(lctx *c);
+int cd_lower_reshape(lctx *c);
+int cd_lower_squeeze(lctx *c);
+int cd_lower_transpose(lctx *c);
+int cd_lower_concat(lctx *c);
+int cd_lower_constant(lctx *c);
+int cd_lower_shape(lctx *c);
+int cd_lower_gather(lctx *c);
+int cd_lower_cast(lctx *c);
+
+#endif // CD_RUNTIME_LOWER_INTERNAL_H
