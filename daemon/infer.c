@@ -259,7 +259,7 @@ static int infer_validate(const msgpack_object *params, cd_model_entry *e,
     cd_infer_sig sig = {.model = e->name,
                         .nin = cd_model_num_inputs(m),
                         .nout = cd_model_num_outputs(m),
-                        .max_batch = e->max_batch,
+                        .max_batch = (int)e->conf.max_batch,
                         .max_reply = (uint64_t)set->max_reply};
     for (int i = 0; i < sig.nin; i++) // at most CD_MAX_TENSORS: check_io_counts at load
         sig.in[i] = cd_model_input(m, i);

@@ -78,7 +78,7 @@ static int pack_entry(msgpack_packer *pk, const cd_model_entry *e) {
     int rc = msgpack_pack_map(pk, 12);
     rc |= cd_pack_kv_str(pk, "name", e->name);
     rc |= cd_pack_kv_str(pk, "path", e->path);
-    rc |= pack_kv_i64(pk, "max_batch", e->max_batch);
+    rc |= pack_kv_i64(pk, "max_batch", e->conf.max_batch);
     rc |= cd_pack_str(pk, "inputs");
     rc |= msgpack_pack_array(pk, (size_t)ni);
     for (int i = 0; i < ni; i++)
@@ -137,62 +137,95 @@ static int name_of_file(const char *file, char *name, char *err, size_t errlen) 
     return check_name(name, err, errlen);
 }
 
+// A model being loaded: at start-up, by a client's `load` or by a rescan.
+typedef struct {
+    char name[CD_MAX_NAME + 1];  // registry name
+    char path[CD_MAX_STR + 1];   // as sent (relative to --models)
+    char real[PATH_MAX];         // resolved inside --models
+    cd_model_conf conf;          // defaults < .conf file < load params
+    bool has[CD_MODEL_CONF_NKEYS]; // load params given (cd_model_conf_keys order)
+    bool from_dir;               // a SIGHUP rescan (no client)
+    bool pending;                // counted in srv->pending_loads (a client's load)
+    time_t mtime, conf_mtime;    // file identities when read
+    off_t size, conf_size;
+    cd_model *model;             // loaded by the worker; owned until installed
+    cd_model_entry *entry;       // installed entry (no reference held)
+} load_state;
+
+// The runtime's options for loading a model with scheduling settings conf.
+static cd_model_opts model_opts(const cd_settings *set, const cd_model_conf *conf) {
+    cd_model_opts opts = {.max_batch = (int)conf->max_batch,
+                          .threads = (int)set->threads,
+                          .device = set->device,
+                          .tune = (int)set->tune,
+                          .tune_cache = set->tune_cache[0] ? set->tune_cache : NULL,
+                          .max_file_bytes = set->max_model_bytes};
+    return opts;
+}
+
+// A registry entry for st's loaded model, its queue running the infer path.
+// Returns NULL when out of memory (st->model is then still st's).
+static cd_model_entry *entry_new(cd_server *srv, const load_state *st) {
+    cd_model_entry *e = cd_model_entry_new(st->name, st->path, st->model, &st->conf,
+                                           cd_infer_run_batch,
+                                           cd_workers_count(srv->workers));
+    if (e) {
+        cd_infer_set_double_buffer(e);
+        e->from_dir = st->from_dir;
+        e->mtime = st->mtime;
+        e->size = st->size;
+        e->conf_mtime = st->conf_mtime;
+        e->conf_size = st->conf_size;
+    }
+    return e;
+}
+
 // Loads one file of the models directory synchronously (start-up); a
 // failure is logged and skipped.
 static void load_at_start(cd_server *srv, const char *file) {
     const cd_settings *set = srv->set;
-    char name[CD_MAX_NAME + 1], err[512], real[PATH_MAX];
-    cd_model_conf conf = conf_defaults(set);
-    time_t conf_mtime = 0;
-    off_t conf_size = 0;
-    int rc = name_of_file(file, name, err, sizeof err);
+    static load_state st; // loop thread only; 12 KiB off the stack
+    memset(&st, 0, sizeof st);
+    st.conf = conf_defaults(set);
+    st.from_dir = true;
+    snprintf(st.path, sizeof st.path, "%s", file);
+    char err[512];
+    int rc = name_of_file(file, st.name, err, sizeof err);
     if (rc == 0)
-        rc = cd_model_path_resolve(set->models, file, real, err, sizeof err);
+        rc = cd_model_path_resolve(set->models, file, st.real, err, sizeof err);
     if (rc == 0)
-        rc = cd_model_conf_read(real, &conf, &conf_mtime, &conf_size, err, sizeof err);
-    cd_model *m = NULL;
+        rc = cd_model_conf_read(st.real, &st.conf, &st.conf_mtime, &st.conf_size, err,
+                                sizeof err);
     if (rc == 0) {
-        cd_model_opts opts = {.max_batch = (int)conf.max_batch,
-                              .threads = (int)set->threads,
-                              .device = set->device,
-                              .tune = (int)set->tune,
-                              .tune_cache = set->tune_cache[0] ? set->tune_cache : NULL,
-                              .max_file_bytes = set->max_model_bytes};
+        cd_model_opts opts = model_opts(set, &st.conf);
         if ((int64_t)cd_registry_count(srv->registry) >= set->max_models)
             rc = cd_errf(CD_ETOO_LARGE, err, sizeof err, "%lld models loaded (max-models)",
                          (long long)set->max_models);
         else
-            rc = cd_model_load(real, &opts, &m, err, sizeof err);
+            rc = cd_model_load(st.real, &opts, &st.model, err, sizeof err);
     }
-    if (rc == 0 && (rc = check_io_counts(m, err, sizeof err)) != 0)
-        cd_model_free(m);
+    if (rc == 0 && (rc = check_io_counts(st.model, err, sizeof err)) != 0)
+        cd_model_free(st.model);
     if (rc != 0) {
         CD_WARN("skipping model '%s': %s: %s", file, cd_err_name(rc), err);
         return;
     }
-    cd_model_entry *e = cd_model_entry_new(name, file, m, &conf, cd_infer_run_batch,
-                                           cd_workers_count(srv->workers));
-    if (e) {
-        cd_infer_set_double_buffer(e);
-        e->from_dir = true;
-        file_identity(real, &e->mtime, &e->size);
-        e->conf_mtime = conf_mtime;
-        e->conf_size = conf_size;
-    }
+    file_identity(st.real, &st.mtime, &st.size);
+    cd_model_entry *e = entry_new(srv, &st);
     if (!e || cd_registry_put(srv->registry, e) != 0) {
         CD_WARN("skipping model '%s': out of memory", file);
         if (e)
             cd_model_entry_unref(e);
         else
-            cd_model_free(m);
+            cd_model_free(st.model);
         return;
     }
     cd_model_summary s;
-    cd_model_get_summary(m, &s);
+    cd_model_get_summary(st.model, &s);
     CD_INFO("loaded model %s from %s (%d layers, %lld params, max_batch %d, "
-            "max_delay_us %lld, max_queue %lld)", name, file, s.nlayers,
-            (long long)s.params, e->max_batch, (long long)conf.max_delay_us,
-            (long long)conf.max_queue);
+            "max_delay_us %lld, max_queue %lld)", st.name, file, s.nlayers,
+            (long long)s.params, (int)st.conf.max_batch, (long long)st.conf.max_delay_us,
+            (long long)st.conf.max_queue);
 }
 
 int cd_models_init(cd_server *srv) {
@@ -330,20 +363,6 @@ int cd_method_models(cd_call *call) {
 
 // ---- load -------------------------------------------------------------------
 
-typedef struct {
-    char name[CD_MAX_NAME + 1];  // registry name
-    char path[CD_MAX_STR + 1];   // as sent (relative to --models)
-    char real[PATH_MAX];         // resolved inside --models
-    cd_model_conf conf;          // defaults < .conf file < load params
-    bool has[3];                 // load params given: max_batch, max_delay_us, max_queue
-    bool from_dir;               // a SIGHUP rescan (no client)
-    bool pending;                // counted in srv->pending_loads (a client's load)
-    time_t mtime, conf_mtime;    // file identities when read
-    off_t size, conf_size;
-    cd_model *model;             // loaded by the worker; owned until installed
-    cd_model_entry *entry;       // installed entry (no reference held)
-} load_state;
-
 static int load_work(cd_request *req, int worker) {
     load_state *st = req->state;
     const cd_settings *set = req->srv->set;
@@ -353,17 +372,13 @@ static int load_work(cd_request *req, int worker) {
                                 req->err, sizeof req->err);
     if (rc != 0)
         return rc;
-    if (st->has[0])
-        st->conf.max_batch = given.max_batch;
-    if (st->has[1])
-        st->conf.max_delay_us = given.max_delay_us;
-    if (st->has[2])
-        st->conf.max_queue = given.max_queue;
+    for (int i = 0; i < CD_MODEL_CONF_NKEYS; i++) {
+        size_t off = cd_model_conf_keys[i].offset;
+        if (st->has[i])
+            memcpy((char *)&st->conf + off, (const char *)&given + off, sizeof(int64_t));
+    }
     file_identity(st->real, &st->mtime, &st->size);
-    cd_model_opts opts = {.max_batch = (int)st->conf.max_batch, .threads = (int)set->threads,
-                          .device = set->device, .tune = (int)set->tune,
-                          .tune_cache = set->tune_cache[0] ? set->tune_cache : NULL,
-                          .max_file_bytes = set->max_model_bytes};
+    cd_model_opts opts = model_opts(set, &st->conf);
     rc = cd_model_load(st->real, &opts, &st->model, req->err, sizeof req->err);
     if (rc == 0 && (rc = check_io_counts(st->model, req->err, sizeof req->err)) != 0) {
         cd_model_free(st->model);
@@ -393,17 +408,7 @@ static void load_done(cd_request *req) {
                 cd_err_name(req->status), req->err);
         return;
     }
-    cd_model_entry *e = cd_model_entry_new(st->name, st->path, st->model, &st->conf,
-                                           cd_infer_run_batch,
-                                           cd_workers_count(req->srv->workers));
-    if (e) {
-        cd_infer_set_double_buffer(e);
-        e->from_dir = st->from_dir;
-        e->mtime = st->mtime;
-        e->size = st->size;
-        e->conf_mtime = st->conf_mtime;
-        e->conf_size = st->conf_size;
-    }
+    cd_model_entry *e = entry_new(req->srv, st);
     if (!e || cd_registry_put(req->srv->registry, e) != 0) {
         if (e)
             cd_model_entry_unref(e); // frees the model too
@@ -507,21 +512,13 @@ int cd_method_load(cd_call *call) {
             rc = CD_EPARAMS;
         }
     }
-    static const struct {
-        const char *key;
-        int64_t min, max;
-        size_t off;
-    } ints[3] = {
-        {"max_batch", 1, 4096, offsetof(cd_model_conf, max_batch)},
-        {"max_delay_us", 0, 10000000, offsetof(cd_model_conf, max_delay_us)},
-        {"max_queue", 1, 1000000, offsetof(cd_model_conf, max_queue)},
-    };
-    for (int i = 0; i < 3 && rc == 0; i++) {
+    for (int i = 0; i < CD_MODEL_CONF_NKEYS && rc == 0; i++) {
+        const cd_model_conf_key *k = &cd_model_conf_keys[i];
         int64_t v;
-        rc = cd_param_int(call->params, ints[i].key, ints[i].min, ints[i].max, &v,
-                          call->err, sizeof call->err);
+        rc = cd_param_int(call->params, k->key, k->min, k->max, &v, call->err,
+                          sizeof call->err);
         if (rc == 0) {
-            memcpy((char *)&st->conf + ints[i].off, &v, sizeof v);
+            memcpy((char *)&st->conf + k->offset, &v, sizeof v);
             st->has[i] = true;
         } else if (rc == 1) {
             rc = 0;

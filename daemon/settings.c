@@ -30,7 +30,7 @@ const cd_setting_desc cd_setting_table[] = {
     {"workers", CD_SET_INT, 1, 256, "2", 0,
      "inference worker threads (requests run on them, never on the event loop)",
      "N", OFF(workers), NULL},
-    {"max-batch", CD_SET_INT, 1, 4096, "8", CD_SETF_RELOAD,
+    {"max-batch", CD_SET_INT, 1, CD_MAX_BATCH, "8", CD_SETF_RELOAD,
      "largest batch of models loaded from --models (and of `load` without max_batch)",
      "N", OFF(max_batch), NULL},
     {"device", CD_SET_STR, 1, FSIZE(device), "cpu", 0,
@@ -53,11 +53,11 @@ const cd_setting_desc cd_setting_table[] = {
     {"drain-timeout", CD_SET_INT, 0, 3600, "30", CD_SETF_RELOAD,
      "seconds SIGTERM/SIGINT waits for in-flight work before closing connections",
      "SECONDS", OFF(drain_timeout), NULL},
-    {"max-delay-us", CD_SET_INT, 0, 10000000, "0", CD_SETF_RELOAD,
+    {"max-delay-us", CD_SET_INT, 0, CD_MAX_DELAY_US, "0", CD_SETF_RELOAD,
      "dynamic batching: how long a model's first queued request waits for more "
      "(default of models loaded later; per model: .conf file, `load`)", "US",
      OFF(max_delay_us), NULL},
-    {"max-queue", CD_SET_INT, 1, 1000000, "2048", CD_SETF_RELOAD,
+    {"max-queue", CD_SET_INT, 1, CD_MAX_QUEUE, "2048", CD_SETF_RELOAD,
      "queued infer requests per model; more are answered E_OVERLOADED at once "
      "(default of models loaded later)", "N", OFF(max_queue), NULL},
     {"metrics-file", CD_SET_PATH, 0, FSIZE(metrics_file), "", 0,

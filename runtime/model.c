@@ -59,7 +59,8 @@ int cd_model_load(const char *path, const cd_model_opts *opts, cd_model **out, c
     *out = NULL;
     if (err && errlen) err[0] = '\0';
     int max_batch = opts && opts->max_batch ? opts->max_batch : 1;
-    if (max_batch < 1 || max_batch > 4096) return cd_errf(CD_EPARAMS, err, errlen, "max_batch %d out of range (1..4096)", max_batch);
+    if (max_batch < 1 || max_batch > CD_MAX_BATCH)
+        return cd_errf(CD_EPARAMS, err, errlen, "max_batch %d out of range (1..%d)", max_batch, CD_MAX_BATCH);
     if (!__atomic_load_n(&g_threads, __ATOMIC_ACQUIRE)) {
         int rc = cd_runtime_init(0);
         if (rc) return cd_errf(rc, err, errlen, "runtime initialisation failed");
