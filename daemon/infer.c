@@ -28,7 +28,6 @@ typedef struct {
     int batch;                         // shape[0] of the inputs
     int nin, nout;
     const void *in[CD_MAX_TENSORS];    // input data in model order (into msg)
-    void *copy[CD_MAX_TENSORS];        // aligned copies of misaligned inputs
     size_t in_bytes[CD_MAX_TENSORS];
     void *out[CD_MAX_TENSORS];         // output buffers (worker-allocated)
     void *batch_out[CD_MAX_TENSORS];   // first request of a batch: its concatenated
@@ -38,36 +37,67 @@ typedef struct {
     int64_t timeout_ms;                // 0 = none
 } infer_state;
 
-// Submits one request alone on exec ex (its buffers, no copies unless its
-// input data is misaligned). Returns 0 (run pending on ex) or a negative code
-// with req->err.
-static int infer_submit_one(cd_request *req, cd_exec *ex) {
-    infer_state *st = req->state;
-    for (int i = 0; i < st->nin; i++) {
-        if ((uintptr_t)st->in[i] % sizeof(float) != 0) {
-            // bin payloads sit at any offset of the message: copy to align.
-            st->copy[i] = malloc(st->in_bytes[i]);
-            if (!st->copy[i])
-                goto nomem;
-            memcpy(st->copy[i], st->in[i], st->in_bytes[i]);
-            st->in[i] = st->copy[i];
+// Joins input i of reqs[0..n-1] along dim 0 into dst (the sum of their
+// in_bytes[i]): one copy per request, from its message.
+static void join_input(cd_request **reqs, int n, int i, char *dst) {
+    for (int r = 0; r < n; r++) {
+        infer_state *st = reqs[r]->state;
+        memcpy(dst, st->in[i], st->in_bytes[i]);
+        dst += st->in_bytes[i];
+    }
+}
+
+// The inputs of reqs[0..n-1] joined along dim 0 (total items) for a run on
+// ex, in in[]. Where ex has host input buffers (cd_exec_inputs: the cpu
+// backend) each request's tensor is copied once, from its message into the
+// arena, and the run copies nothing more. Otherwise they are joined into
+// buffers of our own in bufs[] (the caller frees them once the submit has
+// staged them); a single request's data is used where it lies when it is
+// aligned (bin payloads sit at any offset of the message). Returns 0 or
+// CD_ENOMEM.
+static int join_inputs(cd_request **reqs, int n, int total, cd_exec *ex, const void **in,
+                       void **bufs) {
+    infer_state *st0 = reqs[0]->state;
+    void *arena[CD_MAX_TENSORS];
+    bool direct = cd_exec_inputs(ex, arena) == 0;
+    for (int i = 0; i < st0->nin; i++) {
+        if (direct) {
+            join_input(reqs, n, i, arena[i]);
+            in[i] = arena[i];
+        } else if (n == 1 && (uintptr_t)st0->in[i] % sizeof(float) == 0) {
+            in[i] = st0->in[i];
+        } else {
+            size_t bytes = st0->in_bytes[i] / (size_t)st0->batch * (size_t)total;
+            if (!(bufs[i] = malloc(bytes ? bytes : 1)))
+                return CD_ENOMEM;
+            join_input(reqs, n, i, bufs[i]);
+            in[i] = bufs[i];
         }
     }
-    for (int i = 0; i < st->nout; i++) {
-        if (!(st->out[i] = malloc(st->out_bytes[i] ? st->out_bytes[i] : 1)))
-            goto nomem;
+    return 0;
+}
+
+// Output buffers for a run of reqs[0..n-1]: a single request's own, or the
+// batch's concatenated ones in st0->batch_out (split by infer_finish).
+// Returns 0 or CD_ENOMEM.
+static int alloc_outputs(cd_request **reqs, int n, int total, void **out) {
+    infer_state *st0 = reqs[0]->state;
+    for (int o = 0; o < st0->nout; o++) {
+        size_t bytes = st0->out_bytes[o] / (size_t)st0->batch * (size_t)total;
+        void **p = n == 1 ? &st0->out[o] : &st0->batch_out[o];
+        if (!(*p = malloc(bytes ? bytes : 1)))
+            return CD_ENOMEM;
+        out[o] = *p;
     }
-    return cd_model_submit(ex, st->batch, st->in, st->out, req->err, sizeof req->err);
-nomem:
-    snprintf(req->err, sizeof req->err, "out of memory for the tensors");
-    return CD_ENOMEM;
+    return 0;
 }
 
 // The scheduler's submit half (worker thread): requests of one model
 // version, sum of batches <= max_batch, queued on the worker's exec `slot`.
 // Several requests are concatenated along dim 0 into one run (the outputs are
 // split back by infer_finish). Until infer_finish, reqs[0]->status/err hold
-// the submit's result and st0->batch_out the concatenated outputs.
+// the submit's result and, for several requests, st0->batch_out the
+// concatenated outputs.
 static void infer_submit(cd_request **reqs, int n, int worker, int slot) {
     infer_state *st0 = reqs[0]->state;
     cd_model_entry *e = st0->entry;
@@ -78,46 +108,22 @@ static void infer_submit(cd_request **reqs, int n, int worker, int slot) {
         snprintf(reqs[0]->err, sizeof reqs[0]->err, "cannot allocate the execution state");
         return;
     }
-    if (n == 1) {
-        reqs[0]->status = infer_submit_one(reqs[0], *exp);
-        return;
-    }
     int total = 0;
     for (int r = 0; r < n; r++)
         total += ((infer_state *)reqs[r]->state)->batch;
     const void *in[CD_MAX_TENSORS] = {0};
-    void *buf_in[CD_MAX_TENSORS] = {0};
-    int nin = st0->nin, nout = st0->nout, rc = 0;
-    for (int i = 0; i < nin && rc == 0; i++) {
-        size_t item = st0->in_bytes[i] / (size_t)st0->batch;
-        size_t bytes = item * (size_t)total;
-        char *b = malloc(bytes ? bytes : 1);
-        if (!b) {
-            rc = CD_ENOMEM;
-            break;
-        }
-        buf_in[i] = b;
-        in[i] = b;
-        size_t off = 0;
-        for (int r = 0; r < n; r++) {
-            infer_state *st = reqs[r]->state;
-            memcpy(b + off, st->in[i], st->in_bytes[i]);
-            off += st->in_bytes[i];
-        }
-    }
-    for (int o = 0; o < nout && rc == 0; o++) {
-        size_t item = st0->out_bytes[o] / (size_t)st0->batch;
-        size_t bytes = item * (size_t)total;
-        if (!(st0->batch_out[o] = malloc(bytes ? bytes : 1)))
-            rc = CD_ENOMEM;
-    }
+    void *bufs[CD_MAX_TENSORS] = {0}, *out[CD_MAX_TENSORS] = {0};
+    int rc = join_inputs(reqs, n, total, *exp, in, bufs);
+    if (rc == 0)
+        rc = alloc_outputs(reqs, n, total, out);
     if (rc == CD_ENOMEM)
-        snprintf(reqs[0]->err, sizeof reqs[0]->err, "out of memory for the batch tensors");
-    if (rc == 0) // the inputs are staged by the submit: freed below
-        rc = cd_model_submit(*exp, total, in, st0->batch_out, reqs[0]->err, sizeof reqs[0]->err);
+        snprintf(reqs[0]->err, sizeof reqs[0]->err,
+                 n == 1 ? "out of memory for the tensors" : "out of memory for the batch tensors");
+    if (rc == 0) // the inputs are staged by the submit: bufs are freed below
+        rc = cd_model_submit(*exp, total, in, out, reqs[0]->err, sizeof reqs[0]->err);
     reqs[0]->status = rc;
     for (int i = 0; i < CD_MAX_TENSORS; i++)
-        free(buf_in[i]);
+        free(bufs[i]);
 }
 
 // The scheduler's finish half: waits for what infer_submit queued with the
@@ -243,7 +249,6 @@ static void infer_release(cd_request *req) {
     if (!st)
         return;
     for (int i = 0; i < CD_MAX_TENSORS; i++) {
-        free(st->copy[i]);
         free(st->out[i]);
         free(st->batch_out[i]);
     }

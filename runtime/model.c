@@ -253,6 +253,13 @@ int cd_exec_init(const cd_model *m, cd_exec **out) {
     return 0;
 }
 
+int cd_exec_inputs(cd_exec *ex, void **in) {
+    const cd_model *m = ex->m;
+    if (strcmp(cd_backend_name(m->be), "cpu") != 0) return CD_EUNSUPPORTED;
+    for (int i = 0; i < m->ninputs; i++) in[i] = ex->bt[m->inputs[i].tensor].data;
+    return 0;
+}
+
 // Queues a whole run on ex's context: uploads, every layer, downloads; with
 // layer_ms (profiling) each layer is synchronised and timed. Returns 0 with
 // the work queued (outputs valid after cd_backend_synchronize), or a negative
@@ -272,6 +279,7 @@ static int submit_impl(cd_exec *ex, int batch, const void *const *inputs, void *
     int rc;
     for (int i = 0; i < m->ninputs; i++) {
         const cd_ptensor *t = &m->tensors[m->inputs[i].tensor];
+        if (inputs[i] == ex->bt[m->inputs[i].tensor].data) continue; // filled in place (cd_exec_inputs)
         rc = cd_backend_upload_async(m->be, ex->ctx, ex->bt[m->inputs[i].tensor].data, inputs[i],
                                      t->item_bytes * (size_t)batch);
         if (rc) {

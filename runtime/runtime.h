@@ -150,8 +150,19 @@ int cd_model_profile_stop(const cd_model *m, int batch, int runs, double *layer_
 int cd_exec_init(const cd_model *m, cd_exec **out);
 void cd_exec_free(cd_exec *ex);
 
+// Where ex's inputs live, for a caller that can write them in place: in[i]
+// (room for cd_model_num_inputs) gets the address of input i's buffer in
+// ex's arena, room for max_batch items in C order. A run (cd_model_run /
+// cd_model_submit) whose inputs[i] is that address copies nothing for it;
+// the caller fills it with the run's `batch` items first. Valid until
+// cd_exec_free; do not write it while a run submitted on ex is pending.
+// Returns 0, or CD_EUNSUPPORTED when ex's memory is not host memory (the hip
+// backends): then pass buffers of your own, which the run uploads.
+int cd_exec_inputs(cd_exec *ex, void **in);
+
 // Runs the model on `batch` items (1..max_batch). inputs[i] holds input i in
-// C order with shape[0] == batch; outputs[i] receives output i likewise
+// C order with shape[0] == batch (or is cd_exec_inputs' buffer i, filled);
+// outputs[i] receives output i likewise
 // (caller-allocated). Returns 0, or CD_ESHAPE / CD_EINTERNAL with err set.
 int cd_model_run(cd_exec *ex, int batch, const void *const *inputs,
                  void *const *outputs, char *err, size_t errlen);
