@@ -74,7 +74,7 @@ ONNX_PROTO   ?= /usr/include/onnx/onnx.proto
 PROTO_SRC   := $(wildcard proto/*.c)
 CLIENT_SRC  := $(wildcard client/*.c)
 RUNTIME_SRC := $(wildcard runtime/*.c) $(BUILD)/gen/onnx.pb-c.c
-KERNEL_SRC  := $(wildcard kernels/cpu/*.c) $(wildcard sparse/*.c)
+KERNEL_SRC  := kernels/log.c $(wildcard kernels/cpu/*.c) $(wildcard sparse/*.c)
 DAEMON_SRC  := $(filter-out daemon/main.c,$(wildcard daemon/*.c))
 CONVCTL_SRC := $(wildcard tools/convctl/*.c)
 BENCH_SRC   := $(wildcard tools/convbench/*.c)
@@ -295,7 +295,7 @@ ifeq ($(GPU),hip)
 HIP_PLUGIN   := $(BUILD)/lib/libconvd-hip.so
 HIP_REAL_OBJ := $(patsubst %.hip,$(BUILD)/obj/hip-real/%.o,$(HIP_SRC)) \
                 $(patsubst %.c,$(BUILD)/obj/hip-real/%.o,$(HIP_HOST_SRC) $(wildcard sparse/hip/*.c) \
-                proto/errors.c)
+                proto/errors.c kernels/log.c)
 # The plugin is loaded into any daemon (also a sanitizer build): no
 # sanitizers, hidden symbols but for the plugin entry points.
 HIPCC_FLAGS  := -std=c++17 -O2 -g -Wall -Wextra -Wno-unused-parameter -fPIC \
@@ -335,7 +335,7 @@ $(BUILD)/obj/bench/%.o: CFLAGS += $(OMP_FLAGS)
 # Dense conv kernels: oneDNN layouts vs im2col + OpenBLAS sgemm (OpenBLAS is
 # used by this benchmark only, never by the product).
 CPUKERNEL_OBJ := $(call obj,$(wildcard kernels/cpu/*.c))
-$(BUILD)/bin/conv-dense-layers: $(BUILD)/obj/bench/conv-dense-layers.o $(CPUKERNEL_OBJ) $(call obj,$(wildcard sparse/*.c) proto/errors.c)
+$(BUILD)/bin/conv-dense-layers: $(BUILD)/obj/bench/conv-dense-layers.o $(CPUKERNEL_OBJ) $(call obj,$(wildcard sparse/*.c) proto/errors.c kernels/log.c runtime/options.c)
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(DNNL_LIBS) $(OMP_FLAGS) -lopenblas $(LDLIBS)
@@ -353,7 +353,7 @@ bench: $(BUILD)/bin/fma-peak
 
 # Sparse conv kernels vs oneDNN dense (bench/sparse-conv-layers.sh writes the
 # "Sparse conv kernels" table of docs/PERFORMANCE.md).
-$(BUILD)/bin/sparse-conv-layers: $(BUILD)/obj/bench/sparse-conv-layers.o $(call obj,$(wildcard sparse/*.c)) $(call obj,kernels/cpu/ref-conv.c proto/errors.c)
+$(BUILD)/bin/sparse-conv-layers: $(BUILD)/obj/bench/sparse-conv-layers.o $(call obj,$(wildcard sparse/*.c)) $(call obj,kernels/cpu/ref-conv.c proto/errors.c kernels/log.c runtime/options.c)
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(DNNL_LIBS) $(OMP_FLAGS) $(LDLIBS)

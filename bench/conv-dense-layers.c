@@ -12,6 +12,7 @@
 // runs the kernel k times (k calibrated to last >= M ms) and the median
 // sample is reported. Ratios are against oneDNN blocked of the same round set.
 
+#include "runtime/runtime.h"
 #include "kernels/cpu/dnnl.h"
 #include "kernels/cpu/dwconv.h"
 #include "kernels/cpu/ref.h"
@@ -311,6 +312,9 @@ static void bench_overhead(int reps) {
 }
 
 int main(int argc, char **argv) {
+    cd_runtime_options ropts; // CONVD_* (runtime/runtime.h)
+    cd_runtime_options_from_env(&ropts);
+    cd_runtime_configure(&ropts);
     int threads = 1, batch = 1, reps = 7, overhead = 0;
     double min_ms = 10;
     const char *model = "all";

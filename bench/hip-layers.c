@@ -15,6 +15,7 @@
 // when every sparse output matched its dense one within 1e-4, 1 otherwise, 2
 // for usage errors, 3 when the device cannot be created.
 
+#include "runtime/runtime.h"
 #include "proto/errors.h"
 #include "runtime/backend.h"
 
@@ -81,6 +82,9 @@ static double time_op(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int
 }
 
 int main(int argc, char **argv) {
+    cd_runtime_options ropts; // CONVD_* (runtime/runtime.h)
+    cd_runtime_options_from_env(&ropts);
+    cd_runtime_configure(&ropts);
     const char *device = "hip:0";
     int batch = 8, reps = 20, quick = 0, probe = 0;
     for (int i = 1; i < argc; i++) {

@@ -20,6 +20,7 @@
 // rounds that interleave dense and sparse runs (the machine is shared:
 // interference only ever adds time).
 
+#include "runtime/runtime.h"
 #include "kernels/cpu/ref.h"
 #include "sparse/sparse-conv.h"
 
@@ -505,6 +506,9 @@ static void print_summary(const int batches[2], const int threads[2]) {
 }
 
 int main(int argc, char **argv) {
+    cd_runtime_options ropts; // CONVD_* (runtime/runtime.h)
+    cd_runtime_options_from_env(&ropts);
+    cd_runtime_configure(&ropts);
     const char *filter = NULL, *set = "all";
     int batch_only = 0, threads_only = 0;
     for (int i = 1; i < argc; i++) {
@@ -544,7 +548,7 @@ int main(int argc, char **argv) {
            "%s"
            "`b90` = 90%% in 4x1 output-channel blocks (format in the last column); "
            "`BE` = lowest measured sparsity from which sparse is at least as fast.\n\n",
-           cd_sparse_isa_name(isa), cd_sparse_isa_capped() ? " (capped by CD_MAX_ISA)" : "",
+           cd_sparse_isa_name(isa), cd_sparse_isa_capped() ? " (capped by CONVD_MAX_ISA)" : "",
            DNNL_VERSION_MAJOR, DNNL_VERSION_MINOR,
            g_ms ? "Cells: sparse ms (fastest round); " : "Cells: speedup = oneDNN time / sparse time (ideal in the header); ");
     printf("| layer | N | T | oneDNN ms |");

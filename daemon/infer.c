@@ -173,13 +173,12 @@ void cd_infer_run_batch(cd_request **reqs, int n, int worker) {
     infer_finish(reqs, n, worker, 0);
 }
 
-// Turns double buffering on for e's queue where it overlaps (the real hip
-// backend: cd_model_overlaps). CD_DOUBLE_BUFFER=1 forces it on (the
-// synchronous backends then give the same results without overlap: how the
-// path is tested), =0 off.
-void cd_infer_set_double_buffer(cd_model_entry *e) {
-    const char *env = getenv("CD_DOUBLE_BUFFER");
-    bool on = env && *env ? strcmp(env, "0") != 0 : cd_model_overlaps(e->model) != 0;
+// Turns double buffering on for e's queue per --double-buffer (mode): auto
+// where it overlaps (the real hip backend: cd_model_overlaps), on also where
+// it does not (the synchronous backends then give the same results without
+// overlap: how the path is tested), off never.
+void cd_infer_set_double_buffer(cd_model_entry *e, int64_t mode) {
+    bool on = mode == 2 || (mode == 0 && cd_model_overlaps(e->model) != 0);
     e->queue.submit = on ? infer_submit : NULL;
     e->queue.finish = on ? infer_finish : NULL;
 }

@@ -170,7 +170,7 @@ static cd_model_entry *entry_new(cd_server *srv, const load_state *st) {
                                            cd_infer_run_batch,
                                            cd_workers_count(srv->workers));
     if (e) {
-        cd_infer_set_double_buffer(e);
+        cd_infer_set_double_buffer(e, srv->set->double_buffer);
         e->from_dir = st->from_dir;
         e->mtime = st->mtime;
         e->size = st->size;

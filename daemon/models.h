@@ -53,7 +53,8 @@ typedef struct cd_request cd_request;
 // one model version, joined along dim 0, on worker `worker` and sets each
 // request's status.
 void cd_infer_run_batch(cd_request **reqs, int n, int worker);
-// Turns double buffering on for e's queue where it overlaps (see infer.c).
-void cd_infer_set_double_buffer(cd_model_entry *e);
+// Turns double buffering on for e's queue per --double-buffer (mode: 0
+// auto, 1 off, 2 on; see infer.c).
+void cd_infer_set_double_buffer(cd_model_entry *e, int64_t mode);
 
 #endif // CD_DAEMON_MODELS_H

@@ -13,6 +13,10 @@
 
 static const char *const log_levels[] = {"debug", "info", "warn", "error", NULL};
 static const char *const off_on[] = {"off", "on", NULL};
+const char *const cd_max_isa_names[] = {"native", "avx512", "avx2", "scalar", NULL};
+static const char *const cpu_kernel_modes[] = {"auto", "ref", NULL};
+static const char *const plan_modes[] = {"auto", "dense", "sparse", "compact", NULL};
+static const char *const auto_off_on[] = {"auto", "off", "on", NULL};
 
 #define OFF(field) offsetof(cd_settings, field)
 #define FSIZE(field) ((int64_t)sizeof(((cd_settings *)0)->field) - 1)
@@ -113,6 +117,27 @@ const cd_setting_desc cd_setting_table[] = {
     {"max-pending-loads", CD_SET_INT, 1, 1024, "8", CD_SETF_RELOAD,
      "`load` requests queued or running; more get E_OVERLOADED", "N",
      OFF(max_pending_loads), NULL},
+    // ---- the runtime's options (cd_runtime_options, fixed at start) and the infer path ----
+    {"max-isa", CD_SET_ENUM, 0, 3, "native", 0,
+     "cap of convd's own kernels: native|avx512|avx2|scalar (oneDNN has its own cap, "
+     "ONEDNN_MAX_CPU_ISA in the environment)", "ISA", OFF(max_isa), cd_max_isa_names},
+    {"cpu-kernels", CD_SET_ENUM, 0, 1, "auto", 0,
+     "cpu backend: auto (oneDNN and our own kernels) or ref (the reference kernels "
+     "everywhere: the tests' oracle, slow)", "auto|ref", OFF(cpu_kernels), cpu_kernel_modes},
+    {"plan", CD_SET_ENUM, 0, 3, "auto", 0,
+     "planner: auto (cost model or --tune), dense (no compaction, dense kernels), sparse "
+     "(sparse kernels wherever possible), compact (compaction, dense kernels)",
+     "MODE", OFF(plan), plan_modes},
+    {"profile", CD_SET_ENUM, 0, 1, "off", 0,
+     "log the mean time of every layer of a model when a worker's execution state of it "
+     "is freed (unload, replace, exit): off|on", "off|on", OFF(profile), off_on},
+    {"hip-plugin", CD_SET_PATH, 0, FSIZE(hip_plugin), "", 0,
+     "the GPU=hip plugin for --device hip (default: ../lib/libconvd-hip.so next to the "
+     "convd binary)", "FILE", OFF(hip_plugin), NULL},
+    {"double-buffer", CD_SET_ENUM, 0, 2, "auto", 0,
+     "a worker submits its next batch before it waits for the last: auto (where it "
+     "overlaps: --device hip), off, on (also where it does not: how the path is tested)",
+     "auto|off|on", OFF(double_buffer), auto_off_on},
     {"help", CD_SET_ACTION, 0, 0, NULL, CD_SETF_CLI_ONLY | CD_SETF_NO_STATS,
      "print this help and exit", NULL, 0, NULL},
     {"version", CD_SET_ACTION, 0, 0, NULL, CD_SETF_CLI_ONLY | CD_SETF_NO_STATS,

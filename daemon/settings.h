@@ -61,7 +61,18 @@ typedef struct {
     int64_t max_models;                  // models loaded at once
     int64_t max_model_bytes;             // largest model file
     int64_t max_pending_loads;           // client `load`s queued or running
+    // -- the runtime's options (cd_runtime_options, set once at start) and the infer path --
+    int64_t max_isa;                     // cap of our kernels: an index of cd_max_isa_names
+    int64_t cpu_kernels;                 // 0 auto, 1 ref (reference kernels everywhere)
+    int64_t plan;                        // 0 auto, 1 dense, 2 sparse, 3 compact
+    int64_t profile;                     // 1: log per-layer times when a worker's exec is freed
+    char hip_plugin[CD_SETTINGS_PATH_MAX]; // the GPU=hip plugin ("" = next to the binary)
+    int64_t double_buffer;               // 0 auto (where it overlaps), 1 off, 2 on
 } cd_settings;
+
+// The values of --max-isa, by index ("native": no cap); the runtime's
+// max_isa gets the name, "" for native.
+extern const char *const cd_max_isa_names[];
 
 // The request-memory budget in effect: max-buffered, or 8 x max-message
 // when it is 0.

@@ -8,6 +8,7 @@
 // oneDNN stream and scratchpad of one executing thread.
 
 #include "runtime/backend.h"
+#include "runtime/options.h"
 
 #include "kernels/cpu/dnnl.h"
 #include "kernels/cpu/ref.h"
@@ -52,12 +53,9 @@ static cd_conv_desc gemm_as_conv(const cd_bop_desc *d) {
     return c;
 }
 
-// CD_CPU_KERNELS=ref runs every op on the reference kernels in NCHW (the
-// oracle for whole-model tests; slow).
-static int ref_only(void) {
-    const char *e = getenv("CD_CPU_KERNELS");
-    return e && strcmp(e, "ref") == 0;
-}
+// cd_runtime_options.cpu_kernels_ref runs every op on the reference kernels
+// in NCHW (the oracle for whole-model tests; slow).
+static int ref_only(void) { return cd_runtime_opts()->cpu_kernels_ref; }
 
 // ---- tensor helpers -------------------------------------------------------------
 
@@ -464,7 +462,7 @@ static void cpu_op_state_free(cd_backend_t be, cd_op_state *st) {
 }
 
 // oneDNN's choice for this CPU (NCHW16C on AVX-512, NCHW8C on AVX2); NCHW
-// under CD_CPU_KERNELS=ref, whose kernels are NCHW only.
+// under CONVD_CPU_KERNELS=ref, whose kernels are NCHW only.
 static cd_layout cpu_blocked_layout(cd_backend_t be) {
     return ref_only() ? CD_LAYOUT_NCHW : cd_dnnl_blocked_layout();
 }

@@ -2,6 +2,7 @@
 // per-thread execution state and the run loop.
 
 #include "runtime/model.h"
+#include "runtime/options.h"
 
 #include "kernels/cpu/dnnl.h"
 #include "sparse/spmm-ukernel.h"
@@ -207,13 +208,13 @@ void cd_exec_free(cd_exec *ex) {
     if (!ex) return;
     if (ex->pending) cd_backend_synchronize(ex->m->be, ex->ctx); // queued work uses the arena
     if (ex->prof && ex->prof_runs) {
-        // CD_PROFILE=1: mean time per layer over the runs of this exec.
+        // cd_runtime_options.profile: mean time per layer over the runs of this exec.
         double total = 0;
         for (int i = 0; i < ex->m->nlayers; i++) total += ex->prof[i];
-        fprintf(stderr, "profile: %d runs, %.3f ms per run\n", ex->prof_runs, total / ex->prof_runs);
+        cd_rt_log(CD_RT_LOG_INFO, "profile: %d runs, %.3f ms per run", ex->prof_runs, total / ex->prof_runs);
         for (int i = 0; i < ex->m->nlayers; i++) {
             const cd_layer *l = &ex->m->layers[i];
-            fprintf(stderr, "profile: %4d %-24.24s %-22.22s %-24.24s %9.4f ms %5.1f%%\n", i, l->name, l->label, l->kernel,
+            cd_rt_log(CD_RT_LOG_INFO, "profile: %4d %-24.24s %-22.22s %-24.24s %9.4f ms %5.1f%%", i, l->name, l->label, l->kernel,
                     ex->prof[i] / ex->prof_runs, total > 0 ? 100.0 * ex->prof[i] / total : 0.0);
         }
     }
@@ -233,8 +234,7 @@ int cd_exec_init(const cd_model *m, cd_exec **out) {
     int rc = ex->bt ? 0 : CD_ENOMEM;
     if (!rc) rc = cd_backend_buffer_alloc(m->be, m->arena_bytes ? m->arena_bytes : 64, &ex->arena);
     if (!rc) rc = cd_backend_ctx_create(m->be, &ex->ctx);
-    const char *prof = getenv("CD_PROFILE");
-    if (!rc && prof && *prof && strcmp(prof, "0") != 0 && !(ex->prof = calloc((size_t)m->nlayers + 1, sizeof(double))))
+    if (!rc && cd_runtime_opts()->profile && !(ex->prof = calloc((size_t)m->nlayers + 1, sizeof(double))))
         rc = CD_ENOMEM;
     if (rc) {
         cd_exec_free(ex);

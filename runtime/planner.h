@@ -53,7 +53,7 @@ typedef struct {
     int from_cache;             // tuned times came from the disk cache
 } cd_plan_choice;
 
-// The planning mode: opts->mode unless it is AUTO, then $CD_PLAN
+// The planning mode: opts->mode unless it is AUTO, then cd_runtime_options.plan
 // ("dense", "sparse", "compact", "auto").
 cd_plan_mode cd_planner_mode(const cd_planner_opts *po);
 

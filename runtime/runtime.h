@@ -8,6 +8,7 @@
 // Thread-safety: a cd_model is immutable after cd_model_load and may be shared
 // by any number of threads; each thread that runs it needs its own cd_exec.
 
+#include "kernels/log.h"
 #include "proto/limits.h"
 #include "proto/tensor.h"
 
@@ -26,7 +27,7 @@ typedef struct {
     const char *tune_cache; // cache folder, NULL = $XDG_CACHE_HOME/convd (~/.cache/convd)
     int64_t max_file_bytes; // > 0: a file (with its external data) larger than this is
                         // refused with CD_ETOO_LARGE before it is read (fstat)
-    int plan;           // 0 auto ($CD_PLAN: dense|sparse|compact|auto), 1 dense only
+    int plan;           // 0 auto (cd_runtime_options.plan), 1 dense only
                         // (no compaction: the reference plan), 2 sparse kernels
                         // wherever possible, 3 compaction with dense kernels
 } cd_model_opts;
@@ -97,7 +98,7 @@ typedef struct {
 // from the running CPU (and its caps), the first time they are asked for.
 typedef struct {
     const char *kernels_isa;  // our own kernels: "avx512f", "avx2" or "scalar"
-    int kernels_capped;       // 1: lowered by CD_MAX_ISA
+    int kernels_capped;       // 1: lowered by CONVD_MAX_ISA
     const char *dnnl_isa;     // oneDNN's: "avx512_core", "avx2", ... (honours
                               // ONEDNN_MAX_CPU_ISA)
     const char *layout;       // blocked layout of dense chains: "NCHW16C",
@@ -107,6 +108,41 @@ typedef struct {
 
 // Fills out (static strings). Initialises oneDNN if needed.
 void cd_runtime_cpu_info(cd_cpu_info *out);
+
+// ---- process-wide options -------------------------------------------------
+//
+// Every knob of the runtime and the libraries under it, in one struct. The
+// daemon fills it from its settings table (daemon/settings.c); the tools,
+// benchmarks and tests fill it with cd_runtime_options_from_env(), the one
+// place the runtime's environment variables are read. Zeroed = the defaults.
+typedef struct {
+    int profile;            // 1: each cd_exec logs the mean time of every layer
+                            // when freed (CONVD_PROFILE=1)
+    int cpu_kernels_ref;    // 1: the CPU backend runs every op on the reference
+                            // kernels in NCHW, the tests' oracle
+                            // (CONVD_CPU_KERNELS=ref)
+    int plan;               // plan of models loaded with cd_model_opts.plan 0:
+                            // 0 auto, 1 dense, 2 sparse, 3 compact
+                            // (CONVD_PLAN=auto|dense|sparse|compact)
+    char max_isa[16];       // cap of our own kernels: "avx512", "avx2" or
+                            // "scalar", any case ("": the CPU's best;
+                            // CONVD_MAX_ISA). oneDNN has its own,
+                            // ONEDNN_MAX_CPU_ISA.
+    char hip_plugin[4096];  // the GPU=hip plugin ("": <dir of the executable>/
+                            // ../lib/libconvd-hip.so; CONVD_HIP_PLUGIN)
+    cd_rt_log_fn log;       // where the libraries' messages go (NULL: stderr)
+    void *log_ud;           // passed to log
+} cd_runtime_options;
+
+// Fills *o from the environment: CONVD_PROFILE, CONVD_CPU_KERNELS,
+// CONVD_PLAN, CONVD_MAX_ISA, CONVD_HIP_PLUGIN (unset or empty: the default;
+// an unknown CONVD_PLAN is auto). log is left NULL (stderr).
+void cd_runtime_options_from_env(cd_runtime_options *o);
+
+// Makes *o the process's options (copied). Call once at start-up, before
+// any other runtime call: the ISA cap is fixed the first time a kernel is
+// chosen. An unknown max_isa is logged and ignored when first used.
+void cd_runtime_configure(const cd_runtime_options *o);
 
 // Sets up process-wide state (CPU feature detection, thread pool with
 // `threads` workers, 0 = all cores). Idempotent. Returns 0 or a negative code.

@@ -61,7 +61,7 @@ int cd_dwconv3x3_create(const cd_conv_desc *d, const float *w, const float *bias
         k->lo = d->act.alpha;
         k->hi = d->act.beta;
     }
-    if (!force_portable && cd_sparse_isa_supported(CD_SPARSE_ISA_AVX512F)) { // honours CD_MAX_ISA
+    if (!force_portable && cd_sparse_isa_supported(CD_SPARSE_ISA_AVX512F)) { // honours CONVD_MAX_ISA
         k->row = cd_f32_dwconv3x3_row__avx512f;
         k->isa = "avx512f";
     } else {

@@ -15,7 +15,7 @@ static void dw_case(cd_conv_desc d, int batch, int portable) {
     cd_ref_conv2d(&d, src, w, bias, NULL, ref);
     cd_dwconv3x3 *k;
     CHECK_EQ(cd_dwconv3x3_create(&d, w, bias, portable, &k), 0);
-    // The kernel follows CD_MAX_ISA, like the sparse ones.
+    // The kernel follows CONVD_MAX_ISA, like the sparse ones.
     if (!portable)
         CHECK_STREQ(cd_dwconv3x3_isa(k), cd_sparse_isa_supported(CD_SPARSE_ISA_AVX512F) ? "avx512f" : "scalar");
     if (portable) CHECK_STREQ(cd_dwconv3x3_isa(k), "scalar");

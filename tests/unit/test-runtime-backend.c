@@ -2,6 +2,7 @@
 // kernel it picks: oneDNN, own depthwise, reference) against the reference
 // kernels, on fresh random shapes, in every layout the backend accepts.
 
+#include "runtime/options.h"
 #include "kernels/cpu/dnnl.h"
 #include "kernels/cpu/ref.h"
 #include "proto/errors.h"
@@ -431,7 +432,9 @@ CD_TEST(backend_reorder_both_directions_c_not_multiple_of_block) {
 }
 
 CD_TEST(backend_ref_only_mode_keeps_nchw) {
-    setenv("CD_CPU_KERNELS", "ref", 1);
+    cd_runtime_options o = *cd_runtime_opts();
+    o.cpu_kernels_ref = 1;
+    cd_runtime_configure(&o);
     cd_backend_t be = cpu();
     cd_bop_desc d;
     memset(&d, 0, sizeof d);

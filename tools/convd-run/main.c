@@ -98,6 +98,9 @@ static void safe_name(const char *in, char *out, size_t n) {
 }
 
 int main(int argc, char **argv) {
+    cd_runtime_options ropts; // CONVD_* (runtime/runtime.h)
+    cd_runtime_options_from_env(&ropts);
+    cd_runtime_configure(&ropts);
     const char *model_path = NULL, *out_path = NULL, *out_dir = NULL, *device = NULL;
     const char *in_spec[MAX_INPUTS];
     int nin_spec = 0, batch = 0, max_batch = 0, threads = 0, bench = 0, warmup = 3, info = 0, json = 0;
@@ -437,7 +440,7 @@ int main(int argc, char **argv) {
             cd_cpu_info ci;
             cd_runtime_cpu_info(&ci);
             printf("\ndevice %s, blocked layout %s; kernels %s%s, oneDNN %s\n", cd_model_device(m), cd_model_layout(m),
-                   ci.kernels_isa, ci.kernels_capped ? " (capped by CD_MAX_ISA)" : "", ci.dnnl_isa);
+                   ci.kernels_isa, ci.kernels_capped ? " (capped by CONVD_MAX_ISA)" : "", ci.dnnl_isa);
             printf("%4s  %-28s %-22s %-22s %-18s %-18s %10s %12s\n", "#", "name", "op", "kernel", "in", "out", "params", "MFLOP");
             for (int i = 0; i < cd_model_num_layers(m); i++) {
                 cd_layer_info li;
