@@ -75,6 +75,7 @@ int main(int argc, char **argv) {
     case CD_SETTINGS_RUN:
         break;
     case CD_SETTINGS_HELP:
+    case CD_SETTINGS_MARKDOWN:
         return 0;
     case CD_SETTINGS_VERSION: // after the version line: what this CPU runs
         cd_cpu_print(stdout);

@@ -104,6 +104,9 @@ typedef struct {
     const char *arg;             // placeholder in --help ("PATH", "N")
     size_t offset;               // field in cd_settings
     const char *const *choices;  // ENUM: NULL-terminated names
+    // docs/OPERATIONS.md's settings table (cd_settings_print_markdown):
+    const char *doc;             // the meaning column, markdown (NULL: help)
+    const char *doc_default;     // the default column (NULL: from def)
 } cd_setting_desc;
 
 extern const cd_setting_desc cd_setting_table[];
@@ -115,6 +118,7 @@ typedef enum {
     CD_SETTINGS_HELP = 1,    // --help printed, exit 0
     CD_SETTINGS_VERSION = 2, // --version printed, exit 0
     CD_SETTINGS_BAD = 3,     // bad flag/value/file: message printed, exit 2
+    CD_SETTINGS_MARKDOWN = 4, // --settings-markdown printed, exit 0
 } cd_settings_outcome;
 
 // Fills s from defaults, then the config file (when --config is given), then
@@ -151,6 +155,12 @@ int cd_settings_default_socket(char *out, size_t outlen, char *err, size_t errle
 
 // Prints --help text generated from the table.
 void cd_settings_print_help(FILE *f);
+
+// Prints the settings table of docs/OPERATIONS.md (`convd
+// --settings-markdown`; scripts/gen-settings-doc puts it there and a test
+// checks that the doc holds exactly this): one row per setting that takes a
+// value, with its default, range and meaning.
+void cd_settings_print_markdown(FILE *f);
 
 // Packs {name: value} for every setting without CD_SETF_NO_STATS.
 int cd_settings_pack(msgpack_packer *pk, const cd_settings *s);
