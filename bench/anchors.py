@@ -36,8 +36,8 @@ round median (a check on a noisy run). Correctness, same run: each engine's outp
 x.npy against ORT's, max |y - ort| / max(1, |ort|) over the elements.
 
 --isa avx2 caps what can be capped:
-  convd       ONEDNN_MAX_CPU_ISA=AVX2 (oneDNN), CD_MAX_ISA=avx2 (its own kernels);
-              convd logs that CD_MAX_ISA capped it
+  convd       ONEDNN_MAX_CPU_ISA=AVX2 (oneDNN), CONVD_MAX_ISA=avx2 (its own kernels);
+              convd logs that CONVD_MAX_ISA capped it
   deepsparse  NM_ARCH=avx2: deepsparse.cpu.cpu_architecture() takes the ISA
               from NM_ARCH instead of its CPU probe, and deepsparse.lib then
               loads deepsparse/avx2/deepsparse_engine.so instead of avx512/
@@ -71,7 +71,7 @@ ALL_MODELS = DENSE + tuple(f"resnet50-{v}" for v in PRUNED)
 ENGINES = ("convd", "ort", "deepsparse")
 CAPS = {
     "native": {"convd": {}, "deepsparse": {}},
-    "avx2": {"convd": {"ONEDNN_MAX_CPU_ISA": "AVX2", "CD_MAX_ISA": "avx2"},
+    "avx2": {"convd": {"ONEDNN_MAX_CPU_ISA": "AVX2", "CONVD_MAX_ISA": "avx2"},
              "deepsparse": {"NM_ARCH": "avx2"}},
 }
 
@@ -448,7 +448,7 @@ def markdown(res):
     isas = [f"{k} {c}" for k, c in sorted(count.items(), key=lambda kc: -kc[1])]
     banner = (re.search(r"\(system=[^)]*\)", ds.get("banner") or "") or ["?"])[0]
     fracs = [m["deepsparse_supported_ops"] for m in res["models"].values()]
-    # convd's own kernels log their ISA and whether CD_MAX_ISA capped it.
+    # convd's own kernels log their ISA and whether CONVD_MAX_ISA capped it.
     sparse = sorted({m["convd_isa"]["sparse_line"] for m in res["models"].values() if m["convd_isa"]["sparse_line"]})
     dnnl = sorted({m["convd_isa"]["onednn_isa"] for m in res["models"].values()})
     la, lb = res["load_start"], res["load_end"]

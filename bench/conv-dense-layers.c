@@ -14,6 +14,7 @@
 #include "backends/cpu/dnnl.h"
 #include "core/clock.h"
 #include "core/stats-util.h"
+#include "runtime/runtime.h"
 #include "kernels/cpu/ref.h"
 
 #include <cblas.h>
@@ -276,6 +277,9 @@ static void bench_overhead(int reps) {
 }
 
 int main(int argc, char **argv) {
+    cd_runtime_options ropts; // CONVD_* (runtime/runtime.h)
+    cd_runtime_options_from_env(&ropts);
+    cd_runtime_configure(&ropts);
     int threads = 1, batch = 1, reps = 7, overhead = 0;
     double min_ms = 10;
     const char *model = "all";

@@ -19,6 +19,7 @@
 #include "core/clock.h"
 #include "core/errors.h"
 #include "core/stats-util.h"
+#include "runtime/runtime.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -72,6 +73,9 @@ static double time_op(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int
 }
 
 int main(int argc, char **argv) {
+    cd_runtime_options ropts; // CONVD_* (runtime/runtime.h)
+    cd_runtime_options_from_env(&ropts);
+    cd_runtime_configure(&ropts);
     const char *device = "hip:0";
     int batch = 8, reps = 20, quick = 0, probe = 0;
     for (int i = 1; i < argc; i++) {

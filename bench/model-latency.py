@@ -35,7 +35,7 @@ between ORT with ORT_DISABLE_ALL and ORT (ORT's own float32 noise on that
 model and input).
 
 --profile adds, at batch 1 for each thread count, per-layer times of both
-engines (convd: CD_PROFILE=1 in convd-run; ORT: SessionOptions.enable_profiling)
+engines (convd: CONVD_PROFILE=1 in convd-run; ORT: SessionOptions.enable_profiling)
 grouped by layer kind and output size, the largest differences first (up to 3
 interleaved rounds, median per group).
 
@@ -219,16 +219,16 @@ def other_key(op):
 
 
 def convd_profile(model, batch, max_batch, threads, iters, warmup, env):
-    """{key: [count, ms per run, kernels]} from convd-run with CD_PROFILE=1."""
+    """{key: [count, ms per run, kernels]} from convd-run with CONVD_PROFILE=1."""
     info, err = convd_run(model, batch, max_batch, threads, iters, warmup, extra=["--info"],
-                          env=dict(env, CD_PROFILE="1"))
+                          env=dict(env, CONVD_PROFILE="1"))
     times = {}
     for line in err.splitlines():
         m = re.match(r"profile:\s+(\d+)\s.*\s([0-9.]+) ms\s+[0-9.]+%\s*$", line)
         if m:
             times[int(m.group(1))] = float(m.group(2))
     if not times:
-        raise RuntimeError("convd-run printed no per-layer profile (CD_PROFILE=1):\n" + err[-2000:])
+        raise RuntimeError("convd-run printed no per-layer profile (CONVD_PROFILE=1):\n" + err[-2000:])
     attrs = onnx_conv_attrs(model)
     out = {}
     for i, layer in enumerate(info["layers"]):

@@ -21,6 +21,7 @@
 // interference only ever adds time).
 
 #include "core/stats-util.h"
+#include "runtime/runtime.h"
 #include "kernels/cpu/ref.h"
 #include "sparse/sparse-conv.h"
 
@@ -501,6 +502,9 @@ static void print_summary(const int batches[2], const int threads[2]) {
 }
 
 int main(int argc, char **argv) {
+    cd_runtime_options ropts; // CONVD_* (runtime/runtime.h)
+    cd_runtime_options_from_env(&ropts);
+    cd_runtime_configure(&ropts);
     const char *filter = NULL, *set = "all";
     int batch_only = 0, threads_only = 0;
     for (int i = 1; i < argc; i++) {
@@ -540,7 +544,7 @@ int main(int argc, char **argv) {
            "%s"
            "`b90` = 90%% in 4x1 output-channel blocks (format in the last column); "
            "`BE` = lowest measured sparsity from which sparse is at least as fast.\n\n",
-           cd_sparse_isa_name(isa), cd_sparse_isa_capped() ? " (capped by CD_MAX_ISA)" : "",
+           cd_sparse_isa_name(isa), cd_sparse_isa_capped() ? " (capped by CONVD_MAX_ISA)" : "",
            DNNL_VERSION_MAJOR, DNNL_VERSION_MINOR,
            g_ms ? "Cells: sparse ms (fastest round); " : "Cells: speedup = oneDNN time / sparse time (ideal in the header); ");
     printf("| layer | N | T | oneDNN ms |");

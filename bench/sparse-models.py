@@ -20,7 +20,7 @@ $CONVD_BENCH_CACHE or ~/.cache/convd/bench-models, then pruned there with
 
 Engines, all with the same thread count T, OMP_WAIT_POLICY=passive:
   ours   convd-run FILE --bench N --threads T (auto plan: compaction + planner)
-  dense  the same with CD_PLAN=dense (no compaction, oneDNN everywhere)
+  dense  the same with CONVD_PLAN=dense (no compaction, oneDNN everywhere)
   ort    onnxruntime CPU EP, intra_op_num_threads=T, ORT_ENABLE_ALL, sequential
 Each round measures every (batch, variant, engine) once (median of N runs
 after W warm-ups), the engine order rotating per round; the table shows the
@@ -69,7 +69,7 @@ def pruned_file(base, variant):
 
 
 def convd_bench(model, batch, threads, iters, warmup, plan):
-    env = dict(os.environ, CD_PLAN=plan, OMP_WAIT_POLICY="passive")
+    env = dict(os.environ, CONVD_PLAN=plan, OMP_WAIT_POLICY="passive")
     cmd = [paths.binary("convd-run"), str(model), "--batch", str(batch), "--max-batch", str(batch), "--threads",
            str(threads), "--bench", str(iters), "--warmup", str(warmup), "--json"]
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)

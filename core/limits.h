@@ -15,6 +15,10 @@
 #define CD_MAX_TENSORS          64           // tensors in one inputs/outputs map
 #define CD_MAX_NAME             255          // model and tensor names
 #define CD_MAX_METHOD           64           // method name
+// Largest max_batch of a model: the daemon's --max-batch, a model's .conf and
+// `load` params, and the runtime's cd_model_opts.max_batch are all checked
+// against it (the scheduler sizes its per-worker batch arrays by it).
+#define CD_MAX_BATCH            4096
 
 // Limits on what a model file may declare (runtime/). Files come from
 // programs we do not control: each declared size is checked against these

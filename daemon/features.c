@@ -92,5 +92,5 @@ void cd_cpu_print(FILE *f) {
     cd_cpu_info ci;
     cd_runtime_cpu_info(&ci);
     fprintf(f, "cpu: %s; kernels %s%s; dnnl %s; layout %s\n", cd_cpu_model(), ci.kernels_isa,
-            ci.kernels_capped ? " (capped by CD_MAX_ISA)" : "", ci.dnnl_isa, ci.layout);
+            ci.kernels_capped ? " (capped by --max-isa)" : "", ci.dnnl_isa, ci.layout);
 }

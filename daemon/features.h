@@ -22,7 +22,7 @@ const char *cd_cpu_model(void);
 int cd_cpu_pack(msgpack_packer *pk);
 
 // Writes the one-line summary `convd --version` prints after the version:
-// "cpu: MODEL; kernels ISA[ (capped by CD_MAX_ISA)]; dnnl ISA; layout L".
+// "cpu: MODEL; kernels ISA[ (capped by --max-isa)]; dnnl ISA; layout L".
 void cd_cpu_print(FILE *f);
 
 #endif // CD_DAEMON_FEATURES_H

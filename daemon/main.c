@@ -10,6 +10,9 @@
 #include "daemon/log.h"
 #include "daemon/server.h"
 #include "daemon/settings.h"
+#include "core/errors.h"
+#include "backends/backend.h"
+#include "runtime/runtime.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +50,26 @@ static int check_device(const char *dev) {
     return rc == CD_EUNSUPPORTED ? 2 : 1;
 }
 
+// The runtime's messages (core/log.h) as lines of the daemon's log.
+static void runtime_log(int level, const char *msg, void *ud) {
+    (void)ud;
+    cd_log((cd_log_level)level, "%s", msg);
+}
+
+// The runtime's options from the settings table, and its log into ours.
+static void runtime_configure(const cd_settings *set) {
+    cd_runtime_options o;
+    memset(&o, 0, sizeof o);
+    o.profile = set->profile != 0;
+    o.cpu_kernels_ref = set->cpu_kernels == 1;
+    o.plan = (int)set->plan;
+    if (set->max_isa > 0)
+        snprintf(o.max_isa, sizeof o.max_isa, "%s", cd_max_isa_names[set->max_isa]);
+    snprintf(o.hip_plugin, sizeof o.hip_plugin, "%s", set->hip_plugin);
+    o.log = runtime_log;
+    cd_runtime_configure(&o);
+}
+
 int main(int argc, char **argv) {
     ensure_omp_wait_policy(argv);
     static cd_settings set;
@@ -54,6 +77,7 @@ int main(int argc, char **argv) {
     case CD_SETTINGS_RUN:
         break;
     case CD_SETTINGS_HELP:
+    case CD_SETTINGS_MARKDOWN:
         return 0;
     case CD_SETTINGS_VERSION: // after the version line: what this CPU runs
         cd_cpu_print(stdout);
@@ -66,9 +90,10 @@ int main(int argc, char **argv) {
         fprintf(stderr, "convd: --%s\n", err);
         return 2;
     }
+    cd_log_set_level((cd_log_level)set.log_level);
+    runtime_configure(&set);
     int rc = check_device(set.device);
     if (rc != 0)
         return rc;
-    cd_log_set_level((cd_log_level)set.log_level);
     return cd_server_run(&set, argc, argv);
 }

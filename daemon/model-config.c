@@ -8,6 +8,8 @@
 #include "core/errors.h"
 #include "daemon/registry.h"
 #include "daemon/settings.h"
+#include "core/errors.h"
+#include "core/limits.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -16,21 +18,15 @@
 #include <string.h>
 #include <sys/stat.h>
 
-typedef struct {
-    const char *key;
-    int64_t min, max;
-    size_t offset; // in cd_model_conf
-} conf_key;
-
-static const conf_key conf_keys[] = {
-    {"max_batch", 1, 4096, offsetof(cd_model_conf, max_batch)},
-    {"max_delay_us", 0, 10000000, offsetof(cd_model_conf, max_delay_us)},
-    {"max_queue", 1, 1000000, offsetof(cd_model_conf, max_queue)},
+const cd_model_conf_key cd_model_conf_keys[CD_MODEL_CONF_NKEYS] = {
+    {"max_batch", 1, CD_MAX_BATCH, offsetof(cd_model_conf, max_batch)},
+    {"max_delay_us", 0, CD_MAX_DELAY_US, offsetof(cd_model_conf, max_delay_us)},
+    {"max_queue", 1, CD_MAX_QUEUE, offsetof(cd_model_conf, max_queue)},
 };
 
 static int conf_line(void *ud, const char *key, const char *val, char *why, size_t whylen) {
-    for (size_t i = 0; i < sizeof conf_keys / sizeof conf_keys[0]; i++) {
-        const conf_key *k = &conf_keys[i];
+    for (size_t i = 0; i < CD_MODEL_CONF_NKEYS; i++) {
+        const cd_model_conf_key *k = &cd_model_conf_keys[i];
         if (strcmp(k->key, key) != 0)
             continue;
         char *end;

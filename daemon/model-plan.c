@@ -133,7 +133,7 @@ static int plan_pack(cd_request *req, msgpack_packer *pk) {
     rc |= cd_pack_kv_str(pk, "device", cd_model_device(m));
     rc |= cd_pack_kv_str(pk, "layout", cd_model_layout(m));
     rc |= cd_pack_str(pk, "cpu") | cd_cpu_pack(pk);
-    rc |= pack_kv_int(pk, "max_batch", e->max_batch);
+    rc |= pack_kv_int(pk, "max_batch", e->conf.max_batch);
     rc |= pack_kv_int(pk, "batch", st->batch);
     rc |= pack_kv_int(pk, "runs", st->runs);
     rc |= pack_kv_ms(pk, "measured_ms", st->total_ms);
@@ -181,7 +181,7 @@ int cd_method_plan(cd_call *call) {
         cd_model_entry_unref(e);
         return rc;
     }
-    rc = cd_param_int(call->params, "batch", 1, e->max_batch, &batch, call->err, sizeof call->err);
+    rc = cd_param_int(call->params, "batch", 1, e->conf.max_batch, &batch, call->err, sizeof call->err);
     if (rc < 0) {
         cd_model_entry_unref(e);
         return rc;

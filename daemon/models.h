@@ -2,8 +2,11 @@
 #define CD_DAEMON_MODELS_H
 
 // The model side of the daemon: the registry of loaded models and the
-// methods that use it (models, load, unload, infer). Everything here runs on
-// the loop thread except the `work` parts of requests, which run on workers.
+// methods that use it. daemon/models.c: start-up, models, load, unload, the
+// SIGHUP rescan and the per-model stats; daemon/infer.c: infer (validate,
+// submit, the batch callback, finish, pack). Everything here runs on the
+// loop thread except the `work` parts of requests and the batch callback,
+// which run on workers.
 
 #include "daemon/methods.h"
 
@@ -40,5 +43,18 @@ int cd_method_infer(cd_call *call);
 // plan: the model's layers as planned, profiled on the profiler thread
 // (daemon/model-plan.c).
 int cd_method_plan(cd_call *call);
+
+// ---- daemon/infer.c: what a model entry's queue runs -------------------------
+
+typedef struct cd_model_entry cd_model_entry;
+typedef struct cd_request cd_request;
+
+// The batch callback of every model queue (cd_batch_fn): runs reqs[0..n-1],
+// one model version, joined along dim 0, on worker `worker` and sets each
+// request's status.
+void cd_infer_run_batch(cd_request **reqs, int n, int worker);
+// Turns double buffering on for e's queue per --double-buffer (mode: 0
+// auto, 1 off, 2 on; see infer.c).
+void cd_infer_set_double_buffer(cd_model_entry *e, int64_t mode);
 
 #endif // CD_DAEMON_MODELS_H

@@ -125,7 +125,6 @@ cd_model_entry *cd_model_entry_new(const char *name, const char *path,
     snprintf(e->name, sizeof e->name, "%s", name);
     snprintf(e->path, sizeof e->path, "%s", path);
     e->model = m;
-    e->max_batch = (int)conf->max_batch;
     e->conf = *conf;
     cd_sched_queue_init(&e->queue, run, (int)conf->max_batch,
                         (uint64_t)conf->max_delay_us * 1000u, (size_t)conf->max_queue);

@@ -29,12 +29,22 @@ typedef struct {
     int64_t max_queue;        // queued requests before E_OVERLOADED
 } cd_model_conf;
 
+// The per-model keys, one table for both places they are set: the
+// `<model>.conf` file (cd_model_conf_read) and the params of `load`.
+typedef struct {
+    const char *key;          // as written in .conf files and `load` params
+    int64_t min, max;         // accepted range, inclusive
+    size_t offset;            // of its int64_t in cd_model_conf
+} cd_model_conf_key;
+
+#define CD_MODEL_CONF_NKEYS 3
+extern const cd_model_conf_key cd_model_conf_keys[CD_MODEL_CONF_NKEYS];
+
 typedef struct cd_model_entry {
     int refs;                 // registry + in-flight requests (loop thread only)
     char name[256];           // registry name (CD_MAX_NAME bytes at most)
     char path[PATH_MAX];      // path as given, relative to --models
     cd_model *model;          // the loaded model (immutable, shared)
-    int max_batch;            // largest batch accepted
     cd_model_conf conf;       // scheduling settings in effect
     cd_sched_queue queue;     // its requests waiting for a worker
     bool from_dir;            // loaded by the --models scan (SIGHUP may unload it)

@@ -20,6 +20,11 @@
 #define CD_SYSTEM_SOCKET_DIR "/run/convd"
 #define CD_SYSTEM_SOCKET     CD_SYSTEM_SOCKET_DIR "/convd.sock"
 #define CD_SOCKET_NAME       "convd.sock"
+// Upper bounds of a model's scheduling settings besides max_batch
+// (CD_MAX_BATCH, proto/limits.h): the daemon-wide defaults of the table and
+// the per-model keys (cd_model_conf_keys) share them.
+#define CD_MAX_DELAY_US      10000000 // max-delay-us / max_delay_us (10 s)
+#define CD_MAX_QUEUE         1000000  // max-queue / max_queue
 
 // The values, filled from the table. Field names match the setting names with
 // '-' replaced by '_'.
@@ -56,7 +61,18 @@ typedef struct {
     int64_t max_models;                  // models loaded at once
     int64_t max_model_bytes;             // largest model file
     int64_t max_pending_loads;           // client `load`s queued or running
+    // -- the runtime's options (cd_runtime_options, set once at start) and the infer path --
+    int64_t max_isa;                     // cap of our kernels: an index of cd_max_isa_names
+    int64_t cpu_kernels;                 // 0 auto, 1 ref (reference kernels everywhere)
+    int64_t plan;                        // 0 auto, 1 dense, 2 sparse, 3 compact
+    int64_t profile;                     // 1: log per-layer times when a worker's exec is freed
+    char hip_plugin[CD_SETTINGS_PATH_MAX]; // the GPU=hip plugin ("" = next to the binary)
+    int64_t double_buffer;               // 0 auto (where it overlaps), 1 off, 2 on
 } cd_settings;
+
+// The values of --max-isa, by index ("native": no cap); the runtime's
+// max_isa gets the name, "" for native.
+extern const char *const cd_max_isa_names[];
 
 // The request-memory budget in effect: max-buffered, or 8 x max-message
 // when it is 0.
@@ -88,6 +104,9 @@ typedef struct {
     const char *arg;             // placeholder in --help ("PATH", "N")
     size_t offset;               // field in cd_settings
     const char *const *choices;  // ENUM: NULL-terminated names
+    // docs/OPERATIONS.md's settings table (cd_settings_print_markdown):
+    const char *doc;             // the meaning column, markdown (NULL: help)
+    const char *doc_default;     // the default column (NULL: from def)
 } cd_setting_desc;
 
 extern const cd_setting_desc cd_setting_table[];
@@ -99,6 +118,7 @@ typedef enum {
     CD_SETTINGS_HELP = 1,    // --help printed, exit 0
     CD_SETTINGS_VERSION = 2, // --version printed, exit 0
     CD_SETTINGS_BAD = 3,     // bad flag/value/file: message printed, exit 2
+    CD_SETTINGS_MARKDOWN = 4, // --settings-markdown printed, exit 0
 } cd_settings_outcome;
 
 // Fills s from defaults, then the config file (when --config is given), then
@@ -135,6 +155,12 @@ int cd_settings_default_socket(char *out, size_t outlen, char *err, size_t errle
 
 // Prints --help text generated from the table.
 void cd_settings_print_help(FILE *f);
+
+// Prints the settings table of docs/OPERATIONS.md (`convd
+// --settings-markdown`; scripts/gen-settings-doc puts it there and a test
+// checks that the doc holds exactly this): one row per setting that takes a
+// value, with its default, range and meaning.
+void cd_settings_print_markdown(FILE *f);
 
 // Packs {name: value} for every setting without CD_SETF_NO_STATS.
 int cd_settings_pack(msgpack_packer *pk, const cd_settings *s);

@@ -4,7 +4,7 @@
 // From a decoded message to a validated request, without the server: the
 // params envelope and the whole check of an infer's params against a model's
 // signature (keys, inputs decoded as tensors, dtypes, shapes, batch, outputs,
-// reply size, timeout). The daemon calls these (methods.c, model-methods.c);
+// reply size, timeout). The daemon calls these (methods.c, infer.c);
 // so does the wire fuzz target (tests/fuzz/fuzz-rpc-reader.c), with no socket,
 // loop or model behind them.
 

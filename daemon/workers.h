@@ -23,6 +23,7 @@
 // the loop thread calls these functions.
 
 #include "daemon/request.h"
+#include "core/limits.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -30,8 +31,6 @@
 #include <uv.h>
 
 typedef struct cd_workers cd_workers;
-
-#define CD_MAX_BATCH 4096 // largest max_batch of a model
 
 // Called on the loop thread for every finished (or cancelled) request.
 typedef void (*cd_complete_fn)(cd_request *req, void *ud);

@@ -4,6 +4,7 @@
 #include "core/clock.h"
 #include "core/stats-util.h"
 #include "runtime/model.h"
+#include "core/options.h"
 
 #include "core/errors.h"
 #include "sparse/spmm-ukernel.h"
@@ -51,7 +52,8 @@ int cd_model_load(const char *path, const cd_model_opts *opts, cd_model **out, c
     *out = NULL;
     if (err && errlen) err[0] = '\0';
     int max_batch = opts && opts->max_batch ? opts->max_batch : 1;
-    if (max_batch < 1 || max_batch > 4096) return cd_errf(CD_EPARAMS, err, errlen, "max_batch %d out of range (1..4096)", max_batch);
+    if (max_batch < 1 || max_batch > CD_MAX_BATCH)
+        return cd_errf(CD_EPARAMS, err, errlen, "max_batch %d out of range (1..%d)", max_batch, CD_MAX_BATCH);
     if (!__atomic_load_n(&g_threads, __ATOMIC_ACQUIRE)) {
         int rc = cd_runtime_init(0);
         if (rc) return cd_errf(rc, err, errlen, "runtime initialisation failed");
@@ -199,13 +201,13 @@ void cd_exec_free(cd_exec *ex) {
     if (!ex) return;
     if (ex->pending) cd_backend_synchronize(ex->m->be, ex->ctx); // queued work uses the arena
     if (ex->prof && ex->prof_runs) {
-        // CD_PROFILE=1: mean time per layer over the runs of this exec.
+        // cd_runtime_options.profile: mean time per layer over the runs of this exec.
         double total = 0;
         for (int i = 0; i < ex->m->nlayers; i++) total += ex->prof[i];
-        fprintf(stderr, "profile: %d runs, %.3f ms per run\n", ex->prof_runs, total / ex->prof_runs);
+        cd_rt_log(CD_RT_LOG_INFO, "profile: %d runs, %.3f ms per run", ex->prof_runs, total / ex->prof_runs);
         for (int i = 0; i < ex->m->nlayers; i++) {
             const cd_layer *l = &ex->m->layers[i];
-            fprintf(stderr, "profile: %4d %-24.24s %-22.22s %-24.24s %9.4f ms %5.1f%%\n", i, l->name, l->label, l->kernel,
+            cd_rt_log(CD_RT_LOG_INFO, "profile: %4d %-24.24s %-22.22s %-24.24s %9.4f ms %5.1f%%", i, l->name, l->label, l->kernel,
                     ex->prof[i] / ex->prof_runs, total > 0 ? 100.0 * ex->prof[i] / total : 0.0);
         }
     }
@@ -225,8 +227,7 @@ int cd_exec_init(const cd_model *m, cd_exec **out) {
     int rc = ex->bt ? 0 : CD_ENOMEM;
     if (!rc) rc = cd_backend_buffer_alloc(m->be, m->arena_bytes ? m->arena_bytes : 64, &ex->arena);
     if (!rc) rc = cd_backend_ctx_create(m->be, &ex->ctx);
-    const char *prof = getenv("CD_PROFILE");
-    if (!rc && prof && *prof && strcmp(prof, "0") != 0 && !(ex->prof = calloc((size_t)m->nlayers + 1, sizeof(double))))
+    if (!rc && cd_runtime_opts()->profile && !(ex->prof = calloc((size_t)m->nlayers + 1, sizeof(double))))
         rc = CD_ENOMEM;
     if (rc) {
         cd_exec_free(ex);
@@ -242,6 +243,13 @@ int cd_exec_init(const cd_model *m, cd_exec **out) {
         else b->data = (char *)ex->arena + m->tensors[t->root].offset;
     }
     *out = ex;
+    return 0;
+}
+
+int cd_exec_inputs(cd_exec *ex, void **in) {
+    const cd_model *m = ex->m;
+    if (strcmp(cd_backend_name(m->be), "cpu") != 0) return CD_EUNSUPPORTED;
+    for (int i = 0; i < m->ninputs; i++) in[i] = ex->bt[m->inputs[i].tensor].data;
     return 0;
 }
 
@@ -264,6 +272,7 @@ static int submit_impl(cd_exec *ex, int batch, const void *const *inputs, void *
     int rc;
     for (int i = 0; i < m->ninputs; i++) {
         const cd_ptensor *t = &m->tensors[m->inputs[i].tensor];
+        if (inputs[i] == ex->bt[m->inputs[i].tensor].data) continue; // filled in place (cd_exec_inputs)
         rc = cd_backend_upload_async(m->be, ex->ctx, ex->bt[m->inputs[i].tensor].data, inputs[i],
                                      t->item_bytes * (size_t)batch);
         if (rc) {

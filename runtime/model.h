@@ -74,7 +74,7 @@ struct cd_exec {
     void *arena;             // backend buffer, m->arena_bytes
     cd_backend_ctx *ctx;
     cd_btensor *bt;          // one per plan tensor, data fixed, shape[0] set per run
-    double *prof;            // CD_PROFILE=1: accumulated ms per layer (else NULL)
+    double *prof;            // options.profile: accumulated ms per layer (else NULL)
     int prof_runs;
     int pending;             // cd_model_submit queued a run not yet waited for
 };

@@ -110,9 +110,9 @@ static int emit(pctx *p, cd_bop_desc *d, cd_op_state *st, int nin, const int *in
     l->reference = (d->op == CD_BOP_CONV2D || d->op == CD_BOP_GEMM || d->op == CD_BOP_POOL) &&
                    cd_backend_kernel_is_reference(l->kernel);
     if (l->reference)
-        fprintf(stderr,
+        cd_rt_log(CD_RT_LOG_WARN,
                 "convd: warning: layer '%s' (%s) runs on the reference kernel %s of the %s backend "
-                "(no faster kernel for it in any layout); expect it to be slow\n",
+                "(no faster kernel for it in any layout); expect it to be slow",
                 name, label, l->kernel, cd_backend_name(p->m->be));
     return li;
 }

@@ -14,6 +14,7 @@
 
 #include "core/clock.h"
 #include "runtime/planner.h"
+#include "core/options.h"
 
 #include "core/errors.h"
 #include "sparse/analysis.h"
@@ -51,7 +52,7 @@ static void cpu_read(void) {
         break;
     }
     fclose(f);
-    // The instruction sets in force (CD_MAX_ISA, ONEDNN_MAX_CPU_ISA) are part
+    // The instruction sets in force (CONVD_MAX_ISA, ONEDNN_MAX_CPU_ISA) are part
     // of the machine: rates measured at one do not hold at another.
     size_t n = strlen(g_cpu);
     snprintf(g_cpu + n, sizeof g_cpu - n, " [%s %s]", cd_sparse_isa_name(cd_sparse_isa_best()),
@@ -87,12 +88,7 @@ static int cache_dir(const cd_planner_opts *po, char *buf, size_t n) {
 
 cd_plan_mode cd_planner_mode(const cd_planner_opts *po) {
     if (po && po->mode != CD_PLAN_AUTO) return po->mode;
-    const char *e = getenv("CD_PLAN");
-    if (!e) return CD_PLAN_AUTO;
-    if (!strcmp(e, "dense")) return CD_PLAN_DENSE;
-    if (!strcmp(e, "sparse")) return CD_PLAN_SPARSE;
-    if (!strcmp(e, "compact")) return CD_PLAN_COMPACT;
-    return CD_PLAN_AUTO;
+    return (cd_plan_mode)cd_runtime_opts()->plan; // cd_runtime_options.plan
 }
 
 // Deterministic filler (xorshift) for calibration and timing buffers.

@@ -53,8 +53,8 @@ typedef struct {
     int from_cache;             // tuned times came from the disk cache
 } cd_plan_choice;
 
-// The planning mode: opts->mode unless it is AUTO, then $CD_PLAN
-// ("dense", "sparse", "compact", "auto").
+// The planning mode: opts->mode unless it is AUTO, then the process's
+// cd_runtime_options.plan (the daemon's --plan, CONVD_PLAN for the tools).
 cd_plan_mode cd_planner_mode(const cd_planner_opts *po);
 
 // Fills c with the cost-model figures for conv/FC desc d (CONV2D or GEMM,

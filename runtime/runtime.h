@@ -10,6 +10,8 @@
 
 #include "core/dtype.h"
 #include "core/limits.h"
+#include "core/log.h"
+#include "core/options.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -26,7 +28,7 @@ typedef struct {
     const char *tune_cache; // cache folder, NULL = $XDG_CACHE_HOME/convd (~/.cache/convd)
     int64_t max_file_bytes; // > 0: a file (with its external data) larger than this is
                         // refused with CD_ETOO_LARGE before it is read (fstat)
-    int plan;           // 0 auto ($CD_PLAN: dense|sparse|compact|auto), 1 dense only
+    int plan;           // 0 auto (cd_runtime_options.plan), 1 dense only
                         // (no compaction: the reference plan), 2 sparse kernels
                         // wherever possible, 3 compaction with dense kernels
 } cd_model_opts;
@@ -97,7 +99,7 @@ typedef struct {
 // from the running CPU (and its caps), the first time they are asked for.
 typedef struct {
     const char *kernels_isa;  // our own kernels: "avx512f", "avx2" or "scalar"
-    int kernels_capped;       // 1: lowered by CD_MAX_ISA
+    int kernels_capped;       // 1: lowered by CONVD_MAX_ISA
     const char *dnnl_isa;     // oneDNN's: "avx512_core", "avx2", ... (honours
                               // ONEDNN_MAX_CPU_ISA)
     const char *layout;       // blocked layout of dense chains: "NCHW16C",
@@ -107,6 +109,16 @@ typedef struct {
 
 // Fills out (static strings). Initialises oneDNN if needed.
 void cd_runtime_cpu_info(cd_cpu_info *out);
+
+// Fills *o from the environment: CONVD_PROFILE, CONVD_CPU_KERNELS,
+// CONVD_PLAN, CONVD_MAX_ISA, CONVD_HIP_PLUGIN (unset or empty: the default;
+// an unknown CONVD_PLAN is auto). log is left NULL (stderr).
+void cd_runtime_options_from_env(cd_runtime_options *o);
+
+// Makes *o the process's options (copied). Call once at start-up, before
+// any other runtime call: the ISA cap is fixed the first time a kernel is
+// chosen. An unknown max_isa is logged and ignored when first used.
+void cd_runtime_configure(const cd_runtime_options *o);
 
 // Sets up process-wide state (CPU feature detection, thread pool with
 // `threads` workers, 0 = all cores). Idempotent. Returns 0 or a negative code.
@@ -150,8 +162,19 @@ int cd_model_profile_stop(const cd_model *m, int batch, int runs, double *layer_
 int cd_exec_init(const cd_model *m, cd_exec **out);
 void cd_exec_free(cd_exec *ex);
 
+// Where ex's inputs live, for a caller that can write them in place: in[i]
+// (room for cd_model_num_inputs) gets the address of input i's buffer in
+// ex's arena, room for max_batch items in C order. A run (cd_model_run /
+// cd_model_submit) whose inputs[i] is that address copies nothing for it;
+// the caller fills it with the run's `batch` items first. Valid until
+// cd_exec_free; do not write it while a run submitted on ex is pending.
+// Returns 0, or CD_EUNSUPPORTED when ex's memory is not host memory (the hip
+// backends): then pass buffers of your own, which the run uploads.
+int cd_exec_inputs(cd_exec *ex, void **in);
+
 // Runs the model on `batch` items (1..max_batch). inputs[i] holds input i in
-// C order with shape[0] == batch; outputs[i] receives output i likewise
+// C order with shape[0] == batch (or is cd_exec_inputs' buffer i, filled);
+// outputs[i] receives output i likewise
 // (caller-allocated). Returns 0, or CD_ESHAPE / CD_EINTERNAL with err set.
 int cd_model_run(cd_exec *ex, int batch, const void *const *inputs,
                  void *const *outputs, char *err, size_t errlen);

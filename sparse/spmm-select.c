@@ -1,7 +1,9 @@
 // The micro-kernel registry (from sparse/spmm-ukernels.inc) and the CPUID
-// selection of the instruction set the sparse kernels use, under CD_MAX_ISA.
+// selection of the instruction set the sparse kernels use, under CONVD_MAX_ISA.
 
 #include "sparse/spmm-ukernel.h"
+
+#include "core/log.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -48,7 +50,8 @@ static int cpu_runs(cd_sparse_isa isa) {
 }
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
-static cd_sparse_isa g_cap = CD_SPARSE_ISA_AVX512F; // CD_MAX_ISA, or the top
+static char g_cap_name[16];                           // cd_sparse_isa_set_cap
+static cd_sparse_isa g_cap = CD_SPARSE_ISA_AVX512F; // that cap, or the top
 static cd_sparse_isa g_best = CD_SPARSE_ISA_SCALAR;
 static int g_capped;                                  // the cap lowered g_best
 
@@ -59,7 +62,11 @@ static cd_sparse_isa best_below(cd_sparse_isa cap) {
     return CD_SPARSE_ISA_SCALAR;
 }
 
-// Runs once: the one place CD_MAX_ISA is read. "avx512" (or "avx512f"),
+void cd_sparse_isa_set_cap(const char *name) {
+    snprintf(g_cap_name, sizeof g_cap_name, "%s", name ? name : "");
+}
+
+// Runs once: the one place the cap is parsed. "avx512" (or "avx512f"),
 // "avx2" or "scalar", any case, caps every ISA of ours (the sparse kernels
 // here); anything else is reported and ignored.
 static void isa_init(void) {
@@ -70,16 +77,16 @@ static void isa_init(void) {
         {"avx2", CD_SPARSE_ISA_AVX2},
         {"scalar", CD_SPARSE_ISA_SCALAR},
     };
-    const char *env = getenv("CD_MAX_ISA");
+    const char *env = g_cap_name;
     int known = 0;
-    if (env && *env) {
+    if (*env) {
         for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
             if (strcasecmp(env, names[i].name) == 0) {
                 g_cap = names[i].isa;
                 known = 1;
             }
         if (!known)
-            fprintf(stderr, "convd: ignoring CD_MAX_ISA=%s (want avx512, avx2 or scalar)\n", env);
+            cd_rt_log(CD_RT_LOG_WARN, "convd: ignoring CONVD_MAX_ISA=%s (want avx512, avx2 or scalar)", env);
     }
     g_best = best_below(g_cap);
     g_capped = g_best != best_below(CD_SPARSE_ISA_AVX512F);
@@ -88,8 +95,8 @@ static void isa_init(void) {
 static pthread_once_t g_log_once = PTHREAD_ONCE_INIT;
 
 static void log_best(void) {
-    fprintf(stderr, "convd: sparse kernels use %s%s\n", cd_sparse_isa_name(g_best),
-            g_capped ? " (capped by CD_MAX_ISA)" : "");
+    cd_rt_log(CD_RT_LOG_INFO, "convd: sparse kernels use %s%s", cd_sparse_isa_name(g_best),
+              g_capped ? " (capped by CONVD_MAX_ISA)" : "");
 }
 
 int cd_sparse_isa_supported(cd_sparse_isa isa) {

@@ -69,22 +69,27 @@ typedef struct {
 // All registered micro-kernels, in list order; *count receives the length.
 const cd_spmm_ukernel_info *cd_spmm_ukernels(size_t *count);
 
-// The one switch that caps our own instruction sets: the environment
-// variable CD_MAX_ISA = "avx512" (or "avx512f"), "avx2" or "scalar", any
-// case, read once (sparse/spmm-select.c) on first use of the functions
-// below; an unknown value is reported once on stderr and ignored. An ISA
+// The one switch that caps our own instruction sets: "avx512" (or
+// "avx512f"), "avx2" or "scalar", any case, set by cd_sparse_isa_set_cap
+// (the runtime's options: cd_runtime_options.max_isa, CONVD_MAX_ISA for the
+// tools, --max-isa for the daemon) and parsed once on first use of the
+// functions below; an unknown value is logged once and ignored. An ISA
 // above the cap counts as unsupported everywhere, so one AVX-512 machine
 // runs (and tests) every lower level as a machine without it would.
 
+// Sets the cap (NULL or "": none). Effective only before the first use of
+// the functions below.
+void cd_sparse_isa_set_cap(const char *name);
+
 // True when this CPU can run code built for `isa` (CPUID) and `isa` is not
-// above CD_MAX_ISA.
+// above the cap.
 int cd_sparse_isa_supported(cd_sparse_isa isa);
 
-// The best instruction set this CPU runs under CD_MAX_ISA. Logged once to
-// stderr on first use.
+// The best instruction set this CPU runs under the cap. Logged once
+// (core/log.h) on first use.
 cd_sparse_isa cd_sparse_isa_best(void);
 
-// 1 when CD_MAX_ISA lowered cd_sparse_isa_best() below what the CPU runs.
+// 1 when the cap lowered cd_sparse_isa_best() below what the CPU runs.
 int cd_sparse_isa_capped(void);
 
 // "scalar", "avx2", "avx512f" ("auto" for CD_SPARSE_ISA_AUTO).

@@ -8,6 +8,8 @@
 // oneDNN stream and scratchpad of one executing thread.
 
 #include "backends/cpu/backend-cpu.h"
+#include "backends/backend.h"
+#include "core/options.h"
 
 #include "backends/cpu/dnnl.h"
 #include "core/errors.h"
@@ -52,12 +54,9 @@ static cd_conv_desc gemm_as_conv(const cd_bop_desc *d) {
     return c;
 }
 
-// CD_CPU_KERNELS=ref runs every op on the reference kernels in NCHW (the
-// oracle for whole-model tests; slow).
-static int ref_only(void) {
-    const char *e = getenv("CD_CPU_KERNELS");
-    return e && strcmp(e, "ref") == 0;
-}
+// cd_runtime_options.cpu_kernels_ref runs every op on the reference kernels
+// in NCHW (the oracle for whole-model tests; slow).
+static int ref_only(void) { return cd_runtime_opts()->cpu_kernels_ref; }
 
 // ---- tensor helpers -------------------------------------------------------------
 
@@ -407,7 +406,7 @@ static void cpu_get_caps(cd_backend_t be, cd_backend_caps *out) {
         .description = "cpu",
         .async = false,         // every run is synchronous
         .device_memory = false, // host memory, host kernels
-        // NCHW under CD_CPU_KERNELS=ref, whose kernels are NCHW only.
+        // NCHW under CONVD_CPU_KERNELS=ref, whose kernels are NCHW only.
         .blocked_layout = ref_only() ? CD_LAYOUT_NCHW : native,
         .native_layout = native,
         .isa = cd_dnnl_isa(),

@@ -2,6 +2,7 @@
 // conversion, per-worker contexts, the per-batch primitive cache and execution.
 
 #include "backends/cpu/dnnl-impl.h"
+#include "core/log.h"
 
 #include <dnnl_debug.h>
 #include <math.h>
@@ -24,8 +25,8 @@ static atomic_int g_threads; // 0: not set, use the OpenMP default
 
 int cd_dnnl_status(dnnl_status_t st, const char *call, const char *file, int line) {
     if (st == dnnl_success) return 0;
-    fprintf(stderr, "dnnl: %s failed at %s:%d: %s\n", call, file, line,
-            dnnl_status2str(st));
+    cd_rt_log(CD_RT_LOG_ERROR, "dnnl: %s failed at %s:%d: %s", call, file, line,
+              dnnl_status2str(st));
     switch (st) {
     case dnnl_out_of_memory: return CD_ENOMEM;
     case dnnl_unimplemented: return CD_EUNSUPPORTED;

@@ -50,7 +50,7 @@
 //    keep runs allocation-free.
 //
 // Errors: functions return 0 or a negative CD_E* code (core/errors.h). A
-// failing oneDNN call is logged once to stderr with the call, file:line and
+// failing oneDNN call is logged once (core/log.h) with the call, file:line and
 // status name, and converted: dnnl_out_of_memory -> CD_ENOMEM,
 // dnnl_unimplemented -> CD_EUNSUPPORTED, anything else -> CD_EINTERNAL.
 // Nothing aborts. Arguments outside the documented ranges give CD_EPARAMS.

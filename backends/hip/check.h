@@ -15,7 +15,7 @@ extern "C" {
 #endif
 
 // Logs "hip: <call> failed at <file>:<line>: <name> (<description>)" on
-// stderr and returns the CD_E* code for e.
+// the log (core/log.h) and returns the CD_E* code for e.
 int cd_hip_fail(const char *call, const char *file, int line, hipError_t e);
 
 // The CD_E* code for a HIP status (0 for hipSuccess), without logging.

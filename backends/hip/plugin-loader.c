@@ -5,6 +5,8 @@
 // safely while any device memory exists).
 
 #include "backends/hip/plugin-loader.h"
+#include "backends/backend.h"
+#include "core/options.h"
 
 #include "backends/hip/plugin.h"
 #include "core/errors.h"
@@ -36,10 +38,10 @@ int cd_hip_device_parse(const char *device, int *ordinal) {
     return 1;
 }
 
-// $CONVD_HIP_PLUGIN, else <dir of the executable>/../lib/libconvd-hip.so.
+// cd_runtime_options.hip_plugin, else <dir of the executable>/../lib/libconvd-hip.so.
 static void plugin_path(char *out, size_t len) {
-    const char *env = getenv("CONVD_HIP_PLUGIN");
-    if (env && *env) {
+    const char *env = cd_runtime_opts()->hip_plugin;
+    if (*env) {
         snprintf(out, len, "%s", env);
         return;
     }
@@ -53,6 +55,12 @@ static void plugin_path(char *out, size_t len) {
     char *slash = strrchr(exe, '/');
     if (slash) *slash = '\0';
     snprintf(out, len, "%s/../lib/%s", exe, CD_HIP_PLUGIN_FILE);
+}
+
+// The plugin's messages, into the process's log (core/log.h).
+static void forward_log(int level, const char *msg, void *ud) {
+    (void)ud;
+    cd_rt_log(level, "%s", msg);
 }
 
 // Loads the plugin once and resolves its entry points. 0 or CD_EDEVICE.
@@ -79,6 +87,9 @@ static int plugin_load(char *err, size_t errlen) {
                 g_create = NULL;
             } else {
                 g_handle = h;
+                cd_hip_plugin_set_log_fn set_log =
+                    (cd_hip_plugin_set_log_fn)dlsym(h, CD_HIP_PLUGIN_SET_LOG_SYMBOL);
+                if (set_log) set_log(forward_log, NULL);
             }
         }
     }

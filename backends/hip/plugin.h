@@ -7,7 +7,8 @@
 // looks these symbols up. No ROCm header is needed to use this file.
 //
 // How the daemon loads it (see docs/GPU.md):
-//   1. path: $CONVD_HIP_PLUGIN if set, else <dir of /proc/self/exe>/../lib/
+//   1. path: cd_runtime_options.hip_plugin ($CONVD_HIP_PLUGIN for the tools,
+//      --hip-plugin for the daemon) if set, else <dir of /proc/self/exe>/../lib/
 //      CD_HIP_PLUGIN_FILE (build/bin/convd -> build/lib/libconvd-hip.so);
 //   2. dlopen(path, RTLD_NOW | RTLD_LOCAL); on failure exit 1 with
 //      "--device hip: cannot load <path>: <dlerror()> (build it with make GPU=hip)";
@@ -47,6 +48,15 @@ typedef struct {
     int compute_units;          // multiProcessorCount
     int warp_size;              // 64 (gfx9) or 32 (gfx10+)
 } cd_hip_device_info;
+
+// Optional (plugins of ABI 3 may lack it): routes the plugin's messages
+// (core/log.h; its own copy, stderr until set) to fn. The runtime calls
+// it right after loading the plugin with a function that forwards to the
+// process's log callback.
+#define CD_HIP_PLUGIN_SET_LOG_SYMBOL "cd_hip_plugin_set_log"
+typedef void (*cd_hip_plugin_log_fn)(int level, const char *msg, void *ud);
+void cd_hip_plugin_set_log(cd_hip_plugin_log_fn fn, void *ud);
+typedef void (*cd_hip_plugin_set_log_fn)(cd_hip_plugin_log_fn fn, void *ud);
 
 // Returns CD_HIP_PLUGIN_ABI of the plugin.
 int cd_hip_plugin_abi(void);

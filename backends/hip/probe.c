@@ -6,6 +6,7 @@
 #include "backends/hip/bias-act.h"
 #include "backends/hip/check.h"
 #include "core/errors.h"
+#include "core/log.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -61,6 +62,8 @@ static int probe_kernel(char *err, size_t errlen) {
 }
 
 CD_HIP_EXPORT int cd_hip_plugin_abi(void) { return CD_HIP_PLUGIN_ABI; }
+
+CD_HIP_EXPORT void cd_hip_plugin_set_log(cd_rt_log_fn fn, void *ud) { cd_rt_log_set(fn, ud); }
 
 CD_HIP_EXPORT int cd_hip_plugin_probe(int device, cd_hip_device_info *out, char *err,
                                       size_t errlen) {

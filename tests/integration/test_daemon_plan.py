@@ -290,8 +290,8 @@ def test_python_clients_plan(d):
 # ---- reference kernels are marked -----------------------------------------------
 
 def test_reference_layers_marked_in_both_modes(tmp_path, models):
-    env = {"CD_CPU_KERNELS": "ref"}
-    with TestDaemon(tmp_path, models_dir=models, env=env) as dref:
+    env = {"CONVD_CPU_KERNELS": "ref"}  # the offline convctl's; the daemon's is a flag
+    with TestDaemon(tmp_path, models_dir=models, args=["--cpu-kernels", "ref"]) as dref:
         r = ctl("plan", MODEL, "--runs", "1", socket=dref.socket)
         j = ctl_json("plan", MODEL, "--runs", "1", socket=dref.socket)
     file_r = ctl("plan", str(models / f"{MODEL}.onnx"), "--runs", "1", env=env)
@@ -319,7 +319,7 @@ def version_cpu(env=None):
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert lines[0].startswith("convd ") and len(lines) == 2, r.stdout
-    m = re.fullmatch(r"cpu: (.+); kernels (\S+)( \(capped by CD_MAX_ISA\))?; dnnl (\S+); layout (\S+)",
+    m = re.fullmatch(r"cpu: (.+); kernels (\S+)( \(capped by --max-isa\))?; dnnl (\S+); layout (\S+)",
                      lines[1])
     assert m, lines[1]
     return {"model": m[1], "kernels_isa": m[2], "kernels_capped": bool(m[3]), "dnnl_isa": m[4],

@@ -8,7 +8,7 @@ received (and bytes received against the daemon's bytes_out):
   - many threads pipelining infer on ONE connection while the same connection
     sends hello/stats (loop replies sharing the fd): every answer once, each a
     whole msgpack-RPC response with its msgid, outputs right; with and
-    without double buffering (CD_DOUBLE_BUFFER=1);
+    without double buffering (--double-buffer on);
   - a reader that stops reading with big outputs (the worker's write is
     partial, the remainder goes to the loop, later answers queue behind it),
     then resumes: every byte arrives intact; and one that trickles (reads
@@ -146,12 +146,13 @@ def worker_paths(s):
     return r["direct"] + r["direct_partial"] + r["direct_queued"]
 
 
-@pytest.mark.parametrize("double_buffer", ["0", "1"])
+@pytest.mark.parametrize("double_buffer", ["off", "on"])
 def test_many_threads_pipeline_infer_with_hello_and_stats_on_one_connection(
         tmp_path, models, double_buffer):
     nthreads, per_thread, n_loop = 4, random.randint(100, 160), random.randint(60, 100)
-    with TestDaemon(tmp_path, models_dir=models, env={"CD_DOUBLE_BUFFER": double_buffer},
-                    args=["--workers", "2", "--max-batch", "4", "--max-delay-us", "0"]) as d, \
+    with TestDaemon(tmp_path, models_dir=models,
+                    args=["--workers", "2", "--max-batch", "4", "--max-delay-us", "0",
+                          "--double-buffer", double_buffer]) as d, \
             contextlib.ExitStack() as stack:
         s0, s0_bytes = stats_raw(d)
         sock = stack.enter_context(d.connect_raw(timeout=120))

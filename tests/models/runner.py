@@ -40,7 +40,7 @@ def compare(model_path, tmp_path, batch, rng, kernels=None, extra=()):
         np.save(p, arr)
         args += ["--input", f"{name}={p}"]
     out_dir = tmp_path / f"out_b{batch}_{kernels or 'fast'}"
-    env = {"CD_CPU_KERNELS": kernels} if kernels else None
+    env = {"CONVD_CPU_KERNELS": kernels} if kernels else None
     r = convd_run(model_path, args + ["--output-dir", out_dir, "--batch", batch, "--json", *extra], env=env)
     info = json.loads(r.stdout)
     ref = sess.run(None, feeds)

@@ -120,7 +120,7 @@ def prune_pointwise(model, rng, frac=0.8):
 
 def test_pruned_model_takes_the_sparse_route_on_hip_emu(tmp_path, rng):
     model = B.save(prune_pointwise(resnet(rng), rng), tmp_path / "resnet-pruned.onnx")
-    info = check_model(model, tmp_path, rng, env={"CD_PLAN": "sparse"}, tag="sp")
+    info = check_model(model, tmp_path, rng, env={"CONVD_PLAN": "sparse"}, tag="sp")
     kernels = [layer["kernel"] for layer in info["layers"]]
     assert KPREFIX + ("rocsparse-csr-spmm" if REAL else "csr-spmm-cpu-ref") in kernels, kernels
     # 3x3 convolutions have no sparse route on this backend: they stay dense.
@@ -153,12 +153,10 @@ def test_daemon_serves_a_model_on_hip_emu(tmp_path, rng):
         assert f"--device {DEVICE}: " in d.stderr_text()
 
 
-def start_convd(tmp_path, device, env=None):
-    e = dict(os.environ)
-    e.update(env or {})
+def start_convd(tmp_path, device, args=()):
     t0 = time.monotonic()
-    r = subprocess.run([paths.binary("convd"), "--socket", str(tmp_path / "s.sock"), "--device", device],
-                       capture_output=True, text=True, timeout=60, env=e)
+    r = subprocess.run([paths.binary("convd"), "--socket", str(tmp_path / "s.sock"), "--device", device,
+                        *args], capture_output=True, text=True, timeout=60)
     return r, time.monotonic() - t0
 
 
@@ -178,7 +176,7 @@ def test_convd_device_hip_without_gpu_exits_1_fast(tmp_path):
 
 def test_convd_device_hip_plugin_missing_names_the_path(tmp_path):
     missing = tmp_path / "no-such-libconvd-hip.so"
-    r, secs = start_convd(tmp_path, "hip:0", {"CONVD_HIP_PLUGIN": str(missing)})
+    r, secs = start_convd(tmp_path, "hip:0", ["--hip-plugin", str(missing)])
     assert r.returncode == 1, r.stderr
     assert f"cannot load {missing}" in r.stderr and "make GPU=hip" in r.stderr, r.stderr
     assert secs < 10, secs

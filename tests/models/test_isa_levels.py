@@ -2,7 +2,7 @@
 the ResNet-50- and MobileNetV2-shaped models (dense, and ResNet-50 pruned to
 90%) runs on a reference kernel, and the blocked layout follows the level.
 
-A level is a pair of caps: ONEDNN_MAX_CPU_ISA for oneDNN and CD_MAX_ISA for
+A level is a pair of caps: ONEDNN_MAX_CPU_ISA for oneDNN and CONVD_MAX_ISA for
 our own kernels. On an AVX-512 machine that gives avx512 (no caps), avx2 and
 scalar (oneDNN at SSE4.1, our kernels portable C); on an AVX2 machine avx2
 and scalar. Every level a machine has is checked, so the same test proves on
@@ -28,9 +28,9 @@ def cpu_flags():
 FLAGS = cpu_flags()
 # level -> (environment, our kernels' ISA, the blocked layouts oneDNN may pick)
 LEVELS = {
-    "avx512": ({"ONEDNN_MAX_CPU_ISA": "ALL", "CD_MAX_ISA": "avx512"}, "avx512f", {"NCHW16C"}),
-    "avx2": ({"ONEDNN_MAX_CPU_ISA": "AVX2", "CD_MAX_ISA": "avx2"}, "avx2", {"NCHW8C"}),
-    "scalar": ({"ONEDNN_MAX_CPU_ISA": "SSE41", "CD_MAX_ISA": "scalar"}, "scalar", {"NCHW8C"}),
+    "avx512": ({"ONEDNN_MAX_CPU_ISA": "ALL", "CONVD_MAX_ISA": "avx512"}, "avx512f", {"NCHW16C"}),
+    "avx2": ({"ONEDNN_MAX_CPU_ISA": "AVX2", "CONVD_MAX_ISA": "avx2"}, "avx2", {"NCHW8C"}),
+    "scalar": ({"ONEDNN_MAX_CPU_ISA": "SSE41", "CONVD_MAX_ISA": "scalar"}, "scalar", {"NCHW8C"}),
 }
 HAVE = {"avx512": {"avx512f", "avx512vl", "avx512bw", "avx512dq"} <= FLAGS,
         "avx2": {"avx2", "fma"} <= FLAGS, "scalar": True}
@@ -57,7 +57,7 @@ def test_plan_has_no_reference_kernel(models, level, model, tmp_path):
         # Sparse kernels wherever they apply, whatever the calibration says
         # (under ASan it prefers dense): their layers and the reorders around
         # them are what this case is for.
-        env["CD_PLAN"] = "sparse"
+        env["CONVD_PLAN"] = "sparse"
     r = convd_run(models[model], ["--info", "--json", "--threads", "1"], env=env)
     info = json.loads(r.stdout)
     assert info["cpu"]["kernels_isa"] == isa, info["cpu"]

@@ -5,9 +5,9 @@ included) must give
 
   - convd (auto plan: compaction + cost-model kernel choice) == onnxruntime
     on the same pruned file (relative error <= 1e-4),
-  - == convd's dense plan of the same file (CD_PLAN=dense: no compaction,
+  - == convd's dense plan of the same file (CONVD_PLAN=dense: no compaction,
     dense kernels; relative error <= 1e-5),
-  - and CD_PLAN=sparse (every conv/FC on the sparse kernels, also on the
+  - and CONVD_PLAN=sparse (every conv/FC on the sparse kernels, also on the
     portable scalar path) == the dense plan (<= 1e-5),
 
 at batch 1 and at a batch of 2..9. Plus: filter-pruned residual networks
@@ -124,8 +124,8 @@ def check_model(path, tmp_path, rng, env, batches=None, sparse_isas=("",)):
     for batch in batches or (1, ri(rng, 2, 9)):
         sess, feeds = random_inputs(path, batch, rng)
         ref = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
-        dense = run_convd(path, tmp_path, feeds, f"d{batch}", {**env, "CD_PLAN": "dense"})
-        auto = run_convd(path, tmp_path, feeds, f"a{batch}", {**env, "CD_PLAN": "auto"})
+        dense = run_convd(path, tmp_path, feeds, f"d{batch}", {**env, "CONVD_PLAN": "dense"})
+        auto = run_convd(path, tmp_path, feeds, f"a{batch}", {**env, "CONVD_PLAN": "auto"})
         for name, want in ref.items():
             assert auto[name].shape == want.shape
             e = rel_err(auto[name], want)
@@ -133,9 +133,9 @@ def check_model(path, tmp_path, rng, env, batches=None, sparse_isas=("",)):
             e = rel_err(auto[name], dense[name])
             assert e <= TOL_DENSE, f"{path}: {name} auto vs dense plan {e:.3g} (batch {batch})"
         for isa in sparse_isas:
-            e2 = {**env, "CD_PLAN": "sparse"}
+            e2 = {**env, "CONVD_PLAN": "sparse"}
             if isa:
-                e2["CD_MAX_ISA"] = isa
+                e2["CONVD_MAX_ISA"] = isa
             sp = run_convd(path, tmp_path, feeds, f"s{batch}{isa}", e2)
             for name in ref:
                 e = rel_err(sp[name], dense[name])

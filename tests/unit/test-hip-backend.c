@@ -10,6 +10,8 @@
 
 #include "backends/backend.h"
 #include "core/errors.h"
+#include "core/options.h"
+#include "runtime/runtime.h"
 #include "kernels/cpu/ref.h"
 #include "sparse/sparse-conv.h"
 #include "tests/unit/check.h"
@@ -492,7 +494,9 @@ CD_TEST(hip_backend_device_names) {
     CHECK_EQ(cd_backend_create("hip:x", &be, err, sizeof err), CD_EUNSUPPORTED);
     CHECK_EQ(cd_backend_probe("hip-emu", info, sizeof info, err, sizeof err), 0);
     CHECK(strstr(info, "hip-emu") != NULL);
-    setenv("CONVD_HIP_PLUGIN", "/nonexistent/libconvd-hip.so", 1);
+    cd_runtime_options o = *cd_runtime_opts();
+    snprintf(o.hip_plugin, sizeof o.hip_plugin, "%s", "/nonexistent/libconvd-hip.so");
+    cd_runtime_configure(&o);
     CHECK_EQ(cd_backend_create("hip:1", &be, err, sizeof err), CD_EDEVICE);
     CHECK(be == NULL);
     CHECK(strstr(err, "cannot load /nonexistent/libconvd-hip.so") != NULL);

@@ -5,6 +5,8 @@
 #include "backends/backend.h"
 #include "backends/cpu/dnnl.h"
 #include "core/errors.h"
+#include "core/options.h"
+#include "runtime/runtime.h"
 #include "kernels/cpu/ref.h"
 #include "tests/unit/check.h"
 
@@ -27,7 +29,9 @@ static cd_backend_t cpu(void) {
 }
 
 CD_TEST(backend_ref_only_mode_keeps_nchw) {
-    setenv("CD_CPU_KERNELS", "ref", 1);
+    cd_runtime_options o = *cd_runtime_opts();
+    o.cpu_kernels_ref = 1;
+    cd_runtime_configure(&o);
     cd_backend_t be = cpu();
     cd_bop_desc d;
     memset(&d, 0, sizeof d);

@@ -263,6 +263,51 @@ CD_TEST(model_run_rejects_bad_batch) {
     mb_free(&b);
 }
 
+// Inputs written in place (cd_exec_inputs) give what copied inputs give, at
+// a batch below max_batch, through run and submit/wait alike.
+CD_TEST(model_exec_inputs_in_place_match_copied) {
+    mb b = {0};
+    int c = cd_test_randi(1, 8), h = cd_test_randi(1, 9), maxb = cd_test_randi(2, 5);
+    int batch = cd_test_randi(1, maxb);
+    int64_t xs[4] = {1, c, h, h};
+    mb_input(&b, "x", 4, xs);
+    mb_input(&b, "z", 4, xs);
+    mb_node(&b, "Add", "x", "z", NULL, "s");
+    mb_node(&b, "Sigmoid", "s", NULL, NULL, "y");
+    mb_output(&b, "y");
+    const char *path = mb_write(&b, 13);
+    cd_model *m;
+    char err[512];
+    cd_model_opts opts = {.max_batch = maxb};
+    CHECK_EQ(cd_model_load(path, &opts, &m, err, sizeof err), 0);
+    size_t n = (size_t)batch * (size_t)(c * h * h);
+    float *x = rbuf(n), *z = rbuf(n), *y = calloc(n, 4), *y2 = calloc(n, 4);
+    cd_exec *ex;
+    CHECK_EQ(cd_exec_init(m, &ex), 0);
+    const void *ins[2] = {x, z};
+    void *outs[1] = {y}, *outs2[1] = {y2};
+    CHECK_EQ(cd_model_run(ex, batch, ins, outs, err, sizeof err), 0);
+    void *arena[2] = {NULL, NULL};
+    CHECK_EQ(cd_exec_inputs(ex, arena), 0);
+    CHECK(arena[0] != NULL && arena[1] != NULL && arena[0] != arena[1]);
+    memcpy(arena[0], x, n * 4);
+    memcpy(arena[1], z, n * 4);
+    const void *in_place[2] = {arena[0], arena[1]};
+    CHECK_EQ(cd_model_run(ex, batch, in_place, outs2, err, sizeof err), 0);
+    CHECK_CLOSE_F32(y2, y, n, 0);
+    memset(y2, 0, n * 4);
+    memcpy(arena[0], x, n * 4); // a run may reuse the input's storage
+    memcpy(arena[1], z, n * 4);
+    CHECK_EQ(cd_model_submit(ex, batch, in_place, outs2, err, sizeof err), 0);
+    CHECK_EQ(cd_model_wait(ex, err, sizeof err), 0);
+    CHECK_CLOSE_F32(y2, y, n, 0);
+    cd_exec_free(ex);
+    free(x), free(z), free(y), free(y2);
+    cd_model_free(m);
+    unlink(path);
+    mb_free(&b);
+}
+
 CD_TEST(model_load_errors_name_the_problem) {
     char err[512];
     cd_model *m = (cd_model *)1;

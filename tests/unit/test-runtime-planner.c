@@ -2,7 +2,7 @@
 // prepared through the backend (cd_bop_desc.sparse = 1) against the
 // reference kernels on random shapes and sparsities (0%..100%, an all-zero
 // layer, batch 1..9); the cost model's choice (dense at 0-30% by the density
-// gate, sparse at 90% on large layers); the tune cache on disk; the CD_PLAN
+// gate, sparse at 90% on large layers); the tune cache on disk; the CONVD_PLAN
 // modes.
 
 #include "backends/backend.h"
@@ -291,17 +291,26 @@ CD_TEST(planner_tune_measures_once_then_reads_the_cache) {
     cd_backend_free(be);
 }
 
+// CONVD_PLAN, read by cd_runtime_options_from_env, then made the process's.
+static void plan_env(const char *value) {
+    if (value) setenv("CONVD_PLAN", value, 1);
+    else unsetenv("CONVD_PLAN");
+    cd_runtime_options o;
+    cd_runtime_options_from_env(&o);
+    cd_runtime_configure(&o);
+}
+
 CD_TEST(planner_mode_from_options_then_environment) {
     cd_planner_opts po = {.mode = CD_PLAN_AUTO};
-    setenv("CD_PLAN", "dense", 1);
+    plan_env("dense");
     CHECK_EQ(cd_planner_mode(&po), CD_PLAN_DENSE);
-    setenv("CD_PLAN", "sparse", 1);
+    plan_env("sparse");
     CHECK_EQ(cd_planner_mode(&po), CD_PLAN_SPARSE);
-    setenv("CD_PLAN", "compact", 1);
+    plan_env("compact");
     CHECK_EQ(cd_planner_mode(&po), CD_PLAN_COMPACT);
     po.mode = CD_PLAN_DENSE; // the option wins
     CHECK_EQ(cd_planner_mode(&po), CD_PLAN_DENSE);
-    unsetenv("CD_PLAN");
+    plan_env(NULL);
     po.mode = CD_PLAN_AUTO;
     CHECK_EQ(cd_planner_mode(&po), CD_PLAN_AUTO);
 }

@@ -1,5 +1,5 @@
 // Band rows (sparse/band-rows.h) at every ISA level this machine runs that
-// has them (AVX-512, AVX2; CD_MAX_ISA lowers the set): phase-plane rows and
+// has them (AVX-512, AVX2; CONVD_MAX_ISA lowers the set): phase-plane rows and
 // im2col taps against the scalar rule
 // row[j] = 0 <= stride*j + sh < w ? x[stride*j + sh] : 0, on random row
 // lengths, widths, shifts (left padding) and strides 1/2, with the input row
@@ -32,7 +32,7 @@ static const band_isa k_band_isas[] = {
     {CD_SPARSE_ISA_AVX2, 8, cd_f32_phase_row__avx2, cd_f32_im2col_tap__avx2, cd_f32_copy_rows__avx2},
 };
 
-// Each ISA with band rows that this CPU runs under CD_MAX_ISA.
+// Each ISA with band rows that this CPU runs under CONVD_MAX_ISA.
 #define FOR_EACH_BAND_ISA(b)                                                   \
     for (const band_isa *b = k_band_isas;                                      \
          b < k_band_isas + sizeof k_band_isas / sizeof k_band_isas[0]; b++)     \

@@ -300,7 +300,7 @@ static int im2col_dense(const cd_conv_desc *d) {
 // Wide outputs run one kernel call per row; narrow ones over padded rows
 // ("junk" columns discarded); on AVX-512 and AVX2, outputs of at most 64
 // pixels on im2col planes. All must be exercised (run_case reports the last
-// ISA's, the best this machine runs under CD_MAX_ISA).
+// ISA's, the best this machine runs under CONVD_MAX_ISA).
 CD_TEST(sparse_conv_rows_and_junk_modes) {
     cd_conv_desc wide = {.c = 5, .h = 6, .w = 47, .k = 9, .r = 3, .s = 3, .stride_h = 1,
                          .stride_w = 1, .pad_t = 1, .pad_l = 1, .pad_b = 1, .pad_r = 1,
@@ -322,7 +322,7 @@ CD_TEST(sparse_conv_rows_and_junk_modes) {
 }
 
 // im2col planes (small outputs; AVX-512 and AVX2, each this machine runs
-// under CD_MAX_ISA; never on the portable code) on fresh random layers of
+// under CONVD_MAX_ISA; never on the portable code) on fresh random layers of
 // random_desc with at most 64 output pixels (kernels 1/3/5/7, non-square
 // too, strides, pads, dilation, groups incl. depthwise, batch 1..9,
 // residual and activations),

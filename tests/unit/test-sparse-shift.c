@@ -1,6 +1,6 @@
 // The aligned-shift CSR path for stride-1 and stride-2 k x k convs
 // (sparse/spmm-shift.h), at every ISA level this machine runs that has the
-// kernel (AVX-512 with 16-float vectors, AVX2 with 8; CD_MAX_ISA lowers the
+// kernel (AVX-512 with 16-float vectors, AVX2 with 8; CONVD_MAX_ISA lowers the
 // set): the shift pack's per-tap order and counts, the micro-kernel against
 // a scalar sum (masked tails, accumulation in place, clamp), and whole
 // layers that take the path against cd_ref_conv2d and against the same
@@ -31,7 +31,7 @@ static const shift_isa k_shift_isas[] = {
     {CD_SPARSE_ISA_AVX2, 8, cd_f32_spmm_shift__avx2, "cd_f32_spmm_shift__avx2"},
 };
 
-// Each ISA with the kernel that this CPU runs under CD_MAX_ISA.
+// Each ISA with the kernel that this CPU runs under CONVD_MAX_ISA.
 #define FOR_EACH_SHIFT_ISA(k)                                                  \
     for (const shift_isa *k = k_shift_isas;                                    \
          k < k_shift_isas + sizeof k_shift_isas / sizeof k_shift_isas[0]; k++)  \

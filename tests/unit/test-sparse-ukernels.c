@@ -3,6 +3,7 @@
 // the tile (m_lt_mr, m_eq_mr, m_gt_mr, odd multiples), empty blocks, the
 // residual and the clamp.
 
+#include "runtime/runtime.h"
 #include "sparse/spmm-ukernel.h"
 #include "tests/unit/test-sparse-util.h"
 
@@ -151,8 +152,9 @@ static int cpu_runs(int isa) {
     return isa == CD_SPARSE_ISA_SCALAR;
 }
 
-// In a fresh child (CD_MAX_ISA is read once, on first use): CD_MAX_ISA set
-// to `value` (NULL: unset) before anything sparse runs; best, supported,
+// In a fresh child (the cap is parsed once, on first use): CONVD_MAX_ISA
+// set to `value` (NULL: unset) and read into the runtime's options before
+// anything sparse runs; best, supported,
 // capped, the kernel lookup and availability must all obey cap `want`.
 // Returns what the child wrote to stderr.
 static char *cap_case(const char *value, int want) {
@@ -165,8 +167,11 @@ static char *cap_case(const char *value, int want) {
     if (pid == 0) {
         close(fd[0]);
         dup2(fd[1], 2);
-        if (value) setenv("CD_MAX_ISA", value, 1);
-        else unsetenv("CD_MAX_ISA");
+        if (value) setenv("CONVD_MAX_ISA", value, 1);
+        else unsetenv("CONVD_MAX_ISA");
+        cd_runtime_options o;
+        cd_runtime_options_from_env(&o);
+        cd_runtime_configure(&o);
         int top = CD_SPARSE_ISA_SCALAR, best = CD_SPARSE_ISA_SCALAR;
         for (int i = CD_SPARSE_ISA_SCALAR; i <= CD_SPARSE_ISA_AVX512F; i++) {
             if (cpu_runs(i)) top = i;
@@ -194,7 +199,7 @@ static char *cap_case(const char *value, int want) {
     int st = 0;
     CHECK(waitpid(pid, &st, 0) == pid);
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-        CD_CHECK_FAIL_("CD_MAX_ISA=%s: child status %d (stderr: %s)", value ? value : "(unset)",
+        CD_CHECK_FAIL_("CONVD_MAX_ISA=%s: child status %d (stderr: %s)", value ? value : "(unset)",
                        WIFEXITED(st) ? WEXITSTATUS(st) : -1, buf);
     return buf;
 }
@@ -205,7 +210,7 @@ static int count_of(const char *hay, const char *needle) {
     return n;
 }
 
-// CD_MAX_ISA caps every ISA query, in any case, with "avx512" and
+// CONVD_MAX_ISA caps every ISA query, in any case, with "avx512" and
 // "avx512f" the same; unset or unknown (reported once, then ignored) caps
 // nothing.
 CD_TEST(sparse_isa_cap_env_obeyed_by_best_and_supported) {
@@ -218,10 +223,10 @@ CD_TEST(sparse_isa_cap_env_obeyed_by_best_and_supported) {
     for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
         const char *err = cap_case(c[i].value, c[i].cap);
         CHECK_EQ(count_of(err, "sparse kernels use"), 1);
-        CHECK_EQ(count_of(err, "capped by CD_MAX_ISA"), c[i].cap < CD_SPARSE_ISA_AVX512F && cpu_runs(c[i].cap + 1));
+        CHECK_EQ(count_of(err, "capped by CONVD_MAX_ISA"), c[i].cap < CD_SPARSE_ISA_AVX512F && cpu_runs(c[i].cap + 1));
         CHECK(strstr(err, "ignoring") == NULL);
     }
     const char *err = cap_case("sse9", CD_SPARSE_ISA_AVX512F);
-    CHECK_EQ(count_of(err, "ignoring CD_MAX_ISA=sse9"), 1);
+    CHECK_EQ(count_of(err, "ignoring CONVD_MAX_ISA=sse9"), 1);
     CHECK(strstr(err, "capped") == NULL);
 }

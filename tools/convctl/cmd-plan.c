@@ -438,7 +438,7 @@ static void print_human(const plan_view *v, bool all) {
                "%d sparse, %d compacted)\n",
                v->model, v->batch, v->plan_mode, v->tune ? ", tuned" : "", v->n, t.nweighted, t.nsparse, t.ncompact);
     printf("device %s, layout %s; cpu %s: kernels %s%s, dnnl %s\n\n", v->device, v->layout, v->cpu_model,
-           v->kernels_isa, v->kernels_capped ? " (capped by CD_MAX_ISA)" : "", v->dnnl_isa);
+           v->kernels_isa, v->kernels_capped ? (v->daemon ? " (capped by --max-isa)" : " (capped by CONVD_MAX_ISA)") : "", v->dnnl_isa);
     static const char *heads[] = {"#", "layer", "op", "in -> out", "density", "structure", "compaction", "kernel",
                                   "layout", "pred ms", "meas ms", "MFLOP", "skipped"};
     static const bool numeric[] = {true, false, false, false, true, false, false, false, false, true, true, true, true};
@@ -553,6 +553,9 @@ int ctl_cmd_plan(ctl_ctx *ctx, int argc, char **argv) {
         int plan = !strcmp(plan_s, "auto") ? 0 : !strcmp(plan_s, "dense") ? 1 : !strcmp(plan_s, "sparse") ? 2
                  : !strcmp(plan_s, "compact") ? 3 : -1;
         if (plan < 0) return ctl_usage_error(argv[0], "--plan must be auto, dense, compact or sparse");
+        cd_runtime_options ropts; // CONVD_* (runtime/runtime.h)
+        cd_runtime_options_from_env(&ropts);
+        cd_runtime_configure(&ropts);
         int rc = cd_runtime_init(threads);
         if (rc) return ctl_fail_msg("%s: runtime initialisation failed", cd_err_name(rc));
         cd_model_opts o = {.max_batch = batch, .threads = threads, .tune = tune, .tune_cache = cache, .plan = plan};

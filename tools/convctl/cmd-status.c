@@ -68,7 +68,7 @@ int ctl_cmd_health(ctl_ctx *ctx, int argc, char **argv) {
         printf("cpu      %s\nkernels  %s%s\ndnnl     %s\nlayout   %s (block %.0f)\n",
                ctl_get_str(cpu, "model", model, sizeof model),
                ctl_get_str(cpu, "kernels_isa", kisa, sizeof kisa),
-               is_capped ? " (capped by CD_MAX_ISA)" : "", ctl_get_str(cpu, "dnnl_isa", disa, sizeof disa),
+               is_capped ? " (capped by --max-isa)" : "", ctl_get_str(cpu, "dnnl_isa", disa, sizeof disa),
                ctl_get_str(cpu, "layout", lay, sizeof lay), block < 0 ? 1 : block);
     }
     msgpack_unpacked_destroy(&up);

@@ -431,7 +431,7 @@ static void print_text_info(const run_opts *o, cd_model *m) {
     cd_cpu_info ci;
     cd_runtime_cpu_info(&ci);
     printf("\ndevice %s, blocked layout %s; kernels %s%s, oneDNN %s\n", cd_model_device(m), cd_model_layout(m),
-           ci.kernels_isa, ci.kernels_capped ? " (capped by CD_MAX_ISA)" : "", ci.dnnl_isa);
+           ci.kernels_isa, ci.kernels_capped ? " (capped by CONVD_MAX_ISA)" : "", ci.dnnl_isa);
     printf("%4s  %-28s %-22s %-22s %-18s %-18s %10s %12s\n", "#", "name", "op", "kernel", "in", "out", "params", "MFLOP");
     for (int i = 0; i < cd_model_num_layers(m); i++) {
         cd_layer_info li;
@@ -512,6 +512,9 @@ static int run(run_opts *o, run_state *st) {
 int main(int argc, char **argv) {
     static run_opts o;
     static run_state st;
+    cd_runtime_options ropts; // CONVD_* (core/options.h)
+    cd_runtime_options_from_env(&ropts);
+    cd_runtime_configure(&ropts);
     int status = parse_args(argc, argv, &o);
     if (status >= 0)
         return status;

@@ -15,6 +15,7 @@
 // __sanitizer_{start,finish}_switch_fiber.
 
 #include "backends/hip/emu/hip-emu.h"
+#include "core/log.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -272,7 +273,7 @@ int pool_reserve(pool *p, unsigned n) {
 }
 
 // Runs one block on this OS thread. Returns hipSuccess, or
-// hipErrorLaunchFailure after barrier divergence (reported on stderr).
+// hipErrorLaunchFailure after barrier divergence (logged, core/log.h).
 hipError_t run_block(pool *p, dim3 grid, dim3 block, dim3 bid, size_t shared_bytes) {
     gridDim = grid;
     blockDim = block;
@@ -300,10 +301,10 @@ hipError_t run_block(pool *p, dim3 grid, dim3 block, dim3 bid, size_t shared_byt
         }
         if (waiting == 0) return hipSuccess;
         if (done > 0) {
-            fprintf(stderr,
-                    "hip-emu: __syncthreads divergence in block (%u,%u,%u): %u of %u "
-                    "threads exited while the others wait at barrier #%u\n",
-                    bid.x, bid.y, bid.z, done, n, round + 1);
+            cd_rt_log(CD_RT_LOG_ERROR,
+                      "hip-emu: __syncthreads divergence in block (%u,%u,%u): %u of %u "
+                      "threads exited while the others wait at barrier #%u",
+                      bid.x, bid.y, bid.z, done, n, round + 1);
 #ifdef CD_EMU_ASAN
             // The waiting fibers are abandoned mid-frame: clear the redzones
             // their frames left before the stacks are used again.
@@ -335,10 +336,10 @@ hipError_t launch(dim3 grid, dim3 block, size_t shared_bytes, hipStream_t stream
     if (nthreads == 0 || nthreads > kMaxThreads || grid.x == 0 || grid.y == 0 ||
         grid.z == 0 || grid.x > kMaxGrid[0] || grid.y > kMaxGrid[1] || grid.z > kMaxGrid[2] ||
         shared_bytes > kSharedBytes) {
-        fprintf(stderr,
-                "hip-emu: invalid launch configuration: grid (%u,%u,%u) block (%u,%u,%u) "
-                "shared %zu bytes\n",
-                grid.x, grid.y, grid.z, block.x, block.y, block.z, shared_bytes);
+        cd_rt_log(CD_RT_LOG_ERROR,
+                  "hip-emu: invalid launch configuration: grid (%u,%u,%u) block (%u,%u,%u) "
+                  "shared %zu bytes",
+                  grid.x, grid.y, grid.z, block.x, block.y, block.z, shared_bytes);
         cd_emu_set_error(hipErrorInvalidConfiguration);
         return hipErrorInvalidConfiguration;
     }

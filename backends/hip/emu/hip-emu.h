@@ -12,7 +12,7 @@
 //     switches back to the block's scheduler. A barrier completes when every
 //     thread of the block has reached it; a thread that exits while others
 //     wait at a barrier is barrier divergence, reported as a launch failure
-//     (hipErrorLaunchFailure) with a message on stderr.
+//     (hipErrorLaunchFailure) with a message (core/log.h).
 //   - __shared__ variables are per OS thread (static thread_local), hence per
 //     running block. Dynamic shared memory (CD_HIP_DYNAMIC_SHARED) is filled
 //     with 0xff bytes (float NaN) at the start of every block, so a kernel that

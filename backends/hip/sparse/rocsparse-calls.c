@@ -3,6 +3,7 @@
 // `make GPU=hip` in CI, none has run on a GPU yet (docs/GPU.md).
 
 #include "backends/hip/sparse/rocsparse-calls.h"
+#include "core/log.h"
 
 #include "backends/hip/check.h"
 #include "core/errors.h"
@@ -35,8 +36,8 @@ static const char *rocsparse_status_name(rocsparse_status s) {
 // CD_ENOMEM, an operation this rocSPARSE lacks is CD_EUNSUPPORTED, the rest
 // CD_EDEVICE.
 static int rocsparse_fail(const char *call, const char *file, int line, rocsparse_status s) {
-    fprintf(stderr, "rocsparse: %s failed at %s:%d: %s\n", call, file, line,
-            rocsparse_status_name(s));
+    cd_rt_log(CD_RT_LOG_ERROR, "rocsparse: %s failed at %s:%d: %s", call, file, line,
+              rocsparse_status_name(s));
     switch (s) {
     case rocsparse_status_memory_error: return CD_ENOMEM;
     case rocsparse_status_not_implemented: return CD_EUNSUPPORTED;

@@ -1,8 +1,9 @@
-// The model side of the daemon (see models.h): the registry at start-up
-// (--models DIR), and the methods models, load, unload and infer.
+// The models side of the daemon (see models.h): the registry at start-up
+// (--models DIR), the methods models, load and unload, the SIGHUP rescan
+// and the per-model part of `stats`. The infer path is daemon/infer.c.
 //
-// load and infer do their heavy part on worker threads (cd_model_load,
-// cd_model_run); the loop only validates, takes references and packs.
+// load does its heavy part on the loader thread (cd_model_load); the loop
+// only validates, takes references and packs.
 #include "daemon/models.h"
 
 #include "core/errors.h"
@@ -13,9 +14,10 @@
 #include "daemon/request.h"
 #include "daemon/server.h"
 #include "daemon/validate.h"
+#include "core/errors.h"
+#include "core/limits.h"
 #include "proto/params.h"
 #include "proto/rpc.h"
-#include "proto/tensor.h"
 #include "runtime/runtime.h"
 
 #include <dirent.h>
@@ -25,7 +27,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <uv.h>
 
 // ---- names and descriptions -------------------------------------------------
 
@@ -80,7 +81,7 @@ static int pack_entry(msgpack_packer *pk, const cd_model_entry *e) {
     int rc = msgpack_pack_map(pk, 12);
     rc |= cd_pack_kv_str(pk, "name", e->name);
     rc |= cd_pack_kv_str(pk, "path", e->path);
-    rc |= pack_kv_i64(pk, "max_batch", e->max_batch);
+    rc |= pack_kv_i64(pk, "max_batch", e->conf.max_batch);
     rc |= cd_pack_str(pk, "inputs");
     rc |= msgpack_pack_array(pk, (size_t)ni);
     for (int i = 0; i < ni; i++)
@@ -106,9 +107,6 @@ static int pack_entry(msgpack_packer *pk, const cd_model_entry *e) {
 static int cmp_str(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
-
-static void infer_run_batch(cd_request **reqs, int n, int worker);
-static void infer_set_double_buffer(cd_model_entry *e);
 
 // The daemon's defaults for a model's scheduling settings.
 static cd_model_conf conf_defaults(const cd_settings *set) {
@@ -142,62 +140,95 @@ static int name_of_file(const char *file, char *name, char *err, size_t errlen) 
     return check_name(name, err, errlen);
 }
 
+// A model being loaded: at start-up, by a client's `load` or by a rescan.
+typedef struct {
+    char name[CD_MAX_NAME + 1];  // registry name
+    char path[CD_MAX_STR + 1];   // as sent (relative to --models)
+    char real[PATH_MAX];         // resolved inside --models
+    cd_model_conf conf;          // defaults < .conf file < load params
+    bool has[CD_MODEL_CONF_NKEYS]; // load params given (cd_model_conf_keys order)
+    bool from_dir;               // a SIGHUP rescan (no client)
+    bool pending;                // counted in srv->pending_loads (a client's load)
+    time_t mtime, conf_mtime;    // file identities when read
+    off_t size, conf_size;
+    cd_model *model;             // loaded by the worker; owned until installed
+    cd_model_entry *entry;       // installed entry (no reference held)
+} load_state;
+
+// The runtime's options for loading a model with scheduling settings conf.
+static cd_model_opts model_opts(const cd_settings *set, const cd_model_conf *conf) {
+    cd_model_opts opts = {.max_batch = (int)conf->max_batch,
+                          .threads = (int)set->threads,
+                          .device = set->device,
+                          .tune = (int)set->tune,
+                          .tune_cache = set->tune_cache[0] ? set->tune_cache : NULL,
+                          .max_file_bytes = set->max_model_bytes};
+    return opts;
+}
+
+// A registry entry for st's loaded model, its queue running the infer path.
+// Returns NULL when out of memory (st->model is then still st's).
+static cd_model_entry *entry_new(cd_server *srv, const load_state *st) {
+    cd_model_entry *e = cd_model_entry_new(st->name, st->path, st->model, &st->conf,
+                                           cd_infer_run_batch,
+                                           cd_workers_count(srv->workers));
+    if (e) {
+        cd_infer_set_double_buffer(e, srv->set->double_buffer);
+        e->from_dir = st->from_dir;
+        e->mtime = st->mtime;
+        e->size = st->size;
+        e->conf_mtime = st->conf_mtime;
+        e->conf_size = st->conf_size;
+    }
+    return e;
+}
+
 // Loads one file of the models directory synchronously (start-up); a
 // failure is logged and skipped.
 static void load_at_start(cd_server *srv, const char *file) {
     const cd_settings *set = srv->set;
-    char name[CD_MAX_NAME + 1], err[512], real[PATH_MAX];
-    cd_model_conf conf = conf_defaults(set);
-    time_t conf_mtime = 0;
-    off_t conf_size = 0;
-    int rc = name_of_file(file, name, err, sizeof err);
+    static load_state st; // loop thread only; 12 KiB off the stack
+    memset(&st, 0, sizeof st);
+    st.conf = conf_defaults(set);
+    st.from_dir = true;
+    snprintf(st.path, sizeof st.path, "%s", file);
+    char err[512];
+    int rc = name_of_file(file, st.name, err, sizeof err);
     if (rc == 0)
-        rc = cd_model_path_resolve(set->models, file, real, err, sizeof err);
+        rc = cd_model_path_resolve(set->models, file, st.real, err, sizeof err);
     if (rc == 0)
-        rc = cd_model_conf_read(real, &conf, &conf_mtime, &conf_size, err, sizeof err);
-    cd_model *m = NULL;
+        rc = cd_model_conf_read(st.real, &st.conf, &st.conf_mtime, &st.conf_size, err,
+                                sizeof err);
     if (rc == 0) {
-        cd_model_opts opts = {.max_batch = (int)conf.max_batch,
-                              .threads = (int)set->threads,
-                              .device = set->device,
-                              .tune = (int)set->tune,
-                              .tune_cache = set->tune_cache[0] ? set->tune_cache : NULL,
-                              .max_file_bytes = set->max_model_bytes};
+        cd_model_opts opts = model_opts(set, &st.conf);
         if ((int64_t)cd_registry_count(srv->registry) >= set->max_models)
             rc = cd_errf(CD_ETOO_LARGE, err, sizeof err, "%lld models loaded (max-models)",
                          (long long)set->max_models);
         else
-            rc = cd_model_load(real, &opts, &m, err, sizeof err);
+            rc = cd_model_load(st.real, &opts, &st.model, err, sizeof err);
     }
-    if (rc == 0 && (rc = check_io_counts(m, err, sizeof err)) != 0)
-        cd_model_free(m);
+    if (rc == 0 && (rc = check_io_counts(st.model, err, sizeof err)) != 0)
+        cd_model_free(st.model);
     if (rc != 0) {
         CD_WARN("skipping model '%s': %s: %s", file, cd_err_name(rc), err);
         return;
     }
-    cd_model_entry *e = cd_model_entry_new(name, file, m, &conf, infer_run_batch,
-                                           cd_workers_count(srv->workers));
-    if (e) {
-        infer_set_double_buffer(e);
-        e->from_dir = true;
-        file_identity(real, &e->mtime, &e->size);
-        e->conf_mtime = conf_mtime;
-        e->conf_size = conf_size;
-    }
+    file_identity(st.real, &st.mtime, &st.size);
+    cd_model_entry *e = entry_new(srv, &st);
     if (!e || cd_registry_put(srv->registry, e) != 0) {
         CD_WARN("skipping model '%s': out of memory", file);
         if (e)
             cd_model_entry_unref(e);
         else
-            cd_model_free(m);
+            cd_model_free(st.model);
         return;
     }
     cd_model_summary s;
-    cd_model_get_summary(m, &s);
+    cd_model_get_summary(st.model, &s);
     CD_INFO("loaded model %s from %s (%d layers, %lld params, max_batch %d, "
-            "max_delay_us %lld, max_queue %lld)", name, file, s.nlayers,
-            (long long)s.params, e->max_batch, (long long)conf.max_delay_us,
-            (long long)conf.max_queue);
+            "max_delay_us %lld, max_queue %lld)", st.name, file, s.nlayers,
+            (long long)s.params, (int)st.conf.max_batch, (long long)st.conf.max_delay_us,
+            (long long)st.conf.max_queue);
 }
 
 int cd_models_init(cd_server *srv) {
@@ -335,20 +366,6 @@ int cd_method_models(cd_call *call) {
 
 // ---- load -------------------------------------------------------------------
 
-typedef struct {
-    char name[CD_MAX_NAME + 1];  // registry name
-    char path[CD_MAX_STR + 1];   // as sent (relative to --models)
-    char real[PATH_MAX];         // resolved inside --models
-    cd_model_conf conf;          // defaults < .conf file < load params
-    bool has[3];                 // load params given: max_batch, max_delay_us, max_queue
-    bool from_dir;               // a SIGHUP rescan (no client)
-    bool pending;                // counted in srv->pending_loads (a client's load)
-    time_t mtime, conf_mtime;    // file identities when read
-    off_t size, conf_size;
-    cd_model *model;             // loaded by the worker; owned until installed
-    cd_model_entry *entry;       // installed entry (no reference held)
-} load_state;
-
 static int load_work(cd_request *req, int worker) {
     load_state *st = req->state;
     const cd_settings *set = req->srv->set;
@@ -358,17 +375,13 @@ static int load_work(cd_request *req, int worker) {
                                 req->err, sizeof req->err);
     if (rc != 0)
         return rc;
-    if (st->has[0])
-        st->conf.max_batch = given.max_batch;
-    if (st->has[1])
-        st->conf.max_delay_us = given.max_delay_us;
-    if (st->has[2])
-        st->conf.max_queue = given.max_queue;
+    for (int i = 0; i < CD_MODEL_CONF_NKEYS; i++) {
+        size_t off = cd_model_conf_keys[i].offset;
+        if (st->has[i])
+            memcpy((char *)&st->conf + off, (const char *)&given + off, sizeof(int64_t));
+    }
     file_identity(st->real, &st->mtime, &st->size);
-    cd_model_opts opts = {.max_batch = (int)st->conf.max_batch, .threads = (int)set->threads,
-                          .device = set->device, .tune = (int)set->tune,
-                          .tune_cache = set->tune_cache[0] ? set->tune_cache : NULL,
-                          .max_file_bytes = set->max_model_bytes};
+    cd_model_opts opts = model_opts(set, &st->conf);
     rc = cd_model_load(st->real, &opts, &st->model, req->err, sizeof req->err);
     if (rc == 0 && (rc = check_io_counts(st->model, req->err, sizeof req->err)) != 0) {
         cd_model_free(st->model);
@@ -398,17 +411,7 @@ static void load_done(cd_request *req) {
                 cd_err_name(req->status), req->err);
         return;
     }
-    cd_model_entry *e = cd_model_entry_new(st->name, st->path, st->model, &st->conf,
-                                           infer_run_batch,
-                                           cd_workers_count(req->srv->workers));
-    if (e) {
-        infer_set_double_buffer(e);
-        e->from_dir = st->from_dir;
-        e->mtime = st->mtime;
-        e->size = st->size;
-        e->conf_mtime = st->conf_mtime;
-        e->conf_size = st->conf_size;
-    }
+    cd_model_entry *e = entry_new(req->srv, st);
     if (!e || cd_registry_put(req->srv->registry, e) != 0) {
         if (e)
             cd_model_entry_unref(e); // frees the model too
@@ -512,21 +515,13 @@ int cd_method_load(cd_call *call) {
             rc = CD_EPARAMS;
         }
     }
-    static const struct {
-        const char *key;
-        int64_t min, max;
-        size_t off;
-    } ints[3] = {
-        {"max_batch", 1, 4096, offsetof(cd_model_conf, max_batch)},
-        {"max_delay_us", 0, 10000000, offsetof(cd_model_conf, max_delay_us)},
-        {"max_queue", 1, 1000000, offsetof(cd_model_conf, max_queue)},
-    };
-    for (int i = 0; i < 3 && rc == 0; i++) {
+    for (int i = 0; i < CD_MODEL_CONF_NKEYS && rc == 0; i++) {
+        const cd_model_conf_key *k = &cd_model_conf_keys[i];
         int64_t v;
-        rc = cd_param_int(call->params, ints[i].key, ints[i].min, ints[i].max, &v,
-                          call->err, sizeof call->err);
+        rc = cd_param_int(call->params, k->key, k->min, k->max, &v, call->err,
+                          sizeof call->err);
         if (rc == 0) {
-            memcpy((char *)&st->conf + ints[i].off, &v, sizeof v);
+            memcpy((char *)&st->conf + k->offset, &v, sizeof v);
             st->has[i] = true;
         } else if (rc == 1) {
             rc = 0;
@@ -658,328 +653,4 @@ int cd_method_unload(cd_call *call) {
     rc = msgpack_pack_map(call->pk, 1);
     rc |= cd_pack_kv_str(call->pk, "name", name);
     return rc ? CD_ENOMEM : 0;
-}
-
-// ---- infer ------------------------------------------------------------------
-
-typedef struct {
-    cd_model_entry *entry;             // reference held until release
-    int batch;                         // shape[0] of the inputs
-    int nin, nout;
-    const void *in[CD_MAX_TENSORS];    // input data in model order (into msg)
-    void *copy[CD_MAX_TENSORS];        // aligned copies of misaligned inputs
-    size_t in_bytes[CD_MAX_TENSORS];
-    void *out[CD_MAX_TENSORS];         // output buffers (worker-allocated)
-    void *batch_out[CD_MAX_TENSORS];   // first request of a batch: its concatenated
-                                       // outputs between infer_submit and infer_finish
-    size_t out_bytes[CD_MAX_TENSORS];
-    bool want[CD_MAX_TENSORS];         // outputs to return
-    int64_t timeout_ms;                // 0 = none
-} infer_state;
-
-// Submits one request alone on exec ex (its buffers, no copies unless its
-// input data is misaligned). Returns 0 (run pending on ex) or a negative code
-// with req->err.
-static int infer_submit_one(cd_request *req, cd_exec *ex) {
-    infer_state *st = req->state;
-    for (int i = 0; i < st->nin; i++) {
-        if ((uintptr_t)st->in[i] % sizeof(float) != 0) {
-            // bin payloads sit at any offset of the message: copy to align.
-            st->copy[i] = malloc(st->in_bytes[i]);
-            if (!st->copy[i])
-                goto nomem;
-            memcpy(st->copy[i], st->in[i], st->in_bytes[i]);
-            st->in[i] = st->copy[i];
-        }
-    }
-    for (int i = 0; i < st->nout; i++) {
-        if (!(st->out[i] = malloc(st->out_bytes[i] ? st->out_bytes[i] : 1)))
-            goto nomem;
-    }
-    return cd_model_submit(ex, st->batch, st->in, st->out, req->err, sizeof req->err);
-nomem:
-    snprintf(req->err, sizeof req->err, "out of memory for the tensors");
-    return CD_ENOMEM;
-}
-
-// The scheduler's submit half (worker thread): requests of one model
-// version, sum of batches <= max_batch, queued on the worker's exec `slot`.
-// Several requests are concatenated along dim 0 into one run (the outputs are
-// split back by infer_finish). Until infer_finish, reqs[0]->status/err hold
-// the submit's result and st0->batch_out the concatenated outputs.
-static void infer_submit(cd_request **reqs, int n, int worker, int slot) {
-    infer_state *st0 = reqs[0]->state;
-    cd_model_entry *e = st0->entry;
-    cd_exec **exp = &e->execs[2 * worker + slot];
-    reqs[0]->status = 0;
-    if (!*exp && cd_exec_init(e->model, exp) != 0) {
-        reqs[0]->status = CD_ENOMEM;
-        snprintf(reqs[0]->err, sizeof reqs[0]->err, "cannot allocate the execution state");
-        return;
-    }
-    if (n == 1) {
-        reqs[0]->status = infer_submit_one(reqs[0], *exp);
-        return;
-    }
-    int total = 0;
-    for (int r = 0; r < n; r++)
-        total += ((infer_state *)reqs[r]->state)->batch;
-    const void *in[CD_MAX_TENSORS] = {0};
-    void *buf_in[CD_MAX_TENSORS] = {0};
-    int nin = st0->nin, nout = st0->nout, rc = 0;
-    for (int i = 0; i < nin && rc == 0; i++) {
-        size_t item = st0->in_bytes[i] / (size_t)st0->batch;
-        size_t bytes = item * (size_t)total;
-        char *b = malloc(bytes ? bytes : 1);
-        if (!b) {
-            rc = CD_ENOMEM;
-            break;
-        }
-        buf_in[i] = b;
-        in[i] = b;
-        size_t off = 0;
-        for (int r = 0; r < n; r++) {
-            infer_state *st = reqs[r]->state;
-            memcpy(b + off, st->in[i], st->in_bytes[i]);
-            off += st->in_bytes[i];
-        }
-    }
-    for (int o = 0; o < nout && rc == 0; o++) {
-        size_t item = st0->out_bytes[o] / (size_t)st0->batch;
-        size_t bytes = item * (size_t)total;
-        if (!(st0->batch_out[o] = malloc(bytes ? bytes : 1)))
-            rc = CD_ENOMEM;
-    }
-    if (rc == CD_ENOMEM)
-        snprintf(reqs[0]->err, sizeof reqs[0]->err, "out of memory for the batch tensors");
-    if (rc == 0) // the inputs are staged by the submit: freed below
-        rc = cd_model_submit(*exp, total, in, st0->batch_out, reqs[0]->err, sizeof reqs[0]->err);
-    reqs[0]->status = rc;
-    for (int i = 0; i < CD_MAX_TENSORS; i++)
-        free(buf_in[i]);
-}
-
-// The scheduler's finish half: waits for what infer_submit queued with the
-// same arguments and sets every request's status (0 or CD_E*, err filled),
-// splitting a batch's outputs back request by request.
-static void infer_finish(cd_request **reqs, int n, int worker, int slot) {
-    infer_state *st0 = reqs[0]->state;
-    cd_exec *ex = st0->entry->execs[2 * worker + slot];
-    int rc = reqs[0]->status;
-    char err[256];
-    snprintf(err, sizeof err, "%s", reqs[0]->err);
-    if (rc == 0)
-        rc = cd_model_wait(ex, err, sizeof err);
-    if (n == 1) {
-        reqs[0]->status = rc;
-        if (rc != 0)
-            snprintf(reqs[0]->err, sizeof reqs[0]->err, "%s", err);
-        return;
-    }
-    size_t off[CD_MAX_TENSORS] = {0};
-    for (int r = 0; r < n; r++) {
-        infer_state *st = reqs[r]->state;
-        int status = rc;
-        for (int o = 0; o < st0->nout && status == 0; o++) {
-            if (!(st->out[o] = malloc(st->out_bytes[o] ? st->out_bytes[o] : 1))) {
-                status = CD_ENOMEM;
-                break;
-            }
-            memcpy(st->out[o], (char *)st0->batch_out[o] + off[o], st->out_bytes[o]);
-            off[o] += st->out_bytes[o];
-        }
-        reqs[r]->status = status;
-        if (status != 0)
-            snprintf(reqs[r]->err, sizeof reqs[r]->err, "%s",
-                     rc ? err : "out of memory for the tensors");
-    }
-    for (int i = 0; i < CD_MAX_TENSORS; i++) {
-        free(st0->batch_out[i]);
-        st0->batch_out[i] = NULL;
-    }
-}
-
-// The scheduler's batch callback without double buffering: submit on the
-// worker's first exec, then wait.
-static void infer_run_batch(cd_request **reqs, int n, int worker) {
-    infer_submit(reqs, n, worker, 0);
-    infer_finish(reqs, n, worker, 0);
-}
-
-// Turns double buffering on for e's queue where it overlaps (the real hip
-// backend: cd_model_overlaps). CD_DOUBLE_BUFFER=1 forces it on (the
-// synchronous backends then give the same results without overlap: how the
-// path is tested), =0 off.
-static void infer_set_double_buffer(cd_model_entry *e) {
-    const char *env = getenv("CD_DOUBLE_BUFFER");
-    bool on = env && *env ? strcmp(env, "0") != 0 : cd_model_overlaps(e->model) != 0;
-    e->queue.submit = on ? infer_submit : NULL;
-    e->queue.finish = on ? infer_finish : NULL;
-}
-
-// Counts an error answer of a model under its code.
-static void count_error(cd_model_counters *c, int status) {
-    int i = -status;
-    if (i <= 0 || i >= CD_STATS_NERR)
-        i = -CD_EINTERNAL;
-    c->errors++;
-    c->by_code[i]++;
-}
-
-// Loop side after the scheduler: the model's counters and histograms (the
-// response may already be out: written by the worker, cd_conn_respond).
-static void infer_done(cd_request *req) {
-    infer_state *st = req->state;
-    cd_model_counters *c =
-        cd_registry_counters(req->srv->registry, st->entry->name, strlen(st->entry->name));
-    if (!c)
-        return; // unloaded meanwhile
-    if (req->status == 0) {
-        c->ok++;
-        if (req->batch_leader) {
-            c->batches++;
-            c->items += (uint64_t)req->batch_items;
-            cd_histogram_record(&c->batch_size, (uint64_t)req->batch_items);
-        }
-        cd_histogram_record(&c->queue_ns, req->t_start_ns - req->t_received_ns);
-        cd_histogram_record(&c->compute_ns, req->t_end_ns - req->t_start_ns);
-    } else {
-        count_error(c, req->status);
-    }
-    // Total: until the response went out (by the worker, when it wrote it),
-    // not until this bookkeeping ran.
-    uint64_t end = req->t_sent_ns ? req->t_sent_ns : uv_hrtime();
-    cd_histogram_record(&c->total_ns, end - req->t_received_ns);
-}
-
-static int infer_pack(cd_request *req, msgpack_packer *pk) {
-    infer_state *st = req->state;
-    size_t n = 0;
-    for (int i = 0; i < st->nout; i++)
-        n += st->want[i];
-    int rc = msgpack_pack_map(pk, 1);
-    rc |= cd_pack_str(pk, "outputs");
-    rc |= msgpack_pack_map(pk, n);
-    for (int i = 0; i < st->nout && !rc; i++) {
-        if (!st->want[i])
-            continue;
-        const cd_io_desc *d = cd_model_output(st->entry->model, i);
-        cd_tensor t = {.dtype = CD_DTYPE_F32, .rank = d->rank, .data = st->out[i],
-                       .nbytes = st->out_bytes[i]};
-        for (int k = 0; k < d->rank; k++)
-            t.shape[k] = k == 0 ? st->batch : d->shape[k];
-        rc |= cd_pack_str(pk, d->name);
-        int trc = cd_tensor_pack(pk, &t);
-        if (trc == CD_ETOO_LARGE)
-            return trc; // over 4 GiB: refused, not cut (infer_validate checks first)
-        rc |= trc;
-    }
-    return rc ? CD_ENOMEM : 0;
-}
-
-static void infer_release(cd_request *req) {
-    infer_state *st = req->state;
-    if (!st)
-        return;
-    for (int i = 0; i < CD_MAX_TENSORS; i++) {
-        free(st->copy[i]);
-        free(st->out[i]);
-        free(st->batch_out[i]);
-    }
-    cd_model_entry_unref(st->entry);
-    free(st);
-}
-
-// Validates an infer call against e (daemon/validate.c) and fills st.
-static int infer_validate(const msgpack_object *params, cd_model_entry *e,
-                          const cd_settings *set, infer_state *st, char *err,
-                          size_t errlen) {
-    const cd_model *m = e->model;
-    cd_infer_sig sig = {.model = e->name,
-                        .nin = cd_model_num_inputs(m),
-                        .nout = cd_model_num_outputs(m),
-                        .max_batch = e->max_batch,
-                        .max_reply = (uint64_t)set->max_reply};
-    for (int i = 0; i < sig.nin; i++) // at most CD_MAX_TENSORS: check_io_counts at load
-        sig.in[i] = cd_model_input(m, i);
-    for (int i = 0; i < sig.nout; i++)
-        sig.out[i] = cd_model_output(m, i);
-    cd_infer_args a;
-    memset(&a, 0, sizeof a);
-    st->nin = sig.nin;
-    st->nout = sig.nout;
-    int rc = cd_infer_validate(params, &sig, &a, err, errlen);
-    if (rc != 0)
-        return rc;
-    st->batch = a.batch;
-    memcpy(st->in, a.in, sizeof st->in);
-    memcpy(st->in_bytes, a.in_bytes, sizeof st->in_bytes);
-    memcpy(st->out_bytes, a.out_bytes, sizeof st->out_bytes);
-    memcpy(st->want, a.want, sizeof st->want);
-    st->timeout_ms = a.timeout_ms;
-    return 0;
-}
-
-int cd_method_infer(cd_call *call) {
-    char name[CD_MAX_NAME + 1];
-    int rc = cd_infer_check_keys(call->params, call->err, sizeof call->err);
-    if (rc != 0)
-        return rc;
-    rc = cd_param_str(call->params, "model", name, sizeof name, call->err,
-                      sizeof call->err);
-    if (rc == 1) {
-        snprintf(call->err, sizeof call->err, "infer needs 'model'");
-        return CD_EPARAMS;
-    }
-    if (rc != 0)
-        return rc;
-    cd_registry *reg = call->srv->registry;
-    cd_model_entry *e = cd_registry_get(reg, name, strlen(name));
-    if (!e) {
-        char shown[80];
-        snprintf(call->err, sizeof call->err, "no model named '%s'",
-                 cd_sanitize(shown, sizeof shown, name, strlen(name)));
-        return CD_ENOT_FOUND;
-    }
-    cd_model_counters *counters = cd_registry_counters(reg, name, strlen(name));
-    counters->requests++;
-    infer_state *st = calloc(1, sizeof *st);
-    if (!st) {
-        cd_model_entry_unref(e);
-        count_error(counters, CD_ENOMEM);
-        return CD_ENOMEM;
-    }
-    st->entry = e;
-    rc = infer_validate(call->params, e, call->srv->set, st, call->err, sizeof call->err);
-    if (rc == 0)
-        rc = cd_conn_budget_check(call->conn, call->msg, call->err, sizeof call->err);
-    cd_request *req = NULL;
-    if (rc == 0 && !(req = cd_request_new(call->conn, call->msg, CD_M_infer)))
-        rc = CD_ENOMEM;
-    if (rc != 0) {
-        cd_model_entry_unref(e);
-        free(st);
-        count_error(counters, rc);
-        return rc;
-    }
-    req->srv = call->srv;
-    req->state = st;
-    req->done = infer_done;
-    req->pack = infer_pack;
-    req->pack_on_worker = true; // reads st and the model's output descriptors only
-    req->release = infer_release;
-    req->items = st->batch;
-    if (st->timeout_ms > 0)
-        req->deadline_ns = req->t_received_ns + (uint64_t)st->timeout_ms * 1000000ull;
-    rc = cd_workers_submit_batched(call->srv->workers, &e->queue, req);
-    if (rc != 0) {
-        snprintf(call->err, sizeof call->err,
-                 "model '%.64s' has %lld requests queued (max_queue): retry later",
-                 e->name, (long long)e->conf.max_queue);
-        cd_request_free(req); // releases st and the entry reference
-        count_error(counters, rc);
-        return rc;
-    }
-    cd_conn_request_started(call->conn, req);
-    return CD_CALL_QUEUED;
 }
