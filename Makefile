@@ -131,10 +131,22 @@ $(BUILD)/obj/gen/onnx.pb-c.o: $(BUILD)/gen/onnx.pb-c.c
 	@echo "  CC      $<"
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -w -c $< -o $@
 
+# The project's one version: the VERSION file, as CD_VERSION for the C code
+# (daemon/version.h, client/, tools/). Rewritten only when VERSION changes.
+VERSION_FILE := VERSION
+CD_VERSION   := $(shell cat $(VERSION_FILE))
+VERSION_H    := $(BUILD)/gen/convd-version.h
+
+$(VERSION_H): $(VERSION_FILE)
+	@mkdir -p $(dir $@)
+	@echo "  GEN     $@"
+	$(Q)printf '// Generated from VERSION by the Makefile: do not edit.\n#define CD_VERSION "%s"\n' \
+	    "$(CD_VERSION)" > $@
+
 # Runtime sources include the generated header.
 $(RUNTIME_OBJ) $(TEST_OBJ) $(CONVCTL_OBJ): | $(BUILD)/gen/onnx.pb-c.h
 
-$(BUILD)/obj/%.o: %.c
+$(BUILD)/obj/%.o: %.c | $(VERSION_H)
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
