@@ -36,7 +36,10 @@ int cd_hip_device_parse(const char *device, int *ordinal) {
     return 1;
 }
 
-// $CONVD_HIP_PLUGIN, else <dir of the executable>/../lib/libconvd-hip.so.
+// $CONVD_HIP_PLUGIN, else next to the executable: <bindir>/../lib/convd/
+// libconvd-hip.so as `make install` lays it out, else <bindir>/../lib/
+// libconvd-hip.so as in the build tree (also the path named when neither
+// exists).
 static void plugin_path(char *out, size_t len) {
     const char *env = getenv("CONVD_HIP_PLUGIN");
     if (env && *env) {
@@ -52,7 +55,9 @@ static void plugin_path(char *out, size_t len) {
     exe[n] = '\0';
     char *slash = strrchr(exe, '/');
     if (slash) *slash = '\0';
-    snprintf(out, len, "%s/../lib/%s", exe, CD_HIP_PLUGIN_FILE);
+    snprintf(out, len, "%s/../lib/convd/%s", exe, CD_HIP_PLUGIN_FILE);
+    if (access(out, F_OK) != 0)
+        snprintf(out, len, "%s/../lib/%s", exe, CD_HIP_PLUGIN_FILE);
 }
 
 // Loads the plugin once and resolves its entry points. 0 or CD_EDEVICE.
