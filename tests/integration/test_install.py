@@ -39,7 +39,9 @@ MAN_PAGES = ["man8/convd.8", "man1/convctl.1", "man1/convbench.1", "man5/convd.c
 
 
 def make(*args):
-    r = subprocess.run(["make", "-s", *MAKE_FLAGS, *args], cwd=paths.ROOT,
+    # Not a sub-make of the `make test` that may be running us.
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    r = subprocess.run(["make", "-s", *MAKE_FLAGS, *args], cwd=paths.ROOT, env=env,
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     return r.stdout
