@@ -413,10 +413,11 @@ static void notify_ready(cd_server *srv) {
 // load) have finished, so `systemctl reload` means "models rescanned".
 static void on_reload_timer(uv_timer_t *t) {
     cd_server *srv = t->data;
-    if (srv->loader && cd_workers_busy(srv->loader) > 0)
+    if (!srv->draining && srv->loader && cd_workers_busy(srv->loader) > 0)
         return;
     uv_timer_stop(t);
-    notify_ready(srv);
+    if (!srv->draining) // after STOPPING=1, never READY=1 again
+        notify_ready(srv);
 }
 
 static void on_sighup(uv_signal_t *s, int signum) {
