@@ -10,6 +10,7 @@ import subprocess
 
 import pytest
 
+from tests.integration.client_models import write_scale2
 from tests.support import paths
 from tests.support.daemon import TestDaemon
 
@@ -224,6 +225,24 @@ def test_bash_completion_completes_commands_and_options(staged):
     assert sorted(lines[0].split()) == ["health", "hello", "help"]
     assert lines[1] == "--version"
     assert "--interval" in lines[2].split() and "--count" in lines[2].split()
+
+
+def test_bash_completion_offers_the_loaded_models(staged, tmp_path):
+    models = tmp_path / "models"
+    models.mkdir()
+    write_scale2(models / "scale2.onnx")
+    comp = staged / "usr/share/bash-completion/completions/convctl"
+    with TestDaemon(tmp_path, models_dir=models) as d:
+        script = f"""
+            source {comp}
+            COMP_WORDS=(convctl --socket {d.socket} infer s); COMP_CWORD=4; _convctl
+            echo "${{COMPREPLY[*]}}"
+        """
+        env = dict(os.environ, PATH=f"{paths.BIN}:{os.environ['PATH']}")
+        r = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60,
+                           env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["scale2"]
 
 
 def test_one_version_everywhere(daemon):
