@@ -260,3 +260,25 @@ def test_one_version_everywhere(daemon):
     assert convd.__version__ == VERSION
     with convd.Client(daemon.socket) as c:
         assert c.hello()["version"] == VERSION
+
+
+@pytest.mark.skipif(not (paths.LIB / "libconvd-hip.so").exists(),
+                    reason="the HIP plugin is not built (make GPU=hip)")
+def test_installed_daemon_finds_the_installed_hip_plugin(tmp_path):
+    prefix = tmp_path / "prefix"
+    make("install", f"PREFIX={prefix}")
+    env = {k: v for k, v in os.environ.items() if k != "CONVD_HIP_PLUGIN"}
+    env["OMP_WAIT_POLICY"] = "passive"
+    # A models folder that does not exist: convd stops right after the
+    # device check, also on a machine with a GPU.
+    cmd = [str(prefix / "bin/convd"), "--device", "hip", "--socket", str(tmp_path / "s.sock"),
+           "--models", str(tmp_path / "none")]
+    trace = shutil.which("strace") is not None
+    if trace:
+        cmd = ["strace", "-f", "-e", "trace=openat"] + cmd
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode != 0
+    # The plugin was loaded (here, with no GPU, its probe answers), from lib/convd/.
+    assert "cannot load" not in r.stderr, r.stderr[-2000:]
+    if trace:
+        assert f'"{prefix}/bin/../lib/convd/libconvd-hip.so"' in r.stderr, r.stderr[-2000:]
