@@ -6,6 +6,8 @@
 #   make check-deps fail on an #include that goes upward (scripts/check-deps.py)
 #   make GPU=hip    also build the HIP backend plugin (see docs/GPU.md)
 #   make V=1        show full command lines
+#   make install    install under PREFIX (/usr/local), staged under DESTDIR;
+#                   make uninstall removes exactly that (see "install" below)
 #
 # Sources are picked up by folder: a new .c file in a folder joins the library
 # of that folder without editing this file.
@@ -140,10 +142,22 @@ $(BUILD)/obj/gen/onnx.pb-c.o: $(BUILD)/gen/onnx.pb-c.c
 	@echo "  CC      $<"
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -w -c $< -o $@
 
+# The project's one version: the VERSION file, as CD_VERSION for the C code
+# (daemon/version.h, client/, tools/). Rewritten only when VERSION changes.
+VERSION_FILE := VERSION
+CD_VERSION   := $(shell cat $(VERSION_FILE))
+VERSION_H    := $(BUILD)/gen/convd-version.h
+
+$(VERSION_H): $(VERSION_FILE)
+	@mkdir -p $(dir $@)
+	@echo "  GEN     $@"
+	$(Q)printf '// Generated from VERSION by the Makefile: do not edit.\n#define CD_VERSION "%s"\n' \
+	    "$(CD_VERSION)" > $@
+
 # Runtime sources include the generated header.
 $(RUNTIME_OBJ) $(TEST_OBJ) $(CONVCTL_OBJ): | $(BUILD)/gen/onnx.pb-c.h
 
-$(BUILD)/obj/%.o: %.c
+$(BUILD)/obj/%.o: %.c | $(VERSION_H)
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
@@ -169,10 +183,21 @@ $(LIB_CLIENT): $(CLIENT_OBJ) $(PROTO_OBJ) $(CORE_OBJ)
 	@echo "  AR      $@"
 	$(Q)rm -f $@ && ar rcs $@ $^
 
-$(SO_CLIENT): $(CLIENT_OBJ) $(PROTO_OBJ) $(CORE_OBJ) client/libconvd.map
+# The shared library carries the soname libconvd.so.$(SO_MAJOR): the major
+# number changes only when the ABI of client/convd.h breaks. The file is
+# libconvd.so.VERSION, with libconvd.so.$(SO_MAJOR) and libconvd.so links.
+SO_MAJOR := 0
+SO_REAL  := $(BUILD)/lib/libconvd.so.$(CD_VERSION)
+
+$(SO_REAL): $(CLIENT_OBJ) $(PROTO_OBJ) $(CORE_OBJ) client/libconvd.map
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
-	$(Q)$(CC) -shared $(LDFLAGS) -Wl,--version-script=client/libconvd.map -o $@ $(CLIENT_OBJ) $(PROTO_OBJ) $(CORE_OBJ) $(MSGPACK_LIBS) $(LDLIBS)
+	$(Q)$(CC) -shared $(LDFLAGS) -Wl,-soname,libconvd.so.$(SO_MAJOR) -Wl,--version-script=client/libconvd.map \
+	    -o $@ $(CLIENT_OBJ) $(PROTO_OBJ) $(CORE_OBJ) $(MSGPACK_LIBS) $(LDLIBS)
+
+$(SO_CLIENT): $(SO_REAL)
+	$(Q)ln -sfn libconvd.so.$(CD_VERSION) $(BUILD)/lib/libconvd.so.$(SO_MAJOR)
+	$(Q)ln -sfn libconvd.so.$(SO_MAJOR) $@
 
 $(BUILD)/bin/convd: $(BUILD)/obj/daemon/main.o $(LIB_DAEMON) $(LIB_RUNTIME) $(LIB_PROTO)
 	@mkdir -p $(dir $@)
@@ -426,9 +451,53 @@ $(BUILD)/bin/fuzz-onnx-load: $(FUZZ_ONNX_SRC) | $(BUILD)/gen/onnx.pb-c.h
 	@echo "  FUZZ    $@"
 	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -I$(BUILD)/gen -fopenmp -w -o $@ $(FUZZ_ONNX_SRC) $(PBC_LIBS) -lm
 
+# ==== install ===================================================================
+# `make install [PREFIX=/usr/local] [DESTDIR=stage]`: binaries, libconvd
+# (shared, with soname and links, and static), convd.h, convd.pc, the HIP
+# plugin when it was built (PLUGINDIR: the daemon finds it at
+# <bindir>/../lib/convd/), man pages, systemd units with their sysusers.d
+# and tmpfiles.d files, bash completion for convctl, the example config.
+# dist/install.sh does the work and records every file it writes in
+# $(DATADIR)/convd/install-manifest; `make uninstall` (same PREFIX and
+# DESTDIR) removes what the manifest lists. docs/OPERATIONS.md, "Installing".
+PREFIX       ?= /usr/local
+DESTDIR      ?=
+BINDIR       ?= $(PREFIX)/bin
+LIBDIR       ?= $(PREFIX)/lib
+INCLUDEDIR   ?= $(PREFIX)/include
+DATADIR      ?= $(PREFIX)/share
+MANDIR       ?= $(DATADIR)/man
+DOCDIR       ?= $(DATADIR)/doc/convd
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+PLUGINDIR    ?= $(LIBDIR)/convd
+BASHCOMPDIR  ?= $(DATADIR)/bash-completion/completions
+# systemd's own search paths: /usr/lib/systemd/... for PREFIX=/usr, else
+# under the prefix (/usr/local/lib/systemd/system is searched too).
+UNITDIR      ?= $(PREFIX)/lib/systemd/system
+SYSUSERSDIR  ?= $(PREFIX)/lib/sysusers.d
+TMPFILESDIR  ?= $(PREFIX)/lib/tmpfiles.d
+ifeq ($(PREFIX),/usr)
+SYSCONFDIR   ?= /etc
+else
+SYSCONFDIR   ?= $(PREFIX)/etc
+endif
+
+INSTALL_ENV = BUILD='$(BUILD)' PREFIX='$(PREFIX)' DESTDIR='$(DESTDIR)' BINDIR='$(BINDIR)' \
+    LIBDIR='$(LIBDIR)' INCLUDEDIR='$(INCLUDEDIR)' DATADIR='$(DATADIR)' MANDIR='$(MANDIR)' \
+    DOCDIR='$(DOCDIR)' PKGCONFIGDIR='$(PKGCONFIGDIR)' PLUGINDIR='$(PLUGINDIR)' \
+    BASHCOMPDIR='$(BASHCOMPDIR)' UNITDIR='$(UNITDIR)' SYSUSERSDIR='$(SYSUSERSDIR)' \
+    TMPFILESDIR='$(TMPFILESDIR)' SYSCONFDIR='$(SYSCONFDIR)' VERSION='$(CD_VERSION)' \
+    SO_MAJOR='$(SO_MAJOR)'
+
+install: all
+	$(Q)$(INSTALL_ENV) dist/install.sh install
+
+uninstall:
+	$(Q)$(INSTALL_ENV) dist/install.sh uninstall
+
 clean:
 	rm -rf build build-san build-tsan
 
-.PHONY: all test clean bench fuzz check-deps
+.PHONY: all test clean bench fuzz check-deps install uninstall
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -63,6 +63,11 @@ extern "C" {
 // Version of the msgpack-RPC method set this client speaks.
 #define CONVD_PROTOCOL 1
 
+// The version of this library ("0.1.0"): the project's version it was built
+// from, which is also the version of the convd it came with (compare
+// convd_hello_info.version for the daemon's).
+const char *convd_version(void);
+
 // One connection to the daemon (opaque).
 typedef struct convd_conn convd_conn;
 

@@ -7,6 +7,7 @@
 #include "daemon/metrics.h"
 #include "daemon/models.h"
 #include "daemon/stats.h"
+#include "daemon/systemd.h"
 #include "daemon/version.h"
 
 #include <errno.h>
@@ -26,6 +27,10 @@ size_t cd_server_in_flight(cd_server *srv) {
     size_t n = srv->workers ? cd_workers_busy(srv->workers) : 0;
     n += srv->loader ? cd_workers_busy(srv->loader) : 0;
     return n + (srv->profiler ? cd_workers_busy(srv->profiler) : 0);
+}
+
+const char *cd_server_socket_path(const cd_server *srv) {
+    return srv->activated ? srv->activated_path : srv->set->socket;
 }
 
 double cd_server_uptime(const cd_server *srv) {
@@ -177,6 +182,8 @@ static int socket_bind(cd_server *srv, const char *path) {
 
 // Removes the socket file if it is still the one we created.
 static void socket_remove(cd_server *srv) {
+    if (srv->activated)
+        return; // systemd's file: it stays for the next activation
     struct stat st;
     const char *path = srv->set->socket;
     if (stat(path, &st) == 0 && st.st_dev == srv->sock_dev &&
@@ -297,6 +304,8 @@ static void server_maybe_finish(cd_server *srv) {
         cd_metrics_write_file(srv, srv->set->metrics_file); // the final counts
     uv_close((uv_handle_t *)&srv->metrics_timer, on_handle_closed);
     uv_close((uv_handle_t *)&srv->conn_timer, on_handle_closed);
+    uv_close((uv_handle_t *)&srv->watchdog_timer, on_handle_closed);
+    uv_close((uv_handle_t *)&srv->reload_timer, on_handle_closed);
     cd_workers_stop_begin(srv->workers);
     cd_workers_stop_begin(srv->loader);
     cd_workers_stop_begin(srv->profiler);
@@ -326,6 +335,7 @@ static void begin_drain(cd_server *srv, const char *why) {
     CD_INFO("%s: shutting down (%zu connections, %zu requests in flight)", why,
             srv->nactive, cd_server_in_flight(srv));
     srv->draining = true;
+    cd_systemd_notifyf("STOPPING=1\nSTATUS=%s: draining %zu connection(s)", why, srv->nactive);
     if (srv->listening) {
         uv_close((uv_handle_t *)&srv->listener, on_handle_closed);
         srv->listening = false;
@@ -393,11 +403,35 @@ static void reload(cd_server *srv) {
     cd_models_rescan(srv);
 }
 
+// The STATUS= line of a serving daemon.
+static void notify_ready(cd_server *srv) {
+    cd_systemd_notifyf("READY=1\nSTATUS=serving %lld model(s) on %s",
+                       (long long)cd_models_count(srv), cd_server_socket_path(srv));
+}
+
+// After a reload: READY=1 once the loads the rescan queued (and any other
+// load) have finished, so `systemctl reload` means "models rescanned".
+static void on_reload_timer(uv_timer_t *t) {
+    cd_server *srv = t->data;
+    if (!srv->draining && srv->loader && cd_workers_busy(srv->loader) > 0)
+        return;
+    uv_timer_stop(t);
+    if (!srv->draining) // after STOPPING=1, never READY=1 again
+        notify_ready(srv);
+}
+
 static void on_sighup(uv_signal_t *s, int signum) {
     cd_server *srv = s->data;
     if (srv->draining)
         return;
+    cd_systemd_notifyf("RELOADING=1\nSTATUS=reloading: configuration and models directory\n"
+                       "MONOTONIC_USEC=%llu", (unsigned long long)(uv_hrtime() / 1000));
     reload(srv);
+    uv_timer_start(&srv->reload_timer, on_reload_timer, 0, 20);
+}
+
+static void on_watchdog_timer(uv_timer_t *t) {
+    cd_systemd_notify("WATCHDOG=1");
 }
 
 static void on_metrics_timer(uv_timer_t *t) {
@@ -528,7 +562,14 @@ int cd_server_run(cd_settings *set, int argc, char **argv) {
     int exit_code = 1;
     srv->conn_cap = connection_cap(set);
 
-    if (socket_prepare(set->socket) != 0)
+    char why[512];
+    int listen_fd = cd_systemd_listen_fd(why, sizeof why);
+    if (listen_fd == -2) {
+        CD_ERROR("%s", why);
+        goto out_loop;
+    }
+    srv->activated = listen_fd >= 0;
+    if (!srv->activated && socket_prepare(set->socket) != 0)
         goto out_loop;
     if (cd_workers_init_spin(&srv->workers, srv->loop, (int)set->workers,
                              (uint64_t)set->worker_spin_us * 1000, on_request_complete,
@@ -555,17 +596,32 @@ int cd_server_run(cd_settings *set, int argc, char **argv) {
 
     uv_pipe_init(srv->loop, &srv->listener, 0);
     srv->listener.data = srv;
-    int rc = socket_bind(srv, set->socket);
+    int rc;
+    if (srv->activated) {
+        // systemd bound the socket (convd.socket): its path, mode and group
+        // are the unit's; --socket only names it in logs and STATUS=.
+        char path[CD_SOCKET_PATH_MAX + 2];
+        size_t plen = sizeof path;
+        rc = uv_pipe_open(&srv->listener, listen_fd);
+        if (rc == 0 && uv_pipe_getsockname(&srv->listener, path, &plen) == 0 && plen > 0 &&
+            plen <= CD_SOCKET_PATH_MAX)
+            snprintf(srv->activated_path, sizeof srv->activated_path, "%.*s", (int)plen, path);
+        else
+            snprintf(srv->activated_path, sizeof srv->activated_path, "fd %d", listen_fd);
+    } else {
+        rc = socket_bind(srv, set->socket);
+    }
     if (rc == 0)
         rc = uv_listen((uv_stream_t *)&srv->listener, 4096, on_connection);
     if (rc != 0) {
-        CD_ERROR("cannot listen on %s: %s", set->socket, uv_strerror(rc));
+        CD_ERROR("cannot listen on %s: %s", srv->activated ? "the activated socket (fd 3)" : set->socket,
+                 uv_strerror(rc));
         uv_close((uv_handle_t *)&srv->listener, on_handle_closed);
         goto out_models;
     }
     srv->listening = true;
     struct stat st = {0};
-    if (stat(set->socket, &st) == 0) {
+    if (stat(cd_server_socket_path(srv), &st) == 0 && !srv->activated) {
         srv->sock_dev = st.st_dev;
         srv->sock_ino = st.st_ino;
     }
@@ -592,6 +648,17 @@ int cd_server_run(cd_settings *set, int argc, char **argv) {
     srv->conn_timer.data = srv;
     srv->conn_timer_ms = conn_timer_period(set);
     uv_timer_start(&srv->conn_timer, on_conn_timer, srv->conn_timer_ms, srv->conn_timer_ms);
+    uv_timer_init(srv->loop, &srv->reload_timer);
+    srv->reload_timer.data = srv;
+    uv_timer_init(srv->loop, &srv->watchdog_timer);
+    srv->watchdog_timer.data = srv;
+    uint64_t wd_usec = cd_systemd_watchdog_usec();
+    if (wd_usec > 0) { // ping twice per interval, from the loop: a stuck loop misses it
+        uint64_t ms = wd_usec / 2000 ? wd_usec / 2000 : 1;
+        uv_timer_start(&srv->watchdog_timer, on_watchdog_timer, ms, ms);
+        CD_INFO("systemd watchdog: %llu ms; pinging every %llu ms",
+                (unsigned long long)(wd_usec / 1000), (unsigned long long)ms);
+    }
     if (set->metrics_file[0]) {
         uint64_t ms = (uint64_t)set->metrics_interval * 1000;
         cd_metrics_write_file(srv, set->metrics_file);
@@ -602,10 +669,14 @@ int cd_server_run(cd_settings *set, int argc, char **argv) {
             CD_DAEMON_NAME, CD_DAEMON_VERSION, set->device,
             cd_workers_count(srv->workers), srv->conn_cap,
             (long long)set->max_message);
-    CD_INFO("listening on %s", set->socket);
+    CD_INFO("listening on %s%s", cd_server_socket_path(srv),
+            srv->activated ? " (socket activation: fd 3)" : "");
     CD_INFO("socket mode %04o, group %u; admin methods allowed to root, uid %u%s%s",
             (unsigned)(st.st_mode & 07777), (unsigned)st.st_gid, (unsigned)geteuid(),
             set->admin_group[0] ? " and group " : "", set->admin_group);
+    // Listening, and the models of --models are loaded (cd_models_init
+    // loads them before returning): ready.
+    notify_ready(srv);
     uv_run(srv->loop, UV_RUN_DEFAULT);
     cd_models_free(srv);
     CD_INFO("exiting");

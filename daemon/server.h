@@ -4,8 +4,12 @@
 // The convd server: one libuv loop that owns the listening Unix socket, the
 // connections, the signal handlers and the worker pool.
 //
+// Under systemd (daemon/systemd.h) the listener may come from socket
+// activation, and readiness, reloads, shutdown and watchdog pings are
+// notified to $NOTIFY_SOCKET.
+//
 // Shutdown (SIGINT/SIGTERM): the listener is closed and the socket file
-// removed at once; every connection enters CD_CONN_DRAINING and closes when
+// (unless systemd made it) removed at once; every connection enters CD_CONN_DRAINING and closes when
 // it has nothing in flight, nothing buffered and nothing unsent; after
 // --drain-timeout seconds the rest are closed. When the last connection is
 // freed the workers are joined and cd_server_run returns 0. The whole is
@@ -66,6 +70,12 @@ typedef struct cd_server {
     cd_workers *loader;          // one thread for `load`: loads never hold an
                                  //   inference worker nor wait behind inference
     size_t pending_loads;        // client `load`s queued or running on it
+    // -- systemd (daemon/systemd.c) --
+    bool activated;              // the listener came from socket activation (fd 3):
+                                 //   systemd owns the socket file
+    char activated_path[CD_SOCKET_PATH_MAX + 1]; // its path (or "fd 3"), for logs
+    uv_timer_t watchdog_timer;   // WATCHDOG=1 every half $WATCHDOG_USEC (when set)
+    uv_timer_t reload_timer;     // after a SIGHUP rescan: READY=1 once the loader is idle
     char readbuf[CD_READ_CHUNK]; // shared read buffer (consumed synchronously)
 } cd_server;
 
@@ -78,6 +88,10 @@ int cd_server_run(cd_settings *set, int argc, char **argv);
 
 // Requests queued or running on the workers and the profiler thread.
 size_t cd_server_in_flight(cd_server *srv);
+
+// The path the daemon listens on: --socket, or the one systemd bound when
+// socket-activated.
+const char *cd_server_socket_path(const cd_server *srv);
 
 // Seconds since start.
 double cd_server_uptime(const cd_server *srv);

@@ -38,7 +38,10 @@ int cd_hip_device_parse(const char *device, int *ordinal) {
     return 1;
 }
 
-// cd_runtime_options.hip_plugin, else <dir of the executable>/../lib/libconvd-hip.so.
+// cd_runtime_options.hip_plugin (CONVD_HIP_PLUGIN), else next to the executable:
+// <bindir>/../lib/convd/libconvd-hip.so as `make install` lays it out, else
+// <bindir>/../lib/libconvd-hip.so as in the build tree (also the path named
+// when neither exists).
 static void plugin_path(char *out, size_t len) {
     const char *env = cd_runtime_opts()->hip_plugin;
     if (*env) {
@@ -54,7 +57,9 @@ static void plugin_path(char *out, size_t len) {
     exe[n] = '\0';
     char *slash = strrchr(exe, '/');
     if (slash) *slash = '\0';
-    snprintf(out, len, "%s/../lib/%s", exe, CD_HIP_PLUGIN_FILE);
+    snprintf(out, len, "%s/../lib/convd/%s", exe, CD_HIP_PLUGIN_FILE);
+    if (access(out, F_OK) != 0)
+        snprintf(out, len, "%s/../lib/%s", exe, CD_HIP_PLUGIN_FILE);
 }
 
 // The plugin's messages, into the process's log (core/log.h).

@@ -12,6 +12,18 @@ Tests of access control also use:
                                          #   directory other users can enter)
     TestDaemon(tmp, pass_socket=False)   # no --socket: the daemon's default
     TestDaemon(tmp, user="nobody")       # run convd as that user (setpriv)
+
+and the tests of convd under systemd:
+
+    TestDaemon(tmp, notify=True)         # NOTIFY_SOCKET: a datagram socket of
+                                         #   the test; start() waits for READY=1;
+                                         #   d.wait_notify("RELOADING=1"),
+                                         #   d.notifications (every state so far)
+    TestDaemon(tmp, activate=True)       # socket activation as systemd does
+                                         #   it: the test binds and listens on
+                                         #   d.socket, convd gets it as fd 3 with
+                                         #   LISTEN_FDS=1, LISTEN_PID=its pid
+                                         #   (implies notify=True)
 """
 import os
 import pwd
@@ -46,7 +58,7 @@ class TestDaemon:
 
     def __init__(self, tmp_path=None, *, models_dir=None, args=(), env=None,
                  start_timeout=30.0, wait_ready=True, socket=None, pass_socket=True,
-                 user=None):
+                 user=None, notify=False, activate=False):
         self._own_tmp = None
         if tmp_path is None:
             # Short path: Unix socket paths are limited to 107 bytes.
@@ -67,6 +79,11 @@ class TestDaemon:
         self.env = env
         self.start_timeout = start_timeout
         self.wait_ready = wait_ready
+        self.activate = activate
+        self.notify = notify or activate
+        self.notifications = []  # every datagram received on the notify socket
+        self._notify_sock = None
+        self._listen_sock = None
         self.proc = None
         self._log_path = os.path.join(self.dir, "convd.log")
         self._log = None
@@ -77,6 +94,10 @@ class TestDaemon:
             pw = pwd.getpwnam(self.user)
             cmd = ["setpriv", f"--reuid={pw.pw_uid}", f"--regid={pw.pw_gid}",
                    "--clear-groups"] + cmd
+        if self.activate:
+            # LISTEN_PID must be the daemon's own pid: a shell learns it and
+            # execs convd (the pid stays).
+            cmd = ["/bin/sh", "-c", 'LISTEN_PID=$$ exec "$@"', "sh"] + cmd
         if self.pass_socket:
             cmd += ["--socket", self.socket]
         if self.models_dir is not None:
@@ -85,12 +106,64 @@ class TestDaemon:
 
     def start(self):
         env = process_env(self.env)
+        extra = {}
+        if self.notify:
+            self._notify_sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+            path = os.path.join(self.dir, "notify.sock")
+            if os.path.exists(path):
+                os.unlink(path)
+            self._notify_sock.bind(path)
+            if self.user is not None:
+                os.chmod(path, 0o777)
+            env["NOTIFY_SOCKET"] = path
+        if self.activate:
+            self._listen_sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self._listen_sock.bind(self.socket)
+            self._listen_sock.listen(64)
+            env.setdefault("LISTEN_FDS", "1")
+            fd = self._listen_sock.fileno()
+
+            def as_fd3():
+                # In the child: the socket becomes descriptor 3, inheritable.
+                if fd != 3:
+                    os.dup2(fd, 3)
+                else:
+                    os.set_inheritable(3, True)
+            # close_fds=False: Python's own descriptors are close-on-exec
+            # already, and closing would take fd 3 too.
+            extra = dict(preexec_fn=as_fd3, close_fds=False)
         self._log = open(self._log_path, "wb")
         self.proc = subprocess.Popen(self.command(), stdout=self._log,
-                                     stderr=subprocess.STDOUT, env=env)
+                                     stderr=subprocess.STDOUT, env=env, **extra)
+        if self._listen_sock is not None:
+            self._listen_sock.close()  # convd holds it now, as under systemd
         if self.wait_ready:
-            self._wait_ready()
+            if self.notify:
+                self.wait_notify("READY=1", self.start_timeout)
+            else:
+                self._wait_ready()
         return self
+
+    def wait_notify(self, line, timeout=30.0):
+        """Waits until a notification holding the line `line` ("READY=1")
+        arrives after those already returned; returns that datagram's text.
+        Fails if convd exits first."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self._notify_sock.settimeout(0.05)
+            try:
+                msg = self._notify_sock.recv(4096).decode("utf-8", "replace")
+            except socket.timeout:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(
+                        f"convd exited with {self.proc.returncode} before notifying {line}:\n"
+                        + self.stderr_text())
+                continue
+            self.notifications.append(msg)
+            if line in msg.split("\n"):
+                return msg
+        raise RuntimeError(f"no {line} from convd in {timeout}s (got {self.notifications}):\n"
+                           + self.stderr_text())
 
     def _wait_ready(self):
         deadline = time.monotonic() + self.start_timeout
@@ -147,6 +220,17 @@ class TestDaemon:
         if self._log:
             self._log.close()
             self._log = None
+        if self._notify_sock is not None:
+            # What it said while stopping (STOPPING=1).
+            self._notify_sock.setblocking(False)
+            try:
+                while True:
+                    self.notifications.append(
+                        self._notify_sock.recv(4096).decode("utf-8", "replace"))
+            except OSError:
+                pass
+            self._notify_sock.close()
+            self._notify_sock = None
         return self.proc.returncode
 
     def _status_kib(self, field):

@@ -2,6 +2,8 @@
 
 #include "tools/convbench/bench.h"
 
+#include "convd-version.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -51,6 +53,7 @@ void bench_usage(FILE *f) {
 "  --plot FILE.png    latency histogram and latency over time (gnuplot)\n"
 "  --progress         a progress line on stderr every second (default: when\n"
 "                     stderr is a terminal); --no-progress: never\n"
+"  --version          print convbench's version and exit\n"
 "\n"
 "Exit: 0 run completed, 1 failed (unknown model, nothing succeeded, lost\n"
 "connections, output files), 2 usage, 3 cannot connect.\n");
@@ -97,6 +100,10 @@ int bench_parse(int argc, char **argv, bench_cfg *cfg) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             bench_usage(stdout);
+            return -1;
+        }
+        if (strcmp(a, "--version") == 0) {
+            printf("convbench %s (libconvd %s)\n", CD_VERSION, convd_version());
             return -1;
         }
         // Flags without a value.

@@ -5,6 +5,8 @@
 
 #include "tools/convctl/convctl.h"
 
+#include "convd-version.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,6 +86,7 @@ static void print_usage(FILE *f) {
             "  --json          machine-readable JSON output\n"
             "  --timeout MS    per-call timeout in milliseconds (default 30000)\n"
             "  --help          this help; `convctl COMMAND --help` for a command\n"
+            "  --version       print convctl's version and exit\n"
             "\n"
             "exit status: 0 ok, 1 the operation failed (error printed as\n"
             "`convctl: E_CODE: message`), 2 usage error, 3 cannot connect.\n",
@@ -127,6 +130,11 @@ int ctl_common_opt(ctl_ctx *ctx, int argc, char **argv, int *i) {
     if (strcmp(a, "--json") == 0) {
         ctx->json = true;
         return 1;
+    }
+    if (strcmp(a, "--version") == 0) {
+        printf("convctl %s (libconvd %s, protocol %d)\n", CD_VERSION, convd_version(),
+               CONVD_PROTOCOL);
+        exit(CTL_EXIT_OK);
     }
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
         if (g_current)

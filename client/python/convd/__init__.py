@@ -20,24 +20,45 @@ Timeouts: `timeout` (seconds, default 30; None waits forever) bounds each
 call; a call may pass its own. After a timeout the connection stays usable: a
 late answer is recognised by its msgid and dropped.
 """
+from __future__ import annotations
+
 import itertools
 import os
 import socket
 import threading
 import time
+from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Mapping, Optional, Union
 
 import msgpack
 import numpy as np
 
+if TYPE_CHECKING:
+    from types import EllipsisType
+
+    import numpy.typing as npt
+
+    # A call's timeout: seconds, None (wait forever) or ... (the client's).
+    Timeout = Union[float, None, EllipsisType]
+
+
+def _read_version() -> str:
+    # The project's one version: VERSION at the top of the tree, which
+    # convd/VERSION links to (a copy of it in an installed package).
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "VERSION")) as f:
+        return f.read().strip()
+
+
+__version__ = _read_version()
+
 __all__ = ["Client", "ConvdError", "SYSTEM_SOCKET", "default_socket", "encode_tensor",
-           "decode_tensor"]
+           "decode_tensor", "__version__"]
 
 SYSTEM_SOCKET = "/run/convd/convd.sock"
 SOCKET_NAME = "convd.sock"
 PROTOCOL = 1
 
 
-def default_socket():
+def default_socket() -> str:
     """The daemon's default socket for the calling user, the rule convd
     itself and libconvd follow: /run/convd/convd.sock for root, else
     $XDG_RUNTIME_DIR/convd.sock. Raises ConvdError E_CONNECT when there is
@@ -71,13 +92,13 @@ _NAMES = {dt: name for name, dt in _DTYPES.items()}
 class ConvdError(Exception):
     """A failed call: .code is the wire error name ("E_SHAPE"), .message the text."""
 
-    def __init__(self, code, message):
+    def __init__(self, code: str, message: str) -> None:
         super().__init__(f"{code}: {message}")
         self.code = code
         self.message = message
 
 
-def encode_tensor(a):
+def encode_tensor(a: npt.ArrayLike) -> Dict[str, Any]:
     """numpy array -> the wire tensor map {dtype, shape, data}."""
     a = np.asarray(a)
     dt = a.dtype.newbyteorder("<") if a.dtype.byteorder == ">" else a.dtype
@@ -91,7 +112,7 @@ def encode_tensor(a):
     return {"dtype": name, "shape": list(a.shape), "data": a.tobytes()}
 
 
-def decode_tensor(t):
+def decode_tensor(t: Mapping[str, Any]) -> np.ndarray:
     """The wire tensor map -> a numpy array (a copy owned by the caller)."""
     try:
         name, shape, data = t["dtype"], t["shape"], t["data"]
@@ -107,7 +128,8 @@ def decode_tensor(t):
 class Client:
     """A connection to convd. Client(path=None, timeout=30.0)."""
 
-    def __init__(self, path=None, timeout=30.0, connect_timeout=5.0):
+    def __init__(self, path: Optional[str] = None, timeout: Optional[float] = 30.0,
+                 connect_timeout: float = 5.0) -> None:
         self.path = path or os.environ.get("CONVD_SOCKET") or default_socket()
         self.timeout = timeout
         self._lock = threading.Lock()
@@ -122,29 +144,29 @@ class Client:
             self._sock = None
             raise ConvdError("E_CONNECT", f"cannot connect to {self.path}: "
                              f"{e.strerror or e}") from None
-        self._broken = None  # reason the stream is unusable, once it is
+        self._broken: Optional[str] = None  # reason the stream is unusable, once it is
 
     # -- plumbing ---------------------------------------------------------
-    def close(self):
+    def close(self) -> None:
         if self._sock is not None:
             self._sock.close()
             self._sock = None
             self._broken = "connection closed by the client"
 
-    def __enter__(self):
+    def __enter__(self) -> Client:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> bool:
         self.close()
         return False
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             self.close()
         except Exception:
             pass
 
-    def _break(self, code, message):
+    def _break(self, code: str, message: str) -> None:
         self._broken = message
         try:
             self._sock.shutdown(socket.SHUT_RDWR)
@@ -152,7 +174,8 @@ class Client:
             pass
         raise ConvdError(code, message)
 
-    def call(self, method, params=None, timeout=...):
+    def call(self, method: str, params: Optional[Dict[str, Any]] = None,
+             timeout: Timeout = ...) -> Any:
         """Calls method with params (a dict, or None for {}); returns the result.
 
         Raises ConvdError with the daemon's code on an error answer."""
@@ -207,7 +230,7 @@ class Client:
                 except msgpack.BufferFull:
                     self._break("E_TOO_LARGE", "answer larger than 1 GiB")
 
-    def _messages(self):
+    def _messages(self) -> Iterator[Any]:
         """Complete messages buffered so far; malformed bytes break the stream."""
         while True:
             try:
@@ -218,29 +241,30 @@ class Client:
                 self._break("E_PROTOCOL", f"malformed data from the daemon: {e}")
 
     # -- methods ----------------------------------------------------------
-    def hello(self):
+    def hello(self) -> Dict[str, Any]:
         return self.call("hello")
 
-    def health(self):
+    def health(self) -> Dict[str, Any]:
         return self.call("health")
 
-    def models(self):
+    def models(self) -> List[Dict[str, Any]]:
         """The list of model entries (the 'models' field of the answer)."""
         return self.call("models")["models"]
 
-    def stats(self):
+    def stats(self) -> Dict[str, Any]:
         return self.call("stats")
 
-    def load(self, name, path, max_batch=None):
+    def load(self, name: str, path: str, max_batch: Optional[int] = None) -> Dict[str, Any]:
         params = {"name": name, "path": path}
         if max_batch is not None:
             params["max_batch"] = int(max_batch)
         return self.call("load", params)
 
-    def unload(self, name):
+    def unload(self, name: str) -> Dict[str, Any]:
         return self.call("unload", {"name": name})
 
-    def plan(self, model, batch=None, runs=None, timeout=...):
+    def plan(self, model: str, batch: Optional[int] = None, runs: Optional[int] = None,
+             timeout: Timeout = ...) -> Dict[str, Any]:
         """The plan the daemon runs for a loaded model: a dict with device,
         layout, cpu, measured_ms and 'layers' (each with kernel, layout,
         reference, shapes, FLOPs, sparsity fields and the measured_ms of
@@ -255,7 +279,9 @@ class Client:
             params["runs"] = int(runs)
         return self.call("plan", params, timeout=timeout)
 
-    def infer(self, model, inputs, outputs=None, timeout=...):
+    def infer(self, model: str, inputs: Mapping[str, npt.ArrayLike],
+              outputs: Optional[Iterable[str]] = None,
+              timeout: Timeout = ...) -> Dict[str, np.ndarray]:
         """Runs model on {name: ndarray}; returns {name: ndarray}.
 
         outputs: names of the outputs wanted (default: all)."""

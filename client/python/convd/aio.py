@@ -32,20 +32,30 @@ Cancelling the task awaiting a call abandons that call only (its answer is
 dropped when it comes). A client belongs to the event loop it was connected
 in.
 """
+from __future__ import annotations
+
 import asyncio
 import itertools
 import os
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 import msgpack
 
 from . import ConvdError, decode_tensor, default_socket, encode_tensor
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    from . import Timeout
 
 __all__ = ["AsyncClient", "connect"]
 
 _MAX_MESSAGE = 1 << 30
 
 
-async def connect(path=None, timeout=30.0, connect_timeout=5.0, max_inflight=1024):
+async def connect(path: Optional[str] = None, timeout: Optional[float] = 30.0,
+                  connect_timeout: float = 5.0, max_inflight: int = 1024) -> AsyncClient:
     """Connects and returns an AsyncClient (same arguments)."""
     c = AsyncClient(path, timeout=timeout, connect_timeout=connect_timeout,
                     max_inflight=max_inflight)
@@ -57,7 +67,8 @@ class AsyncClient:
     """A connection to convd for asyncio. Connect with `await c.connect()` or
     `async with AsyncClient(...) as c`."""
 
-    def __init__(self, path=None, timeout=30.0, connect_timeout=5.0, max_inflight=1024):
+    def __init__(self, path: Optional[str] = None, timeout: Optional[float] = 30.0,
+                 connect_timeout: float = 5.0, max_inflight: int = 1024) -> None:
         if max_inflight < 1:
             raise ValueError("max_inflight must be >= 1")
         self.path = path or os.environ.get("CONVD_SOCKET") or default_socket()
@@ -65,15 +76,15 @@ class AsyncClient:
         self.connect_timeout = connect_timeout
         self.max_inflight = max_inflight
         self._ids = itertools.count(1)
-        self._pending = {}          # msgid -> Future of (error, result)
-        self._reader = None
-        self._writer = None
-        self._task = None           # the reader task
-        self._slots = None          # Semaphore(max_inflight)
-        self._broken = None         # (code, message) once the stream is unusable
+        self._pending: Dict[int, asyncio.Future] = {}  # msgid -> Future of (error, result)
+        self._reader: Optional[asyncio.StreamReader] = None
+        self._writer: Optional[asyncio.StreamWriter] = None
+        self._task: Optional[asyncio.Task] = None  # the reader task
+        self._slots: Optional[asyncio.Semaphore] = None  # Semaphore(max_inflight)
+        self._broken: Optional[Tuple[str, str]] = None  # (code, message) once the stream is unusable
 
     # -- connection ---------------------------------------------------------
-    async def connect(self):
+    async def connect(self) -> None:
         if self._writer is not None:
             return self
         try:
@@ -89,7 +100,7 @@ class AsyncClient:
         self._task = asyncio.get_running_loop().create_task(self._read_loop())
         return self
 
-    async def close(self):
+    async def close(self) -> None:
         """Closes the connection; pending calls get E_CLOSED."""
         self._fail_all("E_CLOSED", "connection closed by the client")
         if self._writer is not None:
@@ -106,19 +117,19 @@ class AsyncClient:
                 pass
             self._task = None
 
-    async def __aenter__(self):
+    async def __aenter__(self) -> AsyncClient:
         return await self.connect()
 
-    async def __aexit__(self, *exc):
+    async def __aexit__(self, *exc: object) -> bool:
         await self.close()
         return False
 
     @property
-    def inflight(self):
+    def inflight(self) -> int:
         """Calls sent and not yet answered."""
         return len(self._pending)
 
-    def _fail_all(self, code, message):
+    def _fail_all(self, code: str, message: str) -> None:
         """Marks the stream unusable (first reason wins) and fails every
         pending call with it."""
         if self._broken is None:
@@ -130,7 +141,7 @@ class AsyncClient:
         if self._writer is not None and not self._writer.is_closing():
             self._writer.close()
 
-    async def _read_loop(self):
+    async def _read_loop(self) -> None:
         unpacker = msgpack.Unpacker(raw=False, max_buffer_size=_MAX_MESSAGE)
         code, message = "E_CLOSED", "connection closed by the daemon"
         try:
@@ -160,7 +171,7 @@ class AsyncClient:
         finally:
             self._fail_all(code, message)
 
-    def _dispatch(self, msg):
+    def _dispatch(self, msg: Any) -> None:
         if isinstance(msg, list) and len(msg) == 3 and msg[0] == 2:
             return  # a notification: nothing uses them yet
         if not (isinstance(msg, list) and len(msg) == 4 and msg[0] == 1
@@ -171,7 +182,8 @@ class AsyncClient:
             fut.set_result((msg[2], msg[3]))
 
     # -- calls --------------------------------------------------------------
-    async def call(self, method, params=None, timeout=...):
+    async def call(self, method: str, params: Optional[Dict[str, Any]] = None,
+                   timeout: Timeout = ...) -> Any:
         """Calls method with params (a dict, or None for {}); returns the result.
 
         timeout: seconds for the whole call (waiting for a slot, sending, the
@@ -192,7 +204,7 @@ class AsyncClient:
             raise ConvdError("E_INTERNAL", str(err))
         return result
 
-    async def _roundtrip(self, method, params):
+    async def _roundtrip(self, method: str, params: Optional[Dict[str, Any]]) -> Any:
         async with self._slots:
             if self._broken:
                 raise ConvdError("E_CLOSED", f"connection is closed: {self._broken[1]}")
@@ -217,29 +229,30 @@ class AsyncClient:
                     del self._pending[msgid]
 
     # -- methods ------------------------------------------------------------
-    async def hello(self):
+    async def hello(self) -> Dict[str, Any]:
         return await self.call("hello")
 
-    async def health(self):
+    async def health(self) -> Dict[str, Any]:
         return await self.call("health")
 
-    async def models(self):
+    async def models(self) -> List[Dict[str, Any]]:
         """The list of model entries (the 'models' field of the answer)."""
         return (await self.call("models"))["models"]
 
-    async def stats(self):
+    async def stats(self) -> Dict[str, Any]:
         return await self.call("stats")
 
-    async def load(self, name, path, max_batch=None):
+    async def load(self, name: str, path: str, max_batch: Optional[int] = None) -> Dict[str, Any]:
         params = {"name": name, "path": path}
         if max_batch is not None:
             params["max_batch"] = int(max_batch)
         return await self.call("load", params)
 
-    async def unload(self, name):
+    async def unload(self, name: str) -> Dict[str, Any]:
         return await self.call("unload", {"name": name})
 
-    async def plan(self, model, batch=None, runs=None, timeout=...):
+    async def plan(self, model: str, batch: Optional[int] = None, runs: Optional[int] = None,
+                   timeout: Timeout = ...) -> Dict[str, Any]:
         """As Client.plan: the daemon's plan of a loaded model, each layer
         profiled in the daemon."""
         params = {"model": model}
@@ -249,7 +262,9 @@ class AsyncClient:
             params["runs"] = int(runs)
         return await self.call("plan", params, timeout=timeout)
 
-    async def infer(self, model, inputs, outputs=None, timeout=...):
+    async def infer(self, model: str, inputs: Mapping[str, npt.ArrayLike],
+                    outputs: Optional[Iterable[str]] = None,
+                    timeout: Timeout = ...) -> Dict[str, np.ndarray]:
         """Runs model on {name: ndarray}; returns {name: ndarray}.
 
         outputs: names of the outputs wanted (default: all). A timeout is
