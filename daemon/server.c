@@ -541,61 +541,39 @@ static void on_conn_timer(uv_timer_t *t) {
     }
 }
 
-int cd_server_run(cd_settings *set, int argc, char **argv) {
-    signal(SIGPIPE, SIG_IGN);
-    cd_server *srv = calloc(1, sizeof *srv);
-    if (!srv) {
-        CD_ERROR("out of memory");
-        return 1;
-    }
-    srv->set = set;
-    srv->argc = argc;
-    srv->argv = argv;
-    srv->start_ns = uv_hrtime();
-    srv->loop = malloc(sizeof *srv->loop);
-    if (!srv->loop || uv_loop_init(srv->loop) != 0) {
-        CD_ERROR("cannot create the event loop");
-        free(srv->loop);
-        free(srv);
-        return 1;
-    }
-    int exit_code = 1;
-    srv->conn_cap = connection_cap(set);
-
-    char why[512];
-    int listen_fd = cd_systemd_listen_fd(why, sizeof why);
-    if (listen_fd == -2) {
-        CD_ERROR("%s", why);
-        goto out_loop;
-    }
-    srv->activated = listen_fd >= 0;
-    if (!srv->activated && socket_prepare(set->socket) != 0)
-        goto out_loop;
+// Starts the inference workers, the profiler and the loader. Returns 0,
+// -1 when no thread started, 1 when some did (they must be stopped).
+static int start_threads(cd_server *srv) {
+    cd_settings *set = srv->set;
     if (cd_workers_init_spin(&srv->workers, srv->loop, (int)set->workers,
                              (uint64_t)set->worker_spin_us * 1000, on_request_complete,
                              srv) != 0) {
         CD_ERROR("cannot start the worker threads");
-        goto out_loop;
+        return -1;
     }
     // Workers write finished responses themselves when they can (conn.c).
     cd_workers_set_respond(srv->workers, cd_conn_respond);
     // `plan` profiles run on their own thread (answered by the loop).
     if (cd_workers_init(&srv->profiler, srv->loop, 1, on_request_complete, srv) != 0) {
         CD_ERROR("cannot start the profiler thread");
-        goto out_workers;
+        return 1;
     }
     // `load` runs on its own thread: never on an inference worker, never
     // queued ahead of inference.
     if (cd_workers_init(&srv->loader, srv->loop, 1, on_request_complete,
                         srv) != 0) {
         CD_ERROR("cannot start the loader thread");
-        goto out_workers;
+        return 1;
     }
-    if (cd_models_init(srv) != 0)
-        goto out_workers;
+    return 0;
+}
 
+// Listens on the activated socket (listen_fd >= 0) or binds --socket;
+// *st is the socket file's stat (zero when activated). Returns 0 or -1.
+static int start_listening(cd_server *srv, int listen_fd, struct stat *st) {
     uv_pipe_init(srv->loop, &srv->listener, 0);
     srv->listener.data = srv;
+    cd_settings *set = srv->set;
     int rc;
     if (srv->activated) {
         // systemd bound the socket (convd.socket): its path, mode and group
@@ -617,15 +595,20 @@ int cd_server_run(cd_settings *set, int argc, char **argv) {
         CD_ERROR("cannot listen on %s: %s", srv->activated ? "the activated socket (fd 3)" : set->socket,
                  uv_strerror(rc));
         uv_close((uv_handle_t *)&srv->listener, on_handle_closed);
-        goto out_models;
+        return -1;
     }
     srv->listening = true;
-    struct stat st = {0};
-    if (stat(cd_server_socket_path(srv), &st) == 0 && !srv->activated) {
-        srv->sock_dev = st.st_dev;
-        srv->sock_ino = st.st_ino;
+    if (stat(cd_server_socket_path(srv), st) == 0 && !srv->activated) {
+        srv->sock_dev = st->st_dev;
+        srv->sock_ino = st->st_ino;
     }
+    return 0;
+}
 
+// The signals, the timers of drain, shutdown, connections, metrics, reload
+// and the systemd watchdog.
+static void start_handles(cd_server *srv) {
+    cd_settings *set = srv->set;
     uv_signal_init(srv->loop, &srv->sigint);
     uv_signal_init(srv->loop, &srv->sigterm);
     srv->sigint.data = srv->sigterm.data = srv;
@@ -664,6 +647,51 @@ int cd_server_run(cd_settings *set, int argc, char **argv) {
         cd_metrics_write_file(srv, set->metrics_file);
         uv_timer_start(&srv->metrics_timer, on_metrics_timer, ms, ms);
     }
+}
+
+int cd_server_run(cd_settings *set, int argc, char **argv) {
+    signal(SIGPIPE, SIG_IGN);
+    cd_server *srv = calloc(1, sizeof *srv);
+    if (!srv) {
+        CD_ERROR("out of memory");
+        return 1;
+    }
+    srv->set = set;
+    srv->argc = argc;
+    srv->argv = argv;
+    srv->start_ns = uv_hrtime();
+    srv->loop = malloc(sizeof *srv->loop);
+    if (!srv->loop || uv_loop_init(srv->loop) != 0) {
+        CD_ERROR("cannot create the event loop");
+        free(srv->loop);
+        free(srv);
+        return 1;
+    }
+    int exit_code = 1;
+    srv->conn_cap = connection_cap(set);
+
+    char why[512];
+    int listen_fd = cd_systemd_listen_fd(why, sizeof why);
+    if (listen_fd == -2) {
+        CD_ERROR("%s", why);
+        goto out_loop;
+    }
+    srv->activated = listen_fd >= 0;
+    if (!srv->activated && socket_prepare(set->socket) != 0)
+        goto out_loop;
+    int threads = start_threads(srv);
+    if (threads < 0)
+        goto out_loop;
+    if (threads > 0)
+        goto out_workers;
+    if (cd_models_init(srv) != 0)
+        goto out_workers;
+
+    struct stat st = {0};
+    if (start_listening(srv, listen_fd, &st) != 0)
+        goto out_models;
+
+    start_handles(srv);
 
     CD_INFO("%s %s: device %s, %d workers, max-connections %zu, max-message %lld",
             CD_DAEMON_NAME, CD_DAEMON_VERSION, set->device,
