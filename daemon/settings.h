@@ -21,7 +21,7 @@
 #define CD_SYSTEM_SOCKET     CD_SYSTEM_SOCKET_DIR "/convd.sock"
 #define CD_SOCKET_NAME       "convd.sock"
 // Upper bounds of a model's scheduling settings besides max_batch
-// (CD_MAX_BATCH, proto/limits.h): the daemon-wide defaults of the table and
+// (CD_MAX_BATCH, core/limits.h): the daemon-wide defaults of the table and
 // the per-model keys (cd_model_conf_keys) share them.
 #define CD_MAX_DELAY_US      10000000 // max-delay-us / max_delay_us (10 s)
 #define CD_MAX_QUEUE         1000000  // max-queue / max_queue
