@@ -125,6 +125,27 @@ def decode_tensor(t: Mapping[str, Any]) -> np.ndarray:
     return arr.reshape(shape).copy()
 
 
+def infer_params(model: str, inputs: Mapping[str, npt.ArrayLike],
+                 outputs: Optional[Iterable[str]], timeout: Optional[float]) -> Dict[str, Any]:
+    """The params of an infer request (both clients send the same)."""
+    params: Dict[str, Any] = {"model": model,
+                              "inputs": {str(k): encode_tensor(v) for k, v in inputs.items()}}
+    if outputs is not None:
+        params["outputs"] = [str(o) for o in outputs]
+    if timeout is not None:
+        params["timeout_ms"] = max(1, int(timeout * 1000))
+    return params
+
+
+def infer_outputs(result: Any) -> Dict[str, np.ndarray]:
+    """The outputs of an infer answer, decoded."""
+    try:
+        outs = result["outputs"]
+    except (KeyError, TypeError):
+        raise ConvdError("E_PROTOCOL", "the answer to 'infer' has no outputs") from None
+    return {k: decode_tensor(v) for k, v in outs.items()}
+
+
 class Client:
     """A connection to convd. Client(path=None, timeout=30.0)."""
 
@@ -287,15 +308,5 @@ class Client:
         outputs: names of the outputs wanted (default: all)."""
         if timeout is ...:
             timeout = self.timeout
-        params = {"model": model,
-                  "inputs": {str(k): encode_tensor(v) for k, v in inputs.items()}}
-        if outputs is not None:
-            params["outputs"] = [str(o) for o in outputs]
-        if timeout is not None:
-            params["timeout_ms"] = max(1, int(timeout * 1000))
-        result = self.call("infer", params, timeout=timeout)
-        try:
-            outs = result["outputs"]
-        except (KeyError, TypeError):
-            raise ConvdError("E_PROTOCOL", "the answer to 'infer' has no outputs")
-        return {k: decode_tensor(v) for k, v in outs.items()}
+        result = self.call("infer", infer_params(model, inputs, outputs, timeout), timeout=timeout)
+        return infer_outputs(result)

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, 
 
 import msgpack
 
-from . import ConvdError, decode_tensor, default_socket, encode_tensor
+from . import ConvdError, default_socket, infer_outputs, infer_params
 
 if TYPE_CHECKING:
     import numpy as np
@@ -271,15 +271,5 @@ class AsyncClient:
         also sent to the daemon as the request's timeout_ms."""
         if timeout is ...:
             timeout = self.timeout
-        params = {"model": model,
-                  "inputs": {str(k): encode_tensor(v) for k, v in inputs.items()}}
-        if outputs is not None:
-            params["outputs"] = [str(o) for o in outputs]
-        if timeout is not None:
-            params["timeout_ms"] = max(1, int(timeout * 1000))
-        result = await self.call("infer", params, timeout=timeout)
-        try:
-            outs = result["outputs"]
-        except (KeyError, TypeError):
-            raise ConvdError("E_PROTOCOL", "the answer to 'infer' has no outputs") from None
-        return {k: decode_tensor(v) for k, v in outs.items()}
+        result = await self.call("infer", infer_params(model, inputs, outputs, timeout), timeout=timeout)
+        return infer_outputs(result)
