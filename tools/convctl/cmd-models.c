@@ -33,22 +33,13 @@ int ctl_cmd_load(ctl_ctx *ctx, int argc, char **argv) {
     int rc = ctl_connect(ctx);
     if (rc) return rc;
     if (ctx->json) {
-        msgpack_sbuffer sb;
-        msgpack_sbuffer_init(&sb);
-        msgpack_packer pk;
-        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-        msgpack_pack_map(&pk, max_batch > 0 ? 3 : 2);
-        msgpack_pack_str_with_body(&pk, "name", 4);
-        msgpack_pack_str_with_body(&pk, pos[0], strlen(pos[0]));
-        msgpack_pack_str_with_body(&pk, "path", 4);
-        msgpack_pack_str_with_body(&pk, pos[1], strlen(pos[1]));
-        if (max_batch > 0) {
-            msgpack_pack_str_with_body(&pk, "max_batch", 9);
-            msgpack_pack_long(&pk, max_batch);
-        }
-        rc = ctl_print_json_call(ctx, "load", sb.data, sb.size);
-        msgpack_sbuffer_destroy(&sb);
-        return rc;
+        ctl_mp m;
+        ctl_mp_init(&m);
+        msgpack_pack_map(&m.pk, max_batch > 0 ? 3 : 2);
+        ctl_mp_kv_str(&m.pk, "name", pos[0]);
+        ctl_mp_kv_str(&m.pk, "path", pos[1]);
+        if (max_batch > 0) ctl_mp_kv_i64(&m.pk, "max_batch", max_batch);
+        return ctl_mp_json_call(ctx, "load", &m);
     }
     convd_model_list *info;
     rc = convd_load(ctx->conn, pos[0], pos[1], (int)max_batch, &info);
@@ -84,16 +75,11 @@ int ctl_cmd_unload(ctl_ctx *ctx, int argc, char **argv) {
     int rc = ctl_connect(ctx);
     if (rc) return rc;
     if (ctx->json) {
-        msgpack_sbuffer sb;
-        msgpack_sbuffer_init(&sb);
-        msgpack_packer pk;
-        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-        msgpack_pack_map(&pk, 1);
-        msgpack_pack_str_with_body(&pk, "name", 4);
-        msgpack_pack_str_with_body(&pk, name, strlen(name));
-        rc = ctl_print_json_call(ctx, "unload", sb.data, sb.size);
-        msgpack_sbuffer_destroy(&sb);
-        return rc;
+        ctl_mp m;
+        ctl_mp_init(&m);
+        msgpack_pack_map(&m.pk, 1);
+        ctl_mp_kv_str(&m.pk, "name", name);
+        return ctl_mp_json_call(ctx, "unload", &m);
     }
     if ((rc = convd_unload(ctx->conn, name))) return ctl_fail(rc);
     printf("unloaded %s\n", name);

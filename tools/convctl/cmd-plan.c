@@ -280,23 +280,18 @@ static int view_from_answer(plan_view *v, const msgpack_object *r) {
 static int view_from_daemon(ctl_ctx *ctx, plan_view *v, const char *name, int batch, int runs) {
     int rc = ctl_connect(ctx);
     if (rc) return rc;
-    msgpack_sbuffer sb;
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    msgpack_pack_map(&pk, 3);
-    msgpack_pack_str_with_body(&pk, "model", 5);
-    msgpack_pack_str_with_body(&pk, name, strlen(name));
-    msgpack_pack_str_with_body(&pk, "batch", 5);
-    msgpack_pack_int(&pk, batch);
-    msgpack_pack_str_with_body(&pk, "runs", 4);
-    msgpack_pack_int(&pk, runs);
+    ctl_mp m;
+    ctl_mp_init(&m);
+    msgpack_pack_map(&m.pk, 3);
+    ctl_mp_kv_str(&m.pk, "model", name);
+    ctl_mp_kv_i64(&m.pk, "batch", batch);
+    ctl_mp_kv_i64(&m.pk, "runs", runs);
     void *res = NULL;
     size_t len = 0;
     // The profile takes about runs x one inference: the default call timeout
     // (30 s) is not meant for it.
-    rc = convd_call(ctx->conn, "plan", sb.data, sb.size, &res, &len, ctx->timeout_ms > 0 ? ctx->timeout_ms : 600000);
-    msgpack_sbuffer_destroy(&sb);
+    rc = convd_call(ctx->conn, "plan", m.sb.data, m.sb.size, &res, &len, ctx->timeout_ms > 0 ? ctx->timeout_ms : 600000);
+    ctl_mp_free(&m);
     if (rc) return ctl_fail(rc);
     msgpack_unpacked up;
     msgpack_unpacked_init(&up);

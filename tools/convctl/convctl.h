@@ -95,6 +95,22 @@ int ctl_print_json_call(ctl_ctx *ctx, const char *method, const void *params,
 // Prints a msgpack value as one JSON line. Returns the exit code.
 int ctl_print_json(const void *msgpack, size_t len);
 
+// A msgpack buffer and its packer (mp.c): the params of a call or a --json
+// document. ctl_mp_json_call sends it as method's params, prints the
+// answer as JSON, frees the buffer and returns the exit code.
+typedef struct {
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+} ctl_mp;
+void ctl_mp_init(ctl_mp *m);
+void ctl_mp_free(ctl_mp *m);
+void ctl_mp_str(msgpack_packer *pk, const char *s);
+void ctl_mp_kv_str(msgpack_packer *pk, const char *k, const char *v); // NULL v: nil
+void ctl_mp_kv_i64(msgpack_packer *pk, const char *k, int64_t v);
+void ctl_mp_kv_u64(msgpack_packer *pk, const char *k, uint64_t v);
+void ctl_mp_kv_f64(msgpack_packer *pk, const char *k, double v);
+int ctl_mp_json_call(ctl_ctx *ctx, const char *method, ctl_mp *params);
+
 // ---- human output ------------------------------------------------------------
 
 // A table of strings printed in aligned columns (two spaces apart); columns
