@@ -445,7 +445,7 @@ $(BUILD)/bin/fuzz-rpc-reader: tests/fuzz/fuzz-rpc-reader.c $(PROTO_SRC) $(CORE_S
 FUZZ_ONNX_SRC := tests/fuzz/fuzz-onnx-load.c $(BUILD)/gen/onnx.pb-c.c \
     runtime/onnx-import.c runtime/onnx-file.c runtime/graph.c runtime/lower.c runtime/lower-shape.c runtime/compact.c \
     runtime/plan.c runtime/plan-kernels.c runtime/planner.c runtime/arena.c backends/backend.c \
-    kernels/op-desc.c $(wildcard kernels/cpu/ref*.c) sparse/analysis.c core/errors.c
+    kernels/op-desc.c $(wildcard kernels/cpu/ref*.c) sparse/analysis.c core/errors.c core/log.c core/options.c
 $(BUILD)/bin/fuzz-onnx-load: $(FUZZ_ONNX_SRC) | $(BUILD)/gen/onnx.pb-c.h
 	@mkdir -p $(dir $@)
 	@echo "  FUZZ    $@"

@@ -35,14 +35,7 @@ int cd_runtime_init(int threads) {
 
 void cd_model_free(cd_model *m) {
     if (!m) return;
-    for (int i = 0; i < m->nlayers; i++) cd_backend_op_state_free(m->be, m->layers[i].st);
-    if (m->consts) cd_backend_buffer_free(m->be, m->consts);
-    for (int i = 0; i < m->ninputs; i++) free((char *)m->inputs[i].d.name);
-    for (int i = 0; i < m->noutputs; i++) free((char *)m->outputs[i].d.name);
-    free(m->inputs);
-    free(m->outputs);
-    free(m->layers);
-    free(m->tensors);
+    cd_plan_free(m);
     free(m->tune_cache);
     cd_backend_free(m->be);
     free(m);

@@ -82,5 +82,8 @@ struct cd_exec {
 // Builds the plan for a lowered graph on m->be (m->max_batch set). Returns 0
 // or a negative code with err set; the caller frees m on failure.
 int cd_plan_build(cd_model *m, cd_graph *g, char *err, size_t errlen);
+// Frees what cd_plan_build made: the layers' op states, the constants, the
+// inputs and outputs, the tensors. The model and its backend stay.
+void cd_plan_free(cd_model *m);
 
 #endif // CD_RUNTIME_MODEL_H

@@ -763,3 +763,14 @@ done:
     free(p.reord);
     return rc;
 }
+
+void cd_plan_free(cd_model *m) {
+    for (int i = 0; i < m->nlayers; i++) cd_backend_op_state_free(m->be, m->layers[i].st);
+    if (m->consts) cd_backend_buffer_free(m->be, m->consts);
+    for (int i = 0; i < m->ninputs; i++) free((char *)m->inputs[i].d.name);
+    for (int i = 0; i < m->noutputs; i++) free((char *)m->outputs[i].d.name);
+    free(m->inputs);
+    free(m->outputs);
+    free(m->layers);
+    free(m->tensors);
+}

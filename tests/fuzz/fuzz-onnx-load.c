@@ -113,17 +113,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     return 0;
 }
 
-static void model_free(cd_model *m) {
-    for (int i = 0; i < m->nlayers; i++) cd_backend_op_state_free(m->be, m->layers[i].st);
-    if (m->consts) cd_backend_buffer_free(m->be, m->consts);
-    for (int i = 0; i < m->ninputs; i++) free((char *)m->inputs[i].d.name);
-    for (int i = 0; i < m->noutputs; i++) free((char *)m->outputs[i].d.name);
-    free(m->inputs);
-    free(m->outputs);
-    free(m->layers);
-    free(m->tensors);
-}
-
 // What the executor relies on in a plan that loaded: layers name existing
 // tensors, and every activation's bytes at max_batch lie inside the arena.
 static void check_plan(const cd_model *m) {
@@ -172,7 +161,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     // Every failure is one of the documented codes with a message.
     if (rc && (rc >= 0 || !strcmp(cd_err_name(rc), "E_UNKNOWN") || rc == CD_EINTERNAL || !err[0])) abort();
     if (!rc) check_plan(&m);
-    model_free(&m);
+    cd_plan_free(&m);
     cd_graph_free(&g);
     return 0;
 }
