@@ -97,7 +97,7 @@ hipError_t cd_emu_hipGetDeviceProperties(hipDeviceProp_t *prop, int device) {
     prop->sharedMemPerBlock = 64 << 10;
     prop->maxSharedMemoryPerMultiProcessor = 64 << 10;
     prop->regsPerBlock = 65536;
-    prop->warpSize = 64;
+    prop->warpSize = cd_emu_wave_size();
     prop->maxThreadsPerBlock = 1024;
     prop->maxThreadsDim[0] = prop->maxThreadsDim[1] = prop->maxThreadsDim[2] = 1024;
     prop->maxGridSize[0] = 2147483647;
