@@ -522,3 +522,57 @@ CD_TEST(hip_emu_barrier_at_different_sites_is_divergence) {
     HIP_OK(hipFree(lines));
     HIP_OK(hipFree(out));
 }
+
+// ---- hipMemcpy kinds -----------------------------------------------------------
+
+CD_TEST(hip_emu_memcpy_kind_must_match_the_pointers) {
+    const size_t n = 64 * sizeof(float);
+    float *dev = dev_alloc(64), *dev2 = dev_alloc(64), *pin = NULL;
+    HIP_OK(hipHostMalloc(&pin, n, hipHostMallocDefault));
+    float host[64], host2[64];
+    for (int i = 0; i < 64; i++) host[i] = (float)i;
+    g_log[0] = '\0';
+    cd_rt_log_set(keep_log, NULL);
+    const hipError_t dir = hipErrorInvalidMemcpyDirection;
+    // Every kind with a wrong side, blocking and async: refused, nothing copied.
+    struct { void *dst; const void *src; hipMemcpyKind kind; } bad[] = {
+        {host2, host, hipMemcpyHostToDevice},   // dst is host
+        {dev, dev2, hipMemcpyHostToDevice},     // src is device
+        {host2, host, hipMemcpyDeviceToHost},   // src is host
+        {dev, dev2, hipMemcpyDeviceToHost},     // dst is device
+        {dev, host, hipMemcpyDeviceToDevice},   // src is host
+        {pin, dev, hipMemcpyDeviceToDevice},    // dst is pinned host
+        {host2, dev, hipMemcpyHostToHost},      // src is device
+        {dev, pin, hipMemcpyHostToHost},        // dst is device
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CHECK_EQ(hipMemcpy(bad[i].dst, bad[i].src, n, bad[i].kind), dir);
+        CHECK_EQ(hipGetLastError(), dir);
+        CHECK_EQ(hipMemcpyAsync(bad[i].dst, bad[i].src, n, bad[i].kind, 0), dir);
+        CHECK_EQ(hipGetLastError(), dir);
+    }
+    CHECK(strstr(g_log, "hipMemcpy(") && strstr(g_log, "hipMemcpyAsync("));
+    CHECK(strstr(g_log, "dst is host memory, src is host memory"));
+    CHECK(strstr(g_log, "dst is pinned host (hipHostMalloc) memory, src is device (hipMalloc) memory"));
+    // A device range that runs past its allocation: hipErrorInvalidValue.
+    CHECK_EQ(hipMemcpy(dev + 1, host, n, hipMemcpyHostToDevice), hipErrorInvalidValue);
+    CHECK_EQ(hipMemcpy(host2, dev + 63, 2 * sizeof(float), hipMemcpyDeviceToHost),
+             hipErrorInvalidValue);
+    (void)hipGetLastError();
+    cd_rt_log_set(NULL, NULL);
+    // The right kinds, interior pointers, pinned as host, and Default for any.
+    HIP_OK(hipMemcpy(dev, host, n, hipMemcpyHostToDevice));
+    HIP_OK(hipMemcpy(dev2 + 8, dev + 8, n - 8 * sizeof(float), hipMemcpyDeviceToDevice));
+    HIP_OK(hipMemcpyAsync(pin, dev2, n, hipMemcpyDeviceToHost, 0));
+    HIP_OK(hipMemcpy(host2, pin, n, hipMemcpyHostToHost));
+    for (int i = 0; i < 64; i++) {
+        if (i < 8) CHECK(isnan(host2[i])); // dev2[0..8) was never written: the poison
+        else CHECK_EQ(host2[i], i);
+    }
+    HIP_OK(hipMemcpy(dev2, host, n, hipMemcpyDefault));
+    HIP_OK(hipMemcpy(host2, dev2, n, hipMemcpyDefault));
+    for (int i = 0; i < 64; i++) CHECK_EQ(host2[i], i);
+    HIP_OK(hipHostFree(pin));
+    HIP_OK(hipFree(dev));
+    HIP_OK(hipFree(dev2));
+}
