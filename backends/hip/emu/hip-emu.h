@@ -24,6 +24,9 @@
 //     filled with 0xff bytes (float NaN, int -1) at the start of every block;
 //     so is dynamic shared memory (CD_HIP_DYNAMIC_SHARED). A kernel that reads
 //     shared memory it did not write sees NaN, never a previous block's data.
+//     Not in a template kernel: g++ puts a template's static locals in their
+//     own COMDAT sections whatever the section attribute says, so their
+//     __shared__ is not poisoned (the project's kernels are no templates).
 //   - warpSize is the emulated wavefront size (cd_emu_wave_size(): 64, or 32
 //     with CD_HIP_EMU_WAVE_SIZE=32); like HIP's it is not a constant
 //     expression. No __AMDGCN_WAVEFRONT_SIZE is defined: a kernel that needs
