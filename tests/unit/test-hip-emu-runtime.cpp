@@ -576,3 +576,26 @@ CD_TEST(hip_emu_memcpy_kind_must_match_the_pointers) {
     HIP_OK(hipFree(dev));
     HIP_OK(hipFree(dev2));
 }
+
+CD_TEST(hip_emu_memset_fills_device_memory_only) {
+    float *dev = dev_alloc(16), *pin = NULL, host[16];
+    HIP_OK(hipHostMalloc(&pin, sizeof host, hipHostMallocDefault));
+    g_log[0] = '\0';
+    cd_rt_log_set(keep_log, NULL);
+    CHECK_EQ(hipMemset(host, 0, sizeof host), hipErrorInvalidValue);
+    CHECK_EQ(hipMemsetAsync(pin, 0, sizeof host, 0), hipErrorInvalidValue);
+    CHECK_EQ(hipMemset(dev + 8, 0, sizeof host), hipErrorInvalidValue); // past the end
+    CHECK_EQ(hipGetLastError(), hipErrorInvalidValue);
+    cd_rt_log_set(NULL, NULL);
+    CHECK(strstr(g_log, "hipMemset(") && strstr(g_log, "dst is host memory"));
+    CHECK(strstr(g_log, "hipMemsetAsync(") && strstr(g_log, "pinned host"));
+    CHECK(strstr(g_log, "runs past the end"));
+    HIP_OK(hipMemset(dev + 8, 0, 8 * sizeof(float)));
+    HIP_OK(hipMemcpy(host, dev, sizeof host, hipMemcpyDeviceToHost));
+    for (int i = 0; i < 16; i++) {
+        if (i < 8) CHECK(isnan(host[i]));
+        else CHECK_EQ(host[i], 0);
+    }
+    HIP_OK(hipHostFree(pin));
+    HIP_OK(hipFree(dev));
+}

@@ -13,7 +13,7 @@
 // 1024, 64 KiB shared memory per block, CD_HIP_EMU_MEM_MB of global memory
 // (default 4096). hipMemcpy checks its kind against where the pointers come
 // from (hipMalloc, hipHostMalloc or neither) and that a device range lies
-// inside one allocation. Device memory is host
+// inside one allocation; hipMemset that it fills device memory only. Device memory is host
 // memory; "device" pointers may be read by the host, but code must not rely on
 // it. Every launch runs to completion before the launch returns, so streams
 // and events are trivially ordered; errors a real device reports

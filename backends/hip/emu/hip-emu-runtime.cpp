@@ -386,16 +386,32 @@ hipError_t cd_emu_hipMemcpyAsync(void *dst, const void *src, size_t n, hipMemcpy
     return memcpy_any("hipMemcpyAsync", dst, src, n, kind);
 }
 
-hipError_t cd_emu_hipMemset(void *dst, int value, size_t n) {
+// hipMemset and hipMemsetAsync: dst must be a device range inside one
+// hipMalloc block (a device fill of host memory is a bug the real runtime
+// reports as hipErrorInvalidValue, or not at all).
+static hipError_t memset_any(const char *api, void *dst, int value, size_t n) {
     if (n == 0) return hipSuccess;
     if (!dst) return fail(hipErrorInvalidValue);
+    int inside = 1;
+    mem_kind k = region_find(dst, n, &inside);
+    if (k != MEM_DEVICE || !inside) {
+        cd_rt_log(CD_RT_LOG_ERROR, "hip-emu: %s(dst %p, %zu bytes): %s", api, dst, n,
+                  k != MEM_DEVICE ? (k == MEM_PINNED ? "dst is pinned host (hipHostMalloc) memory"
+                                                     : "dst is host memory")
+                                  : "the range runs past the end of its allocation");
+        return fail(hipErrorInvalidValue);
+    }
     memset(dst, value, n);
     return hipSuccess;
 }
 
+hipError_t cd_emu_hipMemset(void *dst, int value, size_t n) {
+    return memset_any("hipMemset", dst, value, n);
+}
+
 hipError_t cd_emu_hipMemsetAsync(void *dst, int value, size_t n, hipStream_t stream) {
     (void)stream;
-    return cd_emu_hipMemset(dst, value, n);
+    return memset_any("hipMemsetAsync", dst, value, n);
 }
 
 hipError_t cd_emu_hipStreamCreate(hipStream_t *stream) {
