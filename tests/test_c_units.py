@@ -1,5 +1,7 @@
 """Runs every C unit test (tests/unit/*.c, one binary) as its own pytest case,
-so the whole suite ends with one summary line."""
+so the whole suite ends with one summary line. The tests that run HIP kernels
+under the emulator (hip_*, backend_ops_*) run a second time at a wavefront
+size of 32 (CD_HIP_EMU_WAVE_SIZE=32, as on gfx10+; the default is 64)."""
 import os
 import subprocess
 
@@ -17,8 +19,18 @@ def _names():
     return [n for n in out.split() if n]
 
 
+def _run(name, env=None):
+    r = subprocess.run([paths.binary("cd-tests"), name], capture_output=True,
+                       text=True, timeout=int(os.environ.get("CD_TEST_TIMEOUT", "300")),
+                       env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
 @pytest.mark.parametrize("name", _names())
 def test_c(name):
-    r = subprocess.run([paths.binary("cd-tests"), name], capture_output=True,
-                       text=True, timeout=int(os.environ.get("CD_TEST_TIMEOUT", "300")))
-    assert r.returncode == 0, r.stdout + r.stderr
+    _run(name)
+
+
+@pytest.mark.parametrize("name", [n for n in _names() if n.startswith(("hip_", "backend_ops_"))])
+def test_c_wave32(name):
+    _run(name, dict(os.environ, CD_HIP_EMU_WAVE_SIZE="32"))

@@ -7,7 +7,10 @@
 //
 // Prints one line per test and ends with "N passed, M failed".
 // CD_TEST_TIMEOUT (seconds, default 120) bounds each test; CD_TEST_SEED fixes
-// the random seed (otherwise a fresh seed per run, printed on failure).
+// the random seed (otherwise a fresh seed per run, printed on failure). The
+// HIP emulator's thread order is seeded from the same seed (CD_HIP_EMU_SEED,
+// unless set), so CD_TEST_SEED also reproduces the order a kernel ran in; a
+// failure line also names the CD_HIP_EMU_* settings in effect.
 
 #include "tests/unit/check.h"
 
@@ -84,6 +87,11 @@ static int run_one(const test_entry *t, uint64_t seed, int timeout_s) {
     }
     if (pid == 0) {
         g_rng = seed;
+        if (!getenv("CD_HIP_EMU_SEED")) {
+            char s[32];
+            snprintf(s, sizeof s, "%llu", (unsigned long long)seed);
+            setenv("CD_HIP_EMU_SEED", s, 1);
+        }
         alarm((unsigned)timeout_s);
         t->fn();
         fflush(stdout);
@@ -121,7 +129,12 @@ int main(int argc, char **argv) {
         } else {
             failed++;
             // The base seed: run alone with it, the test gets seed + i again.
-            printf("FAIL %s (%s, CD_TEST_SEED=%llu)\n", t->name, t->file, (unsigned long long)seed);
+            printf("FAIL %s (%s, CD_TEST_SEED=%llu", t->name, t->file, (unsigned long long)seed);
+            static const char *const emu[] = {"CD_HIP_EMU_WAVE_SIZE", "CD_HIP_EMU_ORDER",
+                                              "CD_HIP_EMU_SEED"};
+            for (size_t k = 0; k < sizeof emu / sizeof emu[0]; k++)
+                if (getenv(emu[k])) printf(" %s=%s", emu[k], getenv(emu[k]));
+            printf(")\n");
         }
     }
     printf("%d passed, %d failed\n", passed, failed);

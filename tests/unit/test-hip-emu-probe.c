@@ -3,6 +3,7 @@
 
 #include "backends/hip/plugin.h"
 
+#include "backends/hip/emu/hip-emu-api.h"
 #include "core/errors.h"
 #include "tests/unit/check.h"
 
@@ -16,7 +17,7 @@ CD_TEST(hip_emu_probe_finds_the_emulated_device) {
     char err[256] = "";
     CHECK_EQ(cd_hip_plugin_probe(0, &info, err, sizeof err), 0);
     CHECK_STREQ(info.arch, "emu");
-    CHECK_EQ(info.warp_size, 64);
+    CHECK_EQ(info.warp_size, cd_emu_wave_size()); // 64, or CD_HIP_EMU_WAVE_SIZE
     CHECK_EQ(info.count, 1);
     CHECK_EQ(cd_hip_plugin_abi(), CD_HIP_PLUGIN_ABI);
 }

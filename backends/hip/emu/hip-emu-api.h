@@ -9,8 +9,11 @@
 //
 // The emulated device: one device (CD_HIP_EMU_DEVICES=N sets the count; 0
 // makes hipGetDeviceCount fail with hipErrorNoDevice, like a machine without
-// a GPU), warpSize 64, maxThreadsPerBlock 1024, 64 KiB shared memory per block,
-// CD_HIP_EMU_MEM_MB of global memory (default 4096). Device memory is host
+// a GPU), warpSize 64 (CD_HIP_EMU_WAVE_SIZE=32 for 32), maxThreadsPerBlock
+// 1024, 64 KiB shared memory per block, CD_HIP_EMU_MEM_MB of global memory
+// (default 4096). hipMemcpy checks its kind against where the pointers come
+// from (hipMalloc, hipHostMalloc or neither) and that a device range lies
+// inside one allocation; hipMemset that it fills device memory only. Device memory is host
 // memory; "device" pointers may be read by the host, but code must not rely on
 // it. Every launch runs to completion before the launch returns, so streams
 // and events are trivially ordered; errors a real device reports
@@ -115,6 +118,34 @@ hipError_t cd_emu_hipEventElapsedTime(float *ms, hipEvent_t start, hipEvent_t st
 // Records an error raised while a kernel ran (launch configuration, barrier
 // divergence): it becomes the last error and the next synchronize's result.
 void cd_emu_set_error(hipError_t e);
+
+// ---- Emulator-only knobs (no HIP equivalent; tests use them) ----------------
+
+// The order in which the threads of a block run between two barriers. A
+// kernel whose result depends on it has a race (a real GPU runs the waves of
+// a block in no fixed order).
+typedef enum cd_emu_order {
+    CD_EMU_ORDER_MIXED = 0,      // each block takes one of the three below,
+                                 // picked from the seed, the launch's number in
+                                 // the process and the block's index (default)
+    CD_EMU_ORDER_ASCENDING = 1,  // thread 0 first (the emulator's old order)
+    CD_EMU_ORDER_DESCENDING = 2, // the last thread first
+    CD_EMU_ORDER_RANDOM = 3,     // a fresh seeded permutation every interval
+} cd_emu_order;
+
+// Sets the thread order and its seed for the launches that follow (process
+// wide; also restarts the launch count the mixed order draws from). The
+// defaults come from CD_HIP_EMU_ORDER (mixed | ascending | descending |
+// random) and CD_HIP_EMU_SEED (a number; otherwise a fresh one per process).
+void cd_emu_set_order(cd_emu_order order, unsigned long long seed);
+
+// The current order; stores its seed in *seed when seed is not NULL.
+cd_emu_order cd_emu_get_order(unsigned long long *seed);
+
+// The emulated wavefront size: CD_HIP_EMU_WAVE_SIZE=32 (gfx10+) or 64 (gfx9,
+// the default), read once per process. hipDeviceProp_t.warpSize and the
+// kernels' warpSize report it.
+int cd_emu_wave_size(void);
 
 #ifdef __cplusplus
 }

@@ -4,10 +4,16 @@
 // Each OS thread that runs blocks owns a fiber pool: one stack per GPU thread
 // of the largest block seen (mmap'd once, a guard page below each stack),
 // the block's dynamic shared memory, and the scheduler's saved context. A
-// block runs in rounds: every live fiber is resumed once per round and runs
-// until it reaches a barrier or exits; after a round either all fibers have
-// exited (block done), all wait at the barrier (next round), or some exited
-// while others wait (barrier divergence: the launch fails).
+// block runs in rounds (barrier intervals): every live fiber is resumed once
+// per round, in the block's thread order, and runs until it reaches a barrier
+// or exits; after a round either all fibers have exited (block done), all
+// wait at the same barrier (next round), or some exited while others wait or
+// they wait at different barriers (barrier divergence: the launch fails).
+//
+// Static __shared__ variables all live in the TLS section cd_emu_shared
+// (hip-emu.h); the linker's __start_/__stop_ symbols give its place in the
+// TLS image, dl_iterate_phdr the calling thread's copy of that image, so the
+// block scheduler can poison the running thread's copy at every block start.
 //
 // The context switch is a dozen instructions of x86-64 assembly (callee-saved
 // registers, MXCSR and the x87 control word); other architectures use
@@ -21,8 +27,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <link.h>
 #include <pthread.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifdef _OPENMP
@@ -49,9 +57,15 @@
 #include <ucontext.h>
 #endif
 
+// Bounds of the static __shared__ section in the TLS image (absent, hence
+// NULL, when no kernel of the program declares static shared memory).
+extern "C" char __start_cd_emu_shared[] __attribute__((weak));
+extern "C" char __stop_cd_emu_shared[] __attribute__((weak));
+
 namespace cd_emu {
 
 thread_local dim3 threadIdx, blockIdx, blockDim, gridDim;
+int g_wave_size = 64;
 
 namespace {
 
@@ -60,7 +74,55 @@ const size_t kSharedBytes = 64 << 10;      // emulated sharedMemPerBlock
 const unsigned kMaxThreads = 1024;         // emulated maxThreadsPerBlock
 const unsigned kMaxGrid[3] = {2147483647u, 65536u, 65536u};
 
+const unsigned char kPoison = 0xff; // shared memory at block start: NaN, -1
+
 enum fiber_state { FIBER_READY, FIBER_WAITING, FIBER_DONE };
+
+// The thread order and its seed (cd_emu_set_order), the launches so far (the
+// mixed order draws from the count), read from the environment once.
+pthread_once_t g_config_once = PTHREAD_ONCE_INIT;
+int g_order = CD_EMU_ORDER_MIXED;
+unsigned long long g_seed = 0;
+unsigned long long g_launches = 0;
+
+const char *order_name(int order) {
+    switch (order) {
+    case CD_EMU_ORDER_ASCENDING: return "ascending";
+    case CD_EMU_ORDER_DESCENDING: return "descending";
+    case CD_EMU_ORDER_RANDOM: return "random";
+    default: return "mixed";
+    }
+}
+
+unsigned long long mix64(unsigned long long z) { // splitmix64's finaliser
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+void config_init(void) {
+    const char *o = getenv("CD_HIP_EMU_ORDER");
+    if (o && *o) {
+        int found = -1;
+        for (int i = CD_EMU_ORDER_MIXED; i <= CD_EMU_ORDER_RANDOM; i++)
+            if (strcmp(o, order_name(i)) == 0) found = i;
+        if (found < 0)
+            cd_rt_log(CD_RT_LOG_ERROR,
+                      "hip-emu: CD_HIP_EMU_ORDER=%s is not mixed, ascending, descending or "
+                      "random; using mixed", o);
+        else g_order = found;
+    }
+    const char *s = getenv("CD_HIP_EMU_SEED");
+    if (s && *s) g_seed = strtoull(s, NULL, 0);
+    else g_seed = mix64((unsigned long long)time(NULL) ^ ((unsigned long long)getpid() << 32));
+    const char *w = getenv("CD_HIP_EMU_WAVE_SIZE");
+    if (w && *w) {
+        if (strcmp(w, "32") == 0 || strcmp(w, "64") == 0) g_wave_size = atoi(w);
+        else cd_rt_log(CD_RT_LOG_ERROR, "hip-emu: CD_HIP_EMU_WAVE_SIZE=%s is not 32 or 64; using 64", w);
+    }
+}
+
+void config_load(void) { pthread_once(&g_config_once, config_init); }
 
 struct fiber {
     void *sp;           // saved stack pointer while suspended (x86-64)
@@ -70,6 +132,8 @@ struct fiber {
     char *stack_lo;     // lowest usable byte of its stack
     dim3 tid;           // threadIdx of the GPU thread it runs
     fiber_state state;
+    const char *bar_file; // the barrier it waits at (FIBER_WAITING): __FILE__
+    int bar_line;         // and __LINE__ of the __syncthreads() call
     void *asan_fake;    // ASan fake-stack handle across a switch
 };
 
@@ -78,6 +142,7 @@ struct pool {
     size_t stride;          // bytes per stack including its guard page
     unsigned nfibers;       // stacks allocated
     fiber *fibers;
+    unsigned *order;        // nfibers indices: the running round's thread order
     fiber *current;         // the fiber running now, NULL in the scheduler
     void *sched_sp;         // scheduler's saved stack pointer
 #ifndef CD_EMU_X86_SWITCH
@@ -89,6 +154,8 @@ struct pool {
     body_fn body;           // the running launch
     const void *ctx;
     unsigned char *shared;  // dynamic shared memory, kSharedBytes
+    char *static_shared;    // this OS thread's copy of the cd_emu_shared
+    size_t static_bytes;    // TLS section (static __shared__), and its size
 };
 
 thread_local pool g_pool;
@@ -231,14 +298,54 @@ void pool_release(void *arg) {
     pool *p = static_cast<pool *>(arg);
     if (p->stacks) munmap(p->stacks, p->stride * p->nfibers);
     free(p->fibers);
+    free(p->order);
     free(p->shared);
     p->stacks = NULL;
     p->fibers = NULL;
+    p->order = NULL;
     p->shared = NULL;
     p->nfibers = 0;
 }
 
 void pool_key_create(void) { (void)pthread_key_create(&g_pool_key, pool_release); }
+
+// dl_iterate_phdr callback: finds the module whose TLS image holds the
+// static shared section and the calling thread's address of that section.
+struct tls_lookup {
+    uintptr_t image;  // __start_cd_emu_shared
+    char *copy;       // out: the calling thread's copy, or NULL
+};
+
+int find_tls_copy(struct dl_phdr_info *info, size_t size, void *arg) {
+    (void)size;
+    tls_lookup *q = static_cast<tls_lookup *>(arg);
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_TLS) continue;
+        uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+        if (q->image < lo || q->image >= lo + ph->p_memsz) continue;
+        if (info->dlpi_tls_data) q->copy = static_cast<char *>(info->dlpi_tls_data) + (q->image - lo);
+        return 1;
+    }
+    return 0;
+}
+
+// Sets p->static_shared to this OS thread's static __shared__ variables.
+void static_shared_locate(pool *p) {
+    p->static_shared = NULL;
+    p->static_bytes = 0;
+    uintptr_t lo = (uintptr_t)__start_cd_emu_shared, hi = (uintptr_t)__stop_cd_emu_shared;
+    if (!lo || hi <= lo) return;
+    tls_lookup q = {lo, NULL};
+    dl_iterate_phdr(find_tls_copy, &q);
+    if (!q.copy) {
+        cd_rt_log(CD_RT_LOG_ERROR, "hip-emu: static __shared__ memory not found in this "
+                                   "thread's TLS: it is not poisoned at block start");
+        return;
+    }
+    p->static_shared = q.copy;
+    p->static_bytes = hi - lo;
+}
 
 // Grows this OS thread's pool to n fibers. Returns 0, or -1 when out of memory.
 int pool_reserve(pool *p, unsigned n) {
@@ -247,6 +354,7 @@ int pool_reserve(pool *p, unsigned n) {
         if (!p->shared) return -1;
         pthread_once(&g_pool_key_once, pool_key_create);
         (void)pthread_setspecific(g_pool_key, p); // first use on this thread
+        static_shared_locate(p);
     }
     if (p->nfibers >= n) return 0;
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
@@ -255,7 +363,10 @@ int pool_reserve(pool *p, unsigned n) {
                                             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0));
     if (stacks == MAP_FAILED) return -1;
     fiber *fibers = static_cast<fiber *>(calloc(n, sizeof(fiber)));
-    if (!fibers) {
+    unsigned *order = static_cast<unsigned *>(calloc(n, sizeof(unsigned)));
+    if (!fibers || !order) {
+        free(fibers);
+        free(order);
         munmap(stacks, stride * n);
         return -1;
     }
@@ -265,20 +376,52 @@ int pool_reserve(pool *p, unsigned n) {
     }
     if (p->stacks) munmap(p->stacks, p->stride * p->nfibers);
     free(p->fibers);
+    free(p->order);
     p->stacks = stacks;
     p->stride = stride;
     p->fibers = fibers;
+    p->order = order;
     p->nfibers = n;
     return 0;
 }
 
+// Fills p->order with the block's thread order for one round: kind is an
+// explicit cd_emu_order; rng (RANDOM only) is advanced.
+void order_fill(pool *p, unsigned n, int kind, unsigned long long *rng) {
+    unsigned *o = p->order;
+    for (unsigned i = 0; i < n; i++) o[i] = kind == CD_EMU_ORDER_DESCENDING ? n - 1 - i : i;
+    if (kind != CD_EMU_ORDER_RANDOM) return;
+    for (unsigned i = n - 1; i > 0; i--) { // Fisher-Yates
+        unsigned j = (unsigned)(mix64(*rng += 0x9e3779b97f4a7c15ull) % (i + 1));
+        unsigned t = o[i];
+        o[i] = o[j];
+        o[j] = t;
+    }
+}
+
+int same_site(const fiber *a, const fiber *b) {
+    return a->bar_line == b->bar_line &&
+           (a->bar_file == b->bar_file || strcmp(a->bar_file, b->bar_file) == 0);
+}
+
+// The parameters of one launch that every block needs.
+struct launch_info {
+    dim3 grid, block;
+    size_t shared_bytes;
+    unsigned long long number; // the launch's number in the process
+    int order;                 // cd_emu_order
+    unsigned long long seed;
+};
+
 // Runs one block on this OS thread. Returns hipSuccess, or
 // hipErrorLaunchFailure after barrier divergence (logged, core/log.h).
-hipError_t run_block(pool *p, dim3 grid, dim3 block, dim3 bid, size_t shared_bytes) {
-    gridDim = grid;
-    blockDim = block;
+hipError_t run_block(pool *p, const launch_info *li, dim3 bid) {
+    gridDim = li->grid;
+    blockDim = li->block;
     blockIdx = bid;
-    if (shared_bytes) memset(p->shared, 0xff, shared_bytes);
+    const dim3 block = li->block;
+    if (li->shared_bytes) memset(p->shared, kPoison, li->shared_bytes);
+    if (p->static_bytes) memset(p->static_shared, kPoison, p->static_bytes);
     unsigned n = 0;
     for (unsigned z = 0; z < block.z; z++)
         for (unsigned y = 0; y < block.y; y++)
@@ -287,43 +430,67 @@ hipError_t run_block(pool *p, dim3 grid, dim3 block, dim3 bid, size_t shared_byt
                 fiber_init(p, &p->fibers[n]);
                 n++;
             }
+    // The block's order: a function of (seed, launch, block) only, so that a
+    // seed reproduces a run whichever OS thread takes the block.
+    unsigned long long linear =
+        bid.x + (unsigned long long)li->grid.x * (bid.y + (unsigned long long)li->grid.y * bid.z);
+    unsigned long long rng = mix64(li->seed ^ mix64(li->number + 1) ^ mix64(~linear));
+    int kind = li->order;
+    if (kind == CD_EMU_ORDER_MIXED) kind = CD_EMU_ORDER_ASCENDING + (int)(mix64(rng) % 3);
     for (unsigned round = 0;; round++) {
+        order_fill(p, n, kind, &rng);
         unsigned done = 0, waiting = 0;
-        for (unsigned i = 0; i < n; i++) {
-            fiber *f = &p->fibers[i];
+        fiber *exited = NULL, *waiter = NULL, *other = NULL;
+        for (unsigned k = 0; k < n; k++) {
+            fiber *f = &p->fibers[p->order[k]];
+            if (f->state != FIBER_DONE) resume(p, f);
             if (f->state == FIBER_DONE) {
                 done++;
+                if (!exited) exited = f;
                 continue;
             }
-            resume(p, f);
-            if (f->state == FIBER_DONE) done++;
-            else waiting++;
+            waiting++;
+            if (!waiter) waiter = f;
+            else if (!other && !same_site(waiter, f)) other = f;
         }
         if (waiting == 0) return hipSuccess;
-        if (done > 0) {
-            cd_rt_log(CD_RT_LOG_ERROR,
-                      "hip-emu: __syncthreads divergence in block (%u,%u,%u): %u of %u "
-                      "threads exited while the others wait at barrier #%u",
-                      bid.x, bid.y, bid.z, done, n, round + 1);
-#ifdef CD_EMU_ASAN
-            // The waiting fibers are abandoned mid-frame: clear the redzones
-            // their frames left before the stacks are used again.
-            for (unsigned i = 0; i < n; i++)
-                __asan_unpoison_memory_region(p->fibers[i].stack_lo, kStackBytes);
-#endif
-            return hipErrorLaunchFailure;
+        if (done == 0 && !other) {
+            for (unsigned i = 0; i < n; i++) p->fibers[i].state = FIBER_READY;
+            continue;
         }
-        for (unsigned i = 0; i < n; i++) p->fibers[i].state = FIBER_READY;
+        const fiber *a = other ? other : exited;
+        char what[512];
+        if (other)
+            snprintf(what, sizeof what, "thread (%u,%u,%u) waits at %s:%d", a->tid.x, a->tid.y,
+                     a->tid.z, a->bar_file, a->bar_line);
+        else
+            snprintf(what, sizeof what, "%u of %u threads exited (thread (%u,%u,%u) first)",
+                     done, n, a->tid.x, a->tid.y, a->tid.z);
+        cd_rt_log(CD_RT_LOG_ERROR,
+                  "hip-emu: __syncthreads divergence in block (%u,%u,%u), barrier interval #%u: "
+                  "thread (%u,%u,%u) waits at %s:%d while %s (thread order %s, "
+                  "CD_HIP_EMU_SEED=%llu)",
+                  bid.x, bid.y, bid.z, round + 1, waiter->tid.x, waiter->tid.y, waiter->tid.z,
+                  waiter->bar_file, waiter->bar_line, what, order_name(kind), li->seed);
+#ifdef CD_EMU_ASAN
+        // The waiting fibers are abandoned mid-frame: clear the redzones
+        // their frames left before the stacks are used again.
+        for (unsigned i = 0; i < n; i++)
+            __asan_unpoison_memory_region(p->fibers[i].stack_lo, kStackBytes);
+#endif
+        return hipErrorLaunchFailure;
     }
 }
 
 } // namespace
 
-void barrier(void) {
+void barrier(const char *file, int line) {
     pool *p = &g_pool;
     fiber *f = p->current;
     if (!f) return; // host code calling a device barrier: nothing to wait for
     f->state = FIBER_WAITING;
+    f->bar_file = file;
+    f->bar_line = line;
     yield_to_scheduler(p, f);
 }
 
@@ -347,6 +514,14 @@ hipError_t launch(dim3 grid, dim3 block, size_t shared_bytes, hipStream_t stream
         cd_emu_set_error(hipErrorNotSupported);
         return hipErrorNotSupported;
     }
+    config_load();
+    launch_info li;
+    li.grid = grid;
+    li.block = block;
+    li.shared_bytes = shared_bytes;
+    li.number = __atomic_fetch_add(&g_launches, 1, __ATOMIC_RELAXED);
+    li.order = __atomic_load_n(&g_order, __ATOMIC_RELAXED);
+    li.seed = __atomic_load_n(&g_seed, __ATOMIC_RELAXED);
     unsigned long long nblocks = (unsigned long long)grid.x * grid.y * grid.z;
     int failed = 0; // a hipError_t, set by any block
 #ifdef _OPENMP
@@ -369,7 +544,7 @@ hipError_t launch(dim3 grid, dim3 block, size_t shared_bytes, hipStream_t stream
             if (!ok || __atomic_load_n(&failed, __ATOMIC_RELAXED)) continue;
             dim3 bid((unsigned)(b % grid.x), (unsigned)(b / grid.x % grid.y),
                      (unsigned)(b / ((unsigned long long)grid.x * grid.y)));
-            hipError_t e = run_block(p, grid, block, bid, shared_bytes);
+            hipError_t e = run_block(p, &li, bid);
             if (e != hipSuccess) __atomic_store_n(&failed, (int)e, __ATOMIC_RELAXED);
         }
         p->body = NULL;
@@ -383,3 +558,25 @@ hipError_t launch(dim3 grid, dim3 block, size_t shared_bytes, hipStream_t stream
 }
 
 } // namespace cd_emu
+
+extern "C" {
+
+void cd_emu_set_order(cd_emu_order order, unsigned long long seed) {
+    cd_emu::config_load();
+    __atomic_store_n(&cd_emu::g_order, (int)order, __ATOMIC_RELAXED);
+    __atomic_store_n(&cd_emu::g_seed, seed, __ATOMIC_RELAXED);
+    __atomic_store_n(&cd_emu::g_launches, 0ull, __ATOMIC_RELAXED);
+}
+
+cd_emu_order cd_emu_get_order(unsigned long long *seed) {
+    cd_emu::config_load();
+    if (seed) *seed = __atomic_load_n(&cd_emu::g_seed, __ATOMIC_RELAXED);
+    return (cd_emu_order)__atomic_load_n(&cd_emu::g_order, __ATOMIC_RELAXED);
+}
+
+int cd_emu_wave_size(void) {
+    cd_emu::config_load();
+    return cd_emu::g_wave_size;
+}
+
+} // extern "C"

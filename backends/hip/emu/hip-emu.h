@@ -9,14 +9,28 @@
 //     thread), so atomics on global memory really race.
 //   - Each GPU thread of a block is a fiber with its own stack; threads of a
 //     block run one after another until they reach __syncthreads(), which
-//     switches back to the block's scheduler. A barrier completes when every
-//     thread of the block has reached it; a thread that exits while others
-//     wait at a barrier is barrier divergence, reported as a launch failure
-//     (hipErrorLaunchFailure) with a message (core/log.h).
+//     switches back to the block's scheduler. The order in which they run
+//     between two barriers is not fixed (cd_emu_order in hip-emu-api.h:
+//     ascending, descending, a seeded random permutation per interval, or a
+//     mix of the three per block, the default), so a kernel that reads what
+//     another thread writes in the same interval gets a wrong result.
+//   - A barrier completes when every thread of the block has reached it, at
+//     the same __syncthreads() (file and line, recorded by the macro below).
+//     Threads waiting at different barriers, or a thread that exits while
+//     others wait, is barrier divergence: reported with both sites as a
+//     launch failure (hipErrorLaunchFailure) with a message (core/log.h).
 //   - __shared__ variables are per OS thread (static thread_local), hence per
-//     running block. Dynamic shared memory (CD_HIP_DYNAMIC_SHARED) is filled
-//     with 0xff bytes (float NaN) at the start of every block, so a kernel that
-//     reads shared memory it did not write sees NaN, not a lucky zero.
+//     running block, and all live in one TLS section (cd_emu_shared) that is
+//     filled with 0xff bytes (float NaN, int -1) at the start of every block;
+//     so is dynamic shared memory (CD_HIP_DYNAMIC_SHARED). A kernel that reads
+//     shared memory it did not write sees NaN, never a previous block's data.
+//     Not in a template kernel: g++ puts a template's static locals in their
+//     own COMDAT sections whatever the section attribute says, so their
+//     __shared__ is not poisoned (the project's kernels are no templates).
+//   - warpSize is the emulated wavefront size (cd_emu_wave_size(): 64, or 32
+//     with CD_HIP_EMU_WAVE_SIZE=32); like HIP's it is not a constant
+//     expression. No __AMDGCN_WAVEFRONT_SIZE is defined: a kernel that needs
+//     the wave size at compile time does not build under the emulator.
 //   - Launch configuration is checked as a device would: block size above
 //     maxThreadsPerBlock (1024), empty grids or blocks, grid dimensions above
 //     maxGridSize, shared memory above 64 KiB -> hipErrorInvalidConfiguration
@@ -38,7 +52,9 @@
 #define __host__
 #define __forceinline__ inline __attribute__((always_inline))
 #define __launch_bounds__(...)
-#define __shared__ static thread_local
+// Every __shared__ variable goes to one TLS section, so that the block
+// scheduler can poison all of them at block start (hip-emu-launch.cpp).
+#define __shared__ static thread_local __attribute__((section("cd_emu_shared")))
 
 struct dim3 {
     unsigned x, y, z;
@@ -59,8 +75,12 @@ typedef void (*body_fn)(const void *ctx);
 hipError_t launch(dim3 grid, dim3 block, size_t shared_bytes, hipStream_t stream,
                   body_fn body, const void *ctx);
 
-// Suspends the calling GPU thread until every thread of its block arrives.
-void barrier(void);
+// Suspends the calling GPU thread until every thread of its block arrives
+// at the same barrier, the one at file:line (__syncthreads' call site).
+void barrier(const char *file, int line);
+
+// The emulated wavefront size (the device's warpSize).
+extern int g_wave_size;
 
 // The dynamic shared memory of the running block (launch's shared_bytes).
 void *dynamic_shared(void);
@@ -80,9 +100,10 @@ using cd_emu::blockIdx;
 using cd_emu::gridDim;
 using cd_emu::threadIdx;
 
-static const int warpSize = 64;
+// HIP's warpSize: a device-side variable, not a constant expression.
+[[maybe_unused]] static const int &warpSize = cd_emu::g_wave_size;
 
-static inline void __syncthreads(void) { cd_emu::barrier(); }
+#define __syncthreads() cd_emu::barrier(__FILE__, __LINE__)
 static inline void __threadfence(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 static inline void __threadfence_block(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 
