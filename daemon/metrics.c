@@ -74,8 +74,72 @@ static void cpu_info(FILE *f) {
             ci.kernels_isa, ci.kernels_capped ? 1 : 0, ci.dnnl_isa, ci.layout, ci.block);
 }
 
-// The daemon-wide metrics: uptime, CPU, connections, buffers, methods,
-// errors, refusals, responses, bytes and memory.
+// One daemon-wide counter family of cd_stats_g: its name and help, and
+// either one unlabelled counter (label NULL, one row with value NULL) or one
+// row per value of its label.
+typedef struct {
+    const char *name;  // metric name, ending in _total
+    const char *help;  // the # HELP text
+    const char *label; // label key of the rows, NULL for one unlabelled row
+    struct {
+        const char *value;                       // label value (NULL: unlabelled)
+        const atomic_uint_least64_t *counter;    // the counter in cd_stats_g
+    } rows[5];                                   // ends at the first NULL counter
+} counter_family;
+
+#define ROW(value, field) {value, &cd_stats_g.field}
+
+static const counter_family counter_families[] = {
+    {"convd_connections_total", "Connections accepted.", NULL, {ROW(NULL, conn_total)}},
+    {"convd_connections_rejected_total",
+     "Connections refused, by cause (limit: max-connections; emfile: out of descriptors).",
+     "cause",
+     {ROW("limit", conn_rejected_limit), ROW("emfile", conn_rejected_emfile)}},
+    {"convd_connections_dropped_total", "Connections dropped by the daemon, by cause.", "cause",
+     {ROW("write_error", conn_write_errors), ROW("slow_reader", conn_slow_reader),
+      ROW("eof_mid_message", conn_eof_mid_message), ROW("idle_timeout", conn_idle_timeouts),
+      ROW("read_timeout", conn_read_timeouts)}},
+    {"convd_budget_refused_total",
+     "Requests refused with E_OVERLOADED because max-buffered was reached.", NULL,
+     {ROW(NULL, budget_refused)}},
+    {"convd_notifications_total", "Notifications received (ignored).", NULL,
+     {ROW(NULL, notifications)}},
+    {"convd_access_refused_total",
+     "Admin requests refused with E_PERMISSION (the peer is not an admin), by method.",
+     "method",
+     {ROW("load", refused_load), ROW("unload", refused_unload)}},
+    {"convd_requests_cancelled_total",
+     "Requests dropped before compute because their client had gone.", NULL,
+     {ROW(NULL, req_cancelled)}},
+    {"convd_responses_dropped_total",
+     "Finished responses discarded because their client had gone.", NULL,
+     {ROW(NULL, req_dropped)}},
+    {"convd_worker_responses_total",
+     "Responses of worker-run requests by who wrote them: the worker alone, "
+     "the worker then the loop (socket full), the loop (other bytes pending).",
+     "path",
+     {ROW("direct", resp_direct), ROW("partial", resp_partial), ROW("queued", resp_queued)}},
+    {"convd_bytes_in_total", "Bytes read from clients.", NULL, {ROW(NULL, bytes_in)}},
+    {"convd_bytes_out_total", "Bytes written to clients.", NULL, {ROW(NULL, bytes_out)}},
+};
+
+#undef ROW
+
+static void counter_family_write(FILE *f, const counter_family *c) {
+    head(f, c->name, "counter", c->help);
+    for (size_t i = 0; i < sizeof c->rows / sizeof c->rows[0] && c->rows[i].counter; i++) {
+        unsigned long long v =
+            atomic_load_explicit(c->rows[i].counter, memory_order_relaxed);
+        if (c->label)
+            fprintf(f, "%s{%s=\"%s\"} %llu\n", c->name, c->label, c->rows[i].value, v);
+        else
+            fprintf(f, "%s %llu\n", c->name, v);
+    }
+}
+
+// The daemon-wide metrics: the gauges (uptime, CPU, connections, buffers,
+// requests in flight, memory), then the counters of counter_families, then
+// the requests by method and the error answers by code.
 static void server_metrics(FILE *f, cd_server *srv) {
     head(f, "convd_uptime_seconds", "gauge", "Seconds since the daemon started.");
     fprintf(f, "convd_uptime_seconds %.3f\n", cd_server_uptime(srv));
@@ -84,79 +148,28 @@ static void server_metrics(FILE *f, cd_server *srv) {
     fprintf(f, "convd_draining %d\n", srv->draining ? 1 : 0);
     head(f, "convd_connections", "gauge", "Open client connections.");
     fprintf(f, "convd_connections %zu\n", srv->nactive);
-    head(f, "convd_connections_total", "counter", "Connections accepted.");
-    fprintf(f, "convd_connections_total %llu\n", (unsigned long long)CD_STAT_GET(conn_total));
-    head(f, "convd_connections_rejected_total", "counter",
-         "Connections refused, by cause (limit: max-connections; emfile: out of descriptors).");
-    fprintf(f, "convd_connections_rejected_total{cause=\"limit\"} %llu\n",
-            (unsigned long long)CD_STAT_GET(conn_rejected_limit));
-    fprintf(f, "convd_connections_rejected_total{cause=\"emfile\"} %llu\n",
-            (unsigned long long)CD_STAT_GET(conn_rejected_emfile));
-    head(f, "convd_connections_dropped_total", "counter",
-         "Connections dropped by the daemon, by cause.");
-    fprintf(f, "convd_connections_dropped_total{cause=\"write_error\"} %llu\n",
-            (unsigned long long)CD_STAT_GET(conn_write_errors));
-    fprintf(f, "convd_connections_dropped_total{cause=\"slow_reader\"} %llu\n",
-            (unsigned long long)CD_STAT_GET(conn_slow_reader));
-    fprintf(f, "convd_connections_dropped_total{cause=\"eof_mid_message\"} %llu\n",
-            (unsigned long long)CD_STAT_GET(conn_eof_mid_message));
-    fprintf(f, "convd_connections_dropped_total{cause=\"idle_timeout\"} %llu\n",
-            (unsigned long long)CD_STAT_GET(conn_idle_timeouts));
-    fprintf(f, "convd_connections_dropped_total{cause=\"read_timeout\"} %llu\n",
-            (unsigned long long)CD_STAT_GET(conn_read_timeouts));
     head(f, "convd_buffered_bytes", "gauge",
          "Bytes of requests held: partly received messages and accepted, unanswered "
          "requests (budget: max-buffered).");
     fprintf(f, "convd_buffered_bytes %zu\n", srv->buffered);
-    head(f, "convd_budget_refused_total", "counter",
-         "Requests refused with E_OVERLOADED because max-buffered was reached.");
-    fprintf(f, "convd_budget_refused_total %llu\n",
-            (unsigned long long)CD_STAT_GET(budget_refused));
+    head(f, "convd_in_flight", "gauge",
+         "Requests queued or running on the workers (and plan profiles).");
+    fprintf(f, "convd_in_flight %zu\n", cd_server_in_flight(srv));
+    head(f, "convd_resident_memory_bytes", "gauge", "Resident set size of the daemon.");
+    fprintf(f, "convd_resident_memory_bytes %llu\n", (unsigned long long)cd_stats_rss_bytes());
+    for (size_t i = 0; i < sizeof counter_families / sizeof counter_families[0]; i++)
+        counter_family_write(f, &counter_families[i]);
     head(f, "convd_method_requests_total", "counter", "Requests received, by method.");
     for (int i = 0; i < CD_M_COUNT; i++)
         fprintf(f, "convd_method_requests_total{method=\"%s\"} %llu\n",
                 cd_method_name((cd_method_id)i),
                 (unsigned long long)CD_STAT_GET(by_method[i]));
-    head(f, "convd_notifications_total", "counter", "Notifications received (ignored).");
-    fprintf(f, "convd_notifications_total %llu\n", (unsigned long long)CD_STAT_GET(notifications));
     head(f, "convd_errors_total", "counter", "Error answers, by code (all methods).");
 #define XX(name, num, msg)                                                       \
     fprintf(f, "convd_errors_total{code=\"E_" #name "\"} %llu\n",                \
             (unsigned long long)CD_STAT_GET(errors[num]));
     CD_ERROR_MAP(XX)
 #undef XX
-    head(f, "convd_access_refused_total", "counter",
-         "Admin requests refused with E_PERMISSION (the peer is not an admin), by method.");
-    fprintf(f, "convd_access_refused_total{method=\"load\"} %llu\n",
-            (unsigned long long)CD_STAT_GET(refused_load));
-    fprintf(f, "convd_access_refused_total{method=\"unload\"} %llu\n",
-            (unsigned long long)CD_STAT_GET(refused_unload));
-    head(f, "convd_requests_cancelled_total", "counter",
-         "Requests dropped before compute because their client had gone.");
-    fprintf(f, "convd_requests_cancelled_total %llu\n",
-            (unsigned long long)CD_STAT_GET(req_cancelled));
-    head(f, "convd_responses_dropped_total", "counter",
-         "Finished responses discarded because their client had gone.");
-    fprintf(f, "convd_responses_dropped_total %llu\n",
-            (unsigned long long)CD_STAT_GET(req_dropped));
-    head(f, "convd_worker_responses_total", "counter",
-         "Responses of worker-run requests by who wrote them: the worker alone, "
-         "the worker then the loop (socket full), the loop (other bytes pending).");
-    fprintf(f, "convd_worker_responses_total{path=\"direct\"} %llu\n",
-            (unsigned long long)CD_STAT_GET(resp_direct));
-    fprintf(f, "convd_worker_responses_total{path=\"partial\"} %llu\n",
-            (unsigned long long)CD_STAT_GET(resp_partial));
-    fprintf(f, "convd_worker_responses_total{path=\"queued\"} %llu\n",
-            (unsigned long long)CD_STAT_GET(resp_queued));
-    head(f, "convd_in_flight", "gauge",
-         "Requests queued or running on the workers (and plan profiles).");
-    fprintf(f, "convd_in_flight %zu\n", cd_server_in_flight(srv));
-    head(f, "convd_bytes_in_total", "counter", "Bytes read from clients.");
-    fprintf(f, "convd_bytes_in_total %llu\n", (unsigned long long)CD_STAT_GET(bytes_in));
-    head(f, "convd_bytes_out_total", "counter", "Bytes written to clients.");
-    fprintf(f, "convd_bytes_out_total %llu\n", (unsigned long long)CD_STAT_GET(bytes_out));
-    head(f, "convd_resident_memory_bytes", "gauge", "Resident set size of the daemon.");
-    fprintf(f, "convd_resident_memory_bytes %llu\n", (unsigned long long)cd_stats_rss_bytes());
 }
 
 // The per-model metrics of the nm registered models: results, batches,
