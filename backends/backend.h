@@ -90,14 +90,9 @@ typedef struct {
             cd_activation act;
         } gemm;
         cd_pool_desc pool;     // n = 1
-        struct {
-            cd_binary_kind kind;
-            cd_activation act;
-        } binary;
+        cd_binary_desc binary;
         cd_activation act;
-        struct {
-            int64_t outer, len, inner; // per batch item; softmax over len
-        } softmax;
+        cd_softmax_desc softmax;
         int axis;              // CONCAT
         int perm[CD_MAX_RANK]; // TRANSPOSE: dst dim i = src dim perm[i]
     } u;

@@ -98,6 +98,18 @@ typedef enum {
     CD_BINARY_DIV,
 } cd_binary_kind;
 
+// An element-wise binary op and the activation fused after it.
+typedef struct {
+    cd_binary_kind kind;
+    cd_activation act;
+} cd_binary_desc;
+
+// A softmax, per batch item: outer blocks of len x inner elements, softmax
+// over len.
+typedef struct {
+    int64_t outer, len, inner;
+} cd_softmax_desc;
+
 // A 2-D convolution, weights OIHW (O = K, I = C / groups).
 typedef struct {
     int n, c, h, w;        // input: batch, channels, height, width

@@ -94,14 +94,9 @@ typedef struct {
             cd_activation act;
         } gemm;
         cd_pool_desc pool;   // n = 1
-        struct {
-            cd_binary_kind kind;
-            cd_activation act;
-        } binary;
+        cd_binary_desc binary;
         cd_activation act;
-        struct {
-            int64_t outer, len, inner; // per batch item
-        } softmax;
+        cd_softmax_desc softmax;
         struct {
             int axis;
         } concat;

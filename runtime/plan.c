@@ -445,10 +445,7 @@ static int plan_follower(pctx *p, const cd_op *op, int *in, cd_bop_desc *d, cd_o
           : op->kind == CD_OP_BINARY ? CD_BOP_BINARY : CD_BOP_CONCAT;
     if (op->kind == CD_OP_POOL) d->u.pool = op->u.pool;
     if (op->kind == CD_OP_ACT) d->u.act = op->u.act;
-    if (op->kind == CD_OP_BINARY) {
-        d->u.binary.kind = op->u.binary.kind;
-        d->u.binary.act = op->u.binary.act;
-    }
+    if (op->kind == CD_OP_BINARY) d->u.binary = op->u.binary;
     if (op->kind == CD_OP_CONCAT) d->u.axis = op->u.concat.axis;
     // Stay in the input's layout when the backend can.
     if (cur != CD_LAYOUT_NCHW) {
@@ -522,9 +519,7 @@ static int plan_op(pctx *p, const cd_op *op) {
         break;
     case CD_OP_SOFTMAX:
         d.op = CD_BOP_SOFTMAX;
-        d.u.softmax.outer = op->u.softmax.outer;
-        d.u.softmax.len = op->u.softmax.len;
-        d.u.softmax.inner = op->u.softmax.inner;
+        d.u.softmax = op->u.softmax;
         break;
     case CD_OP_TRANSPOSE:
         d.op = CD_BOP_TRANSPOSE;
