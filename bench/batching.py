@@ -19,7 +19,6 @@ the mean batch the daemon formed (its stats). Every request must succeed.
 import argparse
 import json
 import pathlib
-import subprocess
 import sys
 import tempfile
 
@@ -28,6 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
+from benchutil import run_json  # noqa: E402  (shared with bench/overhead.py)
 from tests.integration.daemon_wire import Wire  # noqa: E402
 from tests.models.builders import resnet18, save  # noqa: E402
 from tests.support import paths  # noqa: E402
@@ -39,10 +39,7 @@ def convbench(sock, model, clients, duration, warmup):
            "--concurrency", str(clients), "--connections", str(clients),
            "--duration", str(duration), "--warmup", str(warmup), "--timeout", "600000",
            "--json", "--no-progress"]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit(f"convbench failed ({r.returncode}): {r.stderr}")
-    return json.loads(r.stdout)
+    return run_json(cmd, "convbench")
 
 
 def main():

@@ -27,7 +27,6 @@ import argparse
 import json
 import pathlib
 import statistics
-import subprocess
 import sys
 import tempfile
 
@@ -37,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 import msgpack  # noqa: E402
 import numpy as np  # noqa: E402
 
+from benchutil import run_json  # noqa: E402  (shared with bench/batching.py)
 from tests.integration.client_models import write_scale2  # noqa: E402
 from tests.integration.daemon_wire import Wire  # noqa: E402
 from tests.support import paths  # noqa: E402
@@ -44,10 +44,7 @@ from tests.support.daemon import TestDaemon  # noqa: E402
 
 
 def pingpong(*args):
-    r = subprocess.run([paths.binary("pingpong"), *map(str, args)], capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit(f"pingpong {' '.join(map(str, args))} failed: {r.stderr}")
-    return json.loads(r.stdout)
+    return run_json([paths.binary("pingpong"), *args], f"pingpong {' '.join(map(str, args))}")
 
 
 def main():
