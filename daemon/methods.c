@@ -155,6 +155,20 @@ static int pack_kv_u64(msgpack_packer *pk, const char *k, uint64_t v) {
     return pack_key(pk, k) | msgpack_pack_uint64(pk, v);
 }
 
+// One key and its count in a `stats` section.
+typedef struct {
+    const char *key;
+    uint64_t value;
+} kv_u64;
+
+// Packs a map of the n rows and `more` keys the caller packs after them.
+static int pack_kv_u64_map(msgpack_packer *pk, const kv_u64 *rows, size_t n, size_t more) {
+    int rc = msgpack_pack_map(pk, (uint32_t)(n + more));
+    for (size_t i = 0; i < n; i++)
+        rc |= pack_kv_u64(pk, rows[i].key, rows[i].value);
+    return rc;
+}
+
 static int m_stats(cd_call *call) {
     msgpack_packer *pk = call->pk;
     cd_server *srv = call->srv;
@@ -167,29 +181,33 @@ static int m_stats(cd_call *call) {
 
     uint64_t rej_limit = CD_STAT_GET(conn_rejected_limit);
     uint64_t rej_emfile = CD_STAT_GET(conn_rejected_emfile);
+    const kv_u64 connections[] = {
+        {"current", srv->nactive},
+        {"total", CD_STAT_GET(conn_total)},
+        {"rejected", rej_limit + rej_emfile},
+        {"rejected_limit", rej_limit},
+        {"rejected_emfile", rej_emfile},
+        {"eof_mid_message", CD_STAT_GET(conn_eof_mid_message)},
+        {"write_errors", CD_STAT_GET(conn_write_errors)},
+        {"slow_readers", CD_STAT_GET(conn_slow_reader)},
+        {"idle_timeouts", CD_STAT_GET(conn_idle_timeouts)},
+        {"read_timeouts", CD_STAT_GET(conn_read_timeouts)},
+    };
     rc |= pack_key(pk, "connections");
-    rc |= msgpack_pack_map(pk, 10);
-    rc |= pack_kv_u64(pk, "current", srv->nactive);
-    rc |= pack_kv_u64(pk, "total", CD_STAT_GET(conn_total));
-    rc |= pack_kv_u64(pk, "rejected", rej_limit + rej_emfile);
-    rc |= pack_kv_u64(pk, "rejected_limit", rej_limit);
-    rc |= pack_kv_u64(pk, "rejected_emfile", rej_emfile);
-    rc |= pack_kv_u64(pk, "eof_mid_message", CD_STAT_GET(conn_eof_mid_message));
-    rc |= pack_kv_u64(pk, "write_errors", CD_STAT_GET(conn_write_errors));
-    rc |= pack_kv_u64(pk, "slow_readers", CD_STAT_GET(conn_slow_reader));
-    rc |= pack_kv_u64(pk, "idle_timeouts", CD_STAT_GET(conn_idle_timeouts));
-    rc |= pack_kv_u64(pk, "read_timeouts", CD_STAT_GET(conn_read_timeouts));
+    rc |= pack_kv_u64_map(pk, connections, sizeof connections / sizeof connections[0], 0);
 
+    const kv_u64 requests[] = {
+        {"total", CD_STAT_GET(req_total)},
+        {"in_flight", cd_server_in_flight(srv)},
+        {"notifications", CD_STAT_GET(notifications)},
+        {"cancelled", CD_STAT_GET(req_cancelled)},
+        {"dropped", CD_STAT_GET(req_dropped)},
+        {"direct", CD_STAT_GET(resp_direct)},
+        {"direct_partial", CD_STAT_GET(resp_partial)},
+        {"direct_queued", CD_STAT_GET(resp_queued)},
+    };
     rc |= pack_key(pk, "requests");
-    rc |= msgpack_pack_map(pk, 9);
-    rc |= pack_kv_u64(pk, "total", CD_STAT_GET(req_total));
-    rc |= pack_kv_u64(pk, "in_flight", cd_server_in_flight(srv));
-    rc |= pack_kv_u64(pk, "notifications", CD_STAT_GET(notifications));
-    rc |= pack_kv_u64(pk, "cancelled", CD_STAT_GET(req_cancelled));
-    rc |= pack_kv_u64(pk, "dropped", CD_STAT_GET(req_dropped));
-    rc |= pack_kv_u64(pk, "direct", CD_STAT_GET(resp_direct));
-    rc |= pack_kv_u64(pk, "direct_partial", CD_STAT_GET(resp_partial));
-    rc |= pack_kv_u64(pk, "direct_queued", CD_STAT_GET(resp_queued));
+    rc |= pack_kv_u64_map(pk, requests, sizeof requests / sizeof requests[0], 1); // and by_method
     rc |= pack_key(pk, "by_method");
     rc |= msgpack_pack_map(pk, CD_M_COUNT);
     for (int i = 0; i < CD_M_COUNT; i++)
@@ -217,13 +235,15 @@ static int m_stats(cd_call *call) {
     rc |= pack_kv_u64(pk, "bytes_out", CD_STAT_GET(bytes_out));
     rc |= pack_kv_u64(pk, "rss_bytes", cd_stats_rss_bytes());
     // limits: the request-memory budget and the load queue
+    const kv_u64 limits[] = {
+        {"buffered_bytes", srv->buffered},
+        {"max_buffered", (uint64_t)cd_settings_max_buffered(srv->set)},
+        {"budget_refused", CD_STAT_GET(budget_refused)},
+        {"pending_loads", srv->pending_loads},
+        {"models", (uint64_t)cd_models_count(srv)},
+    };
     rc |= pack_key(pk, "limits");
-    rc |= msgpack_pack_map(pk, 5);
-    rc |= pack_kv_u64(pk, "buffered_bytes", srv->buffered);
-    rc |= pack_kv_u64(pk, "max_buffered", (uint64_t)cd_settings_max_buffered(srv->set));
-    rc |= pack_kv_u64(pk, "budget_refused", CD_STAT_GET(budget_refused));
-    rc |= pack_kv_u64(pk, "pending_loads", srv->pending_loads);
-    rc |= pack_kv_u64(pk, "models", (uint64_t)cd_models_count(srv));
+    rc |= pack_kv_u64_map(pk, limits, sizeof limits / sizeof limits[0], 0);
     rc |= pack_key(pk, "models");
     rc |= cd_models_pack_stats(srv, pk);
     rc |= pack_key(pk, "settings");
