@@ -88,17 +88,17 @@ int cd_dnnl_concat_create(int n, const cd_dnnl_tdesc *srcs, int axis, cd_layout 
     op->build = concat_build;
     op->exec = concat_exec;
     op->fini = concat_fini;
-    concat_priv *cp = calloc(1, sizeof *cp);
-    if (!cp || !(cp->srcs = malloc((size_t)n * sizeof *srcs))) {
+    concat_priv *cp = malloc(sizeof *cp);
+    cd_dnnl_tdesc *copy = malloc((size_t)n * sizeof *srcs);
+    if (!cp || !copy) {
         free(cp);
+        free(copy);
         cd_dnnl_op_free(op);
         return CD_ENOMEM;
     }
+    memcpy(copy, srcs, (size_t)n * sizeof *srcs);
+    *cp = (concat_priv){.n = n, .axis = axis, .dst_l = dst_layout, .srcs = copy};
     op->priv = cp;
-    cp->n = n;
-    cp->axis = axis;
-    cp->dst_l = dst_layout;
-    memcpy(cp->srcs, srcs, (size_t)n * sizeof *srcs);
     if ((rc = cd_dnnl_op_prepare(op, 1, NULL))) {
         cd_dnnl_op_free(op);
         return rc;

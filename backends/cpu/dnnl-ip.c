@@ -98,10 +98,8 @@ int cd_dnnl_ip_create(cd_dnnl_tdesc src, int k, const float *w, const float *bia
         cd_dnnl_op_free(op);
         return CD_ENOMEM;
     }
+    *ip = (ip_priv){.src = src, .k = k, .act = act};
     op->priv = ip;
-    ip->src = src;
-    ip->k = k;
-    ip->act = act;
     dnnl_dims_t wd = {k, src.c, src.h, src.w};
     if ((rc = CD_DNNL(dnnl_memory_desc_init_by_tag(&ip->wts.user_md, 4, wd, dnnl_f32, dnnl_oihw))))
         goto fail;
