@@ -656,16 +656,12 @@ int cd_client_call_async(convd_conn *c, const char *method, cd_client_pack_fn pa
     timeout_ms = cd_client_timeout(c, timeout_ms);
     int64_t deadline = timeout_ms < 0 ? -1 : cd_now_ms_int() + timeout_ms;
 
-    cd_waiter *w = calloc(1, sizeof *w);
+    cd_waiter *w = malloc(sizeof *w);
     if (!w) return cd_client_fail(CD_ENOMEM, "out of memory");
-    w->kind = WAIT_ASYNC;
-    w->deadline = deadline;
-    w->timeout_ms = timeout_ms;
-    w->heap_idx = SIZE_MAX;
-    w->fn = fn;
-    w->fn_ud = fn_ud;
+    *w = (cd_waiter){.msgid = atomic_fetch_add(&c->next_msgid, 1), .kind = WAIT_ASYNC,
+                     .deadline = deadline, .timeout_ms = timeout_ms, .heap_idx = SIZE_MAX,
+                     .fn = fn, .fn_ud = fn_ud};
     snprintf(w->method, sizeof w->method, "%s", method);
-    w->msgid = atomic_fetch_add(&c->next_msgid, 1);
 
     cd_client_reqbuf rb;
     rc = pack_request(&rb, w->msgid, method, pack, ud);
