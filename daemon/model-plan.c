@@ -88,22 +88,22 @@ static int pack_layer(msgpack_packer *pk, int index, const cd_layer_info *l, dou
     rc |= cd_pack_kv_str(pk, "compaction", l->compaction ? l->compaction : "");
     rc |= cd_pack_str(pk, "structure") | msgpack_pack_map(pk, 9);
     rc |= cd_pack_kv_str(pk, "text", l->structure ? l->structure : "");
-    rc |= pack_kv_int(pk, "zero_filters", l->zero_filters);
-    rc |= pack_kv_int(pk, "zero_in_channels", l->zero_in_channels);
-    rc |= pack_kv_int(pk, "zero_connections", l->zero_connections);
-    rc |= pack_kv_int(pk, "connections", l->connections);
+    rc |= pack_kv_int(pk, "zero_filters", l->an.zero_filters);
+    rc |= pack_kv_int(pk, "zero_in_channels", l->an.zero_in_channels);
+    rc |= pack_kv_int(pk, "zero_connections", l->an.zero_connections);
+    rc |= pack_kv_int(pk, "connections", l->an.connections);
     rc |= cd_pack_str(pk, "best_block");
-    if (l->best_block_h) {
+    if (l->an.best_block_h) {
         rc |= msgpack_pack_map(pk, 3);
-        rc |= pack_kv_int(pk, "h", l->best_block_h);
-        rc |= pack_kv_int(pk, "w", l->best_block_w);
-        rc |= cd_pack_str(pk, "fill") | msgpack_pack_double(pk, l->best_block_fill);
+        rc |= pack_kv_int(pk, "h", l->an.best_block_h);
+        rc |= pack_kv_int(pk, "w", l->an.best_block_w);
+        rc |= cd_pack_str(pk, "fill") | msgpack_pack_double(pk, l->an.best_block_fill);
     } else {
         rc |= msgpack_pack_nil(pk);
     }
-    rc |= cd_pack_str(pk, "nm_2_4") | msgpack_pack_double(pk, l->nm_2_4);
-    rc |= pack_kv_bool(pk, "is_2_4", l->is_2_4);
-    rc |= pack_kv_bool(pk, "is_4_8", l->is_4_8);
+    rc |= cd_pack_str(pk, "nm_2_4") | msgpack_pack_double(pk, l->an.nm_2_4);
+    rc |= pack_kv_bool(pk, "is_2_4", l->an.is_2_4);
+    rc |= pack_kv_bool(pk, "is_4_8", l->an.is_4_8);
     rc |= pack_kv_ms(pk, "pred_ms", l->pred_ms);
     rc |= pack_kv_ms(pk, "pred_dense_ms", l->pred_dense_ms);
     rc |= pack_kv_ms(pk, "pred_sparse_ms", l->pred_sparse_ms);

@@ -165,16 +165,7 @@ void cd_model_layer(const cd_model *m, int i, cd_layer_info *out) {
     out->structure = l->structure;
     out->compaction = l->compact;
     out->sparse = l->sparse;
-    out->zero_filters = l->an_zero_filters;
-    out->zero_in_channels = l->an_zero_in;
-    out->zero_connections = l->an_zero_connections;
-    out->connections = l->an_connections;
-    out->best_block_h = l->an_best_bh;
-    out->best_block_w = l->an_best_bw;
-    out->best_block_fill = l->an_best_fill;
-    out->nm_2_4 = l->an_nm_2_4;
-    out->is_2_4 = l->an_is_2_4;
-    out->is_4_8 = l->an_is_4_8;
+    out->an = l->an;
     const cd_plan_choice *c = &l->choice;
     out->pred_dense_ms = c->pred_dense_ms;
     out->pred_ms = l->sparse ? (c->pred_sparse_ms >= 0 ? c->pred_sparse_ms + c->reorder_ms : -1) : c->pred_dense_ms;

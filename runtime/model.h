@@ -40,10 +40,7 @@ typedef struct {
     cd_plan_choice choice; // the planner's figures
     char structure[192];   // the analysis as one line (cd_sparse_analysis_format)
     char compact[96];      // what compaction did ("" nothing)
-    int an_zero_filters, an_zero_in, an_best_bh, an_best_bw;
-    double an_best_fill, an_nm_2_4;
-    int an_is_2_4, an_is_4_8;
-    int64_t an_zero_connections, an_connections;
+    cd_layer_sparsity an;  // the analysis' figures, as cd_layer_info shows them
 } cd_layer;
 
 typedef struct {

@@ -222,18 +222,20 @@ static void describe_weighted(pctx *p, const cd_op *op, cd_layer *l, int64_t nz,
     l->params = (int64_t)a->total + (op->kind == CD_OP_CONV ? a->k : (op->u.gemm.bias ? op->u.gemm.n : 0));
     l->density = a->density;
     cd_sparse_analysis_format(a, l->structure, sizeof l->structure);
-    l->an_zero_filters = a->zero_out_channels;
-    l->an_zero_in = a->zero_in_channels;
-    l->an_zero_connections = (int64_t)a->zero_connections;
-    l->an_connections = (int64_t)a->connections;
+    l->an = (cd_layer_sparsity){
+        .zero_filters = a->zero_out_channels,
+        .zero_in_channels = a->zero_in_channels,
+        .zero_connections = (int64_t)a->zero_connections,
+        .connections = (int64_t)a->connections,
+        .nm_2_4 = a->nm_2_4,
+        .is_2_4 = a->is_2_4,
+        .is_4_8 = a->is_4_8,
+    };
     if (a->best_block >= 0) {
-        l->an_best_bh = a->blocks[a->best_block].bh;
-        l->an_best_bw = a->blocks[a->best_block].bw;
-        l->an_best_fill = a->blocks[a->best_block].fill;
+        l->an.best_block_h = a->blocks[a->best_block].bh;
+        l->an.best_block_w = a->blocks[a->best_block].bw;
+        l->an.best_block_fill = a->blocks[a->best_block].fill;
     }
-    l->an_nm_2_4 = a->nm_2_4;
-    l->an_is_2_4 = a->is_2_4;
-    l->an_is_4_8 = a->is_4_8;
 }
 
 // A (source, destination) layout pair a conv may run in.

@@ -56,6 +56,18 @@ typedef struct {
                               // arenas and workspaces of live execs (0 on cpu)
 } cd_model_summary;
 
+// The sparsity of a conv/FC layer's weights as loaded (from its analysis;
+// all 0 for the other layers).
+typedef struct {
+    int zero_filters;      // all-zero output channels
+    int zero_in_channels;  // input channels no filter reads
+    int64_t zero_connections, connections; // all-zero R x S kernels of K x Cin
+    int best_block_h, best_block_w; // best block shape with fill >= 0.75 (0 none)
+    double best_block_fill;
+    double nm_2_4;         // fraction of 4-groups with <= 2 nonzeros
+    int is_2_4, is_4_8;    // N:M conformance
+} cd_layer_sparsity;
+
 // One planned layer, for `convctl info/plan`.
 typedef struct {
     const char *name;      // ONNX node name (or a generated one)
@@ -75,13 +87,7 @@ typedef struct {
     const char *structure; // analysis of the weights as loaded, one line
     const char *compaction;// what compaction did ("" nothing)
     int sparse;            // 1: runs on the sparse kernels (NCHW)
-    int zero_filters;      // all-zero output channels (as loaded)
-    int zero_in_channels;  // input channels no filter reads
-    int64_t zero_connections, connections; // all-zero R x S kernels of K x Cin
-    int best_block_h, best_block_w; // best block shape with fill >= 0.75 (0 none)
-    double best_block_fill;
-    double nm_2_4;         // fraction of 4-groups with <= 2 nonzeros
-    int is_2_4, is_4_8;    // N:M conformance
+    cd_layer_sparsity an;  // the weights' sparsity (as loaded)
     double pred_ms;        // predicted ms of the chosen kernel at batch 1 (-1 unknown)
     double pred_dense_ms;  // predicted ms of the dense kernel at batch 1 (-1 unknown)
     double pred_reorder_ms;// predicted reorders a sparse choice implies

@@ -249,18 +249,18 @@ static int view_from_answer(plan_view *v, const msgpack_object *r) {
         l->sparse = get_bool(o, "sparse");
         l->compaction = vstr(v, o, "compaction");
         l->structure = vstr(v, st, "text");
-        l->zero_filters = (int)ctl_get_num(st, "zero_filters", NULL);
-        l->zero_in_channels = (int)ctl_get_num(st, "zero_in_channels", NULL);
-        l->zero_connections = (int64_t)ctl_get_num(st, "zero_connections", NULL);
-        l->connections = (int64_t)ctl_get_num(st, "connections", NULL);
+        l->an.zero_filters = (int)ctl_get_num(st, "zero_filters", NULL);
+        l->an.zero_in_channels = (int)ctl_get_num(st, "zero_in_channels", NULL);
+        l->an.zero_connections = (int64_t)ctl_get_num(st, "zero_connections", NULL);
+        l->an.connections = (int64_t)ctl_get_num(st, "connections", NULL);
         if (bb && bb->type == MSGPACK_OBJECT_MAP) {
-            l->best_block_h = (int)ctl_get_num(bb, "h", NULL);
-            l->best_block_w = (int)ctl_get_num(bb, "w", NULL);
-            l->best_block_fill = ctl_get_num(bb, "fill", NULL);
+            l->an.best_block_h = (int)ctl_get_num(bb, "h", NULL);
+            l->an.best_block_w = (int)ctl_get_num(bb, "w", NULL);
+            l->an.best_block_fill = ctl_get_num(bb, "fill", NULL);
         }
-        l->nm_2_4 = ctl_get_num(st, "nm_2_4", NULL);
-        l->is_2_4 = get_bool(st, "is_2_4");
-        l->is_4_8 = get_bool(st, "is_4_8");
+        l->an.nm_2_4 = ctl_get_num(st, "nm_2_4", NULL);
+        l->an.is_2_4 = get_bool(st, "is_2_4");
+        l->an.is_4_8 = get_bool(st, "is_4_8");
         l->pred_ms = ctl_get_num(o, "pred_ms", NULL);
         l->pred_dense_ms = ctl_get_num(o, "pred_dense_ms", NULL);
         l->pred_sparse_ms = ctl_get_num(o, "pred_sparse_ms", NULL);
@@ -382,11 +382,11 @@ static void print_json(const plan_view *v) {
             json_str(l->structure);
             printf(",\"zero_filters\":%d,\"zero_in_channels\":%d,\"zero_connections\":%lld,\"connections\":%lld,"
                    "\"best_block\":",
-                   l->zero_filters, l->zero_in_channels, (long long)l->zero_connections, (long long)l->connections);
-            if (l->best_block_h) printf("{\"h\":%d,\"w\":%d,\"fill\":%.4f}", l->best_block_h, l->best_block_w, l->best_block_fill);
+                   l->an.zero_filters, l->an.zero_in_channels, (long long)l->an.zero_connections, (long long)l->an.connections);
+            if (l->an.best_block_h) printf("{\"h\":%d,\"w\":%d,\"fill\":%.4f}", l->an.best_block_h, l->an.best_block_w, l->an.best_block_fill);
             else printf("null");
-            printf(",\"nm_2_4\":%.4f,\"is_2_4\":%s,\"is_4_8\":%s}", l->nm_2_4, l->is_2_4 ? "true" : "false",
-                   l->is_4_8 ? "true" : "false");
+            printf(",\"nm_2_4\":%.4f,\"is_2_4\":%s,\"is_4_8\":%s}", l->an.nm_2_4, l->an.is_2_4 ? "true" : "false",
+                   l->an.is_4_8 ? "true" : "false");
             printf(",\"pred_ms\":");
             json_num(l->pred_ms);
             printf(",\"pred_dense_ms\":");
@@ -448,11 +448,11 @@ static void print_human(const plan_view *v, bool all) {
                  ctl_fmt_shape(b, sizeof b, l->out_rank, l->out_shape));
         if (l->is_weighted) {
             snprintf(dens, sizeof dens, "%.3f", l->density);
-            int n2 = snprintf(st, sizeof st, "zf %d zc %d", l->zero_filters, l->zero_in_channels);
-            if (l->best_block_h)
-                n2 += snprintf(st + n2, sizeof st - n2, " blk %dx%d@%.2f", l->best_block_h, l->best_block_w,
-                               l->best_block_fill);
-            if (l->is_2_4 || l->is_4_8) snprintf(st + n2, sizeof st - n2, " %s", l->is_2_4 ? "2:4" : "4:8");
+            int n2 = snprintf(st, sizeof st, "zf %d zc %d", l->an.zero_filters, l->an.zero_in_channels);
+            if (l->an.best_block_h)
+                n2 += snprintf(st + n2, sizeof st - n2, " blk %dx%d@%.2f", l->an.best_block_h, l->an.best_block_w,
+                               l->an.best_block_fill);
+            if (l->an.is_2_4 || l->an.is_4_8) snprintf(st + n2, sizeof st - n2, " %s", l->an.is_2_4 ? "2:4" : "4:8");
             if (l->pred_ms >= 0) snprintf(pr, sizeof pr, "%.3f", l->pred_ms);
             else snprintf(pr, sizeof pr, "-");
             snprintf(sk, sizeof sk, "%.0f%%",
