@@ -85,10 +85,7 @@ typedef struct {
     cd_tdesc dst;              // output (REORDER: dst.layout is the target)
     union {
         cd_conv_desc conv;     // n = 1; act and has_residual included
-        struct {
-            int rows, n, k;    // rows per batch item; weights n x k
-            cd_activation act;
-        } gemm;
+        cd_gemm_desc gemm;
         cd_pool_desc pool;     // n = 1
         cd_binary_desc binary;
         cd_activation act;

@@ -110,6 +110,13 @@ typedef struct {
     int64_t outer, len, inner;
 } cd_softmax_desc;
 
+// A fully connected layer: per batch item, rows x k inputs times the n x k
+// weights, then the fused activation.
+typedef struct {
+    int rows, n, k;        // rows per batch item; weights n x k
+    cd_activation act;
+} cd_gemm_desc;
+
 // A 2-D convolution, weights OIHW (O = K, I = C / groups).
 typedef struct {
     int n, c, h, w;        // input: batch, channels, height, width

@@ -552,8 +552,8 @@ static int analyse(cd_graph *g) {
             cd_sparse_analyze(op->u.conv.w, d->k, d->c / d->groups, d->r, d->s, d->groups, a);
             op->flops0 = 2 * (int64_t)d->k * (d->c / d->groups) * d->r * d->s * d->oh * d->ow;
         } else {
-            cd_sparse_analyze(op->u.gemm.w, op->u.gemm.n, op->u.gemm.k, 1, 1, 1, a);
-            op->flops0 = 2 * (int64_t)op->u.gemm.n * op->u.gemm.k * op->u.gemm.rows;
+            cd_sparse_analyze(op->u.gemm.w, op->u.gemm.d.n, op->u.gemm.d.k, 1, 1, 1, a);
+            op->flops0 = 2 * (int64_t)op->u.gemm.d.n * op->u.gemm.d.k * op->u.gemm.d.rows;
         }
     }
     return 0;

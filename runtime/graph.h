@@ -88,10 +88,9 @@ typedef struct {
             float *bias;    // K, owned (always present after lowering)
         } conv;
         struct {
-            int rows, n, k;  // rows per batch item
+            cd_gemm_desc d;  // act after fusion
             float *w;        // N x K, owned (alpha folded in)
             float *bias;     // N or NULL, owned (beta folded in)
-            cd_activation act;
         } gemm;
         cd_pool_desc pool;   // n = 1
         cd_binary_desc binary;

@@ -216,7 +216,7 @@ static int lower_activation(lctx *c) {
     cd_op *prod = fusable_producer(c, x);
     if (prod) {
         cd_activation *slot = prod->kind == CD_OP_CONV ? &prod->u.conv.d.act
-                              : prod->kind == CD_OP_GEMM ? &prod->u.gemm.act
+                              : prod->kind == CD_OP_GEMM ? &prod->u.gemm.d.act
                               : prod->kind == CD_OP_BINARY ? &prod->u.binary.act : NULL;
         if (slot && slot->kind == CD_ACT_NONE) {
             *slot = a;
@@ -424,9 +424,9 @@ static int lower_gemm(lctx *c) {
     cd_op *o = &c->g->ops[id];
     o->nin = 1;
     o->in[0] = in_id(c, 0);
-    o->u.gemm.rows = (int)(a->numel / K);
-    o->u.gemm.n = (int)N;
-    o->u.gemm.k = (int)K;
+    o->u.gemm.d.rows = (int)(a->numel / K);
+    o->u.gemm.d.n = (int)N;
+    o->u.gemm.d.k = (int)K;
     size_t wbytes; // N x K is the size of B, already checked: this cannot fail
     int64_t nk;
     if (cd_ck_mul_i64(N, K, &nk) || cd_ck_bytes(nk, sizeof(float), &wbytes))

@@ -82,7 +82,7 @@ int cd_plan_choose_kernels(pctx *p, const char *live) {
         if (mode == CD_PLAN_SPARSE) {
             // Every backend is asked (the HIP backend has sparse kernels for
             // some geometries); supports_op = no falls back to dense below.
-            c->sparse = op->kind == CD_OP_CONV || op->u.gemm.rows == 1;
+            c->sparse = op->kind == CD_OP_CONV || op->u.gemm.d.rows == 1;
             continue;
         }
         if (mode != CD_PLAN_AUTO || !is_cpu) continue;
@@ -117,7 +117,7 @@ int cd_plan_choose_kernels(pctx *p, const char *live) {
         k.eff_sparse[o] = c->pred_sparse_ms;
         k.margin[o] = CD_PLANNER_MARGIN;
         int candidate = (double)nnz <= CD_PLANNER_MAX_DENSITY * (double)total &&
-                        (op->kind == CD_OP_GEMM ? op->u.gemm.rows == 1
+                        (op->kind == CD_OP_GEMM ? op->u.gemm.d.rows == 1
                                                 : !(d.u.conv.groups > 1 && d.u.conv.groups == d.u.conv.c));
         if (m->popts.tune && candidate && !cd_planner_tune(m->be, &m->popts, &d, nnz, best, c)) {
             k.eff_dense[o] = c->tuned_dense_ms / c->tune_batch;

@@ -179,10 +179,7 @@ int cd_plan_readers_want_nchw(pctx *p, int v) {
 // weights and bias (tensors are set by the caller).
 void cd_plan_gemm_desc(const cd_op *op, cd_bop_desc *d) {
     d->op = CD_BOP_GEMM;
-    d->u.gemm.rows = op->u.gemm.rows;
-    d->u.gemm.n = op->u.gemm.n;
-    d->u.gemm.k = op->u.gemm.k;
-    d->u.gemm.act = op->u.gemm.act;
+    d->u.gemm = op->u.gemm.d;
     d->w = op->u.gemm.w;
     d->bias = op->u.gemm.bias;
 }
@@ -219,7 +216,7 @@ static void describe_weighted(pctx *p, const cd_op *op, cd_layer *l, int64_t nz,
         return;
     }
     l->has_analysis = 1;
-    l->params = (int64_t)a->total + (op->kind == CD_OP_CONV ? a->k : (op->u.gemm.bias ? op->u.gemm.n : 0));
+    l->params = (int64_t)a->total + (op->kind == CD_OP_CONV ? a->k : (op->u.gemm.bias ? op->u.gemm.d.n : 0));
     l->density = a->density;
     cd_sparse_analysis_format(a, l->structure, sizeof l->structure);
     l->an = (cd_layer_sparsity){
@@ -491,9 +488,9 @@ static void describe_flops(pctx *p, const cd_op *op, cd_layer *l) {
         pix = (int64_t)c->oh * c->ow;
         l->flops = 2 * nw * pix;
     } else {
-        int64_t nw = (int64_t)op->u.gemm.n * op->u.gemm.k;
+        int64_t nw = (int64_t)op->u.gemm.d.n * op->u.gemm.d.k;
         for (int64_t i = 0; i < nw; i++) nz += op->u.gemm.w[i] != 0.0f;
-        pix = op->u.gemm.rows;
+        pix = op->u.gemm.d.rows;
         l->flops = 2 * nw * pix;
     }
     describe_weighted(p, op, l, nz, pix);
