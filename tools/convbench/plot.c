@@ -74,27 +74,9 @@ static void gp_str(FILE *f, const char *s) {
     fputc('\'', f);
 }
 
-int bench_plot(const char *out, const bench_cfg *cfg, const bench_result *r) {
-    if (!r->lat.total) {
-        fprintf(stderr, "convbench: --plot: no successful request to plot\n");
-        return -1;
-    }
-    char dir[] = "/tmp/convbench-plot-XXXXXX";
-    if (!mkdtemp(dir)) {
-        fprintf(stderr, "convbench: --plot: mkdtemp: %s\n", strerror(errno));
-        return -1;
-    }
-    char hist[64], tl[64], script[64];
-    snprintf(hist, sizeof hist, "%s/hist.dat", dir);
-    snprintf(tl, sizeof tl, "%s/timeline.dat", dir);
-    snprintf(script, sizeof script, "%s/plot.gp", dir);
-    int rc = -1;
-    FILE *f = NULL;
-    if (write_hist(hist, &r->lat) != 0 || write_timeline(tl, r) != 0 ||
-        !(f = fopen(script, "w"))) {
-        fprintf(stderr, "convbench: --plot: cannot write to %s: %s\n", dir, strerror(errno));
-        goto out;
-    }
+// Writes the gnuplot script: the latency histogram over the timeline.
+static void write_script(FILE *f, const char *out, const char *hist, const char *tl, const bench_cfg *cfg,
+                         const bench_result *r) {
     double p50 = (double)cd_hist_percentile(&r->lat, 50) / 1e6;
     double p99 = (double)cd_hist_percentile(&r->lat, 99) / 1e6;
     double p999 = (double)cd_hist_percentile(&r->lat, 99.9) / 1e6;
@@ -146,15 +128,12 @@ int bench_plot(const char *out, const bench_cfg *cfg, const bench_result *r) {
                "'' using 1:4 with lines lc rgb '#d73027' title 'max', "
                "'' using 1:5 axes x1y2 with linespoints pt 5 ps 0.5 lw 2 lc rgb '#4575b4' dt 2 title 'throughput (right axis)'\n"
                "unset multiplot\n", tl);
-    if (fclose(f) != 0) {
-        f = NULL;
-        fprintf(stderr, "convbench: --plot: cannot write %s\n", script);
-        goto out;
-    }
-    f = NULL;
+}
 
+// Runs gnuplot on script. Returns 0, -1 when it could not start, 1 when it failed.
+static int run_gnuplot(const char *script) {
     pid_t pid;
-    char *argv[] = {"gnuplot", script, NULL};
+    char *argv[] = {"gnuplot", (char *)script, NULL};
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     int se = posix_spawnp(&pid, "gnuplot", &fa, NULL, argv, environ);
@@ -162,15 +141,52 @@ int bench_plot(const char *out, const bench_cfg *cfg, const bench_result *r) {
     if (se != 0) {
         fprintf(stderr, "convbench: --plot needs gnuplot (%s); install gnuplot-nox "
                 "(scripts/setup does)\n", strerror(se));
-        goto out;
+        return -1;
     }
     int st;
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
     }
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
         fprintf(stderr, "convbench: --plot: gnuplot failed (script kept in %s)\n", script);
-        return -1;  // keep the directory for a look
+        return 1;
     }
+    return 0;
+}
+
+int bench_plot(const char *out, const bench_cfg *cfg, const bench_result *r) {
+    if (!r->lat.total) {
+        fprintf(stderr, "convbench: --plot: no successful request to plot\n");
+        return -1;
+    }
+    char dir[] = "/tmp/convbench-plot-XXXXXX";
+    if (!mkdtemp(dir)) {
+        fprintf(stderr, "convbench: --plot: mkdtemp: %s\n", strerror(errno));
+        return -1;
+    }
+    char hist[64], tl[64], script[64];
+    snprintf(hist, sizeof hist, "%s/hist.dat", dir);
+    snprintf(tl, sizeof tl, "%s/timeline.dat", dir);
+    snprintf(script, sizeof script, "%s/plot.gp", dir);
+    int rc = -1;
+    FILE *f = NULL;
+    if (write_hist(hist, &r->lat) != 0 || write_timeline(tl, r) != 0 ||
+        !(f = fopen(script, "w"))) {
+        fprintf(stderr, "convbench: --plot: cannot write to %s: %s\n", dir, strerror(errno));
+        goto out;
+    }
+    write_script(f, out, hist, tl, cfg, r);
+    if (fclose(f) != 0) {
+        f = NULL;
+        fprintf(stderr, "convbench: --plot: cannot write %s\n", script);
+        goto out;
+    }
+    f = NULL;
+
+    int g = run_gnuplot(script);
+    if (g < 0)
+        goto out;
+    if (g > 0)
+        return -1; // keep the directory for a look
     if (access(out, F_OK) != 0) {
         fprintf(stderr, "convbench: --plot: gnuplot wrote no %s\n", out);
         goto out;
