@@ -85,6 +85,7 @@ typedef struct {
     hip_alloc *allocs;      // live device allocations
     size_t nallocs, cap;
     size_t bytes;           // sum of allocs[].size
+    cd_hip_counters counters; // updated with __atomic builtins
 } hip_be;
 
 typedef enum {
@@ -627,6 +628,13 @@ static int ctx_drain(cd_backend_ctx *ctx) {
     return e == hipSuccess ? 0 : cd_hip_fail("hipStreamSynchronize", __FILE__, __LINE__, e);
 }
 
+// ctx_drain when staging is full: counted, since it makes the caller wait
+// for everything queued on the stream (the overlap of that request is lost).
+static int ctx_drain_full(cd_backend_t be, cd_backend_ctx *ctx) {
+    __atomic_fetch_add(&HB(be)->counters.staging_drains, 1, __ATOMIC_RELAXED);
+    return ctx_drain(ctx);
+}
+
 // Waits for ctx's stream and delivers its queued downloads (the whole device
 // when ctx is NULL). Returns 0 or the HIP error.
 static int hip_synchronize(cd_backend_t be, cd_backend_ctx *ctx) {
@@ -685,9 +693,12 @@ static int hip_upload_async(cd_backend_t be, cd_backend_ctx *ctx, void *dst, con
     int rc = use_device(be);
     if (rc) return rc;
     if (ctx->pin_in_used + size > ctx->pin_in_cap) {
-        // Earlier staged uploads may still be reading the buffer.
-        if ((rc = ctx_drain(ctx))) return rc;
-        if ((rc = pinned_reserve(&ctx->pin_in, &ctx->pin_in_cap, size))) return rc;
+        // Earlier staged uploads may still be reading the buffer. Grow to
+        // hold them and this one, so the next request of the same shape
+        // (several inputs) stages without waiting.
+        size_t need = ctx->pin_in_used + size;
+        if ((rc = ctx_drain_full(be, ctx))) return rc;
+        if ((rc = pinned_reserve(&ctx->pin_in, &ctx->pin_in_cap, need))) return rc;
     }
     char *stage = ctx->pin_in + ctx->pin_in_used;
     memcpy(stage, src, size);
@@ -701,8 +712,11 @@ static int hip_download_async(cd_backend_t be, cd_backend_ctx *ctx, void *dst, c
     int rc = use_device(be);
     if (rc) return rc;
     if (ctx->pin_out_used + size > ctx->pin_out_cap) {
-        if ((rc = ctx_drain(ctx))) return rc; // delivers the downloads queued so far
-        if ((rc = pinned_reserve(&ctx->pin_out, &ctx->pin_out_cap, size))) return rc;
+        // Room for the downloads queued so far and this one (several
+        // outputs): after warm-up a request never waits here.
+        size_t need = ctx->pin_out_used + size;
+        if ((rc = ctx_drain_full(be, ctx))) return rc; // delivers the downloads queued so far
+        if ((rc = pinned_reserve(&ctx->pin_out, &ctx->pin_out_cap, need))) return rc;
     }
     if (ctx->npend == ctx->pend_cap) {
         int cap = ctx->pend_cap ? ctx->pend_cap * 2 : 8;
@@ -1071,6 +1085,11 @@ static const struct cd_backend_i g_hip_iface = {
     .download_async = hip_download_async,
     .device_bytes = hip_device_bytes,
 };
+
+void cd_backend_hip_counters(cd_backend_t be, cd_hip_counters *out) {
+    hip_be *b = HB(be);
+    out->staging_drains = __atomic_load_n(&b->counters.staging_drains, __ATOMIC_RELAXED);
+}
 
 int cd_backend_hip_init(int device, cd_backend_t *out, char *err, size_t errlen) {
     *out = NULL;

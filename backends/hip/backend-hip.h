@@ -20,4 +20,15 @@
 // reason in err (no such device), or CD_ENOMEM.
 int cd_backend_hip_init(int device, cd_backend_t *out, char *err, size_t errlen);
 
+// Event counters of one HIP backend, for tests and diagnostics.
+typedef struct {
+    // Times upload_async / download_async had to wait for a context's whole
+    // stream because its pinned staging was full (0 per request once warm).
+    size_t staging_drains;
+} cd_hip_counters;
+
+// Copies the counters of be, which must be a HIP backend ("hip-emu" in the
+// default build; the plugin's "hip" is reached through its own copy).
+void cd_backend_hip_counters(cd_backend_t be, cd_hip_counters *out);
+
 #endif // CD_BACKENDS_HIP_BACKEND_HIP_H

@@ -9,6 +9,7 @@
 // GPU=hip plugin (bench/gpu-check does); the default is hip-emu.
 
 #include "backends/backend.h"
+#include "backends/hip/backend-hip.h"
 #include "core/errors.h"
 #include "core/options.h"
 #include "runtime/runtime.h"
@@ -398,6 +399,44 @@ CD_TEST(hip_backend_async_staging_and_device_bytes) {
     CHECK_EQ(cd_backend_device_bytes(hip), 0);
     cd_backend_ctx_free(hip, ctx);
     free(w), free(b);
+    cd_backend_free(hip);
+}
+
+// A request with two inputs and two outputs of the same size: once the
+// first request has grown the pinned staging, later requests stage every
+// copy without waiting for the stream (double buffering depends on it).
+CD_TEST(hip_backend_staging_two_outputs_no_drain_after_warmup) {
+    if (real_gpu()) {
+        printf("  skipped: reads the hip-emu backend's counters\n");
+        return;
+    }
+    cd_backend_t hip = make(hip_device());
+    cd_backend_ctx *ctx;
+    CHECK_EQ(cd_backend_ctx_create(hip, &ctx), 0);
+    size_t size = (size_t)cd_test_randi(1, 3000) * 4;
+    void *dev[2];
+    float *in[2], *out[2];
+    for (int i = 0; i < 2; i++) {
+        CHECK_EQ(cd_backend_buffer_alloc(hip, size, &dev[i]), 0);
+        in[i] = rbuf(size / 4);
+        out[i] = calloc(size / 4, 4);
+    }
+    cd_hip_counters c0, c1;
+    for (int req = 0; req < 4; req++) {
+        if (req == 1) cd_backend_hip_counters(hip, &c0); // after warm-up
+        for (int i = 0; i < 2; i++) CHECK_EQ(cd_backend_upload_async(hip, ctx, dev[i], in[i], size), 0);
+        for (int i = 0; i < 2; i++) CHECK_EQ(cd_backend_download_async(hip, ctx, out[1 - i], dev[i], size), 0);
+        CHECK_EQ(cd_backend_synchronize(hip, ctx), 0);
+        for (int i = 0; i < 2; i++) CHECK_CLOSE_F32(out[1 - i], in[i], size / 4, 0);
+    }
+    cd_backend_hip_counters(hip, &c1);
+    CHECK_EQ(c1.staging_drains - c0.staging_drains, 0);
+    for (int i = 0; i < 2; i++) {
+        cd_backend_buffer_free(hip, dev[i]);
+        free(in[i]);
+        free(out[i]);
+    }
+    cd_backend_ctx_free(hip, ctx);
     cd_backend_free(hip);
 }
 
