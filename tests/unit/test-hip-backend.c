@@ -10,6 +10,8 @@
 
 #include "backends/backend.h"
 #include "backends/hip/backend-hip.h"
+#include "backends/hip/check.h"
+#include "backends/hip/plugin.h"
 #include "core/errors.h"
 #include "core/options.h"
 #include "runtime/runtime.h"
@@ -508,6 +510,39 @@ CD_TEST(hip_backend_shared_op_state_two_threads) {
     free(want), free(w), free(b);
     cd_backend_op_state_free(hip, st);
     cd_backend_free(hip);
+}
+
+// rocSPARSE 5.3 does not check its launches: CD_ROCSPARSE_CHECK takes the
+// thread's last HIP error after each call (cd_hip_check_launch). Injected
+// here by a failing HIP call; reported once, as CD_EDEVICE, then cleared.
+CD_TEST(hip_backend_launch_check_reports_a_pending_error_once) {
+    if (real_gpu()) {
+        printf("  skipped: the emulator's HIP API is called directly\n");
+        return;
+    }
+    CHECK_EQ(cd_hip_check_launch("rocsparse_call()", __FILE__, __LINE__), 0);
+    CHECK(hipSetDevice(99) != hipSuccess); // leaves hipErrorInvalidDevice pending
+    CHECK_EQ(cd_hip_check_launch("rocsparse_call()", __FILE__, __LINE__), CD_EDEVICE);
+    CHECK_EQ(cd_hip_check_launch("rocsparse_call()", __FILE__, __LINE__), 0);
+}
+
+// The plugin probe makes one rocSPARSE call; a rocSPARSE that cannot run on
+// the device fails the probe with a message naming rocSPARSE and the arch
+// (injected under the emulator, which has no rocSPARSE).
+CD_TEST(hip_backend_probe_rocsparse_failure_names_library_and_arch) {
+    if (real_gpu()) {
+        printf("  skipped: the failure is injected into the emulated probe\n");
+        return;
+    }
+    cd_hip_device_info info;
+    char err[512] = "";
+    CHECK_EQ(cd_hip_plugin_probe(0, &info, err, sizeof err), 0);
+    setenv("CD_HIP_EMU_ROCSPARSE_PROBE", "fail", 1);
+    CHECK_EQ(cd_hip_plugin_probe(0, &info, err, sizeof err), CD_EDEVICE);
+    unsetenv("CD_HIP_EMU_ROCSPARSE_PROBE");
+    CHECK(strstr(err, "rocSPARSE") != NULL);
+    CHECK(strstr(err, "(convd HIP emulator (CPU), emu)") != NULL);
+    CHECK(strstr(err, "rocsparse_saxpyi") != NULL);
 }
 
 CD_TEST(hip_backend_no_device_fails_cleanly) {

@@ -45,12 +45,22 @@ static int rocsparse_fail(const char *call, const char *file, int line, rocspars
     }
 }
 
+// The CD_E* code of a failed status, without logging (see rocsparse_fail).
+static int rocsparse_fail_quiet(rocsparse_status s) {
+    return s == rocsparse_status_memory_error ? CD_ENOMEM : s == rocsparse_status_not_implemented ? CD_EUNSUPPORTED : CD_EDEVICE;
+}
+
 // Every rocSPARSE call goes through this (HIP calls through CD_HIP_CHECK).
+// rocSPARSE 5.3 does not check its own kernel launches: a launch that failed
+// (e.g. no code object for this GPU) would surface at our next kernel and be
+// blamed on it, so the thread's last HIP error is taken after every call.
 #define CD_ROCSPARSE_CHECK(call)                                                       \
     do {                                                                               \
         rocsparse_status cd_rs_s_ = (call);                                            \
         if (cd_rs_s_ != rocsparse_status_success)                                      \
             return rocsparse_fail(#call, __FILE__, __LINE__, cd_rs_s_);                \
+        int cd_rs_rc_ = cd_hip_check_launch(#call, __FILE__, __LINE__);                \
+        if (cd_rs_rc_) return cd_rs_rc_;                                               \
     } while (0)
 
 // Teardown has no caller to report to: check and log, no return.
@@ -75,10 +85,21 @@ struct cd_rocsparse_csr {
 
 int cd_rocsparse_csr_cols(int n) { return n < CD_ROCSPARSE_MIN_COLS ? CD_ROCSPARSE_MIN_COLS : n; }
 
-// Copies n bytes of host data to a new device buffer *dst.
+// Copies n bytes of host data to a new device buffer *dst, on the null
+// stream; setup_finish makes it visible to other streams.
 static int upload(void **dst, const void *src, size_t n) {
     CD_HIP_CHECK(hipMalloc(dst, n ? n : 1));
     if (n) CD_HIP_CHECK(hipMemcpy(*dst, src, n, hipMemcpyHostToDevice));
+    return 0;
+}
+
+// The end of every plan setup. A pageable hipMemcpy may return before its
+// DMA lands, and the workers' non-blocking streams do not order after the
+// null stream: wait for it (the uploads) and for `stream` (the setup's own
+// stages, when it has one), so the plan is complete for any stream.
+static int setup_finish(hipStream_t stream) {
+    CD_HIP_CHECK(hipStreamSynchronize(NULL));
+    if (stream) CD_HIP_CHECK(hipStreamSynchronize(stream));
     return 0;
 }
 
@@ -115,8 +136,7 @@ static int csr_setup(cd_rocsparse_csr *p, hipStream_t stream, int m, int k, int 
     CD_ROCSPARSE_CHECK(csr_spmm_stage(p, rocsparse_spmm_stage_buffer_size, &p->work_bytes, NULL));
     CD_HIP_CHECK(hipMalloc(&p->work, p->work_bytes ? p->work_bytes : 1));
     CD_ROCSPARSE_CHECK(csr_spmm_stage(p, rocsparse_spmm_stage_preprocess, &p->work_bytes, p->work));
-    CD_HIP_CHECK(hipStreamSynchronize(stream));
-    return 0;
+    return setup_finish(stream);
 }
 
 int cd_rocsparse_csr_init(cd_rocsparse_csr **out, hipStream_t stream, int m, int k, int nnz,
@@ -178,7 +198,7 @@ static int gebsr_setup(cd_rocsparse_gebsr *p, const int *row_ptr, const int *col
         (rc = upload((void **)&p->col_ind, col_ind, (size_t)p->nnzb * sizeof(int))) ||
         (rc = upload((void **)&p->val, val, (size_t)p->nnzb * bsz * sizeof(float))))
         return rc;
-    return 0;
+    return setup_finish(NULL);
 }
 
 int cd_rocsparse_gebsr_init(cd_rocsparse_gebsr **out, int mb, int kb, int nnzb, int row_block_dim,
@@ -227,4 +247,44 @@ void cd_rocsparse_gebsr_free(cd_rocsparse_gebsr *p) {
     CD_HIP_CHECK_LOG(hipFree(p->col_ind));
     CD_HIP_CHECK_LOG(hipFree(p->val));
     free(p);
+}
+
+int cd_rocsparse_probe(char *why, size_t whylen) {
+    rocsparse_handle h = NULL;
+    int *ind = NULL;
+    float *xv = NULL, *y = NULL;
+    const int hind[1] = {1};
+    const float hx[1] = {2.0f}, hy[3] = {1.0f, 1.0f, 1.0f}, alpha = 1.0f;
+    float out[3] = {0};
+    const char *what = "rocsparse_create_handle";
+    rocsparse_status s = rocsparse_create_handle(&h);
+    hipError_t e = hipSuccess;
+    if (s == rocsparse_status_success) {
+        what = "hipMalloc/hipMemcpy";
+        if ((e = hipMalloc((void **)&ind, sizeof hind)) == hipSuccess &&
+            (e = hipMalloc((void **)&xv, sizeof hx)) == hipSuccess &&
+            (e = hipMalloc((void **)&y, sizeof hy)) == hipSuccess &&
+            (e = hipMemcpy(ind, hind, sizeof hind, hipMemcpyHostToDevice)) == hipSuccess &&
+            (e = hipMemcpy(xv, hx, sizeof hx, hipMemcpyHostToDevice)) == hipSuccess &&
+            (e = hipMemcpy(y, hy, sizeof hy, hipMemcpyHostToDevice)) == hipSuccess) {
+            what = "rocsparse_saxpyi";
+            s = rocsparse_saxpyi(h, 1, &alpha, xv, ind, y, rocsparse_index_base_zero);
+            if (s == rocsparse_status_success && (e = hipGetLastError()) == hipSuccess &&
+                (e = hipDeviceSynchronize()) == hipSuccess)
+                e = hipMemcpy(out, y, sizeof out, hipMemcpyDeviceToHost);
+        }
+    }
+    if (s != rocsparse_status_success)
+        snprintf(why, whylen, "%s: %s", what, rocsparse_status_name(s));
+    else if (e != hipSuccess)
+        snprintf(why, whylen, "%s: %s", what, hipGetErrorName(e));
+    else if (out[0] != 1.0f || out[1] != 3.0f || out[2] != 1.0f)
+        snprintf(why, whylen, "rocsparse_saxpyi returned wrong results");
+    CD_HIP_CHECK_LOG(hipFree(ind));
+    CD_HIP_CHECK_LOG(hipFree(xv));
+    CD_HIP_CHECK_LOG(hipFree(y));
+    if (h) CD_ROCSPARSE_CHECK_LOG(rocsparse_destroy_handle(h));
+    if (s != rocsparse_status_success) return rocsparse_fail_quiet(s);
+    if (e != hipSuccess) return cd_hip_status(e);
+    return out[1] == 3.0f && out[0] == 1.0f && out[2] == 1.0f ? 0 : CD_EDEVICE;
 }

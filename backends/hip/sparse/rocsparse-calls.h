@@ -71,6 +71,13 @@ int cd_rocsparse_gebsr_mm(cd_rocsparse_gebsr *plan, hipStream_t stream, int b_tr
 // Frees the device copies, descriptor and handle (NULL is fine).
 void cd_rocsparse_gebsr_free(cd_rocsparse_gebsr *plan);
 
+// The plugin probe's rocSPARSE check: creates a handle and runs one tiny
+// rocsparse_saxpyi (its kernel) on the current device, checking the launch
+// and the result. A rocSPARSE built without code for this GPU fails here, at
+// start-up, instead of at the first sparse layer. Returns 0, or a CD_E* code
+// with the failed call and status in why.
+int cd_rocsparse_probe(char *why, size_t whylen);
+
 #ifdef __cplusplus
 }
 #endif
