@@ -29,6 +29,7 @@
 
 #define HIP_MAX_BINARY_RANK 8
 
+
 // One device allocation of the backend (for device_bytes and buffer_free).
 typedef struct {
     void *p;
@@ -38,11 +39,14 @@ typedef struct {
 // The backend's private part (cd_backend.context).
 typedef struct {
     int device;             // HIP ordinal every entry point selects
-    pthread_mutex_t lock;   // guards allocs
+    pthread_mutex_t lock;   // guards allocs (take it with hipb_lock: counted)
     hip_alloc *allocs;      // live device allocations
     size_t nallocs, cap;
     size_t bytes;           // sum of allocs[].size
     cd_hip_counters counters; // updated with __atomic builtins
+#if CD_HIP_REAL
+    cd_rocsparse_ctx *load_rs; // the handle CSR plans are set up with at load (guarded by lock)
+#endif
 } hip_be;
 
 typedef enum {
@@ -71,13 +75,11 @@ struct cd_op_state {
     // memory: K_GEBSR_HOST and the source of the rocSPARSE upload.
     cd_gebsr gebsr;
 #if CD_HIP_REAL
-    cd_rocsparse_csr *csr; // K_SPMM_ROCSPARSE: resident CSR plan
-    pthread_mutex_t csr_lock; // the plan's descriptors are rewritten per call
-    int csr_lock_init;
+    // Resident plans, read-only once made: any number of contexts run them
+    // at once, each with its own handle and stream (no lock).
+    cd_rocsparse_csr *csr; // K_SPMM_ROCSPARSE: resident CSR plan (NULL for all-zero weights)
     cd_rocsparse_gebsr *gb; // K_GEBSR_ROCSPARSE: resident GEBSR (NULL for all-zero weights)
     int gb_mb;              // its block rows (mb * rbd = padded output rows)
-    pthread_mutex_t gb_lock; // the plan's handle is rebound to the caller's stream per call
-    int gb_lock_init;
 #endif
     char kernel[64];
 };
@@ -97,6 +99,10 @@ struct cd_backend_ctx {
     size_t pin_in_cap, pin_in_used;
     char *pin_out;        // pinned staging for download_async
     size_t pin_out_cap, pin_out_used;
+    int sparse_ready;     // the context's sparse handle exists (cd_hipb_ctx_sparse)
+#if CD_HIP_REAL
+    cd_rocsparse_ctx *rs; // its rocSPARSE handle, bound to stream per call
+#endif
     hip_pending *pend;    // queued downloads
     int npend, pend_cap;
     float *hx, *hy;       // pinned host scratch of the host SpMM route
@@ -129,6 +135,17 @@ static inline size_t numel(const cd_btensor *t) {
 }
 
 // ---- backend-hip-mem.c
+
+// Takes / releases the backend's lock, counting each take
+// (cd_hip_counters.backend_locks): the run path of a warm context takes none.
+void cd_hipb_lock(cd_backend_t be);
+void cd_hipb_unlock(cd_backend_t be);
+// Makes the context's sparse-library handle on its first sparse layer (once
+// per context, like the workspace's first growth): a rocSPARSE handle on the
+// real device; under the emulator, which runs the sparse routes on the CPU,
+// nothing is created but the handle is counted and accounted the same way,
+// so tests see the real build's bookkeeping. 0 or a code.
+int cd_hipb_ctx_sparse(cd_backend_t be, cd_backend_ctx *ctx);
 
 // Allocates size bytes of device memory (at least 1) and records it. Returns
 // 0, CD_ENOMEM or CD_EDEVICE.

@@ -5,8 +5,24 @@
 
 #include "backends/hip/backend-hip-impl.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+
+void cd_hipb_lock(cd_backend_t be) {
+    hip_be *b = HB(be);
+    pthread_mutex_lock(&b->lock);
+    __atomic_fetch_add(&b->counters.backend_locks, 1, __ATOMIC_RELAXED);
+}
+
+void cd_hipb_unlock(cd_backend_t be) { pthread_mutex_unlock(&HB(be)->lock); }
+
+// Adds delta (may be negative) to the accounted device bytes.
+static void account(cd_backend_t be, ptrdiff_t delta) {
+    cd_hipb_lock(be);
+    HB(be)->bytes += (size_t)delta;
+    cd_hipb_unlock(be);
+}
 
 // ---- accounted device memory ------------------------------------------------------
 
@@ -17,12 +33,12 @@ int cd_hipb_dev_alloc(cd_backend_t be, size_t size, void **out) {
     *out = NULL;
     void *p = NULL;
     CD_HIP_CHECK(hipMalloc(&p, size ? size : 1));
-    pthread_mutex_lock(&b->lock);
+    cd_hipb_lock(be);
     if (b->nallocs == b->cap) {
         size_t cap = b->cap ? b->cap * 2 : 64;
         hip_alloc *na = realloc(b->allocs, cap * sizeof *na);
         if (!na) {
-            pthread_mutex_unlock(&b->lock);
+            cd_hipb_unlock(be);
             CD_HIP_CHECK_LOG(hipFree(p));
             return CD_ENOMEM;
         }
@@ -31,7 +47,7 @@ int cd_hipb_dev_alloc(cd_backend_t be, size_t size, void **out) {
     }
     b->allocs[b->nallocs++] = (hip_alloc){p, size};
     b->bytes += size;
-    pthread_mutex_unlock(&b->lock);
+    cd_hipb_unlock(be);
     *out = p;
     return 0;
 }
@@ -39,14 +55,14 @@ int cd_hipb_dev_alloc(cd_backend_t be, size_t size, void **out) {
 void cd_hipb_dev_free(cd_backend_t be, void *p) {
     if (!p) return;
     hip_be *b = HB(be);
-    pthread_mutex_lock(&b->lock);
+    cd_hipb_lock(be);
     for (size_t i = b->nallocs; i-- > 0;) {
         if (b->allocs[i].p != p) continue;
         b->bytes -= b->allocs[i].size;
         b->allocs[i] = b->allocs[--b->nallocs];
         break;
     }
-    pthread_mutex_unlock(&b->lock);
+    cd_hipb_unlock(be);
     CD_HIP_CHECK_LOG(hipSetDevice(b->device));
     CD_HIP_CHECK_LOG(hipFree(p));
 }
@@ -76,6 +92,12 @@ void cd_hipb_ctx_free(cd_backend_t be, cd_backend_ctx *ctx) {
     if (ctx->stream) {
         CD_HIP_CHECK_LOG(hipStreamSynchronize(ctx->stream));
         CD_HIP_CHECK_LOG(hipStreamDestroy(ctx->stream));
+    }
+    if (ctx->sparse_ready) {
+#if CD_HIP_REAL
+        cd_rocsparse_ctx_free(ctx->rs);
+#endif
+        account(be, -(ptrdiff_t)CD_HIP_SPARSE_HANDLE_BYTES);
     }
     cd_hipb_dev_free(be, ctx->ws);
     if (ctx->pin_in) CD_HIP_CHECK_LOG(hipHostFree(ctx->pin_in));
@@ -249,13 +271,27 @@ int cd_hipb_download_async(cd_backend_t be, cd_backend_ctx *ctx, void *dst, cons
 
 size_t cd_hipb_device_bytes(cd_backend_t be) {
     hip_be *b = HB(be);
-    pthread_mutex_lock(&b->lock);
+    cd_hipb_lock(be);
     size_t n = b->bytes;
-    pthread_mutex_unlock(&b->lock);
+    cd_hipb_unlock(be);
     return n;
 }
 
 void cd_backend_hip_counters(cd_backend_t be, cd_hip_counters *out) {
     hip_be *b = HB(be);
     out->staging_drains = __atomic_load_n(&b->counters.staging_drains, __ATOMIC_RELAXED);
+    out->sparse_handles = __atomic_load_n(&b->counters.sparse_handles, __ATOMIC_RELAXED);
+    out->backend_locks = __atomic_load_n(&b->counters.backend_locks, __ATOMIC_RELAXED);
+}
+
+int cd_hipb_ctx_sparse(cd_backend_t be, cd_backend_ctx *ctx) {
+    if (ctx->sparse_ready) return 0;
+#if CD_HIP_REAL
+    int rc = cd_rocsparse_ctx_create(&ctx->rs);
+    if (rc) return rc;
+#endif
+    ctx->sparse_ready = 1;
+    __atomic_fetch_add(&HB(be)->counters.sparse_handles, 1, __ATOMIC_RELAXED);
+    account(be, (ptrdiff_t)CD_HIP_SPARSE_HANDLE_BYTES);
+    return 0;
 }

@@ -88,9 +88,26 @@ static int csr_build(cd_op_state *st, const float *w, int rows, int cols, size_t
 }
 
 #if CD_HIP_REAL
+// The backend's load-time rocSPARSE handle (made on the first CSR plan, then
+// kept: one per backend, counted and accounted like a context's), with the
+// backend's lock held; the caller unlocks. 0 or a code.
+static int load_handle_locked(cd_backend_t be, cd_rocsparse_ctx **out) {
+    hip_be *b = HB(be);
+    cd_hipb_lock(be);
+    if (!b->load_rs) {
+        int rc = cd_rocsparse_ctx_create(&b->load_rs);
+        if (rc) return rc;
+        __atomic_fetch_add(&b->counters.sparse_handles, 1, __ATOMIC_RELAXED);
+        b->bytes += CD_HIP_SPARSE_HANDLE_BYTES;
+    }
+    *out = b->load_rs;
+    return 0;
+}
+
 // Creates the resident rocSPARSE plan of a pointwise conv (C = W x X per
-// image, X: C x OH*OW). Sample operands are allocated for the preprocess
-// stage and freed. Returns 0 or a code.
+// image, X: C x OH*OW) with the load handle (its calls are serialised by the
+// backend's lock: load time only). Sample operands are allocated for the
+// preprocess stage and freed. Returns 0 or a code.
 static int csr_plan_create(cd_backend_t be, cd_op_state *st) {
     const cd_conv_desc *c = &st->d.u.conv;
     int hw = c->oh * c->ow;
@@ -98,15 +115,16 @@ static int csr_plan_create(cd_backend_t be, cd_op_state *st) {
     void *b = NULL, *o = NULL;
     int rc = cd_hipb_dev_alloc(be, (size_t)c->c * hw * sizeof(float), &b);
     if (!rc) rc = cd_hipb_dev_alloc(be, (size_t)c->k * hw * sizeof(float), &o);
-    if (!rc)
-        rc = cd_rocsparse_csr_init(&st->csr, NULL, st->rows, st->cols, st->row_ptr[st->rows], st->row_ptr,
-                                   st->col_ind, st->val, hw, b, o);
+    if (!rc) {
+        cd_rocsparse_ctx *rs = NULL;
+        rc = load_handle_locked(be, &rs);
+        if (!rc)
+            rc = cd_rocsparse_csr_init(&st->csr, rs, st->rows, st->cols, st->row_ptr[st->rows], st->row_ptr,
+                                       st->col_ind, st->val, hw, b, o);
+        cd_hipb_unlock(be);
+    }
     cd_hipb_dev_free(be, b);
     cd_hipb_dev_free(be, o);
-    if (!rc) {
-        pthread_mutex_init(&st->csr_lock, NULL);
-        st->csr_lock_init = 1;
-    }
     return rc;
 }
 
@@ -116,13 +134,8 @@ static int gebsr_plan_create(cd_op_state *st) {
     const cd_gebsr *g = &st->gebsr;
     st->gb_mb = g->mb;
     if (g->nnzb == 0) return 0;
-    int rc = cd_rocsparse_gebsr_init(&st->gb, g->mb, g->kb, g->nnzb, g->row_block_dim, g->col_block_dim,
-                                     g->row_ptr, g->col_ind, g->val);
-    if (!rc) {
-        pthread_mutex_init(&st->gb_lock, NULL);
-        st->gb_lock_init = 1;
-    }
-    return rc;
+    return cd_rocsparse_gebsr_init(&st->gb, g->mb, g->kb, g->nnzb, g->row_block_dim, g->col_block_dim, g->row_ptr,
+                                   g->col_ind, g->val);
 }
 #endif
 // The activations of kernels/op-desc.h on the host (the formulas of cd_act_apply).
@@ -223,57 +236,39 @@ static int run_spmm_host(cd_backend_ctx *ctx, cd_op_state *st, int batch, const 
 }
 
 #if CD_HIP_REAL
-static int run_csr_locked(cd_backend_ctx *ctx, cd_op_state *st, int batch, const cd_btensor *const *srcs,
-                          cd_btensor *dst);
-
-// The rocSPARSE route of a pointwise conv: one compute stage per image on
-// the plan's stream (under the op's lock: the plan's dense descriptors are
-// rebound per call), then the bias/residual/activation epilogue on ours.
-static int run_spmm_rocsparse(cd_backend_ctx *ctx, cd_op_state *st, int batch, const cd_btensor *const *srcs,
-                              cd_btensor *dst) {
+// The rocSPARSE route of a pointwise conv, everything queued on the worker's
+// stream with the context's handle (no lock, no host wait): one compute
+// stage per image, then the bias/residual/activation epilogue.
+static int run_spmm_rocsparse(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int batch,
+                              const cd_btensor *const *srcs, cd_btensor *dst) {
     const cd_conv_desc *c = &st->d.u.conv;
     size_t hw = (size_t)c->oh * c->ow;
+    int rc;
     if (!st->csr) { // all-zero weights
         CD_HIP_CHECK(hipMemsetAsync(dst->data, 0, (size_t)batch * c->k * hw * sizeof(float), ctx->stream));
     } else {
-        int rc = run_csr_locked(ctx, st, batch, srcs, dst);
-        if (rc) return rc;
+        if ((rc = cd_hipb_ctx_sparse(be, ctx))) return rc;
+        for (int n = 0; n < batch; n++)
+            if ((rc = cd_rocsparse_csr_spmm(st->csr, ctx->rs, ctx->stream,
+                                            (const float *)srcs[0]->data + (size_t)n * c->c * hw,
+                                            (float *)dst->data + (size_t)n * c->k * hw)))
+                return rc;
     }
     const float *res = c->has_residual ? srcs[1]->data : NULL;
     if (!st->bias && !res && c->act.kind == CD_ACT_NONE) return 0;
     return cd_hip_bias_act(batch, c->k, (int64_t)hw, dst->data, st->bias, res, c->act, dst->data, ctx->stream);
 }
 
-// The compute stages of one run, under the op's lock; returns once they are done.
-static int run_csr_locked(cd_backend_ctx *ctx, cd_op_state *st, int batch, const cd_btensor *const *srcs,
-                          cd_btensor *dst) {
-    const cd_conv_desc *c = &st->d.u.conv;
-    size_t hw = (size_t)c->oh * c->ow;
-    CD_HIP_CHECK(hipStreamSynchronize(ctx->stream)); // the input is ready
-    int rc = 0;
-    pthread_mutex_lock(&st->csr_lock);
-    for (int n = 0; n < batch && !rc; n++)
-        rc = cd_rocsparse_csr_spmm(st->csr, (const float *)srcs[0]->data + (size_t)n * c->c * hw,
-                                   (float *)dst->data + (size_t)n * c->k * hw);
-    if (!rc) {
-        hipError_t e = hipStreamSynchronize(NULL);
-        if (e != hipSuccess) rc = cd_hip_fail("hipStreamSynchronize(plan)", __FILE__, __LINE__, e);
-    }
-    pthread_mutex_unlock(&st->csr_lock);
-    return rc;
-}
-
 // The rocsparse_sgebsrmm calls of one run, queued on the worker's stream
-// under the op's lock (the handle is rebound to that stream per call). C is
-// column-major with mb*rbd (>= rows) rows, ldc = mb*rbd: a padded output
-// (padding rows land in the workspace, never in dst).
-static int gebsr_mm_locked(cd_backend_ctx *ctx, cd_op_state *st, int nmm, int b_trans, int n, const float *b,
-                           size_t b_step, int ldb, float *c, size_t c_step, int ldc) {
-    int rc = 0;
-    pthread_mutex_lock(&st->gb_lock);
+// with its context's handle. C is column-major with mb*rbd (>= rows) rows,
+// ldc = mb*rbd: a padded output (padding rows land in the workspace, never
+// in dst).
+static int gebsr_mm(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int nmm, int b_trans, int n,
+                    const float *b, size_t b_step, int ldb, float *c, size_t c_step, int ldc) {
+    int rc = cd_hipb_ctx_sparse(be, ctx);
     for (int i = 0; i < nmm && !rc; i++)
-        rc = cd_rocsparse_gebsr_mm(st->gb, ctx->stream, b_trans, n, b + i * b_step, ldb, c + i * c_step, ldc);
-    pthread_mutex_unlock(&st->gb_lock);
+        rc = cd_rocsparse_gebsr_mm(st->gb, ctx->rs, ctx->stream, b_trans, n, b + i * b_step, ldb, c + i * c_step,
+                                   ldc);
     return rc;
 }
 
@@ -302,7 +297,7 @@ static int run_gebsr_rocsparse(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state
             int trim = kp != c->k;
             if ((rc = cd_hipb_ctx_workspace(be, ctx, (trim ? 2 : 1) * (size_t)batch * img * sizeof(float)))) return rc;
             float *t = ctx->ws, *u = trim ? t + (size_t)batch * img : y;
-            rc = gebsr_mm_locked(ctx, st, batch, 1, (int)hw, x, (size_t)c->c * hw, (int)hw, t, img, kp);
+            rc = gebsr_mm(be, ctx, st, batch, 1, (int)hw, x, (size_t)c->c * hw, (int)hw, t, img, kp);
             if (rc) return rc;
             const int64_t shape[3] = {batch, (int64_t)hw, kp};
             const int perm[3] = {0, 2, 1};
@@ -327,7 +322,7 @@ static int run_gebsr_rocsparse(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state
             if ((rc = cd_hipb_ctx_workspace(be, ctx, m * kp * sizeof(float)))) return rc;
             t = ctx->ws;
         }
-        if ((rc = gebsr_mm_locked(ctx, st, 1, 0, (int)m, x, 0, k, t, 0, kp))) return rc;
+        if ((rc = gebsr_mm(be, ctx, st, 1, 0, (int)m, x, 0, k, t, 0, kp))) return rc;
         if (trim)
             CD_HIP_CHECK(hipMemcpy2DAsync(y, (size_t)n * sizeof(float), t, (size_t)kp * sizeof(float),
                                           (size_t)n * sizeof(float), m, hipMemcpyDeviceToDevice, ctx->stream));
@@ -391,9 +386,7 @@ int cd_hipb_sparse_init(cd_backend_t be, cd_op_state *st, const float *w, const 
 void cd_hipb_sparse_free(cd_op_state *st) {
 #if CD_HIP_REAL
     cd_rocsparse_csr_free(st->csr);
-    if (st->csr_lock_init) pthread_mutex_destroy(&st->csr_lock);
     cd_rocsparse_gebsr_free(st->gb);
-    if (st->gb_lock_init) pthread_mutex_destroy(&st->gb_lock);
 #endif
     cd_gebsr_free(&st->gebsr);
     free(st->row_ptr);
@@ -406,9 +399,14 @@ int cd_hipb_sparse_run(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, in
                        const cd_btensor *const *srcs, cd_btensor *dst) {
     switch (st->kind) {
     case K_SPMM_HOST:
-    case K_GEBSR_HOST: return run_spmm_host(ctx, st, batch, srcs, dst);
+    case K_GEBSR_HOST: {
+        // The stand-in for the real route's per-context handle (see
+        // cd_hipb_ctx_sparse): the emulated bookkeeping matches the GPU's.
+        int rc = cd_hipb_ctx_sparse(be, ctx);
+        return rc ? rc : run_spmm_host(ctx, st, batch, srcs, dst);
+    }
 #if CD_HIP_REAL
-    case K_SPMM_ROCSPARSE: return run_spmm_rocsparse(ctx, st, batch, srcs, dst);
+    case K_SPMM_ROCSPARSE: return run_spmm_rocsparse(be, ctx, st, batch, srcs, dst);
     case K_GEBSR_ROCSPARSE: return run_gebsr_rocsparse(be, ctx, st, batch, srcs, dst);
 #endif
     default: break;

@@ -310,6 +310,9 @@ static void hip_free(cd_backend_t be) {
         // Everything the runtime made is freed by now; anything left is a leak
         // of ours, released here rather than kept on the device.
         for (size_t i = 0; i < b->nallocs; i++) CD_HIP_CHECK_LOG(hipFree(b->allocs[i].p));
+#if CD_HIP_REAL
+        cd_rocsparse_ctx_free(b->load_rs);
+#endif
         free(b->allocs);
         pthread_mutex_destroy(&b->lock);
         free(b);
