@@ -12,6 +12,7 @@
 #include "backends/hip/backend-hip-impl.h"
 
 #include "backends/hip/bias-act.h"
+#include "backends/hip/im2col.h"
 #include "backends/hip/transpose.h"
 #include "sparse/sparse-conv.h"
 
@@ -33,12 +34,17 @@ int cd_hipb_gebsr_rows(const cd_bop_desc *d) {
 // The sparse route of a sparse = 1 conv/gemm on this build, or K_DENSE when
 // it has none for that geometry. BSR4/BSR8 take the GEBSR route (4x1 / 8x1
 // blocks), every other format the CSR route.
+// 1 when the conv is ungrouped: pointwise convs multiply the image itself,
+// k x k ones its im2col columns ((C*R*S) x OH*OW per image, im2col.hip).
+static int conv_has_sparse_route(const cd_conv_desc *c) {
+    return c->groups == 1 && (size_t)c->k * c->c * c->r * c->s <= (size_t)1 << 30;
+}
+
 kernel_kind cd_hipb_sparse_kind(const cd_bop_desc *d) {
     if (!all_nchw(d)) return K_DENSE;
     if (cd_hipb_gebsr_rows(d)) {
         if (d->op == CD_BOP_CONV2D) {
-            const cd_conv_desc *c = &d->u.conv;
-            if (!is_pointwise(c) || (size_t)c->k * c->c > (size_t)1 << 30) return K_DENSE;
+            if (!conv_has_sparse_route(&d->u.conv)) return K_DENSE;
         } else if (d->op != CD_BOP_GEMM || (size_t)d->u.gemm.n * d->u.gemm.k > (size_t)1 << 30) {
             return K_DENSE;
         }
@@ -46,10 +52,10 @@ kernel_kind cd_hipb_sparse_kind(const cd_bop_desc *d) {
     }
     if (d->op == CD_BOP_CONV2D) {
         const cd_conv_desc *c = &d->u.conv;
-        if (!is_pointwise(c) || (size_t)c->k * c->c > (size_t)1 << 30) return K_DENSE;
+        if (!conv_has_sparse_route(c)) return K_DENSE;
 #if CD_HIP_REAL
-        // rocSPARSE: one image's activations are the dense B (C x OH*OW,
-        // row-major); narrower than CD_ROCSPARSE_MIN_COLS would need padding.
+        // rocSPARSE: one image's activations (or their im2col columns) are
+        // the dense B (C x OH*OW, row-major); narrower than CD_ROCSPARSE_MIN_COLS would need padding.
         if ((int64_t)c->oh * c->ow < CD_ROCSPARSE_MIN_COLS) return K_DENSE;
         return K_SPMM_ROCSPARSE;
 #else
@@ -113,7 +119,7 @@ static int csr_plan_create(cd_backend_t be, cd_op_state *st) {
     int hw = c->oh * c->ow;
     if (st->row_ptr[st->rows] == 0) return 0; // all-zero weights: no plan, the run writes zeros
     void *b = NULL, *o = NULL;
-    int rc = cd_hipb_dev_alloc(be, (size_t)c->c * hw * sizeof(float), &b);
+    int rc = cd_hipb_dev_alloc(be, (size_t)st->cols * hw * sizeof(float), &b);
     if (!rc) rc = cd_hipb_dev_alloc(be, (size_t)c->k * hw * sizeof(float), &o);
     if (!rc) {
         cd_rocsparse_ctx *rs = NULL;
@@ -250,7 +256,7 @@ static int run_spmm_rocsparse(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state 
         if ((rc = cd_hipb_ctx_sparse(be, ctx))) return rc;
         for (int n = 0; n < batch; n++)
             if ((rc = cd_rocsparse_csr_spmm(st->csr, ctx->rs, ctx->stream,
-                                            (const float *)srcs[0]->data + (size_t)n * c->c * hw,
+                                            (const float *)srcs[0]->data + (size_t)n * st->cols * hw,
                                             (float *)dst->data + (size_t)n * c->k * hw)))
                 return rc;
     }
@@ -273,16 +279,16 @@ static int gebsr_mm(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int n
 }
 
 // The rocSPARSE GEBSR route, everything on the worker's stream:
-//  - pointwise conv, per image: C (Kp x HW, column-major = HW x Kp
-//    row-major) = A x X with X the image (C x HW row-major = B^T), into the
-//    workspace; one transpose to Kp x HW per image; rows K..Kp-1 trimmed by a
+//  - conv, per image: C (Kp x HW, column-major = HW x Kp row-major) = A x X
+//    with X the image, or for k x k its im2col columns (C x HW row-major =
+//    B^T), into the workspace past ws_off (the columns live before it); one transpose to Kp x HW per image; rows K..Kp-1 trimmed by a
 //    2D copy to dst (the transpose writes dst directly when Kp = K);
 //  - Gemm: the activations [M, k] row-major are column-major B (k x M), so
 //    C (Kp x M column-major = M x Kp row-major) is dst itself when Kp = n,
 //    else the workspace, trimmed by a 2D copy;
 // then the bias/residual/activation epilogue. Kp = mb * rbd.
 static int run_gebsr_rocsparse(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int batch,
-                               const cd_btensor *const *srcs, cd_btensor *dst) {
+                               const cd_btensor *const *srcs, cd_btensor *dst, size_t ws_off) {
     const cd_bop_desc *d = &st->d;
     int kp = st->gb_mb * cd_hipb_gebsr_rows(d);
     int rc;
@@ -295,9 +301,10 @@ static int run_gebsr_rocsparse(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state
             CD_HIP_CHECK(hipMemsetAsync(y, 0, (size_t)batch * c->k * hw * sizeof(float), ctx->stream));
         } else {
             int trim = kp != c->k;
-            if ((rc = cd_hipb_ctx_workspace(be, ctx, (trim ? 2 : 1) * (size_t)batch * img * sizeof(float)))) return rc;
-            float *t = ctx->ws, *u = trim ? t + (size_t)batch * img : y;
-            rc = gebsr_mm(be, ctx, st, batch, 1, (int)hw, x, (size_t)c->c * hw, (int)hw, t, img, kp);
+            size_t need = ws_off + (trim ? 2 : 1) * (size_t)batch * img * sizeof(float);
+            if ((rc = cd_hipb_ctx_workspace(be, ctx, need))) return rc; // no-op after im2col_input
+            float *t = (float *)((char *)ctx->ws + ws_off), *u = trim ? t + (size_t)batch * img : y;
+            rc = gebsr_mm(be, ctx, st, batch, 1, (int)hw, x, (size_t)st->cols * hw, (int)hw, t, img, kp);
             if (rc) return rc;
             const int64_t shape[3] = {batch, (int64_t)hw, kp};
             const int perm[3] = {0, 2, 1};
@@ -395,8 +402,47 @@ void cd_hipb_sparse_free(cd_op_state *st) {
     free(st->hbias);
 }
 
+// Workspace bytes the GEBSR device route of a conv needs past ws_off.
+static size_t gebsr_ws_bytes(const cd_op_state *st, int batch) {
+#if CD_HIP_REAL
+    if (st->kind == K_GEBSR_ROCSPARSE) {
+        const cd_conv_desc *c = &st->d.u.conv;
+        size_t kp = (size_t)st->gb_mb * cd_hipb_gebsr_rows(&st->d);
+        return (kp != (size_t)c->k ? 2 : 1) * (size_t)batch * kp * c->oh * c->ow * sizeof(float);
+    }
+#endif
+    (void)st, (void)batch;
+    return 0;
+}
+
+// A k x k conv's input as the sparse routes see it: its im2col columns
+// (batch x (C*R*S) x OH*OW, im2col.hip) at the start of the context's
+// workspace, sized for the GEBSR route's own needs behind them (*ws_off).
+// Queued on the worker's stream. 0 or a code.
+static int im2col_input(cd_backend_t be, cd_backend_ctx *ctx, const cd_op_state *st, int batch,
+                        const cd_btensor *src, cd_btensor *col, size_t *ws_off) {
+    cd_conv_desc c = st->d.u.conv;
+    c.n = batch;
+    size_t hw = (size_t)c.oh * c.ow, bytes = (size_t)batch * st->cols * hw * sizeof(float);
+    *ws_off = (bytes + 255) & ~(size_t)255;
+    int rc = cd_hipb_ctx_workspace(be, ctx, *ws_off + gebsr_ws_bytes(st, batch));
+    if (rc) return rc;
+    if ((rc = cd_hip_im2col(&c, 0, src->data, ctx->ws, ctx->stream))) return rc;
+    *col = (cd_btensor){ctx->ws, CD_LAYOUT_NCHW, 4, {batch, st->cols, c.oh, c.ow}};
+    return 0;
+}
+
 int cd_hipb_sparse_run(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int batch,
                        const cd_btensor *const *srcs, cd_btensor *dst) {
+    cd_btensor col;
+    const cd_btensor *in[2] = {srcs[0], st->d.nsrc > 1 ? srcs[1] : NULL};
+    size_t ws_off = 0;
+    if (st->op == CD_BOP_CONV2D && !is_pointwise(&st->d.u.conv)) {
+        int rc = im2col_input(be, ctx, st, batch, srcs[0], &col, &ws_off);
+        if (rc) return rc;
+        in[0] = &col;
+    }
+    srcs = in;
     switch (st->kind) {
     case K_SPMM_HOST:
     case K_GEBSR_HOST: {
@@ -407,7 +453,7 @@ int cd_hipb_sparse_run(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, in
     }
 #if CD_HIP_REAL
     case K_SPMM_ROCSPARSE: return run_spmm_rocsparse(be, ctx, st, batch, srcs, dst);
-    case K_GEBSR_ROCSPARSE: return run_gebsr_rocsparse(be, ctx, st, batch, srcs, dst);
+    case K_GEBSR_ROCSPARSE: return run_gebsr_rocsparse(be, ctx, st, batch, srcs, dst, ws_off);
 #endif
     default: break;
     }

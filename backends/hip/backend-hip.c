@@ -122,14 +122,20 @@ static void hip_op_state_free(cd_backend_t be, cd_op_state *st) {
 }
 
 static const char *kind_name(const cd_op_state *st) {
+    int kxk = st->op == CD_BOP_CONV2D && !is_pointwise(&st->d.u.conv);
+    int bsr8 = st->d.sparse_format == CD_SPARSE_FMT_BSR8;
     switch (st->kind) {
     case K_GLOBAL_POOL: return "global-pool";
     case K_COPY: return "copy";
-    case K_SPMM_HOST: return "csr-spmm-cpu-ref";
-    case K_SPMM_ROCSPARSE: return "rocsparse-csr-spmm";
-    case K_GEBSR_HOST: return st->d.sparse_format == CD_SPARSE_FMT_BSR8 ? "gebsr8x1-cpu-ref" : "gebsr4x1-cpu-ref";
+    // k x k convs on a sparse route: "im2col-" before the SpMM's name.
+    case K_SPMM_HOST: return kxk ? "im2col-csr-spmm-cpu-ref" : "csr-spmm-cpu-ref";
+    case K_SPMM_ROCSPARSE: return kxk ? "im2col-rocsparse-csr-spmm" : "rocsparse-csr-spmm";
+    case K_GEBSR_HOST:
+        if (kxk) return bsr8 ? "im2col-gebsr8x1-cpu-ref" : "im2col-gebsr4x1-cpu-ref";
+        return bsr8 ? "gebsr8x1-cpu-ref" : "gebsr4x1-cpu-ref";
     case K_GEBSR_ROCSPARSE:
-        return st->d.sparse_format == CD_SPARSE_FMT_BSR8 ? "rocsparse-gebsr8x1-mm" : "rocsparse-gebsr4x1-mm";
+        if (kxk) return bsr8 ? "im2col-rocsparse-gebsr8x1-mm" : "im2col-rocsparse-gebsr4x1-mm";
+        return bsr8 ? "rocsparse-gebsr8x1-mm" : "rocsparse-gebsr4x1-mm";
     case K_DENSE: break;
     }
     switch (st->op) {

@@ -232,6 +232,9 @@ static void check_conv_fmt(int kind, int sparse, double zero_frac, int fmt, int 
     float *srcs[2] = {x, res};
     char kernel[64] = "";
     compare_desc(&d, &cpu_d, batch, srcs, 1e-4, kernel, sizeof kernel);
+    if (sparse && kind == 0) CHECK(strstr(kernel, (c.r == 1 && c.s == 1 && c.stride_h == 1 && c.stride_w == 1 &&
+                                               !c.pad_t && !c.pad_l && !c.pad_b && !c.pad_r)
+                                                  ? ":" : ":im2col-") != NULL);
     if (sparse && fmt) CHECK(strstr(kernel, fmt == CD_SPARSE_FMT_BSR8 ? "gebsr8x1" : "gebsr4x1") != NULL);
     else if (sparse) CHECK(strstr(kernel, "csr-spmm") != NULL);
     else if (kind == 1) CHECK(strstr(kernel, "dwconv") != NULL);
@@ -263,6 +266,14 @@ CD_TEST(hip_backend_conv2d_gebsr_route_bsr4_bsr8_vs_cpu) {
         }
 }
 
+// sparse = 1 on a k x k conv (strides, pads, dilations): im2col on the
+// device, then the CSR or GEBSR SpMM over the columns, vs the CPU backend.
+CD_TEST(hip_backend_conv2d_kxk_im2col_sparse_routes_vs_cpu) {
+    static const int fmts[] = {0, CD_SPARSE_FMT_BSR4, CD_SPARSE_FMT_BSR8};
+    for (int rep = 0; rep < 4; rep++)
+        for (int f = 0; f < 3; f++) check_conv_fmt(0, 1, 0.7, fmts[f], f && rep % 2);
+}
+
 CD_TEST(hip_backend_sparse_route_only_where_it_exists) {
     cd_backend_t hip = make(hip_device());
     cd_conv_desc c = rand_conv(0);
@@ -274,7 +285,11 @@ CD_TEST(hip_backend_sparse_route_only_where_it_exists) {
     cd_conv_out_dims(&c);
     cd_bop_desc d = conv_bop(&c, 1, NULL, NULL);
     CHECK(cd_backend_supports_op(hip, &d));
-    d.sparse = 1; // 3x3: no CSR route on this backend, the planner keeps it dense
+    d.sparse = 1; // 3x3: im2col + the SpMM
+    CHECK(cd_backend_supports_op(hip, &d));
+    cd_conv_desc g = rand_conv(2); // grouped: no sparse route, the planner keeps it dense
+    d = conv_bop(&g, 1, NULL, NULL);
+    d.sparse = 1;
     CHECK(!cd_backend_supports_op(hip, &d));
     cd_conv_desc p = rand_conv(3);
     p.h = p.w = cd_test_randi(4, 9); // enough pixels for the rocSPARSE route too
