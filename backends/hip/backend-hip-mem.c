@@ -89,16 +89,14 @@ int cd_hipb_dev_upload(cd_backend_t be, const float *host, size_t n, float **out
 void cd_hipb_ctx_free(cd_backend_t be, cd_backend_ctx *ctx) {
     if (!ctx) return;
     CD_HIP_CHECK_LOG(hipSetDevice(HB(be)->device));
-    if (ctx->stream) {
-        CD_HIP_CHECK_LOG(hipStreamSynchronize(ctx->stream));
-        CD_HIP_CHECK_LOG(hipStreamDestroy(ctx->stream));
-    }
-    if (ctx->sparse_ready) {
+    if (ctx->stream) CD_HIP_CHECK_LOG(hipStreamSynchronize(ctx->stream));
+    if (ctx->sparse_ready) { // before the stream its handle was last bound to
 #if CD_HIP_REAL
         cd_rocsparse_ctx_free(ctx->rs);
 #endif
         account(be, -(ptrdiff_t)CD_HIP_SPARSE_HANDLE_BYTES);
     }
+    if (ctx->stream) CD_HIP_CHECK_LOG(hipStreamDestroy(ctx->stream));
     cd_hipb_dev_free(be, ctx->ws);
     if (ctx->pin_in) CD_HIP_CHECK_LOG(hipHostFree(ctx->pin_in));
     if (ctx->pin_out) CD_HIP_CHECK_LOG(hipHostFree(ctx->pin_out));
