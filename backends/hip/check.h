@@ -21,6 +21,13 @@ int cd_hip_fail(const char *call, const char *file, int line, hipError_t e);
 // The CD_E* code for a HIP status (0 for hipSuccess), without logging.
 int cd_hip_status(hipError_t e);
 
+// For calls into libraries that launch kernels without checking the launch
+// (rocSPARSE 5.3): takes this thread's last HIP error (hipGetLastError) and,
+// when there is one, logs "hip: <call> (its kernel launch) failed at
+// <file>:<line>: <name>" and returns its CD_E* code; else 0. Our own
+// launchers check every launch, so an error found here is the library's.
+int cd_hip_check_launch(const char *call, const char *file, int line);
+
 #ifdef __cplusplus
 }
 #endif

@@ -8,7 +8,12 @@
 #include "core/errors.h"
 #include "core/log.h"
 
+#if defined(__HIP_PLATFORM_AMD__)
+#include "backends/hip/sparse/rocsparse-calls.h"
+#endif
+
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -61,6 +66,29 @@ static int probe_kernel(char *err, size_t errlen) {
     return 0;
 }
 
+// One tiny rocSPARSE call (cd_rocsparse_probe): rocSPARSE is a separate
+// library with its own list of GPU targets, and one without code for this
+// device would otherwise fail at the first sparse layer. Under the emulator
+// there is no rocSPARSE; CD_HIP_EMU_ROCSPARSE_PROBE=fail stands in for such
+// a library (tests). Returns 0 or CD_EDEVICE naming rocSPARSE and the arch.
+static int probe_sparse(const cd_hip_device_info *info, char *err, size_t errlen) {
+    char why[160] = "";
+    int rc = 0;
+#if defined(__HIP_PLATFORM_AMD__)
+    rc = cd_rocsparse_probe(why, sizeof why);
+#else
+    const char *inj = getenv("CD_HIP_EMU_ROCSPARSE_PROBE");
+    if (inj && strcmp(inj, "fail") == 0) {
+        snprintf(why, sizeof why, "rocsparse_saxpyi: hipErrorNoBinaryForGpu (injected)");
+        rc = CD_EDEVICE;
+    }
+#endif
+    if (!rc) return 0;
+    return cd_errf(CD_EDEVICE, err, errlen,
+                   "rocSPARSE cannot run on device %d (%s, %s): %s; is librocsparse built for %s?",
+                   info->device, info->name, info->arch, why, info->arch);
+}
+
 CD_HIP_EXPORT int cd_hip_plugin_abi(void) { return CD_HIP_PLUGIN_ABI; }
 
 CD_HIP_EXPORT void cd_hip_plugin_set_log(cd_rt_log_fn fn, void *ud) { cd_rt_log_set(fn, ud); }
@@ -105,6 +133,7 @@ CD_HIP_EXPORT int cd_hip_plugin_probe(int device, cd_hip_device_info *out, char 
                           "(rebuild with make GPU=hip GPU_ARCHS=...,%s)",
                           device, info.name, info.arch, CD_GPU_ARCHS, info.arch);
     int rc = probe_kernel(err, errlen);
+    if (!rc) rc = probe_sparse(&info, err, errlen);
     if (rc) return rc;
     if (out) *out = info;
     return 0;

@@ -104,14 +104,15 @@ def test_model_on_hip_emu_matches_cpu_and_onnxruntime(build, tmp_path, rng):
     assert s["device_bytes"] >= s["weight_bytes"] + s["activation_bytes"], s
 
 
-def prune_pointwise(model, rng, frac=0.8):
-    """Zeroes frac of the weights of every 1x1 convolution (unstructured)."""
+def prune_convs(model, rng, frac=0.8, kxk=False):
+    """Zeroes frac of the weights of every 1x1 convolution (unstructured), and
+    of the k x k ones too when kxk is set."""
     inits = {i.name: i for i in model.graph.initializer}
     for node in model.graph.node:
         if node.op_type != "Conv" or node.input[1] not in inits:
             continue
         w = numpy_helper.to_array(inits[node.input[1]]).copy()
-        if w.shape[2:] != (1, 1):
+        if w.shape[2:] != (1, 1) and not kxk:
             continue
         w[rng.random(w.shape) < frac] = 0.0
         inits[node.input[1]].CopyFrom(numpy_helper.from_array(w, node.input[1]))
@@ -119,12 +120,28 @@ def prune_pointwise(model, rng, frac=0.8):
 
 
 def test_pruned_model_takes_the_sparse_route_on_hip_emu(tmp_path, rng):
-    model = B.save(prune_pointwise(resnet(rng), rng), tmp_path / "resnet-pruned.onnx")
+    model = B.save(prune_convs(resnet(rng), rng), tmp_path / "resnet-pruned.onnx")
     info = check_model(model, tmp_path, rng, env={"CONVD_PLAN": "sparse"}, tag="sp")
     kernels = [layer["kernel"] for layer in info["layers"]]
     assert KPREFIX + ("rocsparse-csr-spmm" if REAL else "csr-spmm-cpu-ref") in kernels, kernels
-    # 3x3 convolutions have no sparse route on this backend: they stay dense.
-    assert KPREFIX + "im2col-sgemm" in kernels, kernels
+
+
+def test_pruned_model_kxk_layers_take_the_im2col_sparse_route(tmp_path, rng):
+    """Pruned 3x3 (and the 7x7 stem) convolutions of a ResNet-50-shaped model
+    run as im2col + the CSR SpMM (the CPU reference of it under hip-emu),
+    within 1e-4 of the CPU backend and onnxruntime."""
+    onnx_model = prune_convs(resnet(rng), rng, kxk=True)
+    kxk = {n.name for n in onnx_model.graph.node if n.op_type == "Conv" and
+           any(numpy_helper.to_array(i).shape[2:] != (1, 1) for i in onnx_model.graph.initializer
+               if i.name == n.input[1])}
+    model = B.save(onnx_model, tmp_path / "resnet-pruned-kxk.onnx")
+    info = check_model(model, tmp_path, rng, env={"CONVD_PLAN": "sparse"}, tag="kxk")
+    route = KPREFIX + ("im2col-rocsparse-csr-spmm" if REAL else "im2col-csr-spmm-cpu-ref")
+    layers = [layer for layer in info["layers"] if layer["name"] in kxk]
+    assert len(layers) >= 16, (len(layers), sorted(kxk))  # ResNet-50: 16 3x3 convs and the stem
+    if REAL:  # rocSPARSE needs >= 16 output pixels per image; smaller ones stay dense
+        layers = [layer for layer in layers if layer["out_shape"][2] * layer["out_shape"][3] >= 16]
+    assert all(layer["kernel"] == route for layer in layers), [(la["name"], la["kernel"]) for la in layers]
 
 
 def test_daemon_serves_a_model_on_hip_emu(tmp_path, rng):

@@ -9,6 +9,9 @@
 // GPU=hip plugin (bench/gpu-check does); the default is hip-emu.
 
 #include "backends/backend.h"
+#include "backends/hip/backend-hip.h"
+#include "backends/hip/check.h"
+#include "backends/hip/plugin.h"
 #include "core/errors.h"
 #include "core/options.h"
 #include "runtime/runtime.h"
@@ -229,6 +232,9 @@ static void check_conv_fmt(int kind, int sparse, double zero_frac, int fmt, int 
     float *srcs[2] = {x, res};
     char kernel[64] = "";
     compare_desc(&d, &cpu_d, batch, srcs, 1e-4, kernel, sizeof kernel);
+    if (sparse && kind == 0) CHECK(strstr(kernel, (c.r == 1 && c.s == 1 && c.stride_h == 1 && c.stride_w == 1 &&
+                                               !c.pad_t && !c.pad_l && !c.pad_b && !c.pad_r)
+                                                  ? ":" : ":im2col-") != NULL);
     if (sparse && fmt) CHECK(strstr(kernel, fmt == CD_SPARSE_FMT_BSR8 ? "gebsr8x1" : "gebsr4x1") != NULL);
     else if (sparse) CHECK(strstr(kernel, "csr-spmm") != NULL);
     else if (kind == 1) CHECK(strstr(kernel, "dwconv") != NULL);
@@ -260,6 +266,14 @@ CD_TEST(hip_backend_conv2d_gebsr_route_bsr4_bsr8_vs_cpu) {
         }
 }
 
+// sparse = 1 on a k x k conv (strides, pads, dilations): im2col on the
+// device, then the CSR or GEBSR SpMM over the columns, vs the CPU backend.
+CD_TEST(hip_backend_conv2d_kxk_im2col_sparse_routes_vs_cpu) {
+    static const int fmts[] = {0, CD_SPARSE_FMT_BSR4, CD_SPARSE_FMT_BSR8};
+    for (int rep = 0; rep < 4; rep++)
+        for (int f = 0; f < 3; f++) check_conv_fmt(0, 1, 0.7, fmts[f], f && rep % 2);
+}
+
 CD_TEST(hip_backend_sparse_route_only_where_it_exists) {
     cd_backend_t hip = make(hip_device());
     cd_conv_desc c = rand_conv(0);
@@ -271,7 +285,11 @@ CD_TEST(hip_backend_sparse_route_only_where_it_exists) {
     cd_conv_out_dims(&c);
     cd_bop_desc d = conv_bop(&c, 1, NULL, NULL);
     CHECK(cd_backend_supports_op(hip, &d));
-    d.sparse = 1; // 3x3: no CSR route on this backend, the planner keeps it dense
+    d.sparse = 1; // 3x3: im2col + the SpMM
+    CHECK(cd_backend_supports_op(hip, &d));
+    cd_conv_desc g = rand_conv(2); // grouped: no sparse route, the planner keeps it dense
+    d = conv_bop(&g, 1, NULL, NULL);
+    d.sparse = 1;
     CHECK(!cd_backend_supports_op(hip, &d));
     cd_conv_desc p = rand_conv(3);
     p.h = p.w = cd_test_randi(4, 9); // enough pixels for the rocSPARSE route too
@@ -401,6 +419,44 @@ CD_TEST(hip_backend_async_staging_and_device_bytes) {
     cd_backend_free(hip);
 }
 
+// A request with two inputs and two outputs of the same size: once the
+// first request has grown the pinned staging, later requests stage every
+// copy without waiting for the stream (double buffering depends on it).
+CD_TEST(hip_backend_staging_two_outputs_no_drain_after_warmup) {
+    if (real_gpu()) {
+        printf("  skipped: reads the hip-emu backend's counters\n");
+        return;
+    }
+    cd_backend_t hip = make(hip_device());
+    cd_backend_ctx *ctx;
+    CHECK_EQ(cd_backend_ctx_create(hip, &ctx), 0);
+    size_t size = (size_t)cd_test_randi(1, 3000) * 4;
+    void *dev[2];
+    float *in[2], *out[2];
+    for (int i = 0; i < 2; i++) {
+        CHECK_EQ(cd_backend_buffer_alloc(hip, size, &dev[i]), 0);
+        in[i] = rbuf(size / 4);
+        out[i] = calloc(size / 4, 4);
+    }
+    cd_hip_counters c0, c1;
+    for (int req = 0; req < 4; req++) {
+        if (req == 1) cd_backend_hip_counters(hip, &c0); // after warm-up
+        for (int i = 0; i < 2; i++) CHECK_EQ(cd_backend_upload_async(hip, ctx, dev[i], in[i], size), 0);
+        for (int i = 0; i < 2; i++) CHECK_EQ(cd_backend_download_async(hip, ctx, out[1 - i], dev[i], size), 0);
+        CHECK_EQ(cd_backend_synchronize(hip, ctx), 0);
+        for (int i = 0; i < 2; i++) CHECK_CLOSE_F32(out[1 - i], in[i], size / 4, 0);
+    }
+    cd_backend_hip_counters(hip, &c1);
+    CHECK_EQ(c1.staging_drains - c0.staging_drains, 0);
+    for (int i = 0; i < 2; i++) {
+        cd_backend_buffer_free(hip, dev[i]);
+        free(in[i]);
+        free(out[i]);
+    }
+    cd_backend_ctx_free(hip, ctx);
+    cd_backend_free(hip);
+}
+
 // One prepared op state run by two threads at once, each with its own
 // context and buffers (the daemon's workers share a model's op states).
 typedef struct {
@@ -469,6 +525,163 @@ CD_TEST(hip_backend_shared_op_state_two_threads) {
     free(want), free(w), free(b);
     cd_backend_op_state_free(hip, st);
     cd_backend_free(hip);
+}
+
+// Three sparse pointwise layers (a chain, c -> c channels) run by two
+// threads at once, each with its own context.
+enum { CHAIN = 3 };
+typedef struct {
+    cd_backend_t be;
+    const cd_bop_desc *d;
+    cd_op_state **st;
+    pthread_barrier_t *bar; // after warm-up; after the counted runs
+    const float *x;
+    float *y;
+    int rc;
+} chain_job;
+
+static int chain_run(chain_job *j, cd_backend_ctx *ctx, void *xb, void *yb, size_t bytes) {
+    cd_btensor a = {xb, CD_LAYOUT_NCHW, 4, {0}}, b = {yb, CD_LAYOUT_NCHW, 4, {0}};
+    memcpy(a.shape, j->d->src[0].shape, sizeof a.shape);
+    memcpy(b.shape, j->d->dst.shape, sizeof b.shape);
+    a.shape[0] = b.shape[0] = j->d->max_batch;
+    int rc = cd_backend_upload_async(j->be, ctx, xb, j->x, bytes);
+    for (int l = 0; l < CHAIN && !rc; l++) { // x -> y -> x -> y
+        cd_btensor *in = l % 2 ? &b : &a, *out = l % 2 ? &a : &b;
+        const cd_btensor *srcs[1] = {in};
+        rc = cd_backend_op_run(j->be, CD_BOP_CONV2D, ctx, j->st[l], j->d->max_batch, srcs, out);
+    }
+    if (!rc) rc = cd_backend_download_async(j->be, ctx, j->y, CHAIN % 2 ? yb : xb, bytes);
+    if (!rc) rc = cd_backend_synchronize(j->be, ctx);
+    return rc;
+}
+
+static void *chain_thread(void *arg) {
+    chain_job *j = arg;
+    cd_backend_ctx *ctx = NULL;
+    void *xb = NULL, *yb = NULL;
+    size_t bytes = cd_tdesc_item_bytes(&j->d->src[0]) * (size_t)j->d->max_batch;
+    j->rc = cd_backend_ctx_create(j->be, &ctx);
+    if (!j->rc) j->rc = cd_backend_buffer_alloc(j->be, bytes, &xb);
+    if (!j->rc) j->rc = cd_backend_buffer_alloc(j->be, bytes, &yb);
+    if (!j->rc) j->rc = chain_run(j, ctx, xb, yb, bytes); // warm-up: handle, scratch, staging
+    pthread_barrier_wait(j->bar);
+    pthread_barrier_wait(j->bar); // the main thread has read the counters
+    for (int rep = 0; rep < 3 && !j->rc; rep++) j->rc = chain_run(j, ctx, xb, yb, bytes);
+    pthread_barrier_wait(j->bar);
+    pthread_barrier_wait(j->bar);
+    cd_backend_buffer_free(j->be, xb);
+    cd_backend_buffer_free(j->be, yb);
+    cd_backend_ctx_free(j->be, ctx);
+    return NULL;
+}
+
+// The sparse route keeps one handle per context, not per layer, counted in
+// device_bytes; two threads run it at once without the backend's lock once
+// warm, and get the CPU reference's results.
+CD_TEST(hip_backend_sparse_handle_per_context_two_threads_no_lock) {
+    if (real_gpu()) {
+        printf("  skipped: reads the hip-emu backend's counters\n");
+        return;
+    }
+    cd_backend_t hip = make(hip_device());
+    cd_conv_desc c = rand_conv(3);
+    c.k = c.c;
+    c.has_residual = 0;
+    int batch = cd_test_randi(1, 3);
+    size_t nw = (size_t)c.k * c.c, no = (size_t)batch * c.k * c.oh * c.ow;
+    float *w[CHAIN], *bias[CHAIN];
+    cd_op_state *st[CHAIN];
+    cd_bop_desc d;
+    for (int l = 0; l < CHAIN; l++) {
+        w[l] = rbuf(nw), bias[l] = rbuf((size_t)c.k);
+        for (size_t i = 0; i < nw; i++)
+            if (cd_test_randf(0, 1) < 0.7) w[l][i] = 0.0f;
+        d = conv_bop(&c, batch, w[l], bias[l]);
+        d.sparse = 1;
+        CHECK_EQ(cd_backend_op_init(hip, &d, &st[l]), 0);
+        CHECK(strstr(cd_backend_op_kernel(hip, st[l]), "csr-spmm") != NULL);
+    }
+    size_t weights = cd_backend_device_bytes(hip);
+    cd_hip_counters c0, c1, c2;
+    cd_backend_hip_counters(hip, &c0);
+    pthread_barrier_t bar;
+    pthread_barrier_init(&bar, NULL, 3);
+    float *x[2] = {rbuf(no), rbuf(no)};
+    chain_job jobs[2];
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++) {
+        jobs[i] = (chain_job){hip, &d, st, &bar, x[i], calloc(no, 4), 0};
+        CHECK_EQ(pthread_create(&th[i], NULL, chain_thread, &jobs[i]), 0);
+    }
+    pthread_barrier_wait(&bar); // both warm
+    size_t warm_bytes = cd_backend_device_bytes(hip); // takes the lock: before c1
+    cd_backend_hip_counters(hip, &c1);
+    pthread_barrier_wait(&bar);
+    pthread_barrier_wait(&bar); // both ran 3 more times
+    cd_backend_hip_counters(hip, &c2);
+    pthread_barrier_wait(&bar);
+    for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+    pthread_barrier_destroy(&bar);
+    CHECK_EQ(c1.sparse_handles - c0.sparse_handles, 2); // contexts, not 2 x CHAIN layers
+    CHECK_EQ(c2.sparse_handles, c1.sparse_handles);
+    CHECK_EQ(c2.backend_locks - c1.backend_locks, 0);   // no global lock on a warm run
+    // Each context: two activation buffers and its handle.
+    CHECK_EQ(warm_bytes - weights, 2 * (2 * no * 4 + CD_HIP_SPARSE_HANDLE_BYTES));
+    CHECK_EQ(cd_backend_device_bytes(hip), weights);
+    cd_conv_desc r = c;
+    r.n = batch;
+    float *want = calloc(no, 4), *tmp = calloc(no, 4);
+    for (int i = 0; i < 2; i++) {
+        CHECK_EQ(jobs[i].rc, 0);
+        memcpy(want, x[i], no * 4);
+        for (int l = 0; l < CHAIN; l++) {
+            cd_ref_conv2d(&r, want, w[l], bias[l], NULL, tmp);
+            memcpy(want, tmp, no * 4);
+        }
+        CHECK_CLOSE_F32(jobs[i].y, want, no, 1e-4);
+        free(jobs[i].y);
+        free(x[i]);
+    }
+    for (int l = 0; l < CHAIN; l++) {
+        cd_backend_op_state_free(hip, st[l]);
+        free(w[l]), free(bias[l]);
+    }
+    free(want), free(tmp);
+    cd_backend_free(hip);
+}
+
+// rocSPARSE 5.3 does not check its launches: CD_ROCSPARSE_CHECK takes the
+// thread's last HIP error after each call (cd_hip_check_launch). Injected
+// here by a failing HIP call; reported once, as CD_EDEVICE, then cleared.
+CD_TEST(hip_backend_launch_check_reports_a_pending_error_once) {
+    if (real_gpu()) {
+        printf("  skipped: the emulator's HIP API is called directly\n");
+        return;
+    }
+    CHECK_EQ(cd_hip_check_launch("rocsparse_call()", __FILE__, __LINE__), 0);
+    CHECK(hipSetDevice(99) != hipSuccess); // leaves hipErrorInvalidDevice pending
+    CHECK_EQ(cd_hip_check_launch("rocsparse_call()", __FILE__, __LINE__), CD_EDEVICE);
+    CHECK_EQ(cd_hip_check_launch("rocsparse_call()", __FILE__, __LINE__), 0);
+}
+
+// The plugin probe makes one rocSPARSE call; a rocSPARSE that cannot run on
+// the device fails the probe with a message naming rocSPARSE and the arch
+// (injected under the emulator, which has no rocSPARSE).
+CD_TEST(hip_backend_probe_rocsparse_failure_names_library_and_arch) {
+    if (real_gpu()) {
+        printf("  skipped: the failure is injected into the emulated probe\n");
+        return;
+    }
+    cd_hip_device_info info;
+    char err[512] = "";
+    CHECK_EQ(cd_hip_plugin_probe(0, &info, err, sizeof err), 0);
+    setenv("CD_HIP_EMU_ROCSPARSE_PROBE", "fail", 1);
+    CHECK_EQ(cd_hip_plugin_probe(0, &info, err, sizeof err), CD_EDEVICE);
+    unsetenv("CD_HIP_EMU_ROCSPARSE_PROBE");
+    CHECK(strstr(err, "rocSPARSE") != NULL);
+    CHECK(strstr(err, "(convd HIP emulator (CPU), emu)") != NULL);
+    CHECK(strstr(err, "rocsparse_saxpyi") != NULL);
 }
 
 CD_TEST(hip_backend_no_device_fails_cleanly) {

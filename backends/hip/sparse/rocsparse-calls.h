@@ -25,8 +25,19 @@ extern "C" {
 // cd_rocsparse_csr_cols).
 #define CD_ROCSPARSE_MIN_COLS 16
 
+typedef struct cd_rocsparse_ctx cd_rocsparse_ctx; // one rocSPARSE handle
 typedef struct cd_rocsparse_csr cd_rocsparse_csr; // CSR weights resident on the device
 typedef struct cd_rocsparse_gebsr cd_rocsparse_gebsr; // general-BSR weights resident on the device
+
+// A rocSPARSE handle (host pointer mode). Each costs device memory (about
+// CD_HIP_SPARSE_HANDLE_BYTES, backends/hip/backend-hip-impl.h), an init kernel
+// and a wait, so the backend makes one per worker context, not per layer;
+// plans hold none. Calls on one handle must not overlap (one context is used
+// by one thread at a time). Returns 0, CD_ENOMEM or CD_EDEVICE (logged).
+int cd_rocsparse_ctx_create(cd_rocsparse_ctx **out);
+
+// Destroys the handle (NULL is fine).
+void cd_rocsparse_ctx_free(cd_rocsparse_ctx *rs);
 
 // Dense column count a CSR plan for n columns works with: max(n, 16). The
 // caller's B (k x cols) and C (m x cols) device buffers are row-major with
@@ -34,20 +45,25 @@ typedef struct cd_rocsparse_gebsr cd_rocsparse_gebsr; // general-BSR weights res
 int cd_rocsparse_csr_cols(int n);
 
 // Uploads the m x k CSR matrix (host arrays: row_ptr[m+1], col_ind[nnz],
-// val[nnz], zero-based, int32 indices), creates the descriptors for
-// C (m x cols) = A x B (k x cols), both row-major with leading dimension
-// cols = cd_rocsparse_csr_cols(n), and runs the buffer-size and preprocess
-// stages on `stream` with sample device buffers b and c of those shapes.
-// Returns 0, CD_EPARAMS for bad sizes, CD_ENOMEM, or CD_EDEVICE (logged).
-int cd_rocsparse_csr_init(cd_rocsparse_csr **out, hipStream_t stream, int m, int k, int nnz,
+// val[nnz], zero-based, int32 indices) and, for C (m x cols) = A x B
+// (k x cols), both row-major with leading dimension cols =
+// cd_rocsparse_csr_cols(n), runs the buffer-size and preprocess stages with
+// rs's handle on the null stream, on sample device buffers b and c of those
+// shapes; waits for them. Returns 0, CD_EPARAMS for bad sizes, CD_ENOMEM, or
+// CD_EDEVICE (logged).
+int cd_rocsparse_csr_init(cd_rocsparse_csr **out, cd_rocsparse_ctx *rs, int m, int k, int nnz,
                           const int *row_ptr, const int *col_ind, const float *val, int n,
                           float *b, float *c);
 
-// C = A x B for new device buffers b and c (shapes as at init): the compute
-// stage only, queued on the plan's stream. Returns 0 or a CD_E* code (logged).
-int cd_rocsparse_csr_spmm(cd_rocsparse_csr *plan, const float *b, float *c);
+// Queues C = A x B for device buffers b and c (shapes as at init) on
+// `stream`, with rs's handle (its stream is set to `stream`): the compute
+// stage only, no wait. Dense descriptors are made per call, so threads may
+// run one plan at once, each with its own rs. Returns 0 or a CD_E* code
+// (logged).
+int cd_rocsparse_csr_spmm(const cd_rocsparse_csr *plan, cd_rocsparse_ctx *rs, hipStream_t stream,
+                          const float *b, float *c);
 
-// Frees the device copies, descriptors, work buffer and handle (NULL is fine).
+// Frees the device copies, descriptor and work buffer (NULL is fine).
 void cd_rocsparse_csr_free(cd_rocsparse_csr *plan);
 
 // Uploads (once, synchronously) an mb x kb block-row general-BSR matrix of
@@ -58,18 +74,25 @@ void cd_rocsparse_csr_free(cd_rocsparse_csr *plan);
 int cd_rocsparse_gebsr_init(cd_rocsparse_gebsr **out, int mb, int kb, int nnzb, int row_block_dim,
                             int col_block_dim, const int *row_ptr, const int *col_ind, const float *val);
 
-// Queues C (mb*rbd x n) = A x op(B) on `stream`, column-major device
-// buffers: op(B) = B (kb*cbd x n, ldb >= kb*cbd) when b_trans is 0, else
-// B^T with B n x kb*cbd (ldb >= n) - a row-major kb*cbd x n matrix such as
-// one NCHW image (C x H*W) is exactly that B with ldb = H*W. All mb*rbd rows
-// of C are written (padding rows as zeros): ldc >= mb*rbd. Rebinds the
-// plan's handle to `stream`: calls on one plan must be serialised by the
-// caller. Returns 0 or a CD_E* code (logged).
-int cd_rocsparse_gebsr_mm(cd_rocsparse_gebsr *plan, hipStream_t stream, int b_trans, int n,
-                          const float *b, int ldb, float *c, int ldc);
+// Queues C (mb*rbd x n) = A x op(B) on `stream` with rs's handle (its
+// stream is set to `stream`), column-major device buffers: op(B) = B
+// (kb*cbd x n, ldb >= kb*cbd) when b_trans is 0, else B^T with B
+// n x kb*cbd (ldb >= n) - a row-major kb*cbd x n matrix such as one NCHW
+// image (C x H*W) is exactly that B with ldb = H*W. All mb*rbd rows of C are
+// written (padding rows as zeros): ldc >= mb*rbd. Threads may run one plan at
+// once, each with its own rs. Returns 0 or a CD_E* code (logged).
+int cd_rocsparse_gebsr_mm(const cd_rocsparse_gebsr *plan, cd_rocsparse_ctx *rs, hipStream_t stream, int b_trans,
+                          int n, const float *b, int ldb, float *c, int ldc);
 
-// Frees the device copies, descriptor and handle (NULL is fine).
+// Frees the device copies and descriptor (NULL is fine).
 void cd_rocsparse_gebsr_free(cd_rocsparse_gebsr *plan);
+
+// The plugin probe's rocSPARSE check: creates a handle and runs one tiny
+// rocsparse_saxpyi (its kernel) on the current device, checking the launch
+// and the result. A rocSPARSE built without code for this GPU fails here, at
+// start-up, instead of at the first sparse layer. Returns 0, or a CD_E* code
+// with the failed call and status in why.
+int cd_rocsparse_probe(char *why, size_t whylen);
 
 #ifdef __cplusplus
 }
