@@ -26,9 +26,7 @@ void cd_backend_free(cd_backend_t be) {
     if (be) be->iface->free(be);
 }
 
-int cd_backend_buffer_alloc(cd_backend_t be, size_t size, void **out) {
-    return be->iface->buffer_alloc(be, size, out);
-}
+int cd_backend_buffer_alloc(cd_backend_t be, size_t size, void **out) { return be->iface->buffer_alloc(be, size, out); }
 
 void cd_backend_buffer_free(cd_backend_t be, void *buf) {
     if (buf) be->iface->buffer_free(be, buf);
@@ -51,9 +49,7 @@ void cd_backend_ctx_free(cd_backend_t be, cd_backend_ctx *ctx) {
     if (ctx && be->iface->ctx_free) be->iface->ctx_free(be, ctx);
 }
 
-bool cd_backend_supports_op(cd_backend_t be, const cd_bop_desc *d) {
-    return be->iface->supports_op(be, d);
-}
+bool cd_backend_supports_op(cd_backend_t be, const cd_bop_desc *d) { return be->iface->supports_op(be, d); }
 
 int cd_backend_op_init(cd_backend_t be, const cd_bop_desc *d, cd_op_state **out) {
     *out = NULL;
@@ -96,16 +92,13 @@ int cd_backend_download_async(cd_backend_t be, cd_backend_ctx *ctx, void *dst, c
     return rc ? rc : be->iface->download(be, dst, src, size);
 }
 
-size_t cd_backend_device_bytes(cd_backend_t be) {
-    return be->iface->device_bytes ? be->iface->device_bytes(be) : 0;
-}
+size_t cd_backend_device_bytes(cd_backend_t be) { return be->iface->device_bytes ? be->iface->device_bytes(be) : 0; }
 
 cd_layout cd_backend_blocked_layout(cd_backend_t be) { return cd_backend_get_caps(be).blocked_layout; }
 
 bool cd_backend_kernel_is_reference(const char *kernel) {
     // "ref" (our reference kernels) or "dnnl:ref:any" (oneDNN's).
-    return kernel && (strcmp(kernel, "ref") == 0 || strncmp(kernel, "ref:", 4) == 0 ||
-                      strstr(kernel, ":ref") != NULL);
+    return kernel && (strcmp(kernel, "ref") == 0 || strncmp(kernel, "ref:", 4) == 0 || strstr(kernel, ":ref") != NULL);
 }
 
 size_t cd_tdesc_item_bytes(const cd_tdesc *t) {
@@ -120,7 +113,7 @@ size_t cd_tdesc_item_bytes(const cd_tdesc *t) {
 }
 
 const char *cd_bop_name(cd_bop op) {
-    static const char *names[] = {"Conv2d", "Gemm", "Pool", "Binary", "Activation",
+    static const char *names[] = {"Conv2d",  "Gemm",   "Pool",      "Binary", "Activation",
                                   "Softmax", "Concat", "Transpose", "Reorder"};
     return op < CD_BOP_COUNT ? names[op] : "?";
 }

@@ -43,8 +43,8 @@ typedef struct cd_backend_ctx cd_backend_ctx; // per-thread execution context
 
 // A tensor as a backend sees it at run time.
 typedef struct {
-    void *data;                 // device memory (a host pointer on cpu)
-    cd_layout layout;           // a blocked layout only for rank-4 tensors
+    void *data;       // device memory (a host pointer on cpu)
+    cd_layout layout; // a blocked layout only for rank-4 tensors
     int rank;
     int64_t shape[CD_MAX_RANK]; // logical dims in NCHW order, dim 0 = batch
 } cd_btensor;
@@ -79,22 +79,22 @@ typedef enum {
 // description, op selecting the member of u.
 typedef struct {
     cd_bop op;
-    int max_batch;             // largest batch the op will run with
+    int max_batch; // largest batch the op will run with
     int nsrc;
-    cd_tdesc src[64];          // inputs (CONV2D: src and, with a residual, the residual)
-    cd_tdesc dst;              // output (REORDER: dst.layout is the target)
+    cd_tdesc src[64]; // inputs (CONV2D: src and, with a residual, the residual)
+    cd_tdesc dst;     // output (REORDER: dst.layout is the target)
     union {
-        cd_conv_desc conv;     // n = 1; act and has_residual included
+        cd_conv_desc conv; // n = 1; act and has_residual included
         cd_gemm_desc gemm;
-        cd_pool_desc pool;     // n = 1
+        cd_pool_desc pool; // n = 1
         cd_binary_desc binary;
         cd_activation act;
         cd_softmax_desc softmax;
         int axis;              // CONCAT
         int perm[CD_MAX_RANK]; // TRANSPOSE: dst dim i = src dim perm[i]
     } u;
-    const float *w;            // CONV2D (OIHW), GEMM (n x k): host memory,
-    const float *bias;         // only during init; NULL for no bias
+    const float *w;    // CONV2D (OIHW), GEMM (n x k): host memory,
+    const float *bias; // only during init; NULL for no bias
     // CONV2D / GEMM (rows == 1): the planner's kernel choice. 0 = the
     // backend's dense kernel; 1 = the sparse kernels (sparse/sparse-conv.h,
     // activations in NCHW), with sparse_format a cd_sparse_format (0 = the
@@ -108,22 +108,22 @@ typedef struct {
 // instead of testing names. Static strings; the values are fixed for the
 // life of the backend (cd_backend_get_caps may be called at any time).
 typedef struct {
-    const char *name;          // "cpu", "hip", "hip-emu": for messages and cd_model_device
-    const char *description;   // one line for start-up logs ("hip-emu (the HIP kernels ...)")
-    bool async;                // op_run and the *_async copies only queue work on the
-                               // context's stream: submitting batch i+1 before waiting
-                               // for batch i overlaps them (cd_model_overlaps)
-    bool device_memory;        // buffers are device memory, not the host's (kernels run
-                               // on the device); false: host memory, host kernels, on
-                               // which the planner's CPU cost model applies
-    cd_layout blocked_layout;  // the blocked activation layout the planner keeps dense
-                               // chains in on this backend (NCHW: none)
-    cd_layout native_layout;   // the blocked layout the device's fast dense kernels want
-                               // (the CPU's: oneDNN's choice, nChw16c on AVX-512, nChw8c
-                               // on AVX2), even when blocked_layout is NCHW because a
-                               // mode forces plain kernels; NCHW: none
-    const char *isa;           // instruction set of the dense kernels ("avx512_core",
-                               // "avx2"), NULL where that means nothing
+    const char *name;         // "cpu", "hip", "hip-emu": for messages and cd_model_device
+    const char *description;  // one line for start-up logs ("hip-emu (the HIP kernels ...)")
+    bool async;               // op_run and the *_async copies only queue work on the
+                              // context's stream: submitting batch i+1 before waiting
+                              // for batch i overlaps them (cd_model_overlaps)
+    bool device_memory;       // buffers are device memory, not the host's (kernels run
+                              // on the device); false: host memory, host kernels, on
+                              // which the planner's CPU cost model applies
+    cd_layout blocked_layout; // the blocked activation layout the planner keeps dense
+                              // chains in on this backend (NCHW: none)
+    cd_layout native_layout;  // the blocked layout the device's fast dense kernels want
+                              // (the CPU's: oneDNN's choice, nChw16c on AVX-512, nChw8c
+                              // on AVX2), even when blocked_layout is NCHW because a
+                              // mode forces plain kernels; NCHW: none
+    const char *isa;          // instruction set of the dense kernels ("avx512_core",
+                              // "avx2"), NULL where that means nothing
 } cd_backend_caps;
 
 struct cd_backend_i {
@@ -151,8 +151,8 @@ struct cd_backend_i {
     // Runs a prepared op on batch items: srcs[0..nsrc) and dst as planned
     // (CONV2D: src and, with a residual, the residual; BINARY: a, b; CONCAT:
     // the nsrc inputs), data pointing into device memory. 0 or a negative code.
-    int (*op_run)(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int batch,
-                  const cd_btensor *const *srcs, cd_btensor *dst);
+    int (*op_run)(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int batch, const cd_btensor *const *srcs,
+                  cd_btensor *dst);
     // Name of the kernel a prepared op runs ("dnnl", "ref", ...). /* optional */
     const char *(*op_kernel)(cd_backend_t be, cd_op_state *st);
     // Bytes of weights the prepared op holds in device memory. /* optional */

@@ -72,7 +72,10 @@ static double median(double *v, int n) {
 
 static void *xalloc(size_t floats) {
     float *p = aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64);
-    if (!p) { fprintf(stderr, "out of memory\n"); exit(1); }
+    if (!p) {
+        fprintf(stderr, "out of memory\n");
+        exit(1);
+    }
     for (size_t i = 0; i < floats; i++) p[i] = (float)((i * 2654435761u) % 2001) / 1000.0f - 1.0f;
     return p;
 }
@@ -114,8 +117,8 @@ static void run_blas(bench_layer *b) {
                                 int iy = oy * d->stride_h - d->pad_t + r;
                                 for (int ox = 0; ox < d->ow; ox++) {
                                     int ix = ox * d->stride_w - d->pad_l + s;
-                                    row[oy * d->ow + ox] = (iy < 0 || iy >= d->h || ix < 0 || ix >= d->w)
-                                                               ? 0.0f : plane[iy * d->w + ix];
+                                    row[oy * d->ow + ox] =
+                                        (iy < 0 || iy >= d->h || ix < 0 || ix >= d->w) ? 0.0f : plane[iy * d->w + ix];
                                 }
                             }
                         }
@@ -126,8 +129,8 @@ static void run_blas(bench_layer *b) {
                 float bv = b->bias[gi * kpg + k];
                 for (int p = 0; p < ohw; p++) yg[(size_t)k * ohw + p] = bv;
             }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, kpg, ohw, kk, 1.0f,
-                        b->w + (size_t)gi * kpg * kk, kk, col, ohw, 1.0f, yg, ohw);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, kpg, ohw, kk, 1.0f, b->w + (size_t)gi * kpg * kk, kk,
+                        col, ohw, 1.0f, yg, ohw);
         }
     }
 }
@@ -165,8 +168,14 @@ static double sample(bench_layer *b, int m, int *iters, double min_ms) {
 static int bench_one(const layer *L, int batch, int threads, int reps, double min_ms) {
     bench_layer b = {0};
     cd_conv_desc *d = &b.d;
-    d->c = L->c; d->h = L->h; d->w = L->w; d->k = L->k; d->r = d->s = L->r;
-    d->stride_h = d->stride_w = L->stride; d->dil_h = d->dil_w = 1; d->groups = L->groups;
+    d->c = L->c;
+    d->h = L->h;
+    d->w = L->w;
+    d->k = L->k;
+    d->r = d->s = L->r;
+    d->stride_h = d->stride_w = L->stride;
+    d->dil_h = d->dil_w = 1;
+    d->groups = L->groups;
     d->pad_t = d->pad_l = d->pad_b = d->pad_r = L->r / 2;
     d->act = (cd_activation){CD_ACT_NONE, 0, 0};
     cd_conv_out_dims(d);
@@ -191,10 +200,13 @@ static int bench_one(const layer *L, int batch, int threads, int reps, double mi
         fprintf(stderr, "%s %s: setup failed: %d\n", L->model, L->name, rc);
         return rc;
     }
-    if (in16 == CD_LAYOUT_NCHW) memcpy(b.src16, b.src, cd_dnnl_tensor_floats(CD_LAYOUT_NCHW, batch, d->c, d->h, d->w) * 4);
+    if (in16 == CD_LAYOUT_NCHW)
+        memcpy(b.src16, b.src, cd_dnnl_tensor_floats(CD_LAYOUT_NCHW, batch, d->c, d->h, d->w) * 4);
     size_t need = 0, s;
-    cd_dnnl_op_prepare(b.conv16, batch, &s); need = s > need ? s : need;
-    cd_dnnl_op_prepare(b.convn, batch, &s); need = s > need ? s : need;
+    cd_dnnl_op_prepare(b.conv16, batch, &s);
+    need = s > need ? s : need;
+    cd_dnnl_op_prepare(b.convn, batch, &s);
+    need = s > need ? s : need;
     cd_dnnl_ctx_reserve(b.ctx, need);
 
     double samples[M_COUNT][64];
@@ -203,7 +215,10 @@ static int bench_one(const layer *L, int batch, int threads, int reps, double mi
     for (int m = 0; m < M_COUNT; m++) run_method(&b, m); // warm up
     for (int rep = 0; rep < reps; rep++)
         for (int m = 0; m < M_COUNT; m++) {
-            if (m == M_REORDER_IN && in16 == CD_LAYOUT_NCHW) { samples[m][rep] = 0; continue; }
+            if (m == M_REORDER_IN && in16 == CD_LAYOUT_NCHW) {
+                samples[m][rep] = 0;
+                continue;
+            }
             samples[m][rep] = sample(&b, m, &iters[m], min_ms);
         }
     double med[M_COUNT];
@@ -211,16 +226,22 @@ static int bench_one(const layer *L, int batch, int threads, int reps, double mi
     double gflop = 2.0 * batch * d->k * d->oh * d->ow * cpg * d->r * d->s * 1e-9;
     double base = med[M_DNNL16C];
     printf("| %s | %s | %d | %d | %.3f | %.3f | %.0f | %.3f (%.2fx) | %.3f (%.2fx) | %.3f + %.3f (%.0f%%) | %s |\n",
-           L->model, L->name, batch, threads, gflop, base, gflop / base * 1e3,
-           med[M_DNNLNCHW], med[M_DNNLNCHW] / base, med[M_BLAS], med[M_BLAS] / base,
-           med[M_REORDER_IN], med[M_REORDER_OUT],
-           100.0 * (med[M_REORDER_IN] + med[M_REORDER_OUT]) / base,
-           cd_dnnl_op_impl(b.conv16, batch));
+           L->model, L->name, batch, threads, gflop, base, gflop / base * 1e3, med[M_DNNLNCHW], med[M_DNNLNCHW] / base,
+           med[M_BLAS], med[M_BLAS] / base, med[M_REORDER_IN], med[M_REORDER_OUT],
+           100.0 * (med[M_REORDER_IN] + med[M_REORDER_OUT]) / base, cd_dnnl_op_impl(b.conv16, batch));
     fflush(stdout);
-    cd_dnnl_op_free(b.conv16); cd_dnnl_op_free(b.convn);
-    cd_dnnl_op_free(b.rin); cd_dnnl_op_free(b.rout);
+    cd_dnnl_op_free(b.conv16);
+    cd_dnnl_op_free(b.convn);
+    cd_dnnl_op_free(b.rin);
+    cd_dnnl_op_free(b.rout);
     cd_dnnl_ctx_free(b.ctx);
-    free(b.w); free(b.bias); free(b.src); free(b.src16); free(b.dst); free(b.dst16); free(b.col);
+    free(b.w);
+    free(b.bias);
+    free(b.src);
+    free(b.src16);
+    free(b.dst);
+    free(b.dst16);
+    free(b.col);
     return 0;
 }
 
@@ -232,8 +253,7 @@ static void bench_overhead(int reps) {
     float *src = xalloc(c * h * w), *dst = xalloc(c * h * w);
     cd_dnnl_ctx *ctx;
     cd_dnnl_op *op;
-    if (cd_dnnl_ctx_create(&ctx) || cd_dnnl_reorder_create(CD_LAYOUT_NCHW, g_blk, c, h, w, 1, &op))
-        return;
+    if (cd_dnnl_ctx_create(&ctx) || cd_dnnl_reorder_create(CD_LAYOUT_NCHW, g_blk, c, h, w, 1, &op)) return;
     dnnl_engine_t eng;
     dnnl_stream_t st;
     dnnl_memory_desc_t smd, dmd;
@@ -266,14 +286,19 @@ static void bench_overhead(int reps) {
         r[rep] = (cd_now_ms() - t0) / n * 1e3;
     }
     double ma = median(a, reps), mr = median(r, reps);
-    printf("per-call overhead (reorder 16x7x7, threads %d): cd_dnnl_op_run %.2f us, raw dnnl execute %.2f us, wrapper adds %.2f us\n",
+    printf("per-call overhead (reorder 16x7x7, threads %d): cd_dnnl_op_run %.2f us, raw dnnl execute %.2f us, wrapper "
+           "adds %.2f us\n",
            cd_dnnl_get_threads(), ma, mr, ma - mr);
-    dnnl_memory_destroy(sm); dnnl_memory_destroy(dm);
-    dnnl_primitive_destroy(prim); dnnl_primitive_desc_destroy(pd);
-    dnnl_stream_destroy(st); dnnl_engine_destroy(eng);
+    dnnl_memory_destroy(sm);
+    dnnl_memory_destroy(dm);
+    dnnl_primitive_destroy(prim);
+    dnnl_primitive_desc_destroy(pd);
+    dnnl_stream_destroy(st);
+    dnnl_engine_destroy(eng);
     cd_dnnl_op_free(op);
     cd_dnnl_ctx_free(ctx);
-    free(src); free(dst);
+    free(src);
+    free(dst);
 }
 
 int main(int argc, char **argv) {
@@ -285,15 +310,23 @@ int main(int argc, char **argv) {
     const char *model = "all";
     g_blk = cd_dnnl_blocked_layout();
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--batch") && i + 1 < argc) batch = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--min-ms") && i + 1 < argc) min_ms = atof(argv[++i]);
-        else if (!strcmp(argv[i], "--model") && i + 1 < argc) model = argv[++i];
-        else if (!strcmp(argv[i], "--overhead")) overhead = 1;
+        if (!strcmp(argv[i], "--threads") && i + 1 < argc)
+            threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--batch") && i + 1 < argc)
+            batch = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
+            reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--min-ms") && i + 1 < argc)
+            min_ms = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--model") && i + 1 < argc)
+            model = argv[++i];
+        else if (!strcmp(argv[i], "--overhead"))
+            overhead = 1;
         else {
-            fprintf(stderr, "usage: %s [--threads N] [--batch B] [--reps R] [--min-ms M] "
-                            "[--model resnet50|mobilenetv2|all] [--overhead]\n", argv[0]);
+            fprintf(stderr,
+                    "usage: %s [--threads N] [--batch B] [--reps R] [--min-ms M] "
+                    "[--model resnet50|mobilenetv2|all] [--overhead]\n",
+                    argv[0]);
             return 2;
         }
     }

@@ -80,7 +80,8 @@ static double measure(float (*fn)(long), int lanes, double ms) {
 int main(int argc, char **argv) {
     double ms = 100;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--ms") && i + 1 < argc) ms = atof(argv[++i]);
+        if (!strcmp(argv[i], "--ms") && i + 1 < argc)
+            ms = atof(argv[++i]);
         else {
             fprintf(stderr, "usage: %s [--ms M]\n", argv[0]);
             return 2;

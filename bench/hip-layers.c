@@ -35,7 +35,7 @@ typedef struct {
 // ResNet-50-shaped layers: the 1x1 convolutions a sparse route exists for,
 // and one 3x3 (dense only on this backend).
 static const layer g_layers[] = {
-    {"res2", 64, 256, 56, 1}, {"res3", 512, 128, 28, 1}, {"res4", 256, 1024, 14, 1},
+    {"res2", 64, 256, 56, 1},  {"res3", 512, 128, 28, 1}, {"res4", 256, 1024, 14, 1},
     {"res5", 2048, 512, 7, 1}, {"res3", 128, 128, 28, 3},
 };
 static const double g_density[] = {1.0, 0.5, 0.3, 0.1, 0.05};
@@ -79,11 +79,16 @@ int main(int argc, char **argv) {
     const char *device = "hip:0";
     int batch = 8, reps = 20, quick = 0, probe = 0;
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--device") == 0 && i + 1 < argc) device = argv[++i];
-        else if (strcmp(argv[i], "--batch") == 0 && i + 1 < argc) batch = atoi(argv[++i]);
-        else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) reps = atoi(argv[++i]);
-        else if (strcmp(argv[i], "--quick") == 0) quick = 1;
-        else if (strcmp(argv[i], "--probe") == 0) probe = 1;
+        if (strcmp(argv[i], "--device") == 0 && i + 1 < argc)
+            device = argv[++i];
+        else if (strcmp(argv[i], "--batch") == 0 && i + 1 < argc)
+            batch = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc)
+            reps = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--quick") == 0)
+            quick = 1;
+        else if (strcmp(argv[i], "--probe") == 0)
+            probe = 1;
         else {
             fprintf(stderr, "usage: hip-layers [--device hip:0|hip-emu] [--batch B] [--reps N] [--quick] [--probe]\n");
             return 2;
@@ -116,15 +121,29 @@ int main(int argc, char **argv) {
     }
     printf("device %s: %s; batch %d, median of %d runs%s\n", device, info, batch, reps,
            quick ? " (--quick: shrunk layers)" : "");
-    printf("%-28s %7s %10s %10s %8s %12s  %s\n", "layer", "density", "dense ms", "sparse ms", "speedup",
-           "max rel err", "sparse kernel");
+    printf("%-28s %7s %10s %10s %8s %12s  %s\n", "layer", "density", "dense ms", "sparse ms", "speedup", "max rel err",
+           "sparse kernel");
     int bad = 0;
     for (size_t li = 0; li < sizeof g_layers / sizeof g_layers[0]; li++) {
         layer L = g_layers[li];
         if (quick) L.c = L.c / 8 + 1, L.k = L.k / 8 + 3, L.hw = L.hw / 4 + 1;
-        cd_conv_desc c = {.n = 1, .c = L.c, .h = L.hw, .w = L.hw, .k = L.k, .r = L.r, .s = L.r, .stride_h = 1,
-                          .stride_w = 1, .pad_t = L.r / 2, .pad_l = L.r / 2, .pad_b = L.r / 2, .pad_r = L.r / 2,
-                          .dil_h = 1, .dil_w = 1, .groups = 1, .act = {CD_ACT_RELU, 0, 0}};
+        cd_conv_desc c = {.n = 1,
+                          .c = L.c,
+                          .h = L.hw,
+                          .w = L.hw,
+                          .k = L.k,
+                          .r = L.r,
+                          .s = L.r,
+                          .stride_h = 1,
+                          .stride_w = 1,
+                          .pad_t = L.r / 2,
+                          .pad_l = L.r / 2,
+                          .pad_b = L.r / 2,
+                          .pad_r = L.r / 2,
+                          .dil_h = 1,
+                          .dil_w = 1,
+                          .groups = 1,
+                          .act = {CD_ACT_RELU, 0, 0}};
         c.oh = c.ow = L.hw;
         char name[64];
         snprintf(name, sizeof name, "%s %dx%d %d->%d %dx%d", L.name, L.r, L.r, L.c, L.k, L.hw, L.hw);

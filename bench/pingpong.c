@@ -37,8 +37,7 @@ static double now_us(void) {
 }
 
 static void pin(int cpu) {
-    if (cpu < 0)
-        return;
+    if (cpu < 0) return;
     cpu_set_t set;
     CPU_ZERO(&set);
     CPU_SET(cpu, &set);
@@ -51,8 +50,7 @@ static void pin(int cpu) {
 static void write_all(int fd, const char *p, size_t n) {
     while (n) {
         ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
+        if (w < 0 && errno == EINTR) continue;
         if (w <= 0) {
             perror("write");
             exit(1);
@@ -66,10 +64,8 @@ static void write_all(int fd, const char *p, size_t n) {
 static int read_all(int fd, char *p, size_t n) {
     while (n) {
         ssize_t r = read(fd, p, n);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return -1;
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return -1;
         p += r;
         n -= (size_t)r;
     }
@@ -79,8 +75,7 @@ static int read_all(int fd, char *p, size_t n) {
 static void report(const char *mode, double *t, int n, size_t size) {
     qsort(t, (size_t)n, sizeof *t, cd_cmp_double);
     double sum = 0;
-    for (int i = 0; i < n; i++)
-        sum += t[i];
+    for (int i = 0; i < n; i++) sum += t[i];
     printf("{\"mode\": \"%s\", \"iters\": %d, \"size\": %zu, \"p50_us\": %.2f, "
            "\"p90_us\": %.2f, \"p99_us\": %.2f, \"mean_us\": %.2f, \"min_us\": %.2f}\n",
            mode, n, size, t[n / 2], t[(int)(n * 0.9)], t[(int)(n * 0.99)], sum / n, t[0]);
@@ -96,13 +91,20 @@ int main(int argc, char **argv) {
             fprintf(stderr, "pingpong: %s needs a value\n", a);
             return 2;
         }
-        if (!strcmp(a, "--iters")) iters = atoi(v);
-        else if (!strcmp(a, "--warmup")) warmup = atoi(v);
-        else if (!strcmp(a, "--size")) size = (size_t)atol(v);
-        else if (!strcmp(a, "--cpu-a")) cpu_a = atoi(v);
-        else if (!strcmp(a, "--cpu-b")) cpu_b = atoi(v);
-        else if (!strcmp(a, "--convd")) convd = v;
-        else if (!strcmp(a, "--request")) reqfile = v;
+        if (!strcmp(a, "--iters"))
+            iters = atoi(v);
+        else if (!strcmp(a, "--warmup"))
+            warmup = atoi(v);
+        else if (!strcmp(a, "--size"))
+            size = (size_t)atol(v);
+        else if (!strcmp(a, "--cpu-a"))
+            cpu_a = atoi(v);
+        else if (!strcmp(a, "--cpu-b"))
+            cpu_b = atoi(v);
+        else if (!strcmp(a, "--convd"))
+            convd = v;
+        else if (!strcmp(a, "--request"))
+            reqfile = v;
         else {
             fprintf(stderr, "pingpong: unknown option %s\n", a);
             return 2;
@@ -114,8 +116,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     double *t = malloc((size_t)iters * sizeof *t);
-    if (!t)
-        return 1;
+    if (!t) return 1;
 
     if (convd) {
         if (!reqfile) {
@@ -147,8 +148,7 @@ int main(int argc, char **argv) {
             write_all(fd, req, rlen);
             for (;;) {
                 int rc = msgpack_unpacker_next(&up, &res);
-                if (rc == MSGPACK_UNPACK_SUCCESS)
-                    break;
+                if (rc == MSGPACK_UNPACK_SUCCESS) break;
                 if (rc < 0) {
                     fprintf(stderr, "pingpong: bad response bytes\n");
                     return 1;
@@ -168,8 +168,7 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "pingpong: the daemon answered an error\n");
                 return 1;
             }
-            if (i >= 0)
-                t[i] = dt;
+            if (i >= 0) t[i] = dt;
         }
         report("convd", t, iters, rlen);
         return 0;
@@ -185,8 +184,7 @@ int main(int argc, char **argv) {
     if (pid == 0) { // B: echo
         close(sv[0]);
         pin(cpu_b);
-        while (read_all(sv[1], buf, size) == 0)
-            write_all(sv[1], buf, size);
+        while (read_all(sv[1], buf, size) == 0) write_all(sv[1], buf, size);
         _exit(0);
     }
     close(sv[1]);
@@ -198,8 +196,7 @@ int main(int argc, char **argv) {
             fprintf(stderr, "pingpong: peer closed\n");
             return 1;
         }
-        if (i >= 0)
-            t[i] = now_us() - t0;
+        if (i >= 0) t[i] = now_us() - t0;
     }
     close(sv[0]);
     waitpid(pid, NULL, 0);

@@ -130,14 +130,13 @@ static void floor_run(void *arg) {
         memset((char *)a->y + off, 0, a->bytes - off < chunk ? a->bytes - off : chunk);
 }
 
-#define DNNL_CHECK(x)                                                          \
-    do {                                                                       \
-        dnnl_status_t s_ = (x);                                                \
-        if (s_ != dnnl_success) {                                              \
-            fprintf(stderr, "oneDNN: %s failed (%d) at %s:%d\n", #x, (int)s_,  \
-                    __FILE__, __LINE__);                                       \
-            exit(1);                                                           \
-        }                                                                      \
+#define DNNL_CHECK(x)                                                                              \
+    do {                                                                                           \
+        dnnl_status_t s_ = (x);                                                                    \
+        if (s_ != dnnl_success) {                                                                  \
+            fprintf(stderr, "oneDNN: %s failed (%d) at %s:%d\n", #x, (int)s_, __FILE__, __LINE__); \
+            exit(1);                                                                               \
+        }                                                                                          \
     } while (0)
 
 static dnnl_engine_t g_engine;
@@ -168,8 +167,7 @@ static dnnl_memory_t to_layout(dnnl_memory_t from, const dnnl_memory_desc_t *md)
 }
 
 // oneDNN's best dense conv for d (inference, bias, layouts chosen by oneDNN).
-static void dense_create(const cd_conv_desc *d, const float *x, const float *w,
-                         const float *bias, dense_conv *dc) {
+static void dense_create(const cd_conv_desc *d, const float *x, const float *w, const float *bias, dense_conv *dc) {
     const int cpg = d->c / d->groups;
     dnnl_dims_t sd = {d->n, d->c, d->h, d->w}, dd = {d->n, d->k, d->oh, d->ow};
     dnnl_dims_t bd = {d->k};
@@ -190,9 +188,8 @@ static void dense_create(const cd_conv_desc *d, const float *x, const float *w,
     dnnl_dims_t strides = {d->stride_h, d->stride_w}, dil = {d->dil_h - 1, d->dil_w - 1};
     dnnl_dims_t pl = {d->pad_t, d->pad_l}, pr = {d->pad_b, d->pad_r};
     dnnl_convolution_desc_t cdesc;
-    DNNL_CHECK(dnnl_dilated_convolution_forward_desc_init(&cdesc, dnnl_forward_inference,
-                                                          dnnl_convolution_direct, &smd, &wmd,
-                                                          &bmd, &dmd, strides, dil, pl, pr));
+    DNNL_CHECK(dnnl_dilated_convolution_forward_desc_init(&cdesc, dnnl_forward_inference, dnnl_convolution_direct, &smd,
+                                                          &wmd, &bmd, &dmd, strides, dil, pl, pr));
     dnnl_primitive_desc_t pd;
     DNNL_CHECK(dnnl_primitive_desc_create(&pd, &cdesc, NULL, g_engine, NULL));
     const dnnl_memory_desc_t *psrc = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
@@ -294,7 +291,7 @@ typedef struct {
     int stem; // 3 input channels: a network's first conv, which the pruned
               // models keep dense (`convctl prune --skip first`)
     double sp[NLEVELS];
-    double be; // break-even sparsity, 1.0 when none up to 95%
+    double be;  // break-even sparsity, 1.0 when none up to 95%
     double cap; // oneDNN time / output write floor
 } result;
 static result g_results[512];
@@ -302,10 +299,22 @@ static int g_nresults;
 
 static void run_layer(const layer *L, int batch, int threads, int bi, int ti) {
     omp_set_num_threads(threads);
-    cd_conv_desc d = {.n = batch, .c = L->c, .h = L->hw, .w = L->hw, .k = L->k, .r = L->r,
-                      .s = L->r, .stride_h = L->stride, .stride_w = L->stride,
-                      .pad_t = L->r / 2, .pad_l = L->r / 2, .pad_b = L->r / 2, .pad_r = L->r / 2,
-                      .dil_h = 1, .dil_w = 1, .groups = L->groups};
+    cd_conv_desc d = {.n = batch,
+                      .c = L->c,
+                      .h = L->hw,
+                      .w = L->hw,
+                      .k = L->k,
+                      .r = L->r,
+                      .s = L->r,
+                      .stride_h = L->stride,
+                      .stride_w = L->stride,
+                      .pad_t = L->r / 2,
+                      .pad_l = L->r / 2,
+                      .pad_b = L->r / 2,
+                      .pad_r = L->r / 2,
+                      .dil_h = 1,
+                      .dil_w = 1,
+                      .groups = L->groups};
     cd_conv_out_dims(&d);
     const size_t wn = (size_t)d.k * (d.c / d.groups) * d.r * d.s;
     const size_t xn = (size_t)batch * d.c * d.h * d.w, yn = (size_t)batch * d.k * d.oh * d.ow;
@@ -327,8 +336,8 @@ static void run_layer(const layer *L, int batch, int threads, int bi, int ti) {
     for (size_t l = 0; l < NLEVELS; l++) {
         if (!g_level_on[l]) continue;
         prune(dense, w, &d, k_levels[l]);
-        cd_sparse_conv_options opt = {.format = g_format, .cin_block = g_cin_block,
-                                      .shift = g_ab_shift ? 1 : 0, .im2col = g_im2col};
+        cd_sparse_conv_options opt = {
+            .format = g_format, .cin_block = g_cin_block, .shift = g_ab_shift ? 1 : 0, .im2col = g_im2col};
         if (cd_sparse_conv_create(&d, w, bias, &opt, &h[l]) != 0) {
             h[l] = NULL;
             continue;
@@ -426,8 +435,8 @@ static void run_layer(const layer *L, int batch, int threads, int bi, int ti) {
         printf(" >95%% | %s |", fmt_note);
     printf(" %.3f | %.1fx |\n", t_floor, t_dense / t_floor);
     if (g_ab_shift) {
-        printf("| %s (shift off%s) | %d | %d | %.3f |", L->name, shifted ? "" : "; on not eligible",
-               batch, threads, t_dense);
+        printf("| %s (shift off%s) | %d | %d | %.3f |", L->name, shifted ? "" : "; on not eligible", batch, threads,
+               t_dense);
         for (size_t l = 0; l < NLEVELS; l++) {
             if (!g_level_on[l] || t_off[l] < 0)
                 printf(" - |");
@@ -450,15 +459,12 @@ static int cmp_be(const void *a, const void *b) { return cd_cmp_double(a, b); }
 
 // Summary row k: the three kinds, then (3) the 3x3 layers without the
 // 3-channel stem, i.e. those the pruned models prune.
-static int summary_kind(const result *r, int k) {
-    return k == 3 ? r->kind == 1 && !r->stem : r->kind == k;
-}
+static int summary_kind(const result *r, int k) { return k == 3 ? r->kind == 1 && !r->stem : r->kind == k; }
 
 // Geometric means of the speedups per layer kind, batch and threads, and the
 // median break-even sparsity, against the sparse kernels' speed targets.
 static void print_summary(const int batches[2], const int threads[2]) {
-    static const char *const kinds[] = {"1x1", "3x3 (not depthwise)", "3x3 depthwise",
-                                        "3x3 without the stem"};
+    static const char *const kinds[] = {"1x1", "3x3 (not depthwise)", "3x3 depthwise", "3x3 without the stem"};
     printf("\nSummary: geometric mean of the speedups over the layers of a kind; BE = median "
            "break-even (targets: 1x1 >= 4x and 3x3 >= 3x at 90%%, break-even <= 60%%); "
            "reachable = the geometric mean if every layer reached the target or, below it, "
@@ -494,8 +500,7 @@ static void print_summary(const int batches[2], const int threads[2]) {
                 double lc = 0;
                 for (int i = 0; i < g_nresults; i++) {
                     const result *r = &g_results[i];
-                    if (summary_kind(r, k) && r->bi == bi && r->ti == ti)
-                        lc += log(r->cap < target ? r->cap : target);
+                    if (summary_kind(r, k) && r->bi == bi && r->ti == ti) lc += log(r->cap < target ? r->cap : target);
                 }
                 printf(" %.2f |\n", exp(lc / n));
             }
@@ -508,32 +513,42 @@ int main(int argc, char **argv) {
     const char *filter = NULL, *set = "all";
     int batch_only = 0, threads_only = 0;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--filter") && i + 1 < argc) filter = argv[++i];
-        else if (!strcmp(argv[i], "--batch") && i + 1 < argc) batch_only = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads_only = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--min-time") && i + 1 < argc) g_min_time = atof(argv[++i]);
-        else if (!strcmp(argv[i], "--layers") && i + 1 < argc) set = argv[++i];
-        else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) g_rounds = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--cin-block") && i + 1 < argc) g_cin_block = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--im2col") && i + 1 < argc) g_im2col = !strcmp(argv[++i], "off") ? -1 : 1;
-        else if (!strcmp(argv[i], "--ab-shift")) g_ab_shift = 1;
-        else if (!strcmp(argv[i], "--ms")) g_ms = 1;
+        if (!strcmp(argv[i], "--filter") && i + 1 < argc)
+            filter = argv[++i];
+        else if (!strcmp(argv[i], "--batch") && i + 1 < argc)
+            batch_only = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
+            threads_only = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--min-time") && i + 1 < argc)
+            g_min_time = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--layers") && i + 1 < argc)
+            set = argv[++i];
+        else if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
+            g_rounds = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--cin-block") && i + 1 < argc)
+            g_cin_block = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--im2col") && i + 1 < argc)
+            g_im2col = !strcmp(argv[++i], "off") ? -1 : 1;
+        else if (!strcmp(argv[i], "--ab-shift"))
+            g_ab_shift = 1;
+        else if (!strcmp(argv[i], "--ms"))
+            g_ms = 1;
         else if (!strcmp(argv[i], "--levels") && i + 1 < argc) {
             char *list = argv[++i];
             for (size_t l = 0; l < NLEVELS; l++) g_level_on[l] = 0;
             for (char *t = strtok(list, ","); t; t = strtok(NULL, ","))
                 for (size_t l = 0; l < NLEVELS; l++)
                     if (fabs(atof(t) - k_levels[l]) < 1e-9) g_level_on[l] = 1;
-        }
-        else if (!strcmp(argv[i], "--format") && i + 1 < argc) {
+        } else if (!strcmp(argv[i], "--format") && i + 1 < argc) {
             const char *f = argv[++i];
             for (int k = CD_SPARSE_FMT_AUTO; k <= CD_SPARSE_FMT_BSR8; k++)
                 if (!strcmp(f, cd_sparse_format_name((cd_sparse_format)k))) g_format = (cd_sparse_format)k;
-        }
-        else {
-            fprintf(stderr, "usage: %s [--filter S] [--batch N] [--threads T] [--min-time S] "
-                            "[--layers r50|mv2|all] [--format auto|csr|bsr4|bsr8] [--rounds R] "
-                            "[--levels 0.6,0.9,-0.9] [--cin-block N] [--ab-shift] [--im2col on|off] [--ms]\n", argv[0]);
+        } else {
+            fprintf(stderr,
+                    "usage: %s [--filter S] [--batch N] [--threads T] [--min-time S] "
+                    "[--layers r50|mv2|all] [--format auto|csr|bsr4|bsr8] [--rounds R] "
+                    "[--levels 0.6,0.9,-0.9] [--cin-block N] [--ab-shift] [--im2col on|off] [--ms]\n",
+                    argv[0]);
             return 2;
         }
     }
@@ -544,9 +559,10 @@ int main(int argc, char **argv) {
            "%s"
            "`b90` = 90%% in 4x1 output-channel blocks (format in the last column); "
            "`BE` = lowest measured sparsity from which sparse is at least as fast.\n\n",
-           cd_sparse_isa_name(isa), cd_sparse_isa_capped() ? " (capped by CONVD_MAX_ISA)" : "",
-           DNNL_VERSION_MAJOR, DNNL_VERSION_MINOR,
-           g_ms ? "Cells: sparse ms (fastest round); " : "Cells: speedup = oneDNN time / sparse time (ideal in the header); ");
+           cd_sparse_isa_name(isa), cd_sparse_isa_capped() ? " (capped by CONVD_MAX_ISA)" : "", DNNL_VERSION_MAJOR,
+           DNNL_VERSION_MINOR,
+           g_ms ? "Cells: sparse ms (fastest round); "
+                : "Cells: speedup = oneDNN time / sparse time (ideal in the header); ");
     printf("| layer | N | T | oneDNN ms |");
     for (size_t l = 0; l < NLEVELS; l++) {
         if (k_levels[l] < 0)

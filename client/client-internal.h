@@ -14,8 +14,7 @@
 
 // Records status and a printf-style message as the calling thread's last
 // error (convd_errmsg) and returns status.
-int cd_client_fail(int status, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+int cd_client_fail(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 // A request under construction: the packed bytes, as a list of segments so
 // that big tensor payloads are sent straight from the caller's memory
@@ -25,17 +24,17 @@ int cd_client_fail(int status, const char *fmt, ...)
 #define CD_CLIENT_ZEROCOPY_MIN (64u << 10)
 
 typedef struct {
-    char *buf;          // owned copies of small writes
-    size_t len, cap;    // used / allocated bytes of buf
+    char *buf;       // owned copies of small writes
+    size_t len, cap; // used / allocated bytes of buf
     struct cd_client_seg {
-        int external;       // 1: ptr is caller memory; 0: off into buf
-        const char *ptr;    // external segments
-        size_t off;         // owned segments: start in buf
-        size_t len;         // bytes
-    } *segs;
+        int external;    // 1: ptr is caller memory; 0: off into buf
+        const char *ptr; // external segments
+        size_t off;      // owned segments: start in buf
+        size_t len;      // bytes
+    } * segs;
     size_t nsegs, segcap;
-    size_t total;       // bytes of the whole message
-    int oom;            // a write failed to allocate
+    size_t total; // bytes of the whole message
+    int oom;      // a write failed to allocate
 } cd_client_reqbuf;
 
 void cd_client_reqbuf_init(cd_client_reqbuf *rb);
@@ -52,8 +51,8 @@ typedef int (*cd_client_pack_fn)(msgpack_packer *pk, void *ud);
 // cd_rpc_msg_free), or a negative status with the thread's message set: the
 // daemon's error code, CONVD_ETIMEOUT, CONVD_ECLOSED, CONVD_EPROTOCOL,
 // CONVD_ENOMEM, CONVD_EPARAMS (method name too long).
-int cd_client_call(convd_conn *c, const char *method, cd_client_pack_fn pack, void *ud,
-                   int timeout_ms, cd_rpc_msg *resp);
+int cd_client_call(convd_conn *c, const char *method, cd_client_pack_fn pack, void *ud, int timeout_ms,
+                   cd_rpc_msg *resp);
 
 // Completion of an asynchronous call, called exactly once on the
 // connection's reader thread with no lock held. status 0: resp is the
@@ -70,8 +69,8 @@ typedef void (*cd_client_async_fn)(void *ud, int status, cd_rpc_msg *resp, const
 // in fail mode, or reached from the reader thread), CD_ETIMEOUT (no slot or
 // no socket space before the deadline). timeout_ms bounds the whole call,
 // as for cd_client_call.
-int cd_client_call_async(convd_conn *c, const char *method, cd_client_pack_fn pack,
-                         void *ud, int timeout_ms, cd_client_async_fn fn, void *fn_ud);
+int cd_client_call_async(convd_conn *c, const char *method, cd_client_pack_fn pack, void *ud, int timeout_ms,
+                         cd_client_async_fn fn, void *fn_ud);
 
 // 0 when resp is a success; otherwise frees resp and returns the error
 // object's status with its message as the thread's convd_errmsg.
@@ -90,15 +89,14 @@ typedef struct {
     const convd_tensor *inputs;
     size_t n_outputs;
     const char *const *output_names;
-    int timeout_ms;  // > 0: sent as the request's deadline
+    int timeout_ms; // > 0: sent as the request's deadline
 } cd_client_infer_params;
 
 // Validates the arguments of an inference (nothing is sent) and fills *ip.
 // Returns 0 or CD_EPARAMS with the thread's message set.
-int cd_client_infer_check(convd_conn *c, const char *model, size_t n_inputs,
-                          const char *const *names, const convd_tensor *inputs,
-                          size_t n_outputs, const char *const *output_names,
-                          int timeout_ms, cd_client_infer_params *ip);
+int cd_client_infer_check(convd_conn *c, const char *model, size_t n_inputs, const char *const *names,
+                          const convd_tensor *inputs, size_t n_outputs, const char *const *output_names, int timeout_ms,
+                          cd_client_infer_params *ip);
 // cd_client_pack_fn for a cd_client_infer_params.
 int cd_client_pack_infer(msgpack_packer *pk, void *ud);
 // Copies the outputs of a successful infer response into *out and frees m.

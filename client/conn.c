@@ -54,9 +54,7 @@ int cd_client_timeout(const convd_conn *c, int timeout_ms) {
     return timeout_ms == CONVD_TIMEOUT_DEFAULT ? c->opts.timeout_ms : timeout_ms;
 }
 
-int cd_client_on_reader(const convd_conn *c) {
-    return c->reader_started && pthread_equal(pthread_self(), c->reader);
-}
+int cd_client_on_reader(const convd_conn *c) { return c->reader_started && pthread_equal(pthread_self(), c->reader); }
 
 pthread_t cd_client_reader_thread(const convd_conn *c) { return c->reader; }
 
@@ -120,7 +118,7 @@ static void conn_sweep_async(convd_conn *c) {
         while (*pp) {
             cd_waiter *w = *pp;
             if (w->kind == WAIT_ASYNC) {
-                async_detach_locked(c, w);  // unlinks *pp
+                async_detach_locked(c, w); // unlinks *pp
                 w->hnext = list;
                 list = w;
             } else {
@@ -153,7 +151,7 @@ static void conn_dispatch(convd_conn *c, cd_rpc_msg *msg) {
     if (w && w->kind == WAIT_ASYNC) {
         async_detach_locked(c, w);
         pthread_mutex_unlock(&c->mu);
-        async_complete(w, 0, msg, NULL);  // the completion owns msg now
+        async_complete(w, 0, msg, NULL); // the completion owns msg now
         return;
     }
     pthread_mutex_unlock(&c->mu);
@@ -184,8 +182,7 @@ static int conn_expire(convd_conn *c) {
     while (list) {
         cd_waiter *next = list->hnext;
         char msg[128];
-        snprintf(msg, sizeof msg, "no answer to '%s' within %d ms", list->method,
-                 list->timeout_ms);
+        snprintf(msg, sizeof msg, "no answer to '%s' within %d ms", list->method, list->timeout_ms);
         async_complete(list, CD_ETIMEOUT, NULL, msg);
         list = next;
     }
@@ -214,11 +211,11 @@ static void *conn_reader_main(void *arg) {
         if (n < 0) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) {
-                struct pollfd p[2] = {{.fd = c->fd, .events = POLLIN},
-                                      {.fd = c->wake_fd, .events = POLLIN}};
+                struct pollfd p[2] = {{.fd = c->fd, .events = POLLIN}, {.fd = c->wake_fd, .events = POLLIN}};
                 if (poll(p, 2, wait) > 0 && p[1].revents) {
                     uint64_t v;
-                    if (read(c->wake_fd, &v, sizeof v) < 0) { /* drained by someone */ }
+                    if (read(c->wake_fd, &v, sizeof v) < 0) { /* drained by someone */
+                    }
                 }
                 continue;
             }
@@ -230,8 +227,7 @@ static void *conn_reader_main(void *arg) {
         if (rc != 0) {
             status = rc;
             if (rc == CD_ETOO_LARGE)
-                snprintf(msg, sizeof msg, "an answer is larger than max_message (%zu bytes)",
-                         c->opts.max_message);
+                snprintf(msg, sizeof msg, "an answer is larger than max_message (%zu bytes)", c->opts.max_message);
             else
                 snprintf(msg, sizeof msg, "out of memory buffering an answer");
             break;
@@ -263,8 +259,7 @@ out:
 // ---- connect / close --------------------------------------------------------
 
 // Connects fd to addr within timeout_ms. Returns 0 or -errno.
-static int connect_with_timeout(int fd, const struct sockaddr_un *addr,
-                                int timeout_ms) {
+static int connect_with_timeout(int fd, const struct sockaddr_un *addr, int timeout_ms) {
     int64_t deadline = cd_now_ms_int() + (timeout_ms < 0 ? 0 : timeout_ms);
     for (;;) {
         if (connect(fd, (const struct sockaddr *)addr, sizeof *addr) == 0) return 0;
@@ -281,7 +276,7 @@ static int connect_with_timeout(int fd, const struct sockaddr_un *addr,
             getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl);
             return soerr ? -soerr : 0;
         }
-        if (e == EAGAIN) {  // Unix sockets: the listen backlog is full
+        if (e == EAGAIN) { // Unix sockets: the listen backlog is full
             if (timeout_ms >= 0 && cd_now_ms_int() >= deadline) return -ETIMEDOUT;
             struct timespec ts = {0, 5 * 1000 * 1000};
             nanosleep(&ts, NULL);
@@ -321,8 +316,8 @@ int convd_default_socket(char *buf, size_t len) {
     }
     if (n < 0 || (size_t)n >= len || (size_t)n >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
         if (len) buf[0] = '\0';
-        return cd_client_fail(CD_EPARAMS, "default socket path too long (%s/%s)",
-                              dir ? dir : "/run/convd", CONVD_SOCKET_NAME);
+        return cd_client_fail(CD_EPARAMS, "default socket path too long (%s/%s)", dir ? dir : "/run/convd",
+                              CONVD_SOCKET_NAME);
     }
     return 0;
 }
@@ -338,8 +333,8 @@ int convd_connect(const char *path, const convd_opts *opts, convd_conn **out) {
     }
     struct sockaddr_un addr = {.sun_family = AF_UNIX};
     if (strlen(path) >= sizeof addr.sun_path)
-        return cd_client_fail(CD_EPARAMS, "socket path too long (%zu bytes, max %zu): %s",
-                              strlen(path), sizeof addr.sun_path - 1, path);
+        return cd_client_fail(CD_EPARAMS, "socket path too long (%zu bytes, max %zu): %s", strlen(path),
+                              sizeof addr.sun_path - 1, path);
     memcpy(addr.sun_path, path, strlen(path) + 1);
 
     convd_conn *c = calloc(1, sizeof *c);
@@ -358,15 +353,13 @@ int convd_connect(const char *path, const convd_opts *opts, convd_conn **out) {
     if (c->fd < 0) {
         int e = errno;
         free(c);
-        return cd_client_fail(CD_ECONNECT, "cannot connect to %s: socket: %s", path,
-                              strerror(e));
+        return cd_client_fail(CD_ECONNECT, "cannot connect to %s: socket: %s", path, strerror(e));
     }
     int rc = connect_with_timeout(c->fd, &addr, c->opts.connect_timeout_ms);
     if (rc != 0) {
         close(c->fd);
         free(c);
-        return cd_client_fail(CD_ECONNECT, "cannot connect to %s: %s", path,
-                              strerror(-rc));
+        return cd_client_fail(CD_ECONNECT, "cannot connect to %s: %s", path, strerror(-rc));
     }
     pthread_mutex_init(&c->mu, NULL);
     pthread_mutex_init(&c->wmu, NULL);
@@ -396,8 +389,7 @@ int convd_connect(const char *path, const convd_opts *opts, convd_conn **out) {
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) {
         conn_free(c);
-        return cd_client_fail(CD_ENOMEM, "cannot start the reader thread: %s",
-                              strerror(rc));
+        return cd_client_fail(CD_ENOMEM, "cannot start the reader thread: %s", strerror(rc));
     }
     c->reader_started = 1;
     *out = c;
@@ -417,7 +409,7 @@ void convd_free(void *p) { free(p); }
 int convd_set_inflight_limit(convd_conn *c, int max_inflight, int flags) {
     if (!c || max_inflight < 1 || (flags & ~CONVD_INFLIGHT_FAIL))
         return cd_client_fail(CD_EPARAMS, "max_inflight must be >= 1 and flags 0 or "
-                              "CONVD_INFLIGHT_FAIL");
+                                          "CONVD_INFLIGHT_FAIL");
     pthread_mutex_lock(&c->mu);
     c->max_inflight = (size_t)max_inflight;
     c->inflight_fail = (flags & CONVD_INFLIGHT_FAIL) != 0;
@@ -502,11 +494,10 @@ static int conn_write(convd_conn *c, const cd_client_reqbuf *rb, int64_t deadlin
     }
     pthread_mutex_unlock(&c->wmu);
     if (status == CD_ETIMEOUT) {
-        if (sent == 0)
-            return cd_client_fail(CD_ETIMEOUT, "timed out sending the request (daemon not reading)");
+        if (sent == 0) return cd_client_fail(CD_ETIMEOUT, "timed out sending the request (daemon not reading)");
         conn_break(c, CD_ECLOSED, "a request was cut short by its timeout");
         return cd_client_fail(CD_ETIMEOUT, "timed out sending the request; the connection "
-                              "is closed (request cut short)");
+                                           "is closed (request cut short)");
     }
     if (status != 0) conn_break(c, CD_ECLOSED, "connection lost while sending");
     return status;
@@ -514,8 +505,7 @@ static int conn_write(convd_conn *c, const cd_client_reqbuf *rb, int64_t deadlin
 
 // Checks the method and packs [0, msgid, method, [params]] into rb.
 // Returns 0 or a status with the thread's message set.
-static int pack_request(cd_client_reqbuf *rb, uint32_t msgid, const char *method,
-                        cd_client_pack_fn pack, void *ud) {
+static int pack_request(cd_client_reqbuf *rb, uint32_t msgid, const char *method, cd_client_pack_fn pack, void *ud) {
     cd_client_reqbuf_init(rb);
     msgpack_packer pk;
     msgpack_packer_init(&pk, rb, cd_client_reqbuf_write);
@@ -526,7 +516,7 @@ static int pack_request(cd_client_reqbuf *rb, uint32_t msgid, const char *method
     if (rc != 0) {
         cd_client_reqbuf_free(rb);
         if (rc == CD_ENOMEM) return cd_client_fail(rc, "out of memory packing the request");
-        return rc;  // the pack callback set the message
+        return rc; // the pack callback set the message
     }
     return 0;
 }
@@ -549,19 +539,18 @@ int cd_client_response_status(cd_rpc_msg *resp) {
     if (code) cd_client_strcpy(cname, sizeof cname, code);
     cd_rpc_msg_free(resp);
     // A code this build does not know keeps its name in the message.
-    if (cname[0] && strcmp(cname, cd_err_name(st)) != 0)
-        return cd_client_fail(st, "%s: %s", cname, emsg);
+    if (cname[0] && strcmp(cname, cd_err_name(st)) != 0) return cd_client_fail(st, "%s: %s", cname, emsg);
     return cd_client_fail(st, "%s", emsg[0] ? emsg : cd_strerror(st));
 }
 
-int cd_client_call(convd_conn *c, const char *method, cd_client_pack_fn pack, void *ud,
-                   int timeout_ms, cd_rpc_msg *resp) {
+int cd_client_call(convd_conn *c, const char *method, cd_client_pack_fn pack, void *ud, int timeout_ms,
+                   cd_rpc_msg *resp) {
     memset(resp, 0, sizeof *resp);
     int rc = check_method(c, method);
     if (rc) return rc;
     if (cd_client_on_reader(c))
         return cd_client_fail(CD_EBUSY, "synchronous call made from a completion callback "
-                              "of the same connection (it would wait for itself)");
+                                        "of the same connection (it would wait for itself)");
     timeout_ms = cd_client_timeout(c, timeout_ms);
     int64_t deadline = timeout_ms < 0 ? -1 : cd_now_ms_int() + timeout_ms;
 
@@ -597,8 +586,7 @@ int cd_client_call(convd_conn *c, const char *method, cd_client_pack_fn pack, vo
             ts.tv_nsec = (long)(deadline % 1000) * 1000000;
         }
         while (!w.done) {
-            int e = deadline >= 0 ? pthread_cond_timedwait(&w.cond, &c->mu, &ts)
-                                  : pthread_cond_wait(&w.cond, &c->mu);
+            int e = deadline >= 0 ? pthread_cond_timedwait(&w.cond, &c->mu, &ts) : pthread_cond_wait(&w.cond, &c->mu);
             if (e == ETIMEDOUT && !w.done) break;
         }
     }
@@ -614,8 +602,7 @@ int cd_client_call(convd_conn *c, const char *method, cd_client_pack_fn pack, vo
         if (done && wst == 0) cd_rpc_msg_free(&w.resp);
         return rc;
     }
-    if (!done)
-        return cd_client_fail(CD_ETIMEOUT, "no answer to '%s' within %d ms", method, timeout_ms);
+    if (!done) return cd_client_fail(CD_ETIMEOUT, "no answer to '%s' within %d ms", method, timeout_ms);
     if (wst != 0) return cd_client_fail(wst, "%s", fmsg);
     rc = cd_client_response_status(&w.resp);
     if (rc != 0) return rc;
@@ -633,24 +620,27 @@ static int take_slot_locked(convd_conn *c, int64_t deadline, int timeout_ms) {
         ts.tv_nsec = (long)(deadline % 1000) * 1000000;
     }
     for (;;) {
-        if (c->state != CONN_OPEN)
-            return cd_client_fail(CD_ECLOSED, "connection is closed: %s", c->final_msg);
+        if (c->state != CONN_OPEN) return cd_client_fail(CD_ECLOSED, "connection is closed: %s", c->final_msg);
         if (c->inflight < c->max_inflight) break;
         if (c->inflight_fail || cd_client_on_reader(c))
-            return cd_client_fail(CD_EOVERLOADED, "%zu requests already in flight on this "
-                                  "connection (the limit)", c->inflight);
+            return cd_client_fail(CD_EOVERLOADED,
+                                  "%zu requests already in flight on this "
+                                  "connection (the limit)",
+                                  c->inflight);
         int e = deadline >= 0 ? pthread_cond_timedwait(&c->slot_cond, &c->mu, &ts)
                               : pthread_cond_wait(&c->slot_cond, &c->mu);
         if (e == ETIMEDOUT && c->inflight >= c->max_inflight && c->state == CONN_OPEN)
-            return cd_client_fail(CD_ETIMEOUT, "no in-flight slot free within %d ms "
-                                  "(%zu requests in flight)", timeout_ms, c->inflight);
+            return cd_client_fail(CD_ETIMEOUT,
+                                  "no in-flight slot free within %d ms "
+                                  "(%zu requests in flight)",
+                                  timeout_ms, c->inflight);
     }
     c->inflight++;
     return 0;
 }
 
-int cd_client_call_async(convd_conn *c, const char *method, cd_client_pack_fn pack,
-                         void *ud, int timeout_ms, cd_client_async_fn fn, void *fn_ud) {
+int cd_client_call_async(convd_conn *c, const char *method, cd_client_pack_fn pack, void *ud, int timeout_ms,
+                         cd_client_async_fn fn, void *fn_ud) {
     int rc = check_method(c, method);
     if (rc) return rc;
     timeout_ms = cd_client_timeout(c, timeout_ms);
@@ -658,9 +648,13 @@ int cd_client_call_async(convd_conn *c, const char *method, cd_client_pack_fn pa
 
     cd_waiter *w = malloc(sizeof *w);
     if (!w) return cd_client_fail(CD_ENOMEM, "out of memory");
-    *w = (cd_waiter){.msgid = atomic_fetch_add(&c->next_msgid, 1), .kind = WAIT_ASYNC,
-                     .deadline = deadline, .timeout_ms = timeout_ms, .heap_idx = SIZE_MAX,
-                     .fn = fn, .fn_ud = fn_ud};
+    *w = (cd_waiter){.msgid = atomic_fetch_add(&c->next_msgid, 1),
+                     .kind = WAIT_ASYNC,
+                     .deadline = deadline,
+                     .timeout_ms = timeout_ms,
+                     .heap_idx = SIZE_MAX,
+                     .fn = fn,
+                     .fn_ud = fn_ud};
     snprintf(w->method, sizeof w->method, "%s", method);
 
     cd_client_reqbuf rb;
@@ -695,10 +689,11 @@ int cd_client_call_async(convd_conn *c, const char *method, cd_client_pack_fn pa
     }
     if (wake) {
         uint64_t one = 1;
-        if (write(c->wake_fd, &one, sizeof one) < 0) { /* already signalled */ }
+        if (write(c->wake_fd, &one, sizeof one) < 0) { /* already signalled */
+        }
     }
 
-    uint32_t msgid = w->msgid;  // w may be completed and freed once written
+    uint32_t msgid = w->msgid; // w may be completed and freed once written
     rc = conn_write(c, &rb, deadline);
     cd_client_reqbuf_free(&rb);
     if (rc == 0) return 0;

@@ -58,7 +58,7 @@ extern "C" {
 // (a daemon run as root listens there), else $XDG_RUNTIME_DIR/convd.sock (a
 // user's own daemon). See convd_default_socket().
 #define CONVD_SYSTEM_SOCKET "/run/convd/convd.sock"
-#define CONVD_SOCKET_NAME   "convd.sock"
+#define CONVD_SOCKET_NAME "convd.sock"
 
 // Version of the msgpack-RPC method set this client speaks.
 #define CONVD_PROTOCOL 1
@@ -137,11 +137,11 @@ typedef enum {
 // A dense tensor in C order, little-endian. For inputs the data stays owned by
 // the caller and is only read during the call.
 typedef struct {
-    convd_dtype dtype;              // element type
-    int rank;                       // number of dims, 1..CONVD_MAX_RANK
-    int64_t shape[CONVD_MAX_RANK];  // dims, each >= 1
-    const void *data;               // nbytes of elements
-    size_t nbytes;                  // product(shape) * convd_dtype_size(dtype)
+    convd_dtype dtype;             // element type
+    int rank;                      // number of dims, 1..CONVD_MAX_RANK
+    int64_t shape[CONVD_MAX_RANK]; // dims, each >= 1
+    const void *data;              // nbytes of elements
+    size_t nbytes;                 // product(shape) * convd_dtype_size(dtype)
 } convd_tensor;
 
 // Bytes of one element (0 for CONVD_DTYPE_INVALID or unknown values).
@@ -158,10 +158,10 @@ convd_dtype convd_dtype_from_name(const char *name);
 
 // Connection options. A field left 0 takes its default.
 typedef struct {
-    int timeout_ms;          // default call timeout; 30000 by default; -1 none
-    int connect_timeout_ms;  // bound on connect(); 5000 by default; -1 none
-    size_t max_message;      // largest answer accepted; 1 GiB by default (an
-                             // answer over it closes the connection)
+    int timeout_ms;         // default call timeout; 30000 by default; -1 none
+    int connect_timeout_ms; // bound on connect(); 5000 by default; -1 none
+    size_t max_message;     // largest answer accepted; 1 GiB by default (an
+                            // answer over it closes the connection)
 } convd_opts;
 
 // Fills opts with the defaults above.
@@ -197,9 +197,8 @@ void convd_free(void *p);
 // convd_errmsg() gives its message. Also CONVD_ETIMEOUT, CONVD_ECLOSED,
 // CONVD_EPROTOCOL (the daemon's answer was malformed), CONVD_EPARAMS (bad
 // arguments, e.g. a method name longer than 64 bytes), CONVD_ENOMEM.
-int convd_call(convd_conn *conn, const char *method, const void *params,
-               size_t params_len, void **result, size_t *result_len,
-               int timeout_ms);
+int convd_call(convd_conn *conn, const char *method, const void *params, size_t params_len, void **result,
+               size_t *result_len, int timeout_ms);
 
 // Converts one msgpack value to JSON text (bin values become base64 strings,
 // non-string map keys are converted to strings). *json is NUL-terminated;
@@ -211,11 +210,11 @@ int convd_to_json(const void *msgpack, size_t len, char **json);
 
 // hello: who the daemon is.
 typedef struct {
-    char server[32];     // "convd"
-    char version[32];    // "0.1.0"
-    int protocol;        // method-set version (CONVD_PROTOCOL)
-    char device[32];     // "cpu", "hip:0", ...
-    char features[512];  // build/CPU features, space separated: "cpu dnnl avx512f"
+    char server[32];    // "convd"
+    char version[32];   // "0.1.0"
+    int protocol;       // method-set version (CONVD_PROTOCOL)
+    char device[32];    // "cpu", "hip:0", ...
+    char features[512]; // build/CPU features, space separated: "cpu dnnl avx512f"
 } convd_hello_info;
 
 int convd_hello(convd_conn *conn, convd_hello_info *out);
@@ -224,9 +223,9 @@ int convd_has_feature(const convd_hello_info *info, const char *feature);
 
 // health: liveness.
 typedef struct {
-    char status[16];   // "ok" or "draining"
-    double uptime_s;   // seconds since the daemon started
-    int64_t models;    // models loaded
+    char status[16]; // "ok" or "draining"
+    double uptime_s; // seconds since the daemon started
+    int64_t models;  // models loaded
 } convd_health_info;
 
 int convd_health(convd_conn *conn, convd_health_info *out);
@@ -249,19 +248,19 @@ typedef struct {
 // One loaded model, as the models method describes it. Numbers the daemon does
 // not report are -1 (density: -1.0).
 typedef struct {
-    char *name;                  // registry name
-    char *path;                  // file, relative to the models directory
-    int64_t max_batch;           // largest batch (shape[0]) accepted
+    char *name;        // registry name
+    char *path;        // file, relative to the models directory
+    int64_t max_batch; // largest batch (shape[0]) accepted
     size_t n_inputs;
     convd_tensor_info *inputs;
     size_t n_outputs;
     convd_tensor_info *outputs;
-    int64_t params;              // weight count
-    int64_t flops;               // per sample
-    int64_t weight_bytes;        // resident weight memory
-    int64_t activation_bytes;    // activation arena at max_batch
-    double density;              // nonzero weights / weights
-    int64_t layers;              // layer count
+    int64_t params;           // weight count
+    int64_t flops;            // per sample
+    int64_t weight_bytes;     // resident weight memory
+    int64_t activation_bytes; // activation arena at max_batch
+    double density;           // nonzero weights / weights
+    int64_t layers;           // layer count
 } convd_model_info;
 
 typedef struct {
@@ -277,8 +276,7 @@ void convd_model_list_free(convd_model_list *list);
 // name; max_batch <= 0 uses the daemon's default. When info is not NULL it
 // gets the new model's entry (a list of one; free with
 // convd_model_list_free). Uses the connection's default timeout.
-int convd_load(convd_conn *conn, const char *name, const char *path,
-               int max_batch, convd_model_list **info);
+int convd_load(convd_conn *conn, const char *name, const char *path, int max_batch, convd_model_list **info);
 
 // Unloads name (CONVD_ENOT_FOUND when no such model). Requests already running
 // on it finish.
@@ -292,18 +290,17 @@ int convd_unload(convd_conn *conn, const char *name);
 // timeout_ms that allows it (CONVD_TIMEOUT_DEFAULT: the connection's).
 // Errors: CONVD_ENOT_FOUND (no such model), CONVD_EPARAMS (batch over the
 // model's max_batch, runs over 1000), CONVD_ESHUTDOWN, CONVD_ETIMEOUT, ...
-int convd_plan(convd_conn *conn, const char *model, int batch, int runs, char **json,
-               int timeout_ms);
+int convd_plan(convd_conn *conn, const char *model, int batch, int runs, char **json, int timeout_ms);
 
 // ---- inference --------------------------------------------------------------
 
 // The outputs of one inference. Every tensor's data is a 64-byte aligned copy
 // owned by this structure.
 typedef struct {
-    size_t count;              // number of outputs
-    const char **names;        // count NUL-terminated names
-    convd_tensor *tensors;     // count tensors, same order as names
-    void *priv_;               // private
+    size_t count;          // number of outputs
+    const char **names;    // count NUL-terminated names
+    convd_tensor *tensors; // count tensors, same order as names
+    void *priv_;           // private
 } convd_outputs;
 
 // Runs model on n_inputs named tensors. output_names (n_outputs names) asks
@@ -313,14 +310,12 @@ typedef struct {
 // from the daemon: CONVD_ENOT_FOUND (no such model), CONVD_EPARAMS
 // (missing/extra input), CONVD_ESHAPE, CONVD_EDTYPE, CONVD_ETIMEOUT, ...
 // Local: CONVD_EPARAMS (a tensor whose nbytes does not match its shape).
-int convd_infer(convd_conn *conn, const char *model, size_t n_inputs,
-                const char *const *names, const convd_tensor *inputs,
-                size_t n_outputs, const char *const *output_names,
-                convd_outputs **out, int timeout_ms);
+int convd_infer(convd_conn *conn, const char *model, size_t n_inputs, const char *const *names,
+                const convd_tensor *inputs, size_t n_outputs, const char *const *output_names, convd_outputs **out,
+                int timeout_ms);
 
 // The output called name, or NULL.
-const convd_tensor *convd_outputs_get(const convd_outputs *outs,
-                                      const char *name);
+const convd_tensor *convd_outputs_get(const convd_outputs *outs, const char *name);
 void convd_outputs_free(convd_outputs *outs);
 
 // ---- asynchronous inference -------------------------------------------------
@@ -365,13 +360,11 @@ void convd_outputs_free(convd_outputs *outs);
 // (convd_infer, convd_health, ...) or convd_future_wait() on a request of the
 // same connection: those would wait for the thread that is running the
 // callback, so they fail at once with CONVD_EBUSY.
-typedef void (*convd_infer_cb)(void *user, int status, convd_outputs *outputs,
-                               const char *errmsg);
+typedef void (*convd_infer_cb)(void *user, int status, convd_outputs *outputs, const char *errmsg);
 
-int convd_infer_async(convd_conn *conn, const char *model, size_t n_inputs,
-                      const char *const *names, const convd_tensor *inputs,
-                      size_t n_outputs, const char *const *output_names,
-                      int timeout_ms, convd_infer_cb cb, void *user);
+int convd_infer_async(convd_conn *conn, const char *model, size_t n_inputs, const char *const *names,
+                      const convd_tensor *inputs, size_t n_outputs, const char *const *output_names, int timeout_ms,
+                      convd_infer_cb cb, void *user);
 
 // The pending result of convd_infer_submit. A future does not refer to its
 // connection once completed: it may be waited for, read and freed after
@@ -380,10 +373,9 @@ typedef struct convd_future convd_future;
 
 // As convd_infer_async, but the completion is kept in *out (free it with
 // convd_future_free, also when never waited for).
-int convd_infer_submit(convd_conn *conn, const char *model, size_t n_inputs,
-                       const char *const *names, const convd_tensor *inputs,
-                       size_t n_outputs, const char *const *output_names,
-                       int timeout_ms, convd_future **out);
+int convd_infer_submit(convd_conn *conn, const char *model, size_t n_inputs, const char *const *names,
+                       const convd_tensor *inputs, size_t n_outputs, const char *const *output_names, int timeout_ms,
+                       convd_future **out);
 
 // 1 when the request has completed, else 0. Never blocks.
 int convd_future_done(const convd_future *f);

@@ -13,8 +13,7 @@ const msgpack_object *cd_client_get(const msgpack_object *map, const char *key) 
     size_t klen = strlen(key);
     for (uint32_t i = 0; i < map->via.map.size; i++) {
         const msgpack_object *k = &map->via.map.ptr[i].key;
-        if (k->type == MSGPACK_OBJECT_STR && k->via.str.size == klen &&
-            memcmp(k->via.str.ptr, key, klen) == 0)
+        if (k->type == MSGPACK_OBJECT_STR && k->via.str.size == klen && memcmp(k->via.str.ptr, key, klen) == 0)
             return &map->via.map.ptr[i].val;
     }
     return NULL;
@@ -44,17 +43,13 @@ char *cd_client_strdup(const msgpack_object *o, int *oom) {
 int64_t cd_client_int(const msgpack_object *o, int64_t def) {
     if (!o) return def;
     switch (o->type) {
-    case MSGPACK_OBJECT_POSITIVE_INTEGER:
-        return o->via.u64 > INT64_MAX ? INT64_MAX : (int64_t)o->via.u64;
-    case MSGPACK_OBJECT_NEGATIVE_INTEGER:
-        return o->via.i64;
+    case MSGPACK_OBJECT_POSITIVE_INTEGER: return o->via.u64 > INT64_MAX ? INT64_MAX : (int64_t)o->via.u64;
+    case MSGPACK_OBJECT_NEGATIVE_INTEGER: return o->via.i64;
     case MSGPACK_OBJECT_FLOAT32:
     case MSGPACK_OBJECT_FLOAT64:
-        if (isfinite(o->via.f64) && fabs(o->via.f64) < 9.2e18)
-            return (int64_t)o->via.f64;
+        if (isfinite(o->via.f64) && fabs(o->via.f64) < 9.2e18) return (int64_t)o->via.f64;
         return def;
-    default:
-        return def;
+    default: return def;
     }
 }
 
@@ -78,8 +73,7 @@ int cd_client_tensor_info_decode(const msgpack_object *o, convd_tensor_info *ti)
     ti->name = cd_client_strdup(cd_client_get(o, "name"), &oom);
     if (oom) return CD_ENOMEM;
     char dt[16];
-    if (cd_client_strcpy(dt, sizeof dt, cd_client_get(o, "dtype")) == 0)
-        ti->dtype = convd_dtype_from_name(dt);
+    if (cd_client_strcpy(dt, sizeof dt, cd_client_get(o, "dtype")) == 0) ti->dtype = convd_dtype_from_name(dt);
     const msgpack_object *sh = cd_client_get(o, "shape");
     if (sh && sh->type == MSGPACK_OBJECT_ARRAY) {
         uint32_t n = sh->via.array.size;
@@ -92,12 +86,10 @@ int cd_client_tensor_info_decode(const msgpack_object *o, convd_tensor_info *ti)
     return 0;
 }
 
-static int tensor_infos_decode(const msgpack_object *arr, convd_tensor_info **out,
-                               size_t *n) {
+static int tensor_infos_decode(const msgpack_object *arr, convd_tensor_info **out, size_t *n) {
     *out = NULL;
     *n = 0;
-    if (!arr || arr->type != MSGPACK_OBJECT_ARRAY || arr->via.array.size == 0)
-        return 0;
+    if (!arr || arr->type != MSGPACK_OBJECT_ARRAY || arr->via.array.size == 0) return 0;
     convd_tensor_info *v = calloc(arr->via.array.size, sizeof *v);
     if (!v) return CD_ENOMEM;
     *out = v;
@@ -132,7 +124,6 @@ int cd_client_model_info_decode(const msgpack_object *o, convd_model_info *mi) {
     else
         mi->layers = cd_client_int(ly, -1);
     int rc = tensor_infos_decode(cd_client_get(o, "inputs"), &mi->inputs, &mi->n_inputs);
-    if (rc == 0)
-        rc = tensor_infos_decode(cd_client_get(o, "outputs"), &mi->outputs, &mi->n_outputs);
+    if (rc == 0) rc = tensor_infos_decode(cd_client_get(o, "outputs"), &mi->outputs, &mi->n_outputs);
     return rc;
 }

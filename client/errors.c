@@ -8,16 +8,13 @@
 #include <stdio.h>
 #include <string.h>
 
-#define XX(name, num, msg)                                                    \
-    _Static_assert((int)CONVD_E##name == (int)CD_E##name, "CONVD_E" #name " differs");
+#define XX(name, num, msg) _Static_assert((int)CONVD_E##name == (int)CD_E##name, "CONVD_E" #name " differs");
 CD_ERROR_MAP(XX)
 #undef XX
-#define XX(name, num)                                                         \
-    _Static_assert((int)CONVD_E##name == (int)CD_E##name, "CONVD_E" #name " differs");
+#define XX(name, num) _Static_assert((int)CONVD_E##name == (int)CD_E##name, "CONVD_E" #name " differs");
 CONVD_ERROR_MAP(XX)
 #undef XX
-#define XX(e, name, size)                                                     \
-    _Static_assert((int)CONVD_DTYPE_##e == (int)CD_DTYPE_##e, "dtype " #e);
+#define XX(e, name, size) _Static_assert((int)CONVD_DTYPE_##e == (int)CD_DTYPE_##e, "dtype " #e);
 CD_DTYPE_MAP(XX)
 #undef XX
 _Static_assert(CONVD_MAX_RANK == CD_MAX_RANK, "max rank differs");
@@ -44,6 +41,5 @@ const char *convd_strerror(int status) { return cd_strerror(status); }
 size_t convd_dtype_size(convd_dtype dt) { return cd_dtype_size((cd_dtype)dt); }
 const char *convd_dtype_name(convd_dtype dt) { return cd_dtype_name((cd_dtype)dt); }
 convd_dtype convd_dtype_from_name(const char *name) {
-    return name ? (convd_dtype)cd_dtype_from_name(name, strlen(name))
-                : CONVD_DTYPE_INVALID;
+    return name ? (convd_dtype)cd_dtype_from_name(name, strlen(name)) : CONVD_DTYPE_INVALID;
 }

@@ -12,15 +12,15 @@
 #include <time.h>
 
 struct convd_future {
-    pthread_mutex_t mu;     // guards the fields below
-    pthread_cond_t cond;    // broadcast on completion
-    atomic_int done;        // 1 once completed (read lock-free by _done)
-    int detached;           // 1: freed by the application before completion;
-                            // the completion frees it
-    int status;             // the request's status
-    convd_outputs *outs;    // its outputs until taken by _result
-    char errmsg[512];       // its error message
-    pthread_t reader;       // the connection's reader thread (EBUSY check)
+    pthread_mutex_t mu;  // guards the fields below
+    pthread_cond_t cond; // broadcast on completion
+    atomic_int done;     // 1 once completed (read lock-free by _done)
+    int detached;        // 1: freed by the application before completion;
+                         // the completion frees it
+    int status;          // the request's status
+    convd_outputs *outs; // its outputs until taken by _result
+    char errmsg[512];    // its error message
+    pthread_t reader;    // the connection's reader thread (EBUSY check)
 };
 
 static void future_destroy(convd_future *f) {
@@ -49,10 +49,9 @@ static void future_complete(void *user, int status, convd_outputs *outs, const c
     pthread_mutex_unlock(&f->mu);
 }
 
-int convd_infer_submit(convd_conn *c, const char *model, size_t n_inputs,
-                       const char *const *names, const convd_tensor *inputs,
-                       size_t n_outputs, const char *const *output_names,
-                       int timeout_ms, convd_future **out) {
+int convd_infer_submit(convd_conn *c, const char *model, size_t n_inputs, const char *const *names,
+                       const convd_tensor *inputs, size_t n_outputs, const char *const *output_names, int timeout_ms,
+                       convd_future **out) {
     if (out) *out = NULL;
     if (!out) return cd_client_fail(CD_EPARAMS, "out is required");
     convd_future *f = calloc(1, sizeof *f);
@@ -64,8 +63,8 @@ int convd_infer_submit(convd_conn *c, const char *model, size_t n_inputs,
     pthread_cond_init(&f->cond, &ca);
     pthread_condattr_destroy(&ca);
     if (c) f->reader = cd_client_reader_thread(c);
-    int rc = convd_infer_async(c, model, n_inputs, names, inputs, n_outputs, output_names,
-                               timeout_ms, future_complete, f);
+    int rc =
+        convd_infer_async(c, model, n_inputs, names, inputs, n_outputs, output_names, timeout_ms, future_complete, f);
     if (rc != 0) {
         future_destroy(f);
         return rc;
@@ -74,9 +73,7 @@ int convd_infer_submit(convd_conn *c, const char *model, size_t n_inputs,
     return 0;
 }
 
-int convd_future_done(const convd_future *f) {
-    return f ? atomic_load(&((convd_future *)f)->done) : 0;
-}
+int convd_future_done(const convd_future *f) { return f ? atomic_load(&((convd_future *)f)->done) : 0; }
 
 int convd_future_wait(convd_future *f, int timeout_ms) {
     if (!f) return cd_client_fail(CD_EPARAMS, "future is NULL");
@@ -84,7 +81,7 @@ int convd_future_wait(convd_future *f, int timeout_ms) {
     if (timeout_ms == 0) return cd_client_fail(CD_ETIMEOUT, "the request has not completed yet");
     if (pthread_equal(pthread_self(), f->reader))
         return cd_client_fail(CD_EBUSY, "waiting for a request of this connection inside one "
-                              "of its completion callbacks would wait for itself");
+                                        "of its completion callbacks would wait for itself");
     struct timespec ts;
     if (timeout_ms > 0) {
         clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -97,15 +94,12 @@ int convd_future_wait(convd_future *f, int timeout_ms) {
     }
     pthread_mutex_lock(&f->mu);
     while (!atomic_load(&f->done)) {
-        int e = timeout_ms > 0 ? pthread_cond_timedwait(&f->cond, &f->mu, &ts)
-                               : pthread_cond_wait(&f->cond, &f->mu);
+        int e = timeout_ms > 0 ? pthread_cond_timedwait(&f->cond, &f->mu, &ts) : pthread_cond_wait(&f->cond, &f->mu);
         if (e == ETIMEDOUT) break;
     }
     int done = atomic_load(&f->done);
     pthread_mutex_unlock(&f->mu);
-    if (!done)
-        return cd_client_fail(CD_ETIMEOUT, "the request has not completed within %d ms",
-                              timeout_ms);
+    if (!done) return cd_client_fail(CD_ETIMEOUT, "the request has not completed within %d ms", timeout_ms);
     return 0;
 }
 
@@ -131,7 +125,7 @@ void convd_future_free(convd_future *f) {
     if (!f) return;
     pthread_mutex_lock(&f->mu);
     if (!atomic_load(&f->done)) {
-        f->detached = 1;  // the completion frees it
+        f->detached = 1; // the completion frees it
         pthread_mutex_unlock(&f->mu);
         return;
     }

@@ -10,8 +10,7 @@
 #include <string.h>
 
 static cd_tensor to_cd_tensor(const convd_tensor *t) {
-    cd_tensor ct = {.dtype = (cd_dtype)t->dtype, .rank = t->rank,
-                    .data = t->data, .nbytes = t->nbytes};
+    cd_tensor ct = {.dtype = (cd_dtype)t->dtype, .rank = t->rank, .data = t->data, .nbytes = t->nbytes};
     for (int i = 0; i < t->rank && i < CD_MAX_RANK; i++) ct.shape[i] = t->shape[i];
     return ct;
 }
@@ -21,22 +20,18 @@ static int check_input(const char *name, const convd_tensor *t) {
     if (!name || !*name || strlen(name) > CD_MAX_NAME)
         return cd_client_fail(CD_EPARAMS, "input names must be 1..%d bytes", CD_MAX_NAME);
     size_t item = convd_dtype_size(t->dtype);
-    if (item == 0)
-        return cd_client_fail(CD_EPARAMS, "input '%s': invalid dtype %d", name, (int)t->dtype);
+    if (item == 0) return cd_client_fail(CD_EPARAMS, "input '%s': invalid dtype %d", name, (int)t->dtype);
     if (t->rank < 1 || t->rank > CONVD_MAX_RANK)
-        return cd_client_fail(CD_EPARAMS, "input '%s': rank %d is not in 1..%d", name,
-                              t->rank, CONVD_MAX_RANK);
+        return cd_client_fail(CD_EPARAMS, "input '%s': rank %d is not in 1..%d", name, t->rank, CONVD_MAX_RANK);
     size_t bytes = item;
     for (int i = 0; i < t->rank; i++) {
         if (t->shape[i] < 1)
-            return cd_client_fail(CD_EPARAMS, "input '%s': dim %d is %lld", name, i,
-                                  (long long)t->shape[i]);
+            return cd_client_fail(CD_EPARAMS, "input '%s': dim %d is %lld", name, i, (long long)t->shape[i]);
         if (__builtin_mul_overflow(bytes, (size_t)t->shape[i], &bytes))
             return cd_client_fail(CD_EPARAMS, "input '%s': size overflows", name);
     }
     if (bytes != t->nbytes)
-        return cd_client_fail(CD_EPARAMS, "input '%s': shape needs %zu bytes, nbytes is %zu",
-                              name, bytes, t->nbytes);
+        return cd_client_fail(CD_EPARAMS, "input '%s': shape needs %zu bytes, nbytes is %zu", name, bytes, t->nbytes);
     if (bytes && !t->data) return cd_client_fail(CD_EPARAMS, "input '%s': data is NULL", name);
     return 0;
 }
@@ -105,8 +100,8 @@ static int outputs_decode(const msgpack_object *map, convd_outputs **out) {
         int rc = cd_tensor_decode(&map->via.map.ptr[i].val, &t, err, sizeof err);
         if (rc != 0) {
             convd_outputs_free(o);
-            return cd_client_fail(CD_EPROTOCOL, "output '%.*s' is malformed: %s",
-                                  (int)k->via.str.size, k->via.str.ptr, err);
+            return cd_client_fail(CD_EPROTOCOL, "output '%.*s' is malformed: %s", (int)k->via.str.size, k->via.str.ptr,
+                                  err);
         }
         int oom = 0;
         char *name = cd_client_strdup(k, &oom);
@@ -131,27 +126,22 @@ static int outputs_decode(const msgpack_object *map, convd_outputs **out) {
     return 0;
 }
 
-int cd_client_infer_check(convd_conn *c, const char *model, size_t n_inputs,
-                          const char *const *names, const convd_tensor *inputs,
-                          size_t n_outputs, const char *const *output_names,
-                          int timeout_ms, cd_client_infer_params *ip) {
+int cd_client_infer_check(convd_conn *c, const char *model, size_t n_inputs, const char *const *names,
+                          const convd_tensor *inputs, size_t n_outputs, const char *const *output_names, int timeout_ms,
+                          cd_client_infer_params *ip) {
     if (!c || !model) return cd_client_fail(CD_EPARAMS, "conn and model are required");
     if (n_inputs > CD_MAX_TENSORS || n_outputs > CD_MAX_TENSORS)
         return cd_client_fail(CD_EPARAMS, "at most %d inputs and outputs", CD_MAX_TENSORS);
-    if (n_inputs && (!names || !inputs))
-        return cd_client_fail(CD_EPARAMS, "names and inputs are required");
-    if (n_outputs && !output_names)
-        return cd_client_fail(CD_EPARAMS, "output_names is NULL but n_outputs is not 0");
+    if (n_inputs && (!names || !inputs)) return cd_client_fail(CD_EPARAMS, "names and inputs are required");
+    if (n_outputs && !output_names) return cd_client_fail(CD_EPARAMS, "output_names is NULL but n_outputs is not 0");
     for (size_t i = 0; i < n_inputs; i++) {
         int rc = check_input(names[i], &inputs[i]);
         if (rc) return rc;
     }
     for (size_t i = 0; i < n_outputs; i++)
-        if (!output_names[i] || !*output_names[i])
-            return cd_client_fail(CD_EPARAMS, "output names must not be empty");
+        if (!output_names[i] || !*output_names[i]) return cd_client_fail(CD_EPARAMS, "output names must not be empty");
     int eff = cd_client_timeout(c, timeout_ms);
-    *ip = (cd_client_infer_params){model, n_inputs, names, inputs, n_outputs, output_names,
-                                   eff > 0 ? eff : 0};
+    *ip = (cd_client_infer_params){model, n_inputs, names, inputs, n_outputs, output_names, eff > 0 ? eff : 0};
     return 0;
 }
 
@@ -166,15 +156,12 @@ int cd_client_infer_outputs(cd_rpc_msg *m, convd_outputs **out) {
     return rc;
 }
 
-int convd_infer(convd_conn *c, const char *model, size_t n_inputs,
-                const char *const *names, const convd_tensor *inputs,
-                size_t n_outputs, const char *const *output_names,
-                convd_outputs **out, int timeout_ms) {
+int convd_infer(convd_conn *c, const char *model, size_t n_inputs, const char *const *names, const convd_tensor *inputs,
+                size_t n_outputs, const char *const *output_names, convd_outputs **out, int timeout_ms) {
     if (out) *out = NULL;
     if (!c || !model || !out) return cd_client_fail(CD_EPARAMS, "conn, model and out are required");
     cd_client_infer_params ip;
-    int rc = cd_client_infer_check(c, model, n_inputs, names, inputs, n_outputs,
-                                   output_names, timeout_ms, &ip);
+    int rc = cd_client_infer_check(c, model, n_inputs, names, inputs, n_outputs, output_names, timeout_ms, &ip);
     if (rc) return rc;
     cd_rpc_msg m;
     rc = cd_client_call(c, "infer", cd_client_pack_infer, &ip, timeout_ms, &m);

@@ -41,10 +41,14 @@ static size_t utf8_len(const unsigned char *p, size_t n) {
     if (p[0] < 0x80) return 1;
     size_t len;
     uint32_t cp;
-    if ((p[0] & 0xe0) == 0xc0) len = 2, cp = p[0] & 0x1f;
-    else if ((p[0] & 0xf0) == 0xe0) len = 3, cp = p[0] & 0x0f;
-    else if ((p[0] & 0xf8) == 0xf0) len = 4, cp = p[0] & 0x07;
-    else return 0;
+    if ((p[0] & 0xe0) == 0xc0)
+        len = 2, cp = p[0] & 0x1f;
+    else if ((p[0] & 0xf0) == 0xe0)
+        len = 3, cp = p[0] & 0x0f;
+    else if ((p[0] & 0xf8) == 0xf0)
+        len = 4, cp = p[0] & 0x07;
+    else
+        return 0;
     if (len > n) return 0;
     for (size_t i = 1; i < len; i++) {
         if ((p[i] & 0xc0) != 0x80) return 0;
@@ -90,15 +94,14 @@ static void jb_str(jbuf *b, const char *s, size_t n) {
 }
 
 static void jb_base64(jbuf *b, const unsigned char *p, size_t n) {
-    static const char tab[] =
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     jb_put(b, "\"", 1);
     for (size_t i = 0; i < n; i += 3) {
         uint32_t v = (uint32_t)p[i] << 16;
         if (i + 1 < n) v |= (uint32_t)p[i + 1] << 8;
         if (i + 2 < n) v |= p[i + 2];
-        char q[4] = {tab[(v >> 18) & 63], tab[(v >> 12) & 63],
-                     i + 1 < n ? tab[(v >> 6) & 63] : '=', i + 2 < n ? tab[v & 63] : '='};
+        char q[4] = {tab[(v >> 18) & 63], tab[(v >> 12) & 63], i + 1 < n ? tab[(v >> 6) & 63] : '=',
+                     i + 2 < n ? tab[v & 63] : '='};
         jb_put(b, q, 4);
     }
     jb_put(b, "\"", 1);
@@ -146,12 +149,8 @@ static void jb_value(jbuf *b, const msgpack_object *o) {
     case MSGPACK_OBJECT_FLOAT32: jb_num(b, o->via.f64, 1); break;
     case MSGPACK_OBJECT_FLOAT64: jb_num(b, o->via.f64, 0); break;
     case MSGPACK_OBJECT_STR: jb_str(b, o->via.str.ptr, o->via.str.size); break;
-    case MSGPACK_OBJECT_BIN:
-        jb_base64(b, (const unsigned char *)o->via.bin.ptr, o->via.bin.size);
-        break;
-    case MSGPACK_OBJECT_EXT:
-        jb_base64(b, (const unsigned char *)o->via.ext.ptr, o->via.ext.size);
-        break;
+    case MSGPACK_OBJECT_BIN: jb_base64(b, (const unsigned char *)o->via.bin.ptr, o->via.bin.size); break;
+    case MSGPACK_OBJECT_EXT: jb_base64(b, (const unsigned char *)o->via.ext.ptr, o->via.ext.size); break;
     case MSGPACK_OBJECT_ARRAY:
         jb_put(b, "[", 1);
         for (uint32_t i = 0; i < o->via.array.size; i++) {

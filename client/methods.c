@@ -36,24 +36,21 @@ static int encode_object(const msgpack_object *o, void **out, size_t *len) {
         msgpack_sbuffer_destroy(&sb);
         return cd_client_fail(CD_ENOMEM, "out of memory");
     }
-    if (sb.size == 0) {  // keep a non-NULL result
+    if (sb.size == 0) { // keep a non-NULL result
         msgpack_sbuffer_destroy(&sb);
         return cd_client_fail(CD_EINTERNAL, "empty result");
     }
-    *len = sb.size;  // release() resets size
+    *len = sb.size; // release() resets size
     *out = msgpack_sbuffer_release(&sb);
     return 0;
 }
 
-int convd_call(convd_conn *c, const char *method, const void *params,
-               size_t params_len, void **result, size_t *result_len,
-               int timeout_ms) {
+int convd_call(convd_conn *c, const char *method, const void *params, size_t params_len, void **result,
+               size_t *result_len, int timeout_ms) {
     if (result) *result = NULL;
     if (result_len) *result_len = 0;
-    if (!result || !result_len)
-        return cd_client_fail(CD_EPARAMS, "result and result_len are required");
-    if (params_len && !params)
-        return cd_client_fail(CD_EPARAMS, "params is NULL but params_len is not 0");
+    if (!result || !result_len) return cd_client_fail(CD_EPARAMS, "result and result_len are required");
+    if (params_len && !params) return cd_client_fail(CD_EPARAMS, "params is NULL but params_len is not 0");
     raw_params rp = {params, params_len};
     cd_rpc_msg m;
     int rc = cd_client_call(c, method, params_len ? pack_raw : NULL, &rp, timeout_ms, &m);
@@ -95,7 +92,7 @@ int convd_hello(convd_conn *c, convd_hello_info *out) {
             const msgpack_object *s = &f->via.array.ptr[i];
             if (s->type != MSGPACK_OBJECT_STR) continue;
             size_t n = s->via.str.size;
-            if (pos + n + 2 > sizeof out->features) break;  // full: keep whole names only
+            if (pos + n + 2 > sizeof out->features) break; // full: keep whole names only
             if (pos) out->features[pos++] = ' ';
             memcpy(out->features + pos, s->via.str.ptr, n);
             pos += n;
@@ -160,8 +157,7 @@ void convd_model_list_free(convd_model_list *list) {
 }
 
 // Builds a list from n model entries at objs.
-static int model_list_decode(const msgpack_object *objs, size_t n,
-                             convd_model_list **out) {
+static int model_list_decode(const msgpack_object *objs, size_t n, convd_model_list **out) {
     convd_model_list *l = calloc(1, sizeof *l);
     if (!l) return cd_client_fail(CD_ENOMEM, "out of memory");
     if (n) {
@@ -176,8 +172,7 @@ static int model_list_decode(const msgpack_object *objs, size_t n,
         l->count++;
         if (rc != 0) {
             convd_model_list_free(l);
-            return cd_client_fail(rc, rc == CD_ENOMEM ? "out of memory"
-                                  : "a model entry is not a map");
+            return cd_client_fail(rc, rc == CD_ENOMEM ? "out of memory" : "a model entry is not a map");
         }
     }
     *out = l;
@@ -217,8 +212,7 @@ static int pack_load(msgpack_packer *pk, void *ud) {
     return rc ? CD_ENOMEM : 0;
 }
 
-int convd_load(convd_conn *c, const char *name, const char *path, int max_batch,
-               convd_model_list **info) {
+int convd_load(convd_conn *c, const char *name, const char *path, int max_batch, convd_model_list **info) {
     if (info) *info = NULL;
     if (!name || !path) return cd_client_fail(CD_EPARAMS, "name and path are required");
     load_params lp = {name, path, max_batch};
@@ -254,8 +248,7 @@ static int pack_plan(msgpack_packer *pk, void *ud) {
     return rc ? CD_ENOMEM : 0;
 }
 
-int convd_plan(convd_conn *c, const char *model, int batch, int runs, char **json,
-               int timeout_ms) {
+int convd_plan(convd_conn *c, const char *model, int batch, int runs, char **json, int timeout_ms) {
     if (json) *json = NULL;
     if (!model || !json) return cd_client_fail(CD_EPARAMS, "model and json are required");
     plan_params pp = {model, batch, runs};

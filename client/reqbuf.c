@@ -50,7 +50,7 @@ int cd_client_reqbuf_write(void *data, const char *buf, size_t len) {
         }
         memcpy(rb->buf + rb->len, buf, len);
         if (last && !last->external) {
-            last->len += len;  // owned bytes are contiguous: extend
+            last->len += len; // owned bytes are contiguous: extend
         } else {
             struct cd_client_seg *s = reqbuf_seg(rb);
             if (!s) goto oom;

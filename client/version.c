@@ -3,6 +3,4 @@
 
 #include "convd-version.h"
 
-const char *convd_version(void) {
-    return CD_VERSION;
-}
+const char *convd_version(void) { return CD_VERSION; }

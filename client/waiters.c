@@ -33,7 +33,7 @@ static int table_grow_locked(convd_conn *c) {
 // Adds w; 0 or CD_ENOMEM (the table stays as it was).
 int cd_client_table_add_locked(convd_conn *c, cd_waiter *w) {
     if (c->nwaiters >= c->table_mask + 1 && table_grow_locked(c) != 0 && c->nwaiters >= 4 * (c->table_mask + 1))
-        return CD_ENOMEM;  // growing failed and the chains got long: refuse
+        return CD_ENOMEM; // growing failed and the chains got long: refuse
     size_t b = w->msgid & c->table_mask;
     w->hnext = c->table[b];
     c->table[b] = w;

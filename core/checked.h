@@ -34,8 +34,10 @@ static inline int cd_ck_shape_numel(int rank, const int64_t *shape, int64_t *num
     int zero = 0;
     for (int i = 0; i < rank; i++) {
         if (shape[i] < 0) return 1;
-        if (shape[i] == 0) zero = 1;
-        else if (__builtin_mul_overflow(n, shape[i], &n)) return 1;
+        if (shape[i] == 0)
+            zero = 1;
+        else if (__builtin_mul_overflow(n, shape[i], &n))
+            return 1;
     }
     *numel = zero ? 0 : n;
     return 0;

@@ -7,16 +7,16 @@
 #include <stddef.h>
 
 //   XX(ENUM, wire name, itemsize)
-#define CD_DTYPE_MAP(XX)       \
-    XX(F32, "f32", 4)          \
-    XX(F16, "f16", 2)          \
-    XX(BF16, "bf16", 2)        \
-    XX(F64, "f64", 8)          \
-    XX(I8, "i8", 1)            \
-    XX(U8, "u8", 1)            \
-    XX(I16, "i16", 2)          \
-    XX(I32, "i32", 4)          \
-    XX(I64, "i64", 8)          \
+#define CD_DTYPE_MAP(XX) \
+    XX(F32, "f32", 4)    \
+    XX(F16, "f16", 2)    \
+    XX(BF16, "bf16", 2)  \
+    XX(F64, "f64", 8)    \
+    XX(I8, "i8", 1)      \
+    XX(U8, "u8", 1)      \
+    XX(I16, "i16", 2)    \
+    XX(I32, "i32", 4)    \
+    XX(I64, "i64", 8)    \
     XX(BOOL, "bool", 1)
 
 typedef enum {

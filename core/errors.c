@@ -7,8 +7,9 @@
 const char *cd_strerror(int status) {
     switch (status) {
     case CD_OK: return "ok";
-#define XX(name, num, msg) case CD_E##name: return msg;
-    CD_ERROR_MAP(XX)
+#define XX(name, num, msg) \
+    case CD_E##name: return msg;
+        CD_ERROR_MAP(XX)
 #undef XX
     }
     return "unknown error";
@@ -17,17 +18,17 @@ const char *cd_strerror(int status) {
 const char *cd_err_name(int status) {
     switch (status) {
     case CD_OK: return "OK";
-#define XX(name, num, msg) case CD_E##name: return "E_" #name;
-    CD_ERROR_MAP(XX)
+#define XX(name, num, msg) \
+    case CD_E##name: return "E_" #name;
+        CD_ERROR_MAP(XX)
 #undef XX
     }
     return "E_UNKNOWN";
 }
 
 int cd_err_from_name(const char *name, size_t len) {
-#define XX(n, num, msg)                                                         \
-    if (len == sizeof("E_" #n) - 1 && memcmp(name, "E_" #n, len) == 0)          \
-        return CD_E##n;
+#define XX(n, num, msg) \
+    if (len == sizeof("E_" #n) - 1 && memcmp(name, "E_" #n, len) == 0) return CD_E##n;
     CD_ERROR_MAP(XX)
 #undef XX
     return CD_EINTERNAL;

@@ -32,8 +32,7 @@
 // The bucket of v when each power of two is split into 2^sub_bits buckets.
 static inline size_t cd_log_bucket_index(uint64_t v, unsigned sub_bits) {
     uint64_t sub = (uint64_t)1 << sub_bits;
-    if (v < sub)
-        return (size_t)v;
+    if (v < sub) return (size_t)v;
     int shift = 63 - __builtin_clzll(v) - (int)sub_bits; // 2^(shift+sub_bits) <= v
     return (size_t)(shift + 1) * sub + (size_t)((v >> shift) & (sub - 1));
 }
@@ -41,8 +40,7 @@ static inline size_t cd_log_bucket_index(uint64_t v, unsigned sub_bits) {
 // The smallest value of bucket i (the inverse of cd_log_bucket_index).
 static inline uint64_t cd_log_bucket_lo(size_t i, unsigned sub_bits) {
     size_t sub = (size_t)1 << sub_bits;
-    if (i < sub)
-        return i;
+    if (i < sub) return i;
     return (uint64_t)(sub + i % sub) << (i / sub - 1);
 }
 
@@ -53,15 +51,15 @@ static inline uint64_t cd_log_bucket_width(size_t i, unsigned sub_bits) {
 }
 
 #define CD_HISTOGRAM_SUB_BITS 5
-#define CD_HISTOGRAM_SUB      (1u << CD_HISTOGRAM_SUB_BITS)            // 32
-#define CD_HISTOGRAM_MAX_EXP  47                                  // top power of two
+#define CD_HISTOGRAM_SUB (1u << CD_HISTOGRAM_SUB_BITS) // 32
+#define CD_HISTOGRAM_MAX_EXP 47                        // top power of two
 #define CD_HISTOGRAM_NBUCKETS ((CD_HISTOGRAM_MAX_EXP - CD_HISTOGRAM_SUB_BITS + 2) * CD_HISTOGRAM_SUB) // 1408
 
 typedef struct {
     atomic_uint_least64_t buckets[CD_HISTOGRAM_NBUCKETS]; // counts per bucket
-    atomic_uint_least64_t count;                     // values recorded
-    atomic_uint_least64_t sum;                       // their sum (wraps)
-    atomic_uint_least64_t max;                       // largest value
+    atomic_uint_least64_t count;                          // values recorded
+    atomic_uint_least64_t sum;                            // their sum (wraps)
+    atomic_uint_least64_t max;                            // largest value
 } cd_histogram;
 
 // A plain copy of a histogram for reading and merging.

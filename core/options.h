@@ -14,22 +14,22 @@
 // benchmarks and tests fill it with cd_runtime_options_from_env(), the one
 // place the runtime's environment variables are read. Zeroed = the defaults.
 typedef struct {
-    int profile;            // 1: each cd_exec logs the mean time of every layer
-                            // when freed (CONVD_PROFILE=1)
-    int cpu_kernels_ref;    // 1: the CPU backend runs every op on the reference
-                            // kernels in NCHW, the tests' oracle
-                            // (CONVD_CPU_KERNELS=ref)
-    int plan;               // plan of models loaded with cd_model_opts.plan 0:
-                            // 0 auto, 1 dense, 2 sparse, 3 compact
-                            // (CONVD_PLAN=auto|dense|sparse|compact)
-    char max_isa[16];       // cap of our own kernels: "avx512", "avx2" or
-                            // "scalar", any case ("": the CPU's best;
-                            // CONVD_MAX_ISA). oneDNN has its own,
-                            // ONEDNN_MAX_CPU_ISA.
-    char hip_plugin[4096];  // the GPU=hip plugin ("": <dir of the executable>/
-                            // ../lib/libconvd-hip.so; CONVD_HIP_PLUGIN)
-    cd_rt_log_fn log;       // where the libraries' messages go (NULL: stderr)
-    void *log_ud;           // passed to log
+    int profile;           // 1: each cd_exec logs the mean time of every layer
+                           // when freed (CONVD_PROFILE=1)
+    int cpu_kernels_ref;   // 1: the CPU backend runs every op on the reference
+                           // kernels in NCHW, the tests' oracle
+                           // (CONVD_CPU_KERNELS=ref)
+    int plan;              // plan of models loaded with cd_model_opts.plan 0:
+                           // 0 auto, 1 dense, 2 sparse, 3 compact
+                           // (CONVD_PLAN=auto|dense|sparse|compact)
+    char max_isa[16];      // cap of our own kernels: "avx512", "avx2" or
+                           // "scalar", any case ("": the CPU's best;
+                           // CONVD_MAX_ISA). oneDNN has its own,
+                           // ONEDNN_MAX_CPU_ISA.
+    char hip_plugin[4096]; // the GPU=hip plugin ("": <dir of the executable>/
+                           // ../lib/libconvd-hip.so; CONVD_HIP_PLUGIN)
+    cd_rt_log_fn log;      // where the libraries' messages go (NULL: stderr)
+    void *log_ud;          // passed to log
 } cd_runtime_options;
 
 // The options in force (never NULL).

@@ -24,11 +24,11 @@
 #include <sys/types.h>
 
 typedef struct {
-    bool known;   // SO_PEERCRED answered
-    uid_t uid;    // of the process that connected
-    gid_t gid;    //   its primary group
-    pid_t pid;    //   and its pid (for logs)
-    int admin;    // -1 not decided yet, 0 no, 1 yes (cached per connection)
+    bool known; // SO_PEERCRED answered
+    uid_t uid;  // of the process that connected
+    gid_t gid;  //   its primary group
+    pid_t pid;  //   and its pid (for logs)
+    int admin;  // -1 not decided yet, 0 no, 1 yes (cached per connection)
 } cd_peer;
 
 // Resolves --socket-mode, --socket-group and --admin-group (once, at start).
@@ -50,7 +50,6 @@ bool cd_peer_is_admin(cd_peer *p);
 // Checks an admin method for the peer: 0 when allowed; otherwise counts the
 // refusal (stats `access.refused`), logs it (at most once a second) and
 // returns CD_EPERMISSION with err naming the method and the rule.
-int cd_access_check(cd_peer *p, cd_method_id method, unsigned long long conn_id,
-                    char *err, size_t errlen);
+int cd_access_check(cd_peer *p, cd_method_id method, unsigned long long conn_id, char *err, size_t errlen);
 
 #endif // CD_DAEMON_ACCESS_H

@@ -24,8 +24,7 @@ typedef enum {
 
 bool cd_conn_can_handle(const cd_conn *c);
 void cd_conn_update_reading(cd_conn *c);
-conn_send_result cd_conn_send(cd_conn *c, const char *data, size_t len,
-                              bool worker, size_t *written);
+conn_send_result cd_conn_send(cd_conn *c, const char *data, size_t len, bool worker, size_t *written);
 int cd_conn_queue_write(cd_conn *c, char *data, size_t off, size_t len);
 void cd_conn_check(cd_conn *c);
 void cd_conn_flush(cd_conn *c);

@@ -20,8 +20,7 @@ void cd_conn_request_started(cd_conn *c, cd_request *req) {
     c->inflight++;
     req->conn_prev = NULL;
     req->conn_next = c->reqs;
-    if (c->reqs)
-        c->reqs->conn_prev = req;
+    if (c->reqs) c->reqs->conn_prev = req;
     c->reqs = req;
 }
 
@@ -36,16 +35,13 @@ static int conn_pack_response(cd_request *req, msgpack_sbuffer *sb) {
     const char *message = req->err[0] ? req->err : NULL;
     if (req->status == 0) {
         int rc = cd_rpc_pack_response_ok_begin(&pk, req->msgid);
-        if (rc == 0)
-            rc = req->pack ? req->pack(req, &pk) : msgpack_pack_nil(&pk);
-        if (rc == 0)
-            return 0;
+        if (rc == 0) rc = req->pack ? req->pack(req, &pk) : msgpack_pack_nil(&pk);
+        if (rc == 0) return 0;
         msgpack_sbuffer_clear(sb);
         req->status = rc < 0 ? rc : CD_ENOMEM;
         message = "cannot pack the result";
     }
-    if (cd_rpc_pack_response_error(&pk, req->msgid, req->status,
-                                   message ? message : cd_strerror(req->status)) != 0) {
+    if (cd_rpc_pack_response_error(&pk, req->msgid, req->status, message ? message : cd_strerror(req->status)) != 0) {
         msgpack_sbuffer_clear(sb);
         return CD_ENOMEM;
     }
@@ -54,8 +50,7 @@ static int conn_pack_response(cd_request *req, msgpack_sbuffer *sb) {
 
 void cd_conn_respond(cd_request *req) {
     cd_conn *c = req->conn;
-    if (!c || !req->pack_on_worker || req->status == CD_ECANCELLED ||
-        atomic_load(&req->cancelled))
+    if (!c || !req->pack_on_worker || req->status == CD_ECANCELLED || atomic_load(&req->cancelled))
         return; // the loop answers (or counts the drop) as for any request
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
@@ -79,12 +74,8 @@ void cd_conn_respond(cd_request *req) {
         req->sent = CD_SENT_BEHIND;
         CD_STAT_INC(resp_queued);
         break;
-    case CONN_CLOSED:
-        req->sent = CD_SENT_CLOSED;
-        break;
-    case CONN_FAILED:
-        req->sent = CD_SENT_FAILED;
-        break;
+    case CONN_CLOSED: req->sent = CD_SENT_CLOSED; break;
+    case CONN_FAILED: req->sent = CD_SENT_FAILED; break;
     }
     if (req->sent == CD_SENT_PARTIAL || req->sent == CD_SENT_BEHIND) {
         req->resp_len = sb.size;
@@ -92,8 +83,8 @@ void cd_conn_respond(cd_request *req) {
     }
     // An error answer counts when it goes out (the loop counts BEHIND ones
     // when it queues them: the client may be gone by then).
-    if (req->status != 0 && (req->sent == CD_SENT_WRITTEN || req->sent == CD_SENT_PARTIAL ||
-                             req->sent == CD_SENT_FAILED))
+    if (req->status != 0 &&
+        (req->sent == CD_SENT_WRITTEN || req->sent == CD_SENT_PARTIAL || req->sent == CD_SENT_FAILED))
         cd_stats_error(req->status);
     msgpack_sbuffer_destroy(&sb);
 }
@@ -106,8 +97,7 @@ static void conn_take_remainder(cd_conn *c, cd_request *req) {
     pthread_mutex_lock(&c->wlock);
     c->whandoffs--;
     bool closed = c->wclosed;
-    if (closed)
-        c->wowned -= rest;
+    if (closed) c->wowned -= rest;
     pthread_mutex_unlock(&c->wlock);
     if (closed || !cd_conn_writable(c)) {
         CD_STAT_INC(req_dropped);
@@ -121,8 +111,7 @@ static void conn_take_remainder(cd_conn *c, cd_request *req) {
 void cd_conn_request_done(cd_request *req) {
     cd_conn *c = req->conn;
     if (!c) { // internal work (SIGHUP loads): effects only, nobody to answer
-        if (req->done)
-            req->done(req);
+        if (req->done) req->done(req);
         cd_request_free(req);
         return;
     }
@@ -130,22 +119,19 @@ void cd_conn_request_done(cd_request *req) {
         req->conn_prev->conn_next = req->conn_next;
     else
         c->reqs = req->conn_next;
-    if (req->conn_next)
-        req->conn_next->conn_prev = req->conn_prev;
+    if (req->conn_next) req->conn_next->conn_prev = req->conn_prev;
     c->inflight--;
     c->srv->buffered -= req->charge;
     req->charge = 0;
     c->last_active_ns = uv_hrtime(); // the idle clock starts at the last answer
-    if (req->done)
-        req->done(req);
+    if (req->done) req->done(req);
 
     switch (req->sent) {
     case CD_SENT_NONE:
         if (cd_conn_writable(c)) {
             msgpack_sbuffer sb;
             msgpack_sbuffer_init(&sb);
-            if (conn_pack_response(req, &sb) != 0 ||
-                msgpack_sbuffer_write(&c->out, sb.data, sb.size) != 0) {
+            if (conn_pack_response(req, &sb) != 0 || msgpack_sbuffer_write(&c->out, sb.data, sb.size) != 0) {
                 cd_conn_kill(c);
             } else if (req->status != 0) {
                 cd_stats_error(req->status);
@@ -157,11 +143,8 @@ void cd_conn_request_done(cd_request *req) {
             CD_STAT_INC(req_dropped);
         }
         break;
-    case CD_SENT_WRITTEN:
-        break;
-    case CD_SENT_PARTIAL:
-        conn_take_remainder(c, req);
-        break;
+    case CD_SENT_WRITTEN: break;
+    case CD_SENT_PARTIAL: conn_take_remainder(c, req); break;
     case CD_SENT_BEHIND:
         if (!cd_conn_writable(c)) {
             CD_STAT_INC(req_dropped);
@@ -171,24 +154,19 @@ void cd_conn_request_done(cd_request *req) {
             cd_stats_error(req->status);
         }
         break;
-    case CD_SENT_CLOSED:
-        CD_STAT_INC(req_dropped);
-        break;
+    case CD_SENT_CLOSED: CD_STAT_INC(req_dropped); break;
     case CD_SENT_FAILED:
         if (cd_conn_writable(c)) {
             CD_STAT_INC(conn_write_errors);
-            CD_DEBUG("conn %llu: a worker's write failed: peer gone",
-                     (unsigned long long)c->id);
+            CD_DEBUG("conn %llu: a worker's write failed: peer gone", (unsigned long long)c->id);
             cd_conn_kill(c);
         }
         break;
     }
     cd_request_free(req);
-    if (c->state == CD_CONN_CLOSING)
-        return;
+    if (c->state == CD_CONN_CLOSING) return;
     cd_conn_flush(c);
-    if (c->backlog && cd_conn_can_handle(c))
-        cd_server_backlog_add(c->srv, c);
+    if (c->backlog && cd_conn_can_handle(c)) cd_server_backlog_add(c->srv, c);
     cd_conn_update_reading(c);
     cd_conn_check(c);
 }

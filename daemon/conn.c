@@ -24,30 +24,24 @@ typedef struct {
     size_t len;
 } conn_write;
 
-
 static void on_write(uv_write_t *w, int status);
 static void conn_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
 static void conn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 
 bool cd_conn_can_handle(const cd_conn *c) {
-    if (c->state != CD_CONN_OPEN && c->state != CD_CONN_HALF_CLOSED &&
-        c->state != CD_CONN_DRAINING)
-        return false;
+    if (c->state != CD_CONN_OPEN && c->state != CD_CONN_HALF_CLOSED && c->state != CD_CONN_DRAINING) return false;
     return !c->out_paused && c->inflight < (unsigned)c->srv->set->max_inflight;
 }
 
 // Starts or stops reading to match the connection's state and bounds.
 void cd_conn_update_reading(cd_conn *c) {
-    bool want = (c->state == CD_CONN_OPEN || c->state == CD_CONN_DRAINING) &&
-                !c->backlog && cd_conn_can_handle(c);
+    bool want = (c->state == CD_CONN_OPEN || c->state == CD_CONN_DRAINING) && !c->backlog && cd_conn_can_handle(c);
     if (want && !c->reading) {
-        if (uv_read_start((uv_stream_t *)&c->pipe, conn_alloc_cb,
-                          conn_read_cb) == 0) {
+        if (uv_read_start((uv_stream_t *)&c->pipe, conn_alloc_cb, conn_read_cb) == 0) {
             c->reading = true;
             // While reads were paused by us, the client could not send: a
             // partly received message gets its read-timeout afresh.
-            if (c->msg_start_ns)
-                c->msg_start_ns = uv_hrtime();
+            if (c->msg_start_ns) c->msg_start_ns = uv_hrtime();
         }
     } else if (!want && c->reading) {
         uv_read_stop((uv_stream_t *)&c->pipe);
@@ -62,15 +56,12 @@ static void on_close(uv_handle_t *h) {
         c->prev->next = c->next;
     else
         srv->conns = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
+    if (c->next) c->next->prev = c->prev;
     cd_server_backlog_remove(srv, c);
     srv->nconns--;
-    if (!c->refused)
-        srv->nactive--;
+    if (!c->refused) srv->nactive--;
     srv->buffered -= c->rx_charge;
-    if (c->reader)
-        cd_rpc_reader_free(c->reader);
+    if (c->reader) cd_rpc_reader_free(c->reader);
     msgpack_sbuffer_destroy(&c->out);
     pthread_mutex_destroy(&c->wlock);
     free(c);
@@ -101,8 +92,7 @@ static void conn_recharge(cd_conn *c) {
 // when all of it went, else CONN_QUEUE with the tail counted as the loop's
 // (so no other writer writes raw bytes until it is out), or CONN_FAILED.
 // *written gets the bytes written (counted in bytes_out).
-conn_send_result cd_conn_send(cd_conn *c, const char *data, size_t len,
-                              bool worker, size_t *written) {
+conn_send_result cd_conn_send(cd_conn *c, const char *data, size_t len, bool worker, size_t *written) {
     conn_send_result r;
     size_t off = 0;
     pthread_mutex_lock(&c->wlock);
@@ -131,15 +121,13 @@ conn_send_result cd_conn_send(cd_conn *c, const char *data, size_t len,
         }
         if (r == CONN_QUEUE) {
             c->wowned += len - off;
-            if (worker)
-                c->whandoffs++;
+            if (worker) c->whandoffs++;
         } else if (r == CONN_FAILED) {
             c->wclosed = true;
         }
     }
     pthread_mutex_unlock(&c->wlock);
-    if (off)
-        CD_STAT_ADD(bytes_out, off);
+    if (off) CD_STAT_ADD(bytes_out, off);
     *written = off;
     return r;
 }
@@ -165,10 +153,9 @@ int cd_conn_queue_write(cd_conn *c, char *data, size_t off, size_t len) {
             o += n;
         }
         rc = (uint64_t)nbuf * PIECE < cw->len ? UV_E2BIG
-             : uv_write(&cw->req, (uv_stream_t *)&c->pipe, bufs, nbuf, on_write);
+                                              : uv_write(&cw->req, (uv_stream_t *)&c->pipe, bufs, nbuf, on_write);
         if (rc != 0) {
-            CD_DEBUG("conn %llu: write failed: %s", (unsigned long long)c->id,
-                     uv_strerror(rc));
+            CD_DEBUG("conn %llu: write failed: %s", (unsigned long long)c->id, uv_strerror(rc));
             CD_STAT_INC(conn_write_errors);
         }
     }
@@ -185,24 +172,21 @@ int cd_conn_queue_write(cd_conn *c, char *data, size_t off, size_t len) {
     c->write_pending += cw->len;
     if (before > 0 && c->write_pending > CD_CONN_OUT_MAX(c->srv->set->max_message)) {
         CD_STAT_INC(conn_slow_reader);
-        CD_WARN("conn %llu: %zu response bytes unsent: client does not read; dropping it",
-                (unsigned long long)c->id, c->write_pending);
+        CD_WARN("conn %llu: %zu response bytes unsent: client does not read; dropping it", (unsigned long long)c->id,
+                c->write_pending);
         cd_conn_kill(c);
         return -1;
     }
-    if (c->write_pending > CD_CONN_OUT_HIGH)
-        c->out_paused = true;
+    if (c->write_pending > CD_CONN_OUT_HIGH) c->out_paused = true;
     return 0;
 }
 
 static void conn_close(cd_conn *c) {
-    if (c->state == CD_CONN_CLOSING)
-        return;
-    if (c->reader && cd_rpc_reader_buffered(c->reader) > 0 &&
-        c->state == CD_CONN_HALF_CLOSED) {
+    if (c->state == CD_CONN_CLOSING) return;
+    if (c->reader && cd_rpc_reader_buffered(c->reader) > 0 && c->state == CD_CONN_HALF_CLOSED) {
         CD_STAT_INC(conn_eof_mid_message);
-        CD_DEBUG("conn %llu: peer closed with %zu bytes of an unfinished message",
-                 (unsigned long long)c->id, cd_rpc_reader_buffered(c->reader));
+        CD_DEBUG("conn %llu: peer closed with %zu bytes of an unfinished message", (unsigned long long)c->id,
+                 cd_rpc_reader_buffered(c->reader));
     }
     CD_DEBUG("conn %llu: closed", (unsigned long long)c->id);
     // No worker holds a request of c any more (so none can be about to
@@ -221,8 +205,7 @@ static void conn_close(cd_conn *c) {
 static int conn_unread_bytes(cd_conn *c) {
     uv_os_fd_t fd;
     int n = 0;
-    if (uv_fileno((uv_handle_t *)&c->pipe, &fd) != 0 || ioctl(fd, FIONREAD, &n) != 0)
-        return 0;
+    if (uv_fileno((uv_handle_t *)&c->pipe, &fd) != 0 || ioctl(fd, FIONREAD, &n) != 0) return 0;
     return n;
 }
 
@@ -231,24 +214,18 @@ void cd_conn_check(cd_conn *c) {
     bool quiet = c->inflight == 0 && c->write_pending == 0 && c->out.size == 0;
     switch (c->state) {
     case CD_CONN_OPEN:
-    case CD_CONN_CLOSING:
-        return;
+    case CD_CONN_CLOSING: return;
     case CD_CONN_HALF_CLOSED:
-        if (quiet && !c->backlog)
-            conn_close(c);
+        if (quiet && !c->backlog) conn_close(c);
         return;
     case CD_CONN_FAILED:
-        if (quiet)
-            conn_close(c);
+        if (quiet) conn_close(c);
         return;
     case CD_CONN_DRAINING:
-        if (quiet && !c->backlog && cd_rpc_reader_buffered(c->reader) == 0 &&
-            conn_unread_bytes(c) == 0)
-            conn_close(c);
+        if (quiet && !c->backlog && cd_rpc_reader_buffered(c->reader) == 0 && conn_unread_bytes(c) == 0) conn_close(c);
         return;
     case CD_CONN_DEAD:
-        if (c->inflight == 0)
-            conn_close(c);
+        if (c->inflight == 0) conn_close(c);
         return;
     }
 }
@@ -262,11 +239,9 @@ static void on_write(uv_write_t *w, int status) {
     pthread_mutex_unlock(&c->wlock);
     if (status == 0) {
         CD_STAT_ADD(bytes_out, cw->len);
-    } else if (status != UV_ECANCELED && c->state != CD_CONN_CLOSING &&
-               c->state != CD_CONN_DEAD) {
+    } else if (status != UV_ECANCELED && c->state != CD_CONN_CLOSING && c->state != CD_CONN_DEAD) {
         CD_STAT_INC(conn_write_errors);
-        CD_DEBUG("conn %llu: write failed: %s", (unsigned long long)c->id,
-                 uv_strerror(status));
+        CD_DEBUG("conn %llu: write failed: %s", (unsigned long long)c->id, uv_strerror(status));
         free(cw->data);
         free(cw);
         cd_conn_kill(c);
@@ -274,12 +249,10 @@ static void on_write(uv_write_t *w, int status) {
     }
     free(cw->data);
     free(cw);
-    if (c->state == CD_CONN_CLOSING)
-        return;
+    if (c->state == CD_CONN_CLOSING) return;
     if (c->out_paused && c->write_pending <= CD_CONN_OUT_LOW) {
         c->out_paused = false;
-        if (c->backlog)
-            cd_server_backlog_add(c->srv, c);
+        if (c->backlog) cd_server_backlog_add(c->srv, c);
     }
     cd_conn_update_reading(c);
     cd_conn_check(c);
@@ -289,16 +262,14 @@ static void on_write(uv_write_t *w, int status) {
 // socket does not take; keeps it while a worker's remainder is on its way to
 // the loop (cd_conn_request_done flushes again once that is queued).
 void cd_conn_flush(cd_conn *c) {
-    if (c->out.size == 0)
-        return;
+    if (c->out.size == 0) return;
     if (c->state == CD_CONN_DEAD || c->state == CD_CONN_CLOSING) {
         msgpack_sbuffer_clear(&c->out);
         return;
     }
     size_t written, len = c->out.size;
     switch (cd_conn_send(c, c->out.data, len, false, &written)) {
-    case CONN_HOLD:
-        return;
+    case CONN_HOLD: return;
     case CONN_SENT:
     case CONN_CLOSED: // a worker's write failed: its request, on its way, drops c
         msgpack_sbuffer_clear(&c->out);
@@ -309,36 +280,26 @@ void cd_conn_flush(cd_conn *c) {
         CD_DEBUG("conn %llu: write failed: %s", (unsigned long long)c->id, strerror(errno));
         cd_conn_kill(c);
         return;
-    case CONN_QUEUE:
-        cd_conn_queue_write(c, msgpack_sbuffer_release(&c->out), written, len);
-        return;
+    case CONN_QUEUE: cd_conn_queue_write(c, msgpack_sbuffer_release(&c->out), written, len); return;
     }
 }
 
-bool cd_conn_writable(const cd_conn *c) {
-    return c->state != CD_CONN_DEAD && c->state != CD_CONN_CLOSING;
-}
+bool cd_conn_writable(const cd_conn *c) { return c->state != CD_CONN_DEAD && c->state != CD_CONN_CLOSING; }
 
 void cd_conn_reply_ok(cd_conn *c, uint32_t msgid, const char *result, size_t len) {
-    if (!cd_conn_writable(c))
-        return;
+    if (!cd_conn_writable(c)) return;
     msgpack_packer pk;
     msgpack_packer_init(&pk, &c->out, msgpack_sbuffer_write);
-    if (cd_rpc_pack_response_ok_begin(&pk, msgid) != 0 ||
-        msgpack_sbuffer_write(&c->out, result, len) != 0)
+    if (cd_rpc_pack_response_ok_begin(&pk, msgid) != 0 || msgpack_sbuffer_write(&c->out, result, len) != 0)
         cd_conn_kill(c);
 }
 
 // Packs an error response without counting it (refusals count elsewhere).
-static void conn_reply_error_raw(cd_conn *c, uint32_t msgid, int status,
-                                 const char *message) {
-    if (!cd_conn_writable(c))
-        return;
+static void conn_reply_error_raw(cd_conn *c, uint32_t msgid, int status, const char *message) {
+    if (!cd_conn_writable(c)) return;
     msgpack_packer pk;
     msgpack_packer_init(&pk, &c->out, msgpack_sbuffer_write);
-    if (cd_rpc_pack_response_error(&pk, msgid, status,
-                                   message ? message : cd_strerror(status)) != 0)
-        cd_conn_kill(c);
+    if (cd_rpc_pack_response_error(&pk, msgid, status, message ? message : cd_strerror(status)) != 0) cd_conn_kill(c);
 }
 
 void cd_conn_reply_error(cd_conn *c, uint32_t msgid, int status, const char *message) {
@@ -347,16 +308,15 @@ void cd_conn_reply_error(cd_conn *c, uint32_t msgid, int status, const char *mes
 }
 
 // Answers a protocol error, logs it with a hex sample, and stops handling.
-static void conn_protocol_error(cd_conn *c, int status, uint32_t msgid,
-                                const char *reason) {
+static void conn_protocol_error(cd_conn *c, int status, uint32_t msgid, const char *reason) {
     char hex[64];
     cd_log_hex(hex, sizeof hex, c->sample, c->nsample, 16);
     // No readable msgid: answer with msgid 0. The spec's msgid is a uint32,
     // so a nil would break strict clients; docs/PROTOCOL.md tells clients
     // that an error with msgid 0 they did not send is a connection error.
     uint32_t id = msgid == UINT32_MAX ? 0 : msgid;
-    CD_WARN("conn %llu: %s: %s (msgid %u; last read began: %s); closing",
-            (unsigned long long)c->id, cd_err_name(status), reason, id, hex);
+    CD_WARN("conn %llu: %s: %s (msgid %u; last read began: %s); closing", (unsigned long long)c->id,
+            cd_err_name(status), reason, id, hex);
     cd_conn_reply_error(c, id, status, reason);
     c->state = CD_CONN_FAILED;
     c->backlog = false;
@@ -376,10 +336,9 @@ static void conn_skipped(cd_conn *c, const cd_rpc_msg *msg, uint32_t msgid) {
     char why[200];
     snprintf(why, sizeof why,
              "a message of %zu bytes does not fit: the daemon holds %zu bytes of "
-             "requests (max-buffered %lld); retry later", c->skip_bytes, c->srv->buffered,
-             (long long)cd_settings_max_buffered(c->srv->set));
-    CD_DEBUG("conn %llu: msgid %u: E_OVERLOADED: %s", (unsigned long long)c->id,
-             msgid == UINT32_MAX ? 0 : msgid, why);
+             "requests (max-buffered %lld); retry later",
+             c->skip_bytes, c->srv->buffered, (long long)cd_settings_max_buffered(c->srv->set));
+    CD_DEBUG("conn %llu: msgid %u: E_OVERLOADED: %s", (unsigned long long)c->id, msgid == UINT32_MAX ? 0 : msgid, why);
     cd_conn_reply_error(c, msgid == UINT32_MAX ? 0 : msgid, CD_EOVERLOADED, why);
 }
 
@@ -423,23 +382,18 @@ void cd_conn_process(cd_conn *c) {
             continue;
         }
         switch (msg.kind) {
-        case CD_MSG_REQUEST:
-            cd_methods_dispatch(c, &msg);
-            break;
+        case CD_MSG_REQUEST: cd_methods_dispatch(c, &msg); break;
         case CD_MSG_NOTIFY:
             CD_STAT_INC(notifications);
-            CD_DEBUG("conn %llu: ignored notification '%.*s'",
-                     (unsigned long long)c->id,
-                     (int)(msg.method_len > 64 ? 64 : msg.method_len),
-                     msg.method ? msg.method : "");
+            CD_DEBUG("conn %llu: ignored notification '%.*s'", (unsigned long long)c->id,
+                     (int)(msg.method_len > 64 ? 64 : msg.method_len), msg.method ? msg.method : "");
             cd_rpc_msg_free(&msg);
             break;
         case CD_MSG_RESPONSE:
         default: {
             uint32_t id = msg.msgid;
             cd_rpc_msg_free(&msg);
-            conn_protocol_error(c, CD_EPROTOCOL, id,
-                                "a client sends requests or notifications, not responses");
+            conn_protocol_error(c, CD_EPROTOCOL, id, "a client sends requests or notifications, not responses");
             return;
         }
         }
@@ -461,8 +415,7 @@ static void conn_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
 // still reads answers.
 static bool conn_peer_gone(cd_conn *c) {
     uv_os_fd_t fd;
-    if (uv_fileno((uv_handle_t *)&c->pipe, &fd) != 0)
-        return false;
+    if (uv_fileno((uv_handle_t *)&c->pipe, &fd) != 0) return false;
     struct pollfd p = {.fd = fd, .events = POLLOUT};
     return poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR));
 }
@@ -473,8 +426,7 @@ static void conn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
         CD_STAT_ADD(bytes_in, (uint64_t)nread);
         c->nsample = (size_t)nread < sizeof c->sample ? (size_t)nread : sizeof c->sample;
         memcpy(c->sample, buf->base, c->nsample);
-        if (c->state != CD_CONN_OPEN && c->state != CD_CONN_DRAINING)
-            return;
+        if (c->state != CD_CONN_OPEN && c->state != CD_CONN_DRAINING) return;
         c->last_active_ns = uv_hrtime();
         int rc = cd_rpc_reader_feed(c->reader, buf->base, (size_t)nread);
         if (rc < 0 && rc != CD_ETOO_LARGE) {
@@ -489,50 +441,44 @@ static void conn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
         // read are always taken (stats and health keep working under load):
         // queued work is checked again when it is accepted.
         size_t budget = (size_t)cd_settings_max_buffered(c->srv->set);
-        if (rc == 0 && c->srv->buffered > budget && c->rx_charge > CD_READ_CHUNK &&
-            cd_rpc_reader_partial(c->reader)) {
+        if (rc == 0 && c->srv->buffered > budget && c->rx_charge > CD_READ_CHUNK && cd_rpc_reader_partial(c->reader)) {
             c->skip_bytes = c->rx_charge;
             CD_STAT_INC(budget_refused);
             CD_DEBUG("conn %llu: skipping a message of %zu bytes: %zu bytes held, "
-                     "max-buffered %zu", (unsigned long long)c->id, c->skip_bytes,
-                     c->srv->buffered, budget);
+                     "max-buffered %zu",
+                     (unsigned long long)c->id, c->skip_bytes, c->srv->buffered, budget);
             cd_rpc_reader_skip(c->reader);
             conn_recharge(c);
         }
         // An over-limit message (CD_ETOO_LARGE) is sticky in the reader:
         // the complete messages before it are answered first, then
         // cd_rpc_reader_next reports it and the connection fails.
-        if (rc == CD_ETOO_LARGE)
-            c->backlog = true;
+        if (rc == CD_ETOO_LARGE) c->backlog = true;
         cd_conn_process(c);
     } else if (nread == UV_EOF) {
         if (conn_peer_gone(c)) {
             // Closed, not just shut down for writing: nobody will read the
             // answers, so queued work is cancelled now rather than after
             // the first failed write.
-            CD_DEBUG("conn %llu: peer closed; cancelling its %u request(s)",
-                     (unsigned long long)c->id, c->inflight);
+            CD_DEBUG("conn %llu: peer closed; cancelling its %u request(s)", (unsigned long long)c->id, c->inflight);
             if (c->reader && cd_rpc_reader_buffered(c->reader) > 0 &&
                 (c->state == CD_CONN_OPEN || c->state == CD_CONN_DRAINING))
                 CD_STAT_INC(conn_eof_mid_message);
             cd_conn_kill(c);
             return;
         }
-        if (c->state == CD_CONN_OPEN || c->state == CD_CONN_DRAINING)
-            c->state = CD_CONN_HALF_CLOSED;
+        if (c->state == CD_CONN_OPEN || c->state == CD_CONN_DRAINING) c->state = CD_CONN_HALF_CLOSED;
         cd_conn_update_reading(c);
         cd_conn_check(c);
     } else if (nread < 0) {
-        CD_DEBUG("conn %llu: read failed: %s", (unsigned long long)c->id,
-                 uv_strerror((int)nread));
+        CD_DEBUG("conn %llu: read failed: %s", (unsigned long long)c->id, uv_strerror((int)nread));
         cd_conn_kill(c);
     }
 }
 
 int cd_conn_accept(cd_server *srv) {
     cd_conn *c = calloc(1, sizeof *c);
-    if (!c)
-        return CD_ENOMEM;
+    if (!c) return CD_ENOMEM;
     c->srv = srv;
     c->id = ++srv->next_conn_id;
     c->state = CD_CONN_OPEN;
@@ -542,8 +488,7 @@ int cd_conn_accept(cd_server *srv) {
     uv_pipe_init(srv->loop, &c->pipe, 0);
     c->pipe.data = c;
     c->next = srv->conns;
-    if (srv->conns)
-        srv->conns->prev = c;
+    if (srv->conns) srv->conns->prev = c;
     srv->conns = c;
     srv->nconns++;
     int rc = uv_accept((uv_stream_t *)&srv->listener, (uv_stream_t *)&c->pipe);
@@ -554,8 +499,7 @@ int cd_conn_accept(cd_server *srv) {
         return CD_EIO;
     }
     uv_os_fd_t fd;
-    if (uv_fileno((uv_handle_t *)&c->pipe, &fd) == 0)
-        c->fd = fd;
+    if (uv_fileno((uv_handle_t *)&c->pipe, &fd) == 0) c->fd = fd;
     cd_peer_identify(c->fd, &c->peer);
     if (srv->nactive >= srv->conn_cap) {
         c->refused = true;
@@ -563,8 +507,7 @@ int cd_conn_accept(cd_server *srv) {
         uint64_t now = uv_hrtime();
         if (now - srv->last_reject_log_ns > 1000000000ull) {
             srv->last_reject_log_ns = now;
-            CD_WARN("refusing connections: %zu open, max-connections %zu",
-                    srv->nactive, srv->conn_cap);
+            CD_WARN("refusing connections: %zu open, max-connections %zu", srv->nactive, srv->conn_cap);
         }
         char why[96];
         snprintf(why, sizeof why, "too many connections (max %zu)", srv->conn_cap);
@@ -584,23 +527,19 @@ int cd_conn_accept(cd_server *srv) {
     }
     CD_STAT_INC(conn_total);
     c->last_active_ns = uv_hrtime();
-    CD_DEBUG("conn %llu: accepted (%zu open)", (unsigned long long)c->id,
-             srv->nactive);
-    if (srv->draining)
-        c->state = CD_CONN_DRAINING;
+    CD_DEBUG("conn %llu: accepted (%zu open)", (unsigned long long)c->id, srv->nactive);
+    if (srv->draining) c->state = CD_CONN_DRAINING;
     cd_conn_update_reading(c);
     return 0;
 }
 
 void cd_conn_drain(cd_conn *c) {
-    if (c->state == CD_CONN_OPEN)
-        c->state = CD_CONN_DRAINING;
+    if (c->state == CD_CONN_OPEN) c->state = CD_CONN_DRAINING;
     cd_conn_check(c);
 }
 
 void cd_conn_kill(cd_conn *c) {
-    if (c->state == CD_CONN_CLOSING || c->state == CD_CONN_DEAD)
-        return;
+    if (c->state == CD_CONN_CLOSING || c->state == CD_CONN_DEAD) return;
     c->state = CD_CONN_DEAD;
     conn_mark_closed(c);
     c->backlog = false;
@@ -619,12 +558,12 @@ void cd_conn_kill(cd_conn *c) {
 int cd_conn_budget_check(cd_conn *c, const cd_rpc_msg *msg, char *err, size_t errlen) {
     cd_server *srv = c->srv;
     size_t budget = (size_t)cd_settings_max_buffered(srv->set);
-    if (srv->buffered + msg->nbytes <= budget)
-        return 0;
+    if (srv->buffered + msg->nbytes <= budget) return 0;
     CD_STAT_INC(budget_refused);
     return cd_errf(CD_EOVERLOADED, err, errlen,
                    "the daemon holds %zu bytes of requests; this one's %zu would pass "
-                   "max-buffered (%zu): retry later", srv->buffered, msg->nbytes, budget);
+                   "max-buffered (%zu): retry later",
+                   srv->buffered, msg->nbytes, budget);
 }
 
 void cd_conn_sweep(cd_server *srv) {
@@ -635,24 +574,23 @@ void cd_conn_sweep(cd_server *srv) {
     cd_conn *next;
     for (cd_conn *c = srv->conns; c; c = next) {
         next = c->next; // c may be closed below (freed later, in its close callback)
-        if (c->refused || !c->reader || (c->state != CD_CONN_OPEN && c->state != CD_CONN_DRAINING))
-            continue;
+        if (c->refused || !c->reader || (c->state != CD_CONN_OPEN && c->state != CD_CONN_DRAINING)) continue;
         if (read_ns && c->msg_start_ns && c->reading && now - c->msg_start_ns >= read_ns) {
             CD_STAT_INC(conn_read_timeouts);
             char why[160];
             snprintf(why, sizeof why,
                      "a message was not received whole within read-timeout (%llds; "
-                     "%zu bytes of it arrived)", (long long)set->read_timeout,
-                     cd_rpc_reader_buffered(c->reader));
+                     "%zu bytes of it arrived)",
+                     (long long)set->read_timeout, cd_rpc_reader_buffered(c->reader));
             conn_protocol_error(c, CD_ETIMEOUT, UINT32_MAX, why);
             continue;
         }
-        bool idle = c->state == CD_CONN_OPEN && c->inflight == 0 && !c->backlog &&
-                    c->out.size == 0 && c->write_pending == 0;
+        bool idle =
+            c->state == CD_CONN_OPEN && c->inflight == 0 && !c->backlog && c->out.size == 0 && c->write_pending == 0;
         if (idle_ns && idle && now - c->last_active_ns >= idle_ns) {
             CD_STAT_INC(conn_idle_timeouts);
-            CD_DEBUG("conn %llu: idle for %llds (idle-timeout); closing",
-                     (unsigned long long)c->id, (long long)set->idle_timeout);
+            CD_DEBUG("conn %llu: idle for %llds (idle-timeout); closing", (unsigned long long)c->id,
+                     (long long)set->idle_timeout);
             conn_close(c);
         }
     }

@@ -27,14 +27,13 @@
 
 typedef struct cd_server cd_server;
 
-#define CD_CONN_BATCH     64           // messages handled per callback
-#define CD_CONN_OUT_HIGH  (4u << 20)   // unsent response bytes that pause reads
-#define CD_CONN_OUT_LOW   (1u << 20)   // ... and resume them
+#define CD_CONN_BATCH 64            // messages handled per callback
+#define CD_CONN_OUT_HIGH (4u << 20) // unsent response bytes that pause reads
+#define CD_CONN_OUT_LOW (1u << 20)  // ... and resume them
 // Unsent bytes beyond which a client that does not read is dropped: twice
 // max-message, at least 64 MiB (requests already in flight when reads pause
 // can still add their responses; this bounds that too).
-#define CD_CONN_OUT_MAX(max_message) \
-    ((size_t)(max_message) * 2 > (64u << 20) ? (size_t)(max_message) * 2 : (64u << 20))
+#define CD_CONN_OUT_MAX(max_message) ((size_t)(max_message)*2 > (64u << 20) ? (size_t)(max_message)*2 : (64u << 20))
 
 typedef enum {
     // Reading requests and answering them.
@@ -58,22 +57,22 @@ typedef enum {
 } cd_conn_state;
 
 struct cd_conn {
-    cd_server *srv;            // owning server
-    uv_pipe_t pipe;            // the socket (pipe.data == this)
-    cd_conn_state state;       // lifecycle, see above
-    uint64_t id;               // for logs
-    bool refused;              // over max-connections: refused with E_OVERLOADED
-    cd_rpc_reader *reader;     // streaming msgpack-RPC reader
-    msgpack_sbuffer out;       // packed responses not yet handed to uv_write
-    size_t write_pending;      // bytes handed to uv_write and not yet written
-    unsigned inflight;         // requests queued or running on workers
-    cd_request *reqs;          // those requests (for cancellation)
-    bool reading;              // uv_read_start is active
-    bool backlog;              // the reader may hold complete, unhandled messages
-    bool in_backlog_list;      // linked in srv->backlog
-    bool out_paused;           // write_pending went over CD_CONN_OUT_HIGH
-    int fd;                    // the socket's descriptor (set at accept, then fixed)
-    cd_peer peer;              // who connected (SO_PEERCRED at accept; access.h)
+    cd_server *srv;        // owning server
+    uv_pipe_t pipe;        // the socket (pipe.data == this)
+    cd_conn_state state;   // lifecycle, see above
+    uint64_t id;           // for logs
+    bool refused;          // over max-connections: refused with E_OVERLOADED
+    cd_rpc_reader *reader; // streaming msgpack-RPC reader
+    msgpack_sbuffer out;   // packed responses not yet handed to uv_write
+    size_t write_pending;  // bytes handed to uv_write and not yet written
+    unsigned inflight;     // requests queued or running on workers
+    cd_request *reqs;      // those requests (for cancellation)
+    bool reading;          // uv_read_start is active
+    bool backlog;          // the reader may hold complete, unhandled messages
+    bool in_backlog_list;  // linked in srv->backlog
+    bool out_paused;       // write_pending went over CD_CONN_OUT_HIGH
+    int fd;                // the socket's descriptor (set at accept, then fixed)
+    cd_peer peer;          // who connected (SO_PEERCRED at accept; access.h)
     // The write lock exists because two kinds of thread write response bytes
     // to this socket: the loop (its own replies, and everything queued) and
     // the workers (a finished request's response, written directly to save
@@ -84,21 +83,21 @@ struct cd_conn {
     // Held only around one non-blocking write(2) and a few field updates;
     // never held while taking another lock.
     pthread_mutex_t wlock;
-    bool wclosed;              // [wlock] no more bytes go out (dead, closing, write failed)
-    size_t wowned;             // [wlock] bytes only the loop may write: in its uv_write
-                               //   queue, or a worker's remainder on its way to it;
-                               //   raw writes happen only while this is 0
-    unsigned whandoffs;        // [wlock] worker remainders not yet queued by the loop:
-                               //   the loop holds its own bytes back until 0
+    bool wclosed;       // [wlock] no more bytes go out (dead, closing, write failed)
+    size_t wowned;      // [wlock] bytes only the loop may write: in its uv_write
+                        //   queue, or a worker's remainder on its way to it;
+                        //   raw writes happen only while this is 0
+    unsigned whandoffs; // [wlock] worker remainders not yet queued by the loop:
+                        //   the loop holds its own bytes back until 0
     // Limits (loop thread): idle-timeout, read-timeout, the memory budget.
-    uint64_t last_active_ns;   // last byte received, or last request answered
-    uint64_t msg_start_ns;     // a message is partly received since (0: none)
-    size_t rx_charge;          // bytes of srv->buffered charged for the reader
-    size_t skip_bytes;         // size of the message being skipped (over budget)
-    unsigned char sample[16];  // first bytes of the last read (protocol-error logs)
+    uint64_t last_active_ns;  // last byte received, or last request answered
+    uint64_t msg_start_ns;    // a message is partly received since (0: none)
+    size_t rx_charge;         // bytes of srv->buffered charged for the reader
+    size_t skip_bytes;        // size of the message being skipped (over budget)
+    unsigned char sample[16]; // first bytes of the last read (protocol-error logs)
     size_t nsample;
-    cd_conn *prev, *next;      // srv->conns
-    cd_conn *backlog_next;     // srv->backlog
+    cd_conn *prev, *next;  // srv->conns
+    cd_conn *backlog_next; // srv->backlog
 };
 
 // Accepts a pending connection from the listener (or refuses it when the

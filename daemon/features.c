@@ -8,31 +8,22 @@
 
 size_t cd_features_list(const char **names, size_t max) {
     size_t n = 0;
-#define ADD(s)                                                                  \
-    do {                                                                        \
-        if (n < max)                                                            \
-            names[n++] = (s);                                                   \
+#define ADD(s)                         \
+    do {                               \
+        if (n < max) names[n++] = (s); \
     } while (0)
     ADD("cpu");  // the CPU backend is always built
     ADD("dnnl"); // the runtime links oneDNN for dense convolution (Makefile)
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("sse4.2"))
-        ADD("sse4.2");
-    if (__builtin_cpu_supports("avx"))
-        ADD("avx");
-    if (__builtin_cpu_supports("avx2"))
-        ADD("avx2");
-    if (__builtin_cpu_supports("fma"))
-        ADD("fma");
-    if (__builtin_cpu_supports("avx512f"))
-        ADD("avx512f");
-    if (__builtin_cpu_supports("avx512bw"))
-        ADD("avx512bw");
-    if (__builtin_cpu_supports("avx512vl"))
-        ADD("avx512vl");
-    if (__builtin_cpu_supports("avx512dq"))
-        ADD("avx512dq");
+    if (__builtin_cpu_supports("sse4.2")) ADD("sse4.2");
+    if (__builtin_cpu_supports("avx")) ADD("avx");
+    if (__builtin_cpu_supports("avx2")) ADD("avx2");
+    if (__builtin_cpu_supports("fma")) ADD("fma");
+    if (__builtin_cpu_supports("avx512f")) ADD("avx512f");
+    if (__builtin_cpu_supports("avx512bw")) ADD("avx512bw");
+    if (__builtin_cpu_supports("avx512vl")) ADD("avx512vl");
+    if (__builtin_cpu_supports("avx512dq")) ADD("avx512dq");
 #endif
 #undef ADD
     return n;
@@ -44,28 +35,23 @@ static char g_model[256];
 static void model_read(void) {
     snprintf(g_model, sizeof g_model, "unknown");
     FILE *f = fopen("/proc/cpuinfo", "r");
-    if (!f)
-        return;
+    if (!f) return;
     char line[512];
     while (fgets(line, sizeof line, f)) {
-        if (strncmp(line, "model name", 10) != 0)
-            continue;
+        if (strncmp(line, "model name", 10) != 0) continue;
         char *p = strchr(line, ':');
-        if (!p)
-            break;
+        if (!p) break;
         for (p++; *p == ' ' || *p == '\t'; p++)
             ;
         p[strcspn(p, "\n")] = '\0';
-        if (*p)
-            snprintf(g_model, sizeof g_model, "%s", p);
+        if (*p) snprintf(g_model, sizeof g_model, "%s", p);
         break;
     }
     fclose(f);
     // One printable line whatever the kernel wrote (it goes into logs,
     // msgpack str and Prometheus labels).
     for (char *c = g_model; *c; c++)
-        if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f)
-            *c = ' ';
+        if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f) *c = ' ';
 }
 
 const char *cd_cpu_model(void) {

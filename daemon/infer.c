@@ -24,17 +24,17 @@
 #include <uv.h>
 
 typedef struct {
-    cd_model_entry *entry;             // reference held until release
-    int batch;                         // shape[0] of the inputs
+    cd_model_entry *entry; // reference held until release
+    int batch;             // shape[0] of the inputs
     int nin, nout;
-    const void *in[CD_MAX_TENSORS];    // input data in model order (into msg)
+    const void *in[CD_MAX_TENSORS]; // input data in model order (into msg)
     size_t in_bytes[CD_MAX_TENSORS];
-    void *out[CD_MAX_TENSORS];         // output buffers (worker-allocated)
-    void *batch_out[CD_MAX_TENSORS];   // first request of a batch: its concatenated
-                                       // outputs between infer_submit and infer_finish
+    void *out[CD_MAX_TENSORS];       // output buffers (worker-allocated)
+    void *batch_out[CD_MAX_TENSORS]; // first request of a batch: its concatenated
+                                     // outputs between infer_submit and infer_finish
     size_t out_bytes[CD_MAX_TENSORS];
-    bool want[CD_MAX_TENSORS];         // outputs to return
-    int64_t timeout_ms;                // 0 = none
+    bool want[CD_MAX_TENSORS]; // outputs to return
+    int64_t timeout_ms;        // 0 = none
 } infer_state;
 
 // Joins input i of reqs[0..n-1] along dim 0 into dst (the sum of their
@@ -55,8 +55,7 @@ static void join_input(cd_request **reqs, int n, int i, char *dst) {
 // staged them); a single request's data is used where it lies when it is
 // aligned (bin payloads sit at any offset of the message). Returns 0 or
 // CD_ENOMEM.
-static int join_inputs(cd_request **reqs, int n, int total, cd_exec *ex, const void **in,
-                       void **bufs) {
+static int join_inputs(cd_request **reqs, int n, int total, cd_exec *ex, const void **in, void **bufs) {
     infer_state *st0 = reqs[0]->state;
     void *arena[CD_MAX_TENSORS];
     bool direct = cd_exec_inputs(ex, arena) == 0;
@@ -68,8 +67,7 @@ static int join_inputs(cd_request **reqs, int n, int total, cd_exec *ex, const v
             in[i] = st0->in[i];
         } else {
             size_t bytes = st0->in_bytes[i] / (size_t)st0->batch * (size_t)total;
-            if (!(bufs[i] = malloc(bytes ? bytes : 1)))
-                return CD_ENOMEM;
+            if (!(bufs[i] = malloc(bytes ? bytes : 1))) return CD_ENOMEM;
             join_input(reqs, n, i, bufs[i]);
             in[i] = bufs[i];
         }
@@ -85,8 +83,7 @@ static int alloc_outputs(cd_request **reqs, int n, int total, void **out) {
     for (int o = 0; o < st0->nout; o++) {
         size_t bytes = st0->out_bytes[o] / (size_t)st0->batch * (size_t)total;
         void **p = n == 1 ? &st0->out[o] : &st0->batch_out[o];
-        if (!(*p = malloc(bytes ? bytes : 1)))
-            return CD_ENOMEM;
+        if (!(*p = malloc(bytes ? bytes : 1))) return CD_ENOMEM;
         out[o] = *p;
     }
     return 0;
@@ -109,21 +106,18 @@ static void infer_submit(cd_request **reqs, int n, int worker, int slot) {
         return;
     }
     int total = 0;
-    for (int r = 0; r < n; r++)
-        total += ((infer_state *)reqs[r]->state)->batch;
+    for (int r = 0; r < n; r++) total += ((infer_state *)reqs[r]->state)->batch;
     const void *in[CD_MAX_TENSORS] = {0};
     void *bufs[CD_MAX_TENSORS] = {0}, *out[CD_MAX_TENSORS] = {0};
     int rc = join_inputs(reqs, n, total, *exp, in, bufs);
-    if (rc == 0)
-        rc = alloc_outputs(reqs, n, total, out);
+    if (rc == 0) rc = alloc_outputs(reqs, n, total, out);
     if (rc == CD_ENOMEM)
         snprintf(reqs[0]->err, sizeof reqs[0]->err,
                  n == 1 ? "out of memory for the tensors" : "out of memory for the batch tensors");
     if (rc == 0) // the inputs are staged by the submit: bufs are freed below
         rc = cd_model_submit(*exp, total, in, out, reqs[0]->err, sizeof reqs[0]->err);
     reqs[0]->status = rc;
-    for (int i = 0; i < CD_MAX_TENSORS; i++)
-        free(bufs[i]);
+    for (int i = 0; i < CD_MAX_TENSORS; i++) free(bufs[i]);
 }
 
 // The scheduler's finish half: waits for what infer_submit queued with the
@@ -135,12 +129,10 @@ static void infer_finish(cd_request **reqs, int n, int worker, int slot) {
     int rc = reqs[0]->status;
     char err[256];
     snprintf(err, sizeof err, "%s", reqs[0]->err);
-    if (rc == 0)
-        rc = cd_model_wait(ex, err, sizeof err);
+    if (rc == 0) rc = cd_model_wait(ex, err, sizeof err);
     if (n == 1) {
         reqs[0]->status = rc;
-        if (rc != 0)
-            snprintf(reqs[0]->err, sizeof reqs[0]->err, "%s", err);
+        if (rc != 0) snprintf(reqs[0]->err, sizeof reqs[0]->err, "%s", err);
         return;
     }
     size_t off[CD_MAX_TENSORS] = {0};
@@ -156,9 +148,7 @@ static void infer_finish(cd_request **reqs, int n, int worker, int slot) {
             off[o] += st->out_bytes[o];
         }
         reqs[r]->status = status;
-        if (status != 0)
-            snprintf(reqs[r]->err, sizeof reqs[r]->err, "%s",
-                     rc ? err : "out of memory for the tensors");
+        if (status != 0) snprintf(reqs[r]->err, sizeof reqs[r]->err, "%s", rc ? err : "out of memory for the tensors");
     }
     for (int i = 0; i < CD_MAX_TENSORS; i++) {
         free(st0->batch_out[i]);
@@ -186,8 +176,7 @@ void cd_infer_set_double_buffer(cd_model_entry *e, int64_t mode) {
 // Counts an error answer of a model under its code.
 static void count_error(cd_model_counters *c, int status) {
     int i = -status;
-    if (i <= 0 || i >= CD_STATS_NERR)
-        i = -CD_EINTERNAL;
+    if (i <= 0 || i >= CD_STATS_NERR) i = -CD_EINTERNAL;
     c->errors++;
     c->by_code[i]++;
 }
@@ -196,10 +185,8 @@ static void count_error(cd_model_counters *c, int status) {
 // response may already be out: written by the worker, cd_conn_respond).
 static void infer_done(cd_request *req) {
     infer_state *st = req->state;
-    cd_model_counters *c =
-        cd_registry_counters(req->srv->registry, st->entry->name, strlen(st->entry->name));
-    if (!c)
-        return; // unloaded meanwhile
+    cd_model_counters *c = cd_registry_counters(req->srv->registry, st->entry->name, strlen(st->entry->name));
+    if (!c) return; // unloaded meanwhile
     if (req->status == 0) {
         c->ok++;
         if (req->batch_leader) {
@@ -221,23 +208,18 @@ static void infer_done(cd_request *req) {
 static int infer_pack(cd_request *req, msgpack_packer *pk) {
     infer_state *st = req->state;
     size_t n = 0;
-    for (int i = 0; i < st->nout; i++)
-        n += st->want[i];
+    for (int i = 0; i < st->nout; i++) n += st->want[i];
     int rc = msgpack_pack_map(pk, 1);
     rc |= cd_pack_str(pk, "outputs");
     rc |= msgpack_pack_map(pk, n);
     for (int i = 0; i < st->nout && !rc; i++) {
-        if (!st->want[i])
-            continue;
+        if (!st->want[i]) continue;
         const cd_io_desc *d = cd_model_output(st->entry->model, i);
-        cd_tensor t = {.dtype = CD_DTYPE_F32, .rank = d->rank, .data = st->out[i],
-                       .nbytes = st->out_bytes[i]};
-        for (int k = 0; k < d->rank; k++)
-            t.shape[k] = k == 0 ? st->batch : d->shape[k];
+        cd_tensor t = {.dtype = CD_DTYPE_F32, .rank = d->rank, .data = st->out[i], .nbytes = st->out_bytes[i]};
+        for (int k = 0; k < d->rank; k++) t.shape[k] = k == 0 ? st->batch : d->shape[k];
         rc |= cd_pack_str(pk, d->name);
         int trc = cd_tensor_pack(pk, &t);
-        if (trc == CD_ETOO_LARGE)
-            return trc; // over 4 GiB: refused, not cut (infer_validate checks first)
+        if (trc == CD_ETOO_LARGE) return trc; // over 4 GiB: refused, not cut (infer_validate checks first)
         rc |= trc;
     }
     return rc ? CD_ENOMEM : 0;
@@ -245,8 +227,7 @@ static int infer_pack(cd_request *req, msgpack_packer *pk) {
 
 static void infer_release(cd_request *req) {
     infer_state *st = req->state;
-    if (!st)
-        return;
+    if (!st) return;
     for (int i = 0; i < CD_MAX_TENSORS; i++) {
         free(st->out[i]);
         free(st->batch_out[i]);
@@ -256,9 +237,8 @@ static void infer_release(cd_request *req) {
 }
 
 // Validates an infer call against e (daemon/validate.c) and fills st.
-static int infer_validate(const msgpack_object *params, cd_model_entry *e,
-                          const cd_settings *set, infer_state *st, char *err,
-                          size_t errlen) {
+static int infer_validate(const msgpack_object *params, cd_model_entry *e, const cd_settings *set, infer_state *st,
+                          char *err, size_t errlen) {
     const cd_model *m = e->model;
     cd_infer_sig sig = {.model = e->name,
                         .nin = cd_model_num_inputs(m),
@@ -267,15 +247,13 @@ static int infer_validate(const msgpack_object *params, cd_model_entry *e,
                         .max_reply = (uint64_t)set->max_reply};
     for (int i = 0; i < sig.nin; i++) // at most CD_MAX_TENSORS: check_io_counts at load
         sig.in[i] = cd_model_input(m, i);
-    for (int i = 0; i < sig.nout; i++)
-        sig.out[i] = cd_model_output(m, i);
+    for (int i = 0; i < sig.nout; i++) sig.out[i] = cd_model_output(m, i);
     cd_infer_args a;
     memset(&a, 0, sizeof a);
     st->nin = sig.nin;
     st->nout = sig.nout;
     int rc = cd_infer_validate(params, &sig, &a, err, errlen);
-    if (rc != 0)
-        return rc;
+    if (rc != 0) return rc;
     st->batch = a.batch;
     memcpy(st->in, a.in, sizeof st->in);
     memcpy(st->in_bytes, a.in_bytes, sizeof st->in_bytes);
@@ -288,16 +266,13 @@ static int infer_validate(const msgpack_object *params, cd_model_entry *e,
 int cd_method_infer(cd_call *call) {
     char name[CD_MAX_NAME + 1];
     int rc = cd_infer_check_keys(call->params, call->err, sizeof call->err);
-    if (rc != 0)
-        return rc;
-    rc = cd_param_str(call->params, "model", name, sizeof name, call->err,
-                      sizeof call->err);
+    if (rc != 0) return rc;
+    rc = cd_param_str(call->params, "model", name, sizeof name, call->err, sizeof call->err);
     if (rc == 1) {
         snprintf(call->err, sizeof call->err, "infer needs 'model'");
         return CD_EPARAMS;
     }
-    if (rc != 0)
-        return rc;
+    if (rc != 0) return rc;
     cd_registry *reg = call->srv->registry;
     cd_model_entry *e = cd_registry_get(reg, name, strlen(name));
     if (!e) {
@@ -316,11 +291,9 @@ int cd_method_infer(cd_call *call) {
     }
     st->entry = e;
     rc = infer_validate(call->params, e, call->srv->set, st, call->err, sizeof call->err);
-    if (rc == 0)
-        rc = cd_conn_budget_check(call->conn, call->msg, call->err, sizeof call->err);
+    if (rc == 0) rc = cd_conn_budget_check(call->conn, call->msg, call->err, sizeof call->err);
     cd_request *req = NULL;
-    if (rc == 0 && !(req = cd_request_new(call->conn, call->msg, CD_M_infer)))
-        rc = CD_ENOMEM;
+    if (rc == 0 && !(req = cd_request_new(call->conn, call->msg, CD_M_infer))) rc = CD_ENOMEM;
     if (rc != 0) {
         cd_model_entry_unref(e);
         free(st);
@@ -334,12 +307,10 @@ int cd_method_infer(cd_call *call) {
     req->pack_on_worker = true; // reads st and the model's output descriptors only
     req->release = infer_release;
     req->items = st->batch;
-    if (st->timeout_ms > 0)
-        req->deadline_ns = req->t_received_ns + (uint64_t)st->timeout_ms * 1000000ull;
+    if (st->timeout_ms > 0) req->deadline_ns = req->t_received_ns + (uint64_t)st->timeout_ms * 1000000ull;
     rc = cd_workers_submit_batched(call->srv->workers, &e->queue, req);
     if (rc != 0) {
-        snprintf(call->err, sizeof call->err,
-                 "model '%.64s' has %lld requests queued (max_queue): retry later",
+        snprintf(call->err, sizeof call->err, "model '%.64s' has %lld requests queued (max_queue): retry later",
                  e->name, (long long)e->conf.max_queue);
         cd_request_free(req); // releases st and the entry reference
         count_error(counters, rc);

@@ -26,19 +26,17 @@ int cd_log_level_parse(const char *name, cd_log_level *out);
 const char *cd_log_level_name(cd_log_level level);
 
 // Writes one event line when level is enabled.
-void cd_log(cd_log_level level, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+void cd_log(cd_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void cd_logv(cd_log_level level, const char *fmt, va_list ap);
 
 // Formats up to max bytes of buf as lowercase hex pairs separated by spaces
 // into out (NUL-terminated, truncated to outlen). Used for the sample of
 // offending bytes in protocol-error lines.
-void cd_log_hex(char *out, unsigned long outlen, const void *buf,
-                unsigned long len, unsigned long max);
+void cd_log_hex(char *out, unsigned long outlen, const void *buf, unsigned long len, unsigned long max);
 
 #define CD_DEBUG(...) cd_log(CD_LOG_DEBUG, __VA_ARGS__)
-#define CD_INFO(...)  cd_log(CD_LOG_INFO, __VA_ARGS__)
-#define CD_WARN(...)  cd_log(CD_LOG_WARN, __VA_ARGS__)
+#define CD_INFO(...) cd_log(CD_LOG_INFO, __VA_ARGS__)
+#define CD_WARN(...) cd_log(CD_LOG_WARN, __VA_ARGS__)
 #define CD_ERROR(...) cd_log(CD_LOG_ERROR, __VA_ARGS__)
 
 #endif // CD_DAEMON_LOG_H

@@ -63,8 +63,7 @@ static void runtime_configure(const cd_settings *set) {
     o.profile = set->profile != 0;
     o.cpu_kernels_ref = set->cpu_kernels == 1;
     o.plan = (int)set->plan;
-    if (set->max_isa > 0)
-        snprintf(o.max_isa, sizeof o.max_isa, "%s", cd_max_isa_names[set->max_isa]);
+    if (set->max_isa > 0) snprintf(o.max_isa, sizeof o.max_isa, "%s", cd_max_isa_names[set->max_isa]);
     snprintf(o.hip_plugin, sizeof o.hip_plugin, "%s", set->hip_plugin);
     o.log = runtime_log;
     cd_runtime_configure(&o);
@@ -74,16 +73,13 @@ int main(int argc, char **argv) {
     ensure_omp_wait_policy(argv);
     static cd_settings set;
     switch (cd_settings_parse(&set, argc, argv)) {
-    case CD_SETTINGS_RUN:
-        break;
+    case CD_SETTINGS_RUN: break;
     case CD_SETTINGS_HELP:
-    case CD_SETTINGS_MARKDOWN:
-        return 0;
+    case CD_SETTINGS_MARKDOWN: return 0;
     case CD_SETTINGS_VERSION: // after the version line: what this CPU runs
         cd_cpu_print(stdout);
         return 0;
-    case CD_SETTINGS_BAD:
-        return 2;
+    case CD_SETTINGS_BAD: return 2;
     }
     char err[512];
     if (cd_access_init(&set, err, sizeof err) != 0) {
@@ -93,7 +89,6 @@ int main(int argc, char **argv) {
     cd_log_set_level((cd_log_level)set.log_level);
     runtime_configure(&set);
     int rc = check_device(set.device);
-    if (rc != 0)
-        return rc;
+    if (rc != 0) return rc;
     return cd_server_run(&set, argc, argv);
 }

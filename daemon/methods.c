@@ -70,8 +70,7 @@ void cd_methods_dispatch(cd_conn *c, cd_rpc_msg *msg) {
 
     const method_entry *e = NULL;
     for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++)
-        if (methods[i].id == id)
-            e = &methods[i];
+        if (methods[i].id == id) e = &methods[i];
 
     cd_call call = {.srv = c->srv, .conn = c, .msg = msg};
     int rc;
@@ -87,14 +86,12 @@ void cd_methods_dispatch(cd_conn *c, cd_rpc_msg *msg) {
         snprintf(call.err, sizeof call.err, "unknown method '%s'", name);
         rc = CD_EMETHOD;
     } else if ((e->flags & MF_ADMIN) &&
-               (rc = cd_access_check(&c->peer, id, (unsigned long long)c->id, call.err,
-                                     sizeof call.err)) != 0) {
+               (rc = cd_access_check(&c->peer, id, (unsigned long long)c->id, call.err, sizeof call.err)) != 0) {
         // rc set: checked before the params, so a refused peer learns nothing else
     } else if ((rc = cd_params_map(msg, &call.params, call.err, sizeof call.err)) != 0) {
         // rc set
     } else if ((e->flags & MF_NEEDS_PARAMS) && !call.params) {
-        snprintf(call.err, sizeof call.err, "%s needs params [map]",
-                 cd_method_name(id));
+        snprintf(call.err, sizeof call.err, "%s needs params [map]", cd_method_name(id));
         rc = CD_EPARAMS;
     } else if ((e->flags & MF_NO_DRAINING) && c->srv->draining) {
         snprintf(call.err, sizeof call.err, "server is shutting down");
@@ -106,20 +103,17 @@ void cd_methods_dispatch(cd_conn *c, cd_rpc_msg *msg) {
     if (rc == 0) {
         cd_conn_reply_ok(c, msgid, sb.data, sb.size);
     } else if (rc < 0) {
-        CD_DEBUG("conn %llu: msgid %u %s: %s: %s", (unsigned long long)c->id,
-                 msgid, cd_method_name(id), cd_err_name(rc), call.err);
+        CD_DEBUG("conn %llu: msgid %u %s: %s: %s", (unsigned long long)c->id, msgid, cd_method_name(id),
+                 cd_err_name(rc), call.err);
         cd_conn_reply_error(c, msgid, rc, call.err[0] ? call.err : NULL);
     }
     msgpack_sbuffer_destroy(&sb);
-    if (rc != CD_CALL_QUEUED)
-        cd_rpc_msg_free(msg);
+    if (rc != CD_CALL_QUEUED) cd_rpc_msg_free(msg);
 }
 
 // ---- the cheap methods, answered on the loop --------------------------------
 
-static int pack_key(msgpack_packer *pk, const char *k) {
-    return cd_pack_str(pk, k);
-}
+static int pack_key(msgpack_packer *pk, const char *k) { return cd_pack_str(pk, k); }
 
 static int m_hello(cd_call *call) {
     msgpack_packer *pk = call->pk;
@@ -133,8 +127,7 @@ static int m_hello(cd_call *call) {
     rc |= cd_pack_kv_str(pk, "device", call->srv->set->device);
     rc |= pack_key(pk, "features");
     rc |= msgpack_pack_array(pk, nfeat);
-    for (size_t i = 0; i < nfeat; i++)
-        rc |= cd_pack_str(pk, feat[i]);
+    for (size_t i = 0; i < nfeat; i++) rc |= cd_pack_str(pk, feat[i]);
     return rc ? CD_ENOMEM : 0;
 }
 
@@ -164,15 +157,14 @@ typedef struct {
 // Packs a map of the n rows and `more` keys the caller packs after them.
 static int pack_kv_u64_map(msgpack_packer *pk, const kv_u64 *rows, size_t n, size_t more) {
     int rc = msgpack_pack_map(pk, (uint32_t)(n + more));
-    for (size_t i = 0; i < n; i++)
-        rc |= pack_kv_u64(pk, rows[i].key, rows[i].value);
+    for (size_t i = 0; i < n; i++) rc |= pack_kv_u64(pk, rows[i].key, rows[i].value);
     return rc;
 }
 
 static int m_stats(cd_call *call) {
     msgpack_packer *pk = call->pk;
     cd_server *srv = call->srv;
-    cd_workers_sync(srv->workers); // count answers workers have already written
+    cd_workers_sync(srv->workers);     // count answers workers have already written
     int rc = msgpack_pack_map(pk, 12); // the top-level keys below
     rc |= pack_key(pk, "uptime_s");
     rc |= msgpack_pack_double(pk, cd_server_uptime(srv));
@@ -211,8 +203,7 @@ static int m_stats(cd_call *call) {
     rc |= pack_key(pk, "by_method");
     rc |= msgpack_pack_map(pk, CD_M_COUNT);
     for (int i = 0; i < CD_M_COUNT; i++)
-        rc |= pack_kv_u64(pk, cd_method_name((cd_method_id)i),
-                          CD_STAT_GET(by_method[i]));
+        rc |= pack_kv_u64(pk, cd_method_name((cd_method_id)i), CD_STAT_GET(by_method[i]));
 
     rc |= pack_key(pk, "errors");
     size_t nerr = 0;
@@ -257,8 +248,7 @@ static int m_metrics(cd_call *call) {
     size_t len;
     cd_workers_sync(call->srv->workers); // as in m_stats
     int rc = cd_metrics_render(call->srv, &text, &len);
-    if (rc != 0)
-        return rc;
+    if (rc != 0) return rc;
     rc = msgpack_pack_str(call->pk, len) | msgpack_pack_str_body(call->pk, text, len);
     free(text);
     return rc ? CD_ENOMEM : 0;

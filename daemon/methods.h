@@ -16,13 +16,13 @@ typedef struct cd_server cd_server;
 
 // What a handler gets.
 typedef struct {
-    cd_server *srv;                // the server
-    cd_conn *conn;                 // where the answer goes
-    cd_rpc_msg *msg;               // the request; a handler that queues work
-                                   // takes it (cd_request_new zeroes it)
-    const msgpack_object *params;  // the params map, or NULL when none given
-    msgpack_packer *pk;            // packs the result value of a sync answer
-    char err[256];                 // reason when the handler fails
+    cd_server *srv;               // the server
+    cd_conn *conn;                // where the answer goes
+    cd_rpc_msg *msg;              // the request; a handler that queues work
+                                  // takes it (cd_request_new zeroes it)
+    const msgpack_object *params; // the params map, or NULL when none given
+    msgpack_packer *pk;           // packs the result value of a sync answer
+    char err[256];                // reason when the handler fails
 } cd_call;
 
 // Handler results besides 0 (result packed in pk) and negative CD_E* codes.

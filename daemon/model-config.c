@@ -27,8 +27,7 @@ const cd_model_conf_key cd_model_conf_keys[CD_MODEL_CONF_NKEYS] = {
 static int conf_line(void *ud, const char *key, const char *val, char *why, size_t whylen) {
     for (size_t i = 0; i < CD_MODEL_CONF_NKEYS; i++) {
         const cd_model_conf_key *k = &cd_model_conf_keys[i];
-        if (strcmp(k->key, key) != 0)
-            continue;
+        if (strcmp(k->key, key) != 0) continue;
         char *end;
         errno = 0;
         long long x = strtoll(val, &end, 10);
@@ -37,8 +36,7 @@ static int conf_line(void *ud, const char *key, const char *val, char *why, size
             return -1;
         }
         if (x < k->min || x > k->max) {
-            snprintf(why, whylen, "%s: %lld is out of range %lld..%lld", key, x,
-                     (long long)k->min, (long long)k->max);
+            snprintf(why, whylen, "%s: %lld is out of range %lld..%lld", key, x, (long long)k->min, (long long)k->max);
             return -1;
         }
         int64_t v = x;
@@ -49,28 +47,21 @@ static int conf_line(void *ud, const char *key, const char *val, char *why, size
     return -1;
 }
 
-int cd_model_conf_read(const char *model_path, cd_model_conf *c, time_t *mtime,
-                       off_t *size, char *err, size_t errlen) {
+int cd_model_conf_read(const char *model_path, cd_model_conf *c, time_t *mtime, off_t *size, char *err, size_t errlen) {
     char path[PATH_MAX + 8];
     snprintf(path, sizeof path, "%s.conf", model_path);
     struct stat st;
-    if (mtime)
-        *mtime = 0;
-    if (size)
-        *size = 0;
+    if (mtime) *mtime = 0;
+    if (size) *size = 0;
     if (stat(path, &st) != 0) {
-        if (errno == ENOENT)
-            return 0;
+        if (errno == ENOENT) return 0;
         snprintf(err, errlen, "cannot stat %s: %s", path, strerror(errno));
         return CD_EIO;
     }
-    if (mtime)
-        *mtime = st.st_mtime;
-    if (size)
-        *size = st.st_size;
+    if (mtime) *mtime = st.st_mtime;
+    if (size) *size = st.st_size;
     cd_model_conf tmp = *c;
-    if (cd_config_read(path, conf_line, &tmp, err, errlen) != 0)
-        return CD_EPARAMS;
+    if (cd_config_read(path, conf_line, &tmp, err, errlen) != 0) return CD_EPARAMS;
     *c = tmp;
     return 0;
 }

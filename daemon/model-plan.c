@@ -30,8 +30,8 @@
 typedef struct {
     cd_model_entry *entry; // reference held until release
     int batch, runs;
-    double *layer_ms;      // per layer, median ms (worker-filled)
-    double total_ms;       // median ms of a whole run
+    double *layer_ms; // per layer, median ms (worker-filled)
+    double total_ms;  // median ms of a whole run
 } plan_state;
 
 static int plan_stop(void *ud) {
@@ -42,8 +42,8 @@ static int plan_stop(void *ud) {
 static int plan_work(cd_request *req, int worker) {
     (void)worker;
     plan_state *st = req->state;
-    return cd_model_profile_stop(st->entry->model, st->batch, st->runs, st->layer_ms,
-                                 &st->total_ms, plan_stop, req, req->err, sizeof req->err);
+    return cd_model_profile_stop(st->entry->model, st->batch, st->runs, st->layer_ms, &st->total_ms, plan_stop, req,
+                                 req->err, sizeof req->err);
 }
 
 static int pack_kv_int(msgpack_packer *pk, const char *k, int64_t v) {
@@ -61,8 +61,7 @@ static int pack_kv_bool(msgpack_packer *pk, const char *k, int v) {
 
 static int pack_kv_shape(msgpack_packer *pk, const char *k, int rank, const int64_t *shape) {
     int rc = cd_pack_str(pk, k) | msgpack_pack_array(pk, (size_t)rank);
-    for (int i = 0; i < rank; i++)
-        rc |= msgpack_pack_int64(pk, shape[i]);
+    for (int i = 0; i < rank; i++) rc |= msgpack_pack_int64(pk, shape[i]);
     return rc;
 }
 
@@ -82,8 +81,7 @@ static int pack_layer(msgpack_packer *pk, int index, const cd_layer_info *l, dou
     rc |= pack_kv_int(pk, "flops", l->flops);
     rc |= cd_pack_str(pk, "density") | msgpack_pack_double(pk, l->density);
     rc |= pack_kv_ms(pk, "measured_ms", ms);
-    if (!l->is_weighted)
-        return rc;
+    if (!l->is_weighted) return rc;
     rc |= pack_kv_bool(pk, "sparse", l->sparse);
     rc |= cd_pack_kv_str(pk, "compaction", l->compaction ? l->compaction : "");
     rc |= cd_pack_str(pk, "structure") | msgpack_pack_map(pk, 9);
@@ -149,8 +147,7 @@ static int plan_pack(cd_request *req, msgpack_packer *pk) {
 
 static void plan_release(cd_request *req) {
     plan_state *st = req->state;
-    if (!st)
-        return;
+    if (!st) return;
     free(st->layer_ms);
     cd_model_entry_unref(st->entry);
     free(st);
@@ -164,11 +161,9 @@ int cd_method_plan(cd_call *call) {
         snprintf(call->err, sizeof call->err, "plan needs 'model'");
         return CD_EPARAMS;
     }
-    if (rc != 0)
-        return rc;
+    if (rc != 0) return rc;
     rc = cd_param_int(call->params, "runs", 1, PLAN_RUNS_MAX, &runs, call->err, sizeof call->err);
-    if (rc < 0)
-        return rc;
+    if (rc < 0) return rc;
     cd_model_entry *e = cd_registry_get(call->srv->registry, name, strlen(name));
     if (!e) {
         char shown[80];
@@ -196,8 +191,7 @@ int cd_method_plan(cd_call *call) {
         cd_model_entry_unref(e);
         return CD_ENOMEM;
     }
-    for (int i = 0; i < n; i++)
-        lms[i] = -1;
+    for (int i = 0; i < n; i++) lms[i] = -1;
     st->entry = e;
     st->batch = (int)batch;
     st->runs = (int)runs;

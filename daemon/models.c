@@ -40,8 +40,8 @@ static int check_name(const char *name, char *err, size_t errlen) {
     }
     for (size_t i = 0; i < n; i++) {
         char ch = name[i];
-        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-              (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-')) {
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '.' ||
+              ch == '_' || ch == '-')) {
             snprintf(err, errlen, "model name may only use A-Z a-z 0-9 . _ -");
             return CD_EPARAMS;
         }
@@ -84,34 +84,28 @@ static int pack_entry(msgpack_packer *pk, const cd_model_entry *e) {
     rc |= pack_kv_i64(pk, "max_batch", e->conf.max_batch);
     rc |= cd_pack_str(pk, "inputs");
     rc |= msgpack_pack_array(pk, (size_t)ni);
-    for (int i = 0; i < ni; i++)
-        rc |= pack_io(pk, cd_model_input(e->model, i));
+    for (int i = 0; i < ni; i++) rc |= pack_io(pk, cd_model_input(e->model, i));
     rc |= cd_pack_str(pk, "outputs");
     rc |= msgpack_pack_array(pk, (size_t)no);
-    for (int i = 0; i < no; i++)
-        rc |= pack_io(pk, cd_model_output(e->model, i));
+    for (int i = 0; i < no; i++) rc |= pack_io(pk, cd_model_output(e->model, i));
     rc |= pack_kv_i64(pk, "params", s.params);
     rc |= pack_kv_i64(pk, "flops", s.flops);
     rc |= pack_kv_i64(pk, "weight_bytes", s.weight_bytes);
     rc |= pack_kv_i64(pk, "activation_bytes", s.activation_bytes);
     rc |= pack_kv_i64(pk, "device_bytes", s.device_bytes);
     rc |= cd_pack_str(pk, "density");
-    rc |= msgpack_pack_double(pk, s.params > 0 ? 1.0 - (double)s.zero_params / (double)s.params
-                                               : 1.0);
+    rc |= msgpack_pack_double(pk, s.params > 0 ? 1.0 - (double)s.zero_params / (double)s.params : 1.0);
     rc |= pack_kv_i64(pk, "layers", s.nlayers);
     return rc ? CD_ENOMEM : 0;
 }
 
 // ---- start-up and shutdown --------------------------------------------------
 
-static int cmp_str(const void *a, const void *b) {
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 // The daemon's defaults for a model's scheduling settings.
 static cd_model_conf conf_defaults(const cd_settings *set) {
-    cd_model_conf c = {.max_batch = set->max_batch, .max_delay_us = set->max_delay_us,
-                       .max_queue = set->max_queue};
+    cd_model_conf c = {.max_batch = set->max_batch, .max_delay_us = set->max_delay_us, .max_queue = set->max_queue};
     return c;
 }
 
@@ -142,17 +136,17 @@ static int name_of_file(const char *file, char *name, char *err, size_t errlen) 
 
 // A model being loaded: at start-up, by a client's `load` or by a rescan.
 typedef struct {
-    char name[CD_MAX_NAME + 1];  // registry name
-    char path[CD_MAX_STR + 1];   // as sent (relative to --models)
-    char real[PATH_MAX];         // resolved inside --models
-    cd_model_conf conf;          // defaults < .conf file < load params
+    char name[CD_MAX_NAME + 1];    // registry name
+    char path[CD_MAX_STR + 1];     // as sent (relative to --models)
+    char real[PATH_MAX];           // resolved inside --models
+    cd_model_conf conf;            // defaults < .conf file < load params
     bool has[CD_MODEL_CONF_NKEYS]; // load params given (cd_model_conf_keys order)
-    bool from_dir;               // a SIGHUP rescan (no client)
-    bool pending;                // counted in srv->pending_loads (a client's load)
-    time_t mtime, conf_mtime;    // file identities when read
+    bool from_dir;                 // a SIGHUP rescan (no client)
+    bool pending;                  // counted in srv->pending_loads (a client's load)
+    time_t mtime, conf_mtime;      // file identities when read
     off_t size, conf_size;
-    cd_model *model;             // loaded by the worker; owned until installed
-    cd_model_entry *entry;       // installed entry (no reference held)
+    cd_model *model;       // loaded by the worker; owned until installed
+    cd_model_entry *entry; // installed entry (no reference held)
 } load_state;
 
 // The runtime's options for loading a model with scheduling settings conf.
@@ -169,8 +163,7 @@ static cd_model_opts model_opts(const cd_settings *set, const cd_model_conf *con
 // A registry entry for st's loaded model, its queue running the infer path.
 // Returns NULL when out of memory (st->model is then still st's).
 static cd_model_entry *entry_new(cd_server *srv, const load_state *st) {
-    cd_model_entry *e = cd_model_entry_new(st->name, st->path, st->model, &st->conf,
-                                           cd_infer_run_batch,
+    cd_model_entry *e = cd_model_entry_new(st->name, st->path, st->model, &st->conf, cd_infer_run_batch,
                                            cd_workers_count(srv->workers));
     if (e) {
         cd_infer_set_double_buffer(e, srv->set->double_buffer);
@@ -194,21 +187,16 @@ static void load_at_start(cd_server *srv, const char *file) {
     snprintf(st.path, sizeof st.path, "%s", file);
     char err[512];
     int rc = name_of_file(file, st.name, err, sizeof err);
-    if (rc == 0)
-        rc = cd_model_path_resolve(set->models, file, st.real, err, sizeof err);
-    if (rc == 0)
-        rc = cd_model_conf_read(st.real, &st.conf, &st.conf_mtime, &st.conf_size, err,
-                                sizeof err);
+    if (rc == 0) rc = cd_model_path_resolve(set->models, file, st.real, err, sizeof err);
+    if (rc == 0) rc = cd_model_conf_read(st.real, &st.conf, &st.conf_mtime, &st.conf_size, err, sizeof err);
     if (rc == 0) {
         cd_model_opts opts = model_opts(set, &st.conf);
         if ((int64_t)cd_registry_count(srv->registry) >= set->max_models)
-            rc = cd_errf(CD_ETOO_LARGE, err, sizeof err, "%lld models loaded (max-models)",
-                         (long long)set->max_models);
+            rc = cd_errf(CD_ETOO_LARGE, err, sizeof err, "%lld models loaded (max-models)", (long long)set->max_models);
         else
             rc = cd_model_load(st.real, &opts, &st.model, err, sizeof err);
     }
-    if (rc == 0 && (rc = check_io_counts(st.model, err, sizeof err)) != 0)
-        cd_model_free(st.model);
+    if (rc == 0 && (rc = check_io_counts(st.model, err, sizeof err)) != 0) cd_model_free(st.model);
     if (rc != 0) {
         CD_WARN("skipping model '%s': %s: %s", file, cd_err_name(rc), err);
         return;
@@ -226,23 +214,21 @@ static void load_at_start(cd_server *srv, const char *file) {
     cd_model_summary s;
     cd_model_get_summary(st.model, &s);
     CD_INFO("loaded model %s from %s (%d layers, %lld params, max_batch %d, "
-            "max_delay_us %lld, max_queue %lld)", st.name, file, s.nlayers,
-            (long long)s.params, (int)st.conf.max_batch, (long long)st.conf.max_delay_us,
+            "max_delay_us %lld, max_queue %lld)",
+            st.name, file, s.nlayers, (long long)s.params, (int)st.conf.max_batch, (long long)st.conf.max_delay_us,
             (long long)st.conf.max_queue);
 }
 
 int cd_models_init(cd_server *srv) {
     const cd_settings *set = srv->set;
     int rc = cd_registry_init(&srv->registry, cd_workers_count(srv->workers));
-    if (rc != 0)
-        return rc;
+    if (rc != 0) return rc;
     rc = cd_runtime_init((int)set->threads);
     if (rc != 0) {
         CD_ERROR("runtime initialisation failed: %s", cd_strerror(rc));
         return rc;
     }
-    if (!set->models[0])
-        return 0;
+    if (!set->models[0]) return 0;
     DIR *dir = opendir(set->models);
     if (!dir) {
         CD_ERROR("cannot open --models %s: %s", set->models, strerror(errno));
@@ -253,29 +239,24 @@ int cd_models_init(cd_server *srv) {
     struct dirent *de;
     while ((de = readdir(dir)) != NULL) {
         size_t len = strlen(de->d_name);
-        if (len <= 5 || strcmp(de->d_name + len - 5, ".onnx") != 0)
-            continue;
+        if (len <= 5 || strcmp(de->d_name + len - 5, ".onnx") != 0) continue;
         if (n == cap) {
             cap = cap ? 2 * cap : 16;
             char **nf = realloc(files, cap * sizeof *nf);
-            if (!nf)
-                break;
+            if (!nf) break;
             files = nf;
         }
-        if (!(files[n] = strdup(de->d_name)))
-            break;
+        if (!(files[n] = strdup(de->d_name))) break;
         n++;
     }
     closedir(dir);
-    if (n)
-        qsort(files, n, sizeof *files, cmp_str);
+    if (n) qsort(files, n, sizeof *files, cmp_str);
     for (size_t i = 0; i < n; i++) {
         load_at_start(srv, files[i]);
         free(files[i]);
     }
     free(files);
-    CD_INFO("%zu of %zu models in %s loaded", cd_registry_count(srv->registry), n,
-            set->models);
+    CD_INFO("%zu of %zu models in %s loaded", cd_registry_count(srv->registry), n, set->models);
     return 0;
 }
 
@@ -284,9 +265,7 @@ void cd_models_free(cd_server *srv) {
     srv->registry = NULL;
 }
 
-int64_t cd_models_count(cd_server *srv) {
-    return (int64_t)cd_registry_count(srv->registry);
-}
+int64_t cd_models_count(cd_server *srv) { return (int64_t)cd_registry_count(srv->registry); }
 
 // {count, mean, p50, p90, p99, p999, max} of a histogram, values scaled by
 // 1/div (ns -> us with div 1000).
@@ -326,20 +305,17 @@ int cd_models_pack_stats(cd_server *srv, msgpack_packer *pk) {
         rc |= pack_kv_i64(pk, "ok", (int64_t)c->ok);
         rc |= pack_kv_i64(pk, "batches", (int64_t)c->batches);
         rc |= pack_kv_i64(pk, "items", (int64_t)c->items);
-        rc |= pack_kv_i64(pk, "queued",
-                          (int64_t)cd_workers_queue_len(srv->workers, &e->queue));
+        rc |= pack_kv_i64(pk, "queued", (int64_t)cd_workers_queue_len(srv->workers, &e->queue));
         rc |= pack_kv_i64(pk, "max_batch", e->conf.max_batch);
         rc |= pack_kv_i64(pk, "max_delay_us", e->conf.max_delay_us);
         rc |= pack_kv_i64(pk, "max_queue", e->conf.max_queue);
         rc |= pack_kv_i64(pk, "device_bytes", sum.device_bytes);
         size_t nerr = 0;
-        for (int k = 0; k < CD_STATS_NERR; k++)
-            nerr += c->by_code[k] != 0;
+        for (int k = 0; k < CD_STATS_NERR; k++) nerr += c->by_code[k] != 0;
         rc |= cd_pack_str(pk, "errors_by_code");
         rc |= msgpack_pack_map(pk, nerr);
         for (int k = 0; k < CD_STATS_NERR; k++)
-            if (c->by_code[k])
-                rc |= pack_kv_i64(pk, cd_err_name(-k), (int64_t)c->by_code[k]);
+            if (c->by_code[k]) rc |= pack_kv_i64(pk, cd_err_name(-k), (int64_t)c->by_code[k]);
         rc |= pack_hist(pk, "batch_size", &c->batch_size, 1.0);
         rc |= pack_hist(pk, "queue_wait_us", &c->queue_ns, 1000.0);
         rc |= pack_hist(pk, "compute_us", &c->compute_ns, 1000.0);
@@ -356,11 +332,9 @@ int cd_method_models(cd_call *call) {
     int rc = msgpack_pack_map(call->pk, 1);
     rc |= cd_pack_str(call->pk, "models");
     rc |= msgpack_pack_array(call->pk, n);
-    if (rc)
-        return CD_ENOMEM;
+    if (rc) return CD_ENOMEM;
     for (size_t i = 0; i < n; i++)
-        if ((rc = pack_entry(call->pk, cd_registry_at(r, i))) != 0)
-            return rc;
+        if ((rc = pack_entry(call->pk, cd_registry_at(r, i))) != 0) return rc;
     return 0;
 }
 
@@ -371,14 +345,11 @@ static int load_work(cd_request *req, int worker) {
     const cd_settings *set = req->srv->set;
     // The .conf file sits under the load params: read it, then re-apply them.
     cd_model_conf given = st->conf;
-    int rc = cd_model_conf_read(st->real, &st->conf, &st->conf_mtime, &st->conf_size,
-                                req->err, sizeof req->err);
-    if (rc != 0)
-        return rc;
+    int rc = cd_model_conf_read(st->real, &st->conf, &st->conf_mtime, &st->conf_size, req->err, sizeof req->err);
+    if (rc != 0) return rc;
     for (int i = 0; i < CD_MODEL_CONF_NKEYS; i++) {
         size_t off = cd_model_conf_keys[i].offset;
-        if (st->has[i])
-            memcpy((char *)&st->conf + off, (const char *)&given + off, sizeof(int64_t));
+        if (st->has[i]) memcpy((char *)&st->conf + off, (const char *)&given + off, sizeof(int64_t));
     }
     file_identity(st->real, &st->mtime, &st->size);
     cd_model_opts opts = model_opts(set, &st->conf);
@@ -402,13 +373,11 @@ static void load_done(cd_request *req) {
         cd_model_free(st->model);
         st->model = NULL;
         req->status = CD_ETOO_LARGE;
-        snprintf(req->err, sizeof req->err,
-                 "%lld models are loaded (max-models): unload one first",
+        snprintf(req->err, sizeof req->err, "%lld models are loaded (max-models): unload one first",
                  (long long)max_models);
     }
     if (req->status != 0) {
-        CD_WARN("load %s from %s failed: %s: %s", st->name, st->path,
-                cd_err_name(req->status), req->err);
+        CD_WARN("load %s from %s failed: %s: %s", st->name, st->path, cd_err_name(req->status), req->err);
         return;
     }
     cd_model_entry *e = entry_new(req->srv, st);
@@ -424,9 +393,8 @@ static void load_done(cd_request *req) {
     }
     st->model = NULL;
     st->entry = e;
-    CD_INFO("loaded model %s from %s (max_batch %lld, max_delay_us %lld, max_queue %lld)",
-            st->name, st->path, (long long)st->conf.max_batch,
-            (long long)st->conf.max_delay_us, (long long)st->conf.max_queue);
+    CD_INFO("loaded model %s from %s (max_batch %lld, max_delay_us %lld, max_queue %lld)", st->name, st->path,
+            (long long)st->conf.max_batch, (long long)st->conf.max_delay_us, (long long)st->conf.max_queue);
 }
 
 static int load_pack(cd_request *req, msgpack_packer *pk) {
@@ -437,8 +405,7 @@ static int load_pack(cd_request *req, msgpack_packer *pk) {
 static void load_release(cd_request *req) {
     load_state *st = req->state;
     if (st) {
-        if (st->pending)
-            req->srv->pending_loads--;
+        if (st->pending) req->srv->pending_loads--;
         cd_model_free(st->model);
         free(st);
     }
@@ -479,37 +446,30 @@ static int load_limits(cd_call *call, const load_state *st) {
     const cd_settings *set = srv->set;
     if ((int64_t)srv->pending_loads >= set->max_pending_loads)
         return cd_errf(CD_EOVERLOADED, call->err, sizeof call->err,
-                       "%zu loads are queued or running (max-pending-loads): retry later",
-                       srv->pending_loads);
+                       "%zu loads are queued or running (max-pending-loads): retry later", srv->pending_loads);
     if ((int64_t)cd_registry_count(srv->registry) >= set->max_models &&
         !cd_registry_counters(srv->registry, st->name, strlen(st->name)))
         return cd_errf(CD_ETOO_LARGE, call->err, sizeof call->err,
-                       "%lld models are loaded (max-models): unload one first",
-                       (long long)set->max_models);
+                       "%lld models are loaded (max-models): unload one first", (long long)set->max_models);
     struct stat sb;
     if (stat(st->real, &sb) == 0 && sb.st_size > set->max_model_bytes)
-        return cd_errf(CD_ETOO_LARGE, call->err, sizeof call->err,
-                       "%s is %lld bytes, over max-model-bytes (%lld)", st->path,
-                       (long long)sb.st_size, (long long)set->max_model_bytes);
+        return cd_errf(CD_ETOO_LARGE, call->err, sizeof call->err, "%s is %lld bytes, over max-model-bytes (%lld)",
+                       st->path, (long long)sb.st_size, (long long)set->max_model_bytes);
     return cd_conn_budget_check(call->conn, call->msg, call->err, sizeof call->err);
 }
 
 int cd_method_load(cd_call *call) {
     load_state *st = calloc(1, sizeof *st);
-    if (!st)
-        return CD_ENOMEM;
+    if (!st) return CD_ENOMEM;
     st->conf = conf_defaults(call->srv->set);
-    int rc = cd_param_str(call->params, "name", st->name, sizeof st->name, call->err,
-                          sizeof call->err);
+    int rc = cd_param_str(call->params, "name", st->name, sizeof st->name, call->err, sizeof call->err);
     if (rc == 1) {
         snprintf(call->err, sizeof call->err, "load needs 'name'");
         rc = CD_EPARAMS;
     }
-    if (rc == 0)
-        rc = check_name(st->name, call->err, sizeof call->err);
+    if (rc == 0) rc = check_name(st->name, call->err, sizeof call->err);
     if (rc == 0) {
-        rc = cd_param_str(call->params, "path", st->path, sizeof st->path, call->err,
-                          sizeof call->err);
+        rc = cd_param_str(call->params, "path", st->path, sizeof st->path, call->err, sizeof call->err);
         if (rc == 1) {
             snprintf(call->err, sizeof call->err, "load needs 'path'");
             rc = CD_EPARAMS;
@@ -518,8 +478,7 @@ int cd_method_load(cd_call *call) {
     for (int i = 0; i < CD_MODEL_CONF_NKEYS && rc == 0; i++) {
         const cd_model_conf_key *k = &cd_model_conf_keys[i];
         int64_t v;
-        rc = cd_param_int(call->params, k->key, k->min, k->max, &v, call->err,
-                          sizeof call->err);
+        rc = cd_param_int(call->params, k->key, k->min, k->max, &v, call->err, sizeof call->err);
         if (rc == 0) {
             memcpy((char *)&st->conf + k->offset, &v, sizeof v);
             st->has[i] = true;
@@ -527,11 +486,8 @@ int cd_method_load(cd_call *call) {
             rc = 0;
         }
     }
-    if (rc == 0)
-        rc = cd_model_path_resolve(call->srv->set->models, st->path, st->real,
-                                   call->err, sizeof call->err);
-    if (rc == 0)
-        rc = load_limits(call, st);
+    if (rc == 0) rc = cd_model_path_resolve(call->srv->set->models, st->path, st->real, call->err, sizeof call->err);
+    if (rc == 0) rc = load_limits(call, st);
     if (rc != 0) {
         free(st);
         return rc;
@@ -544,8 +500,7 @@ int cd_method_load(cd_call *call) {
 
 int cd_models_rescan(cd_server *srv) {
     const cd_settings *set = srv->set;
-    if (!set->models[0])
-        return 0;
+    if (!set->models[0]) return 0;
     DIR *dir = opendir(set->models);
     if (!dir) {
         CD_WARN("rescan: cannot open --models %s: %s", set->models, strerror(errno));
@@ -562,8 +517,7 @@ int cd_models_rescan(cd_server *srv) {
     struct dirent *de;
     while ((de = readdir(dir)) != NULL) {
         size_t len = strlen(de->d_name);
-        if (len <= 5 || strcmp(de->d_name + len - 5, ".onnx") != 0)
-            continue;
+        if (len <= 5 || strcmp(de->d_name + len - 5, ".onnx") != 0) continue;
         char name[CD_MAX_NAME + 1], err[512], real[PATH_MAX];
         if (name_of_file(de->d_name, name, err, sizeof err) != 0 ||
             cd_model_path_resolve(set->models, de->d_name, real, err, sizeof err) != 0) {
@@ -573,8 +527,7 @@ int cd_models_rescan(cd_server *srv) {
         const char *why = "new file";
         for (size_t i = 0; i < n0; i++) {
             const cd_model_entry *e = cd_registry_at(reg, i);
-            if (strcmp(e->name, name) != 0)
-                continue;
+            if (strcmp(e->name, name) != 0) continue;
             seen[i] = true;
             time_t mt, cmt;
             off_t sz, csz;
@@ -593,19 +546,16 @@ int cd_models_rescan(cd_server *srv) {
             else
                 why = NULL;
         }
-        if (!why)
-            continue;
+        if (!why) continue;
         load_state *st = calloc(1, sizeof *st);
-        if (!st)
-            break;
+        if (!st) break;
         st->conf = conf_defaults(set);
         st->from_dir = true;
         snprintf(st->name, sizeof st->name, "%s", name);
         snprintf(st->path, sizeof st->path, "%s", de->d_name);
         memcpy(st->real, real, sizeof st->real);
         CD_INFO("rescan: loading %s from %s (%s)", name, de->d_name, why);
-        if (load_submit(srv, NULL, NULL, st) == 0)
-            loads++;
+        if (load_submit(srv, NULL, NULL, st) == 0) loads++;
     }
     closedir(dir);
     // Models that came from the directory and whose file is gone, and models
@@ -614,15 +564,15 @@ int cd_models_rescan(cd_server *srv) {
     int unloads = 0;
     for (size_t i = n0; i-- > 0;) {
         const cd_model_entry *e = cd_registry_at(reg, i);
-        if (seen[i])
-            continue;
+        if (seen[i]) continue;
         char name[CD_MAX_NAME + 1];
         snprintf(name, sizeof name, "%s", e->name);
         if (e->from_dir)
             CD_INFO("rescan: unloading %s (%s is gone)", name, e->path);
         else
             CD_INFO("rescan: unloading %s (loaded by a client from %s; not in the models "
-                    "directory)", name, e->path);
+                    "directory)",
+                    name, e->path);
         cd_registry_remove(reg, name, strlen(name));
         unloads++;
     }
@@ -635,14 +585,12 @@ int cd_models_rescan(cd_server *srv) {
 
 int cd_method_unload(cd_call *call) {
     char name[CD_MAX_NAME + 1];
-    int rc = cd_param_str(call->params, "name", name, sizeof name, call->err,
-                          sizeof call->err);
+    int rc = cd_param_str(call->params, "name", name, sizeof name, call->err, sizeof call->err);
     if (rc == 1) {
         snprintf(call->err, sizeof call->err, "unload needs 'name'");
         return CD_EPARAMS;
     }
-    if (rc != 0)
-        return rc;
+    if (rc != 0) return rc;
     if (cd_registry_remove(call->srv->registry, name, strlen(name)) != 0) {
         char shown[80];
         snprintf(call->err, sizeof call->err, "no model named '%s'",

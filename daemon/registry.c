@@ -14,23 +14,21 @@ typedef struct {
 } slot;
 
 struct cd_registry {
-    slot *slots;                 // in load order
+    slot *slots; // in load order
     size_t n, cap;
     int nworkers;
 };
 
 int cd_registry_init(cd_registry **out, int nworkers) {
     cd_registry *r = calloc(1, sizeof *r);
-    if (!r)
-        return CD_ENOMEM;
+    if (!r) return CD_ENOMEM;
     r->nworkers = nworkers;
     *out = r;
     return 0;
 }
 
 void cd_registry_free(cd_registry *r) {
-    if (!r)
-        return;
+    if (!r) return;
     for (size_t i = 0; i < r->n; i++) {
         cd_model_entry_unref(r->slots[i].entry);
         free(r->slots[i].counters);
@@ -42,8 +40,7 @@ void cd_registry_free(cd_registry *r) {
 static slot *find(cd_registry *r, const char *name, size_t len) {
     for (size_t i = 0; i < r->n; i++) {
         const char *n = r->slots[i].entry->name;
-        if (strlen(n) == len && memcmp(n, name, len) == 0)
-            return &r->slots[i];
+        if (strlen(n) == len && memcmp(n, name, len) == 0) return &r->slots[i];
     }
     return NULL;
 }
@@ -59,14 +56,12 @@ int cd_registry_put(cd_registry *r, cd_model_entry *e) {
     if (r->n == r->cap) {
         size_t cap = r->cap ? 2 * r->cap : 8;
         slot *ns = realloc(r->slots, cap * sizeof *ns);
-        if (!ns)
-            return CD_ENOMEM;
+        if (!ns) return CD_ENOMEM;
         r->slots = ns;
         r->cap = cap;
     }
     cd_model_counters *c = calloc(1, sizeof *c); // zeroed histograms are empty
-    if (!c)
-        return CD_ENOMEM;
+    if (!c) return CD_ENOMEM;
     r->slots[r->n].counters = c;
     r->slots[r->n++].entry = e;
     return 0;
@@ -74,8 +69,7 @@ int cd_registry_put(cd_registry *r, cd_model_entry *e) {
 
 int cd_registry_remove(cd_registry *r, const char *name, size_t len) {
     slot *s = find(r, name, len);
-    if (!s)
-        return CD_ENOT_FOUND;
+    if (!s) return CD_ENOT_FOUND;
     cd_model_entry *old = s->entry;
     free(s->counters);
     size_t i = (size_t)(s - r->slots);
@@ -87,8 +81,7 @@ int cd_registry_remove(cd_registry *r, const char *name, size_t len) {
 
 cd_model_entry *cd_registry_get(cd_registry *r, const char *name, size_t len) {
     slot *s = find(r, name, len);
-    if (!s)
-        return NULL;
+    if (!s) return NULL;
     cd_model_entry_ref(s->entry);
     return s->entry;
 }
@@ -98,24 +91,16 @@ cd_model_counters *cd_registry_counters(cd_registry *r, const char *name, size_t
     return s ? s->counters : NULL;
 }
 
-size_t cd_registry_count(const cd_registry *r) {
-    return r ? r->n : 0;
-}
+size_t cd_registry_count(const cd_registry *r) { return r ? r->n : 0; }
 
-const cd_model_entry *cd_registry_at(const cd_registry *r, size_t i) {
-    return r->slots[i].entry;
-}
+const cd_model_entry *cd_registry_at(const cd_registry *r, size_t i) { return r->slots[i].entry; }
 
-const cd_model_counters *cd_registry_counters_at(const cd_registry *r, size_t i) {
-    return r->slots[i].counters;
-}
+const cd_model_counters *cd_registry_counters_at(const cd_registry *r, size_t i) { return r->slots[i].counters; }
 
-cd_model_entry *cd_model_entry_new(const char *name, const char *path,
-                                   cd_model *m, const cd_model_conf *conf,
+cd_model_entry *cd_model_entry_new(const char *name, const char *path, cd_model *m, const cd_model_conf *conf,
                                    cd_batch_fn run, int nworkers) {
     cd_model_entry *e = calloc(1, sizeof *e);
-    if (!e)
-        return NULL;
+    if (!e) return NULL;
     e->execs = calloc((size_t)nworkers * 2, sizeof *e->execs);
     if (!e->execs) {
         free(e);
@@ -126,28 +111,23 @@ cd_model_entry *cd_model_entry_new(const char *name, const char *path,
     snprintf(e->path, sizeof e->path, "%s", path);
     e->model = m;
     e->conf = *conf;
-    cd_sched_queue_init(&e->queue, run, (int)conf->max_batch,
-                        (uint64_t)conf->max_delay_us * 1000u, (size_t)conf->max_queue);
+    cd_sched_queue_init(&e->queue, run, (int)conf->max_batch, (uint64_t)conf->max_delay_us * 1000u,
+                        (size_t)conf->max_queue);
     e->nexecs = nworkers * 2;
     return e;
 }
 
-void cd_model_entry_ref(cd_model_entry *e) {
-    e->refs++;
-}
+void cd_model_entry_ref(cd_model_entry *e) { e->refs++; }
 
 void cd_model_entry_unref(cd_model_entry *e) {
-    if (!e || --e->refs > 0)
-        return;
-    for (int i = 0; i < e->nexecs; i++)
-        cd_exec_free(e->execs[i]);
+    if (!e || --e->refs > 0) return;
+    for (int i = 0; i < e->nexecs; i++) cd_exec_free(e->execs[i]);
     free(e->execs);
     cd_model_free(e->model);
     free(e);
 }
 
-int cd_model_path_resolve(const char *models_dir, const char *rel, char *out,
-                          char *err, size_t errlen) {
+int cd_model_path_resolve(const char *models_dir, const char *rel, char *out, char *err, size_t errlen) {
     if (!models_dir[0]) {
         snprintf(err, errlen, "the daemon has no --models directory: load is disabled");
         return CD_EACCESS;

@@ -24,54 +24,54 @@
 // Scheduling settings of one model: daemon defaults, then the model's
 // `<file>.conf` next to it, then the `load` params (cd_model_conf_read).
 typedef struct {
-    int64_t max_batch;        // largest batch per request and per model run
-    int64_t max_delay_us;     // dynamic batching: wait this long for more items
-    int64_t max_queue;        // queued requests before E_OVERLOADED
+    int64_t max_batch;    // largest batch per request and per model run
+    int64_t max_delay_us; // dynamic batching: wait this long for more items
+    int64_t max_queue;    // queued requests before E_OVERLOADED
 } cd_model_conf;
 
 // The per-model keys, one table for both places they are set: the
 // `<model>.conf` file (cd_model_conf_read) and the params of `load`.
 typedef struct {
-    const char *key;          // as written in .conf files and `load` params
-    int64_t min, max;         // accepted range, inclusive
-    size_t offset;            // of its int64_t in cd_model_conf
+    const char *key;  // as written in .conf files and `load` params
+    int64_t min, max; // accepted range, inclusive
+    size_t offset;    // of its int64_t in cd_model_conf
 } cd_model_conf_key;
 
 #define CD_MODEL_CONF_NKEYS 3
 extern const cd_model_conf_key cd_model_conf_keys[CD_MODEL_CONF_NKEYS];
 
 typedef struct cd_model_entry {
-    int refs;                 // registry + in-flight requests (loop thread only)
-    char name[256];           // registry name (CD_MAX_NAME bytes at most)
-    char path[PATH_MAX];      // path as given, relative to --models
-    cd_model *model;          // the loaded model (immutable, shared)
-    cd_model_conf conf;       // scheduling settings in effect
-    cd_sched_queue queue;     // its requests waiting for a worker
-    bool from_dir;            // loaded by the --models scan (SIGHUP may unload it)
-    time_t mtime;             // the file's mtime and size when loaded (SIGHUP
-    off_t size;               //   reloads it when they change)
-    time_t conf_mtime;        // the same for its .conf (0: none)
+    int refs;             // registry + in-flight requests (loop thread only)
+    char name[256];       // registry name (CD_MAX_NAME bytes at most)
+    char path[PATH_MAX];  // path as given, relative to --models
+    cd_model *model;      // the loaded model (immutable, shared)
+    cd_model_conf conf;   // scheduling settings in effect
+    cd_sched_queue queue; // its requests waiting for a worker
+    bool from_dir;        // loaded by the --models scan (SIGHUP may unload it)
+    time_t mtime;         // the file's mtime and size when loaded (SIGHUP
+    off_t size;           //   reloads it when they change)
+    time_t conf_mtime;    // the same for its .conf (0: none)
     off_t conf_size;
-    int nexecs;               // = 2 * number of workers
-    cd_exec **execs;          // execs[2i], execs[2i+1]: worker i's two buffers,
-                              // created and used by worker i only (the second
-                              // only when double buffering)
+    int nexecs;      // = 2 * number of workers
+    cd_exec **execs; // execs[2i], execs[2i+1]: worker i's two buffers,
+                     // created and used by worker i only (the second
+                     // only when double buffering)
 } cd_model_entry;
 
 // Counters of one model name (kept across `load` replacements; dropped on
 // `unload`). Updated on the loop thread (the histograms are lock-free and
 // could be fed from workers too).
 typedef struct {
-    uint64_t requests;        // infer requests naming it
-    uint64_t errors;          // of those, answered with an error
-    uint64_t ok;              // of those, answered with a result
+    uint64_t requests;               // infer requests naming it
+    uint64_t errors;                 // of those, answered with an error
+    uint64_t ok;                     // of those, answered with a result
     uint64_t by_code[CD_STATS_NERR]; // those errors by code (index -status)
-    uint64_t batches;         // successful cd_model_run calls
-    uint64_t items;           // batch items those runs computed
-    cd_histogram batch_size;  // items per successful model run
-    cd_histogram queue_ns;    // received -> its run began (requests that ran)
-    cd_histogram compute_ns;  // the model run it was part of
-    cd_histogram total_ns;    // received -> answer queued for writing (every answer)
+    uint64_t batches;                // successful cd_model_run calls
+    uint64_t items;                  // batch items those runs computed
+    cd_histogram batch_size;         // items per successful model run
+    cd_histogram queue_ns;           // received -> its run began (requests that ran)
+    cd_histogram compute_ns;         // the model run it was part of
+    cd_histogram total_ns;           // received -> answer queued for writing (every answer)
 } cd_model_counters;
 
 typedef struct cd_registry cd_registry;
@@ -97,8 +97,7 @@ const cd_model_counters *cd_registry_counters_at(const cd_registry *r, size_t i)
 
 // Wraps a loaded model in a new entry with one reference. Returns NULL when
 // out of memory (the model is then still the caller's).
-cd_model_entry *cd_model_entry_new(const char *name, const char *path,
-                                   cd_model *m, const cd_model_conf *conf,
+cd_model_entry *cd_model_entry_new(const char *name, const char *path, cd_model *m, const cd_model_conf *conf,
                                    cd_batch_fn run, int nworkers);
 void cd_model_entry_ref(cd_model_entry *e);
 // Drops a reference; frees the execs and the model with the last one.
@@ -112,10 +111,8 @@ void cd_model_entry_unref(cd_model_entry *e);
 // file; keys max_batch, max_delay_us, max_queue) into c, over what c holds.
 // A missing file is fine (0, *mtime = 0). Returns 0, or CD_EPARAMS / CD_EIO
 // with err naming file:line. mtime/size (may be NULL) get the file's.
-int cd_model_conf_read(const char *model_path, cd_model_conf *c, time_t *mtime,
-                       off_t *size, char *err, size_t errlen);
+int cd_model_conf_read(const char *model_path, cd_model_conf *c, time_t *mtime, off_t *size, char *err, size_t errlen);
 
-int cd_model_path_resolve(const char *models_dir, const char *rel, char *out,
-                          char *err, size_t errlen);
+int cd_model_path_resolve(const char *models_dir, const char *rel, char *out, char *err, size_t errlen);
 
 #endif // CD_DAEMON_REGISTRY_H

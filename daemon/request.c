@@ -6,8 +6,7 @@
 
 cd_request *cd_request_new(cd_conn *conn, cd_rpc_msg *msg, cd_method_id method) {
     cd_request *req = calloc(1, sizeof *req);
-    if (!req)
-        return NULL;
+    if (!req) return NULL;
     req->conn = conn;
     req->msgid = msg->msgid;
     req->method = method;
@@ -19,10 +18,8 @@ cd_request *cd_request_new(cd_conn *conn, cd_rpc_msg *msg, cd_method_id method) 
 }
 
 void cd_request_free(cd_request *req) {
-    if (!req)
-        return;
-    if (req->release)
-        req->release(req);
+    if (!req) return;
+    if (req->release) req->release(req);
     cd_rpc_msg_free(&req->msg);
     free(req->resp);
     free(req);

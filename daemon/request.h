@@ -57,44 +57,44 @@ typedef enum {
 } cd_sent;
 
 struct cd_request {
-    cd_conn *conn;              // connection that will get the response
-    uint32_t msgid;             // msgid of the request
-    cd_method_id method;        // which method (for stats and logs)
-    cd_rpc_msg msg;             // the request message, owned by the request
-    cd_work_fn work;            // worker part
-    cd_done_fn done;            // loop part after work (may be NULL)
-    cd_pack_fn pack;            // loop part after success (NULL: nil result)
-    cd_release_fn release;      // frees `state` (may be NULL)
-    void *state;                // method-specific state
-    cd_server *srv;             // the server (for done/pack)
-    atomic_bool cancelled;      // set by the loop when the peer is gone: skip work
-    int status;                 // result of work (0 or CD_E*)
-    char err[256];              // reason when status < 0
-    uint64_t t_received_ns;     // uv_hrtime() when decoded
-    size_t charge;              // bytes of srv->buffered it holds until freed (its
-                                // message), set by cd_conn_request_started
-    uint64_t deadline_ns;       // must start by then (uv_hrtime), 0 = no limit
-    bool pack_on_worker;        // `pack` may run on the worker: it reads only the
-                                // request's state and immutable model data, and
-                                // needs nothing `done` does
-    cd_sent sent;               // set by cd_conn_respond on the worker
-    char *resp;                 // packed response (CD_SENT_PARTIAL/BEHIND), malloc'd
-    size_t resp_len;            // its length
-    size_t resp_off;            // bytes of it already written (CD_SENT_PARTIAL)
-    uint64_t t_sent_ns;         // when the worker wrote the response (0: not by it)
+    cd_conn *conn;          // connection that will get the response
+    uint32_t msgid;         // msgid of the request
+    cd_method_id method;    // which method (for stats and logs)
+    cd_rpc_msg msg;         // the request message, owned by the request
+    cd_work_fn work;        // worker part
+    cd_done_fn done;        // loop part after work (may be NULL)
+    cd_pack_fn pack;        // loop part after success (NULL: nil result)
+    cd_release_fn release;  // frees `state` (may be NULL)
+    void *state;            // method-specific state
+    cd_server *srv;         // the server (for done/pack)
+    atomic_bool cancelled;  // set by the loop when the peer is gone: skip work
+    int status;             // result of work (0 or CD_E*)
+    char err[256];          // reason when status < 0
+    uint64_t t_received_ns; // uv_hrtime() when decoded
+    size_t charge;          // bytes of srv->buffered it holds until freed (its
+                            // message), set by cd_conn_request_started
+    uint64_t deadline_ns;   // must start by then (uv_hrtime), 0 = no limit
+    bool pack_on_worker;    // `pack` may run on the worker: it reads only the
+                            // request's state and immutable model data, and
+                            // needs nothing `done` does
+    cd_sent sent;           // set by cd_conn_respond on the worker
+    char *resp;             // packed response (CD_SENT_PARTIAL/BEHIND), malloc'd
+    size_t resp_len;        // its length
+    size_t resp_off;        // bytes of it already written (CD_SENT_PARTIAL)
+    uint64_t t_sent_ns;     // when the worker wrote the response (0: not by it)
     // Scheduling (daemon/workers.c; fields guarded by the pool lock while the
     // request is queued, then owned by the worker that took it):
-    cd_workers *pool;           // the pool it was submitted to (cd_workers_cancel)
-    cd_sched_queue *queue;      // the model queue it waits in (NULL: generic FIFO)
-    int items;                  // batch items it carries (shape[0])
-    bool queued;                // still in a queue (cancellable without compute)
-    uint64_t t_start_ns;        // when its run began (0: never ran)
-    uint64_t t_end_ns;          // when its run ended
-    int batch_items;            // items of the model run it was part of
-    bool batch_leader;          // the first request of that run (counts the batch once)
-    cd_request *prev;           // links in the worker queues
+    cd_workers *pool;      // the pool it was submitted to (cd_workers_cancel)
+    cd_sched_queue *queue; // the model queue it waits in (NULL: generic FIFO)
+    int items;             // batch items it carries (shape[0])
+    bool queued;           // still in a queue (cancellable without compute)
+    uint64_t t_start_ns;   // when its run began (0: never ran)
+    uint64_t t_end_ns;     // when its run ended
+    int batch_items;       // items of the model run it was part of
+    bool batch_leader;     // the first request of that run (counts the batch once)
+    cd_request *prev;      // links in the worker queues
     cd_request *next;
-    cd_request *conn_prev;      // links in the connection's in-flight list
+    cd_request *conn_prev; // links in the connection's in-flight list
     cd_request *conn_next;
 };
 

@@ -33,9 +33,7 @@ const char *cd_server_socket_path(const cd_server *srv) {
     return srv->activated ? srv->activated_path : srv->set->socket;
 }
 
-double cd_server_uptime(const cd_server *srv) {
-    return (double)(uv_hrtime() - srv->start_ns) / 1e9;
-}
+double cd_server_uptime(const cd_server *srv) { return (double)(uv_hrtime() - srv->start_ns) / 1e9; }
 
 // ---- the socket file --------------------------------------------------------
 
@@ -75,14 +73,14 @@ static int socket_dir_check(const char *path) {
     if ((st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX)) {
         CD_ERROR("refusing socket path %s: its directory %s is writable by every user "
                  "and not sticky (mode %04o), so anyone could replace the socket; "
-                 "choose a directory only the daemon's user can write", path, dir,
-                 (unsigned)(st.st_mode & 07777));
+                 "choose a directory only the daemon's user can write",
+                 path, dir, (unsigned)(st.st_mode & 07777));
         return -1;
     }
     if (st.st_uid != 0 && st.st_uid != geteuid()) {
         CD_ERROR("refusing socket path %s: its directory %s belongs to uid %u, who could "
-                 "replace the socket; choose a directory of root or of uid %u", path, dir,
-                 (unsigned)st.st_uid, (unsigned)geteuid());
+                 "replace the socket; choose a directory of root or of uid %u",
+                 path, dir, (unsigned)st.st_uid, (unsigned)geteuid());
         return -1;
     }
     return 0;
@@ -102,12 +100,10 @@ static int socket_prepare(const char *path) {
             CD_ERROR("no socket path");
         return -1;
     }
-    if (socket_dir_check(path) != 0)
-        return -1;
+    if (socket_dir_check(path) != 0) return -1;
     struct stat st;
     if (lstat(path, &st) != 0) {
-        if (errno == ENOENT)
-            return 0;
+        if (errno == ENOENT) return 0;
         CD_ERROR("cannot use socket path %s: %s", path, strerror(errno));
         return -1;
     }
@@ -118,8 +114,8 @@ static int socket_prepare(const char *path) {
     if (st.st_uid != geteuid()) {
         CD_ERROR("refusing socket path %s: a socket of uid %u is already there, not ours "
                  "(uid %u): another user's daemon, or one that would impersonate convd; "
-                 "remove it or choose another --socket", path, (unsigned)st.st_uid,
-                 (unsigned)geteuid());
+                 "remove it or choose another --socket",
+                 path, (unsigned)st.st_uid, (unsigned)geteuid());
         return -1;
     }
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -136,7 +132,8 @@ static int socket_prepare(const char *path) {
     close(fd);
     if (r == 0 || e == EAGAIN || e == EINPROGRESS) {
         CD_ERROR("another daemon is already listening on %s; leaving it alone "
-                 "(choose another --socket or stop that daemon)", path);
+                 "(choose another --socket or stop that daemon)",
+                 path);
         return -1;
     }
     if (e == ECONNREFUSED) {
@@ -147,8 +144,7 @@ static int socket_prepare(const char *path) {
         CD_WARN("replaced stale socket file %s (nobody was listening on it)", path);
         return 0;
     }
-    if (e == ENOENT)
-        return 0;
+    if (e == ENOENT) return 0;
     CD_ERROR("cannot probe existing socket %s: %s", path, strerror(e));
     return -1;
 }
@@ -162,8 +158,7 @@ static int socket_bind(cd_server *srv, const char *path) {
     mode_t old = umask(0777 & ~mode);
     int rc = uv_pipe_bind(&srv->listener, path);
     umask(old);
-    if (rc != 0)
-        return rc;
+    if (rc != 0) return rc;
     if (chmod(path, mode) != 0) {
         rc = uv_translate_sys_error(errno);
         CD_ERROR("cannot set mode %04o on %s: %s", (unsigned)mode, path, strerror(errno));
@@ -182,13 +177,10 @@ static int socket_bind(cd_server *srv, const char *path) {
 
 // Removes the socket file if it is still the one we created.
 static void socket_remove(cd_server *srv) {
-    if (srv->activated)
-        return; // systemd's file: it stays for the next activation
+    if (srv->activated) return; // systemd's file: it stays for the next activation
     struct stat st;
     const char *path = srv->set->socket;
-    if (stat(path, &st) == 0 && st.st_dev == srv->sock_dev &&
-        st.st_ino == srv->sock_ino)
-        unlink(path);
+    if (stat(path, &st) == 0 && st.st_dev == srv->sock_dev && st.st_ino == srv->sock_ino) unlink(path);
 }
 
 // ---- connections and shutdown -----------------------------------------------
@@ -203,8 +195,7 @@ static void on_connection(uv_stream_t *listener, int status) {
             uint64_t now = uv_hrtime();
             if (now - srv->last_reject_log_ns > 1000000000ull) {
                 srv->last_reject_log_ns = now;
-                CD_WARN("out of file descriptors (%s): shedding new connections",
-                        uv_strerror(status));
+                CD_WARN("out of file descriptors (%s): shedding new connections", uv_strerror(status));
             }
         } else {
             CD_WARN("accept: %s", uv_strerror(status));
@@ -227,25 +218,19 @@ static void on_handle_closed(uv_handle_t *h) {}
 // Logs what is still in flight and exits at once (see above).
 static void force_exit(cd_server *srv, const char *why) {
     CD_WARN("%s: exiting now (status %d), abandoning %zu connection(s) and %zu "
-            "request(s) in flight", why, CD_EXIT_FORCED, srv->nconns,
-            cd_server_in_flight(srv));
+            "request(s) in flight",
+            why, CD_EXIT_FORCED, srv->nconns, cd_server_in_flight(srv));
     char desc[2048];
-    if (srv->workers && cd_workers_describe(srv->workers, "worker", desc, sizeof desc))
-        CD_WARN("abandoned: %s", desc);
-    if (srv->loader && cd_workers_describe(srv->loader, "loader", desc, sizeof desc))
-        CD_WARN("abandoned: %s", desc);
+    if (srv->workers && cd_workers_describe(srv->workers, "worker", desc, sizeof desc)) CD_WARN("abandoned: %s", desc);
+    if (srv->loader && cd_workers_describe(srv->loader, "loader", desc, sizeof desc)) CD_WARN("abandoned: %s", desc);
     if (srv->profiler && cd_workers_describe(srv->profiler, "profiler", desc, sizeof desc))
         CD_WARN("abandoned: %s", desc);
-    if (srv->listening)
-        socket_remove(srv);
+    if (srv->listening) socket_remove(srv);
     // Their threads are given up, not joined: detached, they are not
     // reported as leaked by a thread sanitizer's check at exit.
-    if (srv->workers)
-        cd_workers_abandon(srv->workers);
-    if (srv->loader)
-        cd_workers_abandon(srv->loader);
-    if (srv->profiler)
-        cd_workers_abandon(srv->profiler);
+    if (srv->workers) cd_workers_abandon(srv->workers);
+    if (srv->loader) cd_workers_abandon(srv->loader);
+    if (srv->profiler) cd_workers_abandon(srv->profiler);
     fflush(stdout);
     fflush(stderr);
     _exit(CD_EXIT_FORCED);
@@ -254,18 +239,15 @@ static void force_exit(cd_server *srv, const char *why) {
 static void on_grace_timeout(uv_timer_t *t) {
     cd_server *srv = t->data;
     char why[96];
-    snprintf(why, sizeof why, "shutdown grace (%llds) is over",
-             (long long)srv->set->shutdown_grace);
+    snprintf(why, sizeof why, "shutdown grace (%llds) is over", (long long)srv->set->shutdown_grace);
     force_exit(srv, why);
 }
 
 // Starts the --shutdown-grace clock (once).
 static void start_grace(cd_server *srv) {
-    if (srv->grace_started)
-        return;
+    if (srv->grace_started) return;
     srv->grace_started = true;
-    uv_timer_start(&srv->grace_timer, on_grace_timeout,
-                   (uint64_t)srv->set->shutdown_grace * 1000, 0);
+    uv_timer_start(&srv->grace_timer, on_grace_timeout, (uint64_t)srv->set->shutdown_grace * 1000, 0);
 }
 
 // Polls the worker pools while they finish (a bounded join: never blocks the
@@ -273,8 +255,7 @@ static void start_grace(cd_server *srv) {
 // has returned, joins them and closes the last handles: the loop ends.
 static void on_join_timer(uv_timer_t *t) {
     cd_server *srv = t->data;
-    if (cd_workers_alive(srv->workers) > 0 || cd_workers_alive(srv->loader) > 0 ||
-        cd_workers_alive(srv->profiler) > 0)
+    if (cd_workers_alive(srv->workers) > 0 || cd_workers_alive(srv->loader) > 0 || cd_workers_alive(srv->profiler) > 0)
         return;
     uv_timer_stop(t);
     cd_workers_stop_finish(srv->workers);
@@ -294,14 +275,12 @@ static void on_join_timer(uv_timer_t *t) {
 // Once shutdown has begun and every connection is freed: stops the workers
 // (bounded, see on_join_timer).
 static void server_maybe_finish(cd_server *srv) {
-    if (!srv->draining || srv->nconns > 0 || srv->joining)
-        return;
+    if (!srv->draining || srv->nconns > 0 || srv->joining) return;
     srv->joining = true;
     uv_close((uv_handle_t *)&srv->drain_timer, on_handle_closed);
     uv_close((uv_handle_t *)&srv->backlog_idle, on_handle_closed);
     uv_close((uv_handle_t *)&srv->sighup, on_handle_closed);
-    if (srv->set->metrics_file[0])
-        cd_metrics_write_file(srv, srv->set->metrics_file); // the final counts
+    if (srv->set->metrics_file[0]) cd_metrics_write_file(srv, srv->set->metrics_file); // the final counts
     uv_close((uv_handle_t *)&srv->metrics_timer, on_handle_closed);
     uv_close((uv_handle_t *)&srv->conn_timer, on_handle_closed);
     uv_close((uv_handle_t *)&srv->watchdog_timer, on_handle_closed);
@@ -313,27 +292,23 @@ static void server_maybe_finish(cd_server *srv) {
     uv_timer_start(&srv->join_timer, on_join_timer, 0, 10);
 }
 
-void cd_server_conn_freed(cd_server *srv) {
-    server_maybe_finish(srv);
-}
+void cd_server_conn_freed(cd_server *srv) { server_maybe_finish(srv); }
 
 static void kill_all(cd_server *srv) {
-    for (cd_conn *c = srv->conns; c; c = c->next)
-        cd_conn_kill(c);
+    for (cd_conn *c = srv->conns; c; c = c->next) cd_conn_kill(c);
 }
 
 static void on_drain_timeout(uv_timer_t *t) {
     cd_server *srv = t->data;
     CD_WARN("drain timeout (%llds): closing %zu connections; work still running gets "
-            "%llds more", (long long)srv->set->drain_timeout, srv->nconns,
-            (long long)srv->set->shutdown_grace);
+            "%llds more",
+            (long long)srv->set->drain_timeout, srv->nconns, (long long)srv->set->shutdown_grace);
     start_grace(srv);
     kill_all(srv);
 }
 
 static void begin_drain(cd_server *srv, const char *why) {
-    CD_INFO("%s: shutting down (%zu connections, %zu requests in flight)", why,
-            srv->nactive, cd_server_in_flight(srv));
+    CD_INFO("%s: shutting down (%zu connections, %zu requests in flight)", why, srv->nactive, cd_server_in_flight(srv));
     srv->draining = true;
     cd_systemd_notifyf("STOPPING=1\nSTATUS=%s: draining %zu connection(s)", why, srv->nactive);
     if (srv->listening) {
@@ -342,10 +317,8 @@ static void begin_drain(cd_server *srv, const char *why) {
         socket_remove(srv);
     }
     if (srv->set->drain_timeout > 0)
-        uv_timer_start(&srv->drain_timer, on_drain_timeout,
-                       (uint64_t)srv->set->drain_timeout * 1000, 0);
-    for (cd_conn *c = srv->conns; c; c = c->next)
-        cd_conn_drain(c);
+        uv_timer_start(&srv->drain_timer, on_drain_timeout, (uint64_t)srv->set->drain_timeout * 1000, 0);
+    for (cd_conn *c = srv->conns; c; c = c->next) cd_conn_drain(c);
     if (srv->set->drain_timeout == 0) {
         start_grace(srv);
         kill_all(srv);
@@ -379,22 +352,20 @@ static void reload(cd_server *srv) {
         int changed = 0;
         for (size_t i = 0; i < cd_setting_count; i++) {
             const cd_setting_desc *d = &cd_setting_table[i];
-            if (d->type == CD_SET_ACTION)
-                continue;
-            size_t sz = d->type == CD_SET_STR || d->type == CD_SET_PATH
-                            ? (size_t)d->max + 1 : sizeof(int64_t);
+            if (d->type == CD_SET_ACTION) continue;
+            size_t sz = d->type == CD_SET_STR || d->type == CD_SET_PATH ? (size_t)d->max + 1 : sizeof(int64_t);
             char *cur = (char *)srv->set + d->offset, *nw = (char *)&fresh + d->offset;
-            bool differ = d->type == CD_SET_STR || d->type == CD_SET_PATH
-                              ? strcmp(cur, nw) != 0 : memcmp(cur, nw, sz) != 0;
-            if (!differ)
-                continue;
+            bool differ =
+                d->type == CD_SET_STR || d->type == CD_SET_PATH ? strcmp(cur, nw) != 0 : memcmp(cur, nw, sz) != 0;
+            if (!differ) continue;
             if (d->flags & CD_SETF_RELOAD) {
                 memcpy(cur, nw, sz);
                 changed++;
                 CD_INFO("SIGHUP: %s changed", d->name);
             } else {
                 CD_WARN("SIGHUP: %s changed in the configuration; it takes effect at "
-                        "restart", d->name);
+                        "restart",
+                        d->name);
             }
         }
         cd_log_set_level((cd_log_level)srv->set->log_level);
@@ -405,16 +376,15 @@ static void reload(cd_server *srv) {
 
 // The STATUS= line of a serving daemon.
 static void notify_ready(cd_server *srv) {
-    cd_systemd_notifyf("READY=1\nSTATUS=serving %lld model(s) on %s",
-                       (long long)cd_models_count(srv), cd_server_socket_path(srv));
+    cd_systemd_notifyf("READY=1\nSTATUS=serving %lld model(s) on %s", (long long)cd_models_count(srv),
+                       cd_server_socket_path(srv));
 }
 
 // After a reload: READY=1 once the loads the rescan queued (and any other
 // load) have finished, so `systemctl reload` means "models rescanned".
 static void on_reload_timer(uv_timer_t *t) {
     cd_server *srv = t->data;
-    if (!srv->draining && srv->loader && cd_workers_busy(srv->loader) > 0)
-        return;
+    if (!srv->draining && srv->loader && cd_workers_busy(srv->loader) > 0) return;
     uv_timer_stop(t);
     if (!srv->draining) // after STOPPING=1, never READY=1 again
         notify_ready(srv);
@@ -422,17 +392,15 @@ static void on_reload_timer(uv_timer_t *t) {
 
 static void on_sighup(uv_signal_t *s, int signum) {
     cd_server *srv = s->data;
-    if (srv->draining)
-        return;
+    if (srv->draining) return;
     cd_systemd_notifyf("RELOADING=1\nSTATUS=reloading: configuration and models directory\n"
-                       "MONOTONIC_USEC=%llu", (unsigned long long)(uv_hrtime() / 1000));
+                       "MONOTONIC_USEC=%llu",
+                       (unsigned long long)(uv_hrtime() / 1000));
     reload(srv);
     uv_timer_start(&srv->reload_timer, on_reload_timer, 0, 20);
 }
 
-static void on_watchdog_timer(uv_timer_t *t) {
-    cd_systemd_notify("WATCHDOG=1");
-}
+static void on_watchdog_timer(uv_timer_t *t) { cd_systemd_notify("WATCHDOG=1"); }
 
 static void on_metrics_timer(uv_timer_t *t) {
     cd_server *srv = t->data;
@@ -444,8 +412,7 @@ static void on_metrics_timer(uv_timer_t *t) {
 static void on_backlog_idle(uv_idle_t *h);
 
 void cd_server_backlog_add(cd_server *srv, cd_conn *c) {
-    if (c->in_backlog_list || c->state == CD_CONN_CLOSING)
-        return;
+    if (c->in_backlog_list || c->state == CD_CONN_CLOSING) return;
     c->in_backlog_list = true;
     c->backlog_next = srv->backlog;
     srv->backlog = c;
@@ -454,8 +421,7 @@ void cd_server_backlog_add(cd_server *srv, cd_conn *c) {
 
 // Removes c from the backlog list (before it is freed).
 void cd_server_backlog_remove(cd_server *srv, cd_conn *c) {
-    if (!c->in_backlog_list)
-        return;
+    if (!c->in_backlog_list) return;
     for (cd_conn **pp = &srv->backlog; *pp; pp = &(*pp)->backlog_next) {
         if (*pp == c) {
             *pp = c->backlog_next;
@@ -475,11 +441,9 @@ static void on_backlog_idle(uv_idle_t *h) {
         cd_conn *c = list;
         list = c->backlog_next;
         c->in_backlog_list = false;
-        if (c->state != CD_CONN_CLOSING)
-            cd_conn_process(c);
+        if (c->state != CD_CONN_CLOSING) cd_conn_process(c);
     }
-    if (!srv->backlog)
-        uv_idle_stop(&srv->backlog_idle);
+    if (!srv->backlog) uv_idle_stop(&srv->backlog_idle);
 }
 
 // ---- start-up ---------------------------------------------------------------
@@ -489,44 +453,35 @@ static void on_backlog_idle(uv_idle_t *h) {
 static size_t connection_cap(const cd_settings *set) {
     struct rlimit rl;
     size_t cap = (size_t)set->max_connections;
-    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
-        return cap;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return cap;
     if (rl.rlim_cur < rl.rlim_max) {
         rlim_t want = rl.rlim_max;
-        if (want == RLIM_INFINITY || want > 1048576)
-            want = 1048576;
+        if (want == RLIM_INFINITY || want > 1048576) want = 1048576;
         if (want > rl.rlim_cur) {
             struct rlimit nrl = {want, rl.rlim_max};
-            if (setrlimit(RLIMIT_NOFILE, &nrl) == 0)
-                rl.rlim_cur = want;
+            if (setrlimit(RLIMIT_NOFILE, &nrl) == 0) rl.rlim_cur = want;
         }
     }
     if (rl.rlim_cur != RLIM_INFINITY) {
-        size_t fit = rl.rlim_cur > 2 * CD_FD_RESERVE ? (size_t)rl.rlim_cur - CD_FD_RESERVE
-                                                     : (size_t)rl.rlim_cur / 2;
-        if (fit < 1)
-            fit = 1;
+        size_t fit = rl.rlim_cur > 2 * CD_FD_RESERVE ? (size_t)rl.rlim_cur - CD_FD_RESERVE : (size_t)rl.rlim_cur / 2;
+        if (fit < 1) fit = 1;
         if (fit < cap) {
-            CD_WARN("max-connections %zu lowered to %zu to fit RLIMIT_NOFILE %llu",
-                    cap, fit, (unsigned long long)rl.rlim_cur);
+            CD_WARN("max-connections %zu lowered to %zu to fit RLIMIT_NOFILE %llu", cap, fit,
+                    (unsigned long long)rl.rlim_cur);
             cap = fit;
         }
     }
     return cap;
 }
 
-static void on_request_complete(cd_request *req, void *ud) {
-    cd_conn_request_done(req);
-}
+static void on_request_complete(cd_request *req, void *ud) { cd_conn_request_done(req); }
 
 // Period of the idle/read-timeout checks: a quarter of the shorter timeout,
 // 50 ms to 1 s (a connection is closed at most that late).
 static uint64_t conn_timer_period(const cd_settings *set) {
     int64_t t = 0;
-    if (set->idle_timeout > 0)
-        t = set->idle_timeout;
-    if (set->read_timeout > 0 && (t == 0 || set->read_timeout < t))
-        t = set->read_timeout;
+    if (set->idle_timeout > 0) t = set->idle_timeout;
+    if (set->read_timeout > 0 && (t == 0 || set->read_timeout < t)) t = set->read_timeout;
     uint64_t ms = t > 0 ? (uint64_t)t * 1000 / 4 : 1000;
     return ms < 50 ? 50 : ms > 1000 ? 1000 : ms;
 }
@@ -545,9 +500,8 @@ static void on_conn_timer(uv_timer_t *t) {
 // -1 when no thread started, 1 when some did (they must be stopped).
 static int start_threads(cd_server *srv) {
     cd_settings *set = srv->set;
-    if (cd_workers_init_spin(&srv->workers, srv->loop, (int)set->workers,
-                             (uint64_t)set->worker_spin_us * 1000, on_request_complete,
-                             srv) != 0) {
+    if (cd_workers_init_spin(&srv->workers, srv->loop, (int)set->workers, (uint64_t)set->worker_spin_us * 1000,
+                             on_request_complete, srv) != 0) {
         CD_ERROR("cannot start the worker threads");
         return -1;
     }
@@ -560,8 +514,7 @@ static int start_threads(cd_server *srv) {
     }
     // `load` runs on its own thread: never on an inference worker, never
     // queued ahead of inference.
-    if (cd_workers_init(&srv->loader, srv->loop, 1, on_request_complete,
-                        srv) != 0) {
+    if (cd_workers_init(&srv->loader, srv->loop, 1, on_request_complete, srv) != 0) {
         CD_ERROR("cannot start the loader thread");
         return 1;
     }
@@ -581,16 +534,14 @@ static int start_listening(cd_server *srv, int listen_fd, struct stat *st) {
         char path[CD_SOCKET_PATH_MAX + 2];
         size_t plen = sizeof path;
         rc = uv_pipe_open(&srv->listener, listen_fd);
-        if (rc == 0 && uv_pipe_getsockname(&srv->listener, path, &plen) == 0 && plen > 0 &&
-            plen <= CD_SOCKET_PATH_MAX)
+        if (rc == 0 && uv_pipe_getsockname(&srv->listener, path, &plen) == 0 && plen > 0 && plen <= CD_SOCKET_PATH_MAX)
             snprintf(srv->activated_path, sizeof srv->activated_path, "%.*s", (int)plen, path);
         else
             snprintf(srv->activated_path, sizeof srv->activated_path, "fd %d", listen_fd);
     } else {
         rc = socket_bind(srv, set->socket);
     }
-    if (rc == 0)
-        rc = uv_listen((uv_stream_t *)&srv->listener, 4096, on_connection);
+    if (rc == 0) rc = uv_listen((uv_stream_t *)&srv->listener, 4096, on_connection);
     if (rc != 0) {
         CD_ERROR("cannot listen on %s: %s", srv->activated ? "the activated socket (fd 3)" : set->socket,
                  uv_strerror(rc));
@@ -639,8 +590,8 @@ static void start_handles(cd_server *srv) {
     if (wd_usec > 0) { // ping twice per interval, from the loop: a stuck loop misses it
         uint64_t ms = wd_usec / 2000 ? wd_usec / 2000 : 1;
         uv_timer_start(&srv->watchdog_timer, on_watchdog_timer, ms, ms);
-        CD_INFO("systemd watchdog: %llu ms; pinging every %llu ms",
-                (unsigned long long)(wd_usec / 1000), (unsigned long long)ms);
+        CD_INFO("systemd watchdog: %llu ms; pinging every %llu ms", (unsigned long long)(wd_usec / 1000),
+                (unsigned long long)ms);
     }
     if (set->metrics_file[0]) {
         uint64_t ms = (uint64_t)set->metrics_interval * 1000;
@@ -677,31 +628,22 @@ int cd_server_run(cd_settings *set, int argc, char **argv) {
         goto out_loop;
     }
     srv->activated = listen_fd >= 0;
-    if (!srv->activated && socket_prepare(set->socket) != 0)
-        goto out_loop;
+    if (!srv->activated && socket_prepare(set->socket) != 0) goto out_loop;
     int threads = start_threads(srv);
-    if (threads < 0)
-        goto out_loop;
-    if (threads > 0)
-        goto out_workers;
-    if (cd_models_init(srv) != 0)
-        goto out_workers;
+    if (threads < 0) goto out_loop;
+    if (threads > 0) goto out_workers;
+    if (cd_models_init(srv) != 0) goto out_workers;
 
     struct stat st = {0};
-    if (start_listening(srv, listen_fd, &st) != 0)
-        goto out_models;
+    if (start_listening(srv, listen_fd, &st) != 0) goto out_models;
 
     start_handles(srv);
 
-    CD_INFO("%s %s: device %s, %d workers, max-connections %zu, max-message %lld",
-            CD_DAEMON_NAME, CD_DAEMON_VERSION, set->device,
-            cd_workers_count(srv->workers), srv->conn_cap,
-            (long long)set->max_message);
-    CD_INFO("listening on %s%s", cd_server_socket_path(srv),
-            srv->activated ? " (socket activation: fd 3)" : "");
-    CD_INFO("socket mode %04o, group %u; admin methods allowed to root, uid %u%s%s",
-            (unsigned)(st.st_mode & 07777), (unsigned)st.st_gid, (unsigned)geteuid(),
-            set->admin_group[0] ? " and group " : "", set->admin_group);
+    CD_INFO("%s %s: device %s, %d workers, max-connections %zu, max-message %lld", CD_DAEMON_NAME, CD_DAEMON_VERSION,
+            set->device, cd_workers_count(srv->workers), srv->conn_cap, (long long)set->max_message);
+    CD_INFO("listening on %s%s", cd_server_socket_path(srv), srv->activated ? " (socket activation: fd 3)" : "");
+    CD_INFO("socket mode %04o, group %u; admin methods allowed to root, uid %u%s%s", (unsigned)(st.st_mode & 07777),
+            (unsigned)st.st_gid, (unsigned)geteuid(), set->admin_group[0] ? " and group " : "", set->admin_group);
     // Listening, and the models of --models are loaded (cd_models_init
     // loads them before returning): ready.
     notify_ready(srv);
@@ -715,15 +657,12 @@ out_models:
     cd_models_free(srv);
 out_workers:
     // Start-up failed: nothing was submitted, the threads return at once.
-    if (srv->loader)
-        cd_workers_stop(srv->loader, 10000);
-    if (srv->profiler)
-        cd_workers_stop(srv->profiler, 10000);
+    if (srv->loader) cd_workers_stop(srv->loader, 10000);
+    if (srv->profiler) cd_workers_stop(srv->profiler, 10000);
     cd_workers_stop(srv->workers, 10000);
 out_loop:
     uv_run(srv->loop, UV_RUN_DEFAULT); // let close callbacks run
-    if (uv_loop_close(srv->loop) != 0)
-        CD_WARN("event loop closed with handles still open");
+    if (uv_loop_close(srv->loop) != 0) CD_WARN("event loop closed with handles still open");
     free(srv->loop);
     free(srv);
     return exit_code;

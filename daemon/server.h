@@ -63,20 +63,20 @@ typedef struct cd_server {
     ino_t sock_ino;              //   so that only our own file is removed
     uint64_t last_reject_log_ns; // rate limit for refused-connection lines
     // -- limits: connection timeouts, the request-memory budget, loads --
-    uv_timer_t conn_timer;       // checks idle-timeout and read-timeout (cd_conn_sweep)
-    uint64_t conn_timer_ms;      // its period
-    size_t buffered;             // bytes of requests held: what readers hold or have
-                                 //   committed to, plus accepted, unanswered requests
-    cd_workers *loader;          // one thread for `load`: loads never hold an
-                                 //   inference worker nor wait behind inference
-    size_t pending_loads;        // client `load`s queued or running on it
+    uv_timer_t conn_timer;  // checks idle-timeout and read-timeout (cd_conn_sweep)
+    uint64_t conn_timer_ms; // its period
+    size_t buffered;        // bytes of requests held: what readers hold or have
+                            //   committed to, plus accepted, unanswered requests
+    cd_workers *loader;     // one thread for `load`: loads never hold an
+                            //   inference worker nor wait behind inference
+    size_t pending_loads;   // client `load`s queued or running on it
     // -- systemd (daemon/systemd.c) --
-    bool activated;              // the listener came from socket activation (fd 3):
-                                 //   systemd owns the socket file
+    bool activated;                              // the listener came from socket activation (fd 3):
+                                                 //   systemd owns the socket file
     char activated_path[CD_SOCKET_PATH_MAX + 1]; // its path (or "fd 3"), for logs
-    uv_timer_t watchdog_timer;   // WATCHDOG=1 every half $WATCHDOG_USEC (when set)
-    uv_timer_t reload_timer;     // after a SIGHUP rescan: READY=1 once the loader is idle
-    char readbuf[CD_READ_CHUNK]; // shared read buffer (consumed synchronously)
+    uv_timer_t watchdog_timer;                   // WATCHDOG=1 every half $WATCHDOG_USEC (when set)
+    uv_timer_t reload_timer;                     // after a SIGHUP rescan: READY=1 once the loader is idle
+    char readbuf[CD_READ_CHUNK];                 // shared read buffer (consumed synchronously)
 } cd_server;
 
 // Runs the daemon until shutdown. Returns the process exit code: 0 after a

@@ -8,26 +8,21 @@
 #include <stdio.h>
 #include <string.h>
 
-int cd_params_map(const cd_rpc_msg *msg, const msgpack_object **out, char *err,
-                  size_t errlen) {
+int cd_params_map(const cd_rpc_msg *msg, const msgpack_object **out, char *err, size_t errlen) {
     const msgpack_object *p = &msg->params;
     *out = NULL;
-    if (p->type == MSGPACK_OBJECT_NIL)
-        return 0;
+    if (p->type == MSGPACK_OBJECT_NIL) return 0;
     if (p->type != MSGPACK_OBJECT_ARRAY) {
         snprintf(err, errlen, "params must be an array holding one map");
         return CD_EPARAMS;
     }
-    if (p->via.array.size == 0)
-        return 0;
+    if (p->via.array.size == 0) return 0;
     if (p->via.array.size > 1) {
-        snprintf(err, errlen, "params must hold one map, got %u values",
-                 p->via.array.size);
+        snprintf(err, errlen, "params must hold one map, got %u values", p->via.array.size);
         return CD_EPARAMS;
     }
     const msgpack_object *m = &p->via.array.ptr[0];
-    if (m->type == MSGPACK_OBJECT_NIL)
-        return 0;
+    if (m->type == MSGPACK_OBJECT_NIL) return 0;
     if (m->type != MSGPACK_OBJECT_MAP) {
         snprintf(err, errlen, "params must be [map]");
         return CD_EPARAMS;
@@ -45,8 +40,7 @@ int cd_infer_check_keys(const msgpack_object *params, char *err, size_t errlen) 
     for (uint32_t i = 0; i < params->via.map.size; i++) {
         const msgpack_object *k = &params->via.map.ptr[i].key;
         int j = 0;
-        while (j < 4 && !cd_obj_streq(k, known[j]))
-            j++;
+        while (j < 4 && !cd_obj_streq(k, known[j])) j++;
         if (j == 4) {
             const char *ks;
             size_t kn;
@@ -55,13 +49,10 @@ int cd_infer_check_keys(const msgpack_object *params, char *err, size_t errlen) 
                 return cd_errf(CD_EPARAMS, err, errlen,
                                "infer params keys must be str (model, inputs, outputs, "
                                "timeout_ms)");
-            return cd_errf(CD_EPARAMS, err, errlen,
-                           "infer takes no param '%s' (model, inputs, outputs, timeout_ms)",
+            return cd_errf(CD_EPARAMS, err, errlen, "infer takes no param '%s' (model, inputs, outputs, timeout_ms)",
                            cd_sanitize(shown, sizeof shown, ks, kn));
         }
-        if (seen[j])
-            return cd_errf(CD_EPARAMS, err, errlen, "infer param '%s' is given twice",
-                           known[j]);
+        if (seen[j]) return cd_errf(CD_EPARAMS, err, errlen, "infer param '%s' is given twice", known[j]);
         seen[j] = true;
     }
     return 0;
@@ -70,8 +61,7 @@ int cd_infer_check_keys(const msgpack_object *params, char *err, size_t errlen) 
 // Element count of the per-item part of d (dims 1..rank-1).
 static int64_t item_numel(const cd_io_desc *d) {
     int64_t n = 1;
-    for (int k = 1; k < d->rank; k++)
-        n *= d->shape[k];
+    for (int k = 1; k < d->rank; k++) n *= d->shape[k];
     return n;
 }
 
@@ -80,8 +70,7 @@ static int64_t item_numel(const cd_io_desc *d) {
 uint64_t cd_infer_reply_bytes(const cd_infer_sig *sig, const cd_infer_args *a) {
     uint64_t n = 32;
     for (int i = 0; i < sig->nout; i++) {
-        if (!a->want[i])
-            continue;
+        if (!a->want[i]) continue;
         const cd_io_desc *d = sig->out[i];
         cd_tensor t = {.dtype = CD_DTYPE_F32, .rank = d->rank, .nbytes = a->out_bytes[i]};
         n += 5 + strlen(d->name) + cd_tensor_packed_size(&t);
@@ -91,12 +80,11 @@ uint64_t cd_infer_reply_bytes(const cd_infer_sig *sig, const cd_infer_args *a) {
 
 // The outputs asked for ('outputs': names; absent or nil: all) into
 // a->want. Returns 0 or CD_EPARAMS with the reason in err.
-static int want_outputs(const msgpack_object *params, const cd_infer_sig *sig, cd_infer_args *a,
-                        char *err, size_t errlen) {
+static int want_outputs(const msgpack_object *params, const cd_infer_sig *sig, cd_infer_args *a, char *err,
+                        size_t errlen) {
     const msgpack_object *outs = cd_map_get(params, "outputs");
     if (!outs || outs->type == MSGPACK_OBJECT_NIL) {
-        for (int i = 0; i < sig->nout; i++)
-            a->want[i] = true;
+        for (int i = 0; i < sig->nout; i++) a->want[i] = true;
     } else if (outs->type != MSGPACK_OBJECT_ARRAY || outs->via.array.size == 0) {
         snprintf(err, errlen, "'outputs' must be a non-empty array of output names");
         return CD_EPARAMS;
@@ -105,11 +93,9 @@ static int want_outputs(const msgpack_object *params, const cd_infer_sig *sig, c
             const msgpack_object *o = &outs->via.array.ptr[j];
             int idx = -1;
             for (int i = 0; i < sig->nout; i++)
-                if (cd_obj_streq(o, sig->out[i]->name))
-                    idx = i;
+                if (cd_obj_streq(o, sig->out[i]->name)) idx = i;
             if (idx < 0) {
-                snprintf(err, errlen, "model '%.64s' has no output named in 'outputs'[%u]",
-                         sig->model, j);
+                snprintf(err, errlen, "model '%.64s' has no output named in 'outputs'[%u]", sig->model, j);
                 return CD_EPARAMS;
             }
             a->want[idx] = true;
@@ -118,8 +104,8 @@ static int want_outputs(const msgpack_object *params, const cd_infer_sig *sig, c
     return 0;
 }
 
-int cd_infer_validate(const msgpack_object *params, const cd_infer_sig *sig,
-                      cd_infer_args *a, char *err, size_t errlen) {
+int cd_infer_validate(const msgpack_object *params, const cd_infer_sig *sig, cd_infer_args *a, char *err,
+                      size_t errlen) {
     const msgpack_object *inputs = cd_map_get(params, "inputs");
     if (!inputs || inputs->type != MSGPACK_OBJECT_MAP) {
         snprintf(err, errlen, "'inputs' must be a map {name: tensor}");
@@ -137,8 +123,7 @@ int cd_infer_validate(const msgpack_object *params, const cd_infer_sig *sig,
         }
         int idx = -1;
         for (int i = 0; i < sig->nin; i++)
-            if (cd_obj_streq(k, sig->in[i]->name))
-                idx = i;
+            if (cd_obj_streq(k, sig->in[i]->name)) idx = i;
         if (idx < 0) {
             char shown[80];
             snprintf(err, errlen, "model '%.64s' has no input '%s'", sig->model,
@@ -159,30 +144,28 @@ int cd_infer_validate(const msgpack_object *params, const cd_infer_sig *sig,
             return rc;
         }
         if (t.dtype != d->dtype) {
-            snprintf(err, errlen, "input '%s' must be %s, got %s", d->name,
-                     cd_dtype_name(d->dtype), cd_dtype_name(t.dtype));
+            snprintf(err, errlen, "input '%s' must be %s, got %s", d->name, cd_dtype_name(d->dtype),
+                     cd_dtype_name(t.dtype));
             return CD_EDTYPE;
         }
         if (t.rank != d->rank) {
-            snprintf(err, errlen, "input '%s' must have rank %d, got %d", d->name,
-                     d->rank, t.rank);
+            snprintf(err, errlen, "input '%s' must have rank %d, got %d", d->name, d->rank, t.rank);
             return CD_ESHAPE;
         }
         for (int k2 = 1; k2 < d->rank; k2++) {
             if (t.shape[k2] != d->shape[k2]) {
-                snprintf(err, errlen, "input '%s' dim %d must be %lld, got %lld",
-                         d->name, k2, (long long)d->shape[k2], (long long)t.shape[k2]);
+                snprintf(err, errlen, "input '%s' dim %d must be %lld, got %lld", d->name, k2, (long long)d->shape[k2],
+                         (long long)t.shape[k2]);
                 return CD_ESHAPE;
             }
         }
         if (t.shape[0] > sig->max_batch) {
-            snprintf(err, errlen, "input '%s' batch %lld exceeds max_batch %d of '%.64s'",
-                     d->name, (long long)t.shape[0], sig->max_batch, sig->model);
+            snprintf(err, errlen, "input '%s' batch %lld exceeds max_batch %d of '%.64s'", d->name,
+                     (long long)t.shape[0], sig->max_batch, sig->model);
             return CD_ESHAPE;
         }
         if (a->batch >= 0 && t.shape[0] != a->batch) {
-            snprintf(err, errlen, "inputs disagree on the batch size (%d vs %lld)",
-                     a->batch, (long long)t.shape[0]);
+            snprintf(err, errlen, "inputs disagree on the batch size (%d vs %lld)", a->batch, (long long)t.shape[0]);
             return CD_ESHAPE;
         }
         a->batch = (int)t.shape[0];
@@ -196,8 +179,7 @@ int cd_infer_validate(const msgpack_object *params, const cd_infer_sig *sig,
         }
     }
     int rc = want_outputs(params, sig, a, err, errlen);
-    if (rc != 0)
-        return rc;
+    if (rc != 0) return rc;
     for (int i = 0; i < sig->nout; i++) {
         const cd_io_desc *d = sig->out[i];
         a->out_bytes[i] = (size_t)a->batch * (size_t)item_numel(d) * cd_dtype_size(d->dtype);
@@ -209,19 +191,17 @@ int cd_infer_validate(const msgpack_object *params, const cd_infer_sig *sig,
         cd_tensor t = {.dtype = CD_DTYPE_F32, .nbytes = a->out_bytes[i]};
         char why[160];
         if (a->want[i] && cd_tensor_pack_check(&t, why, sizeof why) != 0)
-            return cd_errf(CD_ETOO_LARGE, err, errlen, "output '%s' at batch %d: %s",
-                           sig->out[i]->name, a->batch, why);
+            return cd_errf(CD_ETOO_LARGE, err, errlen, "output '%s' at batch %d: %s", sig->out[i]->name, a->batch, why);
     }
     char why[160];
-    if (cd_reply_size_check(cd_infer_reply_bytes(sig, a), sig->max_reply, why,
-                            sizeof why) != 0)
-        return cd_errf(CD_ETOO_LARGE, err, errlen, "infer of '%.64s' at batch %d: %s "
-                       "(max-reply); ask for fewer outputs or a smaller batch", sig->model,
-                       a->batch, why);
+    if (cd_reply_size_check(cd_infer_reply_bytes(sig, a), sig->max_reply, why, sizeof why) != 0)
+        return cd_errf(CD_ETOO_LARGE, err, errlen,
+                       "infer of '%.64s' at batch %d: %s "
+                       "(max-reply); ask for fewer outputs or a smaller batch",
+                       sig->model, a->batch, why);
     int64_t timeout = 0;
     rc = cd_param_int(params, "timeout_ms", 0, INT32_MAX, &timeout, err, errlen);
-    if (rc < 0)
-        return rc;
+    if (rc < 0) return rc;
     a->timeout_ms = rc == 0 ? timeout : 0;
     return 0;
 }

@@ -19,13 +19,12 @@
 
 // The params map of a request: [] / [nil] / nil give NULL; [map] the map.
 // Returns 0 or CD_EPARAMS with err.
-int cd_params_map(const cd_rpc_msg *msg, const msgpack_object **out, char *err,
-                  size_t errlen);
+int cd_params_map(const cd_rpc_msg *msg, const msgpack_object **out, char *err, size_t errlen);
 
 // What an infer is checked against: a model's inputs and outputs (at most
 // CD_MAX_TENSORS each), its batch limit and the daemon's --max-reply.
 typedef struct {
-    const char *model;                       // name, for messages
+    const char *model; // name, for messages
     int nin, nout;
     const cd_io_desc *in[CD_MAX_TENSORS];
     const cd_io_desc *out[CD_MAX_TENSORS];
@@ -35,12 +34,12 @@ typedef struct {
 
 // A validated infer: views into the message, and what the reply will hold.
 typedef struct {
-    int batch;                               // shape[0] of the inputs
-    const void *in[CD_MAX_TENSORS];          // input data in model order (into msg)
+    int batch;                      // shape[0] of the inputs
+    const void *in[CD_MAX_TENSORS]; // input data in model order (into msg)
     size_t in_bytes[CD_MAX_TENSORS];
     size_t out_bytes[CD_MAX_TENSORS];
-    bool want[CD_MAX_TENSORS];               // outputs to return
-    int64_t timeout_ms;                      // 0 = none
+    bool want[CD_MAX_TENSORS]; // outputs to return
+    int64_t timeout_ms;        // 0 = none
 } cd_infer_args;
 
 // The keys infer takes (model, inputs, outputs, timeout_ms), each at most
@@ -49,8 +48,8 @@ int cd_infer_check_keys(const msgpack_object *params, char *err, size_t errlen);
 
 // Validates inputs/outputs/timeout_ms of an infer against sig and fills *a.
 // Returns 0, CD_EPARAMS, CD_EDTYPE, CD_ESHAPE or CD_ETOO_LARGE with err.
-int cd_infer_validate(const msgpack_object *params, const cd_infer_sig *sig,
-                      cd_infer_args *a, char *err, size_t errlen);
+int cd_infer_validate(const msgpack_object *params, const cd_infer_sig *sig, cd_infer_args *a, char *err,
+                      size_t errlen);
 
 // Upper bound of the bytes of the reply to a validated infer.
 uint64_t cd_infer_reply_bytes(const cd_infer_sig *sig, const cd_infer_args *a);

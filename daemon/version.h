@@ -6,8 +6,8 @@
 // tree: the Makefile turns it into CD_VERSION (convd-version.h, generated).
 #include "convd-version.h"
 
-#define CD_DAEMON_NAME     "convd"
-#define CD_DAEMON_VERSION  CD_VERSION
+#define CD_DAEMON_NAME "convd"
+#define CD_DAEMON_VERSION CD_VERSION
 #define CD_PROTOCOL_VERSION 1
 
 #endif // CD_DAEMON_VERSION_H

@@ -12,34 +12,34 @@
 #include <time.h>
 
 struct cd_workers {
-    uv_async_t async;          // wakes the loop when `done` is non-empty
-    pthread_mutex_t lock;      // guards every field below and the queues' lists
-    pthread_cond_t cond;       // signalled when work arrives or on stop
-    cd_request *queue_head;    // generic FIFO (load ...)
+    uv_async_t async;       // wakes the loop when `done` is non-empty
+    pthread_mutex_t lock;   // guards every field below and the queues' lists
+    pthread_cond_t cond;    // signalled when work arrives or on stop
+    cd_request *queue_head; // generic FIFO (load ...)
     cd_request *queue_tail;
-    cd_sched_queue *active;    // model queues with requests waiting (doubly linked)
-    cd_request *done_head;     // FIFO of finished requests for the loop
+    cd_sched_queue *active; // model queues with requests waiting (doubly linked)
+    cd_request *done_head;  // FIFO of finished requests for the loop
     cd_request *done_tail;
-    size_t busy;               // queued + running + done-not-yet-delivered
-    bool stopping;             // threads exit once every queue is empty
+    size_t busy;                  // queued + running + done-not-yet-delivered
+    bool stopping;                // threads exit once every queue is empty
     atomic_uint_fast64_t submits; // bumped by every submit (read without the lock)
-    uint64_t spin_ns;          // an idle worker polls `submits` this long before sleeping
-    int nthreads;              // threads started
+    uint64_t spin_ns;             // an idle worker polls `submits` this long before sleeping
+    int nthreads;                 // threads started
     pthread_t *threads;
-    cd_complete_fn complete;   // loop-side completion callback
+    cd_complete_fn complete; // loop-side completion callback
     void *ud;
-    cd_respond_fn respond;     // worker-side hook before the hand-back (may be NULL)
-    atomic_uint responding;    // workers between the respond hook and the done list
-    int alive;                 // threads that have not returned yet (stop is bounded:
-                               //   the loop polls this instead of joining blindly)
-    bool joined;               // cd_workers_stop_finish joined them
-    struct worker_running {    // what each thread runs now, for the log of a forced
-        bool busy;             //   exit (a copy: the request may be freed before
-        cd_method_id method;   //   the thread clears it)
+    cd_respond_fn respond;   // worker-side hook before the hand-back (may be NULL)
+    atomic_uint responding;  // workers between the respond hook and the done list
+    int alive;               // threads that have not returned yet (stop is bounded:
+                             //   the loop polls this instead of joining blindly)
+    bool joined;             // cd_workers_stop_finish joined them
+    struct worker_running {  // what each thread runs now, for the log of a forced
+        bool busy;           //   exit (a copy: the request may be freed before
+        cd_method_id method; //   the thread clears it)
         uint32_t msgid;
         int nreqs;
         uint64_t since_ns;
-    } *running;
+    } * running;
 };
 
 typedef struct {
@@ -71,25 +71,21 @@ static void unlink_req(cd_request **head, cd_request **tail, cd_request *req) {
 }
 
 static void queue_activate(cd_workers *w, cd_sched_queue *q) {
-    if (q->active)
-        return;
+    if (q->active) return;
     q->active = true;
     q->prev_active = NULL;
     q->next_active = w->active;
-    if (w->active)
-        w->active->prev_active = q;
+    if (w->active) w->active->prev_active = q;
     w->active = q;
 }
 
 static void queue_deactivate(cd_workers *w, cd_sched_queue *q) {
-    if (!q->active)
-        return;
+    if (!q->active) return;
     if (q->prev_active)
         q->prev_active->next_active = q->next_active;
     else
         w->active = q->next_active;
-    if (q->next_active)
-        q->next_active->prev_active = q->prev_active;
+    if (q->next_active) q->next_active->prev_active = q->prev_active;
     q->prev_active = q->next_active = NULL;
     q->active = false;
 }
@@ -101,14 +97,11 @@ static void queue_remove(cd_workers *w, cd_request *req) {
     q->n--;
     q->items -= req->items;
     req->queued = false;
-    if (!q->head)
-        queue_deactivate(w, q);
+    if (!q->head) queue_deactivate(w, q);
 }
 
 // Hands a finished request to the loop (lock held; the caller sends the async).
-static void finish_locked(cd_workers *w, cd_request *req) {
-    push(&w->done_head, &w->done_tail, req);
-}
+static void finish_locked(cd_workers *w, cd_request *req) { push(&w->done_head, &w->done_tail, req); }
 
 // The ready model queue whose oldest request is oldest, or NULL; *wake gets
 // the earliest time a waiting queue becomes ready (UINT64_MAX: none).
@@ -120,8 +113,7 @@ static cd_sched_queue *pick_queue(cd_workers *w, uint64_t now, uint64_t *wake) {
         uint64_t ready_at = since + q->max_delay_ns;
         bool ready = q->items >= q->max_batch || now >= ready_at || w->stopping;
         if (ready) {
-            if (!best || since < best->head->t_received_ns)
-                best = q;
+            if (!best || since < best->head->t_received_ns) best = q;
         } else if (ready_at < *wake) {
             *wake = ready_at;
         }
@@ -146,19 +138,16 @@ static int take_batch(cd_workers *w, cd_sched_queue *q, cd_request **batch, uint
         if (r->deadline_ns && now > r->deadline_ns) {
             queue_remove(w, r);
             r->status = CD_ETIMEOUT;
-            snprintf(r->err, sizeof r->err,
-                     "could not start within its timeout_ms (waited %llu ms)",
+            snprintf(r->err, sizeof r->err, "could not start within its timeout_ms (waited %llu ms)",
                      (unsigned long long)((now - r->t_received_ns) / 1000000));
             finish_locked(w, r);
             continue;
         }
-        if (items + r->items > q->max_batch)
-            break;
+        if (items + r->items > q->max_batch) break;
         queue_remove(w, r);
         items += r->items;
         batch[n++] = r;
-        if (items == q->max_batch)
-            break;
+        if (items == q->max_batch) break;
     }
     return n;
 }
@@ -191,8 +180,7 @@ static void run_generic(cd_request *req, int worker) {
 // Stamps a taken batch as started at t0 (no lock needed: the worker owns it).
 static void stamp_batch(cd_request **batch, int n, uint64_t t0) {
     int items = 0;
-    for (int i = 0; i < n; i++)
-        items += batch[i]->items;
+    for (int i = 0; i < n; i++) items += batch[i]->items;
     for (int i = 0; i < n; i++) {
         batch[i]->t_start_ns = t0;
         batch[i]->batch_items = items;
@@ -211,8 +199,7 @@ static void respond_and_post(cd_workers *w, cd_request *req) {
     }
     pthread_mutex_lock(&w->lock);
     finish_locked(w, req);
-    if (w->respond)
-        atomic_fetch_sub(&w->responding, 1);
+    if (w->respond) atomic_fetch_sub(&w->responding, 1);
     pthread_mutex_unlock(&w->lock);
 }
 
@@ -246,8 +233,7 @@ static void run_double_buffered(cd_workers *w, cd_sched_queue *q, cd_request **b
         uint64_t now = cd_now_ns(), wake;
         if (!w->queue_head && pick_queue(w, now, &wake) == q) {
             m = take_batch(w, q, next, now);
-            if (w->active || w->queue_head)
-                pthread_cond_signal(&w->cond);
+            if (w->active || w->queue_head) pthread_cond_signal(&w->cond);
         }
         pthread_mutex_unlock(&w->lock);
         if (m) {
@@ -256,8 +242,7 @@ static void run_double_buffered(cd_workers *w, cd_sched_queue *q, cd_request **b
         }
         q->finish(cur, n, worker, slot);
         post_batch(w, cur, n, cd_now_ns()); // also wakes the loop for requests take_batch skipped
-        if (m == 0)
-            return;
+        if (m == 0) return;
         cur = next;
         n = m;
         slot = 1 - slot;
@@ -292,8 +277,7 @@ static void *worker_main(void *p) {
         if (q) {
             int n = take_batch(w, q, batch, now);
             // Let another worker look at what is left while this one computes.
-            if (w->active || w->queue_head)
-                pthread_cond_signal(&w->cond);
+            if (w->active || w->queue_head) pthread_cond_signal(&w->cond);
             if (n == 0) { // everything taken was cancelled or late
                 pthread_mutex_unlock(&w->lock);
                 uv_async_send(&w->async);
@@ -320,8 +304,7 @@ static void *worker_main(void *p) {
             uv_async_send(&w->async);
             pthread_mutex_lock(&w->lock);
         }
-        if (w->stopping && !w->active && !w->queue_head)
-            break;
+        if (w->stopping && !w->active && !w->queue_head) break;
         if (wake == UINT64_MAX && w->spin_ns) {
             // Poll briefly before sleeping: a request that arrives meanwhile
             // starts without the futex wake-up (a few us per request at low
@@ -338,14 +321,12 @@ static void *worker_main(void *p) {
                 arrived = atomic_load_explicit(&w->submits, memory_order_relaxed) != seen;
             }
             pthread_mutex_lock(&w->lock);
-            if (arrived || w->queue_head || w->active || w->stopping)
-                continue;
+            if (arrived || w->queue_head || w->active || w->stopping) continue;
         }
         if (wake == UINT64_MAX) {
             pthread_cond_wait(&w->cond, &w->lock);
         } else {
-            struct timespec ts = {.tv_sec = (time_t)(wake / 1000000000ull),
-                                  .tv_nsec = (long)(wake % 1000000000ull)};
+            struct timespec ts = {.tv_sec = (time_t)(wake / 1000000000ull), .tv_nsec = (long)(wake % 1000000000ull)};
             pthread_cond_timedwait(&w->cond, &w->lock, &ts);
         }
     }
@@ -359,8 +340,7 @@ static void deliver(cd_workers *w) {
     pthread_mutex_lock(&w->lock);
     cd_request *list = w->done_head;
     size_t n = 0;
-    for (cd_request *r = list; r; r = r->next)
-        n++;
+    for (cd_request *r = list; r; r = r->next) n++;
     w->done_head = w->done_tail = NULL;
     w->busy -= n;
     pthread_mutex_unlock(&w->lock);
@@ -373,24 +353,19 @@ static void deliver(cd_workers *w) {
 }
 
 void cd_workers_sync(cd_workers *w) {
-    if (!w)
-        return;
+    if (!w) return;
     deliver(w);
     // A worker in respond_and_post is packing or writing a response, or has
     // written one whose request is not on the done list yet (one lock away).
     // Yield to it rather than report stats without it: bounded by one
     // pack and one non-blocking write.
-    while (atomic_load(&w->responding) != 0)
-        sched_yield();
+    while (atomic_load(&w->responding) != 0) sched_yield();
     deliver(w);
 }
 
-static void on_async(uv_async_t *a) {
-    deliver(a->data);
-}
+static void on_async(uv_async_t *a) { deliver(a->data); }
 
-void cd_sched_queue_init(cd_sched_queue *q, cd_batch_fn run, int max_batch,
-                         uint64_t max_delay_ns, size_t limit) {
+void cd_sched_queue_init(cd_sched_queue *q, cd_batch_fn run, int max_batch, uint64_t max_delay_ns, size_t limit) {
     memset(q, 0, sizeof *q);
     q->run = run;
     q->max_batch = max_batch < 1 ? 1 : max_batch;
@@ -398,16 +373,14 @@ void cd_sched_queue_init(cd_sched_queue *q, cd_batch_fn run, int max_batch,
     q->limit = limit < 1 ? 1 : limit;
 }
 
-int cd_workers_init(cd_workers **out, uv_loop_t *loop, int n,
-                    cd_complete_fn complete, void *ud) {
+int cd_workers_init(cd_workers **out, uv_loop_t *loop, int n, cd_complete_fn complete, void *ud) {
     return cd_workers_init_spin(out, loop, n, 0, complete, ud);
 }
 
-int cd_workers_init_spin(cd_workers **out, uv_loop_t *loop, int n, uint64_t spin_ns,
-                         cd_complete_fn complete, void *ud) {
+int cd_workers_init_spin(cd_workers **out, uv_loop_t *loop, int n, uint64_t spin_ns, cd_complete_fn complete,
+                         void *ud) {
     cd_workers *w = calloc(1, sizeof *w);
-    if (!w)
-        return CD_ENOMEM;
+    if (!w) return CD_ENOMEM;
     w->threads = calloc((size_t)n, sizeof *w->threads);
     w->running = calloc((size_t)n, sizeof *w->running);
     if (!w->threads || !w->running) {
@@ -434,8 +407,7 @@ int cd_workers_init_spin(cd_workers **out, uv_loop_t *loop, int n, uint64_t spin
     w->async.data = w;
     for (int i = 0; i < n; i++) {
         worker_arg *arg = malloc(sizeof *arg);
-        if (!arg)
-            break;
+        if (!arg) break;
         arg->w = w;
         arg->index = i;
         pthread_mutex_lock(&w->lock);
@@ -455,8 +427,7 @@ int cd_workers_init_spin(cd_workers **out, uv_loop_t *loop, int n, uint64_t spin
         cd_workers_stop(w, 0); // no thread started: nothing to wait for
         return CD_EINTERNAL;
     }
-    if (w->nthreads < n)
-        CD_WARN("started %d of %d worker threads", w->nthreads, n);
+    if (w->nthreads < n) CD_WARN("started %d of %d worker threads", w->nthreads, n);
     *out = w;
     return 0;
 }
@@ -533,9 +504,7 @@ size_t cd_workers_busy(const cd_workers *w) {
     return b;
 }
 
-int cd_workers_count(const cd_workers *w) {
-    return w->nthreads;
-}
+int cd_workers_count(const cd_workers *w) { return w->nthreads; }
 
 static void on_async_closed(uv_handle_t *h) {
     cd_workers *w = h->data;
@@ -563,33 +532,28 @@ int cd_workers_alive(cd_workers *w) {
 void cd_workers_stop_finish(cd_workers *w) {
     // Every thread has returned from worker_main (alive == 0): these joins
     // only reap them.
-    for (int i = 0; i < w->nthreads; i++)
-        pthread_join(w->threads[i], NULL);
+    for (int i = 0; i < w->nthreads; i++) pthread_join(w->threads[i], NULL);
     w->joined = true;
     deliver(w);
     uv_close((uv_handle_t *)&w->async, on_async_closed);
 }
 
 void cd_workers_abandon(cd_workers *w) {
-    if (w->joined)
-        return;
-    for (int i = 0; i < w->nthreads; i++)
-        pthread_detach(w->threads[i]);
+    if (w->joined) return;
+    for (int i = 0; i < w->nthreads; i++) pthread_detach(w->threads[i]);
     w->joined = true; // nor joined later
 }
 
 int cd_workers_stop(cd_workers *w, uint64_t timeout_ms) {
     cd_workers_stop_begin(w);
-    if (timeout_ms > 86400000ull)
-        timeout_ms = 86400000ull;
+    if (timeout_ms > 86400000ull) timeout_ms = 86400000ull;
     uint64_t deadline = cd_now_ns() + timeout_ms * 1000000ull;
     int alive;
     while ((alive = cd_workers_alive(w)) > 0 && cd_now_ns() < deadline) {
         struct timespec ts = {0, 5 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
-    if (alive > 0)
-        return alive;
+    if (alive > 0) return alive;
     cd_workers_stop_finish(w);
     return 0;
 }
@@ -601,15 +565,12 @@ size_t cd_workers_describe(cd_workers *w, const char *pool, char *buf, size_t le
     pthread_mutex_lock(&w->lock);
     for (int i = 0; i < w->nthreads; i++) {
         const struct worker_running *r = &w->running[i];
-        if (!r->busy)
-            continue;
+        if (!r->busy) continue;
         busy++;
-        int n = snprintf(buf + off, len - off, "%s%s %d: %s (msgid %u%s) for %.1f s",
-                         off ? "; " : "", pool, i, cd_method_name(r->method),
-                         (unsigned)r->msgid, r->nreqs > 1 ? " and others" : "",
+        int n = snprintf(buf + off, len - off, "%s%s %d: %s (msgid %u%s) for %.1f s", off ? "; " : "", pool, i,
+                         cd_method_name(r->method), (unsigned)r->msgid, r->nreqs > 1 ? " and others" : "",
                          (double)(now - r->since_ns) / 1e9);
-        if (n < 0 || (size_t)n >= len - off)
-            break;
+        if (n < 0 || (size_t)n >= len - off) break;
         off += (size_t)n;
     }
     pthread_mutex_unlock(&w->lock);

@@ -52,10 +52,10 @@ typedef void (*cd_batch_submit_fn)(cd_request **reqs, int n, int worker, int slo
 // pool owns the list fields. It must outlive the requests queued in it (the
 // registry entry holding it is referenced by each of them).
 struct cd_sched_queue {
-    cd_batch_fn run;            // computes a batch
-    int max_batch;              // items per model run
-    uint64_t max_delay_ns;      // wait for more after the oldest arrived
-    size_t limit;               // queued requests beyond this: E_OVERLOADED
+    cd_batch_fn run;       // computes a batch
+    int max_batch;         // items per model run
+    uint64_t max_delay_ns; // wait for more after the oldest arrived
+    size_t limit;          // queued requests beyond this: E_OVERLOADED
     // Double buffering (both or neither; NULL after cd_sched_queue_init):
     // when set, a worker that has submitted a batch and finds this queue is
     // the one it would serve next anyway (no generic work waiting, this
@@ -65,23 +65,20 @@ struct cd_sched_queue {
     cd_batch_submit_fn submit;
     cd_batch_submit_fn finish;
     // Guarded by the pool lock:
-    cd_request *head, *tail;    // requests waiting, oldest first
-    size_t n;                   // requests waiting
-    int items;                  // their items
-    bool active;                // linked in the pool's list of non-empty queues
+    cd_request *head, *tail; // requests waiting, oldest first
+    size_t n;                // requests waiting
+    int items;               // their items
+    bool active;             // linked in the pool's list of non-empty queues
     cd_sched_queue *prev_active, *next_active;
 };
 
-void cd_sched_queue_init(cd_sched_queue *q, cd_batch_fn run, int max_batch,
-                         uint64_t max_delay_ns, size_t limit);
+void cd_sched_queue_init(cd_sched_queue *q, cd_batch_fn run, int max_batch, uint64_t max_delay_ns, size_t limit);
 
 // Starts n threads. Returns 0, CD_ENOMEM or CD_EINTERNAL.
-int cd_workers_init(cd_workers **out, uv_loop_t *loop, int n,
-                    cd_complete_fn complete, void *ud);
+int cd_workers_init(cd_workers **out, uv_loop_t *loop, int n, cd_complete_fn complete, void *ud);
 // The same, with idle workers polling for new work for spin_ns before they
 // sleep on the condition variable (0: sleep at once).
-int cd_workers_init_spin(cd_workers **out, uv_loop_t *loop, int n, uint64_t spin_ns,
-                         cd_complete_fn complete, void *ud);
+int cd_workers_init_spin(cd_workers **out, uv_loop_t *loop, int n, uint64_t spin_ns, cd_complete_fn complete, void *ud);
 // Called on the worker thread, without the pool lock, for each request a
 // worker ran (not for those cancelled or timed out in a queue), after its
 // status is set and before it is handed back to the loop.

@@ -2,8 +2,7 @@
 
 #include "kernels/op-desc.h"
 
-int cd_conv_out_dim(int in, int kernel, int stride, int pad_begin, int pad_end,
-                    int dilation) {
+int cd_conv_out_dim(int in, int kernel, int stride, int pad_begin, int pad_end, int dilation) {
     int span = dilation * (kernel - 1) + 1;
     return (in + pad_begin + pad_end - span) / stride + 1;
 }

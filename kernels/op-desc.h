@@ -18,12 +18,7 @@
 // fast kernels are AVX-512, 8 on AVX2); the planner keeps it across
 // consecutive dense layers to avoid reorders. Never assume a block size:
 // ask cd_layout_block().
-typedef enum {
-    CD_LAYOUT_NCHW = 0,
-    CD_LAYOUT_NCHW16C = 1,
-    CD_LAYOUT_NCHW8C = 2,
-    CD_LAYOUT_COUNT
-} cd_layout;
+typedef enum { CD_LAYOUT_NCHW = 0, CD_LAYOUT_NCHW16C = 1, CD_LAYOUT_NCHW8C = 2, CD_LAYOUT_COUNT } cd_layout;
 
 // Channels per block of layout l: 1 for NCHW, 16, 8; 0 for a bad value.
 static inline int cd_layout_block(cd_layout l) {
@@ -113,32 +108,31 @@ typedef struct {
 // A fully connected layer: per batch item, rows x k inputs times the n x k
 // weights, then the fused activation.
 typedef struct {
-    int rows, n, k;        // rows per batch item; weights n x k
+    int rows, n, k; // rows per batch item; weights n x k
     cd_activation act;
 } cd_gemm_desc;
 
 // A 2-D convolution, weights OIHW (O = K, I = C / groups).
 typedef struct {
-    int n, c, h, w;        // input: batch, channels, height, width
-    int k, r, s;           // output channels, kernel height, kernel width
+    int n, c, h, w; // input: batch, channels, height, width
+    int k, r, s;    // output channels, kernel height, kernel width
     int stride_h, stride_w;
     int pad_t, pad_l, pad_b, pad_r;
     int dil_h, dil_w;
     int groups;
-    int oh, ow;            // output height/width (derived, filled by the planner)
-    cd_activation act;     // applied after bias (and after the residual add)
-    int has_residual;      // 1: dst = act(conv + bias + residual)
+    int oh, ow;        // output height/width (derived, filled by the planner)
+    cd_activation act; // applied after bias (and after the residual add)
+    int has_residual;  // 1: dst = act(conv + bias + residual)
 } cd_conv_desc;
 
 // Output size of a convolution along one axis (floor division, ONNX rule).
-int cd_conv_out_dim(int in, int kernel, int stride, int pad_begin, int pad_end,
-                    int dilation);
+int cd_conv_out_dim(int in, int kernel, int stride, int pad_begin, int pad_end, int dilation);
 // Fills d->oh and d->ow from the other fields.
 void cd_conv_out_dims(cd_conv_desc *d);
 
 typedef enum {
     CD_POOL_MAX = 0,
-    CD_POOL_AVG = 1,        // count_include_pad decides the divisor
+    CD_POOL_AVG = 1, // count_include_pad decides the divisor
 } cd_pool_kind;
 
 typedef struct {

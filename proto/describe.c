@@ -22,15 +22,12 @@ const char *cd_obj_type_name(const msgpack_object *o) {
     return "unknown";
 }
 
-static size_t sanitize_width(unsigned char c) {
-    return (c >= 0x20 && c < 0x7f && c != '\\') ? 1 : 4;
-}
+static size_t sanitize_width(unsigned char c) { return (c >= 0x20 && c < 0x7f && c != '\\') ? 1 : 4; }
 
 char *cd_sanitize(char *dst, size_t dstlen, const char *src, size_t n) {
     if (!dst || dstlen == 0) return dst;
     size_t room = dstlen - 1, total = 0;
-    for (size_t i = 0; i < n && total <= room; i++)
-        total += sanitize_width((unsigned char)src[i]);
+    for (size_t i = 0; i < n && total <= room; i++) total += sanitize_width((unsigned char)src[i]);
     // When it does not all fit, stop early enough to leave room for "...".
     size_t limit = total <= room ? room : (room >= 3 ? room - 3 : 0);
     size_t o = 0;

@@ -16,12 +16,10 @@ const msgpack_object *cd_map_get(const msgpack_object *map, const char *key);
 
 // Copies a str value into buf (NUL-terminated). Strings longer than buflen-1
 // or containing NUL bytes are rejected.
-int cd_param_str(const msgpack_object *map, const char *key, char *buf,
-                 size_t buflen, char *err, size_t errlen);
-int cd_param_int(const msgpack_object *map, const char *key, int64_t min,
-                 int64_t max, int64_t *out, char *err, size_t errlen);
-int cd_param_bool(const msgpack_object *map, const char *key, bool *out,
-                  char *err, size_t errlen);
+int cd_param_str(const msgpack_object *map, const char *key, char *buf, size_t buflen, char *err, size_t errlen);
+int cd_param_int(const msgpack_object *map, const char *key, int64_t min, int64_t max, int64_t *out, char *err,
+                 size_t errlen);
+int cd_param_bool(const msgpack_object *map, const char *key, bool *out, char *err, size_t errlen);
 
 // True when the msgpack text (see cd_obj_text) equals the NUL-terminated s.
 bool cd_obj_streq(const msgpack_object *o, const char *s);

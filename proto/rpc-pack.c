@@ -11,9 +11,9 @@
 
 // msgpack_pack_* return the write callback's result: 0, or -1 when the
 // buffer could not grow.
-#define PK(call)                                                              \
-    do {                                                                      \
-        if ((call) != 0) return CD_ENOMEM;                                    \
+#define PK(call)                           \
+    do {                                   \
+        if ((call) != 0) return CD_ENOMEM; \
     } while (0)
 
 int cd_pack_str(msgpack_packer *pk, const char *s) {
@@ -33,8 +33,7 @@ int cd_pack_kv_str(msgpack_packer *pk, const char *key, const char *val) {
     return cd_pack_str(pk, val);
 }
 
-int cd_rpc_pack_request_begin(msgpack_packer *pk, uint32_t msgid,
-                              const char *method) {
+int cd_rpc_pack_request_begin(msgpack_packer *pk, uint32_t msgid, const char *method) {
     PK(msgpack_pack_array(pk, 4));
     PK(msgpack_pack_uint8(pk, CD_MSG_REQUEST));
     PK(msgpack_pack_uint32(pk, msgid));
@@ -51,14 +50,12 @@ int cd_rpc_pack_response_ok_begin(msgpack_packer *pk, uint32_t msgid) {
     return 0;
 }
 
-int cd_rpc_pack_response_error(msgpack_packer *pk, uint32_t msgid, int status,
-                               const char *message) {
+int cd_rpc_pack_response_error(msgpack_packer *pk, uint32_t msgid, int status, const char *message) {
     if (!message) message = cd_strerror(status);
     // A message may quote what a client sent; a str on the wire must be
     // UTF-8, so anything else is escaped (\xNN) rather than passed on.
     char safe[1024];
-    if (!cd_utf8_valid(message, strlen(message)))
-        message = cd_sanitize(safe, sizeof safe, message, strlen(message));
+    if (!cd_utf8_valid(message, strlen(message))) message = cd_sanitize(safe, sizeof safe, message, strlen(message));
     PK(msgpack_pack_array(pk, 4));
     PK(msgpack_pack_uint8(pk, CD_MSG_RESPONSE));
     PK(msgpack_pack_uint32(pk, msgid));

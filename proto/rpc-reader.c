@@ -58,9 +58,7 @@ void cd_rpc_reader_free(cd_rpc_reader *r) {
     free(r);
 }
 
-size_t cd_rpc_reader_buffered(const cd_rpc_reader *r) {
-    return r->end - r->start;
-}
+size_t cd_rpc_reader_buffered(const cd_rpc_reader *r) { return r->end - r->start; }
 
 // True when the message at start is complete in the buffer (the scan may
 // know where it ends, from its last header, before its payload is all in).
@@ -70,8 +68,7 @@ static bool reader_complete(const cd_rpc_reader *r) {
 
 size_t cd_rpc_reader_committed(const cd_rpc_reader *r) {
     size_t n = r->end - r->start;
-    if (r->error || r->skipping)
-        return n;
+    if (r->error || r->skipping) return n;
     return r->scan.pos > n ? r->scan.pos : n;
 }
 
@@ -82,8 +79,7 @@ bool cd_rpc_reader_partial(const cd_rpc_reader *r) {
 // Records the first error of the stream (reason already in r->reason).
 static int reader_fail(cd_rpc_reader *r, int code) {
     r->error = code;
-    r->error_msgid = (r->scan.kind == CD_MSG_REQUEST || r->scan.kind == CD_MSG_RESPONSE)
-                             && r->scan.msgid_known
+    r->error_msgid = (r->scan.kind == CD_MSG_REQUEST || r->scan.kind == CD_MSG_RESPONSE) && r->scan.msgid_known
                          ? r->scan.msgid
                          : UINT32_MAX;
     return code;
@@ -122,11 +118,11 @@ static void reader_skip_compact(cd_rpc_reader *r) {
 // it, and is within max_message), or a negative error (recorded).
 static int reader_scan(cd_rpc_reader *r) {
     size_t avail = r->end - r->start;
-    int rc = cd_rpc_scan_run(&r->scan, (const uint8_t *)r->buf + r->start, avail,
-                             r->max_message, r->reason, sizeof r->reason);
+    int rc = cd_rpc_scan_run(&r->scan, (const uint8_t *)r->buf + r->start, avail, r->max_message, r->reason,
+                             sizeof r->reason);
     if (rc == 0 && r->scan.base + avail > r->max_message)
-        rc = cd_errf(CD_ETOO_LARGE, r->reason, sizeof r->reason,
-                     "message exceeds max_message (%zu bytes)", r->max_message);
+        rc = cd_errf(CD_ETOO_LARGE, r->reason, sizeof r->reason, "message exceeds max_message (%zu bytes)",
+                     r->max_message);
     if (rc < 0) return reader_fail(r, rc);
     if (rc == 0 && r->skipping) reader_skip_compact(r);
     return rc;
@@ -142,7 +138,7 @@ void cd_rpc_reader_skip(cd_rpc_reader *r) {
 static int reader_reserve(cd_rpc_reader *r, size_t len) {
     if (r->start == r->end) r->start = r->end = 0;
     if (len <= r->cap - r->end) return 0;
-    if (r->start > 0) {  // reclaim the bytes already returned first
+    if (r->start > 0) { // reclaim the bytes already returned first
         memmove(r->buf, r->buf + r->start, r->end - r->start);
         r->end -= r->start;
         r->start = 0;
@@ -179,35 +175,28 @@ int cd_rpc_reader_feed(cd_rpc_reader *r, const char *buf, size_t len) {
 }
 
 // Checks that the decoded msgid is a uint32; who is "request" or "response".
-static int check_msgid(const msgpack_object *o, const char *who, char *err,
-                       size_t errlen) {
+static int check_msgid(const msgpack_object *o, const char *who, char *err, size_t errlen) {
     if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
         if (o->via.u64 <= UINT32_MAX) return 0;
-        return cd_errf(CD_EPROTOCOL, err, errlen,
-                       "%s msgid %" PRIu64 " is larger than %" PRIu32, who,
-                       o->via.u64, UINT32_MAX);
+        return cd_errf(CD_EPROTOCOL, err, errlen, "%s msgid %" PRIu64 " is larger than %" PRIu32, who, o->via.u64,
+                       UINT32_MAX);
     }
     if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
-        return cd_errf(CD_EPROTOCOL, err, errlen, "%s msgid %" PRId64 " is negative",
-                       who, o->via.i64);
-    return cd_errf(CD_EPROTOCOL, err, errlen,
-                   "%s msgid must be an unsigned 32-bit integer, got %s", who,
+        return cd_errf(CD_EPROTOCOL, err, errlen, "%s msgid %" PRId64 " is negative", who, o->via.i64);
+    return cd_errf(CD_EPROTOCOL, err, errlen, "%s msgid must be an unsigned 32-bit integer, got %s", who,
                    cd_obj_type_name(o));
 }
 
 // Checks a request's method name: a str, or a bin of valid UTF-8 (some
 // clients send names as bin), of at most CD_MAX_METHOD bytes.
-static int check_method(const msgpack_object *o, const char *who, char *err,
-                        size_t errlen) {
+static int check_method(const msgpack_object *o, const char *who, char *err, size_t errlen) {
     const char *s;
     size_t n;
     if (!cd_obj_text(o, &s, &n))
-        return cd_errf(CD_EPROTOCOL, err, errlen, "%s method must be a str, got %s%s",
-                       who, cd_obj_type_name(o),
+        return cd_errf(CD_EPROTOCOL, err, errlen, "%s method must be a str, got %s%s", who, cd_obj_type_name(o),
                        o->type == MSGPACK_OBJECT_BIN ? " that is not valid UTF-8" : "");
     if (n > CD_MAX_METHOD)
-        return cd_errf(CD_EPROTOCOL, err, errlen,
-                       "%s method is %zu bytes long, the limit is %d", who, n,
+        return cd_errf(CD_EPROTOCOL, err, errlen, "%s method is %zu bytes long, the limit is %d", who, n,
                        CD_MAX_METHOD);
     return 0;
 }
@@ -217,16 +206,13 @@ static int check_method(const msgpack_object *o, const char *who, char *err,
 // whatever it says, the notification is counted and ignored.
 static int check_notify_method(const msgpack_object *o, char *err, size_t errlen) {
     if (o->type != MSGPACK_OBJECT_STR && o->type != MSGPACK_OBJECT_BIN)
-        return cd_errf(CD_EPROTOCOL, err, errlen,
-                       "notification method must be a str, got %s", cd_obj_type_name(o));
+        return cd_errf(CD_EPROTOCOL, err, errlen, "notification method must be a str, got %s", cd_obj_type_name(o));
     return 0;
 }
 
-static int check_params(const msgpack_object *o, const char *who, char *err,
-                        size_t errlen) {
+static int check_params(const msgpack_object *o, const char *who, char *err, size_t errlen) {
     if (o->type != MSGPACK_OBJECT_ARRAY)
-        return cd_errf(CD_EPROTOCOL, err, errlen, "%s params must be an array, got %s",
-                       who, cd_obj_type_name(o));
+        return cd_errf(CD_EPROTOCOL, err, errlen, "%s params must be an array, got %s", who, cd_obj_type_name(o));
     return 0;
 }
 
@@ -235,40 +221,32 @@ static int check_params(const msgpack_object *o, const char *who, char *err,
 // field is bad). Returns 0 or CD_EPROTOCOL with a reason.
 static int msg_envelope(cd_rpc_msg *m, uint32_t *msgid, char *err, size_t errlen) {
     const msgpack_object *top = &m->unpacked_.data;
-    if (top->type != MSGPACK_OBJECT_ARRAY)  // the pre-scan rules this out
-        return cd_errf(CD_EPROTOCOL, err, errlen,
-                       "a msgpack-RPC message must be an array, got %s",
+    if (top->type != MSGPACK_OBJECT_ARRAY) // the pre-scan rules this out
+        return cd_errf(CD_EPROTOCOL, err, errlen, "a msgpack-RPC message must be an array, got %s",
                        cd_obj_type_name(top));
     const msgpack_object *e = top->via.array.ptr;
     uint32_t n = top->via.array.size;
     if (n < 3 || n > 4)
         return cd_errf(CD_EPROTOCOL, err, errlen,
                        "a msgpack-RPC message must be an array of 3 or 4 elements, "
-                       "got %" PRIu32, n);
+                       "got %" PRIu32,
+                       n);
     if (e[0].type != MSGPACK_OBJECT_POSITIVE_INTEGER || e[0].via.u64 > 2) {
         if (e[0].type == MSGPACK_OBJECT_POSITIVE_INTEGER)
-            return cd_errf(CD_EPROTOCOL, err, errlen,
-                           "message type must be 0, 1 or 2, got %" PRIu64,
-                           e[0].via.u64);
+            return cd_errf(CD_EPROTOCOL, err, errlen, "message type must be 0, 1 or 2, got %" PRIu64, e[0].via.u64);
         if (e[0].type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
-            return cd_errf(CD_EPROTOCOL, err, errlen,
-                           "message type must be 0, 1 or 2, got %" PRId64,
-                           e[0].via.i64);
-        return cd_errf(CD_EPROTOCOL, err, errlen,
-                       "message type must be 0, 1 or 2, got %s",
-                       cd_obj_type_name(&e[0]));
+            return cd_errf(CD_EPROTOCOL, err, errlen, "message type must be 0, 1 or 2, got %" PRId64, e[0].via.i64);
+        return cd_errf(CD_EPROTOCOL, err, errlen, "message type must be 0, 1 or 2, got %s", cd_obj_type_name(&e[0]));
     }
     m->kind = (cd_msg_kind)e[0].via.u64;
-    if (m->kind != CD_MSG_NOTIFY && e[1].type == MSGPACK_OBJECT_POSITIVE_INTEGER &&
-        e[1].via.u64 <= UINT32_MAX)
+    if (m->kind != CD_MSG_NOTIFY && e[1].type == MSGPACK_OBJECT_POSITIVE_INTEGER && e[1].via.u64 <= UINT32_MAX)
         *msgid = (uint32_t)e[1].via.u64;
 
     int rc;
     switch (m->kind) {
     case CD_MSG_REQUEST:
         if (n != 4)
-            return cd_errf(CD_EPROTOCOL, err, errlen,
-                           "a request must be an array of 4 elements, got %" PRIu32, n);
+            return cd_errf(CD_EPROTOCOL, err, errlen, "a request must be an array of 4 elements, got %" PRIu32, n);
         if ((rc = check_msgid(&e[1], "request", err, errlen)) < 0) return rc;
         if ((rc = check_method(&e[2], "request", err, errlen)) < 0) return rc;
         if ((rc = check_params(&e[3], "request", err, errlen)) < 0) return rc;
@@ -278,8 +256,7 @@ static int msg_envelope(cd_rpc_msg *m, uint32_t *msgid, char *err, size_t errlen
         return 0;
     case CD_MSG_RESPONSE:
         if (n != 4)
-            return cd_errf(CD_EPROTOCOL, err, errlen,
-                           "a response must be an array of 4 elements, got %" PRIu32, n);
+            return cd_errf(CD_EPROTOCOL, err, errlen, "a response must be an array of 4 elements, got %" PRIu32, n);
         if ((rc = check_msgid(&e[1], "response", err, errlen)) < 0) return rc;
         m->msgid = (uint32_t)e[1].via.u64;
         m->error = e[2];
@@ -287,9 +264,7 @@ static int msg_envelope(cd_rpc_msg *m, uint32_t *msgid, char *err, size_t errlen
         return 0;
     case CD_MSG_NOTIFY:
         if (n != 3)
-            return cd_errf(CD_EPROTOCOL, err, errlen,
-                           "a notification must be an array of 3 elements, got %" PRIu32,
-                           n);
+            return cd_errf(CD_EPROTOCOL, err, errlen, "a notification must be an array of 3 elements, got %" PRIu32, n);
         if ((rc = check_notify_method(&e[1], err, errlen)) < 0) return rc;
         if ((rc = check_params(&e[2], "notification", err, errlen)) < 0) return rc;
         if (e[1].type == MSGPACK_OBJECT_BIN) {
@@ -344,8 +319,7 @@ static int reader_take(cd_rpc_reader *r, size_t n, char **owner, const char **by
     return 0;
 }
 
-int cd_rpc_reader_next(cd_rpc_reader *r, cd_rpc_msg *msg, uint32_t *msgid_out,
-                       char *err, size_t errlen) {
+int cd_rpc_reader_next(cd_rpc_reader *r, cd_rpc_msg *msg, uint32_t *msgid_out, char *err, size_t errlen) {
     memset(msg, 0, sizeof *msg);
     uint32_t msgid = UINT32_MAX;
     if (msgid_out) *msgid_out = UINT32_MAX;
@@ -364,10 +338,8 @@ int cd_rpc_reader_next(cd_rpc_reader *r, cd_rpc_msg *msg, uint32_t *msgid_out,
         // The skipped message has passed: drop what is left of it.
         r->start += r->scan.pos - r->scan.base;
         if (r->start == r->end) r->start = r->end = 0;
-        msg->kind = r->scan.kind >= 0 && r->scan.kind <= 2 ? (cd_msg_kind)r->scan.kind
-                                                            : CD_MSG_REQUEST;
-        if (msgid_out && r->scan.kind == CD_MSG_REQUEST && r->scan.msgid_known)
-            *msgid_out = r->scan.msgid;
+        msg->kind = r->scan.kind >= 0 && r->scan.kind <= 2 ? (cd_msg_kind)r->scan.kind : CD_MSG_REQUEST;
+        if (msgid_out && r->scan.kind == CD_MSG_REQUEST && r->scan.msgid_known) *msgid_out = r->scan.msgid;
         r->skipping = false;
         cd_rpc_scan_reset(&r->scan);
         return CD_RPC_SKIPPED;
@@ -390,13 +362,13 @@ int cd_rpc_reader_next(cd_rpc_reader *r, cd_rpc_msg *msg, uint32_t *msgid_out,
     if (ur != MSGPACK_UNPACK_SUCCESS || off != n) {
         cd_rpc_msg_free(msg);
         if (ur == MSGPACK_UNPACK_NOMEM_ERROR) {
-            cd_errf(CD_ENOMEM, r->reason, sizeof r->reason,
-                    "out of memory decoding a %zu-byte message", n);
+            cd_errf(CD_ENOMEM, r->reason, sizeof r->reason, "out of memory decoding a %zu-byte message", n);
             r->error = CD_ENOMEM;
         } else {
             cd_errf(CD_EPROTOCOL, r->reason, sizeof r->reason,
                     "msgpack decoder rejected the message (status %d, %zu of %zu "
-                    "bytes)", (int)ur, off, n);
+                    "bytes)",
+                    (int)ur, off, n);
             r->error = CD_EPROTOCOL;
         }
         r->error_msgid = UINT32_MAX;

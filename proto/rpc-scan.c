@@ -10,19 +10,19 @@
 
 // What a leading byte announces.
 typedef enum {
-    HDR_FIXED,  // a value of a fixed total size (ints, floats, nil, bool, fixext)
-    HDR_BLOB,   // str, bin or ext: header, then len payload bytes
-    HDR_ARRAY,  // array header, then len elements
-    HDR_MAP,    // map header, then 2*len elements
-    HDR_BAD,    // 0xc1, never used by msgpack
+    HDR_FIXED, // a value of a fixed total size (ints, floats, nil, bool, fixext)
+    HDR_BLOB,  // str, bin or ext: header, then len payload bytes
+    HDR_ARRAY, // array header, then len elements
+    HDR_MAP,   // map header, then 2*len elements
+    HDR_BAD,   // 0xc1, never used by msgpack
 } hdr_kind;
 
 typedef struct {
     hdr_kind kind;
-    unsigned size;      // bytes of the header (the whole value for HDR_FIXED)
-    unsigned lenbytes;  // big-endian length bytes right after the tag byte (0: in the tag)
-    uint32_t len;       // length held in the tag itself (fix* forms)
-    const char *what;   // type name for messages
+    unsigned size;     // bytes of the header (the whole value for HDR_FIXED)
+    unsigned lenbytes; // big-endian length bytes right after the tag byte (0: in the tag)
+    uint32_t len;      // length held in the tag itself (fix* forms)
+    const char *what;  // type name for messages
 } hdr_info;
 
 static hdr_info hdr_classify(uint8_t b) {
@@ -39,7 +39,7 @@ static hdr_info hdr_classify(uint8_t b) {
     case 0xc4: return (hdr_info){HDR_BLOB, 2, 1, 0, "bin"};
     case 0xc5: return (hdr_info){HDR_BLOB, 3, 2, 0, "bin"};
     case 0xc6: return (hdr_info){HDR_BLOB, 5, 4, 0, "bin"};
-    case 0xc7: return (hdr_info){HDR_BLOB, 3, 1, 0, "ext"};  // + type byte
+    case 0xc7: return (hdr_info){HDR_BLOB, 3, 1, 0, "ext"}; // + type byte
     case 0xc8: return (hdr_info){HDR_BLOB, 4, 2, 0, "ext"};
     case 0xc9: return (hdr_info){HDR_BLOB, 6, 4, 0, "ext"};
     case 0xca: return (hdr_info){HDR_FIXED, 5, 0, 0, "float"};
@@ -63,7 +63,7 @@ static hdr_info hdr_classify(uint8_t b) {
     case 0xdc: return (hdr_info){HDR_ARRAY, 3, 2, 0, "array"};
     case 0xdd: return (hdr_info){HDR_ARRAY, 5, 4, 0, "array"};
     case 0xde: return (hdr_info){HDR_MAP, 3, 2, 0, "map"};
-    default:   return (hdr_info){HDR_MAP, 5, 4, 0, "map"};  // 0xdf
+    default: return (hdr_info){HDR_MAP, 5, 4, 0, "map"}; // 0xdf
     }
 }
 
@@ -103,54 +103,52 @@ static void scan_complete(cd_rpc_scan *s) {
     }
 }
 
-int cd_rpc_scan_run(cd_rpc_scan *s, const uint8_t *p, size_t avail,
-                    size_t max_message, char *err, size_t errlen) {
+int cd_rpc_scan_run(cd_rpc_scan *s, const uint8_t *p, size_t avail, size_t max_message, char *err, size_t errlen) {
     while (!s->done) {
         size_t pos = s->pos;
         size_t rel = pos - s->base; // where pos is in p (pos >= base: see rpc-scan.h)
         if (rel >= avail) return 0;
         hdr_info h = hdr_classify(p[rel]);
         if (h.kind == HDR_BAD)
-            return cd_errf(CD_EPROTOCOL, err, errlen,
-                           "byte 0xc1 at offset %zu is not valid msgpack", pos);
+            return cd_errf(CD_EPROTOCOL, err, errlen, "byte 0xc1 at offset %zu is not valid msgpack", pos);
         if (pos == 0 && h.kind != HDR_ARRAY)
-            return cd_errf(CD_EPROTOCOL, err, errlen,
-                           "a msgpack-RPC message must be an array, got %s", h.what);
+            return cd_errf(CD_EPROTOCOL, err, errlen, "a msgpack-RPC message must be an array, got %s", h.what);
         if (h.size > max_message || pos > max_message - h.size)
-            return cd_errf(CD_ETOO_LARGE, err, errlen,
-                           "message exceeds max_message (%zu bytes)", max_message);
+            return cd_errf(CD_ETOO_LARGE, err, errlen, "message exceeds max_message (%zu bytes)", max_message);
         // The limits are checked as soon as the length is readable (an ext's
         // type byte may still be missing); an incomplete header is read again
         // whole on the next call.
         if (avail - rel < 1 + h.lenbytes) return 0;
         uint64_t len = h.lenbytes ? read_be(p + rel + 1, h.lenbytes) : h.len;
-        size_t room = max_message - pos - h.size;  // bytes the message may still have
+        size_t room = max_message - pos - h.size; // bytes the message may still have
         uint64_t elems = 0;
 
         if (h.kind == HDR_BLOB && len > room)
             return cd_errf(CD_ETOO_LARGE, err, errlen,
                            "%s of %" PRIu64 " bytes at offset %zu exceeds max_message "
-                           "(%zu bytes)", h.what, len, pos, max_message);
+                           "(%zu bytes)",
+                           h.what, len, pos, max_message);
         if (h.kind == HDR_ARRAY || h.kind == HDR_MAP) {
             if (pos == 0 && len != 3 && len != 4)
                 return cd_errf(CD_EPROTOCOL, err, errlen,
                                "a msgpack-RPC message must be an array of 3 or 4 "
-                               "elements, got %" PRIu64, len);
+                               "elements, got %" PRIu64,
+                               len);
             if (len > CD_MAX_CONTAINER)
                 return cd_errf(CD_ETOO_LARGE, err, errlen,
                                "%s of %" PRIu64 " elements at offset %zu exceeds the "
-                               "limit of %d", h.what, len, pos, CD_MAX_CONTAINER);
+                               "limit of %d",
+                               h.what, len, pos, CD_MAX_CONTAINER);
             elems = h.kind == HDR_MAP ? 2 * len : len;
             if (elems > room)
                 return cd_errf(CD_ETOO_LARGE, err, errlen,
                                "%s of %" PRIu64 " elements at offset %zu cannot fit in "
-                               "max_message (%zu bytes)", h.what, len, pos, max_message);
+                               "max_message (%zu bytes)",
+                               h.what, len, pos, max_message);
             if (s->depth >= CD_MAX_DEPTH)
-                return cd_errf(CD_ETOO_LARGE, err, errlen,
-                               "nesting deeper than %d at offset %zu", CD_MAX_DEPTH, pos);
+                return cd_errf(CD_ETOO_LARGE, err, errlen, "nesting deeper than %d at offset %zu", CD_MAX_DEPTH, pos);
             if (s->elements + elems > CD_MAX_ELEMENTS)
-                return cd_errf(CD_ETOO_LARGE, err, errlen,
-                               "message declares more than %u elements",
+                return cd_errf(CD_ETOO_LARGE, err, errlen, "message declares more than %u elements",
                                (unsigned)CD_MAX_ELEMENTS);
         }
 

@@ -22,18 +22,18 @@
 #define CD_MAX_ELEMENTS (1u << 20)
 
 typedef struct {
-    size_t pos;                    // offset from the message start of the next header to read
-    size_t base;                   // message offset of p[0]: bytes of the message the
-                                   // caller dropped after they were scanned (skipping a
-                                   // message keeps only what is not scanned yet); 0 else
-    int depth;                     // containers open at pos
-    uint32_t left[CD_MAX_DEPTH];   // elements still to come in each open container
-    uint64_t elements;             // elements declared so far (all containers)
-    uint32_t top_len;              // length of the top-level array (3 or 4)
-    int64_t kind;                  // element 0 when it was a non-negative int, else -1
-    uint32_t msgid;                // element 1 when it was a uint32 (msgid_known)
-    bool msgid_known;              // msgid holds element 1
-    bool done;                     // the message ends at pos
+    size_t pos;                  // offset from the message start of the next header to read
+    size_t base;                 // message offset of p[0]: bytes of the message the
+                                 // caller dropped after they were scanned (skipping a
+                                 // message keeps only what is not scanned yet); 0 else
+    int depth;                   // containers open at pos
+    uint32_t left[CD_MAX_DEPTH]; // elements still to come in each open container
+    uint64_t elements;           // elements declared so far (all containers)
+    uint32_t top_len;            // length of the top-level array (3 or 4)
+    int64_t kind;                // element 0 when it was a non-negative int, else -1
+    uint32_t msgid;              // element 1 when it was a uint32 (msgid_known)
+    bool msgid_known;            // msgid holds element 1
+    bool done;                   // the message ends at pos
 } cd_rpc_scan;
 
 // Resets the state for a message starting at offset 0 of the next call's p.
@@ -50,7 +50,6 @@ void cd_rpc_scan_reset(cd_rpc_scan *s);
 //      size is over its limit (detected from the header alone, before any
 //      payload byte arrives).
 // err (may be NULL) gets a readable reason on error.
-int cd_rpc_scan_run(cd_rpc_scan *s, const uint8_t *p, size_t avail,
-                    size_t max_message, char *err, size_t errlen);
+int cd_rpc_scan_run(cd_rpc_scan *s, const uint8_t *p, size_t avail, size_t max_message, char *err, size_t errlen);
 
 #endif // CD_PROTO_RPC_SCAN_H

@@ -28,17 +28,17 @@ typedef enum {
 // bytes), valid until cd_rpc_msg_free().
 typedef struct {
     cd_msg_kind kind;
-    uint32_t msgid;              // request/response only
-    const char *method;          // request/notify: not NUL-terminated (a str, or a
-                                 // bin: valid UTF-8 for a request; a notification's
-                                 // method is any str or bin, it is only ignored)
+    uint32_t msgid;     // request/response only
+    const char *method; // request/notify: not NUL-terminated (a str, or a
+                        // bin: valid UTF-8 for a request; a notification's
+                        // method is any str or bin, it is only ignored)
     size_t method_len;
-    msgpack_object params;       // request/notify: the params array as sent
-    msgpack_object error;        // response: nil on success
-    msgpack_object result;       // response
-    msgpack_unpacked unpacked_;  // private: owns the object tree
-    char *bytes_;                // private: owns the raw bytes
-    size_t nbytes;               // size of the encoded message
+    msgpack_object params;      // request/notify: the params array as sent
+    msgpack_object error;       // response: nil on success
+    msgpack_object result;      // response
+    msgpack_unpacked unpacked_; // private: owns the object tree
+    char *bytes_;               // private: owns the raw bytes
+    size_t nbytes;              // size of the encoded message
 } cd_rpc_msg;
 
 typedef struct cd_rpc_reader cd_rpc_reader;
@@ -94,8 +94,7 @@ void cd_rpc_reader_skip(cd_rpc_reader *r);
 // When a request is well-formed msgpack but has a bad envelope (e.g. msgid
 // not an integer), the msgid is still reported in *msgid_out when known
 // (else UINT32_MAX) so the error can be addressed to it.
-int cd_rpc_reader_next(cd_rpc_reader *r, cd_rpc_msg *msg, uint32_t *msgid_out,
-                       char *err, size_t errlen);
+int cd_rpc_reader_next(cd_rpc_reader *r, cd_rpc_msg *msg, uint32_t *msgid_out, char *err, size_t errlen);
 
 void cd_rpc_msg_free(cd_rpc_msg *msg);
 
@@ -107,13 +106,11 @@ const msgpack_object *cd_rpc_params_map(const cd_rpc_msg *msg);
 // ---- packing (all return 0 or CD_ENOMEM) -----------------------------------
 
 // [0, msgid, method, [ ...caller packs exactly one params value... ]]
-int cd_rpc_pack_request_begin(msgpack_packer *pk, uint32_t msgid,
-                              const char *method);
+int cd_rpc_pack_request_begin(msgpack_packer *pk, uint32_t msgid, const char *method);
 // [1, msgid, nil, ...caller packs the result value...]
 int cd_rpc_pack_response_ok_begin(msgpack_packer *pk, uint32_t msgid);
 // [1, msgid, {code: "E_...", message: "..."}, nil]
-int cd_rpc_pack_response_error(msgpack_packer *pk, uint32_t msgid, int status,
-                               const char *message);
+int cd_rpc_pack_response_error(msgpack_packer *pk, uint32_t msgid, int status, const char *message);
 // [2, method, [ ...caller packs exactly one params value... ]]
 int cd_rpc_pack_notify_begin(msgpack_packer *pk, const char *method);
 

@@ -13,7 +13,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-
 // A tensor view. Decoding never copies: data points into the message.
 typedef struct {
     cd_dtype dtype;
@@ -30,8 +29,7 @@ int64_t cd_tensor_numel(const cd_tensor *t);
 // missing/ill-typed fields), CD_EDTYPE (unknown dtype), CD_ESHAPE (rank or
 // dims out of range, size mismatch) or CD_ETOO_LARGE (size overflow). err
 // gets a readable reason naming the field.
-int cd_tensor_decode(const msgpack_object *obj, cd_tensor *t, char *err,
-                     size_t errlen);
+int cd_tensor_decode(const msgpack_object *obj, cd_tensor *t, char *err, size_t errlen);
 
 // Largest payload of one msgpack bin (bin 32: a 32-bit length).
 #define CD_MAX_BIN UINT32_MAX

@@ -78,7 +78,6 @@ static void pin(cctx *x, int v) {
     for (int c = 0; c < nch(x, v); c++) x->stored[find(x, el(x, v, c))] = 1;
 }
 
-
 static int is_depthwise(const cd_op *op) {
     const cd_conv_desc *d = &op->u.conv.d;
     return op->kind == CD_OP_CONV && d->groups > 1 && d->groups == d->c && d->k == d->c;
@@ -121,13 +120,17 @@ static void statuses(cctx *x) {
                     for (int i = 0; i < rs; i++) nz |= p[i] != 0.0f;
                     if (!nz) continue;
                     int e = el(x, in0, gi * cpg + cl);
-                    if (!x->isconst[e] || (pad && x->kval[e] != 0.0f)) isc = 0;
-                    else acc += (double)x->kval[e] * ksum(d, op->u.conv.w, o, cl);
+                    if (!x->isconst[e] || (pad && x->kval[e] != 0.0f))
+                        isc = 0;
+                    else
+                        acc += (double)x->kval[e] * ksum(d, op->u.conv.w, o, cl);
                 }
                 if (isc && d->has_residual) {
                     int e = el(x, op->in[1], o);
-                    if (!x->isconst[e]) isc = 0;
-                    else acc += x->kval[e];
+                    if (!x->isconst[e])
+                        isc = 0;
+                    else
+                        acc += x->kval[e];
                 }
                 if (isc) {
                     x->isconst[el(x, out, o)] = 1;
@@ -165,7 +168,8 @@ static void statuses(cctx *x) {
                 if (x->isconst[el(x, a, c)] && x->isconst[el(x, b, c)]) {
                     x->isconst[el(x, out, c)] = 1;
                     x->kval[el(x, out, c)] =
-                        cd_act_apply(op->u.binary.act, cd_ref_binary_op(op->u.binary.kind, x->kval[el(x, a, c)], x->kval[el(x, b, c)]));
+                        cd_act_apply(op->u.binary.act,
+                                     cd_ref_binary_op(op->u.binary.kind, x->kval[el(x, a, c)], x->kval[el(x, b, c)]));
                 }
             break;
         }
@@ -355,8 +359,7 @@ static int shrink_conv(cctx *x, cd_op *op, int k) {
         int e = el(x, in, c), used = 0;
         bidx[c] = -1;
         if (!pad || x->stored[find(x, e)] || !x->isconst[e] || x->kval[e] == 0.0f) continue;
-        for (int o = 0; o < K && !used; o++)
-            used = x->conn[k][(size_t)o * C + c] && x->stored[find(x, el(x, out, o))];
+        for (int o = 0; o < K && !used; o++) used = x->conn[k][(size_t)o * C + c] && x->stored[find(x, el(x, out, o))];
         if (used) bidx[c] = nb++;
     }
     float *bw = NULL, *planes = NULL, *map = NULL;

@@ -48,30 +48,30 @@ typedef struct {
     const char *op;    // op_type
     const void *proto; // const Onnx__NodeProto * (valid during the load only)
     int ninputs, noutputs;
-    int *inputs;       // value ids, -1 for an omitted optional input
-    int *outputs;      // value ids, -1 for an omitted optional output
+    int *inputs;  // value ids, -1 for an omitted optional input
+    int *outputs; // value ids, -1 for an omitted optional output
 } cd_node;
 
 // A lowered operation on activations.
 typedef enum {
     CD_OP_CONV = 0,
-    CD_OP_GEMM,      // rows x K times K x N (Gemm, MatMul), bias, act
+    CD_OP_GEMM, // rows x K times K x N (Gemm, MatMul), bias, act
     CD_OP_POOL,
-    CD_OP_BINARY,    // with NumPy broadcasting, act
+    CD_OP_BINARY, // with NumPy broadcasting, act
     CD_OP_ACT,
     CD_OP_SOFTMAX,
     CD_OP_CONCAT,
     CD_OP_TRANSPOSE,
-    CD_OP_ALIAS,     // Reshape, Flatten, Identity, Dropout, Squeeze, Unsqueeze:
-                     // same bytes, new shape
+    CD_OP_ALIAS, // Reshape, Flatten, Identity, Dropout, Squeeze, Unsqueeze:
+                 // same bytes, new shape
 } cd_op_kind;
 
 #define CD_OP_MAX_IN 64
 
 typedef struct {
     cd_op_kind kind;
-    char name[128];    // ONNX node name (or op type + index)
-    char label[48];    // "Conv+BN+Relu", "Add+Relu" ...
+    char name[128]; // ONNX node name (or op type + index)
+    char label[48]; // "Conv+BN+Relu", "Add+Relu" ...
     int nin;
     int in[CD_OP_MAX_IN]; // value ids (activations; BINARY may have one constant)
     int out;              // value id
@@ -88,11 +88,11 @@ typedef struct {
             float *bias;    // K, owned (always present after lowering)
         } conv;
         struct {
-            cd_gemm_desc d;  // act after fusion
-            float *w;        // N x K, owned (alpha folded in)
-            float *bias;     // N or NULL, owned (beta folded in)
+            cd_gemm_desc d; // act after fusion
+            float *w;       // N x K, owned (alpha folded in)
+            float *bias;    // N or NULL, owned (beta folded in)
         } gemm;
-        cd_pool_desc pool;   // n = 1
+        cd_pool_desc pool; // n = 1
         cd_binary_desc binary;
         cd_activation act;
         cd_softmax_desc softmax;
@@ -108,9 +108,9 @@ typedef struct {
 typedef struct {
     cd_value *values;
     int nvalues, values_cap;
-    int *hash;           // open-addressing name table of value ids (-1 empty)
+    int *hash; // open-addressing name table of value ids (-1 empty)
     int hash_cap;
-    cd_node *nodes;      // topological order
+    cd_node *nodes; // topological order
     int nnodes;
     int *inputs, ninputs;   // graph inputs (activations)
     int *outputs, noutputs; // graph outputs
@@ -118,10 +118,10 @@ typedef struct {
     cd_op *ops;
     int nops, ops_cap;
     int64_t params, zero_params; // weight elements seen by the lowering
-    void *model_proto;   // Onnx__ModelProto * during the load, then NULL
-    char *dir;           // real path of the model's folder (external data)
-    size_t max_bytes;    // limit on the file plus its external data (0: none)
-    size_t bytes_read;   // what the import has read of them so far
+    void *model_proto;           // Onnx__ModelProto * during the load, then NULL
+    char *dir;                   // real path of the model's folder (external data)
+    size_t max_bytes;            // limit on the file plus its external data (0: none)
+    size_t bytes_read;           // what the import has read of them so far
 } cd_graph;
 
 // ---- graph.c ----------------------------------------------------------------
@@ -159,8 +159,7 @@ void cd_onnx_release(cd_graph *g);
 // types int64. External data resolves inside g->dir only. Returns 0,
 // CD_EMODEL (sizes disagree, bad external reference), CD_EUNSUPPORTED (dtype)
 // or CD_ENOMEM. what names the tensor in messages.
-int cd_onnx_tensor_value(cd_graph *g, const void *tensor, const char *what,
-                         cd_value *v, char *err, size_t errlen);
+int cd_onnx_tensor_value(cd_graph *g, const void *tensor, const char *what, cd_value *v, char *err, size_t errlen);
 
 // ---- lower.c ----------------------------------------------------------------
 

@@ -110,11 +110,15 @@ static inline cd_value *in_val(lctx *c, int j) {
 static inline int in_id(lctx *c, int j) { return j < c->n->ninputs ? c->n->inputs[j] : -1; }
 
 static inline int is_act(const cd_value *v) { return v && v->kind == CD_VAL_ACT; }
-static inline int is_const(const cd_value *v) { return v && (v->kind == CD_VAL_CONST_F32 || v->kind == CD_VAL_CONST_I64); }
+static inline int is_const(const cd_value *v) {
+    return v && (v->kind == CD_VAL_CONST_F32 || v->kind == CD_VAL_CONST_I64);
+}
 
 static inline const char *kind_name(const cd_value *v) {
     if (!v) return "missing";
-    return v->kind == CD_VAL_ACT ? "an activation" : v->kind == CD_VAL_CONST_F32 ? "a float constant" : "an integer constant";
+    return v->kind == CD_VAL_ACT         ? "an activation"
+           : v->kind == CD_VAL_CONST_F32 ? "a float constant"
+                                         : "an integer constant";
 }
 
 static inline int need_inputs(lctx *c, int min, int max) {
@@ -139,7 +143,8 @@ static inline int only_first_output(lctx *c) {
 
 static inline int need_act(lctx *c, int j) {
     cd_value *v = in_val(c, j);
-    if (!is_act(v)) return node_fail(c, CD_EUNSUPPORTED, "input %d must be computed at run time, it is %s", j, kind_name(v));
+    if (!is_act(v))
+        return node_fail(c, CD_EUNSUPPORTED, "input %d must be computed at run time, it is %s", j, kind_name(v));
     return 0;
 }
 
@@ -214,8 +219,10 @@ static inline int move_op_last(cd_graph *g, int idx) {
     g->ops[g->nops - 1] = tmp;
     for (int i = 0; i < g->nvalues; i++) {
         int p = g->values[i].producer_op;
-        if (p == idx) g->values[i].producer_op = g->nops - 1;
-        else if (p > idx) g->values[i].producer_op = p - 1;
+        if (p == idx)
+            g->values[i].producer_op = g->nops - 1;
+        else if (p > idx)
+            g->values[i].producer_op = p - 1;
     }
     return g->nops - 1;
 }
@@ -267,7 +274,8 @@ static inline int read_spatial(lctx *c, int h, int w, spatial *s, int kernel_fro
     } else {
         s->dh = s->dw = 1;
     }
-    if (s->sh < 1 || s->sw < 1 || s->dh < 1 || s->dw < 1 || s->sh > 1024 || s->sw > 1024 || s->dh > 1024 || s->dw > 1024)
+    if (s->sh < 1 || s->sw < 1 || s->dh < 1 || s->dw < 1 || s->sh > 1024 || s->sw > 1024 || s->dh > 1024 ||
+        s->dw > 1024)
         return node_fail(c, CD_EMODEL, "strides and dilations must be >= 1");
     char ap[32];
     if ((rc = attr_str(c, "auto_pad", "NOTSET", ap, sizeof ap))) return rc;
@@ -278,7 +286,8 @@ static inline int read_spatial(lctx *c, int h, int w, spatial *s, int kernel_fro
         s->pl = n == 4 ? (int)v[1] : 0;
         s->pb = n == 4 ? (int)v[2] : 0;
         s->pr = n == 4 ? (int)v[3] : 0;
-        if (s->pt < 0 || s->pl < 0 || s->pb < 0 || s->pr < 0 || s->pt > 4096 || s->pl > 4096 || s->pb > 4096 || s->pr > 4096)
+        if (s->pt < 0 || s->pl < 0 || s->pb < 0 || s->pr < 0 || s->pt > 4096 || s->pl > 4096 || s->pb > 4096 ||
+            s->pr > 4096)
             return node_fail(c, CD_EMODEL, "pads out of range");
     } else if (strcmp(ap, "VALID") == 0) {
         s->pt = s->pl = s->pb = s->pr = 0;

@@ -65,7 +65,8 @@ int cd_lower_flatten(lctx *c) {
         if (cd_ck_mul_i64(i < axis ? outer : inner, x->shape[i], i < axis ? &outer : &inner))
             return node_fail(c, CD_ETOO_LARGE, "the flattened size overflows 64 bits");
     if (is_act(x) && (axis == 0 || outer != 1))
-        return node_fail(c, CD_EUNSUPPORTED, "axis %lld would fold the batch into other dims (axis 1 is supported)", (long long)axis);
+        return node_fail(c, CD_EUNSUPPORTED, "axis %lld would fold the batch into other dims (axis 1 is supported)",
+                         (long long)axis);
     int64_t shape[2] = {outer, inner};
     return reshape_to(c, 2, shape, "Flatten");
 }
@@ -74,11 +75,14 @@ int cd_lower_flatten(lctx *c) {
 static int int_list(lctx *c, int j, const char *what, int64_t *out, uint8_t *marks, int max, int *n) {
     cd_value *v = in_val(c, j);
     if (!v || v->kind != CD_VAL_CONST_I64 || v->rank > 1)
-        return node_fail(c, CD_EUNSUPPORTED, "%s must be a constant integer list computable at load (it is %s)", what, kind_name(v));
-    if (v->numel > max) return node_fail(c, CD_EUNSUPPORTED, "%s has %lld values (at most %d)", what, (long long)v->numel, max);
+        return node_fail(c, CD_EUNSUPPORTED, "%s must be a constant integer list computable at load (it is %s)", what,
+                         kind_name(v));
+    if (v->numel > max)
+        return node_fail(c, CD_EUNSUPPORTED, "%s has %lld values (at most %d)", what, (long long)v->numel, max);
     for (int64_t i = 0; i < v->numel; i++) {
         out[i] = v->i[i];
-        if (marks) marks[i] = v->batch_mark ? v->batch_mark[i] : 0;
+        if (marks)
+            marks[i] = v->batch_mark ? v->batch_mark[i] : 0;
         else if (v->batch_mark && v->batch_mark[i])
             return node_fail(c, CD_EUNSUPPORTED, "%s depends on the batch size", what);
     }
@@ -103,10 +107,12 @@ int cd_lower_reshape(lctx *c) {
         if (mark[i] || (act && i == 0 && t[i] == 1)) {
             // The batch size: per item 1. A literal 1 in dim 0 of an
             // activation is the batch too (static exports write it so).
-            if (i != 0) return node_fail(c, CD_EUNSUPPORTED, "the batch size may only appear in dim 0 of the target shape");
+            if (i != 0)
+                return node_fail(c, CD_EUNSUPPORTED, "the batch size may only appear in dim 0 of the target shape");
             shape[i] = 1;
         } else if (t[i] == 0 && !allowzero) {
-            if (i >= x->rank) return node_fail(c, CD_EMODEL, "0 in target dim %d copies a dim the input does not have", i);
+            if (i >= x->rank)
+                return node_fail(c, CD_EMODEL, "0 in target dim %d copies a dim the input does not have", i);
             shape[i] = x->shape[i];
         } else if (t[i] == -1) {
             if (infer >= 0) return node_fail(c, CD_EMODEL, "more than one -1 in the target shape");
@@ -234,13 +240,15 @@ int cd_lower_concat(lctx *c) {
         cd_value *v = in_val(c, j);
         if (v->rank != x0->rank) return node_fail(c, CD_EMODEL, "inputs of different ranks");
         for (int i = 0; i < v->rank; i++)
-            if (i != axis && v->shape[i] != x0->shape[i]) return node_fail(c, CD_EMODEL, "input %d's shape disagrees", j);
+            if (i != axis && v->shape[i] != x0->shape[i])
+                return node_fail(c, CD_EMODEL, "input %d's shape disagrees", j);
         shape[axis] += v->shape[axis];
     }
     if (nact == 0) {
         // Constants: shape vectors (1-D integers, keeping batch marks) or floats.
         if ((rc = const_out(c, x0->kind, x0->rank, shape, CD_MAX_FOLD_ELEMS))) return rc;
-        if (x0->rank != 1) return node_fail(c, CD_EUNSUPPORTED, "concat of constants of rank %d (1 supported)", x0->rank);
+        if (x0->rank != 1)
+            return node_fail(c, CD_EUNSUPPORTED, "concat of constants of rank %d (1 supported)", x0->rank);
         int64_t at = 0;
         for (int j = 0; j < c->n->ninputs; j++) {
             cd_value *v = in_val(c, j), *o = out_val(c);
@@ -278,7 +286,8 @@ int cd_lower_constant(lctx *c) {
         char e[300];
         rc = cd_onnx_tensor_value(c->g, a->t, o->name, o, e, sizeof e);
         if (rc) return node_fail(c, rc, "%s", e);
-        if (o->kind == CD_VAL_CONST_I64 && !(o->batch_mark = calloc((size_t)(o->numel ? o->numel : 1), 1))) return OOM(c);
+        if (o->kind == CD_VAL_CONST_I64 && !(o->batch_mark = calloc((size_t)(o->numel ? o->numel : 1), 1)))
+            return OOM(c);
         return 0;
     }
     int64_t one = 1;
@@ -297,7 +306,8 @@ int cd_lower_constant(lctx *c) {
         if ((rc = const_out(c, CD_VAL_CONST_I64, 1, &n, CD_MAX_CONST_ELEMS))) return rc;
         memcpy(out_val(c)->i, a->ints, a->n_ints * sizeof(int64_t));
     } else {
-        return node_fail(c, CD_EUNSUPPORTED, "attribute '%s' not supported (value, value_float(s), value_int(s))", a->name);
+        return node_fail(c, CD_EUNSUPPORTED, "attribute '%s' not supported (value, value_float(s), value_int(s))",
+                         a->name);
     }
     return 0;
 }
@@ -330,7 +340,8 @@ int cd_lower_gather(lctx *c) {
     int64_t axis;
     if ((rc = attr_int(c, "axis", 0, &axis))) return rc;
     if (!is_const(x) || x->rank != 1 || ix->kind != CD_VAL_CONST_I64 || ix->rank > 1 || norm_axis(axis, 1) != 0)
-        return node_fail(c, CD_EUNSUPPORTED, "only gathers from a constant 1-D list (shape computations) are supported");
+        return node_fail(c, CD_EUNSUPPORTED,
+                         "only gathers from a constant 1-D list (shape computations) are supported");
     int64_t n = ix->numel;
     if ((rc = const_out(c, x->kind, ix->rank, &n, CD_MAX_CONST_ELEMS))) return rc;
     x = in_val(c, 0);
@@ -359,10 +370,12 @@ int cd_lower_cast(lctx *c) {
                    to == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16;
     int to_int = to == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 || to == ONNX__TENSOR_PROTO__DATA_TYPE__INT32;
     if (is_act(x)) {
-        if (to != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT) return node_fail(c, CD_EUNSUPPORTED, "activations stay float32 (Cast to %lld)", (long long)to);
+        if (to != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
+            return node_fail(c, CD_EUNSUPPORTED, "activations stay float32 (Cast to %lld)", (long long)to);
         return reshape_to(c, x->rank, x->shape, "Cast");
     }
-    if (!to_float && !to_int) return node_fail(c, CD_EUNSUPPORTED, "cast to type %lld (float and int32/int64 supported)", (long long)to);
+    if (!to_float && !to_int)
+        return node_fail(c, CD_EUNSUPPORTED, "cast to type %lld (float and int32/int64 supported)", (long long)to);
     cd_val_kind k = to_float ? CD_VAL_CONST_F32 : CD_VAL_CONST_I64;
     if ((rc = const_out(c, k, x->rank, x->shape, CD_MAX_CONST_ELEMS))) return rc;
     x = in_val(c, 0);

@@ -33,22 +33,38 @@ static int lower_conv(lctx *c) {
     int rc;
     if ((rc = need_inputs(c, 2, 3)) || (rc = need_act(c, 0)) || (rc = only_first_output(c))) return rc;
     cd_value *x = in_val(c, 0), *w = in_val(c, 1), *b = in_val(c, 2);
-    if (x->rank != 4) return node_fail(c, CD_EUNSUPPORTED, "input rank %d: only 2-D convolution (NCHW) is supported", x->rank);
+    if (x->rank != 4)
+        return node_fail(c, CD_EUNSUPPORTED, "input rank %d: only 2-D convolution (NCHW) is supported", x->rank);
     if (!w || w->kind != CD_VAL_CONST_F32 || w->rank != 4)
-        return node_fail(c, CD_EUNSUPPORTED, "weights must be a float initializer of rank 4 (they are %s)", kind_name(w));
+        return node_fail(c, CD_EUNSUPPORTED, "weights must be a float initializer of rank 4 (they are %s)",
+                         kind_name(w));
     if (b && (b->kind != CD_VAL_CONST_F32 || b->rank != 1 || b->shape[0] != w->shape[0]))
-        return node_fail(c, CD_EUNSUPPORTED, "bias must be a float initializer of shape [%lld]", (long long)w->shape[0]);
+        return node_fail(c, CD_EUNSUPPORTED, "bias must be a float initializer of shape [%lld]",
+                         (long long)w->shape[0]);
     int64_t group;
     if ((rc = attr_int(c, "group", 1, &group))) return rc;
     int64_t C = x->shape[1], K = w->shape[0];
     if (group < 1 || C % group || K % group || w->shape[1] != C / group || K < 1)
-        return node_fail(c, CD_EMODEL, "weights [%lld,%lld,...] do not fit %lld input channels in %lld groups", (long long)K,
-                         (long long)w->shape[1], (long long)C, (long long)group);
+        return node_fail(c, CD_EMODEL, "weights [%lld,%lld,...] do not fit %lld input channels in %lld groups",
+                         (long long)K, (long long)w->shape[1], (long long)C, (long long)group);
     spatial s = {.kh = (int)w->shape[2], .kw = (int)w->shape[3]};
     if ((rc = read_spatial(c, (int)x->shape[2], (int)x->shape[3], &s, 0, 1))) return rc;
-    cd_conv_desc d = {.n = 1, .c = (int)C, .h = (int)x->shape[2], .w = (int)x->shape[3], .k = (int)K, .r = s.kh,
-                      .s = s.kw, .stride_h = s.sh, .stride_w = s.sw, .pad_t = s.pt, .pad_l = s.pl, .pad_b = s.pb,
-                      .pad_r = s.pr, .dil_h = s.dh, .dil_w = s.dw, .groups = (int)group};
+    cd_conv_desc d = {.n = 1,
+                      .c = (int)C,
+                      .h = (int)x->shape[2],
+                      .w = (int)x->shape[3],
+                      .k = (int)K,
+                      .r = s.kh,
+                      .s = s.kw,
+                      .stride_h = s.sh,
+                      .stride_w = s.sw,
+                      .pad_t = s.pt,
+                      .pad_l = s.pl,
+                      .pad_b = s.pb,
+                      .pad_r = s.pr,
+                      .dil_h = s.dh,
+                      .dil_w = s.dw,
+                      .groups = (int)group};
     cd_conv_out_dims(&d);
     if (d.oh < 1 || d.ow < 1) return node_fail(c, CD_EMODEL, "output would be empty (%dx%d)", d.oh, d.ow);
     int op = new_op(c, CD_OP_CONV, "Conv");
@@ -101,7 +117,8 @@ static int lower_batchnorm(lctx *c) {
     for (int j = 1; j < 5; j++) {
         cd_value *v = in_val(c, j);
         if (!v || v->kind != CD_VAL_CONST_F32 || v->numel != C)
-            return node_fail(c, CD_EUNSUPPORTED, "input %d must be a float initializer of %lld values", j, (long long)C);
+            return node_fail(c, CD_EUNSUPPORTED, "input %d must be a float initializer of %lld values", j,
+                             (long long)C);
         p[j - 1] = v->f;
     }
     float *scale = malloc((size_t)C * sizeof(float)), *shift = malloc((size_t)C * sizeof(float));
@@ -215,9 +232,10 @@ static int lower_activation(lctx *c) {
     cd_value *x = in_val(c, 0);
     cd_op *prod = fusable_producer(c, x);
     if (prod) {
-        cd_activation *slot = prod->kind == CD_OP_CONV ? &prod->u.conv.d.act
-                              : prod->kind == CD_OP_GEMM ? &prod->u.gemm.d.act
-                              : prod->kind == CD_OP_BINARY ? &prod->u.binary.act : NULL;
+        cd_activation *slot = prod->kind == CD_OP_CONV     ? &prod->u.conv.d.act
+                              : prod->kind == CD_OP_GEMM   ? &prod->u.gemm.d.act
+                              : prod->kind == CD_OP_BINARY ? &prod->u.binary.act
+                                                           : NULL;
         if (slot && slot->kind == CD_ACT_NONE) {
             *slot = a;
             take_over_output(c, x->producer_op, op);
@@ -238,17 +256,26 @@ static int lower_activation(lctx *c) {
 static int fold_i64(lctx *c, cd_binary_kind kind, int64_t x, int64_t y, int64_t *out) {
     const char *what = NULL;
     switch (kind) {
-    case CD_BINARY_ADD: if (cd_ck_add_i64(x, y, out)) what = "addition"; break;
-    case CD_BINARY_SUB: if (cd_ck_sub_i64(x, y, out)) what = "subtraction"; break;
-    case CD_BINARY_MUL: if (cd_ck_mul_i64(x, y, out)) what = "multiplication"; break;
+    case CD_BINARY_ADD:
+        if (cd_ck_add_i64(x, y, out)) what = "addition";
+        break;
+    case CD_BINARY_SUB:
+        if (cd_ck_sub_i64(x, y, out)) what = "subtraction";
+        break;
+    case CD_BINARY_MUL:
+        if (cd_ck_mul_i64(x, y, out)) what = "multiplication";
+        break;
     default:
         if (y == 0) return node_fail(c, CD_EMODEL, "integer division by zero (%lld / 0)", (long long)x);
-        if (x == INT64_MIN && y == -1) what = "division";
-        else *out = x / y;
+        if (x == INT64_MIN && y == -1)
+            what = "division";
+        else
+            *out = x / y;
         break;
     }
     if (what)
-        return node_fail(c, CD_EMODEL, "integer %s overflows 64 bits (%lld and %lld)", what, (long long)x, (long long)y);
+        return node_fail(c, CD_EMODEL, "integer %s overflows 64 bits (%lld and %lld)", what, (long long)x,
+                         (long long)y);
     return 0;
 }
 
@@ -277,7 +304,8 @@ static int fold_binary_const(lctx *c, cd_binary_kind kind, cd_value *a, cd_value
         // Integer operands: each a scalar or of the result's size (a real
         // broadcast of two shape vectors is not a shape computation).
         int64_t on;
-        if (cd_ck_shape_numel(r, shape, &on) || !(a->numel == 1 || a->numel == on) || !(b->numel == 1 || b->numel == on))
+        if (cd_ck_shape_numel(r, shape, &on) || !(a->numel == 1 || a->numel == on) ||
+            !(b->numel == 1 || b->numel == on))
             return node_fail(c, CD_EUNSUPPORTED, "integer constants broadcast to a new shape");
         int rc = const_out(c, CD_VAL_CONST_I64, r, shape, limit);
         if (rc) return rc;
@@ -289,7 +317,8 @@ static int fold_binary_const(lctx *c, cd_binary_kind kind, cd_value *a, cd_value
             if ((rc = fold_i64(c, kind, x, y, &o->i[e]))) return rc;
             // batch * 1 and batch / 1 stay the batch; other arithmetic on it is not expressible.
             if (ma || mb) {
-                if ((kind == CD_BINARY_MUL || kind == CD_BINARY_DIV) && ((ma && !mb && y == 1) || (mb && !ma && kind == CD_BINARY_MUL && x == 1)))
+                if ((kind == CD_BINARY_MUL || kind == CD_BINARY_DIV) &&
+                    ((ma && !mb && y == 1) || (mb && !ma && kind == CD_BINARY_MUL && x == 1)))
                     o->batch_mark[e] = 1;
                 else
                     return node_fail(c, CD_EUNSUPPORTED, "arithmetic on the batch size in a shape computation");
@@ -304,8 +333,10 @@ static int lower_binary(lctx *c) {
     int rc;
     if ((rc = need_inputs(c, 2, 2)) || (rc = only_first_output(c))) return rc;
     const char *op = c->n->op;
-    cd_binary_kind kind = strcmp(op, "Add") == 0 ? CD_BINARY_ADD : strcmp(op, "Mul") == 0 ? CD_BINARY_MUL
-                        : strcmp(op, "Sub") == 0 ? CD_BINARY_SUB : CD_BINARY_DIV;
+    cd_binary_kind kind = strcmp(op, "Add") == 0   ? CD_BINARY_ADD
+                          : strcmp(op, "Mul") == 0 ? CD_BINARY_MUL
+                          : strcmp(op, "Sub") == 0 ? CD_BINARY_SUB
+                                                   : CD_BINARY_DIV;
     cd_value *a = in_val(c, 0), *b = in_val(c, 1);
     if (is_const(a) && is_const(b)) return fold_binary_const(c, kind, a, b);
     int r;
@@ -315,8 +346,11 @@ static int lower_binary(lctx *c) {
     for (int j = 0; j < 2; j++) {
         cd_value *v = j ? b : a;
         if (is_act(v) && v->rank != r)
-            return node_fail(c, CD_EUNSUPPORTED, "activation operand of rank %d broadcast to rank %d (the batch dim must stay first)", v->rank, r);
-        if (v->kind == CD_VAL_CONST_I64) return node_fail(c, CD_EUNSUPPORTED, "integer constant operand on activations");
+            return node_fail(c, CD_EUNSUPPORTED,
+                             "activation operand of rank %d broadcast to rank %d (the batch dim must stay first)",
+                             v->rank, r);
+        if (v->kind == CD_VAL_CONST_I64)
+            return node_fail(c, CD_EUNSUPPORTED, "integer constant operand on activations");
         if (is_const(v) && v->rank == r && v->shape[0] != 1)
             return node_fail(c, CD_EUNSUPPORTED, "constant operand spans the batch dimension");
     }
@@ -327,8 +361,8 @@ static int lower_binary(lctx *c) {
             cd_value *x = j ? b : a;
             int other = in_id(c, 1 - j);
             cd_op *prod = fusable_producer(c, x);
-            if (prod && prod->kind == CD_OP_CONV && prod->u.conv.d.act.kind == CD_ACT_NONE && !prod->u.conv.d.has_residual &&
-                in_id(c, j) != other) {
+            if (prod && prod->kind == CD_OP_CONV && prod->u.conv.d.act.kind == CD_ACT_NONE &&
+                !prod->u.conv.d.has_residual && in_id(c, j) != other) {
                 prod->u.conv.d.has_residual = 1;
                 prod->in[1] = other;
                 prod->nin = 2;
@@ -352,12 +386,20 @@ static int lower_pool(lctx *c) {
     int rc;
     if ((rc = need_inputs(c, 1, 1)) || (rc = need_act(c, 0)) || (rc = only_first_output(c))) return rc;
     cd_value *x = in_val(c, 0);
-    if (x->rank != 4) return node_fail(c, CD_EUNSUPPORTED, "input rank %d: only 2-D pooling (NCHW) is supported", x->rank);
+    if (x->rank != 4)
+        return node_fail(c, CD_EUNSUPPORTED, "input rank %d: only 2-D pooling (NCHW) is supported", x->rank);
     const char *op = c->n->op;
     int global = strncmp(op, "Global", 6) == 0;
     int is_max = strstr(op, "Max") != NULL;
-    cd_pool_desc d = {.kind = is_max ? CD_POOL_MAX : CD_POOL_AVG, .n = 1, .c = (int)x->shape[1], .h = (int)x->shape[2],
-                      .w = (int)x->shape[3], .dil_h = 1, .dil_w = 1, .stride_h = 1, .stride_w = 1};
+    cd_pool_desc d = {.kind = is_max ? CD_POOL_MAX : CD_POOL_AVG,
+                      .n = 1,
+                      .c = (int)x->shape[1],
+                      .h = (int)x->shape[2],
+                      .w = (int)x->shape[3],
+                      .dil_h = 1,
+                      .dil_w = 1,
+                      .stride_h = 1,
+                      .stride_w = 1};
     if (global) {
         d.kh = d.h;
         d.kw = d.w;
@@ -409,7 +451,8 @@ static int lower_gemm(lctx *c) {
                     (rc = attr_float(c, "alpha", 1.0f, &alpha)) || (rc = attr_float(c, "beta", 1.0f, &beta))))
         return rc;
     if (!b || b->kind != CD_VAL_CONST_F32 || b->rank != 2)
-        return node_fail(c, CD_EUNSUPPORTED, "B must be a float initializer of rank 2 (it is %s of rank %d)", kind_name(b), b ? b->rank : 0);
+        return node_fail(c, CD_EUNSUPPORTED, "B must be a float initializer of rank 2 (it is %s of rank %d)",
+                         kind_name(b), b ? b->rank : 0);
     if (ta) return node_fail(c, CD_EUNSUPPORTED, "transA=1 is not supported (the batch must be the rows of A)");
     if (matmul ? a->rank < 2 : a->rank != 2)
         return node_fail(c, CD_EUNSUPPORTED, "A has rank %d (%s)", a->rank, matmul ? "at least 2 needed" : "2 needed");
@@ -418,7 +461,8 @@ static int lower_gemm(lctx *c) {
     if (bk != K) return node_fail(c, CD_EMODEL, "inner dims disagree (%lld vs %lld)", (long long)K, (long long)bk);
     if (cc && (cc->kind != CD_VAL_CONST_F32 || !(cc->numel == 1 || cc->numel == N) || cc->rank > 2 ||
                (cc->rank == 2 && cc->shape[0] != 1)))
-        return node_fail(c, CD_EUNSUPPORTED, "C must be a float initializer broadcast over rows ([N], [1,N] or scalar)");
+        return node_fail(c, CD_EUNSUPPORTED,
+                         "C must be a float initializer broadcast over rows ([N], [1,N] or scalar)");
     int id = new_op(c, CD_OP_GEMM, matmul ? "MatMul" : "Gemm");
     if (id < 0) return id;
     cd_op *o = &c->g->ops[id];
@@ -434,8 +478,7 @@ static int lower_gemm(lctx *c) {
     o->u.gemm.w = malloc(wbytes ? wbytes : 1);
     if (!o->u.gemm.w) return OOM(c);
     for (int64_t n = 0; n < N; n++)
-        for (int64_t k = 0; k < K; k++)
-            o->u.gemm.w[n * K + k] = alpha * (tb ? b->f[n * K + k] : b->f[k * N + n]);
+        for (int64_t k = 0; k < K; k++) o->u.gemm.w[n * K + k] = alpha * (tb ? b->f[n * K + k] : b->f[k * N + n]);
     count_weights(c->g, b->f, b->numel);
     if (cc) {
         o->u.gemm.bias = malloc((size_t)N * sizeof(float));
@@ -463,7 +506,8 @@ static int lower_softmax(lctx *c) {
     for (int i = 1; i < x->rank; i++) {
         // (each a product of some dims of an activation, whose size is capped)
         int64_t *p = i < axis ? &outer : i == axis || !v13 ? &len : &inner; // before opset 13: 2-D at axis
-        if (cd_ck_mul_i64(*p, x->shape[i], p)) return node_fail(c, CD_ETOO_LARGE, "the softmax's size overflows 64 bits");
+        if (cd_ck_mul_i64(*p, x->shape[i], p))
+            return node_fail(c, CD_ETOO_LARGE, "the softmax's size overflows 64 bits");
     }
     int id = new_op(c, CD_OP_SOFTMAX, "Softmax");
     if (id < 0) return id;

@@ -108,9 +108,7 @@ int cd_model_load(const char *path, const cd_model_opts *opts, cd_model **out, c
 int cd_model_num_inputs(const cd_model *m) { return m->ninputs; }
 int cd_model_num_outputs(const cd_model *m) { return m->noutputs; }
 
-const cd_io_desc *cd_model_input(const cd_model *m, int i) {
-    return i >= 0 && i < m->ninputs ? &m->inputs[i].d : NULL;
-}
+const cd_io_desc *cd_model_input(const cd_model *m, int i) { return i >= 0 && i < m->ninputs ? &m->inputs[i].d : NULL; }
 
 const cd_io_desc *cd_model_output(const cd_model *m, int i) {
     return i >= 0 && i < m->noutputs ? &m->outputs[i].d : NULL;
@@ -191,8 +189,8 @@ void cd_exec_free(cd_exec *ex) {
         cd_rt_log(CD_RT_LOG_INFO, "profile: %d runs, %.3f ms per run", ex->prof_runs, total / ex->prof_runs);
         for (int i = 0; i < ex->m->nlayers; i++) {
             const cd_layer *l = &ex->m->layers[i];
-            cd_rt_log(CD_RT_LOG_INFO, "profile: %4d %-24.24s %-22.22s %-24.24s %9.4f ms %5.1f%%", i, l->name, l->label, l->kernel,
-                    ex->prof[i] / ex->prof_runs, total > 0 ? 100.0 * ex->prof[i] / total : 0.0);
+            cd_rt_log(CD_RT_LOG_INFO, "profile: %4d %-24.24s %-22.22s %-24.24s %9.4f ms %5.1f%%", i, l->name, l->label,
+                      l->kernel, ex->prof[i] / ex->prof_runs, total > 0 ? 100.0 * ex->prof[i] / total : 0.0);
         }
     }
     free(ex->prof);
@@ -223,8 +221,10 @@ int cd_exec_init(const cd_model *m, cd_exec **out) {
         b->layout = t->t.layout;
         b->rank = t->t.rank;
         memcpy(b->shape, t->t.shape, sizeof b->shape);
-        if (t->t.is_const) b->data = (char *)m->consts + t->offset;
-        else b->data = (char *)ex->arena + m->tensors[t->root].offset;
+        if (t->t.is_const)
+            b->data = (char *)m->consts + t->offset;
+        else
+            b->data = (char *)ex->arena + m->tensors[t->root].offset;
     }
     *out = ex;
     return 0;
@@ -277,8 +277,8 @@ static int submit_impl(cd_exec *ex, int batch, const void *const *inputs, void *
         if (ex->prof) ex->prof[li] += cd_now_ms() - t0;
         if (rc) {
             cd_backend_synchronize(m->be, ex->ctx);
-            return cd_errf(rc == CD_ENOMEM ? rc : CD_EINTERNAL, err, errlen, "layer %d '%s' (%s) failed: %s", li, l->name,
-                        l->label, cd_strerror(rc));
+            return cd_errf(rc == CD_ENOMEM ? rc : CD_EINTERNAL, err, errlen, "layer %d '%s' (%s) failed: %s", li,
+                           l->name, l->label, cd_strerror(rc));
         }
     }
     if (ex->prof) ex->prof_runs++;
@@ -315,8 +315,7 @@ int cd_model_run(cd_exec *ex, int batch, const void *const *inputs, void *const 
     return run_impl(ex, batch, inputs, outputs, err, errlen, NULL);
 }
 
-int cd_model_submit(cd_exec *ex, int batch, const void *const *inputs, void *const *outputs, char *err,
-                    size_t errlen) {
+int cd_model_submit(cd_exec *ex, int batch, const void *const *inputs, void *const *outputs, char *err, size_t errlen) {
     if (ex->pending) return cd_errf(CD_EPARAMS, err, errlen, "a submitted run was not waited for");
     int rc = submit_impl(ex, batch, inputs, outputs, err, errlen, NULL);
     if (!rc) ex->pending = 1;
@@ -343,7 +342,8 @@ int cd_model_profile_stop(const cd_model *m, int batch, int runs, double *layer_
     int n = m->nlayers, rc = 0;
     cd_exec *ex = NULL;
     void **ins = calloc((size_t)m->ninputs + 1, sizeof *ins), **outs = calloc((size_t)m->noutputs + 1, sizeof *outs);
-    double *samples = calloc((size_t)(n + 1) * (size_t)(runs + 1), sizeof(double)), *tot = calloc((size_t)runs + 1, sizeof(double));
+    double *samples = calloc((size_t)(n + 1) * (size_t)(runs + 1), sizeof(double)),
+           *tot = calloc((size_t)runs + 1, sizeof(double));
     if (!ins || !outs || !samples || !tot) rc = CD_ENOMEM;
     uint64_t seed = 0x2545f4914f6cdd1dull;
     for (int i = 0; i < m->ninputs && !rc; i++) {

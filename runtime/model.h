@@ -12,12 +12,12 @@
 // A planned tensor. Activations live in the per-exec arena; constants (the
 // second operand of broadcast ops) in the model's constant buffer.
 typedef struct {
-    cd_tdesc t;           // per-item shape (dim 0 = 1 unless a constant) and layout
-    size_t item_bytes;    // bytes of one batch item (the whole tensor for a constant)
-    int root;             // tensor whose storage this one shares (itself unless an alias)
-    int first, last;      // lifetime in layer steps (roots only; -1 = model input)
-    size_t offset;        // byte offset in the arena / constant buffer (roots)
-    int cvalue;           // constants: the graph value holding the data (-1 otherwise)
+    cd_tdesc t;        // per-item shape (dim 0 = 1 unless a constant) and layout
+    size_t item_bytes; // bytes of one batch item (the whole tensor for a constant)
+    int root;          // tensor whose storage this one shares (itself unless an alias)
+    int first, last;   // lifetime in layer steps (roots only; -1 = model input)
+    size_t offset;     // byte offset in the arena / constant buffer (roots)
+    int cvalue;        // constants: the graph value holding the data (-1 otherwise)
 } cd_ptensor;
 
 typedef struct {
@@ -58,8 +58,8 @@ struct cd_model {
     int nlayers, layers_cap;
     cd_io *inputs, *outputs;
     int ninputs, noutputs;
-    size_t arena_bytes;   // at max_batch
-    void *consts;         // backend buffer of constant operands
+    size_t arena_bytes; // at max_batch
+    void *consts;       // backend buffer of constant operands
     size_t const_bytes;
     cd_model_summary summary;
     cd_planner_opts popts; // planning mode, tuning, cache
@@ -68,12 +68,12 @@ struct cd_model {
 
 struct cd_exec {
     const cd_model *m;
-    void *arena;             // backend buffer, m->arena_bytes
+    void *arena; // backend buffer, m->arena_bytes
     cd_backend_ctx *ctx;
-    cd_btensor *bt;          // one per plan tensor, data fixed, shape[0] set per run
-    double *prof;            // options.profile: accumulated ms per layer (else NULL)
+    cd_btensor *bt; // one per plan tensor, data fixed, shape[0] set per run
+    double *prof;   // options.profile: accumulated ms per layer (else NULL)
     int prof_runs;
-    int pending;             // cd_model_submit queued a run not yet waited for
+    int pending; // cd_model_submit queued a run not yet waited for
 };
 
 // Builds the plan for a lowered graph on m->be (m->max_batch set). Returns 0

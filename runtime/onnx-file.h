@@ -13,7 +13,6 @@
 // anything is read. Returns 0, CD_EIO (cannot open/read, not a regular file),
 // CD_ETOO_LARGE (over max_bytes), CD_EMODEL (over CD_ONNX_MAX_BYTES) or
 // CD_ENOMEM, with a reason in err.
-int cd_onnx_read_file(const char *path, size_t max_bytes, uint8_t **out, size_t *len,
-                      char *err, size_t errlen);
+int cd_onnx_read_file(const char *path, size_t max_bytes, uint8_t **out, size_t *len, char *err, size_t errlen);
 
 #endif // CD_RUNTIME_ONNX_FILE_H

@@ -71,23 +71,66 @@ static int is_float_type(int dt) {
 // Decodes one little-endian element of type dt at p.
 static double load_elem(int dt, const uint8_t *p, int64_t *iv) {
     switch (dt) {
-    case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT: { float f; memcpy(&f, p, 4); return f; }
-    case ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE: { double d; memcpy(&d, p, 8); return d; }
-    case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16: { uint16_t h; memcpy(&h, p, 2); return half_to_float(h); }
-    case ONNX__TENSOR_PROTO__DATA_TYPE__INT64: { memcpy(iv, p, 8); return 0; }
-    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT64: { uint64_t u; memcpy(&u, p, 8); *iv = (int64_t)u; return 0; }
-    case ONNX__TENSOR_PROTO__DATA_TYPE__INT32: { int32_t x; memcpy(&x, p, 4); *iv = x; return 0; }
-    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT32: { uint32_t x; memcpy(&x, p, 4); *iv = x; return 0; }
-    case ONNX__TENSOR_PROTO__DATA_TYPE__INT16: { int16_t x; memcpy(&x, p, 2); *iv = x; return 0; }
-    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT16: { uint16_t x; memcpy(&x, p, 2); *iv = x; return 0; }
-    case ONNX__TENSOR_PROTO__DATA_TYPE__INT8: { *iv = (int8_t)p[0]; return 0; }
+    case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT: {
+        float f;
+        memcpy(&f, p, 4);
+        return f;
+    }
+    case ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE: {
+        double d;
+        memcpy(&d, p, 8);
+        return d;
+    }
+    case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16: {
+        uint16_t h;
+        memcpy(&h, p, 2);
+        return half_to_float(h);
+    }
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT64: {
+        memcpy(iv, p, 8);
+        return 0;
+    }
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT64: {
+        uint64_t u;
+        memcpy(&u, p, 8);
+        *iv = (int64_t)u;
+        return 0;
+    }
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT32: {
+        int32_t x;
+        memcpy(&x, p, 4);
+        *iv = x;
+        return 0;
+    }
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT32: {
+        uint32_t x;
+        memcpy(&x, p, 4);
+        *iv = x;
+        return 0;
+    }
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT16: {
+        int16_t x;
+        memcpy(&x, p, 2);
+        *iv = x;
+        return 0;
+    }
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT16: {
+        uint16_t x;
+        memcpy(&x, p, 2);
+        *iv = x;
+        return 0;
+    }
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT8: {
+        *iv = (int8_t)p[0];
+        return 0;
+    }
     default: *iv = p[0]; return 0; // UINT8, BOOL
     }
 }
 
 // Reads the external bytes of a tensor: location must stay inside g->dir.
-static int read_external(cd_graph *g, const Onnx__TensorProto *t, const char *what,
-                         size_t want, uint8_t **out, char *err, size_t errlen) {
+static int read_external(cd_graph *g, const Onnx__TensorProto *t, const char *what, size_t want, uint8_t **out,
+                         char *err, size_t errlen) {
     const char *loc = NULL;
     int64_t offset = 0, length = -1;
     for (size_t i = 0; i < t->n_external_data; i++) {
@@ -100,41 +143,50 @@ static int read_external(cd_graph *g, const Onnx__TensorProto *t, const char *wh
             errno = 0;
             long long v = e->value ? strtoll(e->value, &end, 10) : -1;
             if (!e->value || errno || end == e->value || *end || v < 0)
-                return cd_errf(CD_EMODEL, err, errlen, "tensor '%s': bad external data %s '%s'", what,
-                            e->key, str_or(e->value, ""));
-            if (e->key[0] == 'o') offset = v;
-            else length = v;
+                return cd_errf(CD_EMODEL, err, errlen, "tensor '%s': bad external data %s '%s'", what, e->key,
+                               str_or(e->value, ""));
+            if (e->key[0] == 'o')
+                offset = v;
+            else
+                length = v;
         }
     }
     if (!loc || !*loc) return cd_errf(CD_EMODEL, err, errlen, "tensor '%s': external data without a location", what);
     if (!g->dir) return cd_errf(CD_EMODEL, err, errlen, "tensor '%s': external data but no model folder", what);
     // No absolute paths and no '..' component: the file must sit in the model's folder.
     if (loc[0] == '/' || strstr(loc, "..") || strlen(loc) > 1024)
-        return cd_errf(CD_EMODEL, err, errlen, "tensor '%s': external data location '%.200s' escapes the model's folder", what, loc);
+        return cd_errf(CD_EMODEL, err, errlen,
+                       "tensor '%s': external data location '%.200s' escapes the model's folder", what, loc);
     char joined[PATH_MAX], real[PATH_MAX];
     if ((size_t)snprintf(joined, sizeof joined, "%s/%s", g->dir, loc) >= sizeof joined)
         return cd_errf(CD_EMODEL, err, errlen, "tensor '%s': external data path too long", what);
     if (!realpath(joined, real))
-        return cd_errf(CD_EMODEL, err, errlen, "tensor '%s': external data file '%.200s': %s", what, loc, strerror(errno));
+        return cd_errf(CD_EMODEL, err, errlen, "tensor '%s': external data file '%.200s': %s", what, loc,
+                       strerror(errno));
     size_t dl = strlen(g->dir);
     if (strncmp(real, g->dir, dl) != 0 || real[dl] != '/')
-        return cd_errf(CD_EMODEL, err, errlen, "tensor '%s': external data location '%.200s' escapes the model's folder (symlink)", what, loc);
+        return cd_errf(CD_EMODEL, err, errlen,
+                       "tensor '%s': external data location '%.200s' escapes the model's folder (symlink)", what, loc);
     if (length >= 0 && (uint64_t)length != want)
         return cd_errf(CD_EMODEL, err, errlen, "tensor '%s': external length %lld, the shape needs %zu bytes", what,
-                    (long long)length, want);
+                       (long long)length, want);
     int fd = open(real, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return cd_errf(CD_EMODEL, err, errlen, "tensor '%s': cannot open external data: %s", what, strerror(errno));
+    if (fd < 0)
+        return cd_errf(CD_EMODEL, err, errlen, "tensor '%s': cannot open external data: %s", what, strerror(errno));
     struct stat st;
     int rc = 0;
     uint8_t *buf = NULL;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         rc = cd_errf(CD_EMODEL, err, errlen, "tensor '%s': external data is not a regular file", what);
     } else if (g->max_bytes && (want > g->max_bytes || g->bytes_read > g->max_bytes - want)) {
-        rc = cd_errf(CD_ETOO_LARGE, err, errlen, "tensor '%s': external data of %zu bytes takes the model "
-                     "over the limit of %zu bytes", what, want, g->max_bytes);
+        rc = cd_errf(CD_ETOO_LARGE, err, errlen,
+                     "tensor '%s': external data of %zu bytes takes the model "
+                     "over the limit of %zu bytes",
+                     what, want, g->max_bytes);
     } else if ((uint64_t)offset > (uint64_t)st.st_size || want > (uint64_t)st.st_size - (uint64_t)offset) {
-        rc = cd_errf(CD_EMODEL, err, errlen, "tensor '%s': external data [%lld, +%zu) lies past the end of the file (%lld bytes)",
-                  what, (long long)offset, want, (long long)st.st_size);
+        rc = cd_errf(CD_EMODEL, err, errlen,
+                     "tensor '%s': external data [%lld, +%zu) lies past the end of the file (%lld bytes)", what,
+                     (long long)offset, want, (long long)st.st_size);
     } else if (!(buf = malloc(want ? want : 1))) {
         rc = cd_errf(CD_ENOMEM, err, errlen, "out of memory");
     } else {
@@ -173,13 +225,13 @@ static size_t typed_count(const Onnx__TensorProto *t, int dt) {
 // Every check runs before anything is allocated: the declared dims (each, and
 // their product, overflow-checked and capped), then the stored data's length
 // against them. Only then are the (external) bytes read and the values made.
-int cd_onnx_tensor_value(cd_graph *g, const void *tensor, const char *what,
-                         cd_value *v, char *err, size_t errlen) {
+int cd_onnx_tensor_value(cd_graph *g, const void *tensor, const char *what, cd_value *v, char *err, size_t errlen) {
     const Onnx__TensorProto *t = tensor;
     int dt = t->has_data_type ? t->data_type : 0;
     size_t isz = onnx_itemsize(dt);
     if (!isz)
-        return cd_errf(CD_EUNSUPPORTED, err, errlen, "tensor '%s': data type %d not supported (float, double, float16, integer types)", what, dt);
+        return cd_errf(CD_EUNSUPPORTED, err, errlen,
+                       "tensor '%s': data type %d not supported (float, double, float16, integer types)", what, dt);
     if (t->n_dims > CD_MAX_RANK)
         return cd_errf(CD_EUNSUPPORTED, err, errlen, "tensor '%s': rank %zu above %d", what, t->n_dims, CD_MAX_RANK);
     int64_t shape[CD_MAX_RANK];
@@ -229,14 +281,18 @@ int cd_onnx_tensor_value(cd_graph *g, const void *tensor, const char *what,
     memcpy(v->shape, shape, sizeof(int64_t) * t->n_dims);
     v->numel = n;
     v->kind = fl ? CD_VAL_CONST_F32 : CD_VAL_CONST_I64;
-    if (fl) v->f = data;
-    else v->i = data;
+    if (fl)
+        v->f = data;
+    else
+        v->i = data;
     if (bytes || n == 0) {
         for (int64_t e = 0; e < n; e++) {
             int64_t iv = 0;
             double d = load_elem(dt, bytes + (size_t)e * isz, &iv);
-            if (fl) v->f[e] = (float)d;
-            else v->i[e] = iv;
+            if (fl)
+                v->f[e] = (float)d;
+            else
+                v->i[e] = iv;
         }
         free(ext);
         return 0;
@@ -271,12 +327,14 @@ static int add_input(cd_graph *g, const Onnx__ValueInfoProto *vi, char *err, siz
         return cd_errf(CD_EUNSUPPORTED, err, errlen, "graph input '%s': only tensor inputs are supported", name);
     const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
     if (!tt->has_elem_type || tt->elem_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
-        return cd_errf(CD_EUNSUPPORTED, err, errlen, "graph input '%s': element type %d not supported (float32 only)", name,
-                    tt->has_elem_type ? tt->elem_type : 0);
+        return cd_errf(CD_EUNSUPPORTED, err, errlen, "graph input '%s': element type %d not supported (float32 only)",
+                       name, tt->has_elem_type ? tt->elem_type : 0);
     if (!tt->shape || tt->shape->n_dim == 0)
-        return cd_errf(CD_EUNSUPPORTED, err, errlen, "graph input '%s': shape unknown or scalar (need [batch, ...])", name);
+        return cd_errf(CD_EUNSUPPORTED, err, errlen, "graph input '%s': shape unknown or scalar (need [batch, ...])",
+                       name);
     if (tt->shape->n_dim > CD_MAX_RANK)
-        return cd_errf(CD_EUNSUPPORTED, err, errlen, "graph input '%s': rank %zu above %d", name, tt->shape->n_dim, CD_MAX_RANK);
+        return cd_errf(CD_EUNSUPPORTED, err, errlen, "graph input '%s': rank %zu above %d", name, tt->shape->n_dim,
+                       CD_MAX_RANK);
     int id = cd_graph_add_value(g, name);
     if (id == CD_EMODEL) return cd_errf(CD_EMODEL, err, errlen, "graph input '%s' declared twice", name);
     if (id < 0) return cd_errf(id, err, errlen, "out of memory");
@@ -288,9 +346,10 @@ static int add_input(cd_graph *g, const Onnx__ValueInfoProto *vi, char *err, siz
         const Onnx__TensorShapeProto__Dimension *d = tt->shape->dim[i];
         if (!d || d->value_case != ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE || d->dim_value < 1 ||
             d->dim_value > (1 << 24))
-            return cd_errf(CD_EUNSUPPORTED, err, errlen,
-                        "graph input '%s': dim %d must be a fixed positive size (only dim 0, the batch, may be symbolic)",
-                        name, i);
+            return cd_errf(
+                CD_EUNSUPPORTED, err, errlen,
+                "graph input '%s': dim %d must be a fixed positive size (only dim 0, the batch, may be symbolic)", name,
+                i);
         v->shape[i] = d->dim_value;
     }
     v->numel = cd_shape_numel(v->rank, v->shape);
@@ -320,8 +379,9 @@ static int add_node_outputs(cd_graph *g, const Onnx__GraphProto *gp, cd_node *tm
             return cd_errf(CD_EMODEL, err, errlen, "node #%zu has no op_type", k);
         }
         if (np->n_input > CD_OP_MAX_IN || np->n_output > 16) {
-            return cd_errf(CD_EUNSUPPORTED, err, errlen, "node '%s' (%s): %zu inputs / %zu outputs is more than supported (%d / 16)",
-                      str_or(np->name, n->op), n->op, np->n_input, np->n_output, CD_OP_MAX_IN);
+            return cd_errf(CD_EUNSUPPORTED, err, errlen,
+                           "node '%s' (%s): %zu inputs / %zu outputs is more than supported (%d / 16)",
+                           str_or(np->name, n->op), n->op, np->n_input, np->n_output, CD_OP_MAX_IN);
         }
         n->ninputs = (int)np->n_input;
         n->noutputs = (int)np->n_output;
@@ -339,7 +399,7 @@ static int add_node_outputs(cd_graph *g, const Onnx__GraphProto *gp, cd_node *tm
             int id = cd_graph_add_value(g, on);
             if (id == CD_EMODEL) {
                 return cd_errf(CD_EMODEL, err, errlen, "node '%s' (%s): output '%s' is already produced elsewhere",
-                          str_or(np->name, n->op), n->op, on);
+                               str_or(np->name, n->op), n->op, on);
             }
             if (id < 0) {
                 return cd_errf(CD_ENOMEM, err, errlen, "out of memory");
@@ -386,8 +446,8 @@ static int build_nodes(cd_graph *g, const Onnx__GraphProto *gp, char *err, size_
             int id = cd_graph_find(g, in);
             if (id < 0) {
                 rc = cd_errf(CD_EMODEL, err, errlen,
-                          "node '%s' (%s): input '%s' is not produced by any node, initializer or graph input",
-                          tmp[k].name, tmp[k].op, in);
+                             "node '%s' (%s): input '%s' is not produced by any node, initializer or graph input",
+                             tmp[k].name, tmp[k].op, in);
                 goto done;
             }
             tmp[k].inputs[j] = id;
@@ -472,8 +532,10 @@ int cd_onnx_import(const char *path, cd_graph *g, char *err, size_t errlen) {
     char dirbuf[PATH_MAX], real[PATH_MAX];
     snprintf(dirbuf, sizeof dirbuf, "%s", path);
     char *slash = strrchr(dirbuf, '/');
-    if (slash) *(slash == dirbuf ? slash + 1 : slash) = '\0';
-    else snprintf(dirbuf, sizeof dirbuf, ".");
+    if (slash)
+        *(slash == dirbuf ? slash + 1 : slash) = '\0';
+    else
+        snprintf(dirbuf, sizeof dirbuf, ".");
     rc = cd_onnx_import_buffer(buf, len, realpath(dirbuf, real) ? real : NULL, g, err, errlen);
     free(buf);
     return rc;
@@ -508,9 +570,17 @@ static int64_t wire_count(const uint8_t *p, const uint8_t *end, uint32_t field,
         uint64_t key, v;
         if (wire_varint(&p, end, &key)) return -1;
         switch (key & 7) {
-        case 0: if (wire_varint(&p, end, &v)) return -1; break;
-        case 1: if (end - p < 8) return -1; p += 8; break;
-        case 5: if (end - p < 4) return -1; p += 4; break;
+        case 0:
+            if (wire_varint(&p, end, &v)) return -1;
+            break;
+        case 1:
+            if (end - p < 8) return -1;
+            p += 8;
+            break;
+        case 5:
+            if (end - p < 4) return -1;
+            p += 4;
+            break;
         case 2:
             if (wire_varint(&p, end, &v) || v > (uint64_t)(end - p)) return -1;
             if ((key >> 3) == field) {
@@ -526,7 +596,9 @@ static int64_t wire_count(const uint8_t *p, const uint8_t *end, uint32_t field,
     return n;
 }
 
-static int64_t graph_nodes(const uint8_t *p, const uint8_t *end) { return wire_count(p, end, 1, NULL); } // GraphProto.node
+static int64_t graph_nodes(const uint8_t *p, const uint8_t *end) {
+    return wire_count(p, end, 1, NULL);
+} // GraphProto.node
 
 // Budget of one unpack: bytes allocated (plus a malloc chunk's overhead each).
 typedef struct {
@@ -556,7 +628,8 @@ int cd_onnx_import_buffer(const uint8_t *buf, size_t len, const char *dir, cd_gr
         return cd_errf(CD_ETOO_LARGE, err, errlen, "the graph has %lld nodes (at most %d)", (long long)nodes,
                        CD_MAX_MODEL_NODES);
     unpack_budget b = {0, 0, 0};
-    if (cd_ck_mul_size(len, CD_ONNX_UNPACK_RATIO, &b.budget) || cd_ck_add_size(b.budget, CD_ONNX_UNPACK_SLACK, &b.budget))
+    if (cd_ck_mul_size(len, CD_ONNX_UNPACK_RATIO, &b.budget) ||
+        cd_ck_add_size(b.budget, CD_ONNX_UNPACK_SLACK, &b.budget))
         b.budget = SIZE_MAX;
     ProtobufCAllocator alloc = {budget_alloc, budget_free, &b};
     // Freed later with the default allocator: budget_alloc is plain malloc.
@@ -574,7 +647,8 @@ int cd_onnx_import_buffer(const uint8_t *buf, size_t len, const char *dir, cd_gr
     for (size_t i = 0; i < mp->n_opset_import; i++) {
         const Onnx__OperatorSetIdProto *o = mp->opset_import[i];
         if (!o) continue;
-        if (!o->domain || !*o->domain || strcmp(o->domain, "ai.onnx") == 0) g->opset = o->has_version ? (int)o->version : 0;
+        if (!o->domain || !*o->domain || strcmp(o->domain, "ai.onnx") == 0)
+            g->opset = o->has_version ? (int)o->version : 0;
     }
     if (g->opset < 0) return cd_errf(CD_EMODEL, err, errlen, "the model imports no default-domain opset");
     if (g->opset < 11 || g->opset > 17)
@@ -606,20 +680,24 @@ int cd_onnx_import_buffer(const uint8_t *buf, size_t len, const char *dir, cd_gr
     if (rc) return rc;
     // Outputs.
     if (gp->n_output == 0 || gp->n_output > CD_MAX_TENSORS)
-        return cd_errf(CD_EMODEL, err, errlen, "the graph has %zu outputs (1..%d supported)", gp->n_output, CD_MAX_TENSORS);
+        return cd_errf(CD_EMODEL, err, errlen, "the graph has %zu outputs (1..%d supported)", gp->n_output,
+                       CD_MAX_TENSORS);
     g->outputs = malloc(gp->n_output * sizeof(int));
     if (!g->outputs) return cd_errf(CD_ENOMEM, err, errlen, "out of memory");
     for (size_t i = 0; i < gp->n_output; i++) {
         const Onnx__ValueInfoProto *vi = gp->output[i];
         int id = vi && vi->name ? cd_graph_find(g, vi->name) : -1;
         if (id < 0)
-            return cd_errf(CD_EMODEL, err, errlen, "graph output '%s' is not produced by any node", vi && vi->name ? vi->name : "");
+            return cd_errf(CD_EMODEL, err, errlen, "graph output '%s' is not produced by any node",
+                           vi && vi->name ? vi->name : "");
         for (int j = 0; j < g->noutputs; j++)
-            if (g->outputs[j] == id) return cd_errf(CD_EUNSUPPORTED, err, errlen, "graph output '%s' listed twice", vi->name);
+            if (g->outputs[j] == id)
+                return cd_errf(CD_EUNSUPPORTED, err, errlen, "graph output '%s' listed twice", vi->name);
         g->values[id].is_output = 1;
         g->values[id].nconsumers++;
         g->outputs[g->noutputs++] = id;
     }
-    if (g->ninputs > CD_MAX_TENSORS) return cd_errf(CD_EUNSUPPORTED, err, errlen, "more than %d graph inputs", CD_MAX_TENSORS);
+    if (g->ninputs > CD_MAX_TENSORS)
+        return cd_errf(CD_EUNSUPPORTED, err, errlen, "more than %d graph inputs", CD_MAX_TENSORS);
     return 0;
 }

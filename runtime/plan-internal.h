@@ -10,12 +10,12 @@
 typedef struct {
     cd_model *m;
     cd_graph *g;
-    int *vt;            // value id -> tensor index (-1 none)
+    int *vt;                       // value id -> tensor index (-1 none)
     int (*reord)[CD_LAYOUT_COUNT]; // tensor -> its copy in each layout (-1 none)
-    cd_plan_choice *ch; // per op: the planner's choice (conv/FC)
+    cd_plan_choice *ch;            // per op: the planner's choice (conv/FC)
     char *err;
     size_t errlen;
-    cd_layout blk;      // the backend's blocked layout (NCHW: it has none)
+    cd_layout blk; // the backend's blocked layout (NCHW: it has none)
 } pctx;
 
 // True when every reader of value v needs it in NCHW anyway (graph outputs,

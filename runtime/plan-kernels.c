@@ -15,8 +15,8 @@
 
 typedef struct {
     const char *live;
-    int *prod;          // value -> live op writing it (-1 none)
-    double *eff_dense;  // per op: ms per image the decision uses (tuned, else predicted)
+    int *prod;         // value -> live op writing it (-1 none)
+    double *eff_dense; // per op: ms per image the decision uses (tuned, else predicted)
     double *eff_sparse;
     double *margin;
 } kctx;
@@ -116,9 +116,9 @@ int cd_plan_choose_kernels(pctx *p, const char *live) {
         k.eff_dense[o] = c->pred_dense_ms;
         k.eff_sparse[o] = c->pred_sparse_ms;
         k.margin[o] = CD_PLANNER_MARGIN;
-        int candidate = (double)nnz <= CD_PLANNER_MAX_DENSITY * (double)total &&
-                        (op->kind == CD_OP_GEMM ? op->u.gemm.d.rows == 1
-                                                : !(d.u.conv.groups > 1 && d.u.conv.groups == d.u.conv.c));
+        int candidate =
+            (double)nnz <= CD_PLANNER_MAX_DENSITY * (double)total &&
+            (op->kind == CD_OP_GEMM ? op->u.gemm.d.rows == 1 : !(d.u.conv.groups > 1 && d.u.conv.groups == d.u.conv.c));
         if (m->popts.tune && candidate && !cd_planner_tune(m->be, &m->popts, &d, nnz, best, c)) {
             k.eff_dense[o] = c->tuned_dense_ms / c->tune_batch;
             k.eff_sparse[o] = c->tuned_sparse_ms / c->tune_batch;

@@ -29,13 +29,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 static int add_tensor(pctx *p, const cd_tdesc *t) {
     cd_model *m = p->m;
     if (m->ntensors == m->tensors_cap) {
         int cap = m->tensors_cap ? m->tensors_cap * 2 : 64;
         cd_ptensor *nt = realloc(m->tensors, (size_t)cap * sizeof *nt);
-        int (*nr)[CD_LAYOUT_COUNT] = realloc(p->reord, (size_t)cap * sizeof *nr);
+        int(*nr)[CD_LAYOUT_COUNT] = realloc(p->reord, (size_t)cap * sizeof *nr);
         if (nt) m->tensors = nt;
         if (nr) p->reord = nr;
         if (!nt || !nr) return CD_ENOMEM;
@@ -90,9 +89,8 @@ static int emit(pctx *p, cd_bop_desc *d, cd_op_state *st, int nin, const int *in
     int rc = st ? 0 : cd_backend_op_init(p->m->be, d, &st);
     if (rc)
         return cd_errf(rc == CD_EUNSUPPORTED ? CD_EUNSUPPORTED : rc, p->err, p->errlen,
-                    "node '%s' (%s): the %s backend cannot run it (%s, %s layout): %s", name, label,
-                    cd_backend_name(p->m->be), cd_bop_name(d->op), cd_layout_name(d->dst.layout),
-                    cd_strerror(rc));
+                       "node '%s' (%s): the %s backend cannot run it (%s, %s layout): %s", name, label,
+                       cd_backend_name(p->m->be), cd_bop_name(d->op), cd_layout_name(d->dst.layout), cd_strerror(rc));
     int li = add_layer(p);
     if (li < 0) {
         cd_backend_op_state_free(p->m->be, st);
@@ -111,9 +109,9 @@ static int emit(pctx *p, cd_bop_desc *d, cd_op_state *st, int nin, const int *in
                    cd_backend_kernel_is_reference(l->kernel);
     if (l->reference)
         cd_rt_log(CD_RT_LOG_WARN,
-                "convd: warning: layer '%s' (%s) runs on the reference kernel %s of the %s backend "
-                "(no faster kernel for it in any layout); expect it to be slow",
-                name, label, l->kernel, cd_backend_name(p->m->be));
+                  "convd: warning: layer '%s' (%s) runs on the reference kernel %s of the %s backend "
+                  "(no faster kernel for it in any layout); expect it to be slow",
+                  name, label, l->kernel, cd_backend_name(p->m->be));
     return li;
 }
 
@@ -440,8 +438,10 @@ static int plan_follower(pctx *p, const cd_op *op, int *in, cd_bop_desc *d, cd_o
     cd_model *m = p->m;
     const cd_value *ov = &p->g->values[op->out];
     const cd_layout cur = m->tensors[in[0]].t.layout;
-    d->op = op->kind == CD_OP_POOL ? CD_BOP_POOL : op->kind == CD_OP_ACT ? CD_BOP_ACTIVATION
-          : op->kind == CD_OP_BINARY ? CD_BOP_BINARY : CD_BOP_CONCAT;
+    d->op = op->kind == CD_OP_POOL     ? CD_BOP_POOL
+            : op->kind == CD_OP_ACT    ? CD_BOP_ACTIVATION
+            : op->kind == CD_OP_BINARY ? CD_BOP_BINARY
+                                       : CD_BOP_CONCAT;
     if (op->kind == CD_OP_POOL) d->u.pool = op->u.pool;
     if (op->kind == CD_OP_ACT) d->u.act = op->u.act;
     if (op->kind == CD_OP_BINARY) d->u.binary = op->u.binary;
@@ -510,12 +510,8 @@ static int plan_op(pctx *p, const cd_op *op) {
 
     if (op->kind == CD_OP_ALIAS) return plan_alias(p, op, in[0]);
     switch (op->kind) {
-    case CD_OP_CONV:
-        rc = plan_conv(p, op, in, &d, &pre, &lay);
-        break;
-    case CD_OP_GEMM:
-        plan_gemm(p, op, in, &d);
-        break;
+    case CD_OP_CONV: rc = plan_conv(p, op, in, &d, &pre, &lay); break;
+    case CD_OP_GEMM: plan_gemm(p, op, in, &d); break;
     case CD_OP_SOFTMAX:
         d.op = CD_BOP_SOFTMAX;
         d.u.softmax = op->u.softmax;
@@ -527,11 +523,8 @@ static int plan_op(pctx *p, const cd_op *op) {
     case CD_OP_POOL:
     case CD_OP_ACT:
     case CD_OP_BINARY:
-    case CD_OP_CONCAT:
-        rc = plan_follower(p, op, in, &d, &pre, &lay);
-        break;
-    case CD_OP_ALIAS:
-        break;
+    case CD_OP_CONCAT: rc = plan_follower(p, op, in, &d, &pre, &lay); break;
+    case CD_OP_ALIAS: break;
     }
     if (rc) return rc;
     if (op->kind != CD_OP_CONV)
@@ -694,8 +687,9 @@ static int plan_arena(pctx *p) {
             size_t bytes;
             if (cd_ck_mul_size(t->item_bytes, (size_t)m->max_batch, &bytes)) {
                 free(bufs);
-                return cd_errf(CD_ETOO_LARGE, p->err, p->errlen, "an activation of %zu bytes per item at batch %d does not fit in memory",
-                             t->item_bytes, m->max_batch);
+                return cd_errf(CD_ETOO_LARGE, p->err, p->errlen,
+                               "an activation of %zu bytes per item at batch %d does not fit in memory", t->item_bytes,
+                               m->max_batch);
             }
             bufs[nb] = (cd_arena_buf){bytes, t->first < 0 ? 0 : t->first, t->last, 0};
             nb++;
@@ -703,7 +697,8 @@ static int plan_arena(pctx *p) {
         m->arena_bytes = cd_arena_plan(bufs, nb, 64);
         if (m->arena_bytes == SIZE_MAX) {
             free(bufs);
-            return cd_errf(CD_ETOO_LARGE, p->err, p->errlen, "the activations at batch %d do not fit in memory", m->max_batch);
+            return cd_errf(CD_ETOO_LARGE, p->err, p->errlen, "the activations at batch %d do not fit in memory",
+                           m->max_batch);
         }
         nb = 0;
         for (int i = 0; i < m->ntensors; i++) {

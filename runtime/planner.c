@@ -69,10 +69,14 @@ const char *cd_planner_cpu_name(void) { return cpu_name(); }
 // The cache folder into buf (created); 0 or -1 when there is none.
 static int cache_dir(const cd_planner_opts *po, char *buf, size_t n) {
     const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    if (po && po->tune_cache && *po->tune_cache) snprintf(buf, n, "%s", po->tune_cache);
-    else if (xdg && *xdg) snprintf(buf, n, "%s/convd", xdg);
-    else if (home && *home) snprintf(buf, n, "%s/.cache/convd", home);
-    else return -1;
+    if (po && po->tune_cache && *po->tune_cache)
+        snprintf(buf, n, "%s", po->tune_cache);
+    else if (xdg && *xdg)
+        snprintf(buf, n, "%s/convd", xdg);
+    else if (home && *home)
+        snprintf(buf, n, "%s/.cache/convd", home);
+    else
+        return -1;
     // mkdir -p of the last two components is enough for the defaults.
     char tmp[1024];
     snprintf(tmp, sizeof tmp, "%s", buf);
@@ -151,8 +155,25 @@ int cd_planner_time_op(cd_backend_t be, const cd_bop_desc *d, int batch, int rep
 
 // ---- calibration --------------------------------------------------------------------
 
-enum { R_D1 = 0, R_DK, R_DFC, R_C1, R_CK, R_CFC, R_B1, R_BK, R_BFC, R_E1, R_EK, R_EFC, R_REORD, O_DENSE, O_SPARSE,
-       O_REORD, R_N };
+enum {
+    R_D1 = 0,
+    R_DK,
+    R_DFC,
+    R_C1,
+    R_CK,
+    R_CFC,
+    R_B1,
+    R_BK,
+    R_BFC,
+    R_E1,
+    R_EK,
+    R_EFC,
+    R_REORD,
+    O_DENSE,
+    O_SPARSE,
+    O_REORD,
+    R_N
+};
 
 // Rates (per kind: 1x1, kxk, FC): flops per ms (dense), nonzero-flops per ms
 // (CSR), stored-weight flops per ms (BSR4 "B", BSR8 "E"); bytes per ms
@@ -169,9 +190,24 @@ static void conv_bop(cd_bop_desc *d, int c, int hw, int k, int rsz, cd_layout la
     d->max_batch = 1;
     d->nsrc = 1;
     cd_conv_desc *cv = &d->u.conv;
-    *cv = (cd_conv_desc){.n = 1, .c = c, .h = hw, .w = hw, .k = k, .r = rsz, .s = rsz, .stride_h = 1, .stride_w = 1,
-                         .pad_t = rsz / 2, .pad_l = rsz / 2, .pad_b = rsz / 2, .pad_r = rsz / 2, .dil_h = 1,
-                         .dil_w = 1, .groups = 1, .oh = hw, .ow = hw};
+    *cv = (cd_conv_desc){.n = 1,
+                         .c = c,
+                         .h = hw,
+                         .w = hw,
+                         .k = k,
+                         .r = rsz,
+                         .s = rsz,
+                         .stride_h = 1,
+                         .stride_w = 1,
+                         .pad_t = rsz / 2,
+                         .pad_l = rsz / 2,
+                         .pad_b = rsz / 2,
+                         .pad_r = rsz / 2,
+                         .dil_h = 1,
+                         .dil_w = 1,
+                         .groups = 1,
+                         .oh = hw,
+                         .ow = hw};
     d->src[0] = (cd_tdesc){4, {1, c, hw, hw}, lay, 0};
     d->dst = (cd_tdesc){4, {1, k, hw, hw}, lay, 0};
     d->sparse = sparse;
@@ -227,9 +263,10 @@ static int calibrate(cd_backend_t be) {
                 for (size_t j = 0; j < k * cols; j++) w[j] = frand(&seed);
             for (size_t j = 0; j < k * cols; j++) nnz += w[j] != 0.0f;
             int fmt = v == 1 ? CD_SPARSE_FMT_CSR : v == 2 ? CD_SPARSE_FMT_BSR4 : CD_SPARSE_FMT_BSR8;
-            if (shp[i].kind == 2) gemm_bop(&d, shp[i].c, shp[i].k, v > 0, v ? fmt : 0);
-            else conv_bop(&d, shp[i].c, shp[i].hw, shp[i].k, shp[i].rs, v ? CD_LAYOUT_NCHW : blk, v > 0,
-                          v ? fmt : 0);
+            if (shp[i].kind == 2)
+                gemm_bop(&d, shp[i].c, shp[i].k, v > 0, v ? fmt : 0);
+            else
+                conv_bop(&d, shp[i].c, shp[i].hw, shp[i].k, shp[i].rs, v ? CD_LAYOUT_NCHW : blk, v > 0, v ? fmt : 0);
             if (v == 0 && !cd_backend_supports_op(be, &d)) {
                 d.src[0].layout = d.dst.layout = CD_LAYOUT_NCHW;
             }
@@ -401,9 +438,10 @@ static void tune_key(const cd_bop_desc *d, size_t nnz, int best_block, int batch
         return;
     }
     const cd_conv_desc *c = &d->u.conv;
-    snprintf(key, n, "%s|%d|%d|conv c%d h%d w%d k%d %dx%d s%d,%d p%d,%d,%d,%d d%d,%d g%d res%d act%d|%zu|%d", cpu_name(),
-             threads, batch, c->c, c->h, c->w, c->k, c->r, c->s, c->stride_h, c->stride_w, c->pad_t, c->pad_l, c->pad_b,
-             c->pad_r, c->dil_h, c->dil_w, c->groups, c->has_residual, c->act.kind, nnz, best_block);
+    snprintf(key, n, "%s|%d|%d|conv c%d h%d w%d k%d %dx%d s%d,%d p%d,%d,%d,%d d%d,%d g%d res%d act%d|%zu|%d",
+             cpu_name(), threads, batch, c->c, c->h, c->w, c->k, c->r, c->s, c->stride_h, c->stride_w, c->pad_t,
+             c->pad_l, c->pad_b, c->pad_r, c->dil_h, c->dil_w, c->groups, c->has_residual, c->act.kind, nnz,
+             best_block);
 }
 
 static int cache_lookup(const char *path, const char *key, double *dense, double *sparse) {

@@ -42,15 +42,15 @@ typedef struct {
 // One layer's decision and what it is based on (times in ms at batch 1 for
 // predictions, at the tune batch for measurements; -1 when not known).
 typedef struct {
-    int sparse;                 // 1: run on the sparse kernels
-    int format;                 // cd_sparse_format for them (0 = auto)
-    double pred_dense_ms;       // cost model: the dense kernel
-    double pred_sparse_ms;      // cost model: the sparse kernel (no reorders)
-    double reorder_ms;          // cost model: reorders the sparse choice implies
-    double tuned_dense_ms;      // --tune: measured dense
-    double tuned_sparse_ms;     // --tune: measured sparse
-    int tune_batch;             // batch of the measurements
-    int from_cache;             // tuned times came from the disk cache
+    int sparse;             // 1: run on the sparse kernels
+    int format;             // cd_sparse_format for them (0 = auto)
+    double pred_dense_ms;   // cost model: the dense kernel
+    double pred_sparse_ms;  // cost model: the sparse kernel (no reorders)
+    double reorder_ms;      // cost model: reorders the sparse choice implies
+    double tuned_dense_ms;  // --tune: measured dense
+    double tuned_sparse_ms; // --tune: measured sparse
+    int tune_batch;         // batch of the measurements
+    int from_cache;         // tuned times came from the disk cache
 } cd_plan_choice;
 
 // The planning mode: opts->mode unless it is AUTO, then the process's
@@ -78,8 +78,8 @@ double cd_planner_reorder_ms(double bytes);
 // --tune: measures the dense and the sparse candidate of d on be (or takes
 // them from the cache) and fills c->tuned_*; the caller then decides.
 // Returns 0 or a negative code (c left untuned).
-int cd_planner_tune(cd_backend_t be, const cd_planner_opts *po, const cd_bop_desc *d, size_t nnz,
-                    int best_block, cd_plan_choice *c);
+int cd_planner_tune(cd_backend_t be, const cd_planner_opts *po, const cd_bop_desc *d, size_t nnz, int best_block,
+                    cd_plan_choice *c);
 
 // Times a prepared-on-the-fly op d on be at `batch`: the minimum over `reps`
 // runs after one warm-up, in ms, into *ms. Returns 0 or a negative code.

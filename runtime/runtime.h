@@ -20,17 +20,17 @@ typedef struct cd_model cd_model; // a loaded, planned model
 typedef struct cd_exec cd_exec;   // per-thread execution state (activation arena)
 
 typedef struct {
-    int max_batch;      // largest batch the plan and arena are sized for (>= 1)
-    int threads;        // intra-op threads for this model's kernels (0 = all cores)
-    const char *device; // "cpu" (default when NULL)
-    int tune;           // 1: time the dense and sparse candidates of each layer at
-                        // load (results cached on disk), 0: the cost model
+    int max_batch;          // largest batch the plan and arena are sized for (>= 1)
+    int threads;            // intra-op threads for this model's kernels (0 = all cores)
+    const char *device;     // "cpu" (default when NULL)
+    int tune;               // 1: time the dense and sparse candidates of each layer at
+                            // load (results cached on disk), 0: the cost model
     const char *tune_cache; // cache folder, NULL = $XDG_CACHE_HOME/convd (~/.cache/convd)
     int64_t max_file_bytes; // > 0: a file (with its external data) larger than this is
-                        // refused with CD_ETOO_LARGE before it is read (fstat)
-    int plan;           // 0 auto (cd_runtime_options.plan), 1 dense only
-                        // (no compaction: the reference plan), 2 sparse kernels
-                        // wherever possible, 3 compaction with dense kernels
+                            // refused with CD_ETOO_LARGE before it is read (fstat)
+    int plan;               // 0 auto (cd_runtime_options.plan), 1 dense only
+                            // (no compaction: the reference plan), 2 sparse kernels
+                            // wherever possible, 3 compaction with dense kernels
 } cd_model_opts;
 
 // A model input or output. shape[0] is the batch dimension; it is reported as
@@ -52,65 +52,65 @@ typedef struct {
     int64_t zero_params;      // weight elements that are exactly zero
     int nlayers;              // planned layers (after folding/fusion)
     int max_batch;
-    int64_t device_bytes;     // device memory held now: weights, constants, the
-                              // arenas and workspaces of live execs (0 on cpu)
+    int64_t device_bytes; // device memory held now: weights, constants, the
+                          // arenas and workspaces of live execs (0 on cpu)
 } cd_model_summary;
 
 // The sparsity of a conv/FC layer's weights as loaded (from its analysis;
 // all 0 for the other layers).
 typedef struct {
-    int zero_filters;      // all-zero output channels
-    int zero_in_channels;  // input channels no filter reads
+    int zero_filters;                      // all-zero output channels
+    int zero_in_channels;                  // input channels no filter reads
     int64_t zero_connections, connections; // all-zero R x S kernels of K x Cin
-    int best_block_h, best_block_w; // best block shape with fill >= 0.75 (0 none)
+    int best_block_h, best_block_w;        // best block shape with fill >= 0.75 (0 none)
     double best_block_fill;
-    double nm_2_4;         // fraction of 4-groups with <= 2 nonzeros
-    int is_2_4, is_4_8;    // N:M conformance
+    double nm_2_4;      // fraction of 4-groups with <= 2 nonzeros
+    int is_2_4, is_4_8; // N:M conformance
 } cd_layer_sparsity;
 
 // One planned layer, for `convctl info/plan`.
 typedef struct {
-    const char *name;      // ONNX node name (or a generated one)
-    const char *op;        // e.g. "Conv", "Conv+Relu", "Add+Relu", "MaxPool"
-    const char *kernel;    // the kernel chosen, e.g. "dnnl:jit:avx2", "sparse:csr:..."
-    int reference;         // 1: a Conv/Gemm/Pool left on a reference kernel (slow;
-                           // load warned about it)
-    const char *layout;    // layout of the output: "NCHW", "NCHW16C", "NCHW8C"
+    const char *name;   // ONNX node name (or a generated one)
+    const char *op;     // e.g. "Conv", "Conv+Relu", "Add+Relu", "MaxPool"
+    const char *kernel; // the kernel chosen, e.g. "dnnl:jit:avx2", "sparse:csr:..."
+    int reference;      // 1: a Conv/Gemm/Pool left on a reference kernel (slow;
+                        // load warned about it)
+    const char *layout; // layout of the output: "NCHW", "NCHW16C", "NCHW8C"
     int in_rank, out_rank;
     int64_t in_shape[CD_MAX_RANK];  // first input, batch 1
     int64_t out_shape[CD_MAX_RANK]; // first output, batch 1
     int64_t params;
-    int64_t flops;         // at batch 1
-    double density;        // nonzero fraction of the weights (1 when none)
+    int64_t flops;  // at batch 1
+    double density; // nonzero fraction of the weights (1 when none)
     // Conv/FC layers (0 / "" / -1 for the others):
-    int is_weighted;       // 1 for conv/FC layers (the fields below are set)
-    const char *structure; // analysis of the weights as loaded, one line
-    const char *compaction;// what compaction did ("" nothing)
-    int sparse;            // 1: runs on the sparse kernels (NCHW)
-    cd_layer_sparsity an;  // the weights' sparsity (as loaded)
-    double pred_ms;        // predicted ms of the chosen kernel at batch 1 (-1 unknown)
-    double pred_dense_ms;  // predicted ms of the dense kernel at batch 1 (-1 unknown)
-    double pred_reorder_ms;// predicted reorders a sparse choice implies
-    double tuned_ms;       // --tune: measured ms of the chosen kernel (-1 not tuned)
-    double tuned_dense_ms; // --tune: measured ms of the dense kernel (-1 not tuned)
-    double tuned_sparse_ms;// --tune: measured ms of the sparse kernel (-1 not tuned)
-    double pred_sparse_ms; // predicted ms of the sparse kernel at batch 1, no reorders (-1 unknown)
-    int tune_batch;        // batch of the tuned times
-    int64_t flops_dense;   // FLOPs of the layer as loaded, batch 1
-    int64_t flops_skipped; // flops_dense minus what the chosen kernel computes
+    int is_weighted;        // 1 for conv/FC layers (the fields below are set)
+    const char *structure;  // analysis of the weights as loaded, one line
+    const char *compaction; // what compaction did ("" nothing)
+    int sparse;             // 1: runs on the sparse kernels (NCHW)
+    cd_layer_sparsity an;   // the weights' sparsity (as loaded)
+    double pred_ms;         // predicted ms of the chosen kernel at batch 1 (-1 unknown)
+    double pred_dense_ms;   // predicted ms of the dense kernel at batch 1 (-1 unknown)
+    double pred_reorder_ms; // predicted reorders a sparse choice implies
+    double tuned_ms;        // --tune: measured ms of the chosen kernel (-1 not tuned)
+    double tuned_dense_ms;  // --tune: measured ms of the dense kernel (-1 not tuned)
+    double tuned_sparse_ms; // --tune: measured ms of the sparse kernel (-1 not tuned)
+    double pred_sparse_ms;  // predicted ms of the sparse kernel at batch 1, no reorders (-1 unknown)
+    int tune_batch;         // batch of the tuned times
+    int64_t flops_dense;    // FLOPs of the layer as loaded, batch 1
+    int64_t flops_skipped;  // flops_dense minus what the chosen kernel computes
 } cd_layer_info;
 
 // The instruction sets and layout the CPU backend uses on this machine, for
 // `convd --version`, `health`, `stats` and `convctl plan`. All decided once
 // from the running CPU (and its caps), the first time they are asked for.
 typedef struct {
-    const char *kernels_isa;  // our own kernels: "avx512f", "avx2" or "scalar"
-    int kernels_capped;       // 1: lowered by CONVD_MAX_ISA
-    const char *dnnl_isa;     // oneDNN's: "avx512_core", "avx2", ... (honours
-                              // ONEDNN_MAX_CPU_ISA)
-    const char *layout;       // blocked layout of dense chains: "NCHW16C",
-                              // "NCHW8C", or "NCHW" (none)
-    int block;                // its channels per block: 16, 8 (1: none)
+    const char *kernels_isa; // our own kernels: "avx512f", "avx2" or "scalar"
+    int kernels_capped;      // 1: lowered by CONVD_MAX_ISA
+    const char *dnnl_isa;    // oneDNN's: "avx512_core", "avx2", ... (honours
+                             // ONEDNN_MAX_CPU_ISA)
+    const char *layout;      // blocked layout of dense chains: "NCHW16C",
+                             // "NCHW8C", or "NCHW" (none)
+    int block;               // its channels per block: 16, 8 (1: none)
 } cd_cpu_info;
 
 // Fills out (static strings). Initialises oneDNN if needed.
@@ -134,8 +134,7 @@ int cd_runtime_init(int threads);
 // readable reason in err: CD_EIO (cannot read), CD_EMODEL (corrupt or
 // truncated file, inconsistent graph), CD_EUNSUPPORTED (naming the op, the
 // node and what is supported), CD_ENOMEM. Nothing stays allocated on failure.
-int cd_model_load(const char *path, const cd_model_opts *opts, cd_model **out,
-                  char *err, size_t errlen);
+int cd_model_load(const char *path, const cd_model_opts *opts, cd_model **out, char *err, size_t errlen);
 void cd_model_free(cd_model *m);
 
 int cd_model_num_inputs(const cd_model *m);
@@ -182,8 +181,7 @@ int cd_exec_inputs(cd_exec *ex, void **in);
 // C order with shape[0] == batch (or is cd_exec_inputs' buffer i, filled);
 // outputs[i] receives output i likewise
 // (caller-allocated). Returns 0, or CD_ESHAPE / CD_EINTERNAL with err set.
-int cd_model_run(cd_exec *ex, int batch, const void *const *inputs,
-                 void *const *outputs, char *err, size_t errlen);
+int cd_model_run(cd_exec *ex, int batch, const void *const *inputs, void *const *outputs, char *err, size_t errlen);
 
 // cd_model_run in two halves, so that a caller with two execs of one model
 // can queue batch i+1 on one while batch i computes on the other (on an
@@ -198,8 +196,7 @@ int cd_model_run(cd_exec *ex, int batch, const void *const *inputs,
 // (run pending), or CD_ESHAPE / CD_EPARAMS (a run already pending, a missing
 // tensor) / CD_ENOMEM / CD_EINTERNAL with err set; on failure nothing stays
 // pending (work already queued was waited for).
-int cd_model_submit(cd_exec *ex, int batch, const void *const *inputs,
-                    void *const *outputs, char *err, size_t errlen);
+int cd_model_submit(cd_exec *ex, int batch, const void *const *inputs, void *const *outputs, char *err, size_t errlen);
 // Waits for the run cd_model_submit queued on ex. Returns 0 (outputs valid),
 // CD_EPARAMS (nothing pending) or CD_EINTERNAL with err set. ex is idle after
 // it in every case. cd_exec_free also waits for a pending run.

@@ -19,13 +19,16 @@ static int in_channel_zero(const float *w, size_t cols, int rs, int kpg, int g, 
     for (int o = g * kpg; o < (g + 1) * kpg && zero; o++) {
         const float *t = w + (size_t)o * cols + (size_t)c * rs;
         for (int j = 0; j < rs; j++)
-            if (t[j] != 0.0f) { zero = 0; break; }
+            if (t[j] != 0.0f) {
+                zero = 0;
+                break;
+            }
     }
     return zero;
 }
 
-int cd_sparse_zero_masks(const float *w, int k, int cpg, int r, int s, int groups,
-                         unsigned char *zero_out, unsigned char *zero_in) {
+int cd_sparse_zero_masks(const float *w, int k, int cpg, int r, int s, int groups, unsigned char *zero_out,
+                         unsigned char *zero_in) {
     if (!shape_ok(w, k, cpg, r, s, groups)) return CD_EPARAMS;
     const int kpg = k / groups, rs = r * s;
     const size_t cols = (size_t)cpg * rs;
@@ -46,8 +49,8 @@ int cd_sparse_zero_masks(const float *w, int k, int cpg, int r, int s, int group
 }
 
 // Block statistics of one shape over all groups.
-static void block_stat(const float *w, int kpg, int groups, size_t cols, int bh, int bw,
-                       size_t nnz, cd_sparse_block_stat *st) {
+static void block_stat(const float *w, int kpg, int groups, size_t cols, int bh, int bw, size_t nnz,
+                       cd_sparse_block_stat *st) {
     st->bh = bh;
     st->bw = bw;
     st->nonzero_blocks = st->blocks = 0;
@@ -61,7 +64,10 @@ static void block_stat(const float *w, int kpg, int groups, size_t cols, int bh,
                 for (int i = 0; i < rh && !any; i++) {
                     const float *row = w + ((size_t)g * kpg + r0 + i) * cols + c0;
                     for (size_t j = 0; j < cw; j++)
-                        if (row[j] != 0.0f) { any = 1; break; }
+                        if (row[j] != 0.0f) {
+                            any = 1;
+                            break;
+                        }
                 }
                 st->blocks++;
                 if (any) {
@@ -89,8 +95,7 @@ static double nm_conformance(const float *w, int k, size_t cols, int n, int m, i
     return groups ? (double)ok / (double)groups : 1.0;
 }
 
-int cd_sparse_analyze(const float *w, int k, int cpg, int r, int s, int groups,
-                      cd_sparse_analysis *a) {
+int cd_sparse_analyze(const float *w, int k, int cpg, int r, int s, int groups, cd_sparse_analysis *a) {
     memset(a, 0, sizeof *a);
     if (!shape_ok(w, k, cpg, r, s, groups)) return CD_EPARAMS;
     const int kpg = k / groups, rs = r * s;
@@ -111,7 +116,10 @@ int cd_sparse_analyze(const float *w, int k, int cpg, int r, int s, int groups,
             const float *t = w + (size_t)o * cols + (size_t)c * rs;
             int zero = 1;
             for (int j = 0; j < rs; j++)
-                if (t[j] != 0.0f) { zero = 0; break; }
+                if (t[j] != 0.0f) {
+                    zero = 0;
+                    break;
+                }
             a->zero_connections += zero;
             filter_zero &= zero;
         }
@@ -126,8 +134,7 @@ int cd_sparse_analyze(const float *w, int k, int cpg, int r, int s, int groups,
     a->best_block = -1;
     for (int i = 0; i < CD_SPARSE_NBLOCK_SHAPES; i++) {
         cd_sparse_block_stat *st = &a->blocks[i];
-        block_stat(w, kpg, groups, cols, cd_sparse_block_shapes[i][0],
-                   cd_sparse_block_shapes[i][1], a->nnz, st);
+        block_stat(w, kpg, groups, cols, cd_sparse_block_shapes[i][0], cd_sparse_block_shapes[i][1], a->nnz, st);
         if (a->nnz == 0 || st->fill < CD_SPARSE_BLOCK_FILL_MIN) continue;
         if (a->best_block < 0) {
             a->best_block = i;
@@ -145,12 +152,12 @@ int cd_sparse_analyze(const float *w, int k, int cpg, int r, int s, int groups,
 int cd_sparse_analysis_format(const cd_sparse_analysis *a, char *buf, size_t n) {
     char blk[32] = "none";
     if (a->best_block >= 0)
-        snprintf(blk, sizeof blk, "%dx%d fill %.2f", a->blocks[a->best_block].bh,
-                 a->blocks[a->best_block].bw, a->blocks[a->best_block].fill);
+        snprintf(blk, sizeof blk, "%dx%d fill %.2f", a->blocks[a->best_block].bh, a->blocks[a->best_block].bw,
+                 a->blocks[a->best_block].fill);
     return snprintf(buf, n,
                     "density %.3f zero-filters %d/%d zero-inputs %d/%d zero-connections "
                     "%zu/%zu blocks %s 2:4 %s(%.2f) 4:8 %s(%.2f)",
-                    a->density, a->zero_out_channels, a->k, a->zero_in_channels,
-                    a->cpg * a->groups, a->zero_connections, a->connections, blk,
-                    a->is_2_4 ? "yes" : "no", a->nm_2_4, a->is_4_8 ? "yes" : "no", a->nm_4_8);
+                    a->density, a->zero_out_channels, a->k, a->zero_in_channels, a->cpg * a->groups,
+                    a->zero_connections, a->connections, blk, a->is_2_4 ? "yes" : "no", a->nm_2_4,
+                    a->is_4_8 ? "yes" : "no", a->nm_4_8);
 }

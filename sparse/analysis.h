@@ -30,34 +30,33 @@ typedef struct {
 } cd_sparse_block_stat;
 
 typedef struct {
-    int k, cpg, r, s, groups;      // the shape analysed
-    size_t total;                  // weights: k * cpg * r * s
-    size_t nnz;                    // nonzero weights
-    double density;                // nnz / total
-    int zero_out_channels;         // filters whose weights are all zero
-    int zero_in_channels;          // input channels (of cpg*groups) no filter reads
-    size_t connections;            // k * cpg kernel connections (filter, input channel)
-    size_t zero_connections;       // of which the whole R x S kernel is zero
+    int k, cpg, r, s, groups; // the shape analysed
+    size_t total;             // weights: k * cpg * r * s
+    size_t nnz;               // nonzero weights
+    double density;           // nnz / total
+    int zero_out_channels;    // filters whose weights are all zero
+    int zero_in_channels;     // input channels (of cpg*groups) no filter reads
+    size_t connections;       // k * cpg kernel connections (filter, input channel)
+    size_t zero_connections;  // of which the whole R x S kernel is zero
     cd_sparse_block_stat blocks[CD_SPARSE_NBLOCK_SHAPES];
-    int best_block;                // index into blocks: the largest block area with
-                                   // fill >= CD_SPARSE_BLOCK_FILL_MIN (higher fill on
-                                   // ties); -1 when none (or nnz == 0)
-    double nm_2_4;                 // fraction of 4-column groups with <= 2 nonzeros
-    double nm_4_8;                 // fraction of 8-column groups with <= 4 nonzeros
-    int is_2_4;                    // every group conforms to 2:4
-    int is_4_8;                    // every group conforms to 4:8
+    int best_block; // index into blocks: the largest block area with
+                    // fill >= CD_SPARSE_BLOCK_FILL_MIN (higher fill on
+                    // ties); -1 when none (or nnz == 0)
+    double nm_2_4;  // fraction of 4-column groups with <= 2 nonzeros
+    double nm_4_8;  // fraction of 8-column groups with <= 4 nonzeros
+    int is_2_4;     // every group conforms to 2:4
+    int is_4_8;     // every group conforms to 4:8
 } cd_sparse_analysis;
 
 // Analyses weights w (OIHW: k filters of cpg*r*s, groups groups, k divisible
 // by groups). Returns 0, or CD_EPARAMS for a bad shape.
-int cd_sparse_analyze(const float *w, int k, int cpg, int r, int s, int groups,
-                      cd_sparse_analysis *out);
+int cd_sparse_analyze(const float *w, int k, int cpg, int r, int s, int groups, cd_sparse_analysis *out);
 
 // Marks zero filters (zero_out[k] = 1) and input channels no filter reads
 // (zero_in[groups*cpg] = 1); either array may be NULL. Same shape rules as
 // cd_sparse_analyze. Returns 0 or CD_EPARAMS.
-int cd_sparse_zero_masks(const float *w, int k, int cpg, int r, int s, int groups,
-                         unsigned char *zero_out, unsigned char *zero_in);
+int cd_sparse_zero_masks(const float *w, int k, int cpg, int r, int s, int groups, unsigned char *zero_out,
+                         unsigned char *zero_in);
 
 // Writes a one-line summary ("density 0.100 zero-filters 3/64 ...") into buf
 // (always NUL-terminated when n > 0). Returns the length it needed (like

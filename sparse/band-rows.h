@@ -30,10 +30,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-void cd_f32_phase_row__avx512f(float *row, size_t n, const float *x, long lo, long hi, int sh,
-                               int stride, const uint16_t *masks);
-void cd_f32_phase_row__avx2(float *row, size_t n, const float *x, long lo, long hi, int sh,
-                            int stride, const uint16_t *masks);
+void cd_f32_phase_row__avx512f(float *row, size_t n, const float *x, long lo, long hi, int sh, int stride,
+                               const uint16_t *masks);
+void cd_f32_phase_row__avx2(float *row, size_t n, const float *x, long lo, long hi, int sh, int stride,
+                            const uint16_t *masks);
 
 // Fills masks[stride * ceil(n / vec)] for a row of n outputs and vectors of
 // vec (8 or 16) floats: bit k of window i (the vec floats from
@@ -47,20 +47,17 @@ void cd_phase_row_masks(uint16_t *masks, size_t n, int w, int sh, int stride, in
 // plane, read only inside the tensor x[lo, hi) (floats from x) as in
 // cd_f32_phase_row__<isa>, whose masks (for n = ow, sh, stride) it takes.
 // ow <= 16; writes exactly oh * ow floats.
-void cd_f32_im2col_tap__avx512f(float *dst, int oh, int ow, const float *x, int h, int w, long lo,
-                                long hi, int y0, int row_stride, int sh, int stride,
-                                const uint16_t *masks);
-void cd_f32_im2col_tap__avx2(float *dst, int oh, int ow, const float *x, int h, int w, long lo,
-                             long hi, int y0, int row_stride, int sh, int stride,
-                             const uint16_t *masks);
+void cd_f32_im2col_tap__avx512f(float *dst, int oh, int ow, const float *x, int h, int w, long lo, long hi, int y0,
+                                int row_stride, int sh, int stride, const uint16_t *masks);
+void cd_f32_im2col_tap__avx2(float *dst, int oh, int ow, const float *x, int h, int w, long lo, long hi, int y0,
+                             int row_stride, int sh, int stride, const uint16_t *masks);
 
 // dst[r * dst_pitch + j] = src[r * src_pitch + j] for r < rows, j < cols:
 // one call per channel of a band instead of a memcpy per row (a memcpy call
 // of a 28-float row costs about as much as moving it). Reads and writes
 // nothing else.
-void cd_f32_copy_rows__avx512f(float *dst, size_t dst_pitch, const float *src, size_t src_pitch,
-                               size_t rows, size_t cols);
-void cd_f32_copy_rows__avx2(float *dst, size_t dst_pitch, const float *src, size_t src_pitch,
-                            size_t rows, size_t cols);
+void cd_f32_copy_rows__avx512f(float *dst, size_t dst_pitch, const float *src, size_t src_pitch, size_t rows,
+                               size_t cols);
+void cd_f32_copy_rows__avx2(float *dst, size_t dst_pitch, const float *src, size_t src_pitch, size_t rows, size_t cols);
 
 #endif // CD_SPARSE_BAND_ROWS_H

@@ -4,8 +4,8 @@
 
 #include <string.h>
 
-int cd_bsr_pack(const float *w, const float *bias, int groups, int kpg, int cols,
-                const int32_t *tap_off, int nr, cd_sparse_pack *p) {
+int cd_bsr_pack(const float *w, const float *bias, int groups, int kpg, int cols, const int32_t *tap_off, int nr,
+                cd_sparse_pack *p) {
     if (nr != 4 && nr != 8) {
         memset(p, 0, sizeof *p);
         return CD_EPARAMS;

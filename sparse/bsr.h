@@ -11,8 +11,8 @@
 // Packs OIHW weights in blocks of nr (4 or 8) output channels (see
 // cd_sparse_pack_build for the other arguments). Returns 0, CD_EPARAMS (nr
 // not 4 or 8, bad sizes) or CD_ENOMEM.
-int cd_bsr_pack(const float *w, const float *bias, int groups, int kpg, int cols,
-                const int32_t *tap_off, int nr, cd_sparse_pack *p);
+int cd_bsr_pack(const float *w, const float *bias, int groups, int kpg, int cols, const int32_t *tap_off, int nr,
+                cd_sparse_pack *p);
 
 // Fill ratio of the pack's blocks: nonzeros / stored block weights (1 when
 // every stored weight is nonzero; 1 for an empty pack).

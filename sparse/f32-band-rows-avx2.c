@@ -25,8 +25,7 @@ static inline __m256 window(const float *x, long s0, long lo, long hi, unsigned 
     }
     // At an end of the tensor: vmaskmovps never touches masked-off lanes
     // (the address is formed as an integer: it may lie before the array).
-    return _mm256_maskload_ps((const float *)((uintptr_t)x + (intptr_t)s0 * (intptr_t)sizeof(float)),
-                              lanes_of(m));
+    return _mm256_maskload_ps((const float *)((uintptr_t)x + (intptr_t)s0 * (intptr_t)sizeof(float)), lanes_of(m));
 }
 
 // Lanes 0, 2, 4, 6 of a then of b.
@@ -56,8 +55,8 @@ void cd_f32_phase_row__avx2(float *row, size_t n, const float *x, long lo, long 
     phase_row(row, n, x, lo, hi, sh, stride, masks);
 }
 
-void cd_f32_copy_rows__avx2(float *dst, size_t dst_pitch, const float *src, size_t src_pitch,
-                            size_t rows, size_t cols) {
+void cd_f32_copy_rows__avx2(float *dst, size_t dst_pitch, const float *src, size_t src_pitch, size_t rows,
+                            size_t cols) {
     const __m256i tail = first_lanes(cols % 8);
     for (size_t r = 0; r < rows; r++, dst += dst_pitch, src += src_pitch) {
         size_t j = 0;
@@ -66,9 +65,8 @@ void cd_f32_copy_rows__avx2(float *dst, size_t dst_pitch, const float *src, size
     }
 }
 
-void cd_f32_im2col_tap__avx2(float *dst, int oh, int ow, const float *x, int h, int w, long lo,
-                             long hi, int y0, int row_stride, int sh, int stride,
-                             const uint16_t *masks) {
+void cd_f32_im2col_tap__avx2(float *dst, int oh, int ow, const float *x, int h, int w, long lo, long hi, int y0,
+                             int row_stride, int sh, int stride, const uint16_t *masks) {
     assert(ow >= 1 && ow <= 16 && (stride == 1 || stride == 2));
     const __m256i tail = first_lanes((size_t)(ow > 8 ? ow - 8 : ow));
     for (int oy = 0; oy < oh; oy++, dst += ow) {

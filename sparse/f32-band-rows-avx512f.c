@@ -27,15 +27,15 @@ static inline void phase_row(float *row, size_t n, const float *x, long lo, long
     }
 }
 
-void cd_f32_phase_row__avx512f(float *row, size_t n, const float *x, long lo, long hi, int sh,
-                               int stride, const uint16_t *masks) {
+void cd_f32_phase_row__avx512f(float *row, size_t n, const float *x, long lo, long hi, int sh, int stride,
+                               const uint16_t *masks) {
     assert(stride == 1 || stride == 2);
     assert(lo <= 0);
     phase_row(row, n, x, lo, hi, sh, stride, masks);
 }
 
-void cd_f32_copy_rows__avx512f(float *dst, size_t dst_pitch, const float *src, size_t src_pitch,
-                               size_t rows, size_t cols) {
+void cd_f32_copy_rows__avx512f(float *dst, size_t dst_pitch, const float *src, size_t src_pitch, size_t rows,
+                               size_t cols) {
     const __mmask16 tail = (__mmask16)((1u << (cols % 16)) - 1u);
     for (size_t r = 0; r < rows; r++, dst += dst_pitch, src += src_pitch) {
         size_t j = 0;
@@ -44,9 +44,8 @@ void cd_f32_copy_rows__avx512f(float *dst, size_t dst_pitch, const float *src, s
     }
 }
 
-void cd_f32_im2col_tap__avx512f(float *dst, int oh, int ow, const float *x, int h, int w, long lo,
-                                long hi, int y0, int row_stride, int sh, int stride,
-                                const uint16_t *masks) {
+void cd_f32_im2col_tap__avx512f(float *dst, int oh, int ow, const float *x, int h, int w, long lo, long hi, int y0,
+                                int row_stride, int sh, int stride, const uint16_t *masks) {
     assert(ow >= 1 && ow <= 16 && (stride == 1 || stride == 2));
     for (int oy = 0; oy < oh; oy++, dst += ow) {
         const int y = y0 + oy * row_stride;

@@ -13,11 +13,11 @@
 #define CD_SPMM_SCALAR_MR 8
 
 // One tile of `cnt` (1..8) pixels for every block, NR channels per block.
-static inline __attribute__((always_inline)) void
-cd_spmm_tile_scalar(const int NR, size_t cnt, size_t nblk, const float *in,
-                    const float *w, const int32_t *off, const uint32_t *nnz,
-                    const float *res, size_t res_stride, float *out,
-                    size_t out_stride, float vmin, float vmax) {
+static inline __attribute__((always_inline)) void cd_spmm_tile_scalar(const int NR, size_t cnt, size_t nblk,
+                                                                      const float *in, const float *w,
+                                                                      const int32_t *off, const uint32_t *nnz,
+                                                                      const float *res, size_t res_stride, float *out,
+                                                                      size_t out_stride, float vmin, float vmax) {
     for (size_t b = 0; b < nblk; b++) {
         float acc[8][CD_SPMM_SCALAR_MR];
         for (int i = 0; i < NR; i++)
@@ -48,18 +48,15 @@ cd_spmm_tile_scalar(const int NR, size_t cnt, size_t nblk, const float *in,
 }
 
 // Defines micro-kernel NAME with NR_ channels per block.
-#define CD_SPMM_SCALAR_KERNEL(NAME, NR_)                                       \
-    void NAME(size_t mc, size_t nblk, const float *in, const float *w,         \
-              const int32_t *off, const uint32_t *nnz, const float *res,       \
-              size_t res_stride, float *out, size_t out_stride,                \
-              const cd_spmm_params *params) {                                  \
-        assert(mc > 0 && in && w && out && params);                            \
-        for (size_t m = 0; m < mc; m += CD_SPMM_SCALAR_MR) {                   \
-            size_t cnt = mc - m < CD_SPMM_SCALAR_MR ? mc - m : CD_SPMM_SCALAR_MR; \
-            cd_spmm_tile_scalar(NR_, cnt, nblk, in + m, w, off, nnz,           \
-                                res ? res + m : NULL, res_stride, out + m,     \
-                                out_stride, params->min, params->max);         \
-        }                                                                      \
+#define CD_SPMM_SCALAR_KERNEL(NAME, NR_)                                                                          \
+    void NAME(size_t mc, size_t nblk, const float *in, const float *w, const int32_t *off, const uint32_t *nnz,   \
+              const float *res, size_t res_stride, float *out, size_t out_stride, const cd_spmm_params *params) { \
+        assert(mc > 0 && in && w && out && params);                                                               \
+        for (size_t m = 0; m < mc; m += CD_SPMM_SCALAR_MR) {                                                      \
+            size_t cnt = mc - m < CD_SPMM_SCALAR_MR ? mc - m : CD_SPMM_SCALAR_MR;                                 \
+            cd_spmm_tile_scalar(NR_, cnt, nblk, in + m, w, off, nnz, res ? res + m : NULL, res_stride, out + m,   \
+                                out_stride, params->min, params->max);                                            \
+        }                                                                                                         \
     }
 
 #endif // CD_SPARSE_F32_SPMM_SCALAR_H

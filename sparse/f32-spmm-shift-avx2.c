@@ -25,8 +25,8 @@ static inline AI __m256 shift_lanes(__m256 acc, __m256 next, const int S) {
                                         : _mm256_alignr_epi8(t, a, 12));
 }
 
-static inline AI void store(__m256 a, const float *r, float *o, int tail, __m256i last, int clamp,
-                            __m256 vmin, __m256 vmax) {
+static inline AI void store(__m256 a, const float *r, float *o, int tail, __m256i last, int clamp, __m256 vmin,
+                            __m256 vmax) {
     if (r) a = _mm256_add_ps(a, tail ? _mm256_maskload_ps(r, last) : _mm256_loadu_ps(r));
     if (clamp) a = _mm256_min_ps(_mm256_max_ps(a, vmin), vmax);
     if (tail)
@@ -36,12 +36,12 @@ static inline AI void store(__m256 a, const float *r, float *o, int tail, __m256
 }
 
 // ACC[0..NVL) += x[8v..] * wv over the N entries of one tap (aligned loads).
-#define TAP_FMA_(ACC, NVL, N)                                                  \
-    for (uint32_t j = 0; j < (N); j++) {                                       \
-        const float *x = in + *off++;                                          \
-        const __m256 wv = _mm256_broadcast_ss(w++);                            \
-        _Pragma("GCC unroll 9") for (int v = 0; v < (NVL); v++) ACC[v] =       \
-            _mm256_fmadd_ps(_mm256_load_ps(x + 8 * v), wv, ACC[v]);            \
+#define TAP_FMA_(ACC, NVL, N)                                            \
+    for (uint32_t j = 0; j < (N); j++) {                                 \
+        const float *x = in + *off++;                                    \
+        const __m256 wv = _mm256_broadcast_ss(w++);                      \
+        _Pragma("GCC unroll 9") for (int v = 0; v < (NVL); v++) ACC[v] = \
+            _mm256_fmadd_ps(_mm256_load_ps(x + 8 * v), wv, ACC[v]);      \
     }
 
 // One tile of NV vectors for S (1..3) taps of column stride SW (1 or 2): tap
@@ -49,10 +49,9 @@ static inline AI void store(__m256 a, const float *r, float *o, int tail, __m256
 // vectors), folded into a0 right after its entries, so at most 2 NV + 2 ymm
 // registers are live (NV <= 6 for shifted taps). MASKED: the last vector
 // stores only the pixels set in `last` (its loads stay full vectors).
-static inline AI void shift_tile(const int NV, const int S, const int SW, const int MASKED,
-                                 __m256i last, size_t nblk, const float *in, const float *w,
-                                 const int32_t *off, const uint32_t *snnz, const float *res,
-                                 size_t res_stride, float *out, size_t out_stride, int clamp,
+static inline AI void shift_tile(const int NV, const int S, const int SW, const int MASKED, __m256i last, size_t nblk,
+                                 const float *in, const float *w, const int32_t *off, const uint32_t *snnz,
+                                 const float *res, size_t res_stride, float *out, size_t out_stride, int clamp,
                                  __m256 vmin, __m256 vmax) {
     const int inplace = !clamp && res == out && res_stride == out_stride;
     for (size_t b = 0; b < nblk; b++, snnz += S) {
@@ -80,8 +79,7 @@ static inline AI void shift_tile(const int NV, const int S, const int SW, const 
             for (int v = 0; v <= NV; v++) a1[v] = _mm256_setzero_ps();
             TAP_FMA_(a1, NV + 1, n2);
 #pragma GCC unroll 8
-            for (int v = 0; v < NV; v++)
-                a0[v] = _mm256_add_ps(a0[v], shift_lanes(a1[v], a1[v + 1], SW == 1 ? 2 : 1));
+            for (int v = 0; v < NV; v++) a0[v] = _mm256_add_ps(a0[v], shift_lanes(a1[v], a1[v + 1], SW == 1 ? 2 : 1));
         }
         float *o = out + b * out_stride;
         const float *r = res ? res + b * res_stride : NULL;
@@ -93,20 +91,19 @@ static inline AI void shift_tile(const int NV, const int S, const int SW, const 
 #undef TAP_FMA_
 
 // One tile of nv (1..NVMAX) vectors; the last masked when `masked`.
-static inline AI void shift_tile_nv(const int NVMAX, const int S, const int SW, size_t nv, int masked,
-                                    __m256i last, size_t nblk, const float *in, const float *w,
-                                    const int32_t *off, const uint32_t *snnz, const float *res,
-                                    size_t res_stride, float *out, size_t out_stride, int clamp,
-                                    __m256 vmin, __m256 vmax) {
-#define TILE_(NV_)                                                             \
-    do {                                                                       \
-        if ((NV_) > NVMAX) break; /* never: keeps the code out */             \
-        if (masked)                                                            \
-            shift_tile(NV_, S, SW, 1, last, nblk, in, w, off, snnz, res, res_stride, out, \
-                       out_stride, clamp, vmin, vmax);                         \
-        else                                                                   \
-            shift_tile(NV_, S, SW, 0, last, nblk, in, w, off, snnz, res, res_stride, out, \
-                       out_stride, clamp, vmin, vmax);                         \
+static inline AI void shift_tile_nv(const int NVMAX, const int S, const int SW, size_t nv, int masked, __m256i last,
+                                    size_t nblk, const float *in, const float *w, const int32_t *off,
+                                    const uint32_t *snnz, const float *res, size_t res_stride, float *out,
+                                    size_t out_stride, int clamp, __m256 vmin, __m256 vmax) {
+#define TILE_(NV_)                                                                                                 \
+    do {                                                                                                           \
+        if ((NV_) > NVMAX) break; /* never: keeps the code out */                                                  \
+        if (masked)                                                                                                \
+            shift_tile(NV_, S, SW, 1, last, nblk, in, w, off, snnz, res, res_stride, out, out_stride, clamp, vmin, \
+                       vmax);                                                                                      \
+        else                                                                                                       \
+            shift_tile(NV_, S, SW, 0, last, nblk, in, w, off, snnz, res, res_stride, out, out_stride, clamp, vmin, \
+                       vmax);                                                                                      \
     } while (0)
     CD_SHIFT_NV_SWITCH(nv, TILE_);
 #undef TILE_
@@ -115,10 +112,9 @@ static inline AI void shift_tile_nv(const int NVMAX, const int S, const int SW, 
 // The mc pixels in tiles of at most NVMAX vectors, balanced (16 vectors at
 // NVMAX 6 run as 6 + 5 + 5, not 6 + 6 + 4): a small last tile would pay its
 // shifted taps' extra vector load on few pixels.
-static inline AI void shift_run(const int NVMAX, const int S, const int SW, size_t mc, size_t nblk,
-                                const float *in, const float *w, const int32_t *off,
-                                const uint32_t *snnz, const float *res, size_t res_stride,
-                                float *out, size_t out_stride, const cd_spmm_params *params) {
+static inline AI void shift_run(const int NVMAX, const int S, const int SW, size_t mc, size_t nblk, const float *in,
+                                const float *w, const int32_t *off, const uint32_t *snnz, const float *res,
+                                size_t res_stride, float *out, size_t out_stride, const cd_spmm_params *params) {
     const __m256 vmin = _mm256_set1_ps(params->min);
     const __m256 vmax = _mm256_set1_ps(params->max);
     const int clamp = params->min > -INFINITY || params->max < INFINITY;
@@ -129,26 +125,27 @@ static inline AI void shift_run(const int NVMAX, const int S, const int SW, size
     for (size_t t = 0; t < tiles; t++) {
         const size_t nv = per + (t < extra), m = 8 * v0;
         const int masked = t == tiles - 1 && mc % 8 != 0;
-        shift_tile_nv(NVMAX, S, SW, nv, masked, last, nblk, in + m, w, off, snnz, res ? res + m : NULL,
-                      res_stride, out + m, out_stride, clamp, vmin, vmax);
+        shift_tile_nv(NVMAX, S, SW, nv, masked, last, nblk, in + m, w, off, snnz, res ? res + m : NULL, res_stride,
+                      out + m, out_stride, clamp, vmin, vmax);
         v0 += nv;
     }
 }
 
-void cd_f32_spmm_shift__avx2(size_t mc, size_t nblk, int shifts, int stride, const float *in,
-                             const float *w, const int32_t *off, const uint32_t *snnz,
-                             const float *res, size_t res_stride, float *out, size_t out_stride,
-                             const cd_spmm_params *params) {
+void cd_f32_spmm_shift__avx2(size_t mc, size_t nblk, int shifts, int stride, const float *in, const float *w,
+                             const int32_t *off, const uint32_t *snnz, const float *res, size_t res_stride, float *out,
+                             size_t out_stride, const cd_spmm_params *params) {
     assert(mc > 0 && in && w && out && params && shifts >= 1 && shifts <= 3);
     assert(stride == 1 || (stride == 2 && shifts >= 2));
     assert(((uintptr_t)in & 31) == 0);
     // Without a shifted tap only a0 is live: tiles of 8 vectors; with one,
     // 2 NV + 2 registers of 16: tiles of 6.
-#define SHIFT_RUN_(NVMAX_, S_, SW_)                                            \
+#define SHIFT_RUN_(NVMAX_, S_, SW_) \
     shift_run(NVMAX_, S_, SW_, mc, nblk, in, w, off, snnz, res, res_stride, out, out_stride, params)
     if (stride == 2) {
-        if (shifts == 2) SHIFT_RUN_(8, 2, 2);
-        else SHIFT_RUN_(6, 3, 2);
+        if (shifts == 2)
+            SHIFT_RUN_(8, 2, 2);
+        else
+            SHIFT_RUN_(6, 3, 2);
         return;
     }
     switch (shifts) {

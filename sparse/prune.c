@@ -56,7 +56,7 @@ int cd_prune_parse_mode(const char *s, cd_prune_mode *m, char *err, size_t errle
             return 0;
         }
         return cd_errf(CD_EPARAMS, err, errlen, "bad mode '%s': %s takes :l1 or :l2 (the norm that ranks %ss)", s,
-                    is_filter ? "filter" : "channel", is_filter ? "filter" : "channel");
+                       is_filter ? "filter" : "channel", is_filter ? "filter" : "channel");
     }
     if (strncmp(s, "block:", 6) == 0) {
         const char *r = s + 6, *x = r;
@@ -66,8 +66,9 @@ int cd_prune_parse_mode(const char *s, cd_prune_mode *m, char *err, size_t errle
         if (*x == 0 || parse_int(r, (size_t)(x - r), 1, CD_PRUNE_MAX_BLOCK, &m->bh) ||
             parse_int(x + 1, strlen(x + 1), 1, CD_PRUNE_MAX_BLOCK, &m->bw))
             return cd_errf(CD_EPARAMS, err, errlen,
-                        "bad mode '%s': block wants RxC, R filters by C input positions, each 1..%d "
-                        "(e.g. block:4x1)", s, CD_PRUNE_MAX_BLOCK);
+                           "bad mode '%s': block wants RxC, R filters by C input positions, each 1..%d "
+                           "(e.g. block:4x1)",
+                           s, CD_PRUNE_MAX_BLOCK);
         return 0;
     }
     if (strncmp(s, "nm:", 3) == 0) {
@@ -75,11 +76,11 @@ int cd_prune_parse_mode(const char *s, cd_prune_mode *m, char *err, size_t errle
         m->kind = CD_PRUNE_NM;
         if (!colon || parse_int(a, (size_t)(colon - a), 1, CD_PRUNE_MAX_M, &m->n) ||
             parse_int(colon + 1, strlen(colon + 1), 2, CD_PRUNE_MAX_M, &m->m))
-            return cd_errf(CD_EPARAMS, err, errlen, "bad mode '%s': nm wants N:M with 1 <= N < M <= %d (e.g. nm:2:4)", s,
-                        CD_PRUNE_MAX_M);
+            return cd_errf(CD_EPARAMS, err, errlen, "bad mode '%s': nm wants N:M with 1 <= N < M <= %d (e.g. nm:2:4)",
+                           s, CD_PRUNE_MAX_M);
         if (m->n >= m->m)
-            return cd_errf(CD_EPARAMS, err, errlen, "bad mode '%s': N must be below M (nm:%d:%d would prune nothing)", s,
-                        m->n, m->m);
+            return cd_errf(CD_EPARAMS, err, errlen, "bad mode '%s': N must be below M (nm:%d:%d would prune nothing)",
+                           s, m->n, m->m);
         return 0;
     }
     return cd_errf(CD_EPARAMS, err, errlen, "unknown mode '%s' (" MODES_HELP ")", s);
@@ -105,13 +106,15 @@ int cd_prune_parse_sparsity(const char *s, double *out, char *err, size_t errlen
     double v = strtod(s, &end);
     const int pct = *end == '%';
     if (end == s || isspace((unsigned char)*s) || errno || !isfinite(v) || (pct ? end[1] != 0 : *end != 0))
-        return cd_errf(CD_EPARAMS, err, errlen, "bad sparsity '%s' (a fraction 0..1 like 0.9, or a percentage like 90%%)", s);
+        return cd_errf(CD_EPARAMS, err, errlen,
+                       "bad sparsity '%s' (a fraction 0..1 like 0.9, or a percentage like 90%%)", s);
     if (pct) {
         if (v < 0 || v > 100) return cd_errf(CD_EPARAMS, err, errlen, "sparsity %s is out of range 0..100%%", s);
         v /= 100.0;
     } else if (v < 0 || v > 1) {
         if (v > 1 && v <= 100)
-            return cd_errf(CD_EPARAMS, err, errlen, "sparsity %s is out of range 0..1 (write %s%% for a percentage)", s, s);
+            return cd_errf(CD_EPARAMS, err, errlen, "sparsity %s is out of range 0..1 (write %s%% for a percentage)", s,
+                           s);
         return cd_errf(CD_EPARAMS, err, errlen, "sparsity %s is out of range 0..1", s);
     }
     *out = v;
@@ -125,8 +128,7 @@ static int mode_ok(const cd_prune_mode *m) {
     case CD_PRUNE_UNSTRUCTURED: return 1;
     case CD_PRUNE_FILTER:
     case CD_PRUNE_CHANNEL: return m->norm == 1 || m->norm == 2;
-    case CD_PRUNE_BLOCK:
-        return m->bh >= 1 && m->bw >= 1 && m->bh <= CD_PRUNE_MAX_BLOCK && m->bw <= CD_PRUNE_MAX_BLOCK;
+    case CD_PRUNE_BLOCK: return m->bh >= 1 && m->bw >= 1 && m->bh <= CD_PRUNE_MAX_BLOCK && m->bw <= CD_PRUNE_MAX_BLOCK;
     case CD_PRUNE_NM: return m->n >= 1 && m->n < m->m && m->m <= CD_PRUNE_MAX_M;
     }
     return 0;
@@ -149,8 +151,7 @@ size_t cd_prune_units(const cd_prune_shape *s, const cd_prune_mode *m) {
     case CD_PRUNE_UNSTRUCTURED: return total;
     case CD_PRUNE_FILTER: return (size_t)s->k;
     case CD_PRUNE_CHANNEL: return (size_t)s->groups * (size_t)s->cpg;
-    case CD_PRUNE_BLOCK:
-        return (size_t)s->groups * ceil_div(kpg, (size_t)m->bh) * ceil_div(cols, (size_t)m->bw);
+    case CD_PRUNE_BLOCK: return (size_t)s->groups * ceil_div(kpg, (size_t)m->bh) * ceil_div(cols, (size_t)m->bw);
     case CD_PRUNE_NM: return (size_t)s->k * ceil_div(cols, (size_t)m->m);
     }
     return 0;
@@ -232,8 +233,7 @@ static double weight_score(float v) {
     return v == 0.0f ? 0.0 : fabs((double)v);
 }
 
-int cd_prune_unit_scores(const float *w, const cd_prune_shape *s, const cd_prune_mode *m,
-                         double *score) {
+int cd_prune_unit_scores(const float *w, const cd_prune_shape *s, const cd_prune_mode *m, double *score) {
     const size_t nu = cd_prune_units(s, m);
     if (!w || !score || !nu || m->kind == CD_PRUNE_NM) return CD_EPARAMS;
     const size_t cols = (size_t)s->cpg * (size_t)s->ksize;
@@ -255,8 +255,7 @@ int cd_prune_zero_unit(float *w, const cd_prune_shape *s, const cd_prune_mode *m
     return 0;
 }
 
-int cd_prune_count(const float *w, const cd_prune_shape *s, const cd_prune_mode *m,
-                   cd_prune_stat *out) {
+int cd_prune_count(const float *w, const cd_prune_shape *s, const cd_prune_mode *m, cd_prune_stat *out) {
     const size_t nu = cd_prune_units(s, m);
     if (!w || !out || !nu) return CD_EPARAMS;
     const size_t total = cd_prune_numel(s), cols = (size_t)s->cpg * (size_t)s->ksize;
@@ -288,8 +287,8 @@ int cd_prune_count(const float *w, const cd_prune_shape *s, const cd_prune_mode 
 typedef struct {
     cd_prune_layer *layers;
     const cd_prune_mode *m;
-    double **scores;  // per layer unit scores; NULL for unstructured (|w| on the fly)
-    uint64_t *hist;   // 65536 bins
+    double **scores; // per layer unit scores; NULL for unstructured (|w| on the fly)
+    uint64_t *hist;  // 65536 bins
 } sel_ctx;
 
 static uint64_t score_key(double v) {
@@ -393,8 +392,7 @@ static void prune_nm(cd_prune_layer *L, const cd_prune_mode *m, mag_idx *scratch
 
 // ---- entry ----------------------------------------------------------------------
 
-int cd_prune_run(cd_prune_layer *layers, int n, const cd_prune_mode *m, double sparsity,
-                 int global) {
+int cd_prune_run(cd_prune_layer *layers, int n, const cd_prune_mode *m, double sparsity, int global) {
     if (n < 0 || (n > 0 && !layers) || !m || !mode_ok(m)) return CD_EPARAMS;
     if (m->kind != CD_PRUNE_NM && !(sparsity >= 0.0 && sparsity <= 1.0)) return CD_EPARAMS;
     for (int l = 0; l < n; l++)
@@ -445,8 +443,7 @@ int cd_prune_run(cd_prune_layer *layers, int n, const cd_prune_mode *m, double s
         for (int l = 0; l < n; l++) total += (double)cd_prune_numel(&layers[l].shape);
         select_and_zero(&c, 0, n, sparsity * total);
     } else {
-        for (int l = 0; l < n; l++)
-            select_and_zero(&c, l, l + 1, sparsity * (double)cd_prune_numel(&layers[l].shape));
+        for (int l = 0; l < n; l++) select_and_zero(&c, l, l + 1, sparsity * (double)cd_prune_numel(&layers[l].shape));
     }
 done:
     if (c.scores)

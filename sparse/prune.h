@@ -75,7 +75,7 @@ typedef struct {
 
 // One layer handed to cd_prune_run.
 typedef struct {
-    float *w;             // k*cpg*ksize weights in the layout above, pruned in place
+    float *w; // k*cpg*ksize weights in the layout above, pruned in place
     cd_prune_shape shape;
 } cd_prune_layer;
 
@@ -115,22 +115,19 @@ size_t cd_prune_unit_size(const cd_prune_shape *s, const cd_prune_mode *m, size_
 // Scores of every unit of a filter/channel/block/unstructured mode into
 // score[cd_prune_units] (norm / size^(1/p), unnormalised). Returns 0 or
 // CD_EPARAMS (bad shape, NM mode).
-int cd_prune_unit_scores(const float *w, const cd_prune_shape *s, const cd_prune_mode *m,
-                         double *score);
+int cd_prune_unit_scores(const float *w, const cd_prune_shape *s, const cd_prune_mode *m, double *score);
 
 // Sets unit u of a filter/channel/block/unstructured mode to zero. Returns 0
 // or CD_EPARAMS.
 int cd_prune_zero_unit(float *w, const cd_prune_shape *s, const cd_prune_mode *m, size_t u);
 
 // Counts zeros and all-zero (NM: conforming) units. Returns 0 or CD_EPARAMS.
-int cd_prune_count(const float *w, const cd_prune_shape *s, const cd_prune_mode *m,
-                   cd_prune_stat *out);
+int cd_prune_count(const float *w, const cd_prune_shape *s, const cd_prune_mode *m, cd_prune_stat *out);
 
 // Prunes n layers in place to sparsity (0..1; ignored for NM) by the rules
 // above: global != 0 ranks all layers together, else each layer alone.
 // Returns 0, CD_EPARAMS (bad shape, mode or sparsity; nothing changed) or
 // CD_ENOMEM (nothing changed).
-int cd_prune_run(cd_prune_layer *layers, int n, const cd_prune_mode *m, double sparsity,
-                 int global);
+int cd_prune_run(cd_prune_layer *layers, int n, const cd_prune_mode *m, double sparsity, int global);
 
 #endif // CD_SPARSE_PRUNE_H

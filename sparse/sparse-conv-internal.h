@@ -40,57 +40,55 @@ typedef struct {
     int rows_stride1;
     void (*phase_row)(float *row, size_t n, const float *x, long lo, long hi, int sh, int stride,
                       const uint16_t *masks);
-    void (*im2col_tap)(float *dst, int oh, int ow, const float *x, int h, int w, long lo, long hi,
-                       int y0, int row_stride, int sh, int stride, const uint16_t *masks);
-    void (*copy_rows)(float *dst, size_t dst_pitch, const float *src, size_t src_pitch, size_t rows,
-                      size_t cols);
+    void (*im2col_tap)(float *dst, int oh, int ow, const float *x, int h, int w, long lo, long hi, int y0,
+                       int row_stride, int sh, int stride, const uint16_t *masks);
+    void (*copy_rows)(float *dst, size_t dst_pitch, const float *src, size_t src_pitch, size_t rows, size_t cols);
     cd_f32_spmm_shift_fn shift;
     const char *shift_name;
 } isa_paths;
 
 struct cd_sparse_conv {
-    cd_conv_desc d;              // the layer, oh/ow filled
-    int cpg, kpg;                // channels per group in / out
+    cd_conv_desc d; // the layer, oh/ow filled
+    int cpg, kpg;   // channels per group in / out
     cd_sparse_format format;
     cd_sparse_isa isa;
-    const isa_paths *paths;      // k_isa_paths[isa]
-    int ncb;                     // input-channel (column) blocks, each packed apart
-    int cb;                      // input channels per column block (last may be fewer)
-    cd_sparse_pack *packs;       // [ncb] packed weights; bias lives in packs[0]
-    size_t tile;                 // pixels per pass over the column blocks
-    int vec;                     // floats per vector of the ISA (16 AVX-512, else 8)
+    const isa_paths *paths;            // k_isa_paths[isa]
+    int ncb;                           // input-channel (column) blocks, each packed apart
+    int cb;                            // input channels per column block (last may be fewer)
+    cd_sparse_pack *packs;             // [ncb] packed weights; bias lives in packs[0]
+    size_t tile;                       // pixels per pass over the column blocks
+    int vec;                           // floats per vector of the ISA (16 AVX-512, else 8)
     const cd_spmm_ukernel_info *kmain; // kernel for the pack's main blocks
     const cd_spmm_ukernel_info *ktail; // one-channel kernel for leftover rows
     conv_mode mode;
-    int nslots;                  // phase planes per channel
-    int slot_a[64], slot_b[64];  // row/column phase of each slot
-    int hph, wph;                // phase plane rows (of one band) and columns
-    int band_rows;               // output rows per band (prepared modes)
-    int nbands;                  // bands per image: each is prepared and run
-                                 // apart, so its planes stay in L2
-    int threads;                 // OpenMP threads at create: bands and
-                                 // workspace slots are laid out for them
-    size_t band_out;             // floats per output channel of a band's
-                                 // scratch (MODE_JUNK: band_rows*wph, to 16)
-    uint16_t *row_masks;         // vector plane rows: the window masks of
-                                 // each slot (im2col: of each column tap;
-                                 // sparse/band-rows.h), or NULL
-    size_t masks_per_slot;       // masks per slot (or column tap)
-    size_t plane;                // floats per phase plane (padded to 16)
-    size_t chan_stride;          // floats per input channel (nslots planes)
-    size_t group_in;             // floats of one group's prepared input (one band)
-    size_t in_slack;             // floats read past a group's (band's) input
-    size_t band_stride;          // floats from one prepared band to the next:
-                                 // group_in + in_slack, rounded to 16
-    int shift;                   // > 0: aligned-shift path (sparse/spmm-shift.h),
-                                 // S column taps; tap offsets without the s term
-    int shift_stride;            // its column stride (1 or 2)
-    int im2col;                  // 1: MODE_PLANE on one plane per (channel,
-                                 // tap) of the output's size (small outputs)
-    cd_spmm_params kparams;      // clamp the kernels apply
-    int post_act;                // 1: apply d.act after the kernel (non-clamp acts)
+    int nslots;                 // phase planes per channel
+    int slot_a[64], slot_b[64]; // row/column phase of each slot
+    int hph, wph;               // phase plane rows (of one band) and columns
+    int band_rows;              // output rows per band (prepared modes)
+    int nbands;                 // bands per image: each is prepared and run
+                                // apart, so its planes stay in L2
+    int threads;                // OpenMP threads at create: bands and
+                                // workspace slots are laid out for them
+    size_t band_out;            // floats per output channel of a band's
+                                // scratch (MODE_JUNK: band_rows*wph, to 16)
+    uint16_t *row_masks;        // vector plane rows: the window masks of
+                                // each slot (im2col: of each column tap;
+                                // sparse/band-rows.h), or NULL
+    size_t masks_per_slot;      // masks per slot (or column tap)
+    size_t plane;               // floats per phase plane (padded to 16)
+    size_t chan_stride;         // floats per input channel (nslots planes)
+    size_t group_in;            // floats of one group's prepared input (one band)
+    size_t in_slack;            // floats read past a group's (band's) input
+    size_t band_stride;         // floats from one prepared band to the next:
+                                // group_in + in_slack, rounded to 16
+    int shift;                  // > 0: aligned-shift path (sparse/spmm-shift.h),
+                                // S column taps; tap offsets without the s term
+    int shift_stride;           // its column stride (1 or 2)
+    int im2col;                 // 1: MODE_PLANE on one plane per (channel,
+                                // tap) of the output's size (small outputs)
+    cd_spmm_params kparams;     // clamp the kernels apply
+    int post_act;               // 1: apply d.act after the kernel (non-clamp acts)
 };
-
 
 // Planes, channels and bands are padded to 16 floats (64 bytes) on every
 // ISA: whole vectors of AVX-512 and AVX2 alike.

@@ -39,8 +39,8 @@ size_t cd_sparse_conv_workspace_size(const cd_sparse_conv *h, int batch) {
 // Writes the zero-padded phase planes of band `band` of input channel `ch`
 // (0..batch*C-1): plane rows i = 0..hph-1 are the band's phase rows
 // band*band_rows + i.
-static void prep_channel(const cd_sparse_conv *h, const float *src, size_t src_floats, float *base,
-                         size_t ch, int band) {
+static void prep_channel(const cd_sparse_conv *h, const float *src, size_t src_floats, float *base, size_t ch,
+                         int band) {
     const cd_conv_desc *d = &h->d;
     const float *x = src + ch * d->h * d->w;
     const int i0 = band * h->band_rows;
@@ -50,14 +50,13 @@ static void prep_channel(const cd_sparse_conv *h, const float *src, size_t src_f
         const long o = (long)(x - src);
         for (int r = 0; r < d->r; r++)
             for (int s = 0; s < d->s; s++)
-                h->paths->im2col_tap(base + (size_t)(r * d->s + s) * h->plane, d->oh, d->ow, x, d->h,
-                                     d->w, -o, (long)src_floats - o, r * d->dil_h - d->pad_t,
-                                     d->stride_h, s * d->dil_w - d->pad_l, d->stride_w,
-                                     h->row_masks + s * h->masks_per_slot);
+                h->paths->im2col_tap(base + (size_t)(r * d->s + s) * h->plane, d->oh, d->ow, x, d->h, d->w, -o,
+                                     (long)src_floats - o, r * d->dil_h - d->pad_t, d->stride_h,
+                                     s * d->dil_w - d->pad_l, d->stride_w, h->row_masks + s * h->masks_per_slot);
         return;
     }
-    if (h->nslots == 1 && d->r == 1 && d->s == 1 && h->wph == d->w && d->h == d->oh &&
-        d->stride_h == 1 && d->stride_w == 1 && !d->pad_t && !d->pad_l) {
+    if (h->nslots == 1 && d->r == 1 && d->s == 1 && h->wph == d->w && d->h == d->oh && d->stride_h == 1 &&
+        d->stride_w == 1 && !d->pad_t && !d->pad_l) {
         // Unpadded rows (1x1): one copy, zeros up to the padded size.
         const int rows = d->h - i0 < h->hph ? d->h - i0 : h->hph;
         const size_t n = (size_t)rows * d->w;
@@ -78,8 +77,8 @@ static void prep_channel(const cd_sparse_conv *h, const float *src, size_t src_f
             const float *xr = x + (size_t)y * d->w;
             if (h->row_masks) {
                 const long o = (long)(xr - src);
-                h->paths->phase_row(row, (size_t)h->wph, xr, -o, (long)src_floats - o, b - d->pad_l,
-                                    d->stride_w, h->row_masks + t * h->masks_per_slot);
+                h->paths->phase_row(row, (size_t)h->wph, xr, -o, (long)src_floats - o, b - d->pad_l, d->stride_w,
+                                    h->row_masks + t * h->masks_per_slot);
             } else if (d->stride_w == 1) {
                 // Columns j map to x = j + b - pad_l: zeros, a copy, zeros.
                 int j0 = d->pad_l - b, j1 = d->w + d->pad_l - b;
@@ -111,11 +110,10 @@ static void prep_channel(const cd_sparse_conv *h, const float *src, size_t src_f
 
 // Prepares band `band` of group g of image img into `slot`: every
 // channel's planes and the zeroed slack the kernels may read past them.
-static void prep_band(const cd_sparse_conv *h, const float *src, size_t src_floats, float *slot,
-                      size_t img, int g, int band) {
+static void prep_band(const cd_sparse_conv *h, const float *src, size_t src_floats, float *slot, size_t img, int g,
+                      int band) {
     const size_t c0 = img * h->d.c + (size_t)g * h->cpg;
-    for (int c = 0; c < h->cpg; c++)
-        prep_channel(h, src, src_floats, slot + c * h->chan_stride, c0 + c, band);
+    for (int c = 0; c < h->cpg; c++) prep_channel(h, src, src_floats, slot + c * h->chan_stride, c0 + c, band);
     memset(slot + h->group_in, 0, sizeof(float) * (h->band_stride - h->group_in));
 }
 
@@ -125,8 +123,7 @@ static void apply_act(cd_activation act, float *p, size_t n) {
 
 // dst[i] = act(src[i] (+ res[i])): the copy-out of MODE_JUNK and MODE_FC.
 // Clamp-type activations take a vectorised path.
-static void finish(const cd_sparse_conv *h, float *dst, const float *src, const float *res,
-                   size_t n) {
+static void finish(const cd_sparse_conv *h, float *dst, const float *src, const float *res, size_t n) {
     if (h->post_act) {
         for (size_t i = 0; i < n; i++) dst[i] = cd_act_apply(h->d.act, res ? src[i] + res[i] : src[i]);
         return;
@@ -159,32 +156,30 @@ typedef struct {
     float *scr;       // FC: output scratch
     float *ws;        // prepared modes: the threads' slots (slot_floats each)
     int batch;
-    size_t mchunk;    // pixels per item (DIRECT)
-    size_t nmc;       // pixel chunks (DIRECT) or bands (prepared modes) per unit
-    size_t bchunk;    // blocks per item
-    size_t nbc;       // block chunks per group
+    size_t mchunk; // pixels per item (DIRECT)
+    size_t nmc;    // pixel chunks (DIRECT) or bands (prepared modes) per unit
+    size_t bchunk; // blocks per item
+    size_t nbc;    // block chunks per group
 } run_ctx;
 
 // One pass over every column block for mc pixels: out = clamp(bias + sum
 // over blocks (+ res)), block 0 adding bias and res, later blocks adding onto
 // out, the clamp `last` applied by the final block. w/off/nnz of block gb are
 // taken from each column block's pack.
-static void run_pass(const cd_sparse_conv *h, const cd_spmm_ukernel_info *uk, size_t gb,
-                     size_t nblk, size_t mc, const float *in, const float *res, size_t res_stride,
-                     float *out, size_t out_stride, const cd_spmm_params *last) {
+static void run_pass(const cd_sparse_conv *h, const cd_spmm_ukernel_info *uk, size_t gb, size_t nblk, size_t mc,
+                     const float *in, const float *res, size_t res_stride, float *out, size_t out_stride,
+                     const cd_spmm_params *last) {
     static const cd_spmm_params none = {-INFINITY, INFINITY};
     for (int b = 0; b < h->ncb; b++) {
         const cd_sparse_pack *p = &h->packs[b];
         if (h->shift) {
             h->paths->shift(mc, nblk, h->shift, h->shift_stride, in, p->values + p->vfirst[gb],
-                            p->offsets + p->first[gb], p->shift_nnz + gb * h->shift,
-                            b == 0 ? res : out, b == 0 ? res_stride : out_stride, out, out_stride,
-                            b == h->ncb - 1 ? last : &none);
+                            p->offsets + p->first[gb], p->shift_nnz + gb * h->shift, b == 0 ? res : out,
+                            b == 0 ? res_stride : out_stride, out, out_stride, b == h->ncb - 1 ? last : &none);
             continue;
         }
-        uk->fn(mc, nblk, in, p->values + p->vfirst[gb], p->offsets + p->first[gb], p->nnz_map + gb,
-               b == 0 ? res : out, b == 0 ? res_stride : out_stride, out, out_stride,
-               b == h->ncb - 1 ? last : &none);
+        uk->fn(mc, nblk, in, p->values + p->vfirst[gb], p->offsets + p->first[gb], p->nnz_map + gb, b == 0 ? res : out,
+               b == 0 ? res_stride : out_stride, out, out_stride, b == h->ncb - 1 ? last : &none);
     }
 }
 
@@ -203,8 +198,7 @@ static size_t pass_len(const cd_sparse_conv *h, size_t n) {
 // Runs blocks [b0, b1) of group g (all main or all tail) for one unit
 // (image, or FC fold) over pixel chunk (DIRECT) or band (others) mi; a
 // prepared band is in `slot` (its planes, then MODE_JUNK's output rows).
-static void run_blocks(const run_ctx *x, size_t unit, int g, int b0, int b1, size_t mi,
-                       const float *slot) {
+static void run_blocks(const run_ctx *x, size_t unit, int g, int b0, int b1, size_t mi, const float *slot) {
     const cd_sparse_conv *h = x->h;
     const cd_conv_desc *d = &h->d;
     const cd_sparse_pack *p = &h->packs[0];
@@ -213,15 +207,14 @@ static void run_blocks(const run_ctx *x, size_t unit, int g, int b0, int b1, siz
     const int nb = main_part ? p->nr : 1;
     const size_t gb = (size_t)g * p->blocks + b0;
     const size_t nblk = (size_t)(b1 - b0);
-    const size_t k0 = (size_t)g * h->kpg + (main_part ? (size_t)b0 * p->nr
-                                                      : (size_t)p->main_blocks * p->nr + (b0 - p->main_blocks));
+    const size_t k0 =
+        (size_t)g * h->kpg + (main_part ? (size_t)b0 * p->nr : (size_t)p->main_blocks * p->nr + (b0 - p->main_blocks));
     const size_t nch = nblk * nb;
     const size_t ohw = (size_t)d->oh * d->ow;
     const cd_spmm_params none = {-INFINITY, INFINITY};
     // Prepared modes: the band's planes, and its output rows [r0, r1).
-    const float *in = h->mode == MODE_DIRECT || h->mode == MODE_FC
-                          ? x->xin + (unit * d->groups + g) * h->group_in
-                          : slot;
+    const float *in =
+        h->mode == MODE_DIRECT || h->mode == MODE_FC ? x->xin + (unit * d->groups + g) * h->group_in : slot;
     const size_t r0 = mi * (size_t)h->band_rows;
     const size_t r1 = r0 + h->band_rows < (size_t)d->oh ? r0 + h->band_rows : (size_t)d->oh;
 
@@ -237,8 +230,8 @@ static void run_blocks(const run_ctx *x, size_t unit, int g, int b0, int b1, siz
         const size_t tile = pass_len(h, m1 - m0);
         for (size_t m = m0; m < m1; m += tile) {
             const size_t mc = tile < m1 - m ? tile : m1 - m;
-            run_pass(h, uk, gb, nblk, mc, in + (m - base), x->res ? x->res + o + m : NULL, ohw,
-                     x->dst + o + m, ohw, &h->kparams);
+            run_pass(h, uk, gb, nblk, mc, in + (m - base), x->res ? x->res + o + m : NULL, ohw, x->dst + o + m, ohw,
+                     &h->kparams);
         }
         if (h->post_act)
             for (size_t i = 0; i < nch; i++) apply_act(d->act, x->dst + o + i * ohw + m0, m1 - m0);
@@ -247,8 +240,8 @@ static void run_blocks(const run_ctx *x, size_t unit, int g, int b0, int b1, siz
     case MODE_ROWS: {
         for (size_t r = r0; r < r1; r++) {
             const size_t o = (unit * d->k + k0) * ohw + r * d->ow;
-            run_pass(h, uk, gb, nblk, d->ow, in + (r - r0) * h->wph, x->res ? x->res + o : NULL, ohw,
-                     x->dst + o, ohw, &h->kparams);
+            run_pass(h, uk, gb, nblk, d->ow, in + (r - r0) * h->wph, x->res ? x->res + o : NULL, ohw, x->dst + o, ohw,
+                     &h->kparams);
             if (h->post_act)
                 for (size_t i = 0; i < nch; i++) apply_act(d->act, x->dst + o + i * ohw, d->ow);
         }
@@ -270,8 +263,8 @@ static void run_blocks(const run_ctx *x, size_t unit, int g, int b0, int b1, siz
         for (size_t i = 0; i < nch; i++) {
             const size_t o = (unit * d->k + k0 + i) * ohw;
             if (plain && h->paths->copy_rows) {
-                h->paths->copy_rows(x->dst + o + r0 * d->ow, (size_t)d->ow, s + i * jp, (size_t)h->wph,
-                                    r1 - r0, (size_t)d->ow);
+                h->paths->copy_rows(x->dst + o + r0 * d->ow, (size_t)d->ow, s + i * jp, (size_t)h->wph, r1 - r0,
+                                    (size_t)d->ow);
                 continue;
             }
             for (size_t r = r0; r < r1; r++) {
@@ -325,14 +318,13 @@ static void run_item(const run_ctx *x, size_t it) {
     if (b1 > mb) run_blocks(x, unit, g, b0 > mb ? b0 : mb, b1, mi, slot);
 }
 
-int cd_sparse_conv_run_ws(const cd_sparse_conv *h, const float *src, const float *residual,
-                          float *dst, int batch, void *ws) {
+int cd_sparse_conv_run_ws(const cd_sparse_conv *h, const float *src, const float *residual, float *dst, int batch,
+                          void *ws) {
     if (!h || !src || !dst || batch < 1) return CD_EPARAMS;
     if (h->d.has_residual && !residual) return CD_EPARAMS;
     if (cd_sparse_conv_workspace_size(h, batch) && !ws) return CD_EPARAMS;
     const cd_conv_desc *d = &h->d;
-    run_ctx x = {.h = h, .src = src, .res = h->d.has_residual ? residual : NULL, .dst = dst,
-                 .batch = batch};
+    run_ctx x = {.h = h, .src = src, .res = h->d.has_residual ? residual : NULL, .dst = dst, .batch = batch};
     const size_t units = h->mode == MODE_FC ? fc_folds(batch) : (size_t)batch;
     float *xin = ws;
     x.xin = h->mode == MODE_DIRECT ? src : h->mode == MODE_FC ? xin : NULL;
@@ -379,8 +371,7 @@ int cd_sparse_conv_run_ws(const cd_sparse_conv *h, const float *src, const float
             for (size_t c = 0; c < (size_t)d->c; c++) {
                 const size_t g = c / h->cpg, cl = c % h->cpg;
                 for (size_t n = 0; n < (size_t)batch; n++)
-                    xin[(n / FC_FOLD * d->groups + g) * h->group_in + cl * FC_FOLD + n % FC_FOLD] =
-                        src[n * d->c + c];
+                    xin[(n / FC_FOLD * d->groups + g) * h->group_in + cl * FC_FOLD + n % FC_FOLD] = src[n * d->c + c];
             }
         }
 #pragma omp for schedule(dynamic, 1)
@@ -389,8 +380,7 @@ int cd_sparse_conv_run_ws(const cd_sparse_conv *h, const float *src, const float
     return 0;
 }
 
-int cd_sparse_conv_run(const cd_sparse_conv *h, const float *src, const float *residual,
-                       float *dst, int batch) {
+int cd_sparse_conv_run(const cd_sparse_conv *h, const float *src, const float *residual, float *dst, int batch) {
     if (!h || batch < 1) return CD_EPARAMS;
     const size_t n = cd_sparse_conv_workspace_size(h, batch);
     void *ws = NULL;

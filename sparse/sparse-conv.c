@@ -51,12 +51,10 @@
 
 static const isa_paths k_isa_paths[] = {
     [CD_SPARSE_ISA_SCALAR] = {.vec = 8},
-    [CD_SPARSE_ISA_AVX2] = {8, 0, cd_f32_phase_row__avx2, cd_f32_im2col_tap__avx2,
-                            cd_f32_copy_rows__avx2, cd_f32_spmm_shift__avx2,
-                            "cd_f32_spmm_shift__avx2"},
-    [CD_SPARSE_ISA_AVX512F] = {16, 1, cd_f32_phase_row__avx512f, cd_f32_im2col_tap__avx512f,
-                               cd_f32_copy_rows__avx512f, cd_f32_spmm_shift__avx512f,
-                               "cd_f32_spmm_shift__avx512f"},
+    [CD_SPARSE_ISA_AVX2] = {8, 0, cd_f32_phase_row__avx2, cd_f32_im2col_tap__avx2, cd_f32_copy_rows__avx2,
+                            cd_f32_spmm_shift__avx2, "cd_f32_spmm_shift__avx2"},
+    [CD_SPARSE_ISA_AVX512F] = {16, 1, cd_f32_phase_row__avx512f, cd_f32_im2col_tap__avx512f, cd_f32_copy_rows__avx512f,
+                               cd_f32_spmm_shift__avx512f, "cd_f32_spmm_shift__avx512f"},
 };
 
 const char *cd_sparse_format_name(cd_sparse_format f) {
@@ -69,15 +67,12 @@ const char *cd_sparse_format_name(cd_sparse_format f) {
     return "unknown";
 }
 
-static int format_nr(cd_sparse_format f) {
-    return f == CD_SPARSE_FMT_BSR8 ? 8 : f == CD_SPARSE_FMT_BSR4 ? 4 : 1;
-}
+static int format_nr(cd_sparse_format f) { return f == CD_SPARSE_FMT_BSR8 ? 8 : f == CD_SPARSE_FMT_BSR4 ? 4 : 1; }
 
 int cd_sparse_conv_available(cd_sparse_format format, cd_sparse_isa isa) {
     if (isa == CD_SPARSE_ISA_AUTO) isa = cd_sparse_isa_best();
     if (format == CD_SPARSE_FMT_AUTO) format = CD_SPARSE_FMT_CSR;
-    return cd_spmm_ukernel_find(isa, format_nr(format)) != NULL &&
-           cd_spmm_ukernel_find(isa, 1) != NULL;
+    return cd_spmm_ukernel_find(isa, format_nr(format)) != NULL && cd_spmm_ukernel_find(isa, 1) != NULL;
 }
 
 static int desc_ok(const cd_conv_desc *d) {
@@ -87,8 +82,7 @@ static int desc_ok(const cd_conv_desc *d) {
     if (d->groups < 1 || d->c % d->groups || d->k % d->groups) return 0;
     if (d->stride_h * d->stride_w > 64) return 0;
     // Keep every derived size far from int overflow.
-    if ((int64_t)d->h + d->pad_t + d->pad_b > (1 << 20) || (int64_t)d->w + d->pad_l + d->pad_r > (1 << 20))
-        return 0;
+    if ((int64_t)d->h + d->pad_t + d->pad_b > (1 << 20) || (int64_t)d->w + d->pad_l + d->pad_r > (1 << 20)) return 0;
     if ((int64_t)d->dil_h * (d->r - 1) > (1 << 20) || (int64_t)d->dil_w * (d->s - 1) > (1 << 20)) return 0;
     return 1;
 }
@@ -104,11 +98,9 @@ static int desc_ok(const cd_conv_desc *d) {
 // 1.3-1.9x faster than BSR4 there, so CSR from 50%). A BSR format stores
 // nnz / fill weights. Unstructured weights go CSR from about 55-60%
 // sparsity (50% on the shift path); 4x1 / 8x1 blocks go BSR.
-static cd_sparse_format auto_format(const cd_conv_desc *d, int kpg, int cpg, const float *w,
-                                    int shift) {
+static cd_sparse_format auto_format(const cd_conv_desc *d, int kpg, int cpg, const float *w, int shift) {
     cd_sparse_analysis a;
-    if (cd_sparse_analyze(w, d->k, cpg, d->r, d->s, d->groups, &a) != 0 || a.nnz == 0)
-        return CD_SPARSE_FMT_CSR;
+    if (cd_sparse_analyze(w, d->k, cpg, d->r, d->s, d->groups, &a) != 0 || a.nnz == 0) return CD_SPARSE_FMT_CSR;
     const int pointwise = d->r == 1 && d->s == 1;
     cd_sparse_format best = CD_SPARSE_FMT_CSR;
     double cost = pointwise ? 1.6 : !shift ? 2.1 : d->stride_w == 1 ? 1.35 : 1.5;
@@ -179,9 +171,7 @@ static int im2col_wanted(const cd_conv_desc *d, cd_sparse_format fmt, cd_sparse_
     const int mode = opt ? opt->im2col : 0;
     if (mode < 0 || !k_isa_paths[isa].im2col_tap) return 0;
     if (mode == 0 && fmt != CD_SPARSE_FMT_CSR) return 0; // BSR: measured slower at 50%
-    if (!(d->r * d->s > 1 && d->stride_w <= 2 && d->ow <= 16 &&
-          (size_t)d->oh * d->ow <= IM2COL_MAX_PIXELS))
-        return 0;
+    if (!(d->r * d->s > 1 && d->stride_w <= 2 && d->ow <= 16 && (size_t)d->oh * d->ow <= IM2COL_MAX_PIXELS)) return 0;
     return mode > 0 || density > IM2COL_MIN_DENSITY;
 }
 
@@ -190,19 +180,15 @@ static int im2col_wanted(const cd_conv_desc *d, cd_sparse_format fmt, cd_sparse_
 // exactly 4 KiB per channel. One more line spreads them (that layer at 90%,
 // two A/B runs: 2.26x / 2.32x -> 2.58x / 2.52x). Padding 1 KiB multiples
 // too made the 3x3 @14 layer (1 KiB planes) 3x slower at 70-90%.
-static size_t spread_channels(size_t chan_floats) {
-    return chan_floats % 1024 == 0 ? chan_floats + 16 : chan_floats;
-}
+static size_t spread_channels(size_t chan_floats) { return chan_floats % 1024 == 0 ? chan_floats + 16 : chan_floats; }
 
 // Lays out the prepared input and picks the mode; fills tap_off[cpg*R*S].
 // want_shift: take the aligned-shift path (h->shift) when the geometry allows;
 // want_im2col: else the im2col layout.
-static void plan_geometry(cd_sparse_conv *h, int32_t *tap_off, int vec, int want_shift,
-                          int want_im2col) {
+static void plan_geometry(cd_sparse_conv *h, int32_t *tap_off, int vec, int want_shift, int want_im2col) {
     const cd_conv_desc *d = &h->d;
     const int R = d->r, S = d->s;
-    if (R == 1 && S == 1 && d->h == 1 && d->w == 1 && !d->pad_t && !d->pad_l && !d->pad_b &&
-        !d->pad_r) {
+    if (R == 1 && S == 1 && d->h == 1 && d->w == 1 && !d->pad_t && !d->pad_l && !d->pad_b && !d->pad_r) {
         h->mode = MODE_FC;
         h->nbands = 1;
         h->chan_stride = FC_FOLD;
@@ -214,8 +200,8 @@ static void plan_geometry(cd_sparse_conv *h, int32_t *tap_off, int vec, int want
     // boundary; otherwise (14x14, 7x7) a copy into planes padded to 16 floats
     // (MODE_PLANE below) is cheaper than the cache-line-split loads it saves:
     // an AVX-512 pass over unaligned rows takes ~1.7x as long (measured).
-    if (R == 1 && S == 1 && d->stride_h == 1 && d->stride_w == 1 && !d->pad_t && !d->pad_l &&
-        !d->pad_b && !d->pad_r && ((size_t)d->h * d->w) % (size_t)vec == 0) {
+    if (R == 1 && S == 1 && d->stride_h == 1 && d->stride_w == 1 && !d->pad_t && !d->pad_l && !d->pad_b && !d->pad_r &&
+        ((size_t)d->h * d->w) % (size_t)vec == 0) {
         h->mode = MODE_DIRECT;
         h->nbands = 1;
         h->band_rows = d->oh;
@@ -295,8 +281,7 @@ static void plan_geometry(cd_sparse_conv *h, int32_t *tap_off, int vec, int want
             for (int s = 0; s < S; s++) {
                 const int a = (r * d->dil_h) % sh, b = (s * d->dil_w) % sw;
                 const size_t o = c * h->chan_stride + slot_of[a * nb + b] * h->plane +
-                                 (size_t)((r * d->dil_h) / sh) * h->wph +
-                                 (h->shift ? 0 : (s * d->dil_w) / sw);
+                                 (size_t)((r * d->dil_h) / sh) * h->wph + (h->shift ? 0 : (s * d->dil_w) / sw);
                 tap_off[(c * R + r) * S + s] = (int32_t)o;
             }
     if (h->wph == d->ow) {
@@ -313,8 +298,7 @@ static void plan_geometry(cd_sparse_conv *h, int32_t *tap_off, int vec, int want
 // CD_ENOMEM.
 static int row_masks_build(cd_sparse_conv *h) {
     const cd_conv_desc *d = &h->d;
-    if (!h->paths->phase_row || h->mode == MODE_DIRECT || h->mode == MODE_FC || d->stride_w > 2)
-        return 0;
+    if (!h->paths->phase_row || h->mode == MODE_DIRECT || h->mode == MODE_FC || d->stride_w > 2) return 0;
     if (d->stride_w == 1 && !h->im2col && !h->paths->rows_stride1) return 0;
     const size_t n = h->im2col ? (size_t)d->ow : (size_t)h->wph;
     const int keys = h->im2col ? d->s : h->nslots;
@@ -399,17 +383,16 @@ static int pack_blocks(cd_sparse_conv *h, const float *w, const float *bias, cd_
         const float *wb = w;
         if (h->ncb > 1) {
             for (int k = 0; k < dd.k; k++)
-                memcpy(sub + (size_t)k * nc * rs, w + ((size_t)k * h->cpg + c0) * rs,
-                       sizeof(float) * nc * rs);
+                memcpy(sub + (size_t)k * nc * rs, w + ((size_t)k * h->cpg + c0) * rs, sizeof(float) * nc * rs);
             wb = sub;
         }
         const float *bb = b == 0 ? bias : NULL;
-        rc = h->shift ? cd_sparse_pack_build_shift(wb, bb, dd.groups, h->kpg, nc * rs,
-                                                   tap_off + (size_t)c0 * rs, h->shift, &h->packs[b])
+        rc = h->shift ? cd_sparse_pack_build_shift(wb, bb, dd.groups, h->kpg, nc * rs, tap_off + (size_t)c0 * rs,
+                                                   h->shift, &h->packs[b])
              : format_nr(fmt) == 1
                  ? cd_csr_pack(wb, bb, dd.groups, h->kpg, nc * rs, tap_off + (size_t)c0 * rs, &h->packs[b])
-                 : cd_bsr_pack(wb, bb, dd.groups, h->kpg, nc * rs, tap_off + (size_t)c0 * rs,
-                               format_nr(fmt), &h->packs[b]);
+                 : cd_bsr_pack(wb, bb, dd.groups, h->kpg, nc * rs, tap_off + (size_t)c0 * rs, format_nr(fmt),
+                               &h->packs[b]);
     }
     free(sub);
     return rc;
@@ -431,8 +414,8 @@ static void set_clamp(cd_sparse_conv *h) {
     }
 }
 
-int cd_sparse_conv_create(const cd_conv_desc *d, const float *w, const float *bias,
-                          const cd_sparse_conv_options *opt, cd_sparse_conv **out) {
+int cd_sparse_conv_create(const cd_conv_desc *d, const float *w, const float *bias, const cd_sparse_conv_options *opt,
+                          cd_sparse_conv **out) {
     *out = NULL;
     if (!d || !w || !desc_ok(d)) return CD_EPARAMS;
     cd_conv_desc dd = *d;
@@ -470,8 +453,8 @@ int cd_sparse_conv_create(const cd_conv_desc *d, const float *w, const float *bi
     const int64_t wph = dd.ow + (int64_t)((dd.s - 1) * dd.dil_w) / dd.stride_w;
     const int64_t slots = (int64_t)dd.stride_h * dd.stride_w;
     // (Bands repeat up to R-1 halo rows each: at most twice the rows.)
-    const int64_t est = (int64_t)h->cpg * (2 * hph * wph + 16) * slots +
-                        (int64_t)h->cpg * dd.h * dd.w + hph * wph + FC_FOLD * (int64_t)h->cpg;
+    const int64_t est = (int64_t)h->cpg * (2 * hph * wph + 16) * slots + (int64_t)h->cpg * dd.h * dd.w + hph * wph +
+                        FC_FOLD * (int64_t)h->cpg;
     if (est > INT32_MAX / 2) {
         free(h);
         return CD_EUNSUPPORTED;

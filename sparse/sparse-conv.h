@@ -78,20 +78,20 @@ typedef struct cd_sparse_conv cd_sparse_conv;
 
 // What a created layer chose (for `convctl plan` and logs).
 typedef struct {
-    cd_sparse_format format;   // never AUTO
-    cd_sparse_isa isa;         // never AUTO
-    const char *kernel;        // micro-kernel of the main blocks
-    const char *tail_kernel;   // micro-kernel of leftover rows (CSR one) or NULL
-    const char *mode;          // "direct", "plane", "rows", "junk", "fc" or "im2col"
-    size_t nnz;                // nonzero weights
-    size_t entries;            // stored block entries (each NR weights)
-    double fill;               // nnz / stored weights
-    size_t packed_bytes;       // size of the packed weights
-    int cin_blocks;            // input-channel blocks the weights are split into
-    int bands;                 // bands of output rows the input is prepared
-                               // and run in (1 for "direct" and "fc")
-    int shift;                 // column taps folded by the aligned-shift
-                               // kernel (sparse/spmm-shift.h), 0 when unused
+    cd_sparse_format format; // never AUTO
+    cd_sparse_isa isa;       // never AUTO
+    const char *kernel;      // micro-kernel of the main blocks
+    const char *tail_kernel; // micro-kernel of leftover rows (CSR one) or NULL
+    const char *mode;        // "direct", "plane", "rows", "junk", "fc" or "im2col"
+    size_t nnz;              // nonzero weights
+    size_t entries;          // stored block entries (each NR weights)
+    double fill;             // nnz / stored weights
+    size_t packed_bytes;     // size of the packed weights
+    int cin_blocks;          // input-channel blocks the weights are split into
+    int bands;               // bands of output rows the input is prepared
+                             // and run in (1 for "direct" and "fc")
+    int shift;               // column taps folded by the aligned-shift
+                             // kernel (sparse/spmm-shift.h), 0 when unused
 } cd_sparse_conv_info;
 
 // Creates a sparse conv for desc d (d->n is ignored: the batch is per run;
@@ -100,9 +100,8 @@ typedef struct {
 // including an all-zero layer. Returns 0 and *out, CD_EPARAMS (bad shape),
 // CD_EUNSUPPORTED (ISA or format unavailable on this CPU, sizes beyond
 // 32-bit offsets) or CD_ENOMEM.
-int cd_sparse_conv_create(const cd_conv_desc *d, const float *w_oihw,
-                          const float *bias, const cd_sparse_conv_options *opt,
-                          cd_sparse_conv **out);
+int cd_sparse_conv_create(const cd_conv_desc *d, const float *w_oihw, const float *bias,
+                          const cd_sparse_conv_options *opt, cd_sparse_conv **out);
 
 // Bytes of scratch cd_sparse_conv_run_ws needs for `batch` images (0 when
 // the layer runs straight on its input). It holds a slot per OpenMP thread
@@ -114,13 +113,12 @@ size_t cd_sparse_conv_workspace_size(const cd_sparse_conv *h, int batch);
 // cd_sparse_conv_workspace_size(h, batch) bytes, 64-byte aligned (NULL when
 // that is 0). Thread-safe for concurrent calls with distinct ws. Returns 0 or
 // CD_EPARAMS.
-int cd_sparse_conv_run_ws(const cd_sparse_conv *h, const float *src,
-                          const float *residual, float *dst, int batch, void *ws);
+int cd_sparse_conv_run_ws(const cd_sparse_conv *h, const float *src, const float *residual, float *dst, int batch,
+                          void *ws);
 
 // As cd_sparse_conv_run_ws with a workspace allocated for the call. Returns 0,
 // CD_EPARAMS or CD_ENOMEM.
-int cd_sparse_conv_run(const cd_sparse_conv *h, const float *src,
-                       const float *residual, float *dst, int batch);
+int cd_sparse_conv_run(const cd_sparse_conv *h, const float *src, const float *residual, float *dst, int batch);
 
 // Frees h (NULL is fine).
 void cd_sparse_conv_free(cd_sparse_conv *h);

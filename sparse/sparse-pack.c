@@ -15,13 +15,11 @@ static int entry_nonzero(const float *w, int cols, int k0, int nb, int j) {
 }
 
 // Both builders: shifts = 0 for a plain pack, else a shift pack (nr = 1).
-static int pack_build(const float *w, const float *bias, int groups, int kpg, int cols,
-                      const int32_t *tap_off, int nr, int shifts, cd_sparse_pack *p) {
+static int pack_build(const float *w, const float *bias, int groups, int kpg, int cols, const int32_t *tap_off, int nr,
+                      int shifts, cd_sparse_pack *p) {
     memset(p, 0, sizeof *p);
-    if (!w || !tap_off || groups < 1 || kpg < 1 || cols < 1 || nr < 1 || nr > 64)
-        return CD_EPARAMS;
-    if (shifts < 0 || shifts > 8 || (shifts && (nr != 1 || cols % shifts)))
-        return CD_EPARAMS;
+    if (!w || !tap_off || groups < 1 || kpg < 1 || cols < 1 || nr < 1 || nr > 64) return CD_EPARAMS;
+    if (shifts < 0 || shifts > 8 || (shifts && (nr != 1 || cols % shifts))) return CD_EPARAMS;
     p->nr = nr;
     p->groups = groups;
     p->kpg = kpg;
@@ -98,15 +96,13 @@ static int pack_build(const float *w, const float *bias, int groups, int kpg, in
     return 0;
 }
 
-int cd_sparse_pack_build(const float *w, const float *bias, int groups, int kpg,
-                         int cols, const int32_t *tap_off, int nr,
-                         cd_sparse_pack *p) {
+int cd_sparse_pack_build(const float *w, const float *bias, int groups, int kpg, int cols, const int32_t *tap_off,
+                         int nr, cd_sparse_pack *p) {
     return pack_build(w, bias, groups, kpg, cols, tap_off, nr, 0, p);
 }
 
-int cd_sparse_pack_build_shift(const float *w, const float *bias, int groups, int kpg,
-                               int cols, const int32_t *tap_off, int shifts,
-                               cd_sparse_pack *p) {
+int cd_sparse_pack_build_shift(const float *w, const float *bias, int groups, int kpg, int cols, const int32_t *tap_off,
+                               int shifts, cd_sparse_pack *p) {
     if (shifts < 1) {
         memset(p, 0, sizeof *p);
         return CD_EPARAMS;

@@ -40,41 +40,39 @@
 #include <stdint.h>
 
 typedef struct {
-    int nr;             // channels per main block: 1 (CSR), 4 or 8 (BSR)
-    int groups;         // conv groups
-    int kpg;            // output channels per group
-    int cols;           // columns per group: cpg * R * S
-    int main_blocks;    // per group: kpg / nr
-    int tail_rows;      // per group: kpg % nr (one-channel blocks)
-    int blocks;         // per group: main_blocks + tail_rows
-    size_t entries;     // block entries over the layer (length of offsets)
-    size_t nnz;         // nonzero weights over the layer (not counting fill)
-    int32_t max_off;    // largest tap offset stored (0 when none)
-    float *values;      // see the layout above
+    int nr;          // channels per main block: 1 (CSR), 4 or 8 (BSR)
+    int groups;      // conv groups
+    int kpg;         // output channels per group
+    int cols;        // columns per group: cpg * R * S
+    int main_blocks; // per group: kpg / nr
+    int tail_rows;   // per group: kpg % nr (one-channel blocks)
+    int blocks;      // per group: main_blocks + tail_rows
+    size_t entries;  // block entries over the layer (length of offsets)
+    size_t nnz;      // nonzero weights over the layer (not counting fill)
+    int32_t max_off; // largest tap offset stored (0 when none)
+    float *values;   // see the layout above
     int32_t *offsets;
     uint32_t *nnz_map;
     size_t *first;
     size_t *vfirst;
-    int shifts;         // shift pack: column taps per row (S), else 0
+    int shifts;          // shift pack: column taps per row (S), else 0
     uint32_t *shift_nnz; // shift pack: [blocks * shifts] entries per tap, else NULL
-    void *mem;          // the one allocation (free with cd_sparse_pack_free)
-    size_t mem_size;    // its size in bytes
+    void *mem;           // the one allocation (free with cd_sparse_pack_free)
+    size_t mem_size;     // its size in bytes
 } cd_sparse_pack;
 
 // Packs OIHW weights w (K = groups*kpg filters of `cols` columns each) with
 // optional bias (K floats, NULL = zeros) into blocks of `nr` channels.
 // tap_off[cols] maps each column to its input element offset (>= 0).
 // Returns 0, CD_EPARAMS for bad sizes, CD_ENOMEM. On error *p is zeroed.
-int cd_sparse_pack_build(const float *w, const float *bias, int groups, int kpg,
-                         int cols, const int32_t *tap_off, int nr,
-                         cd_sparse_pack *p);
+int cd_sparse_pack_build(const float *w, const float *bias, int groups, int kpg, int cols, const int32_t *tap_off,
+                         int nr, cd_sparse_pack *p);
 
 // As cd_sparse_pack_build with nr = 1, the entries of each block ordered by
 // column tap s = j % shifts (columns j = (c*R + r)*S + s, shifts = S in
 // 1..8) and counted per tap in shift_nnz. Returns 0, CD_EPARAMS, CD_ENOMEM.
-int cd_sparse_pack_build_shift(const float *w, const float *bias, int groups, int kpg,
-                               int cols, const int32_t *tap_off, int shifts,
-                               cd_sparse_pack *p);
+int cd_sparse_pack_build_shift(const float *w, const float *bias, int groups, int kpg, int cols, const int32_t *tap_off,
+                               int shifts, cd_sparse_pack *p);
 
 // Frees the allocation and zeroes *p (safe on a zeroed pack).
 void cd_sparse_pack_free(cd_sparse_pack *p);

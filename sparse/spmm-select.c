@@ -12,8 +12,7 @@
 #include <strings.h>
 
 static const cd_spmm_ukernel_info g_ukernels[] = {
-#define CD_SPMM_UKERNEL(name_, isa_, mr_, nr_)                                \
-    {.name = #name_, .fn = name_, .isa = isa_, .mr = mr_, .nr = nr_},
+#define CD_SPMM_UKERNEL(name_, isa_, mr_, nr_) {.name = #name_, .fn = name_, .isa = isa_, .mr = mr_, .nr = nr_},
 #include "sparse/spmm-ukernels.inc"
 #undef CD_SPMM_UKERNEL
 };
@@ -38,8 +37,7 @@ static int cpu_runs(cd_sparse_isa isa) {
     __builtin_cpu_init(); // idempotent; needed when called from a constructor
     switch (isa) {
     case CD_SPARSE_ISA_SCALAR: return 1;
-    case CD_SPARSE_ISA_AVX2:
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case CD_SPARSE_ISA_AVX2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     case CD_SPARSE_ISA_AVX512F:
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
                __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
@@ -50,10 +48,10 @@ static int cpu_runs(cd_sparse_isa isa) {
 }
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
-static char g_cap_name[16];                           // cd_sparse_isa_set_cap
+static char g_cap_name[16];                         // cd_sparse_isa_set_cap
 static cd_sparse_isa g_cap = CD_SPARSE_ISA_AVX512F; // that cap, or the top
 static cd_sparse_isa g_best = CD_SPARSE_ISA_SCALAR;
-static int g_capped;                                  // the cap lowered g_best
+static int g_capped; // the cap lowered g_best
 
 // The best ISA the CPU runs at or below `cap`.
 static cd_sparse_isa best_below(cd_sparse_isa cap) {
@@ -62,16 +60,17 @@ static cd_sparse_isa best_below(cd_sparse_isa cap) {
     return CD_SPARSE_ISA_SCALAR;
 }
 
-void cd_sparse_isa_set_cap(const char *name) {
-    snprintf(g_cap_name, sizeof g_cap_name, "%s", name ? name : "");
-}
+void cd_sparse_isa_set_cap(const char *name) { snprintf(g_cap_name, sizeof g_cap_name, "%s", name ? name : ""); }
 
 // Runs once: the one place the cap is parsed. "avx512" (or "avx512f"),
 // "avx2" or "scalar", any case, caps every ISA of ours (the sparse kernels
 // here); anything else is reported and ignored.
 static void isa_init(void) {
     __builtin_cpu_init();
-    static const struct { const char *name; cd_sparse_isa isa; } names[] = {
+    static const struct {
+        const char *name;
+        cd_sparse_isa isa;
+    } names[] = {
         {"avx512", CD_SPARSE_ISA_AVX512F},
         {"avx512f", CD_SPARSE_ISA_AVX512F},
         {"avx2", CD_SPARSE_ISA_AVX2},
@@ -85,8 +84,7 @@ static void isa_init(void) {
                 g_cap = names[i].isa;
                 known = 1;
             }
-        if (!known)
-            cd_rt_log(CD_RT_LOG_WARN, "convd: ignoring CONVD_MAX_ISA=%s (want avx512, avx2 or scalar)", env);
+        if (!known) cd_rt_log(CD_RT_LOG_WARN, "convd: ignoring CONVD_MAX_ISA=%s (want avx512, avx2 or scalar)", env);
     }
     g_best = best_below(g_cap);
     g_capped = g_best != best_below(CD_SPARSE_ISA_AVX512F);

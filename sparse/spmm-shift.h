@@ -37,32 +37,32 @@
 
 // Runs M(1) .. M(8) by nv (1..8): the shift kernels of every ISA instantiate
 // one tile of each compile-time width in vectors and pick it at run time.
-#define CD_SHIFT_NV_SWITCH(nv, M)                                              \
-    switch (nv) {                                                              \
-    case 1: M(1); break;                                                       \
-    case 2: M(2); break;                                                       \
-    case 3: M(3); break;                                                       \
-    case 4: M(4); break;                                                       \
-    case 5: M(5); break;                                                       \
-    case 6: M(6); break;                                                       \
-    case 7: M(7); break;                                                       \
-    default: assert((nv) == 8); M(8); break;                                   \
+#define CD_SHIFT_NV_SWITCH(nv, M) \
+    switch (nv) {                 \
+    case 1: M(1); break;          \
+    case 2: M(2); break;          \
+    case 3: M(3); break;          \
+    case 4: M(4); break;          \
+    case 5: M(5); break;          \
+    case 6: M(6); break;          \
+    case 7: M(7); break;          \
+    default:                      \
+        assert((nv) == 8);        \
+        M(8);                     \
+        break;                    \
     }
 
-typedef void (*cd_f32_spmm_shift_fn)(size_t mc, size_t nblk, int shifts, int stride, const float *in,
-                                     const float *w, const int32_t *off, const uint32_t *snnz,
-                                     const float *res, size_t res_stride, float *out,
-                                     size_t out_stride, const cd_spmm_params *params);
+typedef void (*cd_f32_spmm_shift_fn)(size_t mc, size_t nblk, int shifts, int stride, const float *in, const float *w,
+                                     const int32_t *off, const uint32_t *snnz, const float *res, size_t res_stride,
+                                     float *out, size_t out_stride, const cd_spmm_params *params);
 
 // V = 16, in + off 64-byte aligned.
-void cd_f32_spmm_shift__avx512f(size_t mc, size_t nblk, int shifts, int stride, const float *in,
-                                const float *w, const int32_t *off, const uint32_t *snnz,
-                                const float *res, size_t res_stride, float *out,
-                                size_t out_stride, const cd_spmm_params *params);
+void cd_f32_spmm_shift__avx512f(size_t mc, size_t nblk, int shifts, int stride, const float *in, const float *w,
+                                const int32_t *off, const uint32_t *snnz, const float *res, size_t res_stride,
+                                float *out, size_t out_stride, const cd_spmm_params *params);
 // V = 8, in + off 32-byte aligned.
-void cd_f32_spmm_shift__avx2(size_t mc, size_t nblk, int shifts, int stride, const float *in,
-                             const float *w, const int32_t *off, const uint32_t *snnz,
-                             const float *res, size_t res_stride, float *out,
+void cd_f32_spmm_shift__avx2(size_t mc, size_t nblk, int shifts, int stride, const float *in, const float *w,
+                             const int32_t *off, const uint32_t *snnz, const float *res, size_t res_stride, float *out,
                              size_t out_stride, const cd_spmm_params *params);
 
 #endif // CD_SPARSE_SPMM_SHIFT_H

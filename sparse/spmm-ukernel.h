@@ -32,12 +32,9 @@ typedef struct {
     float max; // upper clamp (+INFINITY for none)
 } cd_spmm_params;
 
-typedef void (*cd_f32_spmm_ukernel_fn)(size_t mc, size_t nblk, const float *in,
-                                        const float *w, const int32_t *off,
-                                        const uint32_t *nnz, const float *res,
-                                        size_t res_stride, float *out,
-                                        size_t out_stride,
-                                        const cd_spmm_params *params);
+typedef void (*cd_f32_spmm_ukernel_fn)(size_t mc, size_t nblk, const float *in, const float *w, const int32_t *off,
+                                       const uint32_t *nnz, const float *res, size_t res_stride, float *out,
+                                       size_t out_stride, const cd_spmm_params *params);
 
 // Instruction sets a micro-kernel may need. Ordered: a higher value implies
 // the machine also runs every lower one.
@@ -50,19 +47,17 @@ typedef enum {
 
 // One registered micro-kernel (a row of sparse/spmm-ukernels.inc).
 typedef struct {
-    const char *name;        // e.g. "cd_f32_spmm_ukernel_64x1__avx512f"
+    const char *name; // e.g. "cd_f32_spmm_ukernel_64x1__avx512f"
     cd_f32_spmm_ukernel_fn fn;
-    cd_sparse_isa isa;       // what it needs
-    int mr;                  // pixels per register tile
-    int nr;                  // output channels per block
+    cd_sparse_isa isa; // what it needs
+    int mr;            // pixels per register tile
+    int nr;            // output channels per block
 } cd_spmm_ukernel_info;
 
 // Declarations of every micro-kernel in the list.
-#define CD_SPMM_UKERNEL(name, isa, mr, nr)                                    \
-    void name(size_t mc, size_t nblk, const float *in, const float *w,        \
-              const int32_t *off, const uint32_t *nnz, const float *res,      \
-              size_t res_stride, float *out, size_t out_stride,               \
-              const cd_spmm_params *params);
+#define CD_SPMM_UKERNEL(name, isa, mr, nr)                                                                      \
+    void name(size_t mc, size_t nblk, const float *in, const float *w, const int32_t *off, const uint32_t *nnz, \
+              const float *res, size_t res_stride, float *out, size_t out_stride, const cd_spmm_params *params);
 #include "sparse/spmm-ukernels.inc"
 #undef CD_SPMM_UKERNEL
 

@@ -25,7 +25,7 @@ typedef enum {
     K_DNNL,
     K_COPY,
     K_SPARSE, // sparse/sparse-conv.h (CONV2D, GEMM with rows == 1), NCHW
-    K_NONE, // this backend cannot run the op as described
+    K_NONE,   // this backend cannot run the op as described
 } kernel_kind;
 
 struct cd_op_state {
@@ -41,15 +41,27 @@ struct cd_op_state {
 
 struct cd_backend_ctx {
     cd_dnnl_ctx *dnnl;
-    void *ws;        // sparse kernels' workspace (64-byte aligned), grown on demand
+    void *ws; // sparse kernels' workspace (64-byte aligned), grown on demand
     size_t ws_size;
 };
 
 // The conv description a sparse GEMM runs as: n outputs of a 1x1 conv on a
 // 1x1 input of k channels (the batch is the pixel axis).
 static cd_conv_desc gemm_as_conv(const cd_bop_desc *d) {
-    cd_conv_desc c = {.n = 1, .c = d->u.gemm.k, .h = 1, .w = 1, .k = d->u.gemm.n, .r = 1, .s = 1,
-                      .stride_h = 1, .stride_w = 1, .dil_h = 1, .dil_w = 1, .groups = 1, .oh = 1, .ow = 1,
+    cd_conv_desc c = {.n = 1,
+                      .c = d->u.gemm.k,
+                      .h = 1,
+                      .w = 1,
+                      .k = d->u.gemm.n,
+                      .r = 1,
+                      .s = 1,
+                      .stride_h = 1,
+                      .stride_w = 1,
+                      .dil_h = 1,
+                      .dil_w = 1,
+                      .groups = 1,
+                      .oh = 1,
+                      .ow = 1,
                       .act = d->u.gemm.act};
     return c;
 }
@@ -147,7 +159,8 @@ static kernel_kind choose(const cd_bop_desc *d, int *swap) {
             return K_DNNL;
         return all_nchw(d) ? K_REF : K_NONE;
     case CD_BOP_SOFTMAX:
-        if (all_nchw(d) && d->u.softmax.outer == 1 && d->u.softmax.len <= (1 << 30) && d->u.softmax.inner <= (1 << 30)) {
+        if (all_nchw(d) && d->u.softmax.outer == 1 && d->u.softmax.len <= (1 << 30) &&
+            d->u.softmax.inner <= (1 << 30)) {
             cd_dnnl_tdesc t = {(int)d->u.softmax.len, (int)d->u.softmax.inner, 1, CD_LAYOUT_NCHW, 0};
             if (cd_dnnl_softmax_supports(t, 1)) return K_DNNL;
         }
@@ -159,13 +172,12 @@ static kernel_kind choose(const cd_bop_desc *d, int *swap) {
         if (ok && cd_dnnl_concat_supports(d->nsrc, t, d->u.axis, d->dst.layout)) return K_DNNL;
         return all_nchw(d) ? K_REF : K_NONE;
     }
-    case CD_BOP_TRANSPOSE:
-        return all_nchw(d) ? K_REF : K_NONE;
+    case CD_BOP_TRANSPOSE: return all_nchw(d) ? K_REF : K_NONE;
     case CD_BOP_REORDER: {
         const cd_tdesc *s = &d->src[0];
         if (s->layout == d->dst.layout) return K_COPY;
-        if (s->rank == 4 && cd_dnnl_reorder_supports(s->layout, d->dst.layout, (int)s->shape[1], (int)s->shape[2],
-                                                     (int)s->shape[3]))
+        if (s->rank == 4 &&
+            cd_dnnl_reorder_supports(s->layout, d->dst.layout, (int)s->shape[1], (int)s->shape[2], (int)s->shape[3]))
             return K_DNNL;
         return s->rank == 4 ? K_REF : K_NONE;
     }
@@ -207,7 +219,8 @@ static int cpu_op_init(cd_backend_t be, const cd_bop_desc *d, cd_op_state **out)
             size_t nw = (size_t)c->k * (c->c / c->groups) * c->r * c->s;
             st->w = malloc(nw * sizeof(float));
             st->bias = calloc((size_t)c->k, sizeof(float));
-            if (!st->w || !st->bias) rc = CD_ENOMEM;
+            if (!st->w || !st->bias)
+                rc = CD_ENOMEM;
             else {
                 memcpy(st->w, d->w, nw * sizeof(float));
                 if (d->bias) memcpy(st->bias, d->bias, (size_t)c->k * sizeof(float));
@@ -226,12 +239,16 @@ static int cpu_op_init(cd_backend_t be, const cd_bop_desc *d, cd_op_state **out)
             rc = cd_dnnl_ip_create(t, d->u.gemm.n, d->w, d->bias, d->u.gemm.act, mb * d->u.gemm.rows, &st->dop);
         } else {
             st->w = malloc(nw * sizeof(float));
-            if (!st->w) rc = CD_ENOMEM;
-            else memcpy(st->w, d->w, nw * sizeof(float));
+            if (!st->w)
+                rc = CD_ENOMEM;
+            else
+                memcpy(st->w, d->w, nw * sizeof(float));
             if (!rc && d->bias) {
                 st->bias = malloc((size_t)d->u.gemm.n * sizeof(float));
-                if (!st->bias) rc = CD_ENOMEM;
-                else memcpy(st->bias, d->bias, (size_t)d->u.gemm.n * sizeof(float));
+                if (!st->bias)
+                    rc = CD_ENOMEM;
+                else
+                    memcpy(st->bias, d->bias, (size_t)d->u.gemm.n * sizeof(float));
             }
         }
         break;
@@ -266,13 +283,12 @@ static int cpu_op_init(cd_backend_t be, const cd_bop_desc *d, cd_op_state **out)
             rc = cd_dnnl_concat_create(d->nsrc, t, d->u.axis, d->dst.layout, mb, &st->dop);
         }
         break;
-    case CD_BOP_TRANSPOSE:
-        break;
+    case CD_BOP_TRANSPOSE: break;
     case CD_BOP_REORDER:
         if (k == K_DNNL) {
             const cd_tdesc *s = &d->src[0];
-            rc = cd_dnnl_reorder_create(s->layout, d->dst.layout, (int)s->shape[1], (int)s->shape[2], (int)s->shape[3], mb,
-                                        &st->dop);
+            rc = cd_dnnl_reorder_create(s->layout, d->dst.layout, (int)s->shape[1], (int)s->shape[2], (int)s->shape[3],
+                                        mb, &st->dop);
         }
         break;
     case CD_BOP_COUNT: rc = CD_EUNSUPPORTED; break;
@@ -317,8 +333,7 @@ static int64_t numel(const cd_btensor *t) {
 }
 
 // Runs a sparse conv/FC with the context's workspace (grown when too small).
-static int run_sparse(cd_backend_ctx *ctx, cd_op_state *st, int batch, const cd_btensor *const *srcs,
-                      cd_btensor *dst) {
+static int run_sparse(cd_backend_ctx *ctx, cd_op_state *st, int batch, const cd_btensor *const *srcs, cd_btensor *dst) {
     int n = st->op == CD_BOP_GEMM ? batch * st->d.u.gemm.rows : batch;
     size_t need = cd_sparse_conv_workspace_size(st->sp, n);
     if (need > ctx->ws_size) {
@@ -333,8 +348,8 @@ static int run_sparse(cd_backend_ctx *ctx, cd_op_state *st, int batch, const cd_
     return cd_sparse_conv_run_ws(st->sp, srcs[0]->data, res, dst->data, n, need ? ctx->ws : NULL);
 }
 
-static int cpu_op_run(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int batch,
-                      const cd_btensor *const *srcs, cd_btensor *dst) {
+static int cpu_op_run(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int batch, const cd_btensor *const *srcs,
+                      cd_btensor *dst) {
     if (st->kind == K_DNNL) return run_dnnl(ctx, st, batch, srcs, dst);
     if (st->kind == K_SPARSE) return run_sparse(ctx, st, batch, srcs, dst);
     const cd_bop_desc *d = &st->d;
@@ -359,9 +374,7 @@ static int cpu_op_run(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int
         cd_ref_binary(d->u.binary.kind, dst->rank, srcs[0]->shape, srcs[0]->data, srcs[1]->shape, srcs[1]->data,
                       dst->shape, d->u.binary.act, dst->data);
         return 0;
-    case CD_BOP_ACTIVATION:
-        cd_ref_activation(d->u.act, (size_t)numel(dst), srcs[0]->data, dst->data);
-        return 0;
+    case CD_BOP_ACTIVATION: cd_ref_activation(d->u.act, (size_t)numel(dst), srcs[0]->data, dst->data); return 0;
     case CD_BOP_SOFTMAX:
         cd_ref_softmax((size_t)(batch * d->u.softmax.outer), (size_t)d->u.softmax.len, (size_t)d->u.softmax.inner,
                        srcs[0]->data, dst->data);

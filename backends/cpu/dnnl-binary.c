@@ -39,24 +39,19 @@ static int binary_check(const binary_priv *bp) {
     return 0;
 }
 
-static int binary_desc(const binary_priv *bp, int batch, dnnl_binary_desc_t *desc,
-                       dnnl_primitive_attr_t *attr) {
+static int binary_desc(const binary_priv *bp, int batch, dnnl_binary_desc_t *desc, dnnl_primitive_attr_t *attr) {
     dnnl_memory_desc_t amd, bmd, dmd;
     int rc;
     if ((rc = cd_dnnl_md_act(&amd, batch, bp->a.c, bp->a.h, bp->a.w, bp->a.layout))) return rc;
-    if ((rc = cd_dnnl_md_act(&bmd, bp->b.batch_bcast ? 1 : batch, bp->b.c, bp->b.h, bp->b.w,
-                             bp->b.layout)))
-        return rc;
+    if ((rc = cd_dnnl_md_act(&bmd, bp->b.batch_bcast ? 1 : batch, bp->b.c, bp->b.h, bp->b.w, bp->b.layout))) return rc;
     dmd = amd;
-    if ((rc = CD_DNNL(dnnl_binary_desc_init(desc, bp->kind == CD_DNNL_ADD ? dnnl_binary_add
-                                                                          : dnnl_binary_mul,
-                                            &amd, &bmd, &dmd))))
+    if ((rc = CD_DNNL(dnnl_binary_desc_init(desc, bp->kind == CD_DNNL_ADD ? dnnl_binary_add : dnnl_binary_mul, &amd,
+                                            &bmd, &dmd))))
         return rc;
     return cd_dnnl_attr(attr, 0, bp->split_act ? (cd_activation){CD_ACT_NONE, 0, 0} : bp->act);
 }
 
-int cd_dnnl_binary_supports(cd_dnnl_binary_kind kind, cd_dnnl_tdesc a, cd_dnnl_tdesc b,
-                            cd_activation act) {
+int cd_dnnl_binary_supports(cd_dnnl_binary_kind kind, cd_dnnl_tdesc a, cd_dnnl_tdesc b, cd_activation act) {
     binary_priv bp = {kind, a, b, act, 0};
     if (binary_check(&bp) || cd_dnnl_init()) return 0;
     bp.split_act = needs_split_act(&bp);
@@ -84,12 +79,10 @@ static int binary_build(cd_dnnl_op *op, int batch, cd_dnnl_prim *p) {
         if ((rc = cd_dnnl_md_act(&md, batch, bp->a.c, bp->a.h, bp->a.w, bp->a.layout))) goto out;
         for (int i = 0; i < n; i++) {
             dnnl_eltwise_desc_t ed;
-            if ((rc = CD_DNNL(dnnl_eltwise_forward_desc_init(&ed, dnnl_forward_inference, st[i].alg,
-                                                             &md, st[i].alpha, st[i].beta))))
+            if ((rc = CD_DNNL(dnnl_eltwise_forward_desc_init(&ed, dnnl_forward_inference, st[i].alg, &md, st[i].alpha,
+                                                             st[i].beta))))
                 goto out;
-            if ((rc = CD_DNNL(dnnl_primitive_desc_create(&p->pd[1 + i], &ed, attr,
-                                                         cd_dnnl_engine(), NULL))))
-                goto out;
+            if ((rc = CD_DNNL(dnnl_primitive_desc_create(&p->pd[1 + i], &ed, attr, cd_dnnl_engine(), NULL)))) goto out;
             p->nprim = 2 + i;
         }
     }
@@ -98,8 +91,8 @@ out:
     return rc;
 }
 
-static int binary_exec(cd_dnnl_op *op, cd_dnnl_ctx *ctx, const cd_dnnl_prim *p, int batch,
-                       const float *const *src, float *dst) {
+static int binary_exec(cd_dnnl_op *op, cd_dnnl_ctx *ctx, const cd_dnnl_prim *p, int batch, const float *const *src,
+                       float *dst) {
     cd_dnnl_arg args[3] = {{DNNL_ARG_SRC_0, src[0]}, {DNNL_ARG_SRC_1, src[1]}, {DNNL_ARG_DST, dst}};
     int rc = cd_dnnl_exec(ctx, p, 0, 3, args);
     for (int i = 1; i < p->nprim && !rc; i++) {
@@ -109,8 +102,8 @@ static int binary_exec(cd_dnnl_op *op, cd_dnnl_ctx *ctx, const cd_dnnl_prim *p, 
     return rc;
 }
 
-int cd_dnnl_binary_create(cd_dnnl_binary_kind kind, cd_dnnl_tdesc a, cd_dnnl_tdesc b,
-                          cd_activation act, int max_batch, cd_dnnl_op **out) {
+int cd_dnnl_binary_create(cd_dnnl_binary_kind kind, cd_dnnl_tdesc a, cd_dnnl_tdesc b, cd_activation act, int max_batch,
+                          cd_dnnl_op **out) {
     *out = NULL;
     binary_priv bp = {kind, a, b, act, 0};
     int rc = binary_check(&bp);

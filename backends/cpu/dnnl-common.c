@@ -25,8 +25,7 @@ static atomic_int g_threads; // 0: not set, use the OpenMP default
 
 int cd_dnnl_status(dnnl_status_t st, const char *call, const char *file, int line) {
     if (st == dnnl_success) return 0;
-    cd_rt_log(CD_RT_LOG_ERROR, "dnnl: %s failed at %s:%d: %s", call, file, line,
-              dnnl_status2str(st));
+    cd_rt_log(CD_RT_LOG_ERROR, "dnnl: %s failed at %s:%d: %s", call, file, line, dnnl_status2str(st));
     switch (st) {
     case dnnl_out_of_memory: return CD_ENOMEM;
     case dnnl_unimplemented: return CD_EUNSUPPORTED;
@@ -34,9 +33,7 @@ int cd_dnnl_status(dnnl_status_t st, const char *call, const char *file, int lin
     }
 }
 
-static void init_once(void) {
-    g_init_rc = CD_DNNL(dnnl_engine_create(&g_engine, dnnl_cpu, 0));
-}
+static void init_once(void) { g_init_rc = CD_DNNL(dnnl_engine_create(&g_engine, dnnl_cpu, 0)); }
 
 int cd_dnnl_init(void) {
     pthread_once(&g_once, init_once);
@@ -101,12 +98,8 @@ int cd_dnnl_act_steps(cd_activation act, cd_dnnl_elt_step steps[2]) {
         // and 0 * -inf is NaN where Relu(-inf) is 0. (A NaN stays NaN.)
         steps[0] = (cd_dnnl_elt_step){dnnl_eltwise_clip, 0.0f, INFINITY};
         return 1;
-    case CD_ACT_LEAKYRELU:
-        steps[0] = (cd_dnnl_elt_step){dnnl_eltwise_relu, act.alpha, 0.0f};
-        return 1;
-    case CD_ACT_CLIP:
-        steps[0] = (cd_dnnl_elt_step){dnnl_eltwise_clip, act.alpha, act.beta};
-        return 1;
+    case CD_ACT_LEAKYRELU: steps[0] = (cd_dnnl_elt_step){dnnl_eltwise_relu, act.alpha, 0.0f}; return 1;
+    case CD_ACT_CLIP: steps[0] = (cd_dnnl_elt_step){dnnl_eltwise_clip, act.alpha, act.beta}; return 1;
     case CD_ACT_SIGMOID: steps[0] = (cd_dnnl_elt_step){dnnl_eltwise_logistic, 0.0f, 0.0f}; return 1;
     case CD_ACT_HARDSWISH:
         // oneDNN 2.6: x * relu6(x + 3) / 6, the ONNX definition.
@@ -126,8 +119,7 @@ int cd_dnnl_post_ops_act(dnnl_post_ops_t po, cd_activation act) {
     int n = cd_dnnl_act_steps(act, steps);
     if (n < 0) return n;
     for (int i = 0; i < n; i++) {
-        int rc = CD_DNNL(dnnl_post_ops_append_eltwise(po, 1.0f, steps[i].alg,
-                                                      steps[i].alpha, steps[i].beta));
+        int rc = CD_DNNL(dnnl_post_ops_append_eltwise(po, 1.0f, steps[i].alg, steps[i].alpha, steps[i].beta));
         if (rc) return rc;
     }
     return 0;
@@ -137,8 +129,7 @@ int cd_dnnl_attr(dnnl_primitive_attr_t *attr, int with_sum, cd_activation act) {
     dnnl_post_ops_t po = NULL;
     int rc = CD_DNNL(dnnl_primitive_attr_create(attr));
     if (rc) return rc;
-    if ((rc = CD_DNNL(dnnl_primitive_attr_set_scratchpad_mode(*attr, dnnl_scratchpad_mode_user))))
-        goto fail;
+    if ((rc = CD_DNNL(dnnl_primitive_attr_set_scratchpad_mode(*attr, dnnl_scratchpad_mode_user)))) goto fail;
     if (with_sum || act.kind != CD_ACT_NONE) {
         if ((rc = CD_DNNL(dnnl_post_ops_create(&po)))) goto fail;
         if (with_sum && (rc = CD_DNNL(dnnl_post_ops_append_sum(po, 1.0f)))) goto fail;
@@ -159,15 +150,16 @@ void *cd_dnnl_alloc(size_t bytes) {
     return aligned_alloc(64, n ? n : 64);
 }
 
-int cd_dnnl_pd_try(const void *op_desc, const_dnnl_primitive_attr_t attr,
-                   dnnl_primitive_desc_t *pd) {
+int cd_dnnl_pd_try(const void *op_desc, const_dnnl_primitive_attr_t attr, dnnl_primitive_desc_t *pd) {
     if (cd_dnnl_init()) return 0;
     dnnl_primitive_desc_t p = NULL;
     // A query, not an error path: the status is checked, not logged.
     dnnl_status_t st = dnnl_primitive_desc_create(&p, op_desc, attr, g_engine, NULL);
     if (st != dnnl_success) return 0;
-    if (pd) *pd = p;
-    else dnnl_primitive_desc_destroy(p);
+    if (pd)
+        *pd = p;
+    else
+        dnnl_primitive_desc_destroy(p);
     return 1;
 }
 
@@ -228,28 +220,26 @@ void cd_dnnl_ctx_free(cd_dnnl_ctx *ctx) {
 
 #define CD_DNNL_MAX_ARGS 40
 
-int cd_dnnl_exec(cd_dnnl_ctx *ctx, const cd_dnnl_prim *p, int i, int nargs,
-                 const cd_dnnl_arg *args) {
+int cd_dnnl_exec(cd_dnnl_ctx *ctx, const cd_dnnl_prim *p, int i, int nargs, const cd_dnnl_arg *args) {
     dnnl_exec_arg_t ea[CD_DNNL_MAX_ARGS];
     int n = 0, rc = 0;
     if (nargs + 1 > CD_DNNL_MAX_ARGS) return CD_EPARAMS;
     for (int a = 0; a < nargs; a++) {
-        const dnnl_memory_desc_t *md =
-            dnnl_primitive_desc_query_md(p->pd[i], dnnl_query_exec_arg_md, args[a].arg);
-        if (!md) { rc = CD_EINTERNAL; goto out; }
-        ea[n].arg = args[a].arg;
-        if ((rc = CD_DNNL(dnnl_memory_create(&ea[n].memory, md, g_engine, (void *)args[a].ptr))))
+        const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(p->pd[i], dnnl_query_exec_arg_md, args[a].arg);
+        if (!md) {
+            rc = CD_EINTERNAL;
             goto out;
+        }
+        ea[n].arg = args[a].arg;
+        if ((rc = CD_DNNL(dnnl_memory_create(&ea[n].memory, md, g_engine, (void *)args[a].ptr)))) goto out;
         n++;
     }
     if (p->scratch_bytes) {
         if ((rc = cd_dnnl_ctx_reserve(ctx, p->scratch_bytes))) goto out;
-        const dnnl_memory_desc_t *md =
-            dnnl_primitive_desc_query_md(p->pd[i], dnnl_query_scratchpad_md, 0);
+        const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(p->pd[i], dnnl_query_scratchpad_md, 0);
         if (md && dnnl_memory_desc_get_size(md) > 0) {
             ea[n].arg = DNNL_ARG_SCRATCHPAD;
-            if ((rc = CD_DNNL(dnnl_memory_create(&ea[n].memory, md, g_engine, ctx->scratch))))
-                goto out;
+            if ((rc = CD_DNNL(dnnl_memory_create(&ea[n].memory, md, g_engine, ctx->scratch)))) goto out;
             n++;
         }
     }
@@ -261,15 +251,13 @@ out:
     return rc;
 }
 
-int cd_dnnl_reorder_now(const dnnl_memory_desc_t *smd, const void *src,
-                        const dnnl_memory_desc_t *dmd, void *dst) {
+int cd_dnnl_reorder_now(const dnnl_memory_desc_t *smd, const void *src, const dnnl_memory_desc_t *dmd, void *dst) {
     dnnl_primitive_desc_t pd = NULL;
     dnnl_primitive_t prim = NULL;
     dnnl_stream_t stream = NULL;
     dnnl_memory_t sm = NULL, dm = NULL;
     int rc;
-    if ((rc = CD_DNNL(dnnl_reorder_primitive_desc_create(&pd, smd, g_engine, dmd, g_engine, NULL))))
-        goto out;
+    if ((rc = CD_DNNL(dnnl_reorder_primitive_desc_create(&pd, smd, g_engine, dmd, g_engine, NULL)))) goto out;
     if ((rc = CD_DNNL(dnnl_primitive_create(&prim, pd)))) goto out;
     if ((rc = CD_DNNL(dnnl_stream_create(&stream, g_engine, dnnl_stream_default_flags)))) goto out;
     if ((rc = CD_DNNL(dnnl_memory_create(&sm, smd, g_engine, (void *)src)))) goto out;
@@ -372,8 +360,7 @@ int cd_dnnl_op_get(cd_dnnl_op *op, int batch, cd_dnnl_prim **out) {
         if ((rc = op->build(op, batch, p))) goto fail;
         for (int i = 0; i < p->nprim; i++) {
             if ((rc = CD_DNNL(dnnl_primitive_create(&p->prim[i], p->pd[i])))) goto fail;
-            const dnnl_memory_desc_t *md =
-                dnnl_primitive_desc_query_md(p->pd[i], dnnl_query_scratchpad_md, 0);
+            const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(p->pd[i], dnnl_query_scratchpad_md, 0);
             size_t sb = md ? dnnl_memory_desc_get_size(md) : 0;
             if (sb > p->scratch_bytes) p->scratch_bytes = sb;
         }
@@ -398,10 +385,8 @@ int cd_dnnl_op_prepare(cd_dnnl_op *op, int batch, size_t *scratch_bytes) {
     return 0;
 }
 
-int cd_dnnl_op_run(cd_dnnl_op *op, cd_dnnl_ctx *ctx, int batch, int nsrc,
-                   const float *const *src, float *dst) {
-    if (!op || !ctx || !dst || batch < 1 || batch > op->max_batch || nsrc != op->nsrc)
-        return CD_EPARAMS;
+int cd_dnnl_op_run(cd_dnnl_op *op, cd_dnnl_ctx *ctx, int batch, int nsrc, const float *const *src, float *dst) {
+    if (!op || !ctx || !dst || batch < 1 || batch > op->max_batch || nsrc != op->nsrc) return CD_EPARAMS;
     for (int i = 0; i < nsrc; i++)
         if (!src || !src[i]) return CD_EPARAMS;
     cd_dnnl_prim *p;
@@ -425,8 +410,7 @@ const char *cd_dnnl_op_impl(cd_dnnl_op *op, int batch) {
     cd_dnnl_prim *p;
     if (cd_dnnl_op_get(op, batch, &p)) return "?";
     const char *s = NULL;
-    if (dnnl_primitive_desc_query(p->pd[0], dnnl_query_impl_info_str, 0, &s) != dnnl_success || !s)
-        return "?";
+    if (dnnl_primitive_desc_query(p->pd[0], dnnl_query_impl_info_str, 0, &s) != dnnl_success || !s) return "?";
     return s;
 }
 

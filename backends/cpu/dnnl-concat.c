@@ -9,20 +9,17 @@
 #define CONCAT_MAX_SRC 32
 
 typedef struct {
-    int n;                 // number of inputs
-    int axis;              // 1 = C, 2 = H, 3 = W
-    cd_layout dst_l;       // output layout
-    cd_dnnl_tdesc *srcs;   // n input descriptions (owned)
+    int n;               // number of inputs
+    int axis;            // 1 = C, 2 = H, 3 = W
+    cd_layout dst_l;     // output layout
+    cd_dnnl_tdesc *srcs; // n input descriptions (owned)
 } concat_priv;
 
 static int concat_check(int n, const cd_dnnl_tdesc *s, int axis, cd_layout dst_l) {
-    if (n < 1 || n > CONCAT_MAX_SRC || !s || axis < 1 || axis > 3 || !cd_layout_valid(dst_l))
-        return CD_EPARAMS;
+    if (n < 1 || n > CONCAT_MAX_SRC || !s || axis < 1 || axis > 3 || !cd_layout_valid(dst_l)) return CD_EPARAMS;
     for (int i = 0; i < n; i++) {
-        if (s[i].c < 1 || s[i].h < 1 || s[i].w < 1 || !cd_layout_valid(s[i].layout))
-            return CD_EPARAMS;
-        if ((axis != 1 && s[i].c != s[0].c) || (axis != 2 && s[i].h != s[0].h) ||
-            (axis != 3 && s[i].w != s[0].w))
+        if (s[i].c < 1 || s[i].h < 1 || s[i].w < 1 || !cd_layout_valid(s[i].layout)) return CD_EPARAMS;
+        if ((axis != 1 && s[i].c != s[0].c) || (axis != 2 && s[i].h != s[0].h) || (axis != 3 && s[i].w != s[0].w))
             return CD_EPARAMS;
     }
     return 0;
@@ -41,8 +38,7 @@ static int concat_pd(const concat_priv *cp, int batch, dnnl_primitive_desc_t *pd
     }
     if ((rc = cd_dnnl_md_act(&dmd, batch, dims[1], dims[2], dims[3], cp->dst_l))) return rc;
     if ((rc = cd_dnnl_attr(&attr, 0, (cd_activation){CD_ACT_NONE, 0, 0}))) return rc;
-    dnnl_status_t st = dnnl_concat_primitive_desc_create(pd, &dmd, cp->n, cp->axis, smd, attr,
-                                                         cd_dnnl_engine());
+    dnnl_status_t st = dnnl_concat_primitive_desc_create(pd, &dmd, cp->n, cp->axis, smd, attr, cd_dnnl_engine());
     dnnl_primitive_attr_destroy(attr);
     if (quiet) return st == dnnl_success ? 0 : CD_EUNSUPPORTED;
     return CD_DNNL(st);
@@ -64,8 +60,8 @@ static int concat_build(cd_dnnl_op *op, int batch, cd_dnnl_prim *p) {
     return 0;
 }
 
-static int concat_exec(cd_dnnl_op *op, cd_dnnl_ctx *ctx, const cd_dnnl_prim *p, int batch,
-                       const float *const *src, float *dst) {
+static int concat_exec(cd_dnnl_op *op, cd_dnnl_ctx *ctx, const cd_dnnl_prim *p, int batch, const float *const *src,
+                       float *dst) {
     concat_priv *cp = op->priv;
     cd_dnnl_arg args[CONCAT_MAX_SRC + 1];
     for (int i = 0; i < cp->n; i++) args[i] = (cd_dnnl_arg){DNNL_ARG_MULTIPLE_SRC + i, src[i]};
@@ -78,8 +74,8 @@ static void concat_fini(cd_dnnl_op *op) {
     if (cp) free(cp->srcs);
 }
 
-int cd_dnnl_concat_create(int n, const cd_dnnl_tdesc *srcs, int axis, cd_layout dst_layout,
-                          int max_batch, cd_dnnl_op **out) {
+int cd_dnnl_concat_create(int n, const cd_dnnl_tdesc *srcs, int axis, cd_layout dst_layout, int max_batch,
+                          cd_dnnl_op **out) {
     *out = NULL;
     int rc = concat_check(n, srcs, axis, dst_layout);
     if (rc) return rc;

@@ -9,10 +9,10 @@
 #include <string.h>
 
 typedef struct {
-    cd_conv_desc d;              // the conv (d.n unused)
-    cd_layout src_l, dst_l;      // activation layouts
-    cd_dnnl_weights wts;         // user layout OIHW (groups == 1) or GOIHW
-    float *bias;                 // K floats or NULL (owned)
+    cd_conv_desc d;         // the conv (d.n unused)
+    cd_layout src_l, dst_l; // activation layouts
+    cd_dnnl_weights wts;    // user layout OIHW (groups == 1) or GOIHW
+    float *bias;            // K floats or NULL (owned)
 } conv_priv;
 
 // Checks the descriptor's ranges and its derived output size. 0 or CD_EPARAMS.
@@ -33,18 +33,16 @@ static int conv_check(const cd_conv_desc *d, cd_layout src, cd_layout dst) {
 static int weights_md(dnnl_memory_desc_t *md, const cd_conv_desc *d, dnnl_format_tag_t tag) {
     if (d->groups == 1) {
         dnnl_dims_t dims = {d->k, d->c, d->r, d->s};
-        return CD_DNNL(dnnl_memory_desc_init_by_tag(md, 4, dims, dnnl_f32,
-                                                    tag == dnnl_format_tag_any ? tag : dnnl_oihw));
+        return CD_DNNL(
+            dnnl_memory_desc_init_by_tag(md, 4, dims, dnnl_f32, tag == dnnl_format_tag_any ? tag : dnnl_oihw));
     }
     dnnl_dims_t dims = {d->groups, d->k / d->groups, d->c / d->groups, d->r, d->s};
-    return CD_DNNL(dnnl_memory_desc_init_by_tag(md, 5, dims, dnnl_f32,
-                                                tag == dnnl_format_tag_any ? tag : dnnl_goihw));
+    return CD_DNNL(dnnl_memory_desc_init_by_tag(md, 5, dims, dnnl_f32, tag == dnnl_format_tag_any ? tag : dnnl_goihw));
 }
 
 // Fills the convolution op descriptor and attributes for one batch size.
-static int conv_desc(const cd_conv_desc *d, cd_layout src_l, cd_layout dst_l, int batch,
-                     int with_bias, dnnl_convolution_desc_t *cd,
-                     dnnl_primitive_attr_t *attr) {
+static int conv_desc(const cd_conv_desc *d, cd_layout src_l, cd_layout dst_l, int batch, int with_bias,
+                     dnnl_convolution_desc_t *cd, dnnl_primitive_attr_t *attr) {
     dnnl_memory_desc_t smd, wmd, bmd, dmd;
     int rc;
     if ((rc = cd_dnnl_md_act(&smd, batch, d->c, d->h, d->w, src_l))) return rc;
@@ -57,9 +55,9 @@ static int conv_desc(const cd_conv_desc *d, cd_layout src_l, cd_layout dst_l, in
     dnnl_dims_t strides = {d->stride_h, d->stride_w};
     dnnl_dims_t dil = {d->dil_h - 1, d->dil_w - 1}; // oneDNN counts extra gaps
     dnnl_dims_t pl = {d->pad_t, d->pad_l}, pr = {d->pad_b, d->pad_r};
-    if ((rc = CD_DNNL(dnnl_dilated_convolution_forward_desc_init(
-             cd, dnnl_forward_inference, dnnl_convolution_direct, &smd, &wmd,
-             with_bias ? &bmd : NULL, &dmd, strides, dil, pl, pr))))
+    if ((rc = CD_DNNL(dnnl_dilated_convolution_forward_desc_init(cd, dnnl_forward_inference, dnnl_convolution_direct,
+                                                                 &smd, &wmd, with_bias ? &bmd : NULL, &dmd, strides,
+                                                                 dil, pl, pr))))
         return rc;
     return cd_dnnl_attr(attr, d->has_residual, d->act);
 }
@@ -92,12 +90,11 @@ static int conv_build(cd_dnnl_op *op, int batch, cd_dnnl_prim *p) {
     return 0;
 }
 
-static int conv_exec(cd_dnnl_op *op, cd_dnnl_ctx *ctx, const cd_dnnl_prim *p, int batch,
-                     const float *const *src, float *dst) {
+static int conv_exec(cd_dnnl_op *op, cd_dnnl_ctx *ctx, const cd_dnnl_prim *p, int batch, const float *const *src,
+                     float *dst) {
     conv_priv *cp = op->priv;
     if (cp->d.has_residual && src[1] != dst)
-        memcpy(dst, src[1],
-               cd_dnnl_tensor_floats(cp->dst_l, batch, cp->d.k, cp->d.oh, cp->d.ow) * sizeof(float));
+        memcpy(dst, src[1], cd_dnnl_tensor_floats(cp->dst_l, batch, cp->d.k, cp->d.oh, cp->d.ow) * sizeof(float));
     cd_dnnl_arg args[4] = {
         {DNNL_ARG_SRC, src[0]},
         {DNNL_ARG_WEIGHTS, cp->wts.data[p->wset]},
@@ -114,9 +111,8 @@ static void conv_fini(cd_dnnl_op *op) {
     free(cp->bias);
 }
 
-int cd_dnnl_conv_create(const cd_conv_desc *d, cd_layout src, cd_layout dst,
-                        int max_batch, const float *w, const float *bias,
-                        cd_dnnl_op **out) {
+int cd_dnnl_conv_create(const cd_conv_desc *d, cd_layout src, cd_layout dst, int max_batch, const float *w,
+                        const float *bias, cd_dnnl_op **out) {
     *out = NULL;
     if (!d || !w || conv_check(d, src, dst)) return CD_EPARAMS;
     cd_dnnl_op *op;
@@ -158,10 +154,24 @@ fail:
 // ---- the blocked layout of this CPU ------------------------------------------------
 
 // A ResNet-like 3x3 conv whose source layout oneDNN is asked to choose.
-static const cd_conv_desc k_probe = {.n = 1, .c = 64, .h = 28, .w = 28, .k = 64, .r = 3, .s = 3,
-                                     .stride_h = 1, .stride_w = 1, .pad_t = 1, .pad_l = 1,
-                                     .pad_b = 1, .pad_r = 1, .dil_h = 1, .dil_w = 1, .groups = 1,
-                                     .oh = 28, .ow = 28};
+static const cd_conv_desc k_probe = {.n = 1,
+                                     .c = 64,
+                                     .h = 28,
+                                     .w = 28,
+                                     .k = 64,
+                                     .r = 3,
+                                     .s = 3,
+                                     .stride_h = 1,
+                                     .stride_w = 1,
+                                     .pad_t = 1,
+                                     .pad_l = 1,
+                                     .pad_b = 1,
+                                     .pad_r = 1,
+                                     .dil_h = 1,
+                                     .dil_w = 1,
+                                     .groups = 1,
+                                     .oh = 28,
+                                     .ow = 28};
 
 // 1 when oneDNN builds the probe conv in layout l (src and dst) with a
 // kernel other than its reference loop.
@@ -192,8 +202,8 @@ static cd_layout probe_any(void) {
         dnnl_memory_desc_init_by_tag(&dmd, 4, dd, dnnl_f32, dnnl_format_tag_any) ||
         dnnl_memory_desc_init_by_tag(&wmd, 4, wd, dnnl_f32, dnnl_format_tag_any) ||
         dnnl_memory_desc_init_by_tag(&bmd, 1, bd, dnnl_f32, dnnl_x) ||
-        dnnl_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct, &smd, &wmd,
-                                           &bmd, &dmd, strides, pl, pr))
+        dnnl_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct, &smd, &wmd, &bmd, &dmd,
+                                           strides, pl, pr))
         return CD_LAYOUT_NCHW;
     dnnl_primitive_desc_t pd = NULL;
     if (!cd_dnnl_pd_try(&cd, NULL, &pd)) return CD_LAYOUT_NCHW;

@@ -24,8 +24,7 @@ static int eltwise_descs(const eltwise_priv *ep, int batch, dnnl_eltwise_desc_t 
     dnnl_memory_desc_t md;
     if ((rc = cd_dnnl_md_act(&md, batch, t->c, t->h, t->w, t->layout))) return rc;
     for (int i = 0; i < n; i++)
-        if ((rc = CD_DNNL(dnnl_eltwise_forward_desc_init(&desc[i], dnnl_forward_inference,
-                                                         st[i].alg, &md, st[i].alpha,
+        if ((rc = CD_DNNL(dnnl_eltwise_forward_desc_init(&desc[i], dnnl_forward_inference, st[i].alg, &md, st[i].alpha,
                                                          st[i].beta))))
             return rc;
     return n;
@@ -50,8 +49,8 @@ static int eltwise_build(cd_dnnl_op *op, int batch, cd_dnnl_prim *p) {
     return rc;
 }
 
-static int eltwise_exec(cd_dnnl_op *op, cd_dnnl_ctx *ctx, const cd_dnnl_prim *p, int batch,
-                        const float *const *src, float *dst) {
+static int eltwise_exec(cd_dnnl_op *op, cd_dnnl_ctx *ctx, const cd_dnnl_prim *p, int batch, const float *const *src,
+                        float *dst) {
     cd_dnnl_arg args[2] = {{DNNL_ARG_SRC, src[0]}, {DNNL_ARG_DST, dst}};
     int rc = cd_dnnl_exec(ctx, p, 0, 2, args);
     if (!rc && p->nprim == 2) {

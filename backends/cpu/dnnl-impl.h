@@ -50,24 +50,24 @@ typedef struct {
     dnnl_primitive_desc_t pd[CD_DNNL_MAX_PRIMS];
     dnnl_primitive_t prim[CD_DNNL_MAX_PRIMS];
     int nprim;
-    size_t scratch_bytes;   // max over the primitives
-    int wset;               // conv: index of the packed weight set it uses
+    size_t scratch_bytes; // max over the primitives
+    int wset;             // conv: index of the packed weight set it uses
 } cd_dnnl_prim;
 
 struct cd_dnnl_op {
     int max_batch;
-    int nsrc;                              // sources run() expects
-    pthread_mutex_t mu;                    // guards slot creation and kind state
-    _Atomic(cd_dnnl_prim *) *slots;        // [max_batch + 1], slot 0 unused
+    int nsrc;                       // sources run() expects
+    pthread_mutex_t mu;             // guards slot creation and kind state
+    _Atomic(cd_dnnl_prim *) *slots; // [max_batch + 1], slot 0 unused
     // Creates p->pd[] (and sets p->nprim) for this batch; under mu. May update
     // kind state (conv packs a new weight set). 0 or a CD_E* code.
     int (*build)(cd_dnnl_op *op, int batch, cd_dnnl_prim *p);
     // Executes p on the caller's buffers (arguments already validated).
-    int (*exec)(cd_dnnl_op *op, cd_dnnl_ctx *ctx, const cd_dnnl_prim *p,
-                int batch, const float *const *src, float *dst);
-    void (*fini)(cd_dnnl_op *op);          // frees priv's contents (optional)
-    void *priv;                            // kind-specific state (owned)
-    size_t weight_bytes;                   // packed weights + bias (under mu)
+    int (*exec)(cd_dnnl_op *op, cd_dnnl_ctx *ctx, const cd_dnnl_prim *p, int batch, const float *const *src,
+                float *dst);
+    void (*fini)(cd_dnnl_op *op); // frees priv's contents (optional)
+    void *priv;                   // kind-specific state (owned)
+    size_t weight_bytes;          // packed weights + bias (under mu)
 };
 
 // Allocates an op with its slot array and mutex. 0 or CD_ENOMEM/CD_EPARAMS.
@@ -85,24 +85,22 @@ typedef struct {
 
 // Executes primitive i of p with the args (plus the ctx scratchpad) on the
 // ctx stream and waits. 0 or an error.
-int cd_dnnl_exec(cd_dnnl_ctx *ctx, const cd_dnnl_prim *p, int i, int nargs,
-                 const cd_dnnl_arg *args);
+int cd_dnnl_exec(cd_dnnl_ctx *ctx, const cd_dnnl_prim *p, int i, int nargs, const cd_dnnl_arg *args);
 
 // Reorders src (md smd) into dst (md dmd) on a temporary stream; for packing at
 // create time. 0 or an error.
-int cd_dnnl_reorder_now(const dnnl_memory_desc_t *smd, const void *src,
-                        const dnnl_memory_desc_t *dmd, void *dst);
+int cd_dnnl_reorder_now(const dnnl_memory_desc_t *smd, const void *src, const dnnl_memory_desc_t *dmd, void *dst);
 
 // Packed weights of one operator. Implementations chosen for different batch
 // sizes may want different weight layouts; each distinct one is packed once
 // (in practice there is one). Guarded by the op's mutex.
 #define CD_DNNL_MAX_WSETS 4
 typedef struct {
-    dnnl_memory_desc_t user_md;       // layout of the caller's weights
-    const void *user;                 // caller's weights, only during create
-    dnnl_memory_desc_t md[CD_DNNL_MAX_WSETS];  // packed layouts chosen by oneDNN
-    void *data[CD_DNNL_MAX_WSETS];    // packed weights, 64-byte aligned, owned
-    int n;                            // number of packed sets
+    dnnl_memory_desc_t user_md;               // layout of the caller's weights
+    const void *user;                         // caller's weights, only during create
+    dnnl_memory_desc_t md[CD_DNNL_MAX_WSETS]; // packed layouts chosen by oneDNN
+    void *data[CD_DNNL_MAX_WSETS];            // packed weights, 64-byte aligned, owned
+    int n;                                    // number of packed sets
 } cd_dnnl_weights;
 
 // Index of the packed set with layout md, packing it first if needed (set 0
@@ -118,8 +116,7 @@ void *cd_dnnl_alloc(size_t bytes);
 
 // Creates a primitive descriptor from an op descriptor, quietly: returns 1 when
 // oneDNN can build it (and stores it in *pd if pd is not NULL), else 0.
-int cd_dnnl_pd_try(const void *op_desc, const_dnnl_primitive_attr_t attr,
-                   dnnl_primitive_desc_t *pd);
+int cd_dnnl_pd_try(const void *op_desc, const_dnnl_primitive_attr_t attr, dnnl_primitive_desc_t *pd);
 
 // For ops without post-ops (pool, softmax, plain eltwise): whether oneDNN can
 // build op_desc with the project's attributes (user scratchpad), quietly

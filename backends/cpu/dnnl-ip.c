@@ -20,18 +20,17 @@ static int ip_check(cd_dnnl_tdesc s, int k, cd_activation act) {
     return cd_dnnl_act_steps(act, st) < 0 ? CD_EPARAMS : 0;
 }
 
-static int ip_desc(cd_dnnl_tdesc s, int k, cd_activation act, int with_bias, int batch,
-                   dnnl_inner_product_desc_t *desc, dnnl_primitive_attr_t *attr) {
+static int ip_desc(cd_dnnl_tdesc s, int k, cd_activation act, int with_bias, int batch, dnnl_inner_product_desc_t *desc,
+                   dnnl_primitive_attr_t *attr) {
     dnnl_memory_desc_t smd, wmd, bmd, dmd;
     int rc;
     if ((rc = cd_dnnl_md_act(&smd, batch, s.c, s.h, s.w, s.layout))) return rc;
     dnnl_dims_t wd = {k, s.c, s.h, s.w}, bd = {k}, dd = {batch, k};
-    if ((rc = CD_DNNL(dnnl_memory_desc_init_by_tag(&wmd, 4, wd, dnnl_f32, dnnl_format_tag_any))))
-        return rc;
+    if ((rc = CD_DNNL(dnnl_memory_desc_init_by_tag(&wmd, 4, wd, dnnl_f32, dnnl_format_tag_any)))) return rc;
     if ((rc = CD_DNNL(dnnl_memory_desc_init_by_tag(&bmd, 1, bd, dnnl_f32, dnnl_x)))) return rc;
     if ((rc = CD_DNNL(dnnl_memory_desc_init_by_tag(&dmd, 2, dd, dnnl_f32, dnnl_nc)))) return rc;
-    if ((rc = CD_DNNL(dnnl_inner_product_forward_desc_init(desc, dnnl_forward_inference, &smd,
-                                                           &wmd, with_bias ? &bmd : NULL, &dmd))))
+    if ((rc = CD_DNNL(dnnl_inner_product_forward_desc_init(desc, dnnl_forward_inference, &smd, &wmd,
+                                                           with_bias ? &bmd : NULL, &dmd))))
         return rc;
     return cd_dnnl_attr(attr, 0, act);
 }
@@ -64,8 +63,8 @@ static int ip_build(cd_dnnl_op *op, int batch, cd_dnnl_prim *p) {
     return 0;
 }
 
-static int ip_exec(cd_dnnl_op *op, cd_dnnl_ctx *ctx, const cd_dnnl_prim *p, int batch,
-                   const float *const *src, float *dst) {
+static int ip_exec(cd_dnnl_op *op, cd_dnnl_ctx *ctx, const cd_dnnl_prim *p, int batch, const float *const *src,
+                   float *dst) {
     ip_priv *ip = op->priv;
     cd_dnnl_arg args[4] = {
         {DNNL_ARG_SRC, src[0]},
@@ -83,8 +82,8 @@ static void ip_fini(cd_dnnl_op *op) {
     free(ip->bias);
 }
 
-int cd_dnnl_ip_create(cd_dnnl_tdesc src, int k, const float *w, const float *bias,
-                      cd_activation act, int max_batch, cd_dnnl_op **out) {
+int cd_dnnl_ip_create(cd_dnnl_tdesc src, int k, const float *w, const float *bias, cd_activation act, int max_batch,
+                      cd_dnnl_op **out) {
     *out = NULL;
     if (!w || ip_check(src, k, act)) return CD_EPARAMS;
     cd_dnnl_op *op;
@@ -101,8 +100,7 @@ int cd_dnnl_ip_create(cd_dnnl_tdesc src, int k, const float *w, const float *bia
     *ip = (ip_priv){.src = src, .k = k, .act = act};
     op->priv = ip;
     dnnl_dims_t wd = {k, src.c, src.h, src.w};
-    if ((rc = CD_DNNL(dnnl_memory_desc_init_by_tag(&ip->wts.user_md, 4, wd, dnnl_f32, dnnl_oihw))))
-        goto fail;
+    if ((rc = CD_DNNL(dnnl_memory_desc_init_by_tag(&ip->wts.user_md, 4, wd, dnnl_f32, dnnl_oihw)))) goto fail;
     if (bias) {
         if (!(ip->bias = cd_dnnl_alloc((size_t)k * sizeof(float)))) {
             rc = CD_ENOMEM;

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 
 typedef struct {
-    cd_pool_desc d;  // the pooling (d.n unused)
-    cd_layout l;     // layout of src and dst
+    cd_pool_desc d; // the pooling (d.n unused)
+    cd_layout l;    // layout of src and dst
 } pool_priv;
 
 // Checks ranges, the derived output size, and the one ceil-mode case oneDNN
@@ -39,8 +39,7 @@ static int pool_desc(const pool_priv *pp, int batch, dnnl_pooling_v2_desc_t *pd_
     pool_pad_end(d, &pb, &pr);
     // AVG counting padding: cells beyond the ONNX end padding would be
     // counted by oneDNN but not by ONNX.
-    if (d->kind == CD_POOL_AVG && d->count_include_pad && (pb != d->pad_b || pr != d->pad_r))
-        return CD_EUNSUPPORTED;
+    if (d->kind == CD_POOL_AVG && d->count_include_pad && (pb != d->pad_b || pr != d->pad_r)) return CD_EUNSUPPORTED;
     dnnl_memory_desc_t smd, dmd;
     if ((rc = cd_dnnl_md_act(&smd, batch, d->c, d->h, d->w, pp->l))) return rc;
     if ((rc = cd_dnnl_md_act(&dmd, batch, d->c, d->oh, d->ow, pp->l))) return rc;
@@ -50,8 +49,8 @@ static int pool_desc(const pool_priv *pp, int batch, dnnl_pooling_v2_desc_t *pd_
     dnnl_dims_t strides = {d->stride_h, d->stride_w}, kernel = {d->kh, d->kw};
     dnnl_dims_t dil = {d->dil_h - 1, d->dil_w - 1};
     dnnl_dims_t pl = {d->pad_t, d->pad_l}, pe = {pb, pr};
-    return CD_DNNL(dnnl_pooling_v2_forward_desc_init(pd_out, dnnl_forward_inference, alg, &smd,
-                                                     &dmd, strides, kernel, dil, pl, pe));
+    return CD_DNNL(dnnl_pooling_v2_forward_desc_init(pd_out, dnnl_forward_inference, alg, &smd, &dmd, strides, kernel,
+                                                     dil, pl, pe));
 }
 
 int cd_dnnl_pool_supports(const cd_pool_desc *d, cd_layout layout) {
@@ -59,8 +58,7 @@ int cd_dnnl_pool_supports(const cd_pool_desc *d, cd_layout layout) {
     pool_priv pp = {*d, layout};
     int pb, pr;
     pool_pad_end(d, &pb, &pr);
-    if (d->kind == CD_POOL_AVG && d->count_include_pad && (pb != d->pad_b || pr != d->pad_r))
-        return 0;
+    if (d->kind == CD_POOL_AVG && d->count_include_pad && (pb != d->pad_b || pr != d->pad_r)) return 0;
     dnnl_pooling_v2_desc_t desc;
     if (pool_desc(&pp, 1, &desc)) return 0;
     return cd_dnnl_plain_try(&desc);
@@ -72,14 +70,13 @@ static int pool_build(cd_dnnl_op *op, int batch, cd_dnnl_prim *p) {
     return rc ? rc : cd_dnnl_plain_build(p, 0, &desc);
 }
 
-static int pool_exec(cd_dnnl_op *op, cd_dnnl_ctx *ctx, const cd_dnnl_prim *p, int batch,
-                     const float *const *src, float *dst) {
+static int pool_exec(cd_dnnl_op *op, cd_dnnl_ctx *ctx, const cd_dnnl_prim *p, int batch, const float *const *src,
+                     float *dst) {
     cd_dnnl_arg args[2] = {{DNNL_ARG_SRC, src[0]}, {DNNL_ARG_DST, dst}};
     return cd_dnnl_exec(ctx, p, 0, 2, args);
 }
 
-int cd_dnnl_pool_create(const cd_pool_desc *d, cd_layout layout, int max_batch,
-                        cd_dnnl_op **out) {
+int cd_dnnl_pool_create(const cd_pool_desc *d, cd_layout layout, int max_batch, cd_dnnl_op **out) {
     *out = NULL;
     int rc;
     if (!d) return CD_EPARAMS;

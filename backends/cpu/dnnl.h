@@ -125,8 +125,7 @@ int cd_dnnl_op_prepare(cd_dnnl_op *op, int batch, size_t *scratch_bytes);
 // NCHW16C channel padding). Returns 0, CD_EPARAMS (batch out of range, nsrc
 // wrong, NULL pointer), CD_ENOMEM (scratchpad growth) or CD_EINTERNAL.
 // The ctx must not be used by another thread during the call.
-int cd_dnnl_op_run(cd_dnnl_op *op, cd_dnnl_ctx *ctx, int batch, int nsrc,
-                   const float *const *src, float *dst);
+int cd_dnnl_op_run(cd_dnnl_op *op, cd_dnnl_ctx *ctx, int batch, int nsrc, const float *const *src, float *dst);
 
 // Bytes of packed weights and bias the op owns (0 for weightless ops).
 size_t cd_dnnl_op_weight_bytes(const cd_dnnl_op *op);
@@ -155,9 +154,8 @@ void cd_dnnl_op_free(cd_dnnl_op *op);
 // layouts are independent (NCHW src -> NCHW16C dst is the usual first layer).
 
 int cd_dnnl_conv_supports(const cd_conv_desc *d, cd_layout src, cd_layout dst);
-int cd_dnnl_conv_create(const cd_conv_desc *d, cd_layout src, cd_layout dst,
-                        int max_batch, const float *w, const float *bias,
-                        cd_dnnl_op **out);
+int cd_dnnl_conv_create(const cd_conv_desc *d, cd_layout src, cd_layout dst, int max_batch, const float *w,
+                        const float *bias, cd_dnnl_op **out);
 
 // ---- layout conversion ------------------------------------------------------------
 //
@@ -165,8 +163,7 @@ int cd_dnnl_conv_create(const cd_conv_desc *d, cd_layout src, cd_layout dst,
 // a plain copy when equal). run: nsrc = 1.
 
 int cd_dnnl_reorder_supports(cd_layout from, cd_layout to, int c, int h, int w);
-int cd_dnnl_reorder_create(cd_layout from, cd_layout to, int c, int h, int w,
-                           int max_batch, cd_dnnl_op **out);
+int cd_dnnl_reorder_create(cd_layout from, cd_layout to, int c, int h, int w, int max_batch, cd_dnnl_op **out);
 
 // ---- pooling ------------------------------------------------------------------------
 //
@@ -177,8 +174,7 @@ int cd_dnnl_reorder_create(cd_layout from, cd_layout to, int c, int h, int w,
 // would count those cells; ONNX does not). run: nsrc = 1.
 
 int cd_dnnl_pool_supports(const cd_pool_desc *d, cd_layout layout);
-int cd_dnnl_pool_create(const cd_pool_desc *d, cd_layout layout, int max_batch,
-                        cd_dnnl_op **out);
+int cd_dnnl_pool_create(const cd_pool_desc *d, cd_layout layout, int max_batch, cd_dnnl_op **out);
 
 // ---- element-wise ---------------------------------------------------------------------
 
@@ -204,17 +200,14 @@ typedef enum {
 // A blocked operand must be in the CPU's own blocked layout
 // (cd_dnnl_blocked_layout()): another one is CD_EUNSUPPORTED (supports 0),
 // since oneDNN 2.6 writes past dst for nChw8c on AVX-512.
-int cd_dnnl_binary_supports(cd_dnnl_binary_kind kind, cd_dnnl_tdesc a,
-                            cd_dnnl_tdesc b, cd_activation act);
-int cd_dnnl_binary_create(cd_dnnl_binary_kind kind, cd_dnnl_tdesc a,
-                          cd_dnnl_tdesc b, cd_activation act, int max_batch,
+int cd_dnnl_binary_supports(cd_dnnl_binary_kind kind, cd_dnnl_tdesc a, cd_dnnl_tdesc b, cd_activation act);
+int cd_dnnl_binary_create(cd_dnnl_binary_kind kind, cd_dnnl_tdesc a, cd_dnnl_tdesc b, cd_activation act, int max_batch,
                           cd_dnnl_op **out);
 
 // dst = act(src), same shape and layout; dst may equal src. Every cd_act kind,
 // including HARDSIGMOID (two oneDNN steps: linear, then clip). run: nsrc = 1.
 int cd_dnnl_eltwise_supports(cd_dnnl_tdesc t, cd_activation act);
-int cd_dnnl_eltwise_create(cd_dnnl_tdesc t, cd_activation act, int max_batch,
-                           cd_dnnl_op **out);
+int cd_dnnl_eltwise_create(cd_dnnl_tdesc t, cd_activation act, int max_batch, cd_dnnl_op **out);
 
 // ---- inner product (Gemm / FC) ------------------------------------------------------
 //
@@ -224,18 +217,16 @@ int cd_dnnl_eltwise_create(cd_dnnl_tdesc t, cd_activation act, int max_batch,
 // with transB = 1; transpose B and fold alpha/beta before calling otherwise),
 // bias K floats or NULL. dst is plain N x K. run: nsrc = 1.
 int cd_dnnl_ip_supports(cd_dnnl_tdesc src, int k);
-int cd_dnnl_ip_create(cd_dnnl_tdesc src, int k, const float *w,
-                      const float *bias, cd_activation act, int max_batch,
+int cd_dnnl_ip_create(cd_dnnl_tdesc src, int k, const float *w, const float *bias, cd_activation act, int max_batch,
                       cd_dnnl_op **out);
 
 // ---- concat ---------------------------------------------------------------------------
 //
 // Concatenation of nsrc tensors along axis 1 (channels), 2 (H) or 3 (W) into a
 // dst of layout dst_layout; inputs may mix layouts. run: nsrc = n.
-int cd_dnnl_concat_supports(int n, const cd_dnnl_tdesc *srcs, int axis,
-                            cd_layout dst_layout);
-int cd_dnnl_concat_create(int n, const cd_dnnl_tdesc *srcs, int axis,
-                          cd_layout dst_layout, int max_batch, cd_dnnl_op **out);
+int cd_dnnl_concat_supports(int n, const cd_dnnl_tdesc *srcs, int axis, cd_layout dst_layout);
+int cd_dnnl_concat_create(int n, const cd_dnnl_tdesc *srcs, int axis, cd_layout dst_layout, int max_batch,
+                          cd_dnnl_op **out);
 
 // ---- softmax --------------------------------------------------------------------------
 //
@@ -243,7 +234,6 @@ int cd_dnnl_concat_create(int n, const cd_dnnl_tdesc *srcs, int axis,
 // head: c classes, h = w = 1), same layout in and out. run: nsrc = 1; dst may
 // equal src.
 int cd_dnnl_softmax_supports(cd_dnnl_tdesc t, int axis);
-int cd_dnnl_softmax_create(cd_dnnl_tdesc t, int axis, int max_batch,
-                           cd_dnnl_op **out);
+int cd_dnnl_softmax_create(cd_dnnl_tdesc t, int axis, int max_batch, cd_dnnl_op **out);
 
 #endif // CD_BACKENDS_CPU_DNNL_H

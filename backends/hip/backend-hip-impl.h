@@ -29,7 +29,6 @@
 
 #define HIP_MAX_BINARY_RANK 8
 
-
 // One device allocation of the backend (for device_bytes and buffer_free).
 typedef struct {
     void *p;
@@ -38,11 +37,11 @@ typedef struct {
 
 // The backend's private part (cd_backend.context).
 typedef struct {
-    int device;             // HIP ordinal every entry point selects
-    pthread_mutex_t lock;   // guards allocs (take it with hipb_lock: counted)
-    hip_alloc *allocs;      // live device allocations
+    int device;           // HIP ordinal every entry point selects
+    pthread_mutex_t lock; // guards allocs (take it with hipb_lock: counted)
+    hip_alloc *allocs;    // live device allocations
     size_t nallocs, cap;
-    size_t bytes;           // sum of allocs[].size
+    size_t bytes;             // sum of allocs[].size
     cd_hip_counters counters; // updated with __atomic builtins
 #if CD_HIP_REAL
     cd_rocsparse_ctx *load_rs; // the handle CSR plans are set up with at load (guarded by lock)
@@ -54,30 +53,30 @@ typedef enum {
     K_GLOBAL_POOL, // pooling over the whole plane: the reduction kernel
     K_COPY,        // reorder between equal layouts: a device copy
     // Every kind from here on is a sparse route (backend-hip-sparse.c).
-    K_SPMM_HOST,   // CSR SpMM on the CPU over host copies (emulated builds)
-    K_SPMM_ROCSPARSE, // CSR SpMM through rocSPARSE (real builds)
-    K_GEBSR_HOST,  // 4x1 / 8x1 GEBSR product on the CPU over host copies (emulated builds)
+    K_SPMM_HOST,       // CSR SpMM on the CPU over host copies (emulated builds)
+    K_SPMM_ROCSPARSE,  // CSR SpMM through rocSPARSE (real builds)
+    K_GEBSR_HOST,      // 4x1 / 8x1 GEBSR product on the CPU over host copies (emulated builds)
     K_GEBSR_ROCSPARSE, // 4x1 / 8x1 GEBSR through rocsparse_sgebsrmm (real builds)
 } kernel_kind;
 
 struct cd_op_state {
     cd_bop op;
     kernel_kind kind;
-    cd_bop_desc d;        // planning description (w/bias cleared)
-    float *w, *bias;      // device: conv OIHW / gemm n x k, bias or NULL
-    size_t weight_bytes;  // bytes of weights held (device, or host for K_SPMM_HOST)
+    cd_bop_desc d;       // planning description (w/bias cleared)
+    float *w, *bias;     // device: conv OIHW / gemm n x k, bias or NULL
+    size_t weight_bytes; // bytes of weights held (device, or host for K_SPMM_HOST)
     // CSR of the rows x cols weight matrix (K x C for a 1x1 conv, n x k for a
     // Gemm), host memory: K_SPMM_HOST and the source of the rocSPARSE upload.
     int rows, cols;
     int *row_ptr, *col_ind;
-    float *val, *hbias;   // hbias: host bias (rows) or NULL
+    float *val, *hbias; // hbias: host bias (rows) or NULL
     // GEBSR (row_block_dim 4 or 8, col_block_dim 1) of the same matrix, host
     // memory: K_GEBSR_HOST and the source of the rocSPARSE upload.
     cd_gebsr gebsr;
 #if CD_HIP_REAL
     // Resident plans, read-only once made: any number of contexts run them
     // at once, each with its own handle and stream (no lock).
-    cd_rocsparse_csr *csr; // K_SPMM_ROCSPARSE: resident CSR plan (NULL for all-zero weights)
+    cd_rocsparse_csr *csr;  // K_SPMM_ROCSPARSE: resident CSR plan (NULL for all-zero weights)
     cd_rocsparse_gebsr *gb; // K_GEBSR_ROCSPARSE: resident GEBSR (NULL for all-zero weights)
     int gb_mb;              // its block rows (mb * rbd = padded output rows)
 #endif
@@ -92,20 +91,20 @@ typedef struct {
 } hip_pending;
 
 struct cd_backend_ctx {
-    hipStream_t stream;   // this thread's stream (non-blocking)
-    void *ws;             // device workspace (im2col), ws_bytes
+    hipStream_t stream; // this thread's stream (non-blocking)
+    void *ws;           // device workspace (im2col), ws_bytes
     size_t ws_bytes;
-    char *pin_in;         // pinned staging for upload_async: pin_in_used of pin_in_cap
+    char *pin_in; // pinned staging for upload_async: pin_in_used of pin_in_cap
     size_t pin_in_cap, pin_in_used;
-    char *pin_out;        // pinned staging for download_async
+    char *pin_out; // pinned staging for download_async
     size_t pin_out_cap, pin_out_used;
-    int sparse_ready;     // the context's sparse handle exists (cd_hipb_ctx_sparse)
+    int sparse_ready; // the context's sparse handle exists (cd_hipb_ctx_sparse)
 #if CD_HIP_REAL
     cd_rocsparse_ctx *rs; // its rocSPARSE handle, bound to stream per call
 #endif
-    hip_pending *pend;    // queued downloads
+    hip_pending *pend; // queued downloads
     int npend, pend_cap;
-    float *hx, *hy;       // pinned host scratch of the host SpMM route
+    float *hx, *hy; // pinned host scratch of the host SpMM route
     size_t hx_bytes, hy_bytes;
 };
 
@@ -124,8 +123,8 @@ static inline int all_nchw(const cd_bop_desc *d) {
 }
 
 static inline int is_pointwise(const cd_conv_desc *c) {
-    return c->groups == 1 && c->r == 1 && c->s == 1 && c->stride_h == 1 && c->stride_w == 1 &&
-           c->pad_t == 0 && c->pad_l == 0 && c->pad_b == 0 && c->pad_r == 0;
+    return c->groups == 1 && c->r == 1 && c->s == 1 && c->stride_h == 1 && c->stride_w == 1 && c->pad_t == 0 &&
+           c->pad_l == 0 && c->pad_b == 0 && c->pad_r == 0;
 }
 
 static inline size_t numel(const cd_btensor *t) {
@@ -183,7 +182,7 @@ int cd_hipb_sparse_init(cd_backend_t be, cd_op_state *st, const float *w, const 
 // Frees what cd_hipb_sparse_init made.
 void cd_hipb_sparse_free(cd_op_state *st);
 // Runs a prepared op on its sparse route. 0 or a code.
-int cd_hipb_sparse_run(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int batch,
-                       const cd_btensor *const *srcs, cd_btensor *dst);
+int cd_hipb_sparse_run(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int batch, const cd_btensor *const *srcs,
+                       cd_btensor *dst);
 
 #endif // CD_BACKENDS_HIP_BACKEND_HIP_IMPL_H

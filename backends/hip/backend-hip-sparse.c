@@ -269,12 +269,11 @@ static int run_spmm_rocsparse(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state 
 // with its context's handle. C is column-major with mb*rbd (>= rows) rows,
 // ldc = mb*rbd: a padded output (padding rows land in the workspace, never
 // in dst).
-static int gebsr_mm(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int nmm, int b_trans, int n,
-                    const float *b, size_t b_step, int ldb, float *c, size_t c_step, int ldc) {
+static int gebsr_mm(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int nmm, int b_trans, int n, const float *b,
+                    size_t b_step, int ldb, float *c, size_t c_step, int ldc) {
     int rc = cd_hipb_ctx_sparse(be, ctx);
     for (int i = 0; i < nmm && !rc; i++)
-        rc = cd_rocsparse_gebsr_mm(st->gb, ctx->rs, ctx->stream, b_trans, n, b + i * b_step, ldb, c + i * c_step,
-                                   ldc);
+        rc = cd_rocsparse_gebsr_mm(st->gb, ctx->rs, ctx->stream, b_trans, n, b + i * b_step, ldb, c + i * c_step, ldc);
     return rc;
 }
 
@@ -311,8 +310,8 @@ static int run_gebsr_rocsparse(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state
             if ((rc = cd_hip_transpose(3, shape, perm, t, u, ctx->stream))) return rc;
             if (trim)
                 CD_HIP_CHECK(hipMemcpy2DAsync(y, (size_t)c->k * hw * sizeof(float), u, img * sizeof(float),
-                                              (size_t)c->k * hw * sizeof(float), (size_t)batch,
-                                              hipMemcpyDeviceToDevice, ctx->stream));
+                                              (size_t)c->k * hw * sizeof(float), (size_t)batch, hipMemcpyDeviceToDevice,
+                                              ctx->stream));
         }
         const float *res = c->has_residual ? srcs[1]->data : NULL;
         if (!st->bias && !res && c->act.kind == CD_ACT_NONE) return 0;
@@ -419,8 +418,8 @@ static size_t gebsr_ws_bytes(const cd_op_state *st, int batch) {
 // (batch x (C*R*S) x OH*OW, im2col.hip) at the start of the context's
 // workspace, sized for the GEBSR route's own needs behind them (*ws_off).
 // Queued on the worker's stream. 0 or a code.
-static int im2col_input(cd_backend_t be, cd_backend_ctx *ctx, const cd_op_state *st, int batch,
-                        const cd_btensor *src, cd_btensor *col, size_t *ws_off) {
+static int im2col_input(cd_backend_t be, cd_backend_ctx *ctx, const cd_op_state *st, int batch, const cd_btensor *src,
+                        cd_btensor *col, size_t *ws_off) {
     cd_conv_desc c = st->d.u.conv;
     c.n = batch;
     size_t hw = (size_t)c.oh * c.ow, bytes = (size_t)batch * st->cols * hw * sizeof(float);
@@ -432,8 +431,8 @@ static int im2col_input(cd_backend_t be, cd_backend_ctx *ctx, const cd_op_state 
     return 0;
 }
 
-int cd_hipb_sparse_run(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int batch,
-                       const cd_btensor *const *srcs, cd_btensor *dst) {
+int cd_hipb_sparse_run(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int batch, const cd_btensor *const *srcs,
+                       cd_btensor *dst) {
     cd_btensor col;
     const cd_btensor *in[2] = {srcs[0], st->d.nsrc > 1 ? srcs[1] : NULL};
     size_t ws_off = 0;

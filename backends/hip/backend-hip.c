@@ -51,8 +51,8 @@
 // ---- descriptions -----------------------------------------------------------------
 
 static int is_global_pool(const cd_pool_desc *p) {
-    return p->kh == p->h && p->kw == p->w && p->oh == 1 && p->ow == 1 && p->pad_t == 0 &&
-           p->pad_l == 0 && p->pad_b == 0 && p->pad_r == 0 && p->dil_h == 1 && p->dil_w == 1;
+    return p->kh == p->h && p->kw == p->w && p->oh == 1 && p->ow == 1 && p->pad_t == 0 && p->pad_l == 0 &&
+           p->pad_b == 0 && p->pad_r == 0 && p->dil_h == 1 && p->dil_w == 1;
 }
 
 // Bytes of one batch item of t (cd_tdesc_item_bytes, which lives in the
@@ -111,7 +111,7 @@ static bool hip_supports_op(cd_backend_t be, const cd_bop_desc *d) {
     case CD_BOP_COUNT: break;
     }
     return false;
-}// ---- op init ------------------------------------------------------------------------
+} // ---- op init ------------------------------------------------------------------------
 
 static void hip_op_state_free(cd_backend_t be, cd_op_state *st) {
     if (!st) return;
@@ -142,8 +142,8 @@ static const char *kind_name(const cd_op_state *st) {
     case CD_BOP_CONV2D: {
         const cd_conv_desc *c = &st->d.u.conv;
         if (c->groups > 1 && c->groups == c->c && c->k % c->c == 0) return "dwconv";
-        if (c->r == 1 && c->s == 1 && c->stride_h == 1 && c->stride_w == 1 && !c->pad_t && !c->pad_l &&
-            !c->pad_b && !c->pad_r)
+        if (c->r == 1 && c->s == 1 && c->stride_h == 1 && c->stride_w == 1 && !c->pad_t && !c->pad_l && !c->pad_b &&
+            !c->pad_r)
             return "conv1x1-sgemm";
         return "im2col-sgemm";
     }
@@ -229,8 +229,8 @@ static int hip_op_init(cd_backend_t be, const cd_bop_desc *d, cd_op_state **out)
 // Queues a prepared op on the context's stream (the host SpMM route runs on
 // the host and returns with its upload queued). Returns 0, CD_EPARAMS without
 // a context, or the kernel's / HIP's error.
-static int hip_op_run(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int batch,
-                      const cd_btensor *const *srcs, cd_btensor *dst) {
+static int hip_op_run(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int batch, const cd_btensor *const *srcs,
+                      cd_btensor *dst) {
     if (!ctx) return CD_EPARAMS; // the executor always has one (ctx_create is set)
     int rc = use_device(be);
     if (rc) return rc;
@@ -255,7 +255,7 @@ static int hip_op_run(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int
         g.batch = 1;
         g.a_rs = g.k; // A = src, m x k row-major
         g.a_cs = 1;
-        g.b_rs = 1;   // B(p, j) = w[j, p]: the n x k weights transposed
+        g.b_rs = 1; // B(p, j) = w[j, p]: the n x k weights transposed
         g.b_cs = g.k;
         g.ldc = g.n;
         g.alpha = 1.0f;
@@ -378,7 +378,7 @@ int cd_backend_hip_init(int device, cd_backend_t *out, char *err, size_t errlen)
 }
 
 // The plugin's entry point for the runtime (backends/hip/plugin.h).
-__attribute__((visibility("default"))) int cd_hip_plugin_backend_create(int device, struct cd_backend **out,
-                                                                        char *err, size_t errlen) {
+__attribute__((visibility("default"))) int cd_hip_plugin_backend_create(int device, struct cd_backend **out, char *err,
+                                                                        size_t errlen) {
     return cd_backend_hip_init(device, out, err, errlen);
 }

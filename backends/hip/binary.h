@@ -27,9 +27,8 @@ typedef enum {
 // when that operand already has the full shape. Ranks 0..8. Returns 0,
 // CD_ESHAPE when the shapes do not broadcast, CD_EPARAMS for a bad rank or
 // dimension, or the HIP error (logged).
-int cd_hip_binary(cd_hip_binary_op op, int a_rank, const int64_t *a_shape, int b_rank,
-                  const int64_t *b_shape, const float *a, const float *b, cd_activation act,
-                  float *dst, hipStream_t stream);
+int cd_hip_binary(cd_hip_binary_op op, int a_rank, const int64_t *a_shape, int b_rank, const int64_t *b_shape,
+                  const float *a, const float *b, cd_activation act, float *dst, hipStream_t stream);
 
 #ifdef __cplusplus
 }

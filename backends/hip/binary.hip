@@ -18,8 +18,8 @@ typedef struct {
 } binary_args;
 
 // One thread per output element (grid-stride). No __restrict__: dst may alias.
-__global__ void cd_hip_binary_kernel(binary_args g, size_t total, const float *a,
-                                     const float *b, cd_activation act, float *dst) {
+__global__ void cd_hip_binary_kernel(binary_args g, size_t total, const float *a, const float *b, cd_activation act,
+                                     float *dst) {
     for (size_t i = cd_hip_global_id(); i < total; i += cd_hip_grid_stride()) {
         size_t rest = i;
         int64_t ai = 0, bi = 0;
@@ -40,11 +40,10 @@ __global__ void cd_hip_binary_kernel(binary_args g, size_t total, const float *a
     }
 }
 
-int cd_hip_binary(cd_hip_binary_op op, int a_rank, const int64_t *a_shape, int b_rank,
-                  const int64_t *b_shape, const float *a, const float *b, cd_activation act,
-                  float *dst, hipStream_t stream) {
-    if (a_rank < 0 || b_rank < 0 || a_rank > CD_HIP_BINARY_MAX_RANK ||
-        b_rank > CD_HIP_BINARY_MAX_RANK || op < CD_HIP_BINARY_ADD || op > CD_HIP_BINARY_DIV)
+int cd_hip_binary(cd_hip_binary_op op, int a_rank, const int64_t *a_shape, int b_rank, const int64_t *b_shape,
+                  const float *a, const float *b, cd_activation act, float *dst, hipStream_t stream) {
+    if (a_rank < 0 || b_rank < 0 || a_rank > CD_HIP_BINARY_MAX_RANK || b_rank > CD_HIP_BINARY_MAX_RANK ||
+        op < CD_HIP_BINARY_ADD || op > CD_HIP_BINARY_DIV)
         return CD_EPARAMS;
     binary_args g;
     g.op = op;
@@ -67,8 +66,8 @@ int cd_hip_binary(cd_hip_binary_op op, int a_rank, const int64_t *a_shape, int b
     cd_hip_geometry geo;
     int rc = cd_hip_geometry_get(&geo);
     if (rc) return rc;
-    CD_HIP_LAUNCH(cd_hip_binary_kernel, dim3(cd_hip_grid_1d(&geo, total, geo.block_1d)),
-                  dim3(geo.block_1d), 0, stream, g, total, a, b, act, dst);
+    CD_HIP_LAUNCH(cd_hip_binary_kernel, dim3(cd_hip_grid_1d(&geo, total, geo.block_1d)), dim3(geo.block_1d), 0, stream,
+                  g, total, a, b, act, dst);
     CD_HIP_CHECK(hipGetLastError());
     return 0;
 }

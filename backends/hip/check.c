@@ -11,8 +11,8 @@ int cd_hip_status(hipError_t e) {
 }
 
 int cd_hip_fail(const char *call, const char *file, int line, hipError_t e) {
-    cd_rt_log(CD_RT_LOG_ERROR, "hip: %s failed at %s:%d: %s (%s)", call, file, line,
-              hipGetErrorName(e), hipGetErrorString(e));
+    cd_rt_log(CD_RT_LOG_ERROR, "hip: %s failed at %s:%d: %s (%s)", call, file, line, hipGetErrorName(e),
+              hipGetErrorString(e));
     return cd_hip_status(e);
 }
 

@@ -32,17 +32,17 @@ int cd_hip_check_launch(const char *call, const char *file, int line);
 }
 #endif
 
-#define CD_HIP_CHECK(call)                                                             \
-    do {                                                                               \
-        hipError_t cd_hip_e_ = (call);                                                 \
+#define CD_HIP_CHECK(call)                                                                     \
+    do {                                                                                       \
+        hipError_t cd_hip_e_ = (call);                                                         \
         if (cd_hip_e_ != hipSuccess) return cd_hip_fail(#call, __FILE__, __LINE__, cd_hip_e_); \
     } while (0)
 
 // For teardown paths, which have no caller to report to: the same check and
 // log, without the return.
-#define CD_HIP_CHECK_LOG(call)                                                         \
-    do {                                                                               \
-        hipError_t cd_hip_e_ = (call);                                                 \
+#define CD_HIP_CHECK_LOG(call)                                                                \
+    do {                                                                                      \
+        hipError_t cd_hip_e_ = (call);                                                        \
         if (cd_hip_e_ != hipSuccess) (void)cd_hip_fail(#call, __FILE__, __LINE__, cd_hip_e_); \
     } while (0)
 

@@ -17,8 +17,7 @@ extern "C" {
 // then row o of srcs[1], ... (cd_ref_concat). One launch per source, all on
 // `stream`. Returns 0, CD_EPARAMS for negative sizes, or the HIP error
 // (logged).
-int cd_hip_concat(int n, int64_t outer, const int64_t *cols, const float *const *srcs,
-                  float *dst, hipStream_t stream);
+int cd_hip_concat(int n, int64_t outer, const int64_t *cols, const float *const *srcs, float *dst, hipStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -16,8 +16,7 @@ __global__ void cd_hip_concat_kernel(int64_t outer, int64_t cols, int64_t ld, in
     }
 }
 
-int cd_hip_concat(int n, int64_t outer, const int64_t *cols, const float *const *srcs,
-                  float *dst, hipStream_t stream) {
+int cd_hip_concat(int n, int64_t outer, const int64_t *cols, const float *const *srcs, float *dst, hipStream_t stream) {
     if (n < 0 || outer < 0) return CD_EPARAMS;
     int64_t ld = 0;
     for (int j = 0; j < n; j++) {
@@ -32,8 +31,8 @@ int cd_hip_concat(int n, int64_t outer, const int64_t *cols, const float *const 
     for (int j = 0; j < n; j++) {
         size_t total = (size_t)outer * (size_t)cols[j];
         if (total) {
-            CD_HIP_LAUNCH(cd_hip_concat_kernel, dim3(cd_hip_grid_1d(&g, total, g.block_1d)),
-                          dim3(g.block_1d), 0, stream, outer, cols[j], ld, col0, srcs[j], dst);
+            CD_HIP_LAUNCH(cd_hip_concat_kernel, dim3(cd_hip_grid_1d(&g, total, g.block_1d)), dim3(g.block_1d), 0,
+                          stream, outer, cols[j], ld, col0, srcs[j], dst);
             CD_HIP_CHECK(hipGetLastError());
         }
         col0 += cols[j];

@@ -24,9 +24,8 @@ size_t cd_hip_conv2d_workspace(const cd_conv_desc *d);
 // holds at least cd_hip_conv2d_workspace(d) bytes of device memory. Returns 0,
 // CD_EPARAMS for a bad descriptor or a short workspace, or the HIP error
 // (logged).
-int cd_hip_conv2d(const cd_conv_desc *d, const float *src, const float *w, const float *bias,
-                  const float *residual, float *dst, void *workspace, size_t workspace_bytes,
-                  hipStream_t stream);
+int cd_hip_conv2d(const cd_conv_desc *d, const float *src, const float *w, const float *bias, const float *residual,
+                  float *dst, void *workspace, size_t workspace_bytes, hipStream_t stream);
 
 #ifdef __cplusplus
 }

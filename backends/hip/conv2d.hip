@@ -7,19 +7,17 @@
 #include "backends/hip/im2col.h"
 #include "backends/hip/sgemm.h"
 
-static int conv_is_depthwise(const cd_conv_desc *d) {
-    return d->groups > 1 && d->groups == d->c && d->k % d->c == 0;
-}
+static int conv_is_depthwise(const cd_conv_desc *d) { return d->groups > 1 && d->groups == d->c && d->k % d->c == 0; }
 
 static int conv_is_pointwise(const cd_conv_desc *d) {
-    return d->r == 1 && d->s == 1 && d->stride_h == 1 && d->stride_w == 1 && d->pad_t == 0 &&
-           d->pad_l == 0 && d->pad_b == 0 && d->pad_r == 0;
+    return d->r == 1 && d->s == 1 && d->stride_h == 1 && d->stride_w == 1 && d->pad_t == 0 && d->pad_l == 0 &&
+           d->pad_b == 0 && d->pad_r == 0;
 }
 
 static int conv_desc_ok(const cd_conv_desc *d) {
     return d && d->n >= 0 && d->c >= 1 && d->k >= 1 && d->groups >= 1 && d->c % d->groups == 0 &&
-           d->k % d->groups == 0 && d->r >= 1 && d->s >= 1 && d->oh >= 1 && d->ow >= 1 &&
-           d->stride_h >= 1 && d->stride_w >= 1 && d->dil_h >= 1 && d->dil_w >= 1;
+           d->k % d->groups == 0 && d->r >= 1 && d->s >= 1 && d->oh >= 1 && d->ow >= 1 && d->stride_h >= 1 &&
+           d->stride_w >= 1 && d->dil_h >= 1 && d->dil_w >= 1;
 }
 
 size_t cd_hip_conv2d_workspace(const cd_conv_desc *d) {
@@ -28,9 +26,8 @@ size_t cd_hip_conv2d_workspace(const cd_conv_desc *d) {
     return (size_t)d->n * (d->c / d->groups) * d->r * d->s * d->oh * d->ow * sizeof(float);
 }
 
-int cd_hip_conv2d(const cd_conv_desc *d, const float *src, const float *w, const float *bias,
-                  const float *residual, float *dst, void *workspace, size_t workspace_bytes,
-                  hipStream_t stream) {
+int cd_hip_conv2d(const cd_conv_desc *d, const float *src, const float *w, const float *bias, const float *residual,
+                  float *dst, void *workspace, size_t workspace_bytes, hipStream_t stream) {
     if (!conv_desc_ok(d)) return CD_EPARAMS;
     if (d->n == 0) return 0;
     if (conv_is_depthwise(d)) return cd_hip_dwconv(d, src, w, bias, residual, dst, stream);
@@ -67,8 +64,7 @@ int cd_hip_conv2d(const cd_conv_desc *d, const float *src, const float *w, const
             gd.b_cs = 1;
             gd.b_bs = rows * ohw;
         }
-        int rc = cd_hip_sgemm(&gd, w + (ptrdiff_t)g * kpg * rows, b,
-                              dst + (ptrdiff_t)g * kpg * ohw, stream);
+        int rc = cd_hip_sgemm(&gd, w + (ptrdiff_t)g * kpg * rows, b, dst + (ptrdiff_t)g * kpg * ohw, stream);
         if (rc) return rc;
     }
     const float *res = d->has_residual ? residual : NULL;

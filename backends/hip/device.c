@@ -32,8 +32,7 @@ static int geometry_query(int device, cd_hip_geometry *g) {
     int eight_waves = 8 * g->warp_size;
     int tile_threads = eight_waves < g->max_threads ? eight_waves : g->max_threads;
     int t = 1;
-    while ((t * 2) * (t * 2) <= tile_threads &&
-           2 * (size_t)(t * 2) * (t * 2) * sizeof(float) <= g->shared_bytes)
+    while ((t * 2) * (t * 2) <= tile_threads && 2 * (size_t)(t * 2) * (t * 2) * sizeof(float) <= g->shared_bytes)
         t *= 2;
     g->gemm_tile = t;
     return 0;

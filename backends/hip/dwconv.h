@@ -17,8 +17,8 @@ extern "C" {
 // may be NULL; d->oh/d->ow must be set. Returns 0, CD_EUNSUPPORTED when the
 // convolution is not depthwise, CD_EPARAMS for a bad descriptor, or the HIP
 // error (logged).
-int cd_hip_dwconv(const cd_conv_desc *d, const float *src, const float *w, const float *bias,
-                  const float *residual, float *dst, hipStream_t stream);
+int cd_hip_dwconv(const cd_conv_desc *d, const float *src, const float *w, const float *bias, const float *residual,
+                  float *dst, hipStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -8,10 +8,8 @@
 // One thread per output element (grid-stride), the r x s window read
 // straight from global memory (depthwise layers are memory-bound: there is
 // no reuse across output channels for shared memory to capture).
-__global__ void cd_hip_dwconv_kernel(cd_conv_desc d, const float *__restrict__ src,
-                                     const float *__restrict__ w,
-                                     const float *__restrict__ bias,
-                                     const float *__restrict__ residual,
+__global__ void cd_hip_dwconv_kernel(cd_conv_desc d, const float *__restrict__ src, const float *__restrict__ w,
+                                     const float *__restrict__ bias, const float *__restrict__ residual,
                                      float *__restrict__ dst) {
     const size_t ohw = (size_t)d.oh * d.ow;
     const size_t total = (size_t)d.n * d.k * ohw;
@@ -37,10 +35,10 @@ __global__ void cd_hip_dwconv_kernel(cd_conv_desc d, const float *__restrict__ s
     }
 }
 
-int cd_hip_dwconv(const cd_conv_desc *d, const float *src, const float *w, const float *bias,
-                  const float *residual, float *dst, hipStream_t stream) {
-    if (!d || d->n < 0 || d->c < 1 || d->k < 1 || d->oh < 1 || d->ow < 1 || d->r < 1 ||
-        d->s < 1 || d->stride_h < 1 || d->stride_w < 1 || d->dil_h < 1 || d->dil_w < 1)
+int cd_hip_dwconv(const cd_conv_desc *d, const float *src, const float *w, const float *bias, const float *residual,
+                  float *dst, hipStream_t stream) {
+    if (!d || d->n < 0 || d->c < 1 || d->k < 1 || d->oh < 1 || d->ow < 1 || d->r < 1 || d->s < 1 || d->stride_h < 1 ||
+        d->stride_w < 1 || d->dil_h < 1 || d->dil_w < 1)
         return CD_EPARAMS;
     if (d->groups != d->c || d->k % d->c) return CD_EUNSUPPORTED;
     size_t total = (size_t)d->n * d->k * d->oh * d->ow;
@@ -49,8 +47,8 @@ int cd_hip_dwconv(const cd_conv_desc *d, const float *src, const float *w, const
     int rc = cd_hip_geometry_get(&g);
     if (rc) return rc;
     const float *res = d->has_residual ? residual : NULL;
-    CD_HIP_LAUNCH(cd_hip_dwconv_kernel, dim3(cd_hip_grid_1d(&g, total, g.block_1d)),
-                  dim3(g.block_1d), 0, stream, *d, src, w, bias, res, dst);
+    CD_HIP_LAUNCH(cd_hip_dwconv_kernel, dim3(cd_hip_grid_1d(&g, total, g.block_1d)), dim3(g.block_1d), 0, stream, *d,
+                  src, w, bias, res, dst);
     CD_HIP_CHECK(hipGetLastError());
     return 0;
 }

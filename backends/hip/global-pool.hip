@@ -10,8 +10,7 @@
 // One block per plane (grid-stride over planes): each thread reduces a
 // strided slice into a register, then a shared-memory tree halves the
 // block's partial results; blockDim.x is a power of two.
-__global__ void cd_hip_global_pool_kernel(int is_max, int64_t planes, int64_t hw,
-                                          const float *__restrict__ src,
+__global__ void cd_hip_global_pool_kernel(int is_max, int64_t planes, int64_t hw, const float *__restrict__ src,
                                           float *__restrict__ dst) {
     CD_HIP_DYNAMIC_SHARED(float, part);
     const int tid = (int)threadIdx.x, nt = (int)blockDim.x;
@@ -22,8 +21,7 @@ __global__ void cd_hip_global_pool_kernel(int is_max, int64_t planes, int64_t hw
         part[tid] = v;
         __syncthreads();
         for (int half = nt / 2; half > 0; half /= 2) {
-            if (tid < half)
-                part[tid] = is_max ? fmaxf(part[tid], part[tid + half]) : part[tid] + part[tid + half];
+            if (tid < half) part[tid] = is_max ? fmaxf(part[tid], part[tid + half]) : part[tid] + part[tid + half];
             __syncthreads();
         }
         if (tid == 0) dst[p] = is_max ? part[0] : part[0] / (float)hw;
@@ -31,8 +29,8 @@ __global__ void cd_hip_global_pool_kernel(int is_max, int64_t planes, int64_t hw
     }
 }
 
-int cd_hip_global_pool(cd_pool_kind kind, int64_t planes, int64_t hw, const float *src,
-                       float *dst, hipStream_t stream) {
+int cd_hip_global_pool(cd_pool_kind kind, int64_t planes, int64_t hw, const float *src, float *dst,
+                       hipStream_t stream) {
     if (planes < 0 || hw < 1 || (kind != CD_POOL_MAX && kind != CD_POOL_AVG)) return CD_EPARAMS;
     if (planes == 0) return 0;
     cd_hip_geometry g;
@@ -42,9 +40,8 @@ int cd_hip_global_pool(cd_pool_kind kind, int64_t planes, int64_t hw, const floa
     int block = g.block_reduce;
     while (block > g.warp_size && block / 2 >= hw) block /= 2;
     unsigned blocks = planes < g.max_grid[0] ? (unsigned)planes : (unsigned)g.max_grid[0];
-    CD_HIP_LAUNCH(cd_hip_global_pool_kernel, dim3(blocks), dim3(block),
-                  (size_t)block * sizeof(float), stream, kind == CD_POOL_MAX ? 1 : 0, planes,
-                  hw, src, dst);
+    CD_HIP_LAUNCH(cd_hip_global_pool_kernel, dim3(blocks), dim3(block), (size_t)block * sizeof(float), stream,
+                  kind == CD_POOL_MAX ? 1 : 0, planes, hw, src, dst);
     CD_HIP_CHECK(hipGetLastError());
     return 0;
 }

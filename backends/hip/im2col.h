@@ -16,8 +16,7 @@ extern "C" {
 // src is NCHW (d->n images), col holds d->n * (C/G)*R*S * OH*OW floats;
 // d->oh/d->ow must be set. Returns 0, CD_EPARAMS for a bad descriptor or
 // group, or the HIP error (logged) of the launch.
-int cd_hip_im2col(const cd_conv_desc *d, int group, const float *src, float *col,
-                  hipStream_t stream);
+int cd_hip_im2col(const cd_conv_desc *d, int group, const float *src, float *col, hipStream_t stream);
 
 #ifdef __cplusplus
 }

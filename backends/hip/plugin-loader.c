@@ -20,9 +20,9 @@
 #include <unistd.h>
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
-static void *g_handle;                            // the loaded plugin (NULL until loaded)
-static cd_hip_plugin_probe_fn g_probe;            // its probe
-static cd_hip_plugin_backend_create_fn g_create;  // its backend constructor
+static void *g_handle;                           // the loaded plugin (NULL until loaded)
+static cd_hip_plugin_probe_fn g_probe;           // its probe
+static cd_hip_plugin_backend_create_fn g_create; // its backend constructor
 
 int cd_hip_device_parse(const char *device, int *ordinal) {
     if (!device || strncmp(device, "hip", 3) != 0) return 0;
@@ -58,8 +58,7 @@ static void plugin_path(char *out, size_t len) {
     char *slash = strrchr(exe, '/');
     if (slash) *slash = '\0';
     snprintf(out, len, "%s/../lib/convd/%s", exe, CD_HIP_PLUGIN_FILE);
-    if (access(out, F_OK) != 0)
-        snprintf(out, len, "%s/../lib/%s", exe, CD_HIP_PLUGIN_FILE);
+    if (access(out, F_OK) != 0) snprintf(out, len, "%s/../lib/%s", exe, CD_HIP_PLUGIN_FILE);
 }
 
 // The plugin's messages, into the process's log (core/log.h).
@@ -78,22 +77,24 @@ static int plugin_load(char *err, size_t errlen) {
         void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
         if (!h) {
             const char *why = dlerror();
-            rc = cd_errf(CD_EDEVICE, err, errlen, "cannot load %s: %s (build it with make GPU=hip)", path, why ? why : "?");
+            rc = cd_errf(CD_EDEVICE, err, errlen, "cannot load %s: %s (build it with make GPU=hip)", path,
+                         why ? why : "?");
         } else {
             cd_hip_plugin_abi_fn abi = (cd_hip_plugin_abi_fn)dlsym(h, CD_HIP_PLUGIN_ABI_SYMBOL);
             g_probe = (cd_hip_plugin_probe_fn)dlsym(h, CD_HIP_PLUGIN_PROBE_SYMBOL);
             g_create = (cd_hip_plugin_backend_create_fn)dlsym(h, CD_HIP_PLUGIN_BACKEND_SYMBOL);
             int got = abi ? abi() : -1;
             if (!abi || !g_probe || !g_create || got != CD_HIP_PLUGIN_ABI) {
-                rc = cd_errf(CD_EDEVICE, err, errlen, "%s is not a convd HIP plugin of this version (ABI %d, need %d): rebuild it with make GPU=hip",
-                          path, got, CD_HIP_PLUGIN_ABI);
+                rc = cd_errf(
+                    CD_EDEVICE, err, errlen,
+                    "%s is not a convd HIP plugin of this version (ABI %d, need %d): rebuild it with make GPU=hip",
+                    path, got, CD_HIP_PLUGIN_ABI);
                 dlclose(h);
                 g_probe = NULL;
                 g_create = NULL;
             } else {
                 g_handle = h;
-                cd_hip_plugin_set_log_fn set_log =
-                    (cd_hip_plugin_set_log_fn)dlsym(h, CD_HIP_PLUGIN_SET_LOG_SYMBOL);
+                cd_hip_plugin_set_log_fn set_log = (cd_hip_plugin_set_log_fn)dlsym(h, CD_HIP_PLUGIN_SET_LOG_SYMBOL);
                 if (set_log) set_log(forward_log, NULL);
             }
         }
@@ -107,7 +108,8 @@ int cd_backend_hip_plugin_probe(int device, char *info, size_t infolen, char *er
     if (rc) return rc;
     cd_hip_device_info di;
     char why[512] = "";
-    if (g_probe(device, &di, why, sizeof why) != 0) return cd_errf(CD_EDEVICE, err, errlen, "%s", why[0] ? why : "device probe failed");
+    if (g_probe(device, &di, why, sizeof why) != 0)
+        return cd_errf(CD_EDEVICE, err, errlen, "%s", why[0] ? why : "device probe failed");
     if (info && infolen)
         snprintf(info, infolen, "hip:%d: %s (%s, %d compute units, %lld MiB, wave%d)", device, di.name, di.arch,
                  di.compute_units, (long long)(di.total_mem >> 20), di.warp_size);

@@ -40,13 +40,13 @@ extern "C" {
 
 // What the probe found out about the device.
 typedef struct {
-    int device;                 // HIP ordinal
-    int count;                  // devices HIP sees
-    char name[256];             // marketing name
-    char arch[64];              // gcnArchName up to the first ':' ("gfx90a")
-    int64_t total_mem;          // bytes of device memory
-    int compute_units;          // multiProcessorCount
-    int warp_size;              // 64 (gfx9) or 32 (gfx10+)
+    int device;        // HIP ordinal
+    int count;         // devices HIP sees
+    char name[256];    // marketing name
+    char arch[64];     // gcnArchName up to the first ':' ("gfx90a")
+    int64_t total_mem; // bytes of device memory
+    int compute_units; // multiProcessorCount
+    int warp_size;     // 64 (gfx9) or 32 (gfx10+)
 } cd_hip_device_info;
 
 // Optional (plugins of ABI 3 may lack it): routes the plugin's messages
@@ -70,15 +70,13 @@ typedef int (*cd_hip_plugin_abi_fn)(void);
 // hipGetDeviceCount: hipErrorNoDevice ...; /dev/kfd is missing, is the amdgpu
 // driver loaded?"). Fast: no work beyond one tiny kernel.
 int cd_hip_plugin_probe(int device, cd_hip_device_info *out, char *err, size_t errlen);
-typedef int (*cd_hip_plugin_probe_fn)(int device, cd_hip_device_info *out, char *err,
-                                      size_t errlen);
+typedef int (*cd_hip_plugin_probe_fn)(int device, cd_hip_device_info *out, char *err, size_t errlen);
 
 // Creates the HIP backend (backends/backend.h) on device `device`, which the
 // probe has accepted. Returns 0, CD_EDEVICE with err set, or CD_ENOMEM.
 struct cd_backend;
 int cd_hip_plugin_backend_create(int device, struct cd_backend **out, char *err, size_t errlen);
-typedef int (*cd_hip_plugin_backend_create_fn)(int device, struct cd_backend **out, char *err,
-                                               size_t errlen);
+typedef int (*cd_hip_plugin_backend_create_fn)(int device, struct cd_backend **out, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

@@ -45,8 +45,7 @@ static int probe_kernel(char *err, size_t errlen) {
     float out[4] = {0};
     float *buf = NULL;
     hipError_t e = hipMalloc((void **)&buf, sizeof in);
-    if (e != hipSuccess)
-        return cd_errf(CD_EDEVICE, err, errlen, "hipMalloc: %s", hipGetErrorName(e));
+    if (e != hipSuccess) return cd_errf(CD_EDEVICE, err, errlen, "hipMalloc: %s", hipGetErrorName(e));
     const char *what = "hipMemcpy";
     e = hipMemcpy(buf, in, sizeof in, hipMemcpyHostToDevice);
     if (e == hipSuccess) {
@@ -85,37 +84,34 @@ static int probe_sparse(const cd_hip_device_info *info, char *err, size_t errlen
 #endif
     if (!rc) return 0;
     return cd_errf(CD_EDEVICE, err, errlen,
-                   "rocSPARSE cannot run on device %d (%s, %s): %s; is librocsparse built for %s?",
-                   info->device, info->name, info->arch, why, info->arch);
+                   "rocSPARSE cannot run on device %d (%s, %s): %s; is librocsparse built for %s?", info->device,
+                   info->name, info->arch, why, info->arch);
 }
 
 CD_HIP_EXPORT int cd_hip_plugin_abi(void) { return CD_HIP_PLUGIN_ABI; }
 
 CD_HIP_EXPORT void cd_hip_plugin_set_log(cd_rt_log_fn fn, void *ud) { cd_rt_log_set(fn, ud); }
 
-CD_HIP_EXPORT int cd_hip_plugin_probe(int device, cd_hip_device_info *out, char *err,
-                                      size_t errlen) {
+CD_HIP_EXPORT int cd_hip_plugin_probe(int device, cd_hip_device_info *out, char *err, size_t errlen) {
     int count = 0;
     hipError_t e = hipGetDeviceCount(&count);
     if (e != hipSuccess || count == 0) {
-        const char *hint = access("/dev/kfd", F_OK) != 0
-                               ? "; /dev/kfd is missing: is the amdgpu kernel driver loaded?"
-                               : "; /dev/kfd exists: is this user in the render/video group?";
+        const char *hint = access("/dev/kfd", F_OK) != 0 ? "; /dev/kfd is missing: is the amdgpu kernel driver loaded?"
+                                                         : "; /dev/kfd exists: is this user in the render/video group?";
         const char *name = e == hipSuccess ? "0 devices" : hipGetErrorName(e);
         const char *text = e == hipSuccess ? "" : hipGetErrorString(e);
         int same = strcmp(name, text) == 0 || !*text;
         return cd_errf(CD_EDEVICE, err, errlen, "no AMD GPU found (hipGetDeviceCount: %s%s%s)%s", name,
-                          same ? "" : ": ", same ? "" : text, hint);
+                       same ? "" : ": ", same ? "" : text, hint);
     }
     if (device < 0 || device >= count)
-        return cd_errf(CD_EDEVICE, err, errlen, "no HIP device %d (this machine has %d: 0..%d)", device,
-                          count, count - 1);
+        return cd_errf(CD_EDEVICE, err, errlen, "no HIP device %d (this machine has %d: 0..%d)", device, count,
+                       count - 1);
     if ((e = hipSetDevice(device)) != hipSuccess)
         return cd_errf(CD_EDEVICE, err, errlen, "hipSetDevice(%d): %s", device, hipGetErrorName(e));
     hipDeviceProp_t prop;
     if ((e = hipGetDeviceProperties(&prop, device)) != hipSuccess)
-        return cd_errf(CD_EDEVICE, err, errlen, "hipGetDeviceProperties(%d): %s", device,
-                          hipGetErrorName(e));
+        return cd_errf(CD_EDEVICE, err, errlen, "hipGetDeviceProperties(%d): %s", device, hipGetErrorName(e));
     cd_hip_device_info info;
     memset(&info, 0, sizeof info);
     info.device = device;
@@ -129,9 +125,9 @@ CD_HIP_EXPORT int cd_hip_plugin_probe(int device, cd_hip_device_info *out, char 
     info.warp_size = prop.warpSize;
     if (!arch_in_list(info.arch, CD_GPU_ARCHS))
         return cd_errf(CD_EDEVICE, err, errlen,
-                          "device %d (%s) is %s, but the plugin was built for %s "
-                          "(rebuild with make GPU=hip GPU_ARCHS=...,%s)",
-                          device, info.name, info.arch, CD_GPU_ARCHS, info.arch);
+                       "device %d (%s) is %s, but the plugin was built for %s "
+                       "(rebuild with make GPU=hip GPU_ARCHS=...,%s)",
+                       device, info.name, info.arch, CD_GPU_ARCHS, info.arch);
     int rc = probe_kernel(err, errlen);
     if (!rc) rc = probe_sparse(&info, err, errlen);
     if (rc) return rc;

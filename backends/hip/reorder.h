@@ -15,8 +15,8 @@ extern "C" {
 // (cd_ref_reorder): NCHW16C pads c to a multiple of 16, the padding channels
 // are written as 0. from == to is a plain copy. Returns 0, CD_EPARAMS for bad
 // sizes or layouts, or the HIP error (logged).
-int cd_hip_reorder(cd_layout from, cd_layout to, int n, int c, int h, int w, const float *src,
-                   float *dst, hipStream_t stream);
+int cd_hip_reorder(cd_layout from, cd_layout to, int n, int c, int h, int w, const float *src, float *dst,
+                   hipStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -20,18 +20,17 @@ extern "C" {
 // stride of 0 shares that operand across the batch.
 typedef struct {
     int m, n, k;
-    int batch;                    // >= 1
+    int batch; // >= 1
     ptrdiff_t a_rs, a_cs, a_bs;
     ptrdiff_t b_rs, b_cs, b_bs;
     ptrdiff_t ldc, c_bs;
     float alpha;
-    float beta;                   // 0: C is not read (may hold garbage)
+    float beta; // 0: C is not read (may hold garbage)
 } cd_hip_gemm_desc;
 
 // Runs the product on the device. Returns 0, CD_EPARAMS for a bad descriptor,
 // or the HIP error (logged) of the launch.
-int cd_hip_sgemm(const cd_hip_gemm_desc *g, const float *a, const float *b, float *c,
-                 hipStream_t stream);
+int cd_hip_sgemm(const cd_hip_gemm_desc *g, const float *a, const float *b, float *c, hipStream_t stream);
 
 #ifdef __cplusplus
 }

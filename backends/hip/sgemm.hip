@@ -11,13 +11,13 @@
 // accumulates. Out-of-range rows, columns and k are staged as zeros, so any
 // m, n, k work. T comes from the device (cd_hip_geometry.gemm_tile) and is
 // blockDim.x == blockDim.y here.
-__global__ void cd_hip_sgemm_kernel(cd_hip_gemm_desc p, const float *__restrict__ a,
-                                    const float *__restrict__ b, float *__restrict__ c) {
+__global__ void cd_hip_sgemm_kernel(cd_hip_gemm_desc p, const float *__restrict__ a, const float *__restrict__ b,
+                                    float *__restrict__ c) {
     CD_HIP_DYNAMIC_SHARED(float, smem);
     const int t = (int)blockDim.x;
     const int tx = (int)threadIdx.x, ty = (int)threadIdx.y;
-    float *as = smem;          // as[ty][kk]: A(row, k0 + kk)
-    float *bs = smem + t * t;  // bs[kk][tx]: B(k0 + kk, col)
+    float *as = smem;         // as[ty][kk]: A(row, k0 + kk)
+    float *bs = smem + t * t; // bs[kk][tx]: B(k0 + kk, col)
     const int row = (int)blockIdx.y * t + ty;
     const int col = (int)blockIdx.x * t + tx;
     const size_t z = blockIdx.z;
@@ -39,8 +39,7 @@ __global__ void cd_hip_sgemm_kernel(cd_hip_gemm_desc p, const float *__restrict_
     }
 }
 
-int cd_hip_sgemm(const cd_hip_gemm_desc *g, const float *a, const float *b, float *c,
-                 hipStream_t stream) {
+int cd_hip_sgemm(const cd_hip_gemm_desc *g, const float *a, const float *b, float *c, hipStream_t stream) {
     if (!g || g->m < 0 || g->n < 0 || g->k < 0 || g->batch < 1) return CD_EPARAMS;
     if (g->m == 0 || g->n == 0) return 0;
     cd_hip_geometry geo;
@@ -57,8 +56,7 @@ int cd_hip_sgemm(const cd_hip_gemm_desc *g, const float *a, const float *b, floa
         const float *bb = b + b0 * g->b_bs;
         float *cb = c + b0 * g->c_bs;
         cd_hip_gemm_desc p = *g;
-        CD_HIP_LAUNCH(cd_hip_sgemm_kernel, dim3(gx, gy, (unsigned)nb), dim3(t, t), shared,
-                      stream, p, ab, bb, cb);
+        CD_HIP_LAUNCH(cd_hip_sgemm_kernel, dim3(gx, gy, (unsigned)nb), dim3(t, t), shared, stream, p, ab, bb, cb);
         CD_HIP_CHECK(hipGetLastError());
     }
     return 0;

@@ -16,8 +16,7 @@ extern "C" {
 // outer = prod(dims < a), len = dims[a], inner = prod(dims > a); the older
 // opsets' flattening is inner = 1, len = prod(dims >= axis)). dst may be src.
 // Returns 0, CD_EPARAMS, or the HIP error (logged).
-int cd_hip_softmax(int64_t outer, int64_t len, int64_t inner, const float *src, float *dst,
-                   hipStream_t stream);
+int cd_hip_softmax(int64_t outer, int64_t len, int64_t inner, const float *src, float *dst, hipStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -10,8 +10,7 @@
 static __device__ void cd_hip_softmax_reduce(float *part, int is_max) {
     const int tid = (int)threadIdx.x;
     for (int half = (int)blockDim.x / 2; half > 0; half /= 2) {
-        if (tid < half)
-            part[tid] = is_max ? fmaxf(part[tid], part[tid + half]) : part[tid] + part[tid + half];
+        if (tid < half) part[tid] = is_max ? fmaxf(part[tid], part[tid + half]) : part[tid] + part[tid + half];
         __syncthreads();
     }
 }
@@ -19,8 +18,7 @@ static __device__ void cd_hip_softmax_reduce(float *part, int is_max) {
 // One block per row (o, i) of `len` elements at stride `inner` (grid-stride
 // over rows): block max, then block sum of exponentials, then the scaling.
 // No __restrict__: dst may alias src.
-__global__ void cd_hip_softmax_kernel(int64_t rows, int64_t len, int64_t inner,
-                                      const float *src, float *dst) {
+__global__ void cd_hip_softmax_kernel(int64_t rows, int64_t len, int64_t inner, const float *src, float *dst) {
     CD_HIP_DYNAMIC_SHARED(float, part);
     const int tid = (int)threadIdx.x, nt = (int)blockDim.x;
     for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
@@ -38,14 +36,12 @@ __global__ void cd_hip_softmax_kernel(int64_t rows, int64_t len, int64_t inner,
         __syncthreads();
         cd_hip_softmax_reduce(part, 0);
         const float scale = 1.0f / part[0];
-        for (int64_t j = tid; j < len; j += nt)
-            dst[base + j * inner] = expf(src[base + j * inner] - mx) * scale;
+        for (int64_t j = tid; j < len; j += nt) dst[base + j * inner] = expf(src[base + j * inner] - mx) * scale;
         __syncthreads(); // part[0] is read before the next row overwrites it
     }
 }
 
-int cd_hip_softmax(int64_t outer, int64_t len, int64_t inner, const float *src, float *dst,
-                   hipStream_t stream) {
+int cd_hip_softmax(int64_t outer, int64_t len, int64_t inner, const float *src, float *dst, hipStream_t stream) {
     if (outer < 0 || len < 1 || inner < 1) return CD_EPARAMS;
     int64_t rows = outer * inner;
     if (rows == 0) return 0;
@@ -55,8 +51,8 @@ int cd_hip_softmax(int64_t outer, int64_t len, int64_t inner, const float *src, 
     int block = g.block_reduce;
     while (block > g.warp_size && block / 2 >= len) block /= 2;
     unsigned blocks = rows < g.max_grid[0] ? (unsigned)rows : (unsigned)g.max_grid[0];
-    CD_HIP_LAUNCH(cd_hip_softmax_kernel, dim3(blocks), dim3(block), (size_t)block * sizeof(float),
-                  stream, rows, len, inner, src, dst);
+    CD_HIP_LAUNCH(cd_hip_softmax_kernel, dim3(blocks), dim3(block), (size_t)block * sizeof(float), stream, rows, len,
+                  inner, src, dst);
     CD_HIP_CHECK(hipGetLastError());
     return 0;
 }

@@ -15,8 +15,7 @@ extern "C" {
 // (cd_ref_transpose). shape is src's, C order, rank 1..8. Returns 0,
 // CD_EPARAMS for a bad rank, dimension or permutation, or the HIP error
 // (logged).
-int cd_hip_transpose(int rank, const int64_t *shape, const int *perm, const float *src,
-                     float *dst, hipStream_t stream);
+int cd_hip_transpose(int rank, const int64_t *shape, const int *perm, const float *src, float *dst, hipStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -16,8 +16,7 @@ typedef struct {
 
 // One thread per output element (grid-stride): writes are contiguous, reads
 // gather through the permuted strides.
-__global__ void cd_hip_transpose_kernel(transpose_args a, size_t total,
-                                        const float *__restrict__ src,
+__global__ void cd_hip_transpose_kernel(transpose_args a, size_t total, const float *__restrict__ src,
                                         float *__restrict__ dst) {
     for (size_t i = cd_hip_global_id(); i < total; i += cd_hip_grid_stride()) {
         size_t rest = i;
@@ -31,8 +30,8 @@ __global__ void cd_hip_transpose_kernel(transpose_args a, size_t total,
     }
 }
 
-int cd_hip_transpose(int rank, const int64_t *shape, const int *perm, const float *src,
-                     float *dst, hipStream_t stream) {
+int cd_hip_transpose(int rank, const int64_t *shape, const int *perm, const float *src, float *dst,
+                     hipStream_t stream) {
     if (rank < 1 || rank > CD_HIP_TRANSPOSE_MAX_RANK) return CD_EPARAMS;
     int64_t str[CD_HIP_TRANSPOSE_MAX_RANK];
     int seen[CD_HIP_TRANSPOSE_MAX_RANK] = {0};
@@ -55,8 +54,8 @@ int cd_hip_transpose(int rank, const int64_t *shape, const int *perm, const floa
     cd_hip_geometry g;
     int rc = cd_hip_geometry_get(&g);
     if (rc) return rc;
-    CD_HIP_LAUNCH(cd_hip_transpose_kernel, dim3(cd_hip_grid_1d(&g, total, g.block_1d)),
-                  dim3(g.block_1d), 0, stream, a, total, src, dst);
+    CD_HIP_LAUNCH(cd_hip_transpose_kernel, dim3(cd_hip_grid_1d(&g, total, g.block_1d)), dim3(g.block_1d), 0, stream, a,
+                  total, src, dst);
     CD_HIP_CHECK(hipGetLastError());
     return 0;
 }

@@ -19,7 +19,7 @@
 #include <hip/hip_runtime.h>
 
 #define CD_HIP_EMULATED 0
-#define CD_HIP_LAUNCH(kernel, grid, block, shared_bytes, stream, ...)                  \
+#define CD_HIP_LAUNCH(kernel, grid, block, shared_bytes, stream, ...) \
     hipLaunchKernelGGL(kernel, grid, block, shared_bytes, stream, __VA_ARGS__)
 #define CD_HIP_DYNAMIC_SHARED(type, name) extern __shared__ type name[]
 
@@ -28,11 +28,9 @@
 #include "backends/hip/emu/hip-emu.h"
 
 #define CD_HIP_EMULATED 1
-#define CD_HIP_LAUNCH(kernel, grid, block, shared_bytes, stream, ...)                  \
-    ((void)cd_emu::launch_lambda(dim3(grid), dim3(block), (shared_bytes), (stream),    \
-                                 [=]() { kernel(__VA_ARGS__); }))
-#define CD_HIP_DYNAMIC_SHARED(type, name)                                              \
-    type *name = static_cast<type *>(cd_emu::dynamic_shared())
+#define CD_HIP_LAUNCH(kernel, grid, block, shared_bytes, stream, ...) \
+    ((void)cd_emu::launch_lambda(dim3(grid), dim3(block), (shared_bytes), (stream), [=]() { kernel(__VA_ARGS__); }))
+#define CD_HIP_DYNAMIC_SHARED(type, name) type *name = static_cast<type *>(cd_emu::dynamic_shared())
 
 #endif
 

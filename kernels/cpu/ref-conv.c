@@ -2,8 +2,8 @@
 
 #include <math.h>
 
-void cd_ref_conv2d(const cd_conv_desc *d, const float *src, const float *w,
-                   const float *bias, const float *residual, float *dst) {
+void cd_ref_conv2d(const cd_conv_desc *d, const float *src, const float *w, const float *bias, const float *residual,
+                   float *dst) {
     const int cpg = d->c / d->groups; // input channels per group
     const int kpg = d->k / d->groups; // output channels per group
     for (int n = 0; n < d->n; n++)

@@ -14,9 +14,8 @@ float cd_ref_binary_op(cd_binary_kind kind, float a, float b) {
     return 0.0f;
 }
 
-void cd_ref_binary(cd_binary_kind kind, int rank, const int64_t *a_shape,
-                   const float *a, const int64_t *b_shape, const float *b,
-                   const int64_t *dst_shape, cd_activation act, float *dst) {
+void cd_ref_binary(cd_binary_kind kind, int rank, const int64_t *a_shape, const float *a, const int64_t *b_shape,
+                   const float *b, const int64_t *dst_shape, cd_activation act, float *dst) {
     // Strides of a and b in dst's index space (0 along broadcast dims).
     int64_t sa[CD_MAX_RANK], sb[CD_MAX_RANK], idx[CD_MAX_RANK] = {0};
     int64_t ta = 1, tb = 1, total = 1;

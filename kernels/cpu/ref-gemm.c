@@ -1,7 +1,7 @@
 #include "kernels/cpu/ref.h"
 
-void cd_ref_gemm(int m, int n, int k, const float *src, const float *w,
-                 const float *bias, cd_activation act, float *dst) {
+void cd_ref_gemm(int m, int n, int k, const float *src, const float *w, const float *bias, cd_activation act,
+                 float *dst) {
     for (int i = 0; i < m; i++)
         for (int j = 0; j < n; j++) {
             // Double accumulation: the reference is the accurate side.

@@ -4,8 +4,7 @@
 
 #include <string.h>
 
-void cd_ref_transpose(int rank, const int64_t *shape, const int *perm,
-                      const float *src, float *dst) {
+void cd_ref_transpose(int rank, const int64_t *shape, const int *perm, const float *src, float *dst) {
     int64_t sstride[CD_MAX_RANK], dshape[CD_MAX_RANK], idx[CD_MAX_RANK] = {0};
     int64_t t = 1, total = 1;
     for (int i = rank - 1; i >= 0; i--) {
@@ -33,8 +32,7 @@ void cd_ref_transpose(int rank, const int64_t *shape, const int *perm,
     }
 }
 
-void cd_ref_concat(int rank, int axis, int n, const int64_t *const *shapes,
-                   const float *const *srcs, float *dst) {
+void cd_ref_concat(int rank, int axis, int n, const int64_t *const *shapes, const float *const *srcs, float *dst) {
     int64_t outer = 1, inner = 1, total_axis = 0;
     for (int i = 0; i < axis; i++) outer *= shapes[0][i];
     for (int i = axis + 1; i < rank; i++) inner *= shapes[0][i];
@@ -60,8 +58,7 @@ static size_t layout_index(cd_layout l, size_t in, size_t ch, size_t p, size_t c
     return ((in * cb + ch / b) * hw + p) * b + ch % b;
 }
 
-void cd_ref_reorder(cd_layout from, cd_layout to, int n, int c, int h, int w,
-                    const float *src, float *dst) {
+void cd_ref_reorder(cd_layout from, cd_layout to, int n, int c, int h, int w, const float *src, float *dst) {
     if (from == to) {
         memcpy(dst, src, cd_layout_numel(from, n, c, h, w) * sizeof(float));
         return;

@@ -32,8 +32,8 @@ void cd_ref_pool2d(const cd_pool_desc *d, const float *src, float *dst) {
                             int iw = ow * d->stride_w - d->pad_l + s * d->dil_w;
                             // Windows may run past the padded input in ceil
                             // mode; those cells count for neither divisor.
-                            if (ih < -d->pad_t || ih >= d->h + d->pad_b ||
-                                iw < -d->pad_l || iw >= d->w + d->pad_r) continue;
+                            if (ih < -d->pad_t || ih >= d->h + d->pad_b || iw < -d->pad_l || iw >= d->w + d->pad_r)
+                                continue;
                             padded++;
                             if (ih < 0 || ih >= d->h || iw < 0 || iw >= d->w) continue;
                             float v = plane[(size_t)ih * d->w + iw];
@@ -43,8 +43,10 @@ void cd_ref_pool2d(const cd_pool_desc *d, const float *src, float *dst) {
                         }
                     }
                     float out;
-                    if (d->kind == CD_POOL_MAX) out = mx;
-                    else out = (float)(acc / (d->count_include_pad ? padded : (count ? count : 1)));
+                    if (d->kind == CD_POOL_MAX)
+                        out = mx;
+                    else
+                        out = (float)(acc / (d->count_include_pad ? padded : (count ? count : 1)));
                     dst[(((size_t)n * d->c + c) * d->oh + oh) * d->ow + ow] = out;
                 }
         }

@@ -13,29 +13,27 @@
 //                      (+ residual[n,k,oh,ow] when d->has_residual)).
 // src NCHW, w OIHW (I = c/groups), bias K or NULL, residual shaped like dst or
 // NULL. d->oh and d->ow must be set (see cd_conv_out_dims).
-void cd_ref_conv2d(const cd_conv_desc *d, const float *src, const float *w,
-                   const float *bias, const float *residual, float *dst);
+void cd_ref_conv2d(const cd_conv_desc *d, const float *src, const float *w, const float *bias, const float *residual,
+                   float *dst);
 
 // Max or average pooling, NCHW. d->oh/d->ow must be set (cd_pool_out_dims).
 void cd_ref_pool2d(const cd_pool_desc *d, const float *src, float *dst);
 // Fills d->oh and d->ow (honours ceil_mode, ONNX rule).
 void cd_pool_out_dims(cd_pool_desc *d);
 
-
 // ---- references for the other operators (kernels/cpu/ref-*.c) -------------
 
 // Fully connected: dst[m,n] = act(sum_k src[m,k] * w[n,k] + bias[n]).
 // src M x K row-major, w N x K row-major (already transposed/scaled at load),
 // bias N or NULL.
-void cd_ref_gemm(int m, int n, int k, const float *src, const float *w,
-                 const float *bias, cd_activation act, float *dst);
+void cd_ref_gemm(int m, int n, int k, const float *src, const float *w, const float *bias, cd_activation act,
+                 float *dst);
 
 // Elementwise a (op) b with NumPy broadcasting, then act. All three shapes are
 // given at the same rank (pad shorter ones with leading 1s); each dim of a and
 // b equals the dst dim or 1.
-void cd_ref_binary(cd_binary_kind kind, int rank, const int64_t *a_shape,
-                   const float *a, const int64_t *b_shape, const float *b,
-                   const int64_t *dst_shape, cd_activation act, float *dst);
+void cd_ref_binary(cd_binary_kind kind, int rank, const int64_t *a_shape, const float *a, const int64_t *b_shape,
+                   const float *b, const int64_t *dst_shape, cd_activation act, float *dst);
 
 // a (kind) b for one pair of values: the element operation of cd_ref_binary
 // (also what compaction folds constants with).
@@ -48,19 +46,16 @@ void cd_ref_activation(cd_activation act, size_t n, const float *src, float *dst
 void cd_ref_softmax(size_t outer, size_t len, size_t inner, const float *src, float *dst);
 
 // dst = src transposed: dst dim i is src dim perm[i]. shape is src's.
-void cd_ref_transpose(int rank, const int64_t *shape, const int *perm,
-                      const float *src, float *dst);
+void cd_ref_transpose(int rank, const int64_t *shape, const int *perm, const float *src, float *dst);
 
 // Concatenates n arrays along axis. Each srcs[i] has shape shapes[i] (rank
 // dims), equal to the others except along axis.
-void cd_ref_concat(int rank, int axis, int n, const int64_t *const *shapes,
-                   const float *const *srcs, float *dst);
+void cd_ref_concat(int rank, int axis, int n, const int64_t *const *shapes, const float *const *srcs, float *dst);
 
 // Layout conversion between any two layouts of kernels/op-desc.h (NCHW and
 // the blocked ones: channels padded to a multiple of the block, blocks
 // innermost). Padding channels are written as 0.
-void cd_ref_reorder(cd_layout from, cd_layout to, int n, int c, int h, int w,
-                    const float *src, float *dst);
+void cd_ref_reorder(cd_layout from, cd_layout to, int n, int c, int h, int w, const float *src, float *dst);
 // Elements of an n,c,h,w activation stored in layout l (padding included).
 size_t cd_layout_numel(cd_layout l, int n, int c, int h, int w);
 

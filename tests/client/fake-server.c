@@ -18,21 +18,21 @@
 
 // A control command from the test thread, through the control pipe.
 typedef struct {
-    char op;  // 'r' release, 'c' answer n then close, 's' stop
+    char op; // 'r' release, 'c' answer n then close, 's' stop
     int n;
 } ctl_cmd;
 
 struct fake_server {
     fake_mode mode;
     int delay_ms;
-    int lfd;                // listening socket
-    int ctl[2];             // control pipe (ctl_cmd records)
-    int done_pipe[2];       // one byte back per handled command
+    int lfd;          // listening socket
+    int ctl[2];       // control pipe (ctl_cmd records)
+    int done_pipe[2]; // one byte back per handled command
     char path[108];
     char code[64], message[256];
-    atomic_int holding;     // FAKE_ECHO_HELD: 1 while answers are queued until released
-    atomic_int requests;    // requests read
-    atomic_int answers;     // answers written
+    atomic_int holding;  // FAKE_ECHO_HELD: 1 while answers are queued until released
+    atomic_int requests; // requests read
+    atomic_int answers;  // answers written
     pthread_t thread;
 };
 
@@ -95,20 +95,15 @@ static int answer(fake_server *s, int fd, cd_rpc_msg *m) {
         break;
     case FAKE_ECHO_INPUTS:
     case FAKE_ECHO_REVERSED:
-    case FAKE_ECHO_HELD:
-        pack_echo(&pk, m);
-        break;
-    case FAKE_CLOSE:
-        keep = -1;
-        break;
+    case FAKE_ECHO_HELD: pack_echo(&pk, m); break;
+    case FAKE_CLOSE: keep = -1; break;
     case FAKE_GARBAGE: {
         const char junk[] = "\xc1\xc1\xc1 not msgpack";
         msgpack_sbuffer_write(&sb, junk, sizeof junk - 1);
         keep = -1;
         break;
     }
-    case FAKE_NO_READ:
-        break;
+    case FAKE_NO_READ: break;
     }
     if (sb.size) {
         if (write_all(fd, sb.data, sb.size) != 0)
@@ -224,7 +219,7 @@ static void *fake_main(void *arg) {
         if (p[1].revents) {
             ctl_cmd cmd;
             CHECK_EQ(read(s->ctl[0], &cmd, sizeof cmd), (ssize_t)sizeof cmd);
-            if (cmd.op == 'r') atomic_store(&s->holding, 0);  // nothing held yet
+            if (cmd.op == 'r') atomic_store(&s->holding, 0); // nothing held yet
             CHECK_EQ(write(s->done_pipe[1], "k", 1), 1);
             if (cmd.op == 's') break;
             continue;

@@ -16,8 +16,7 @@ static convd_conn *connect_daemon(void) {
     const char *path = getenv("CONVD_SOCKET");
     if (!path) CD_CHECK_FAIL_("CONVD_SOCKET is not set (run through pytest)");
     convd_conn *c = NULL;
-    if (convd_connect(path, NULL, &c) != 0)
-        CD_CHECK_FAIL_("connect %s: %s", path, convd_errmsg(NULL));
+    if (convd_connect(path, NULL, &c) != 0) CD_CHECK_FAIL_("connect %s: %s", path, convd_errmsg(NULL));
     return c;
 }
 
@@ -31,10 +30,10 @@ static const char *test_model(void) {
 typedef struct {
     int batch;
     float *x;
-    convd_outputs *sync_out;  // convd_infer's answer for the same x
+    convd_outputs *sync_out; // convd_infer's answer for the same x
     atomic_int completions;
     int status;
-    int equal_sync;           // 1: async output bytes == sync output bytes
+    int equal_sync; // 1: async output bytes == sync output bytes
     char errmsg[200];
 } req;
 
@@ -42,15 +41,13 @@ static atomic_int g_completed;
 
 static convd_tensor req_tensor(const req *r) {
     size_t n = (size_t)r->batch * 3 * 5 * 7;
-    return (convd_tensor){.dtype = CONVD_DTYPE_F32, .rank = 4, .shape = {r->batch, 3, 5, 7},
-                          .data = r->x, .nbytes = n * sizeof(float)};
+    return (convd_tensor){
+        .dtype = CONVD_DTYPE_F32, .rank = 4, .shape = {r->batch, 3, 5, 7}, .data = r->x, .nbytes = n * sizeof(float)};
 }
 
 static int same_outputs(const convd_outputs *a, const convd_outputs *b) {
     const convd_tensor *ya = convd_outputs_get(a, "y"), *yb = convd_outputs_get(b, "y");
-    if (!ya || !yb || a->count != 1 || b->count != 1 || ya->rank != yb->rank ||
-        ya->nbytes != yb->nbytes)
-        return 0;
+    if (!ya || !yb || a->count != 1 || b->count != 1 || ya->rank != yb->rank || ya->nbytes != yb->nbytes) return 0;
     for (int d = 0; d < ya->rank; d++)
         if (ya->shape[d] != yb->shape[d]) return 0;
     return memcmp(ya->data, yb->data, ya->nbytes) == 0;
@@ -103,8 +100,7 @@ CD_TEST(client_daemon_infer_async_equals_sync_and_reference) {
     for (int i = 0; i < n; i++) {
         convd_tensor t = req_tensor(&reqs[i]);
         int rc = i % 2 ? convd_infer_submit(c, model, 1, &name, &t, 0, NULL, 20000, &f[i])
-                       : convd_infer_async(c, model, 1, &name, &t, 0, NULL, 20000, on_done,
-                                           &reqs[i]);
+                       : convd_infer_async(c, model, 1, &name, &t, 0, NULL, 20000, on_done, &reqs[i]);
         if (rc) CD_CHECK_FAIL_("submit %d: %s %s", i, convd_errname(rc), convd_errmsg(NULL));
     }
     for (int i = 1; i < n; i += 2) {
@@ -122,9 +118,8 @@ CD_TEST(client_daemon_infer_async_equals_sync_and_reference) {
     for (int i = 0; i < n; i += 2) {
         req *r = &reqs[i];
         if (atomic_load(&r->completions) != 1 || r->status != 0 || r->equal_sync != 1)
-            CD_CHECK_FAIL_("request %d: %d completions, %s, equal %d, '%s'", i,
-                           atomic_load(&r->completions), convd_errname(r->status),
-                           r->equal_sync, r->errmsg);
+            CD_CHECK_FAIL_("request %d: %d completions, %s, equal %d, '%s'", i, atomic_load(&r->completions),
+                           convd_errname(r->status), r->equal_sync, r->errmsg);
     }
     CHECK_EQ(convd_inflight(c), 0);
     for (int i = 0; i < n; i++) {
@@ -142,10 +137,10 @@ CD_TEST(client_daemon_infer_async_errors_by_code) {
     float x[2 * 3 * 5 * 7];
     for (size_t k = 0; k < sizeof x / sizeof *x; k++) x[k] = cd_test_randf(-1, 1);
     const char *name = "x";
-    convd_tensor t = {.dtype = CONVD_DTYPE_F32, .rank = 4, .shape = {1, 3, 5, 7},
-                      .data = x, .nbytes = 105 * sizeof(float)};
-    convd_tensor bad_shape = {.dtype = CONVD_DTYPE_F32, .rank = 4, .shape = {1, 3, 7, 5},
-                              .data = x, .nbytes = 105 * sizeof(float)};
+    convd_tensor t = {
+        .dtype = CONVD_DTYPE_F32, .rank = 4, .shape = {1, 3, 5, 7}, .data = x, .nbytes = 105 * sizeof(float)};
+    convd_tensor bad_shape = {
+        .dtype = CONVD_DTYPE_F32, .rank = 4, .shape = {1, 3, 7, 5}, .data = x, .nbytes = 105 * sizeof(float)};
     const char *wrong = "nope";
     struct {
         const char *model;
@@ -161,8 +156,7 @@ CD_TEST(client_daemon_infer_async_errors_by_code) {
     int nc = (int)(sizeof cases / sizeof *cases);
     convd_future *f[4];
     for (int i = 0; i < nc; i++)
-        CHECK_EQ(convd_infer_submit(c, cases[i].model, 1, &cases[i].name, cases[i].t, 0, NULL,
-                                    10000, &f[i]), 0);
+        CHECK_EQ(convd_infer_submit(c, cases[i].model, 1, &cases[i].name, cases[i].t, 0, NULL, 10000, &f[i]), 0);
     for (int i = 0; i < nc; i++) {
         CHECK_EQ(convd_future_wait(f[i], 10000), 0);
         convd_outputs *outs;

@@ -22,28 +22,27 @@ static void sleep_ms(int ms) {
 
 static convd_conn *connect_to(const char *path) {
     convd_conn *c = NULL;
-    if (convd_connect(path, NULL, &c) != 0)
-        CD_CHECK_FAIL_("connect %s: %s", path, convd_errmsg(NULL));
+    if (convd_connect(path, NULL, &c) != 0) CD_CHECK_FAIL_("connect %s: %s", path, convd_errmsg(NULL));
     return c;
 }
 
 // One request of a test: its input, and what its completion reported.
 typedef struct {
-    int len;                 // floats in x
-    float *x;                // the input (random, both signs)
-    atomic_int completions;  // times the callback ran for it
-    int status;              // the status it got
-    int echoed_ok;           // 1: the outputs equal x exactly
-    char errmsg[160];        // its message on failure
+    int len;                // floats in x
+    float *x;               // the input (random, both signs)
+    atomic_int completions; // times the callback ran for it
+    int status;             // the status it got
+    int echoed_ok;          // 1: the outputs equal x exactly
+    char errmsg[160];       // its message on failure
 } req;
 
 // Shared state of a test's requests.
 typedef struct {
     req *reqs;
     int n;
-    atomic_int completed;    // sum of completions
+    atomic_int completed; // sum of completions
     pthread_mutex_t mu;
-    pthread_cond_t cond;     // signalled on each completion
+    pthread_cond_t cond; // signalled on each completion
 } batch;
 
 static void batch_init(batch *b, int n) {
@@ -58,9 +57,9 @@ static void batch_init(batch *b, int n) {
         r->len = cd_test_randi(1, 64);
         r->x = malloc((size_t)r->len * sizeof *r->x);
         for (int k = 0; k < r->len; k++) r->x[k] = cd_test_randf(-10.0f, 10.0f);
-        r->x[0] = (float)i;  // tells requests apart even with equal random data
+        r->x[0] = (float)i; // tells requests apart even with equal random data
         atomic_init(&r->completions, 0);
-        r->status = 1;  // "not completed"
+        r->status = 1; // "not completed"
     }
 }
 
@@ -72,15 +71,18 @@ static void batch_free(batch *b) {
 }
 
 static convd_tensor req_tensor(const req *r) {
-    return (convd_tensor){.dtype = CONVD_DTYPE_F32, .rank = 2, .shape = {1, r->len},
-                          .data = r->x, .nbytes = (size_t)r->len * sizeof(float)};
+    return (convd_tensor){.dtype = CONVD_DTYPE_F32,
+                          .rank = 2,
+                          .shape = {1, r->len},
+                          .data = r->x,
+                          .nbytes = (size_t)r->len * sizeof(float)};
 }
 
 // 1 when outs holds exactly one f32 tensor "x" equal to r's input.
 static int echo_matches(const req *r, const convd_outputs *outs) {
     const convd_tensor *y = convd_outputs_get(outs, "x");
-    if (!outs || outs->count != 1 || !y || y->dtype != CONVD_DTYPE_F32 || y->rank != 2 ||
-        y->shape[1] != r->len || y->nbytes != (size_t)r->len * sizeof(float))
+    if (!outs || outs->count != 1 || !y || y->dtype != CONVD_DTYPE_F32 || y->rank != 2 || y->shape[1] != r->len ||
+        y->nbytes != (size_t)r->len * sizeof(float))
         return 0;
     return memcmp(y->data, r->x, y->nbytes) == 0;
 }
@@ -97,7 +99,7 @@ static void on_done(void *user, int status, convd_outputs *outs, const char *err
     r->status = status;
     r->echoed_ok = status == 0 && echo_matches(r, outs);
     snprintf(r->errmsg, sizeof r->errmsg, "%s", errmsg ? errmsg : "(null)");
-    if (status != 0 && outs != NULL) r->echoed_ok = -1;  // contract: outs NULL on failure
+    if (status != 0 && outs != NULL) r->echoed_ok = -1; // contract: outs NULL on failure
     convd_outputs_free(outs);
     atomic_fetch_add(&r->completions, 1);
     pthread_mutex_lock(&a->b->mu);
@@ -138,8 +140,8 @@ typedef struct {
     convd_conn *c;
     batch *b;
     cb_arg *args;
-    int from, to;        // request range of this thread
-    int use_futures;     // 0: callbacks; 1: submit + wait
+    int from, to;    // request range of this thread
+    int use_futures; // 0: callbacks; 1: submit + wait
 } submitter;
 
 static void *submit_thread(void *arg) {
@@ -194,20 +196,19 @@ static void run_many(int n, int nthreads, int use_futures) {
     submitter *st = calloc((size_t)nthreads, sizeof *st);
     pthread_t *th = calloc((size_t)nthreads, sizeof *th);
     for (int t = 0; t < nthreads; t++) {
-        st[t] = (submitter){c, &b, args, n * t / nthreads, n * (t + 1) / nthreads,
-                            use_futures < 0 ? t % 2 : use_futures};
+        st[t] =
+            (submitter){c, &b, args, n * t / nthreads, n * (t + 1) / nthreads, use_futures < 0 ? t % 2 : use_futures};
         CHECK_EQ(pthread_create(&th[t], NULL, submit_thread, &st[t]), 0);
     }
     for (int t = 0; t < nthreads; t++) pthread_join(th[t], NULL);
     CHECK_EQ(wait_completed(&b, n, 30000), n);
-    sleep_ms(20);  // a duplicate completion would show up here
+    sleep_ms(20); // a duplicate completion would show up here
     CHECK_EQ(atomic_load(&b.completed), n);
     for (int i = 0; i < n; i++) {
         req *r = &b.reqs[i];
         if (atomic_load(&r->completions) != 1 || r->status != 0 || r->echoed_ok != 1)
-            CD_CHECK_FAIL_("request %d: %d completions, status %s, echo %d, '%s'", i,
-                           atomic_load(&r->completions), convd_errname(r->status),
-                           r->echoed_ok, r->errmsg);
+            CD_CHECK_FAIL_("request %d: %d completions, status %s, echo %d, '%s'", i, atomic_load(&r->completions),
+                           convd_errname(r->status), r->echoed_ok, r->errmsg);
     }
     CHECK_EQ(convd_inflight(c), 0);
     CHECK_EQ(fake_requests(srv), n);
@@ -220,13 +221,9 @@ static void run_many(int n, int nthreads, int use_futures) {
     batch_free(&b);
 }
 
-CD_TEST(client_async_thousands_of_callbacks_complete_once) {
-    run_many(cd_test_randi(4000, 6000), 4, 0);
-}
+CD_TEST(client_async_thousands_of_callbacks_complete_once) { run_many(cd_test_randi(4000, 6000), 4, 0); }
 
-CD_TEST(client_async_futures_from_threads_complete_once) {
-    run_many(cd_test_randi(2000, 3000), 3, 1);
-}
+CD_TEST(client_async_futures_from_threads_complete_once) { run_many(cd_test_randi(2000, 3000), 3, 1); }
 
 CD_TEST(client_async_callbacks_and_futures_mixed_with_sync_calls) {
     // Sync calls on the same connection while async traffic flows.
@@ -273,14 +270,13 @@ CD_TEST(client_async_answers_out_of_order_reach_their_request) {
     convd_future *f[8];
     const char *name = "x";
     convd_tensor ft = req_tensor(&b.reqs[0]);
-    for (int k = 0; k < 8; k++)
-        CHECK_EQ(convd_infer_submit(c, "echo", 1, &name, &ft, 0, NULL, 20000, &f[k]), 0);
+    for (int k = 0; k < 8; k++) CHECK_EQ(convd_infer_submit(c, "echo", 1, &name, &ft, 0, NULL, 20000, &f[k]), 0);
     for (int i = 0; i < n; i++) CHECK_EQ(submit(c, &b, args, i, 20000), 0);
     CHECK_EQ(fake_wait_requests(srv, n + 8, 5000), n + 8);
     sleep_ms(20);
-    CHECK_EQ(atomic_load(&b.completed), 0);  // nothing answered yet
+    CHECK_EQ(atomic_load(&b.completed), 0); // nothing answered yet
     CHECK_EQ(convd_future_done(f[0]), 0);
-    CHECK_EQ(convd_future_wait(f[0], 0), CONVD_ETIMEOUT);  // 0: only checks
+    CHECK_EQ(convd_future_wait(f[0], 0), CONVD_ETIMEOUT); // 0: only checks
     CHECK_EQ(convd_inflight(c), n + 8);
     fake_release(srv);
     CHECK_EQ(wait_completed(&b, n, 10000), n);
@@ -318,8 +314,7 @@ CD_TEST(client_async_timeout_completes_once_late_answer_dropped) {
     convd_future *forever;
     const char *name = "x";
     convd_tensor t = req_tensor(&b.reqs[0]);
-    CHECK_EQ(convd_infer_submit(c, "echo", 1, &name, &t, 0, NULL, CONVD_TIMEOUT_NONE,
-                                &forever), 0);
+    CHECK_EQ(convd_infer_submit(c, "echo", 1, &name, &t, 0, NULL, CONVD_TIMEOUT_NONE, &forever), 0);
     CHECK_EQ(wait_completed(&b, n, 10000), n);
     double dt = cd_now_ms() - t0;
     CHECK(dt >= timeout - 5);
@@ -363,7 +358,7 @@ CD_TEST(client_async_earlier_deadline_wakes_the_reader) {
     batch_init(&b, 2);
     cb_arg args[2];
     CHECK_EQ(submit(c, &b, args, 0, 5000), 0);
-    sleep_ms(30);  // the reader now sleeps until the 5 s deadline
+    sleep_ms(30); // the reader now sleeps until the 5 s deadline
     double t0 = cd_now_ms();
     CHECK_EQ(submit(c, &b, args, 1, 80), 0);
     CHECK_EQ(wait_completed(&b, 1, 3000), 1);
@@ -439,9 +434,8 @@ CD_TEST(client_async_close_completes_everything_in_flight) {
     const char *name = "x";
     convd_tensor t = req_tensor(&b.reqs[0]);
     CHECK_EQ(convd_infer_submit(c, "echo", 1, &name, &t, 0, NULL, CONVD_TIMEOUT_NONE, &f), 0);
-    CHECK_EQ(convd_infer_submit(c, "echo", 1, &name, &t, 0, NULL, CONVD_TIMEOUT_NONE,
-                                &dropped), 0);
-    convd_future_free(dropped);  // freed before completion: the completion frees it
+    CHECK_EQ(convd_infer_submit(c, "echo", 1, &name, &t, 0, NULL, CONVD_TIMEOUT_NONE, &dropped), 0);
+    convd_future_free(dropped); // freed before completion: the completion frees it
     CHECK_EQ(fake_wait_requests(srv, n + 2, 5000), n + 2);
     convd_close(c);
     // Every completion was delivered before convd_close returned.
@@ -515,17 +509,18 @@ CD_TEST(client_async_rejects_bad_arguments_without_completion) {
     cb_arg a = {&b, 0};
     float x[6] = {1, 2, 3, 4, 5, 6};
     const char *name = "x";
-    convd_tensor bad = {.dtype = CONVD_DTYPE_F32, .rank = 2, .shape = {2, 3}, .data = x,
-                        .nbytes = 5 * sizeof(float)};  // shape says 24 bytes
-    CHECK_EQ(convd_infer_async(c, "echo", 1, &name, &bad, 0, NULL, 1000, on_done, &a),
-             CONVD_EPARAMS);
+    convd_tensor bad = {.dtype = CONVD_DTYPE_F32,
+                        .rank = 2,
+                        .shape = {2, 3},
+                        .data = x,
+                        .nbytes = 5 * sizeof(float)}; // shape says 24 bytes
+    CHECK_EQ(convd_infer_async(c, "echo", 1, &name, &bad, 0, NULL, 1000, on_done, &a), CONVD_EPARAMS);
     CHECK(strstr(convd_errmsg(NULL), "nbytes") != NULL);
     convd_tensor good = bad;
     good.nbytes = sizeof x;
     CHECK_EQ(convd_infer_async(c, "echo", 1, &name, &good, 0, NULL, 1000, NULL, &a),
-             CONVD_EPARAMS);  // no callback
-    CHECK_EQ(convd_infer_async(NULL, "echo", 1, &name, &good, 0, NULL, 1000, on_done, &a),
-             CONVD_EPARAMS);
+             CONVD_EPARAMS); // no callback
+    CHECK_EQ(convd_infer_async(NULL, "echo", 1, &name, &good, 0, NULL, 1000, on_done, &a), CONVD_EPARAMS);
     convd_future *f = (convd_future *)1;
     CHECK_EQ(convd_infer_submit(c, NULL, 1, &name, &good, 0, NULL, 1000, &f), CONVD_EPARAMS);
     CHECK(f == NULL);
@@ -536,7 +531,7 @@ CD_TEST(client_async_rejects_bad_arguments_without_completion) {
     CHECK_EQ(convd_set_inflight_limit(c, 4, 2), CONVD_EPARAMS);
     sleep_ms(20);
     CHECK_EQ(atomic_load(&b.completed), 0);
-    CHECK_EQ(fake_requests(srv), 0);  // nothing was sent
+    CHECK_EQ(fake_requests(srv), 0); // nothing was sent
     CHECK_EQ(convd_inflight(c), 0);
     convd_close(c);
     fake_stop(srv);
@@ -557,7 +552,7 @@ CD_TEST(client_async_inflight_limit_fail_mode_overloaded) {
     CHECK_EQ(convd_inflight(c), limit);
     double t0 = cd_now_ms();
     CHECK_EQ(submit(c, &b, args, limit, 10000), CONVD_EOVERLOADED);
-    CHECK(cd_now_ms() - t0 < 500);  // at once, not after the timeout
+    CHECK(cd_now_ms() - t0 < 500); // at once, not after the timeout
     CHECK(strstr(convd_errmsg(NULL), "in flight") != NULL);
     convd_future *f = (convd_future *)1;
     const char *name = "x";
@@ -575,7 +570,7 @@ CD_TEST(client_async_inflight_limit_fail_mode_overloaded) {
     CHECK_EQ(convd_inflight(c), 0);
     CHECK_EQ(submit(c, &b, args, limit + 1, 5000), 0);
     CHECK_EQ(wait_completed(&b, limit + 1, 5000), limit + 1);
-    CHECK_EQ(atomic_load(&b.reqs[limit].completions), 0);  // the refused one
+    CHECK_EQ(atomic_load(&b.reqs[limit].completions), 0); // the refused one
     CHECK_EQ(b.reqs[limit + 1].echoed_ok, 1);
     convd_close(c);
     fake_stop(srv);
@@ -630,11 +625,11 @@ typedef struct {
     convd_conn *c;
     batch *b;
     cb_arg *args;
-    int chain_left;          // resubmissions still to make from callbacks
-    int sync_status;         // what a sync call from the callback returned
-    int wait_status;         // what waiting for a future of this conn returned
-    int limit_status;        // a submit at the limit from the callback
-    convd_future *pending;   // a future of this connection still in flight
+    int chain_left;        // resubmissions still to make from callbacks
+    int sync_status;       // what a sync call from the callback returned
+    int wait_status;       // what waiting for a future of this conn returned
+    int limit_status;      // a submit at the limit from the callback
+    convd_future *pending; // a future of this connection still in flight
 } cb_probe;
 
 static cb_probe g_probe;
@@ -651,8 +646,7 @@ static void on_done_probe(void *user, int status, convd_outputs *outs, const cha
         p->args[i] = (cb_arg){p->b, i};
         convd_tensor t = req_tensor(&p->b->reqs[i]);
         const char *name = "x";
-        int rc = convd_infer_async(p->c, "echo", 1, &name, &t, 0, NULL, 5000, on_done_probe,
-                                   &p->args[i]);
+        int rc = convd_infer_async(p->c, "echo", 1, &name, &t, 0, NULL, 5000, on_done_probe, &p->args[i]);
         if (rc) CD_CHECK_FAIL_("resubmit from callback: %s", convd_errname(rc));
     }
     if (first) {
@@ -669,14 +663,14 @@ static void on_done_probe(void *user, int status, convd_outputs *outs, const cha
             p->limit_status = convd_infer_submit(p->c, "echo", 1, &name, &t, 0, NULL, 5000, &f[k]);
             if (p->limit_status != 0) break;
         }
-        for (int j = 0; j < k; j++) convd_future_free(f[j]);  // results dropped
+        for (int j = 0; j < k; j++) convd_future_free(f[j]); // results dropped
     }
 }
 
 CD_TEST(client_async_callback_can_resubmit_not_block) {
     fake_server *srv = fake_start(FAKE_ECHO_REVERSED, 0);
     convd_conn *c = connect_to(fake_path(srv));
-    CHECK_EQ(convd_set_inflight_limit(c, 3, 0), 0);  // blocking mode
+    CHECK_EQ(convd_set_inflight_limit(c, 3, 0), 0); // blocking mode
     int n = 100;
     batch b;
     batch_init(&b, n + 1);
@@ -727,8 +721,7 @@ CD_TEST(client_async_callback_wait_on_own_connection_is_ebusy) {
     convd_conn *c = connect_to(fake_path(srv));
     float x[3] = {1, 2, 3};
     const char *name = "x";
-    convd_tensor t = {.dtype = CONVD_DTYPE_F32, .rank = 1, .shape = {3}, .data = x,
-                      .nbytes = sizeof x};
+    convd_tensor t = {.dtype = CONVD_DTYPE_F32, .rank = 1, .shape = {3}, .data = x, .nbytes = sizeof x};
     // The held future times out late; the callback request times out early,
     // so its completion (ETIMEOUT) runs while the held one is in flight.
     CHECK_EQ(convd_infer_submit(c, "echo", 1, &name, &t, 0, NULL, 10000, &g_held), 0);

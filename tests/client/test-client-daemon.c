@@ -184,8 +184,8 @@ static void *hammer(void *arg) {
             if (rc == 0) convd_model_list_free(l);
         }
         if (rc != 0) {
-            snprintf(t->fail, sizeof t->fail, "thread %d call %d kind %d: %d %s", t->id, i,
-                     kind, rc, convd_errmsg(t->c));
+            snprintf(t->fail, sizeof t->fail, "thread %d call %d kind %d: %d %s", t->id, i, kind, rc,
+                     convd_errmsg(t->c));
             return NULL;
         }
         atomic_fetch_add(t->ok, 1);
@@ -207,8 +207,8 @@ CD_TEST(client_daemon_threads_share_one_connection) {
     for (int i = 0; i < N_THREADS; i++) pthread_join(th[i], NULL);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double dt = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
-    printf("%d threads x %d calls on one connection: %.3f s, %.0f calls/s\n", N_THREADS,
-           N_CALLS, dt, N_THREADS * N_CALLS / dt);
+    printf("%d threads x %d calls on one connection: %.3f s, %.0f calls/s\n", N_THREADS, N_CALLS, dt,
+           N_THREADS * N_CALLS / dt);
     for (int i = 0; i < N_THREADS; i++)
         if (ctx[i].fail[0]) CD_CHECK_FAIL_("%s", ctx[i].fail);
     CHECK_EQ(atomic_load(&ok), N_THREADS * N_CALLS);
@@ -226,13 +226,13 @@ CD_TEST(client_daemon_stopped_gives_closed) {
     fflush(stdout);
     int rc = 0;
     for (int i = 0; i < 400 && (rc == 0 || rc == CONVD_ESHUTDOWN); i++) {
-        rc = convd_health(c, &h);  // ok or draining until the daemon closes
+        rc = convd_health(c, &h); // ok or draining until the daemon closes
         if (rc == 0 || rc == CONVD_ESHUTDOWN) usleep(25 * 1000);
     }
     CHECK_EQ(rc, CONVD_ECLOSED);
     CHECK_EQ(convd_health(c, &h), CONVD_ECLOSED);
     convd_close(c);
-    for (int i = 0; i < 200; i++) {  // the socket file goes away as it exits
+    for (int i = 0; i < 200; i++) { // the socket file goes away as it exits
         convd_conn *c2;
         rc = convd_connect(getenv("CONVD_SOCKET"), NULL, &c2);
         if (rc != 0) break;

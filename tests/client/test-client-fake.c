@@ -18,8 +18,7 @@ static long long answered_msgid(const void *res, size_t len) {
     const msgpack_object *o = &up.data;
     CHECK_EQ(o->type, MSGPACK_OBJECT_MAP);
     for (uint32_t i = 0; i < o->via.map.size; i++)
-        if (o->via.map.ptr[i].key.via.str.size == 5 &&
-            memcmp(o->via.map.ptr[i].key.via.str.ptr, "msgid", 5) == 0)
+        if (o->via.map.ptr[i].key.via.str.size == 5 && memcmp(o->via.map.ptr[i].key.via.str.ptr, "msgid", 5) == 0)
             id = (long long)o->via.map.ptr[i].val.via.u64;
     msgpack_unpacked_destroy(&up);
     return id;
@@ -53,11 +52,11 @@ CD_TEST(client_timeout_none_and_default) {
     convd_opts o;
     convd_opts_init(&o);
     CHECK_EQ(o.timeout_ms, 30000);
-    o.timeout_ms = 50;  // the connection default
+    o.timeout_ms = 50; // the connection default
     convd_conn *c;
     CHECK_EQ(convd_connect(fake_path(s), &o, &c), 0);
     convd_health_info h;
-    CHECK_EQ(convd_health(c, &h), CONVD_ETIMEOUT);  // uses the 50 ms default
+    CHECK_EQ(convd_health(c, &h), CONVD_ETIMEOUT); // uses the 50 ms default
     void *res;
     size_t len;
     CHECK_EQ(convd_call(c, "hello", NULL, 0, &res, &len, CONVD_TIMEOUT_NONE), 0);
@@ -129,8 +128,8 @@ CD_TEST(client_send_timeout_breaks_connection) {
     float *x = calloc(n, sizeof *x);
     CHECK(x);
     for (size_t i = 0; i < n; i += 4096) x[i] = cd_test_randf(-1, 1);
-    convd_tensor t = {.dtype = CONVD_DTYPE_F32, .rank = 2, .shape = {8, (int64_t)n / 8},
-                      .data = x, .nbytes = n * sizeof *x};
+    convd_tensor t = {
+        .dtype = CONVD_DTYPE_F32, .rank = 2, .shape = {8, (int64_t)n / 8}, .data = x, .nbytes = n * sizeof *x};
     const char *name = "x";
     convd_outputs *out;
     double t0 = cd_now_ms();
@@ -165,7 +164,7 @@ CD_TEST(client_infer_big_tensors_round_trip) {
             t[k].shape[d] = cd_test_randi(1, k == 0 ? 16 : 5);
             numel *= (size_t)t[k].shape[d];
         }
-        if (k == 0) {  // over the 64 KiB zero-copy threshold of the sender
+        if (k == 0) { // over the 64 KiB zero-copy threshold of the sender
             numel = numel / (size_t)t[k].shape[0];
             t[k].shape[0] = cd_test_randi(20000, 60000);
             numel *= (size_t)t[k].shape[0];
@@ -203,8 +202,7 @@ CD_TEST(client_infer_rejects_bad_tensor_locally) {
     float x[6] = {1, 2, 3, 4, 5, 6};
     const char *name = "x";
     convd_outputs *out;
-    convd_tensor t = {.dtype = CONVD_DTYPE_F32, .rank = 2, .shape = {2, 3},
-                      .data = x, .nbytes = 20};  // needs 24
+    convd_tensor t = {.dtype = CONVD_DTYPE_F32, .rank = 2, .shape = {2, 3}, .data = x, .nbytes = 20}; // needs 24
     CHECK_EQ(convd_infer(c, "m", 1, &name, &t, 0, NULL, &out, 0), CONVD_EPARAMS);
     CHECK(strstr(convd_errmsg(c), "24 bytes") != NULL);
     t.nbytes = 24;

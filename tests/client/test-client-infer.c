@@ -12,8 +12,7 @@ static convd_conn *connect_daemon(void) {
     const char *path = getenv("CONVD_SOCKET");
     if (!path) CD_CHECK_FAIL_("CONVD_SOCKET is not set (run through pytest)");
     convd_conn *c = NULL;
-    if (convd_connect(path, NULL, &c) != 0)
-        CD_CHECK_FAIL_("connect %s: %s", path, convd_errmsg(NULL));
+    if (convd_connect(path, NULL, &c) != 0) CD_CHECK_FAIL_("connect %s: %s", path, convd_errmsg(NULL));
     return c;
 }
 
@@ -28,8 +27,8 @@ static float *random_input(convd_tensor *t, int batch) {
     size_t n = (size_t)batch * 3 * 5 * 7;
     float *x = malloc(n * sizeof *x);
     for (size_t i = 0; i < n; i++) x[i] = cd_test_randf(-4.0f, 4.0f);
-    *t = (convd_tensor){.dtype = CONVD_DTYPE_F32, .rank = 4, .shape = {batch, 3, 5, 7},
-                        .data = x, .nbytes = n * sizeof *x};
+    *t = (convd_tensor){
+        .dtype = CONVD_DTYPE_F32, .rank = 4, .shape = {batch, 3, 5, 7}, .data = x, .nbytes = n * sizeof *x};
     return x;
 }
 

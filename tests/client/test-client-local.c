@@ -15,11 +15,15 @@ CD_TEST(client_errors_match_proto_table) {
     // Every row of the public table equals core/errors.h, number and name,
     // and the two tables have the same rows.
     int n_public = 0, n_proto = 0;
-#define XX(name, num) n_public++; CHECK_EQ(CONVD_E##name, CD_E##name);        \
+#define XX(name, num)                    \
+    n_public++;                          \
+    CHECK_EQ(CONVD_E##name, CD_E##name); \
     CHECK_STREQ(convd_errname(CONVD_E##name), "E_" #name);
     CONVD_ERROR_MAP(XX)
 #undef XX
-#define XX(name, num, msg) n_proto++; CHECK_EQ(CD_E##name, CONVD_E##name);    \
+#define XX(name, num, msg)               \
+    n_proto++;                           \
+    CHECK_EQ(CD_E##name, CONVD_E##name); \
     CHECK_STREQ(convd_strerror(CONVD_E##name), msg);
     CD_ERROR_MAP(XX)
 #undef XX
@@ -30,9 +34,11 @@ CD_TEST(client_errors_match_proto_table) {
 
 CD_TEST(client_dtypes_match_proto_table) {
     int n = 0;
-#define XX(e, name, size) n++; CHECK_EQ(CONVD_DTYPE_##e, CD_DTYPE_##e);        \
-    CHECK_STREQ(convd_dtype_name(CONVD_DTYPE_##e), name);                     \
-    CHECK_EQ(convd_dtype_size(CONVD_DTYPE_##e), size);                        \
+#define XX(e, name, size)                                 \
+    n++;                                                  \
+    CHECK_EQ(CONVD_DTYPE_##e, CD_DTYPE_##e);              \
+    CHECK_STREQ(convd_dtype_name(CONVD_DTYPE_##e), name); \
+    CHECK_EQ(convd_dtype_size(CONVD_DTYPE_##e), size);    \
     CHECK_EQ(convd_dtype_from_name(name), CONVD_DTYPE_##e);
     CD_DTYPE_MAP(XX)
 #undef XX
@@ -44,8 +50,7 @@ CD_TEST(client_dtypes_match_proto_table) {
 CD_TEST(client_connect_missing_socket) {
     convd_conn *c = (convd_conn *)1;
     char path[64];
-    snprintf(path, sizeof path, "/tmp/cd-missing-%d-%d.sock", (int)getpid(),
-             cd_test_randi(0, 1 << 30));
+    snprintf(path, sizeof path, "/tmp/cd-missing-%d-%d.sock", (int)getpid(), cd_test_randi(0, 1 << 30));
     CHECK_EQ(convd_connect(path, NULL, &c), CONVD_ECONNECT);
     CHECK(c == NULL);
     CHECK(strstr(convd_errmsg(NULL), path) != NULL);
@@ -55,8 +60,7 @@ CD_TEST(client_connect_missing_socket) {
 CD_TEST(client_connect_nobody_listening) {
     // A stale socket file: bound but never listened on -> refused.
     char path[64];
-    snprintf(path, sizeof path, "/tmp/cd-stale-%d-%d.sock", (int)getpid(),
-             cd_test_randi(0, 1 << 30));
+    snprintf(path, sizeof path, "/tmp/cd-stale-%d-%d.sock", (int)getpid(), cd_test_randi(0, 1 << 30));
     int fd = socket(AF_UNIX, SOCK_STREAM, 0);
     struct sockaddr_un a = {.sun_family = AF_UNIX};
     strcpy(a.sun_path, path);
@@ -155,18 +159,17 @@ CD_TEST(client_json_every_type) {
     msgpack_pack_str_with_body(&pk, "q\"\\\n\x01\xff\xc3\xa9", 8);
     msgpack_pack_str_with_body(&pk, "bin", 3);
     msgpack_pack_bin_with_body(&pk, "abcd", 4);
-    msgpack_pack_int(&pk, 7);  // non-string key
+    msgpack_pack_int(&pk, 7); // non-string key
     msgpack_pack_map(&pk, 0);
     msgpack_pack_str_with_body(&pk, "e", 1);
     msgpack_pack_array(&pk, 0);
     char *json;
     CHECK_EQ(convd_to_json(sb.data, sb.size, &json), 0);
-    CHECK_STREQ(json,
-                "{\"nil\": null, \"b\": [true, false], "
-                "\"ints\": [18446744073709551615, -9223372036854775808, 0], "
-                "\"f\": [0.5, -2.25, null], "
-                "\"s\": \"q\\\"\\\\\\n\\u0001\\ufffd\xc3\xa9\", "
-                "\"bin\": \"YWJjZA==\", \"7\": {}, \"e\": []}");
+    CHECK_STREQ(json, "{\"nil\": null, \"b\": [true, false], "
+                      "\"ints\": [18446744073709551615, -9223372036854775808, 0], "
+                      "\"f\": [0.5, -2.25, null], "
+                      "\"s\": \"q\\\"\\\\\\n\\u0001\\ufffd\xc3\xa9\", "
+                      "\"bin\": \"YWJjZA==\", \"7\": {}, \"e\": []}");
     convd_free(json);
     // A truncated value is refused.
     CHECK_EQ(convd_to_json(sb.data, sb.size - 1, &json), CONVD_EPROTOCOL);

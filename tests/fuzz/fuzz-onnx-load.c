@@ -67,14 +67,22 @@ static int fz_run(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int bat
 }
 static cd_layout g_blocked;
 static void fz_caps(cd_backend_t be, cd_backend_caps *out) {
-    *out = (cd_backend_caps){.name = "fuzz", .description = "fuzz", .blocked_layout = g_blocked,
-                             .native_layout = g_blocked, .isa = "fuzz"};
+    *out = (cd_backend_caps){
+        .name = "fuzz", .description = "fuzz", .blocked_layout = g_blocked, .native_layout = g_blocked, .isa = "fuzz"};
 }
 
 static const struct cd_backend_i fz_iface = {
-    .get_caps = fz_caps, .free = fz_free, .buffer_alloc = fz_alloc, .buffer_free = fz_buf_free,
-    .upload = fz_copy, .download = fz_copy, .supports_op = fz_supports, .op_init = fz_init, .op_run = fz_run,
-    .op_kernel = fz_kernel, .op_state_free = fz_state_free,
+    .get_caps = fz_caps,
+    .free = fz_free,
+    .buffer_alloc = fz_alloc,
+    .buffer_free = fz_buf_free,
+    .upload = fz_copy,
+    .download = fz_copy,
+    .supports_op = fz_supports,
+    .op_init = fz_init,
+    .op_run = fz_run,
+    .op_kernel = fz_kernel,
+    .op_state_free = fz_state_free,
 };
 static struct cd_backend g_be = {&fz_iface, NULL};
 
@@ -109,7 +117,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
         fclose(f);
     }
     snprintf(p, sizeof p, "%s/out.bin", g_dir);
-    if (symlink("/etc/hostname", p)) { /* already there */ }
+    if (symlink("/etc/hostname", p)) { /* already there */
+    }
     return 0;
 }
 

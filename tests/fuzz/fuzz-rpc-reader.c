@@ -42,13 +42,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CHECK(c)                                                              \
-    do {                                                                      \
-        if (!(c)) {                                                           \
-            fprintf(stderr, "fuzz-rpc-reader: check failed: %s (line %d)\n", \
-                    #c, __LINE__);                                            \
-            abort();                                                          \
-        }                                                                     \
+#define CHECK(c)                                                                            \
+    do {                                                                                    \
+        if (!(c)) {                                                                         \
+            fprintf(stderr, "fuzz-rpc-reader: check failed: %s (line %d)\n", #c, __LINE__); \
+            abort();                                                                        \
+        }                                                                                   \
     } while (0)
 
 // ---- model signatures ---------------------------------------------------------
@@ -66,17 +65,25 @@ static const cd_io_desc deep_huge = {"h", CD_DTYPE_F32, 3, {1, 1 << 20, 1 << 12}
 
 static const cd_infer_sig sigs[] = {
     // an image classifier
-    {.model = "img", .nin = 1, .nout = 1, .in = {&img_x}, .out = {&img_y},
-     .max_batch = 8, .max_reply = 64 << 20},
+    {.model = "img", .nin = 1, .nout = 1, .in = {&img_x}, .out = {&img_y}, .max_batch = 8, .max_reply = 64 << 20},
     // two inputs of two dtypes; a large second output and a small reply limit
-    {.model = "two", .nin = 2, .nout = 2, .in = {&two_a, &two_b}, .out = {&two_s, &two_big},
-     .max_batch = 4096, .max_reply = 1 << 20},
+    {.model = "two",
+     .nin = 2,
+     .nout = 2,
+     .in = {&two_a, &two_b},
+     .out = {&two_s, &two_big},
+     .max_batch = 4096,
+     .max_reply = 1 << 20},
     // rank 1: the batch is the whole shape; one item at most
-    {.model = "vec", .nin = 1, .nout = 1, .in = {&vec_in}, .out = {&vec_out},
-     .max_batch = 1, .max_reply = 64 << 20},
+    {.model = "vec", .nin = 1, .nout = 1, .in = {&vec_in}, .out = {&vec_out}, .max_batch = 1, .max_reply = 64 << 20},
     // rank 8, f16; an output over one msgpack bin (4 GiB) at any batch
-    {.model = "deep", .nin = 1, .nout = 1, .in = {&deep_in}, .out = {&deep_huge},
-     .max_batch = 64, .max_reply = UINT64_MAX},
+    {.model = "deep",
+     .nin = 1,
+     .nout = 1,
+     .in = {&deep_in},
+     .out = {&deep_huge},
+     .max_batch = 64,
+     .max_reply = UINT64_MAX},
 };
 #define NSIGS (sizeof sigs / sizeof sigs[0])
 
@@ -150,8 +157,7 @@ static void check_tensor_round_trip(const cd_tensor *t) {
 // A request packed again from what was decoded reads back as the same
 // request (method sent as a str, params as decoded).
 static void check_request_round_trip(const cd_rpc_msg *m) {
-    if (m->method_len > 255 || (m->method_len && memchr(m->method, '\0', m->method_len)))
-        return;
+    if (m->method_len > 255 || (m->method_len && memchr(m->method, '\0', m->method_len))) return;
     char method[256];
     if (m->method_len) memcpy(method, m->method, m->method_len);
     method[m->method_len] = '\0';
@@ -162,8 +168,10 @@ static void check_request_round_trip(const cd_rpc_msg *m) {
     CHECK(cd_rpc_pack_request_begin(&pk, m->msgid, method) == 0);
     // begin opens a params array of one: pack the map, or nil for no map
     const msgpack_object *p = cd_rpc_params_map(m);
-    if (p) CHECK(msgpack_pack_object(&pk, *p) == 0);
-    else CHECK(msgpack_pack_nil(&pk) == 0);
+    if (p)
+        CHECK(msgpack_pack_object(&pk, *p) == 0);
+    else
+        CHECK(msgpack_pack_nil(&pk) == 0);
     cd_rpc_msg back;
     int rc = read_one(sb.data, sb.size, &back);
     // the same bytes, re-encoded, may only shrink (msgpack-c packs minimal
@@ -224,15 +232,13 @@ static void check_infer(const cd_rpc_msg *m, const msgpack_object *params) {
     for (int i = 0; i < sig->nin; i++) {
         const cd_io_desc *d = sig->in[i];
         uint64_t want = (uint64_t)a.batch * cd_dtype_size(d->dtype);
-        for (int k = 1; k < d->rank; k++)
-            want *= (uint64_t)d->shape[k];
+        for (int k = 1; k < d->rank; k++) want *= (uint64_t)d->shape[k];
         CHECK(a.in_bytes[i] == want);
         const char *p = a.in[i];
         CHECK(p >= m->bytes_ && p + a.in_bytes[i] <= m->bytes_ + m->nbytes);
     }
     int nwant = 0;
-    for (int i = 0; i < sig->nout; i++)
-        nwant += a.want[i];
+    for (int i = 0; i < sig->nout; i++) nwant += a.want[i];
     CHECK(nwant >= 1);
     CHECK(cd_infer_reply_bytes(sig, &a) <= sig->max_reply);
     CHECK(a.timeout_ms >= 0 && a.timeout_ms <= INT32_MAX);
@@ -254,15 +260,13 @@ static void use_request(const cd_rpc_msg *m) {
     // Tensors wherever they appear at the top level decode consistently.
     for (uint32_t i = 0; i < params->via.map.size; i++) {
         cd_tensor t;
-        if (cd_tensor_decode(&params->via.map.ptr[i].val, &t, err, sizeof err) == 0)
-            check_tensor_round_trip(&t);
+        if (cd_tensor_decode(&params->via.map.ptr[i].val, &t, err, sizeof err) == 0) check_tensor_round_trip(&t);
     }
     const msgpack_object *inputs = cd_map_get(params, "inputs");
     if (inputs && inputs->type == MSGPACK_OBJECT_MAP)
         for (uint32_t i = 0; i < inputs->via.map.size; i++) {
             cd_tensor t;
-            if (cd_tensor_decode(&inputs->via.map.ptr[i].val, &t, err, sizeof err) == 0)
-                check_tensor_round_trip(&t);
+            if (cd_tensor_decode(&inputs->via.map.ptr[i].val, &t, err, sizeof err) == 0) check_tensor_round_trip(&t);
         }
     if (id == CD_M_infer) check_infer(m, params);
     // The typed getters the other methods use.

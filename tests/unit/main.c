@@ -50,9 +50,7 @@ float cd_test_randf(float lo, float hi) {
     return lo + (hi - lo) * (float)((cd_test_rand() >> 40) / (double)(1ull << 24));
 }
 
-int cd_test_randi(int lo, int hi) {
-    return lo + (int)(cd_test_rand() % (uint64_t)(hi - lo + 1));
-}
+int cd_test_randi(int lo, int hi) { return lo + (int)(cd_test_rand() % (uint64_t)(hi - lo + 1)); }
 
 static int cmp_name(const void *a, const void *b) {
     return strcmp(((const test_entry *)a)->name, ((const test_entry *)b)->name);
@@ -98,7 +96,8 @@ static int run_one(const test_entry *t, uint64_t seed, int timeout_s) {
         _exit(0);
     }
     int st = 0;
-    while (waitpid(pid, &st, 0) < 0) {}
+    while (waitpid(pid, &st, 0) < 0) {
+    }
     if (WIFEXITED(st) && WEXITSTATUS(st) == 0) return 0;
     if (WIFSIGNALED(st))
         fprintf(stderr, "  %s: killed by signal %d%s\n", t->name, WTERMSIG(st),
@@ -130,8 +129,7 @@ int main(int argc, char **argv) {
             failed++;
             // The base seed: run alone with it, the test gets seed + i again.
             printf("FAIL %s (%s, CD_TEST_SEED=%llu", t->name, t->file, (unsigned long long)seed);
-            static const char *const emu[] = {"CD_HIP_EMU_WAVE_SIZE", "CD_HIP_EMU_ORDER",
-                                              "CD_HIP_EMU_SEED"};
+            static const char *const emu[] = {"CD_HIP_EMU_WAVE_SIZE", "CD_HIP_EMU_ORDER", "CD_HIP_EMU_SEED"};
             for (size_t k = 0; k < sizeof emu / sizeof emu[0]; k++)
                 if (getenv(emu[k])) printf(" %s=%s", emu[k], getenv(emu[k]));
             printf(")\n");

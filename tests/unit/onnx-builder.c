@@ -145,7 +145,9 @@ Onnx__ValueInfoProto *mb_vinfo(mb *b, const char *name, int rank, const int64_t 
     return v;
 }
 
-void mb_input(mb *b, const char *name, int rank, const int64_t *dims) { b->ins[b->nins++] = mb_vinfo(b, name, rank, dims); }
+void mb_input(mb *b, const char *name, int rank, const int64_t *dims) {
+    b->ins[b->nins++] = mb_vinfo(b, name, rank, dims);
+}
 void mb_output(mb *b, const char *name) { b->outs[b->nouts++] = mb_vinfo(b, name, 0, NULL); }
 
 // Serialises the model to a temporary file; returns its path (buffer).

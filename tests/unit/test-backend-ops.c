@@ -23,15 +23,15 @@
 // What a row's generator fills: the description, the NCHW host inputs, the
 // reference output, and what to check beyond the values.
 typedef struct {
-    cd_bop_desc d;            // layouts NCHW; w/bias point at w/bias below
+    cd_bop_desc d; // layouts NCHW; w/bias point at w/bias below
     int batch;
-    float *srcs[64];          // NCHW host data of d.src[i] (batch items, or the constant)
-    float *want;              // the reference result, NCHW, nwant floats
+    float *srcs[64]; // NCHW host data of d.src[i] (batch items, or the constant)
+    float *want;     // the reference result, NCHW, nwant floats
     size_t nwant;
-    float *w, *bias;          // owned weights (may be NULL)
-    double tol;               // CHECK_CLOSE_F32 tolerance
-    int blockable;            // the runner may pick a blocked layout
-    const char *hip_kernel;   // substring of the HIP backend's kernel name (NULL: any)
+    float *w, *bias;        // owned weights (may be NULL)
+    double tol;             // CHECK_CLOSE_F32 tolerance
+    int blockable;          // the runner may pick a blocked layout
+    const char *hip_kernel; // substring of the HIP backend's kernel name (NULL: any)
 } op_case;
 
 typedef void (*case_fn)(op_case *c, int variant);
@@ -121,9 +121,12 @@ static void make_conv(op_case *t, int kind) {
     cd_conv_desc c = {0};
     c.c = cd_test_randi(1, 24);
     c.groups = 1;
-    if (kind == 1) c.c = cd_test_randi(2, 24), c.groups = c.c, c.k = c.c * cd_test_randi(1, 2); // c = 1 is a plain conv
-    else if (kind == 2) c.groups = cd_test_randi(2, 3), c.c = c.groups * cd_test_randi(1, 6), c.k = c.groups * cd_test_randi(1, 7);
-    else c.k = cd_test_randi(1, 40);
+    if (kind == 1)
+        c.c = cd_test_randi(2, 24), c.groups = c.c, c.k = c.c * cd_test_randi(1, 2); // c = 1 is a plain conv
+    else if (kind == 2)
+        c.groups = cd_test_randi(2, 3), c.c = c.groups * cd_test_randi(1, 6), c.k = c.groups * cd_test_randi(1, 7);
+    else
+        c.k = cd_test_randi(1, 40);
     c.r = kind == 3 ? 1 : ks[cd_test_randi(0, 3)];
     c.s = kind == 3 ? 1 : (cd_test_randi(0, 1) ? c.r : ks[cd_test_randi(0, 3)]);
     c.h = cd_test_randi(c.r, c.r + 13);
@@ -147,9 +150,24 @@ static void make_conv(op_case *t, int kind) {
 // A ResNet-sized 3x3 layer: 64 -> 72 channels (not a multiple of the HIP
 // SGEMM tile nor of a channel block) on 19x19.
 static void make_conv_resnet(op_case *t, int variant) {
-    cd_conv_desc c = {.n = 1, .c = 64, .h = 19, .w = 19, .k = 72, .r = 3, .s = 3, .stride_h = 1, .stride_w = 1,
-                      .pad_t = 1, .pad_l = 1, .pad_b = 1, .pad_r = 1, .dil_h = 1, .dil_w = 1, .groups = 1,
-                      .act = {CD_ACT_RELU, 0, 0}, .has_residual = 1};
+    cd_conv_desc c = {.n = 1,
+                      .c = 64,
+                      .h = 19,
+                      .w = 19,
+                      .k = 72,
+                      .r = 3,
+                      .s = 3,
+                      .stride_h = 1,
+                      .stride_w = 1,
+                      .pad_t = 1,
+                      .pad_l = 1,
+                      .pad_b = 1,
+                      .pad_r = 1,
+                      .dil_h = 1,
+                      .dil_w = 1,
+                      .groups = 1,
+                      .act = {CD_ACT_RELU, 0, 0},
+                      .has_residual = 1};
     cd_conv_out_dims(&c);
     conv_case(t, &c, 2, NULL);
 }
@@ -251,8 +269,10 @@ static void make_binary(op_case *t, int variant) {
     memcpy(so, ds, sizeof so);
     sa[0] = so[0] = batch;
     sb[0] = b_const ? 1 : batch;
-    if (swap) cd_ref_binary(t->d.u.binary.kind, rank, sb, b, sa, a, so, t->d.u.binary.act, t->want);
-    else cd_ref_binary(t->d.u.binary.kind, rank, sa, a, sb, b, so, t->d.u.binary.act, t->want);
+    if (swap)
+        cd_ref_binary(t->d.u.binary.kind, rank, sb, b, sa, a, so, t->d.u.binary.act, t->want);
+    else
+        cd_ref_binary(t->d.u.binary.kind, rank, sa, a, sb, b, so, t->d.u.binary.act, t->want);
     t->tol = 1e-5;
     t->blockable = 1;
 }
@@ -359,8 +379,7 @@ static void make_transpose(op_case *t, int variant) {
 static void make_reorder(op_case *t, int dir) {
     static const cd_layout from[] = {CD_LAYOUT_NCHW, CD_LAYOUT_NCHW16C, CD_LAYOUT_NCHW, CD_LAYOUT_NCHW8C,
                                      CD_LAYOUT_NCHW};
-    static const cd_layout to[] = {CD_LAYOUT_NCHW16C, CD_LAYOUT_NCHW, CD_LAYOUT_NCHW8C, CD_LAYOUT_NCHW,
-                                   CD_LAYOUT_NCHW};
+    static const cd_layout to[] = {CD_LAYOUT_NCHW16C, CD_LAYOUT_NCHW, CD_LAYOUT_NCHW8C, CD_LAYOUT_NCHW, CD_LAYOUT_NCHW};
     int batch = cd_test_randi(1, 3);
     int64_t s[4] = {1, cd_test_randi(1, 50), cd_test_randi(1, 7), cd_test_randi(1, 7)};
     if (s[1] % 8 == 0) s[1]++;
@@ -526,8 +545,7 @@ static void run_family(cd_bop op) {
                 op_case c;
                 row->make(&c, row->variant);
                 if (!cd_backend_supports_op(be, &c.d)) {
-                    if (row->required)
-                        CD_CHECK_FAIL_("%s: %s: supports_op says no", cd_backend_name(be), row->name);
+                    if (row->required) CD_CHECK_FAIL_("%s: %s: supports_op says no", cd_backend_name(be), row->name);
                     case_free(&c);
                     continue;
                 }

@@ -31,8 +31,7 @@ CD_TEST(bench_arrival_uniform_evenly_spaced_no_drift) {
         uint64_t t = cd_arrival_next_ns(&a);
         double want = (double)i / rate * 1e9;
         if (fabs((double)t - want) > 1.0)
-            CD_CHECK_FAIL_("arrival %d at %llu ns, want %.1f (rate %g)", i,
-                           (unsigned long long)t, want, rate);
+            CD_CHECK_FAIL_("arrival %d at %llu ns, want %.1f (rate %g)", i, (unsigned long long)t, want, rate);
         if (i == 0) CHECK_EQ(t, 0);
         CHECK(t >= prev);
         prev = t;
@@ -55,7 +54,7 @@ static double *poisson_gaps(double rate, int n, uint64_t seed) {
 }
 
 CD_TEST(bench_arrival_poisson_mean_and_cv) {
-    double rate = exp(cd_test_randf(log(5.0f), log(20000.0f)));  // gaps >= 50 us: ns rounding negligible
+    double rate = exp(cd_test_randf(log(5.0f), log(20000.0f))); // gaps >= 50 us: ns rounding negligible
     int n = 400000;
     double *g = poisson_gaps(rate, n, cd_test_rand());
     double sum = 0, sq = 0;
@@ -89,12 +88,11 @@ CD_TEST(bench_arrival_poisson_gaps_exponential_ks) {
 }
 
 // Variance / mean of arrivals per window of `per` expected arrivals.
-static double dispersion(cd_arrival_kind kind, double rate, double per, int windows,
-                         uint64_t seed) {
+static double dispersion(cd_arrival_kind kind, double rate, double per, int windows, uint64_t seed) {
     cd_arrival a;
     cd_arrival_init(&a, kind, rate, seed);
     int *cnt = calloc((size_t)windows, sizeof *cnt);
-    double w = per / rate;  // seconds per window
+    double w = per / rate; // seconds per window
     for (;;) {
         double t = (double)cd_arrival_next_ns(&a) / 1e9;
         long k = (long)(t / w);

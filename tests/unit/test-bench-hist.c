@@ -42,8 +42,8 @@ static void check_percentiles(const uint64_t *v, size_t n) {
         uint64_t got = cd_hist_percentile(h, qs[k]);
         double rel = fabs((double)got - (double)want) / (want ? (double)want : 1.0);
         if (rel > 0.01)
-            CD_CHECK_FAIL_("p%g: %llu vs exact %llu (rel err %.4f, n %zu)", qs[k],
-                           (unsigned long long)got, (unsigned long long)want, rel, n);
+            CD_CHECK_FAIL_("p%g: %llu vs exact %llu (rel err %.4f, n %zu)", qs[k], (unsigned long long)got,
+                           (unsigned long long)want, rel, n);
     }
     double sum = 0;
     for (size_t i = 0; i < n; i++) sum += (double)v[i];
@@ -55,7 +55,7 @@ static void check_percentiles(const uint64_t *v, size_t n) {
 CD_TEST(bench_hist_percentiles_within_1pct_loguniform) {
     size_t n = (size_t)cd_test_randi(1000, 200000);
     uint64_t *v = malloc(n * sizeof *v);
-    for (size_t i = 0; i < n; i++) v[i] = rand_loguniform(1e3, 1e10);  // 1 us .. 10 s in ns
+    for (size_t i = 0; i < n; i++) v[i] = rand_loguniform(1e3, 1e10); // 1 us .. 10 s in ns
     check_percentiles(v, n);
     free(v);
 }
@@ -66,8 +66,8 @@ CD_TEST(bench_hist_percentiles_within_1pct_narrow_and_tail) {
     uint64_t *v = malloc(n * sizeof *v);
     uint64_t base = (uint64_t)cd_test_randi(20000, 200000);
     for (size_t i = 0; i < n; i++)
-        v[i] = cd_test_randi(0, 999) == 0 ? rand_loguniform(1e7, 1e9)
-                                          : base + (uint64_t)cd_test_randi(0, (int)base / 5);
+        v[i] =
+            cd_test_randi(0, 999) == 0 ? rand_loguniform(1e7, 1e9) : base + (uint64_t)cd_test_randi(0, (int)base / 5);
     check_percentiles(v, n);
     free(v);
 }
@@ -106,8 +106,8 @@ CD_TEST(bench_hist_bucket_bounds_cover_every_value) {
         CHECK(i < CD_HIST_BUCKETS);
         uint64_t lo = cd_hist_low(i), hi = cd_hist_high(i);
         if (!(lo <= v && v <= hi))
-            CD_CHECK_FAIL_("value %llu in bucket %zu [%llu, %llu]", (unsigned long long)v, i,
-                           (unsigned long long)lo, (unsigned long long)hi);
+            CD_CHECK_FAIL_("value %llu in bucket %zu [%llu, %llu]", (unsigned long long)v, i, (unsigned long long)lo,
+                           (unsigned long long)hi);
         // Width at most 1/128 of the bucket's lower bound (exact below 128).
         if (v < 128)
             CHECK_EQ(lo, hi);
@@ -133,14 +133,13 @@ CD_TEST(bench_hist_merge_equals_one_histogram) {
     }
     cd_hist empty;
     cd_hist_init(&empty);
-    cd_hist_merge(a, &empty);  // merging nothing changes nothing (min stays)
+    cd_hist_merge(a, &empty); // merging nothing changes nothing (min stays)
     cd_hist_merge(a, b);
     CHECK_EQ(a->total, all->total);
     CHECK_EQ(a->min, all->min);
     CHECK_EQ(a->max, all->max);
     CHECK(memcmp(a->counts, all->counts, sizeof a->counts) == 0);
-    for (double q = 0; q <= 100; q += 12.5)
-        CHECK_EQ(cd_hist_percentile(a, q), cd_hist_percentile(all, q));
+    for (double q = 0; q <= 100; q += 12.5) CHECK_EQ(cd_hist_percentile(a, q), cd_hist_percentile(all, q));
     free(a);
     free(b);
     free(all);

@@ -19,8 +19,7 @@ CD_TEST(daemon_hist_bucket_ranges_cover_every_value) {
         CHECK_EQ(cd_histogram_bucket_hi(i) + 1, cd_histogram_bucket_lo(i + 1));
         uint64_t lo = cd_histogram_bucket_lo(i), hi = cd_histogram_bucket_hi(i);
         CHECK(hi >= lo);
-        if (lo >= CD_HISTOGRAM_SUB)
-            CHECK((hi - lo + 1) * CD_HISTOGRAM_SUB <= lo);
+        if (lo >= CD_HISTOGRAM_SUB) CHECK((hi - lo + 1) * CD_HISTOGRAM_SUB <= lo);
         CHECK_EQ(cd_histogram_bucket(lo), i);
         CHECK_EQ(cd_histogram_bucket(hi), i);
     }
@@ -30,8 +29,7 @@ CD_TEST(daemon_hist_bucket_ranges_cover_every_value) {
 CD_TEST(daemon_hist_small_values_exact) {
     static cd_histogram h;
     cd_histogram_init(&h);
-    for (uint64_t v = 0; v < 32; v++)
-        cd_histogram_record(&h, v);
+    for (uint64_t v = 0; v < 32; v++) cd_histogram_record(&h, v);
     static cd_histogram_snap s;
     cd_histogram_snapshot(&h, &s);
     CHECK_EQ(s.count, 32);
@@ -71,13 +69,11 @@ CD_TEST(daemon_hist_quantiles_within_relative_error_random) {
     const double qs[] = {0.0, 0.1, 0.5, 0.9, 0.99, 0.999, 1.0};
     for (size_t k = 0; k < sizeof qs / sizeof qs[0]; k++) {
         uint64_t rank = (uint64_t)ceil(qs[k] * n);
-        if (rank < 1)
-            rank = 1;
+        if (rank < 1) rank = 1;
         double exact = (double)v[rank - 1];
         double got = (double)cd_histogram_quantile(&s, qs[k]);
         double rel = fabs(got - exact) / (exact > 1 ? exact : 1);
-        if (rel > 1.0 / 64 + 1e-12)
-            CD_CHECK_FAIL_("q=%g: got %.0f, exact %.0f (rel %.4f)", qs[k], got, exact, rel);
+        if (rel > 1.0 / 64 + 1e-12) CD_CHECK_FAIL_("q=%g: got %.0f, exact %.0f (rel %.4f)", qs[k], got, exact, rel);
     }
     free(v);
 }
@@ -105,24 +101,20 @@ static cd_histogram g_shared;
 
 static void *record_many(void *p) {
     uint64_t base = (uint64_t)(uintptr_t)p;
-    for (uint64_t i = 0; i < 100000; i++)
-        cd_histogram_record(&g_shared, base + i % 1000);
+    for (uint64_t i = 0; i < 100000; i++) cd_histogram_record(&g_shared, base + i % 1000);
     return NULL;
 }
 
 CD_TEST(daemon_hist_concurrent_records_all_counted) {
     cd_histogram_init(&g_shared);
     pthread_t t[4];
-    for (int i = 0; i < 4; i++)
-        pthread_create(&t[i], NULL, record_many, (void *)(uintptr_t)(i * 1000));
-    for (int i = 0; i < 4; i++)
-        pthread_join(t[i], NULL);
+    for (int i = 0; i < 4; i++) pthread_create(&t[i], NULL, record_many, (void *)(uintptr_t)(i * 1000));
+    for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
     static cd_histogram_snap s;
     cd_histogram_snapshot(&g_shared, &s);
     CHECK_EQ(s.count, 400000);
     uint64_t total = 0;
-    for (size_t i = 0; i < CD_HISTOGRAM_NBUCKETS; i++)
-        total += s.buckets[i];
+    for (size_t i = 0; i < CD_HISTOGRAM_NBUCKETS; i++) total += s.buckets[i];
     CHECK_EQ(total, 400000);
     CHECK_EQ(s.max, 3999);
     CHECK_EQ(cd_histogram_count_le(&s, UINT64_MAX), 400000);

@@ -15,10 +15,10 @@
 
 typedef struct {
     int nbatches;
-    int batch_items[MAXREQ];     // items per run
-    int order[MAXREQ];           // request ids in the order they were run
+    int batch_items[MAXREQ]; // items per run
+    int order[MAXREQ];       // request ids in the order they were run
     int nrun;
-    int delay_us;                // sleep inside each run
+    int delay_us; // sleep inside each run
     pthread_mutex_t lock;
 } fake_log;
 
@@ -36,13 +36,10 @@ static void fake_run(cd_request **reqs, int n, int worker) {
     }
     g_log.batch_items[g_log.nbatches++] = items;
     pthread_mutex_unlock(&g_log.lock);
-    if (g_log.delay_us)
-        usleep((useconds_t)g_log.delay_us);
+    if (g_log.delay_us) usleep((useconds_t)g_log.delay_us);
 }
 
-static void on_complete(cd_request *req, void *ud) {
-    g_done[g_completed++] = req;
-}
+static void on_complete(cd_request *req, void *ud) { g_done[g_completed++] = req; }
 
 static cd_request *new_req(uint32_t id, int items) {
     cd_request *r = calloc(1, sizeof *r);
@@ -55,8 +52,7 @@ static cd_request *new_req(uint32_t id, int items) {
 
 static void run_until(uv_loop_t *loop, int n) {
     uint64_t t0 = uv_hrtime();
-    while (g_completed < n && uv_hrtime() - t0 < 10000000000ull)
-        uv_run(loop, UV_RUN_ONCE);
+    while (g_completed < n && uv_hrtime() - t0 < 10000000000ull) uv_run(loop, UV_RUN_ONCE);
     CHECK_EQ(g_completed, n);
 }
 
@@ -69,8 +65,7 @@ static void reset(void) {
 static void finish(uv_loop_t *loop, cd_workers *w) {
     CHECK_EQ(cd_workers_stop(w, 60000), 0);
     uv_run(loop, UV_RUN_DEFAULT);
-    for (int i = 0; i < g_completed; i++)
-        free(g_done[i]);
+    for (int i = 0; i < g_completed; i++) free(g_done[i]);
     uv_loop_close(loop);
 }
 
@@ -102,8 +97,7 @@ CD_TEST(daemon_sched_mixed_sizes_batched_in_order_within_max_batch) {
     }
     CHECK_EQ(sum, total);
     CHECK(multi > 0);
-    for (int i = 0; i < n; i++)
-        CHECK_EQ(g_log.order[i], i); // arrival order kept
+    for (int i = 0; i < n; i++) CHECK_EQ(g_log.order[i], i); // arrival order kept
     for (int i = 0; i < g_completed; i++) {
         CHECK_EQ(g_done[i]->status, 0);
         CHECK(g_done[i]->t_end_ns >= g_done[i]->t_start_ns);
@@ -139,8 +133,7 @@ CD_TEST(daemon_sched_delay_collects_a_batch) {
     cd_sched_queue_init(&q, fake_run, 64, 200000000ull, 1000); // 200 ms
     int n = cd_test_randi(3, 10);
     uint64_t t0 = uv_hrtime();
-    for (int i = 0; i < n; i++)
-        CHECK_EQ(cd_workers_submit_batched(w, &q, new_req((uint32_t)i, 1)), 0);
+    for (int i = 0; i < n; i++) CHECK_EQ(cd_workers_submit_batched(w, &q, new_req((uint32_t)i, 1)), 0);
     run_until(&loop, n);
     uint64_t dt = uv_hrtime() - t0;
     CHECK_EQ(g_log.nbatches, 1); // all n in one run, after the delay
@@ -163,8 +156,7 @@ CD_TEST(daemon_sched_queue_limit_overloaded) {
     g_log.delay_us = 300000;
     CHECK_EQ(cd_workers_submit_batched(w, &q, new_req(0, 1)), 0);
     usleep(50000); // the worker has taken request 0
-    for (int i = 1; i <= limit; i++)
-        CHECK_EQ(cd_workers_submit_batched(w, &q, new_req((uint32_t)i, 1)), 0);
+    for (int i = 1; i <= limit; i++) CHECK_EQ(cd_workers_submit_batched(w, &q, new_req((uint32_t)i, 1)), 0);
     CHECK_EQ(cd_workers_queue_len(w, &q), limit);
     cd_request *extra = new_req(99, 1);
     CHECK_EQ(cd_workers_submit_batched(w, &q, extra), CD_EOVERLOADED);
@@ -195,13 +187,12 @@ CD_TEST(daemon_sched_cancel_and_deadline_skip_compute) {
     CHECK_EQ(cd_workers_queue_len(w, &q), 2);
     run_until(&loop, 4);
     int status[4] = {1, 1, 1, 1};
-    for (int i = 0; i < 4; i++)
-        status[g_done[i]->msgid] = g_done[i]->status;
+    for (int i = 0; i < 4; i++) status[g_done[i]->msgid] = g_done[i]->status;
     CHECK_EQ(status[0], 0);
     CHECK_EQ(status[1], CD_ECANCELLED);
     CHECK_EQ(status[2], CD_ETIMEOUT);
     CHECK_EQ(status[3], 0);
-    CHECK_EQ(g_log.nrun, 2); // only 0 and 3 were computed
+    CHECK_EQ(g_log.nrun, 2);    // only 0 and 3 were computed
     cd_workers_cancel(w, fine); // already finished: no effect
     finish(&loop, w);
 }
@@ -209,10 +200,10 @@ CD_TEST(daemon_sched_cancel_and_deadline_skip_compute) {
 // ---- double buffering (cd_sched_queue.submit/finish) ---------------------------
 
 typedef struct {
-    char kind;  // 'S' submit, 'F' finish
+    char kind; // 'S' submit, 'F' finish
     int slot;
-    int first;  // msgid of the batch's first request
-    int n;      // requests
+    int first; // msgid of the batch's first request
+    int n;     // requests
 } db_event;
 
 static db_event g_ev[MAXREQ];
@@ -228,17 +219,14 @@ static void db_log(char kind, cd_request **reqs, int n, int slot) {
 static void db_submit(cd_request **reqs, int n, int worker, int slot) {
     // The first batch waits until every request is queued, so the next full
     // batch is ready when the worker looks for it.
-    for (int i = 0; i < 10000 && !atomic_load(&g_all_queued); i++)
-        usleep(1000);
+    for (int i = 0; i < 10000 && !atomic_load(&g_all_queued); i++) usleep(1000);
     db_log('S', reqs, n, slot);
-    for (int i = 0; i < n; i++)
-        reqs[i]->status = CD_EINTERNAL; // finish must set the real status
+    for (int i = 0; i < n; i++) reqs[i]->status = CD_EINTERNAL; // finish must set the real status
 }
 
 static void db_finish(cd_request **reqs, int n, int worker, int slot) {
     db_log('F', reqs, n, slot);
-    for (int i = 0; i < n; i++)
-        reqs[i]->status = 0;
+    for (int i = 0; i < n; i++) reqs[i]->status = 0;
 }
 
 CD_TEST(daemon_sched_double_buffer_submits_next_batch_before_finishing) {
@@ -261,8 +249,7 @@ CD_TEST(daemon_sched_double_buffer_submits_next_batch_before_finishing) {
     q.submit = db_submit;
     q.finish = db_finish;
     int n = k * max_batch + tail;
-    for (int i = 0; i < n; i++)
-        CHECK_EQ(cd_workers_submit_batched(w, &q, new_req((uint32_t)i, 1)), 0);
+    for (int i = 0; i < n; i++) CHECK_EQ(cd_workers_submit_batched(w, &q, new_req((uint32_t)i, 1)), 0);
     atomic_store(&g_all_queued, 1);
     run_until(&loop, k * max_batch);
     CHECK_EQ(cd_workers_stop(w, 60000), 0);
@@ -273,8 +260,7 @@ CD_TEST(daemon_sched_double_buffer_submits_next_batch_before_finishing) {
     int nw = 0;
     want[nw++] = (db_event){'S', 0, 0, max_batch};
     for (int j = 0; j < k; j++) {
-        if (j + 1 < k)
-            want[nw++] = (db_event){'S', (j + 1) % 2, (j + 1) * max_batch, max_batch};
+        if (j + 1 < k) want[nw++] = (db_event){'S', (j + 1) % 2, (j + 1) * max_batch, max_batch};
         want[nw++] = (db_event){'F', j % 2, j * max_batch, max_batch};
     }
     if (tail) {

@@ -17,8 +17,8 @@ static const cd_io_desc out_y = {"y", CD_DTYPE_F32, 2, {1, 10}};
 static const cd_io_desc out_big = {"big", CD_DTYPE_F32, 3, {1, 1 << 20, 1 << 12}};
 
 static cd_infer_sig sig(void) {
-    cd_infer_sig s = {.model = "m", .nin = 1, .nout = 1, .in = {&in_x}, .out = {&out_y},
-                      .max_batch = 4, .max_reply = 1 << 20};
+    cd_infer_sig s = {
+        .model = "m", .nin = 1, .nout = 1, .in = {&in_x}, .out = {&out_y}, .max_batch = 4, .max_reply = 1 << 20};
     return s;
 }
 
@@ -39,8 +39,7 @@ static void pk_str(msgpack_packer *pk, const char *s) {
 
 // [0, 1, "infer", [{model: "m", inputs: {x: {dtype, shape, data}}, (outputs)}]]
 // with the given shape (rank 4) and data of exactly its size.
-static void pack_infer(msgpack_sbuffer *sb, const int64_t shape[4], int noutputs,
-                       const char *output) {
+static void pack_infer(msgpack_sbuffer *sb, const int64_t shape[4], int noutputs, const char *output) {
     msgpack_packer pk;
     msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
     CHECK_EQ(cd_rpc_pack_request_begin(&pk, 1, "infer"), 0);
@@ -76,8 +75,7 @@ static void pack_infer(msgpack_sbuffer *sb, const int64_t shape[4], int noutputs
 }
 
 // Validates the request in sb against s; returns the code, fills *a.
-static int validate(msgpack_sbuffer *sb, const cd_infer_sig *s, cd_infer_args *a,
-                    cd_rpc_msg *m) {
+static int validate(msgpack_sbuffer *sb, const cd_infer_sig *s, cd_infer_args *a, cd_rpc_msg *m) {
     read_msg(sb->data, sb->size, m);
     const msgpack_object *params;
     char err[256] = "";
@@ -101,8 +99,7 @@ CD_TEST(daemon_validate_infer_ok_points_into_the_message) {
     CHECK_EQ(validate(&sb, &s, &a, &m), 0);
     CHECK_EQ(a.batch, 2);
     CHECK_EQ(a.in_bytes[0], 2 * 3 * 2 * 2 * 4);
-    CHECK((const char *)a.in[0] >= m.bytes_ &&
-          (const char *)a.in[0] + a.in_bytes[0] <= m.bytes_ + m.nbytes);
+    CHECK((const char *)a.in[0] >= m.bytes_ && (const char *)a.in[0] + a.in_bytes[0] <= m.bytes_ + m.nbytes);
     CHECK(a.want[0]);
     CHECK_EQ(a.out_bytes[0], 2 * 10 * 4);
     cd_rpc_msg_free(&m);
@@ -116,11 +113,10 @@ CD_TEST(daemon_validate_infer_exact_codes) {
         const char *output;
         int code;
     } cases[] = {
-        {{0, 3, 2, 2}, 1, NULL, CD_ESHAPE},   // a dim of 0: empty tensor
-        {{1, 0, 2, 2}, 1, NULL, CD_ESHAPE},
-        {{5, 3, 2, 2}, 1, NULL, CD_ESHAPE},   // over max_batch
-        {{1, 3, 2, 3}, 1, NULL, CD_ESHAPE},   // wrong dim
-        {{1, 3, 2, 2}, 0, NULL, CD_EPARAMS},  // outputs []
+        {{0, 3, 2, 2}, 1, NULL, CD_ESHAPE},                                        // a dim of 0: empty tensor
+        {{1, 0, 2, 2}, 1, NULL, CD_ESHAPE},    {{5, 3, 2, 2}, 1, NULL, CD_ESHAPE}, // over max_batch
+        {{1, 3, 2, 3}, 1, NULL, CD_ESHAPE},                                        // wrong dim
+        {{1, 3, 2, 2}, 0, NULL, CD_EPARAMS},                                       // outputs []
         {{1, 3, 2, 2}, 1, "nope", CD_EPARAMS},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

@@ -2,9 +2,8 @@
 #include "tests/unit/check.h"
 
 CD_TEST(errors_names_round_trip) {
-#define XX(name, num, msg)                                                    \
-    CHECK_EQ(cd_err_from_name(cd_err_name(CD_E##name),                       \
-                              strlen(cd_err_name(CD_E##name))), CD_E##name);  \
+#define XX(name, num, msg)                                                                            \
+    CHECK_EQ(cd_err_from_name(cd_err_name(CD_E##name), strlen(cd_err_name(CD_E##name))), CD_E##name); \
     CHECK_STREQ(cd_strerror(CD_E##name), msg);
     CD_ERROR_MAP(XX)
 #undef XX

@@ -57,8 +57,10 @@ static cd_backend_t make(const char *name) {
     char err[512] = "";
     int rc = cd_backend_create(name, &be, err, sizeof err);
     if (rc) CD_CHECK_FAIL_("cd_backend_create(%s): %s: %s", name, cd_strerror(rc), err);
-    if (strcmp(name, "cpu") == 0) CHECK_STREQ(cd_backend_name(be), "cpu");
-    else CHECK_STREQ(cd_backend_name(be), real_gpu() ? "hip" : "hip-emu");
+    if (strcmp(name, "cpu") == 0)
+        CHECK_STREQ(cd_backend_name(be), "cpu");
+    else
+        CHECK_STREQ(cd_backend_name(be), real_gpu() ? "hip" : "hip-emu");
     return be;
 }
 
@@ -158,9 +160,12 @@ static cd_conv_desc rand_conv(int kind) {
     cd_conv_desc c = {0};
     c.c = cd_test_randi(1, 24);
     c.groups = 1;
-    if (kind == 1) c.c = cd_test_randi(2, 24), c.groups = c.c, c.k = c.c * cd_test_randi(1, 2); // c = 1 is a plain conv
-    else if (kind == 2) c.groups = cd_test_randi(2, 3), c.c = c.groups * cd_test_randi(1, 6), c.k = c.groups * cd_test_randi(1, 7);
-    else c.k = cd_test_randi(1, 40);
+    if (kind == 1)
+        c.c = cd_test_randi(2, 24), c.groups = c.c, c.k = c.c * cd_test_randi(1, 2); // c = 1 is a plain conv
+    else if (kind == 2)
+        c.groups = cd_test_randi(2, 3), c.c = c.groups * cd_test_randi(1, 6), c.k = c.groups * cd_test_randi(1, 7);
+    else
+        c.k = cd_test_randi(1, 40);
     c.r = kind == 3 ? 1 : ks[cd_test_randi(0, 2)];
     c.s = kind == 3 ? 1 : (cd_test_randi(0, 1) ? c.r : ks[cd_test_randi(0, 2)]);
     c.h = cd_test_randi(c.r, c.r + 13);
@@ -221,7 +226,8 @@ static void check_conv_fmt(int kind, int sparse, double zero_frac, int fmt, int 
     size_t nw = (size_t)c.k * (c.c / c.groups) * c.r * c.s;
     float *w = rbuf(nw), *bias = cd_test_randi(0, 3) ? rbuf((size_t)c.k) : NULL;
     int bh = fmt == CD_SPARSE_FMT_BSR8 ? 8 : 4;
-    if (blocks) zero_row_blocks(w, c.k, (int)(nw / c.k), bh, zero_frac);
+    if (blocks)
+        zero_row_blocks(w, c.k, (int)(nw / c.k), bh, zero_frac);
     else
         for (size_t i = 0; i < nw; i++)
             if (cd_test_randf(0, 1) < zero_frac) w[i] = 0.0f;
@@ -232,12 +238,17 @@ static void check_conv_fmt(int kind, int sparse, double zero_frac, int fmt, int 
     float *srcs[2] = {x, res};
     char kernel[64] = "";
     compare_desc(&d, &cpu_d, batch, srcs, 1e-4, kernel, sizeof kernel);
-    if (sparse && kind == 0) CHECK(strstr(kernel, (c.r == 1 && c.s == 1 && c.stride_h == 1 && c.stride_w == 1 &&
-                                               !c.pad_t && !c.pad_l && !c.pad_b && !c.pad_r)
-                                                  ? ":" : ":im2col-") != NULL);
-    if (sparse && fmt) CHECK(strstr(kernel, fmt == CD_SPARSE_FMT_BSR8 ? "gebsr8x1" : "gebsr4x1") != NULL);
-    else if (sparse) CHECK(strstr(kernel, "csr-spmm") != NULL);
-    else if (kind == 1) CHECK(strstr(kernel, "dwconv") != NULL);
+    if (sparse && kind == 0)
+        CHECK(strstr(kernel, (c.r == 1 && c.s == 1 && c.stride_h == 1 && c.stride_w == 1 && !c.pad_t && !c.pad_l &&
+                              !c.pad_b && !c.pad_r)
+                                 ? ":"
+                                 : ":im2col-") != NULL);
+    if (sparse && fmt)
+        CHECK(strstr(kernel, fmt == CD_SPARSE_FMT_BSR8 ? "gebsr8x1" : "gebsr4x1") != NULL);
+    else if (sparse)
+        CHECK(strstr(kernel, "csr-spmm") != NULL);
+    else if (kind == 1)
+        CHECK(strstr(kernel, "dwconv") != NULL);
     free(w), free(bias), free(x), free(res);
 }
 
@@ -249,9 +260,7 @@ CD_TEST(hip_backend_conv2d_sparse_route_pointwise_vs_cpu) {
     for (int iter = 0; iter < 4; iter++) check_conv(3, 1, 0.7);
 }
 
-CD_TEST(hip_backend_conv2d_sparse_route_all_zero_layer) {
-    check_conv(3, 1, 1.0);
-}
+CD_TEST(hip_backend_conv2d_sparse_route_all_zero_layer) { check_conv(3, 1, 1.0); }
 
 // sparse_format BSR4 / BSR8 on a pointwise conv: the GEBSR route (4x1 / 8x1
 // blocks; the CPU loop over the packed blocks under emulation), K random so
@@ -318,7 +327,8 @@ static void check_gemm_fmt(int sparse, int fmt, double zero_frac) {
     d.u.gemm.k = k;
     d.u.gemm.act = rand_act();
     float *w = rbuf((size_t)n * k), *b = (sparse || cd_test_randi(0, 1)) ? rbuf((size_t)n) : NULL;
-    if (sparse && fmt) zero_row_blocks(w, n, k, fmt == CD_SPARSE_FMT_BSR8 ? 8 : 4, zero_frac);
+    if (sparse && fmt)
+        zero_row_blocks(w, n, k, fmt == CD_SPARSE_FMT_BSR8 ? 8 : 4, zero_frac);
     else if (sparse)
         for (size_t i = 0; i < (size_t)n * k; i++)
             if (cd_test_randi(0, 3)) w[i] = 0.0f;
@@ -337,8 +347,10 @@ static void check_gemm_fmt(int sparse, int fmt, double zero_frac) {
     float *x = rbuf((size_t)batch * rows * k);
     char kernel[64] = "";
     compare_desc(&d, &cpu_d, batch, &x, 1e-4, kernel, sizeof kernel);
-    if (sparse && fmt) CHECK(strstr(kernel, fmt == CD_SPARSE_FMT_BSR8 ? "gebsr8x1" : "gebsr4x1") != NULL);
-    else CHECK(strstr(kernel, sparse ? "csr-spmm" : "sgemm") != NULL);
+    if (sparse && fmt)
+        CHECK(strstr(kernel, fmt == CD_SPARSE_FMT_BSR8 ? "gebsr8x1" : "gebsr4x1") != NULL);
+    else
+        CHECK(strstr(kernel, sparse ? "csr-spmm" : "sgemm") != NULL);
     free(w), free(b), free(x);
 }
 
@@ -473,7 +485,8 @@ static void *thread_run(void *arg) {
     thread_job *j = arg;
     cd_backend_ctx *ctx = NULL;
     void *xb = NULL, *yb = NULL;
-    size_t xn = cd_tdesc_item_bytes(&j->d->src[0]) * (size_t)j->batch, yn = cd_tdesc_item_bytes(&j->d->dst) * (size_t)j->batch;
+    size_t xn = cd_tdesc_item_bytes(&j->d->src[0]) * (size_t)j->batch,
+           yn = cd_tdesc_item_bytes(&j->d->dst) * (size_t)j->batch;
     j->rc = cd_backend_ctx_create(j->be, &ctx);
     if (!j->rc) j->rc = cd_backend_buffer_alloc(j->be, xn, &xb);
     if (!j->rc) j->rc = cd_backend_buffer_alloc(j->be, yn, &yb);
@@ -614,7 +627,7 @@ CD_TEST(hip_backend_sparse_handle_per_context_two_threads_no_lock) {
         jobs[i] = (chain_job){hip, &d, st, &bar, x[i], calloc(no, 4), 0};
         CHECK_EQ(pthread_create(&th[i], NULL, chain_thread, &jobs[i]), 0);
     }
-    pthread_barrier_wait(&bar); // both warm
+    pthread_barrier_wait(&bar);                       // both warm
     size_t warm_bytes = cd_backend_device_bytes(hip); // takes the lock: before c1
     cd_backend_hip_counters(hip, &c1);
     pthread_barrier_wait(&bar);
@@ -625,7 +638,7 @@ CD_TEST(hip_backend_sparse_handle_per_context_two_threads_no_lock) {
     pthread_barrier_destroy(&bar);
     CHECK_EQ(c1.sparse_handles - c0.sparse_handles, 2); // contexts, not 2 x CHAIN layers
     CHECK_EQ(c2.sparse_handles, c1.sparse_handles);
-    CHECK_EQ(c2.backend_locks - c1.backend_locks, 0);   // no global lock on a warm run
+    CHECK_EQ(c2.backend_locks - c1.backend_locks, 0); // no global lock on a warm run
     // Each context: two activation buffers and its handle.
     CHECK_EQ(warm_bytes - weights, 2 * (2 * no * 4 + CD_HIP_SPARSE_HANDLE_BYTES));
     CHECK_EQ(cd_backend_device_bytes(hip), weights);

@@ -116,8 +116,8 @@ static void check_conv(const cd_conv_desc *d, int direct_dw) {
         CHECK_EQ(hipFree(dws), hipSuccess);
     }
     if (rc != 0)
-        CD_CHECK_FAIL_("conv n%d c%d h%d w%d k%d r%d s%d g%d: rc %d", d->n, d->c, d->h, d->w,
-                       d->k, d->r, d->s, d->groups, rc);
+        CD_CHECK_FAIL_("conv n%d c%d h%d w%d k%d r%d s%d g%d: rc %d", d->n, d->c, d->h, d->w, d->k, d->r, d->s,
+                       d->groups, rc);
     float *got = from_dev(ddst, no);
     CHECK_CLOSE_F32(got, want, no, TOL);
     hipFree(dsrc);
@@ -140,8 +140,8 @@ static void ref_gemm(const cd_hip_gemm_desc *g, const float *a, const float *b, 
             for (int j = 0; j < g->n; j++) {
                 double acc = 0.0;
                 for (int p = 0; p < g->k; p++)
-                    acc += (double)a[z * g->a_bs + i * g->a_rs + p * g->a_cs] *
-                           b[z * g->b_bs + p * g->b_rs + j * g->b_cs];
+                    acc +=
+                        (double)a[z * g->a_bs + i * g->a_rs + p * g->a_cs] * b[z * g->b_bs + p * g->b_rs + j * g->b_cs];
                 float *out = &c[z * g->c_bs + i * g->ldc + j];
                 *out = (float)(g->alpha * acc + (g->beta != 0.0f ? g->beta * *out : 0.0));
             }
@@ -193,8 +193,17 @@ CD_TEST(hip_emu_sgemm_fully_connected_with_bias_act) {
     float *x = rand_host((size_t)n * in, -1, 1), *w = rand_host((size_t)out * in, -1, 1);
     float *bias = rand_host(out, -1, 1), *want = malloc((size_t)n * out * sizeof(float));
     cd_ref_gemm(n, out, in, x, w, bias, act, want);
-    cd_hip_gemm_desc g = {.m = n, .n = out, .k = in, .batch = 1, .a_rs = in, .a_cs = 1,
-                          .b_rs = 1, .b_cs = in, .ldc = out, .alpha = 1.0f, .beta = 0.0f};
+    cd_hip_gemm_desc g = {.m = n,
+                          .n = out,
+                          .k = in,
+                          .batch = 1,
+                          .a_rs = in,
+                          .a_cs = 1,
+                          .b_rs = 1,
+                          .b_cs = in,
+                          .ldc = out,
+                          .alpha = 1.0f,
+                          .beta = 0.0f};
     float *dx = to_dev(x, (size_t)n * in), *dw = to_dev(w, (size_t)out * in);
     float *db = to_dev(bias, out), *dy = dev_empty((size_t)n * out);
     CHECK_EQ(cd_hip_sgemm(&g, dx, dw, dy, NULL), 0);
@@ -313,11 +322,10 @@ CD_TEST(hip_emu_bias_act_every_activation) {
         float *x = rand_host(total, -8, 8), *bias = rand_host(c, -1, 1);
         float *res = rand_host(total, -1, 1), *want = malloc(total * sizeof(float));
         for (size_t i = 0; i < total; i++)
-            want[i] = cd_act_apply(act, x[i] + (use_bias ? bias[i / hw % c] : 0.0f) +
-                                          (use_res ? res[i] : 0.0f));
+            want[i] = cd_act_apply(act, x[i] + (use_bias ? bias[i / hw % c] : 0.0f) + (use_res ? res[i] : 0.0f));
         float *dx = to_dev(x, total), *db = to_dev(bias, c), *dr = to_dev(res, total);
-        CHECK_EQ(cd_hip_bias_act(n, c, hw, dx, use_bias ? db : NULL, use_res ? dr : NULL, act,
-                                 dx, NULL), 0); // in place
+        CHECK_EQ(cd_hip_bias_act(n, c, hw, dx, use_bias ? db : NULL, use_res ? dr : NULL, act, dx, NULL),
+                 0); // in place
         float *got = from_dev(dx, total);
         CHECK_CLOSE_F32(got, want, total, TOL);
         hipFree(dx);
@@ -411,8 +419,10 @@ CD_TEST(hip_emu_binary_add_mul_sub_div_broadcast) {
         for (int d = 0; d < rank; d++) {
             int ad = d - (rank - ar), bd = d - (rank - br);
             if ((ad < 0 || as[ad] == 1) && (bd < 0 || bs[bd] == 1)) {
-                if (bd >= 0) bs[bd] = out[d];
-                else as[ad] = out[d];
+                if (bd >= 0)
+                    bs[bd] = out[d];
+                else
+                    as[ad] = out[d];
             }
         }
         if (iter == 1) { // squeeze-excitation: [N,C,H,W] * [N,C,1,1]

@@ -79,8 +79,7 @@ CD_TEST(hip_emu_shared_memory_is_per_block) {
     int *bad = NULL;
     HIP_OK(hipMalloc(&bad, sizeof(int)));
     HIP_OK(hipMemset(bad, 0, sizeof(int)));
-    CD_HIP_LAUNCH(k_shared_per_block, dim3(7, cd_test_randi(3, 9)), dim3(64), 64 * sizeof(int), 0,
-                  bad);
+    CD_HIP_LAUNCH(k_shared_per_block, dim3(7, cd_test_randi(3, 9)), dim3(64), 64 * sizeof(int), 0, bad);
     HIP_OK(hipGetLastError());
     int h = -1;
     HIP_OK(hipMemcpy(&h, bad, sizeof h, hipMemcpyDeviceToHost));
@@ -116,8 +115,7 @@ CD_TEST(hip_emu_atomics_across_blocks_and_threads) {
     HIP_OK(hipMemcpy(count, &zero, sizeof zero, hipMemcpyHostToDevice));
     HIP_OK(hipMemcpy(mx, &lowest, sizeof lowest, hipMemcpyHostToDevice));
     HIP_OK(hipMemcpy(fsum, &fzero, sizeof fzero, hipMemcpyHostToDevice));
-    CD_HIP_LAUNCH(k_atomics, dim3((n + 127) / 128), dim3(128), 0, 0, count, fsum, mx,
-                  (const int *)dvals, n);
+    CD_HIP_LAUNCH(k_atomics, dim3((n + 127) / 128), dim3(128), 0, 0, count, fsum, mx, (const int *)dvals, n);
     HIP_OK(hipGetLastError());
     int hc = 0, hm = 0;
     float hs = 0.0f;
@@ -174,7 +172,7 @@ CD_TEST(hip_emu_invalid_launch_configuration) {
     }
     int h = -1;
     HIP_OK(hipMemcpy(&h, flag, sizeof h, hipMemcpyDeviceToHost));
-    CHECK_EQ(h, 0); // no bad launch ran the kernel
+    CHECK_EQ(h, 0);                                                // no bad launch ran the kernel
     CD_HIP_LAUNCH(k_mark, dim3(1), dim3(1024), 64 << 10, 0, flag); // the limits themselves are fine
     HIP_OK(hipGetLastError());
     HIP_OK(hipMemcpy(&h, flag, sizeof h, hipMemcpyDeviceToHost));
@@ -197,7 +195,7 @@ CD_TEST(hip_emu_barrier_divergence_is_a_launch_failure) {
     CD_HIP_LAUNCH(k_divergent, dim3(2), dim3(256), 256 * sizeof(float), 0, 100, out);
     CHECK_EQ(hipGetLastError(), hipErrorLaunchFailure);
     CHECK_EQ(hipDeviceSynchronize(), hipErrorLaunchFailure); // surfaces at the sync too
-    CHECK_EQ(hipGetLastError(), hipErrorLaunchFailure);       // which sets the last error
+    CHECK_EQ(hipGetLastError(), hipErrorLaunchFailure);      // which sets the last error
     HIP_OK(hipDeviceSynchronize());
     // The abandoned fibers' stacks are reused cleanly by the next launch.
     CD_HIP_LAUNCH(k_divergent, dim3(1), dim3(256), 256 * sizeof(float), 0, 256, out);
@@ -291,8 +289,7 @@ CD_TEST(hip_emu_barrier_throughput) {
     HIP_OK(hipMalloc(&out, blocks * threads * sizeof(int)));
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    CD_HIP_LAUNCH(k_barrier_heavy, dim3(blocks), dim3(threads), threads * sizeof(int), 0, rounds,
-                  out);
+    CD_HIP_LAUNCH(k_barrier_heavy, dim3(blocks), dim3(threads), threads * sizeof(int), 0, rounds, out);
     HIP_OK(hipGetLastError());
     clock_gettime(CLOCK_MONOTONIC, &t1);
     int *h = (int *)malloc(blocks * threads * sizeof(int));
@@ -303,8 +300,8 @@ CD_TEST(hip_emu_barrier_throughput) {
     }
     double s = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
     double switches = 2.0 * (2.0 * rounds + 1) * blocks * threads; // in and out per phase
-    printf("  %d blocks x %d threads x %d barriers: %.3f s, %.1f M fiber switches/s\n", blocks,
-           threads, 2 * rounds, s, switches / s * 1e-6);
+    printf("  %d blocks x %d threads x %d barriers: %.3f s, %.1f M fiber switches/s\n", blocks, threads, 2 * rounds, s,
+           switches / s * 1e-6);
     CHECK(switches / s > 2e5);
     free(h);
     HIP_OK(hipFree(out));
@@ -404,9 +401,11 @@ CD_TEST(hip_emu_thread_order_mixed_uses_all_three_and_the_seed_reproduces_it) {
         int k1 = order_kind(a + blk * threads, threads);
         int k2 = order_kind(a + (blocks + blk) * threads, threads);
         seen[k1]++;
-        if (k1 != 2) CHECK_EQ(k2, k1); // a block keeps its order...
-        else CHECK(memcmp(a + blk * threads, a + (blocks + blk) * threads,
-                          threads * sizeof(int)) != 0); // ...random draws again per interval
+        if (k1 != 2)
+            CHECK_EQ(k2, k1); // a block keeps its order...
+        else
+            CHECK(memcmp(a + blk * threads, a + (blocks + blk) * threads,
+                         threads * sizeof(int)) != 0); // ...random draws again per interval
     }
     CHECK(seen[0] > 0 && seen[1] > 0 && seen[2] > 0);
     // The same seed from the same launch count: the same orders, whichever
@@ -489,11 +488,13 @@ __global__ void k_two_barriers(float *out, int *lines) {
     const int t = (int)threadIdx.x;
     s[t] = (float)t;
     if (t % 2) {
-        lines[t & 1] = __LINE__; __syncthreads();
+        lines[t & 1] = __LINE__;
+        __syncthreads();
         out[t] = s[t ^ 1];
     } else {
         out[t] = -1.0f;
-        lines[t & 1] = __LINE__; __syncthreads();
+        lines[t & 1] = __LINE__;
+        __syncthreads();
         out[t] = s[t ^ 1];
     }
 }
@@ -535,15 +536,19 @@ CD_TEST(hip_emu_memcpy_kind_must_match_the_pointers) {
     cd_rt_log_set(keep_log, NULL);
     const hipError_t dir = hipErrorInvalidMemcpyDirection;
     // Every kind with a wrong side, blocking and async: refused, nothing copied.
-    struct { void *dst; const void *src; hipMemcpyKind kind; } bad[] = {
-        {host2, host, hipMemcpyHostToDevice},   // dst is host
-        {dev, dev2, hipMemcpyHostToDevice},     // src is device
-        {host2, host, hipMemcpyDeviceToHost},   // src is host
-        {dev, dev2, hipMemcpyDeviceToHost},     // dst is device
-        {dev, host, hipMemcpyDeviceToDevice},   // src is host
-        {pin, dev, hipMemcpyDeviceToDevice},    // dst is pinned host
-        {host2, dev, hipMemcpyHostToHost},      // src is device
-        {dev, pin, hipMemcpyHostToHost},        // dst is device
+    struct {
+        void *dst;
+        const void *src;
+        hipMemcpyKind kind;
+    } bad[] = {
+        {host2, host, hipMemcpyHostToDevice}, // dst is host
+        {dev, dev2, hipMemcpyHostToDevice},   // src is device
+        {host2, host, hipMemcpyDeviceToHost}, // src is host
+        {dev, dev2, hipMemcpyDeviceToHost},   // dst is device
+        {dev, host, hipMemcpyDeviceToDevice}, // src is host
+        {pin, dev, hipMemcpyDeviceToDevice},  // dst is pinned host
+        {host2, dev, hipMemcpyHostToHost},    // src is device
+        {dev, pin, hipMemcpyHostToHost},      // dst is device
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         CHECK_EQ(hipMemcpy(bad[i].dst, bad[i].src, n, bad[i].kind), dir);
@@ -556,8 +561,7 @@ CD_TEST(hip_emu_memcpy_kind_must_match_the_pointers) {
     CHECK(strstr(g_log, "dst is pinned host (hipHostMalloc) memory, src is device (hipMalloc) memory"));
     // A device range that runs past its allocation: hipErrorInvalidValue.
     CHECK_EQ(hipMemcpy(dev + 1, host, n, hipMemcpyHostToDevice), hipErrorInvalidValue);
-    CHECK_EQ(hipMemcpy(host2, dev + 63, 2 * sizeof(float), hipMemcpyDeviceToHost),
-             hipErrorInvalidValue);
+    CHECK_EQ(hipMemcpy(host2, dev + 63, 2 * sizeof(float), hipMemcpyDeviceToHost), hipErrorInvalidValue);
     (void)hipGetLastError();
     cd_rt_log_set(NULL, NULL);
     // The right kinds, interior pointers, pinned as host, and Default for any.
@@ -566,8 +570,10 @@ CD_TEST(hip_emu_memcpy_kind_must_match_the_pointers) {
     HIP_OK(hipMemcpyAsync(pin, dev2, n, hipMemcpyDeviceToHost, 0));
     HIP_OK(hipMemcpy(host2, pin, n, hipMemcpyHostToHost));
     for (int i = 0; i < 64; i++) {
-        if (i < 8) CHECK(isnan(host2[i])); // dev2[0..8) was never written: the poison
-        else CHECK_EQ(host2[i], i);
+        if (i < 8)
+            CHECK(isnan(host2[i])); // dev2[0..8) was never written: the poison
+        else
+            CHECK_EQ(host2[i], i);
     }
     HIP_OK(hipMemcpy(dev2, host, n, hipMemcpyDefault));
     HIP_OK(hipMemcpy(host2, dev2, n, hipMemcpyDefault));
@@ -593,8 +599,10 @@ CD_TEST(hip_emu_memset_fills_device_memory_only) {
     HIP_OK(hipMemset(dev + 8, 0, 8 * sizeof(float)));
     HIP_OK(hipMemcpy(host, dev, sizeof host, hipMemcpyDeviceToHost));
     for (int i = 0; i < 16; i++) {
-        if (i < 8) CHECK(isnan(host[i]));
-        else CHECK_EQ(host[i], 0);
+        if (i < 8)
+            CHECK(isnan(host[i]));
+        else
+            CHECK_EQ(host[i], 0);
     }
     HIP_OK(hipHostFree(pin));
     HIP_OK(hipFree(dev));

@@ -12,7 +12,8 @@ static cd_conv_desc rand_conv(int kmax_rs, int groups) {
     d.c = groups * cd_test_randi(1, groups > 1 ? 3 : 24);
     d.k = groups * cd_test_randi(1, groups > 1 ? 3 : 24);
     int ks[4] = {1, 3, 5, 7};
-    do d.r = ks[cd_test_randi(0, 3)]; while (d.r > kmax_rs);
+    do d.r = ks[cd_test_randi(0, 3)];
+    while (d.r > kmax_rs);
     d.s = cd_test_randi(0, 1) ? d.r : ks[cd_test_randi(0, 3)];
     if (d.s > kmax_rs) d.s = 1;
     d.stride_h = cd_test_randi(1, 2);
@@ -50,11 +51,12 @@ static void conv_case(cd_conv_desc d, cd_layout sl, cd_layout dl, int batch, int
     int max_batch = batch + cd_test_randi(0, 2);
     int rc = cd_dnnl_conv_create(&d, sl, dl, max_batch, w, bias, &op);
     if (rc)
-        CD_CHECK_FAIL_("create failed %d: c%d k%d %dx%d g%d s%d,%d %s->%s", rc, d.c, d.k, d.r,
-                       d.s, d.groups, d.stride_h, d.stride_w, tk_layout_name(sl), tk_layout_name(dl));
+        CD_CHECK_FAIL_("create failed %d: c%d k%d %dx%d g%d s%d,%d %s->%s", rc, d.c, d.k, d.r, d.s, d.groups,
+                       d.stride_h, d.stride_w, tk_layout_name(sl), tk_layout_name(dl));
     // The op owns its weights: scribble over the caller's copy.
     for (size_t i = 0; i < wn; i++) w[i] = 1e9f;
-    if (bias) for (int i = 0; i < d.k; i++) bias[i] = 1e9f;
+    if (bias)
+        for (int i = 0; i < d.k; i++) bias[i] = 1e9f;
 
     float *s_l = tk_to_layout(sl, batch, d.c, d.h, d.w, src);
     float *dst = tk_alloc(cd_dnnl_tensor_floats(dl, batch, d.k, d.oh, d.ow));
@@ -63,8 +65,7 @@ static void conv_case(cd_conv_desc d, cd_layout sl, cd_layout dl, int batch, int
     float *r_l = NULL;
     if (res) {
         r_l = tk_to_layout(dl, batch, d.k, d.oh, d.ow, res);
-        if (resid_in_place)
-            memcpy(dst, r_l, cd_dnnl_tensor_floats(dl, batch, d.k, d.oh, d.ow) * sizeof(float));
+        if (resid_in_place) memcpy(dst, r_l, cd_dnnl_tensor_floats(dl, batch, d.k, d.oh, d.ow) * sizeof(float));
     }
     cd_dnnl_ctx *ctx;
     CHECK_EQ(cd_dnnl_ctx_create(&ctx), 0);
@@ -78,14 +79,21 @@ static void conv_case(cd_conv_desc d, cd_layout sl, cd_layout dl, int batch, int
 
     cd_dnnl_ctx_free(ctx);
     cd_dnnl_op_free(op);
-    free(w); free(bias); free(src); free(res); free(ref); free(s_l); free(dst); free(r_l); free(out);
+    free(w);
+    free(bias);
+    free(src);
+    free(res);
+    free(ref);
+    free(s_l);
+    free(dst);
+    free(r_l);
+    free(out);
 }
 
 static cd_layout rand_layout(void) { return tk_rand_layout(); }
 
 CD_TEST(dnnl_conv_random_shapes_both_layouts) {
-    for (int i = 0; i < 12; i++)
-        conv_case(rand_conv(7, 1), rand_layout(), rand_layout(), cd_test_randi(1, 9), 0);
+    for (int i = 0; i < 12; i++) conv_case(rand_conv(7, 1), rand_layout(), rand_layout(), cd_test_randi(1, 9), 0);
 }
 
 CD_TEST(dnnl_conv_kernel_1_3_5_7_stride_1_2) {
@@ -109,8 +117,10 @@ CD_TEST(dnnl_conv_asymmetric_pads) {
         d.r = d.s = 3;
         d.h = cd_test_randi(3, 15);
         d.w = cd_test_randi(3, 15);
-        d.pad_t = cd_test_randi(0, 2); d.pad_b = cd_test_randi(0, 2);
-        d.pad_l = cd_test_randi(0, 2); d.pad_r = cd_test_randi(0, 2);
+        d.pad_t = cd_test_randi(0, 2);
+        d.pad_b = cd_test_randi(0, 2);
+        d.pad_l = cd_test_randi(0, 2);
+        d.pad_r = cd_test_randi(0, 2);
         if (d.pad_t == d.pad_b) d.pad_b = (d.pad_t + 1) % 3;
         conv_case(d, rand_layout(), rand_layout(), cd_test_randi(1, 4), 0);
     }
@@ -196,10 +206,15 @@ CD_TEST(dnnl_conv_residual_every_activation_in_place) {
 
 CD_TEST(dnnl_conv_first_layer_nchw_to_16c) {
     cd_conv_desc d = {0};
-    d.c = 3; d.k = cd_test_randi(8, 40); d.r = d.s = 7;
-    d.stride_h = d.stride_w = 2; d.dil_h = d.dil_w = 1; d.groups = 1;
+    d.c = 3;
+    d.k = cd_test_randi(8, 40);
+    d.r = d.s = 7;
+    d.stride_h = d.stride_w = 2;
+    d.dil_h = d.dil_w = 1;
+    d.groups = 1;
     d.pad_t = d.pad_l = d.pad_b = d.pad_r = 3;
-    d.h = cd_test_randi(20, 40); d.w = cd_test_randi(20, 40);
+    d.h = cd_test_randi(20, 40);
+    d.w = cd_test_randi(20, 40);
     d.act = tk_act(CD_ACT_RELU);
     conv_case(d, CD_LAYOUT_NCHW, tk_rand_blocked(), cd_test_randi(1, 2), 0);
 }
@@ -230,7 +245,11 @@ CD_TEST(dnnl_conv_batch_1_to_9_one_op) {
         float *out = tk_from_layout(dl, b, d.k, d.oh, d.ow, dst);
         CHECK_CLOSE_F32(out, ref, dn, 1e-4);
         CHECK(strcmp(cd_dnnl_op_impl(op, b), "?") != 0);
-        free(src); free(ref); free(s_l); free(dst); free(out);
+        free(src);
+        free(ref);
+        free(s_l);
+        free(dst);
+        free(out);
     }
     const float *srcs[1] = {w};
     CHECK_EQ(cd_dnnl_op_run(op, ctx, 10, 1, srcs, w), CD_EPARAMS);
@@ -238,7 +257,8 @@ CD_TEST(dnnl_conv_batch_1_to_9_one_op) {
     CHECK_EQ(cd_dnnl_op_run(op, ctx, 1, 2, srcs, w), CD_EPARAMS);
     cd_dnnl_ctx_free(ctx);
     cd_dnnl_op_free(op);
-    free(w); free(bias);
+    free(w);
+    free(bias);
 }
 
 typedef struct {
@@ -254,7 +274,10 @@ static void *conv_worker(void *p) {
     cd_conv_desc d = *a->d;
     d.n = a->batch;
     cd_dnnl_ctx *ctx;
-    if (cd_dnnl_ctx_create(&ctx)) { a->failures++; return NULL; }
+    if (cd_dnnl_ctx_create(&ctx)) {
+        a->failures++;
+        return NULL;
+    }
     size_t sn = (size_t)d.n * d.c * d.h * d.w, dn = (size_t)d.n * d.k * d.oh * d.ow;
     float *src = malloc(sn * sizeof *src), *ref = malloc(dn * sizeof *ref);
     float *dst = malloc(cd_dnnl_tensor_floats(CD_LAYOUT_NCHW, d.n, d.k, d.oh, d.ow) * sizeof *dst);
@@ -262,11 +285,19 @@ static void *conv_worker(void *p) {
     cd_ref_conv2d(&d, src, a->w, a->bias, NULL, ref);
     for (int it = 0; it < 20; it++) {
         const float *srcs[1] = {src};
-        if (cd_dnnl_op_run(a->op, ctx, d.n, 1, srcs, dst)) { a->failures++; break; }
+        if (cd_dnnl_op_run(a->op, ctx, d.n, 1, srcs, dst)) {
+            a->failures++;
+            break;
+        }
         for (size_t i = 0; i < dn; i++)
-            if (fabsf(dst[i] - ref[i]) > 1e-4f * fmaxf(1.0f, fabsf(ref[i]))) { a->failures++; break; }
+            if (fabsf(dst[i] - ref[i]) > 1e-4f * fmaxf(1.0f, fabsf(ref[i]))) {
+                a->failures++;
+                break;
+            }
     }
-    free(src); free(ref); free(dst);
+    free(src);
+    free(ref);
+    free(dst);
     cd_dnnl_ctx_free(ctx);
     return NULL;
 }
@@ -292,7 +323,8 @@ CD_TEST(dnnl_conv_concurrent_workers_share_op) {
         CHECK_EQ(args[i].failures, 0);
     }
     cd_dnnl_op_free(op);
-    free(w); free(bias);
+    free(w);
+    free(bias);
 }
 
 CD_TEST(dnnl_conv_bad_desc_eparams) {
@@ -308,7 +340,8 @@ CD_TEST(dnnl_conv_bad_desc_eparams) {
     bad.oh += 1; // inconsistent with the other fields
     CHECK_EQ(cd_dnnl_conv_create(&bad, CD_LAYOUT_NCHW, CD_LAYOUT_NCHW, 1, w, NULL, &op), CD_EPARAMS);
     bad = d;
-    bad.c = 3; bad.groups = 2;
+    bad.c = 3;
+    bad.groups = 2;
     CHECK_EQ(cd_dnnl_conv_create(&bad, CD_LAYOUT_NCHW, CD_LAYOUT_NCHW, 1, w, NULL, &op), CD_EPARAMS);
     CHECK_EQ(cd_dnnl_conv_create(&d, CD_LAYOUT_NCHW, CD_LAYOUT_NCHW, 0, w, NULL, &op), CD_EPARAMS);
     CHECK_EQ(cd_dnnl_conv_supports(&d, CD_LAYOUT_NCHW16C, CD_LAYOUT_NCHW16C), 1);
@@ -327,14 +360,28 @@ CD_TEST(dnnl_blocked_layout_follows_the_cpu) {
     const cd_layout l = cd_dnnl_blocked_layout();
     const char *isa = cd_dnnl_isa();
     printf("  oneDNN ISA %s -> %s\n", isa, cd_layout_name(l));
-    if (strncmp(isa, "avx512", 6) == 0) CHECK_EQ(l, CD_LAYOUT_NCHW16C);
+    if (strncmp(isa, "avx512", 6) == 0)
+        CHECK_EQ(l, CD_LAYOUT_NCHW16C);
     else if (strncmp(isa, "avx2", 4) == 0 || strncmp(isa, "avx", 3) == 0 || strncmp(isa, "sse41", 5) == 0)
         CHECK_EQ(l, CD_LAYOUT_NCHW8C);
     CHECK(l != CD_LAYOUT_NCHW);
     for (int k = 1; k <= 3; k += 2) {
-        cd_conv_desc d = {.n = 1, .c = 96, .h = 20, .w = 20, .k = 64, .r = k, .s = k, .stride_h = 1,
-                          .stride_w = 1, .pad_t = k / 2, .pad_l = k / 2, .pad_b = k / 2, .pad_r = k / 2,
-                          .dil_h = 1, .dil_w = 1, .groups = 1};
+        cd_conv_desc d = {.n = 1,
+                          .c = 96,
+                          .h = 20,
+                          .w = 20,
+                          .k = 64,
+                          .r = k,
+                          .s = k,
+                          .stride_h = 1,
+                          .stride_w = 1,
+                          .pad_t = k / 2,
+                          .pad_l = k / 2,
+                          .pad_b = k / 2,
+                          .pad_r = k / 2,
+                          .dil_h = 1,
+                          .dil_w = 1,
+                          .groups = 1};
         cd_conv_out_dims(&d);
         size_t wn = (size_t)d.k * d.c * k * k;
         float *w = tk_rand_buf(wn, -1, 1);

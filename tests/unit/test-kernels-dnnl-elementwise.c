@@ -4,8 +4,8 @@
 
 #include "tests/unit/test-kernels-util.h"
 
-static void binary_case(cd_dnnl_binary_kind kind, cd_dnnl_tdesc a, cd_dnnl_tdesc b,
-                        cd_activation act, int batch, int in_place) {
+static void binary_case(cd_dnnl_binary_kind kind, cd_dnnl_tdesc a, cd_dnnl_tdesc b, cd_activation act, int batch,
+                        int in_place) {
     CHECK(cd_dnnl_binary_supports(kind, a, b, act));
     cd_dnnl_op *op;
     CHECK_EQ(cd_dnnl_binary_create(kind, a, b, act, batch, &op), 0);
@@ -13,8 +13,7 @@ static void binary_case(cd_dnnl_binary_kind kind, cd_dnnl_tdesc a, cd_dnnl_tdesc
     size_t an = (size_t)batch * a.c * a.h * a.w, bnn = (size_t)bn * b.c * b.h * b.w;
     float *av = tk_rand_buf(an, -2, 2), *bv = tk_rand_buf(bnn, -2, 2), *ref = tk_alloc(an);
     int64_t ash[4] = {batch, a.c, a.h, a.w}, bsh[4] = {bn, b.c, b.h, b.w};
-    cd_ref_binary(kind == CD_DNNL_ADD ? CD_BINARY_ADD : CD_BINARY_MUL, 4, ash, av, bsh, bv, ash,
-                  act, ref);
+    cd_ref_binary(kind == CD_DNNL_ADD ? CD_BINARY_ADD : CD_BINARY_MUL, 4, ash, av, bsh, bv, ash, act, ref);
     float *al = tk_to_layout(a.layout, batch, a.c, a.h, a.w, av);
     float *bl = tk_to_layout(b.layout, bn, b.c, b.h, b.w, bv);
     float *dst = in_place ? al : tk_alloc(cd_dnnl_tensor_floats(a.layout, batch, a.c, a.h, a.w));
@@ -28,17 +27,19 @@ static void binary_case(cd_dnnl_binary_kind kind, cd_dnnl_tdesc a, cd_dnnl_tdesc
     cd_dnnl_ctx_free(ctx);
     cd_dnnl_op_free(op);
     if (!in_place) free(dst);
-    free(av); free(bv); free(ref); free(al); free(bl); free(out);
+    free(av);
+    free(bv);
+    free(ref);
+    free(al);
+    free(bl);
+    free(out);
 }
 
 // Binary ops take NCHW or the CPU's own blocked layout (dnnl.h).
-static cd_layout binary_layout(void) {
-    return cd_test_randi(0, 1) ? cd_dnnl_blocked_layout() : CD_LAYOUT_NCHW;
-}
+static cd_layout binary_layout(void) { return cd_test_randi(0, 1) ? cd_dnnl_blocked_layout() : CD_LAYOUT_NCHW; }
 
 static cd_dnnl_tdesc rand_t(void) {
-    return (cd_dnnl_tdesc){cd_test_randi(1, 40), cd_test_randi(1, 9), cd_test_randi(1, 9),
-                           binary_layout(), 0};
+    return (cd_dnnl_tdesc){cd_test_randi(1, 40), cd_test_randi(1, 9), cd_test_randi(1, 9), binary_layout(), 0};
 }
 
 CD_TEST(dnnl_binary_add_same_shape_residual_relu) {
@@ -61,8 +62,8 @@ CD_TEST(dnnl_binary_broadcast_any_dims_and_batch) {
     for (int i = 0; i < 10; i++) {
         cd_dnnl_tdesc a = rand_t();
         a.layout = CD_LAYOUT_NCHW;
-        cd_dnnl_tdesc b = {cd_test_randi(0, 1) ? a.c : 1, cd_test_randi(0, 1) ? a.h : 1,
-                           cd_test_randi(0, 1) ? a.w : 1, CD_LAYOUT_NCHW, cd_test_randi(0, 1)};
+        cd_dnnl_tdesc b = {cd_test_randi(0, 1) ? a.c : 1, cd_test_randi(0, 1) ? a.h : 1, cd_test_randi(0, 1) ? a.w : 1,
+                           CD_LAYOUT_NCHW, cd_test_randi(0, 1)};
         binary_case((cd_dnnl_binary_kind)(i % 2), a, b, tk_rand_act(), cd_test_randi(1, 9), 0);
     }
 }
@@ -116,7 +117,10 @@ static void eltwise_case(cd_dnnl_tdesc t, cd_activation act, int batch, int in_p
     cd_dnnl_ctx_free(ctx);
     cd_dnnl_op_free(op);
     if (!in_place) free(dst);
-    free(src); free(ref); free(sl); free(out);
+    free(src);
+    free(ref);
+    free(sl);
+    free(out);
 }
 
 CD_TEST(dnnl_eltwise_every_activation_both_layouts) {

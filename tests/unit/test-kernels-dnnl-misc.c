@@ -14,7 +14,8 @@ CD_TEST(dnnl_reorder_round_trip_16c_8c_c_not_multiple_of_block_odd_width) {
         CHECK_EQ(cd_dnnl_reorder_create(bl, CD_LAYOUT_NCHW, c, h, w, 9, &back), 0);
         size_t n = (size_t)batch * c * h * w, n16 = cd_dnnl_tensor_floats(bl, batch, c, h, w);
         CHECK_EQ(n16, cd_layout_numel(bl, batch, c, h, w));
-        CHECK_EQ(n16, (size_t)batch * ((c + cd_layout_block(bl) - 1) / cd_layout_block(bl) * cd_layout_block(bl)) * h * w);
+        CHECK_EQ(n16,
+                 (size_t)batch * ((c + cd_layout_block(bl) - 1) / cd_layout_block(bl) * cd_layout_block(bl)) * h * w);
         float *src = tk_rand_buf(n, -1, 1), *mid = tk_rand_buf(n16, 5, 6), *out = tk_alloc(n);
         float *ref16 = tk_to_layout(bl, batch, c, h, w, src);
         cd_dnnl_ctx *ctx;
@@ -27,7 +28,10 @@ CD_TEST(dnnl_reorder_round_trip_16c_8c_c_not_multiple_of_block_odd_width) {
         cd_dnnl_ctx_free(ctx);
         cd_dnnl_op_free(to16);
         cd_dnnl_op_free(back);
-        free(src); free(mid); free(out); free(ref16);
+        free(src);
+        free(mid);
+        free(out);
+        free(ref16);
     }
 }
 
@@ -50,7 +54,12 @@ static void ip_case(cd_dnnl_tdesc s, int k, int with_bias, cd_activation act, in
     CHECK(cd_dnnl_op_weight_bytes(op) >= (size_t)k * in * sizeof(float));
     cd_dnnl_ctx_free(ctx);
     cd_dnnl_op_free(op);
-    free(w); free(bias); free(src); free(ref); free(sl); free(dst);
+    free(w);
+    free(bias);
+    free(src);
+    free(ref);
+    free(sl);
+    free(dst);
 }
 
 CD_TEST(dnnl_ip_fc_head_every_activation) {
@@ -63,8 +72,8 @@ CD_TEST(dnnl_ip_fc_head_every_activation) {
 // Flatten of a blocked [N, C, H, W] tensor: no reorder needed before the FC.
 CD_TEST(dnnl_ip_flatten_from_nchw16c_c_not_multiple_of_16) {
     for (int i = 0; i < 4; i++) {
-        cd_dnnl_tdesc s = {16 * cd_test_randi(0, 2) + cd_test_randi(1, 15), cd_test_randi(1, 4),
-                           cd_test_randi(1, 4), tk_rand_blocked(), 0};
+        cd_dnnl_tdesc s = {16 * cd_test_randi(0, 2) + cd_test_randi(1, 15), cd_test_randi(1, 4), cd_test_randi(1, 4),
+                           tk_rand_blocked(), 0};
         ip_case(s, cd_test_randi(1, 40), 1, tk_act(CD_ACT_NONE), cd_test_randi(1, 9));
     }
 }
@@ -80,10 +89,8 @@ CD_TEST(dnnl_concat_channels_mixed_layouts) {
         float *srcs[4], *sl[4];
         int tot = 0, c0 = cd_test_randi(1, 20);
         for (int i = 0; i < n; i++) {
-            t[i] = (cd_dnnl_tdesc){axis == 1 ? cd_test_randi(1, 20) : c0,
-                                   axis == 2 ? cd_test_randi(1, 5) : h,
-                                   axis == 3 ? cd_test_randi(1, 5) : w,
-                                   axis == 1 ? tk_rand_layout() : dl, 0};
+            t[i] = (cd_dnnl_tdesc){axis == 1 ? cd_test_randi(1, 20) : c0, axis == 2 ? cd_test_randi(1, 5) : h,
+                                   axis == 3 ? cd_test_randi(1, 5) : w, axis == 1 ? tk_rand_layout() : dl, 0};
             tot += axis == 1 ? t[i].c : axis == 2 ? t[i].h : t[i].w;
             int64_t sh[4] = {batch, t[i].c, t[i].h, t[i].w};
             memcpy(shp[i], sh, sizeof sh);
@@ -107,16 +114,21 @@ CD_TEST(dnnl_concat_channels_mixed_layouts) {
         CHECK_CLOSE_F32(out, ref, dn, 0);
         cd_dnnl_ctx_free(ctx);
         cd_dnnl_op_free(op);
-        for (int i = 0; i < n; i++) { free(srcs[i]); free(sl[i]); }
-        free(ref); free(dst); free(out);
+        for (int i = 0; i < n; i++) {
+            free(srcs[i]);
+            free(sl[i]);
+        }
+        free(ref);
+        free(dst);
+        free(out);
     }
 }
 
 CD_TEST(dnnl_softmax_classifier_head_and_spatial_axes) {
     for (int it = 0; it < 6; it++) {
         int axis = it < 3 ? 1 : cd_test_randi(1, 3);
-        cd_dnnl_tdesc t = {cd_test_randi(1, 1000), it < 3 ? 1 : cd_test_randi(1, 6),
-                           it < 3 ? 1 : cd_test_randi(1, 6), CD_LAYOUT_NCHW, 0};
+        cd_dnnl_tdesc t = {cd_test_randi(1, 1000), it < 3 ? 1 : cd_test_randi(1, 6), it < 3 ? 1 : cd_test_randi(1, 6),
+                           CD_LAYOUT_NCHW, 0};
         if (it >= 3) t.c = cd_test_randi(1, 40);
         int batch = cd_test_randi(1, 9);
         CHECK(cd_dnnl_softmax_supports(t, axis));
@@ -136,7 +148,9 @@ CD_TEST(dnnl_softmax_classifier_head_and_spatial_axes) {
         CHECK_CLOSE_F32(dst, ref, n, 1e-5);
         cd_dnnl_ctx_free(ctx);
         cd_dnnl_op_free(op);
-        free(src); free(ref); free(dst);
+        free(src);
+        free(ref);
+        free(dst);
     }
 }
 

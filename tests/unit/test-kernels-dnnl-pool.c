@@ -49,7 +49,11 @@ static int pool_case(cd_pool_desc d, cd_layout l, int batch) {
     CHECK_CLOSE_F32(out, ref, dn, 1e-5);
     cd_dnnl_ctx_free(ctx);
     cd_dnnl_op_free(op);
-    free(src); free(ref); free(s_l); free(dst); free(out);
+    free(src);
+    free(ref);
+    free(s_l);
+    free(dst);
+    free(out);
     return 1;
 }
 

@@ -28,17 +28,21 @@ static inline float *tk_alloc(size_t n) {
 static inline cd_activation tk_act(cd_act kind) {
     cd_activation a = {kind, 0.0f, 0.0f};
     switch (kind) {
-    case CD_ACT_CLIP: a.alpha = cd_test_randf(-1.0f, 0.0f); a.beta = cd_test_randf(0.1f, 1.5f); break;
-    case CD_ACT_HARDSIGMOID: a.alpha = cd_test_randf(0.1f, 0.3f); a.beta = cd_test_randf(0.3f, 0.7f); break;
+    case CD_ACT_CLIP:
+        a.alpha = cd_test_randf(-1.0f, 0.0f);
+        a.beta = cd_test_randf(0.1f, 1.5f);
+        break;
+    case CD_ACT_HARDSIGMOID:
+        a.alpha = cd_test_randf(0.1f, 0.3f);
+        a.beta = cd_test_randf(0.3f, 0.7f);
+        break;
     case CD_ACT_LEAKYRELU: a.alpha = cd_test_randf(0.01f, 0.3f); break;
     default: break;
     }
     return a;
 }
 
-static inline cd_activation tk_rand_act(void) {
-    return tk_act((cd_act)cd_test_randi(CD_ACT_NONE, CD_ACT_LEAKYRELU));
-}
+static inline cd_activation tk_rand_act(void) { return tk_act((cd_act)cd_test_randi(CD_ACT_NONE, CD_ACT_LEAKYRELU)); }
 
 // Converts an NCHW tensor to layout l (a fresh buffer; plain copy for NCHW).
 static inline float *tk_to_layout(cd_layout l, int n, int c, int h, int w, const float *src) {
@@ -75,8 +79,6 @@ static inline const char *tk_layout_name(cd_layout l) { return cd_layout_name(l)
 // Any layout; any blocked layout (both are tested on every CPU: the one
 // oneDNN does not run fast here still has to be right).
 static inline cd_layout tk_rand_layout(void) { return (cd_layout)cd_test_randi(0, CD_LAYOUT_COUNT - 1); }
-static inline cd_layout tk_rand_blocked(void) {
-    return cd_test_randi(0, 1) ? CD_LAYOUT_NCHW16C : CD_LAYOUT_NCHW8C;
-}
+static inline cd_layout tk_rand_blocked(void) { return cd_test_randi(0, 1) ? CD_LAYOUT_NCHW16C : CD_LAYOUT_NCHW8C; }
 
 #endif // CD_TESTS_UNIT_TEST_KERNELS_UTIL_H

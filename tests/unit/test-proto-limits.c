@@ -17,24 +17,24 @@ CD_TEST(proto_utf8_valid_and_invalid_forms) {
     } cases[] = {
         {"", 0, true},
         {"infer", 5, true},
-        {"caf\xc3\xa9", 5, true},                // U+00E9
-        {"\xe2\x82\xac", 3, true},               // U+20AC
-        {"\xf0\x9f\x98\x80", 4, true},           // U+1F600
-        {"\xf4\x8f\xbf\xbf", 4, true},           // U+10FFFF
-        {"a\0b", 3, true},                       // NUL is UTF-8 (params refuse it)
+        {"caf\xc3\xa9", 5, true},      // U+00E9
+        {"\xe2\x82\xac", 3, true},     // U+20AC
+        {"\xf0\x9f\x98\x80", 4, true}, // U+1F600
+        {"\xf4\x8f\xbf\xbf", 4, true}, // U+10FFFF
+        {"a\0b", 3, true},             // NUL is UTF-8 (params refuse it)
         {"\xff", 1, false},
-        {"\x80", 1, false},                      // lone continuation byte
-        {"\xc3", 1, false},                      // truncated
-        {"\xc0\xaf", 2, false},                  // overlong '/'
-        {"\xc1\xbf", 2, false},                  // overlong
-        {"\xe0\x80\xaf", 3, false},              // overlong
-        {"\xed\xa0\x80", 3, false},              // surrogate U+D800
-        {"\xf0\x80\x80\xaf", 4, false},          // overlong
-        {"\xf4\x90\x80\x80", 4, false},          // above U+10FFFF
+        {"\x80", 1, false},             // lone continuation byte
+        {"\xc3", 1, false},             // truncated
+        {"\xc0\xaf", 2, false},         // overlong '/'
+        {"\xc1\xbf", 2, false},         // overlong
+        {"\xe0\x80\xaf", 3, false},     // overlong
+        {"\xed\xa0\x80", 3, false},     // surrogate U+D800
+        {"\xf0\x80\x80\xaf", 4, false}, // overlong
+        {"\xf4\x90\x80\x80", 4, false}, // above U+10FFFF
         {"\xf5\x80\x80\x80", 4, false},
-        {"\xe2\x82", 2, false},                  // truncated 3-byte form
-        {"\xe2\x28\xa1", 3, false},              // bad continuation
-        {"ok\xc3\xa9\xff", 5, false},            // bad byte at the end
+        {"\xe2\x82", 2, false},       // truncated 3-byte form
+        {"\xe2\x28\xa1", 3, false},   // bad continuation
+        {"ok\xc3\xa9\xff", 5, false}, // bad byte at the end
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         if (cd_utf8_valid(cases[i].s, cases[i].n) != cases[i].ok)
@@ -43,8 +43,7 @@ CD_TEST(proto_utf8_valid_and_invalid_forms) {
 }
 
 // A map {key(as bin): value(as bin)} decoded, for the getters.
-static const msgpack_object *bin_map(tp_pack *t, msgpack_unpacked *u, const char *key,
-                                     const char *val, size_t vlen) {
+static const msgpack_object *bin_map(tp_pack *t, msgpack_unpacked *u, const char *key, const char *val, size_t vlen) {
     tp_pack_init(t);
     msgpack_pack_map(&t->pk, 1);
     msgpack_pack_bin(&t->pk, strlen(key));
@@ -69,7 +68,7 @@ CD_TEST(proto_params_bin_is_text_when_utf8) {
     tp_pack_free(&t);
 
     m = bin_map(&t, &u, "model", "r\xffx", 3);
-    CHECK(cd_map_get(m, "model") != NULL);  // the key is valid UTF-8
+    CHECK(cd_map_get(m, "model") != NULL); // the key is valid UTF-8
     CHECK_EQ(cd_param_str(m, "model", buf, sizeof buf, err, sizeof err), CD_EPARAMS);
     CHECK(strstr(err, "not valid UTF-8") != NULL);
     CHECK(!cd_obj_streq(cd_map_get(m, "model"), "r\xffx"));
@@ -80,7 +79,7 @@ CD_TEST(proto_params_bin_is_text_when_utf8) {
     msgpack_unpacked_destroy(&u);
     tp_pack_free(&t);
 
-    m = bin_map(&t, &u, "\xff", "x", 1);  // a key that is not text matches nothing
+    m = bin_map(&t, &u, "\xff", "x", 1); // a key that is not text matches nothing
     CHECK_EQ(m->via.map.size, 1);
     CHECK(cd_map_get(m, "\xff") == NULL);
     msgpack_unpacked_destroy(&u);
@@ -128,8 +127,7 @@ CD_TEST(proto_tensor_keys_and_dtype_as_bin) {
 // ---- envelopes -----------------------------------------------------------------
 
 // Feeds bytes into a fresh reader and takes one message.
-static int read_one(const char *p, size_t n, cd_rpc_msg *m, uint32_t *id, char *err,
-                    size_t errlen) {
+static int read_one(const char *p, size_t n, cd_rpc_msg *m, uint32_t *id, char *err, size_t errlen) {
     cd_rpc_reader *r;
     CHECK_EQ(cd_rpc_reader_init(&r, CD_MAX_MESSAGE_DEFAULT), 0);
     CHECK_EQ(cd_rpc_reader_feed(r, p, n), 0);
@@ -197,8 +195,7 @@ CD_TEST(proto_rpc_notification_any_name_is_accepted) {
 CD_TEST(proto_rpc_error_message_is_made_utf8) {
     tp_pack t;
     tp_pack_init(&t);
-    CHECK_EQ(cd_rpc_pack_response_error(&t.pk, 9, CD_ENOT_FOUND, "no model named 'a\xff\xc3'"),
-             0);
+    CHECK_EQ(cd_rpc_pack_response_error(&t.pk, 9, CD_ENOT_FOUND, "no model named 'a\xff\xc3'"), 0);
     msgpack_unpacked u;
     msgpack_unpacked_init(&u);
     size_t off = 0;
@@ -310,7 +307,7 @@ CD_TEST(proto_rpc_skip_still_checks_limits) {
     tp_raw(&b, 1, 0x92);
     tp_hdr32(&b, 0xc6, 100);
     for (int i = 0; i < 100; i++) tp_raw(&b, 1, 0);
-    tp_hdr32(&b, 0xc6, 1u << 30);  // over max_message
+    tp_hdr32(&b, 0xc6, 1u << 30); // over max_message
     cd_rpc_reader *r;
     CHECK_EQ(cd_rpc_reader_init(&r, 1u << 20), 0);
     CHECK_EQ(cd_rpc_reader_feed(r, b.p, 20), 0);
@@ -328,8 +325,11 @@ CD_TEST(proto_rpc_skip_still_checks_limits) {
 
 CD_TEST(proto_tensor_pack_refuses_over_4gib) {
     // No 4 GiB buffer: the check looks at nbytes only and packs nothing.
-    cd_tensor t = {.dtype = CD_DTYPE_F32, .rank = 2, .shape = {1u << 20, 1025},
-                   .data = NULL, .nbytes = (size_t)(1u << 20) * 1025 * 4};
+    cd_tensor t = {.dtype = CD_DTYPE_F32,
+                   .rank = 2,
+                   .shape = {1u << 20, 1025},
+                   .data = NULL,
+                   .nbytes = (size_t)(1u << 20) * 1025 * 4};
     char err[200];
     CHECK_EQ(cd_tensor_pack_check(&t, err, sizeof err), CD_ETOO_LARGE);
     CHECK(strstr(err, "4299161600") != NULL);
@@ -346,8 +346,7 @@ CD_TEST(proto_tensor_pack_refuses_over_4gib) {
 
 CD_TEST(proto_reply_size_check) {
     float x[6] = {0};
-    cd_tensor t = {.dtype = CD_DTYPE_F32, .rank = 2, .shape = {2, 3}, .data = x,
-                   .nbytes = sizeof x};
+    cd_tensor t = {.dtype = CD_DTYPE_F32, .rank = 2, .shape = {2, 3}, .data = x, .nbytes = sizeof x};
     tp_pack p;
     tp_pack_init(&p);
     CHECK_EQ(cd_tensor_pack(&p.pk, &t), 0);
@@ -360,8 +359,7 @@ CD_TEST(proto_reply_size_check) {
     t.shape[0] = (int64_t)5 << 28;
     t.nbytes = (size_t)5 << 30;
     char err[200];
-    CHECK_EQ(cd_reply_size_check(cd_tensor_packed_size(&t), 4ull << 30, err, sizeof err),
-             CD_ETOO_LARGE);
+    CHECK_EQ(cd_reply_size_check(cd_tensor_packed_size(&t), 4ull << 30, err, sizeof err), CD_ETOO_LARGE);
     CHECK(strstr(err, "over the limit of 4294967296") != NULL);
     CHECK_EQ(cd_reply_size_check(1000, 1000, err, sizeof err), 0);
     CHECK_EQ(cd_reply_size_check(1001, 1000, NULL, 0), CD_ETOO_LARGE);

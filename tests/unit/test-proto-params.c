@@ -24,12 +24,11 @@ static const msgpack_object *pmap_build(pmap *p) {
     tp_pack_str(&p->t, "yes"), msgpack_pack_true(pk);
     tp_pack_str(&p->t, "none"), msgpack_pack_nil(pk);
     tp_pack_str(&p->t, "arr"), msgpack_pack_array(pk, 0);
-    msgpack_pack_int(pk, 7), tp_pack_str(&p->t, "int key");  // ignored by lookups
+    msgpack_pack_int(pk, 7), tp_pack_str(&p->t, "int key"); // ignored by lookups
     tp_pack_str(&p->t, "min"), msgpack_pack_int64(pk, INT64_MIN);
     msgpack_unpacked_init(&p->u);
     size_t off = 0;
-    CHECK_EQ(msgpack_unpack_next(&p->u, p->t.sb.data, p->t.sb.size, &off),
-             MSGPACK_UNPACK_SUCCESS);
+    CHECK_EQ(msgpack_unpack_next(&p->u, p->t.sb.data, p->t.sb.size, &off), MSGPACK_UNPACK_SUCCESS);
     return &p->u.data;
 }
 
@@ -45,7 +44,7 @@ CD_TEST(proto_params_map_get) {
     CHECK(cd_map_get(m, "absent") == NULL);
     CHECK(cd_map_get(m, "nam") == NULL);
     CHECK(cd_map_get(NULL, "name") == NULL);
-    CHECK(cd_map_get(cd_map_get(m, "n"), "name") == NULL);  // not a map
+    CHECK(cd_map_get(cd_map_get(m, "n"), "name") == NULL); // not a map
     CHECK_EQ(cd_map_get(m, "none")->type, MSGPACK_OBJECT_NIL);
     pmap_free(&p);
 }

@@ -32,8 +32,7 @@ static void pack_rand_str(msgpack_packer *pk, size_t max) {
 }
 
 static void pack_rand_tensor(msgpack_packer *pk) {
-    cd_tensor t = {.dtype = (cd_dtype)cd_test_randi(1, CD_DTYPE_BOOL),
-                   .rank = cd_test_randi(1, 4)};
+    cd_tensor t = {.dtype = (cd_dtype)cd_test_randi(1, CD_DTYPE_BOOL), .rank = cd_test_randi(1, 4)};
     for (int i = 0; i < t.rank; i++) t.shape[i] = cd_test_randi(1, 5);
     t.nbytes = (size_t)cd_tensor_numel(&t) * cd_dtype_size(t.dtype);
     char *d = malloc(t.nbytes);
@@ -52,8 +51,10 @@ static void pack_rand_value(msgpack_packer *pk, int depth) {
     case 2: msgpack_pack_uint64(pk, cd_test_rand() >> cd_test_randi(0, 63)); break;
     case 3: msgpack_pack_int64(pk, -(int64_t)(cd_test_rand() >> cd_test_randi(1, 63)) - 1); break;
     case 4:
-        if (cd_test_rand() & 1) msgpack_pack_float(pk, cd_test_randf(-1e6f, 1e6f));
-        else msgpack_pack_double(pk, (double)cd_test_randf(-1, 1) * 1e-300);
+        if (cd_test_rand() & 1)
+            msgpack_pack_float(pk, cd_test_randf(-1e6f, 1e6f));
+        else
+            msgpack_pack_double(pk, (double)cd_test_randf(-1, 1) * 1e-300);
         break;
     case 5: pack_rand_str(pk, SIZE_MAX); break;
     case 6: {
@@ -87,8 +88,10 @@ static void pack_rand_value(msgpack_packer *pk, int depth) {
         int n = cd_test_randi(0, 5);
         msgpack_pack_map(pk, (size_t)n);
         for (int i = 0; i < n; i++) {
-            if (cd_test_randi(0, 3)) pack_rand_str(pk, 20);
-            else msgpack_pack_int(pk, cd_test_randi(-100, 100));
+            if (cd_test_randi(0, 3))
+                pack_rand_str(pk, 20);
+            else
+                msgpack_pack_int(pk, cd_test_randi(-100, 100));
             pack_rand_value(pk, depth + 1);
         }
         break;
@@ -114,8 +117,10 @@ static void pack_rand_message(tp_pack *t) {
         }
         return;
     }
-    if (kind == CD_MSG_REQUEST) CHECK_EQ(cd_rpc_pack_request_begin(pk, msgid, method), 0);
-    else CHECK_EQ(cd_rpc_pack_notify_begin(pk, method), 0);
+    if (kind == CD_MSG_REQUEST)
+        CHECK_EQ(cd_rpc_pack_request_begin(pk, msgid, method), 0);
+    else
+        CHECK_EQ(cd_rpc_pack_notify_begin(pk, method), 0);
     // Mostly the convd shape [ {k: v, ...} ], sometimes any value.
     if (cd_test_randi(0, 3)) {
         int n = cd_test_randi(0, 4);
@@ -135,8 +140,7 @@ static bool obj_same(const msgpack_object *a, const msgpack_object *b) {
     if (a->type != b->type) return false;
     switch (a->type) {
     case MSGPACK_OBJECT_FLOAT32:
-    case MSGPACK_OBJECT_FLOAT64:
-        return memcmp(&a->via.f64, &b->via.f64, sizeof a->via.f64) == 0;
+    case MSGPACK_OBJECT_FLOAT64: return memcmp(&a->via.f64, &b->via.f64, sizeof a->via.f64) == 0;
     case MSGPACK_OBJECT_ARRAY:
         if (a->via.array.size != b->via.array.size) return false;
         for (uint32_t i = 0; i < a->via.array.size; i++)
@@ -149,8 +153,7 @@ static bool obj_same(const msgpack_object *a, const msgpack_object *b) {
                 !obj_same(&a->via.map.ptr[i].val, &b->via.map.ptr[i].val))
                 return false;
         return true;
-    default:
-        return msgpack_object_equal(*a, *b);
+    default: return msgpack_object_equal(*a, *b);
     }
 }
 
@@ -183,13 +186,11 @@ static void check_same(const cd_rpc_msg *m, const msgpack_object *ref) {
 // stream ended cleanly (possibly mid-message), else the error.
 typedef void (*msg_fn)(const cd_rpc_msg *m, size_t index, void *ctx);
 
-static int run_stream(cd_rpc_reader *r, const char *p, size_t n, msg_fn on_msg, void *ctx,
-                      size_t *count) {
+static int run_stream(cd_rpc_reader *r, const char *p, size_t n, msg_fn on_msg, void *ctx, size_t *count) {
     size_t off = 0, got = 0;
     int status = 0;
     while (off < n && status == 0) {
-        size_t chunk = cd_test_randi(0, 3) ? (size_t)cd_test_randi(1, 64)
-                                           : (size_t)cd_test_randi(1, 100000);
+        size_t chunk = cd_test_randi(0, 3) ? (size_t)cd_test_randi(1, 64) : (size_t)cd_test_randi(1, 100000);
         if (chunk > n - off) chunk = n - off;
         int rc = cd_rpc_reader_feed(r, p + off, chunk);
         CHECK(rc == 0 || rc == CD_ETOO_LARGE);
@@ -220,7 +221,7 @@ static int run_stream(cd_rpc_reader *r, const char *p, size_t n, msg_fn on_msg, 
 typedef struct {
     const char *bytes;
     size_t n;
-    size_t off;  // offset of the next reference message
+    size_t off; // offset of the next reference message
 } ref_ctx;
 
 static void check_against_ref(const cd_rpc_msg *m, size_t index, void *vctx) {
@@ -263,11 +264,8 @@ static void exercise(const cd_rpc_msg *m, size_t index, void *ctx) {
         for (uint32_t i = 0; i < p->via.map.size; i++) {
             cd_tensor t;
             int rc = cd_tensor_decode(&p->via.map.ptr[i].val, &t, err, sizeof err);
-            CHECK(rc == 0 || rc == CD_EPARAMS || rc == CD_EDTYPE || rc == CD_ESHAPE ||
-                  rc == CD_ETOO_LARGE);
-            if (rc == 0)
-                CHECK_EQ((int64_t)t.nbytes,
-                         cd_tensor_numel(&t) * (int64_t)cd_dtype_size(t.dtype));
+            CHECK(rc == 0 || rc == CD_EPARAMS || rc == CD_EDTYPE || rc == CD_ESHAPE || rc == CD_ETOO_LARGE);
+            if (rc == 0) CHECK_EQ((int64_t)t.nbytes, cd_tensor_numel(&t) * (int64_t)cd_dtype_size(t.dtype));
         }
         int64_t v;
         CHECK(cd_param_str(p, "model", buf, sizeof buf, err, sizeof err) <= 1);
@@ -305,9 +303,8 @@ static void check_agrees_with_msgpack(const cd_rpc_msg *m, size_t index, void *v
 }
 
 static void mutate(tp_bytes *b) {
-    static const unsigned char interesting[] = {0xc1, 0xdd, 0xdf, 0xdb, 0xc6, 0xc9, 0xdc,
-                                                0xde, 0xff, 0x00, 0x7f, 0x80, 0x90, 0xa0,
-                                                0xc0, 0xcf, 0xd3, 0xd8, 0x9f, 0x8f};
+    static const unsigned char interesting[] = {0xc1, 0xdd, 0xdf, 0xdb, 0xc6, 0xc9, 0xdc, 0xde, 0xff, 0x00,
+                                                0x7f, 0x80, 0x90, 0xa0, 0xc0, 0xcf, 0xd3, 0xd8, 0x9f, 0x8f};
     int nmut = cd_test_randi(1, 4);
     for (int k = 0; k < nmut && b->n > 0; k++) {
         size_t at = cd_test_rand() % b->n;
@@ -315,23 +312,23 @@ static void mutate(tp_bytes *b) {
         case 0: b->p[at] = (char)cd_test_rand(); break;
         case 1: b->p[at] = (char)interesting[cd_test_randi(0, sizeof interesting - 1)]; break;
         case 2: b->p[at] ^= (char)(1 << cd_test_randi(0, 7)); break;
-        case 3: {  // insert a few random bytes
+        case 3: { // insert a few random bytes
             size_t n = (size_t)cd_test_randi(1, 8);
             char ins[8];
             rand_bytes(ins, n);
-            tp_put(b, ins, n);  // grow, then shift the tail
+            tp_put(b, ins, n); // grow, then shift the tail
             memmove(b->p + at + n, b->p + at, b->n - n - at);
             memcpy(b->p + at, ins, n);
             break;
         }
-        case 4: {  // delete a range
+        case 4: { // delete a range
             size_t n = (size_t)cd_test_randi(1, 16);
             if (n > b->n - at) n = b->n - at;
             memmove(b->p + at, b->p + at + n, b->n - at - n);
             b->n -= n;
             break;
         }
-        default:  // truncate
+        default: // truncate
             b->n = at;
             break;
         }
@@ -339,7 +336,7 @@ static void mutate(tp_bytes *b) {
 }
 
 CD_TEST(proto_random_mutations_never_crash) {
-    int outcome[4] = {0};  // clean end, E_PROTOCOL, E_TOO_LARGE, some message decoded
+    int outcome[4] = {0}; // clean end, E_PROTOCOL, E_TOO_LARGE, some message decoded
     for (int it = 0; it < 4000; it++) {
         tp_pack t;
         tp_pack_init(&t);
@@ -370,7 +367,8 @@ CD_TEST(proto_random_mutations_never_crash) {
         tp_bytes_free(&b);
     }
     printf("  4000 mutated streams: %d ended cleanly, %d E_PROTOCOL, %d E_TOO_LARGE, "
-           "%d yielded messages\n", outcome[0], outcome[1], outcome[2], outcome[3]);
+           "%d yielded messages\n",
+           outcome[0], outcome[1], outcome[2], outcome[3]);
     // The mutations must reach every outcome, or the test is not testing much.
     CHECK(outcome[0] > 0 && outcome[1] > 0 && outcome[2] > 0 && outcome[3] > 0);
 }

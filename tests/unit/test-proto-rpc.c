@@ -62,7 +62,7 @@ CD_TEST(proto_rpc_response_ok_round_trip) {
     CHECK_EQ(m.error.type, MSGPACK_OBJECT_NIL);
     CHECK_EQ(cd_rpc_error_decode(&m.error, NULL, 0), 0);
     CHECK(cd_obj_streq(cd_map_get(&m.result, "status"), "ok"));
-    CHECK(cd_rpc_params_map(&m) == NULL);  // responses have no params
+    CHECK(cd_rpc_params_map(&m) == NULL); // responses have no params
     cd_rpc_msg_free(&m);
     cd_rpc_reader_free(r);
     tp_pack_free(&t);
@@ -124,11 +124,11 @@ CD_TEST(proto_rpc_notify_round_trip) {
 CD_TEST(proto_rpc_error_decode_foreign_shapes) {
     tp_pack t;
     tp_pack_init(&t);
-    tp_pack_str(&t, "plain string error");                 // a non-convd server
-    msgpack_pack_map(&t.pk, 1);                             // code unknown to us
+    tp_pack_str(&t, "plain string error"); // a non-convd server
+    msgpack_pack_map(&t.pk, 1);            // code unknown to us
     msgpack_pack_str(&t.pk, 4), msgpack_pack_str_body(&t.pk, "code", 4);
     tp_pack_str(&t, "E_FROM_THE_FUTURE");
-    msgpack_pack_int(&t.pk, 42);                            // not an error object
+    msgpack_pack_int(&t.pk, 42); // not an error object
     msgpack_pack_nil(&t.pk);
     msgpack_unpacked u;
     msgpack_unpacked_init(&u);
@@ -175,11 +175,9 @@ CD_TEST(proto_rpc_split_one_byte_at_a_time) {
         CHECK_EQ(cd_rpc_reader_feed(r, t.sb.data + i, 1), 0);
         cd_rpc_msg m;
         int rc = cd_rpc_reader_next(r, &m, NULL, NULL, 0);
-        if (i + 1 == ends[got]) {  // complete exactly at its last byte
+        if (i + 1 == ends[got]) { // complete exactly at its last byte
             CHECK_EQ(rc, 1);
-            CHECK_EQ(m.kind, (cd_msg_kind)(got == 0 ? CD_MSG_REQUEST
-                                           : got == 1 ? CD_MSG_RESPONSE
-                                                      : CD_MSG_NOTIFY));
+            CHECK_EQ(m.kind, (cd_msg_kind)(got == 0 ? CD_MSG_REQUEST : got == 1 ? CD_MSG_RESPONSE : CD_MSG_NOTIFY));
             cd_rpc_msg_free(&m);
             got++;
         } else {
@@ -210,8 +208,7 @@ CD_TEST(proto_rpc_split_at_every_boundary) {
         CHECK_EQ(cd_rpc_reader_buffered(r), k - (got ? ends[got - 1] : 0));
         CHECK_EQ(cd_rpc_reader_feed(r, t.sb.data + k, t.sb.size - k), 0);
         while (cd_rpc_reader_next(r, &m, NULL, NULL, 0) == 1) {
-            if (got == 0) CHECK(cd_obj_streq(cd_map_get(cd_rpc_params_map(&m), "model"),
-                                             "model-one"));
+            if (got == 0) CHECK(cd_obj_streq(cd_map_get(cd_rpc_params_map(&m), "model"), "model-one"));
             if (got == 1) CHECK_EQ(m.msgid, 2);
             cd_rpc_msg_free(&m);
             got++;
@@ -283,7 +280,7 @@ CD_TEST(proto_rpc_large_message_then_partial_next) {
     CHECK_EQ(cd_rpc_reader_feed(r, t.sb.data + cut, t.sb.size - cut), 0);
     CHECK_EQ(cd_rpc_reader_next(r, &m2, NULL, NULL, 0), 1);
     CHECK_EQ(m2.msgid, 2);
-    CHECK(memcmp(b->via.bin.ptr, blob, big) == 0);  // first message untouched
+    CHECK(memcmp(b->via.bin.ptr, blob, big) == 0); // first message untouched
     cd_rpc_msg_free(&m);
     cd_rpc_msg_free(&m2);
     cd_rpc_reader_free(r);
@@ -321,11 +318,11 @@ CD_TEST(proto_rpc_16mib_bin_in_64k_chunks_zero_copy) {
     const msgpack_object *x = cd_map_get(cd_rpc_params_map(&m), "x");
     CHECK(x && x->type == MSGPACK_OBJECT_BIN);
     CHECK_EQ(x->via.bin.size, big);
-    CHECK(x->via.bin.ptr >= m.bytes_);  // zero-copy: inside the message's bytes
+    CHECK(x->via.bin.ptr >= m.bytes_); // zero-copy: inside the message's bytes
     CHECK(x->via.bin.ptr + big <= m.bytes_ + m.nbytes);
     CHECK(memcmp(x->via.bin.ptr, blob, big) == 0);
     printf("  16 MiB in 64 KiB reads: %.1f ms (%.0f MiB/s)\n", dt * 1e3, 16 / dt);
-    CHECK(dt < 2.0);  // ~10 ms here; O(n^2) rescanning or copying would be seconds
+    CHECK(dt < 2.0); // ~10 ms here; O(n^2) rescanning or copying would be seconds
     cd_rpc_msg_free(&m);
     cd_rpc_reader_free(r);
     free(blob);
@@ -345,7 +342,7 @@ CD_TEST(proto_rpc_reserved_byte_c1_nested) {
     tp_raw(&b, 3, 0x92, 0x01, 0xc1);
     tp_result res = tp_decode_one(b.p, b.n, CD_MAX_MESSAGE_DEFAULT);
     CHECK_EQ(res.rc, CD_EPROTOCOL);
-    CHECK_EQ(res.msgid, 1);  // readable before the bad byte
+    CHECK_EQ(res.msgid, 1); // readable before the bad byte
     CHECK(strstr(res.err, "0xc1") != NULL);
     tp_bytes_free(&b);
 }
@@ -419,7 +416,7 @@ CD_TEST(proto_rpc_type_3) {
     const char b[] = {(char)0x94, 0x03, 0x01, (char)0xa1, 'm', (char)0x90};
     tp_result res = tp_decode_one(b, sizeof b, CD_MAX_MESSAGE_DEFAULT);
     CHECK_EQ(res.rc, CD_EPROTOCOL);
-    CHECK_EQ(res.msgid, UINT32_MAX);  // not a request: no msgid to answer
+    CHECK_EQ(res.msgid, UINT32_MAX); // not a request: no msgid to answer
     CHECK_STREQ(res.err, "message type must be 0, 1 or 2, got 3");
 }
 
@@ -434,8 +431,7 @@ CD_TEST(proto_rpc_type_str) {
 }
 
 CD_TEST(proto_rpc_type_float) {
-    const char b[] = {(char)0x94, (char)0xca, 0, 0, 0, 0, 0x01, (char)0xa1, 'm',
-                      (char)0x90};
+    const char b[] = {(char)0x94, (char)0xca, 0, 0, 0, 0, 0x01, (char)0xa1, 'm', (char)0x90};
     TP_EXPECT(b, sizeof b, CD_EPROTOCOL);
 }
 
@@ -450,7 +446,7 @@ CD_TEST(proto_rpc_msgid_negative) {
 CD_TEST(proto_rpc_msgid_over_uint32) {
     tp_bytes b = {0};
     tp_raw(&b, 2, 0x94, 0x00);
-    tp_raw(&b, 9, 0xcf, 0, 0, 0, 1, 0, 0, 0, 0);  // 2^32
+    tp_raw(&b, 9, 0xcf, 0, 0, 0, 1, 0, 0, 0, 0); // 2^32
     tp_fixstr(&b, "m");
     tp_raw(&b, 1, 0x90);
     tp_result res = tp_decode_one(b.p, b.n, CD_MAX_MESSAGE_DEFAULT);
@@ -488,7 +484,7 @@ CD_TEST(proto_rpc_method_not_str) {
     const char b[] = {(char)0x94, 0x00, 0x09, 0x05, (char)0x90};
     tp_result res = tp_decode_one(b, sizeof b, CD_MAX_MESSAGE_DEFAULT);
     CHECK_EQ(res.rc, CD_EPROTOCOL);
-    CHECK_EQ(res.msgid, 9);  // the error can be addressed to the request
+    CHECK_EQ(res.msgid, 9); // the error can be addressed to the request
     CHECK_STREQ(res.err, "request method must be a str, got int");
 }
 
@@ -613,7 +609,7 @@ static void expect_header_too_large(unsigned char tag, uint32_t len) {
     cd_rpc_reader *r;
     CHECK_EQ(cd_rpc_reader_init(&r, CD_MAX_MESSAGE_DEFAULT), 0);
     CHECK_EQ(cd_rpc_reader_feed(r, b.p, b.n), CD_ETOO_LARGE);
-    CHECK_EQ(cd_rpc_reader_buffered(r), 0);  // nothing buffered
+    CHECK_EQ(cd_rpc_reader_buffered(r), 0); // nothing buffered
     cd_rpc_msg m;
     uint32_t id = 0;
     char err[256];
@@ -624,27 +620,17 @@ static void expect_header_too_large(unsigned char tag, uint32_t len) {
     tp_bytes_free(&b);
 }
 
-CD_TEST(proto_rpc_array32_over_container_limit) {
-    expect_header_too_large(0xdd, CD_MAX_CONTAINER + 1);
-}
+CD_TEST(proto_rpc_array32_over_container_limit) { expect_header_too_large(0xdd, CD_MAX_CONTAINER + 1); }
 
 CD_TEST(proto_rpc_array32_huge) { expect_header_too_large(0xdd, 0xffffffffu); }
 
-CD_TEST(proto_rpc_map32_over_container_limit) {
-    expect_header_too_large(0xdf, CD_MAX_CONTAINER + 1);
-}
+CD_TEST(proto_rpc_map32_over_container_limit) { expect_header_too_large(0xdf, CD_MAX_CONTAINER + 1); }
 
-CD_TEST(proto_rpc_str32_over_max_message) {
-    expect_header_too_large(0xdb, CD_MAX_MESSAGE_DEFAULT);
-}
+CD_TEST(proto_rpc_str32_over_max_message) { expect_header_too_large(0xdb, CD_MAX_MESSAGE_DEFAULT); }
 
-CD_TEST(proto_rpc_bin32_over_max_message) {
-    expect_header_too_large(0xc6, 0xffffffffu);
-}
+CD_TEST(proto_rpc_bin32_over_max_message) { expect_header_too_large(0xc6, 0xffffffffu); }
 
-CD_TEST(proto_rpc_ext32_over_max_message) {
-    expect_header_too_large(0xc9, CD_MAX_MESSAGE_DEFAULT);
-}
+CD_TEST(proto_rpc_ext32_over_max_message) { expect_header_too_large(0xc9, CD_MAX_MESSAGE_DEFAULT); }
 
 // Within CD_MAX_CONTAINER, but more elements than bytes left in max_message.
 CD_TEST(proto_rpc_array_cannot_fit_in_max_message) {
@@ -798,8 +784,7 @@ CD_TEST(proto_rpc_small_messages_throughput) {
     }
     double dt = tp_now() - t0;
     CHECK_EQ(got, n);
-    printf("  %d requests of %zu bytes in 64 KiB reads: %.0f ns/message\n", n,
-           t.sb.size / (size_t)n, dt * 1e9 / n);
+    printf("  %d requests of %zu bytes in 64 KiB reads: %.0f ns/message\n", n, t.sb.size / (size_t)n, dt * 1e9 / n);
     CHECK(dt < 10.0);
     cd_rpc_reader_free(r);
     tp_pack_free(&t);

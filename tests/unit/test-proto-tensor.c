@@ -21,8 +21,7 @@ static void pk_bin(tp_pack *t, size_t n) {
 }
 
 // Packs {dtype, shape, data} with data of nbytes zero bytes.
-static void pk_tensor(tp_pack *t, const char *dtype, const int64_t *dims, int rank,
-                      size_t nbytes) {
+static void pk_tensor(tp_pack *t, const char *dtype, const int64_t *dims, int rank, size_t nbytes) {
     CHECK_EQ(msgpack_pack_map(&t->pk, 3), 0);
     pk_key(t, "dtype");
     tp_pack_str(t, dtype);
@@ -43,22 +42,22 @@ static int decode_packed(tp_pack *t, char *err, size_t errlen) {
     char buf[256];
     if (!err) err = buf, errlen = sizeof buf;
     int rc = cd_tensor_decode(&u.data, &tensor, err, errlen);
-    if (rc < 0) CHECK(err[0] != '\0');  // every rejection says why
+    if (rc < 0) CHECK(err[0] != '\0'); // every rejection says why
     msgpack_unpacked_destroy(&u);
     tp_pack_free(t);
     return rc;
 }
 
-#define EXPECT_TENSOR(packing, code)                                          \
-    do {                                                                      \
-        tp_pack t_;                                                           \
-        tp_pack_init(&t_);                                                    \
-        tp_pack *t = &t_;                                                     \
-        packing;                                                              \
-        char e_[256];                                                         \
-        int rc_ = decode_packed(t, e_, sizeof e_);                            \
-        if (rc_ != (code)) fprintf(stderr, "reason: %s\n", e_);               \
-        CHECK_EQ(rc_, (code));                                                \
+#define EXPECT_TENSOR(packing, code)                            \
+    do {                                                        \
+        tp_pack t_;                                             \
+        tp_pack_init(&t_);                                      \
+        tp_pack *t = &t_;                                       \
+        packing;                                                \
+        char e_[256];                                           \
+        int rc_ = decode_packed(t, e_, sizeof e_);              \
+        if (rc_ != (code)) fprintf(stderr, "reason: %s\n", e_); \
+        CHECK_EQ(rc_, (code));                                  \
     } while (0)
 
 // ---- round trips ------------------------------------------------------------
@@ -143,8 +142,7 @@ CD_TEST(proto_tensor_random_round_trips) {
 
 CD_TEST(proto_tensor_dtype_table) {
     size_t sizes[] = {0, 4, 2, 2, 8, 1, 1, 2, 4, 8, 1};
-    const char *names[] = {"invalid", "f32", "f16", "bf16", "f64", "i8",
-                           "u8", "i16", "i32", "i64", "bool"};
+    const char *names[] = {"invalid", "f32", "f16", "bf16", "f64", "i8", "u8", "i16", "i32", "i64", "bool"};
     for (int i = 0; i <= CD_DTYPE_BOOL; i++) {
         CHECK_EQ(cd_dtype_size((cd_dtype)i), sizes[i]);
         CHECK_STREQ(cd_dtype_name((cd_dtype)i), names[i]);
@@ -168,9 +166,7 @@ CD_TEST(proto_tensor_numel_overflow) {
 
 static const int64_t d23[2] = {2, 3};
 
-CD_TEST(proto_tensor_not_a_map) {
-    EXPECT_TENSOR(pk_shape(t, d23, 2), CD_EPARAMS);
-}
+CD_TEST(proto_tensor_not_a_map) { EXPECT_TENSOR(pk_shape(t, d23, 2), CD_EPARAMS); }
 
 CD_TEST(proto_tensor_unknown_key) {
     char err[256];
@@ -197,40 +193,36 @@ CD_TEST(proto_tensor_missing_dtype) {
 }
 
 CD_TEST(proto_tensor_missing_shape) {
-    EXPECT_TENSOR((msgpack_pack_map(&t->pk, 2), pk_key(t, "dtype"), tp_pack_str(t, "f32"),
-                   pk_key(t, "data"), pk_bin(t, 4)),
-                  CD_EPARAMS);
+    EXPECT_TENSOR(
+        (msgpack_pack_map(&t->pk, 2), pk_key(t, "dtype"), tp_pack_str(t, "f32"), pk_key(t, "data"), pk_bin(t, 4)),
+        CD_EPARAMS);
 }
 
 CD_TEST(proto_tensor_missing_data) {
-    EXPECT_TENSOR((msgpack_pack_map(&t->pk, 2), pk_key(t, "dtype"), tp_pack_str(t, "f32"),
-                   pk_key(t, "shape"), pk_shape(t, d23, 2)),
+    EXPECT_TENSOR((msgpack_pack_map(&t->pk, 2), pk_key(t, "dtype"), tp_pack_str(t, "f32"), pk_key(t, "shape"),
+                   pk_shape(t, d23, 2)),
                   CD_EPARAMS);
 }
 
 CD_TEST(proto_tensor_duplicate_key) {
-    EXPECT_TENSOR((msgpack_pack_map(&t->pk, 4), pk_key(t, "dtype"), tp_pack_str(t, "f32"),
-                   pk_key(t, "shape"), pk_shape(t, d23, 2), pk_key(t, "data"),
-                   pk_bin(t, 24), pk_key(t, "dtype"), tp_pack_str(t, "f32")),
+    EXPECT_TENSOR((msgpack_pack_map(&t->pk, 4), pk_key(t, "dtype"), tp_pack_str(t, "f32"), pk_key(t, "shape"),
+                   pk_shape(t, d23, 2), pk_key(t, "data"), pk_bin(t, 24), pk_key(t, "dtype"), tp_pack_str(t, "f32")),
                   CD_EPARAMS);
 }
 
 CD_TEST(proto_tensor_int_key) {
-    EXPECT_TENSOR((msgpack_pack_map(&t->pk, 1), msgpack_pack_int(&t->pk, 1),
-                   tp_pack_str(t, "f32")),
-                  CD_EPARAMS);
+    EXPECT_TENSOR((msgpack_pack_map(&t->pk, 1), msgpack_pack_int(&t->pk, 1), tp_pack_str(t, "f32")), CD_EPARAMS);
 }
 
 CD_TEST(proto_tensor_dtype_not_str) {
-    EXPECT_TENSOR((msgpack_pack_map(&t->pk, 3), pk_key(t, "dtype"), msgpack_pack_int(&t->pk, 1),
-                   pk_key(t, "shape"), pk_shape(t, d23, 2), pk_key(t, "data"), pk_bin(t, 24)),
+    EXPECT_TENSOR((msgpack_pack_map(&t->pk, 3), pk_key(t, "dtype"), msgpack_pack_int(&t->pk, 1), pk_key(t, "shape"),
+                   pk_shape(t, d23, 2), pk_key(t, "data"), pk_bin(t, 24)),
                   CD_EPARAMS);
 }
 
 CD_TEST(proto_tensor_shape_not_array) {
-    EXPECT_TENSOR((msgpack_pack_map(&t->pk, 3), pk_key(t, "dtype"), tp_pack_str(t, "f32"),
-                   pk_key(t, "shape"), msgpack_pack_map(&t->pk, 0), pk_key(t, "data"),
-                   pk_bin(t, 24)),
+    EXPECT_TENSOR((msgpack_pack_map(&t->pk, 3), pk_key(t, "dtype"), tp_pack_str(t, "f32"), pk_key(t, "shape"),
+                   msgpack_pack_map(&t->pk, 0), pk_key(t, "data"), pk_bin(t, 24)),
                   CD_EPARAMS);
 }
 
@@ -277,9 +269,7 @@ CD_TEST(proto_tensor_dtype_unknown) {
 
 CD_TEST(proto_tensor_dtype_empty) { EXPECT_TENSOR(pk_tensor(t, "", d23, 2, 6), CD_EDTYPE); }
 
-CD_TEST(proto_tensor_dtype_wrong_case) {
-    EXPECT_TENSOR(pk_tensor(t, "F32", d23, 2, 24), CD_EDTYPE);
-}
+CD_TEST(proto_tensor_dtype_wrong_case) { EXPECT_TENSOR(pk_tensor(t, "F32", d23, 2, 24), CD_EDTYPE); }
 
 // ---- malformed: shape (E_SHAPE, E_TOO_LARGE) -----------------------------------
 
@@ -321,10 +311,14 @@ static void pk_shape_with(tp_pack *t, int kind) {
     pk_key(t, "shape");
     msgpack_pack_array(&t->pk, 2);
     msgpack_pack_int(&t->pk, 2);
-    if (kind == 0) msgpack_pack_double(&t->pk, 3.0);
-    else if (kind == 1) tp_pack_str(t, "3");
-    else if (kind == 2) msgpack_pack_nil(&t->pk);
-    else msgpack_pack_true(&t->pk);
+    if (kind == 0)
+        msgpack_pack_double(&t->pk, 3.0);
+    else if (kind == 1)
+        tp_pack_str(t, "3");
+    else if (kind == 2)
+        msgpack_pack_nil(&t->pk);
+    else
+        msgpack_pack_true(&t->pk);
     pk_key(t, "data"), pk_bin(t, 24);
 }
 
@@ -334,9 +328,9 @@ CD_TEST(proto_tensor_dim_nil) { EXPECT_TENSOR(pk_shape_with(t, 2), CD_ESHAPE); }
 CD_TEST(proto_tensor_dim_bool) { EXPECT_TENSOR(pk_shape_with(t, 3), CD_ESHAPE); }
 
 CD_TEST(proto_tensor_dim_over_int64) {
-    EXPECT_TENSOR((msgpack_pack_map(&t->pk, 3), pk_key(t, "dtype"), tp_pack_str(t, "u8"),
-                   pk_key(t, "shape"), msgpack_pack_array(&t->pk, 1),
-                   msgpack_pack_uint64(&t->pk, UINT64_MAX), pk_key(t, "data"), pk_bin(t, 1)),
+    EXPECT_TENSOR((msgpack_pack_map(&t->pk, 3), pk_key(t, "dtype"), tp_pack_str(t, "u8"), pk_key(t, "shape"),
+                   msgpack_pack_array(&t->pk, 1), msgpack_pack_uint64(&t->pk, UINT64_MAX), pk_key(t, "data"),
+                   pk_bin(t, 1)),
                   CD_ETOO_LARGE);
 }
 
@@ -358,7 +352,7 @@ CD_TEST(proto_tensor_bytes_overflow_int64) {
 }
 
 CD_TEST(proto_tensor_huge_dims_mismatch_not_overflow) {
-    int64_t d[2] = {1ll << 30, 1ll << 30};  // 2^60 bytes of u8: fits, but not sent
+    int64_t d[2] = {1ll << 30, 1ll << 30}; // 2^60 bytes of u8: fits, but not sent
     EXPECT_TENSOR(pk_tensor(t, "u8", d, 2, 16), CD_ESHAPE);
 }
 
@@ -371,9 +365,7 @@ CD_TEST(proto_tensor_data_too_short) {
     CHECK_STREQ(err, "tensor data is 23 bytes, shape [2, 3] of f32 needs 24");
 }
 
-CD_TEST(proto_tensor_data_too_long) {
-    EXPECT_TENSOR(pk_tensor(t, "f16", d23, 2, 13), CD_ESHAPE);
-}
+CD_TEST(proto_tensor_data_too_long) { EXPECT_TENSOR(pk_tensor(t, "f16", d23, 2, 13), CD_ESHAPE); }
 
 CD_TEST(proto_tensor_data_empty) { EXPECT_TENSOR(pk_tensor(t, "i8", d23, 2, 0), CD_ESHAPE); }
 

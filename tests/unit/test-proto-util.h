@@ -46,8 +46,7 @@ static inline void tp_raw(tp_bytes *b, int count, ...) {
 
 // Appends a tag byte followed by a big-endian 32-bit length (a "5-byte header").
 static inline void tp_hdr32(tp_bytes *b, unsigned char tag, uint32_t len) {
-    tp_raw(b, 5, tag, (int)(len >> 24), (int)((len >> 16) & 0xff),
-           (int)((len >> 8) & 0xff), (int)(len & 0xff));
+    tp_raw(b, 5, tag, (int)(len >> 24), (int)((len >> 16) & 0xff), (int)((len >> 8) & 0xff), (int)(len & 0xff));
 }
 
 // Appends a fixstr (len < 32).
@@ -105,10 +104,10 @@ static inline int tp_feed(cd_rpc_reader *r, const char *p, size_t len, size_t ch
 // returns the result of the first cd_rpc_reader_next. The message (on 1), the
 // msgid reported and the reason land in the out-parameters (may be NULL).
 typedef struct {
-    int rc;                 // result of cd_rpc_reader_next
-    int feed_rc;            // result of cd_rpc_reader_feed
-    uint32_t msgid;         // msgid reported by next
-    char err[256];          // reason reported by next
+    int rc;         // result of cd_rpc_reader_next
+    int feed_rc;    // result of cd_rpc_reader_feed
+    uint32_t msgid; // msgid reported by next
+    char err[256];  // reason reported by next
 } tp_result;
 
 static inline tp_result tp_decode_one(const char *p, size_t len, size_t max_message) {
@@ -120,7 +119,7 @@ static inline tp_result tp_decode_one(const char *p, size_t len, size_t max_mess
     cd_rpc_msg msg;
     res.rc = cd_rpc_reader_next(r, &msg, &res.msgid, res.err, sizeof res.err);
     if (res.rc == 1) cd_rpc_msg_free(&msg);
-    if (res.rc < 0) CHECK(res.err[0] != '\0');  // every error has a reason
+    if (res.rc < 0) CHECK(res.err[0] != '\0'); // every error has a reason
     cd_rpc_reader_free(r);
     return res;
 }
@@ -129,8 +128,7 @@ static inline tp_result tp_decode_one(const char *p, size_t len, size_t max_mess
 #define TP_EXPECT(bytes, len, code)                                           \
     do {                                                                      \
         tp_result r_ = tp_decode_one((bytes), (len), CD_MAX_MESSAGE_DEFAULT); \
-        if (r_.rc != (code))                                                  \
-            fprintf(stderr, "reason: %s\n", r_.err);                          \
+        if (r_.rc != (code)) fprintf(stderr, "reason: %s\n", r_.err);         \
         CHECK_EQ(r_.rc, (code));                                              \
     } while (0)
 

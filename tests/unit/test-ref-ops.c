@@ -25,8 +25,19 @@ CD_TEST(ref_gemm_equals_1x1_conv) {
     float *got = zbuf((size_t)m * n), *want = zbuf((size_t)m * n);
     cd_activation act = {CD_ACT_RELU, 0, 0};
     cd_ref_gemm(m, n, k, a, w, b, act, got);
-    cd_conv_desc d = {.n = m, .c = k, .h = 1, .w = 1, .k = n, .r = 1, .s = 1, .stride_h = 1, .stride_w = 1,
-                      .dil_h = 1, .dil_w = 1, .groups = 1, .act = act};
+    cd_conv_desc d = {.n = m,
+                      .c = k,
+                      .h = 1,
+                      .w = 1,
+                      .k = n,
+                      .r = 1,
+                      .s = 1,
+                      .stride_h = 1,
+                      .stride_w = 1,
+                      .dil_h = 1,
+                      .dil_w = 1,
+                      .groups = 1,
+                      .act = act};
     cd_conv_out_dims(&d);
     cd_ref_conv2d(&d, a, w, b, NULL, want);
     CHECK_CLOSE_F32(got, want, (size_t)m * n, 1e-5);
@@ -73,7 +84,10 @@ CD_TEST(ref_binary_broadcast_random_shapes) {
                 sb *= (size_t)bs[i];
             }
             float x = a[ia], y = b[ib];
-            float v = kind == CD_BINARY_ADD ? x + y : kind == CD_BINARY_MUL ? x * y : kind == CD_BINARY_SUB ? x - y : x / y;
+            float v = kind == CD_BINARY_ADD   ? x + y
+                      : kind == CD_BINARY_MUL ? x * y
+                      : kind == CD_BINARY_SUB ? x - y
+                                              : x / y;
             if (act.kind == CD_ACT_RELU && v < 0) v = 0;
             CHECK_CLOSE_F32(&got[e], &v, 1, 1e-6);
         }

@@ -56,9 +56,23 @@ static int new_value(cd_graph *g, int c, int h, int w) {
 // Conv with random weights (nonzero), random bias in [-1, 1]; returns the output value.
 static int conv(cd_graph *g, int in, int res, int k, int rs, int pad, int stride, int groups, cd_act act) {
     const cd_value *x = &g->values[in];
-    cd_conv_desc d = {.n = 1, .c = (int)x->shape[1], .h = (int)x->shape[2], .w = (int)x->shape[3], .k = k, .r = rs,
-                      .s = rs, .stride_h = stride, .stride_w = stride, .pad_t = pad, .pad_l = pad, .pad_b = pad,
-                      .pad_r = pad, .dil_h = 1, .dil_w = 1, .groups = groups, .act = {act, 0.0f, 6.0f},
+    cd_conv_desc d = {.n = 1,
+                      .c = (int)x->shape[1],
+                      .h = (int)x->shape[2],
+                      .w = (int)x->shape[3],
+                      .k = k,
+                      .r = rs,
+                      .s = rs,
+                      .stride_h = stride,
+                      .stride_w = stride,
+                      .pad_t = pad,
+                      .pad_l = pad,
+                      .pad_b = pad,
+                      .pad_r = pad,
+                      .dil_h = 1,
+                      .dil_w = 1,
+                      .groups = groups,
+                      .act = {act, 0.0f, 6.0f},
                       .has_residual = res >= 0};
     cd_conv_out_dims(&d);
     int out = new_value(g, k, d.oh, d.ow);
@@ -111,8 +125,17 @@ static int unary(cd_graph *g, cd_op_kind kind, int in, cd_act act) {
     op->nin = 1;
     op->in[0] = in;
     if (kind == CD_OP_POOL) {
-        cd_pool_desc p = {.kind = CD_POOL_MAX, .n = 1, .c = c, .h = h, .w = w, .kh = 2, .kw = 2, .stride_h = 2,
-                          .stride_w = 2, .dil_h = 1, .dil_w = 1};
+        cd_pool_desc p = {.kind = CD_POOL_MAX,
+                          .n = 1,
+                          .c = c,
+                          .h = h,
+                          .w = w,
+                          .kh = 2,
+                          .kw = 2,
+                          .stride_h = 2,
+                          .stride_w = 2,
+                          .dil_h = 1,
+                          .dil_w = 1};
         cd_pool_out_dims(&p);
         op->u.pool = p;
         h = p.oh;
@@ -169,7 +192,8 @@ static float *interpret(const cd_graph *g, int n, const float *x, size_t *count)
         case CD_OP_CONV: {
             cd_conv_desc d = op->u.conv.d;
             d.n = n;
-            cd_ref_conv2d(&d, buf[op->in[0]], op->u.conv.w, op->u.conv.bias, d.has_residual ? buf[op->in[1]] : NULL, dst);
+            cd_ref_conv2d(&d, buf[op->in[0]], op->u.conv.w, op->u.conv.bias, d.has_residual ? buf[op->in[1]] : NULL,
+                          dst);
             break;
         }
         case CD_OP_ACT: cd_ref_activation(op->u.act, (size_t)ov->numel * n, buf[op->in[0]], dst); break;
@@ -238,11 +262,12 @@ static void check_compaction_exact(cd_graph *g, int n) {
     if (worst > 1e-5 && getenv("CD_COMPACT_DEBUG"))
         for (int k = 0; k < g->nops; k++) {
             const cd_op *op = &g->ops[k];
-            fprintf(stderr, "op %d kind %d in %d,%d out %d (C %lld) %s", k, op->kind, op->in[0], op->nin > 1 ? op->in[1] : -1, op->out,
-                    (long long)g->values[op->out].shape[1], op->compact);
+            fprintf(stderr, "op %d kind %d in %d,%d out %d (C %lld) %s", k, op->kind, op->in[0],
+                    op->nin > 1 ? op->in[1] : -1, op->out, (long long)g->values[op->out].shape[1], op->compact);
             if (op->kind == CD_OP_CONV)
-                fprintf(stderr, " conv c%d k%d %dx%d pad%d g%d res%d act%d", op->u.conv.d.c, op->u.conv.d.k, op->u.conv.d.r,
-                        op->u.conv.d.s, op->u.conv.d.pad_t, op->u.conv.d.groups, op->u.conv.d.has_residual, op->u.conv.d.act.kind);
+                fprintf(stderr, " conv c%d k%d %dx%d pad%d g%d res%d act%d", op->u.conv.d.c, op->u.conv.d.k,
+                        op->u.conv.d.r, op->u.conv.d.s, op->u.conv.d.pad_t, op->u.conv.d.groups,
+                        op->u.conv.d.has_residual, op->u.conv.d.act.kind);
             fprintf(stderr, "\n");
         }
     if (worst > 1e-5) CD_CHECK_FAIL_("compacted output differs: max relative error %g", worst);
@@ -430,7 +455,8 @@ CD_TEST(compact_random_graphs_match_uncompacted) {
             if (kind <= 2) {
                 int res = kind == 2 && prev >= 0 && g->values[prev].shape[2] == v->shape[2] &&
                                   g->values[prev].shape[3] == v->shape[3] && (rs == 1 || pad)
-                              ? prev : -1;
+                              ? prev
+                              : -1;
                 if (res >= 0) k = (int)g->values[res].shape[1];
                 nxt = conv(g, cur, res, k, rs, pad, 1, 1, act);
                 double f = fracs[cd_test_randi(0, 3)];

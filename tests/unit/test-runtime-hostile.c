@@ -46,7 +46,8 @@ static int fold(const char *op, int na, const int64_t *a, int nb, const int64_t 
 static void fold_fails(const char *op, int64_t x, int64_t y, int code) {
     char err[512] = "";
     int rc = fold(op, 1, &x, 1, &y, err, sizeof err);
-    if (rc != code) CD_CHECK_FAIL_("%s(%lld, %lld): rc %d (%s), expected %d", op, (long long)x, (long long)y, rc, err, code);
+    if (rc != code)
+        CD_CHECK_FAIL_("%s(%lld, %lld): rc %d (%s), expected %d", op, (long long)x, (long long)y, rc, err, code);
     CHECK(strstr(err, "fold_c") != NULL); // the message names the node
 }
 
@@ -86,8 +87,8 @@ CD_TEST(hostile_fold_edges_that_are_fine) {
     struct {
         const char *op;
         int64_t x, y;
-    } ok[] = {{"Add", INT64_MAX, 0}, {"Add", INT64_MIN, INT64_MAX}, {"Sub", -1, INT64_MIN}, {"Mul", INT64_MIN, 1},
-              {"Mul", -1, INT64_MAX}, {"Div", INT64_MIN, 1}, {"Div", INT64_MIN, 2}, {"Div", INT64_MAX, -1}};
+    } ok[] = {{"Add", INT64_MAX, 0},  {"Add", INT64_MIN, INT64_MAX}, {"Sub", -1, INT64_MIN}, {"Mul", INT64_MIN, 1},
+              {"Mul", -1, INT64_MAX}, {"Div", INT64_MIN, 1},         {"Div", INT64_MIN, 2},  {"Div", INT64_MAX, -1}};
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
         int rc = fold(ok[i].op, 1, &ok[i].x, 1, &ok[i].y, err, sizeof err);
         if (rc) CD_CHECK_FAIL_("%s(%lld, %lld): %s", ok[i].op, (long long)ok[i].x, (long long)ok[i].y, err);
@@ -153,7 +154,7 @@ CD_TEST(hostile_checked_helpers) {
 static const char *write_chain(int n, const char *op) {
     Onnx__NodeProto *nodes = calloc((size_t)n, sizeof *nodes);
     Onnx__NodeProto **np = calloc((size_t)n, sizeof *np);
-    char (*names)[16] = calloc((size_t)n + 1, sizeof *names);
+    char(*names)[16] = calloc((size_t)n + 1, sizeof *names);
     char **ins = calloc((size_t)n, sizeof *ins), **outs = calloc((size_t)n, sizeof *outs);
     CHECK(nodes && np && names && ins && outs);
     snprintf(names[0], sizeof names[0], "x");

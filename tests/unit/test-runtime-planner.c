@@ -29,7 +29,8 @@ static int run_op(cd_backend_t be, const cd_bop_desc *d, int n, const float *src
     if (rc) return rc;
     cd_backend_ctx *ctx;
     CHECK_EQ(cd_backend_ctx_create(be, &ctx), 0);
-    cd_btensor s0 = {(void *)src, CD_LAYOUT_NCHW, d->src[0].rank, {0}}, s1 = s0, o = {dst, CD_LAYOUT_NCHW, d->dst.rank, {0}};
+    cd_btensor s0 = {(void *)src, CD_LAYOUT_NCHW, d->src[0].rank, {0}}, s1 = s0,
+               o = {dst, CD_LAYOUT_NCHW, d->dst.rank, {0}};
     memcpy(s0.shape, d->src[0].shape, sizeof s0.shape);
     memcpy(o.shape, d->dst.shape, sizeof o.shape);
     s0.shape[0] = o.shape[0] = n;
@@ -52,17 +53,29 @@ CD_TEST(planner_sparse_conv_through_backend_matches_reference) {
         static const int ks[4] = {1, 3, 5, 7};
         int rs = ks[cd_test_randi(0, 3)], groups = 1, dw = cd_test_randi(0, 4) == 0;
         int c = cd_test_randi(1, 24), k = cd_test_randi(1, 24);
-        if (dw) groups = k = c;
+        if (dw)
+            groups = k = c;
         else if (cd_test_randi(0, 3) == 0) {
             groups = cd_test_randi(2, 3);
             c = groups * cd_test_randi(1, 6);
             k = groups * cd_test_randi(1, 6);
         }
-        cd_conv_desc cv = {.n = 1, .c = c, .h = cd_test_randi(rs, rs + 12), .w = cd_test_randi(rs, rs + 13), .k = k,
-                           .r = rs, .s = rs, .stride_h = cd_test_randi(1, 2), .stride_w = cd_test_randi(1, 2),
-                           .pad_t = cd_test_randi(0, rs / 2), .pad_l = cd_test_randi(0, rs / 2),
-                           .pad_b = cd_test_randi(0, rs / 2), .pad_r = cd_test_randi(0, rs / 2),
-                           .dil_h = cd_test_randi(1, 2), .dil_w = 1, .groups = groups,
+        cd_conv_desc cv = {.n = 1,
+                           .c = c,
+                           .h = cd_test_randi(rs, rs + 12),
+                           .w = cd_test_randi(rs, rs + 13),
+                           .k = k,
+                           .r = rs,
+                           .s = rs,
+                           .stride_h = cd_test_randi(1, 2),
+                           .stride_w = cd_test_randi(1, 2),
+                           .pad_t = cd_test_randi(0, rs / 2),
+                           .pad_l = cd_test_randi(0, rs / 2),
+                           .pad_b = cd_test_randi(0, rs / 2),
+                           .pad_r = cd_test_randi(0, rs / 2),
+                           .dil_h = cd_test_randi(1, 2),
+                           .dil_w = 1,
+                           .groups = groups,
                            .act = {(cd_act)cd_test_randi(CD_ACT_NONE, CD_ACT_LEAKYRELU), 0.1f, 0.9f},
                            .has_residual = cd_test_randi(0, 1)};
         cd_conv_out_dims(&cv);
@@ -72,7 +85,8 @@ CD_TEST(planner_sparse_conv_through_backend_matches_reference) {
         size_t nw = (size_t)k * (c / groups) * rs * rs, nin = (size_t)n * c * cv.h * cv.w,
                nout = (size_t)n * k * cv.oh * cv.ow;
         float *w = malloc(nw * sizeof(float)), *b = malloc(k * sizeof(float)), *x = malloc(nin * sizeof(float)),
-              *res = malloc(nout * sizeof(float)), *got = malloc(nout * sizeof(float)), *want = malloc(nout * sizeof(float));
+              *res = malloc(nout * sizeof(float)), *got = malloc(nout * sizeof(float)),
+              *want = malloc(nout * sizeof(float));
         sp_fill_random(w, nw);
         sp_prune_unstructured(w, nw, sp);
         sp_fill_random(b, k);
@@ -152,9 +166,24 @@ static float *big_layer(cd_bop_desc *d, int rs, int ch, int hw, double density, 
     d->op = CD_BOP_CONV2D;
     d->max_batch = 1;
     d->nsrc = 1;
-    d->u.conv = (cd_conv_desc){.n = 1, .c = ch, .h = hw, .w = hw, .k = ch, .r = rs, .s = rs, .stride_h = 1,
-                               .stride_w = 1, .pad_t = rs / 2, .pad_l = rs / 2, .pad_b = rs / 2, .pad_r = rs / 2,
-                               .dil_h = 1, .dil_w = 1, .groups = 1, .oh = hw, .ow = hw};
+    d->u.conv = (cd_conv_desc){.n = 1,
+                               .c = ch,
+                               .h = hw,
+                               .w = hw,
+                               .k = ch,
+                               .r = rs,
+                               .s = rs,
+                               .stride_h = 1,
+                               .stride_w = 1,
+                               .pad_t = rs / 2,
+                               .pad_l = rs / 2,
+                               .pad_b = rs / 2,
+                               .pad_r = rs / 2,
+                               .dil_h = 1,
+                               .dil_w = 1,
+                               .groups = 1,
+                               .oh = hw,
+                               .ow = hw};
     d->src[0] = (cd_tdesc){4, {1, ch, hw, hw}, CD_LAYOUT_NCHW, 0};
     d->dst = d->src[0];
     size_t nw = (size_t)ch * ch * rs * rs;
@@ -193,9 +222,7 @@ CD_TEST(planner_picks_dense_at_low_sparsity_and_sparse_at_90) {
     CHECK(mkdtemp(dir) != NULL);
     write_calibration(dir);
     cd_planner_opts po = {.mode = CD_PLAN_AUTO, .tune_cache = dir, .max_batch = 1};
-    static const struct {
-        int rs, ch, hw;
-    } shapes[2] = {{1, 256, 14}, {3, 128, 14}};
+    static const struct { int rs, ch, hw; } shapes[2] = {{1, 256, 14}, {3, 128, 14}};
     // With these rates: the 1x1 at 90% and the 3x3 at 95% are predicted
     // clearly faster sparse; 0-30% sparsity is dense whatever the rates.
     for (int i = 0; i < 2; i++) {
@@ -293,8 +320,10 @@ CD_TEST(planner_tune_measures_once_then_reads_the_cache) {
 
 // CONVD_PLAN, read by cd_runtime_options_from_env, then made the process's.
 static void plan_env(const char *value) {
-    if (value) setenv("CONVD_PLAN", value, 1);
-    else unsetenv("CONVD_PLAN");
+    if (value)
+        setenv("CONVD_PLAN", value, 1);
+    else
+        unsetenv("CONVD_PLAN");
     cd_runtime_options o;
     cd_runtime_options_from_env(&o);
     cd_runtime_configure(&o);

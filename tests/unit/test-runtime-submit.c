@@ -89,7 +89,8 @@ static void check_double_buffer(const char *device) {
     }
     // Misuse: a second submit while one is pending, a wait with nothing
     // pending, a failing submit (bad batch) leaves nothing pending.
-    CHECK_EQ(cd_model_submit(ex[0], batch[0], (const void *const *)&xkeep[0], (void *const *)&y[0], err, sizeof err), 0);
+    CHECK_EQ(cd_model_submit(ex[0], batch[0], (const void *const *)&xkeep[0], (void *const *)&y[0], err, sizeof err),
+             0);
     CHECK_EQ(cd_model_submit(ex[0], batch[0], (const void *const *)&xkeep[0], (void *const *)&y[0], err, sizeof err),
              CD_EPARAMS);
     CHECK_EQ(cd_model_run(ex[0], batch[0], (const void *const *)&xkeep[0], (void *const *)&y[0], err, sizeof err),
@@ -97,9 +98,9 @@ static void check_double_buffer(const char *device) {
     CHECK_EQ(cd_model_wait(ex[0], err, sizeof err), 0);
     CHECK_EQ(cd_model_wait(ex[0], err, sizeof err), CD_EPARAMS);
     CHECK(strstr(err, "nothing") != NULL || strstr(err, "no submitted") != NULL);
-    CHECK_EQ(cd_model_submit(ex[1], max_batch + 1, (const void *const *)&xkeep[0], (void *const *)&y[0], err,
-                             sizeof err),
-             CD_ESHAPE);
+    CHECK_EQ(
+        cd_model_submit(ex[1], max_batch + 1, (const void *const *)&xkeep[0], (void *const *)&y[0], err, sizeof err),
+        CD_ESHAPE);
     CHECK_EQ(cd_model_wait(ex[1], err, sizeof err), CD_EPARAMS);
     const void *none[1] = {NULL};
     CHECK_EQ(cd_model_submit(ex[1], 1, none, (void *const *)&y[0], err, sizeof err), CD_EPARAMS);
@@ -108,7 +109,8 @@ static void check_double_buffer(const char *device) {
     CHECK_EQ(cd_model_run(ex[1], batch[1], (const void *const *)&xkeep[1], (void *const *)&y[1], err, sizeof err), 0);
     CHECK_EQ(cd_model_run(rex, batch[1], (const void *const *)&xkeep[1], (void *const *)&ref, err, sizeof err), 0);
     CHECK_CLOSE_F32(y[1], ref, (size_t)(no * batch[1]), 1e-5);
-    CHECK_EQ(cd_model_submit(ex[0], batch[2], (const void *const *)&xkeep[2], (void *const *)&y[2], err, sizeof err), 0);
+    CHECK_EQ(cd_model_submit(ex[0], batch[2], (const void *const *)&xkeep[2], (void *const *)&y[2], err, sizeof err),
+             0);
     cd_exec_free(ex[0]);
     cd_exec_free(ex[1]);
     cd_exec_free(rex);

@@ -21,33 +21,30 @@ typedef struct {
     cd_sparse_isa isa;
     int vec; // floats per vector: the masks' window
     void (*phase_row)(float *, size_t, const float *, long, long, int, int, const uint16_t *);
-    void (*im2col_tap)(float *, int, int, const float *, int, int, long, long, int, int, int, int,
-                       const uint16_t *);
+    void (*im2col_tap)(float *, int, int, const float *, int, int, long, long, int, int, int, int, const uint16_t *);
     void (*copy_rows)(float *, size_t, const float *, size_t, size_t, size_t);
 } band_isa;
 
 static const band_isa k_band_isas[] = {
-    {CD_SPARSE_ISA_AVX512F, 16, cd_f32_phase_row__avx512f, cd_f32_im2col_tap__avx512f,
-     cd_f32_copy_rows__avx512f},
+    {CD_SPARSE_ISA_AVX512F, 16, cd_f32_phase_row__avx512f, cd_f32_im2col_tap__avx512f, cd_f32_copy_rows__avx512f},
     {CD_SPARSE_ISA_AVX2, 8, cd_f32_phase_row__avx2, cd_f32_im2col_tap__avx2, cd_f32_copy_rows__avx2},
 };
 
 // Each ISA with band rows that this CPU runs under CONVD_MAX_ISA.
-#define FOR_EACH_BAND_ISA(b)                                                   \
-    for (const band_isa *b = k_band_isas;                                      \
-         b < k_band_isas + sizeof k_band_isas / sizeof k_band_isas[0]; b++)     \
+#define FOR_EACH_BAND_ISA(b)                                                                                 \
+    for (const band_isa *b = k_band_isas; b < k_band_isas + sizeof k_band_isas / sizeof k_band_isas[0]; b++) \
         if (cd_sparse_isa_supported(b->isa))
 
 // Checks row[0..n) against the rule for input row xr of width w, and that
 // row[n..n+16) kept its NaN guard.
-static void check_row(const band_isa *b, const float *row, size_t n, const float *xr, int w, int sh,
-                      int stride, const char *where) {
+static void check_row(const band_isa *b, const float *row, size_t n, const float *xr, int w, int sh, int stride,
+                      const char *where) {
     for (size_t j = 0; j < n; j++) {
         const long s = (long)stride * (long)j + sh;
         const float want = s >= 0 && s < w ? xr[s] : 0.0f;
         if (row[j] != want)
-            CD_CHECK_FAIL_("%s %s: n%zu w%d sh%d stride%d: j=%zu got %g want %g", cd_sparse_isa_name(b->isa),
-                           where, n, w, sh, stride, j, row[j], want);
+            CD_CHECK_FAIL_("%s %s: n%zu w%d sh%d stride%d: j=%zu got %g want %g", cd_sparse_isa_name(b->isa), where, n,
+                           w, sh, stride, j, row[j], want);
     }
     for (size_t j = n; j < n + 16; j++)
         if (!isnan(row[j])) CD_CHECK_FAIL_("%s %s: wrote row[%zu] past n %zu", cd_sparse_isa_name(b->isa), where, j, n);
@@ -104,7 +101,8 @@ CD_TEST(sparse_phase_row_reads_nothing_outside_tensor_guard_pages) {
             const float *xr = x + (size_t)at * w;
             const long o = (long)(xr - x);
             b->phase_row(row, n, xr, -o, (long)total - o, sh, stride, masks);
-            check_row(b, row, n, xr, w, sh, stride, at_end ? "tensor against the page after" : "tensor against the page before");
+            check_row(b, row, n, xr, w, sh, stride,
+                      at_end ? "tensor against the page after" : "tensor against the page before");
         }
     }
     munmap(map, span);
@@ -135,8 +133,8 @@ CD_TEST(sparse_im2col_tap_matches_rule_rows_outside_zero) {
                     const float want = y >= 0 && y < h && c >= 0 && c < w ? xp[(size_t)y * w + c] : 0.0f;
                     if (dst[oy * ow + ox] != want)
                         CD_CHECK_FAIL_("%s h%d w%d oh%d ow%d y0 %d rs%d sh%d stride%d: (%d,%d) got %g want %g",
-                                       cd_sparse_isa_name(b->isa), h, w, oh, ow, y0, row_stride, sh, stride,
-                                       oy, ox, dst[oy * ow + ox], want);
+                                       cd_sparse_isa_name(b->isa), h, w, oh, ow, y0, row_stride, sh, stride, oy, ox,
+                                       dst[oy * ow + ox], want);
                 }
             for (size_t j = out_n; j < out_n + 16; j++) CHECK(isnan(dst[j]));
             free(x);

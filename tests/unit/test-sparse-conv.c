@@ -10,8 +10,8 @@
 #include <string.h>
 
 static const double k_sparsities[] = {0.0, 0.5, 0.9, 0.99, 1.0};
-static const cd_sparse_format k_formats[] = {CD_SPARSE_FMT_CSR, CD_SPARSE_FMT_BSR4,
-                                             CD_SPARSE_FMT_BSR8, CD_SPARSE_FMT_AUTO};
+static const cd_sparse_format k_formats[] = {CD_SPARSE_FMT_CSR, CD_SPARSE_FMT_BSR4, CD_SPARSE_FMT_BSR8,
+                                             CD_SPARSE_FMT_AUTO};
 
 // Reference multiply-adds of a layer, to keep each case within the budget.
 static double ref_cost(const cd_conv_desc *d, int batch) {
@@ -43,9 +43,9 @@ static const char *run_case(cd_conv_desc d, int batch, double sparsity, int bloc
             // Second round: input channels forced into small column blocks
             // (later blocks accumulate onto the output of earlier ones).
             const int split = f >= sizeof k_formats / sizeof k_formats[0];
-            cd_sparse_conv_options opt = {
-                .format = k_formats[f % (sizeof k_formats / sizeof k_formats[0])], .isa = isas[i],
-                .cin_block = split ? cd_test_randi(1, cpg > 1 ? cpg - 1 : 1) : 0};
+            cd_sparse_conv_options opt = {.format = k_formats[f % (sizeof k_formats / sizeof k_formats[0])],
+                                          .isa = isas[i],
+                                          .cin_block = split ? cd_test_randi(1, cpg > 1 ? cpg - 1 : 1) : 0};
             cd_sparse_conv *h = NULL;
             CHECK_EQ(cd_sparse_conv_create(&d, w, bias, &opt, &h), 0);
             cd_sparse_conv_info info;
@@ -57,10 +57,9 @@ static const char *run_case(cd_conv_desc d, int batch, double sparsity, int bloc
             char what[256];
             snprintf(what, sizeof what,
                      "%s/%s/%s cb%d n%d c%d k%d g%d %dx%d k%dx%d s%d,%d p%d,%d,%d,%d d%d,%d act%d res%d sp%.2f",
-                     cd_sparse_isa_name(isas[i]), cd_sparse_format_name(info.format), info.mode,
-                     info.cin_blocks,
-                     batch, d.c, d.k, d.groups, d.h, d.w, d.r, d.s, d.stride_h, d.stride_w, d.pad_t,
-                     d.pad_l, d.pad_b, d.pad_r, d.dil_h, d.dil_w, d.act.kind, d.has_residual, sparsity);
+                     cd_sparse_isa_name(isas[i]), cd_sparse_format_name(info.format), info.mode, info.cin_blocks, batch,
+                     d.c, d.k, d.groups, d.h, d.w, d.r, d.s, d.stride_h, d.stride_w, d.pad_t, d.pad_l, d.pad_b, d.pad_r,
+                     d.dil_h, d.dil_w, d.act.kind, d.has_residual, sparsity);
             sp_check_close(y, ref, yn, what);
             cd_sparse_conv_free(h);
         }
@@ -138,8 +137,18 @@ CD_TEST(sparse_conv_1x1_stride1_direct) {
 
 // H*W a multiple of 16 (aligned planes): the kernels read the caller's planes.
 CD_TEST(sparse_conv_1x1_aligned_planes_direct) {
-    cd_conv_desc d = {.c = 13, .h = 6, .w = 8, .k = 21, .r = 1, .s = 1, .stride_h = 1,
-                      .stride_w = 1, .dil_h = 1, .dil_w = 1, .groups = 1, .has_residual = 1,
+    cd_conv_desc d = {.c = 13,
+                      .h = 6,
+                      .w = 8,
+                      .k = 21,
+                      .r = 1,
+                      .s = 1,
+                      .stride_h = 1,
+                      .stride_w = 1,
+                      .dil_h = 1,
+                      .dil_w = 1,
+                      .groups = 1,
+                      .has_residual = 1,
                       .act = {CD_ACT_RELU}};
     for (size_t s = 0; s < sizeof k_sparsities / sizeof k_sparsities[0]; s++)
         CHECK_STREQ(run_case(d, cd_test_randi(1, 9), k_sparsities[s], 0), "direct");
@@ -151,9 +160,19 @@ CD_TEST(sparse_conv_1x1_aligned_planes_direct) {
 CD_TEST(sparse_conv_1x1_unaligned_planes_balanced_passes) {
     const int hws[] = {14, 7, 13};
     for (int i = 0; i < 3; i++) {
-        cd_conv_desc d = {.c = cd_test_randi(20, 40), .h = hws[i], .w = hws[i], .k = cd_test_randi(5, 17),
-                          .r = 1, .s = 1, .stride_h = 1, .stride_w = 1, .dil_h = 1, .dil_w = 1,
-                          .groups = 1, .has_residual = 1, .act = {CD_ACT_CLIP, -0.5f, 0.75f}};
+        cd_conv_desc d = {.c = cd_test_randi(20, 40),
+                          .h = hws[i],
+                          .w = hws[i],
+                          .k = cd_test_randi(5, 17),
+                          .r = 1,
+                          .s = 1,
+                          .stride_h = 1,
+                          .stride_w = 1,
+                          .dil_h = 1,
+                          .dil_w = 1,
+                          .groups = 1,
+                          .has_residual = 1,
+                          .act = {CD_ACT_CLIP, -0.5f, 0.75f}};
         for (size_t s = 0; s < sizeof k_sparsities / sizeof k_sparsities[0]; s++)
             CHECK_STREQ(run_case(d, cd_test_randi(1, 3), k_sparsities[s], 0), "plane");
     }
@@ -165,9 +184,23 @@ CD_TEST(sparse_conv_1x1_unaligned_planes_balanced_passes) {
 // work is split over output channels).
 CD_TEST(sparse_conv_bands) {
     omp_set_num_threads(2);
-    cd_conv_desc d = {.c = 96, .h = 30, .w = 150, .k = 5, .r = 3, .s = 3, .stride_h = 1,
-                      .stride_w = 1, .pad_t = 1, .pad_l = 1, .pad_b = 1, .pad_r = 1, .dil_h = 1,
-                      .dil_w = 1, .groups = 1, .has_residual = 1, .act = {CD_ACT_RELU}};
+    cd_conv_desc d = {.c = 96,
+                      .h = 30,
+                      .w = 150,
+                      .k = 5,
+                      .r = 3,
+                      .s = 3,
+                      .stride_h = 1,
+                      .stride_w = 1,
+                      .pad_t = 1,
+                      .pad_l = 1,
+                      .pad_b = 1,
+                      .pad_r = 1,
+                      .dil_h = 1,
+                      .dil_w = 1,
+                      .groups = 1,
+                      .has_residual = 1,
+                      .act = {CD_ACT_RELU}};
     run_case(d, 1, 0.9, 0);
     CHECK(g_last_info.bands >= 3);
     d.c = 7;
@@ -235,9 +268,19 @@ CD_TEST(sparse_conv_depthwise_5x5_7x7) {
 CD_TEST(sparse_conv_fc_batch_as_pixels) {
     const int batches[] = {1, 2, 5, 9, 16, 17, 35};
     for (size_t b = 0; b < sizeof batches / sizeof batches[0]; b++) {
-        cd_conv_desc d = {.c = cd_test_randi(1, 70), .h = 1, .w = 1, .k = cd_test_randi(1, 40),
-                          .r = 1, .s = 1, .stride_h = 1, .stride_w = 1, .dil_h = 1, .dil_w = 1,
-                          .groups = 1, .act = sp_random_act(), .has_residual = cd_test_randi(0, 1)};
+        cd_conv_desc d = {.c = cd_test_randi(1, 70),
+                          .h = 1,
+                          .w = 1,
+                          .k = cd_test_randi(1, 40),
+                          .r = 1,
+                          .s = 1,
+                          .stride_h = 1,
+                          .stride_w = 1,
+                          .dil_h = 1,
+                          .dil_w = 1,
+                          .groups = 1,
+                          .act = sp_random_act(),
+                          .has_residual = cd_test_randi(0, 1)};
         for (size_t s = 0; s < sizeof k_sparsities / sizeof k_sparsities[0]; s++)
             CHECK_STREQ(run_case(d, batches[b], k_sparsities[s], 0), "fc");
     }
@@ -259,10 +302,22 @@ CD_TEST(sparse_conv_activations_residual) {
     for (int a = CD_ACT_NONE; a <= CD_ACT_LEAKYRELU; a++)
         for (int r = 0; r < 2; r++)
             for (int k = 1; k <= 3; k += 2) {
-                cd_conv_desc d = {.c = 11, .h = 9, .w = 13, .k = 10, .r = k, .s = k,
-                                  .stride_h = 1, .stride_w = 1, .pad_t = k / 2, .pad_l = k / 2,
-                                  .pad_b = k / 2, .pad_r = k / 2, .dil_h = 1, .dil_w = 1,
-                                  .groups = 1, .has_residual = r};
+                cd_conv_desc d = {.c = 11,
+                                  .h = 9,
+                                  .w = 13,
+                                  .k = 10,
+                                  .r = k,
+                                  .s = k,
+                                  .stride_h = 1,
+                                  .stride_w = 1,
+                                  .pad_t = k / 2,
+                                  .pad_l = k / 2,
+                                  .pad_b = k / 2,
+                                  .pad_r = k / 2,
+                                  .dil_h = 1,
+                                  .dil_w = 1,
+                                  .groups = 1,
+                                  .has_residual = r};
                 d.act.kind = (cd_act)a;
                 d.act.alpha = a == CD_ACT_CLIP ? -0.25f : 0.2f;
                 d.act.beta = a == CD_ACT_CLIP ? 0.5f : 0.5f;
@@ -293,8 +348,7 @@ CD_TEST(sparse_conv_bsr_blocks_with_tail_rows) {
 // aligned-shift path, which goes first.
 static int im2col_dense(const cd_conv_desc *d) {
     const double total = (double)d->k * (d->c / d->groups) * d->r * d->s;
-    return g_last_info.format == CD_SPARSE_FMT_CSR && !g_last_info.shift &&
-           (double)g_last_info.nnz / total > 0.15;
+    return g_last_info.format == CD_SPARSE_FMT_CSR && !g_last_info.shift && (double)g_last_info.nnz / total > 0.15;
 }
 
 // Wide outputs run one kernel call per row; narrow ones over padded rows
@@ -302,9 +356,22 @@ static int im2col_dense(const cd_conv_desc *d) {
 // pixels on im2col planes. All must be exercised (run_case reports the last
 // ISA's, the best this machine runs under CONVD_MAX_ISA).
 CD_TEST(sparse_conv_rows_and_junk_modes) {
-    cd_conv_desc wide = {.c = 5, .h = 6, .w = 47, .k = 9, .r = 3, .s = 3, .stride_h = 1,
-                         .stride_w = 1, .pad_t = 1, .pad_l = 1, .pad_b = 1, .pad_r = 1,
-                         .dil_h = 1, .dil_w = 1, .groups = 1, .has_residual = 1,
+    cd_conv_desc wide = {.c = 5,
+                         .h = 6,
+                         .w = 47,
+                         .k = 9,
+                         .r = 3,
+                         .s = 3,
+                         .stride_h = 1,
+                         .stride_w = 1,
+                         .pad_t = 1,
+                         .pad_l = 1,
+                         .pad_b = 1,
+                         .pad_r = 1,
+                         .dil_h = 1,
+                         .dil_w = 1,
+                         .groups = 1,
+                         .has_residual = 1,
                          .act = {CD_ACT_RELU}};
     cd_conv_desc narrow = wide, small = wide;
     narrow.h = 9;
@@ -349,8 +416,8 @@ CD_TEST(sparse_conv_im2col_small_outputs) {
         for (int v = 0; v < 2; v++) {
             if (!cd_sparse_isa_supported(vector_isas[v])) continue;
             for (int off = 0; off < 2; off++) {
-                cd_sparse_conv_options opt = {.format = CD_SPARSE_FMT_CSR, .isa = vector_isas[v],
-                                              .shift = -1, .im2col = off ? -1 : 1};
+                cd_sparse_conv_options opt = {
+                    .format = CD_SPARSE_FMT_CSR, .isa = vector_isas[v], .shift = -1, .im2col = off ? -1 : 1};
                 cd_sparse_conv *h = NULL;
                 CHECK_EQ(cd_sparse_conv_create(&d, L.w, L.bias, &opt, &h), 0);
                 cd_sparse_conv_info info;
@@ -375,8 +442,18 @@ CD_TEST(sparse_conv_im2col_small_outputs) {
 // Planes larger than one pixel chunk (512) and more channels than threads x 4:
 // the work split over pixels and output channels.
 CD_TEST(sparse_conv_large_plane_chunks) {
-    cd_conv_desc d = {.c = 6, .h = 37, .w = 45, .k = 37, .r = 1, .s = 1, .stride_h = 1,
-                      .stride_w = 1, .dil_h = 1, .dil_w = 1, .groups = 1, .has_residual = 1,
+    cd_conv_desc d = {.c = 6,
+                      .h = 37,
+                      .w = 45,
+                      .k = 37,
+                      .r = 1,
+                      .s = 1,
+                      .stride_h = 1,
+                      .stride_w = 1,
+                      .dil_h = 1,
+                      .dil_w = 1,
+                      .groups = 1,
+                      .has_residual = 1,
                       .act = {CD_ACT_CLIP, 0.0f, 6.0f}};
     run_case(d, 2, 0.9, 0);
     run_case(d, 1, 0.5, 4);
@@ -386,8 +463,17 @@ CD_TEST(sparse_conv_large_plane_chunks) {
 }
 
 CD_TEST(sparse_conv_bad_params) {
-    cd_conv_desc d = {.c = 4, .h = 5, .w = 5, .k = 4, .r = 3, .s = 3, .stride_h = 1,
-                      .stride_w = 1, .dil_h = 1, .dil_w = 1, .groups = 1};
+    cd_conv_desc d = {.c = 4,
+                      .h = 5,
+                      .w = 5,
+                      .k = 4,
+                      .r = 3,
+                      .s = 3,
+                      .stride_h = 1,
+                      .stride_w = 1,
+                      .dil_h = 1,
+                      .dil_w = 1,
+                      .groups = 1};
     float w[4 * 4 * 9] = {0}, x[4 * 25] = {0}, y[4 * 9];
     cd_sparse_conv *h = (cd_sparse_conv *)1;
     cd_conv_desc bad = d;
@@ -427,8 +513,17 @@ CD_TEST(sparse_conv_info_and_availability) {
         CHECK_EQ(cd_sparse_conv_available(CD_SPARSE_FMT_BSR4, (cd_sparse_isa)i),
                  cd_sparse_isa_supported((cd_sparse_isa)i));
     // 8x1 blocks, fully filled: auto picks BSR8 and reports fill 1.
-    cd_conv_desc d = {.c = 8, .h = 4, .w = 4, .k = 16, .r = 1, .s = 1, .stride_h = 1,
-                      .stride_w = 1, .dil_h = 1, .dil_w = 1, .groups = 1};
+    cd_conv_desc d = {.c = 8,
+                      .h = 4,
+                      .w = 4,
+                      .k = 16,
+                      .r = 1,
+                      .s = 1,
+                      .stride_h = 1,
+                      .stride_w = 1,
+                      .dil_h = 1,
+                      .dil_w = 1,
+                      .groups = 1};
     float w[16 * 8];
     sp_fill_random(w, 16 * 8);
     for (int k = 0; k < 16; k++)
@@ -458,8 +553,18 @@ CD_TEST(sparse_conv_info_and_availability) {
 // Wide layers: CSR splits the input channels into column blocks on its own
 // (input rows of one pass kept within L1); results stay exact.
 CD_TEST(sparse_conv_cin_blocks_auto_split) {
-    cd_conv_desc d = {.c = 300, .h = 5, .w = 7, .k = 9, .r = 1, .s = 1, .stride_h = 1,
-                      .stride_w = 1, .dil_h = 1, .dil_w = 1, .groups = 1, .has_residual = 1,
+    cd_conv_desc d = {.c = 300,
+                      .h = 5,
+                      .w = 7,
+                      .k = 9,
+                      .r = 1,
+                      .s = 1,
+                      .stride_h = 1,
+                      .stride_w = 1,
+                      .dil_h = 1,
+                      .dil_w = 1,
+                      .groups = 1,
+                      .has_residual = 1,
                       .act = {CD_ACT_RELU}};
     run_case(d, 2, 0.9, 0);
     float *w = calloc((size_t)9 * 300, sizeof *w);

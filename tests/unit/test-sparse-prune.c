@@ -47,8 +47,7 @@ static void check_amount(size_t got, double target, size_t unit, const char *wha
 
 // A unit (rectangle) is either all zero or bitwise equal to the original.
 // Returns 1 when zero.
-static int rect_state(const float *w, const float *orig, size_t cols, size_t r0, size_t nr, size_t c0,
-                      size_t nc) {
+static int rect_state(const float *w, const float *orig, size_t cols, size_t r0, size_t nr, size_t c0, size_t nc) {
     size_t nz = 0, same = 0;
     for (size_t i = r0; i < r0 + nr; i++)
         for (size_t j = c0; j < c0 + nc; j++) {
@@ -81,10 +80,10 @@ static cd_prune_mode mode_of(const char *s) {
 
 CD_TEST(sparse_prune_parse_mode_valid) {
     char buf[64];
-    static const char *in[] = {"unstructured", "filter", "filter:l1", "channel", "channel:L1",
-                               "block:4x1", "block:1X4", "block:8x8", "nm:2:4", "nm:1:1024"};
+    static const char *in[] = {"unstructured", "filter",    "filter:l1", "channel", "channel:L1",
+                               "block:4x1",    "block:1X4", "block:8x8", "nm:2:4",  "nm:1:1024"};
     static const char *out[] = {"unstructured", "filter:l2", "filter:l1", "channel:l2", "channel:l1",
-                                "block:4x1", "block:1x4", "block:8x8", "nm:2:4", "nm:1:1024"};
+                                "block:4x1",    "block:1x4", "block:8x8", "nm:2:4",     "nm:1:1024"};
     for (size_t i = 0; i < sizeof in / sizeof *in; i++) {
         const cd_prune_mode m = mode_of(in[i]);
         CHECK_STREQ(cd_prune_mode_name(&m, buf, sizeof buf), out[i]);
@@ -99,10 +98,10 @@ CD_TEST(sparse_prune_parse_mode_valid) {
 }
 
 CD_TEST(sparse_prune_parse_mode_invalid) {
-    static const char *bad[] = {"", "unstructured2", "filter:l3", "filterx", "channel:", "block:",
-                                "block:4", "block:4x", "block:x1", "block:0x1", "block:4x1x2",
-                                "block:-4x1", "block:5000x1", "nm:4:4", "nm:5:4", "nm:0:4",
-                                "nm:2", "nm:2:", "nm::4", "nm:2:4:8", "nm:1:2000", "Unstructured"};
+    static const char *bad[] = {
+        "",         "unstructured2", "filter:l3",   "filterx",    "channel:",     "block:",      "block:4", "block:4x",
+        "block:x1", "block:0x1",     "block:4x1x2", "block:-4x1", "block:5000x1", "nm:4:4",      "nm:5:4",  "nm:0:4",
+        "nm:2",     "nm:2:",         "nm::4",       "nm:2:4:8",   "nm:1:2000",    "Unstructured"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         cd_prune_mode m;
         char err[256] = "";
@@ -129,8 +128,7 @@ CD_TEST(sparse_prune_parse_sparsity) {
     CHECK(v == 1.0);
     CHECK_EQ(cd_prune_parse_sparsity("97.5%", &v, err, sizeof err), 0);
     CHECK(fabs(v - 0.975) < 1e-12);
-    static const char *bad[] = {"", "abc", "1.5", "-0.1", "101%", "nan", "inf", "0.5x", "50%%", " 0.5",
-                                "%", "1e400"};
+    static const char *bad[] = {"", "abc", "1.5", "-0.1", "101%", "nan", "inf", "0.5x", "50%%", " 0.5", "%", "1e400"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
         if (cd_prune_parse_sparsity(bad[i], &v, err, sizeof err) != CD_EPARAMS)
             CD_CHECK_FAIL_("sparsity '%s' accepted", bad[i]);
@@ -143,8 +141,8 @@ CD_TEST(sparse_prune_parse_sparsity) {
 
 // Every mode's units tile the weights exactly (cut edge blocks / runs included).
 CD_TEST(sparse_prune_units_tile_weights) {
-    static const char *modes[] = {"unstructured", "filter", "channel", "block:4x1", "block:3x5",
-                                  "block:8x8", "nm:2:4", "nm:3:7"};
+    static const char *modes[] = {"unstructured", "filter",    "channel", "block:4x1",
+                                  "block:3x5",    "block:8x8", "nm:2:4",  "nm:3:7"};
     for (int it = 0; it < ITERS; it++) {
         const cd_prune_shape s = rand_shape();
         const size_t n = cd_prune_numel(&s);
@@ -203,7 +201,8 @@ CD_TEST(sparse_prune_unstructured_amount_and_largest_kept) {
         check_amount(zeros(w, n), sp * (double)n, 1, "unstructured");
         float max_pruned = 0.0f, min_kept = INFINITY;
         for (size_t i = 0; i < n; i++) {
-            if (w[i] == 0.0f) max_pruned = fmaxf(max_pruned, fabsf(orig[i]));
+            if (w[i] == 0.0f)
+                max_pruned = fmaxf(max_pruned, fabsf(orig[i]));
             else {
                 CHECK(w[i] == orig[i]);
                 min_kept = fminf(min_kept, fabsf(orig[i]));
@@ -276,8 +275,10 @@ static void check_filter_mode(int norm, int global) {
             CHECK_EQ(z, zo[f]);
             nzero += (size_t)z;
             const double sc = rect_score(orig, cols, (size_t)f, 1, 0, cols, norm);
-            if (z) max_pruned = fmax(max_pruned, sc);
-            else min_kept = fmin(min_kept, sc);
+            if (z)
+                max_pruned = fmax(max_pruned, sc);
+            else
+                min_kept = fmin(min_kept, sc);
         }
         CHECK_EQ(nzero * cols, zeros(w, n));
         CHECK(max_pruned <= min_kept);
@@ -314,8 +315,10 @@ CD_TEST(sparse_prune_channel_grouped) {
                 CHECK_EQ(z, zi[g * s.cpg + c]);
                 nzero += (size_t)z;
                 const double sc = rect_score(orig, cols, g * kpg, kpg, (size_t)c * s.ksize, (size_t)s.ksize, norm);
-                if (z) max_pruned = fmax(max_pruned, sc);
-                else min_kept = fmin(min_kept, sc);
+                if (z)
+                    max_pruned = fmax(max_pruned, sc);
+                else
+                    min_kept = fmin(min_kept, sc);
             }
         CHECK_EQ(nzero * kpg * s.ksize, zeros(w, n));
         CHECK(max_pruned <= min_kept);
@@ -353,8 +356,10 @@ CD_TEST(sparse_prune_block_structure) {
                     const int z = rect_state(w, orig, cols, g * kpg + r0, nr, c0, nc);
                     zb += (size_t)z;
                     const double sc = rect_score(orig, cols, g * kpg + r0, nr, c0, nc, 2);
-                    if (z) max_pruned = fmax(max_pruned, sc);
-                    else min_kept = fmin(min_kept, sc);
+                    if (z)
+                        max_pruned = fmax(max_pruned, sc);
+                    else
+                        min_kept = fmin(min_kept, sc);
                 }
         CHECK(max_pruned <= min_kept);
         cd_prune_stat st;
@@ -528,8 +533,10 @@ CD_TEST(sparse_prune_global_unstructured_one_threshold) {
         for (int i = 0; i < nl; i++) {
             z += zeros(l[i].w, n[i]);
             for (size_t j = 0; j < n[i]; j++) {
-                if (l[i].w[j] == 0.0f) max_pruned = fmaxf(max_pruned, fabsf(orig[i][j]));
-                else min_kept = fminf(min_kept, fabsf(orig[i][j]));
+                if (l[i].w[j] == 0.0f)
+                    max_pruned = fmaxf(max_pruned, fabsf(orig[i][j]));
+                else
+                    min_kept = fminf(min_kept, fabsf(orig[i][j]));
             }
             free(l[i].w);
             free(orig[i]);

@@ -32,9 +32,8 @@ static const shift_isa k_shift_isas[] = {
 };
 
 // Each ISA with the kernel that this CPU runs under CONVD_MAX_ISA.
-#define FOR_EACH_SHIFT_ISA(k)                                                  \
-    for (const shift_isa *k = k_shift_isas;                                    \
-         k < k_shift_isas + sizeof k_shift_isas / sizeof k_shift_isas[0]; k++)  \
+#define FOR_EACH_SHIFT_ISA(k)                                                                                     \
+    for (const shift_isa *k = k_shift_isas; k < k_shift_isas + sizeof k_shift_isas / sizeof k_shift_isas[0]; k++) \
         if (cd_sparse_isa_supported(k->isa))
 
 // Shift pack: each row's entries ordered by tap s = j % S (then column),
@@ -118,8 +117,7 @@ static void shift_ukernel_case(const shift_isa *k) {
         for (int b = 0; b < nblk; b++) {
             const float bias = cd_test_randf(-1, 1);
             *wp++ = bias;
-            for (size_t m = 0; m < mc; m++)
-                ref[b * mc + m] = bias + (mode != 2 ? res[b * ostride + m] : 0.0);
+            for (size_t m = 0; m < mc; m++) ref[b * mc + m] = bias + (mode != 2 ? res[b * ostride + m] : 0.0);
             const int empty = cd_test_randi(0, 5) == 0; // a block of bias alone
             for (int s = 0; s < S; s++) {
                 const uint32_t n = empty ? 0 : (uint32_t)cd_test_randi(0, 12);
@@ -129,8 +127,7 @@ static void shift_ukernel_case(const shift_isa *k) {
                     const float v = cd_test_randf(-1, 1);
                     *op++ = o;
                     *wp++ = v;
-                    for (size_t m = 0; m < mc; m++)
-                        ref[b * mc + m] += (double)v * in[o + s / stride + m];
+                    for (size_t m = 0; m < mc; m++) ref[b * mc + m] += (double)v * in[o + s / stride + m];
                 }
             }
             for (size_t m = 0; m < mc; m++) {
@@ -139,20 +136,24 @@ static void shift_ukernel_case(const shift_isa *k) {
                 ref[b * mc + m] = r;
             }
         }
-        k->fn(mc, nblk, S, stride, in, w, off, snnz, mode == 0 ? res : mode == 1 ? out : NULL, ostride,
-              out, ostride, &prm);
+        k->fn(mc, nblk, S, stride, in, w, off, snnz,
+              mode == 0   ? res
+              : mode == 1 ? out
+                          : NULL,
+              ostride, out, ostride, &prm);
         for (int b = 0; b < nblk; b++) {
             for (size_t m = 0; m < mc; m++) {
                 const double e = fabs(out[b * ostride + m] - ref[b * mc + m]);
                 if (!(e <= 1e-5 * fmax(1.0, fabs(ref[b * mc + m]))))
-                    CD_CHECK_FAIL_("%s S%d/%d mc%zu mode%d b%d m%zu: %g vs %g", cd_sparse_isa_name(k->isa), S,
-                                   stride, mc, mode, b, m,
-                                   out[b * ostride + m], ref[b * mc + m]);
+                    CD_CHECK_FAIL_("%s S%d/%d mc%zu mode%d b%d m%zu: %g vs %g", cd_sparse_isa_name(k->isa), S, stride,
+                                   mc, mode, b, m, out[b * ostride + m], ref[b * mc + m]);
             }
             // Nothing written past mc (masked tail).
             for (size_t m = mc; m < ostride; m++)
-                if (mode == 1) CHECK_EQ(out[b * ostride + m], res[b * ostride + m]);
-                else CHECK(isnan(out[b * ostride + m]));
+                if (mode == 1)
+                    CHECK_EQ(out[b * ostride + m], res[b * ostride + m]);
+                else
+                    CHECK(isnan(out[b * ostride + m]));
         }
         free(in);
         free(out);
@@ -226,11 +227,10 @@ static void run_shift_case(const shift_isa *k, cd_conv_desc d, int batch, double
         const int cb = round ? cd_test_randi(1, cpg > 1 ? cpg - 1 : 1) : 0;
         char what[256];
         snprintf(what, sizeof what, "%s cb%d n%d c%d k%d g%d %dx%d k%dx%d s%d,%d p%d,%d,%d,%d act%d res%d sp%.2f",
-                 cd_sparse_isa_name(k->isa), cb, batch, d.c, d.k, d.groups, d.h, d.w, d.r, d.s, d.stride_h, d.stride_w, d.pad_t, d.pad_l, d.pad_b,
-                 d.pad_r, d.act.kind, d.has_residual, sparsity);
+                 cd_sparse_isa_name(k->isa), cb, batch, d.c, d.k, d.groups, d.h, d.w, d.r, d.s, d.stride_h, d.stride_w,
+                 d.pad_t, d.pad_l, d.pad_b, d.pad_r, d.act.kind, d.has_residual, sparsity);
         for (int on = 1; on >= -1; on -= 2) {
-            cd_sparse_conv_options opt = {.format = CD_SPARSE_FMT_CSR, .isa = k->isa,
-                                          .cin_block = cb, .shift = on};
+            cd_sparse_conv_options opt = {.format = CD_SPARSE_FMT_CSR, .isa = k->isa, .cin_block = cb, .shift = on};
             cd_sparse_conv *h = NULL;
             CHECK_EQ(cd_sparse_conv_create(&d, w, bias, &opt, &h), 0);
             cd_sparse_conv_info info;
@@ -278,10 +278,23 @@ CD_TEST(sparse_shift_conv_random_depthwise) { run_shift_random(5, 2); }
 // channels for several column blocks by the L1 rule, a residual and ReLU.
 CD_TEST(sparse_shift_conv_28x28_column_blocks) {
     FOR_EACH_SHIFT_ISA(k) {
-        cd_conv_desc d = {.c = cd_test_randi(40, 70), .h = 28, .w = 28, .k = cd_test_randi(3, 9),
-                          .r = 3, .s = 3, .stride_h = 1, .stride_w = 1, .pad_t = 1, .pad_l = 1,
-                          .pad_b = 1, .pad_r = 1, .dil_h = 1, .dil_w = 1, .groups = 1,
-                          .has_residual = 1, .act = {CD_ACT_RELU}};
+        cd_conv_desc d = {.c = cd_test_randi(40, 70),
+                          .h = 28,
+                          .w = 28,
+                          .k = cd_test_randi(3, 9),
+                          .r = 3,
+                          .s = 3,
+                          .stride_h = 1,
+                          .stride_w = 1,
+                          .pad_t = 1,
+                          .pad_l = 1,
+                          .pad_b = 1,
+                          .pad_r = 1,
+                          .dil_h = 1,
+                          .dil_w = 1,
+                          .groups = 1,
+                          .has_residual = 1,
+                          .act = {CD_ACT_RELU}};
         for (size_t s = 0; s < sizeof k_sparsities / sizeof k_sparsities[0]; s++)
             run_shift_case(k, d, cd_test_randi(1, 2), k_sparsities[s]);
     }
@@ -291,9 +304,21 @@ CD_TEST(sparse_shift_conv_28x28_column_blocks) {
 // too much padding), column stride 3 (on a 46-wide input: OW 16, a pitch
 // that would fit), dilation 2 in W, BSR, a 5x5 (S > 3), the portable code.
 CD_TEST(sparse_shift_conv_not_taken_outside_its_geometry) {
-    const cd_conv_desc base = {.c = 8, .h = 14, .w = 14, .k = 8, .r = 3, .s = 3, .stride_h = 1,
-                               .stride_w = 1, .pad_t = 1, .pad_l = 1, .pad_b = 1, .pad_r = 1,
-                               .dil_h = 1, .dil_w = 1, .groups = 1};
+    const cd_conv_desc base = {.c = 8,
+                               .h = 14,
+                               .w = 14,
+                               .k = 8,
+                               .r = 3,
+                               .s = 3,
+                               .stride_h = 1,
+                               .stride_w = 1,
+                               .pad_t = 1,
+                               .pad_l = 1,
+                               .pad_b = 1,
+                               .pad_r = 1,
+                               .dil_h = 1,
+                               .dil_w = 1,
+                               .groups = 1};
     cd_conv_desc v[6];
     for (int i = 0; i < 6; i++) v[i] = base;
     v[0].h = v[0].w = 7;
@@ -324,8 +349,10 @@ CD_TEST(sparse_shift_conv_not_taken_outside_its_geometry) {
         cd_conv_desc k2 = base;
         k2.r = k2.s = 2;
         k2.pad_b = k2.pad_r = 0;
-        const struct { const cd_conv_desc *d; int opt, want; } c[] = {
-            {&base, 1, 3}, {&base, 0, 3}, {&base, -1, 0}, {&k2, 0, 0}, {&k2, 1, 2}};
+        const struct {
+            const cd_conv_desc *d;
+            int opt, want;
+        } c[] = {{&base, 1, 3}, {&base, 0, 3}, {&base, -1, 0}, {&k2, 0, 0}, {&k2, 1, 2}};
         for (int i = 0; i < 5; i++) {
             cd_sparse_conv_options opt = {.format = CD_SPARSE_FMT_CSR, .isa = k->isa, .shift = c[i].opt};
             cd_sparse_conv *h = NULL;

@@ -39,8 +39,8 @@ static void free_stream(stream *s) {
 }
 
 // out[(b*nr+i)*stride + m] by the contract of spmm-ukernel.h, in double.
-static void reference(size_t mc, size_t nblk, int nr, const float *in, const stream *s,
-                      const float *res, size_t stride, float *out, float lo, float hi) {
+static void reference(size_t mc, size_t nblk, int nr, const float *in, const stream *s, const float *res, size_t stride,
+                      float *out, float lo, float hi) {
     const float *w = s->w;
     const int32_t *off = s->off;
     for (size_t b = 0; b < nblk; b++) {
@@ -49,8 +49,7 @@ static void reference(size_t mc, size_t nblk, int nr, const float *in, const str
         for (int i = 0; i < nr; i++)
             for (size_t m = 0; m < mc; m++) {
                 double a = bias[i];
-                for (uint32_t j = 0; j < s->nnz[b]; j++)
-                    a += (double)vals[j * nr + i] * in[off[j] + m];
+                for (uint32_t j = 0; j < s->nnz[b]; j++) a += (double)vals[j * nr + i] * in[off[j] + m];
                 const size_t o = (b * nr + i) * stride + m;
                 if (res) a += res[o];
                 a = a < lo ? lo : a;
@@ -67,8 +66,13 @@ static void check_ukernel(const cd_spmm_ukernel_info *uk) {
         return;
     }
     const int mr = uk->mr, nr = uk->nr;
-    const size_t mcs[] = {1, (size_t)mr - 1, (size_t)mr, (size_t)mr + 1, 2 * (size_t)mr + 3,
-                          5 * (size_t)mr + (size_t)cd_test_randi(1, mr - 1), 7};
+    const size_t mcs[] = {1,
+                          (size_t)mr - 1,
+                          (size_t)mr,
+                          (size_t)mr + 1,
+                          2 * (size_t)mr + 3,
+                          5 * (size_t)mr + (size_t)cd_test_randi(1, mr - 1),
+                          7};
     for (size_t t = 0; t < sizeof mcs / sizeof mcs[0]; t++)
         for (int with_res = 0; with_res < 3; with_res++) {
             const size_t mc = mcs[t] ? mcs[t] : 1;
@@ -100,8 +104,7 @@ static void check_ukernel(const cd_spmm_ukernel_info *uk) {
             const cd_spmm_params p = {with_res == 1 ? -0.8f : -INFINITY, with_res == 1 ? 0.9f : INFINITY};
             for (size_t i = 0; i < nout; i++) got[i] = want[i] = inplace ? res[i] : 12345.0f; // gaps stay untouched
             reference(mc, nblk, nr, in, &s, with_res ? res : NULL, stride, want, p.min, p.max);
-            uk->fn(mc, nblk, in, s.w, s.off, s.nnz, inplace ? got : with_res ? res : NULL, stride, got,
-                   stride, &p);
+            uk->fn(mc, nblk, in, s.w, s.off, s.nnz, inplace ? got : with_res ? res : NULL, stride, got, stride, &p);
             char what[128];
             snprintf(what, sizeof what, "%s mc %zu nblk %zu res %d", uk->name, mc, nblk, with_res);
             sp_check_close(got, want, nout, what);
@@ -113,10 +116,10 @@ static void check_ukernel(const cd_spmm_ukernel_info *uk) {
         }
 }
 
-#define CD_SPMM_UKERNEL(name, isa_, mr_, nr_)                                  \
-    CD_TEST(sparse_ukernel_##name) {                                           \
-        const cd_spmm_ukernel_info info = {#name, name, isa_, mr_, nr_};       \
-        check_ukernel(&info);                                                  \
+#define CD_SPMM_UKERNEL(name, isa_, mr_, nr_)                            \
+    CD_TEST(sparse_ukernel_##name) {                                     \
+        const cd_spmm_ukernel_info info = {#name, name, isa_, mr_, nr_}; \
+        check_ukernel(&info);                                            \
     }
 #include "sparse/spmm-ukernels.inc"
 #undef CD_SPMM_UKERNEL
@@ -129,8 +132,7 @@ CD_TEST(sparse_ukernel_registry_and_cpuid) {
     for (size_t i = 0; i < n; i++) {
         CHECK(all[i].fn != NULL);
         CHECK(all[i].mr >= 8 && all[i].nr >= 1);
-        if (cd_sparse_isa_supported(all[i].isa))
-            CHECK(cd_spmm_ukernel_find(all[i].isa, all[i].nr) != NULL);
+        if (cd_sparse_isa_supported(all[i].isa)) CHECK(cd_spmm_ukernel_find(all[i].isa, all[i].nr) != NULL);
     }
     CHECK(cd_sparse_isa_supported(CD_SPARSE_ISA_SCALAR));
     CHECK(cd_spmm_ukernel_find(CD_SPARSE_ISA_SCALAR, 3) == NULL);
@@ -167,8 +169,10 @@ static char *cap_case(const char *value, int want) {
     if (pid == 0) {
         close(fd[0]);
         dup2(fd[1], 2);
-        if (value) setenv("CONVD_MAX_ISA", value, 1);
-        else unsetenv("CONVD_MAX_ISA");
+        if (value)
+            setenv("CONVD_MAX_ISA", value, 1);
+        else
+            unsetenv("CONVD_MAX_ISA");
         cd_runtime_options o;
         cd_runtime_options_from_env(&o);
         cd_runtime_configure(&o);
@@ -214,11 +218,13 @@ static int count_of(const char *hay, const char *needle) {
 // "avx512f" the same; unset or unknown (reported once, then ignored) caps
 // nothing.
 CD_TEST(sparse_isa_cap_env_obeyed_by_best_and_supported) {
-    static const struct { const char *value; int cap; } c[] = {
-        {NULL, CD_SPARSE_ISA_AVX512F},    {"", CD_SPARSE_ISA_AVX512F},
-        {"avx512", CD_SPARSE_ISA_AVX512F}, {"AVX512F", CD_SPARSE_ISA_AVX512F},
-        {"avx2", CD_SPARSE_ISA_AVX2},      {"Avx2", CD_SPARSE_ISA_AVX2},
-        {"scalar", CD_SPARSE_ISA_SCALAR},  {"SCALAR", CD_SPARSE_ISA_SCALAR},
+    static const struct {
+        const char *value;
+        int cap;
+    } c[] = {
+        {NULL, CD_SPARSE_ISA_AVX512F},      {"", CD_SPARSE_ISA_AVX512F},      {"avx512", CD_SPARSE_ISA_AVX512F},
+        {"AVX512F", CD_SPARSE_ISA_AVX512F}, {"avx2", CD_SPARSE_ISA_AVX2},     {"Avx2", CD_SPARSE_ISA_AVX2},
+        {"scalar", CD_SPARSE_ISA_SCALAR},   {"SCALAR", CD_SPARSE_ISA_SCALAR},
     };
     for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
         const char *err = cap_case(c[i].value, c[i].cap);

@@ -30,8 +30,7 @@ static inline void sp_prune_blocks(float *w, int k, int kpg, size_t cols, int bh
         const int g0 = k0 / kpg;
         for (size_t j = 0; j < cols; j++) {
             if (!(sparsity >= 1.0 || cd_test_randf(0.0f, 1.0f) < sparsity)) continue;
-            for (int i = 0; i < bh && k0 + i < k && (k0 + i) / kpg == g0; i++)
-                w[(size_t)(k0 + i) * cols + j] = 0.0f;
+            for (int i = 0; i < bh && k0 + i < k && (k0 + i) / kpg == g0; i++) w[(size_t)(k0 + i) * cols + j] = 0.0f;
         }
     }
 }
@@ -73,8 +72,7 @@ typedef struct {
     size_t wn, xn, yn;
 } sp_layer;
 
-static inline void sp_layer_make(sp_layer *L, const cd_conv_desc *d, int batch, double sparsity,
-                                 int block_h) {
+static inline void sp_layer_make(sp_layer *L, const cd_conv_desc *d, int batch, double sparsity, int block_h) {
     const int cpg = d->c / d->groups, kpg = d->k / d->groups;
     const size_t cols = (size_t)cpg * d->r * d->s;
     L->wn = (size_t)d->k * cols;

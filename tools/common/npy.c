@@ -16,14 +16,14 @@ static const struct {
     const char *descr;
     cd_dtype dt;
 } g_descr[] = {
-    {"<f4", CD_DTYPE_F32}, {"<f2", CD_DTYPE_F16}, {"<f8", CD_DTYPE_F64},
-    {"|i1", CD_DTYPE_I8},  {"|u1", CD_DTYPE_U8},  {"<i2", CD_DTYPE_I16},
-    {"<i4", CD_DTYPE_I32}, {"<i8", CD_DTYPE_I64}, {"|b1", CD_DTYPE_BOOL},
+    {"<f4", CD_DTYPE_F32}, {"<f2", CD_DTYPE_F16}, {"<f8", CD_DTYPE_F64}, {"|i1", CD_DTYPE_I8},   {"|u1", CD_DTYPE_U8},
+    {"<i2", CD_DTYPE_I16}, {"<i4", CD_DTYPE_I32}, {"<i8", CD_DTYPE_I64}, {"|b1", CD_DTYPE_BOOL},
 };
 
 size_t cd_npy_itemsize(cd_dtype dt) {
     switch (dt) {
-#define XX(e, name, size) case CD_DTYPE_##e: return size;
+#define XX(e, name, size) \
+    case CD_DTYPE_##e: return size;
         CD_DTYPE_MAP(XX)
 #undef XX
     case CD_DTYPE_INVALID: break;
@@ -40,8 +40,7 @@ static cd_dtype dtype_from_descr(const char *s, size_t n) {
     for (size_t i = 0; i < sizeof g_descr / sizeof g_descr[0]; i++) {
         const char *d = g_descr[i].descr;
         if (s[1] != d[1] || s[2] != d[2]) continue;
-        if (c0 == d[0] || (d[0] == '|' && c0 == '<') || (d[0] == '<' && c0 == '|' && s[2] == '1'))
-            return g_descr[i].dt;
+        if (c0 == d[0] || (d[0] == '|' && c0 == '<') || (d[0] == '<' && c0 == '|' && s[2] == '1')) return g_descr[i].dt;
     }
     return CD_DTYPE_INVALID;
 }
@@ -59,8 +58,7 @@ typedef struct {
 } cursor;
 
 static void skip_ws(cursor *c) {
-    while (c->p < c->end && (*c->p == ' ' || *c->p == '\t' || *c->p == '\n' || *c->p == '\r'))
-        c->p++;
+    while (c->p < c->end && (*c->p == ' ' || *c->p == '\t' || *c->p == '\n' || *c->p == '\r')) c->p++;
 }
 
 static int eat(cursor *c, char ch) {
@@ -100,18 +98,22 @@ static int parse_header(const char *h, size_t len, cd_npy *out, char *err, size_
             const char *v;
             size_t vlen;
             if (have_descr++) return cd_errf(CD_EPARAMS, err, errlen, "npy header: duplicate 'descr'");
-            if (!read_str(&c, &v, &vlen)) return cd_errf(CD_EPARAMS, err, errlen, "npy header: 'descr' is not a string");
+            if (!read_str(&c, &v, &vlen))
+                return cd_errf(CD_EPARAMS, err, errlen, "npy header: 'descr' is not a string");
             out->dtype = dtype_from_descr(v, vlen);
             if (out->dtype == CD_DTYPE_INVALID)
-                return cd_errf(CD_EDTYPE, err, errlen, "npy: dtype '%.*s' not supported (f32, f16, f64, i8, u8, i16, i32, i64, bool; little-endian)",
-                            (int)(vlen > 16 ? 16 : vlen), v);
+                return cd_errf(
+                    CD_EDTYPE, err, errlen,
+                    "npy: dtype '%.*s' not supported (f32, f16, f64, i8, u8, i16, i32, i64, bool; little-endian)",
+                    (int)(vlen > 16 ? 16 : vlen), v);
         } else if (klen == 13 && memcmp(key, "fortran_order", 13) == 0) {
             if (have_fo++) return cd_errf(CD_EPARAMS, err, errlen, "npy header: duplicate 'fortran_order'");
             skip_ws(&c);
             if ((size_t)(c.end - c.p) >= 5 && memcmp(c.p, "False", 5) == 0) {
                 c.p += 5;
             } else if ((size_t)(c.end - c.p) >= 4 && memcmp(c.p, "True", 4) == 0) {
-                return cd_errf(CD_EPARAMS, err, errlen, "npy: fortran_order arrays are not supported (save a C-order array)");
+                return cd_errf(CD_EPARAMS, err, errlen,
+                               "npy: fortran_order arrays are not supported (save a C-order array)");
             } else {
                 return cd_errf(CD_EPARAMS, err, errlen, "npy header: 'fortran_order' is not a boolean");
             }
@@ -126,7 +128,8 @@ static int parse_header(const char *h, size_t len, cd_npy *out, char *err, size_
                     return cd_errf(CD_EPARAMS, err, errlen, "npy header: bad dimension in 'shape'");
                 int64_t v = 0;
                 while (c.p < c.end && isdigit((unsigned char)*c.p)) {
-                    if (v > (INT64_MAX - 9) / 10) return cd_errf(CD_ETOO_LARGE, err, errlen, "npy: dimension too large");
+                    if (v > (INT64_MAX - 9) / 10)
+                        return cd_errf(CD_ETOO_LARGE, err, errlen, "npy: dimension too large");
                     v = v * 10 + (*c.p++ - '0');
                 }
                 if (c.p < c.end && *c.p == 'L') c.p++; // Python 2 longs
@@ -134,12 +137,14 @@ static int parse_header(const char *h, size_t len, cd_npy *out, char *err, size_
                     return cd_errf(CD_ETOO_LARGE, err, errlen, "npy: rank above %d", CD_MAX_RANK);
                 out->shape[out->rank++] = v;
                 if (!eat(&c, ',')) {
-                    if (!eat(&c, ')')) return cd_errf(CD_EPARAMS, err, errlen, "npy header: expected ',' or ')' in 'shape'");
+                    if (!eat(&c, ')'))
+                        return cd_errf(CD_EPARAMS, err, errlen, "npy header: expected ',' or ')' in 'shape'");
                     break;
                 }
             }
         } else {
-            return cd_errf(CD_EPARAMS, err, errlen, "npy header: unknown key '%.*s'", (int)(klen > 32 ? 32 : klen), key);
+            return cd_errf(CD_EPARAMS, err, errlen, "npy header: unknown key '%.*s'", (int)(klen > 32 ? 32 : klen),
+                           key);
         }
         if (!eat(&c, ',')) {
             if (!eat(&c, '}')) return cd_errf(CD_EPARAMS, err, errlen, "npy header: expected ',' or '}'");
@@ -147,7 +152,10 @@ static int parse_header(const char *h, size_t len, cd_npy *out, char *err, size_
         }
     }
     if (!have_descr || !have_fo || !have_shape)
-        return cd_errf(CD_EPARAMS, err, errlen, "npy header: missing %s", !have_descr ? "'descr'" : !have_fo ? "'fortran_order'" : "'shape'");
+        return cd_errf(CD_EPARAMS, err, errlen, "npy header: missing %s",
+                       !have_descr ? "'descr'"
+                       : !have_fo  ? "'fortran_order'"
+                                   : "'shape'");
     return 0;
 }
 
@@ -218,8 +226,8 @@ int cd_npy_read(const char *path, cd_npy *out, char *err, size_t errlen) {
     }
     long end = ftell(f);
     if (end < here || (uint64_t)(end - here) != total) {
-        rc = cd_errf(CD_EPARAMS, err, errlen, "%s: data is %ld bytes, the header says %llu", path,
-                  end - here, (unsigned long long)total);
+        rc = cd_errf(CD_EPARAMS, err, errlen, "%s: data is %ld bytes, the header says %llu", path, end - here,
+                     (unsigned long long)total);
         goto done;
     }
     fseek(f, here, SEEK_SET);
@@ -242,8 +250,8 @@ done:
     return rc;
 }
 
-int cd_npy_write(const char *path, cd_dtype dt, int rank, const int64_t *shape,
-                 const void *data, char *err, size_t errlen) {
+int cd_npy_write(const char *path, cd_dtype dt, int rank, const int64_t *shape, const void *data, char *err,
+                 size_t errlen) {
     const char *descr = descr_of(dt);
     if (!descr) return cd_errf(CD_EDTYPE, err, errlen, "npy: cannot write dtype %d", (int)dt);
     if (rank < 0 || rank > CD_MAX_RANK) return cd_errf(CD_EPARAMS, err, errlen, "npy: bad rank %d", rank);
@@ -260,8 +268,8 @@ int cd_npy_write(const char *path, cd_dtype dt, int rank, const int64_t *shape,
     size_t pre = 10, hl = (size_t)n + 1;
     size_t pad = (64 - (pre + hl) % 64) % 64;
     hl += pad;
-    unsigned char head[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(hl & 0xff),
-                              (unsigned char)(hl >> 8)};
+    unsigned char head[10] = {
+        0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(hl & 0xff), (unsigned char)(hl >> 8)};
     FILE *f = fopen(path, "wb");
     if (!f) return cd_errf(CD_EIO, err, errlen, "cannot create %s: %s", path, strerror(errno));
     int ok = fwrite(head, 1, 10, f) == 10 && fwrite(dict, 1, (size_t)n, f) == (size_t)n;

@@ -16,9 +16,9 @@
 
 typedef struct {
     cd_dtype dtype;
-    int rank;                    // 0 for a scalar
+    int rank; // 0 for a scalar
     int64_t shape[CD_MAX_RANK];
-    void *data;                  // nbytes bytes, malloc'd (NULL when nbytes is 0)
+    void *data; // nbytes bytes, malloc'd (NULL when nbytes is 0)
     size_t nbytes;
 } cd_npy;
 
@@ -30,8 +30,8 @@ int cd_npy_read(const char *path, cd_npy *out, char *err, size_t errlen);
 
 // Writes a C-order array. rank 0..CD_MAX_RANK. Returns 0, CD_EIO, CD_EDTYPE
 // or CD_EPARAMS (bad rank or dims).
-int cd_npy_write(const char *path, cd_dtype dt, int rank, const int64_t *shape,
-                 const void *data, char *err, size_t errlen);
+int cd_npy_write(const char *path, cd_dtype dt, int rank, const int64_t *shape, const void *data, char *err,
+                 size_t errlen);
 
 // Frees the data of n (safe on a zeroed or already freed struct).
 void cd_npy_free(cd_npy *n);

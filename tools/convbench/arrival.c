@@ -29,9 +29,7 @@ int cd_arrival_parse(const char *name, cd_arrival_kind *out) {
     return -1;
 }
 
-const char *cd_arrival_name(cd_arrival_kind kind) {
-    return kind == CD_ARRIVAL_POISSON ? "poisson" : "uniform";
-}
+const char *cd_arrival_name(cd_arrival_kind kind) { return kind == CD_ARRIVAL_POISSON ? "poisson" : "uniform"; }
 
 void cd_arrival_init(cd_arrival *a, cd_arrival_kind kind, double rate, uint64_t seed) {
     memset(a, 0, sizeof *a);

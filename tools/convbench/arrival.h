@@ -18,11 +18,11 @@ typedef enum {
 } cd_arrival_kind;
 
 typedef struct {
-    cd_arrival_kind kind;  // the process
-    double rate;           // arrivals per second, > 0
-    uint64_t rng;          // splitmix64 state (poisson)
-    uint64_t n;            // arrivals produced so far
-    double t;              // time of the last arrival, seconds
+    cd_arrival_kind kind; // the process
+    double rate;          // arrivals per second, > 0
+    uint64_t rng;         // splitmix64 state (poisson)
+    uint64_t n;           // arrivals produced so far
+    double t;             // time of the last arrival, seconds
 } cd_arrival;
 
 // "uniform" / "poisson" -> kind. Returns 0, or -1 for another name.

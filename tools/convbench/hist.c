@@ -11,13 +11,9 @@ void cd_hist_init(cd_hist *h) {
     h->min = UINT64_MAX;
 }
 
-size_t cd_hist_index(uint64_t v) {
-    return cd_log_bucket_index(v, CD_HIST_SUB_BITS);
-}
+size_t cd_hist_index(uint64_t v) { return cd_log_bucket_index(v, CD_HIST_SUB_BITS); }
 
-uint64_t cd_hist_low(size_t idx) {
-    return cd_log_bucket_lo(idx, CD_HIST_SUB_BITS);
-}
+uint64_t cd_hist_low(size_t idx) { return cd_log_bucket_lo(idx, CD_HIST_SUB_BITS); }
 
 uint64_t cd_hist_high(size_t idx) {
     return cd_log_bucket_lo(idx, CD_HIST_SUB_BITS) + (cd_log_bucket_width(idx, CD_HIST_SUB_BITS) - 1);
@@ -63,6 +59,4 @@ uint64_t cd_hist_percentile(const cd_hist *h, double q) {
     return h->max;
 }
 
-double cd_hist_mean(const cd_hist *h) {
-    return h->total ? h->sum / (double)h->total : 0.0;
-}
+double cd_hist_mean(const cd_hist *h) { return h->total ? h->sum / (double)h->total : 0.0; }

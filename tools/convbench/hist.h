@@ -21,10 +21,10 @@
 #define CD_HIST_BUCKETS (CD_HIST_SUB + (64 - CD_HIST_SUB_BITS) * CD_HIST_SUB)
 
 typedef struct {
-    uint64_t counts[CD_HIST_BUCKETS];  // values per bucket
-    uint64_t total;                    // values recorded
-    uint64_t min, max;                 // exact extremes (min UINT64_MAX when empty)
-    double sum;                        // for the mean
+    uint64_t counts[CD_HIST_BUCKETS]; // values per bucket
+    uint64_t total;                   // values recorded
+    uint64_t min, max;                // exact extremes (min UINT64_MAX when empty)
+    double sum;                       // for the mean
 } cd_hist;
 
 void cd_hist_init(cd_hist *h);

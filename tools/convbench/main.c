@@ -7,7 +7,7 @@
 int main(int argc, char **argv) {
     bench_cfg cfg;
     int rc = bench_parse(argc, argv, &cfg);
-    if (rc == -1) return BENCH_EXIT_OK;  // --help
+    if (rc == -1) return BENCH_EXIT_OK; // --help
     if (rc != 0) return rc;
     signal(SIGPIPE, SIG_IGN);
 

@@ -11,52 +11,51 @@
 #include <time.h>
 
 void bench_usage(FILE *f) {
-    fprintf(f,
-"usage: convbench --model M --concurrency C [--rate R [--arrival poisson|uniform]]\n"
-"                 [--duration S | --requests N] [--warmup S] [--batch B]\n"
-"                 [--socket PATH] [--connections K] [--input-shape auto|SHAPE]\n"
-"                 [--timeout MS] [--seed N] [--json] [--csv FILE] [--plot FILE.png]\n"
-"                 [--progress | --no-progress]\n"
-"\n"
-"Load-tests a running convd with inference requests on random f32 inputs and\n"
-"reports throughput and latency (docs/BENCHMARKING.md).\n"
-"\n"
-"Load:\n"
-"  --model M          the model to run (must be loaded; see convctl models)\n"
-"  --concurrency C    closed loop (no --rate): C workers, each with exactly one\n"
-"                     request in flight, sending the next as soon as the last\n"
-"                     completes. Open loop: at most C requests in flight.\n"
-"  --rate R           open loop: R requests per second on a fixed schedule,\n"
-"                     whatever the latency; latency is measured from each\n"
-"                     request's scheduled send time (no coordinated omission)\n"
-"  --arrival A        open loop schedule: poisson (exponential gaps, default)\n"
-"                     or uniform (evenly spaced)\n"
-"  --connections K    connections to spread the requests over (default\n"
-"                     min(C, 8)); requests are pipelined on each\n"
-"  --duration S       measure for S seconds (default 10)\n"
-"  --requests N       measure N requests instead\n"
-"  --warmup S         run S seconds first without measuring (default 1)\n"
-"  --batch B          samples per request: the model's open batch dim (default 1)\n"
-"  --input-shape X    auto (default): from the daemon's models answer, batch dim\n"
-"                     = B; or AxBx.. for a one-input model; or NAME=AxB..,NAME=..\n"
-"  --timeout MS       per-request timeout, also sent to the daemon (default 10000)\n"
-"  --seed N           seed of the random inputs and arrivals (default: time)\n"
-"  --socket PATH      daemon socket (default $CONVD_SOCKET, else /run/convd/convd.sock\n"
-"                     as root, else $XDG_RUNTIME_DIR/convd.sock)\n"
-"\n"
-"Output:\n"
-"  (default)          a text report on stdout: requests, throughput, latency\n"
-"                     min/mean/p50/p90/p99/p99.9/max, errors by code\n"
-"  --json             the report as one JSON object on stdout instead\n"
-"  --csv FILE         one row per second: second,phase,sent,ok,errors,\n"
-"                     throughput_rps,p50_ms,p90_ms,p99_ms,max_ms\n"
-"  --plot FILE.png    latency histogram and latency over time (gnuplot)\n"
-"  --progress         a progress line on stderr every second (default: when\n"
-"                     stderr is a terminal); --no-progress: never\n"
-"  --version          print convbench's version and exit\n"
-"\n"
-"Exit: 0 run completed, 1 failed (unknown model, nothing succeeded, lost\n"
-"connections, output files), 2 usage, 3 cannot connect.\n");
+    fprintf(f, "usage: convbench --model M --concurrency C [--rate R [--arrival poisson|uniform]]\n"
+               "                 [--duration S | --requests N] [--warmup S] [--batch B]\n"
+               "                 [--socket PATH] [--connections K] [--input-shape auto|SHAPE]\n"
+               "                 [--timeout MS] [--seed N] [--json] [--csv FILE] [--plot FILE.png]\n"
+               "                 [--progress | --no-progress]\n"
+               "\n"
+               "Load-tests a running convd with inference requests on random f32 inputs and\n"
+               "reports throughput and latency (docs/BENCHMARKING.md).\n"
+               "\n"
+               "Load:\n"
+               "  --model M          the model to run (must be loaded; see convctl models)\n"
+               "  --concurrency C    closed loop (no --rate): C workers, each with exactly one\n"
+               "                     request in flight, sending the next as soon as the last\n"
+               "                     completes. Open loop: at most C requests in flight.\n"
+               "  --rate R           open loop: R requests per second on a fixed schedule,\n"
+               "                     whatever the latency; latency is measured from each\n"
+               "                     request's scheduled send time (no coordinated omission)\n"
+               "  --arrival A        open loop schedule: poisson (exponential gaps, default)\n"
+               "                     or uniform (evenly spaced)\n"
+               "  --connections K    connections to spread the requests over (default\n"
+               "                     min(C, 8)); requests are pipelined on each\n"
+               "  --duration S       measure for S seconds (default 10)\n"
+               "  --requests N       measure N requests instead\n"
+               "  --warmup S         run S seconds first without measuring (default 1)\n"
+               "  --batch B          samples per request: the model's open batch dim (default 1)\n"
+               "  --input-shape X    auto (default): from the daemon's models answer, batch dim\n"
+               "                     = B; or AxBx.. for a one-input model; or NAME=AxB..,NAME=..\n"
+               "  --timeout MS       per-request timeout, also sent to the daemon (default 10000)\n"
+               "  --seed N           seed of the random inputs and arrivals (default: time)\n"
+               "  --socket PATH      daemon socket (default $CONVD_SOCKET, else /run/convd/convd.sock\n"
+               "                     as root, else $XDG_RUNTIME_DIR/convd.sock)\n"
+               "\n"
+               "Output:\n"
+               "  (default)          a text report on stdout: requests, throughput, latency\n"
+               "                     min/mean/p50/p90/p99/p99.9/max, errors by code\n"
+               "  --json             the report as one JSON object on stdout instead\n"
+               "  --csv FILE         one row per second: second,phase,sent,ok,errors,\n"
+               "                     throughput_rps,p50_ms,p90_ms,p99_ms,max_ms\n"
+               "  --plot FILE.png    latency histogram and latency over time (gnuplot)\n"
+               "  --progress         a progress line on stderr every second (default: when\n"
+               "                     stderr is a terminal); --no-progress: never\n"
+               "  --version          print convbench's version and exit\n"
+               "\n"
+               "Exit: 0 run completed, 1 failed (unknown model, nothing succeeded, lost\n"
+               "connections, output files), 2 usage, 3 cannot connect.\n");
 }
 
 static int usage_error(const char *fmt, const char *arg) {
@@ -107,9 +106,18 @@ int bench_parse(int argc, char **argv, bench_cfg *cfg) {
             return -1;
         }
         // Flags without a value.
-        if (strcmp(a, "--json") == 0) { cfg->json = 1; continue; }
-        if (strcmp(a, "--progress") == 0) { cfg->progress = 1; continue; }
-        if (strcmp(a, "--no-progress") == 0) { cfg->progress = 0; continue; }
+        if (strcmp(a, "--json") == 0) {
+            cfg->json = 1;
+            continue;
+        }
+        if (strcmp(a, "--progress") == 0) {
+            cfg->progress = 1;
+            continue;
+        }
+        if (strcmp(a, "--no-progress") == 0) {
+            cfg->progress = 0;
+            continue;
+        }
         if (strncmp(a, "--", 2) != 0) return usage_error("unexpected argument '%s'", a);
         // --opt VALUE or --opt=VALUE.
         char name[64];
@@ -151,16 +159,14 @@ int bench_parse(int argc, char **argv, bench_cfg *cfg) {
             cfg->duration_s = d;
             have_duration = 1;
         } else if (strcmp(name, "--requests") == 0) {
-            if (parse_ll(val, &n) || n < 1)
-                return usage_error("--requests must be >= 1, not '%s'", val);
+            if (parse_ll(val, &n) || n < 1) return usage_error("--requests must be >= 1, not '%s'", val);
             cfg->requests = n;
         } else if (strcmp(name, "--warmup") == 0) {
             if (parse_double(val, &d) || d < 0 || d > 1e5)
                 return usage_error("--warmup must be seconds >= 0, not '%s'", val);
             cfg->warmup_s = d;
         } else if (strcmp(name, "--batch") == 0) {
-            if (parse_ll(val, &n) || n < 1 || n > 1000000)
-                return usage_error("--batch must be >= 1, not '%s'", val);
+            if (parse_ll(val, &n) || n < 1 || n > 1000000) return usage_error("--batch must be >= 1, not '%s'", val);
             cfg->batch = (int)n;
         } else if (strcmp(name, "--input-shape") == 0) {
             cfg->input_shape = val;
@@ -181,12 +187,9 @@ int bench_parse(int argc, char **argv, bench_cfg *cfg) {
     }
     if (!cfg->model) return usage_error("%s", "--model is required");
     if (cfg->concurrency < 1) return usage_error("%s", "--concurrency is required");
-    if (have_duration && cfg->requests)
-        return usage_error("%s", "give --duration or --requests, not both");
-    if (have_arrival && cfg->rate == 0)
-        return usage_error("%s", "--arrival needs --rate (open loop)");
+    if (have_duration && cfg->requests) return usage_error("%s", "give --duration or --requests, not both");
+    if (have_arrival && cfg->rate == 0) return usage_error("%s", "--arrival needs --rate (open loop)");
     if (cfg->connections == 0) cfg->connections = cfg->concurrency < 8 ? cfg->concurrency : 8;
-    if (cfg->connections > cfg->concurrency)
-        return usage_error("%s", "--connections cannot exceed --concurrency");
+    if (cfg->connections > cfg->concurrency) return usage_error("%s", "--connections cannot exceed --concurrency");
     return 0;
 }

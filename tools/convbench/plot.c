@@ -83,35 +83,40 @@ static void write_script(FILE *f, const char *out, const char *hist, const char 
     double tp = r->elapsed_s > 0 ? (double)r->ok / r->elapsed_s : 0;
     char title[400];
     if (cfg->rate > 0)
-        snprintf(title, sizeof title, "convbench: %s, open loop %.0f req/s (%s), batch %lld, "
-                 "%d connections - %llu ok, %.1f req/s", cfg->model, cfg->rate,
-                 cd_arrival_name(cfg->arrival), (long long)r->batch, r->connections,
+        snprintf(title, sizeof title,
+                 "convbench: %s, open loop %.0f req/s (%s), batch %lld, "
+                 "%d connections - %llu ok, %.1f req/s",
+                 cfg->model, cfg->rate, cd_arrival_name(cfg->arrival), (long long)r->batch, r->connections,
                  (unsigned long long)r->ok, tp);
     else
-        snprintf(title, sizeof title, "convbench: %s, closed loop concurrency %d, batch %lld, "
-                 "%d connections - %llu ok, %.1f req/s", cfg->model, cfg->concurrency,
-                 (long long)r->batch, r->connections, (unsigned long long)r->ok, tp);
+        snprintf(title, sizeof title,
+                 "convbench: %s, closed loop concurrency %d, batch %lld, "
+                 "%d connections - %llu ok, %.1f req/s",
+                 cfg->model, cfg->concurrency, (long long)r->batch, r->connections, (unsigned long long)r->ok, tp);
 
     fprintf(f, "set terminal pngcairo size 1200,1000 font 'sans,11'\nset output ");
     gp_str(f, out);
     fprintf(f, "\nset multiplot layout 2,1 title ");
     gp_str(f, title);
-    fprintf(f, " font 'sans,13'\n"
-               "set grid\nset key top right opaque box\n"
-               "# Latency histogram\n"
-               "set title 'Latency histogram of successful requests (after warm-up; %d bins per doubling)'\n"
-               "set logscale x 10\nset format x '%%g'\n"
-               "set xlabel 'latency (ms, log scale)'\nset ylabel 'share of requests (%%)'\n"
-               "set yrange [0:*]\nset style fill solid 0.6 border -1\n",
+    fprintf(f,
+            " font 'sans,13'\n"
+            "set grid\nset key top right opaque box\n"
+            "# Latency histogram\n"
+            "set title 'Latency histogram of successful requests (after warm-up; %d bins per doubling)'\n"
+            "set logscale x 10\nset format x '%%g'\n"
+            "set xlabel 'latency (ms, log scale)'\nset ylabel 'share of requests (%%)'\n"
+            "set yrange [0:*]\nset style fill solid 0.6 border -1\n",
             BINS_PER_DOUBLING);
-    fprintf(f, "set arrow 1 from %.9g, graph 0 to %.9g, graph 1 nohead lc rgb '#1a9850' lw 2\n"
-               "set arrow 2 from %.9g, graph 0 to %.9g, graph 1 nohead lc rgb '#fc8d59' lw 2\n"
-               "set arrow 3 from %.9g, graph 0 to %.9g, graph 1 nohead lc rgb '#d73027' lw 2 dt 2\n",
+    fprintf(f,
+            "set arrow 1 from %.9g, graph 0 to %.9g, graph 1 nohead lc rgb '#1a9850' lw 2\n"
+            "set arrow 2 from %.9g, graph 0 to %.9g, graph 1 nohead lc rgb '#fc8d59' lw 2\n"
+            "set arrow 3 from %.9g, graph 0 to %.9g, graph 1 nohead lc rgb '#d73027' lw 2 dt 2\n",
             p50, p50, p99, p99, p999, p999);
-    fprintf(f, "plot '%s' using 1:3:2 with boxes lc rgb '#4575b4' title 'requests', "
-               "NaN with lines lc rgb '#1a9850' lw 2 title 'p50 %.3f ms', "
-               "NaN with lines lc rgb '#fc8d59' lw 2 title 'p99 %.3f ms', "
-               "NaN with lines lc rgb '#d73027' lw 2 dt 2 title 'p99.9 %.3f ms'\n",
+    fprintf(f,
+            "plot '%s' using 1:3:2 with boxes lc rgb '#4575b4' title 'requests', "
+            "NaN with lines lc rgb '#1a9850' lw 2 title 'p50 %.3f ms', "
+            "NaN with lines lc rgb '#fc8d59' lw 2 title 'p99 %.3f ms', "
+            "NaN with lines lc rgb '#d73027' lw 2 dt 2 title 'p99.9 %.3f ms'\n",
             hist, p50, p99, p999);
     fprintf(f, "unset arrow\nunset logscale x\nset format x '%%g'\nset yrange [*:*]\n"
                "# Latency over time\n"
@@ -121,13 +126,18 @@ static void write_script(FILE *f, const char *out, const char *hist, const char 
                "set y2label 'throughput (requests/s)'\nset y2tics\nset ytics nomirror\n"
                "set y2range [0:*]\nset xrange [0:*]\nset key outside below horizontal\nset bmargin 5\n");
     if (cfg->warmup_s > 0)
-        fprintf(f, "set object 1 rect from 0, graph 0 to %.3f, graph 1 fc rgb '#dddddd' "
-                   "fillstyle solid 0.5 noborder behind\n", cfg->warmup_s);
-    fprintf(f, "plot '%s' using 1:2 with linespoints pt 7 ps 0.5 lc rgb '#1a9850' title 'p50', "
-               "'' using 1:3 with linespoints pt 7 ps 0.5 lc rgb '#fc8d59' title 'p99', "
-               "'' using 1:4 with lines lc rgb '#d73027' title 'max', "
-               "'' using 1:5 axes x1y2 with linespoints pt 5 ps 0.5 lw 2 lc rgb '#4575b4' dt 2 title 'throughput (right axis)'\n"
-               "unset multiplot\n", tl);
+        fprintf(f,
+                "set object 1 rect from 0, graph 0 to %.3f, graph 1 fc rgb '#dddddd' "
+                "fillstyle solid 0.5 noborder behind\n",
+                cfg->warmup_s);
+    fprintf(f,
+            "plot '%s' using 1:2 with linespoints pt 7 ps 0.5 lc rgb '#1a9850' title 'p50', "
+            "'' using 1:3 with linespoints pt 7 ps 0.5 lc rgb '#fc8d59' title 'p99', "
+            "'' using 1:4 with lines lc rgb '#d73027' title 'max', "
+            "'' using 1:5 axes x1y2 with linespoints pt 5 ps 0.5 lw 2 lc rgb '#4575b4' dt 2 title 'throughput (right "
+            "axis)'\n"
+            "unset multiplot\n",
+            tl);
 }
 
 // Runs gnuplot on script. Returns 0, -1 when it could not start, 1 when it failed.
@@ -139,8 +149,10 @@ static int run_gnuplot(const char *script) {
     int se = posix_spawnp(&pid, "gnuplot", &fa, NULL, argv, environ);
     posix_spawn_file_actions_destroy(&fa);
     if (se != 0) {
-        fprintf(stderr, "convbench: --plot needs gnuplot (%s); install gnuplot-nox "
-                "(scripts/setup does)\n", strerror(se));
+        fprintf(stderr,
+                "convbench: --plot needs gnuplot (%s); install gnuplot-nox "
+                "(scripts/setup does)\n",
+                strerror(se));
         return -1;
     }
     int st;
@@ -169,8 +181,7 @@ int bench_plot(const char *out, const bench_cfg *cfg, const bench_result *r) {
     snprintf(script, sizeof script, "%s/plot.gp", dir);
     int rc = -1;
     FILE *f = NULL;
-    if (write_hist(hist, &r->lat) != 0 || write_timeline(tl, r) != 0 ||
-        !(f = fopen(script, "w"))) {
+    if (write_hist(hist, &r->lat) != 0 || write_timeline(tl, r) != 0 || !(f = fopen(script, "w"))) {
         fprintf(stderr, "convbench: --plot: cannot write to %s: %s\n", dir, strerror(errno));
         goto out;
     }
@@ -183,10 +194,8 @@ int bench_plot(const char *out, const bench_cfg *cfg, const bench_result *r) {
     f = NULL;
 
     int g = run_gnuplot(script);
-    if (g < 0)
-        goto out;
-    if (g > 0)
-        return -1; // keep the directory for a look
+    if (g < 0) goto out;
+    if (g > 0) return -1; // keep the directory for a look
     if (access(out, F_OK) != 0) {
         fprintf(stderr, "convbench: --plot: gnuplot wrote no %s\n", out);
         goto out;

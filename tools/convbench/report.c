@@ -12,36 +12,32 @@ static const struct {
     const char *label; // text label
     double q;          // percentile
 } pcts[] = {
-    {"p50", "p50", 50}, {"p90", "p90", 90}, {"p99", "p99", 99}, {"p999", "p99.9", 99.9},
+    {"p50", "p50", 50},
+    {"p90", "p90", 90},
+    {"p99", "p99", 99},
+    {"p999", "p99.9", 99.9},
 };
 
 static double ms(uint64_t ns) { return (double)ns / 1e6; }
 
-static double throughput(const bench_result *r) {
-    return r->elapsed_s > 0 ? (double)r->ok / r->elapsed_s : 0.0;
-}
+static double throughput(const bench_result *r) { return r->elapsed_s > 0 ? (double)r->ok / r->elapsed_s : 0.0; }
 
-static const char *mode_name(const bench_cfg *cfg) {
-    return cfg->rate > 0 ? "open" : "closed";
-}
+static const char *mode_name(const bench_cfg *cfg) { return cfg->rate > 0 ? "open" : "closed"; }
 
 void bench_report_text(FILE *f, const bench_cfg *cfg, const bench_result *r) {
     fprintf(f, "convbench: model %s, %s loop, ", cfg->model, mode_name(cfg));
     if (cfg->rate > 0)
-        fprintf(f, "%.1f req/s %s arrivals (at most %d in flight)", cfg->rate,
-                cd_arrival_name(cfg->arrival), cfg->concurrency);
+        fprintf(f, "%.1f req/s %s arrivals (at most %d in flight)", cfg->rate, cd_arrival_name(cfg->arrival),
+                cfg->concurrency);
     else
         fprintf(f, "concurrency %d", cfg->concurrency);
-    fprintf(f, ", %d connection%s, batch %lld\n", r->connections, r->connections == 1 ? "" : "s",
-            (long long)r->batch);
+    fprintf(f, ", %d connection%s, batch %lld\n", r->connections, r->connections == 1 ? "" : "s", (long long)r->batch);
     if (cfg->requests)
-        fprintf(f, "  measured    %lld requests after %.1f s warm-up\n", cfg->requests,
-                cfg->warmup_s);
+        fprintf(f, "  measured    %lld requests after %.1f s warm-up\n", cfg->requests, cfg->warmup_s);
     else
         fprintf(f, "  measured    %.1f s after %.1f s warm-up\n", cfg->duration_s, cfg->warmup_s);
-    fprintf(f, "  requests    %llu sent, %llu ok, %llu errors in %.3f s\n",
-            (unsigned long long)r->sent, (unsigned long long)r->ok,
-            (unsigned long long)r->errors, r->elapsed_s);
+    fprintf(f, "  requests    %llu sent, %llu ok, %llu errors in %.3f s\n", (unsigned long long)r->sent,
+            (unsigned long long)r->ok, (unsigned long long)r->errors, r->elapsed_s);
     double tp = throughput(r);
     fprintf(f, "  throughput  %.1f req/s (%.1f samples/s)\n", tp, tp * (double)r->batch);
     if (r->lat.total) {
@@ -52,9 +48,7 @@ void bench_report_text(FILE *f, const bench_cfg *cfg, const bench_result *r) {
     } else {
         fprintf(f, "  latency ms  (no successful request)\n");
     }
-    if (cfg->rate > 0)
-        fprintf(f, "  send lag    max %.3f ms behind schedule (included in latency)\n",
-                r->max_lag_ms);
+    if (cfg->rate > 0) fprintf(f, "  send lag    max %.3f ms behind schedule (included in latency)\n", r->max_lag_ms);
     if (r->errors) {
         fprintf(f, "  errors     ");
         for (int c = 1; c < BENCH_CODES; c++)
@@ -83,8 +77,8 @@ static void json_str(FILE *f, const char *s) {
 void bench_report_json(FILE *f, const bench_cfg *cfg, const bench_result *r) {
     fprintf(f, "{\"model\": ");
     json_str(f, cfg->model);
-    fprintf(f, ", \"mode\": \"%s\", \"concurrency\": %d, \"connections\": %d, ",
-            mode_name(cfg), cfg->concurrency, r->connections);
+    fprintf(f, ", \"mode\": \"%s\", \"concurrency\": %d, \"connections\": %d, ", mode_name(cfg), cfg->concurrency,
+            r->connections);
     if (cfg->rate > 0)
         fprintf(f, "\"rate\": %.6g, \"arrival\": \"%s\", \"max_lag_ms\": %.6g, ", cfg->rate,
                 cd_arrival_name(cfg->arrival), r->max_lag_ms);
@@ -95,15 +89,16 @@ void bench_report_json(FILE *f, const bench_cfg *cfg, const bench_result *r) {
         fprintf(f, "\"duration_s\": null, \"requests_target\": %lld, ", cfg->requests);
     else
         fprintf(f, "\"duration_s\": %.6g, \"requests_target\": null, ", cfg->duration_s);
-    fprintf(f, "\"elapsed_s\": %.6f, \"requests\": {\"sent\": %llu, \"ok\": %llu, "
-            "\"errors\": %llu}, ", r->elapsed_s, (unsigned long long)r->sent,
-            (unsigned long long)r->ok, (unsigned long long)r->errors);
+    fprintf(f,
+            "\"elapsed_s\": %.6f, \"requests\": {\"sent\": %llu, \"ok\": %llu, "
+            "\"errors\": %llu}, ",
+            r->elapsed_s, (unsigned long long)r->sent, (unsigned long long)r->ok, (unsigned long long)r->errors);
     double tp = throughput(r);
     fprintf(f, "\"throughput_rps\": %.6f, \"samples_per_s\": %.6f, ", tp, tp * (double)r->batch);
     fprintf(f, "\"latency_ms\": {");
     if (r->lat.total) {
-        fprintf(f, "\"count\": %llu, \"min\": %.6f, \"mean\": %.6f",
-                (unsigned long long)r->lat.total, ms(r->lat.min), cd_hist_mean(&r->lat) / 1e6);
+        fprintf(f, "\"count\": %llu, \"min\": %.6f, \"mean\": %.6f", (unsigned long long)r->lat.total, ms(r->lat.min),
+                cd_hist_mean(&r->lat) / 1e6);
         for (size_t i = 0; i < sizeof pcts / sizeof *pcts; i++)
             fprintf(f, ", \"%s\": %.6f", pcts[i].key, ms(cd_hist_percentile(&r->lat, pcts[i].q)));
         fprintf(f, ", \"max\": %.6f", ms(r->lat.max));
@@ -114,8 +109,7 @@ void bench_report_json(FILE *f, const bench_cfg *cfg, const bench_result *r) {
     int first = 1;
     for (int c = 1; c < BENCH_CODES; c++) {
         if (!r->by_code[c]) continue;
-        fprintf(f, "%s\"%s\": %llu", first ? "" : ", ",
-                c == BENCH_CODES - 1 ? "other" : convd_errname(-c),
+        fprintf(f, "%s\"%s\": %llu", first ? "" : ", ", c == BENCH_CODES - 1 ? "other" : convd_errname(-c),
                 (unsigned long long)r->by_code[c]);
         first = 0;
     }
@@ -127,11 +121,11 @@ void bench_report_json(FILE *f, const bench_cfg *cfg, const bench_result *r) {
     fprintf(f, ", \"timeline\": [");
     for (size_t i = 0; i < r->nrows; i++) {
         const bench_row *w = &r->rows[i];
-        fprintf(f, "%s{\"t_s\": %.3f, \"warmup\": %s, \"sent\": %llu, \"ok\": %llu, "
+        fprintf(f,
+                "%s{\"t_s\": %.3f, \"warmup\": %s, \"sent\": %llu, \"ok\": %llu, "
                 "\"errors\": %llu, \"p50_ms\": %.6f, \"p99_ms\": %.6f, \"max_ms\": %.6f}",
-                i ? ", " : "", w->t_s, w->warmup ? "true" : "false",
-                (unsigned long long)w->sent, (unsigned long long)w->ok,
-                (unsigned long long)w->errors, w->p50_ms, w->p99_ms, w->max_ms);
+                i ? ", " : "", w->t_s, w->warmup ? "true" : "false", (unsigned long long)w->sent,
+                (unsigned long long)w->ok, (unsigned long long)w->errors, w->p50_ms, w->p99_ms, w->max_ms);
     }
     fprintf(f, "]}\n");
 }
@@ -147,9 +141,8 @@ int bench_write_csv(const char *path, const bench_result *r) {
     for (size_t i = 0; i < r->nrows; i++) {
         const bench_row *w = &r->rows[i];
         double dt = w->t_s - prev;
-        fprintf(f, "%.3f,%s,%llu,%llu,%llu,%.3f,%.6f,%.6f,%.6f,%.6f\n", w->t_s,
-                w->warmup ? "warmup" : "measure", (unsigned long long)w->sent,
-                (unsigned long long)w->ok, (unsigned long long)w->errors,
+        fprintf(f, "%.3f,%s,%llu,%llu,%llu,%.3f,%.6f,%.6f,%.6f,%.6f\n", w->t_s, w->warmup ? "warmup" : "measure",
+                (unsigned long long)w->sent, (unsigned long long)w->ok, (unsigned long long)w->errors,
                 dt > 0 ? (double)w->ok / dt : 0.0, w->p50_ms, w->p90_ms, w->p99_ms, w->max_ms);
         prev = w->t_s;
     }

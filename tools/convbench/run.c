@@ -28,23 +28,23 @@
 #include <time.h>
 #include <unistd.h>
 
-#define NSETS 4  // distinct random input sets, used in turn
+#define NSETS 4 // distinct random input sets, used in turn
 
 typedef struct bench bench;
 
 // A closed-loop worker: one request in flight at a time.
 typedef struct {
     bench *b;
-    int conn;          // index into conns
-    int64_t sched_ns;  // when its current request was sent
-    int measured;      // its current request counts in the result
+    int conn;         // index into conns
+    int64_t sched_ns; // when its current request was sent
+    int measured;     // its current request counts in the result
 } worker;
 
 // An open-loop request in flight.
 typedef struct {
     bench *b;
-    int64_t sched_ns;  // its scheduled send time
-    int measured;      // counts in the result
+    int64_t sched_ns; // its scheduled send time
+    int measured;     // counts in the result
 } oreq;
 
 struct bench {
@@ -53,26 +53,26 @@ struct bench {
     convd_conn **conns;
     int nconn;
     size_t n_inputs;
-    char **names;               // n_inputs input names
-    convd_tensor *sets;         // NSETS * n_inputs tensors of random data
+    char **names;                 // n_inputs input names
+    convd_tensor *sets;           // NSETS * n_inputs tensors of random data
     int64_t t0, warm_at, end_at;  // CLOCK_MONOTONIC ns; end_at INT64_MAX: --requests
-    atomic_int stop;            // 1: send nothing more
-    atomic_llong measured_issued;   // measured requests sent (the --requests quota)
-    atomic_ullong sent_all;     // every request sent, warm-up included
-    atomic_llong outstanding;   // requests in flight
-    atomic_int live_workers;    // closed loop: workers still sending
-    atomic_ullong rr;           // round robin over input sets
-    pthread_mutex_t mu;         // guards the fields below and res's counters
-    pthread_cond_t cond;        // signalled when the run may be over
-    cd_hist *iv;                // latencies of the current second
-    uint64_t iv_ok, iv_err;     // completions of the current second
-    int64_t last_done;          // last measured completion (ns)
-    int64_t max_lag;            // open loop: worst send lateness (ns)
-    uint64_t send_failures;     // requests that could not be sent
-    atomic_int failed_workers;  // closed loop: workers retired by a failed send
-    atomic_int lost_all;        // open loop: every connection broke
-    int last_send_status;       // status of the last send failure
-    char last_send_msg[160];    // and its message
+    atomic_int stop;              // 1: send nothing more
+    atomic_llong measured_issued; // measured requests sent (the --requests quota)
+    atomic_ullong sent_all;       // every request sent, warm-up included
+    atomic_llong outstanding;     // requests in flight
+    atomic_int live_workers;      // closed loop: workers still sending
+    atomic_ullong rr;             // round robin over input sets
+    pthread_mutex_t mu;           // guards the fields below and res's counters
+    pthread_cond_t cond;          // signalled when the run may be over
+    cd_hist *iv;                  // latencies of the current second
+    uint64_t iv_ok, iv_err;       // completions of the current second
+    int64_t last_done;            // last measured completion (ns)
+    int64_t max_lag;              // open loop: worst send lateness (ns)
+    uint64_t send_failures;       // requests that could not be sent
+    atomic_int failed_workers;    // closed loop: workers retired by a failed send
+    atomic_int lost_all;          // open loop: every connection broke
+    int last_send_status;         // status of the last send failure
+    char last_send_msg[160];      // and its message
 };
 
 static int64_t mono_ns(void) {
@@ -152,9 +152,7 @@ static void finish_one(bench *b) {
     if (atomic_fetch_sub(&b->outstanding, 1) == 1 && atomic_load(&b->stop)) wake(b);
 }
 
-static const convd_tensor *next_set(bench *b) {
-    return &b->sets[(atomic_fetch_add(&b->rr, 1) % NSETS) * b->n_inputs];
-}
+static const convd_tensor *next_set(bench *b) { return &b->sets[(atomic_fetch_add(&b->rr, 1) % NSETS) * b->n_inputs]; }
 
 // ---- closed loop ------------------------------------------------------------
 
@@ -175,9 +173,8 @@ static void worker_issue(worker *w) {
         b->res->sent++;
         pthread_mutex_unlock(&b->mu);
     }
-    int rc = convd_infer_async(b->conns[w->conn], b->cfg->model, b->n_inputs,
-                               (const char *const *)b->names, next_set(b), 0, NULL,
-                               b->cfg->timeout_ms, closed_done, w);
+    int rc = convd_infer_async(b->conns[w->conn], b->cfg->model, b->n_inputs, (const char *const *)b->names,
+                               next_set(b), 0, NULL, b->cfg->timeout_ms, closed_done, w);
     if (rc == 0) return;
     send_failed(b, now, measured, rc);
     finish_one(b);
@@ -194,7 +191,7 @@ static void closed_done(void *user, int status, convd_outputs *outs, const char 
     bench *b = w->b;
     convd_outputs_free(outs);
     record(b, w->sched_ns, w->measured, status);
-    worker_issue(w);  // before finish_one: outstanding never dips to 0 mid-run
+    worker_issue(w); // before finish_one: outstanding never dips to 0 mid-run
     finish_one(b);
 }
 
@@ -236,9 +233,9 @@ static void *issuer_main(void *arg) {
         if (measured) b->res->sent++;
         if (lag > b->max_lag) b->max_lag = lag;
         pthread_mutex_unlock(&b->mu);
-        int rc = convd_infer_async(b->conns[i % (uint64_t)b->nconn], b->cfg->model,
-                                   b->n_inputs, (const char *const *)b->names, next_set(b),
-                                   0, NULL, b->cfg->timeout_ms, open_done, q);
+        int rc =
+            convd_infer_async(b->conns[i % (uint64_t)b->nconn], b->cfg->model, b->n_inputs,
+                              (const char *const *)b->names, next_set(b), 0, NULL, b->cfg->timeout_ms, open_done, q);
         if (rc != 0) {
             free(q);
             send_failed(b, sched, measured, rc);
@@ -291,8 +288,7 @@ static int shapes_from_spec(const char *spec, const convd_model_info *m, int *ra
     for (size_t i = 0; i < m->n_inputs; i++) ranks[i] = 0;
     if (!strchr(spec, '=')) {
         if (m->n_inputs != 1) {
-            fprintf(stderr, "convbench: model '%s' has %zu inputs: give NAME=SHAPE for each\n",
-                    m->name, m->n_inputs);
+            fprintf(stderr, "convbench: model '%s' has %zu inputs: give NAME=SHAPE for each\n", m->name, m->n_inputs);
             return -1;
         }
         ranks[0] = parse_dims(spec, shapes[0]);
@@ -329,8 +325,7 @@ static int shapes_from_spec(const char *spec, const convd_model_info *m, int *ra
     free(copy);
     for (size_t i = 0; rc == 0 && i < m->n_inputs; i++) {
         if (ranks[i] == 0) {
-            fprintf(stderr, "convbench: --input-shape gives no shape for input '%s'\n",
-                    m->inputs[i].name);
+            fprintf(stderr, "convbench: --input-shape gives no shape for input '%s'\n", m->inputs[i].name);
             rc = -1;
         }
     }
@@ -381,15 +376,16 @@ static int setup_inputs(bench *b) {
                 int64_t v = ti->shape[d];
                 if (v < 1 && d == 0) v = cfg->batch;
                 if (v < 1) {
-                    fprintf(stderr, "convbench: input '%s' has an open dim %d: give "
-                            "--input-shape\n", ti->name, d);
+                    fprintf(stderr,
+                            "convbench: input '%s' has an open dim %d: give "
+                            "--input-shape\n",
+                            ti->name, d);
                     rc = -1;
                 }
                 shapes[i][d] = v;
             }
             if (ti->rank == 0) {
-                fprintf(stderr, "convbench: input '%s' has no shape: give --input-shape\n",
-                        ti->name);
+                fprintf(stderr, "convbench: input '%s' has no shape: give --input-shape\n", ti->name);
                 rc = -1;
             }
         }
@@ -398,8 +394,8 @@ static int setup_inputs(bench *b) {
     }
     for (size_t i = 0; i < m->n_inputs && rc == 0; i++) {
         if (m->inputs[i].dtype != CONVD_DTYPE_F32 && m->inputs[i].dtype != CONVD_DTYPE_INVALID) {
-            fprintf(stderr, "convbench: input '%s' is %s: convbench sends f32 only\n",
-                    m->inputs[i].name, convd_dtype_name(m->inputs[i].dtype));
+            fprintf(stderr, "convbench: input '%s' is %s: convbench sends f32 only\n", m->inputs[i].name,
+                    convd_dtype_name(m->inputs[i].dtype));
             rc = -1;
         }
     }
@@ -487,11 +483,11 @@ static void tick(bench *b, cd_hist **spare, uint64_t *sent_prev, int show, int t
                 all_ok += rows[i].ok;
                 all_err += rows[i].errors;
             }
-            fprintf(stderr, "%s[%6.1fs]%s sent %llu  ok %llu  errors %llu  %.1f req/s  "
+            fprintf(stderr,
+                    "%s[%6.1fs]%s sent %llu  ok %llu  errors %llu  %.1f req/s  "
                     "p50 %.3f ms  p99 %.3f ms%s",
-                    tty ? "\r\033[K" : "", row->t_s, row->warmup ? " warmup" : "",
-                    (unsigned long long)sent, (unsigned long long)all_ok,
-                    (unsigned long long)all_err, dt > 0 ? (double)ok / dt : 0.0,
+                    tty ? "\r\033[K" : "", row->t_s, row->warmup ? " warmup" : "", (unsigned long long)sent,
+                    (unsigned long long)all_ok, (unsigned long long)all_err, dt > 0 ? (double)ok / dt : 0.0,
                     row->p50_ms, row->p99_ms, tty ? "" : "\n");
             fflush(stderr);
         }
@@ -532,13 +528,13 @@ static void run_ticks(bench *b, cd_hist **spare, int show, int tty) {
     int64_t drain_deadline = INT64_MAX;
     for (;;) {
         pthread_mutex_lock(&b->mu);
-        while (!(atomic_load(&b->stop) && atomic_load(&b->outstanding) == 0) &&
-               mono_ns() < next_tick && mono_ns() < b->end_at) {
+        while (!(atomic_load(&b->stop) && atomic_load(&b->outstanding) == 0) && mono_ns() < next_tick &&
+               mono_ns() < b->end_at) {
             int64_t until = next_tick < b->end_at ? next_tick : b->end_at;
             struct timespec ts;
             clock_gettime(CLOCK_REALTIME, &ts);
             int64_t wait = until - mono_ns();
-            if (wait > 50000000) wait = 50000000;  // re-check the end every 50 ms
+            if (wait > 50000000) wait = 50000000; // re-check the end every 50 ms
             if (wait < 0) wait = 0;
             ts.tv_nsec += (long)wait;
             ts.tv_sec += ts.tv_nsec / 1000000000;
@@ -558,8 +554,8 @@ static void run_ticks(bench *b, cd_hist **spare, int show, int tty) {
             drain_deadline = now + (int64_t)b->cfg->timeout_ms * 1000000 + 2000000000;
         if (now >= drain_deadline) {
             snprintf(b->res->stop_reason, sizeof b->res->stop_reason,
-                     "%lld requests still unanswered %d ms after the end",
-                     (long long)atomic_load(&b->outstanding), b->cfg->timeout_ms + 2000);
+                     "%lld requests still unanswered %d ms after the end", (long long)atomic_load(&b->outstanding),
+                     b->cfg->timeout_ms + 2000);
             break;
         }
     }
@@ -579,7 +575,7 @@ int bench_run(const bench_cfg *cfg, bench_result *res) {
     // Connections.
     b.nconn = cfg->connections;
     b.conns = calloc((size_t)b.nconn, sizeof *b.conns);
-    convd_opts o;  // the default timeout serves the control calls (models)
+    convd_opts o; // the default timeout serves the control calls (models)
     convd_opts_init(&o);
     int per_conn = (cfg->concurrency + b.nconn - 1) / b.nconn;
     int rc = BENCH_EXIT_OK;
@@ -640,12 +636,10 @@ int bench_run(const bench_cfg *cfg, bench_result *res) {
     if (res->elapsed_s < 0) res->elapsed_s = 0;
     res->max_lag_ms = (double)b.max_lag / 1e6;
     if (!res->stop_reason[0] && closed && atomic_load(&b.failed_workers) == cfg->concurrency)
-        snprintf(res->stop_reason, sizeof res->stop_reason,
-                 "every worker stopped after a failed send (last: %s: %s)",
+        snprintf(res->stop_reason, sizeof res->stop_reason, "every worker stopped after a failed send (last: %s: %s)",
                  convd_errname(b.last_send_status), b.last_send_msg);
     if (!res->stop_reason[0] && atomic_load(&b.lost_all))
-        snprintf(res->stop_reason, sizeof res->stop_reason, "lost every connection (%s)",
-                 b.last_send_msg);
+        snprintf(res->stop_reason, sizeof res->stop_reason, "lost every connection (%s)", b.last_send_msg);
     if (res->stop_reason[0]) {
         fprintf(stderr, "convbench: the run ended early: %s\n", res->stop_reason);
         rc = BENCH_EXIT_FAIL;

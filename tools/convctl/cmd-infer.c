@@ -13,7 +13,7 @@ enum { MAX_FILES = 64 };
 
 // One --input or --output argument: [NAME=]FILE.
 typedef struct {
-    const char *name;  // NULL when not given
+    const char *name; // NULL when not given
     const char *file;
 } file_arg;
 
@@ -39,14 +39,21 @@ static file_arg split_arg(const char *a) {
 static double elem(const convd_tensor *t, size_t i) {
     const unsigned char *p = t->data;
     switch (t->dtype) {
-    case CONVD_DTYPE_F32: { float v; memcpy(&v, p + 4 * i, 4); return v; }
-    case CONVD_DTYPE_F64: { double v; memcpy(&v, p + 8 * i, 8); return v; }
+    case CONVD_DTYPE_F32: {
+        float v;
+        memcpy(&v, p + 4 * i, 4);
+        return v;
+    }
+    case CONVD_DTYPE_F64: {
+        double v;
+        memcpy(&v, p + 8 * i, 8);
+        return v;
+    }
     case CONVD_DTYPE_F16: {
         uint16_t h;
         memcpy(&h, p + 2 * i, 2);
         int e = (h >> 10) & 31, m = h & 1023;
-        double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY)
-                                                     : ldexp(m + 1024, e - 25);
+        double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(m + 1024, e - 25);
         return (h & 0x8000) ? -v : v;
     }
     case CONVD_DTYPE_BF16: {
@@ -60,9 +67,21 @@ static double elem(const convd_tensor *t, size_t i) {
     case CONVD_DTYPE_I8: return (int8_t)p[i];
     case CONVD_DTYPE_U8: return p[i];
     case CONVD_DTYPE_BOOL: return p[i] != 0;
-    case CONVD_DTYPE_I16: { int16_t v; memcpy(&v, p + 2 * i, 2); return v; }
-    case CONVD_DTYPE_I32: { int32_t v; memcpy(&v, p + 4 * i, 4); return v; }
-    case CONVD_DTYPE_I64: { int64_t v; memcpy(&v, p + 8 * i, 8); return (double)v; }
+    case CONVD_DTYPE_I16: {
+        int16_t v;
+        memcpy(&v, p + 2 * i, 2);
+        return v;
+    }
+    case CONVD_DTYPE_I32: {
+        int32_t v;
+        memcpy(&v, p + 4 * i, 4);
+        return v;
+    }
+    case CONVD_DTYPE_I64: {
+        int64_t v;
+        memcpy(&v, p + 8 * i, 8);
+        return (double)v;
+    }
     default: return NAN;
     }
 }
@@ -90,21 +109,20 @@ static const convd_model_info *find_model(const convd_model_list *l, const char 
 
 // Gives each unnamed argument the next model tensor name not named
 // explicitly. Returns 0 or the exit code after printing the error.
-static int assign_names(file_arg *args, int n, const convd_tensor_info *ti, size_t nti,
-                        const char *what) {
+static int assign_names(file_arg *args, int n, const convd_tensor_info *ti, size_t nti, const char *what) {
     size_t next = 0;
     for (int i = 0; i < n; i++) {
         if (args[i].name) continue;
         for (; next < nti; next++) {
             bool taken = false;
             for (int j = 0; j < n; j++)
-                if (args[j].name && ti[next].name && strcmp(args[j].name, ti[next].name) == 0)
-                    taken = true;
+                if (args[j].name && ti[next].name && strcmp(args[j].name, ti[next].name) == 0) taken = true;
             if (!taken && ti[next].name) break;
         }
         if (next >= nti)
             return ctl_fail_msg("E_PARAMS: more unnamed --%s files than the model has %ss "
-                                "(%zu)", what, what, nti);
+                                "(%zu)",
+                                what, what, nti);
         args[i].name = ti[next++].name;
     }
     return 0;
@@ -242,8 +260,7 @@ int ctl_cmd_infer(ctl_ctx *ctx, int argc, char **argv) {
         }
         if (npy[i].rank == 0) {
             nread++;
-            ret = ctl_fail_msg("E_SHAPE: %s: a 0-d array is not a tensor (reshape it to [1])",
-                               in[i].file);
+            ret = ctl_fail_msg("E_SHAPE: %s: a 0-d array is not a tensor (reshape it to [1])", in[i].file);
             goto done;
         }
         names[i] = in[i].name;
@@ -257,8 +274,7 @@ int ctl_cmd_infer(ctl_ctx *ctx, int argc, char **argv) {
     // Ask for specific outputs only when every output file names one.
     const char *want[MAX_FILES];
     for (int i = 0; i < nout; i++) want[i] = out[i].name;
-    rc = convd_infer(ctx->conn, model, (size_t)nin, names, tensors, (size_t)nout, want, &res,
-                     CONVD_TIMEOUT_DEFAULT);
+    rc = convd_infer(ctx->conn, model, (size_t)nin, names, tensors, (size_t)nout, want, &res, CONVD_TIMEOUT_DEFAULT);
     if (rc) {
         ret = ctl_fail(rc);
         goto done;
@@ -270,8 +286,7 @@ int ctl_cmd_infer(ctl_ctx *ctx, int argc, char **argv) {
             goto done;
         }
         char err[256];
-        rc = cd_npy_write(out[i].file, (cd_dtype)t->dtype, t->rank, t->shape, t->data, err,
-                          sizeof err);
+        rc = cd_npy_write(out[i].file, (cd_dtype)t->dtype, t->rank, t->shape, t->data, err, sizeof err);
         if (rc) {
             ret = ctl_fail_msg("%s: %s: %s", convd_errname(rc), out[i].file, err);
             goto done;

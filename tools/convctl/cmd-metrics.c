@@ -14,8 +14,7 @@ int ctl_cmd_metrics(ctl_ctx *ctx, int argc, char **argv) {
     if (rc) return rc;
     void *res;
     size_t len;
-    if ((rc = convd_call(ctx->conn, "metrics", NULL, 0, &res, &len, CONVD_TIMEOUT_DEFAULT)))
-        return ctl_fail(rc);
+    if ((rc = convd_call(ctx->conn, "metrics", NULL, 0, &res, &len, CONVD_TIMEOUT_DEFAULT))) return ctl_fail(rc);
     if (ctx->json) {
         rc = ctl_print_json(res, len);
         convd_free(res);
@@ -24,8 +23,7 @@ int ctl_cmd_metrics(ctl_ctx *ctx, int argc, char **argv) {
     msgpack_unpacked up;
     msgpack_unpacked_init(&up);
     size_t off = 0;
-    if (msgpack_unpack_next(&up, res, len, &off) != MSGPACK_UNPACK_SUCCESS ||
-        up.data.type != MSGPACK_OBJECT_STR) {
+    if (msgpack_unpack_next(&up, res, len, &off) != MSGPACK_UNPACK_SUCCESS || up.data.type != MSGPACK_OBJECT_STR) {
         msgpack_unpacked_destroy(&up);
         convd_free(res);
         return ctl_fail_msg("E_PROTOCOL: the metrics answer is not a string");

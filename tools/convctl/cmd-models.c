@@ -49,12 +49,10 @@ int ctl_cmd_load(ctl_ctx *ctx, int argc, char **argv) {
     if (m->max_batch > 0) printf(" (max batch %lld)", (long long)m->max_batch);
     printf("\n");
     for (size_t i = 0; i < m->n_inputs + m->n_outputs; i++) {
-        const convd_tensor_info *t =
-            i < m->n_inputs ? &m->inputs[i] : &m->outputs[i - m->n_inputs];
+        const convd_tensor_info *t = i < m->n_inputs ? &m->inputs[i] : &m->outputs[i - m->n_inputs];
         char sh[160];
-        printf("  %-6s %s %s%s\n", i < m->n_inputs ? "input" : "output",
-               t->name ? t->name : "?", convd_dtype_name(t->dtype),
-               ctl_fmt_shape(sh, sizeof sh, t->rank, t->shape));
+        printf("  %-6s %s %s%s\n", i < m->n_inputs ? "input" : "output", t->name ? t->name : "?",
+               convd_dtype_name(t->dtype), ctl_fmt_shape(sh, sizeof sh, t->rank, t->shape));
     }
     convd_model_list_free(info);
     return CTL_EXIT_OK;
@@ -66,8 +64,7 @@ int ctl_cmd_unload(ctl_ctx *ctx, int argc, char **argv) {
         int r = ctl_common_opt(ctx, argc, argv, &i);
         if (r < 0) return CTL_EXIT_USAGE;
         if (r > 0) continue;
-        if (argv[i][0] == '-' && argv[i][1])
-            return ctl_usage_error(argv[0], "unknown option '%s'", argv[i]);
+        if (argv[i][0] == '-' && argv[i][1]) return ctl_usage_error(argv[0], "unknown option '%s'", argv[i]);
         if (name) return ctl_usage_error(argv[0], "unexpected argument '%s'", argv[i]);
         name = argv[i];
     }

@@ -18,34 +18,33 @@
 #include <string.h>
 #include <sys/stat.h>
 
-const char ctl_plan_help[] =
-    "MODEL is a file or a model name. A file (an existing path, or any\n"
-    "argument with a '/' or ending in .onnx) is loaded in this process\n"
-    "(offline, no daemon); anything else is the name of a model the daemon\n"
-    "has loaded, and the daemon answers with the plan it runs, every layer\n"
-    "profiled on its side (the header says which). Prints, per conv/FC\n"
-    "layer: shape, density, the structure found in the weights (zero filters /\n"
-    "input channels / kernel connections, best block and its fill, N:M), what\n"
-    "compaction did, the kernel chosen and its output layout, predicted ms\n"
-    "(cost model, batch 1) and measured ms (median of --runs runs at --batch),\n"
-    "and the FLOPs skipped. A layer left on a slow reference kernel is always\n"
-    "listed and marked !ref. The header shows the device, the ISAs and the\n"
-    "blocked layout.\n"
-    "  --batch B         batch to measure at (default 1; a daemon model: up to\n"
-    "                    its max_batch)\n"
-    "  --runs N          measured runs (default 10; offline 0 = do not measure;\n"
-    "                    a daemon model: 1..1000)\n"
-    "  --all             list every layer, not only conv/FC\n"
-    "  --json            one JSON object (every layer)\n"
-    "Offline (FILE) only:\n"
-    "  --threads T       intra-op threads (default: all cores)\n"
-    "  --tune            time both candidates per layer at load (cached on disk)\n"
-    "  --tune-cache DIR  cache folder (default $XDG_CACHE_HOME/convd)\n"
-    "  --plan MODE       auto (default), dense (no compaction, dense kernels),\n"
-    "                    compact (compaction, dense kernels), sparse\n"
-    "  --vs-dense        also measure the dense plan of the same file\n"
-    "A daemon model's profile takes about runs x one inference; without\n"
-    "--timeout convctl waits up to 10 minutes for it.";
+const char ctl_plan_help[] = "MODEL is a file or a model name. A file (an existing path, or any\n"
+                             "argument with a '/' or ending in .onnx) is loaded in this process\n"
+                             "(offline, no daemon); anything else is the name of a model the daemon\n"
+                             "has loaded, and the daemon answers with the plan it runs, every layer\n"
+                             "profiled on its side (the header says which). Prints, per conv/FC\n"
+                             "layer: shape, density, the structure found in the weights (zero filters /\n"
+                             "input channels / kernel connections, best block and its fill, N:M), what\n"
+                             "compaction did, the kernel chosen and its output layout, predicted ms\n"
+                             "(cost model, batch 1) and measured ms (median of --runs runs at --batch),\n"
+                             "and the FLOPs skipped. A layer left on a slow reference kernel is always\n"
+                             "listed and marked !ref. The header shows the device, the ISAs and the\n"
+                             "blocked layout.\n"
+                             "  --batch B         batch to measure at (default 1; a daemon model: up to\n"
+                             "                    its max_batch)\n"
+                             "  --runs N          measured runs (default 10; offline 0 = do not measure;\n"
+                             "                    a daemon model: 1..1000)\n"
+                             "  --all             list every layer, not only conv/FC\n"
+                             "  --json            one JSON object (every layer)\n"
+                             "Offline (FILE) only:\n"
+                             "  --threads T       intra-op threads (default: all cores)\n"
+                             "  --tune            time both candidates per layer at load (cached on disk)\n"
+                             "  --tune-cache DIR  cache folder (default $XDG_CACHE_HOME/convd)\n"
+                             "  --plan MODE       auto (default), dense (no compaction, dense kernels),\n"
+                             "                    compact (compaction, dense kernels), sparse\n"
+                             "  --vs-dense        also measure the dense plan of the same file\n"
+                             "A daemon model's profile takes about runs x one inference; without\n"
+                             "--timeout convctl waits up to 10 minutes for it.";
 
 static int parse_int(const char *s, int lo, int hi, int *out) {
     char *end;
@@ -59,9 +58,12 @@ static void json_str(const char *s) {
     putchar('"');
     for (; s && *s; s++) {
         unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') printf("\\%c", c);
-        else if (c < 0x20) printf("\\u%04x", c);
-        else putchar(c);
+        if (c == '"' || c == '\\')
+            printf("\\%c", c);
+        else if (c < 0x20)
+            printf("\\u%04x", c);
+        else
+            putchar(c);
     }
     putchar('"');
 }
@@ -73,16 +75,18 @@ static void json_shape(int rank, const int64_t *s) {
 }
 
 static void json_num(double v) {
-    if (v < 0) printf("null");
-    else printf("%.6g", v);
+    if (v < 0)
+        printf("null");
+    else
+        printf("%.6g", v);
 }
 
 // A plan to print, from either source. Strings are static, the runtime's, or
 // owned by `strs` (decoded from the daemon's answer).
 typedef struct {
-    bool daemon;            // from the daemon's `plan` (else a file planned here)
-    const char *model;      // file path, or the daemon's model name
-    const char *path;       // the daemon's file of it (NULL offline)
+    bool daemon;       // from the daemon's `plan` (else a file planned here)
+    const char *model; // file path, or the daemon's model name
+    const char *path;  // the daemon's file of it (NULL offline)
     const char *device, *layout;
     const char *cpu_model, *kernels_isa, *dnnl_isa, *cpu_layout;
     bool kernels_capped;
@@ -94,8 +98,8 @@ typedef struct {
     int64_t weight_bytes;            // -1: unknown (daemon)
     int n;
     cd_layer_info *layers;
-    double *lms;                     // per layer measured ms, -1 unknown
-    char **strs;                     // owned strings
+    double *lms; // per layer measured ms, -1 unknown
+    char **strs; // owned strings
     size_t nstrs, capstrs;
 } plan_view;
 
@@ -134,7 +138,8 @@ static const char *cpu_model_name(void) {
     while (f && fgets(line, sizeof line, f)) {
         char *p = strchr(line, ':');
         if (strncmp(line, "model name", 10) != 0 || !p) continue;
-        for (p++; *p == ' ' || *p == '\t'; p++) {}
+        for (p++; *p == ' ' || *p == '\t'; p++) {
+        }
         p[strcspn(p, "\n")] = '\0';
         if (*p) snprintf(name, sizeof name, "%s", p);
         break;
@@ -195,8 +200,9 @@ static int get_shape(const msgpack_object *map, const char *key, int64_t *shape)
     int rank = 0;
     for (uint32_t i = 0; o && o->type == MSGPACK_OBJECT_ARRAY && i < o->via.array.size && i < CD_MAX_RANK; i++) {
         const msgpack_object *d = &o->via.array.ptr[i];
-        shape[rank++] = d->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? (int64_t)d->via.u64
-                        : d->type == MSGPACK_OBJECT_NEGATIVE_INTEGER ? d->via.i64 : -1;
+        shape[rank++] = d->type == MSGPACK_OBJECT_POSITIVE_INTEGER   ? (int64_t)d->via.u64
+                        : d->type == MSGPACK_OBJECT_NEGATIVE_INTEGER ? d->via.i64
+                                                                     : -1;
     }
     return rank;
 }
@@ -290,7 +296,8 @@ static int view_from_daemon(ctl_ctx *ctx, plan_view *v, const char *name, int ba
     size_t len = 0;
     // The profile takes about runs x one inference: the default call timeout
     // (30 s) is not meant for it.
-    rc = convd_call(ctx->conn, "plan", m.sb.data, m.sb.size, &res, &len, ctx->timeout_ms > 0 ? ctx->timeout_ms : 600000);
+    rc =
+        convd_call(ctx->conn, "plan", m.sb.data, m.sb.size, &res, &len, ctx->timeout_ms > 0 ? ctx->timeout_ms : 600000);
     ctl_mp_free(&m);
     if (rc) return ctl_fail(rc);
     msgpack_unpacked up;
@@ -382,9 +389,13 @@ static void print_json(const plan_view *v) {
             json_str(l->structure);
             printf(",\"zero_filters\":%d,\"zero_in_channels\":%d,\"zero_connections\":%lld,\"connections\":%lld,"
                    "\"best_block\":",
-                   l->an.zero_filters, l->an.zero_in_channels, (long long)l->an.zero_connections, (long long)l->an.connections);
-            if (l->an.best_block_h) printf("{\"h\":%d,\"w\":%d,\"fill\":%.4f}", l->an.best_block_h, l->an.best_block_w, l->an.best_block_fill);
-            else printf("null");
+                   l->an.zero_filters, l->an.zero_in_channels, (long long)l->an.zero_connections,
+                   (long long)l->an.connections);
+            if (l->an.best_block_h)
+                printf("{\"h\":%d,\"w\":%d,\"fill\":%.4f}", l->an.best_block_h, l->an.best_block_w,
+                       l->an.best_block_fill);
+            else
+                printf("null");
             printf(",\"nm_2_4\":%.4f,\"is_2_4\":%s,\"is_4_8\":%s}", l->an.nm_2_4, l->an.is_2_4 ? "true" : "false",
                    l->an.is_4_8 ? "true" : "false");
             printf(",\"pred_ms\":");
@@ -418,8 +429,10 @@ static void print_json(const plan_view *v) {
     json_num(v->dense_total_ms);
     printf(",\"flops_dense\":%lld,\"flops_run\":%lld,\"flops_skipped\":%lld,\"weight_bytes\":", (long long)t.fl_dense,
            (long long)t.fl_run, (long long)t.fl_skip);
-    if (v->weight_bytes >= 0) printf("%lld}}\n", (long long)v->weight_bytes);
-    else printf("null}}\n");
+    if (v->weight_bytes >= 0)
+        printf("%lld}}\n", (long long)v->weight_bytes);
+    else
+        printf("null}}\n");
 }
 
 static void print_human(const plan_view *v, bool all) {
@@ -433,9 +446,10 @@ static void print_human(const plan_view *v, bool all) {
                "%d sparse, %d compacted)\n",
                v->model, v->batch, v->plan_mode, v->tune ? ", tuned" : "", v->n, t.nweighted, t.nsparse, t.ncompact);
     printf("device %s, layout %s; cpu %s: kernels %s%s, dnnl %s\n\n", v->device, v->layout, v->cpu_model,
-           v->kernels_isa, v->kernels_capped ? (v->daemon ? " (capped by --max-isa)" : " (capped by CONVD_MAX_ISA)") : "", v->dnnl_isa);
-    static const char *heads[] = {"#", "layer", "op", "in -> out", "density", "structure", "compaction", "kernel",
-                                  "layout", "pred ms", "meas ms", "MFLOP", "skipped"};
+           v->kernels_isa,
+           v->kernels_capped ? (v->daemon ? " (capped by --max-isa)" : " (capped by CONVD_MAX_ISA)") : "", v->dnnl_isa);
+    static const char *heads[] = {"#",      "layer",  "op",      "in -> out", "density", "structure", "compaction",
+                                  "kernel", "layout", "pred ms", "meas ms",   "MFLOP",   "skipped"};
     static const bool numeric[] = {true, false, false, false, true, false, false, false, false, true, true, true, true};
     ctl_table tb;
     ctl_table_init(&tb, 13, heads, numeric);
@@ -453,8 +467,10 @@ static void print_human(const plan_view *v, bool all) {
                 n2 += snprintf(st + n2, sizeof st - n2, " blk %dx%d@%.2f", l->an.best_block_h, l->an.best_block_w,
                                l->an.best_block_fill);
             if (l->an.is_2_4 || l->an.is_4_8) snprintf(st + n2, sizeof st - n2, " %s", l->an.is_2_4 ? "2:4" : "4:8");
-            if (l->pred_ms >= 0) snprintf(pr, sizeof pr, "%.3f", l->pred_ms);
-            else snprintf(pr, sizeof pr, "-");
+            if (l->pred_ms >= 0)
+                snprintf(pr, sizeof pr, "%.3f", l->pred_ms);
+            else
+                snprintf(pr, sizeof pr, "-");
             snprintf(sk, sizeof sk, "%.0f%%",
                      l->flops_dense ? 100.0 * (double)l->flops_skipped / (double)l->flops_dense : 0.0);
             snprintf(mf, sizeof mf, "%.2f", (double)l->flops_dense / 1e6);
@@ -465,25 +481,29 @@ static void print_human(const plan_view *v, bool all) {
             snprintf(sk, sizeof sk, "-");
             snprintf(mf, sizeof mf, "-");
         }
-        if (v->lms[i] >= 0) snprintf(me, sizeof me, "%.3f", v->lms[i]);
-        else snprintf(me, sizeof me, "-");
+        if (v->lms[i] >= 0)
+            snprintf(me, sizeof me, "%.3f", v->lms[i]);
+        else
+            snprintf(me, sizeof me, "-");
         snprintf(kern, sizeof kern, "%s%s", l->kernel, l->reference ? " !ref" : "");
-        const char *cells[13] = {idx, l->name, l->op, io, dens, st, l->is_weighted && l->compaction[0] ? l->compaction : "-",
-                                 kern, l->layout, pr, me, mf, sk};
+        const char *cells[13] = {
+            idx,  l->name,   l->op, io, dens, st, l->is_weighted && l->compaction[0] ? l->compaction : "-",
+            kern, l->layout, pr,    me, mf,   sk};
         ctl_table_add_row(&tb, cells);
     }
     ctl_table_print(&tb, 0);
     ctl_table_free(&tb);
-    printf("\ntotal: %.1f of %.1f MFLOP skipped (%.1f%%), predicted %.3f ms (conv/FC, batch 1)", (double)t.fl_skip / 1e6,
-           (double)t.fl_dense / 1e6, t.fl_dense ? 100.0 * (double)t.fl_skip / (double)t.fl_dense : 0.0, t.pred);
+    printf("\ntotal: %.1f of %.1f MFLOP skipped (%.1f%%), predicted %.3f ms (conv/FC, batch 1)",
+           (double)t.fl_skip / 1e6, (double)t.fl_dense / 1e6,
+           t.fl_dense ? 100.0 * (double)t.fl_skip / (double)t.fl_dense : 0.0, t.pred);
     if (v->runs > 0)
         printf(", measured %.3f ms per run (median of %d, batch %d; layers sum %.3f, conv/FC %.3f)", v->total_ms,
                v->runs, v->batch, t.meas_all, t.meas_w);
     if (v->dense_total_ms >= 0)
-        printf(", dense plan %.3f ms (%.2fx)", v->dense_total_ms, v->total_ms > 0 ? v->dense_total_ms / v->total_ms : 0.0);
+        printf(", dense plan %.3f ms (%.2fx)", v->dense_total_ms,
+               v->total_ms > 0 ? v->dense_total_ms / v->total_ms : 0.0);
     printf("\n");
-    if (t.nref > 0)
-        printf("%d layer%s on a reference kernel (slow), marked !ref\n", t.nref, t.nref == 1 ? "" : "s");
+    if (t.nref > 0) printf("%d layer%s on a reference kernel (slow), marked !ref\n", t.nref, t.nref == 1 ? "" : "s");
 }
 
 // True when arg names a file, planned offline: an existing path, or one that
@@ -514,8 +534,10 @@ int ctl_cmd_plan(ctl_ctx *ctx, int argc, char **argv) {
             if (a[2] == 't') offline_opt = a;
         } else if (!strcmp(a, "--tune-cache") || !strcmp(a, "--plan")) {
             if (!has_val) return ctl_usage_error(argv[0], "%s needs a value", a);
-            if (a[2] == 't') cache = argv[++i];
-            else plan_s = argv[++i];
+            if (a[2] == 't')
+                cache = argv[++i];
+            else
+                plan_s = argv[++i];
             offline_opt = a;
         } else if (!strcmp(a, "--tune")) {
             tune = 1;
@@ -534,19 +556,30 @@ int ctl_cmd_plan(ctl_ctx *ctx, int argc, char **argv) {
         }
     }
     if (!path) return ctl_usage_error(argv[0], "MODEL (a file, or a model loaded in the daemon) is required");
-    plan_view v = {.model = path, .batch = batch, .runs = runs, .threads = threads, .tune = tune,
-                   .plan_mode = plan_s, .total_ms = -1, .dense_total_ms = -1};
+    plan_view v = {.model = path,
+                   .batch = batch,
+                   .runs = runs,
+                   .threads = threads,
+                   .tune = tune,
+                   .plan_mode = plan_s,
+                   .total_ms = -1,
+                   .dense_total_ms = -1};
     int ec;
     cd_model *m = NULL, *md = NULL;
     double *dms = NULL;
     if (!is_file(path)) {
         if (offline_opt)
-            return ctl_usage_error(argv[0], "%s is for a model file; '%s' is not a file, so it names a model "
-                                   "in the daemon", offline_opt, path);
+            return ctl_usage_error(argv[0],
+                                   "%s is for a model file; '%s' is not a file, so it names a model "
+                                   "in the daemon",
+                                   offline_opt, path);
         ec = view_from_daemon(ctx, &v, path, batch, runs);
     } else {
-        int plan = !strcmp(plan_s, "auto") ? 0 : !strcmp(plan_s, "dense") ? 1 : !strcmp(plan_s, "sparse") ? 2
-                 : !strcmp(plan_s, "compact") ? 3 : -1;
+        int plan = !strcmp(plan_s, "auto")      ? 0
+                   : !strcmp(plan_s, "dense")   ? 1
+                   : !strcmp(plan_s, "sparse")  ? 2
+                   : !strcmp(plan_s, "compact") ? 3
+                                                : -1;
         if (plan < 0) return ctl_usage_error(argv[0], "--plan must be auto, dense, compact or sparse");
         cd_runtime_options ropts; // CONVD_* (runtime/runtime.h)
         cd_runtime_options_from_env(&ropts);
@@ -564,8 +597,10 @@ int ctl_cmd_plan(ctl_ctx *ctx, int argc, char **argv) {
         if (!ec) ec = view_from_model(&v, m);
     }
     if (!ec) {
-        if (ctx->json) print_json(&v);
-        else print_human(&v, all);
+        if (ctx->json)
+            print_json(&v);
+        else
+            print_human(&v, all);
     }
     view_free(&v);
     cd_model_free(m);

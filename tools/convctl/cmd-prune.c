@@ -21,31 +21,30 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char ctl_prune_help[] =
-    "Offline: reads IN, prunes the float32 weights of Conv, Gemm (B) and MatMul\n"
-    "(constant 2-D operand) by magnitude, writes OUT (onnxruntime still loads it;\n"
-    "the pruned weights become float32 raw_data). No daemon is needed.\n"
-    "  --sparsity S       fraction of the selected weights to zero: 0..1 (0.9) or\n"
-    "                     a percentage (90%). Not needed with nm:N:M.\n"
-    "  --mode M           unstructured (default): the smallest |w|;\n"
-    "                     filter[:l1|:l2]: whole output channels by norm (L2);\n"
-    "                     channel[:l1|:l2]: whole input channels (per group);\n"
-    "                     block:RxC: R consecutive filters x C consecutive input\n"
-    "                     positions (ci,kh,kw), by L2 norm, e.g. block:4x1;\n"
-    "                     nm:N:M: keep the N largest of every M consecutive\n"
-    "                     weights along the input axis, e.g. nm:2:4.\n"
-    "  --per-layer        every selected layer reaches S on its own. Default:\n"
-    "                     global, one ranking over all selected layers (plain |w|\n"
-    "                     for unstructured; structured scores divided by their\n"
-    "                     layer's mean |w| (L1) or RMS (L2)).\n"
-    "  --skip LIST        comma-separated layers to leave alone: first, last (the\n"
-    "                     first/last Conv in graph order), a node name, a weight\n"
-    "                     name, or an op type (Conv, Gemm, MatMul). Repeatable.\n"
-    "  --include-depthwise  also prune depthwise convs (group == Cin == Cout) in\n"
-    "                     filter/channel modes (skipped by default).\n"
-    "Prints one row per layer (name, op, weight shape, parameters, sparsity\n"
-    "before and after, structure found) and the totals; --json prints the same\n"
-    "as JSON. See docs/SPARSITY.md.";
+const char ctl_prune_help[] = "Offline: reads IN, prunes the float32 weights of Conv, Gemm (B) and MatMul\n"
+                              "(constant 2-D operand) by magnitude, writes OUT (onnxruntime still loads it;\n"
+                              "the pruned weights become float32 raw_data). No daemon is needed.\n"
+                              "  --sparsity S       fraction of the selected weights to zero: 0..1 (0.9) or\n"
+                              "                     a percentage (90%). Not needed with nm:N:M.\n"
+                              "  --mode M           unstructured (default): the smallest |w|;\n"
+                              "                     filter[:l1|:l2]: whole output channels by norm (L2);\n"
+                              "                     channel[:l1|:l2]: whole input channels (per group);\n"
+                              "                     block:RxC: R consecutive filters x C consecutive input\n"
+                              "                     positions (ci,kh,kw), by L2 norm, e.g. block:4x1;\n"
+                              "                     nm:N:M: keep the N largest of every M consecutive\n"
+                              "                     weights along the input axis, e.g. nm:2:4.\n"
+                              "  --per-layer        every selected layer reaches S on its own. Default:\n"
+                              "                     global, one ranking over all selected layers (plain |w|\n"
+                              "                     for unstructured; structured scores divided by their\n"
+                              "                     layer's mean |w| (L1) or RMS (L2)).\n"
+                              "  --skip LIST        comma-separated layers to leave alone: first, last (the\n"
+                              "                     first/last Conv in graph order), a node name, a weight\n"
+                              "                     name, or an op type (Conv, Gemm, MatMul). Repeatable.\n"
+                              "  --include-depthwise  also prune depthwise convs (group == Cin == Cout) in\n"
+                              "                     filter/channel modes (skipped by default).\n"
+                              "Prints one row per layer (name, op, weight shape, parameters, sparsity\n"
+                              "before and after, structure found) and the totals; --json prints the same\n"
+                              "as JSON. See docs/SPARSITY.md.";
 
 #define MAX_SKIP 256
 
@@ -56,15 +55,15 @@ typedef struct {
     const char *weight;   // tensor name
     Onnx__TensorProto *t; // the tensor
     int rank;
-    int64_t dims[8];      // file shape (rank <= 8 listed; larger are skipped)
-    int transposed;       // the file holds [in, out]: canonical is the transpose
+    int64_t dims[8]; // file shape (rank <= 8 listed; larger are skipped)
+    int transposed;  // the file holds [in, out]: canonical is the transpose
     int is_conv, depthwise;
     cd_prune_shape shape; // canonical shape; k == 0 when the weight's shape is unusable
     int primary;          // index of the layer owning the tensor (itself unless shared)
     char skip[160];       // why it is not pruned ("" = pruned)
     float *w;             // canonical weights (NULL when undecodable)
     size_t params, zeros_before, zeros_after;
-    cd_prune_stat stat;   // after pruning, for the mode
+    cd_prune_stat stat; // after pruning, for the mode
 } layer;
 
 typedef struct {
@@ -174,7 +173,7 @@ static int find_layers(const ctl_onnx_model *m, layer_list *out) {
             transposed = 1; // X @ W, W [K, N]
         } else if (t0 && !t1) {
             t = t0;
-            wi = 0;         // W @ X, W [M, K]
+            wi = 0; // W @ X, W [M, K]
         }
         if (!t) continue;
         layer *y = add_layer(out);
@@ -238,7 +237,8 @@ static int apply_skips(layer_list *L, char **tokens, int ntok) {
             return ctl_fail_msg("E_PARAMS: --skip %s: the model has no Conv", tok);
         if (!hit)
             return ctl_fail_msg("E_PARAMS: --skip %s: no Conv/Gemm/MatMul node, weight or op type of "
-                                "that name among the prunable layers", tok);
+                                "that name among the prunable layers",
+                                tok);
     }
     return 0;
 }
@@ -309,16 +309,20 @@ static int print_json(const run_info *ri, const layer_list *L) {
         for (int d = 0; d < y->rank && d < 8; d++) msgpack_pack_int64(&pk, y->dims[d]);
         ctl_mp_kv_u64(&pk, "groups", (uint64_t)(y->shape.groups ? y->shape.groups : 1));
         ctl_mp_str(&pk, "depthwise");
-        if (y->depthwise) msgpack_pack_true(&pk);
-        else msgpack_pack_false(&pk);
+        if (y->depthwise)
+            msgpack_pack_true(&pk);
+        else
+            msgpack_pack_false(&pk);
         ctl_mp_kv_u64(&pk, "params", y->params);
         ctl_mp_kv_u64(&pk, "zeros_before", y->zeros_before);
         ctl_mp_kv_u64(&pk, "zeros_after", y->zeros_after);
         ctl_mp_kv_f64(&pk, "sparsity_before", frac(y->zeros_before, y->params));
         ctl_mp_kv_f64(&pk, "sparsity_after", frac(y->zeros_after, y->params));
         ctl_mp_str(&pk, "pruned");
-        if (pruned) msgpack_pack_true(&pk);
-        else msgpack_pack_false(&pk);
+        if (pruned)
+            msgpack_pack_true(&pk);
+        else
+            msgpack_pack_false(&pk);
         ctl_mp_kv_str(&pk, "skipped", pruned ? NULL : y->skip);
         ctl_mp_kv_u64(&pk, "units", y->stat.units);
         ctl_mp_kv_u64(&pk, "zero_units", y->stat.zero_units);
@@ -357,8 +361,8 @@ static void print_table(const run_info *ri, const layer_list *L) {
     if (ri->mode.kind == CD_PRUNE_NM)
         printf("pruned %s -> %s: mode %s (%.2f%% per run)\n\n", ri->in, ri->out, mname, 100.0 * ri->sparsity);
     else
-        printf("pruned %s -> %s: mode %s, sparsity %.2f%% %s\n\n", ri->in, ri->out, mname,
-               100.0 * ri->sparsity, ri->per_layer ? "per layer" : "global");
+        printf("pruned %s -> %s: mode %s, sparsity %.2f%% %s\n\n", ri->in, ri->out, mname, 100.0 * ri->sparsity,
+               ri->per_layer ? "per layer" : "global");
     static const char *heads[] = {"layer", "op", "shape", "params", "before", "after", "structure"};
     static const bool numeric[] = {false, false, false, true, true, true, false};
     ctl_table t;
@@ -403,12 +407,15 @@ static void warn_external(const ctl_onnx_model *m, const char *out) {
     char dir[PATH_MAX], real[PATH_MAX];
     snprintf(dir, sizeof dir, "%s", out);
     char *slash = strrchr(dir, '/');
-    if (slash) *(slash == dir ? slash + 1 : slash) = '\0';
-    else snprintf(dir, sizeof dir, ".");
+    if (slash)
+        *(slash == dir ? slash + 1 : slash) = '\0';
+    else
+        snprintf(dir, sizeof dir, ".");
     if (realpath(dir, real) && strcmp(real, m->dir) == 0) return;
-    fprintf(stderr, "convctl prune: warning: %zu tensor%s not pruned still refer%s to external data "
-            "in %s; copy the external data file(s) next to the output\n", n, n == 1 ? "" : "s",
-            n == 1 ? "s" : "", m->dir);
+    fprintf(stderr,
+            "convctl prune: warning: %zu tensor%s not pruned still refer%s to external data "
+            "in %s; copy the external data file(s) next to the output\n",
+            n, n == 1 ? "" : "s", n == 1 ? "s" : "", m->dir);
 }
 
 // Parses "--opt V" / "--opt=V": returns the value (advancing *i) or NULL when
@@ -463,7 +470,8 @@ static int decode_weights(ctl_onnx_model *model, layer_list *L, const run_info *
     }
     if (nsel == 0) {
         rc = ctl_fail_msg("E_PARAMS: no prunable layer left in %s (%d found, all skipped: see --skip and "
-                          "the depthwise rule)", ri->in, L->n);
+                          "the depthwise rule)",
+                          ri->in, L->n);
         return rc;
     }
 
@@ -536,8 +544,10 @@ static int parse_mode(const char *prog, run_info *ri, const char *mode_s, const 
     if (ri->mode.kind == CD_PRUNE_NM) {
         const double fixed = 1.0 - (double)ri->mode.n / ri->mode.m;
         if (sparsity_s && fabs(ri->sparsity - fixed) > 5e-5) {
-            rc = ctl_usage_error(prog, "--sparsity %s contradicts --mode %s, which prunes %.2f%% (leave "
-                                 "--sparsity out)", sparsity_s, mode_s, 100.0 * fixed);
+            rc = ctl_usage_error(prog,
+                                 "--sparsity %s contradicts --mode %s, which prunes %.2f%% (leave "
+                                 "--sparsity out)",
+                                 sparsity_s, mode_s, 100.0 * fixed);
             return rc;
         }
         ri->sparsity = fixed;
@@ -630,15 +640,15 @@ int ctl_cmd_prune(ctl_ctx *ctx, int argc, char **argv) {
     }
     if (L.n == 0) {
         rc = ctl_fail_msg("E_PARAMS: %s has no prunable layer (Conv, Gemm or MatMul with a constant "
-                          "weight)", ri.in);
+                          "weight)",
+                          ri.in);
         goto out_model;
     }
     if ((rc = apply_skips(&L, tokens, ntok))) goto out_model;
     const int structured_io = ri.mode.kind == CD_PRUNE_FILTER || ri.mode.kind == CD_PRUNE_CHANNEL;
     for (int i = 0; i < L.n; i++)
         if (L.v[i].depthwise && structured_io && !include_dw) {
-            set_skip(&L.v[i], ri.mode.kind == CD_PRUNE_FILTER ? "depthwise (filter mode)"
-                                                               : "depthwise (channel mode)");
+            set_skip(&L.v[i], ri.mode.kind == CD_PRUNE_FILTER ? "depthwise (filter mode)" : "depthwise (channel mode)");
             set_skip(&L.v[L.v[i].primary], "depthwise");
         }
     if ((rc = decode_weights(&model, &L, &ri))) goto out_model;

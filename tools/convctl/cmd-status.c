@@ -24,8 +24,8 @@ int ctl_cmd_hello(ctl_ctx *ctx, int argc, char **argv) {
     if ((rc = ctl_connect(ctx))) return rc;
     convd_hello_info h;
     if ((rc = convd_hello(ctx->conn, &h))) return ctl_fail(rc);
-    printf("server    %s\nversion   %s\nprotocol  %d\ndevice    %s\nfeatures  %s\n",
-           h.server, h.version, h.protocol, h.device, h.features);
+    printf("server    %s\nversion   %s\nprotocol  %d\ndevice    %s\nfeatures  %s\n", h.server, h.version, h.protocol,
+           h.device, h.features);
     return CTL_EXIT_OK;
 }
 
@@ -66,8 +66,7 @@ int ctl_cmd_health(ctl_ctx *ctx, int argc, char **argv) {
         bool is_capped = capped && capped->type == MSGPACK_OBJECT_BOOLEAN && capped->via.boolean;
         double block = ctl_get_num(cpu, "block", NULL);
         printf("cpu      %s\nkernels  %s%s\ndnnl     %s\nlayout   %s (block %.0f)\n",
-               ctl_get_str(cpu, "model", model, sizeof model),
-               ctl_get_str(cpu, "kernels_isa", kisa, sizeof kisa),
+               ctl_get_str(cpu, "model", model, sizeof model), ctl_get_str(cpu, "kernels_isa", kisa, sizeof kisa),
                is_capped ? " (capped by --max-isa)" : "", ctl_get_str(cpu, "dnnl_isa", disa, sizeof disa),
                ctl_get_str(cpu, "layout", lay, sizeof lay), block < 0 ? 1 : block);
     }
@@ -83,8 +82,8 @@ static void fmt_tensors(char *buf, size_t len, const convd_tensor_info *t, size_
     for (size_t i = 0; i < n && pos + 1 < len; i++) {
         char sh[160];
         ctl_fmt_shape(sh, sizeof sh, t[i].rank, t[i].shape);
-        pos += (size_t)snprintf(buf + pos, len - pos, "%s%s:%s%s", i ? " " : "",
-                                t[i].name ? t[i].name : "?", convd_dtype_name(t[i].dtype), sh);
+        pos += (size_t)snprintf(buf + pos, len - pos, "%s%s:%s%s", i ? " " : "", t[i].name ? t[i].name : "?",
+                                convd_dtype_name(t[i].dtype), sh);
     }
 }
 
@@ -100,7 +99,7 @@ int ctl_cmd_models(ctl_ctx *ctx, int argc, char **argv) {
         convd_model_list_free(l);
         return CTL_EXIT_OK;
     }
-    static const char *heads[] = {"NAME", "INPUTS", "OUTPUTS", "BATCH", "PARAMS",
+    static const char *heads[] = {"NAME",   "INPUTS",  "OUTPUTS", "BATCH",  "PARAMS",
                                   "GFLOPS", "WEIGHTS", "DENSITY", "LAYERS", "PATH"};
     static const bool num[] = {0, 0, 0, 1, 1, 1, 1, 1, 1, 0};
     ctl_table t;
@@ -112,18 +111,28 @@ int ctl_cmd_models(ctl_ctx *ctx, int argc, char **argv) {
         fmt_tensors(out, sizeof out, m->outputs, m->n_outputs);
         snprintf(batch, sizeof batch, "%lld", (long long)m->max_batch);
         if (m->max_batch < 0) snprintf(batch, sizeof batch, "-");
-        if (m->params >= 0) ctl_fmt_count(params, sizeof params, (double)m->params);
-        else snprintf(params, sizeof params, "-");
-        if (m->flops >= 0) snprintf(gf, sizeof gf, "%.3f", (double)m->flops / 1e9);
-        else snprintf(gf, sizeof gf, "-");
-        if (m->weight_bytes >= 0) ctl_fmt_bytes(wb, sizeof wb, (double)m->weight_bytes);
-        else snprintf(wb, sizeof wb, "-");
-        if (m->density >= 0) snprintf(dens, sizeof dens, "%.1f%%", m->density * 100);
-        else snprintf(dens, sizeof dens, "-");
-        if (m->layers >= 0) snprintf(layers, sizeof layers, "%lld", (long long)m->layers);
-        else snprintf(layers, sizeof layers, "-");
-        ctl_table_add(&t, m->name ? m->name : "?", in, out, batch, params, gf, wb, dens,
-                      layers, m->path ? m->path : "");
+        if (m->params >= 0)
+            ctl_fmt_count(params, sizeof params, (double)m->params);
+        else
+            snprintf(params, sizeof params, "-");
+        if (m->flops >= 0)
+            snprintf(gf, sizeof gf, "%.3f", (double)m->flops / 1e9);
+        else
+            snprintf(gf, sizeof gf, "-");
+        if (m->weight_bytes >= 0)
+            ctl_fmt_bytes(wb, sizeof wb, (double)m->weight_bytes);
+        else
+            snprintf(wb, sizeof wb, "-");
+        if (m->density >= 0)
+            snprintf(dens, sizeof dens, "%.1f%%", m->density * 100);
+        else
+            snprintf(dens, sizeof dens, "-");
+        if (m->layers >= 0)
+            snprintf(layers, sizeof layers, "%lld", (long long)m->layers);
+        else
+            snprintf(layers, sizeof layers, "-");
+        ctl_table_add(&t, m->name ? m->name : "?", in, out, batch, params, gf, wb, dens, layers,
+                      m->path ? m->path : "");
     }
     ctl_table_print(&t, 0);
     ctl_table_free(&t);
@@ -159,16 +168,13 @@ static double num(const msgpack_object *o) {
 }
 
 static bool is_num(const msgpack_object *o) {
-    return o->type == MSGPACK_OBJECT_POSITIVE_INTEGER ||
-           o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER ||
+    return o->type == MSGPACK_OBJECT_POSITIVE_INTEGER || o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER ||
            o->type == MSGPACK_OBJECT_FLOAT32 || o->type == MSGPACK_OBJECT_FLOAT64;
 }
 
 // Formats a scalar value; key decides the unit (…bytes…, …_s).
-static const char *fmt_value(char *buf, size_t len, const msgpack_object *k,
-                             const msgpack_object *v) {
-    if (is_num(v) && (key_ends(k, "_bytes") || key_is(k, "bytes_in") ||
-                      key_is(k, "bytes_out"))) {
+static const char *fmt_value(char *buf, size_t len, const msgpack_object *k, const msgpack_object *v) {
+    if (is_num(v) && (key_ends(k, "_bytes") || key_is(k, "bytes_in") || key_is(k, "bytes_out"))) {
         char h[32];
         ctl_fmt_bytes(h, sizeof h, num(v));
         if (num(v) >= 1024)
@@ -300,18 +306,20 @@ const char *ctl_get_str(const msgpack_object *map, const char *key, char *buf, s
 
 // Microseconds as "850us", "12.3ms", "1.25s"; "-" when unknown.
 static const char *fmt_us(char *buf, size_t len, double us) {
-    if (us < 0) snprintf(buf, len, "-");
-    else if (us < 1000) snprintf(buf, len, "%.0fus", us);
-    else if (us < 1e6) snprintf(buf, len, "%.*fms", us < 1e4 ? 2 : 1, us / 1000);
-    else snprintf(buf, len, "%.2fs", us / 1e6);
+    if (us < 0)
+        snprintf(buf, len, "-");
+    else if (us < 1000)
+        snprintf(buf, len, "%.0fus", us);
+    else if (us < 1e6)
+        snprintf(buf, len, "%.*fms", us < 1e4 ? 2 : 1, us / 1000);
+    else
+        snprintf(buf, len, "%.2fs", us / 1e6);
     return buf;
 }
 
-void ctl_render_models_table(const msgpack_object *models, const msgpack_object *prev,
-                             double dt, int indent) {
-    static const char *heads[] = {"MODEL", "REQ/S", "REQUESTS", "ERRORS", "BATCHES",
-                                  "AVG_BATCH", "QUEUED", "P50", "P90", "P99", "P999",
-                                  "QWAIT_P99", "COMPUTE_P50", "TOP_ERROR"};
+void ctl_render_models_table(const msgpack_object *models, const msgpack_object *prev, double dt, int indent) {
+    static const char *heads[] = {"MODEL", "REQ/S", "REQUESTS", "ERRORS", "BATCHES",   "AVG_BATCH",   "QUEUED",
+                                  "P50",   "P90",   "P99",      "P999",   "QWAIT_P99", "COMPUTE_P50", "TOP_ERROR"};
     static const bool numeric[] = {0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0};
     ctl_table t;
     ctl_table_init(&t, 14, heads, numeric);
@@ -337,11 +345,15 @@ void ctl_render_models_table(const msgpack_object *models, const msgpack_object 
         snprintf(err, sizeof err, "%.0f", ctl_get_num(m, "errors", NULL) < 0 ? 0 : ctl_get_num(m, "errors", NULL));
         double b = ctl_get_num(m, "batches", NULL), items = ctl_get_num(m, "items", NULL);
         snprintf(bat, sizeof bat, "%.0f", b < 0 ? 0 : b);
-        if (b > 0 && items >= 0) snprintf(avg, sizeof avg, "%.2f", items / b);
-        else snprintf(avg, sizeof avg, "-");
+        if (b > 0 && items >= 0)
+            snprintf(avg, sizeof avg, "%.2f", items / b);
+        else
+            snprintf(avg, sizeof avg, "-");
         double qd = ctl_get_num(m, "queued", NULL);
-        if (qd >= 0) snprintf(q, sizeof q, "%.0f", qd);
-        else snprintf(q, sizeof q, "-");
+        if (qd >= 0)
+            snprintf(q, sizeof q, "%.0f", qd);
+        else
+            snprintf(q, sizeof q, "-");
         fmt_us(p50, sizeof p50, ctl_get_num(m, "total_us", "p50"));
         fmt_us(p90, sizeof p90, ctl_get_num(m, "total_us", "p90"));
         fmt_us(p99, sizeof p99, ctl_get_num(m, "total_us", "p99"));

@@ -18,8 +18,7 @@ static const msgpack_object *get(const msgpack_object *map, const char *key) {
     size_t n = strlen(key);
     for (uint32_t i = 0; i < map->via.map.size; i++) {
         const msgpack_object *k = &map->via.map.ptr[i].key;
-        if (k->type == MSGPACK_OBJECT_STR && k->via.str.size == n &&
-            memcmp(k->via.str.ptr, key, n) == 0)
+        if (k->type == MSGPACK_OBJECT_STR && k->via.str.size == n && memcmp(k->via.str.ptr, key, n) == 0)
             return &map->via.map.ptr[i].val;
     }
     return NULL;
@@ -47,7 +46,8 @@ static double mono_s(void) {
 // Sleeps s seconds (restarting after signals).
 static void sleep_s(double s) {
     struct timespec ts = {.tv_sec = (time_t)s, .tv_nsec = (long)((s - (double)(time_t)s) * 1e9)};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
 }
 
 int ctl_cmd_top(ctl_ctx *ctx, int argc, char **argv) {
@@ -110,9 +110,7 @@ int ctl_cmd_top(ctl_ctx *ctx, int argc, char **argv) {
         }
         const msgpack_object *pm = NULL;
         off = 0;
-        if (prev_buf &&
-            msgpack_unpack_next(&prev, prev_buf, prev_len, &off) == MSGPACK_UNPACK_SUCCESS)
-            pm = &prev.data;
+        if (prev_buf && msgpack_unpack_next(&prev, prev_buf, prev_len, &off) == MSGPACK_UNPACK_SUCCESS) pm = &prev.data;
         const msgpack_object *s = &cur.data;
         double dt = pm ? t - prev_t : 0;
         if (tty)
@@ -122,13 +120,11 @@ int ctl_cmd_top(ctl_ctx *ctx, int argc, char **argv) {
         char up[64], rss[32], bin[32], bout[32];
         double reqs = getn(s, "requests", "total");
         char rate[32] = "-";
-        if (pm && dt > 0)
-            snprintf(rate, sizeof rate, "%.1f/s", (reqs - getn(pm, "requests", "total")) / dt);
+        if (pm && dt > 0) snprintf(rate, sizeof rate, "%.1f/s", (reqs - getn(pm, "requests", "total")) / dt);
         printf("convd  up %s  connections %.0f  in flight %.0f  requests %.0f (%s)  rss %s  "
                "in %s  out %s\n\n",
-               ctl_fmt_duration(up, sizeof up, getn(s, "uptime_s", NULL)),
-               getn(s, "connections", "current"), getn(s, "requests", "in_flight"), reqs, rate,
-               ctl_fmt_bytes(rss, sizeof rss, getn(s, "rss_bytes", NULL)),
+               ctl_fmt_duration(up, sizeof up, getn(s, "uptime_s", NULL)), getn(s, "connections", "current"),
+               getn(s, "requests", "in_flight"), reqs, rate, ctl_fmt_bytes(rss, sizeof rss, getn(s, "rss_bytes", NULL)),
                ctl_fmt_bytes(bin, sizeof bin, getn(s, "bytes_in", NULL)),
                ctl_fmt_bytes(bout, sizeof bout, getn(s, "bytes_out", NULL)));
         ctl_render_models_table(get(s, "models"), pm ? get(pm, "models") : NULL, dt, 0);

@@ -25,19 +25,19 @@ enum {
 
 // Settings shared by every subcommand.
 typedef struct {
-    const char *socket;  // --socket, or NULL ($CONVD_SOCKET, then the default)
-    bool json;           // --json: machine-readable output
-    int timeout_ms;      // --timeout, 0 = the library default
-    convd_conn *conn;    // open connection (ctl_connect)
+    const char *socket; // --socket, or NULL ($CONVD_SOCKET, then the default)
+    bool json;          // --json: machine-readable output
+    int timeout_ms;     // --timeout, 0 = the library default
+    convd_conn *conn;   // open connection (ctl_connect)
 } ctl_ctx;
 
 // One subcommand.
 typedef struct {
     const char *name;
-    const char *args;     // synopsis after the name, e.g. "NAME PATH [--max-batch N]"
-    const char *summary;  // one line
-    const char *help;     // details printed by `convctl NAME --help` (may be NULL)
-    int (*run)(ctl_ctx *ctx, int argc, char **argv);  // argv[0] is the name
+    const char *args;                                // synopsis after the name, e.g. "NAME PATH [--max-batch N]"
+    const char *summary;                             // one line
+    const char *help;                                // details printed by `convctl NAME --help` (may be NULL)
+    int (*run)(ctl_ctx *ctx, int argc, char **argv); // argv[0] is the name
 } ctl_command;
 
 // Subcommands (one file each group).
@@ -60,8 +60,7 @@ const char *ctl_get_str(const msgpack_object *map, const char *key, char *buf, s
 
 // Prints the per-model table of a `stats` answer's "models" map; with prev
 // (the previous answer's "models") and dt seconds, REQ/S is the rate.
-void ctl_render_models_table(const msgpack_object *models, const msgpack_object *prev,
-                             double dt, int indent);
+void ctl_render_models_table(const msgpack_object *models, const msgpack_object *prev, double dt, int indent);
 // Offline (no daemon): prune a model file; ctl_prune_help is its --help text.
 int ctl_cmd_prune(ctl_ctx *ctx, int argc, char **argv);
 extern const char ctl_prune_help[];
@@ -76,8 +75,7 @@ extern const char ctl_plan_help[];
 int ctl_common_opt(ctl_ctx *ctx, int argc, char **argv, int *i);
 
 // Prints the usage error "convctl NAME: msg" and the synopsis; returns 2.
-int ctl_usage_error(const char *cmd, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+int ctl_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 // Connects (once). Returns 0, or the exit code after printing the error.
 int ctl_connect(ctl_ctx *ctx);
@@ -90,8 +88,7 @@ int ctl_fail_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 // Calls method with an optional msgpack params buffer and prints the result
 // as JSON on stdout. Returns the exit code.
-int ctl_print_json_call(ctl_ctx *ctx, const char *method, const void *params,
-                        size_t len);
+int ctl_print_json_call(ctl_ctx *ctx, const char *method, const void *params, size_t len);
 // Prints a msgpack value as one JSON line. Returns the exit code.
 int ctl_print_json(const void *msgpack, size_t len);
 
@@ -119,7 +116,7 @@ typedef struct {
     int ncols;
     const char **heads;
     const bool *numeric;
-    char **cells;  // rows * ncols owned strings
+    char **cells; // rows * ncols owned strings
     size_t rows, cap;
 } ctl_table;
 

@@ -17,11 +17,13 @@ static const ctl_command commands[] = {
      "Prints the daemon's identity. --json prints the raw answer.", ctl_cmd_hello},
     {"health", "", "liveness: status, uptime, models loaded",
      "Prints status (ok or draining), uptime and the number of models. Exit\n"
-     "code 0 also when the daemon is draining.", ctl_cmd_health},
+     "code 0 also when the daemon is draining.",
+     ctl_cmd_health},
     {"models", "", "the loaded models: inputs, outputs, size, FLOPs",
      "One row per model: name, inputs and outputs (name:dtype[shape], N = any\n"
      "batch), max batch, parameters, GFLOPs per sample, weight memory,\n"
-     "density of the weights, file.", ctl_cmd_models},
+     "density of the weights, file.",
+     ctl_cmd_models},
     {"stats", "", "the daemon's counters",
      "Connections, requests by method, errors by code, bytes, memory and\n"
      "per-model counters. --json prints every counter the daemon reports.",
@@ -44,8 +46,7 @@ static const ctl_command commands[] = {
      "inside it). Loading an existing NAME replaces it.\n"
      "  --max-batch N   largest batch the model accepts (default: the daemon's)",
      ctl_cmd_load},
-    {"unload", "NAME", "unload a model",
-     "Requests already running on the model finish first.", ctl_cmd_unload},
+    {"unload", "NAME", "unload a model", "Requests already running on the model finish first.", ctl_cmd_unload},
     {"infer", "MODEL --input [NAME=]FILE.npy... [--output [NAME=]FILE.npy]...",
      "run a model on .npy inputs, write .npy outputs",
      "  --input [NAME=]FILE    an input tensor (.npy, C order). Without NAME the\n"
@@ -54,9 +55,14 @@ static const ctl_command commands[] = {
      "                         outputs in order. Only the outputs named are\n"
      "                         computed when every --output has a NAME.\n"
      "Without --output a summary (name, dtype, shape, min, max, mean) of every\n"
-     "output is printed.", ctl_cmd_infer},
-    {"prune", "IN.onnx OUT.onnx --sparsity S [--mode M] [--per-layer] [--skip first,last,NAME,...]", "prune weights by magnitude, write a new model (offline)", ctl_prune_help, ctl_cmd_prune},
-    {"plan", "FILE|NAME [--batch B] [--runs N] [--all] [--json] [--tune] [--threads T] [--plan MODE] [--vs-dense]", "per-layer structure, kernel, layout, predicted and measured time (a loaded model: measured in the daemon; a file: offline)", ctl_plan_help, ctl_cmd_plan},
+     "output is printed.",
+     ctl_cmd_infer},
+    {"prune", "IN.onnx OUT.onnx --sparsity S [--mode M] [--per-layer] [--skip first,last,NAME,...]",
+     "prune weights by magnitude, write a new model (offline)", ctl_prune_help, ctl_cmd_prune},
+    {"plan", "FILE|NAME [--batch B] [--runs N] [--all] [--json] [--tune] [--threads T] [--plan MODE] [--vs-dense]",
+     "per-layer structure, kernel, layout, predicted and measured time (a loaded model: measured in the daemon; a "
+     "file: offline)",
+     ctl_plan_help, ctl_cmd_plan},
 };
 static const size_t n_commands = sizeof commands / sizeof commands[0];
 
@@ -70,14 +76,12 @@ static const ctl_command *find_command(const char *name) {
 }
 
 static void print_usage(FILE *f) {
-    fprintf(f,
-            "usage: convctl [--socket PATH] [--json] [--timeout MS] COMMAND [ARGS...]\n"
-            "\n"
-            "Administers a running convd daemon.\n"
-            "\n"
-            "commands:\n");
-    for (size_t i = 0; i < n_commands; i++)
-        fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "usage: convctl [--socket PATH] [--json] [--timeout MS] COMMAND [ARGS...]\n"
+               "\n"
+               "Administers a running convd daemon.\n"
+               "\n"
+               "commands:\n");
+    for (size_t i = 0; i < n_commands; i++) fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
     fprintf(f,
             "\n"
             "options (accepted before or after COMMAND):\n"
@@ -94,8 +98,8 @@ static void print_usage(FILE *f) {
 }
 
 static void print_command_help(const ctl_command *c) {
-    printf("usage: convctl [--socket PATH] [--json] %s%s%s\n\n%s.\n", c->name,
-           c->args[0] ? " " : "", c->args, c->summary);
+    printf("usage: convctl [--socket PATH] [--json] %s%s%s\n\n%s.\n", c->name, c->args[0] ? " " : "", c->args,
+           c->summary);
     if (c->help) printf("\n%s\n", c->help);
 }
 
@@ -107,8 +111,8 @@ int ctl_usage_error(const char *cmd, const char *fmt, ...) {
     va_end(ap);
     const ctl_command *c = cmd ? find_command(cmd) : NULL;
     if (c)
-        fprintf(stderr, "\nusage: convctl %s%s%s (see convctl %s --help)\n", c->name,
-                c->args[0] ? " " : "", c->args, c->name);
+        fprintf(stderr, "\nusage: convctl %s%s%s (see convctl %s --help)\n", c->name, c->args[0] ? " " : "", c->args,
+                c->name);
     else
         fprintf(stderr, "\nsee convctl --help\n");
     return CTL_EXIT_USAGE;
@@ -132,8 +136,7 @@ int ctl_common_opt(ctl_ctx *ctx, int argc, char **argv, int *i) {
         return 1;
     }
     if (strcmp(a, "--version") == 0) {
-        printf("convctl %s (libconvd %s, protocol %d)\n", CD_VERSION, convd_version(),
-               CONVD_PROTOCOL);
+        printf("convctl %s (libconvd %s, protocol %d)\n", CD_VERSION, convd_version(), CONVD_PROTOCOL);
         exit(CTL_EXIT_OK);
     }
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -159,8 +162,7 @@ int ctl_common_opt(ctl_ctx *ctx, int argc, char **argv, int *i) {
         ctx->socket = a + 9;
         return 1;
     }
-    if (strncmp(a, "--timeout=", 10) == 0)
-        return parse_ms(cmd, a + 10, &ctx->timeout_ms) == 0 ? 1 : -1;
+    if (strncmp(a, "--timeout=", 10) == 0) return parse_ms(cmd, a + 10, &ctx->timeout_ms) == 0 ? 1 : -1;
     return 0;
 }
 
@@ -197,8 +199,7 @@ int ctl_print_json(const void *msgpack, size_t len) {
     return CTL_EXIT_OK;
 }
 
-int ctl_print_json_call(ctl_ctx *ctx, const char *method, const void *params,
-                        size_t len) {
+int ctl_print_json_call(ctl_ctx *ctx, const char *method, const void *params, size_t len) {
     int rc = ctl_connect(ctx);
     if (rc) return rc;
     void *res;

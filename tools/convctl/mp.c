@@ -16,8 +16,10 @@ void ctl_mp_str(msgpack_packer *pk, const char *s) { msgpack_pack_str_with_body(
 
 void ctl_mp_kv_str(msgpack_packer *pk, const char *k, const char *v) {
     ctl_mp_str(pk, k);
-    if (v) ctl_mp_str(pk, v);
-    else msgpack_pack_nil(pk);
+    if (v)
+        ctl_mp_str(pk, v);
+    else
+        msgpack_pack_nil(pk);
 }
 
 void ctl_mp_kv_i64(msgpack_packer *pk, const char *k, int64_t v) {

@@ -18,15 +18,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-
 static int cmp_const(const void *a, const void *b) {
     return strcmp(((const struct ctl_onnx_const *)a)->name, ((const struct ctl_onnx_const *)b)->name);
 }
 
 // The tensor of a Constant node's `value` attribute, or NULL.
 static Onnx__TensorProto *constant_value(const Onnx__NodeProto *n) {
-    if (!n->op_type || strcmp(n->op_type, "Constant") != 0 || (n->domain && *n->domain &&
-                                                               strcmp(n->domain, "ai.onnx") != 0))
+    if (!n->op_type || strcmp(n->op_type, "Constant") != 0 ||
+        (n->domain && *n->domain && strcmp(n->domain, "ai.onnx") != 0))
         return NULL;
     if (n->n_output < 1 || !n->output[0] || !*n->output[0]) return NULL;
     for (size_t i = 0; i < n->n_attribute; i++) {
@@ -54,8 +53,10 @@ int ctl_onnx_load(const char *path, ctl_onnx_model *m, char *err, size_t errlen)
     char dirbuf[PATH_MAX], real[PATH_MAX];
     snprintf(dirbuf, sizeof dirbuf, "%s", path);
     char *slash = strrchr(dirbuf, '/');
-    if (slash) *(slash == dirbuf ? slash + 1 : slash) = '\0';
-    else snprintf(dirbuf, sizeof dirbuf, ".");
+    if (slash)
+        *(slash == dirbuf ? slash + 1 : slash) = '\0';
+    else
+        snprintf(dirbuf, sizeof dirbuf, ".");
     if (realpath(dirbuf, real) && !(m->dir = strdup(real))) {
         ctl_onnx_free(m);
         return cd_errf(CD_ENOMEM, err, errlen, "out of memory");
@@ -103,12 +104,12 @@ Onnx__TensorProto *ctl_onnx_find_const(const ctl_onnx_model *m, const char *name
     return c ? c->t : NULL;
 }
 
-int ctl_onnx_read_f32(const ctl_onnx_model *m, const Onnx__TensorProto *t, float **out,
-                      size_t *n, char *err, size_t errlen) {
+int ctl_onnx_read_f32(const ctl_onnx_model *m, const Onnx__TensorProto *t, float **out, size_t *n, char *err,
+                      size_t errlen) {
     const char *what = t->name && *t->name ? t->name : "(constant)";
     if (!t->has_data_type || t->data_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
         return cd_errf(CD_EUNSUPPORTED, err, errlen, "tensor '%s': data type %d, only float32 (1) is pruned", what,
-                    t->has_data_type ? t->data_type : 0);
+                       t->has_data_type ? t->data_type : 0);
     cd_graph g = {0};
     g.dir = m->dir;
     cd_value v = {0};
@@ -186,8 +187,10 @@ int ctl_onnx_save(const ctl_onnx_model *m, const char *path, char *err, size_t e
     for (size_t off = 0; !rc && off < len;) {
         ssize_t w = write(fd, buf + off, len - off);
         if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) rc = cd_errf(CD_EIO, err, errlen, "cannot write %s: %s", tmp, w ? strerror(errno) : "short write");
-        else off += (size_t)w;
+        if (w <= 0)
+            rc = cd_errf(CD_EIO, err, errlen, "cannot write %s: %s", tmp, w ? strerror(errno) : "short write");
+        else
+            off += (size_t)w;
     }
     if (close(fd) != 0 && !rc) rc = cd_errf(CD_EIO, err, errlen, "cannot write %s: %s", tmp, strerror(errno));
     if (!rc && rename(tmp, path) != 0) rc = cd_errf(CD_EIO, err, errlen, "cannot write %s: %s", path, strerror(errno));

@@ -17,7 +17,7 @@ typedef struct {
     struct ctl_onnx_const {
         const char *name;
         Onnx__TensorProto *t;
-    } *consts;
+    } * consts;
 } ctl_onnx_model;
 
 // Reads and unpacks path. Returns 0, CD_EIO (cannot read), CD_EMODEL (not an
@@ -36,8 +36,8 @@ Onnx__TensorProto *ctl_onnx_find_const(const ctl_onnx_model *m, const char *name
 // model's folder) into a malloc'd array of *n values. Returns 0,
 // CD_EUNSUPPORTED (not float32), CD_EMODEL (sizes disagree, bad external
 // reference) or CD_ENOMEM, with err set.
-int ctl_onnx_read_f32(const ctl_onnx_model *m, const Onnx__TensorProto *t, float **out,
-                      size_t *n, char *err, size_t errlen);
+int ctl_onnx_read_f32(const ctl_onnx_model *m, const Onnx__TensorProto *t, float **out, size_t *n, char *err,
+                      size_t errlen);
 
 // Replaces the values of t by n float32 values stored as little-endian
 // raw_data (float_data and external data references are dropped; dims stay).

@@ -126,8 +126,7 @@ const char *ctl_fmt_shape(char *buf, size_t len, int rank, const int64_t *shape)
         if (shape[i] < 0)
             pos += (size_t)snprintf(buf + pos, len - pos, "%sN", i ? ", " : "");
         else
-            pos += (size_t)snprintf(buf + pos, len - pos, "%s%lld", i ? ", " : "",
-                                    (long long)shape[i]);
+            pos += (size_t)snprintf(buf + pos, len - pos, "%s%lld", i ? ", " : "", (long long)shape[i]);
     }
     if (pos < len) snprintf(buf + pos, len - pos, "]");
     return buf;

@@ -27,22 +27,21 @@
 #define MAX_INPUTS CD_MAX_TENSORS
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: convd-run MODEL.onnx [options]\n"
-            "  --input [NAME=]X.npy  input tensor (float32, shape [B, ...]); repeat per input.\n"
-            "                        Inputs not given are filled with uniform random values in [-1, 1].\n"
-            "  --output Y.npy        write the (single) output here\n"
-            "  --output-dir D        write every output as D/<name>.npy\n"
-            "  --batch B             batch size (default: dim 0 of the given inputs, else 1)\n"
-            "  --max-batch M         plan for batches up to M (default: B)\n"
-            "  --threads T           intra-op threads (default: all cores)\n"
-            "  --bench N             time N runs after warm-up; print median/p90 latency\n"
-            "  --warmup W            warm-up runs before --bench (default 3)\n"
-            "  --seed S              seed of the random inputs (default 1)\n"
-            "  --info                print the model summary and the planned layers\n"
-            "  --json                machine-readable output on stdout\n"
-            "  --device NAME         backend: cpu (default), hip-emu (HIP kernels on the CPU\n"
-            "                        emulator, for tests), hip[:N] (AMD GPU; needs make GPU=hip)\n");
+    fprintf(f, "usage: convd-run MODEL.onnx [options]\n"
+               "  --input [NAME=]X.npy  input tensor (float32, shape [B, ...]); repeat per input.\n"
+               "                        Inputs not given are filled with uniform random values in [-1, 1].\n"
+               "  --output Y.npy        write the (single) output here\n"
+               "  --output-dir D        write every output as D/<name>.npy\n"
+               "  --batch B             batch size (default: dim 0 of the given inputs, else 1)\n"
+               "  --max-batch M         plan for batches up to M (default: B)\n"
+               "  --threads T           intra-op threads (default: all cores)\n"
+               "  --bench N             time N runs after warm-up; print median/p90 latency\n"
+               "  --warmup W            warm-up runs before --bench (default 3)\n"
+               "  --seed S              seed of the random inputs (default 1)\n"
+               "  --info                print the model summary and the planned layers\n"
+               "  --json                machine-readable output on stdout\n"
+               "  --device NAME         backend: cpu (default), hip-emu (HIP kernels on the CPU\n"
+               "                        emulator, for tests), hip[:N] (AMD GPU; needs make GPU=hip)\n");
 }
 
 static int die(int code, const char *msg) {
@@ -62,9 +61,12 @@ static void json_str(FILE *f, const char *s) {
     fputc('"', f);
     for (; s && *s; s++) {
         unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\') fprintf(f, "\\%c", ch);
-        else if (ch < 0x20) fprintf(f, "\\u%04x", ch);
-        else fputc(ch, f);
+        if (ch == '"' || ch == '\\')
+            fprintf(f, "\\%c", ch);
+        else if (ch < 0x20)
+            fprintf(f, "\\u%04x", ch);
+        else
+            fputc(ch, f);
     }
     fputc('"', f);
 }
@@ -98,7 +100,7 @@ typedef struct {
 
 // Everything main allocates, freed in one place.
 typedef struct {
-    cd_npy npys[MAX_INPUTS];        // the given inputs, one per --input
+    cd_npy npys[MAX_INPUTS];           // the given inputs, one per --input
     const char *npy_names[MAX_INPUTS]; // their NAME= parts (NULL when unnamed)
     cd_model *m;
     cd_exec *ex;
@@ -122,24 +124,24 @@ static int parse_args(int argc, char **argv, run_opts *o) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
-#define NEED_VAL()                                                                  \
-    do {                                                                            \
-        if (!val) {                                                                 \
-            fprintf(stderr, "convd-run: %s needs a value\n", a);                    \
-            return 2;                                                               \
-        }                                                                           \
-        i++;                                                                        \
+#define NEED_VAL()                                               \
+    do {                                                         \
+        if (!val) {                                              \
+            fprintf(stderr, "convd-run: %s needs a value\n", a); \
+            return 2;                                            \
+        }                                                        \
+        i++;                                                     \
     } while (0)
-#define INT_VAL(dst, lo, hi)                                                        \
-    do {                                                                            \
-        NEED_VAL();                                                                 \
-        char *end;                                                                  \
-        long v_ = strtol(val, &end, 10);                                            \
-        if (*end || end == val || v_ < (lo) || v_ > (hi)) {                         \
+#define INT_VAL(dst, lo, hi)                                                               \
+    do {                                                                                   \
+        NEED_VAL();                                                                        \
+        char *end;                                                                         \
+        long v_ = strtol(val, &end, 10);                                                   \
+        if (*end || end == val || v_ < (lo) || v_ > (hi)) {                                \
             fprintf(stderr, "convd-run: %s: '%s' is not in %d..%d\n", a, val, (lo), (hi)); \
-            return 2;                                                               \
-        }                                                                           \
-        dst = (int)v_;                                                              \
+            return 2;                                                                      \
+        }                                                                                  \
+        dst = (int)v_;                                                                     \
     } while (0)
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage(stdout);
@@ -215,10 +217,10 @@ static int read_inputs(run_opts *o, run_state *st, char *err, size_t errlen) {
             st->npy_names[i] = nm;
         }
         int rc = cd_npy_read(path, &st->npys[i], err, errlen);
-        if (rc)
-            return die(rc, err);
+        if (rc) return die(rc, err);
         if (st->npys[i].dtype != CD_DTYPE_F32) {
-            snprintf(err, errlen, "%s: dtype %s, float32 needed", path, cd_npy_itemsize(st->npys[i].dtype) == 8 ? "f64/i64" : "other");
+            snprintf(err, errlen, "%s: dtype %s, float32 needed", path,
+                     cd_npy_itemsize(st->npys[i].dtype) == 8 ? "f64/i64" : "other");
             return die(CD_EDTYPE, err);
         }
         if (st->npys[i].rank < 1 || st->npys[i].shape[0] < 1) {
@@ -268,8 +270,7 @@ static int bind_tensors(const run_opts *o, run_state *st, char *err, size_t errl
             st->ins[i] = n->data;
         } else {
             st->in_bufs[i] = malloc((size_t)(item * batch) * sizeof(float));
-            if (!st->in_bufs[i])
-                return die(CD_ENOMEM, "out of memory");
+            if (!st->in_bufs[i]) return die(CD_ENOMEM, "out of memory");
             for (int64_t e = 0; e < item * batch; e++) st->in_bufs[i][e] = rnd();
             st->ins[i] = st->in_bufs[i];
         }
@@ -284,8 +285,7 @@ static int bind_tensors(const run_opts *o, run_state *st, char *err, size_t errl
         int64_t item = 1;
         for (int k = 1; k < d->rank; k++) item *= d->shape[k];
         st->out_bufs[i] = malloc((size_t)(item * batch) * sizeof(float) + 1);
-        if (!st->out_bufs[i])
-            return die(CD_ENOMEM, "out of memory");
+        if (!st->out_bufs[i]) return die(CD_ENOMEM, "out of memory");
         st->outs[i] = st->out_bufs[i];
     }
     if (o->out_path && no != 1) {
@@ -301,16 +301,13 @@ static int run_bench(const run_opts *o, run_state *st, run_times *t, char *err, 
     const int batch = o->batch, bench = o->bench;
     int rc;
     for (int w = 0; w < o->warmup; w++)
-        if ((rc = cd_model_run(st->ex, batch, st->ins, st->outs, err, errlen)))
-            return die(rc, err);
+        if ((rc = cd_model_run(st->ex, batch, st->ins, st->outs, err, errlen))) return die(rc, err);
     st->times = malloc((size_t)bench * sizeof *st->times);
-    if (!st->times)
-        return die(CD_ENOMEM, "out of memory");
+    if (!st->times) return die(CD_ENOMEM, "out of memory");
     double *times = st->times;
     for (int r = 0; r < bench; r++) {
         double s = cd_now_ms();
-        if ((rc = cd_model_run(st->ex, batch, st->ins, st->outs, err, errlen)))
-            return die(rc, err);
+        if ((rc = cd_model_run(st->ex, batch, st->ins, st->outs, err, errlen))) return die(rc, err);
         times[r] = cd_now_ms() - s;
         t->mean += times[r];
     }
@@ -344,8 +341,7 @@ static int write_outputs(const run_opts *o, run_state *st, char *err, size_t err
             continue;
         }
         int rc = cd_npy_write(st->written[i], CD_DTYPE_F32, d->rank, shape, st->outs[i], err, errlen);
-        if (rc)
-            return die(rc, err);
+        if (rc) return die(rc, err);
     }
     return 0;
 }
@@ -369,8 +365,8 @@ static void print_json_layers(FILE *f, cd_model *m) {
         print_shape(f, li.in_rank, li.in_shape, 1);
         fprintf(f, ", \"out_shape\": ");
         print_shape(f, li.out_rank, li.out_shape, 1);
-        fprintf(f, ", \"params\": %lld, \"flops\": %lld, \"density\": %.6f}", (long long)li.params,
-                (long long)li.flops, li.density);
+        fprintf(f, ", \"params\": %lld, \"flops\": %lld, \"density\": %.6f}", (long long)li.params, (long long)li.flops,
+                li.density);
     }
     fprintf(f, "]");
 }
@@ -385,16 +381,18 @@ static void print_json(const run_opts *o, const run_state *st, const run_times *
     fprintf(f, "{\"model\": ");
     json_str(f, o->model_path);
     fprintf(f, ", \"batch\": %d, \"load_ms\": %.3f, \"first_run_ms\": %.3f", batch, t->load_ms, t->first_ms);
-    fprintf(f, ", \"summary\": {\"params\": %lld, \"flops\": %lld, \"weight_bytes\": %lld, \"activation_bytes\": %lld, "
-               "\"zero_params\": %lld, \"nlayers\": %d, \"max_batch\": %d, \"device_bytes\": %lld}",
+    fprintf(f,
+            ", \"summary\": {\"params\": %lld, \"flops\": %lld, \"weight_bytes\": %lld, \"activation_bytes\": %lld, "
+            "\"zero_params\": %lld, \"nlayers\": %d, \"max_batch\": %d, \"device_bytes\": %lld}",
             (long long)s.params, (long long)s.flops, (long long)s.weight_bytes, (long long)s.activation_bytes,
             (long long)s.zero_params, s.nlayers, s.max_batch, (long long)s.device_bytes);
     cd_cpu_info ci;
     cd_runtime_cpu_info(&ci);
-    fprintf(f, ", \"device\": \"%s\", \"layout\": \"%s\", \"cpu\": {\"kernels_isa\": \"%s\", "
-               "\"kernels_capped\": %s, \"dnnl_isa\": \"%s\", \"layout\": \"%s\", \"block\": %d}",
-            cd_model_device(m), cd_model_layout(m), ci.kernels_isa, ci.kernels_capped ? "true" : "false",
-            ci.dnnl_isa, ci.layout, ci.block);
+    fprintf(f,
+            ", \"device\": \"%s\", \"layout\": \"%s\", \"cpu\": {\"kernels_isa\": \"%s\", "
+            "\"kernels_capped\": %s, \"dnnl_isa\": \"%s\", \"layout\": \"%s\", \"block\": %d}",
+            cd_model_device(m), cd_model_layout(m), ci.kernels_isa, ci.kernels_capped ? "true" : "false", ci.dnnl_isa,
+            ci.layout, ci.block);
     fprintf(f, ", \"outputs\": [");
     for (int i = 0; i < no; i++) {
         const cd_io_desc *d = cd_model_output(m, i);
@@ -406,15 +404,18 @@ static void print_json(const run_opts *o, const run_state *st, const run_times *
         fprintf(f, ", \"shape\": ");
         print_shape(f, d->rank, shape, 1);
         fprintf(f, ", \"file\": ");
-        if (st->written[i][0]) json_str(f, st->written[i]);
-        else fprintf(f, "null");
+        if (st->written[i][0])
+            json_str(f, st->written[i]);
+        else
+            fprintf(f, "null");
         fprintf(f, "}");
     }
     fprintf(f, "]");
     if (o->info) print_json_layers(f, m);
     if (o->bench)
-        fprintf(f, ", \"bench\": {\"runs\": %d, \"threads\": %d, \"median_ms\": %.4f, \"p90_ms\": %.4f, \"min_ms\": %.4f, "
-                   "\"mean_ms\": %.4f}",
+        fprintf(f,
+                ", \"bench\": {\"runs\": %d, \"threads\": %d, \"median_ms\": %.4f, \"p90_ms\": %.4f, \"min_ms\": %.4f, "
+                "\"mean_ms\": %.4f}",
                 o->bench, o->threads, t->med, t->p90, t->mn, t->mean);
     fprintf(f, "}\n");
 }
@@ -432,7 +433,8 @@ static void print_text_info(const run_opts *o, cd_model *m) {
     cd_runtime_cpu_info(&ci);
     printf("\ndevice %s, blocked layout %s; kernels %s%s, oneDNN %s\n", cd_model_device(m), cd_model_layout(m),
            ci.kernels_isa, ci.kernels_capped ? " (capped by CONVD_MAX_ISA)" : "", ci.dnnl_isa);
-    printf("%4s  %-28s %-22s %-22s %-18s %-18s %10s %12s\n", "#", "name", "op", "kernel", "in", "out", "params", "MFLOP");
+    printf("%4s  %-28s %-22s %-22s %-18s %-18s %10s %12s\n", "#", "name", "op", "kernel", "in", "out", "params",
+           "MFLOP");
     for (int i = 0; i < cd_model_num_layers(m); i++) {
         cd_layer_info li;
         cd_model_layer(m, i, &li);
@@ -470,8 +472,7 @@ static void print_text(const run_opts *o, const run_state *st, const run_times *
 static int run(run_opts *o, run_state *st) {
     char err[1024] = "";
     // Read the given inputs first: their dim 0 sets the batch.
-    if (read_inputs(o, st, err, sizeof err))
-        return 1;
+    if (read_inputs(o, st, err, sizeof err)) return 1;
     if (!o->batch) o->batch = 1;
     if (!o->max_batch) o->max_batch = o->batch;
     if (o->batch > o->max_batch) {
@@ -479,29 +480,22 @@ static int run(run_opts *o, run_state *st) {
         return 2;
     }
     int rc = cd_runtime_init(o->threads);
-    if (rc)
-        return die(rc, "runtime initialisation failed");
+    if (rc) return die(rc, "runtime initialisation failed");
     cd_model_opts opts = {.max_batch = o->max_batch, .threads = o->threads, .device = o->device};
     run_times t = {0};
     double t0 = cd_now_ms();
     rc = cd_model_load(o->model_path, &opts, &st->m, err, sizeof err);
     t.load_ms = cd_now_ms() - t0;
-    if (rc)
-        return die(rc, err);
-    if (bind_tensors(o, st, err, sizeof err))
-        return 1;
+    if (rc) return die(rc, err);
+    if (bind_tensors(o, st, err, sizeof err)) return 1;
     rc = cd_exec_init(st->m, &st->ex);
-    if (rc)
-        return die(rc, "cannot create the execution state");
+    if (rc) return die(rc, "cannot create the execution state");
     double t1 = cd_now_ms();
     rc = cd_model_run(st->ex, o->batch, st->ins, st->outs, err, sizeof err);
     t.first_ms = cd_now_ms() - t1;
-    if (rc)
-        return die(rc, err);
-    if (o->bench && run_bench(o, st, &t, err, sizeof err))
-        return 1;
-    if (write_outputs(o, st, err, sizeof err))
-        return 1;
+    if (rc) return die(rc, err);
+    if (o->bench && run_bench(o, st, &t, err, sizeof err)) return 1;
+    if (write_outputs(o, st, err, sizeof err)) return 1;
     if (o->json)
         print_json(o, st, &t);
     else
@@ -516,8 +510,7 @@ int main(int argc, char **argv) {
     cd_runtime_options_from_env(&ropts);
     cd_runtime_configure(&ropts);
     int status = parse_args(argc, argv, &o);
-    if (status >= 0)
-        return status;
+    if (status >= 0) return status;
     status = run(&o, &st);
     cd_exec_free(st.ex);
     cd_model_free(st.m);

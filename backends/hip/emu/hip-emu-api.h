@@ -98,8 +98,7 @@ hipError_t cd_emu_hipFree(void *ptr);
 hipError_t cd_emu_hipHostMalloc(void **ptr, size_t size, unsigned flags);
 hipError_t cd_emu_hipHostFree(void *ptr);
 hipError_t cd_emu_hipMemcpy(void *dst, const void *src, size_t n, hipMemcpyKind kind);
-hipError_t cd_emu_hipMemcpyAsync(void *dst, const void *src, size_t n,
-                                 hipMemcpyKind kind, hipStream_t stream);
+hipError_t cd_emu_hipMemcpyAsync(void *dst, const void *src, size_t n, hipMemcpyKind kind, hipStream_t stream);
 hipError_t cd_emu_hipMemset(void *dst, int value, size_t n);
 hipError_t cd_emu_hipMemsetAsync(void *dst, int value, size_t n, hipStream_t stream);
 

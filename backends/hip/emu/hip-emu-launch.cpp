@@ -69,9 +69,9 @@ int g_wave_size = 64;
 
 namespace {
 
-const size_t kStackBytes = 128 << 10;      // per GPU thread (ASan frames are large)
-const size_t kSharedBytes = 64 << 10;      // emulated sharedMemPerBlock
-const unsigned kMaxThreads = 1024;         // emulated maxThreadsPerBlock
+const size_t kStackBytes = 128 << 10; // per GPU thread (ASan frames are large)
+const size_t kSharedBytes = 64 << 10; // emulated sharedMemPerBlock
+const unsigned kMaxThreads = 1024;    // emulated maxThreadsPerBlock
 const unsigned kMaxGrid[3] = {2147483647u, 65536u, 65536u};
 
 const unsigned char kPoison = 0xff; // shared memory at block start: NaN, -1
@@ -109,53 +109,59 @@ void config_init(void) {
         if (found < 0)
             cd_rt_log(CD_RT_LOG_ERROR,
                       "hip-emu: CD_HIP_EMU_ORDER=%s is not mixed, ascending, descending or "
-                      "random; using mixed", o);
-        else g_order = found;
+                      "random; using mixed",
+                      o);
+        else
+            g_order = found;
     }
     const char *s = getenv("CD_HIP_EMU_SEED");
-    if (s && *s) g_seed = strtoull(s, NULL, 0);
-    else g_seed = mix64((unsigned long long)time(NULL) ^ ((unsigned long long)getpid() << 32));
+    if (s && *s)
+        g_seed = strtoull(s, NULL, 0);
+    else
+        g_seed = mix64((unsigned long long)time(NULL) ^ ((unsigned long long)getpid() << 32));
     const char *w = getenv("CD_HIP_EMU_WAVE_SIZE");
     if (w && *w) {
-        if (strcmp(w, "32") == 0 || strcmp(w, "64") == 0) g_wave_size = atoi(w);
-        else cd_rt_log(CD_RT_LOG_ERROR, "hip-emu: CD_HIP_EMU_WAVE_SIZE=%s is not 32 or 64; using 64", w);
+        if (strcmp(w, "32") == 0 || strcmp(w, "64") == 0)
+            g_wave_size = atoi(w);
+        else
+            cd_rt_log(CD_RT_LOG_ERROR, "hip-emu: CD_HIP_EMU_WAVE_SIZE=%s is not 32 or 64; using 64", w);
     }
 }
 
 void config_load(void) { pthread_once(&g_config_once, config_init); }
 
 struct fiber {
-    void *sp;           // saved stack pointer while suspended (x86-64)
+    void *sp; // saved stack pointer while suspended (x86-64)
 #ifndef CD_EMU_X86_SWITCH
-    ucontext_t uc;      // saved context (other architectures)
+    ucontext_t uc; // saved context (other architectures)
 #endif
-    char *stack_lo;     // lowest usable byte of its stack
-    dim3 tid;           // threadIdx of the GPU thread it runs
+    char *stack_lo; // lowest usable byte of its stack
+    dim3 tid;       // threadIdx of the GPU thread it runs
     fiber_state state;
     const char *bar_file; // the barrier it waits at (FIBER_WAITING): __FILE__
     int bar_line;         // and __LINE__ of the __syncthreads() call
-    void *asan_fake;    // ASan fake-stack handle across a switch
+    void *asan_fake;      // ASan fake-stack handle across a switch
 };
 
 struct pool {
-    char *stacks;           // nfibers * (guard page + kStackBytes)
-    size_t stride;          // bytes per stack including its guard page
-    unsigned nfibers;       // stacks allocated
+    char *stacks;     // nfibers * (guard page + kStackBytes)
+    size_t stride;    // bytes per stack including its guard page
+    unsigned nfibers; // stacks allocated
     fiber *fibers;
-    unsigned *order;        // nfibers indices: the running round's thread order
-    fiber *current;         // the fiber running now, NULL in the scheduler
-    void *sched_sp;         // scheduler's saved stack pointer
+    unsigned *order; // nfibers indices: the running round's thread order
+    fiber *current;  // the fiber running now, NULL in the scheduler
+    void *sched_sp;  // scheduler's saved stack pointer
 #ifndef CD_EMU_X86_SWITCH
     ucontext_t sched_uc;
 #endif
     const void *sched_stack_lo; // scheduler stack bounds (for ASan)
     size_t sched_stack_size;
     void *sched_fake;
-    body_fn body;           // the running launch
+    body_fn body; // the running launch
     const void *ctx;
-    unsigned char *shared;  // dynamic shared memory, kSharedBytes
-    char *static_shared;    // this OS thread's copy of the cd_emu_shared
-    size_t static_bytes;    // TLS section (static __shared__), and its size
+    unsigned char *shared; // dynamic shared memory, kSharedBytes
+    char *static_shared;   // this OS thread's copy of the cd_emu_shared
+    size_t static_bytes;   // TLS section (static __shared__), and its size
 };
 
 thread_local pool g_pool;
@@ -163,46 +169,45 @@ thread_local pool g_pool;
 #ifdef CD_EMU_X86_SWITCH
 extern "C" void cd_emu_ctx_switch(void **save_sp, void *load_sp);
 extern "C" void cd_emu_ctx_entry(void);
-__asm__(
-    ".text\n"
-    ".p2align 4\n"
-    ".hidden cd_emu_ctx_switch\n"
-    ".globl cd_emu_ctx_switch\n"
-    ".type cd_emu_ctx_switch,@function\n"
-    "cd_emu_ctx_switch:\n"
-    "    pushq %rbp\n"
-    "    pushq %rbx\n"
-    "    pushq %r12\n"
-    "    pushq %r13\n"
-    "    pushq %r14\n"
-    "    pushq %r15\n"
-    "    subq $8, %rsp\n"
-    "    stmxcsr (%rsp)\n"
-    "    fnstcw 4(%rsp)\n"
-    "    movq %rsp, (%rdi)\n"
-    "    movq %rsi, %rsp\n"
-    "    ldmxcsr (%rsp)\n"
-    "    fldcw 4(%rsp)\n"
-    "    addq $8, %rsp\n"
-    "    popq %r15\n"
-    "    popq %r14\n"
-    "    popq %r13\n"
-    "    popq %r12\n"
-    "    popq %rbx\n"
-    "    popq %rbp\n"
-    "    ret\n"
-    ".size cd_emu_ctx_switch, .-cd_emu_ctx_switch\n"
-    // A new fiber's first switch returns here with its entry function in
-    // r12 and the argument in r13; the stack is 16-byte aligned.
-    ".p2align 4\n"
-    ".hidden cd_emu_ctx_entry\n"
-    ".globl cd_emu_ctx_entry\n"
-    ".type cd_emu_ctx_entry,@function\n"
-    "cd_emu_ctx_entry:\n"
-    "    movq %r13, %rdi\n"
-    "    callq *%r12\n"
-    "    ud2\n"
-    ".size cd_emu_ctx_entry, .-cd_emu_ctx_entry\n");
+__asm__(".text\n"
+        ".p2align 4\n"
+        ".hidden cd_emu_ctx_switch\n"
+        ".globl cd_emu_ctx_switch\n"
+        ".type cd_emu_ctx_switch,@function\n"
+        "cd_emu_ctx_switch:\n"
+        "    pushq %rbp\n"
+        "    pushq %rbx\n"
+        "    pushq %r12\n"
+        "    pushq %r13\n"
+        "    pushq %r14\n"
+        "    pushq %r15\n"
+        "    subq $8, %rsp\n"
+        "    stmxcsr (%rsp)\n"
+        "    fnstcw 4(%rsp)\n"
+        "    movq %rsp, (%rdi)\n"
+        "    movq %rsi, %rsp\n"
+        "    ldmxcsr (%rsp)\n"
+        "    fldcw 4(%rsp)\n"
+        "    addq $8, %rsp\n"
+        "    popq %r15\n"
+        "    popq %r14\n"
+        "    popq %r13\n"
+        "    popq %r12\n"
+        "    popq %rbx\n"
+        "    popq %rbp\n"
+        "    ret\n"
+        ".size cd_emu_ctx_switch, .-cd_emu_ctx_switch\n"
+        // A new fiber's first switch returns here with its entry function in
+        // r12 and the argument in r13; the stack is 16-byte aligned.
+        ".p2align 4\n"
+        ".hidden cd_emu_ctx_entry\n"
+        ".globl cd_emu_ctx_entry\n"
+        ".type cd_emu_ctx_entry,@function\n"
+        "cd_emu_ctx_entry:\n"
+        "    movq %r13, %rdi\n"
+        "    callq *%r12\n"
+        "    ud2\n"
+        ".size cd_emu_ctx_entry, .-cd_emu_ctx_entry\n");
 #endif
 
 // Switches from the scheduler into fiber f (until it waits or exits).
@@ -227,8 +232,8 @@ void resume(pool *p, fiber *f) {
 // exited is never resumed, so ASan may drop its fake stack.
 void yield_to_scheduler(pool *p, fiber *f) {
 #ifdef CD_EMU_ASAN
-    __sanitizer_start_switch_fiber(f->state == FIBER_DONE ? NULL : &f->asan_fake,
-                                   p->sched_stack_lo, p->sched_stack_size);
+    __sanitizer_start_switch_fiber(f->state == FIBER_DONE ? NULL : &f->asan_fake, p->sched_stack_lo,
+                                   p->sched_stack_size);
 #endif
 #ifdef CD_EMU_X86_SWITCH
     cd_emu_ctx_switch(&f->sp, p->sched_sp);
@@ -269,13 +274,13 @@ void fiber_init(pool *p, fiber *f) {
     uint16_t fcw;
     __asm__ volatile("stmxcsr %0" : "=m"(mxcsr));
     __asm__ volatile("fnstcw %0" : "=m"(fcw));
-    a[-1] = (uint64_t)(uintptr_t)&cd_emu_ctx_entry; // return address
-    a[-2] = 0;                                      // rbp
-    a[-3] = 0;                                      // rbx
+    a[-1] = (uint64_t)(uintptr_t)&cd_emu_ctx_entry;  // return address
+    a[-2] = 0;                                       // rbp
+    a[-3] = 0;                                       // rbx
     a[-4] = (uint64_t)(uintptr_t)&cd_emu_fiber_main; // r12: entry
     a[-5] = (uint64_t)(uintptr_t)p;                  // r13: its argument
-    a[-6] = 0;                                      // r14
-    a[-7] = 0;                                      // r15
+    a[-6] = 0;                                       // r14
+    a[-7] = 0;                                       // r15
     a[-8] = (uint64_t)mxcsr | ((uint64_t)fcw << 32);
     f->sp = &a[-8];
 #else
@@ -312,8 +317,8 @@ void pool_key_create(void) { (void)pthread_key_create(&g_pool_key, pool_release)
 // dl_iterate_phdr callback: finds the module whose TLS image holds the
 // static shared section and the calling thread's address of that section.
 struct tls_lookup {
-    uintptr_t image;  // __start_cd_emu_shared
-    char *copy;       // out: the calling thread's copy, or NULL
+    uintptr_t image; // __start_cd_emu_shared
+    char *copy;      // out: the calling thread's copy, or NULL
 };
 
 int find_tls_copy(struct dl_phdr_info *info, size_t size, void *arg) {
@@ -359,8 +364,8 @@ int pool_reserve(pool *p, unsigned n) {
     if (p->nfibers >= n) return 0;
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     size_t stride = kStackBytes + page;
-    char *stacks = static_cast<char *>(mmap(NULL, stride * n, PROT_READ | PROT_WRITE,
-                                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0));
+    char *stacks = static_cast<char *>(
+        mmap(NULL, stride * n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0));
     if (stacks == MAP_FAILED) return -1;
     fiber *fibers = static_cast<fiber *>(calloc(n, sizeof(fiber)));
     unsigned *order = static_cast<unsigned *>(calloc(n, sizeof(unsigned)));
@@ -400,8 +405,7 @@ void order_fill(pool *p, unsigned n, int kind, unsigned long long *rng) {
 }
 
 int same_site(const fiber *a, const fiber *b) {
-    return a->bar_line == b->bar_line &&
-           (a->bar_file == b->bar_file || strcmp(a->bar_file, b->bar_file) == 0);
+    return a->bar_line == b->bar_line && (a->bar_file == b->bar_file || strcmp(a->bar_file, b->bar_file) == 0);
 }
 
 // The parameters of one launch that every block needs.
@@ -450,8 +454,10 @@ hipError_t run_block(pool *p, const launch_info *li, dim3 bid) {
                 continue;
             }
             waiting++;
-            if (!waiter) waiter = f;
-            else if (!other && !same_site(waiter, f)) other = f;
+            if (!waiter)
+                waiter = f;
+            else if (!other && !same_site(waiter, f))
+                other = f;
         }
         if (waiting == 0) return hipSuccess;
         if (done == 0 && !other) {
@@ -461,22 +467,21 @@ hipError_t run_block(pool *p, const launch_info *li, dim3 bid) {
         const fiber *a = other ? other : exited;
         char what[512];
         if (other)
-            snprintf(what, sizeof what, "thread (%u,%u,%u) waits at %s:%d", a->tid.x, a->tid.y,
-                     a->tid.z, a->bar_file, a->bar_line);
+            snprintf(what, sizeof what, "thread (%u,%u,%u) waits at %s:%d", a->tid.x, a->tid.y, a->tid.z, a->bar_file,
+                     a->bar_line);
         else
-            snprintf(what, sizeof what, "%u of %u threads exited (thread (%u,%u,%u) first)",
-                     done, n, a->tid.x, a->tid.y, a->tid.z);
+            snprintf(what, sizeof what, "%u of %u threads exited (thread (%u,%u,%u) first)", done, n, a->tid.x,
+                     a->tid.y, a->tid.z);
         cd_rt_log(CD_RT_LOG_ERROR,
                   "hip-emu: __syncthreads divergence in block (%u,%u,%u), barrier interval #%u: "
                   "thread (%u,%u,%u) waits at %s:%d while %s (thread order %s, "
                   "CD_HIP_EMU_SEED=%llu)",
-                  bid.x, bid.y, bid.z, round + 1, waiter->tid.x, waiter->tid.y, waiter->tid.z,
-                  waiter->bar_file, waiter->bar_line, what, order_name(kind), li->seed);
+                  bid.x, bid.y, bid.z, round + 1, waiter->tid.x, waiter->tid.y, waiter->tid.z, waiter->bar_file,
+                  waiter->bar_line, what, order_name(kind), li->seed);
 #ifdef CD_EMU_ASAN
         // The waiting fibers are abandoned mid-frame: clear the redzones
         // their frames left before the stacks are used again.
-        for (unsigned i = 0; i < n; i++)
-            __asan_unpoison_memory_region(p->fibers[i].stack_lo, kStackBytes);
+        for (unsigned i = 0; i < n; i++) __asan_unpoison_memory_region(p->fibers[i].stack_lo, kStackBytes);
 #endif
         return hipErrorLaunchFailure;
     }
@@ -496,13 +501,11 @@ void barrier(const char *file, int line) {
 
 void *dynamic_shared(void) { return g_pool.shared; }
 
-hipError_t launch(dim3 grid, dim3 block, size_t shared_bytes, hipStream_t stream,
-                  body_fn body, const void *ctx) {
+hipError_t launch(dim3 grid, dim3 block, size_t shared_bytes, hipStream_t stream, body_fn body, const void *ctx) {
     (void)stream;
     unsigned long long nthreads = (unsigned long long)block.x * block.y * block.z;
-    if (nthreads == 0 || nthreads > kMaxThreads || grid.x == 0 || grid.y == 0 ||
-        grid.z == 0 || grid.x > kMaxGrid[0] || grid.y > kMaxGrid[1] || grid.z > kMaxGrid[2] ||
-        shared_bytes > kSharedBytes) {
+    if (nthreads == 0 || nthreads > kMaxThreads || grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.x > kMaxGrid[0] ||
+        grid.y > kMaxGrid[1] || grid.z > kMaxGrid[2] || shared_bytes > kSharedBytes) {
         cd_rt_log(CD_RT_LOG_ERROR,
                   "hip-emu: invalid launch configuration: grid (%u,%u,%u) block (%u,%u,%u) "
                   "shared %zu bytes",

@@ -13,7 +13,7 @@
 
 namespace {
 
-const size_t kAlign = 256;               // hipMalloc alignment, as on AMD
+const size_t kAlign = 256;                     // hipMalloc alignment, as on AMD
 const uint64_t kMagic = 0x63646869706d656dull; // "cdhipmem"
 
 // Precedes every hipMalloc block; kAlign bytes so the user block stays aligned.
@@ -22,8 +22,14 @@ struct alloc_header {
     size_t size;
 };
 
-struct stream_rec { uint64_t magic; };
-struct event_rec { uint64_t magic; double t_ms; int recorded; };
+struct stream_rec {
+    uint64_t magic;
+};
+struct event_rec {
+    uint64_t magic;
+    double t_ms;
+    int recorded;
+};
 const uint64_t kStreamMagic = 0x63647374726d6d6dull;
 const uint64_t kEventMagic = 0x6364657665746d6dull;
 
@@ -41,8 +47,7 @@ hipError_t fail(hipError_t e) {
 enum mem_kind { MEM_HOST, MEM_PINNED, MEM_DEVICE };
 
 const char *mem_kind_name(mem_kind k) {
-    return k == MEM_DEVICE ? "device (hipMalloc)" : k == MEM_PINNED ? "pinned host (hipHostMalloc)"
-                                                                    : "host";
+    return k == MEM_DEVICE ? "device (hipMalloc)" : k == MEM_PINNED ? "pinned host (hipHostMalloc)" : "host";
 }
 
 // The live hipMalloc and hipHostMalloc blocks, sorted by start address
@@ -52,7 +57,7 @@ struct region {
     size_t size;
     mem_kind kind;
 };
-region *g_regions;     // g_nregions of g_capregions, sorted by start
+region *g_regions; // g_nregions of g_capregions, sorted by start
 size_t g_nregions, g_capregions;
 pthread_mutex_t g_regions_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -61,8 +66,10 @@ size_t region_upper(uintptr_t a) {
     size_t lo = 0, hi = g_nregions;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (g_regions[mid].start <= a) lo = mid + 1;
-        else hi = mid;
+        if (g_regions[mid].start <= a)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
     return lo;
 }
@@ -139,14 +146,12 @@ const char *kind_name(hipMemcpyKind kind) {
 // hipErrorInvalidMemcpyDirection / hipErrorInvalidValue after logging why:
 // a real runtime may guess its way past a wrong kind on one platform and
 // copy garbage on another; the emulator does not guess.
-hipError_t memcpy_check(const char *api, void *dst, const void *src, size_t n,
-                        hipMemcpyKind kind) {
+hipError_t memcpy_check(const char *api, void *dst, const void *src, size_t n, hipMemcpyKind kind) {
     int dst_in = 1, src_in = 1;
     mem_kind d = region_find(dst, n, &dst_in), s = region_find(src, n, &src_in);
     int want_dst_dev = kind == hipMemcpyHostToDevice || kind == hipMemcpyDeviceToDevice;
     int want_src_dev = kind == hipMemcpyDeviceToHost || kind == hipMemcpyDeviceToDevice;
-    if (kind != hipMemcpyDefault &&
-        ((d == MEM_DEVICE) != want_dst_dev || (s == MEM_DEVICE) != want_src_dev)) {
+    if (kind != hipMemcpyDefault && ((d == MEM_DEVICE) != want_dst_dev || (s == MEM_DEVICE) != want_src_dev)) {
         cd_rt_log(CD_RT_LOG_ERROR,
                   "hip-emu: %s(dst %p, src %p, %zu bytes, %s): dst is %s memory, src is %s "
                   "memory",
@@ -365,8 +370,7 @@ hipError_t cd_emu_hipHostFree(void *ptr) {
 }
 
 // hipMemcpy and hipMemcpyAsync (api names which, for the message).
-static hipError_t memcpy_any(const char *api, void *dst, const void *src, size_t n,
-                             hipMemcpyKind kind) {
+static hipError_t memcpy_any(const char *api, void *dst, const void *src, size_t n, hipMemcpyKind kind) {
     if ((unsigned)kind > hipMemcpyDefault) return fail(hipErrorInvalidMemcpyDirection);
     if (n == 0) return hipSuccess;
     if (!dst || !src) return fail(hipErrorInvalidValue);
@@ -380,8 +384,7 @@ hipError_t cd_emu_hipMemcpy(void *dst, const void *src, size_t n, hipMemcpyKind 
     return memcpy_any("hipMemcpy", dst, src, n, kind);
 }
 
-hipError_t cd_emu_hipMemcpyAsync(void *dst, const void *src, size_t n, hipMemcpyKind kind,
-                                 hipStream_t stream) {
+hipError_t cd_emu_hipMemcpyAsync(void *dst, const void *src, size_t n, hipMemcpyKind kind, hipStream_t stream) {
     (void)stream;
     return memcpy_any("hipMemcpyAsync", dst, src, n, kind);
 }
@@ -396,18 +399,16 @@ static hipError_t memset_any(const char *api, void *dst, int value, size_t n) {
     mem_kind k = region_find(dst, n, &inside);
     if (k != MEM_DEVICE || !inside) {
         cd_rt_log(CD_RT_LOG_ERROR, "hip-emu: %s(dst %p, %zu bytes): %s", api, dst, n,
-                  k != MEM_DEVICE ? (k == MEM_PINNED ? "dst is pinned host (hipHostMalloc) memory"
-                                                     : "dst is host memory")
-                                  : "the range runs past the end of its allocation");
+                  k != MEM_DEVICE
+                      ? (k == MEM_PINNED ? "dst is pinned host (hipHostMalloc) memory" : "dst is host memory")
+                      : "the range runs past the end of its allocation");
         return fail(hipErrorInvalidValue);
     }
     memset(dst, value, n);
     return hipSuccess;
 }
 
-hipError_t cd_emu_hipMemset(void *dst, int value, size_t n) {
-    return memset_any("hipMemset", dst, value, n);
-}
+hipError_t cd_emu_hipMemset(void *dst, int value, size_t n) { return memset_any("hipMemset", dst, value, n); }
 
 hipError_t cd_emu_hipMemsetAsync(void *dst, int value, size_t n, hipStream_t stream) {
     (void)stream;

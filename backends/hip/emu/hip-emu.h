@@ -72,8 +72,7 @@ typedef void (*body_fn)(const void *ctx);
 
 // Runs grid x block threads of body. Returns hipSuccess or the error that
 // also becomes the last error (bad configuration, barrier divergence).
-hipError_t launch(dim3 grid, dim3 block, size_t shared_bytes, hipStream_t stream,
-                  body_fn body, const void *ctx);
+hipError_t launch(dim3 grid, dim3 block, size_t shared_bytes, hipStream_t stream, body_fn body, const void *ctx);
 
 // Suspends the calling GPU thread until every thread of its block arrives
 // at the same barrier, the one at file:line (__syncthreads' call site).
@@ -88,8 +87,7 @@ void *dynamic_shared(void);
 template <class F> static void invoke(const void *ctx) { (*static_cast<const F *>(ctx))(); }
 
 template <class F>
-hipError_t launch_lambda(dim3 grid, dim3 block, size_t shared_bytes, hipStream_t stream,
-                         const F &f) {
+hipError_t launch_lambda(dim3 grid, dim3 block, size_t shared_bytes, hipStream_t stream, const F &f) {
     return launch(grid, block, shared_bytes, stream, &invoke<F>, &f);
 }
 
@@ -109,9 +107,7 @@ static inline void __threadfence_block(void) { __atomic_thread_fence(__ATOMIC_SE
 
 // Atomics: each returns the old value, as on the device.
 static inline int atomicAdd(int *p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }
-static inline unsigned atomicAdd(unsigned *p, unsigned v) {
-    return __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
-}
+static inline unsigned atomicAdd(unsigned *p, unsigned v) { return __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }
 static inline unsigned long long atomicAdd(unsigned long long *p, unsigned long long v) {
     return __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
 }
@@ -135,20 +131,20 @@ static inline unsigned atomicCAS(unsigned *p, unsigned cmp, unsigned v) {
 }
 static inline int atomicMax(int *p, int v) {
     int old = __atomic_load_n(p, __ATOMIC_RELAXED);
-    while (old < v && !__atomic_compare_exchange_n(p, &old, v, true, __ATOMIC_RELAXED,
-                                                   __ATOMIC_RELAXED)) {}
+    while (old < v && !__atomic_compare_exchange_n(p, &old, v, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
     return old;
 }
 static inline unsigned atomicMax(unsigned *p, unsigned v) {
     unsigned old = __atomic_load_n(p, __ATOMIC_RELAXED);
-    while (old < v && !__atomic_compare_exchange_n(p, &old, v, true, __ATOMIC_RELAXED,
-                                                   __ATOMIC_RELAXED)) {}
+    while (old < v && !__atomic_compare_exchange_n(p, &old, v, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
     return old;
 }
 static inline int atomicMin(int *p, int v) {
     int old = __atomic_load_n(p, __ATOMIC_RELAXED);
-    while (old > v && !__atomic_compare_exchange_n(p, &old, v, true, __ATOMIC_RELAXED,
-                                                   __ATOMIC_RELAXED)) {}
+    while (old > v && !__atomic_compare_exchange_n(p, &old, v, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
     return old;
 }
 

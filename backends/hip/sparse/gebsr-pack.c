@@ -23,8 +23,7 @@ static int block_nonzero(const float *w, int rows, int cols, int rbd, int cbd, i
     return 0;
 }
 
-int cd_gebsr_pack(const float *w, int rows, int cols, int row_block_dim, int col_block_dim,
-                  cd_gebsr *g) {
+int cd_gebsr_pack(const float *w, int rows, int cols, int row_block_dim, int col_block_dim, cd_gebsr *g) {
     memset(g, 0, sizeof *g);
     if (!w || rows < 1 || cols < 1 || row_block_dim < 1 || row_block_dim > 64 || col_block_dim < 1 ||
         col_block_dim > 64)
@@ -76,8 +75,8 @@ void cd_gebsr_free(cd_gebsr *g) {
     memset(g, 0, sizeof *g);
 }
 
-void cd_gebsr_mm_host(const cd_gebsr *g, size_t n, const float *x, size_t x_rs, size_t x_cs, float *y,
-                      size_t y_rs, size_t y_cs) {
+void cd_gebsr_mm_host(const cd_gebsr *g, size_t n, const float *x, size_t x_rs, size_t x_cs, float *y, size_t y_rs,
+                      size_t y_cs) {
     int rbd = g->row_block_dim, cbd = g->col_block_dim;
     size_t bsz = (size_t)rbd * cbd;
     for (int br = 0; br < g->mb; br++)

@@ -29,8 +29,7 @@ typedef struct {
 // (row_ptr all zero, col_ind/val one-element placeholders). Returns 0,
 // CD_EPARAMS (sizes < 1, block dims < 1 or > 64, NULL w, more than INT_MAX
 // stored values) or CD_ENOMEM (*g left empty).
-int cd_gebsr_pack(const float *w, int rows, int cols, int row_block_dim, int col_block_dim,
-                  cd_gebsr *g);
+int cd_gebsr_pack(const float *w, int rows, int cols, int row_block_dim, int col_block_dim, cd_gebsr *g);
 
 // Frees the arrays of g (an empty or zeroed g is fine) and zeroes it.
 void cd_gebsr_free(cd_gebsr *g);
@@ -39,7 +38,7 @@ void cd_gebsr_free(cd_gebsr *g);
 // x[c*x_rs + p*x_cs] (c < cols), Y(r, p) is y[r*y_rs + p*y_cs] (r < rows).
 // The padding rows and columns of the blocks are skipped: nothing past rows
 // is written, nothing past cols read.
-void cd_gebsr_mm_host(const cd_gebsr *g, size_t n, const float *x, size_t x_rs, size_t x_cs, float *y,
-                      size_t y_rs, size_t y_cs);
+void cd_gebsr_mm_host(const cd_gebsr *g, size_t n, const float *x, size_t x_rs, size_t x_cs, float *y, size_t y_rs,
+                      size_t y_cs);
 
 #endif // CD_BACKENDS_HIP_SPARSE_GEBSR_PACK_H

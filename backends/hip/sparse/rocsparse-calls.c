@@ -36,8 +36,7 @@ static const char *rocsparse_status_name(rocsparse_status s) {
 // CD_ENOMEM, an operation this rocSPARSE lacks is CD_EUNSUPPORTED, the rest
 // CD_EDEVICE.
 static int rocsparse_fail(const char *call, const char *file, int line, rocsparse_status s) {
-    cd_rt_log(CD_RT_LOG_ERROR, "rocsparse: %s failed at %s:%d: %s", call, file, line,
-              rocsparse_status_name(s));
+    cd_rt_log(CD_RT_LOG_ERROR, "rocsparse: %s failed at %s:%d: %s", call, file, line, rocsparse_status_name(s));
     switch (s) {
     case rocsparse_status_memory_error: return CD_ENOMEM;
     case rocsparse_status_not_implemented: return CD_EUNSUPPORTED;
@@ -47,32 +46,32 @@ static int rocsparse_fail(const char *call, const char *file, int line, rocspars
 
 // The CD_E* code of a failed status, without logging (see rocsparse_fail).
 static int rocsparse_fail_quiet(rocsparse_status s) {
-    return s == rocsparse_status_memory_error ? CD_ENOMEM : s == rocsparse_status_not_implemented ? CD_EUNSUPPORTED : CD_EDEVICE;
+    return s == rocsparse_status_memory_error      ? CD_ENOMEM
+           : s == rocsparse_status_not_implemented ? CD_EUNSUPPORTED
+                                                   : CD_EDEVICE;
 }
 
 // Every rocSPARSE call goes through this (HIP calls through CD_HIP_CHECK).
 // rocSPARSE 5.3 does not check its own kernel launches: a launch that failed
 // (e.g. no code object for this GPU) would surface at our next kernel and be
 // blamed on it, so the thread's last HIP error is taken after every call.
-#define CD_ROCSPARSE_CHECK(call)                                                       \
-    do {                                                                               \
-        rocsparse_status cd_rs_s_ = (call);                                            \
-        if (cd_rs_s_ != rocsparse_status_success)                                      \
-            return rocsparse_fail(#call, __FILE__, __LINE__, cd_rs_s_);                \
-        int cd_rs_rc_ = cd_hip_check_launch(#call, __FILE__, __LINE__);                \
-        if (cd_rs_rc_) return cd_rs_rc_;                                               \
+#define CD_ROCSPARSE_CHECK(call)                                                                              \
+    do {                                                                                                      \
+        rocsparse_status cd_rs_s_ = (call);                                                                   \
+        if (cd_rs_s_ != rocsparse_status_success) return rocsparse_fail(#call, __FILE__, __LINE__, cd_rs_s_); \
+        int cd_rs_rc_ = cd_hip_check_launch(#call, __FILE__, __LINE__);                                       \
+        if (cd_rs_rc_) return cd_rs_rc_;                                                                      \
     } while (0)
 
 // Teardown has no caller to report to: check and log, no return.
-#define CD_ROCSPARSE_CHECK_LOG(call)                                                   \
-    do {                                                                               \
-        rocsparse_status cd_rs_s_ = (call);                                            \
-        if (cd_rs_s_ != rocsparse_status_success)                                      \
-            (void)rocsparse_fail(#call, __FILE__, __LINE__, cd_rs_s_);                 \
+#define CD_ROCSPARSE_CHECK_LOG(call)                                                                         \
+    do {                                                                                                     \
+        rocsparse_status cd_rs_s_ = (call);                                                                  \
+        if (cd_rs_s_ != rocsparse_status_success) (void)rocsparse_fail(#call, __FILE__, __LINE__, cd_rs_s_); \
     } while (0)
 
 struct cd_rocsparse_ctx {
-    rocsparse_handle handle;  // host pointer mode; its stream is set per call
+    rocsparse_handle handle; // host pointer mode; its stream is set per call
 };
 
 int cd_rocsparse_ctx_create(cd_rocsparse_ctx **out) {
@@ -101,11 +100,11 @@ void cd_rocsparse_ctx_free(cd_rocsparse_ctx *p) {
 }
 
 struct cd_rocsparse_csr {
-    rocsparse_spmat_descr a;  // m x k CSR over the device arrays below
-    int m, k, cols;           // C (m x cols) = A x B (k x cols), row-major
-    int *row_ptr, *col_ind;   // device copies
+    rocsparse_spmat_descr a; // m x k CSR over the device arrays below
+    int m, k, cols;          // C (m x cols) = A x B (k x cols), row-major
+    int *row_ptr, *col_ind;  // device copies
     float *val;
-    void *work;               // the buffer sized by stage_buffer_size, filled by preprocess
+    void *work; // the buffer sized by stage_buffer_size, filled by preprocess
     size_t work_bytes;
 };
 
@@ -131,15 +130,14 @@ static int setup_finish(void) {
 // The stage-parameterised call with B and C descriptors made for this call
 // (host objects, so concurrent calls on one plan share nothing writable but
 // the work buffer, which the compute stage only reads).
-static int csr_spmm_stage(const cd_rocsparse_csr *p, rocsparse_handle h, rocsparse_spmm_stage stage,
-                          size_t *bytes, void *work, const float *b, float *c) {
+static int csr_spmm_stage(const cd_rocsparse_csr *p, rocsparse_handle h, rocsparse_spmm_stage stage, size_t *bytes,
+                          void *work, const float *b, float *c) {
     const float alpha = 1.0f, beta = 0.0f;
     rocsparse_dnmat_descr db = NULL, dc = NULL;
-    rocsparse_status s = rocsparse_create_dnmat_descr(&db, p->k, p->cols, p->cols, (void *)b,
-                                                      rocsparse_datatype_f32_r, rocsparse_order_row);
+    rocsparse_status s = rocsparse_create_dnmat_descr(&db, p->k, p->cols, p->cols, (void *)b, rocsparse_datatype_f32_r,
+                                                      rocsparse_order_row);
     if (s == rocsparse_status_success)
-        s = rocsparse_create_dnmat_descr(&dc, p->m, p->cols, p->cols, c, rocsparse_datatype_f32_r,
-                                         rocsparse_order_row);
+        s = rocsparse_create_dnmat_descr(&dc, p->m, p->cols, p->cols, c, rocsparse_datatype_f32_r, rocsparse_order_row);
     if (s == rocsparse_status_success)
         s = rocsparse_spmm(h, rocsparse_operation_none, rocsparse_operation_none, &alpha, p->a, db, &beta, dc,
                            rocsparse_datatype_f32_r, rocsparse_spmm_alg_csr, stage, bytes, work);
@@ -149,28 +147,25 @@ static int csr_spmm_stage(const cd_rocsparse_csr *p, rocsparse_handle h, rocspar
     return cd_hip_check_launch("rocsparse_spmm", __FILE__, __LINE__);
 }
 
-static int csr_setup(cd_rocsparse_csr *p, rocsparse_handle h, int nnz, const int *row_ptr,
-                     const int *col_ind, const float *val, float *b, float *c) {
+static int csr_setup(cd_rocsparse_csr *p, rocsparse_handle h, int nnz, const int *row_ptr, const int *col_ind,
+                     const float *val, float *b, float *c) {
     CD_ROCSPARSE_CHECK(rocsparse_set_stream(h, NULL)); // the stages follow the uploads
     int rc;
     if ((rc = upload((void **)&p->row_ptr, row_ptr, (size_t)(p->m + 1) * sizeof(int))) ||
         (rc = upload((void **)&p->col_ind, col_ind, (size_t)nnz * sizeof(int))) ||
         (rc = upload((void **)&p->val, val, (size_t)nnz * sizeof(float))))
         return rc;
-    CD_ROCSPARSE_CHECK(rocsparse_create_csr_descr(&p->a, p->m, p->k, nnz, p->row_ptr, p->col_ind,
-                                                  p->val, rocsparse_indextype_i32,
-                                                  rocsparse_indextype_i32,
-                                                  rocsparse_index_base_zero,
-                                                  rocsparse_datatype_f32_r));
+    CD_ROCSPARSE_CHECK(rocsparse_create_csr_descr(&p->a, p->m, p->k, nnz, p->row_ptr, p->col_ind, p->val,
+                                                  rocsparse_indextype_i32, rocsparse_indextype_i32,
+                                                  rocsparse_index_base_zero, rocsparse_datatype_f32_r));
     if ((rc = csr_spmm_stage(p, h, rocsparse_spmm_stage_buffer_size, &p->work_bytes, NULL, b, c))) return rc;
     CD_HIP_CHECK(hipMalloc(&p->work, p->work_bytes ? p->work_bytes : 1));
     if ((rc = csr_spmm_stage(p, h, rocsparse_spmm_stage_preprocess, &p->work_bytes, p->work, b, c))) return rc;
     return setup_finish();
 }
 
-int cd_rocsparse_csr_init(cd_rocsparse_csr **out, cd_rocsparse_ctx *rs, int m, int k, int nnz,
-                          const int *row_ptr, const int *col_ind, const float *val, int n,
-                          float *b, float *c) {
+int cd_rocsparse_csr_init(cd_rocsparse_csr **out, cd_rocsparse_ctx *rs, int m, int k, int nnz, const int *row_ptr,
+                          const int *col_ind, const float *val, int n, float *b, float *c) {
     *out = NULL;
     if (!rs || m < 1 || k < 1 || nnz < 0 || n < 1 || !row_ptr || (nnz && (!col_ind || !val)) || !b || !c)
         return CD_EPARAMS;
@@ -208,7 +203,7 @@ void cd_rocsparse_csr_free(cd_rocsparse_csr *p) {
 struct cd_rocsparse_gebsr {
     rocsparse_mat_descr descr; // general, zero-based
     int mb, kb, nnzb, rbd, cbd;
-    int *row_ptr, *col_ind;    // device copies
+    int *row_ptr, *col_ind; // device copies
     float *val;
 };
 
@@ -225,8 +220,8 @@ static int gebsr_setup(cd_rocsparse_gebsr *p, const int *row_ptr, const int *col
     return setup_finish();
 }
 
-int cd_rocsparse_gebsr_init(cd_rocsparse_gebsr **out, int mb, int kb, int nnzb, int row_block_dim,
-                            int col_block_dim, const int *row_ptr, const int *col_ind, const float *val) {
+int cd_rocsparse_gebsr_init(cd_rocsparse_gebsr **out, int mb, int kb, int nnzb, int row_block_dim, int col_block_dim,
+                            const int *row_ptr, const int *col_ind, const float *val) {
     *out = NULL;
     if (mb < 1 || kb < 1 || nnzb < 0 || row_block_dim < 1 || col_block_dim < 1 || !row_ptr ||
         (nnzb && (!col_ind || !val)))
@@ -247,19 +242,17 @@ int cd_rocsparse_gebsr_init(cd_rocsparse_gebsr **out, int mb, int kb, int nnzb, 
     return 0;
 }
 
-int cd_rocsparse_gebsr_mm(const cd_rocsparse_gebsr *p, cd_rocsparse_ctx *rs, hipStream_t stream, int b_trans, int n, const float *b,
-                          int ldb, float *c, int ldc) {
+int cd_rocsparse_gebsr_mm(const cd_rocsparse_gebsr *p, cd_rocsparse_ctx *rs, hipStream_t stream, int b_trans, int n,
+                          const float *b, int ldb, float *c, int ldc) {
     int m = p->mb * p->rbd, k = p->kb * p->cbd;
     if (n < 1 || ldb < (b_trans ? n : k) || ldc < m || !b || !c) return CD_EPARAMS;
     const float alpha = 1.0f, beta = 0.0f;
     CD_ROCSPARSE_CHECK(rocsparse_set_stream(rs->handle, stream));
     // Blocks are stored row-major (rocsparse_direction_row); B and C column-major.
     CD_ROCSPARSE_CHECK(rocsparse_sgebsrmm(rs->handle, rocsparse_direction_row, rocsparse_operation_none,
-                                          b_trans ? rocsparse_operation_transpose
-                                                  : rocsparse_operation_none,
-                                          p->mb, n, p->kb, p->nnzb, &alpha, p->descr, p->val,
-                                          p->row_ptr, p->col_ind, p->rbd, p->cbd, b, ldb, &beta, c,
-                                          ldc));
+                                          b_trans ? rocsparse_operation_transpose : rocsparse_operation_none, p->mb, n,
+                                          p->kb, p->nnzb, &alpha, p->descr, p->val, p->row_ptr, p->col_ind, p->rbd,
+                                          p->cbd, b, ldb, &beta, c, ldc));
     return 0;
 }
 

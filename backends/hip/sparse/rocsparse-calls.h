@@ -25,8 +25,8 @@ extern "C" {
 // cd_rocsparse_csr_cols).
 #define CD_ROCSPARSE_MIN_COLS 16
 
-typedef struct cd_rocsparse_ctx cd_rocsparse_ctx; // one rocSPARSE handle
-typedef struct cd_rocsparse_csr cd_rocsparse_csr; // CSR weights resident on the device
+typedef struct cd_rocsparse_ctx cd_rocsparse_ctx;     // one rocSPARSE handle
+typedef struct cd_rocsparse_csr cd_rocsparse_csr;     // CSR weights resident on the device
 typedef struct cd_rocsparse_gebsr cd_rocsparse_gebsr; // general-BSR weights resident on the device
 
 // A rocSPARSE handle (host pointer mode). Each costs device memory (about
@@ -51,17 +51,16 @@ int cd_rocsparse_csr_cols(int n);
 // rs's handle on the null stream, on sample device buffers b and c of those
 // shapes; waits for them. Returns 0, CD_EPARAMS for bad sizes, CD_ENOMEM, or
 // CD_EDEVICE (logged).
-int cd_rocsparse_csr_init(cd_rocsparse_csr **out, cd_rocsparse_ctx *rs, int m, int k, int nnz,
-                          const int *row_ptr, const int *col_ind, const float *val, int n,
-                          float *b, float *c);
+int cd_rocsparse_csr_init(cd_rocsparse_csr **out, cd_rocsparse_ctx *rs, int m, int k, int nnz, const int *row_ptr,
+                          const int *col_ind, const float *val, int n, float *b, float *c);
 
 // Queues C = A x B for device buffers b and c (shapes as at init) on
 // `stream`, with rs's handle (its stream is set to `stream`): the compute
 // stage only, no wait. Dense descriptors are made per call, so threads may
 // run one plan at once, each with its own rs. Returns 0 or a CD_E* code
 // (logged).
-int cd_rocsparse_csr_spmm(const cd_rocsparse_csr *plan, cd_rocsparse_ctx *rs, hipStream_t stream,
-                          const float *b, float *c);
+int cd_rocsparse_csr_spmm(const cd_rocsparse_csr *plan, cd_rocsparse_ctx *rs, hipStream_t stream, const float *b,
+                          float *c);
 
 // Frees the device copies, descriptor and work buffer (NULL is fine).
 void cd_rocsparse_csr_free(cd_rocsparse_csr *plan);
@@ -71,8 +70,8 @@ void cd_rocsparse_csr_free(cd_rocsparse_csr *plan);
 // packed by cd_gebsr_pack, backends/hip/sparse/gebsr-pack.h: row_ptr[mb+1],
 // col_ind[nnzb], val[nnzb*rbd*cbd], each block row-major, zero-based; nnzb
 // may be 0). Returns 0, CD_EPARAMS, CD_ENOMEM or CD_EDEVICE (logged).
-int cd_rocsparse_gebsr_init(cd_rocsparse_gebsr **out, int mb, int kb, int nnzb, int row_block_dim,
-                            int col_block_dim, const int *row_ptr, const int *col_ind, const float *val);
+int cd_rocsparse_gebsr_init(cd_rocsparse_gebsr **out, int mb, int kb, int nnzb, int row_block_dim, int col_block_dim,
+                            const int *row_ptr, const int *col_ind, const float *val);
 
 // Queues C (mb*rbd x n) = A x op(B) on `stream` with rs's handle (its
 // stream is set to `stream`), column-major device buffers: op(B) = B
@@ -81,8 +80,8 @@ int cd_rocsparse_gebsr_init(cd_rocsparse_gebsr **out, int mb, int kb, int nnzb, 
 // image (C x H*W) is exactly that B with ldb = H*W. All mb*rbd rows of C are
 // written (padding rows as zeros): ldc >= mb*rbd. Threads may run one plan at
 // once, each with its own rs. Returns 0 or a CD_E* code (logged).
-int cd_rocsparse_gebsr_mm(const cd_rocsparse_gebsr *plan, cd_rocsparse_ctx *rs, hipStream_t stream, int b_trans,
-                          int n, const float *b, int ldb, float *c, int ldc);
+int cd_rocsparse_gebsr_mm(const cd_rocsparse_gebsr *plan, cd_rocsparse_ctx *rs, hipStream_t stream, int b_trans, int n,
+                          const float *b, int ldb, float *c, int ldc);
 
 // Frees the device copies and descriptor (NULL is fine).
 void cd_rocsparse_gebsr_free(cd_rocsparse_gebsr *plan);
