@@ -133,3 +133,17 @@ def test_allowed_files_exist():
     # An entry for a file that is gone (split, renamed) is stale: remove it.
     stale = [rel for rel in sorted(ALLOWED) if not (ROOT / rel).exists()]
     assert not stale, "no longer exist, remove them from ALLOWED: " + ", ".join(stale)
+
+
+def test_sources_are_clang_formatted():
+    """Every C, C++ and HIP source is as .clang-format writes it."""
+    import shutil
+    import subprocess
+    exe = shutil.which("clang-format")
+    if not exe:
+        pytest.skip("clang-format is not installed (scripts/setup installs it)")
+    files = subprocess.run(["git", "ls-files", "*.c", "*.h", "*.cpp", "*.hip"], cwd=ROOT,
+                           capture_output=True, text=True, check=True).stdout.split()
+    out = subprocess.run([exe, "--dry-run", *files], cwd=ROOT, capture_output=True, text=True)
+    bad = sorted({line.split(":", 1)[0] for line in out.stderr.splitlines() if "warning:" in line})
+    assert not bad, "run clang-format -i on: " + " ".join(bad)
