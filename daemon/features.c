@@ -1,5 +1,7 @@
 #include "daemon/features.h"
 
+#include "core/host.h"
+
 #include "proto/rpc.h"
 #include "runtime/runtime.h"
 
@@ -33,21 +35,7 @@ static pthread_once_t g_model_once = PTHREAD_ONCE_INIT;
 static char g_model[256];
 
 static void model_read(void) {
-    snprintf(g_model, sizeof g_model, "unknown");
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (!f) return;
-    char line[512];
-    while (fgets(line, sizeof line, f)) {
-        if (strncmp(line, "model name", 10) != 0) continue;
-        char *p = strchr(line, ':');
-        if (!p) break;
-        for (p++; *p == ' ' || *p == '\t'; p++)
-            ;
-        p[strcspn(p, "\n")] = '\0';
-        if (*p) snprintf(g_model, sizeof g_model, "%s", p);
-        break;
-    }
-    fclose(f);
+    if (cd_host_cpu_model(g_model, sizeof g_model) != 0) snprintf(g_model, sizeof g_model, "unknown");
     // One printable line whatever the kernel wrote (it goes into logs,
     // msgpack str and Prometheus labels).
     for (char *c = g_model; *c; c++)

@@ -7,6 +7,7 @@
 
 #include "core/checked.h"
 #include "core/errors.h"
+#include "core/host.h"
 #include "core/limits.h"
 #include "onnx.pb-c.h"
 
@@ -529,14 +530,8 @@ int cd_onnx_import(const char *path, cd_graph *g, char *err, size_t errlen) {
     int rc = cd_onnx_read_file(path, g->max_bytes, &buf, &len, err, errlen);
     if (rc) return rc;
     g->bytes_read = len; // external data adds to it (--max-model-bytes)
-    char dirbuf[PATH_MAX], real[PATH_MAX];
-    snprintf(dirbuf, sizeof dirbuf, "%s", path);
-    char *slash = strrchr(dirbuf, '/');
-    if (slash)
-        *(slash == dirbuf ? slash + 1 : slash) = '\0';
-    else
-        snprintf(dirbuf, sizeof dirbuf, ".");
-    rc = cd_onnx_import_buffer(buf, len, realpath(dirbuf, real) ? real : NULL, g, err, errlen);
+    char real[PATH_MAX];
+    rc = cd_onnx_import_buffer(buf, len, cd_host_real_dir(path, real), g, err, errlen);
     free(buf);
     return rc;
 }

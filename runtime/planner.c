@@ -14,6 +14,7 @@
 
 #include "core/clock.h"
 #include "runtime/planner.h"
+#include "core/host.h"
 #include "core/options.h"
 
 #include "core/errors.h"
@@ -35,23 +36,9 @@ static char g_cpu[128];
 static pthread_once_t g_cpu_once = PTHREAD_ONCE_INIT;
 
 static void cpu_read(void) {
-    snprintf(g_cpu, sizeof g_cpu, "unknown-cpu");
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (!f) return;
-    char line[512];
-    while (fgets(line, sizeof line, f)) {
-        if (strncmp(line, "model name", 10) != 0) continue;
-        char *p = strchr(line, ':');
-        if (!p) break;
-        p++;
-        while (*p == ' ') p++;
-        p[strcspn(p, "\n")] = '\0';
-        snprintf(g_cpu, sizeof g_cpu, "%s", p);
-        for (char *c = g_cpu; *c; c++)
-            if (*c == '\t' || *c == '|') *c = ' ';
-        break;
-    }
-    fclose(f);
+    if (cd_host_cpu_model(g_cpu, sizeof g_cpu) != 0) snprintf(g_cpu, sizeof g_cpu, "unknown-cpu");
+    for (char *c = g_cpu; *c; c++)
+        if (*c == '\t' || *c == '|') *c = ' ';
     // The instruction sets in force (CONVD_MAX_ISA, ONEDNN_MAX_CPU_ISA) are part
     // of the machine: rates measured at one do not hold at another.
     size_t n = strlen(g_cpu);

@@ -3,6 +3,8 @@
 
 #include "tools/convbench/bench.h"
 
+#include "core/host.h"
+
 #include <errno.h>
 #include <string.h>
 
@@ -60,23 +62,9 @@ void bench_report_text(FILE *f, const bench_cfg *cfg, const bench_result *r) {
     if (r->stop_reason[0]) fprintf(f, "  ended early: %s\n", r->stop_reason);
 }
 
-static void json_str(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            fprintf(f, "\\%c", ch);
-        else if (ch < 0x20)
-            fprintf(f, "\\u%04x", ch);
-        else
-            fputc(ch, f);
-    }
-    fputc('"', f);
-}
-
 void bench_report_json(FILE *f, const bench_cfg *cfg, const bench_result *r) {
     fprintf(f, "{\"model\": ");
-    json_str(f, cfg->model);
+    cd_json_write_str(f, cfg->model);
     fprintf(f, ", \"mode\": \"%s\", \"concurrency\": %d, \"connections\": %d, ", mode_name(cfg), cfg->concurrency,
             r->connections);
     if (cfg->rate > 0)
@@ -115,7 +103,7 @@ void bench_report_json(FILE *f, const bench_cfg *cfg, const bench_result *r) {
     }
     fprintf(f, "}, \"ended_early\": ");
     if (r->stop_reason[0])
-        json_str(f, r->stop_reason);
+        cd_json_write_str(f, r->stop_reason);
     else
         fprintf(f, "null");
     fprintf(f, ", \"timeline\": [");

@@ -13,6 +13,7 @@
 #include "tools/convctl/onnx-rewrite.h"
 
 #include "core/errors.h"
+#include "core/host.h"
 #include "sparse/prune.h"
 
 #include <limits.h>
@@ -404,14 +405,8 @@ static void warn_external(const ctl_onnx_model *m, const char *out) {
         n += g->initializer[i]->has_data_location &&
              g->initializer[i]->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
     if (!n || !m->dir) return;
-    char dir[PATH_MAX], real[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s", out);
-    char *slash = strrchr(dir, '/');
-    if (slash)
-        *(slash == dir ? slash + 1 : slash) = '\0';
-    else
-        snprintf(dir, sizeof dir, ".");
-    if (realpath(dir, real) && strcmp(real, m->dir) == 0) return;
+    char real[PATH_MAX];
+    if (cd_host_real_dir(out, real) && strcmp(real, m->dir) == 0) return;
     fprintf(stderr,
             "convctl prune: warning: %zu tensor%s not pruned still refer%s to external data "
             "in %s; copy the external data file(s) next to the output\n",

@@ -5,6 +5,7 @@
 #include "tools/convctl/onnx-rewrite.h"
 
 #include "core/errors.h"
+#include "core/host.h"
 #include "runtime/graph.h"
 #include "runtime/onnx-file.h"
 
@@ -50,14 +51,8 @@ int ctl_onnx_load(const char *path, ctl_onnx_model *m, char *err, size_t errlen)
     }
     m->proto = mp;
 
-    char dirbuf[PATH_MAX], real[PATH_MAX];
-    snprintf(dirbuf, sizeof dirbuf, "%s", path);
-    char *slash = strrchr(dirbuf, '/');
-    if (slash)
-        *(slash == dirbuf ? slash + 1 : slash) = '\0';
-    else
-        snprintf(dirbuf, sizeof dirbuf, ".");
-    if (realpath(dirbuf, real) && !(m->dir = strdup(real))) {
+    char real[PATH_MAX];
+    if (cd_host_real_dir(path, real) && !(m->dir = strdup(real))) {
         ctl_onnx_free(m);
         return cd_errf(CD_ENOMEM, err, errlen, "out of memory");
     }

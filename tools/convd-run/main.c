@@ -11,6 +11,7 @@
 
 #include "core/clock.h"
 #include "core/errors.h"
+#include "core/host.h"
 #include "core/stats-util.h"
 #include "runtime/runtime.h"
 #include "tools/common/npy.h"
@@ -55,20 +56,6 @@ static float rnd(void) {
     g_rng ^= g_rng >> 7;
     g_rng ^= g_rng << 17;
     return (float)((g_rng >> 40) / (double)(1ull << 24)) * 2.0f - 1.0f;
-}
-
-static void json_str(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; s && *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            fprintf(f, "\\%c", ch);
-        else if (ch < 0x20)
-            fprintf(f, "\\u%04x", ch);
-        else
-            fputc(ch, f);
-    }
-    fputc('"', f);
 }
 
 static void print_shape(FILE *f, int rank, const int64_t *shape, int json) {
@@ -353,13 +340,13 @@ static void print_json_layers(FILE *f, cd_model *m) {
         cd_layer_info li;
         cd_model_layer(m, i, &li);
         fprintf(f, "%s{\"name\": ", i ? ", " : "");
-        json_str(f, li.name);
+        cd_json_write_str(f, li.name);
         fprintf(f, ", \"op\": ");
-        json_str(f, li.op);
+        cd_json_write_str(f, li.op);
         fprintf(f, ", \"kernel\": ");
-        json_str(f, li.kernel);
+        cd_json_write_str(f, li.kernel);
         fprintf(f, ", \"layout\": ");
-        json_str(f, li.layout);
+        cd_json_write_str(f, li.layout);
         fprintf(f, ", \"reference\": %s", li.reference ? "true" : "false");
         fprintf(f, ", \"in_shape\": ");
         print_shape(f, li.in_rank, li.in_shape, 1);
@@ -379,7 +366,7 @@ static void print_json(const run_opts *o, const run_state *st, const run_times *
     cd_model_get_summary(m, &s);
     FILE *f = stdout;
     fprintf(f, "{\"model\": ");
-    json_str(f, o->model_path);
+    cd_json_write_str(f, o->model_path);
     fprintf(f, ", \"batch\": %d, \"load_ms\": %.3f, \"first_run_ms\": %.3f", batch, t->load_ms, t->first_ms);
     fprintf(f,
             ", \"summary\": {\"params\": %lld, \"flops\": %lld, \"weight_bytes\": %lld, \"activation_bytes\": %lld, "
@@ -400,12 +387,12 @@ static void print_json(const run_opts *o, const run_state *st, const run_times *
         memcpy(shape, d->shape, sizeof shape);
         shape[0] = batch;
         fprintf(f, "%s{\"name\": ", i ? ", " : "");
-        json_str(f, d->name);
+        cd_json_write_str(f, d->name);
         fprintf(f, ", \"shape\": ");
         print_shape(f, d->rank, shape, 1);
         fprintf(f, ", \"file\": ");
         if (st->written[i][0])
-            json_str(f, st->written[i]);
+            cd_json_write_str(f, st->written[i]);
         else
             fprintf(f, "null");
         fprintf(f, "}");
