@@ -35,20 +35,26 @@ static file_arg split_arg(const char *a) {
     return f;
 }
 
-// Value i of a tensor as a double (for the summary).
+// Value i of a tensor as a double (for the summary). LOAD reads element i
+// as a T (unaligned: the bytes come straight from the answer).
+#define LOAD(T)                                    \
+    do {                                           \
+        T v_;                                      \
+        memcpy(&v_, p + sizeof(T) * i, sizeof(T)); \
+        return (double)v_;                         \
+    } while (0)
+
 static double elem(const convd_tensor *t, size_t i) {
     const unsigned char *p = t->data;
     switch (t->dtype) {
-    case CONVD_DTYPE_F32: {
-        float v;
-        memcpy(&v, p + 4 * i, 4);
-        return v;
-    }
-    case CONVD_DTYPE_F64: {
-        double v;
-        memcpy(&v, p + 8 * i, 8);
-        return v;
-    }
+    case CONVD_DTYPE_F32: LOAD(float);
+    case CONVD_DTYPE_F64: LOAD(double);
+    case CONVD_DTYPE_I16: LOAD(int16_t);
+    case CONVD_DTYPE_I32: LOAD(int32_t);
+    case CONVD_DTYPE_I64: LOAD(int64_t);
+    case CONVD_DTYPE_I8: return (int8_t)p[i];
+    case CONVD_DTYPE_U8: return p[i];
+    case CONVD_DTYPE_BOOL: return p[i] != 0;
     case CONVD_DTYPE_F16: {
         uint16_t h;
         memcpy(&h, p + 2 * i, 2);
@@ -64,27 +70,11 @@ static double elem(const convd_tensor *t, size_t i) {
         memcpy(&v, &u, 4);
         return v;
     }
-    case CONVD_DTYPE_I8: return (int8_t)p[i];
-    case CONVD_DTYPE_U8: return p[i];
-    case CONVD_DTYPE_BOOL: return p[i] != 0;
-    case CONVD_DTYPE_I16: {
-        int16_t v;
-        memcpy(&v, p + 2 * i, 2);
-        return v;
-    }
-    case CONVD_DTYPE_I32: {
-        int32_t v;
-        memcpy(&v, p + 4 * i, 4);
-        return v;
-    }
-    case CONVD_DTYPE_I64: {
-        int64_t v;
-        memcpy(&v, p + 8 * i, 8);
-        return (double)v;
-    }
     default: return NAN;
     }
 }
+
+#undef LOAD
 
 static void summarize(const convd_tensor *t, double *mn, double *mx, double *mean) {
     size_t n = convd_dtype_size(t->dtype) ? t->nbytes / convd_dtype_size(t->dtype) : 0;
