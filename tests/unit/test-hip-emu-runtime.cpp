@@ -482,22 +482,23 @@ static void keep_log(int level, const char *msg, void *ud) {
 
 // Threads of one block wait at two different barriers: on a GPU undefined
 // (a hang, or the barriers pair up wrongly); the emulator fails the launch.
-// Each side stores the line of its barrier (same line, same __LINE__).
+// Each side stores the line of its barrier (same line, same __LINE__: the
+// formatter must not split those lines).
+// clang-format off
 __global__ void k_two_barriers(float *out, int *lines) {
     CD_HIP_DYNAMIC_SHARED(float, s);
     const int t = (int)threadIdx.x;
     s[t] = (float)t;
     if (t % 2) {
-        lines[t & 1] = __LINE__;
-        __syncthreads();
+        lines[t & 1] = __LINE__; __syncthreads();
         out[t] = s[t ^ 1];
     } else {
         out[t] = -1.0f;
-        lines[t & 1] = __LINE__;
-        __syncthreads();
+        lines[t & 1] = __LINE__; __syncthreads();
         out[t] = s[t ^ 1];
     }
 }
+// clang-format on
 
 CD_TEST(hip_emu_barrier_at_different_sites_is_divergence) {
     float *out = dev_alloc(64);
