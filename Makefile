@@ -369,7 +369,7 @@ $(BUILD)/obj/bench/%.o: CFLAGS += $(OMP_FLAGS)
 # Dense conv kernels: oneDNN layouts vs im2col + OpenBLAS sgemm (OpenBLAS is
 # used by this benchmark only, never by the product).
 CPUKERNEL_OBJ := $(call obj,$(wildcard kernels/*.c kernels/cpu/*.c backends/cpu/dnnl-*.c))
-$(BUILD)/bin/conv-dense-layers: $(BUILD)/obj/bench/conv-dense-layers.o $(CPUKERNEL_OBJ) $(call obj,$(wildcard sparse/*.c) core/errors.c core/log.c core/options.c runtime/options.c)
+$(BUILD)/bin/conv-dense-layers: $(BUILD)/obj/bench/conv-dense-layers.o $(CPUKERNEL_OBJ) $(call obj,$(wildcard sparse/*.c) $(CORE_SRC) runtime/options.c)
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(DNNL_LIBS) $(OMP_FLAGS) -lopenblas $(LDLIBS)
@@ -387,7 +387,7 @@ bench: $(BUILD)/bin/fma-peak
 
 # Sparse conv kernels vs oneDNN dense (bench/sparse-conv-layers.sh writes the
 # "Sparse conv kernels" table of bench/results/sparse-conv-layers.md).
-$(BUILD)/bin/sparse-conv-layers: $(BUILD)/obj/bench/sparse-conv-layers.o $(call obj,$(wildcard sparse/*.c)) $(call obj,kernels/op-desc.c kernels/cpu/ref-conv.c core/errors.c core/log.c core/options.c runtime/options.c)
+$(BUILD)/bin/sparse-conv-layers: $(BUILD)/obj/bench/sparse-conv-layers.o $(call obj,$(wildcard sparse/*.c)) $(call obj,kernels/op-desc.c kernels/cpu/ref-conv.c $(CORE_SRC) runtime/options.c)
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(DNNL_LIBS) $(OMP_FLAGS) $(LDLIBS)
@@ -445,7 +445,7 @@ $(BUILD)/bin/fuzz-rpc-reader: tests/fuzz/fuzz-rpc-reader.c $(PROTO_SRC) $(CORE_S
 FUZZ_ONNX_SRC := tests/fuzz/fuzz-onnx-load.c $(BUILD)/gen/onnx.pb-c.c \
     runtime/onnx-import.c runtime/onnx-file.c runtime/graph.c runtime/lower.c runtime/lower-shape.c runtime/compact.c \
     runtime/plan.c runtime/plan-kernels.c runtime/planner.c runtime/arena.c backends/backend.c \
-    kernels/op-desc.c $(wildcard kernels/cpu/ref*.c) sparse/analysis.c core/errors.c core/log.c core/options.c
+    kernels/op-desc.c $(wildcard kernels/cpu/ref*.c) sparse/analysis.c $(CORE_SRC)
 $(BUILD)/bin/fuzz-onnx-load: $(FUZZ_ONNX_SRC) | $(BUILD)/gen/onnx.pb-c.h
 	@mkdir -p $(dir $@)
 	@echo "  FUZZ    $@"
