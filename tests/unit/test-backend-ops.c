@@ -15,6 +15,7 @@
 #include "core/errors.h"
 #include "kernels/cpu/ref.h"
 #include "tests/unit/check.h"
+#include "tests/unit/test-kernels-util.h"
 
 #include <stdlib.h>
 
@@ -79,14 +80,6 @@ static void case_free(op_case *c) {
     free(c->bias);
 }
 
-static cd_activation rand_act(void) {
-    cd_activation a = {(cd_act)cd_test_randi(CD_ACT_NONE, CD_ACT_LEAKYRELU), 0, 0};
-    if (a.kind == CD_ACT_CLIP) a.alpha = 0.0f, a.beta = 6.0f;
-    if (a.kind == CD_ACT_HARDSIGMOID) a.alpha = 0.2f, a.beta = 0.5f;
-    if (a.kind == CD_ACT_LEAKYRELU) a.alpha = 0.1f;
-    return a;
-}
-
 // ---- the rows' generators -----------------------------------------------------------
 
 // A conv description and its reference. The weights, bias and inputs are random.
@@ -118,32 +111,7 @@ static void conv_case(op_case *t, const cd_conv_desc *cv, int batch, const char 
 // variant: 0 dense, 1 depthwise, 2 grouped, 3 pointwise.
 static void make_conv(op_case *t, int kind) {
     static const int ks[] = {1, 3, 5, 7};
-    cd_conv_desc c = {0};
-    c.c = cd_test_randi(1, 24);
-    c.groups = 1;
-    if (kind == 1)
-        c.c = cd_test_randi(2, 24), c.groups = c.c, c.k = c.c * cd_test_randi(1, 2); // c = 1 is a plain conv
-    else if (kind == 2)
-        c.groups = cd_test_randi(2, 3), c.c = c.groups * cd_test_randi(1, 6), c.k = c.groups * cd_test_randi(1, 7);
-    else
-        c.k = cd_test_randi(1, 40);
-    c.r = kind == 3 ? 1 : ks[cd_test_randi(0, 3)];
-    c.s = kind == 3 ? 1 : (cd_test_randi(0, 1) ? c.r : ks[cd_test_randi(0, 3)]);
-    c.h = cd_test_randi(c.r, c.r + 13);
-    c.w = cd_test_randi(c.s, c.s + 13);
-    c.stride_h = kind == 3 ? 1 : cd_test_randi(1, 2);
-    c.stride_w = kind == 3 ? 1 : cd_test_randi(1, 2);
-    c.dil_h = c.dil_w = (kind != 3 && cd_test_randi(0, 3) == 0 && c.h >= 2 * c.r && c.w >= 2 * c.s) ? 2 : 1;
-    if (kind != 3) {
-        c.pad_t = cd_test_randi(0, c.r / 2);
-        c.pad_b = cd_test_randi(0, c.r / 2);
-        c.pad_l = cd_test_randi(0, c.s / 2);
-        c.pad_r = cd_test_randi(0, c.s / 2);
-    }
-    c.act = rand_act();
-    c.has_residual = cd_test_randi(0, 1);
-    c.n = 1;
-    cd_conv_out_dims(&c);
+    cd_conv_desc c = tk_rand_conv(kind, ks, 4);
     conv_case(t, &c, cd_test_randi(1, 3), kind == 1 ? "dwconv" : NULL);
 }
 
@@ -181,7 +149,7 @@ static void make_gemm(op_case *t, int variant) {
     t->d.u.gemm.rows = rows;
     t->d.u.gemm.n = n;
     t->d.u.gemm.k = k;
-    t->d.u.gemm.act = rand_act();
+    t->d.u.gemm.act = tk_rand_act_fixed();
     t->w = rbuf((size_t)n * k);
     t->bias = cd_test_randi(0, 1) ? rbuf((size_t)n) : NULL;
     t->d.w = t->w;
@@ -254,7 +222,7 @@ static void make_binary(op_case *t, int variant) {
     t->d.src[1 - swap].is_const = b_const;
     t->d.dst = td(rank, ds);
     t->d.u.binary.kind = (cd_binary_kind)cd_test_randi(0, 3);
-    t->d.u.binary.act = rand_act();
+    t->d.u.binary.act = tk_rand_act_fixed();
     size_t na = numel(&t->d.src[swap], batch), nb = numel(&t->d.src[1 - swap], batch);
     float *a = rbuf(na), *b = rbuf(nb);
     if (t->d.u.binary.kind == CD_BINARY_DIV)
@@ -283,7 +251,7 @@ static void make_activation(op_case *t, int kind) {
     int64_t s[4] = {1, cd_test_randi(1, 40), cd_test_randi(1, 9), cd_test_randi(1, 9)};
     case_init(t, CD_BOP_ACTIVATION, batch, 1);
     t->d.src[0] = t->d.dst = td(4, s);
-    t->d.u.act = rand_act();
+    t->d.u.act = tk_rand_act_fixed();
     t->d.u.act.kind = (cd_act)kind;
     if (kind == CD_ACT_CLIP) t->d.u.act.alpha = 0, t->d.u.act.beta = 6;
     if (kind == CD_ACT_HARDSIGMOID) t->d.u.act.alpha = 0.2f, t->d.u.act.beta = 0.5f;

@@ -18,6 +18,7 @@
 #include "kernels/cpu/ref.h"
 #include "sparse/sparse-conv.h"
 #include "tests/unit/check.h"
+#include "tests/unit/test-kernels-util.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -146,44 +147,10 @@ static void compare_desc(const cd_bop_desc *d, const cd_bop_desc *cpu_d, int bat
     cd_backend_free(cpu);
 }
 
-static cd_activation rand_act(void) {
-    cd_activation a = {(cd_act)cd_test_randi(CD_ACT_NONE, CD_ACT_LEAKYRELU), 0, 0};
-    if (a.kind == CD_ACT_CLIP) a.alpha = 0.0f, a.beta = 6.0f;
-    if (a.kind == CD_ACT_HARDSIGMOID) a.alpha = 0.2f, a.beta = 0.5f;
-    if (a.kind == CD_ACT_LEAKYRELU) a.alpha = 0.1f;
-    return a;
-}
-
 // A random convolution; kind 0 dense, 1 depthwise, 2 grouped, 3 pointwise.
 static cd_conv_desc rand_conv(int kind) {
     static const int ks[] = {1, 3, 5};
-    cd_conv_desc c = {0};
-    c.c = cd_test_randi(1, 24);
-    c.groups = 1;
-    if (kind == 1)
-        c.c = cd_test_randi(2, 24), c.groups = c.c, c.k = c.c * cd_test_randi(1, 2); // c = 1 is a plain conv
-    else if (kind == 2)
-        c.groups = cd_test_randi(2, 3), c.c = c.groups * cd_test_randi(1, 6), c.k = c.groups * cd_test_randi(1, 7);
-    else
-        c.k = cd_test_randi(1, 40);
-    c.r = kind == 3 ? 1 : ks[cd_test_randi(0, 2)];
-    c.s = kind == 3 ? 1 : (cd_test_randi(0, 1) ? c.r : ks[cd_test_randi(0, 2)]);
-    c.h = cd_test_randi(c.r, c.r + 13);
-    c.w = cd_test_randi(c.s, c.s + 13);
-    c.stride_h = kind == 3 ? 1 : cd_test_randi(1, 2);
-    c.stride_w = kind == 3 ? 1 : cd_test_randi(1, 2);
-    c.dil_h = c.dil_w = (kind != 3 && cd_test_randi(0, 3) == 0 && c.h >= 2 * c.r && c.w >= 2 * c.s) ? 2 : 1;
-    if (kind != 3) {
-        c.pad_t = cd_test_randi(0, c.r / 2);
-        c.pad_b = cd_test_randi(0, c.r / 2);
-        c.pad_l = cd_test_randi(0, c.s / 2);
-        c.pad_r = cd_test_randi(0, c.s / 2);
-    }
-    c.act = rand_act();
-    c.has_residual = cd_test_randi(0, 1);
-    c.n = 1;
-    cd_conv_out_dims(&c);
-    return c;
+    return tk_rand_conv(kind, ks, 3);
 }
 
 static cd_bop_desc conv_bop(const cd_conv_desc *c, int batch, const float *w, const float *bias) {
@@ -325,7 +292,7 @@ static void check_gemm_fmt(int sparse, int fmt, double zero_frac) {
     d.u.gemm.rows = rows;
     d.u.gemm.n = n;
     d.u.gemm.k = k;
-    d.u.gemm.act = rand_act();
+    d.u.gemm.act = tk_rand_act_fixed();
     float *w = rbuf((size_t)n * k), *b = (sparse || cd_test_randi(0, 1)) ? rbuf((size_t)n) : NULL;
     if (sparse && fmt)
         zero_row_blocks(w, n, k, fmt == CD_SPARSE_FMT_BSR8 ? 8 : 4, zero_frac);

@@ -44,6 +44,49 @@ static inline cd_activation tk_act(cd_act kind) {
 
 static inline cd_activation tk_rand_act(void) { return tk_act((cd_act)cd_test_randi(CD_ACT_NONE, CD_ACT_LEAKYRELU)); }
 
+// A random activation kind with the usual fixed parameters (Relu6-style
+// Clip, the ONNX HardSigmoid defaults, LeakyRelu 0.1).
+static inline cd_activation tk_rand_act_fixed(void) {
+    cd_activation a = {(cd_act)cd_test_randi(CD_ACT_NONE, CD_ACT_LEAKYRELU), 0, 0};
+    if (a.kind == CD_ACT_CLIP) a.alpha = 0.0f, a.beta = 6.0f;
+    if (a.kind == CD_ACT_HARDSIGMOID) a.alpha = 0.2f, a.beta = 0.5f;
+    if (a.kind == CD_ACT_LEAKYRELU) a.alpha = 0.1f;
+    return a;
+}
+
+// A random batch-1 convolution (oh, ow filled): kind 0 dense, 1 depthwise,
+// 2 grouped, 3 pointwise; kernel sizes drawn from ks[0..nks-1]; random
+// strides, pads, dilation, activation and residual.
+static inline cd_conv_desc tk_rand_conv(int kind, const int *ks, int nks) {
+    cd_conv_desc c = {0};
+    c.c = cd_test_randi(1, 24);
+    c.groups = 1;
+    if (kind == 1)
+        c.c = cd_test_randi(2, 24), c.groups = c.c, c.k = c.c * cd_test_randi(1, 2); // c = 1 is a plain conv
+    else if (kind == 2)
+        c.groups = cd_test_randi(2, 3), c.c = c.groups * cd_test_randi(1, 6), c.k = c.groups * cd_test_randi(1, 7);
+    else
+        c.k = cd_test_randi(1, 40);
+    c.r = kind == 3 ? 1 : ks[cd_test_randi(0, nks - 1)];
+    c.s = kind == 3 ? 1 : (cd_test_randi(0, 1) ? c.r : ks[cd_test_randi(0, nks - 1)]);
+    c.h = cd_test_randi(c.r, c.r + 13);
+    c.w = cd_test_randi(c.s, c.s + 13);
+    c.stride_h = kind == 3 ? 1 : cd_test_randi(1, 2);
+    c.stride_w = kind == 3 ? 1 : cd_test_randi(1, 2);
+    c.dil_h = c.dil_w = (kind != 3 && cd_test_randi(0, 3) == 0 && c.h >= 2 * c.r && c.w >= 2 * c.s) ? 2 : 1;
+    if (kind != 3) {
+        c.pad_t = cd_test_randi(0, c.r / 2);
+        c.pad_b = cd_test_randi(0, c.r / 2);
+        c.pad_l = cd_test_randi(0, c.s / 2);
+        c.pad_r = cd_test_randi(0, c.s / 2);
+    }
+    c.act = tk_rand_act_fixed();
+    c.has_residual = cd_test_randi(0, 1);
+    c.n = 1;
+    cd_conv_out_dims(&c);
+    return c;
+}
+
 // Converts an NCHW tensor to layout l (a fresh buffer; plain copy for NCHW).
 static inline float *tk_to_layout(cd_layout l, int n, int c, int h, int w, const float *src) {
     float *dst = tk_alloc(cd_layout_numel(l, n, c, h, w));
