@@ -127,24 +127,8 @@ int main(int argc, char **argv) {
     for (size_t li = 0; li < sizeof g_layers / sizeof g_layers[0]; li++) {
         layer L = g_layers[li];
         if (quick) L.c = L.c / 8 + 1, L.k = L.k / 8 + 3, L.hw = L.hw / 4 + 1;
-        cd_conv_desc c = {.n = 1,
-                          .c = L.c,
-                          .h = L.hw,
-                          .w = L.hw,
-                          .k = L.k,
-                          .r = L.r,
-                          .s = L.r,
-                          .stride_h = 1,
-                          .stride_w = 1,
-                          .pad_t = L.r / 2,
-                          .pad_l = L.r / 2,
-                          .pad_b = L.r / 2,
-                          .pad_r = L.r / 2,
-                          .dil_h = 1,
-                          .dil_w = 1,
-                          .groups = 1,
-                          .act = {CD_ACT_RELU, 0, 0}};
-        c.oh = c.ow = L.hw;
+        cd_conv_desc c = cd_conv_square(L.c, L.hw, L.hw, L.k, L.r, 1, L.r / 2);
+        c.act = (cd_activation){CD_ACT_RELU, 0, 0};
         char name[64];
         snprintf(name, sizeof name, "%s %dx%d %d->%d %dx%d", L.name, L.r, L.r, L.c, L.k, L.hw, L.hw);
         size_t nw = (size_t)c.k * c.c * c.r * c.s, nx = (size_t)batch * c.c * c.h * c.w,

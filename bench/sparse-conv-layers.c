@@ -299,23 +299,9 @@ static int g_nresults;
 
 static void run_layer(const layer *L, int batch, int threads, int bi, int ti) {
     omp_set_num_threads(threads);
-    cd_conv_desc d = {.n = batch,
-                      .c = L->c,
-                      .h = L->hw,
-                      .w = L->hw,
-                      .k = L->k,
-                      .r = L->r,
-                      .s = L->r,
-                      .stride_h = L->stride,
-                      .stride_w = L->stride,
-                      .pad_t = L->r / 2,
-                      .pad_l = L->r / 2,
-                      .pad_b = L->r / 2,
-                      .pad_r = L->r / 2,
-                      .dil_h = 1,
-                      .dil_w = 1,
-                      .groups = L->groups};
-    cd_conv_out_dims(&d);
+    cd_conv_desc d = cd_conv_square(L->c, L->hw, L->hw, L->k, L->r, L->stride, L->r / 2);
+    d.n = batch;
+    d.groups = L->groups;
     const size_t wn = (size_t)d.k * (d.c / d.groups) * d.r * d.s;
     const size_t xn = (size_t)batch * d.c * d.h * d.w, yn = (size_t)batch * d.k * d.oh * d.ow;
     float *dense = malloc(wn * sizeof *dense), *w = malloc(wn * sizeof *w);

@@ -129,6 +129,10 @@ typedef struct {
 int cd_conv_out_dim(int in, int kernel, int stride, int pad_begin, int pad_end, int dilation);
 // Fills d->oh and d->ow from the other fields.
 void cd_conv_out_dims(cd_conv_desc *d);
+// The common conv: batch 1, c x h x w in, k out, an r x r kernel with one
+// stride and the same padding on every side, no dilation, one group, no
+// activation; output size filled. Callers change any other field after it.
+cd_conv_desc cd_conv_square(int c, int h, int w, int k, int r, int stride, int pad);
 
 typedef enum {
     CD_POOL_MAX = 0,

@@ -177,24 +177,7 @@ static void conv_bop(cd_bop_desc *d, int c, int hw, int k, int rsz, cd_layout la
     d->max_batch = 1;
     d->nsrc = 1;
     cd_conv_desc *cv = &d->u.conv;
-    *cv = (cd_conv_desc){.n = 1,
-                         .c = c,
-                         .h = hw,
-                         .w = hw,
-                         .k = k,
-                         .r = rsz,
-                         .s = rsz,
-                         .stride_h = 1,
-                         .stride_w = 1,
-                         .pad_t = rsz / 2,
-                         .pad_l = rsz / 2,
-                         .pad_b = rsz / 2,
-                         .pad_r = rsz / 2,
-                         .dil_h = 1,
-                         .dil_w = 1,
-                         .groups = 1,
-                         .oh = hw,
-                         .ow = hw};
+    *cv = cd_conv_square(c, hw, hw, k, rsz, 1, rsz / 2);
     d->src[0] = (cd_tdesc){4, {1, c, hw, hw}, lay, 0};
     d->dst = (cd_tdesc){4, {1, k, hw, hw}, lay, 0};
     d->sparse = sparse;

@@ -48,21 +48,8 @@ struct cd_backend_ctx {
 // The conv description a sparse GEMM runs as: n outputs of a 1x1 conv on a
 // 1x1 input of k channels (the batch is the pixel axis).
 static cd_conv_desc gemm_as_conv(const cd_bop_desc *d) {
-    cd_conv_desc c = {.n = 1,
-                      .c = d->u.gemm.k,
-                      .h = 1,
-                      .w = 1,
-                      .k = d->u.gemm.n,
-                      .r = 1,
-                      .s = 1,
-                      .stride_h = 1,
-                      .stride_w = 1,
-                      .dil_h = 1,
-                      .dil_w = 1,
-                      .groups = 1,
-                      .oh = 1,
-                      .ow = 1,
-                      .act = d->u.gemm.act};
+    cd_conv_desc c = cd_conv_square(d->u.gemm.k, 1, 1, d->u.gemm.n, 1, 1, 0);
+    c.act = d->u.gemm.act;
     return c;
 }
 

@@ -154,24 +154,7 @@ fail:
 // ---- the blocked layout of this CPU ------------------------------------------------
 
 // A ResNet-like 3x3 conv whose source layout oneDNN is asked to choose.
-static const cd_conv_desc k_probe = {.n = 1,
-                                     .c = 64,
-                                     .h = 28,
-                                     .w = 28,
-                                     .k = 64,
-                                     .r = 3,
-                                     .s = 3,
-                                     .stride_h = 1,
-                                     .stride_w = 1,
-                                     .pad_t = 1,
-                                     .pad_l = 1,
-                                     .pad_b = 1,
-                                     .pad_r = 1,
-                                     .dil_h = 1,
-                                     .dil_w = 1,
-                                     .groups = 1,
-                                     .oh = 28,
-                                     .ow = 28};
+static cd_conv_desc probe_desc(void) { return cd_conv_square(64, 28, 28, 64, 3, 1, 1); }
 
 // 1 when oneDNN builds the probe conv in layout l (src and dst) with a
 // kernel other than its reference loop.
@@ -179,7 +162,8 @@ static int probe_fast(cd_layout l) {
     dnnl_convolution_desc_t cd;
     dnnl_primitive_attr_t attr = NULL;
     dnnl_primitive_desc_t pd = NULL;
-    if (conv_desc(&k_probe, l, l, 1, 1, &cd, &attr)) return 0;
+    const cd_conv_desc probe = probe_desc();
+    if (conv_desc(&probe, l, l, 1, 1, &cd, &attr)) return 0;
     int ok = cd_dnnl_pd_try(&cd, attr, &pd);
     dnnl_primitive_attr_destroy(attr);
     if (!ok) return 0;
@@ -193,9 +177,10 @@ static int probe_fast(cd_layout l) {
 // The source layout oneDNN picks for the probe conv when free to choose
 // (format_tag::any), mapped onto ours; NCHW when it is none of them.
 static cd_layout probe_any(void) {
+    const cd_conv_desc probe = probe_desc();
     dnnl_memory_desc_t smd, wmd, bmd, dmd;
-    dnnl_dims_t sd = {1, k_probe.c, k_probe.h, k_probe.w}, dd = {1, k_probe.k, k_probe.oh, k_probe.ow};
-    dnnl_dims_t wd = {k_probe.k, k_probe.c, 3, 3}, bd = {k_probe.k};
+    dnnl_dims_t sd = {1, probe.c, probe.h, probe.w}, dd = {1, probe.k, probe.oh, probe.ow};
+    dnnl_dims_t wd = {probe.k, probe.c, 3, 3}, bd = {probe.k};
     dnnl_dims_t strides = {1, 1}, pl = {1, 1}, pr = {1, 1};
     dnnl_convolution_desc_t cd;
     if (dnnl_memory_desc_init_by_tag(&smd, 4, sd, dnnl_f32, dnnl_format_tag_any) ||
@@ -211,7 +196,7 @@ static cd_layout probe_any(void) {
     cd_layout l = CD_LAYOUT_NCHW;
     for (int c = CD_LAYOUT_NCHW + 1; c < CD_LAYOUT_COUNT && got; c++) {
         dnnl_memory_desc_t want;
-        if (cd_dnnl_md_act(&want, 1, k_probe.c, k_probe.h, k_probe.w, (cd_layout)c) == 0 &&
+        if (cd_dnnl_md_act(&want, 1, probe.c, probe.h, probe.w, (cd_layout)c) == 0 &&
             dnnl_memory_desc_equal(got, &want))
             l = (cd_layout)c;
     }

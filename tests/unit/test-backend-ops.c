@@ -118,25 +118,9 @@ static void make_conv(op_case *t, int kind) {
 // A ResNet-sized 3x3 layer: 64 -> 72 channels (not a multiple of the HIP
 // SGEMM tile nor of a channel block) on 19x19.
 static void make_conv_resnet(op_case *t, int variant) {
-    cd_conv_desc c = {.n = 1,
-                      .c = 64,
-                      .h = 19,
-                      .w = 19,
-                      .k = 72,
-                      .r = 3,
-                      .s = 3,
-                      .stride_h = 1,
-                      .stride_w = 1,
-                      .pad_t = 1,
-                      .pad_l = 1,
-                      .pad_b = 1,
-                      .pad_r = 1,
-                      .dil_h = 1,
-                      .dil_w = 1,
-                      .groups = 1,
-                      .act = {CD_ACT_RELU, 0, 0},
-                      .has_residual = 1};
-    cd_conv_out_dims(&c);
+    cd_conv_desc c = cd_conv_square(64, 19, 19, 72, 3, 1, 1);
+    c.act.kind = CD_ACT_RELU;
+    c.has_residual = 1;
     conv_case(t, &c, 2, NULL);
 }
 

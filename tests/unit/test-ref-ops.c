@@ -18,6 +18,20 @@ static float *zbuf(size_t n) {
     return p;
 }
 
+// cd_conv_square: the plain conv every caller builds on, at random sizes.
+CD_TEST(conv_square_is_the_plain_conv) {
+    int c = cd_test_randi(1, 64), k = cd_test_randi(1, 64), r = cd_test_randi(1, 5);
+    int h = cd_test_randi(r, 40), w = cd_test_randi(r, 40), stride = cd_test_randi(1, 3), pad = cd_test_randi(0, r - 1);
+    cd_conv_desc d = cd_conv_square(c, h, w, k, r, stride, pad);
+    CHECK(d.n == 1 && d.c == c && d.h == h && d.w == w && d.k == k && d.r == r && d.s == r);
+    CHECK(d.stride_h == stride && d.stride_w == stride);
+    CHECK(d.pad_t == pad && d.pad_l == pad && d.pad_b == pad && d.pad_r == pad);
+    CHECK(d.dil_h == 1 && d.dil_w == 1 && d.groups == 1);
+    CHECK(d.act.kind == CD_ACT_NONE && !d.has_residual);
+    CHECK_EQ(d.oh, (h + 2 * pad - r) / stride + 1);
+    CHECK_EQ(d.ow, (w + 2 * pad - r) / stride + 1);
+}
+
 // Gemm equals a 1x1 convolution on [m, k, 1, 1] (a different kernel, same math).
 CD_TEST(ref_gemm_equals_1x1_conv) {
     int m = cd_test_randi(1, 9), n = cd_test_randi(1, 40), k = cd_test_randi(1, 70);
@@ -25,20 +39,9 @@ CD_TEST(ref_gemm_equals_1x1_conv) {
     float *got = zbuf((size_t)m * n), *want = zbuf((size_t)m * n);
     cd_activation act = {CD_ACT_RELU, 0, 0};
     cd_ref_gemm(m, n, k, a, w, b, act, got);
-    cd_conv_desc d = {.n = m,
-                      .c = k,
-                      .h = 1,
-                      .w = 1,
-                      .k = n,
-                      .r = 1,
-                      .s = 1,
-                      .stride_h = 1,
-                      .stride_w = 1,
-                      .dil_h = 1,
-                      .dil_w = 1,
-                      .groups = 1,
-                      .act = act};
-    cd_conv_out_dims(&d);
+    cd_conv_desc d = cd_conv_square(k, 1, 1, n, 1, 1, 0);
+    d.n = m;
+    d.act = act;
     cd_ref_conv2d(&d, a, w, b, NULL, want);
     CHECK_CLOSE_F32(got, want, (size_t)m * n, 1e-5);
     free(a), free(w), free(b), free(got), free(want);

@@ -38,23 +38,7 @@ CD_TEST(backend_ref_only_mode_keeps_nchw) {
     d.op = CD_BOP_CONV2D;
     d.max_batch = 1;
     d.nsrc = 1;
-    cd_conv_desc c = {.n = 1,
-                      .c = 16,
-                      .h = 8,
-                      .w = 8,
-                      .k = 16,
-                      .r = 3,
-                      .s = 3,
-                      .stride_h = 1,
-                      .stride_w = 1,
-                      .pad_t = 1,
-                      .pad_l = 1,
-                      .pad_b = 1,
-                      .pad_r = 1,
-                      .dil_h = 1,
-                      .dil_w = 1,
-                      .groups = 1};
-    cd_conv_out_dims(&c);
+    cd_conv_desc c = cd_conv_square(16, 8, 8, 16, 3, 1, 1);
     d.u.conv = c;
     int64_t s[4] = {1, 16, 8, 8};
     d.src[0] = d.dst = td(4, s, CD_LAYOUT_NCHW16C);

@@ -56,25 +56,10 @@ static int new_value(cd_graph *g, int c, int h, int w) {
 // Conv with random weights (nonzero), random bias in [-1, 1]; returns the output value.
 static int conv(cd_graph *g, int in, int res, int k, int rs, int pad, int stride, int groups, cd_act act) {
     const cd_value *x = &g->values[in];
-    cd_conv_desc d = {.n = 1,
-                      .c = (int)x->shape[1],
-                      .h = (int)x->shape[2],
-                      .w = (int)x->shape[3],
-                      .k = k,
-                      .r = rs,
-                      .s = rs,
-                      .stride_h = stride,
-                      .stride_w = stride,
-                      .pad_t = pad,
-                      .pad_l = pad,
-                      .pad_b = pad,
-                      .pad_r = pad,
-                      .dil_h = 1,
-                      .dil_w = 1,
-                      .groups = groups,
-                      .act = {act, 0.0f, 6.0f},
-                      .has_residual = res >= 0};
-    cd_conv_out_dims(&d);
+    cd_conv_desc d = cd_conv_square((int)x->shape[1], (int)x->shape[2], (int)x->shape[3], k, rs, stride, pad);
+    d.groups = groups;
+    d.act = (cd_activation){act, 0.0f, 6.0f};
+    d.has_residual = res >= 0;
     int out = new_value(g, k, d.oh, d.ow);
     int o = cd_graph_add_op(g, CD_OP_CONV, "conv");
     CHECK(o >= 0);

@@ -137,19 +137,9 @@ CD_TEST(sparse_conv_1x1_stride1_direct) {
 
 // H*W a multiple of 16 (aligned planes): the kernels read the caller's planes.
 CD_TEST(sparse_conv_1x1_aligned_planes_direct) {
-    cd_conv_desc d = {.c = 13,
-                      .h = 6,
-                      .w = 8,
-                      .k = 21,
-                      .r = 1,
-                      .s = 1,
-                      .stride_h = 1,
-                      .stride_w = 1,
-                      .dil_h = 1,
-                      .dil_w = 1,
-                      .groups = 1,
-                      .has_residual = 1,
-                      .act = {CD_ACT_RELU}};
+    cd_conv_desc d = cd_conv_square(13, 6, 8, 21, 1, 1, 0);
+    d.has_residual = 1;
+    d.act.kind = CD_ACT_RELU;
     for (size_t s = 0; s < sizeof k_sparsities / sizeof k_sparsities[0]; s++)
         CHECK_STREQ(run_case(d, cd_test_randi(1, 9), k_sparsities[s], 0), "direct");
 }
@@ -184,23 +174,9 @@ CD_TEST(sparse_conv_1x1_unaligned_planes_balanced_passes) {
 // work is split over output channels).
 CD_TEST(sparse_conv_bands) {
     omp_set_num_threads(2);
-    cd_conv_desc d = {.c = 96,
-                      .h = 30,
-                      .w = 150,
-                      .k = 5,
-                      .r = 3,
-                      .s = 3,
-                      .stride_h = 1,
-                      .stride_w = 1,
-                      .pad_t = 1,
-                      .pad_l = 1,
-                      .pad_b = 1,
-                      .pad_r = 1,
-                      .dil_h = 1,
-                      .dil_w = 1,
-                      .groups = 1,
-                      .has_residual = 1,
-                      .act = {CD_ACT_RELU}};
+    cd_conv_desc d = cd_conv_square(96, 30, 150, 5, 3, 1, 1);
+    d.has_residual = 1;
+    d.act.kind = CD_ACT_RELU;
     run_case(d, 1, 0.9, 0);
     CHECK(g_last_info.bands >= 3);
     d.c = 7;
@@ -356,23 +332,9 @@ static int im2col_dense(const cd_conv_desc *d) {
 // pixels on im2col planes. All must be exercised (run_case reports the last
 // ISA's, the best this machine runs under CONVD_MAX_ISA).
 CD_TEST(sparse_conv_rows_and_junk_modes) {
-    cd_conv_desc wide = {.c = 5,
-                         .h = 6,
-                         .w = 47,
-                         .k = 9,
-                         .r = 3,
-                         .s = 3,
-                         .stride_h = 1,
-                         .stride_w = 1,
-                         .pad_t = 1,
-                         .pad_l = 1,
-                         .pad_b = 1,
-                         .pad_r = 1,
-                         .dil_h = 1,
-                         .dil_w = 1,
-                         .groups = 1,
-                         .has_residual = 1,
-                         .act = {CD_ACT_RELU}};
+    cd_conv_desc wide = cd_conv_square(5, 6, 47, 9, 3, 1, 1);
+    wide.has_residual = 1;
+    wide.act.kind = CD_ACT_RELU;
     cd_conv_desc narrow = wide, small = wide;
     narrow.h = 9;
     narrow.w = 9;

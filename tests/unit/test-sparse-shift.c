@@ -304,21 +304,7 @@ CD_TEST(sparse_shift_conv_28x28_column_blocks) {
 // too much padding), column stride 3 (on a 46-wide input: OW 16, a pitch
 // that would fit), dilation 2 in W, BSR, a 5x5 (S > 3), the portable code.
 CD_TEST(sparse_shift_conv_not_taken_outside_its_geometry) {
-    const cd_conv_desc base = {.c = 8,
-                               .h = 14,
-                               .w = 14,
-                               .k = 8,
-                               .r = 3,
-                               .s = 3,
-                               .stride_h = 1,
-                               .stride_w = 1,
-                               .pad_t = 1,
-                               .pad_l = 1,
-                               .pad_b = 1,
-                               .pad_r = 1,
-                               .dil_h = 1,
-                               .dil_w = 1,
-                               .groups = 1};
+    const cd_conv_desc base = cd_conv_square(8, 14, 14, 8, 3, 1, 1);
     cd_conv_desc v[6];
     for (int i = 0; i < 6; i++) v[i] = base;
     v[0].h = v[0].w = 7;
