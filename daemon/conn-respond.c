@@ -35,7 +35,7 @@ static int conn_pack_response(cd_request *req, msgpack_sbuffer *sb) {
     const char *message = req->err[0] ? req->err : NULL;
     if (req->status == 0) {
         int rc = cd_rpc_pack_response_ok_begin(&pk, req->msgid);
-        if (rc == 0) rc = req->pack ? req->pack(req, &pk) : msgpack_pack_nil(&pk);
+        if (rc == 0) rc = req->ops->pack ? req->ops->pack(req, &pk) : msgpack_pack_nil(&pk);
         if (rc == 0) return 0;
         msgpack_sbuffer_clear(sb);
         req->status = rc < 0 ? rc : CD_ENOMEM;
@@ -111,7 +111,7 @@ static void conn_take_remainder(cd_conn *c, cd_request *req) {
 void cd_conn_request_done(cd_request *req) {
     cd_conn *c = req->conn;
     if (!c) { // internal work (SIGHUP loads): effects only, nobody to answer
-        if (req->done) req->done(req);
+        if (req->ops->done) req->ops->done(req);
         cd_request_free(req);
         return;
     }
@@ -124,7 +124,7 @@ void cd_conn_request_done(cd_request *req) {
     c->srv->buffered -= req->charge;
     req->charge = 0;
     c->last_active_ns = uv_hrtime(); // the idle clock starts at the last answer
-    if (req->done) req->done(req);
+    if (req->ops->done) req->ops->done(req);
 
     switch (req->sent) {
     case CD_SENT_NONE:

@@ -236,6 +236,10 @@ static void infer_release(cd_request *req) {
     free(st);
 }
 
+// Run by the model queue's batch function (no work part); packed on the
+// worker when it can (pack_on_worker).
+static const cd_request_ops infer_ops = {NULL, infer_done, infer_pack, infer_release};
+
 // Validates an infer call against e (daemon/validate.c) and fills st.
 static int infer_validate(const msgpack_object *params, cd_model_entry *e, const cd_settings *set, infer_state *st,
                           char *err, size_t errlen) {
@@ -293,7 +297,7 @@ int cd_method_infer(cd_call *call) {
     rc = infer_validate(call->params, e, call->srv->set, st, call->err, sizeof call->err);
     if (rc == 0) rc = cd_conn_budget_check(call->conn, call->msg, call->err, sizeof call->err);
     cd_request *req = NULL;
-    if (rc == 0 && !(req = cd_request_new(call->conn, call->msg, CD_M_infer))) rc = CD_ENOMEM;
+    if (rc == 0 && !(req = cd_request_new(call->conn, call->msg, CD_M_infer, &infer_ops))) rc = CD_ENOMEM;
     if (rc != 0) {
         cd_model_entry_unref(e);
         free(st);
@@ -302,10 +306,7 @@ int cd_method_infer(cd_call *call) {
     }
     req->srv = call->srv;
     req->state = st;
-    req->done = infer_done;
-    req->pack = infer_pack;
     req->pack_on_worker = true; // reads st and the model's output descriptors only
-    req->release = infer_release;
     req->items = st->batch;
     if (st->timeout_ms > 0) req->deadline_ns = req->t_received_ns + (uint64_t)st->timeout_ms * 1000000ull;
     rc = cd_workers_submit_batched(call->srv->workers, &e->queue, req);

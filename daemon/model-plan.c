@@ -153,6 +153,8 @@ static void plan_release(cd_request *req) {
     free(st);
 }
 
+static const cd_request_ops plan_ops = {plan_work, NULL, plan_pack, plan_release};
+
 int cd_method_plan(cd_call *call) {
     char name[CD_MAX_NAME + 1];
     int64_t runs = PLAN_RUNS_DEFAULT, batch = 1;
@@ -185,7 +187,7 @@ int cd_method_plan(cd_call *call) {
     int n = cd_model_num_layers(e->model);
     double *lms = calloc((size_t)n + 1, sizeof *lms);
     cd_request *req = NULL;
-    if (!st || !lms || !(req = cd_request_new(call->conn, call->msg, CD_M_plan))) {
+    if (!st || !lms || !(req = cd_request_new(call->conn, call->msg, CD_M_plan, &plan_ops))) {
         free(st);
         free(lms);
         cd_model_entry_unref(e);
@@ -199,9 +201,6 @@ int cd_method_plan(cd_call *call) {
     st->total_ms = -1;
     req->srv = call->srv;
     req->state = st;
-    req->work = plan_work;
-    req->pack = plan_pack;
-    req->release = plan_release;
     cd_conn_request_started(call->conn, req);
     cd_workers_submit(call->srv->profiler, req);
     return CD_CALL_QUEUED;

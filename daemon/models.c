@@ -417,17 +417,14 @@ static void load_release(cd_request *req) {
 static int load_submit(cd_server *srv, cd_conn *conn, cd_rpc_msg *msg, load_state *st) {
     cd_rpc_msg none;
     memset(&none, 0, sizeof none);
-    cd_request *req = cd_request_new(conn, msg ? msg : &none, CD_M_load);
+    static const cd_request_ops load_ops = {load_work, load_done, load_pack, load_release};
+    cd_request *req = cd_request_new(conn, msg ? msg : &none, CD_M_load, &load_ops);
     if (!req) {
         free(st);
         return CD_ENOMEM;
     }
     req->srv = srv;
     req->state = st;
-    req->work = load_work;
-    req->done = load_done;
-    req->pack = load_pack;
-    req->release = load_release;
     if (conn) {
         st->pending = true;
         srv->pending_loads++;

@@ -111,8 +111,7 @@ cd_model_entry *cd_model_entry_new(const char *name, const char *path, cd_model 
     snprintf(e->path, sizeof e->path, "%s", path);
     e->model = m;
     e->conf = *conf;
-    cd_sched_queue_init(&e->queue, run, (int)conf->max_batch, (uint64_t)conf->max_delay_us * 1000u,
-                        (size_t)conf->max_queue);
+    cd_sched_queue_init(&e->queue, run, &e->conf);
     e->nexecs = nworkers * 2;
     return e;
 }

@@ -21,14 +21,6 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-// Scheduling settings of one model: daemon defaults, then the model's
-// `<file>.conf` next to it, then the `load` params (cd_model_conf_read).
-typedef struct {
-    int64_t max_batch;    // largest batch per request and per model run
-    int64_t max_delay_us; // dynamic batching: wait this long for more items
-    int64_t max_queue;    // queued requests before E_OVERLOADED
-} cd_model_conf;
-
 // The per-model keys, one table for both places they are set: the
 // `<model>.conf` file (cd_model_conf_read) and the params of `load`.
 typedef struct {

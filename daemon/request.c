@@ -4,9 +4,10 @@
 #include <string.h>
 #include <uv.h>
 
-cd_request *cd_request_new(cd_conn *conn, cd_rpc_msg *msg, cd_method_id method) {
+cd_request *cd_request_new(cd_conn *conn, cd_rpc_msg *msg, cd_method_id method, const cd_request_ops *ops) {
     cd_request *req = calloc(1, sizeof *req);
     if (!req) return NULL;
+    req->ops = ops;
     req->conn = conn;
     req->msgid = msg->msgid;
     req->method = method;
@@ -19,7 +20,7 @@ cd_request *cd_request_new(cd_conn *conn, cd_rpc_msg *msg, cd_method_id method) 
 
 void cd_request_free(cd_request *req) {
     if (!req) return;
-    if (req->release) req->release(req);
+    if (req->ops && req->ops->release) req->ops->release(req);
     cd_rpc_msg_free(&req->msg);
     free(req->resp);
     free(req);

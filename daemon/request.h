@@ -44,6 +44,15 @@ typedef void (*cd_done_fn)(cd_request *req);
 // Releases the method state (on the loop, always called once).
 typedef void (*cd_release_fn)(cd_request *req);
 
+// What a method does with its requests: one table per method, shared by all
+// of them, so a method's parts are named together once.
+typedef struct {
+    cd_work_fn work;       // worker part (NULL: run by its model queue's batch function)
+    cd_done_fn done;       // loop part after work (may be NULL)
+    cd_pack_fn pack;       // loop part after success (NULL: nil result)
+    cd_release_fn release; // frees `state` (may be NULL)
+} cd_request_ops;
+
 // What happened to a request's response before the loop got it back.
 typedef enum {
     CD_SENT_NONE,    // nothing: the loop packs and sends it (the default)
@@ -57,31 +66,28 @@ typedef enum {
 } cd_sent;
 
 struct cd_request {
-    cd_conn *conn;          // connection that will get the response
-    uint32_t msgid;         // msgid of the request
-    cd_method_id method;    // which method (for stats and logs)
-    cd_rpc_msg msg;         // the request message, owned by the request
-    cd_work_fn work;        // worker part
-    cd_done_fn done;        // loop part after work (may be NULL)
-    cd_pack_fn pack;        // loop part after success (NULL: nil result)
-    cd_release_fn release;  // frees `state` (may be NULL)
-    void *state;            // method-specific state
-    cd_server *srv;         // the server (for done/pack)
-    atomic_bool cancelled;  // set by the loop when the peer is gone: skip work
-    int status;             // result of work (0 or CD_E*)
-    char err[256];          // reason when status < 0
-    uint64_t t_received_ns; // uv_hrtime() when decoded
-    size_t charge;          // bytes of srv->buffered it holds until freed (its
-                            // message), set by cd_conn_request_started
-    uint64_t deadline_ns;   // must start by then (uv_hrtime), 0 = no limit
-    bool pack_on_worker;    // `pack` may run on the worker: it reads only the
-                            // request's state and immutable model data, and
-                            // needs nothing `done` does
-    cd_sent sent;           // set by cd_conn_respond on the worker
-    char *resp;             // packed response (CD_SENT_PARTIAL/BEHIND), malloc'd
-    size_t resp_len;        // its length
-    size_t resp_off;        // bytes of it already written (CD_SENT_PARTIAL)
-    uint64_t t_sent_ns;     // when the worker wrote the response (0: not by it)
+    cd_conn *conn;             // connection that will get the response
+    uint32_t msgid;            // msgid of the request
+    cd_method_id method;       // which method (for stats and logs)
+    cd_rpc_msg msg;            // the request message, owned by the request
+    const cd_request_ops *ops; // the method's parts (never NULL)
+    void *state;               // method-specific state
+    cd_server *srv;            // the server (for done/pack)
+    atomic_bool cancelled;     // set by the loop when the peer is gone: skip work
+    int status;                // result of work (0 or CD_E*)
+    char err[256];             // reason when status < 0
+    uint64_t t_received_ns;    // uv_hrtime() when decoded
+    size_t charge;             // bytes of srv->buffered it holds until freed (its
+                               // message), set by cd_conn_request_started
+    uint64_t deadline_ns;      // must start by then (uv_hrtime), 0 = no limit
+    bool pack_on_worker;       // `pack` may run on the worker: it reads only the
+                               // request's state and immutable model data, and
+                               // needs nothing `done` does
+    cd_sent sent;              // set by cd_conn_respond on the worker
+    char *resp;                // packed response (CD_SENT_PARTIAL/BEHIND), malloc'd
+    size_t resp_len;           // its length
+    size_t resp_off;           // bytes of it already written (CD_SENT_PARTIAL)
+    uint64_t t_sent_ns;        // when the worker wrote the response (0: not by it)
     // Scheduling (daemon/workers.c; fields guarded by the pool lock while the
     // request is queued, then owned by the worker that took it):
     cd_workers *pool;      // the pool it was submitted to (cd_workers_cancel)
@@ -98,9 +104,10 @@ struct cd_request {
     cd_request *conn_next;
 };
 
-// Allocates a request that takes ownership of *msg (msg is zeroed). Returns
-// NULL when out of memory (msg is left untouched then).
-cd_request *cd_request_new(cd_conn *conn, cd_rpc_msg *msg, cd_method_id method);
+// Allocates a request of method `method`, run by `ops` (static), that takes
+// ownership of *msg (msg is zeroed). Returns NULL when out of memory (msg is
+// left untouched then).
+cd_request *cd_request_new(cd_conn *conn, cd_rpc_msg *msg, cd_method_id method, const cd_request_ops *ops);
 // Releases the method state, the message and the request.
 void cd_request_free(cd_request *req);
 

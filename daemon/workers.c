@@ -4,6 +4,7 @@
 #include "core/errors.h"
 #include "daemon/log.h"
 
+#include <assert.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -110,8 +111,8 @@ static cd_sched_queue *pick_queue(cd_workers *w, uint64_t now, uint64_t *wake) {
     *wake = UINT64_MAX;
     for (cd_sched_queue *q = w->active; q; q = q->next_active) {
         uint64_t since = q->head->t_received_ns;
-        uint64_t ready_at = since + q->max_delay_ns;
-        bool ready = q->items >= q->max_batch || now >= ready_at || w->stopping;
+        uint64_t ready_at = since + (uint64_t)q->conf->max_delay_us * 1000u;
+        bool ready = q->items >= q->conf->max_batch || now >= ready_at || w->stopping;
         if (ready) {
             if (!best || since < best->head->t_received_ns) best = q;
         } else if (ready_at < *wake) {
@@ -143,11 +144,11 @@ static int take_batch(cd_workers *w, cd_sched_queue *q, cd_request **batch, uint
             finish_locked(w, r);
             continue;
         }
-        if (items + r->items > q->max_batch) break;
+        if (items + r->items > q->conf->max_batch) break;
         queue_remove(w, r);
         items += r->items;
         batch[n++] = r;
-        if (items == q->max_batch) break;
+        if (items == q->conf->max_batch) break;
     }
     return n;
 }
@@ -172,7 +173,7 @@ static void run_generic(cd_request *req, int worker) {
         snprintf(req->err, sizeof req->err, "could not start within its timeout_ms");
     } else {
         req->t_start_ns = now;
-        req->status = req->work(req, worker);
+        req->status = req->ops->work(req, worker);
         req->t_end_ns = cd_now_ns();
     }
 }
@@ -365,12 +366,11 @@ void cd_workers_sync(cd_workers *w) {
 
 static void on_async(uv_async_t *a) { deliver(a->data); }
 
-void cd_sched_queue_init(cd_sched_queue *q, cd_batch_fn run, int max_batch, uint64_t max_delay_ns, size_t limit) {
+void cd_sched_queue_init(cd_sched_queue *q, cd_batch_fn run, const cd_model_conf *conf) {
+    assert(conf->max_batch >= 1 && conf->max_queue >= 1);
     memset(q, 0, sizeof *q);
     q->run = run;
-    q->max_batch = max_batch < 1 ? 1 : max_batch;
-    q->max_delay_ns = max_delay_ns;
-    q->limit = limit < 1 ? 1 : limit;
+    q->conf = conf;
 }
 
 int cd_workers_init(cd_workers **out, uv_loop_t *loop, int n, cd_complete_fn complete, void *ud) {
@@ -452,7 +452,7 @@ void cd_workers_submit(cd_workers *w, cd_request *req) {
 
 int cd_workers_submit_batched(cd_workers *w, cd_sched_queue *q, cd_request *req) {
     pthread_mutex_lock(&w->lock);
-    if (q->n >= q->limit) {
+    if (q->n >= (size_t)q->conf->max_queue) {
         pthread_mutex_unlock(&w->lock);
         return CD_EOVERLOADED;
     }

@@ -48,14 +48,22 @@ typedef void (*cd_batch_fn)(cd_request **reqs, int n, int worker);
 // after each submit, with the same arguments.
 typedef void (*cd_batch_submit_fn)(cd_request **reqs, int n, int worker, int slot);
 
+// Scheduling settings of one model: daemon defaults, then the model's
+// `<file>.conf` next to it, then the `load` params (cd_model_conf_read). The
+// model's registry entry holds the one copy; its queue reads it there.
+typedef struct {
+    int64_t max_batch;    // largest batch per request and per model run
+    int64_t max_delay_us; // dynamic batching: wait this long for more items
+    int64_t max_queue;    // queued requests before E_OVERLOADED
+} cd_model_conf;
+
 // The queue of one model version. Configure with cd_sched_queue_init; the
 // pool owns the list fields. It must outlive the requests queued in it (the
 // registry entry holding it is referenced by each of them).
 struct cd_sched_queue {
-    cd_batch_fn run;       // computes a batch
-    int max_batch;         // items per model run
-    uint64_t max_delay_ns; // wait for more after the oldest arrived
-    size_t limit;          // queued requests beyond this: E_OVERLOADED
+    cd_batch_fn run;           // computes a batch
+    const cd_model_conf *conf; // max_batch items per run, max_delay_us for more
+                               // after the oldest arrived, max_queue waiting
     // Double buffering (both or neither; NULL after cd_sched_queue_init):
     // when set, a worker that has submitted a batch and finds this queue is
     // the one it would serve next anyway (no generic work waiting, this
@@ -72,7 +80,9 @@ struct cd_sched_queue {
     cd_sched_queue *prev_active, *next_active;
 };
 
-void cd_sched_queue_init(cd_sched_queue *q, cd_batch_fn run, int max_batch, uint64_t max_delay_ns, size_t limit);
+// conf must outlive q and hold values in the ranges of cd_model_conf_keys
+// (max_batch and max_queue >= 1).
+void cd_sched_queue_init(cd_sched_queue *q, cd_batch_fn run, const cd_model_conf *conf);
 
 // Starts n threads. Returns 0, CD_ENOMEM or CD_EINTERNAL.
 int cd_workers_init(cd_workers **out, uv_loop_t *loop, int n, cd_complete_fn complete, void *ud);

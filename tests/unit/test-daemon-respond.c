@@ -76,7 +76,8 @@ CD_TEST(daemon_respond_hook_once_per_run_request_on_a_worker_then_sync_delivers)
     CHECK_EQ(cd_workers_init(&w, &loop, nworkers, on_complete, NULL), 0);
     cd_workers_set_respond(w, respond);
     static cd_sched_queue q;
-    cd_sched_queue_init(&q, run_batch, cd_test_randi(1, 8), 0, NREQ);
+    const cd_model_conf conf = {cd_test_randi(1, 8), 0, NREQ};
+    cd_sched_queue_init(&q, run_batch, &conf);
     for (int i = 0; i < n; i++) CHECK_EQ(cd_workers_submit_batched(w, &q, new_req((uint32_t)i)), 0);
     // Without running the loop: wait for every hook, then sync delivers them
     // all at once (no uv_async round needed).
@@ -104,7 +105,8 @@ CD_TEST(daemon_respond_hook_not_called_for_cancelled_or_late_requests) {
     CHECK_EQ(cd_workers_init(&w, &loop, 1, on_complete, NULL), 0);
     cd_workers_set_respond(w, respond);
     static cd_sched_queue q;
-    cd_sched_queue_init(&q, slow_batch, 1, 0, 100);
+    const cd_model_conf conf = {1, 0, 100};
+    cd_sched_queue_init(&q, slow_batch, &conf);
     CHECK_EQ(cd_workers_submit_batched(w, &q, new_req(0)), 0); // runs 100 ms
     usleep(20000);
     cd_request *gone = new_req(1), *late = new_req(2), *flagged = new_req(3);

@@ -78,7 +78,8 @@ CD_TEST(daemon_sched_mixed_sizes_batched_in_order_within_max_batch) {
     static cd_sched_queue q;
     int max_batch = cd_test_randi(2, 9);
     // A long delay: nothing runs before max_batch items are queued.
-    cd_sched_queue_init(&q, fake_run, max_batch, 2000000000ull, 1000);
+    const cd_model_conf conf = {max_batch, 2000000, 1000}; // 2 s
+    cd_sched_queue_init(&q, fake_run, &conf);
     int n = cd_test_randi(20, 100), total = 0;
     for (int i = 0; i < n; i++) {
         int items = cd_test_randi(1, max_batch);
@@ -113,7 +114,8 @@ CD_TEST(daemon_sched_delay_zero_runs_lone_request_at_once) {
     cd_workers *w;
     CHECK_EQ(cd_workers_init(&w, &loop, 2, on_complete, NULL), 0);
     static cd_sched_queue q;
-    cd_sched_queue_init(&q, fake_run, 16, 0, 1000);
+    const cd_model_conf conf = {16, 0, 1000};
+    cd_sched_queue_init(&q, fake_run, &conf);
     uint64_t t0 = uv_hrtime();
     CHECK_EQ(cd_workers_submit_batched(w, &q, new_req(1, 1)), 0);
     run_until(&loop, 1);
@@ -130,7 +132,8 @@ CD_TEST(daemon_sched_delay_collects_a_batch) {
     cd_workers *w;
     CHECK_EQ(cd_workers_init(&w, &loop, 1, on_complete, NULL), 0);
     static cd_sched_queue q;
-    cd_sched_queue_init(&q, fake_run, 64, 200000000ull, 1000); // 200 ms
+    const cd_model_conf conf = {64, 200000, 1000}; // 200 ms
+    cd_sched_queue_init(&q, fake_run, &conf);
     int n = cd_test_randi(3, 10);
     uint64_t t0 = uv_hrtime();
     for (int i = 0; i < n; i++) CHECK_EQ(cd_workers_submit_batched(w, &q, new_req((uint32_t)i, 1)), 0);
@@ -150,7 +153,8 @@ CD_TEST(daemon_sched_queue_limit_overloaded) {
     CHECK_EQ(cd_workers_init(&w, &loop, 1, on_complete, NULL), 0);
     static cd_sched_queue q;
     int limit = cd_test_randi(1, 8);
-    cd_sched_queue_init(&q, fake_run, 1, 5000000000ull, (size_t)limit); // nothing runs yet
+    const cd_model_conf conf = {1, 5000000, limit}; // nothing runs yet
+    cd_sched_queue_init(&q, fake_run, &conf);
     // max_batch 1: each queued request is a full batch, so the worker takes
     // the first at once; hold it with a slow run.
     g_log.delay_us = 300000;
@@ -172,7 +176,8 @@ CD_TEST(daemon_sched_cancel_and_deadline_skip_compute) {
     cd_workers *w;
     CHECK_EQ(cd_workers_init(&w, &loop, 1, on_complete, NULL), 0);
     static cd_sched_queue q;
-    cd_sched_queue_init(&q, fake_run, 1, 0, 100);
+    const cd_model_conf conf = {1, 0, 100};
+    cd_sched_queue_init(&q, fake_run, &conf);
     g_log.delay_us = 200000;
     CHECK_EQ(cd_workers_submit_batched(w, &q, new_req(0, 1)), 0); // runs 200 ms
     usleep(30000);
@@ -245,7 +250,8 @@ CD_TEST(daemon_sched_double_buffer_submits_next_batch_before_finishing) {
     static cd_sched_queue q;
     int max_batch = cd_test_randi(1, 4), k = cd_test_randi(2, 8);
     int tail = max_batch > 1 ? cd_test_randi(0, max_batch - 1) : 0;
-    cd_sched_queue_init(&q, fake_run, max_batch, 2000000000ull, 1000);
+    const cd_model_conf conf = {max_batch, 2000000, 1000}; // 2 s
+    cd_sched_queue_init(&q, fake_run, &conf);
     q.submit = db_submit;
     q.finish = db_finish;
     int n = k * max_batch + tail;
