@@ -121,13 +121,12 @@ static int assign_names(file_arg *args, int n, const convd_tensor_info *ti, size
 // --json: {"outputs": {name: {dtype, shape, min, max, mean, file?}}}.
 // Returns the exit status.
 static int print_outputs_json(const convd_outputs *res, const file_arg *out, int nout) {
-    msgpack_sbuffer sb;
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    msgpack_pack_map(&pk, 1);
-    msgpack_pack_str_with_body(&pk, "outputs", 7);
-    msgpack_pack_map(&pk, res->count);
+    ctl_mp m;
+    ctl_mp_init(&m);
+    msgpack_packer *pk = &m.pk;
+    msgpack_pack_map(pk, 1);
+    ctl_mp_str(pk, "outputs");
+    msgpack_pack_map(pk, res->count);
     for (size_t i = 0; i < res->count; i++) {
         const convd_tensor *t = &res->tensors[i];
         const char *file = NULL;
@@ -135,28 +134,18 @@ static int print_outputs_json(const convd_outputs *res, const file_arg *out, int
             if (strcmp(out[j].name, res->names[i]) == 0) file = out[j].file;
         double mn, mx, mean;
         summarize(t, &mn, &mx, &mean);
-        msgpack_pack_str_with_body(&pk, res->names[i], strlen(res->names[i]));
-        msgpack_pack_map(&pk, file ? 6 : 5);
-        msgpack_pack_str_with_body(&pk, "dtype", 5);
-        const char *dn = convd_dtype_name(t->dtype);
-        msgpack_pack_str_with_body(&pk, dn, strlen(dn));
-        msgpack_pack_str_with_body(&pk, "shape", 5);
-        msgpack_pack_array(&pk, (size_t)t->rank);
-        for (int d = 0; d < t->rank; d++) msgpack_pack_int64(&pk, t->shape[d]);
-        msgpack_pack_str_with_body(&pk, "min", 3);
-        msgpack_pack_double(&pk, mn);
-        msgpack_pack_str_with_body(&pk, "max", 3);
-        msgpack_pack_double(&pk, mx);
-        msgpack_pack_str_with_body(&pk, "mean", 4);
-        msgpack_pack_double(&pk, mean);
-        if (file) {
-            msgpack_pack_str_with_body(&pk, "file", 4);
-            msgpack_pack_str_with_body(&pk, file, strlen(file));
-        }
+        ctl_mp_str(pk, res->names[i]);
+        msgpack_pack_map(pk, file ? 6 : 5);
+        ctl_mp_kv_str(pk, "dtype", convd_dtype_name(t->dtype));
+        ctl_mp_str(pk, "shape");
+        msgpack_pack_array(pk, (size_t)t->rank);
+        for (int d = 0; d < t->rank; d++) msgpack_pack_int64(pk, t->shape[d]);
+        ctl_mp_kv_f64(pk, "min", mn);
+        ctl_mp_kv_f64(pk, "max", mx);
+        ctl_mp_kv_f64(pk, "mean", mean);
+        if (file) ctl_mp_kv_str(pk, "file", file);
     }
-    int ret = ctl_print_json(sb.data, sb.size);
-    msgpack_sbuffer_destroy(&sb);
-    return ret;
+    return ctl_mp_print(&m);
 }
 
 // One table row per output: dtype, shape, min/max/mean and the file written.

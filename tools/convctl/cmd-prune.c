@@ -284,71 +284,60 @@ typedef struct {
 } run_info;
 
 static int print_json(const run_info *ri, const layer_list *L) {
-    msgpack_sbuffer sb;
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    ctl_mp m;
+    ctl_mp_init(&m);
+    msgpack_packer *pk = &m.pk;
     char mname[64];
-    msgpack_pack_map(&pk, 7);
-    ctl_mp_kv_str(&pk, "input", ri->in);
-    ctl_mp_kv_str(&pk, "output", ri->out);
-    ctl_mp_kv_str(&pk, "mode", cd_prune_mode_name(&ri->mode, mname, sizeof mname));
-    ctl_mp_kv_f64(&pk, "sparsity", ri->sparsity);
-    ctl_mp_kv_str(&pk, "scope", ri->per_layer ? "per-layer" : "global");
-    ctl_mp_str(&pk, "layers");
-    msgpack_pack_array(&pk, (size_t)L->n);
+    msgpack_pack_map(pk, 7);
+    ctl_mp_kv_str(pk, "input", ri->in);
+    ctl_mp_kv_str(pk, "output", ri->out);
+    ctl_mp_kv_str(pk, "mode", cd_prune_mode_name(&ri->mode, mname, sizeof mname));
+    ctl_mp_kv_f64(pk, "sparsity", ri->sparsity);
+    ctl_mp_kv_str(pk, "scope", ri->per_layer ? "per-layer" : "global");
+    ctl_mp_str(pk, "layers");
+    msgpack_pack_array(pk, (size_t)L->n);
     size_t tp = 0, tzb = 0, tza = 0, pp = 0, pzb = 0, pza = 0, npruned = 0;
     for (int i = 0; i < L->n; i++) {
         const layer *y = &L->v[i];
         const int pruned = !y->skip[0];
-        msgpack_pack_map(&pk, 16);
-        ctl_mp_kv_str(&pk, "name", y->node);
-        ctl_mp_kv_str(&pk, "op", y->op);
-        ctl_mp_kv_str(&pk, "weight", y->weight);
-        ctl_mp_str(&pk, "shape");
-        msgpack_pack_array(&pk, (size_t)(y->rank < 8 ? y->rank : 8));
-        for (int d = 0; d < y->rank && d < 8; d++) msgpack_pack_int64(&pk, y->dims[d]);
-        ctl_mp_kv_u64(&pk, "groups", (uint64_t)(y->shape.groups ? y->shape.groups : 1));
-        ctl_mp_str(&pk, "depthwise");
-        if (y->depthwise)
-            msgpack_pack_true(&pk);
-        else
-            msgpack_pack_false(&pk);
-        ctl_mp_kv_u64(&pk, "params", y->params);
-        ctl_mp_kv_u64(&pk, "zeros_before", y->zeros_before);
-        ctl_mp_kv_u64(&pk, "zeros_after", y->zeros_after);
-        ctl_mp_kv_f64(&pk, "sparsity_before", frac(y->zeros_before, y->params));
-        ctl_mp_kv_f64(&pk, "sparsity_after", frac(y->zeros_after, y->params));
-        ctl_mp_str(&pk, "pruned");
-        if (pruned)
-            msgpack_pack_true(&pk);
-        else
-            msgpack_pack_false(&pk);
-        ctl_mp_kv_str(&pk, "skipped", pruned ? NULL : y->skip);
-        ctl_mp_kv_u64(&pk, "units", y->stat.units);
-        ctl_mp_kv_u64(&pk, "zero_units", y->stat.zero_units);
+        msgpack_pack_map(pk, 16);
+        ctl_mp_kv_str(pk, "name", y->node);
+        ctl_mp_kv_str(pk, "op", y->op);
+        ctl_mp_kv_str(pk, "weight", y->weight);
+        ctl_mp_str(pk, "shape");
+        msgpack_pack_array(pk, (size_t)(y->rank < 8 ? y->rank : 8));
+        for (int d = 0; d < y->rank && d < 8; d++) msgpack_pack_int64(pk, y->dims[d]);
+        ctl_mp_kv_u64(pk, "groups", (uint64_t)(y->shape.groups ? y->shape.groups : 1));
+        ctl_mp_kv_bool(pk, "depthwise", y->depthwise);
+        ctl_mp_kv_u64(pk, "params", y->params);
+        ctl_mp_kv_u64(pk, "zeros_before", y->zeros_before);
+        ctl_mp_kv_u64(pk, "zeros_after", y->zeros_after);
+        ctl_mp_kv_f64(pk, "sparsity_before", frac(y->zeros_before, y->params));
+        ctl_mp_kv_f64(pk, "sparsity_after", frac(y->zeros_after, y->params));
+        ctl_mp_kv_bool(pk, "pruned", pruned);
+        ctl_mp_kv_str(pk, "skipped", pruned ? NULL : y->skip);
+        ctl_mp_kv_u64(pk, "units", y->stat.units);
+        ctl_mp_kv_u64(pk, "zero_units", y->stat.zero_units);
         char sbuf[96];
-        ctl_mp_kv_str(&pk, "structure", pruned ? structure(y, &ri->mode, sbuf, sizeof sbuf) : NULL);
+        ctl_mp_kv_str(pk, "structure", pruned ? structure(y, &ri->mode, sbuf, sizeof sbuf) : NULL);
         if (y->primary != i) continue; // shared weights count once
         tp += y->params, tzb += y->zeros_before, tza += y->zeros_after;
         if (pruned) pp += y->params, pzb += y->zeros_before, pza += y->zeros_after, npruned++;
     }
-    ctl_mp_str(&pk, "total");
-    msgpack_pack_map(&pk, 11);
-    ctl_mp_kv_u64(&pk, "layers", (uint64_t)L->n);
-    ctl_mp_kv_u64(&pk, "pruned_layers", npruned);
-    ctl_mp_kv_u64(&pk, "params", tp);
-    ctl_mp_kv_u64(&pk, "zeros_before", tzb);
-    ctl_mp_kv_u64(&pk, "zeros_after", tza);
-    ctl_mp_kv_f64(&pk, "sparsity_before", frac(tzb, tp));
-    ctl_mp_kv_f64(&pk, "sparsity_after", frac(tza, tp));
-    ctl_mp_kv_u64(&pk, "pruned_params", pp);
-    ctl_mp_kv_u64(&pk, "pruned_zeros_before", pzb);
-    ctl_mp_kv_u64(&pk, "pruned_zeros_after", pza);
-    ctl_mp_kv_f64(&pk, "pruned_sparsity_after", frac(pza, pp));
-    int rc = ctl_print_json(sb.data, sb.size);
-    msgpack_sbuffer_destroy(&sb);
-    return rc;
+    ctl_mp_str(pk, "total");
+    msgpack_pack_map(pk, 11);
+    ctl_mp_kv_u64(pk, "layers", (uint64_t)L->n);
+    ctl_mp_kv_u64(pk, "pruned_layers", npruned);
+    ctl_mp_kv_u64(pk, "params", tp);
+    ctl_mp_kv_u64(pk, "zeros_before", tzb);
+    ctl_mp_kv_u64(pk, "zeros_after", tza);
+    ctl_mp_kv_f64(pk, "sparsity_before", frac(tzb, tp));
+    ctl_mp_kv_f64(pk, "sparsity_after", frac(tza, tp));
+    ctl_mp_kv_u64(pk, "pruned_params", pp);
+    ctl_mp_kv_u64(pk, "pruned_zeros_before", pzb);
+    ctl_mp_kv_u64(pk, "pruned_zeros_after", pza);
+    ctl_mp_kv_f64(pk, "pruned_sparsity_after", frac(pza, pp));
+    return ctl_mp_print(&m);
 }
 
 static const char *pct(char *buf, size_t len, size_t a, size_t b) {

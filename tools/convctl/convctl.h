@@ -94,7 +94,8 @@ int ctl_print_json(const void *msgpack, size_t len);
 
 // A msgpack buffer and its packer (mp.c): the params of a call or a --json
 // document. ctl_mp_json_call sends it as method's params, prints the
-// answer as JSON, frees the buffer and returns the exit code.
+// answer as JSON, frees the buffer and returns the exit code; ctl_mp_print
+// prints a document the command built itself.
 typedef struct {
     msgpack_sbuffer sb;
     msgpack_packer pk;
@@ -106,7 +107,10 @@ void ctl_mp_kv_str(msgpack_packer *pk, const char *k, const char *v); // NULL v:
 void ctl_mp_kv_i64(msgpack_packer *pk, const char *k, int64_t v);
 void ctl_mp_kv_u64(msgpack_packer *pk, const char *k, uint64_t v);
 void ctl_mp_kv_f64(msgpack_packer *pk, const char *k, double v);
+void ctl_mp_kv_bool(msgpack_packer *pk, const char *k, int v);
 int ctl_mp_json_call(ctl_ctx *ctx, const char *method, ctl_mp *params);
+// Prints the document as one JSON line, frees it; returns the exit code.
+int ctl_mp_print(ctl_mp *m);
 
 // ---- human output ------------------------------------------------------------
 

@@ -32,6 +32,14 @@ void ctl_mp_kv_u64(msgpack_packer *pk, const char *k, uint64_t v) {
     msgpack_pack_uint64(pk, v);
 }
 
+void ctl_mp_kv_bool(msgpack_packer *pk, const char *k, int v) {
+    ctl_mp_str(pk, k);
+    if (v)
+        msgpack_pack_true(pk);
+    else
+        msgpack_pack_false(pk);
+}
+
 void ctl_mp_kv_f64(msgpack_packer *pk, const char *k, double v) {
     ctl_mp_str(pk, k);
     msgpack_pack_double(pk, v);
@@ -40,5 +48,11 @@ void ctl_mp_kv_f64(msgpack_packer *pk, const char *k, double v) {
 int ctl_mp_json_call(ctl_ctx *ctx, const char *method, ctl_mp *params) {
     int rc = ctl_print_json_call(ctx, method, params->sb.data, params->sb.size);
     ctl_mp_free(params);
+    return rc;
+}
+
+int ctl_mp_print(ctl_mp *m) {
+    int rc = ctl_print_json(m->sb.data, m->sb.size);
+    ctl_mp_free(m);
     return rc;
 }
