@@ -381,7 +381,7 @@ bench: $(BUILD)/bin/conv-dense-layers
 $(BUILD)/bin/fma-peak: bench/fma-peak.c
 	@mkdir -p $(dir $@)
 	@echo "  CC      $@"
-	$(Q)$(CC) -O2 -std=c11 -D_GNU_SOURCE -Wall -Wextra -o $@ $<
+	$(Q)$(CC) -O2 -std=c11 -D_GNU_SOURCE -Wall -Wextra -I. -o $@ $<
 
 bench: $(BUILD)/bin/fma-peak
 

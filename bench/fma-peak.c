@@ -6,74 +6,62 @@
 //
 //   build/bin/fma-peak [--ms M]     (one line per ISA: GFLOP/s, median of 7)
 
+#include "core/clock.h"
+#include "core/stats-util.h"
+
 #include <immintrin.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 #define CHAINS 12
 
-__attribute__((target("avx2,fma"))) static float run_avx2(long iters) {
-    __m256 acc[CHAINS], a = _mm256_set1_ps(0.999f), b = _mm256_set1_ps(1e-6f);
-    for (int i = 0; i < CHAINS; i++) acc[i] = _mm256_set1_ps((float)i);
-    for (long n = 0; n < iters; n++) {
-#pragma GCC unroll 12
-        for (int i = 0; i < CHAINS; i++) acc[i] = _mm256_fmadd_ps(acc[i], a, b);
+// One chain runner per ISA from the same body. VEC is the vector type of
+// LANES floats, SET1/FMADD/STOREU its intrinsics; the sum of each chain's
+// first lane keeps the chains live.
+// clang-format off
+#define FMA_CHAINS(NAME, TARGET, VEC, LANES, SET1, FMADD, STOREU)                      \
+    __attribute__((target(TARGET))) static float NAME(long iters) {                    \
+        VEC acc[CHAINS], a = SET1(0.999f), b = SET1(1e-6f);                             \
+        for (int i = 0; i < CHAINS; i++) acc[i] = SET1((float)i);                      \
+        for (long n = 0; n < iters; n++) {                                              \
+            _Pragma("GCC unroll 12")                                                    \
+            for (int i = 0; i < CHAINS; i++) acc[i] = FMADD(acc[i], a, b);              \
+        }                                                                               \
+        float s = 0, out[LANES];                                                        \
+        for (int i = 0; i < CHAINS; i++) {                                              \
+            STOREU(out, acc[i]);                                                        \
+            s += out[0];                                                                \
+        }                                                                               \
+        return s;                                                                       \
     }
-    float s = 0, out[8];
-    for (int i = 0; i < CHAINS; i++) {
-        _mm256_storeu_ps(out, acc[i]);
-        s += out[0];
-    }
-    return s;
-}
+// clang-format on
 
-__attribute__((target("avx512f"))) static float run_avx512(long iters) {
-    __m512 acc[CHAINS], a = _mm512_set1_ps(0.999f), b = _mm512_set1_ps(1e-6f);
-    for (int i = 0; i < CHAINS; i++) acc[i] = _mm512_set1_ps((float)i);
-    for (long n = 0; n < iters; n++) {
-#pragma GCC unroll 12
-        for (int i = 0; i < CHAINS; i++) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
-    }
-    float s = 0;
-    for (int i = 0; i < CHAINS; i++) s += _mm512_reduce_add_ps(acc[i]);
-    return s;
-}
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
+FMA_CHAINS(run_avx2, "avx2,fma", __m256, 8, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_storeu_ps)
+FMA_CHAINS(run_avx512, "avx512f", __m512, 16, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_storeu_ps)
 
 // GFLOP/s of fn at `lanes` floats per FMA: the median of 7 runs of ~ms each.
 static double measure(float (*fn)(long), int lanes, double ms) {
     long iters = 1 << 16;
     for (;;) { // size a run to about ms
-        double t0 = now_s();
+        double t0 = cd_now_ms();
         volatile float sink = fn(iters);
         (void)sink;
-        double dt = now_s() - t0;
-        if (dt * 1e3 >= ms / 4) {
-            iters = (long)(iters * (ms / 1e3) / dt) + 1;
+        double dt = cd_now_ms() - t0;
+        if (dt >= ms / 4) {
+            iters = (long)(iters * ms / dt) + 1;
             break;
         }
         iters *= 4;
     }
     double r[7];
     for (int k = 0; k < 7; k++) {
-        double t0 = now_s();
+        double t0 = cd_now_ms();
         volatile float sink = fn(iters);
         (void)sink;
-        r[k] = 2.0 * lanes * CHAINS * (double)iters / (now_s() - t0) / 1e9;
+        r[k] = 2.0 * lanes * CHAINS * (double)iters / (cd_now_ms() - t0) / 1e6;
     }
-    qsort(r, 7, sizeof r[0], cmp);
+    qsort(r, 7, sizeof r[0], cd_cmp_double);
     return r[3];
 }
 
