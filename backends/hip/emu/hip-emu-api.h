@@ -47,12 +47,13 @@ typedef enum hipError_t {
     hipErrorUnknown = 999,
 } hipError_t;
 
+// 0..4 in HIP's order.
 typedef enum hipMemcpyKind {
-    hipMemcpyHostToHost = 0,
-    hipMemcpyHostToDevice = 1,
-    hipMemcpyDeviceToHost = 2,
-    hipMemcpyDeviceToDevice = 3,
-    hipMemcpyDefault = 4,
+    hipMemcpyHostToHost,
+    hipMemcpyHostToDevice,
+    hipMemcpyDeviceToHost,
+    hipMemcpyDeviceToDevice,
+    hipMemcpyDefault
 } hipMemcpyKind;
 
 // The fields of HIP's hipDeviceProp_t that convd reads, same names and types.
