@@ -23,15 +23,24 @@
 #include <string.h>
 #include <uv.h>
 
+// The outputs of one batched run, shared by its requests: each request's
+// out[] points into them, and the last request released frees them. refs is
+// set on the worker before the requests go back to the loop and dropped on
+// the loop only (infer_release), so it needs no lock.
+typedef struct {
+    int refs;
+    void *buf[CD_MAX_TENSORS];
+} batch_outputs;
+
 typedef struct {
     cd_model_entry *entry; // reference held until release
     int batch;             // shape[0] of the inputs
     int nin, nout;
     const void *in[CD_MAX_TENSORS]; // input data in model order (into msg)
     size_t in_bytes[CD_MAX_TENSORS];
-    void *out[CD_MAX_TENSORS];       // output buffers (worker-allocated)
-    void *batch_out[CD_MAX_TENSORS]; // first request of a batch: its concatenated
-                                     // outputs between infer_submit and infer_finish
+    void *out[CD_MAX_TENSORS]; // output data: its own buffers, or into `shared`
+    batch_outputs *shared;     // a batch's outputs (the first request's from
+                               // infer_submit, every request's after infer_finish)
     size_t out_bytes[CD_MAX_TENSORS];
     bool want[CD_MAX_TENSORS]; // outputs to return
     int64_t timeout_ms;        // 0 = none
@@ -76,25 +85,34 @@ static int join_inputs(cd_request **reqs, int n, int total, cd_exec *ex, const v
 }
 
 // Output buffers for a run of reqs[0..n-1]: a single request's own, or the
-// batch's concatenated ones in st0->batch_out (split by infer_finish).
+// batch's concatenated ones in st0->shared (handed out by infer_finish).
 // Returns 0 or CD_ENOMEM.
 static int alloc_outputs(cd_request **reqs, int n, int total, void **out) {
     infer_state *st0 = reqs[0]->state;
+    if (n > 1 && !(st0->shared = calloc(1, sizeof *st0->shared))) return CD_ENOMEM;
+    if (n > 1) st0->shared->refs = 1;
     for (int o = 0; o < st0->nout; o++) {
         size_t bytes = st0->out_bytes[o] / (size_t)st0->batch * (size_t)total;
-        void **p = n == 1 ? &st0->out[o] : &st0->batch_out[o];
+        void **p = n == 1 ? &st0->out[o] : &st0->shared->buf[o];
         if (!(*p = malloc(bytes ? bytes : 1))) return CD_ENOMEM;
         out[o] = *p;
     }
     return 0;
 }
 
+// Drops one request's hold on a batch's outputs; the last one frees them.
+static void batch_outputs_unref(batch_outputs *b) {
+    if (!b || --b->refs > 0) return;
+    for (int i = 0; i < CD_MAX_TENSORS; i++) free(b->buf[i]);
+    free(b);
+}
+
 // The scheduler's submit half (worker thread): requests of one model
 // version, sum of batches <= max_batch, queued on the worker's exec `slot`.
-// Several requests are concatenated along dim 0 into one run (the outputs are
-// split back by infer_finish). Until infer_finish, reqs[0]->status/err hold
-// the submit's result and, for several requests, st0->batch_out the
-// concatenated outputs.
+// Several requests are concatenated along dim 0 into one run (infer_finish
+// points each at its part of the outputs). Until infer_finish, reqs[0]->
+// status/err hold the submit's result and, for several requests, st0->shared
+// the concatenated outputs.
 static void infer_submit(cd_request **reqs, int n, int worker, int slot) {
     infer_state *st0 = reqs[0]->state;
     cd_model_entry *e = st0->entry;
@@ -121,8 +139,8 @@ static void infer_submit(cd_request **reqs, int n, int worker, int slot) {
 }
 
 // The scheduler's finish half: waits for what infer_submit queued with the
-// same arguments and sets every request's status (0 or CD_E*, err filled),
-// splitting a batch's outputs back request by request.
+// same arguments and sets every request's status (0 or CD_E*, err filled);
+// each request of a batch gets its rows of the shared outputs, not a copy.
 static void infer_finish(cd_request **reqs, int n, int worker, int slot) {
     infer_state *st0 = reqs[0]->state;
     cd_exec *ex = st0->entry->execs[2 * worker + slot];
@@ -135,25 +153,22 @@ static void infer_finish(cd_request **reqs, int n, int worker, int slot) {
         if (rc != 0) snprintf(reqs[0]->err, sizeof reqs[0]->err, "%s", err);
         return;
     }
+    batch_outputs *b = st0->shared;
     size_t off[CD_MAX_TENSORS] = {0};
     for (int r = 0; r < n; r++) {
         infer_state *st = reqs[r]->state;
-        int status = rc;
-        for (int o = 0; o < st0->nout && status == 0; o++) {
-            if (!(st->out[o] = malloc(st->out_bytes[o] ? st->out_bytes[o] : 1))) {
-                status = CD_ENOMEM;
-                break;
-            }
-            memcpy(st->out[o], (char *)st0->batch_out[o] + off[o], st->out_bytes[o]);
+        reqs[r]->status = rc;
+        if (rc != 0) {
+            snprintf(reqs[r]->err, sizeof reqs[r]->err, "%s", err);
+            continue; // st0 keeps its hold: infer_release frees the buffers
+        }
+        for (int o = 0; o < st0->nout; o++) {
+            st->out[o] = (char *)b->buf[o] + off[o];
             off[o] += st->out_bytes[o];
         }
-        reqs[r]->status = status;
-        if (status != 0) snprintf(reqs[r]->err, sizeof reqs[r]->err, "%s", rc ? err : "out of memory for the tensors");
+        st->shared = b;
     }
-    for (int i = 0; i < CD_MAX_TENSORS; i++) {
-        free(st0->batch_out[i]);
-        st0->batch_out[i] = NULL;
-    }
+    if (rc == 0) b->refs = n;
 }
 
 // The scheduler's batch callback without double buffering: submit on the
@@ -228,10 +243,10 @@ static int infer_pack(cd_request *req, msgpack_packer *pk) {
 static void infer_release(cd_request *req) {
     infer_state *st = req->state;
     if (!st) return;
-    for (int i = 0; i < CD_MAX_TENSORS; i++) {
-        free(st->out[i]);
-        free(st->batch_out[i]);
-    }
+    if (st->shared)
+        batch_outputs_unref(st->shared);
+    else
+        for (int i = 0; i < CD_MAX_TENSORS; i++) free(st->out[i]);
     cd_model_entry_unref(st->entry);
     free(st);
 }
