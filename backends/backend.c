@@ -1,11 +1,8 @@
 // Public wrappers of the backend vtable (optional slots are checked here so
-// callers never test for NULL themselves), and the table of devices.
+// callers never test for NULL themselves). The devices are backends/devices.c.
 
 #include "backends/backend.h"
 
-#include "backends/cpu/backend-cpu.h"
-#include "backends/hip/backend-hip.h"
-#include "backends/hip/plugin-loader.h"
 #include "core/checked.h"
 #include "core/errors.h"
 
@@ -116,69 +113,4 @@ const char *cd_bop_name(cd_bop op) {
     static const char *names[] = {"Conv2d",  "Gemm",   "Pool",      "Binary", "Activation",
                                   "Softmax", "Concat", "Transpose", "Reorder"};
     return op < CD_BOP_COUNT ? names[op] : "?";
-}
-
-// ---- the devices ------------------------------------------------------------------
-
-static int cpu_create(cd_backend_t *out, char *err, size_t errlen) { return cd_backend_cpu_init(out); }
-
-static int hip_emu_create(cd_backend_t *out, char *err, size_t errlen) {
-    return cd_backend_hip_init(0, out, err, errlen);
-}
-
-// The devices known by their whole name; "hip" and "hip:N" are the plugin
-// loader's (cd_hip_device_parse). The first is the default.
-static const struct {
-    const char *name;
-    int (*create)(cd_backend_t *out, char *err, size_t errlen);
-} g_devices[] = {
-    {"cpu", cpu_create},
-    {"hip-emu", hip_emu_create},
-};
-
-#define NDEVICES (sizeof g_devices / sizeof g_devices[0])
-
-// The entry of g_devices named device (NULL or "" for the default), or -1.
-static int device_find(const char *device) {
-    if (!device || !*device) return 0;
-    for (size_t i = 0; i < NDEVICES; i++)
-        if (strcmp(device, g_devices[i].name) == 0) return (int)i;
-    return -1;
-}
-
-static int not_a_device(const char *device, char *err, size_t errlen) {
-    if (err && errlen) snprintf(err, errlen, "'%s' is not a device (cpu, hip-emu, hip, hip:N)", device);
-    return CD_EUNSUPPORTED;
-}
-
-int cd_backend_create(const char *device, cd_backend_t *out, char *err, size_t errlen) {
-    *out = NULL;
-    int i = device_find(device), n;
-    if (i >= 0) return g_devices[i].create(out, err, errlen);
-    if (cd_hip_device_parse(device, &n)) return cd_backend_hip_plugin_create(n, out, err, errlen);
-    return not_a_device(device, err, errlen);
-}
-
-int cd_backend_probe(const char *device, char *info, size_t infolen, char *err, size_t errlen) {
-    int i = device_find(device), n;
-    if (info && infolen) info[0] = '\0';
-    if (i >= 0) {
-        cd_backend_t be;
-        int rc = g_devices[i].create(&be, err, errlen);
-        if (rc) return rc;
-        if (info && infolen) snprintf(info, infolen, "%s", cd_backend_get_caps(be).description);
-        cd_backend_free(be);
-        return 0;
-    }
-    if (cd_hip_device_parse(device, &n)) return cd_backend_hip_plugin_probe(n, info, infolen, err, errlen);
-    return not_a_device(device, err, errlen);
-}
-
-int cd_backends_set_threads(int n) { return cd_backend_cpu_set_threads(n); }
-
-cd_backend_caps cd_backends_host_caps(void) {
-    cd_backend_caps c;
-    memset(&c, 0, sizeof c);
-    cd_backend_cpu_get_caps(&c);
-    return c;
 }

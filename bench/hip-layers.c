@@ -15,7 +15,7 @@
 // when every sparse output matched its dense one within 1e-4, 1 otherwise, 2
 // for usage errors, 3 when the device cannot be created.
 
-#include "backends/backend.h"
+#include "backends/devices.h"
 #include "core/clock.h"
 #include "core/errors.h"
 #include "core/stats-util.h"

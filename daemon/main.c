@@ -3,7 +3,7 @@
 //   exit 0: clean shutdown (or --help/--version)
 //   exit 1: cannot start (socket used by a live daemon, device unavailable)
 //   exit 2: bad flag, value or config file
-#include "backends/backend.h"
+#include "backends/devices.h"
 #include "core/errors.h"
 #include "daemon/access.h"
 #include "daemon/features.h"
@@ -11,7 +11,7 @@
 #include "daemon/server.h"
 #include "daemon/settings.h"
 #include "core/errors.h"
-#include "backends/backend.h"
+#include "backends/devices.h"
 #include "runtime/runtime.h"
 
 #include <stdio.h>

@@ -4,6 +4,7 @@
 #include "core/clock.h"
 #include "core/stats-util.h"
 #include "runtime/model.h"
+#include "backends/devices.h"
 #include "core/options.h"
 
 #include "core/errors.h"

@@ -14,6 +14,7 @@
 
 #include "core/clock.h"
 #include "runtime/planner.h"
+#include "backends/devices.h"
 #include "core/host.h"
 #include "core/options.h"
 

@@ -15,7 +15,7 @@
 // mode; the rest is the file. External data resolves in a folder made at
 // start-up that holds a data file and a symlink pointing outside it.
 
-#include "backends/backend.h"
+#include "backends/devices.h"
 #include "core/errors.h"
 #include "runtime/graph.h"
 #include "runtime/model.h"
@@ -86,17 +86,13 @@ static const struct cd_backend_i fz_iface = {
 };
 static struct cd_backend g_be = {&fz_iface, NULL};
 
-// The backend.c wrappers refer to the real backends' constructors; the
-// target never creates one.
-int cd_backend_cpu_init(cd_backend_t *out) { return CD_EUNSUPPORTED; }
-void cd_backend_cpu_get_caps(cd_backend_caps *out) { fz_caps(NULL, out); }
-int cd_backend_cpu_set_threads(int n) { return 0; }
-int cd_backend_hip_init(int device, cd_backend_t *out, char *err, size_t errlen) { return CD_EUNSUPPORTED; }
-int cd_backend_hip_plugin_create(int device, cd_backend_t *out, char *err, size_t errlen) { return CD_EUNSUPPORTED; }
-int cd_backend_hip_plugin_probe(int device, char *info, size_t infolen, char *err, size_t errlen) {
-    return CD_EUNSUPPORTED;
+// The planner asks the table of devices (backends/devices.c, not linked: it
+// would pull in the real backends) for the host's caps: the stub backend's.
+cd_backend_caps cd_backends_host_caps(void) {
+    cd_backend_caps c;
+    fz_caps(NULL, &c);
+    return c;
 }
-int cd_hip_device_parse(const char *device, int *ordinal) { return 0; }
 // The planner names the sparse kernels' ISA in its cache key; the target
 // links no kernels.
 cd_sparse_isa cd_sparse_isa_best(void) { return (cd_sparse_isa)0; }

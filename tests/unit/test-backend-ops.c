@@ -11,7 +11,7 @@
 // backend must run says so (required); an optional one is skipped where
 // supports_op says no (the HIP reorder kernel knows NCHW16C only).
 
-#include "backends/backend.h"
+#include "backends/devices.h"
 #include "core/errors.h"
 #include "kernels/cpu/ref.h"
 #include "tests/unit/check.h"

@@ -8,7 +8,7 @@
 // CD_TEST_HIP_DEVICE=hip:N runs the same tests on a real AMD GPU through the
 // GPU=hip plugin (bench/gpu-check does); the default is hip-emu.
 
-#include "backends/backend.h"
+#include "backends/devices.h"
 #include "backends/hip/backend-hip.h"
 #include "backends/hip/check.h"
 #include "backends/hip/plugin.h"

@@ -2,7 +2,7 @@
 // blocked layout. Every operator family of every backend against the
 // reference kernels is the conformance table, tests/unit/test-backend-ops.c.
 
-#include "backends/backend.h"
+#include "backends/devices.h"
 #include "backends/cpu/dnnl.h"
 #include "core/errors.h"
 #include "core/options.h"
