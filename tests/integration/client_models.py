@@ -30,3 +30,11 @@ def write_scale2(path, channels=3, h=5, w=7):
 
 def scale2_reference(x):
     return np.maximum(0.0, 2.0 * x).astype(np.float32)
+
+
+def assert_loaded(d, name="scale2"):
+    """Fails, with the daemon's log, unless daemon d has loaded model `name`."""
+    import convd
+    with convd.Client(d.socket) as c:
+        names = [m.get("name") for m in c.models()]
+    assert name in names, f"the daemon did not load {name}: {names}\n" + d.stderr_text()[-2000:]

@@ -20,28 +20,10 @@ from convd import ConvdError
 from convd.aio import AsyncClient, connect
 
 from tests.integration import client_models
-from tests.integration.test_client_c import model_support
-from tests.support.daemon import TestDaemon
 
 
 def run(coro, timeout=60):
     return asyncio.run(asyncio.wait_for(coro, timeout))
-
-
-@pytest.fixture(scope="module")
-def model_daemon(tmp_path_factory):
-    models = tmp_path_factory.mktemp("models")
-    client_models.write_scale2(models / "scale2.onnx")
-    with TestDaemon(models_dir=models) as d:
-        yield d
-
-
-@pytest.fixture
-def infer_daemon(model_daemon):
-    why = model_support(model_daemon)
-    if why:
-        pytest.skip(why)
-    return model_daemon
 
 
 def rand_x(rng, batch=None):
@@ -51,13 +33,13 @@ def rand_x(rng, batch=None):
 
 # ---- the real daemon ---------------------------------------------------------
 
-def test_status_methods_match_sync_client(model_daemon):
+def test_status_methods_match_sync_client(scale2_daemon):
     async def main():
-        async with AsyncClient(model_daemon.socket) as c:
+        async with AsyncClient(scale2_daemon.socket) as c:
             return (await c.hello(), await c.health(), await c.models(), await c.stats())
 
     hello, health, models, stats = run(main())
-    with convd.Client(model_daemon.socket) as s:
+    with convd.Client(scale2_daemon.socket) as s:
         assert hello == s.hello()
         assert health["status"] == s.health()["status"]
         assert [m["name"] for m in models] == [m["name"] for m in s.models()]
@@ -65,9 +47,9 @@ def test_status_methods_match_sync_client(model_daemon):
     assert "requests" in stats
 
 
-def test_unknown_method_keeps_connection(model_daemon):
+def test_unknown_method_keeps_connection(scale2_daemon):
     async def main():
-        async with AsyncClient(model_daemon.socket) as c:
+        async with AsyncClient(scale2_daemon.socket) as c:
             with pytest.raises(ConvdError) as e:
                 await c.call("no_such_method")
             assert e.value.code == "E_METHOD"
@@ -96,16 +78,16 @@ def test_call_before_connect_is_e_closed():
     assert run(main()) == "E_CLOSED"
 
 
-def test_infer_matches_sync_and_reference(infer_daemon):
+def test_infer_matches_sync_and_reference(scale2_daemon):
     rng = np.random.default_rng()
     xs = [rand_x(rng) for _ in range(20)]
 
     async def main():
-        async with AsyncClient(infer_daemon.socket) as c:
+        async with AsyncClient(scale2_daemon.socket) as c:
             return await asyncio.gather(*(c.infer("scale2", {"x": x}) for x in xs))
 
     ys = run(main())
-    with convd.Client(infer_daemon.socket) as s:
+    with convd.Client(scale2_daemon.socket) as s:
         for x, y in zip(xs, ys):
             assert set(y) == {"y"}
             assert y["y"].dtype == np.float32 and y["y"].shape == x.shape
@@ -114,22 +96,22 @@ def test_infer_matches_sync_and_reference(infer_daemon):
                                        rtol=1e-4, atol=1e-4)
 
 
-def test_thousand_concurrent_infers_one_connection(infer_daemon):
+def test_thousand_concurrent_infers_one_connection(scale2_daemon):
     rng = np.random.default_rng()
     n = 1000
     xs = [rand_x(rng, 1) for _ in range(n)]
-    with convd.Client(infer_daemon.socket) as s:
+    with convd.Client(scale2_daemon.socket) as s:
         before = s.stats()["requests"]["by_method"].get("infer", 0)
 
     async def main():
-        async with AsyncClient(infer_daemon.socket, max_inflight=256) as c:
+        async with AsyncClient(scale2_daemon.socket, max_inflight=256) as c:
             outs = await asyncio.gather(*(c.infer("scale2", {"x": x}) for x in xs),
                                         return_exceptions=True)
             assert c.inflight == 0
             return outs
 
     outs = run(main(), timeout=120)
-    with convd.Client(infer_daemon.socket) as s:
+    with convd.Client(scale2_daemon.socket) as s:
         after = s.stats()["requests"]["by_method"].get("infer", 0)
     assert after - before == n
     for x, y in zip(xs, outs):
@@ -138,9 +120,9 @@ def test_thousand_concurrent_infers_one_connection(infer_daemon):
                                    atol=1e-4)
 
 
-def test_infer_errors_by_code(infer_daemon):
+def test_infer_errors_by_code(scale2_daemon):
     async def main():
-        async with AsyncClient(infer_daemon.socket) as c:
+        async with AsyncClient(scale2_daemon.socket) as c:
             x = np.zeros((1, 3, 5, 7), np.float32)
             cases = [c.infer("nope", {"x": x}),
                      c.infer("scale2", {"x": np.zeros((1, 3, 7, 5), np.float32)}),
@@ -155,9 +137,9 @@ def test_infer_errors_by_code(infer_daemon):
     assert res[4]["y"].shape == (1, 3, 5, 7)
 
 
-def test_load_and_unload(infer_daemon):
+def test_load_and_unload(scale2_daemon):
     async def main():
-        async with AsyncClient(infer_daemon.socket) as c:
+        async with AsyncClient(scale2_daemon.socket) as c:
             entry = await c.load("s2b", "scale2.onnx", max_batch=2)
             names = [m["name"] for m in await c.models()]
             y = await c.infer("s2b", {"x": np.ones((2, 3, 5, 7), np.float32)})

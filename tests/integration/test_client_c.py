@@ -17,7 +17,6 @@ import pytest
 from tests.support import paths
 from tests.support.daemon import TestDaemon
 
-from tests.integration import client_models
 
 TIMEOUT = int(os.environ.get("CD_TEST_TIMEOUT", "120"))
 
@@ -48,47 +47,19 @@ def _run(name, env_extra=None):
     assert r.returncode == 0, r.stdout + r.stderr
 
 
-@pytest.fixture(scope="module")
-def model_daemon(tmp_path_factory):
-    """One daemon for the module, with scale2.onnx in its models directory."""
-    models = tmp_path_factory.mktemp("models")
-    client_models.write_scale2(models / "scale2.onnx")
-    with TestDaemon(models_dir=models) as d:
-        yield d
-
-
-def model_support(d):
-    """None when the daemon can run the test model, else why not."""
-    import convd
-    with convd.Client(d.socket) as c:
-        try:
-            c.call("infer", {"model": "__probe__", "inputs": {}})
-        except convd.ConvdError as e:
-            if e.code == "E_METHOD":
-                return "the daemon has no 'infer' method yet"
-        names = [m.get("name") for m in c.models()]
-    if "scale2" not in names:
-        return ("the daemon did not load scale2.onnx from --models (runtime not ready):\n"
-                + d.stderr_text()[-2000:])
-    return None
-
-
 @pytest.mark.parametrize("name", LOCAL_TESTS)
 def test_c_client_local(name):
     _run(name)
 
 
 @pytest.mark.parametrize("name", DAEMON_TESTS)
-def test_c_client_daemon(name, model_daemon):
-    _run(name, {"CONVD_SOCKET": model_daemon.socket})
+def test_c_client_daemon(name, scale2_daemon):
+    _run(name, {"CONVD_SOCKET": scale2_daemon.socket})
 
 
 @pytest.mark.parametrize("name", MODEL_TESTS)
-def test_c_client_models(name, model_daemon):
-    why = model_support(model_daemon)
-    if why:
-        pytest.skip(why)
-    _run(name, {"CONVD_SOCKET": model_daemon.socket, "CONVD_TEST_MODEL": "scale2",
+def test_c_client_models(name, scale2_daemon):
+    _run(name, {"CONVD_SOCKET": scale2_daemon.socket, "CONVD_TEST_MODEL": "scale2",
                 "CONVD_TEST_MODEL_PATH": "scale2.onnx"})
 
 

@@ -10,32 +10,17 @@ import pytest
 
 import convd
 from tests.integration import client_models
-from tests.support.daemon import TestDaemon
 
 
-@pytest.fixture(scope="module")
-def d(tmp_path_factory):
-    models = tmp_path_factory.mktemp("models")
-    client_models.write_scale2(models / "scale2.onnx")
-    with TestDaemon(models_dir=models) as daemon:
-        yield daemon
+@pytest.fixture
+def d(scale2_daemon):
+    return scale2_daemon
 
 
 @pytest.fixture
 def c(d):
     with convd.Client(d.socket, timeout=10) as client:
         yield client
-
-
-def needs_models(client):
-    """Skips unless the daemon runs the test model (runtime and model methods)."""
-    try:
-        client.call("infer", {"model": "__probe__", "inputs": {}})
-    except convd.ConvdError as e:
-        if e.code == "E_METHOD":
-            pytest.skip("the daemon has no 'infer' method yet")
-    if "scale2" not in [m.get("name") for m in client.models()]:
-        pytest.skip("the daemon did not load scale2.onnx (runtime not ready)")
 
 
 def test_hello(c):
@@ -238,14 +223,12 @@ def test_tensor_codec_round_trip():
 
 
 def test_infer_unknown_model(c):
-    needs_models(c)
     with pytest.raises(convd.ConvdError) as e:
         c.infer("no_such_model", {"x": np.ones((1, 3, 5, 7), np.float32)})
     assert e.value.code == "E_NOT_FOUND"
 
 
 def test_infer_matches_reference(c):
-    needs_models(c)
     m = [m for m in c.models() if m["name"] == "scale2"][0]
     max_batch = max(1, int(m.get("max_batch") or 1))
     rng = np.random.default_rng()
@@ -261,7 +244,6 @@ def test_infer_matches_reference(c):
 
 
 def test_infer_errors(c):
-    needs_models(c)
     x = np.ones((1, 3, 5, 7), np.float32)
     cases = [({"nope": x}, "E_PARAMS"), ({}, "E_PARAMS"),
              ({"x": x, "extra": x}, "E_PARAMS"),
@@ -276,7 +258,6 @@ def test_infer_errors(c):
 
 
 def test_load_unload(c):
-    needs_models(c)
     name = f"copy_{os.getpid()}"
     m = c.load(name, "scale2.onnx", max_batch=2)
     assert m["name"] == name and m["max_batch"] == 2

@@ -15,7 +15,6 @@ import time
 import pytest
 
 from tests.integration import client_models
-from tests.integration.test_client_c import model_support
 from tests.support import paths
 from tests.support.daemon import TestDaemon
 
@@ -37,20 +36,9 @@ def bench_json(d, *args):
     return json.loads(r.stdout)
 
 
-@pytest.fixture(scope="module")
-def model_daemon(tmp_path_factory):
-    models = tmp_path_factory.mktemp("models")
-    client_models.write_scale2(models / "scale2.onnx")
-    with TestDaemon(models_dir=models) as d:
-        yield d
-
-
 @pytest.fixture
-def d(model_daemon):
-    why = model_support(model_daemon)
-    if why:
-        pytest.skip(why)
-    return model_daemon
+def d(scale2_daemon):
+    return scale2_daemon
 
 
 def infer_count(d):
@@ -107,12 +95,12 @@ def test_cannot_connect_exit_3(tmp_path):
     assert r.stdout == ""
 
 
-def test_unknown_model_names_the_loaded_ones(model_daemon):
+def test_unknown_model_names_the_loaded_ones(scale2_daemon):
     import convd
-    with convd.Client(model_daemon.socket) as c:
+    with convd.Client(scale2_daemon.socket) as c:
         loaded = [m["name"] for m in c.models()]
     r = bench("--model", "no_such_model", "--concurrency", "1", "--requests", "1",
-              socket=model_daemon.socket)
+              socket=scale2_daemon.socket)
     assert r.returncode == 1, r.stdout + r.stderr
     assert "unknown model 'no_such_model'" in r.stderr
     if loaded:
@@ -307,9 +295,7 @@ def test_daemon_stops_mid_run(tmp_path):
     client_models.write_scale2(models / "scale2.onnx")
     dd = TestDaemon(tmp_path, models_dir=models).start()
     try:
-        why = model_support(dd)
-        if why:
-            pytest.skip(why)
+        client_models.assert_loaded(dd)
         p = subprocess.Popen([paths.binary("convbench"), "--socket", dd.socket, "--json",
                               "--model", "scale2", "--concurrency", "4", "--duration", "30",
                               "--warmup", "0"],

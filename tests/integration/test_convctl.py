@@ -11,17 +11,13 @@ import pytest
 import convd
 from tests.integration import client_models
 from tests.support import paths
-from tests.support.daemon import TestDaemon
 
 COMMANDS = ["hello", "health", "models", "stats", "load", "unload", "infer"]
 
 
-@pytest.fixture(scope="module")
-def d(tmp_path_factory):
-    models = tmp_path_factory.mktemp("models")
-    client_models.write_scale2(models / "scale2.onnx")
-    with TestDaemon(models_dir=models) as daemon:
-        yield daemon
+@pytest.fixture
+def d(scale2_daemon):
+    return scale2_daemon
 
 
 def ctl(*args, socket=None, env=None):
@@ -31,17 +27,6 @@ def ctl(*args, socket=None, env=None):
     if socket:
         cmd += ["--socket", socket]
     return subprocess.run(cmd + list(args), capture_output=True, text=True, timeout=60, env=e)
-
-
-def needs_models(d):
-    with convd.Client(d.socket) as c:
-        try:
-            c.call("infer", {"model": "__probe__", "inputs": {}})
-        except convd.ConvdError as e:
-            if e.code == "E_METHOD":
-                pytest.skip("the daemon has no 'infer' method yet")
-        if "scale2" not in [m.get("name") for m in c.models()]:
-            pytest.skip("the daemon did not load scale2.onnx (runtime not ready)")
 
 
 def aligned(lines):
@@ -171,7 +156,6 @@ def test_unreadable_input_file_exit_1(d, tmp_path):
 
 
 def test_unload_unknown_model(d):
-    needs_models(d)
     r = ctl("unload", "no_such_model", socket=d.socket)
     assert r.returncode == 1
     assert r.stderr.startswith("convctl: E_NOT_FOUND: ")
@@ -179,7 +163,6 @@ def test_unload_unknown_model(d):
 
 
 def test_infer_npy_round_trip(d, tmp_path):
-    needs_models(d)
     x = np.random.default_rng().standard_normal((2, 3, 5, 7)).astype(np.float32)
     np.save(tmp_path / "x.npy", x)
     r = ctl("infer", "scale2", "--input", str(tmp_path / "x.npy"),
@@ -201,7 +184,6 @@ def test_infer_npy_round_trip(d, tmp_path):
 
 
 def test_infer_unknown_model_message(d, tmp_path):
-    needs_models(d)
     np.save(tmp_path / "x.npy", np.ones((1, 3, 5, 7), np.float32))
     r = ctl("infer", "x", "--input", str(tmp_path / "x.npy"), socket=d.socket)
     assert r.returncode == 1
@@ -209,7 +191,6 @@ def test_infer_unknown_model_message(d, tmp_path):
 
 
 def test_infer_shape_error(d, tmp_path):
-    needs_models(d)
     np.save(tmp_path / "x.npy", np.ones((1, 3, 7, 5), np.float32))
     r = ctl("infer", "scale2", "--input", f"x={tmp_path}/x.npy", socket=d.socket)
     assert r.returncode == 1
@@ -217,7 +198,6 @@ def test_infer_shape_error(d, tmp_path):
 
 
 def test_load_unload(d):
-    needs_models(d)
     r = ctl("load", "copy", "scale2.onnx", "--max-batch", "3", socket=d.socket)
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("loaded copy from ") and "scale2.onnx" in r.stdout
