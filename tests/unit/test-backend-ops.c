@@ -14,6 +14,7 @@
 #include "backends/devices.h"
 #include "core/errors.h"
 #include "kernels/cpu/ref.h"
+#include "tests/unit/backend-run.h"
 #include "tests/unit/check.h"
 #include "tests/unit/test-kernels-util.h"
 
@@ -48,12 +49,6 @@ static float *zbuf(size_t n) {
     float *p = calloc(n ? n : 1, sizeof *p);
     if (!p) abort();
     return p;
-}
-
-static size_t numel(const cd_tdesc *t, int batch) {
-    size_t n = t->is_const ? (size_t)t->shape[0] : (size_t)batch;
-    for (int i = 1; i < t->rank; i++) n *= (size_t)t->shape[i];
-    return n;
 }
 
 static cd_tdesc td(int rank, const int64_t *shape) {
@@ -207,7 +202,7 @@ static void make_binary(op_case *t, int variant) {
     t->d.dst = td(rank, ds);
     t->d.u.binary.kind = (cd_binary_kind)cd_test_randi(0, 3);
     t->d.u.binary.act = tk_rand_act_fixed();
-    size_t na = numel(&t->d.src[swap], batch), nb = numel(&t->d.src[1 - swap], batch);
+    size_t na = cd_test_numel(&t->d.src[swap], batch), nb = cd_test_numel(&t->d.src[1 - swap], batch);
     float *a = rbuf(na), *b = rbuf(nb);
     if (t->d.u.binary.kind == CD_BINARY_DIV)
         for (size_t i = 0; i < nb; i++) b[i] = b[i] >= 0 ? b[i] + 0.5f : b[i] - 0.5f;
@@ -240,7 +235,7 @@ static void make_activation(op_case *t, int kind) {
     if (kind == CD_ACT_CLIP) t->d.u.act.alpha = 0, t->d.u.act.beta = 6;
     if (kind == CD_ACT_HARDSIGMOID) t->d.u.act.alpha = 0.2f, t->d.u.act.beta = 0.5f;
     if (kind == CD_ACT_LEAKYRELU) t->d.u.act.alpha = 0.1f;
-    size_t n = numel(&t->d.dst, batch);
+    size_t n = cd_test_numel(&t->d.dst, batch);
     t->srcs[0] = rbuf(n);
     for (size_t i = 0; i < n; i++) t->srcs[0][i] *= 8.0f;
     t->nwant = n;
@@ -282,10 +277,10 @@ static void make_concat(op_case *t, int axis) {
         shp[j][axis] = cd_test_randi(1, 17);
         ds[axis] += shp[j][axis];
         t->d.src[j] = td(4, shp[j]);
-        t->srcs[j] = rbuf(numel(&t->d.src[j], batch));
+        t->srcs[j] = rbuf(cd_test_numel(&t->d.src[j], batch));
     }
     t->d.dst = td(4, ds);
-    t->nwant = numel(&t->d.dst, batch);
+    t->nwant = cd_test_numel(&t->d.dst, batch);
     t->want = zbuf(t->nwant);
     const int64_t *sp[4];
     const float *cp[4];
@@ -315,7 +310,7 @@ static void make_transpose(op_case *t, int variant) {
     t->d.src[0] = td(rank, s);
     t->d.dst = td(rank, o);
     memcpy(t->d.u.perm, perm, sizeof perm);
-    size_t n = numel(&t->d.src[0], batch);
+    size_t n = cd_test_numel(&t->d.src[0], batch);
     t->srcs[0] = rbuf(n);
     t->nwant = n;
     t->want = zbuf(n);
@@ -339,7 +334,7 @@ static void make_reorder(op_case *t, int dir) {
     t->d.src[0] = t->d.dst = td(4, s);
     t->d.src[0].layout = from[dir];
     t->d.dst.layout = to[dir];
-    size_t n = numel(&t->d.src[0], batch);
+    size_t n = cd_test_numel(&t->d.src[0], batch);
     t->srcs[0] = rbuf(n);
     t->nwant = n;
     t->want = zbuf(n);
@@ -406,14 +401,6 @@ static int backends(test_backend *out) {
 
 // ---- the runner -----------------------------------------------------------------------
 
-// Host data of a tensor (NCHW order) in layout l.
-static void to_layout(const cd_tdesc *t, cd_layout l, int batch, const float *nchw, float *out) {
-    if (l != CD_LAYOUT_NCHW)
-        cd_ref_reorder(CD_LAYOUT_NCHW, l, batch, (int)t->shape[1], (int)t->shape[2], (int)t->shape[3], nchw, out);
-    else
-        memcpy(out, nchw, numel(t, batch) * sizeof(float));
-}
-
 // Moves c's 4-D activations to a blocked layout (NCHW16C or NCHW8C) when
 // the backend supports that (two times in three). Reorder rows keep theirs.
 static void pick_layout(cd_backend_t be, op_case *c) {
@@ -424,61 +411,6 @@ static void pick_layout(cd_backend_t be, op_case *c) {
     for (int i = 0; i < t.nsrc; i++)
         if (!t.src[i].is_const && t.src[i].rank == 4) t.src[i].layout = l;
     if (cd_backend_supports_op(be, &t)) c->d = t;
-}
-
-// Prepares c->d on be, uploads the inputs (in the layouts c->d asks for:
-// a reorder row's source is converted from NCHW by the reference), runs it on
-// a fresh context, downloads the output into got (NCHW) and its kernel name.
-static void run_case(cd_backend_t be, const op_case *c, float *got, char *kernel, size_t klen) {
-    const cd_bop_desc *d = &c->d;
-    int batch = c->batch;
-    cd_op_state *st = NULL;
-    int rc = cd_backend_op_init(be, d, &st);
-    if (rc) CD_CHECK_FAIL_("%s: op_init(%s) failed: %s", cd_backend_name(be), cd_bop_name(d->op), cd_strerror(rc));
-    snprintf(kernel, klen, "%s", cd_backend_op_kernel(be, st));
-    cd_backend_ctx *ctx = NULL;
-    CHECK_EQ(cd_backend_ctx_create(be, &ctx), 0);
-    cd_btensor bt[64], out;
-    const cd_btensor *bp[64];
-    void *bufs[64];
-    for (int i = 0; i < d->nsrc; i++) {
-        const cd_tdesc *t = &d->src[i];
-        bt[i].layout = t->layout;
-        bt[i].rank = t->rank;
-        memcpy(bt[i].shape, t->shape, sizeof bt[i].shape);
-        if (!t->is_const) bt[i].shape[0] = batch;
-        size_t bytes = cd_tdesc_item_bytes(t) * (t->is_const ? 1 : (size_t)batch);
-        float *host = malloc(bytes ? bytes : 4);
-        to_layout(t, t->layout, batch, c->srcs[i], host);
-        CHECK_EQ(cd_backend_buffer_alloc(be, bytes, &bufs[i]), 0);
-        CHECK_EQ(cd_backend_upload(be, bufs[i], host, bytes), 0);
-        free(host);
-        bt[i].data = bufs[i];
-        bp[i] = &bt[i];
-    }
-    size_t obytes = cd_tdesc_item_bytes(&d->dst) * (size_t)batch;
-    void *obuf;
-    CHECK_EQ(cd_backend_buffer_alloc(be, obytes, &obuf), 0);
-    out = (cd_btensor){obuf, d->dst.layout, d->dst.rank, {0}};
-    memcpy(out.shape, d->dst.shape, sizeof out.shape);
-    out.shape[0] = batch;
-    rc = cd_backend_op_run(be, d->op, ctx, st, batch, bp, &out);
-    if (rc)
-        CD_CHECK_FAIL_("%s: run(%s, kernel %s) failed: %s", cd_backend_name(be), cd_bop_name(d->op),
-                       cd_backend_op_kernel(be, st), cd_strerror(rc));
-    CHECK_EQ(cd_backend_synchronize(be, ctx), 0);
-    float *host = malloc(obytes ? obytes : 4);
-    CHECK_EQ(cd_backend_download(be, host, obuf, obytes), 0);
-    if (d->dst.layout != CD_LAYOUT_NCHW)
-        cd_ref_reorder(d->dst.layout, CD_LAYOUT_NCHW, batch, (int)d->dst.shape[1], (int)d->dst.shape[2],
-                       (int)d->dst.shape[3], host, got);
-    else
-        memcpy(got, host, numel(&d->dst, batch) * sizeof(float));
-    free(host);
-    for (int i = 0; i < d->nsrc; i++) cd_backend_buffer_free(be, bufs[i]);
-    cd_backend_buffer_free(be, obuf);
-    cd_backend_ctx_free(be, ctx);
-    cd_backend_op_state_free(be, st);
 }
 
 // Runs every row of family op on every backend against the reference.
@@ -504,7 +436,7 @@ static void run_family(cd_bop op) {
                 pick_layout(be, &c);
                 float *got = zbuf(c.nwant);
                 char kernel[64] = "";
-                run_case(be, &c, got, kernel, sizeof kernel);
+                cd_test_backend_run(be, &c.d, c.batch, c.srcs, got, kernel, sizeof kernel);
                 CHECK_CLOSE_F32(got, c.want, c.nwant, c.tol);
                 if (tb[b].is_hip && c.hip_kernel && !strstr(kernel, c.hip_kernel))
                     CD_CHECK_FAIL_("%s: %s: kernel %s, expected %s", cd_backend_name(be), row->name, kernel,

@@ -17,6 +17,7 @@
 #include "runtime/runtime.h"
 #include "kernels/cpu/ref.h"
 #include "sparse/sparse-conv.h"
+#include "tests/unit/backend-run.h"
 #include "tests/unit/check.h"
 #include "tests/unit/test-kernels-util.h"
 
@@ -28,12 +29,6 @@ static float *rbuf(size_t n) {
     if (!p) abort();
     for (size_t i = 0; i < n; i++) p[i] = cd_test_randf(-1.0f, 1.0f);
     return p;
-}
-
-static size_t numel(const cd_tdesc *t, int batch) {
-    size_t n = t->is_const ? (size_t)t->shape[0] : (size_t)batch;
-    for (int i = 1; i < t->rank; i++) n *= (size_t)t->shape[i];
-    return n;
 }
 
 static cd_tdesc td(int rank, const int64_t *shape) {
@@ -65,69 +60,6 @@ static cd_backend_t make(const char *name) {
     return be;
 }
 
-// Host data of tensor t (NCHW order) in the layout t asks for.
-static void to_layout(const cd_tdesc *t, int batch, const float *nchw, float *out) {
-    if (t->layout == CD_LAYOUT_NCHW16C)
-        cd_ref_reorder(CD_LAYOUT_NCHW, CD_LAYOUT_NCHW16C, batch, (int)t->shape[1], (int)t->shape[2], (int)t->shape[3],
-                       nchw, out);
-    else
-        memcpy(out, nchw, numel(t, batch) * sizeof(float));
-}
-
-// Prepares d on be, uploads the NCHW host srcs, runs on batch items on a
-// fresh context, downloads dst (converted back to NCHW) into dst. Only the
-// vtable touches device memory. Returns the op's kernel name in kernel.
-static void run_op(cd_backend_t be, const cd_bop_desc *d, int batch, float *const *srcs, float *dst, char *kernel,
-                   size_t klen) {
-    cd_op_state *st = NULL;
-    int rc = cd_backend_op_init(be, d, &st);
-    if (rc) CD_CHECK_FAIL_("%s: op_init(%s) failed: %s", cd_backend_name(be), cd_bop_name(d->op), cd_strerror(rc));
-    if (kernel) snprintf(kernel, klen, "%s", cd_backend_op_kernel(be, st));
-    cd_backend_ctx *ctx = NULL;
-    CHECK_EQ(cd_backend_ctx_create(be, &ctx), 0);
-    cd_btensor bt[64], out;
-    const cd_btensor *bp[64];
-    void *bufs[64];
-    for (int i = 0; i < d->nsrc; i++) {
-        const cd_tdesc *t = &d->src[i];
-        bt[i].layout = t->layout;
-        bt[i].rank = t->rank;
-        memcpy(bt[i].shape, t->shape, sizeof bt[i].shape);
-        if (!t->is_const) bt[i].shape[0] = batch;
-        size_t bytes = cd_tdesc_item_bytes(t) * (t->is_const ? 1 : (size_t)batch);
-        float *host = malloc(bytes ? bytes : 4);
-        to_layout(t, batch, srcs[i], host);
-        CHECK_EQ(cd_backend_buffer_alloc(be, bytes, &bufs[i]), 0);
-        CHECK_EQ(cd_backend_upload(be, bufs[i], host, bytes), 0);
-        free(host);
-        bt[i].data = bufs[i];
-        bp[i] = &bt[i];
-    }
-    size_t obytes = cd_tdesc_item_bytes(&d->dst) * (size_t)batch;
-    void *obuf;
-    CHECK_EQ(cd_backend_buffer_alloc(be, obytes, &obuf), 0);
-    out = (cd_btensor){obuf, d->dst.layout, d->dst.rank, {0}};
-    memcpy(out.shape, d->dst.shape, sizeof out.shape);
-    out.shape[0] = batch;
-    rc = cd_backend_op_run(be, d->op, ctx, st, batch, bp, &out);
-    if (rc)
-        CD_CHECK_FAIL_("%s: run(%s, kernel %s) failed: %s", cd_backend_name(be), cd_bop_name(d->op),
-                       cd_backend_op_kernel(be, st), cd_strerror(rc));
-    CHECK_EQ(cd_backend_synchronize(be, ctx), 0);
-    float *host = malloc(obytes ? obytes : 4);
-    CHECK_EQ(cd_backend_download(be, host, obuf, obytes), 0);
-    if (d->dst.layout == CD_LAYOUT_NCHW16C)
-        cd_ref_reorder(CD_LAYOUT_NCHW16C, CD_LAYOUT_NCHW, batch, (int)d->dst.shape[1], (int)d->dst.shape[2],
-                       (int)d->dst.shape[3], host, dst);
-    else
-        memcpy(dst, host, numel(&d->dst, batch) * sizeof(float));
-    free(host);
-    for (int i = 0; i < d->nsrc; i++) cd_backend_buffer_free(be, bufs[i]);
-    cd_backend_buffer_free(be, obuf);
-    cd_backend_ctx_free(be, ctx);
-    cd_backend_op_state_free(be, st);
-}
-
 // Runs d on hip-emu and on cpu with the same inputs and compares (relative
 // error <= tol scaled by max(1, |cpu|)). cpu_d is what the CPU backend runs
 // (d itself unless the caller needs a different but equivalent description).
@@ -136,10 +68,10 @@ static void compare_desc(const cd_bop_desc *d, const cd_bop_desc *cpu_d, int bat
                          char *kernel, size_t klen) {
     cd_backend_t hip = make(hip_device()), cpu = make("cpu");
     CHECK(cd_backend_supports_op(hip, d));
-    size_t n = numel(&d->dst, batch);
+    size_t n = cd_test_numel(&d->dst, batch);
     float *got = calloc(n ? n : 1, 4), *want = calloc(n ? n : 1, 4);
-    run_op(hip, d, batch, srcs, got, kernel, klen);
-    run_op(cpu, cpu_d ? cpu_d : d, batch, srcs, want, NULL, 0);
+    cd_test_backend_run(hip, d, batch, srcs, got, kernel, klen);
+    cd_test_backend_run(cpu, cpu_d ? cpu_d : d, batch, srcs, want, NULL, 0);
     CHECK_CLOSE_F32(got, want, n, tol);
     free(got);
     free(want);
