@@ -10,6 +10,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+cd_tdesc cd_test_tdesc(int rank, const int64_t *shape) {
+    cd_tdesc t;
+    memset(&t, 0, sizeof t);
+    t.rank = rank;
+    memcpy(t.shape, shape, sizeof(int64_t) * (size_t)rank);
+    t.layout = CD_LAYOUT_NCHW;
+    return t;
+}
+
 size_t cd_test_numel(const cd_tdesc *t, int batch) {
     size_t n = t->is_const ? (size_t)t->shape[0] : (size_t)batch;
     for (int i = 1; i < t->rank; i++) n *= (size_t)t->shape[i];

@@ -8,6 +8,8 @@
 
 #include <stddef.h>
 
+// A rank-`rank` NCHW tensor description of the given shape.
+cd_tdesc cd_test_tdesc(int rank, const int64_t *shape);
 // Elements of t for `batch` items (a constant: its own dim 0).
 size_t cd_test_numel(const cd_tdesc *t, int batch);
 

@@ -38,28 +38,6 @@ typedef struct {
 
 typedef void (*case_fn)(op_case *c, int variant);
 
-static float *rbuf(size_t n) {
-    float *p = malloc((n ? n : 1) * sizeof *p);
-    if (!p) abort();
-    for (size_t i = 0; i < n; i++) p[i] = cd_test_randf(-1.0f, 1.0f);
-    return p;
-}
-
-static float *zbuf(size_t n) {
-    float *p = calloc(n ? n : 1, sizeof *p);
-    if (!p) abort();
-    return p;
-}
-
-static cd_tdesc td(int rank, const int64_t *shape) {
-    cd_tdesc t;
-    memset(&t, 0, sizeof t);
-    t.rank = rank;
-    memcpy(t.shape, shape, sizeof(int64_t) * (size_t)rank);
-    t.layout = CD_LAYOUT_NCHW;
-    return t;
-}
-
 static void case_init(op_case *c, cd_bop op, int batch, int nsrc) {
     memset(c, 0, sizeof *c);
     c->d.op = op;
@@ -82,19 +60,19 @@ static void conv_case(op_case *t, const cd_conv_desc *cv, int batch, const char 
     cd_conv_desc c = *cv;
     int64_t is[4] = {1, c.c, c.h, c.w}, os[4] = {1, c.k, c.oh, c.ow};
     case_init(t, CD_BOP_CONV2D, batch, c.has_residual ? 2 : 1);
-    t->d.src[0] = td(4, is);
-    t->d.src[1] = td(4, os);
-    t->d.dst = td(4, os);
+    t->d.src[0] = cd_test_tdesc(4, is);
+    t->d.src[1] = cd_test_tdesc(4, os);
+    t->d.dst = cd_test_tdesc(4, os);
     t->d.u.conv = c;
     size_t nw = (size_t)c.k * (c.c / c.groups) * c.r * c.s;
-    t->w = rbuf(nw);
-    t->bias = cd_test_randi(0, 3) ? rbuf((size_t)c.k) : NULL;
+    t->w = tk_rbuf(nw);
+    t->bias = cd_test_randi(0, 3) ? tk_rbuf((size_t)c.k) : NULL;
     t->d.w = t->w;
     t->d.bias = t->bias;
-    t->srcs[0] = rbuf((size_t)batch * c.c * c.h * c.w);
-    if (c.has_residual) t->srcs[1] = rbuf((size_t)batch * c.k * c.oh * c.ow);
+    t->srcs[0] = tk_rbuf((size_t)batch * c.c * c.h * c.w);
+    if (c.has_residual) t->srcs[1] = tk_rbuf((size_t)batch * c.k * c.oh * c.ow);
     t->nwant = (size_t)batch * c.k * c.oh * c.ow;
-    t->want = zbuf(t->nwant);
+    t->want = tk_alloc(t->nwant);
     cd_conv_desc r = c;
     r.n = batch;
     cd_ref_conv2d(&r, t->srcs[0], t->w, t->bias, c.has_residual ? t->srcs[1] : NULL, t->want);
@@ -123,19 +101,19 @@ static void make_gemm(op_case *t, int variant) {
     int rows = cd_test_randi(1, 3), n = cd_test_randi(1, 50), k = cd_test_randi(1, 90), batch = cd_test_randi(1, 5);
     case_init(t, CD_BOP_GEMM, batch, 1);
     int64_t is[3] = {1, rows, k}, os[3] = {1, rows, n};
-    t->d.src[0] = td(3, is);
-    t->d.dst = td(3, os);
+    t->d.src[0] = cd_test_tdesc(3, is);
+    t->d.dst = cd_test_tdesc(3, os);
     t->d.u.gemm.rows = rows;
     t->d.u.gemm.n = n;
     t->d.u.gemm.k = k;
     t->d.u.gemm.act = tk_rand_act_fixed();
-    t->w = rbuf((size_t)n * k);
-    t->bias = cd_test_randi(0, 1) ? rbuf((size_t)n) : NULL;
+    t->w = tk_rbuf((size_t)n * k);
+    t->bias = cd_test_randi(0, 1) ? tk_rbuf((size_t)n) : NULL;
     t->d.w = t->w;
     t->d.bias = t->bias;
-    t->srcs[0] = rbuf((size_t)batch * rows * k);
+    t->srcs[0] = tk_rbuf((size_t)batch * rows * k);
     t->nwant = (size_t)batch * rows * n;
-    t->want = zbuf(t->nwant);
+    t->want = tk_alloc(t->nwant);
     cd_ref_gemm(batch * rows, n, k, t->srcs[0], t->w, t->bias, t->d.u.gemm.act, t->want);
     t->tol = 1e-4;
     t->hip_kernel = "sgemm";
@@ -171,12 +149,12 @@ static void make_pool(op_case *t, int global) {
     int batch = cd_test_randi(1, 3);
     int64_t is[4] = {1, p.c, p.h, p.w}, os[4] = {1, p.c, p.oh, p.ow};
     case_init(t, CD_BOP_POOL, batch, 1);
-    t->d.src[0] = td(4, is);
-    t->d.dst = td(4, os);
+    t->d.src[0] = cd_test_tdesc(4, is);
+    t->d.dst = cd_test_tdesc(4, os);
     t->d.u.pool = p;
-    t->srcs[0] = rbuf((size_t)batch * p.c * p.h * p.w);
+    t->srcs[0] = tk_rbuf((size_t)batch * p.c * p.h * p.w);
     t->nwant = (size_t)batch * p.c * p.oh * p.ow;
-    t->want = zbuf(t->nwant);
+    t->want = tk_alloc(t->nwant);
     cd_pool_desc r = p;
     r.n = batch;
     cd_ref_pool2d(&r, t->srcs[0], t->want);
@@ -196,20 +174,20 @@ static void make_binary(op_case *t, int variant) {
     }
     int b_const = cd_test_randi(0, 1), swap = cd_test_randi(0, 1);
     case_init(t, CD_BOP_BINARY, batch, 2);
-    t->d.src[swap] = td(rank, ds);
-    t->d.src[1 - swap] = td(rank, bs);
+    t->d.src[swap] = cd_test_tdesc(rank, ds);
+    t->d.src[1 - swap] = cd_test_tdesc(rank, bs);
     t->d.src[1 - swap].is_const = b_const;
-    t->d.dst = td(rank, ds);
+    t->d.dst = cd_test_tdesc(rank, ds);
     t->d.u.binary.kind = (cd_binary_kind)cd_test_randi(0, 3);
     t->d.u.binary.act = tk_rand_act_fixed();
     size_t na = cd_test_numel(&t->d.src[swap], batch), nb = cd_test_numel(&t->d.src[1 - swap], batch);
-    float *a = rbuf(na), *b = rbuf(nb);
+    float *a = tk_rbuf(na), *b = tk_rbuf(nb);
     if (t->d.u.binary.kind == CD_BINARY_DIV)
         for (size_t i = 0; i < nb; i++) b[i] = b[i] >= 0 ? b[i] + 0.5f : b[i] - 0.5f;
     t->srcs[swap] = a;
     t->srcs[1 - swap] = b;
     t->nwant = na;
-    t->want = zbuf(na);
+    t->want = tk_alloc(na);
     int64_t sa[5], sb[5], so[5];
     memcpy(sa, ds, sizeof sa);
     memcpy(sb, bs, sizeof sb);
@@ -229,17 +207,17 @@ static void make_activation(op_case *t, int kind) {
     int batch = cd_test_randi(1, 3);
     int64_t s[4] = {1, cd_test_randi(1, 40), cd_test_randi(1, 9), cd_test_randi(1, 9)};
     case_init(t, CD_BOP_ACTIVATION, batch, 1);
-    t->d.src[0] = t->d.dst = td(4, s);
+    t->d.src[0] = t->d.dst = cd_test_tdesc(4, s);
     t->d.u.act = tk_rand_act_fixed();
     t->d.u.act.kind = (cd_act)kind;
     if (kind == CD_ACT_CLIP) t->d.u.act.alpha = 0, t->d.u.act.beta = 6;
     if (kind == CD_ACT_HARDSIGMOID) t->d.u.act.alpha = 0.2f, t->d.u.act.beta = 0.5f;
     if (kind == CD_ACT_LEAKYRELU) t->d.u.act.alpha = 0.1f;
     size_t n = cd_test_numel(&t->d.dst, batch);
-    t->srcs[0] = rbuf(n);
+    t->srcs[0] = tk_rbuf(n);
     for (size_t i = 0; i < n; i++) t->srcs[0][i] *= 8.0f;
     t->nwant = n;
-    t->want = zbuf(n);
+    t->want = tk_alloc(n);
     cd_ref_activation(t->d.u.act, n, t->srcs[0], t->want);
     t->tol = 1e-5;
     t->blockable = 1;
@@ -251,14 +229,14 @@ static void make_softmax(op_case *t, int outer_one) {
     int64_t outer = outer_one ? 1 : cd_test_randi(1, 4), len = cd_test_randi(1, 300), inner = cd_test_randi(1, 5);
     int64_t s[4] = {1, outer, len, inner};
     case_init(t, CD_BOP_SOFTMAX, batch, 1);
-    t->d.src[0] = t->d.dst = td(4, s);
+    t->d.src[0] = t->d.dst = cd_test_tdesc(4, s);
     t->d.u.softmax.outer = outer;
     t->d.u.softmax.len = len;
     t->d.u.softmax.inner = inner;
     size_t n = (size_t)batch * outer * len * inner;
-    t->srcs[0] = rbuf(n);
+    t->srcs[0] = tk_rbuf(n);
     t->nwant = n;
-    t->want = zbuf(n);
+    t->want = tk_alloc(n);
     cd_ref_softmax((size_t)(batch * outer), (size_t)len, (size_t)inner, t->srcs[0], t->want);
     t->tol = 1e-5;
 }
@@ -276,12 +254,12 @@ static void make_concat(op_case *t, int axis) {
         memcpy(shp[j], base, sizeof base);
         shp[j][axis] = cd_test_randi(1, 17);
         ds[axis] += shp[j][axis];
-        t->d.src[j] = td(4, shp[j]);
-        t->srcs[j] = rbuf(cd_test_numel(&t->d.src[j], batch));
+        t->d.src[j] = cd_test_tdesc(4, shp[j]);
+        t->srcs[j] = tk_rbuf(cd_test_numel(&t->d.src[j], batch));
     }
-    t->d.dst = td(4, ds);
+    t->d.dst = cd_test_tdesc(4, ds);
     t->nwant = cd_test_numel(&t->d.dst, batch);
-    t->want = zbuf(t->nwant);
+    t->want = tk_alloc(t->nwant);
     const int64_t *sp[4];
     const float *cp[4];
     for (int j = 0; j < n; j++) {
@@ -307,13 +285,13 @@ static void make_transpose(op_case *t, int variant) {
     }
     for (int i = 0; i < rank; i++) o[i] = s[perm[i]];
     case_init(t, CD_BOP_TRANSPOSE, batch, 1);
-    t->d.src[0] = td(rank, s);
-    t->d.dst = td(rank, o);
+    t->d.src[0] = cd_test_tdesc(rank, s);
+    t->d.dst = cd_test_tdesc(rank, o);
     memcpy(t->d.u.perm, perm, sizeof perm);
     size_t n = cd_test_numel(&t->d.src[0], batch);
-    t->srcs[0] = rbuf(n);
+    t->srcs[0] = tk_rbuf(n);
     t->nwant = n;
-    t->want = zbuf(n);
+    t->want = tk_alloc(n);
     s[0] = batch;
     cd_ref_transpose(rank, s, perm, t->srcs[0], t->want);
     t->tol = 0;
@@ -331,13 +309,13 @@ static void make_reorder(op_case *t, int dir) {
     int64_t s[4] = {1, cd_test_randi(1, 50), cd_test_randi(1, 7), cd_test_randi(1, 7)};
     if (s[1] % 8 == 0) s[1]++;
     case_init(t, CD_BOP_REORDER, batch, 1);
-    t->d.src[0] = t->d.dst = td(4, s);
+    t->d.src[0] = t->d.dst = cd_test_tdesc(4, s);
     t->d.src[0].layout = from[dir];
     t->d.dst.layout = to[dir];
     size_t n = cd_test_numel(&t->d.src[0], batch);
-    t->srcs[0] = rbuf(n);
+    t->srcs[0] = tk_rbuf(n);
     t->nwant = n;
-    t->want = zbuf(n);
+    t->want = tk_alloc(n);
     memcpy(t->want, t->srcs[0], n * sizeof(float));
     t->tol = 0;
     t->hip_kernel = dir == 4 ? "copy" : "reorder";
@@ -434,7 +412,7 @@ static void run_family(cd_bop op) {
                     continue;
                 }
                 pick_layout(be, &c);
-                float *got = zbuf(c.nwant);
+                float *got = tk_alloc(c.nwant);
                 char kernel[64] = "";
                 cd_test_backend_run(be, &c.d, c.batch, c.srcs, got, kernel, sizeof kernel);
                 CHECK_CLOSE_F32(got, c.want, c.nwant, c.tol);

@@ -24,22 +24,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-static float *rbuf(size_t n) {
-    float *p = malloc((n ? n : 1) * sizeof *p);
-    if (!p) abort();
-    for (size_t i = 0; i < n; i++) p[i] = cd_test_randf(-1.0f, 1.0f);
-    return p;
-}
-
-static cd_tdesc td(int rank, const int64_t *shape) {
-    cd_tdesc t;
-    memset(&t, 0, sizeof t);
-    t.rank = rank;
-    memcpy(t.shape, shape, sizeof(int64_t) * (size_t)rank);
-    t.layout = CD_LAYOUT_NCHW;
-    return t;
-}
-
 // The HIP device under test: "hip-emu", or $CD_TEST_HIP_DEVICE ("hip:0").
 static const char *hip_device(void) {
     const char *e = getenv("CD_TEST_HIP_DEVICE");
@@ -92,9 +76,9 @@ static cd_bop_desc conv_bop(const cd_conv_desc *c, int batch, const float *w, co
     d.op = CD_BOP_CONV2D;
     d.max_batch = batch;
     d.nsrc = c->has_residual ? 2 : 1;
-    d.src[0] = td(4, is);
-    d.src[1] = td(4, os);
-    d.dst = td(4, os);
+    d.src[0] = cd_test_tdesc(4, is);
+    d.src[1] = cd_test_tdesc(4, os);
+    d.dst = cd_test_tdesc(4, os);
     d.u.conv = *c;
     d.w = w;
     d.bias = bias;
@@ -123,7 +107,7 @@ static void check_conv_fmt(int kind, int sparse, double zero_frac, int fmt, int 
     }
     int batch = cd_test_randi(1, 3);
     size_t nw = (size_t)c.k * (c.c / c.groups) * c.r * c.s;
-    float *w = rbuf(nw), *bias = cd_test_randi(0, 3) ? rbuf((size_t)c.k) : NULL;
+    float *w = tk_rbuf(nw), *bias = cd_test_randi(0, 3) ? tk_rbuf((size_t)c.k) : NULL;
     int bh = fmt == CD_SPARSE_FMT_BSR8 ? 8 : 4;
     if (blocks)
         zero_row_blocks(w, c.k, (int)(nw / c.k), bh, zero_frac);
@@ -133,7 +117,7 @@ static void check_conv_fmt(int kind, int sparse, double zero_frac, int fmt, int 
     cd_bop_desc d = conv_bop(&c, batch, w, bias), cpu_d = d;
     d.sparse = sparse;
     d.sparse_format = fmt;
-    float *x = rbuf((size_t)batch * c.c * c.h * c.w), *res = rbuf((size_t)batch * c.k * c.oh * c.ow);
+    float *x = tk_rbuf((size_t)batch * c.c * c.h * c.w), *res = tk_rbuf((size_t)batch * c.k * c.oh * c.ow);
     float *srcs[2] = {x, res};
     char kernel[64] = "";
     compare_desc(&d, &cpu_d, batch, srcs, 1e-4, kernel, sizeof kernel);
@@ -219,13 +203,13 @@ static void check_gemm_fmt(int sparse, int fmt, double zero_frac) {
     d.max_batch = batch;
     d.nsrc = 1;
     int64_t is[3] = {1, rows, k}, os[3] = {1, rows, n};
-    d.src[0] = td(3, is);
-    d.dst = td(3, os);
+    d.src[0] = cd_test_tdesc(3, is);
+    d.dst = cd_test_tdesc(3, os);
     d.u.gemm.rows = rows;
     d.u.gemm.n = n;
     d.u.gemm.k = k;
     d.u.gemm.act = tk_rand_act_fixed();
-    float *w = rbuf((size_t)n * k), *b = (sparse || cd_test_randi(0, 1)) ? rbuf((size_t)n) : NULL;
+    float *w = tk_rbuf((size_t)n * k), *b = (sparse || cd_test_randi(0, 1)) ? tk_rbuf((size_t)n) : NULL;
     if (sparse && fmt)
         zero_row_blocks(w, n, k, fmt == CD_SPARSE_FMT_BSR8 ? 8 : 4, zero_frac);
     else if (sparse)
@@ -243,7 +227,7 @@ static void check_gemm_fmt(int sparse, int fmt, double zero_frac) {
         free(w), free(b);
         return;
     }
-    float *x = rbuf((size_t)batch * rows * k);
+    float *x = tk_rbuf((size_t)batch * rows * k);
     char kernel[64] = "";
     compare_desc(&d, &cpu_d, batch, &x, 1e-4, kernel, sizeof kernel);
     if (sparse && fmt)
@@ -295,7 +279,7 @@ CD_TEST(hip_backend_async_staging_and_device_bytes) {
         CHECK_EQ(cd_backend_buffer_alloc(hip, sizes[i], &dev[i]), 0);
         total += sizes[i];
         CHECK_EQ(cd_backend_device_bytes(hip), total);
-        host[i] = rbuf(sizes[i] / 4);
+        host[i] = tk_rbuf(sizes[i] / 4);
         back[i] = calloc(sizes[i] / 4, 4);
     }
     for (int i = 0; i < NB; i++) {
@@ -317,7 +301,7 @@ CD_TEST(hip_backend_async_staging_and_device_bytes) {
     // A prepared conv holds its weights (and bias) on the device.
     cd_conv_desc c = rand_conv(0);
     size_t nw = (size_t)c.k * c.c * c.r * c.s;
-    float *w = rbuf(nw), *b = rbuf((size_t)c.k);
+    float *w = tk_rbuf(nw), *b = tk_rbuf((size_t)c.k);
     cd_bop_desc d = conv_bop(&c, 1, w, b);
     cd_op_state *st;
     CHECK_EQ(cd_backend_op_init(hip, &d, &st), 0);
@@ -346,7 +330,7 @@ CD_TEST(hip_backend_staging_two_outputs_no_drain_after_warmup) {
     float *in[2], *out[2];
     for (int i = 0; i < 2; i++) {
         CHECK_EQ(cd_backend_buffer_alloc(hip, size, &dev[i]), 0);
-        in[i] = rbuf(size / 4);
+        in[i] = tk_rbuf(size / 4);
         out[i] = calloc(size / 4, 4);
     }
     cd_hip_counters c0, c1;
@@ -412,11 +396,11 @@ CD_TEST(hip_backend_shared_op_state_two_threads) {
     c.has_residual = 0;
     int batch = 2;
     size_t nw = (size_t)c.k * c.c * c.r * c.s, no = (size_t)batch * c.k * c.oh * c.ow;
-    float *w = rbuf(nw), *b = rbuf((size_t)c.k);
+    float *w = tk_rbuf(nw), *b = tk_rbuf((size_t)c.k);
     cd_bop_desc d = conv_bop(&c, batch, w, b);
     cd_op_state *st;
     CHECK_EQ(cd_backend_op_init(hip, &d, &st), 0);
-    float *x[2] = {rbuf((size_t)batch * c.c * c.h * c.w), rbuf((size_t)batch * c.c * c.h * c.w)};
+    float *x[2] = {tk_rbuf((size_t)batch * c.c * c.h * c.w), tk_rbuf((size_t)batch * c.c * c.h * c.w)};
     thread_job jobs[2];
     pthread_t th[2];
     for (int i = 0; i < 2; i++) {
@@ -506,7 +490,7 @@ CD_TEST(hip_backend_sparse_handle_per_context_two_threads_no_lock) {
     cd_op_state *st[CHAIN];
     cd_bop_desc d;
     for (int l = 0; l < CHAIN; l++) {
-        w[l] = rbuf(nw), bias[l] = rbuf((size_t)c.k);
+        w[l] = tk_rbuf(nw), bias[l] = tk_rbuf((size_t)c.k);
         for (size_t i = 0; i < nw; i++)
             if (cd_test_randf(0, 1) < 0.7) w[l][i] = 0.0f;
         d = conv_bop(&c, batch, w[l], bias[l]);
@@ -519,7 +503,7 @@ CD_TEST(hip_backend_sparse_handle_per_context_two_threads_no_lock) {
     cd_backend_hip_counters(hip, &c0);
     pthread_barrier_t bar;
     pthread_barrier_init(&bar, NULL, 3);
-    float *x[2] = {rbuf(no), rbuf(no)};
+    float *x[2] = {tk_rbuf(no), tk_rbuf(no)};
     chain_job jobs[2];
     pthread_t th[2];
     for (int i = 0; i < 2; i++) {

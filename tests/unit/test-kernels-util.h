@@ -18,6 +18,9 @@ static inline float *tk_rand_buf(size_t n, float lo, float hi) {
     return p;
 }
 
+// Random floats in [-1, 1).
+static inline float *tk_rbuf(size_t n) { return tk_rand_buf(n, -1.0f, 1.0f); }
+
 static inline float *tk_alloc(size_t n) {
     float *p = calloc(n ? n : 1, sizeof *p);
     if (!p) abort();
