@@ -84,7 +84,9 @@ KERNEL_SRC  := $(wildcard kernels/*.c kernels/cpu/*.c) $(wildcard sparse/*.c)
 # The backends the runtime links: the interface, the CPU backend, and the
 # loader of the HIP plugin (the HIP backend itself: see the HIP section).
 BACKEND_SRC := $(wildcard backends/*.c backends/cpu/*.c) backends/hip/plugin-loader.c
-DAEMON_SRC  := $(filter-out daemon/main.c,$(wildcard daemon/*.c))
+# The settings table is generated from daemon/settings.toml (see below).
+SETTINGS_TABLE := $(BUILD)/gen/daemon/settings-table.c
+DAEMON_SRC  := $(filter-out daemon/main.c,$(wildcard daemon/*.c)) $(SETTINGS_TABLE)
 CONVCTL_SRC := $(wildcard tools/convctl/*.c)
 BENCH_SRC   := $(wildcard tools/convbench/*.c)
 TESTLIB_SRC := $(wildcard tests/unit/*.c)
@@ -141,6 +143,17 @@ $(BUILD)/obj/gen/onnx.pb-c.o: $(BUILD)/gen/onnx.pb-c.c
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -w -c $< -o $@
+
+# The daemon's settings table, from its data file: the script checks the
+# data (names, types, flags, ranges, choices) and fails naming the setting.
+$(SETTINGS_TABLE): daemon/settings.toml scripts/gen-settings-table.py
+	@echo "  GEN     $@"
+	$(Q)$(PYTHON) scripts/gen-settings-table.py daemon/settings.toml $@
+
+$(BUILD)/obj/gen/daemon/settings-table.o: $(SETTINGS_TABLE)
+	@mkdir -p $(dir $@)
+	@echo "  CC      $<"
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
 # The project's one version: the VERSION file, as CD_VERSION for the C code
 # (daemon/version.h, client/, tools/). Rewritten only when VERSION changes.

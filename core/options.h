@@ -10,7 +10,7 @@
 // ---- process-wide options -------------------------------------------------
 //
 // Every knob of the runtime and the libraries under it, in one struct. The
-// daemon fills it from its settings table (daemon/settings.c); the tools,
+// daemon fills it from its settings table (daemon/settings.toml); the tools,
 // benchmarks and tests fill it with cd_runtime_options_from_env(), the one
 // place the runtime's environment variables are read. Zeroed = the defaults.
 typedef struct {

@@ -1,8 +1,10 @@
 #ifndef CD_DAEMON_SETTINGS_H
 #define CD_DAEMON_SETTINGS_H
 
-// convd's settings. ONE table (settings.c, `cd_setting_table`) describes every
-// setting: name, type, range, default, flags and help. The command-line flags
+// convd's settings. ONE table (`cd_setting_table`) describes every setting:
+// name, type, range, default, flags and help. Its rows are data,
+// daemon/settings.toml, made C at build time by scripts/gen-settings-table.py
+// (which checks them); settings.c reads the table. The command-line flags
 // (`--name VALUE` or `--name=VALUE`), the config file (`name = value` lines),
 // `--help` and the settings section of the `stats` method are all generated
 // from it. Precedence: built-in default < config file < command line.
@@ -71,7 +73,7 @@ typedef struct {
 } cd_settings;
 
 // The values of --max-isa, by index ("native": no cap); the runtime's
-// max_isa gets the name, "" for native.
+// max_isa gets the name, "" for native. A [choices] list of settings.toml.
 extern const char *const cd_max_isa_names[];
 
 // The request-memory budget in effect: max-buffered, or 8 x max-message

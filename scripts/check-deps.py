@@ -11,10 +11,13 @@ tests/test_layers.py checks that it does).
 
 Tests and benchmarks (tests/, bench/) may include anything. An include that
 names no file of the tree (a generated header such as onnx.pb-c.h) is not
-checked."""
+checked. A data file that C is generated from (daemon/settings.toml) lists
+the headers of that C under `includes`: they count as includes of the data
+file's own folder."""
 import os
 import re
 import sys
+import tomllib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -64,8 +67,16 @@ LAYERS = {
 # (and the forwarding header it names) goes with the file.
 EXCEPTIONS = {}
 
-SOURCES = re.compile(r"\.(c|h|cpp|hip|inc)$")
+SOURCES = re.compile(r"\.(c|h|cpp|hip|inc|toml)$")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def includes_of(path, text):
+    """(included path, line) of each include of one file."""
+    if path.endswith(".toml"):
+        names = tomllib.loads(text).get("includes", [])
+        return [(n, text.count("\n", 0, text.find(f'"{n}"')) + 1) for n in names]
+    return [(m.group(1), text.count("\n", 0, m.start()) + 1) for m in INCLUDE.finditer(text)]
 
 
 def unit_of(path):
@@ -94,8 +105,7 @@ def check(root=ROOT):
                     path = os.path.relpath(os.path.join(dp, fn), root)
                     src = unit_of(path)
                     text = open(os.path.join(root, path), errors="replace").read()
-                    for m in INCLUDE.finditer(text):
-                        inc = m.group(1)
+                    for inc, line in includes_of(path, text):
                         if not os.path.exists(os.path.join(root, inc)):
                             continue
                         dst = unit_of(inc)
@@ -103,7 +113,6 @@ def check(root=ROOT):
                             continue
                         if (path, inc) in EXCEPTIONS:
                             continue
-                        line = text.count("\n", 0, m.start()) + 1
                         bad.append(f"{path}:{line}: {src} may not include {inc} ({dst}); "
                                    f"{src} may include: {', '.join(LAYERS[src][0]) or 'nothing'}")
     return sorted(set(bad))

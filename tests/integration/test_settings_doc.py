@@ -1,5 +1,5 @@
 """The settings table of docs/OPERATIONS.md is generated from the one settings
-table (daemon/settings.c) by `convd --settings-markdown`
+table (daemon/settings.toml) by `convd --settings-markdown`
 (scripts/gen-settings-doc writes it): the doc must hold exactly what the
 binary prints, so it cannot go stale, and it lists every setting."""
 import pathlib
