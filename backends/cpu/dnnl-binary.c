@@ -109,21 +109,8 @@ int cd_dnnl_binary_create(cd_dnnl_binary_kind kind, cd_dnnl_tdesc a, cd_dnnl_tde
     int rc = binary_check(&bp);
     bp.split_act = needs_split_act(&bp);
     if (rc) return rc;
+    static const cd_dnnl_kind k_kind = {binary_build, binary_exec, NULL};
     cd_dnnl_op *op;
-    if ((rc = cd_dnnl_op_alloc(max_batch, 2, &op))) return rc;
-    binary_priv *pp = malloc(sizeof *pp);
-    if (!pp) {
-        cd_dnnl_op_free(op);
-        return CD_ENOMEM;
-    }
-    *pp = bp;
-    op->priv = pp;
-    op->build = binary_build;
-    op->exec = binary_exec;
-    if ((rc = cd_dnnl_op_prepare(op, 1, NULL))) {
-        cd_dnnl_op_free(op);
-        return rc;
-    }
-    *out = op;
-    return 0;
+    if ((rc = cd_dnnl_op_new(&k_kind, max_batch, 2, &bp, sizeof bp, &op))) return rc;
+    return cd_dnnl_op_ready(op, out);
 }

@@ -313,7 +313,8 @@ void cd_dnnl_weights_fini(cd_dnnl_weights *ws) {
 
 // ---- the op handle and its per-batch cache -------------------------------------------
 
-int cd_dnnl_op_alloc(int max_batch, int nsrc, cd_dnnl_op **out) {
+int cd_dnnl_op_new(const cd_dnnl_kind *kind, int max_batch, int nsrc, const void *priv, size_t priv_size,
+                   cd_dnnl_op **out) {
     *out = NULL;
     if (max_batch < 1 || max_batch > 1 << 16) return CD_EPARAMS;
     int rc = cd_dnnl_init();
@@ -321,14 +322,29 @@ int cd_dnnl_op_alloc(int max_batch, int nsrc, cd_dnnl_op **out) {
     cd_dnnl_op *op = calloc(1, sizeof *op);
     if (!op) return CD_ENOMEM;
     op->slots = calloc((size_t)max_batch + 1, sizeof *op->slots);
-    if (!op->slots) {
+    op->priv = malloc(priv_size ? priv_size : 1);
+    if (!op->slots || !op->priv) {
+        free(op->slots);
+        free(op->priv);
         free(op);
         return CD_ENOMEM;
     }
+    memcpy(op->priv, priv, priv_size);
     for (int b = 0; b <= max_batch; b++) atomic_init(&op->slots[b], NULL);
     pthread_mutex_init(&op->mu, NULL);
     op->max_batch = max_batch;
     op->nsrc = nsrc;
+    op->kind = kind;
+    *out = op;
+    return 0;
+}
+
+int cd_dnnl_op_ready(cd_dnnl_op *op, cd_dnnl_op **out) {
+    int rc = cd_dnnl_op_prepare(op, 1, NULL);
+    if (rc) {
+        cd_dnnl_op_free(op);
+        return rc;
+    }
     *out = op;
     return 0;
 }
@@ -357,7 +373,7 @@ int cd_dnnl_op_get(cd_dnnl_op *op, int batch, cd_dnnl_prim **out) {
             rc = CD_ENOMEM;
             goto out;
         }
-        if ((rc = op->build(op, batch, p))) goto fail;
+        if ((rc = op->kind->build(op, batch, p))) goto fail;
         for (int i = 0; i < p->nprim; i++) {
             if ((rc = CD_DNNL(dnnl_primitive_create(&p->prim[i], p->pd[i])))) goto fail;
             const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(p->pd[i], dnnl_query_scratchpad_md, 0);
@@ -392,7 +408,7 @@ int cd_dnnl_op_run(cd_dnnl_op *op, cd_dnnl_ctx *ctx, int batch, int nsrc, const 
     cd_dnnl_prim *p;
     int rc = cd_dnnl_op_get(op, batch, &p);
     if (rc) return rc;
-    return op->exec(op, ctx, p, batch, src, dst);
+    return op->kind->exec(op, ctx, p, batch, src, dst);
 }
 
 size_t cd_dnnl_op_weight_bytes(const cd_dnnl_op *op) {
@@ -418,7 +434,7 @@ void cd_dnnl_op_free(cd_dnnl_op *op) {
     if (!op) return;
     for (int b = 0; b <= op->max_batch; b++) prim_free(atomic_load(&op->slots[b]));
     free(op->slots);
-    if (op->fini) op->fini(op);
+    if (op->kind->fini) op->kind->fini(op);
     free(op->priv);
     pthread_mutex_destroy(&op->mu);
     free(op);

@@ -79,26 +79,15 @@ int cd_dnnl_concat_create(int n, const cd_dnnl_tdesc *srcs, int axis, cd_layout 
     *out = NULL;
     int rc = concat_check(n, srcs, axis, dst_layout);
     if (rc) return rc;
-    cd_dnnl_op *op;
-    if ((rc = cd_dnnl_op_alloc(max_batch, n, &op))) return rc;
-    op->build = concat_build;
-    op->exec = concat_exec;
-    op->fini = concat_fini;
-    concat_priv *cp = malloc(sizeof *cp);
+    static const cd_dnnl_kind k_kind = {concat_build, concat_exec, concat_fini};
     cd_dnnl_tdesc *copy = malloc((size_t)n * sizeof *srcs);
-    if (!cp || !copy) {
-        free(cp);
-        free(copy);
-        cd_dnnl_op_free(op);
-        return CD_ENOMEM;
-    }
+    if (!copy) return CD_ENOMEM;
     memcpy(copy, srcs, (size_t)n * sizeof *srcs);
-    *cp = (concat_priv){.n = n, .axis = axis, .dst_l = dst_layout, .srcs = copy};
-    op->priv = cp;
-    if ((rc = cd_dnnl_op_prepare(op, 1, NULL))) {
-        cd_dnnl_op_free(op);
+    const concat_priv cp = {.n = n, .axis = axis, .dst_l = dst_layout, .srcs = copy};
+    cd_dnnl_op *op;
+    if ((rc = cd_dnnl_op_new(&k_kind, max_batch, n, &cp, sizeof cp, &op))) {
+        free(copy);
         return rc;
     }
-    *out = op;
-    return 0;
+    return cd_dnnl_op_ready(op, out);
 }

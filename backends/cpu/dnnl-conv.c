@@ -115,21 +115,12 @@ int cd_dnnl_conv_create(const cd_conv_desc *d, cd_layout src, cd_layout dst, int
                         const float *bias, cd_dnnl_op **out) {
     *out = NULL;
     if (!d || !w || conv_check(d, src, dst)) return CD_EPARAMS;
+    static const cd_dnnl_kind k_kind = {conv_build, conv_exec, conv_fini};
+    const conv_priv init = {.d = *d, .src_l = src, .dst_l = dst};
     cd_dnnl_op *op;
-    int rc = cd_dnnl_op_alloc(max_batch, d->has_residual ? 2 : 1, &op);
+    int rc = cd_dnnl_op_new(&k_kind, max_batch, d->has_residual ? 2 : 1, &init, sizeof init, &op);
     if (rc) return rc;
-    op->build = conv_build;
-    op->exec = conv_exec;
-    op->fini = conv_fini;
-    conv_priv *cp = calloc(1, sizeof *cp);
-    if (!cp) {
-        cd_dnnl_op_free(op);
-        return CD_ENOMEM;
-    }
-    op->priv = cp;
-    cp->d = *d;
-    cp->src_l = src;
-    cp->dst_l = dst;
+    conv_priv *cp = op->priv;
     if ((rc = weights_md(&cp->wts.user_md, d, dnnl_oihw))) goto fail;
     if (bias) {
         cp->bias = cd_dnnl_alloc((size_t)d->k * sizeof(float));

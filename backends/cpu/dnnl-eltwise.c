@@ -67,21 +67,8 @@ int cd_dnnl_eltwise_create(cd_dnnl_tdesc t, cd_activation act, int max_batch, cd
     int rc = cd_dnnl_init();
     if (rc) return rc;
     if ((rc = eltwise_descs(&ep, 1, desc)) < 0) return rc;
+    static const cd_dnnl_kind k_kind = {eltwise_build, eltwise_exec, NULL};
     cd_dnnl_op *op;
-    if ((rc = cd_dnnl_op_alloc(max_batch, 1, &op))) return rc;
-    eltwise_priv *pp = malloc(sizeof *pp);
-    if (!pp) {
-        cd_dnnl_op_free(op);
-        return CD_ENOMEM;
-    }
-    *pp = ep;
-    op->priv = pp;
-    op->build = eltwise_build;
-    op->exec = eltwise_exec;
-    if ((rc = cd_dnnl_op_prepare(op, 1, NULL))) {
-        cd_dnnl_op_free(op);
-        return rc;
-    }
-    *out = op;
-    return 0;
+    if ((rc = cd_dnnl_op_new(&k_kind, max_batch, 1, &ep, sizeof ep, &op))) return rc;
+    return cd_dnnl_op_ready(op, out);
 }

@@ -54,24 +54,35 @@ typedef struct {
     int wset;             // conv: index of the packed weight set it uses
 } cd_dnnl_prim;
 
-struct cd_dnnl_op {
-    int max_batch;
-    int nsrc;                       // sources run() expects
-    pthread_mutex_t mu;             // guards slot creation and kind state
-    _Atomic(cd_dnnl_prim *) *slots; // [max_batch + 1], slot 0 unused
-    // Creates p->pd[] (and sets p->nprim) for this batch; under mu. May update
-    // kind state (conv packs a new weight set). 0 or a CD_E* code.
+// What one kind of op does (its file's static table).
+typedef struct {
+    // Creates p->pd[] (and sets p->nprim) for this batch; under the op's mu.
+    // May update kind state (conv packs a new weight set). 0 or a CD_E* code.
     int (*build)(cd_dnnl_op *op, int batch, cd_dnnl_prim *p);
     // Executes p on the caller's buffers (arguments already validated).
     int (*exec)(cd_dnnl_op *op, cd_dnnl_ctx *ctx, const cd_dnnl_prim *p, int batch, const float *const *src,
                 float *dst);
     void (*fini)(cd_dnnl_op *op); // frees priv's contents (optional)
-    void *priv;                   // kind-specific state (owned)
-    size_t weight_bytes;          // packed weights + bias (under mu)
+} cd_dnnl_kind;
+
+struct cd_dnnl_op {
+    int max_batch;
+    int nsrc;                       // sources run() expects
+    pthread_mutex_t mu;             // guards slot creation and kind state
+    _Atomic(cd_dnnl_prim *) *slots; // [max_batch + 1], slot 0 unused
+    const cd_dnnl_kind *kind;
+    void *priv;          // kind-specific state (owned)
+    size_t weight_bytes; // packed weights + bias (under mu)
 };
 
-// Allocates an op with its slot array and mutex. 0 or CD_ENOMEM/CD_EPARAMS.
-int cd_dnnl_op_alloc(int max_batch, int nsrc, cd_dnnl_op **out);
+// Allocates an op of `kind` whose state is a copy of the priv_size bytes at
+// priv, with its slot array and mutex. 0 or CD_ENOMEM/CD_EPARAMS (nothing
+// allocated then; fini is not called).
+int cd_dnnl_op_new(const cd_dnnl_kind *kind, int max_batch, int nsrc, const void *priv, size_t priv_size,
+                   cd_dnnl_op **out);
+// Builds op's batch-1 primitives (packing any weights its state points at)
+// and hands op out, or frees it and returns the error.
+int cd_dnnl_op_ready(cd_dnnl_op *op, cd_dnnl_op **out);
 
 // The primitive set for a batch, building it on first use. 0 or an error.
 int cd_dnnl_op_get(cd_dnnl_op *op, int batch, cd_dnnl_prim **out);

@@ -86,19 +86,12 @@ int cd_dnnl_ip_create(cd_dnnl_tdesc src, int k, const float *w, const float *bia
                       cd_dnnl_op **out) {
     *out = NULL;
     if (!w || ip_check(src, k, act)) return CD_EPARAMS;
+    static const cd_dnnl_kind k_kind = {ip_build, ip_exec, ip_fini};
+    const ip_priv init = {.src = src, .k = k, .act = act};
     cd_dnnl_op *op;
-    int rc = cd_dnnl_op_alloc(max_batch, 1, &op);
+    int rc = cd_dnnl_op_new(&k_kind, max_batch, 1, &init, sizeof init, &op);
     if (rc) return rc;
-    op->build = ip_build;
-    op->exec = ip_exec;
-    op->fini = ip_fini;
-    ip_priv *ip = calloc(1, sizeof *ip);
-    if (!ip) {
-        cd_dnnl_op_free(op);
-        return CD_ENOMEM;
-    }
-    *ip = (ip_priv){.src = src, .k = k, .act = act};
-    op->priv = ip;
+    ip_priv *ip = op->priv;
     dnnl_dims_t wd = {k, src.c, src.h, src.w};
     if ((rc = CD_DNNL(dnnl_memory_desc_init_by_tag(&ip->wts.user_md, 4, wd, dnnl_f32, dnnl_oihw)))) goto fail;
     if (bias) {

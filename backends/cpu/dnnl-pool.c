@@ -81,21 +81,9 @@ int cd_dnnl_pool_create(const cd_pool_desc *d, cd_layout layout, int max_batch, 
     int rc;
     if (!d) return CD_EPARAMS;
     if ((rc = pool_check(d, layout))) return rc;
+    static const cd_dnnl_kind k_kind = {pool_build, pool_exec, NULL};
+    const pool_priv pp = {*d, layout};
     cd_dnnl_op *op;
-    if ((rc = cd_dnnl_op_alloc(max_batch, 1, &op))) return rc;
-    pool_priv *pp = calloc(1, sizeof *pp);
-    if (!pp) {
-        cd_dnnl_op_free(op);
-        return CD_ENOMEM;
-    }
-    *pp = (pool_priv){*d, layout};
-    op->priv = pp;
-    op->build = pool_build;
-    op->exec = pool_exec;
-    if ((rc = cd_dnnl_op_prepare(op, 1, NULL))) {
-        cd_dnnl_op_free(op);
-        return rc;
-    }
-    *out = op;
-    return 0;
+    if ((rc = cd_dnnl_op_new(&k_kind, max_batch, 1, &pp, sizeof pp, &op))) return rc;
+    return cd_dnnl_op_ready(op, out);
 }

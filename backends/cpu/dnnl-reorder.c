@@ -47,22 +47,10 @@ static int reorder_exec(cd_dnnl_op *op, cd_dnnl_ctx *ctx, const cd_dnnl_prim *p,
 int cd_dnnl_reorder_create(cd_layout from, cd_layout to, int c, int h, int w, int max_batch, cd_dnnl_op **out) {
     *out = NULL;
     if (c < 1 || h < 1 || w < 1 || !cd_layout_valid(from) || !cd_layout_valid(to)) return CD_EPARAMS;
+    static const cd_dnnl_kind k_kind = {reorder_build, reorder_exec, NULL};
+    const reorder_priv rp = {from, to, c, h, w};
     cd_dnnl_op *op;
-    int rc = cd_dnnl_op_alloc(max_batch, 1, &op);
+    int rc = cd_dnnl_op_new(&k_kind, max_batch, 1, &rp, sizeof rp, &op);
     if (rc) return rc;
-    reorder_priv *rp = calloc(1, sizeof *rp);
-    if (!rp) {
-        cd_dnnl_op_free(op);
-        return CD_ENOMEM;
-    }
-    *rp = (reorder_priv){from, to, c, h, w};
-    op->priv = rp;
-    op->build = reorder_build;
-    op->exec = reorder_exec;
-    if ((rc = cd_dnnl_op_prepare(op, 1, NULL))) {
-        cd_dnnl_op_free(op);
-        return rc;
-    }
-    *out = op;
-    return 0;
+    return cd_dnnl_op_ready(op, out);
 }

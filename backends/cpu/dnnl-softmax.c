@@ -41,22 +41,10 @@ static int softmax_exec(cd_dnnl_op *op, cd_dnnl_ctx *ctx, const cd_dnnl_prim *p,
 int cd_dnnl_softmax_create(cd_dnnl_tdesc t, int axis, int max_batch, cd_dnnl_op **out) {
     *out = NULL;
     if (t.c < 1 || t.h < 1 || t.w < 1 || axis < 1 || axis > 3 || !cd_layout_valid(t.layout)) return CD_EPARAMS;
+    static const cd_dnnl_kind k_kind = {softmax_build, softmax_exec, NULL};
+    const softmax_priv sp = {t, axis};
     cd_dnnl_op *op;
-    int rc = cd_dnnl_op_alloc(max_batch, 1, &op);
+    int rc = cd_dnnl_op_new(&k_kind, max_batch, 1, &sp, sizeof sp, &op);
     if (rc) return rc;
-    softmax_priv *sp = malloc(sizeof *sp);
-    if (!sp) {
-        cd_dnnl_op_free(op);
-        return CD_ENOMEM;
-    }
-    *sp = (softmax_priv){t, axis};
-    op->priv = sp;
-    op->build = softmax_build;
-    op->exec = softmax_exec;
-    if ((rc = cd_dnnl_op_prepare(op, 1, NULL))) {
-        cd_dnnl_op_free(op);
-        return rc;
-    }
-    *out = op;
-    return 0;
+    return cd_dnnl_op_ready(op, out);
 }
