@@ -30,6 +30,8 @@ typedef __mmask16 cd_vmask;
 
 // The first n (0..16) lanes.
 static inline CD_V_AI cd_vmask cd_v_first(size_t n) { return (cd_vmask)((1u << n) - 1u); }
+// The float at p in every lane.
+static inline CD_V_AI cd_vf cd_v_bcast(const float *p) { return _mm512_set1_ps(*p); }
 // The lanes of the set bits of m (bit k: lane k).
 static inline CD_V_AI cd_vmask cd_v_bits(unsigned m) { return (cd_vmask)m; }
 // v with the lanes outside bits m zeroed.
@@ -64,6 +66,10 @@ static inline CD_V_AI cd_vmask cd_v_first(size_t n) {
     static const int32_t t[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
     return _mm256_loadu_si256((const __m256i *)(t + 8 - n));
 }
+
+// vbroadcastss from memory, which set1 of a load does not always get (one
+// more instruction per weight in a tile's inner loop).
+static inline CD_V_AI cd_vf cd_v_bcast(const float *p) { return _mm256_broadcast_ss(p); }
 
 static inline CD_V_AI cd_vmask cd_v_bits(unsigned m) {
     const __m256i bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);

@@ -1,7 +1,8 @@
 // The aligned-shift CSR micro-kernel, AVX-512 (contract: sparse/spmm-shift.h).
 #include "sparse/spmm-shift.h"
 
-#include "sparse/f32-spmm-avx512f.h"
+#define CD_SIMD_AVX512F
+#include "sparse/f32-spmm-simd.h"
 
 #include <assert.h>
 #include <immintrin.h>
@@ -78,8 +79,7 @@ static inline __attribute__((always_inline)) void shift_tile(const int NV, const
             __m512 acc = a0[v];
             if (S > 1 && SW == 1) acc = _mm512_add_ps(acc, shift_lanes(a1[v], a1[v + 1], 1));
             if (S > 2) acc = _mm512_add_ps(acc, shift_lanes(a2[v], a2[v + 1], SW == 1 ? 2 : 1));
-            cd_spmm_store_avx512f(acc, r ? r + 16 * v : NULL, o + 16 * v, MASKED && v == NV - 1, last, clamp, vmin,
-                                  vmax);
+            cd_spmm_store(acc, r ? r + 16 * v : NULL, o + 16 * v, MASKED && v == NV - 1, last, clamp, vmin, vmax);
         }
     }
 }
