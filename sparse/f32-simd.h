@@ -9,10 +9,13 @@
 // matters, with why.
 //
 //   cd_vf            a vector of CD_VN floats (8 AVX2, 16 AVX-512)
-//   cd_vmask         a lane mask (AVX2: a vector of all-ones lanes; AVX-512:
-//                    a k register), from cd_v_first or cd_v_bits
+//   cd_vmask         a lane mask (AVX2: a vector, all ones in a set lane;
+//                    AVX-512: a k register), from cd_v_first or cd_v_bits
 //   CD_VREGS         vector registers (16, 32): bounds the accumulators of a tile
 //   CD_SIMD_FN(f)    f with the ISA's suffix (f__avx2, f__avx512f)
+//
+// Both ISAs define the same functions; each contract is written at its
+// AVX-512 definition, the AVX2 comments say where that ISA differs.
 
 #include <immintrin.h>
 #include <stddef.h>
@@ -117,8 +120,6 @@ static inline CD_V_AI cd_vf cd_v_fmadd(cd_vf a, cd_vf b, cd_vf c) { return CD_V_
 static inline CD_V_AI cd_vf cd_v_min(cd_vf a, cd_vf b) { return CD_V_(min_ps)(a, b); }
 static inline CD_V_AI cd_vf cd_v_max(cd_vf a, cd_vf b) { return CD_V_(max_ps)(a, b); }
 
-// The first n (0..CD_VN) floats of p; the other lanes zero.
-static inline CD_V_AI cd_vf cd_v_loadn(const float *p, size_t n) { return cd_v_maskz_loadu(cd_v_first(n), p); }
 // Stores the first n (0..CD_VN) lanes of v, nothing else.
 static inline CD_V_AI void cd_v_storen(float *p, size_t n, cd_vf v) { cd_v_mask_storeu(p, cd_v_first(n), v); }
 
