@@ -16,16 +16,15 @@
 // tiles of up to this many vectors (AVX2 4, AVX-512 8).
 #define CD_SPMM_NV1_MAX (CD_VREGS / 4)
 
-// A full vector, or when tail the lanes in `last`.
-static inline CD_V_AI cd_vf cd_spmm_load(const float *p, int tail, cd_vmask last) {
-    return tail ? cd_v_maskz_loadu(last, p) : cd_v_loadu(p);
-}
+// A full vector, or when T the lanes in `last`. A macro: through an inline
+// function GCC spent more instructions on the masked tiles' addresses.
+#define CD_SPMM_LOAD_(P, T, LAST) ((T) ? cd_v_maskz_loadu(LAST, P) : cd_v_loadu(P))
 
 // Adds the residual (when r), clamps (when clamp) and stores one vector
 // (masked when tail).
 static inline CD_V_AI void cd_spmm_store(cd_vf a, const float *r, float *o, int tail, cd_vmask last, int clamp,
                                          cd_vf vmin, cd_vf vmax) {
-    if (r) a = cd_v_add(a, cd_spmm_load(r, tail, last));
+    if (r) a = cd_v_add(a, CD_SPMM_LOAD_(r, tail, last));
     if (clamp) a = cd_v_min(cd_v_max(a, vmin), vmax);
     if (tail)
         cd_v_mask_storeu(o, last, a);
@@ -67,8 +66,8 @@ static inline CD_V_AI void cd_spmm_tile1(const int NV, const int MASKED, cd_vmas
 #pragma GCC unroll 8
             for (int v = 0; v < NV; v++) {
                 const int t = MASKED && v == NV - 1;
-                a0[v] = cd_v_fmadd(cd_spmm_load(x0 + CD_VN * v, t, last), w0, a0[v]);
-                a1[v] = cd_v_fmadd(cd_spmm_load(x1 + CD_VN * v, t, last), w1, a1[v]);
+                a0[v] = cd_v_fmadd(CD_SPMM_LOAD_(x0 + CD_VN * v, t, last), w0, a0[v]);
+                a1[v] = cd_v_fmadd(CD_SPMM_LOAD_(x1 + CD_VN * v, t, last), w1, a1[v]);
             }
         }
         if (j) {
@@ -76,7 +75,7 @@ static inline CD_V_AI void cd_spmm_tile1(const int NV, const int MASKED, cd_vmas
             const cd_vf w0 = cd_v_bcast(w++);
 #pragma GCC unroll 8
             for (int v = 0; v < NV; v++)
-                a0[v] = cd_v_fmadd(cd_spmm_load(x0 + CD_VN * v, MASKED && v == NV - 1, last), w0, a0[v]);
+                a0[v] = cd_v_fmadd(CD_SPMM_LOAD_(x0 + CD_VN * v, MASKED && v == NV - 1, last), w0, a0[v]);
         }
         float *o = out + b * out_stride;
         const float *r = res ? res + b * res_stride : NULL;
@@ -107,7 +106,7 @@ static inline CD_V_AI void cd_spmm_tilen(const int NV, const int NR, const int M
             const float *x = in + *off++;
             cd_vf vx[4];
 #pragma GCC unroll 4
-            for (int v = 0; v < NV; v++) vx[v] = cd_spmm_load(x + CD_VN * v, MASKED && v == NV - 1, last);
+            for (int v = 0; v < NV; v++) vx[v] = CD_SPMM_LOAD_(x + CD_VN * v, MASKED && v == NV - 1, last);
 #pragma GCC unroll 8
             for (int i = 0; i < NR; i++) {
                 const cd_vf vw = cd_v_bcast(w + i);
