@@ -77,14 +77,15 @@ static inline CD_V_AI void shift_tile(const int NV, const int S, const int SW, c
             SHIFT_TAP_(a2, NV + 1, n2);
             if (CD_SHIFT_FOLD) shift_fold(NV, a0, a2, SW == 1 ? 2 : 1);
         }
-        if (!CD_SHIFT_FOLD && S > 1 && SW == 1) shift_fold(NV, a0, a1, 1);
-        if (!CD_SHIFT_FOLD && S > 2) shift_fold(NV, a0, a2, SW == 1 ? 2 : 1);
         float *o = out + b * out_stride;
         const float *r = res ? res + b * res_stride : NULL;
 #pragma GCC unroll 8
-        for (int v = 0; v < NV; v++)
-            cd_spmm_store(a0[v], r ? r + CD_VN * v : NULL, o + CD_VN * v, MASKED && v == NV - 1, last, clamp, vmin,
-                          vmax);
+        for (int v = 0; v < NV; v++) {
+            cd_vf acc = a0[v]; // not folding: the shifted sets join here
+            if (!CD_SHIFT_FOLD && S > 1 && SW == 1) acc = cd_v_add(acc, cd_v_shift_down(a1[v], a1[v + 1], 1));
+            if (!CD_SHIFT_FOLD && S > 2) acc = cd_v_add(acc, cd_v_shift_down(a2[v], a2[v + 1], SW == 1 ? 2 : 1));
+            cd_spmm_store(acc, r ? r + CD_VN * v : NULL, o + CD_VN * v, MASKED && v == NV - 1, last, clamp, vmin, vmax);
+        }
     }
 }
 #undef SHIFT_TAP_
