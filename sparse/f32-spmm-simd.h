@@ -16,13 +16,19 @@
 // tiles of up to this many vectors (AVX2 4, AVX-512 8).
 #define CD_SPMM_NV1_MAX (CD_VREGS / 4)
 
-// AVX2 clamps every block, even without bounds (so it never skips a block
-// in place either): there those branches cost more than they save (measured
-// 1-3% on CSR layers with few entries per block).
+// The work of a block beyond its FMAs, per ISA as measured fastest on CSR
+// layers with few entries per block (the choices differ there by 1-3%):
+//   CD_SPMM_CLAMP_ALWAYS  clamp even without bounds, so never skip a block in
+//                         place either (AVX2: the branches cost more than
+//                         they save)
+//   CD_SPMM_SUM_EARLY     a one-channel tile sums its two sets before the odd
+//                         last entry (AVX2), not at the store (AVX-512)
 #if defined(CD_SIMD_AVX2)
 #define CD_SPMM_CLAMP_ALWAYS 1
+#define CD_SPMM_SUM_EARLY 1
 #else
 #define CD_SPMM_CLAMP_ALWAYS 0
+#define CD_SPMM_SUM_EARLY 0
 #endif
 
 // A full vector, or when T the lanes in `last`. A macro: through an inline
@@ -43,9 +49,9 @@ static inline CD_V_AI void cd_spmm_store(cd_vf a, const float *r, float *o, int 
 
 // One channel per block, a tile of NV (<= CD_SPMM_NV1_MAX) vectors: two
 // accumulator sets take alternate entries, so 2*NV independent FMA chains
-// hide the FMA latency; they are summed before the odd last entry. MASKED:
-// the last vector holds only the pixels set in `last` (loads and stores are
-// masked, nothing else is read).
+// hide the FMA latency (summed as CD_SPMM_SUM_EARLY says). MASKED: the last
+// vector holds only the pixels set in `last` (loads and stores are masked,
+// nothing else is read).
 static inline CD_V_AI void cd_spmm_tile1(const int NV, const int MASKED, cd_vmask last, size_t nblk, const float *in,
                                          const float *w, const int32_t *off, const uint32_t *nnz, const float *res,
                                          size_t res_stride, float *out, size_t out_stride, int clamp, cd_vf vmin,
@@ -81,7 +87,7 @@ static inline CD_V_AI void cd_spmm_tile1(const int NV, const int MASKED, cd_vmas
             }
         }
 #pragma GCC unroll 8
-        for (int v = 0; v < NV; v++) a0[v] = cd_v_add(a0[v], a1[v]);
+        for (int v = 0; v < NV && CD_SPMM_SUM_EARLY; v++) a0[v] = cd_v_add(a0[v], a1[v]);
         if (j) {
             const float *x0 = in + *off++;
             const cd_vf w0 = cd_v_bcast(w++);
@@ -93,8 +99,8 @@ static inline CD_V_AI void cd_spmm_tile1(const int NV, const int MASKED, cd_vmas
         const float *r = res ? res + b * res_stride : NULL;
 #pragma GCC unroll 8
         for (int v = 0; v < NV; v++)
-            cd_spmm_store(a0[v], r ? r + CD_VN * v : NULL, o + CD_VN * v, MASKED && v == NV - 1, last, clamp, vmin,
-                          vmax);
+            cd_spmm_store(CD_SPMM_SUM_EARLY ? a0[v] : cd_v_add(a0[v], a1[v]), r ? r + CD_VN * v : NULL, o + CD_VN * v,
+                          MASKED && v == NV - 1, last, clamp, vmin, vmax);
     }
 }
 
