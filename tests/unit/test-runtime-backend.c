@@ -8,18 +8,10 @@
 #include "core/options.h"
 #include "runtime/runtime.h"
 #include "kernels/cpu/ref.h"
+#include "tests/unit/backend-run.h"
 #include "tests/unit/check.h"
 
 #include <stdlib.h>
-
-static cd_tdesc td(int rank, const int64_t *shape, cd_layout l) {
-    cd_tdesc t;
-    memset(&t, 0, sizeof t);
-    t.rank = rank;
-    memcpy(t.shape, shape, sizeof(int64_t) * (size_t)rank);
-    t.layout = l;
-    return t;
-}
 
 static cd_backend_t cpu(void) {
     cd_backend_t be;
@@ -41,7 +33,8 @@ CD_TEST(backend_ref_only_mode_keeps_nchw) {
     cd_conv_desc c = cd_conv_square(16, 8, 8, 16, 3, 1, 1);
     d.u.conv = c;
     int64_t s[4] = {1, 16, 8, 8};
-    d.src[0] = d.dst = td(4, s, CD_LAYOUT_NCHW16C);
+    d.src[0] = d.dst = cd_test_tdesc(4, s);
+    d.src[0].layout = d.dst.layout = CD_LAYOUT_NCHW16C;
     CHECK(!cd_backend_supports_op(be, &d));
     CHECK_EQ(cd_backend_blocked_layout(be), CD_LAYOUT_NCHW);
     d.src[0].layout = d.dst.layout = CD_LAYOUT_NCHW;
