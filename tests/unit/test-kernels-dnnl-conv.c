@@ -366,23 +366,7 @@ CD_TEST(dnnl_blocked_layout_follows_the_cpu) {
         CHECK_EQ(l, CD_LAYOUT_NCHW8C);
     CHECK(l != CD_LAYOUT_NCHW);
     for (int k = 1; k <= 3; k += 2) {
-        cd_conv_desc d = {.n = 1,
-                          .c = 96,
-                          .h = 20,
-                          .w = 20,
-                          .k = 64,
-                          .r = k,
-                          .s = k,
-                          .stride_h = 1,
-                          .stride_w = 1,
-                          .pad_t = k / 2,
-                          .pad_l = k / 2,
-                          .pad_b = k / 2,
-                          .pad_r = k / 2,
-                          .dil_h = 1,
-                          .dil_w = 1,
-                          .groups = 1};
-        cd_conv_out_dims(&d);
+        cd_conv_desc d = cd_conv_square(96, 20, 20, 64, k, 1, k / 2);
         size_t wn = (size_t)d.k * d.c * k * k;
         float *w = tk_rand_buf(wn, -1, 1);
         cd_dnnl_op *op = NULL;

@@ -166,24 +166,7 @@ static float *big_layer(cd_bop_desc *d, int rs, int ch, int hw, double density, 
     d->op = CD_BOP_CONV2D;
     d->max_batch = 1;
     d->nsrc = 1;
-    d->u.conv = (cd_conv_desc){.n = 1,
-                               .c = ch,
-                               .h = hw,
-                               .w = hw,
-                               .k = ch,
-                               .r = rs,
-                               .s = rs,
-                               .stride_h = 1,
-                               .stride_w = 1,
-                               .pad_t = rs / 2,
-                               .pad_l = rs / 2,
-                               .pad_b = rs / 2,
-                               .pad_r = rs / 2,
-                               .dil_h = 1,
-                               .dil_w = 1,
-                               .groups = 1,
-                               .oh = hw,
-                               .ow = hw};
+    d->u.conv = cd_conv_square(ch, hw, hw, ch, rs, 1, rs / 2);
     d->src[0] = (cd_tdesc){4, {1, ch, hw, hw}, CD_LAYOUT_NCHW, 0};
     d->dst = d->src[0];
     size_t nw = (size_t)ch * ch * rs * rs;

@@ -150,19 +150,9 @@ CD_TEST(sparse_conv_1x1_aligned_planes_direct) {
 CD_TEST(sparse_conv_1x1_unaligned_planes_balanced_passes) {
     const int hws[] = {14, 7, 13};
     for (int i = 0; i < 3; i++) {
-        cd_conv_desc d = {.c = cd_test_randi(20, 40),
-                          .h = hws[i],
-                          .w = hws[i],
-                          .k = cd_test_randi(5, 17),
-                          .r = 1,
-                          .s = 1,
-                          .stride_h = 1,
-                          .stride_w = 1,
-                          .dil_h = 1,
-                          .dil_w = 1,
-                          .groups = 1,
-                          .has_residual = 1,
-                          .act = {CD_ACT_CLIP, -0.5f, 0.75f}};
+        cd_conv_desc d = cd_conv_square(cd_test_randi(20, 40), hws[i], hws[i], cd_test_randi(5, 17), 1, 1, 0);
+        d.has_residual = 1;
+        d.act = (cd_activation){CD_ACT_CLIP, -0.5f, 0.75f};
         for (size_t s = 0; s < sizeof k_sparsities / sizeof k_sparsities[0]; s++)
             CHECK_STREQ(run_case(d, cd_test_randi(1, 3), k_sparsities[s], 0), "plane");
     }
@@ -244,19 +234,9 @@ CD_TEST(sparse_conv_depthwise_5x5_7x7) {
 CD_TEST(sparse_conv_fc_batch_as_pixels) {
     const int batches[] = {1, 2, 5, 9, 16, 17, 35};
     for (size_t b = 0; b < sizeof batches / sizeof batches[0]; b++) {
-        cd_conv_desc d = {.c = cd_test_randi(1, 70),
-                          .h = 1,
-                          .w = 1,
-                          .k = cd_test_randi(1, 40),
-                          .r = 1,
-                          .s = 1,
-                          .stride_h = 1,
-                          .stride_w = 1,
-                          .dil_h = 1,
-                          .dil_w = 1,
-                          .groups = 1,
-                          .act = sp_random_act(),
-                          .has_residual = cd_test_randi(0, 1)};
+        cd_conv_desc d = cd_conv_square(cd_test_randi(1, 70), 1, 1, cd_test_randi(1, 40), 1, 1, 0);
+        d.act = sp_random_act();
+        d.has_residual = cd_test_randi(0, 1);
         for (size_t s = 0; s < sizeof k_sparsities / sizeof k_sparsities[0]; s++)
             CHECK_STREQ(run_case(d, batches[b], k_sparsities[s], 0), "fc");
     }
@@ -278,22 +258,8 @@ CD_TEST(sparse_conv_activations_residual) {
     for (int a = CD_ACT_NONE; a <= CD_ACT_LEAKYRELU; a++)
         for (int r = 0; r < 2; r++)
             for (int k = 1; k <= 3; k += 2) {
-                cd_conv_desc d = {.c = 11,
-                                  .h = 9,
-                                  .w = 13,
-                                  .k = 10,
-                                  .r = k,
-                                  .s = k,
-                                  .stride_h = 1,
-                                  .stride_w = 1,
-                                  .pad_t = k / 2,
-                                  .pad_l = k / 2,
-                                  .pad_b = k / 2,
-                                  .pad_r = k / 2,
-                                  .dil_h = 1,
-                                  .dil_w = 1,
-                                  .groups = 1,
-                                  .has_residual = r};
+                cd_conv_desc d = cd_conv_square(11, 9, 13, 10, k, 1, k / 2);
+                d.has_residual = r;
                 d.act.kind = (cd_act)a;
                 d.act.alpha = a == CD_ACT_CLIP ? -0.25f : 0.2f;
                 d.act.beta = a == CD_ACT_CLIP ? 0.5f : 0.5f;
@@ -404,19 +370,9 @@ CD_TEST(sparse_conv_im2col_small_outputs) {
 // Planes larger than one pixel chunk (512) and more channels than threads x 4:
 // the work split over pixels and output channels.
 CD_TEST(sparse_conv_large_plane_chunks) {
-    cd_conv_desc d = {.c = 6,
-                      .h = 37,
-                      .w = 45,
-                      .k = 37,
-                      .r = 1,
-                      .s = 1,
-                      .stride_h = 1,
-                      .stride_w = 1,
-                      .dil_h = 1,
-                      .dil_w = 1,
-                      .groups = 1,
-                      .has_residual = 1,
-                      .act = {CD_ACT_CLIP, 0.0f, 6.0f}};
+    cd_conv_desc d = cd_conv_square(6, 37, 45, 37, 1, 1, 0);
+    d.has_residual = 1;
+    d.act = (cd_activation){CD_ACT_CLIP, 0.0f, 6.0f};
     run_case(d, 2, 0.9, 0);
     run_case(d, 1, 0.5, 4);
     d.r = d.s = 3;
@@ -425,17 +381,7 @@ CD_TEST(sparse_conv_large_plane_chunks) {
 }
 
 CD_TEST(sparse_conv_bad_params) {
-    cd_conv_desc d = {.c = 4,
-                      .h = 5,
-                      .w = 5,
-                      .k = 4,
-                      .r = 3,
-                      .s = 3,
-                      .stride_h = 1,
-                      .stride_w = 1,
-                      .dil_h = 1,
-                      .dil_w = 1,
-                      .groups = 1};
+    cd_conv_desc d = cd_conv_square(4, 5, 5, 4, 3, 1, 0);
     float w[4 * 4 * 9] = {0}, x[4 * 25] = {0}, y[4 * 9];
     cd_sparse_conv *h = (cd_sparse_conv *)1;
     cd_conv_desc bad = d;
@@ -475,17 +421,7 @@ CD_TEST(sparse_conv_info_and_availability) {
         CHECK_EQ(cd_sparse_conv_available(CD_SPARSE_FMT_BSR4, (cd_sparse_isa)i),
                  cd_sparse_isa_supported((cd_sparse_isa)i));
     // 8x1 blocks, fully filled: auto picks BSR8 and reports fill 1.
-    cd_conv_desc d = {.c = 8,
-                      .h = 4,
-                      .w = 4,
-                      .k = 16,
-                      .r = 1,
-                      .s = 1,
-                      .stride_h = 1,
-                      .stride_w = 1,
-                      .dil_h = 1,
-                      .dil_w = 1,
-                      .groups = 1};
+    cd_conv_desc d = cd_conv_square(8, 4, 4, 16, 1, 1, 0);
     float w[16 * 8];
     sp_fill_random(w, 16 * 8);
     for (int k = 0; k < 16; k++)
@@ -515,19 +451,9 @@ CD_TEST(sparse_conv_info_and_availability) {
 // Wide layers: CSR splits the input channels into column blocks on its own
 // (input rows of one pass kept within L1); results stay exact.
 CD_TEST(sparse_conv_cin_blocks_auto_split) {
-    cd_conv_desc d = {.c = 300,
-                      .h = 5,
-                      .w = 7,
-                      .k = 9,
-                      .r = 1,
-                      .s = 1,
-                      .stride_h = 1,
-                      .stride_w = 1,
-                      .dil_h = 1,
-                      .dil_w = 1,
-                      .groups = 1,
-                      .has_residual = 1,
-                      .act = {CD_ACT_RELU}};
+    cd_conv_desc d = cd_conv_square(300, 5, 7, 9, 1, 1, 0);
+    d.has_residual = 1;
+    d.act.kind = CD_ACT_RELU;
     run_case(d, 2, 0.9, 0);
     float *w = calloc((size_t)9 * 300, sizeof *w);
     w[5] = 1.0f;

@@ -278,23 +278,9 @@ CD_TEST(sparse_shift_conv_random_depthwise) { run_shift_random(5, 2); }
 // channels for several column blocks by the L1 rule, a residual and ReLU.
 CD_TEST(sparse_shift_conv_28x28_column_blocks) {
     FOR_EACH_SHIFT_ISA(k) {
-        cd_conv_desc d = {.c = cd_test_randi(40, 70),
-                          .h = 28,
-                          .w = 28,
-                          .k = cd_test_randi(3, 9),
-                          .r = 3,
-                          .s = 3,
-                          .stride_h = 1,
-                          .stride_w = 1,
-                          .pad_t = 1,
-                          .pad_l = 1,
-                          .pad_b = 1,
-                          .pad_r = 1,
-                          .dil_h = 1,
-                          .dil_w = 1,
-                          .groups = 1,
-                          .has_residual = 1,
-                          .act = {CD_ACT_RELU}};
+        cd_conv_desc d = cd_conv_square(cd_test_randi(40, 70), 28, 28, cd_test_randi(3, 9), 3, 1, 1);
+        d.has_residual = 1;
+        d.act.kind = CD_ACT_RELU;
         for (size_t s = 0; s < sizeof k_sparsities / sizeof k_sparsities[0]; s++)
             run_shift_case(k, d, cd_test_randi(1, 2), k_sparsities[s]);
     }
