@@ -8,6 +8,7 @@
 #include "core/options.h"
 
 #include "core/errors.h"
+#include "runtime/executor.h"
 #include "sparse/spmm-ukernel.h"
 
 #include <omp.h>
@@ -23,10 +24,11 @@ static int g_threads;
 int cd_runtime_init(int threads) {
     if (threads < 0) return CD_EPARAMS;
     pthread_mutex_lock(&g_init_lock);
-    int n = threads ? threads : omp_get_num_procs();
+    int n = threads ? threads : cd_executor_affinity_cpus();
     if (n < 1) n = 1;
     int rc = cd_backends_set_threads(n);
     if (!rc) {
+        cd_executor_init(n);
         omp_set_num_threads(n);
         __atomic_store_n(&g_threads, n, __ATOMIC_RELEASE);
     }
@@ -40,6 +42,22 @@ void cd_model_free(cd_model *m) {
     free(m->tune_cache);
     cd_backend_free(m->be);
     free(m);
+}
+
+// Compaction and planning of a loaded graph, for a run on the executor.
+typedef struct {
+    cd_model *m;
+    cd_graph *g;
+    cd_plan_mode mode;
+    char *err;
+    size_t errlen;
+    int rc;
+} plan_job;
+
+static void plan_job_run(void *arg) {
+    plan_job *j = arg;
+    j->rc = cd_graph_compact(j->g, j->mode != CD_PLAN_DENSE, j->err, j->errlen);
+    if (!j->rc) j->rc = cd_plan_build(j->m, j->g, j->err, j->errlen);
 }
 
 int cd_model_load(const char *path, const cd_model_opts *opts, cd_model **out, char *err, size_t errlen) {
@@ -77,8 +95,14 @@ int cd_model_load(const char *path, const cd_model_opts *opts, cd_model **out, c
     if (opts && opts->max_file_bytes > 0) g.max_bytes = (size_t)opts->max_file_bytes;
     if (!rc) rc = cd_onnx_import(path, &g, e, sizeof e);
     if (!rc) rc = cd_graph_lower(&g, e, sizeof e);
-    if (!rc) rc = cd_graph_compact(&g, mode != CD_PLAN_DENSE, e, sizeof e);
-    if (!rc) rc = cd_plan_build(m, &g, e, sizeof e);
+    if (!rc) {
+        plan_job j = {m, &g, mode, e, sizeof e, 0};
+        if (cd_backend_get_caps(m->be).device_memory)
+            plan_job_run(&j);
+        else // the calibration, tuning and weight packing use the executor's team
+            cd_executor_run(plan_job_run, &j, m->threads);
+        rc = j.rc;
+    }
     if (rc) {
         const char *base = strrchr(path, '/');
         cd_errf(rc, err, errlen, "%s: %s", base ? base + 1 : path, e[0] ? e : cd_strerror(rc));
@@ -297,6 +321,35 @@ static int submit_impl(cd_exec *ex, int batch, const void *const *inputs, void *
     return 0;
 }
 
+// submit_impl's arguments and result, for a run on the executor.
+typedef struct {
+    cd_exec *ex;
+    int batch;
+    const void *const *inputs;
+    void *const *outputs;
+    char *err;
+    size_t errlen;
+    double *layer_ms;
+    int rc;
+} submit_job;
+
+static void submit_job_run(void *arg) {
+    submit_job *j = arg;
+    j->rc = submit_impl(j->ex, j->batch, j->inputs, j->outputs, j->err, j->errlen, j->layer_ms);
+}
+
+// submit_impl where the backend computes: on the process's one CPU executor
+// for host kernels (executor.h), on the calling thread for a device backend
+// (whose submit only queues work on its stream).
+static int submit_run(cd_exec *ex, int batch, const void *const *inputs, void *const *outputs, char *err, size_t errlen,
+                      double *layer_ms) {
+    if (cd_backend_get_caps(ex->m->be).device_memory)
+        return submit_impl(ex, batch, inputs, outputs, err, errlen, layer_ms);
+    submit_job j = {ex, batch, inputs, outputs, err, errlen, layer_ms, 0};
+    cd_executor_run(submit_job_run, &j, ex->m->threads);
+    return j.rc;
+}
+
 // Waits for the work queued on ex. Returns 0 or CD_EINTERNAL with err set.
 static int wait_impl(cd_exec *ex, char *err, size_t errlen) {
     int rc = cd_backend_synchronize(ex->m->be, ex->ctx);
@@ -307,7 +360,7 @@ static int wait_impl(cd_exec *ex, char *err, size_t errlen) {
 // cd_model_run, with the ms of every layer added to layer_ms when not NULL.
 static int run_impl(cd_exec *ex, int batch, const void *const *inputs, void *const *outputs, char *err, size_t errlen,
                     double *layer_ms) {
-    int rc = submit_impl(ex, batch, inputs, outputs, err, errlen, layer_ms);
+    int rc = submit_run(ex, batch, inputs, outputs, err, errlen, layer_ms);
     return rc ? rc : wait_impl(ex, err, errlen);
 }
 
@@ -318,7 +371,7 @@ int cd_model_run(cd_exec *ex, int batch, const void *const *inputs, void *const 
 
 int cd_model_submit(cd_exec *ex, int batch, const void *const *inputs, void *const *outputs, char *err, size_t errlen) {
     if (ex->pending) return cd_errf(CD_EPARAMS, err, errlen, "a submitted run was not waited for");
-    int rc = submit_impl(ex, batch, inputs, outputs, err, errlen, NULL);
+    int rc = submit_run(ex, batch, inputs, outputs, err, errlen, NULL);
     if (!rc) ex->pending = 1;
     return rc;
 }

@@ -67,6 +67,9 @@ int cd_dnnl_get_threads(void) {
 }
 
 void cd_dnnl_apply_threads(void) {
+    // Inside a parallel region (an executor lane, runtime/executor.h) the
+    // caller chose one thread: oneDNN then runs its primitives on it alone.
+    if (omp_in_parallel()) return;
     int n = atomic_load(&g_threads);
     if (n > 0 && omp_get_max_threads() != n) omp_set_num_threads(n);
 }
