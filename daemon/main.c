@@ -19,19 +19,24 @@
 #include <string.h>
 #include <unistd.h>
 
-// The kernels run on OpenMP (libgomp, through oneDNN). libgomp's default wait
-// policy spins at every barrier, which stalls whole teams when several worker
-// threads' teams, or other processes, share the cores: measured here,
-// MobileNetV2 at 2 threads went from 5.6 ms to 78 ms median under load
-// (docs/PERFORMANCE.md). A server shares its cores by design, so convd waits
-// passively unless the environment chose a policy. libgomp reads the variable
-// when it is loaded, before main, hence the one re-exec.
+// The kernels run on OpenMP (libgomp, through oneDNN too), on the one team of
+// the runtime's executor (runtime/executor.h). Between two layers, and for a
+// short while after a request, its threads spin instead of sleeping, so a hot
+// request pays no futex sleep and wake-up per layer; then they sleep, so an
+// idle daemon uses no CPU. libgomp's default spin (300,000 polls) lasts about
+// 11 ms here, long enough to steal a core from the loop and the workers after
+// every request; passive waiting (no spin) cost ~50 us per layer. convd sets
+// GOMP_SPINCOUNT to CD_GOMP_SPINCOUNT (~1.6 ms here; docs/OPERATIONS.md,
+// "Compute threads") unless the environment chose a policy or a count.
+// libgomp reads both when it is loaded, before main, hence the one re-exec.
+#define CD_GOMP_SPINCOUNT "30000"
+
 static void ensure_omp_wait_policy(char **argv) {
-    if (getenv("OMP_WAIT_POLICY")) return;
-    if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
+    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
+    if (setenv("GOMP_SPINCOUNT", CD_GOMP_SPINCOUNT, 1) != 0) return;
     execv("/proc/self/exe", argv);
-    // Not fatal: the daemon works either way, only slower under contention.
-    fprintf(stderr, "convd: could not re-exec with OMP_WAIT_POLICY=passive; continuing\n");
+    // Not fatal: the daemon works either way, only with libgomp's longer spin.
+    fprintf(stderr, "convd: could not re-exec with GOMP_SPINCOUNT=%s; continuing\n", CD_GOMP_SPINCOUNT);
 }
 
 // Checks --device at start-up (backends/backend.h cd_backend_probe): "cpu",

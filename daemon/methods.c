@@ -12,6 +12,7 @@
 #include "daemon/stats.h"
 #include "daemon/validate.h"
 #include "daemon/version.h"
+#include "runtime/executor.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -165,7 +166,7 @@ static int m_stats(cd_call *call) {
     msgpack_packer *pk = call->pk;
     cd_server *srv = call->srv;
     cd_workers_sync(srv->workers);     // count answers workers have already written
-    int rc = msgpack_pack_map(pk, 12); // the top-level keys below
+    int rc = msgpack_pack_map(pk, 13); // the top-level keys below
     rc |= pack_key(pk, "uptime_s");
     rc |= msgpack_pack_double(pk, cd_server_uptime(srv));
     rc |= pack_key(pk, "cpu");
@@ -221,6 +222,19 @@ static int m_stats(cd_call *call) {
     rc |= msgpack_pack_map(pk, 2);
     rc |= pack_kv_u64(pk, "load", CD_STAT_GET(refused_load));
     rc |= pack_kv_u64(pk, "unload", CD_STAT_GET(refused_unload));
+
+    // compute: the runtime's one CPU executor (runtime/executor.h)
+    cd_executor_stats ex;
+    cd_executor_get_stats(&ex);
+    const kv_u64 compute[] = {
+        {"threads", (uint64_t)ex.threads}, {"affinity_cpus", (uint64_t)cd_executor_affinity_cpus()},
+        {"lanes", (uint64_t)ex.lanes},     {"jobs", ex.jobs},
+        {"wide_jobs", ex.wide_jobs},       {"lane_jobs", ex.lane_jobs},
+        {"lane_spans", ex.lane_spans},     {"queued", (uint64_t)ex.queued},
+        {"running", (uint64_t)ex.running},
+    };
+    rc |= pack_key(pk, "compute");
+    rc |= pack_kv_u64_map(pk, compute, sizeof compute / sizeof compute[0], 0);
 
     rc |= pack_kv_u64(pk, "bytes_in", CD_STAT_GET(bytes_in));
     rc |= pack_kv_u64(pk, "bytes_out", CD_STAT_GET(bytes_out));

@@ -18,6 +18,7 @@
 #include "core/limits.h"
 #include "proto/params.h"
 #include "proto/rpc.h"
+#include "runtime/executor.h"
 #include "runtime/runtime.h"
 
 #include <dirent.h>
@@ -228,6 +229,14 @@ int cd_models_init(cd_server *srv) {
         CD_ERROR("runtime initialisation failed: %s", cd_strerror(rc));
         return rc;
     }
+    // Every worker's runs share the executor's one team (runtime/executor.h).
+    cd_executor_set_spin_ns((unsigned long long)set->worker_spin_us * 1000);
+    cd_executor_set_lanes((int)set->lanes);
+    if (cd_executor_threads() > cd_executor_affinity_cpus())
+        CD_WARN("--threads %d is more than the %d CPUs of the affinity mask: threads will wait for each other",
+                cd_executor_threads(), cd_executor_affinity_cpus());
+    CD_INFO("compute: %d threads on the %d CPUs of the affinity mask, shared by %d workers", cd_executor_threads(),
+            cd_executor_affinity_cpus(), cd_workers_count(srv->workers));
     if (!set->models[0]) return 0;
     DIR *dir = opendir(set->models);
     if (!dir) {

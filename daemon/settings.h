@@ -33,7 +33,8 @@
 typedef struct {
     char socket[CD_SOCKET_PATH_MAX + 1];     // Unix socket path to listen on
     char models[CD_SETTINGS_PATH_MAX];       // models directory ("" = none)
-    int64_t threads;                         // intra-op threads, 0 = all cores
+    int64_t threads;                         // compute threads of the executor, 0 = the affinity mask's CPUs
+    int64_t lanes;                           // 1: waiting runs may run side by side, a thread each
     int64_t workers;                         // inference worker threads
     int64_t max_batch;                       // default max_batch of loaded models
     char device[32];                         // "cpu"
