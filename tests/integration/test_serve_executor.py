@@ -1,0 +1,160 @@
+"""The daemon's one compute executor (docs/OPERATIONS.md, "Compute threads"):
+its size follows --threads and, by default, the affinity mask (taskset);
+runs of several workers that wait together run side by side in lanes, and
+every answer equals onnxruntime's and the daemon's own answer to the same
+request alone; with --lanes off every run is wide; workers never add
+compute threads (the daemon's thread count does not grow with them)."""
+import os
+import shutil
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from tests.integration.daemon_wire import Wire, request
+from tests.models.builders import Graph, save
+from tests.support.daemon import TestDaemon
+
+RNG = np.random.default_rng()
+C = int(RNG.integers(2, 6))
+HW = int(RNG.integers(12, 33))
+WAVE = 8  # requests pipelined at once
+MAX_WAVES = 50  # hang guard of the lanes test (a wave almost always suffices)
+
+
+def cnn(path):
+    """Enough work per request that requests queue behind each other."""
+    g = Graph(np.random.default_rng(5))
+    x = g.input("x", [C, HW, HW])
+    y = g.conv_bn_relu(x, C, 32, 3)
+    for _ in range(6):
+        y = g.conv_bn_relu(y, 32, 32, 3)
+    y = g.conv(y, 32, 4, 1)
+    return save(g.build([y], "cnn"), path)
+
+
+def tensor(a):
+    return {"dtype": "f32", "shape": list(a.shape), "data": a.tobytes()}
+
+
+def from_wire(t):
+    return np.frombuffer(t["data"], np.float32).reshape(t["shape"])
+
+
+def rel_err(got, ref):
+    assert got.shape == ref.shape, (got.shape, ref.shape)
+    return float((np.abs(got - ref) / np.maximum(1.0, np.abs(ref))).max())
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    d = tmp_path_factory.mktemp("models")
+    cnn(d / "cnn.onnx")
+    return d
+
+
+@pytest.fixture(scope="module")
+def ort_session(models):
+    return ort.InferenceSession(str(models / "cnn.onnx"), providers=["CPUExecutionProvider"])
+
+
+def compute(w):
+    return w.result("stats")["compute"]
+
+
+def thread_count(d):
+    return len(os.listdir(f"/proc/{d.proc.pid}/task"))
+
+
+def infer_wave(w, xs, first_id):
+    w.send(b"".join(request(first_id + i, "infer", {"model": "cnn", "inputs": {"x": tensor(x)}})
+                    for i, x in enumerate(xs)))
+    got = {m[1]: m for m in w.recv(len(xs), timeout=120)}
+    out = []
+    for i in range(len(xs)):
+        m = got[first_id + i]
+        assert m[2] is None, m[2]
+        (y,) = m[3]["outputs"].values()  # the one output, whatever its generated name
+        out.append(from_wire(y))
+    return out
+
+
+def test_default_threads_are_the_affinity_mask(models):
+    with TestDaemon(models_dir=models) as d, Wire.connect(d) as w:
+        c = compute(w)
+        assert c["threads"] == len(os.sched_getaffinity(0))
+        assert c["affinity_cpus"] == len(os.sched_getaffinity(0))
+        assert c["lanes"] == 1
+        assert "compute: %d threads" % c["threads"] in d.stderr_text()
+
+
+def test_threads_setting_sizes_the_executor(models):
+    with TestDaemon(models_dir=models, args=["--threads", "1", "--lanes", "off"]) as d, Wire.connect(d) as w:
+        c = compute(w)
+        assert c["threads"] == 1
+        assert c["lanes"] == 0
+
+
+class TasksetDaemon(TestDaemon):
+    def __init__(self, cpu, **kw):
+        super().__init__(**kw)
+        self.cpu = cpu
+
+    def command(self):
+        return ["taskset", "-c", str(self.cpu)] + super().command()
+
+
+@pytest.mark.skipif(shutil.which("taskset") is None, reason="taskset (util-linux) is not installed")
+def test_taskset_one_cpu_gives_one_thread(models):
+    cpu = min(os.sched_getaffinity(0))
+    with TasksetDaemon(cpu, models_dir=models) as d, Wire.connect(d) as w:
+        assert compute(w)["threads"] == 1
+        x = RNG.standard_normal((1, C, HW, HW)).astype(np.float32)
+        (y,) = infer_wave(w, [x], 1)
+        assert y.shape[0] == 1
+
+
+@pytest.mark.parametrize("lanes", ["on", "off"])
+def test_concurrent_runs_equal_runs_alone(models, ort_session, lanes):
+    # Four workers, two threads, batches of one: runs of several workers wait
+    # at the executor together.
+    args = ["--workers", "4", "--threads", "2", "--max-batch", "1", "--lanes", lanes]
+    with TestDaemon(models_dir=models, args=args) as d, Wire.connect(d, timeout=120) as w:
+        threads_before = thread_count(d)
+        xs = [RNG.standard_normal((1, C, HW, HW)).astype(np.float32) for _ in range(WAVE)]
+        alone = [infer_wave(w, [x], 1000 + i)[0] for i, x in enumerate(xs)]
+        for x, y in zip(xs, alone):
+            assert rel_err(y, ort_session.run(None, {"x": x})[0]) <= 1e-4
+        # Waves until the executor has run some in lanes (state, not time;
+        # MAX_WAVES is a hang guard: one wave almost always does it).
+        waves = 0
+        while waves < MAX_WAVES:
+            got = infer_wave(w, xs, 10000 + waves * WAVE)
+            for y, ref in zip(got, alone):
+                assert rel_err(y, ref) <= 1e-4
+            waves += 1
+            c = compute(w)
+            if lanes == "off" or c["lane_jobs"] > 0:
+                break
+        c = compute(w)
+        assert c["queued"] == 0 and c["running"] == 0
+        assert c["jobs"] == c["wide_jobs"] + c["lane_jobs"]
+        if lanes == "on":
+            assert c["lane_jobs"] >= 2, c
+            assert c["lane_spans"] >= 1
+        else:
+            assert c["lane_jobs"] == 0, c
+        # Compute threads: the executor's team, never one per worker.
+        assert thread_count(d) == threads_before
+
+
+def test_more_workers_add_no_compute_threads(models):
+    counts = {}
+    for workers in (1, 4):
+        args = ["--workers", str(workers), "--threads", "2"]
+        with TestDaemon(models_dir=models, args=args) as d, Wire.connect(d, timeout=120) as w:
+            xs = [RNG.standard_normal((1, C, HW, HW)).astype(np.float32) for _ in range(WAVE)]
+            infer_wave(w, xs, 1)
+            counts[workers] = thread_count(d)
+    # The threads of the 3 extra workers, and not one more.
+    assert counts[4] - counts[1] == 3, counts
