@@ -406,6 +406,17 @@ void cd_conn_process(cd_conn *c) {
 
 static void conn_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
     cd_conn *c = h->data;
+    // The rest of a big message goes straight into the reader's buffer: one
+    // copy (the kernel's) instead of two, and reads as large as it is.
+    char *at = NULL;
+    size_t n = c->reader && (c->state == CD_CONN_OPEN || c->state == CD_CONN_DRAINING)
+                   ? cd_rpc_reader_space(c->reader, &at)
+                   : 0;
+    if (n > sizeof c->srv->readbuf) {
+        buf->base = at;
+        buf->len = n;
+        return;
+    }
     buf->base = c->srv->readbuf;
     buf->len = sizeof c->srv->readbuf;
 }
@@ -428,7 +439,8 @@ static void conn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
         memcpy(c->sample, buf->base, c->nsample);
         if (c->state != CD_CONN_OPEN && c->state != CD_CONN_DRAINING) return;
         c->last_active_ns = uv_hrtime();
-        int rc = cd_rpc_reader_feed(c->reader, buf->base, (size_t)nread);
+        int rc = buf->base == c->srv->readbuf ? cd_rpc_reader_feed(c->reader, buf->base, (size_t)nread)
+                                              : cd_rpc_reader_feed_in_place(c->reader, (size_t)nread);
         if (rc < 0 && rc != CD_ETOO_LARGE) {
             conn_protocol_error(c, rc, UINT32_MAX, "cannot buffer the message");
             return;

@@ -16,6 +16,7 @@
 #include "proto/params.h"
 #include "proto/rpc-scan.h"
 
+#include <assert.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -155,23 +156,52 @@ static int reader_reserve(cd_rpc_reader *r, size_t len) {
     return 0;
 }
 
+// Takes the len bytes just placed at end (by a copy or a read in place).
+static int reader_took(cd_rpc_reader *r, size_t len) {
+    size_t old_end = r->end;
+    r->end += len;
+    // Scanning now (not only in next) rejects an over-limit message at the
+    // read that declares it, before more of it is buffered. A protocol error
+    // is left for cd_rpc_reader_next to report.
+    int scan = reader_scan(r);
+    if (scan == CD_ETOO_LARGE) {
+        r->end = old_end;
+        return CD_ETOO_LARGE;
+    }
+    // A big message arrives in many reads: room for all it has declared now
+    // (its size is within max_message), so it is not copied again at every
+    // doubling of the buffer, and the next read can go straight into it
+    // (cd_rpc_reader_space). Best effort: a failure here is met again, and
+    // reported, by the feed that needs the room.
+    size_t committed = cd_rpc_reader_committed(r), held = r->end - r->start;
+    if (scan == 0 && committed > held) (void)reader_reserve(r, committed - held);
+    return 0;
+}
+
 int cd_rpc_reader_feed(cd_rpc_reader *r, const char *buf, size_t len) {
     // After an error the stream is dead: later bytes are dropped unread.
     if (r->error) return r->error == CD_ETOO_LARGE ? CD_ETOO_LARGE : 0;
     if (len == 0) return 0;
     int rc = reader_reserve(r, len);
     if (rc < 0) return rc;
-    size_t old_end = r->end;
     memcpy(r->buf + r->end, buf, len);
-    r->end += len;
-    // Scanning now (not only in next) rejects an over-limit message at the
-    // read that declares it, before more of it is buffered. A protocol error
-    // is left for cd_rpc_reader_next to report.
-    if (reader_scan(r) == CD_ETOO_LARGE) {
-        r->end = old_end;
-        return CD_ETOO_LARGE;
-    }
-    return 0;
+    return reader_took(r, len);
+}
+
+size_t cd_rpc_reader_space(cd_rpc_reader *r, char **at) {
+    *at = NULL;
+    if (!cd_rpc_reader_partial(r)) return 0;
+    size_t committed = cd_rpc_reader_committed(r), held = r->end - r->start;
+    if (committed <= held || r->cap - r->end < committed - held) return 0;
+    *at = r->buf + r->end;
+    return committed - held;
+}
+
+int cd_rpc_reader_feed_in_place(cd_rpc_reader *r, size_t len) {
+    if (r->error) return r->error == CD_ETOO_LARGE ? CD_ETOO_LARGE : 0;
+    if (len == 0) return 0;
+    assert(len <= r->cap - r->end);
+    return reader_took(r, len);
 }
 
 // Checks that the decoded msgid is a uint32; who is "request" or "response".

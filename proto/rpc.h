@@ -53,6 +53,16 @@ void cd_rpc_reader_free(cd_rpc_reader *r);
 // max_message (nothing is buffered then).
 int cd_rpc_reader_feed(cd_rpc_reader *r, const char *buf, size_t len);
 
+// Reading in place, for the rest of a big message: when the reader holds
+// part of one message whose headers declared more bytes than it holds, and
+// it has room for them, returns how many are still to come (> 0) with *at
+// where they go; a read of at most that many bytes into *at is then given
+// to cd_rpc_reader_feed_in_place (which returns what cd_rpc_reader_feed
+// would). Otherwise returns 0 (*at NULL): read into a buffer of your own and
+// cd_rpc_reader_feed it. *at is valid until the next call on r.
+size_t cd_rpc_reader_space(cd_rpc_reader *r, char **at);
+int cd_rpc_reader_feed_in_place(cd_rpc_reader *r, size_t len);
+
 // Bytes buffered but not yet returned as messages.
 size_t cd_rpc_reader_buffered(const cd_rpc_reader *r);
 

@@ -329,6 +329,61 @@ CD_TEST(proto_rpc_16mib_bin_in_64k_chunks_zero_copy) {
     tp_pack_free(&t);
 }
 
+// The rest of a big message read in place (cd_rpc_reader_space, as the
+// daemon's reads do) in reads of random sizes, with a small message behind
+// it: the same messages as cd_rpc_reader_feed gives; the room offered is
+// exactly what the headers declared, and none is offered between messages.
+CD_TEST(proto_rpc_big_message_read_in_place) {
+    size_t big = (size_t)cd_test_randi(70000, 900000);
+    tp_pack t;
+    tp_pack_init(&t);
+    CHECK_EQ(cd_rpc_pack_request_begin(&t.pk, 7, "infer"), 0);
+    msgpack_pack_map(&t.pk, 1);
+    tp_pack_str(&t, "x");
+    msgpack_pack_bin(&t.pk, big);
+    char *blob = malloc(big);
+    for (size_t i = 0; i < big; i++) blob[i] = (char)cd_test_randi(0, 255);
+    msgpack_pack_bin_body(&t.pk, blob, big);
+    size_t first = t.sb.size;
+    pack_infer(&t, 8, "second");
+
+    cd_rpc_reader *r;
+    CHECK_EQ(cd_rpc_reader_init(&r, CD_MAX_MESSAGE_DEFAULT), 0);
+    char *at;
+    CHECK_EQ(cd_rpc_reader_space(r, &at), 0); // nothing declared yet
+    CHECK(at == NULL);
+    size_t head = (size_t)cd_test_randi(20, 4096); // the headers and some payload
+    CHECK_EQ(cd_rpc_reader_feed(r, t.sb.data, head), 0);
+    size_t off = head, in_place = 0;
+    while (off < first) {
+        size_t room = cd_rpc_reader_space(r, &at);
+        CHECK_EQ(room, first - off); // the declared rest of the message, no more
+        size_t n = (size_t)cd_test_randi(1, 200000);
+        if (n > room) n = room;
+        memcpy(at, t.sb.data + off, n); // the read
+        CHECK_EQ(cd_rpc_reader_feed_in_place(r, n), 0);
+        off += n;
+        in_place += n;
+    }
+    CHECK_EQ(cd_rpc_reader_space(r, &at), 0); // complete: nothing in place
+    CHECK_EQ(cd_rpc_reader_feed(r, t.sb.data + off, t.sb.size - off), 0);
+    cd_rpc_msg m, m2;
+    CHECK_EQ(cd_rpc_reader_next(r, &m, NULL, NULL, 0), 1);
+    CHECK_EQ(m.msgid, 7);
+    const msgpack_object *x = cd_map_get(cd_rpc_params_map(&m), "x");
+    CHECK(x && x->type == MSGPACK_OBJECT_BIN);
+    CHECK_EQ(x->via.bin.size, big);
+    CHECK(memcmp(x->via.bin.ptr, blob, big) == 0);
+    CHECK_EQ(cd_rpc_reader_next(r, &m2, NULL, NULL, 0), 1);
+    CHECK_EQ(m2.msgid, 8);
+    CHECK(in_place > 0);
+    cd_rpc_msg_free(&m);
+    cd_rpc_msg_free(&m2);
+    cd_rpc_reader_free(r);
+    free(blob);
+    tp_pack_free(&t);
+}
+
 // ---- not msgpack / not msgpack-RPC -----------------------------------------
 
 CD_TEST(proto_rpc_reserved_byte_c1_at_top) {
