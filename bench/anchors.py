@@ -82,11 +82,14 @@ def log(msg):
 
 # ---- DeepSparse: a worker in its own venv -----------------------------------------
 
-def deepsparse_worker():
+def deepsparse_worker(commands=None):
     """Runs in DeepSparse's venv (`python anchors.py --deepsparse-worker`): one
     JSON request per line on stdin, one JSON reply per line on the original
     stdout. Everything else that prints (DeepSparse's NM_ARCH notice goes to
-    stdout) goes to stderr."""
+    stdout) goes to stderr. An engine is kept under req["key"] (default: its
+    path); `load` takes num_cores (default 1) and scheduler (default None:
+    DeepSparse's own). `commands` maps further command names to
+    fn(req, engines) -> reply dict (bench/all-cores.py's closed loops)."""
     reply = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
@@ -107,17 +110,20 @@ def deepsparse_worker():
                        "NM_ARCH": os.environ.get("NM_ARCH")}
             elif cmd == "load":
                 t0 = time.perf_counter()
-                eng, text = with_stderr(lambda: compile_model(req["path"], batch_size=1, num_cores=1))
-                engines[req["path"]] = eng
-                out = {"compile_s": time.perf_counter() - t0,
+                eng, text = with_stderr(lambda: compile_model(req["path"], batch_size=1,
+                                                              num_cores=req.get("num_cores", 1),
+                                                              scheduler=req.get("scheduler")))
+                engines[req.get("key", req["path"])] = eng
+                out = {"compile_s": time.perf_counter() - t0, "num_streams": eng.num_streams,
+                       "scheduler": str(eng.scheduler),
                        "fraction_of_supported_ops": float(eng.fraction_of_supported_ops),
                        "banner": next((line for line in text.splitlines() if "binary=" in line), None)}
             elif cmd == "run":
                 x = np.load(req["input"])
-                np.save(req["output"], engines[req["path"]].run([x])[0])
+                np.save(req["output"], engines[req.get("key", req["path"])].run([x])[0])
                 out = {}
             elif cmd == "bench":
-                eng, x = engines[req["path"]], np.load(req["input"])
+                eng, x = engines[req.get("key", req["path"])], np.load(req["input"])
                 for _ in range(req["warmup"]):
                     eng.run([x])
                 ts = []
@@ -126,6 +132,8 @@ def deepsparse_worker():
                     eng.run([x])
                     ts.append((time.perf_counter() - t0) * 1e3)
                 out = {"median_ms": float(np.median(ts))}
+            elif commands and cmd in commands:
+                out = commands[cmd](req, engines)
             else:
                 raise ValueError(f"unknown command {cmd}")
         except Exception as e:  # the parent reports it and stops
@@ -155,10 +163,12 @@ def with_stderr(fn):
 class DeepSparse:
     """The parent's end of the worker."""
 
-    def __init__(self, python, env, timeout):
+    def __init__(self, python, env, timeout, script=__file__):
+        """script: the file the venv's python runs with --deepsparse-worker
+        (a script that imports this one may add commands to the worker)."""
         e = dict(os.environ, NM_DISABLE_ANALYTICS="1", **env)
         self.timeout = timeout
-        self.proc = subprocess.Popen([python, str(pathlib.Path(__file__).resolve()), "--deepsparse-worker"],
+        self.proc = subprocess.Popen([python, str(pathlib.Path(script).resolve()), "--deepsparse-worker"],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=e, text=True, bufsize=1)
 
     def call(self, **req):
@@ -188,9 +198,13 @@ class DeepSparse:
 
 # ---- convd and onnxruntime ---------------------------------------------------------
 
-def convd_cmd(binary, path, *args, env, timeout):
-    e = dict(os.environ, OMP_WAIT_POLICY="passive", **env)
-    cmd = [str(binary), str(path), "--threads", "1", "--batch", "1", "--max-batch", "1", *map(str, args)]
+def convd_cmd(binary, path, *args, env, timeout, threads=1, passive=True):
+    """passive: run with OMP_WAIT_POLICY=passive (no effect at 1 thread);
+    False: libgomp's default spin, as a user's convd-run gets it."""
+    e = dict(os.environ, **env)
+    if passive:
+        e["OMP_WAIT_POLICY"] = "passive"
+    cmd = [str(binary), str(path), "--threads", str(threads), "--batch", "1", "--max-batch", "1", *map(str, args)]
     r = subprocess.run(cmd, capture_output=True, text=True, errors="replace", env=e, timeout=timeout)
     if r.returncode:
         raise RuntimeError(f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stderr[-2000:]}")
@@ -221,10 +235,10 @@ def convd_isa(bindir, path, x, y, env, timeout):
 
 
 class Ort:
-    def __init__(self, path):
+    def __init__(self, path, threads=1):
         import onnxruntime as ort
         so = ort.SessionOptions()
-        so.intra_op_num_threads = 1
+        so.intra_op_num_threads = threads
         so.inter_op_num_threads = 1
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
@@ -514,6 +528,13 @@ def write_section(isa, md):
             "bench/README.md and `bench/anchors.py --help`. None of the three engines uses OpenBLAS (convd's "
             "dense path is oneDNN, onnxruntime's is MLAS, DeepSparse has its own kernels), so "
             "OPENBLAS_CORETYPE plays no part.\n\n" + md)
+    replace_section(doc, title, body)
+    log(f"wrote the '{title}' section of {doc}")
+
+
+def replace_section(doc, title, body):
+    """Replaces the section `title` (a "## " line) of the file doc with body,
+    which starts with that line, or appends body when the section is missing."""
     text = doc.read_text()  # re-read right before writing: others edit other sections
     m = re.search(rf"^{re.escape(title)}\n.*?(?=^## |\Z)", text, flags=re.S | re.M)
     if m:
@@ -521,7 +542,6 @@ def write_section(isa, md):
     else:
         text = text.rstrip() + "\n\n" + body
     doc.write_text(text)
-    log(f"wrote the '{title}' section of {doc}")
 
 if __name__ == "__main__":
     sys.exit(main())
