@@ -301,7 +301,11 @@ def test_daemon_stops_mid_run(tmp_path):
                               "--model", "scale2", "--concurrency", "4", "--duration", "30",
                               "--warmup", "0"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(1.0)
+        # Stop the daemon once the run has had answers (not after a time).
+        deadline = time.monotonic() + 60  # hang guard
+        while infer_count(dd) < 10:
+            assert time.monotonic() < deadline and p.poll() is None, "convbench got no answers"
+            time.sleep(0.02)  # polls the daemon's counter: the state waited for
         dd.stop()
         out, err = p.communicate(timeout=60)
     finally:
