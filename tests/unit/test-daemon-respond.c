@@ -118,8 +118,8 @@ CD_TEST(daemon_respond_hook_not_called_for_cancelled_or_late_requests) {
     CHECK_EQ(cd_workers_submit_batched(w, &q, gone), 0);
     CHECK_EQ(cd_workers_submit_batched(w, &q, late), 0);
     CHECK_EQ(cd_workers_submit_batched(w, &q, flagged), 0);
-    cd_workers_cancel(w, gone);              // leaves the queue at once
-    atomic_store(&flagged->cancelled, true); // skipped at dequeue
+    cd_workers_cancel(w, gone);                             // leaves the queue at once
+    atomic_store(&flagged->cancelled, true);                // skipped at dequeue
     while (uv_hrtime() <= late->deadline_ns) sched_yield(); // late's deadline has passed
     gate_open();
     uint64_t t0 = uv_hrtime();

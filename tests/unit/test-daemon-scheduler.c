@@ -20,10 +20,9 @@ typedef struct {
     int batch_items[MAXREQ]; // items per run
     int order[MAXREQ];       // request ids in the order they were run
     int nrun;
-    int hold;     // 1: each run waits for the test to open g_gate
+    int hold; // 1: each run waits for the test to open g_gate
     pthread_mutex_t lock;
 } fake_log;
-
 
 static fake_log g_log;
 static int g_completed;

@@ -118,14 +118,22 @@ CD_TEST(ref_activation_oracle_known_values) {
         cd_activation act;
         float x, want;
     } k[] = {
-        {{CD_ACT_NONE, 0, 0}, -1.5f, -1.5f},        {{CD_ACT_RELU, 0, 0}, -2.0f, 0.0f},
-        {{CD_ACT_RELU, 0, 0}, 2.5f, 2.5f},          {{CD_ACT_CLIP, 0, 6}, 7.0f, 6.0f},
-        {{CD_ACT_CLIP, 0, 6}, -1.0f, 0.0f},         {{CD_ACT_CLIP, -0.5f, 0.7f}, 0.25f, 0.25f},
-        {{CD_ACT_SIGMOID, 0, 0}, 0.0f, 0.5f},       {{CD_ACT_SIGMOID, 0, 0}, 2.0f, 0.880797078f},
-        {{CD_ACT_SIGMOID, 0, 0}, -100.0f, 0.0f},    {{CD_ACT_HARDSIGMOID, 0.2f, 0.5f}, 1.0f, 0.7f},
-        {{CD_ACT_HARDSIGMOID, 0.2f, 0.5f}, 3.0f, 1.0f}, {{CD_ACT_HARDSWISH, 0, 0}, 1.0f, 2.0f / 3.0f},
-        {{CD_ACT_HARDSWISH, 0, 0}, -4.0f, 0.0f},    {{CD_ACT_HARDSWISH, 0, 0}, 4.0f, 4.0f},
-        {{CD_ACT_LEAKYRELU, 0.1f, 0}, -7.0f, -0.7f}, {{CD_ACT_LEAKYRELU, 0.1f, 0}, 7.0f, 7.0f},
+        {{CD_ACT_NONE, 0, 0}, -1.5f, -1.5f},
+        {{CD_ACT_RELU, 0, 0}, -2.0f, 0.0f},
+        {{CD_ACT_RELU, 0, 0}, 2.5f, 2.5f},
+        {{CD_ACT_CLIP, 0, 6}, 7.0f, 6.0f},
+        {{CD_ACT_CLIP, 0, 6}, -1.0f, 0.0f},
+        {{CD_ACT_CLIP, -0.5f, 0.7f}, 0.25f, 0.25f},
+        {{CD_ACT_SIGMOID, 0, 0}, 0.0f, 0.5f},
+        {{CD_ACT_SIGMOID, 0, 0}, 2.0f, 0.880797078f},
+        {{CD_ACT_SIGMOID, 0, 0}, -100.0f, 0.0f},
+        {{CD_ACT_HARDSIGMOID, 0.2f, 0.5f}, 1.0f, 0.7f},
+        {{CD_ACT_HARDSIGMOID, 0.2f, 0.5f}, 3.0f, 1.0f},
+        {{CD_ACT_HARDSWISH, 0, 0}, 1.0f, 2.0f / 3.0f},
+        {{CD_ACT_HARDSWISH, 0, 0}, -4.0f, 0.0f},
+        {{CD_ACT_HARDSWISH, 0, 0}, 4.0f, 4.0f},
+        {{CD_ACT_LEAKYRELU, 0.1f, 0}, -7.0f, -0.7f},
+        {{CD_ACT_LEAKYRELU, 0.1f, 0}, 7.0f, 7.0f},
     };
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
         const float got = act_oracle(k[i].act, k[i].x);

@@ -32,16 +32,16 @@ static const band_isa k_band_isas[] = {
 
 // One test per ISA with band rows, NAME__avx512f and NAME__avx2: each runs
 // the body at its ISA, or is a named skip where this run lacks that ISA.
-#define BAND_TEST(name)                         \
-    static void name##_at(const band_isa *b);   \
-    CD_TEST(name##__avx512f) {                  \
-        sp_require_isa(k_band_isas[0].isa);     \
-        name##_at(&k_band_isas[0]);             \
-    }                                           \
-    CD_TEST(name##__avx2) {                     \
-        sp_require_isa(k_band_isas[1].isa);     \
-        name##_at(&k_band_isas[1]);             \
-    }                                           \
+#define BAND_TEST(name)                       \
+    static void name##_at(const band_isa *b); \
+    CD_TEST(name##__avx512f) {                \
+        sp_require_isa(k_band_isas[0].isa);   \
+        name##_at(&k_band_isas[0]);           \
+    }                                         \
+    CD_TEST(name##__avx2) {                   \
+        sp_require_isa(k_band_isas[1].isa);   \
+        name##_at(&k_band_isas[1]);           \
+    }                                         \
     static void name##_at(const band_isa *b)
 
 // Checks row[0..n) against the rule for input row xr of width w, and that

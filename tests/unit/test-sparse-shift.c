@@ -33,16 +33,16 @@ static const shift_isa k_shift_isas[] = {
 
 // One test per ISA with the kernel, NAME__avx512f and NAME__avx2: each runs
 // the body at its ISA, or is a named skip where this run lacks that ISA.
-#define SHIFT_TEST(name)                         \
-    static void name##_at(const shift_isa *k);   \
-    CD_TEST(name##__avx512f) {                   \
-        sp_require_isa(k_shift_isas[0].isa);     \
-        name##_at(&k_shift_isas[0]);             \
-    }                                            \
-    CD_TEST(name##__avx2) {                      \
-        sp_require_isa(k_shift_isas[1].isa);     \
-        name##_at(&k_shift_isas[1]);             \
-    }                                            \
+#define SHIFT_TEST(name)                       \
+    static void name##_at(const shift_isa *k); \
+    CD_TEST(name##__avx512f) {                 \
+        sp_require_isa(k_shift_isas[0].isa);   \
+        name##_at(&k_shift_isas[0]);           \
+    }                                          \
+    CD_TEST(name##__avx2) {                    \
+        sp_require_isa(k_shift_isas[1].isa);   \
+        name##_at(&k_shift_isas[1]);           \
+    }                                          \
     static void name##_at(const shift_isa *k)
 
 // Shift pack: each row's entries ordered by tap s = j % S (then column),
