@@ -318,6 +318,22 @@ def rss_verdict(samples, minutes):
     return base, final, final / base - 1.0, warm
 
 
+def settled_stats(w, timeout=60):
+    """The daemon's stats once it counts w's connection as its only one: it
+    has seen every other close (the soak's, the readiness probe's). The
+    deadline only guards against a hang: past it the stats are returned as
+    they are, and the "connections back to one" check fails."""
+    deadline = time.monotonic() + timeout
+    while ((s := w.result("stats"))["connections"]["current"] != 1
+           and time.monotonic() < deadline):
+        time.sleep(0.05)  # polls the counter: the state waited for
+    return s
+
+
+def fd_count(d):
+    return len(list(pathlib.Path(f"/proc/{d.proc.pid}/fd").iterdir()))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--minutes", type=float, default=10)
@@ -354,18 +370,19 @@ def main():
         refs = {x.tobytes(): sess.run(None, {"x": x})[0] for x in inputs["conv"]}
         with TestDaemon(tmp, args=["--models", str(models), "--workers", str(a.workers),
                                    "--max-batch", "16", "--max-delay-us", "500"]) as d:
-            # cycle.onnx was in the scan: start the cycle from unloaded
+            # cycle.onnx was in the scan: start the cycle from unloaded.
+            # Both fd counts are taken in the same state: one client
+            # connection open (ours), every other close seen by the daemon.
             with Wire.connect(d) as w:
                 w.result("unload", {"name": "cycle"})
-                s0 = w.result("stats")
-            fds0 = len(list(pathlib.Path(f"/proc/{d.proc.pid}/fd").iterdir()))
+                s0 = settled_stats(w)
+                fds0 = fd_count(d)
             t0 = time.monotonic()
             t, samples = asyncio.run(run(d, a, inputs, refs))
             elapsed = time.monotonic() - t0
-            time.sleep(1.0)  # let the daemon see the last hang-ups
             with Wire.connect(d) as w:
-                s1 = w.result("stats")
-            fds1 = len(list(pathlib.Path(f"/proc/{d.proc.pid}/fd").iterdir()))
+                s1 = settled_stats(w)
+                fds1 = fd_count(d)
             peak = d.rss_peak_kib() / 1024
 
         sent = sum(t.sent.values())

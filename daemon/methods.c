@@ -162,6 +162,18 @@ static int pack_kv_u64_map(msgpack_packer *pk, const kv_u64 *rows, size_t n, siz
     return rc;
 }
 
+// Threads running a request now (of the workers, the loader and the
+// profiler): unlike in_flight, queued work is not counted, so a client can
+// wait for "a worker has taken it".
+static uint64_t running_now(cd_server *srv) {
+    char desc[512];
+    cd_workers *const pools[] = {srv->workers, srv->loader, srv->profiler};
+    uint64_t n = 0;
+    for (size_t i = 0; i < sizeof pools / sizeof pools[0]; i++)
+        if (pools[i]) n += cd_workers_describe(pools[i], "", desc, sizeof desc);
+    return n;
+}
+
 static int m_stats(cd_call *call) {
     msgpack_packer *pk = call->pk;
     cd_server *srv = call->srv;
@@ -192,6 +204,7 @@ static int m_stats(cd_call *call) {
     const kv_u64 requests[] = {
         {"total", CD_STAT_GET(req_total)},
         {"in_flight", cd_server_in_flight(srv)},
+        {"running", running_now(srv)},
         {"notifications", CD_STAT_GET(notifications)},
         {"cancelled", CD_STAT_GET(req_cancelled)},
         {"dropped", CD_STAT_GET(req_dropped)},

@@ -29,3 +29,10 @@ def pytest_terminal_summary(terminalreporter):
     from tests.support import slow_model
     for line in slow_model.reports:
         terminalreporter.write_line(line)
+    # One line per skipped test, named, with its reason (-rs groups equal
+    # reasons under the place that called skip); tests/run collects these
+    # lines of every pass into its closing list.
+    for rep in terminalreporter.stats.get("skipped", []):
+        reason = rep.longrepr[2] if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
+        reason = reason.removeprefix("Skipped: ").replace("\n", " ")
+        terminalreporter.write_line(f"SKIP {rep.nodeid}: {reason}")

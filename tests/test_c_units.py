@@ -1,13 +1,14 @@
 """Runs every C unit test (tests/unit/*.c, one binary) as its own pytest case,
 so the whole suite ends with one summary line. The tests that run HIP kernels
 under the emulator (hip_*, backend_ops_*) run a second time at a wavefront
-size of 32 (CD_HIP_EMU_WAVE_SIZE=32, as on gfx10+; the default is 64)."""
+size of 32 (CD_HIP_EMU_WAVE_SIZE=32, as on gfx10+; the default is 64).
+A test that calls CD_SKIP is reported as skipped with its reason."""
 import os
 import subprocess
 
 import pytest
 
-from tests.support import paths
+from tests.support import cunit, paths
 
 
 def _names():
@@ -20,10 +21,7 @@ def _names():
 
 
 def _run(name, env=None):
-    r = subprocess.run([paths.binary("cd-tests"), name], capture_output=True,
-                       text=True, timeout=int(os.environ.get("CD_TEST_TIMEOUT", "300")),
-                       env=env)
-    assert r.returncode == 0, r.stdout + r.stderr
+    cunit.run("cd-tests", name, int(os.environ.get("CD_TEST_TIMEOUT", "300")), env)
 
 
 @pytest.mark.parametrize("name", _names())

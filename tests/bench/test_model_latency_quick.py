@@ -9,19 +9,27 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.support import paths
 
 SCRIPT = paths.ROOT / "bench" / "model-latency.py"
 TOL = 1e-4
 
 
-def run_bench(args, timeout=120):
+# Only a hang guard: how long the whole benchmark takes depends on the
+# machine and its load, and is not judged.
+HANG_S = 1200
+
+
+def run_bench(args, timeout=HANG_S):
     env = dict(os.environ)
     env["CONVD_BUILD"] = str(paths.BUILD)
     return subprocess.run([sys.executable, str(SCRIPT), *map(str, args)], capture_output=True, text=True,
                           errors="replace", timeout=timeout, env=env, cwd=str(paths.ROOT))
 
 
+@pytest.mark.timeout(HANG_S + 300)
 def test_quick_run_all_engines_json_markdown_profile(tmp_path):
     cache = tmp_path / "cache"
     out = tmp_path / "r.json"
@@ -71,13 +79,13 @@ def test_quick_run_all_engines_json_markdown_profile(tmp_path):
     assert "convd env OMP_WAIT_POLICY=passive" in r.stdout
 
     # --from-json prints the same tables again from the saved run.
-    again = run_bench(["--from-json", out, "--markdown", "--profile-top", "5"], timeout=60)
+    again = run_bench(["--from-json", out, "--markdown", "--profile-top", "5"])
     assert again.returncode == 0, again.stderr
     assert again.stdout == r.stdout
 
 
 def test_unknown_model_is_a_usage_error(tmp_path):
-    r = run_bench(["--quick", "--models", "vgg99", "--cache", tmp_path], timeout=60)
+    r = run_bench(["--quick", "--models", "vgg99", "--cache", tmp_path])
     assert r.returncode == 2
     assert "unknown model 'vgg99'" in r.stderr
     assert not any(tmp_path.iterdir())

@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-from tests.support import paths
+from tests.support import cunit, paths
 from tests.support.daemon import TestDaemon
 
 
@@ -42,9 +42,7 @@ LOCAL_TESTS = [n for n in NAMES if not n.startswith("client_daemon_")]
 def _run(name, env_extra=None):
     env = {k: v for k, v in os.environ.items() if k != "CONVD_SOCKET"}
     env.update(env_extra or {})
-    r = subprocess.run([paths.binary("cd-client-tests"), name], capture_output=True,
-                       text=True, timeout=TIMEOUT, env=env)
-    assert r.returncode == 0, r.stdout + r.stderr
+    cunit.run("cd-client-tests", name, TIMEOUT, env)
 
 
 @pytest.mark.parametrize("name", LOCAL_TESTS)
@@ -80,4 +78,4 @@ def test_c_client_daemon_stopped(name, tmp_path):
             p.kill()
             p.wait()
         d.stop()
-    assert p.returncode == 0, line + out + err
+    cunit.check(name, p.returncode, line + out, err)

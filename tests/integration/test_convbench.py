@@ -191,26 +191,24 @@ def test_explicit_input_shape(d):
 # ---- open loop ---------------------------------------------------------------
 
 @pytest.mark.parametrize("arrival", ["uniform", "poisson"])
-def test_open_loop_rate_and_schedule(d, arrival):
-    rate, dur = 400, 2.0
+def test_open_loop_sends_its_schedule_after_warmup(d, arrival):
+    # A fixed number of scheduled requests, so the count does not depend on
+    # how fast this machine is; the rate actually reached is a benchmark
+    # figure (bench/, docs/PERFORMANCE.md), and the arrival times themselves
+    # are checked without a clock in tests/unit/test-bench-arrival.c.
+    rate, n = 400, 800
     before = infer_count(d)
     out = bench_json(d, "--model", "scale2", "--concurrency", 16, "--rate", rate,
-                     "--arrival", arrival, "--duration", dur, "--warmup", 0.5, "--seed", 7)
+                     "--arrival", arrival, "--requests", n, "--warmup", 0.5, "--seed", 7)
     after = infer_count(d)
     assert out["mode"] == "open" and out["arrival"] == arrival and out["rate"] == rate
-    sent = out["requests"]["sent"]
-    expect = rate * dur
-    if arrival == "uniform":
-        assert abs(sent - expect) <= 2, sent
-    else:
-        # Poisson count: sd = sqrt(800) ~ 28; 6 sd.
-        assert abs(sent - expect) <= 6 * expect ** 0.5, sent
-    assert out["requests"]["ok"] == sent and out["errors"] == {}
-    # Warm-up (0.5 s at the same rate) came first: the daemon saw both.
-    assert after - before >= sent + 0.5 * rate * 0.7
+    assert out["requests"]["sent"] == n, out["requests"]
+    assert out["requests"]["ok"] == n and out["errors"] == {}
+    # Warm-up came first, at the same rate: the daemon saw more than the run.
+    assert after - before > n, (before, after)
     check_latency_order(out["latency_ms"])
     assert out["max_lag_ms"] >= 0
-    assert out["throughput_rps"] == pytest.approx(rate, rel=0.25)
+    assert out["throughput_rps"] > 0
 
 
 def test_open_loop_latency_counts_from_schedule(d):
@@ -239,8 +237,11 @@ def test_csv_per_second_rows(d, tmp_path):
     assert lines[0] == ("second,phase,sent,ok,errors,throughput_rps,p50_ms,p90_ms,p99_ms,"
                         "max_ms")
     rows = [l.split(",") for l in lines[1:]]
-    assert 3 <= len(rows) <= 4
-    assert rows[0][1] == "warmup" and rows[-1][1] == "measure"
+    # One row per second of the run: how many depends on this machine's
+    # pace, so only their order is checked: warm-up rows, then measured ones.
+    phases = [r[1] for r in rows]
+    assert phases[0] == "warmup" and phases[-1] == "measure", phases
+    assert phases == sorted(phases, key=lambda p: p == "measure"), phases
     assert [float(r[0]) for r in rows] == sorted(float(r[0]) for r in rows)
     for r in rows:
         assert len(r) == 10
@@ -300,7 +301,11 @@ def test_daemon_stops_mid_run(tmp_path):
                               "--model", "scale2", "--concurrency", "4", "--duration", "30",
                               "--warmup", "0"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(1.0)
+        # Stop the daemon once the run has had answers (not after a time).
+        deadline = time.monotonic() + 60  # hang guard
+        while infer_count(dd) < 10:
+            assert time.monotonic() < deadline and p.poll() is None, "convbench got no answers"
+            time.sleep(0.02)  # polls the daemon's counter: the state waited for
         dd.stop()
         out, err = p.communicate(timeout=60)
     finally:

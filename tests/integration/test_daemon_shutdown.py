@@ -23,9 +23,9 @@ from tests.support.daemon import TestDaemon
 # Whatever the machine, one layer's tuning takes a while: 48 of them far
 # outlast drain + grace (1 + 1 s) below.
 TUNE_LAYERS = 48
-# A forced exit is immediate; this much more than the bound is the test's
-# allowance for a busy machine.
-SLACK_S = 4.0
+# A forced exit is immediate; how much later than its bound the process is
+# gone depends on the machine's load, so past the bound only a hang guard.
+HANG_S = 60
 
 
 def write_pruned(path, layers=TUNE_LAYERS, sparsity=0.9, seed=3):
@@ -60,14 +60,23 @@ def tune_daemon(tmp_path, models, *args):
                             *args])
 
 
-def wait_in_flight(d, n=1, timeout=30):
+def wait_running(d, n=1, timeout=HANG_S):
+    """Waits until n threads of the daemon run a request (taken, not only
+    queued: stats' requests.running); the deadline only guards a hang."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         s = stats(d)
-        if s["requests"]["in_flight"] >= n:
+        if s["requests"]["running"] >= n:
             return s
-        time.sleep(0.02)
-    raise AssertionError("work never showed in flight: " + str(stats(d)["requests"]))
+        time.sleep(0.02)  # polls the counter: the state waited for
+    raise AssertionError("work never ran: " + str(stats(d)["requests"]))
+
+
+def wait_log(d, line, timeout=HANG_S):
+    deadline = time.monotonic() + timeout
+    while line not in d.stderr_text():
+        assert time.monotonic() < deadline, f"no {line!r} in the log: {d.stderr_text()}"
+        time.sleep(0.02)  # polls the log: the state waited for
 
 
 def test_sigterm_during_a_long_load_exits_after_drain_and_grace(tmp_path, tune_models):
@@ -76,15 +85,14 @@ def test_sigterm_during_a_long_load_exits_after_drain_and_grace(tmp_path, tune_m
     try:
         w = Wire.connect(d, timeout=60)
         w.send(request(7, "load", {"name": "slow", "path": "sub/slow.onnx"}))
-        wait_in_flight(d)
-        time.sleep(0.2)  # the worker has taken it
+        wait_running(d)  # the loader has taken it
         t0 = time.monotonic()
         d.signal(signal.SIGTERM)
-        rc = d.proc.wait(1 + 1 + SLACK_S + 30)  # (the assert below is the bound)
+        rc = d.proc.wait(1 + 1 + HANG_S)
         elapsed = time.monotonic() - t0
         log = d.stderr_text()
         assert rc == 3, log
-        assert 1.8 < elapsed < 1 + 1 + SLACK_S, (elapsed, log)
+        assert elapsed > 1.8, (elapsed, log)  # not before drain + grace
         assert "drain timeout (1s): closing 1 connections" in log
         assert "shutdown grace (1s) is over: exiting now (status 3)" in log
         assert "abandoned: loader 0: load (msgid 7) for" in log
@@ -101,19 +109,16 @@ def test_second_sigterm_exits_at_once(tmp_path, tune_models):
     try:
         w = Wire.connect(d, timeout=60)
         w.send(request(9, "load", {"name": "slow", "path": "sub/slow.onnx"}))
-        wait_in_flight(d)
+        wait_running(d)
         d.signal(signal.SIGTERM)
-        deadline = time.monotonic() + 10
-        while "SIGTERM: shutting down" not in d.stderr_text() and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert d.proc.poll() is None  # draining: the load holds it
-        t0 = time.monotonic()
+        wait_log(d, "SIGTERM: shutting down")
+        assert d.proc.poll() is None  # draining: the load holds it (60 + 60 s)
         d.signal(signal.SIGTERM)
-        rc = d.proc.wait(30)
-        elapsed = time.monotonic() - t0
+        # "At once": long before the 60 s drain and the 60 s grace could end
+        # (the wait is the guard; the log says which path it took).
+        rc = d.proc.wait(HANG_S)
         log = d.stderr_text()
         assert rc == 3, log
-        assert elapsed < SLACK_S, (elapsed, log)
         assert ("SIGTERM again: exiting now (status 3), abandoning 1 connection(s) and "
                 "1 request(s) in flight") in log
         assert "abandoned: loader 0: load (msgid 9) for" in log
@@ -131,15 +136,15 @@ def test_sigterm_during_a_rescan_load_is_bounded_too(tmp_path, tune_models):
     try:
         os.link(tune_models / "sub" / "slow.onnx", md / "slow.onnx")
         d.signal(signal.SIGHUP)
-        wait_in_flight(d)
-        time.sleep(0.2)
+        wait_running(d)  # the loader has taken it
         t0 = time.monotonic()
         d.signal(signal.SIGTERM)
-        rc = d.proc.wait(1 + SLACK_S + 30)
+        # The drain (60 s) does not wait for it: only the grace (1 s) does.
+        rc = d.proc.wait(1 + HANG_S)
         elapsed = time.monotonic() - t0
         log = d.stderr_text()
         assert rc == 3, log
-        assert 0.8 < elapsed < 1 + SLACK_S, (elapsed, log)
+        assert elapsed > 0.8, (elapsed, log)  # not before the grace
         assert "shutdown grace (1s) is over" in log
         assert "abandoned: loader 0: load (msgid 0) for" in log
     finally:
@@ -157,15 +162,16 @@ def test_sigterm_during_a_long_plan_exits_within_drain_and_grace(tmp_path, slow)
     try:
         w = Wire.connect(d, timeout=60)
         w.send(request(3, "plan", {"model": "slow", "batch": 8, "runs": 1000}))
-        wait_in_flight(d)
-        t0 = time.monotonic()
+        wait_running(d)
         d.signal(signal.SIGTERM)
-        rc = d.proc.wait(60)
-        elapsed = time.monotonic() - t0
+        rc = d.proc.wait(1 + 2 + HANG_S)
         log = d.stderr_text()
+        # Exit 0, not 3: the profile stopped at its next run once the drain
+        # cut its connection, inside drain + grace (a later stop would be
+        # the forced exit, status 3).
         assert rc == 0, log
-        assert elapsed < 1 + 2 + SLACK_S, (elapsed, log)
         assert "drain timeout (1s)" in log
+        assert "shutdown grace" not in log
         assert w.expect_eof() == []  # closed unanswered: its client's connection was cut
     finally:
         d.stop()

@@ -5,6 +5,7 @@ datagrams to NOTIFY_SOCKET). daemon/systemd.h says what convd sends when."""
 import os
 import signal
 import stat
+import time
 
 import numpy as np
 import pytest
@@ -83,10 +84,21 @@ def test_reload_is_notified_around_the_models_rescan(tmp_path):
 
 
 def test_watchdog_pings_at_half_the_interval(tmp_path):
-    with TestDaemon(tmp_path, notify=True, env={"WATCHDOG_USEC": "200000"}) as d:
-        for _ in range(3):
-            d.wait_notify("WATCHDOG=1", 5)
-        # WATCHDOG_PID of another process: the watchdog is not ours.
+    # A watchdog is a time contract: systemd kills a service that misses
+    # WATCHDOG_USEC. Pings are timed as they arrive; the median gap is
+    # judged (one late ping on a loaded machine does not decide it): about
+    # half the interval, never more often than that, and well inside it.
+    interval = 1.0
+    with TestDaemon(tmp_path, notify=True, env={"WATCHDOG_USEC": str(int(interval * 1e6))}) as d:
+        d.wait_notify("WATCHDOG=1", 60)
+        times = [time.monotonic()]
+        for _ in range(6):
+            d.wait_notify("WATCHDOG=1", 60)  # hang guard
+            times.append(time.monotonic())
+    gaps = sorted(b - a for a, b in zip(times, times[1:]))
+    median = gaps[len(gaps) // 2]
+    assert 0.4 * interval <= median < interval, gaps
+    # WATCHDOG_PID of another process: the watchdog is not ours.
     with TestDaemon(tmp_path, notify=True,
                     env={"WATCHDOG_USEC": "200000", "WATCHDOG_PID": "1"}) as d:
         with pytest.raises(RuntimeError):

@@ -13,6 +13,7 @@ import pytest
 from tests.integration.daemon_wire import Wire, request
 from tests.models.builders import Graph, save
 from tests.support.daemon import TestDaemon
+from tests.support.threads import Thread
 
 MiB = 1 << 20
 BUDGET = 96 * MiB
@@ -62,7 +63,7 @@ def pipeline(d, msgs, out, i):
     the answers; out[i] gets {msgid: answer} and whether hello still works."""
     with Wire.connect(d, timeout=120) as w:
         got = {}
-        reader = threading.Thread(target=lambda: got.update(
+        reader = Thread(target=lambda: got.update(
             {m[1]: m for m in w.recv(len(msgs), timeout=120)}))
         reader.start()
         for m in msgs:
@@ -75,12 +76,14 @@ def watch_others(d, stop, lat, held):
     """A well-behaved client during the burst: its calls must all succeed.
     It also samples the bytes the daemon says it holds for requests."""
     with Wire.connect(d, timeout=60) as w:
-        while not stop.is_set():
+        while True:  # at least one call, however short the burst
             t0 = time.monotonic()
             assert w.call("infer", {"model": "tiny", "inputs": {"x": tensor(TINY_X)}})[2] is None
             held.append(w.result("stats")["limits"]["buffered_bytes"])
             lat.append(time.monotonic() - t0)
-            time.sleep(0.02)
+            # Paces this client (a sample every 20 ms), not a synchronisation.
+            if stop.wait(0.02):
+                break
 
 
 def burst(d, per_conn):
@@ -88,15 +91,17 @@ def burst(d, per_conn):
     their answers and the most the daemon held for requests meanwhile."""
     outs = [None] * len(per_conn)
     stop, lat, held = threading.Event(), [], []
-    other = threading.Thread(target=watch_others, args=(d, stop, lat, held))
+    other = Thread(target=watch_others, args=(d, stop, lat, held))
     other.start()
-    ts = [threading.Thread(target=pipeline, args=(d, m, outs, i)) for i, m in enumerate(per_conn)]
+    ts = [Thread(target=pipeline, args=(d, m, outs, i)) for i, m in enumerate(per_conn)]
     for t in ts:
         t.start()
-    for t in ts:
-        t.join()
-    stop.set()
-    other.join()
+    try:
+        for t in ts:
+            t.join()  # re-raises a pipeline's failed assert here
+    finally:
+        stop.set()
+        other.join()  # and the other client's
     assert lat, "the other client got no answer during the burst"
     # The budget itself: what requests hold never passes it by more than one
     # read per connection (a message of one read is always taken).

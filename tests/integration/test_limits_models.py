@@ -101,12 +101,12 @@ def test_load_runs_while_the_only_worker_computes(tmp_path, models, slow):
         w.result("load", {"name": "slow", "path": "extra/slow.onnx", "max_batch": items})
         x = RNG.standard_normal((items, 4, 64, 64)).astype(np.float32)
         w.send(request(1, "infer", {"model": "slow", "inputs": {"x": tensor(x)}}))
-        # Wait until the worker has started the run.
-        deadline = time.monotonic() + slow.limit(1)
+        # Wait until the worker has started the run (taken, not queued).
+        deadline = time.monotonic() + max(60, slow.limit(1))  # hang guard
         with Wire.connect(d2) as w2:
-            while (w2.result("stats")["models"]["slow"]["queued"] != 0
-                   and time.monotonic() < deadline):
-                time.sleep(0.01)
+            while w2.result("stats")["requests"]["running"] == 0:
+                assert time.monotonic() < deadline, "the run never started"
+                time.sleep(0.01)  # polls the counter: the state waited for
             t0 = time.monotonic()
             w2.result("load", {"name": "c", "path": "extra/c.onnx"})
             load_s = time.monotonic() - t0

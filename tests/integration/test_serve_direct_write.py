@@ -135,9 +135,10 @@ class Reader(threading.Thread):
 
 
 def wait_idle(w, timeout=60):
+    """Waits for in_flight 0; the deadline only guards against a hang."""
     deadline = time.monotonic() + timeout
     while w.result("stats")["requests"]["in_flight"] and time.monotonic() < deadline:
-        time.sleep(0.02)
+        time.sleep(0.02)  # polls the counter: the state waited for
     assert w.result("stats")["requests"]["in_flight"] == 0
 
 
@@ -239,7 +240,7 @@ def test_stalled_reader_gets_every_byte_after_partial_worker_writes(tmp_path, mo
                       and now[1] > s0["requests"]["direct_queued"] and now[2] == 0)
                 steady = steady + 1 if ok and now == last else 0
                 last = now
-                time.sleep(0.05)
+                time.sleep(0.05)  # polls the counters: the state waited for
             assert steady == 5, last
             reader = Reader(sock, n + 2)
             reader.start()  # resume reading
@@ -276,7 +277,17 @@ def test_stalled_reader_bytes_out_is_exact(tmp_path, models):
               for i in range(n)}
         sock.sendall(b"".join(request(i, "infer", {"model": "fan16", "inputs": {"x": tensor(x)}})
                               for i, x in xs.items()))
-        time.sleep(1.0)  # answers pile up unread (n x 256 KiB > the socket buffer)
+        # Answers pile up unread (n x 256 KiB > the socket buffer): wait until
+        # every request was computed, its answer written or queued. The
+        # polls' own answers count in bytes_out too.
+        polled, deadline = 0, time.monotonic() + 120  # hang guard
+        while True:
+            s, nbytes = stats_raw(d)
+            polled += nbytes
+            if s["models"]["fan16"]["ok"] == n and s["requests"]["in_flight"] == 0:
+                break
+            assert time.monotonic() < deadline, s["requests"]
+            time.sleep(0.02)  # polls the counters: the state waited for
         reader = Reader(sock, n)
         reader.start()
         reader.join(120)
@@ -285,7 +296,7 @@ def test_stalled_reader_bytes_out_is_exact(tmp_path, models):
         for i, x in xs.items():
             assert_close(as_array(reader.got[i][3]["outputs"]["y"]), fanout_reference(x, 16))
         s1, _ = stats_raw(d)
-        assert s1["bytes_out"] - s0["bytes_out"] == s0_bytes + reader.nbytes
+        assert s1["bytes_out"] - s0["bytes_out"] == s0_bytes + polled + reader.nbytes
         assert worker_paths(s1) - worker_paths(s0) == n
         assert s1["requests"]["direct_partial"] > s0["requests"]["direct_partial"]
 
@@ -317,7 +328,7 @@ def test_trickle_reader_while_workers_answer_gets_whole_messages(tmp_path, model
         def send_slowly():
             for m in msgs:
                 sock.sendall(m)
-                time.sleep(0.0002)
+                time.sleep(0.0002)  # paces the sender, to interleave with the workers
 
         sender = threading.Thread(target=send_slowly, daemon=True)
         sender.start()
@@ -390,7 +401,7 @@ def test_slow_reader_over_write_queue_limit_is_closed(tmp_path, models):
         deadline = time.monotonic() + 60
         while (w.result("stats")["connections"]["slow_readers"] == s0["connections"]["slow_readers"]
                and time.monotonic() < deadline):
-            time.sleep(0.05)
+            time.sleep(0.05)  # polls the counter: the state waited for
         wait_idle(w)
         s = w.result("stats")
         assert s["connections"]["slow_readers"] == s0["connections"]["slow_readers"] + 1

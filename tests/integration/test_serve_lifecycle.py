@@ -90,12 +90,15 @@ def test_swap_under_traffic_loses_nothing(tmp_path):
         senders = [Sender(d, "m", x) for _ in range(4)]
         for s in senders:
             s.start()
+        # A fixed number of swaps, each once traffic has been answered since
+        # the last one (how many fit in a time window depends on the load).
         swaps = 0
-        t_end = time.monotonic() + 3
-        while time.monotonic() < t_end:
-            ctl.result("load", {"name": "m", "path": "b.onnx" if swaps % 2 == 0 else "a.onnx",
+        for swaps in range(1, 7):
+            seen = sum(len(s.answers) for s in senders)
+            assert wait_for(lambda: sum(len(s.answers) for s in senders) > seen, 60), \
+                "no answer between two swaps"
+            ctl.result("load", {"name": "m", "path": "b.onnx" if swaps % 2 else "a.onnx",
                                 "max_delay_us": 500 * (swaps % 3)})
-            swaps += 1
         for s in senders:
             s.stop_flag = True
         for s in senders:
@@ -123,10 +126,15 @@ def test_unload_under_traffic(tmp_path):
         senders = [Sender(d, "u", x) for _ in range(3)]
         for s in senders:
             s.start()
-        time.sleep(0.5)
+
+        def answered(code):
+            return any((m[2] or {}).get("code") == code
+                       for s in senders for m, _ in list(s.answers.values()))
+
+        assert wait_for(lambda: answered(None), 60), "no answer before the unload"
         assert ctl.result("unload", {"name": "u"}) == {"name": "u"}
         t_unloaded = time.monotonic()
-        time.sleep(0.3)
+        assert wait_for(lambda: answered("E_NOT_FOUND"), 60), "no E_NOT_FOUND after the unload"
         for s in senders:
             s.stop_flag = True
         ok = not_found = 0
@@ -170,12 +178,13 @@ def test_sigterm_under_load_answers_every_accepted_request(tmp_path, slow):
             w.send(b"".join(request(i + 1, "infer", {"model": "a", "inputs": {"x": tensor(x)}})
                             for i in range(per)))
         # SIGTERM once every request was read (counted), not after a sleep.
-        deadline = time.monotonic() + slow.limit(1)
-        while time.monotonic() < deadline:
+        deadline = time.monotonic() + max(60, slow.limit(1))  # hang guard
+        while True:
             s = stats(d)["models"]
             if s["slow"]["requests"] == n_slow and s["a"]["requests"] == per * len(conns):
                 break
-            time.sleep(0.002)
+            assert time.monotonic() < deadline, s
+            time.sleep(0.002)  # polls the counters: the state waited for
         d.signal(signal.SIGTERM)
         total = 0
         for w in conns + [sw]:
@@ -197,12 +206,13 @@ def test_sigterm_under_load_answers_every_accepted_request(tmp_path, slow):
         d.stop()
 
 
-def wait_for(pred, timeout=20):
+def wait_for(pred, timeout=60):
+    """Waits until pred() holds; the deadline only guards against a hang."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if pred():
             return True
-        time.sleep(0.05)
+        time.sleep(0.05)  # polls the state waited for
     return pred()
 
 

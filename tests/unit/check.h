@@ -8,7 +8,9 @@
 // Tests register themselves at start-up (no central list to edit). The runner
 // (tests/unit/main.c) runs each test in a forked child with a timeout; a
 // failed CHECK prints the expression and both values at file:line and ends
-// that child with status 1.
+// that child with status 1. A test that cannot run here says why with
+// CD_SKIP("reason", ...): the runner counts it as skipped, not passed, and
+// names the reason (tests/test_c_units.py turns it into pytest.skip).
 
 #include <inttypes.h>
 #include <math.h>
@@ -37,6 +39,13 @@ void cd_test_register(const char *name, cd_test_fn fn, const char *file);
         fflush(stderr);                                 \
         exit(1);                                        \
     } while (0)
+
+// Exit status of a skipped test's child (automake's convention).
+#define CD_TEST_SKIP_STATUS 77
+
+// Ends the running test as skipped; the formatted reason reaches the runner.
+void cd_test_skip(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+#define CD_SKIP(...) cd_test_skip(__VA_ARGS__)
 
 #define CHECK(cond)                                             \
     do {                                                        \

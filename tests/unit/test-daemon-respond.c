@@ -7,8 +7,10 @@
 #include "core/errors.h"
 #include "daemon/workers.h"
 #include "tests/unit/check.h"
+#include "tests/unit/worker-gate.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
@@ -81,7 +83,7 @@ CD_TEST(daemon_respond_hook_once_per_run_request_on_a_worker_then_sync_delivers)
     for (int i = 0; i < n; i++) CHECK_EQ(cd_workers_submit_batched(w, &q, new_req((uint32_t)i)), 0);
     // Without running the loop: wait for every hook, then sync delivers them
     // all at once (no uv_async round needed).
-    for (int i = 0; i < 10000 && atomic_load(&g_responded) < n; i++) usleep(1000);
+    for (int i = 0; i < 60000 && atomic_load(&g_responded) < n; i++) usleep(1000); // polled; hang guard
     CHECK_EQ(atomic_load(&g_responded), n);
     cd_workers_sync(w);
     CHECK_EQ(g_completed, n);
@@ -92,8 +94,9 @@ CD_TEST(daemon_respond_hook_once_per_run_request_on_a_worker_then_sync_delivers)
     finish(&loop, w);
 }
 
+// Held at the gate until the test has queued and cancelled the others.
 static void slow_batch(cd_request **reqs, int n, int worker) {
-    usleep(100000);
+    gate_pass(1);
     run_batch(reqs, n, worker);
 }
 
@@ -107,15 +110,18 @@ CD_TEST(daemon_respond_hook_not_called_for_cancelled_or_late_requests) {
     static cd_sched_queue q;
     const cd_model_conf conf = {1, 0, 100};
     cd_sched_queue_init(&q, slow_batch, &conf);
-    CHECK_EQ(cd_workers_submit_batched(w, &q, new_req(0)), 0); // runs 100 ms
-    usleep(20000);
+    gate_reset();
+    CHECK_EQ(cd_workers_submit_batched(w, &q, new_req(0)), 0); // held in its run
+    gate_wait_started(1);
     cd_request *gone = new_req(1), *late = new_req(2), *flagged = new_req(3);
     late->deadline_ns = late->t_received_ns + 1000000; // missed behind request 0
     CHECK_EQ(cd_workers_submit_batched(w, &q, gone), 0);
     CHECK_EQ(cd_workers_submit_batched(w, &q, late), 0);
     CHECK_EQ(cd_workers_submit_batched(w, &q, flagged), 0);
-    cd_workers_cancel(w, gone);              // leaves the queue at once
-    atomic_store(&flagged->cancelled, true); // skipped at dequeue
+    cd_workers_cancel(w, gone);                             // leaves the queue at once
+    atomic_store(&flagged->cancelled, true);                // skipped at dequeue
+    while (uv_hrtime() <= late->deadline_ns) sched_yield(); // late's deadline has passed
+    gate_open();
     uint64_t t0 = uv_hrtime();
     while (g_completed < 4 && uv_hrtime() - t0 < 10000000000ull) uv_run(&loop, UV_RUN_ONCE);
     CHECK_EQ(g_completed, 4);

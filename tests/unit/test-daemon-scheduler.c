@@ -5,8 +5,10 @@
 #include "core/errors.h"
 #include "daemon/workers.h"
 #include "tests/unit/check.h"
+#include "tests/unit/worker-gate.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <time.h>
 #include <unistd.h>
@@ -18,7 +20,7 @@ typedef struct {
     int batch_items[MAXREQ]; // items per run
     int order[MAXREQ];       // request ids in the order they were run
     int nrun;
-    int delay_us; // sleep inside each run
+    int hold; // 1: each run waits for the test to open g_gate
     pthread_mutex_t lock;
 } fake_log;
 
@@ -36,7 +38,7 @@ static void fake_run(cd_request **reqs, int n, int worker) {
     }
     g_log.batch_items[g_log.nbatches++] = items;
     pthread_mutex_unlock(&g_log.lock);
-    if (g_log.delay_us) usleep((useconds_t)g_log.delay_us);
+    gate_pass(g_log.hold);
 }
 
 static void on_complete(cd_request *req, void *ud) { g_done[g_completed++] = req; }
@@ -58,6 +60,7 @@ static void run_until(uv_loop_t *loop, int n) {
 
 static void reset(void) {
     memset(&g_log, 0, sizeof g_log);
+    gate_reset();
     pthread_mutex_init(&g_log.lock, NULL);
     g_completed = 0;
 }
@@ -156,15 +159,16 @@ CD_TEST(daemon_sched_queue_limit_overloaded) {
     const cd_model_conf conf = {1, 5000000, limit}; // nothing runs yet
     cd_sched_queue_init(&q, fake_run, &conf);
     // max_batch 1: each queued request is a full batch, so the worker takes
-    // the first at once; hold it with a slow run.
-    g_log.delay_us = 300000;
+    // the first at once; hold it in its run until the queue has been checked.
+    g_log.hold = 1;
     CHECK_EQ(cd_workers_submit_batched(w, &q, new_req(0, 1)), 0);
-    usleep(50000); // the worker has taken request 0
+    gate_wait_started(1); // the worker has taken request 0
     for (int i = 1; i <= limit; i++) CHECK_EQ(cd_workers_submit_batched(w, &q, new_req((uint32_t)i, 1)), 0);
     CHECK_EQ(cd_workers_queue_len(w, &q), limit);
     cd_request *extra = new_req(99, 1);
     CHECK_EQ(cd_workers_submit_batched(w, &q, extra), CD_EOVERLOADED);
     free(extra);
+    gate_open();
     run_until(&loop, limit + 1);
     finish(&loop, w);
 }
@@ -178,9 +182,9 @@ CD_TEST(daemon_sched_cancel_and_deadline_skip_compute) {
     static cd_sched_queue q;
     const cd_model_conf conf = {1, 0, 100};
     cd_sched_queue_init(&q, fake_run, &conf);
-    g_log.delay_us = 200000;
-    CHECK_EQ(cd_workers_submit_batched(w, &q, new_req(0, 1)), 0); // runs 200 ms
-    usleep(30000);
+    g_log.hold = 1;
+    CHECK_EQ(cd_workers_submit_batched(w, &q, new_req(0, 1)), 0); // held in its run
+    gate_wait_started(1);
     cd_request *gone = new_req(1, 1);
     cd_request *late = new_req(2, 1);
     late->deadline_ns = late->t_received_ns + 1000000; // 1 ms: missed behind request 0
@@ -190,6 +194,10 @@ CD_TEST(daemon_sched_cancel_and_deadline_skip_compute) {
     CHECK_EQ(cd_workers_submit_batched(w, &q, fine), 0);
     cd_workers_cancel(w, gone); // queued: leaves the queue now
     CHECK_EQ(cd_workers_queue_len(w, &q), 2);
+    // Request 0 stays in its run until late's deadline has passed, however
+    // slowly this thread got here.
+    while (uv_hrtime() <= late->deadline_ns) sched_yield();
+    gate_open();
     run_until(&loop, 4);
     int status[4] = {1, 1, 1, 1};
     for (int i = 0; i < 4; i++) status[g_done[i]->msgid] = g_done[i]->status;
@@ -213,7 +221,6 @@ typedef struct {
 
 static db_event g_ev[MAXREQ];
 static int g_nev;
-static atomic_int g_all_queued;
 
 static void db_log(char kind, cd_request **reqs, int n, int slot) {
     pthread_mutex_lock(&g_log.lock);
@@ -222,9 +229,9 @@ static void db_log(char kind, cd_request **reqs, int n, int slot) {
 }
 
 static void db_submit(cd_request **reqs, int n, int worker, int slot) {
-    // The first batch waits until every request is queued, so the next full
-    // batch is ready when the worker looks for it.
-    for (int i = 0; i < 10000 && !atomic_load(&g_all_queued); i++) usleep(1000);
+    // The first batch waits until every request is queued (the test opens
+    // the gate then), so the next full batch is ready when the worker looks.
+    gate_pass(1);
     db_log('S', reqs, n, slot);
     for (int i = 0; i < n; i++) reqs[i]->status = CD_EINTERNAL; // finish must set the real status
 }
@@ -242,7 +249,6 @@ CD_TEST(daemon_sched_double_buffer_submits_next_batch_before_finishing) {
     // flushes it alone (slot 0 again).
     reset();
     g_nev = 0;
-    atomic_store(&g_all_queued, 0);
     uv_loop_t loop;
     uv_loop_init(&loop);
     cd_workers *w;
@@ -256,7 +262,7 @@ CD_TEST(daemon_sched_double_buffer_submits_next_batch_before_finishing) {
     q.finish = db_finish;
     int n = k * max_batch + tail;
     for (int i = 0; i < n; i++) CHECK_EQ(cd_workers_submit_batched(w, &q, new_req((uint32_t)i, 1)), 0);
-    atomic_store(&g_all_queued, 1);
+    gate_open();
     run_until(&loop, k * max_batch);
     CHECK_EQ(cd_workers_stop(w, 60000), 0);
     uv_run(&loop, UV_RUN_DEFAULT);

@@ -318,10 +318,7 @@ CD_TEST(hip_backend_async_staging_and_device_bytes) {
 // first request has grown the pinned staging, later requests stage every
 // copy without waiting for the stream (double buffering depends on it).
 CD_TEST(hip_backend_staging_two_outputs_no_drain_after_warmup) {
-    if (real_gpu()) {
-        printf("  skipped: reads the hip-emu backend's counters\n");
-        return;
-    }
+    if (real_gpu()) CD_SKIP("reads the hip-emu backend's counters");
     cd_backend_t hip = make(hip_device());
     cd_backend_ctx *ctx;
     CHECK_EQ(cd_backend_ctx_create(hip, &ctx), 0);
@@ -476,10 +473,7 @@ static void *chain_thread(void *arg) {
 // device_bytes; two threads run it at once without the backend's lock once
 // warm, and get the CPU reference's results.
 CD_TEST(hip_backend_sparse_handle_per_context_two_threads_no_lock) {
-    if (real_gpu()) {
-        printf("  skipped: reads the hip-emu backend's counters\n");
-        return;
-    }
+    if (real_gpu()) CD_SKIP("reads the hip-emu backend's counters");
     cd_backend_t hip = make(hip_device());
     cd_conv_desc c = rand_conv(3);
     c.k = c.c;
@@ -551,10 +545,7 @@ CD_TEST(hip_backend_sparse_handle_per_context_two_threads_no_lock) {
 // thread's last HIP error after each call (cd_hip_check_launch). Injected
 // here by a failing HIP call; reported once, as CD_EDEVICE, then cleared.
 CD_TEST(hip_backend_launch_check_reports_a_pending_error_once) {
-    if (real_gpu()) {
-        printf("  skipped: the emulator's HIP API is called directly\n");
-        return;
-    }
+    if (real_gpu()) CD_SKIP("the emulator's HIP API is called directly");
     CHECK_EQ(cd_hip_check_launch("rocsparse_call()", __FILE__, __LINE__), 0);
     CHECK(hipSetDevice(99) != hipSuccess); // leaves hipErrorInvalidDevice pending
     CHECK_EQ(cd_hip_check_launch("rocsparse_call()", __FILE__, __LINE__), CD_EDEVICE);
@@ -565,10 +556,7 @@ CD_TEST(hip_backend_launch_check_reports_a_pending_error_once) {
 // the device fails the probe with a message naming rocSPARSE and the arch
 // (injected under the emulator, which has no rocSPARSE).
 CD_TEST(hip_backend_probe_rocsparse_failure_names_library_and_arch) {
-    if (real_gpu()) {
-        printf("  skipped: the failure is injected into the emulated probe\n");
-        return;
-    }
+    if (real_gpu()) CD_SKIP("the failure is injected into the emulated probe");
     cd_hip_device_info info;
     char err[512] = "";
     CHECK_EQ(cd_hip_plugin_probe(0, &info, err, sizeof err), 0);
@@ -581,10 +569,7 @@ CD_TEST(hip_backend_probe_rocsparse_failure_names_library_and_arch) {
 }
 
 CD_TEST(hip_backend_no_device_fails_cleanly) {
-    if (real_gpu()) {
-        printf("  skipped: emulator only (CD_HIP_EMU_DEVICES)\n");
-        return;
-    }
+    if (real_gpu()) CD_SKIP("emulator only (CD_HIP_EMU_DEVICES)");
     setenv("CD_HIP_EMU_DEVICES", "0", 1);
     cd_backend_t be = NULL;
     char err[256] = "";

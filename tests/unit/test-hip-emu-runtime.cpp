@@ -280,10 +280,11 @@ __global__ void k_barrier_heavy(int rounds, int *out) {
     out[blockIdx.x * n + tid] = acc;
 }
 
-// The emulator's speed: fiber switches per second through __syncthreads
-// (a thread per GPU thread would manage ~100x fewer). The floor is loose
-// enough for a loaded machine and a sanitizer build.
-CD_TEST(hip_emu_barrier_throughput) {
+// Many barriers in many full-size blocks, every result exact. The rate of
+// fiber switches is printed (a thread per GPU thread would manage ~100x
+// fewer) but not judged: a speed is a benchmark figure, and a loaded
+// machine or a sanitizer build would fail any floor.
+CD_TEST(hip_emu_barrier_many_rounds_full_blocks_exact) {
     const int blocks = 8, threads = 1024, rounds = 50;
     int *out = NULL;
     HIP_OK(hipMalloc(&out, blocks * threads * sizeof(int)));
@@ -302,7 +303,6 @@ CD_TEST(hip_emu_barrier_throughput) {
     double switches = 2.0 * (2.0 * rounds + 1) * blocks * threads; // in and out per phase
     printf("  %d blocks x %d threads x %d barriers: %.3f s, %.1f M fiber switches/s\n", blocks, threads, 2 * rounds, s,
            switches / s * 1e-6);
-    CHECK(switches / s > 2e5);
     free(h);
     HIP_OK(hipFree(out));
 }

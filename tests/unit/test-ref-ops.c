@@ -3,6 +3,7 @@
 
 #include "core/limits.h"
 #include "kernels/cpu/ref.h"
+#include "tests/unit/act-oracle.h"
 #include "tests/unit/check.h"
 
 static float *rbuf(size_t n) {
@@ -109,6 +110,54 @@ CD_TEST(ref_activation_formulas) {
     cd_activation lr = {CD_ACT_LEAKYRELU, 0.1f, 0};
     cd_ref_activation(lr, 7, x, x); // in place
     CHECK(fabsf(x[0] + 0.7f) < 1e-6f && x[6] == 7.0f);
+}
+
+// Known values pin the test's own formulas (act-oracle.h) before they judge.
+CD_TEST(ref_activation_oracle_known_values) {
+    const struct {
+        cd_activation act;
+        float x, want;
+    } k[] = {
+        {{CD_ACT_NONE, 0, 0}, -1.5f, -1.5f},
+        {{CD_ACT_RELU, 0, 0}, -2.0f, 0.0f},
+        {{CD_ACT_RELU, 0, 0}, 2.5f, 2.5f},
+        {{CD_ACT_CLIP, 0, 6}, 7.0f, 6.0f},
+        {{CD_ACT_CLIP, 0, 6}, -1.0f, 0.0f},
+        {{CD_ACT_CLIP, -0.5f, 0.7f}, 0.25f, 0.25f},
+        {{CD_ACT_SIGMOID, 0, 0}, 0.0f, 0.5f},
+        {{CD_ACT_SIGMOID, 0, 0}, 2.0f, 0.880797078f},
+        {{CD_ACT_SIGMOID, 0, 0}, -100.0f, 0.0f},
+        {{CD_ACT_HARDSIGMOID, 0.2f, 0.5f}, 1.0f, 0.7f},
+        {{CD_ACT_HARDSIGMOID, 0.2f, 0.5f}, 3.0f, 1.0f},
+        {{CD_ACT_HARDSWISH, 0, 0}, 1.0f, 2.0f / 3.0f},
+        {{CD_ACT_HARDSWISH, 0, 0}, -4.0f, 0.0f},
+        {{CD_ACT_HARDSWISH, 0, 0}, 4.0f, 4.0f},
+        {{CD_ACT_LEAKYRELU, 0.1f, 0}, -7.0f, -0.7f},
+        {{CD_ACT_LEAKYRELU, 0.1f, 0}, 7.0f, 7.0f},
+    };
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        const float got = act_oracle(k[i].act, k[i].x);
+        CHECK_CLOSE_F32(&got, &k[i].want, 1, 1e-6);
+    }
+}
+
+// cd_ref_activation for every kind against the test's own formulas, on
+// random inputs with the kinks (0, +-3, the clip bounds) and large values.
+CD_TEST(ref_activation_every_kind_vs_formulas) {
+    enum { N = 512 };
+    for (int kind = CD_ACT_NONE; kind <= CD_ACT_ORACLE_LAST; kind++) {
+        cd_activation act = {(cd_act)kind, 0, 0};
+        if (kind == CD_ACT_CLIP) act.alpha = cd_test_randf(-1.0f, 0.0f), act.beta = cd_test_randf(0.5f, 6.0f);
+        if (kind == CD_ACT_HARDSIGMOID) act.alpha = cd_test_randf(0.1f, 0.5f), act.beta = cd_test_randf(0.2f, 0.8f);
+        if (kind == CD_ACT_LEAKYRELU) act.alpha = cd_test_randf(0.01f, 0.3f);
+        float x[N], y[N], want[N];
+        const float edges[] = {0.0f, -0.0f, 3.0f, -3.0f, act.alpha, act.beta, 80.0f, -80.0f};
+        for (int i = 0; i < N; i++)
+            x[i] = i < (int)(sizeof edges / sizeof edges[0]) ? edges[i] : cd_test_randf(-10.0f, 10.0f);
+        for (int i = 0; i < N; i++) want[i] = act_oracle(act, x[i]);
+        cd_ref_activation(act, N, x, y);
+        CHECK_CLOSE_F32(y, want, N, 1e-6);
+    }
 }
 
 CD_TEST(ref_softmax_rows_sum_to_one_inner_axis) {

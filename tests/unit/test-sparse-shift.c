@@ -31,10 +31,19 @@ static const shift_isa k_shift_isas[] = {
     {CD_SPARSE_ISA_AVX2, 8, cd_f32_spmm_shift__avx2, "cd_f32_spmm_shift__avx2"},
 };
 
-// Each ISA with the kernel that this CPU runs under CONVD_MAX_ISA.
-#define FOR_EACH_SHIFT_ISA(k)                                                                                     \
-    for (const shift_isa *k = k_shift_isas; k < k_shift_isas + sizeof k_shift_isas / sizeof k_shift_isas[0]; k++) \
-        if (cd_sparse_isa_supported(k->isa))
+// One test per ISA with the kernel, NAME__avx512f and NAME__avx2: each runs
+// the body at its ISA, or is a named skip where this run lacks that ISA.
+#define SHIFT_TEST(name)                       \
+    static void name##_at(const shift_isa *k); \
+    CD_TEST(name##__avx512f) {                 \
+        sp_require_isa(k_shift_isas[0].isa);   \
+        name##_at(&k_shift_isas[0]);           \
+    }                                          \
+    CD_TEST(name##__avx2) {                    \
+        sp_require_isa(k_shift_isas[1].isa);   \
+        name##_at(&k_shift_isas[1]);           \
+    }                                          \
+    static void name##_at(const shift_isa *k)
 
 // Shift pack: each row's entries ordered by tap s = j % S (then column),
 // counted per tap; values/offsets follow that order; totals as a plain pack.
@@ -165,8 +174,8 @@ static void shift_ukernel_case(const shift_isa *k) {
     }
 }
 
-CD_TEST(sparse_shift_ukernel_vs_scalar_sum_masked_tails_inplace) {
-    FOR_EACH_SHIFT_ISA(k) for (int it = 0; it < 80; it++) shift_ukernel_case(k);
+SHIFT_TEST(sparse_shift_ukernel_vs_scalar_sum_masked_tails_inplace) {
+    for (int it = 0; it < 80; it++) shift_ukernel_case(k);
 }
 
 // A random conv at column stride 1 or 2 (row stride 1 or 2 with it) whose
@@ -258,32 +267,28 @@ static void run_shift_case(const shift_isa *k, cd_conv_desc d, int batch, double
     sp_layer_free(&L);
 }
 
-static void run_shift_random(int iters, int gmode) {
-    FOR_EACH_SHIFT_ISA(k) {
-        for (int it = 0; it < iters; it++) {
-            omp_set_num_threads(cd_test_randi(1, 2)); // 2: at least two bands per image
-            int batch;
-            const cd_conv_desc d = shift_desc(gmode, k->vec, &batch);
-            for (size_t s = 0; s < sizeof k_sparsities / sizeof k_sparsities[0]; s++)
-                run_shift_case(k, d, batch, k_sparsities[s]);
-        }
+static void run_shift_random(const shift_isa *k, int iters, int gmode) {
+    for (int it = 0; it < iters; it++) {
+        omp_set_num_threads(cd_test_randi(1, 2)); // 2: at least two bands per image
+        int batch;
+        const cd_conv_desc d = shift_desc(gmode, k->vec, &batch);
+        for (size_t s = 0; s < sizeof k_sparsities / sizeof k_sparsities[0]; s++)
+            run_shift_case(k, d, batch, k_sparsities[s]);
     }
 }
 
-CD_TEST(sparse_shift_conv_random_dense_groups) { run_shift_random(8, 0); }
-CD_TEST(sparse_shift_conv_random_grouped) { run_shift_random(5, 1); }
-CD_TEST(sparse_shift_conv_random_depthwise) { run_shift_random(5, 2); }
+SHIFT_TEST(sparse_shift_conv_random_dense_groups) { run_shift_random(k, 8, 0); }
+SHIFT_TEST(sparse_shift_conv_random_grouped) { run_shift_random(k, 5, 1); }
+SHIFT_TEST(sparse_shift_conv_random_depthwise) { run_shift_random(k, 5, 2); }
 
 // ResNet-50-like 3x3 geometry at 28x28 (pitch 30 -> 32) with enough input
 // channels for several column blocks by the L1 rule, a residual and ReLU.
-CD_TEST(sparse_shift_conv_28x28_column_blocks) {
-    FOR_EACH_SHIFT_ISA(k) {
-        cd_conv_desc d = cd_conv_square(cd_test_randi(40, 70), 28, 28, cd_test_randi(3, 9), 3, 1, 1);
-        d.has_residual = 1;
-        d.act.kind = CD_ACT_RELU;
-        for (size_t s = 0; s < sizeof k_sparsities / sizeof k_sparsities[0]; s++)
-            run_shift_case(k, d, cd_test_randi(1, 2), k_sparsities[s]);
-    }
+SHIFT_TEST(sparse_shift_conv_28x28_column_blocks) {
+    cd_conv_desc d = cd_conv_square(cd_test_randi(40, 70), 28, 28, cd_test_randi(3, 9), 3, 1, 1);
+    d.has_residual = 1;
+    d.act.kind = CD_ACT_RELU;
+    for (size_t s = 0; s < sizeof k_sparsities / sizeof k_sparsities[0]; s++)
+        run_shift_case(k, d, cd_test_randi(1, 2), k_sparsities[s]);
 }
 
 // Where the path must not be taken even when forced: 7x7 (pitch 9 -> 16 is
@@ -314,27 +319,34 @@ CD_TEST(sparse_shift_conv_not_taken_outside_its_geometry) {
         if (info.shift != 0) CD_CHECK_FAIL_("case %d took the shift path", i);
         cd_sparse_conv_free(h);
     }
-    // The same 14x14 3x3 CSR layer takes it on every ISA with the kernel,
-    // forced or by the measured rule (shift 0: 3x3 only); off (-1) never; a
-    // 2x2 only forced.
-    FOR_EACH_SHIFT_ISA(k) {
-        cd_conv_desc k2 = base;
-        k2.r = k2.s = 2;
-        k2.pad_b = k2.pad_r = 0;
-        const struct {
-            const cd_conv_desc *d;
-            int opt, want;
-        } c[] = {{&base, 1, 3}, {&base, 0, 3}, {&base, -1, 0}, {&k2, 0, 0}, {&k2, 1, 2}};
-        for (int i = 0; i < 5; i++) {
-            cd_sparse_conv_options opt = {.format = CD_SPARSE_FMT_CSR, .isa = k->isa, .shift = c[i].opt};
-            cd_sparse_conv *h = NULL;
-            CHECK_EQ(cd_sparse_conv_create(c[i].d, w, NULL, &opt, &h), 0);
-            cd_sparse_conv_info info;
-            cd_sparse_conv_get_info(h, &info);
-            if (info.shift != c[i].want)
-                CD_CHECK_FAIL_("%s rule case %d: shift %d", cd_sparse_isa_name(k->isa), i, info.shift);
-            cd_sparse_conv_free(h);
-        }
+    free(w);
+}
+
+// The 14x14 3x3 CSR layer of the test above takes it on each ISA with the
+// kernel, forced or by the measured rule (shift 0: 3x3 only); off (-1)
+// never; a 2x2 only forced.
+SHIFT_TEST(sparse_shift_conv_taken_by_rule_or_forced) {
+    const cd_conv_desc base = cd_conv_square(8, 14, 14, 8, 3, 1, 1);
+    float *w = malloc(8 * 8 * 25 * sizeof *w);
+    CHECK(w);
+    sp_fill_random(w, 8 * 8 * 25);
+    sp_prune_unstructured(w, 8 * 8 * 25, 0.5);
+    cd_conv_desc k2 = base;
+    k2.r = k2.s = 2;
+    k2.pad_b = k2.pad_r = 0;
+    const struct {
+        const cd_conv_desc *d;
+        int opt, want;
+    } c[] = {{&base, 1, 3}, {&base, 0, 3}, {&base, -1, 0}, {&k2, 0, 0}, {&k2, 1, 2}};
+    for (int i = 0; i < 5; i++) {
+        cd_sparse_conv_options opt = {.format = CD_SPARSE_FMT_CSR, .isa = k->isa, .shift = c[i].opt};
+        cd_sparse_conv *h = NULL;
+        CHECK_EQ(cd_sparse_conv_create(c[i].d, w, NULL, &opt, &h), 0);
+        cd_sparse_conv_info info;
+        cd_sparse_conv_get_info(h, &info);
+        if (info.shift != c[i].want)
+            CD_CHECK_FAIL_("%s rule case %d: shift %d", cd_sparse_isa_name(k->isa), i, info.shift);
+        cd_sparse_conv_free(h);
     }
     free(w);
 }

@@ -61,10 +61,7 @@ static void reference(size_t mc, size_t nblk, int nr, const float *in, const str
 }
 
 static void check_ukernel(const cd_spmm_ukernel_info *uk) {
-    if (!cd_sparse_isa_supported(uk->isa)) {
-        printf("  %s: CPU lacks %s, not run\n", uk->name, cd_sparse_isa_name(uk->isa));
-        return;
-    }
+    sp_require_isa(uk->isa);
     const int mr = uk->mr, nr = uk->nr;
     const size_t mcs[] = {1,
                           (size_t)mr - 1,

@@ -107,6 +107,14 @@ static inline void sp_layer_free(sp_layer *L) {
     free(L->y);
 }
 
+// Ends the running test as a named skip when this run cannot execute isa:
+// the CPU lacks it, or CONVD_MAX_ISA caps the run below it.
+static inline void sp_require_isa(cd_sparse_isa isa) {
+    if (cd_sparse_isa_supported(isa)) return;
+    CD_SKIP("%s not run: this CPU lacks it%s", cd_sparse_isa_name(isa),
+            cd_sparse_isa_capped() ? " or CONVD_MAX_ISA caps this run below it" : "");
+}
+
 // Scalar instruction sets this CPU runs, best last.
 static inline int sp_isas(cd_sparse_isa out[3]) {
     int n = 0;
