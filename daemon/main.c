@@ -26,10 +26,10 @@
 // idle daemon uses no CPU. libgomp's default spin (300,000 polls) lasts about
 // 11 ms here, long enough to steal a core from the loop and the workers after
 // every request; passive waiting (no spin) cost ~50 us per layer. convd sets
-// GOMP_SPINCOUNT to CD_GOMP_SPINCOUNT (~1.6 ms here; docs/OPERATIONS.md,
+// GOMP_SPINCOUNT to CD_GOMP_SPINCOUNT (~40 us here; docs/OPERATIONS.md,
 // "Compute threads") unless the environment chose a policy or a count.
 // libgomp reads both when it is loaded, before main, hence the one re-exec.
-#define CD_GOMP_SPINCOUNT "30000"
+#define CD_GOMP_SPINCOUNT "1000"
 
 static void ensure_omp_wait_policy(char **argv) {
     if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;

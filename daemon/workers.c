@@ -13,9 +13,15 @@
 #include <time.h>
 
 struct cd_workers {
-    uv_async_t async;       // wakes the loop when `done` is non-empty
-    pthread_mutex_t lock;   // guards every field below and the queues' lists
-    pthread_cond_t cond;    // signalled when work arrives or on stop
+    uv_async_t async;        // wakes the loop when `done` is non-empty
+    pthread_mutex_t lock;    // guards every field below and the queues' lists
+    struct worker_wait {     // one per thread:
+        pthread_cond_t cond; //   signalled to wake that thread (work, stop)
+        bool listed;         //   it is in `idle`
+    } * waits;
+    int *idle;              // threads waiting for work, the most recently idle
+    int nidle;              //   last: the next request wakes it, so at low load
+                            //   one thread (its arenas warm) serves them all
     cd_request *queue_head; // generic FIFO (load ...)
     cd_request *queue_tail;
     cd_sched_queue *active; // model queues with requests waiting (doubly linked)
@@ -47,6 +53,41 @@ typedef struct {
     cd_workers *w;
     int index;
 } worker_arg;
+
+// Lock held. Wakes the thread that went idle last, if one is waiting.
+static void wake_one(cd_workers *w) {
+    if (w->nidle == 0) return;
+    int i = w->idle[--w->nidle];
+    w->waits[i].listed = false;
+    pthread_cond_signal(&w->waits[i].cond);
+}
+
+// Lock held. Wakes every thread (stop).
+static void wake_all(cd_workers *w) {
+    while (w->nidle > 0) wake_one(w);
+    for (int i = 0; i < w->nthreads; i++) pthread_cond_signal(&w->waits[i].cond);
+}
+
+// Lock held. Thread i waits for a wake-up, or until wake (CLOCK_MONOTONIC ns;
+// UINT64_MAX: none), as the most recently idle thread.
+static void wait_for_work(cd_workers *w, int i, uint64_t wake) {
+    w->idle[w->nidle++] = i;
+    w->waits[i].listed = true;
+    if (wake == UINT64_MAX) {
+        pthread_cond_wait(&w->waits[i].cond, &w->lock);
+    } else {
+        struct timespec ts = {.tv_sec = (time_t)(wake / 1000000000ull), .tv_nsec = (long)(wake % 1000000000ull)};
+        pthread_cond_timedwait(&w->waits[i].cond, &w->lock, &ts);
+    }
+    if (!w->waits[i].listed) return; // taken off the list by wake_one
+    w->waits[i].listed = false;      // a time-out or a spurious wake-up
+    for (int k = 0; k < w->nidle; k++)
+        if (w->idle[k] == i) {
+            memmove(&w->idle[k], &w->idle[k + 1], (size_t)(w->nidle - k - 1) * sizeof *w->idle);
+            w->nidle--;
+            break;
+        }
+}
 
 // Same clock as uv_hrtime (CLOCK_MONOTONIC), usable from any thread.
 static void push(cd_request **head, cd_request **tail, cd_request *req) {
@@ -234,7 +275,7 @@ static void run_double_buffered(cd_workers *w, cd_sched_queue *q, cd_request **b
         uint64_t now = cd_now_ns(), wake;
         if (!w->queue_head && pick_queue(w, now, &wake) == q) {
             m = take_batch(w, q, next, now);
-            if (w->active || w->queue_head) pthread_cond_signal(&w->cond);
+            if (w->active || w->queue_head) wake_one(w);
         }
         pthread_mutex_unlock(&w->lock);
         if (m) {
@@ -278,7 +319,7 @@ static void *worker_main(void *p) {
         if (q) {
             int n = take_batch(w, q, batch, now);
             // Let another worker look at what is left while this one computes.
-            if (w->active || w->queue_head) pthread_cond_signal(&w->cond);
+            if (w->active || w->queue_head) wake_one(w);
             if (n == 0) { // everything taken was cancelled or late
                 pthread_mutex_unlock(&w->lock);
                 uv_async_send(&w->async);
@@ -324,12 +365,7 @@ static void *worker_main(void *p) {
             pthread_mutex_lock(&w->lock);
             if (arrived || w->queue_head || w->active || w->stopping) continue;
         }
-        if (wake == UINT64_MAX) {
-            pthread_cond_wait(&w->cond, &w->lock);
-        } else {
-            struct timespec ts = {.tv_sec = (time_t)(wake / 1000000000ull), .tv_nsec = (long)(wake % 1000000000ull)};
-            pthread_cond_timedwait(&w->cond, &w->lock, &ts);
-        }
+        wait_for_work(w, arg.index, wake);
     }
     w->alive--;
     pthread_mutex_unlock(&w->lock);
@@ -383,9 +419,13 @@ int cd_workers_init_spin(cd_workers **out, uv_loop_t *loop, int n, uint64_t spin
     if (!w) return CD_ENOMEM;
     w->threads = calloc((size_t)n, sizeof *w->threads);
     w->running = calloc((size_t)n, sizeof *w->running);
-    if (!w->threads || !w->running) {
+    w->waits = calloc((size_t)n, sizeof *w->waits);
+    w->idle = calloc((size_t)n, sizeof *w->idle);
+    if (!w->threads || !w->running || !w->waits || !w->idle) {
         free(w->threads);
         free(w->running);
+        free(w->waits);
+        free(w->idle);
         free(w);
         return CD_ENOMEM;
     }
@@ -393,14 +433,17 @@ int cd_workers_init_spin(cd_workers **out, uv_loop_t *loop, int n, uint64_t spin
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&w->cond, &ca);
+    for (int i = 0; i < n; i++) pthread_cond_init(&w->waits[i].cond, &ca);
     pthread_condattr_destroy(&ca);
     w->complete = complete;
     w->ud = ud;
     w->spin_ns = spin_ns;
     if (uv_async_init(loop, &w->async, on_async) != 0) {
+        for (int i = 0; i < n; i++) pthread_cond_destroy(&w->waits[i].cond);
         free(w->threads);
         free(w->running);
+        free(w->waits);
+        free(w->idle);
         free(w);
         return CD_EINTERNAL;
     }
@@ -446,7 +489,7 @@ void cd_workers_submit(cd_workers *w, cd_request *req) {
     push(&w->queue_head, &w->queue_tail, req);
     w->busy++;
     atomic_fetch_add(&w->submits, 1);
-    pthread_cond_signal(&w->cond);
+    wake_one(w);
     pthread_mutex_unlock(&w->lock);
 }
 
@@ -465,7 +508,7 @@ int cd_workers_submit_batched(cd_workers *w, cd_sched_queue *q, cd_request *req)
     queue_activate(w, q);
     w->busy++;
     atomic_fetch_add(&w->submits, 1);
-    pthread_cond_signal(&w->cond);
+    wake_one(w);
     pthread_mutex_unlock(&w->lock);
     return 0;
 }
@@ -509,16 +552,20 @@ int cd_workers_count(const cd_workers *w) { return w->nthreads; }
 static void on_async_closed(uv_handle_t *h) {
     cd_workers *w = h->data;
     pthread_mutex_destroy(&w->lock);
-    pthread_cond_destroy(&w->cond);
+    // Every thread started was joined (or none was: the conds exist for all).
+    int n = w->nthreads > 0 ? w->nthreads : 0;
+    for (int i = 0; i < n; i++) pthread_cond_destroy(&w->waits[i].cond);
     free(w->threads);
     free(w->running);
+    free(w->waits);
+    free(w->idle);
     free(w);
 }
 
 void cd_workers_stop_begin(cd_workers *w) {
     pthread_mutex_lock(&w->lock);
     w->stopping = true;
-    pthread_cond_broadcast(&w->cond);
+    wake_all(w);
     pthread_mutex_unlock(&w->lock);
 }
 
