@@ -59,9 +59,9 @@ use (utime + stime of /proc/PID/stat) over --idle-seconds, in % of one core.
 --isa avx2 caps as bench/anchors.py does: ONEDNN_MAX_CPU_ISA=AVX2 and
 CONVD_MAX_ISA=avx2 for convd (the daemon does not read CONVD_MAX_ISA: it gets
 --max-isa avx2), NM_ARCH=avx2 for DeepSparse; onnxruntime cannot be capped.
-convd runs with its own wait policy: the daemon sets GOMP_SPINCOUNT itself
-(daemon/main.c), convd-run gets libgomp's default spin; neither gets
-OMP_WAIT_POLICY (unless the caller's environment sets it).
+convd runs with its own wait policy: the daemon and convd-run set
+GOMP_SPINCOUNT themselves (core/host.c); neither gets OMP_WAIT_POLICY
+(unless the caller's environment sets it).
 
 --write replaces the section "## All cores" (the thread x concurrency tables),
 "## All cores: daemon settings" (--sweep) or "## All cores: idle" (--idle) of
@@ -177,7 +177,7 @@ def worker_commands():
 
 def daemon_env(env):
     """tests/support/daemon.py's environment without its OMP_WAIT_POLICY:
-    the daemon chooses its own wait policy (GOMP_SPINCOUNT, daemon/main.c)."""
+    the daemon chooses its own wait policy (GOMP_SPINCOUNT, core/host.c)."""
     from tests.support.daemon import process_env
     e = process_env(env)
     if "OMP_WAIT_POLICY" not in env and "OMP_WAIT_POLICY" not in os.environ:

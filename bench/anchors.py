@@ -200,7 +200,7 @@ class DeepSparse:
 
 def convd_cmd(binary, path, *args, env, timeout, threads=1, passive=True):
     """passive: run with OMP_WAIT_POLICY=passive (no effect at 1 thread);
-    False: libgomp's default spin, as a user's convd-run gets it."""
+    False: convd-run's own wait policy, as a user gets it (core/host.c)."""
     e = dict(os.environ, **env)
     if passive:
         e["OMP_WAIT_POLICY"] = "passive"

@@ -12,32 +12,13 @@
 #include "daemon/settings.h"
 #include "core/errors.h"
 #include "backends/devices.h"
+#include "core/host.h"
 #include "runtime/runtime.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-// The kernels run on OpenMP (libgomp, through oneDNN too), on the one team of
-// the runtime's executor (runtime/executor.h). Between two layers, and for a
-// short while after a request, its threads spin instead of sleeping, so a hot
-// request pays no futex sleep and wake-up per layer; then they sleep, so an
-// idle daemon uses no CPU. libgomp's default spin (300,000 polls) lasts about
-// 11 ms here, long enough to steal a core from the loop and the workers after
-// every request; passive waiting (no spin) cost ~50 us per layer. convd sets
-// GOMP_SPINCOUNT to CD_GOMP_SPINCOUNT (~40 us here; docs/OPERATIONS.md,
-// "Compute threads") unless the environment chose a policy or a count.
-// libgomp reads both when it is loaded, before main, hence the one re-exec.
-#define CD_GOMP_SPINCOUNT "1000"
-
-static void ensure_omp_wait_policy(char **argv) {
-    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
-    if (setenv("GOMP_SPINCOUNT", CD_GOMP_SPINCOUNT, 1) != 0) return;
-    execv("/proc/self/exe", argv);
-    // Not fatal: the daemon works either way, only with libgomp's longer spin.
-    fprintf(stderr, "convd: could not re-exec with GOMP_SPINCOUNT=%s; continuing\n", CD_GOMP_SPINCOUNT);
-}
 
 // Checks --device at start-up (backends/backend.h cd_backend_probe): "cpu",
 // "hip-emu", or "hip[:N]", which loads the GPU=hip plugin and probes the
@@ -75,7 +56,9 @@ static void runtime_configure(const cd_settings *set) {
 }
 
 int main(int argc, char **argv) {
-    ensure_omp_wait_policy(argv);
+    // One team, a short spin between layers (core/host.h; the executor:
+    // runtime/executor.h).
+    cd_host_omp_wait_policy(argv, "convd");
     static cd_settings set;
     switch (cd_settings_parse(&set, argc, argv)) {
     case CD_SETTINGS_RUN: break;
