@@ -186,6 +186,16 @@ static bool cpu_supports_op(cd_backend_t be, const cd_bop_desc *d) {
 
 // ---- init ---------------------------------------------------------------------
 
+// Copies the scales and zero points of a FAKEQUANT into st. 0, CD_EPARAMS, CD_ENOMEM.
+static int fakequant_init(cd_op_state *st, const cd_bop_desc *d) {
+    size_t ch = d->u.fq.channels > 0 ? (size_t)d->u.fq.channels : 0;
+    if (!ch || !d->scale || !d->zero_point) return CD_EPARAMS;
+    if (!(st->qscale = malloc(2 * ch * sizeof(float)))) return CD_ENOMEM;
+    memcpy(st->qscale, d->scale, ch * sizeof(float));
+    memcpy(st->qscale + ch, d->zero_point, ch * sizeof(float));
+    return 0;
+}
+
 static int cpu_op_init(cd_backend_t be, const cd_bop_desc *d, cd_op_state **out) {
     int swap;
     kernel_kind k = choose(d, &swap);
@@ -277,18 +287,7 @@ static int cpu_op_init(cd_backend_t be, const cd_bop_desc *d, cd_op_state **out)
         }
         break;
     case CD_BOP_TRANSPOSE: break;
-    case CD_BOP_FAKEQUANT: {
-        size_t ch = d->u.fq.channels > 0 ? (size_t)d->u.fq.channels : 0;
-        if (!ch || !d->scale || !d->zero_point) {
-            rc = CD_EPARAMS;
-        } else if (!(st->qscale = malloc(2 * ch * sizeof(float)))) {
-            rc = CD_ENOMEM;
-        } else {
-            memcpy(st->qscale, d->scale, ch * sizeof(float));
-            memcpy(st->qscale + ch, d->zero_point, ch * sizeof(float));
-        }
-        break;
-    }
+    case CD_BOP_FAKEQUANT: rc = fakequant_init(st, d); break;
     case CD_BOP_REORDER:
         if (k == K_DNNL) {
             const cd_tdesc *s = &d->src[0];
