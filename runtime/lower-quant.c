@@ -84,7 +84,9 @@ static int read_quant(lctx *c, int js, int jz, const cd_value *x, int xdtype, in
     if (z && z->kind != CD_VAL_CONST_I64)
         return node_fail(c, CD_EMODEL, "the zero point (input %d) must be an integer constant, it is %s", jz,
                          kind_name(z));
-    if (s->rank > 1) return node_fail(c, CD_EMODEL, "the scale must be a scalar or 1-D, it has rank %d", s->rank);
+    if (s->rank > 1 || s->numel < 1)
+        return node_fail(c, CD_EMODEL, "the scale must be a scalar or 1-D and not empty (rank %d, %lld values)",
+                         s->rank, (long long)s->numel);
     const int per_channel = s->numel != 1;
     int64_t ax = 0;
     if (per_channel) {
@@ -277,19 +279,30 @@ static int requant(lctx *c, int x, const cd_quant *want, int out, const char *la
     return rc ? rc : out;
 }
 
+// out[e] = (x[e] - zero_point) * scale over the integer constant x read
+// with qp. 0, or CD_EMODEL for a value outside the range of qp's type (the
+// file's data disagrees with its type, or a computed constant).
+static int dequant_values(lctx *c, const cd_value *x, const cd_quant *qp, float *out) {
+    for (int64_t e = 0; e < x->numel; e++) {
+        int64_t ch = channel_of(qp, x, e);
+        if ((x->batch_mark && x->batch_mark[e]) || (float)x->i[e] < qp->d.qmin || (float)x->i[e] > qp->d.qmax)
+            return node_fail(c, CD_EMODEL, "value %lld of '%s' (%lld) is not a %s", (long long)e, x->name,
+                             (long long)x->i[e], dtype_name(qp->dtype));
+        out[e] = (float)((double)(x->i[e] - (int64_t)qp->zero_point[ch]) * qp->scale[ch]);
+    }
+    return 0;
+}
+
 // A float constant value (new) holding the dequantized integer constant x
 // read with qp; its id or a negative code.
 static int dequant_const(lctx *c, int x, const cd_quant *qp, const char *suffix) {
     const cd_value *xv = &c->g->values[x];
     float *f = malloc((size_t)(xv->numel ? xv->numel : 1) * sizeof(float));
     if (!f) return OOM(c);
-    for (int64_t e = 0; e < xv->numel; e++) {
-        int64_t ch = channel_of(qp, xv, e);
-        f[e] = (float)((double)(xv->i[e] - (int64_t)qp->zero_point[ch]) * qp->scale[ch]);
-    }
+    int rc = dequant_values(c, xv, qp, f);
     int64_t shape[CD_MAX_RANK];
     memcpy(shape, xv->shape, sizeof shape);
-    int id = cd_lower_make_const(c, suffix, xv->rank, shape, f);
+    int id = rc ? rc : cd_lower_make_const(c, suffix, xv->rank, shape, f);
     free(f);
     return id;
 }
@@ -316,9 +329,11 @@ static int qinput(lctx *c, int j, int js, int jz, const char *what) {
     return id;
 }
 
+// Input j must be an initializer of a quantized type (int8, uint8 ...) and rank.
 static int need_int_const(lctx *c, int j, const char *what, int rank) {
     cd_value *w = in_val(c, j);
-    if (!w || w->kind != CD_VAL_CONST_I64 || (rank && w->rank != rank))
+    float lo, hi;
+    if (!w || w->kind != CD_VAL_CONST_I64 || (rank && w->rank != rank) || qrange(w->dtype, &lo, &hi))
         return node_fail(c, is_act(w) ? CD_EUNSUPPORTED : CD_EMODEL,
                          "%s (input %d) must be an integer initializer of rank %d, it is %s", what, j, rank,
                          kind_name(w));
@@ -413,20 +428,8 @@ int cd_lower_dequantize(lctx *c) {
     if (is_act(x)) {
         rc = requant(c, in_id(c, 0), &qp, c->n->outputs[0], "DequantizeLinear");
         rc = rc < 0 ? rc : 0;
-    } else {
-        for (int64_t e = 0; x->batch_mark && e < x->numel; e++)
-            if (x->batch_mark[e]) {
-                cd_quant_clear(&qp);
-                return node_fail(c, CD_EUNSUPPORTED, "dequantization of the batch size");
-            }
-        if (!(rc = const_out(c, CD_VAL_CONST_F32, x->rank, x->shape, CD_MAX_CONST_ELEMS))) {
-            x = in_val(c, 0);
-            cd_value *o = out_val(c);
-            for (int64_t e = 0; e < x->numel; e++) {
-                int64_t ch = channel_of(&qp, x, e);
-                o->f[e] = (float)((double)(x->i[e] - (int64_t)qp.zero_point[ch]) * qp.scale[ch]);
-            }
-        }
+    } else if (!(rc = const_out(c, CD_VAL_CONST_F32, x->rank, x->shape, CD_MAX_CONST_ELEMS))) {
+        rc = dequant_values(c, in_val(c, 0), &qp, out_val(c)->f);
     }
     cd_quant_clear(&qp);
     return rc;
@@ -568,6 +571,7 @@ int cd_lower_integer_op(lctx *c) {
     if ((xz && (xz->kind != CD_VAL_CONST_I64 || xz->numel != 1)) || (wz && wz->kind != CD_VAL_CONST_I64))
         return node_fail(c, CD_EUNSUPPORTED, "the zero points must be integer initializers (x's a scalar)");
     const int64_t nout = conv ? w->shape[0] : w->shape[1];
+    if (nout < 1) return node_fail(c, CD_EMODEL, "the weights are empty");
     if (wz && wz->numel != 1 && wz->numel != nout)
         return node_fail(c, CD_EMODEL, "the weights' zero point has %lld values (1 or %lld)", (long long)wz->numel,
                          (long long)nout);

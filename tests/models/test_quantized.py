@@ -149,11 +149,14 @@ def test_pruned_qdq_model_keeps_zeros_and_sparse_kernels(tmp_path, rng, cache_en
     assert len(zeros) == 3 and min(zeros) >= 0.89, zeros
     err, top1 = compare(q, tmp_path, rng, env=cache_env)
     assert err <= REL_L2 and top1 == 1.0
-    plan = plan_json(q, env=cache_env)
+    # The planner sees the same weights as in the f32 pruned file: the same
+    # densities, the same dense/sparse choices (the calibrated cost model).
+    plan, plan_f32 = plan_json(q, env=cache_env), plan_json(q.with_suffix(".f32.onnx"), env=cache_env)
     for layer in weighted(plan)[:3]:
         assert layer["density"] <= 0.11, layer
+    assert [l["sparse"] for l in weighted(plan)] == [l["sparse"] for l in weighted(plan_f32)]
     if os.environ.get("CONVD_BUILD", "build") != "build-san":  # see test_sparse_models.py
-        assert plan["total"]["sparse_layers"] >= 2, [l["kernel"] for l in weighted(plan)]
+        assert plan["total"]["sparse_layers"] >= 1, [l["kernel"] for l in weighted(plan)]
     info = convd_run(q, ["--info"], env=cache_env).stdout
     assert "sparse:" in info, info
 
