@@ -150,8 +150,9 @@ static int lower_batchnorm(lctx *c) {
     int64_t cshape[CD_MAX_RANK];
     cshape[0] = C;
     for (int i = 2; i < x->rank; i++) cshape[i - 1] = 1;
-    int sid = cd_lower_make_const(c, "bn_scale", x->rank - 1, cshape, scale);
-    int tid = sid >= 0 ? cd_lower_make_const(c, "bn_shift", x->rank - 1, cshape, shift) : sid;
+    const int crank = x->rank - 1; // (x moves when a value is added)
+    int sid = cd_lower_make_const(c, "bn_scale", crank, cshape, scale);
+    int tid = sid >= 0 ? cd_lower_make_const(c, "bn_shift", crank, cshape, shift) : sid;
     free(scale);
     free(shift);
     if (tid < 0) return tid;

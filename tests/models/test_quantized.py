@@ -157,8 +157,8 @@ def test_pruned_qdq_model_keeps_zeros_and_sparse_kernels(tmp_path, rng, cache_en
     assert [l["sparse"] for l in weighted(plan)] == [l["sparse"] for l in weighted(plan_f32)]
     if os.environ.get("CONVD_BUILD", "build") != "build-san":  # see test_sparse_models.py
         assert plan["total"]["sparse_layers"] >= 1, [l["kernel"] for l in weighted(plan)]
-    info = convd_run(q, ["--info"], env=cache_env).stdout
-    assert "sparse:" in info, info
+        info = convd_run(q, ["--info"], env=cache_env).stdout
+        assert "sparse:" in info, info
 
 
 # ---- hand-made files: every form of the ops, and the bad ones -----------------------------
