@@ -72,6 +72,7 @@ typedef enum {
     CD_BOP_CONCAT,
     CD_BOP_TRANSPOSE,
     CD_BOP_REORDER,
+    CD_BOP_FAKEQUANT, // quantize-dequantize of an activation (QDQ models)
     CD_BOP_COUNT
 } cd_bop;
 
@@ -92,6 +93,7 @@ typedef struct {
         cd_softmax_desc softmax;
         int axis;              // CONCAT
         int perm[CD_MAX_RANK]; // TRANSPOSE: dst dim i = src dim perm[i]
+        cd_fakequant_desc fq;  // FAKEQUANT
     } u;
     const float *w;    // CONV2D (OIHW), GEMM (n x k): host memory,
     const float *bias; // only during init; NULL for no bias
@@ -102,6 +104,10 @@ typedef struct {
     // supports_op false for sparse = 1 (backends that predate the field see 0).
     int sparse;
     int sparse_format;
+    // FAKEQUANT: u.fq.channels scales and zero points (integers), host
+    // memory, only during init.
+    const float *scale;
+    const float *zero_point;
 } cd_bop_desc;
 
 // What a backend is and does, for the planner and the executor to ask

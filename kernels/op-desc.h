@@ -85,6 +85,26 @@ CD_ACT_APPLY_QUALIFIERS float cd_act_apply(cd_activation act, float x) {
     return x;
 }
 
+// Fake quantization (a QuantizeLinear -> DequantizeLinear pair on float
+// activations): y = (clamp(round_half_even(x / scale) + zero_point, qmin,
+// qmax) - zero_point) * scale, with one scale and zero point for the tensor
+// (channels 1) or one per index of dim axis. The range is the quantized
+// type's (u8: 0..255, s8: -128..127). zero_point is an integer in
+// [qmin, qmax], so a padding channel's 0 stays 0.
+typedef struct {
+    int channels; // 1: per tensor; else the size of dim axis
+    int axis;     // per channel: the dim (of the per-item NCHW shape, dim 0 the batch)
+    float qmin, qmax;
+} cd_fakequant_desc;
+
+// The element operation of the fake quantization: the one definition for
+// the reference kernel and the HIP kernel (host and device).
+CD_ACT_APPLY_QUALIFIERS float cd_fakequant_apply(float x, float scale, float zero_point, float qmin, float qmax) {
+    float q = rintf(x / scale) + zero_point; // rintf: round half to even in the default rounding mode
+    q = fminf(fmaxf(q, qmin), qmax);
+    return (q - zero_point) * scale;
+}
+
 // Element-wise binary operators (NumPy broadcasting).
 typedef enum {
     CD_BINARY_ADD = 0,

@@ -96,7 +96,29 @@ void cd_op_free(cd_op *op) {
         free(op->u.gemm.w);
         free(op->u.gemm.bias);
         op->u.gemm.w = op->u.gemm.bias = NULL;
+    } else if (op->kind == CD_OP_FAKEQUANT) {
+        cd_quant_clear(&op->u.fq);
     }
+}
+
+void cd_quant_clear(cd_quant *q) {
+    free(q->scale);
+    free(q->zero_point);
+    q->scale = q->zero_point = NULL;
+}
+
+int cd_quant_copy(const cd_quant *q, cd_quant *out) {
+    size_t n = (size_t)(q->d.channels > 0 ? q->d.channels : 1);
+    *out = *q;
+    out->scale = malloc(n * sizeof(float));
+    out->zero_point = malloc(n * sizeof(float));
+    if (!out->scale || !out->zero_point) {
+        cd_quant_clear(out);
+        return CD_ENOMEM;
+    }
+    memcpy(out->scale, q->scale, n * sizeof(float));
+    memcpy(out->zero_point, q->zero_point, n * sizeof(float));
+    return 0;
 }
 
 void cd_graph_free(cd_graph *g) {
@@ -107,6 +129,8 @@ void cd_graph_free(cd_graph *g) {
         free(g->values[i].f);
         free(g->values[i].i);
         free(g->values[i].batch_mark);
+        if (g->values[i].q) cd_quant_clear(g->values[i].q);
+        free(g->values[i].q);
     }
     for (int i = 0; i < g->nnodes; i++) {
         free(g->nodes[i].inputs);

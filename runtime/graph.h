@@ -22,12 +22,28 @@
 #include <stddef.h>
 #include <stdint.h>
 
+// The default domain's opsets convd reads. 18 to 21 changed none of the
+// operators convd lowers but for new types (float8, int4) and the attributes
+// that come with them (Q/DQ block_size, output_dtype, saturate; AveragePool
+// dilations), which are refused by name where they matter.
+#define CD_OPSET_MIN 11
+#define CD_OPSET_MAX 21
+
 typedef enum {
     CD_VAL_NONE = 0,  // declared but not yet produced
     CD_VAL_ACT,       // float32 activation computed per request
     CD_VAL_CONST_F32, // float constant (initializer, Constant, folded)
     CD_VAL_CONST_I64, // integer constant (shapes, indices, axes)
 } cd_val_kind;
+
+// The quantization of a tensor (QuantizeLinear/DequantizeLinear, the QLinear*
+// ops): q = saturate(round(x / scale) + zero_point), x = (q - zero_point) * scale.
+typedef struct {
+    cd_fakequant_desc d; // channels (1: per tensor), axis, the range of dtype
+    float *scale;        // d.channels values (owned)
+    float *zero_point;   // d.channels integer values (owned)
+    int dtype;           // ONNX element type of q (UINT8, INT8, INT32 ...)
+} cd_quant;
 
 typedef struct {
     char *name;
@@ -41,6 +57,9 @@ typedef struct {
     int nconsumers;             // node inputs reading it (+1 when a graph output)
     int is_output;              // a graph output
     int producer_op;            // index into the op list, -1 when none
+    int dtype;                  // constants: the ONNX element type stored in the file (0 when computed)
+    cd_quant *q;                // CD_VAL_ACT of a quantized (integer) tensor: it holds the dequantized
+                                // values (q - zero_point) * scale, and these are q's parameters (owned)
 } cd_value;
 
 typedef struct {
@@ -62,8 +81,9 @@ typedef enum {
     CD_OP_SOFTMAX,
     CD_OP_CONCAT,
     CD_OP_TRANSPOSE,
-    CD_OP_ALIAS, // Reshape, Flatten, Identity, Dropout, Squeeze, Unsqueeze:
-                 // same bytes, new shape
+    CD_OP_ALIAS,     // Reshape, Flatten, Identity, Dropout, Squeeze, Unsqueeze:
+                     // same bytes, new shape
+    CD_OP_FAKEQUANT, // QuantizeLinear of a float activation (quantize, then dequantize)
 } cd_op_kind;
 
 #define CD_OP_MAX_IN 64
@@ -102,6 +122,7 @@ typedef struct {
         struct {
             int perm[CD_MAX_RANK];
         } transpose;
+        cd_quant fq; // FAKEQUANT (owned arrays; dtype of the quantized tensor)
     } u;
 } cd_op;
 
@@ -134,6 +155,10 @@ int cd_graph_add_value(cd_graph *g, const char *name);
 // Appends an op (zeroed, name copied) and returns its index or CD_ENOMEM.
 int cd_graph_add_op(cd_graph *g, cd_op_kind kind, const char *name);
 void cd_op_free(cd_op *op);
+// Frees q's arrays (not q itself).
+void cd_quant_clear(cd_quant *q);
+// A deep copy of q into *out. 0 or CD_ENOMEM.
+int cd_quant_copy(const cd_quant *q, cd_quant *out);
 void cd_graph_free(cd_graph *g);
 // Elements of a shape, or -1 on negative dims or when the product of the
 // non-zero dims overflows (core/checked.h).
@@ -156,7 +181,7 @@ int cd_onnx_import_buffer(const uint8_t *buf, size_t len, const char *dir, cd_gr
 void cd_onnx_release(cd_graph *g);
 // Converts a TensorProto (const Onnx__TensorProto *) into constant data in v
 // (kind, rank, shape, numel, f or i). Float types become float32, integer
-// types int64. External data resolves inside g->dir only. Returns 0,
+// types int64; v->dtype is the file's element type. External data resolves inside g->dir only. Returns 0,
 // CD_EMODEL (sizes disagree, bad external reference), CD_EUNSUPPORTED (dtype)
 // or CD_ENOMEM. what names the tensor in messages.
 int cd_onnx_tensor_value(cd_graph *g, const void *tensor, const char *what, cd_value *v, char *err, size_t errlen);

@@ -323,6 +323,35 @@ static inline int broadcast(int ra, const int64_t *a, int rb, const int64_t *b, 
     return 0;
 }
 
+// ---- the compute ops (lower.c), also for the quantized ops' lowering --------------
+
+int cd_lower_conv(lctx *c);
+int cd_lower_binary(lctx *c);
+int cd_lower_pool(lctx *c);
+int cd_lower_gemm(lctx *c);
+// Makes a float constant value named after the node's output and suffix
+// (data copied) and returns its id, or a negative code.
+int cd_lower_make_const(lctx *c, const char *suffix, int rank, const int64_t *shape, const float *data);
+
+// ---- the quantized ops (lower-quant.c), for the op table --------------------------
+
+int cd_lower_quantize(lctx *c);
+int cd_lower_dequantize(lctx *c);
+int cd_lower_qlinear_conv(lctx *c);
+int cd_lower_qlinear_matmul(lctx *c);
+int cd_lower_qgemm(lctx *c);
+int cd_lower_qlinear_binary(lctx *c);
+int cd_lower_qlinear_global_pool(lctx *c);
+int cd_lower_integer_op(lctx *c);
+int cd_lower_dynamic_quantize(lctx *c);
+// Cast of a quantized activation to float (its integer values).
+int cd_lower_quant_cast(lctx *c);
+// After an op that passes a quantized input through (MaxPool, Reshape ...):
+// the output is quantized like input 0. 0, CD_EUNSUPPORTED or CD_ENOMEM.
+int cd_lower_quant_pass(lctx *c, int per_channel_ok);
+// Refuses a quantized activation as an input of an op that takes float.
+int cd_lower_quant_refuse(lctx *c);
+
 // ---- the shape ops (lower-shape.c), for the op table -----------------------------
 
 int cd_lower_identity(lctx *c);

@@ -370,6 +370,7 @@ int cd_lower_cast(lctx *c) {
                    to == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16;
     int to_int = to == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 || to == ONNX__TENSOR_PROTO__DATA_TYPE__INT32;
     if (is_act(x)) {
+        if (x->q && to == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT) return cd_lower_quant_cast(c);
         if (to != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
             return node_fail(c, CD_EUNSUPPORTED, "activations stay float32 (Cast to %lld)", (long long)to);
         return reshape_to(c, x->rank, x->shape, "Cast");

@@ -29,7 +29,7 @@
 
 // ---- operators ----------------------------------------------------------------
 
-static int lower_conv(lctx *c) {
+int cd_lower_conv(lctx *c) {
     int rc;
     if ((rc = need_inputs(c, 2, 3)) || (rc = need_act(c, 0)) || (rc = only_first_output(c))) return rc;
     cd_value *x = in_val(c, 0), *w = in_val(c, 1), *b = in_val(c, 2);
@@ -86,8 +86,7 @@ static int lower_conv(lctx *c) {
     return set_act_out(c, op, 4, shape);
 }
 
-// Makes a float constant value (generated name) and returns its id.
-static int make_const(lctx *c, const char *suffix, int rank, const int64_t *shape, const float *data) {
+int cd_lower_make_const(lctx *c, const char *suffix, int rank, const int64_t *shape, const float *data) {
     char name[512];
     snprintf(name, sizeof name, "%s::%s", c->g->values[c->n->outputs[0]].name, suffix);
     int id = cd_graph_add_value(c->g, name);
@@ -151,8 +150,9 @@ static int lower_batchnorm(lctx *c) {
     int64_t cshape[CD_MAX_RANK];
     cshape[0] = C;
     for (int i = 2; i < x->rank; i++) cshape[i - 1] = 1;
-    int sid = make_const(c, "bn_scale", x->rank - 1, cshape, scale);
-    int tid = sid >= 0 ? make_const(c, "bn_shift", x->rank - 1, cshape, shift) : sid;
+    const int crank = x->rank - 1; // (x moves when a value is added)
+    int sid = cd_lower_make_const(c, "bn_scale", crank, cshape, scale);
+    int tid = sid >= 0 ? cd_lower_make_const(c, "bn_shift", crank, cshape, shift) : sid;
     free(scale);
     free(shift);
     if (tid < 0) return tid;
@@ -329,7 +329,7 @@ static int fold_binary_const(lctx *c, cd_binary_kind kind, cd_value *a, cd_value
     return node_fail(c, CD_EUNSUPPORTED, "constant operands of mixed or unsupported types");
 }
 
-static int lower_binary(lctx *c) {
+int cd_lower_binary(lctx *c) {
     int rc;
     if ((rc = need_inputs(c, 2, 2)) || (rc = only_first_output(c))) return rc;
     const char *op = c->n->op;
@@ -382,7 +382,7 @@ static int lower_binary(lctx *c) {
     return set_act_out(c, id, r, shape);
 }
 
-static int lower_pool(lctx *c) {
+int cd_lower_pool(lctx *c) {
     int rc;
     if ((rc = need_inputs(c, 1, 1)) || (rc = need_act(c, 0)) || (rc = only_first_output(c))) return rc;
     cd_value *x = in_val(c, 0);
@@ -440,7 +440,7 @@ static int lower_pool(lctx *c) {
     return set_act_out(c, id, 4, shape);
 }
 
-static int lower_gemm(lctx *c) {
+int cd_lower_gemm(lctx *c) {
     int rc;
     const int matmul = strcmp(c->n->op, "MatMul") == 0;
     if ((rc = need_inputs(c, 2, matmul ? 2 : 3)) || (rc = need_act(c, 0)) || (rc = only_first_output(c))) return rc;
@@ -522,14 +522,26 @@ static int lower_softmax(lctx *c) {
 
 // ---- the op table -------------------------------------------------------------
 
+// What an op does with a quantized activation input (cd_value.q).
+typedef enum {
+    Q_REFUSE = 0, // takes float only: a quantized input is a type error
+    Q_PASS,       // moves or selects values: the output is quantized like input 0
+    Q_PASS_PC,    // the same, per-channel parameters included (the channels stay)
+    Q_OWN,        // the lowering handles it
+} quant_mode;
+
 typedef struct {
     const char *op;
     int (*lower)(lctx *c);
     const char *attrs; // allowed attribute names, comma-separated
+    quant_mode quant;
+    const char *domain; // NULL: the default domain; else e.g. "com.microsoft"
 } op_entry;
 
+#define MS "com.microsoft"
+
 static const op_entry g_ops[] = {
-    {"Conv", lower_conv, "auto_pad,dilations,group,kernel_shape,pads,strides"},
+    {"Conv", cd_lower_conv, "auto_pad,dilations,group,kernel_shape,pads,strides"},
     {"BatchNormalization", lower_batchnorm, "epsilon,momentum,training_mode"},
     {"Relu", lower_activation, ""},
     {"Clip", lower_activation, "min,max"},
@@ -537,34 +549,48 @@ static const op_entry g_ops[] = {
     {"HardSigmoid", lower_activation, "alpha,beta"},
     {"HardSwish", lower_activation, ""},
     {"LeakyRelu", lower_activation, "alpha"},
-    {"Add", lower_binary, ""},
-    {"Mul", lower_binary, ""},
-    {"Sub", lower_binary, ""},
-    {"Div", lower_binary, ""},
-    {"MaxPool", lower_pool, "auto_pad,ceil_mode,dilations,kernel_shape,pads,storage_order,strides"},
-    {"AveragePool", lower_pool, "auto_pad,ceil_mode,count_include_pad,kernel_shape,pads,strides"},
-    {"GlobalAveragePool", lower_pool, ""},
-    {"GlobalMaxPool", lower_pool, ""},
-    {"Flatten", cd_lower_flatten, "axis"},
-    {"Reshape", cd_lower_reshape, "allowzero"},
-    {"Transpose", cd_lower_transpose, "perm"},
+    {"Add", cd_lower_binary, ""},
+    {"Mul", cd_lower_binary, ""},
+    {"Sub", cd_lower_binary, ""},
+    {"Div", cd_lower_binary, ""},
+    {"MaxPool", cd_lower_pool, "auto_pad,ceil_mode,dilations,kernel_shape,pads,storage_order,strides", Q_PASS_PC},
+    {"AveragePool", cd_lower_pool, "auto_pad,ceil_mode,count_include_pad,kernel_shape,pads,strides"},
+    {"GlobalAveragePool", cd_lower_pool, ""},
+    {"GlobalMaxPool", cd_lower_pool, "", Q_PASS_PC},
+    {"Flatten", cd_lower_flatten, "axis", Q_PASS},
+    {"Reshape", cd_lower_reshape, "allowzero", Q_PASS},
+    {"Transpose", cd_lower_transpose, "perm", Q_PASS},
     {"Concat", cd_lower_concat, "axis"},
-    {"Gemm", lower_gemm, "alpha,beta,transA,transB"},
-    {"MatMul", lower_gemm, ""},
+    {"Gemm", cd_lower_gemm, "alpha,beta,transA,transB"},
+    {"MatMul", cd_lower_gemm, ""},
     {"Softmax", lower_softmax, "axis"},
-    {"Identity", cd_lower_identity, ""},
-    {"Dropout", cd_lower_identity, "seed,ratio"},
+    {"Identity", cd_lower_identity, "", Q_PASS_PC},
+    {"Dropout", cd_lower_identity, "seed,ratio", Q_PASS_PC},
     {"Constant", cd_lower_constant, "value,value_float,value_floats,value_int,value_ints"},
     {"Shape", cd_lower_shape, "start,end"},
     {"Gather", cd_lower_gather, "axis"},
-    {"Unsqueeze", cd_lower_squeeze, "axes"},
-    {"Squeeze", cd_lower_squeeze, "axes"},
-    {"Cast", cd_lower_cast, "to,saturate"},
+    {"Unsqueeze", cd_lower_squeeze, "axes", Q_PASS},
+    {"Squeeze", cd_lower_squeeze, "axes", Q_PASS},
+    {"Cast", cd_lower_cast, "to,saturate", Q_OWN},
+    {"QuantizeLinear", cd_lower_quantize, "axis,block_size,output_dtype,saturate", Q_OWN},
+    {"DequantizeLinear", cd_lower_dequantize, "axis,block_size", Q_OWN},
+    {"QLinearConv", cd_lower_qlinear_conv, "auto_pad,dilations,group,kernel_shape,pads,strides", Q_OWN},
+    {"QLinearMatMul", cd_lower_qlinear_matmul, "", Q_OWN},
+    {"ConvInteger", cd_lower_integer_op, "auto_pad,dilations,group,kernel_shape,pads,strides", Q_OWN},
+    {"MatMulInteger", cd_lower_integer_op, "", Q_OWN},
+    {"DynamicQuantizeLinear", cd_lower_dynamic_quantize, "", Q_OWN},
+    {"QGemm", cd_lower_qgemm, "alpha,transA,transB", Q_OWN, MS},
+    {"QLinearAdd", cd_lower_qlinear_binary, "", Q_OWN, MS},
+    {"QLinearMul", cd_lower_qlinear_binary, "", Q_OWN, MS},
+    {"QLinearGlobalAveragePool", cd_lower_qlinear_global_pool, "channels_last", Q_OWN, MS},
 };
 
-static const op_entry *find_op(const char *name) {
+// The entry of op name in domain dom ("" and "ai.onnx" are the default).
+static const op_entry *find_op(const char *dom, const char *name) {
+    int dflt = !dom || !*dom || strcmp(dom, "ai.onnx") == 0;
     for (size_t i = 0; i < sizeof g_ops / sizeof g_ops[0]; i++)
-        if (strcmp(g_ops[i].op, name) == 0) return &g_ops[i];
+        if (strcmp(g_ops[i].op, name) == 0 && (g_ops[i].domain ? !dflt && strcmp(g_ops[i].domain, dom) == 0 : dflt))
+            return &g_ops[i];
     return NULL;
 }
 
@@ -584,9 +610,12 @@ int cd_graph_lower(cd_graph *g, char *err, size_t errlen) {
     for (int k = 0; k < g->nnodes; k++) {
         lctx c = {g, &g->nodes[k], g->nodes[k].proto, err, errlen};
         const char *dom = c.np->domain;
-        if (dom && *dom && strcmp(dom, "ai.onnx") != 0)
-            return node_fail(&c, CD_EUNSUPPORTED, "domain '%s' is not supported (only the default ONNX domain)", dom);
-        const op_entry *e = find_op(c.n->op);
+        const op_entry *e = find_op(dom, c.n->op);
+        if (!e && dom && *dom && strcmp(dom, "ai.onnx") != 0)
+            return node_fail(&c, CD_EUNSUPPORTED,
+                             "operator %s of domain '%s' is not supported (the default ONNX domain, and " MS
+                             "'s QGemm, QLinearAdd, QLinearMul, QLinearGlobalAveragePool)",
+                             c.n->op, dom);
         if (!e) {
             char list[1024] = "";
             size_t l = 0;
@@ -606,8 +635,10 @@ int cd_graph_lower(cd_graph *g, char *err, size_t errlen) {
         for (int j = 0; j < c.n->ninputs; j++)
             if (c.n->inputs[j] >= 0 && g->values[c.n->inputs[j]].kind == CD_VAL_NONE)
                 return node_fail(&c, CD_EMODEL, "input '%s' has no value", g->values[c.n->inputs[j]].name);
-        int rc = e->lower(&c);
-        if (rc) return rc;
+        int rc = e->quant == Q_REFUSE ? cd_lower_quant_refuse(&c) : 0;
+        if (rc || (rc = e->lower(&c))) return rc;
+        if ((e->quant == Q_PASS || e->quant == Q_PASS_PC) && (rc = cd_lower_quant_pass(&c, e->quant == Q_PASS_PC)))
+            return rc;
         if (c.n->noutputs > 0 && c.n->outputs[0] >= 0 && g->values[c.n->outputs[0]].kind == CD_VAL_NONE)
             return node_fail(&c, CD_EINTERNAL, "lowering produced no output");
     }
@@ -615,6 +646,14 @@ int cd_graph_lower(cd_graph *g, char *err, size_t errlen) {
         cd_value *v = &g->values[g->outputs[i]];
         if (v->kind != CD_VAL_ACT) {
             if (err && errlen) snprintf(err, errlen, "graph output '%s' is a constant (not supported)", v->name);
+            return CD_EUNSUPPORTED;
+        }
+        if (v->q) {
+            if (err && errlen)
+                snprintf(err, errlen,
+                         "graph output '%s' of node '%s' is a quantized tensor: not supported (convd's outputs "
+                         "are float32; end the model with a DequantizeLinear)",
+                         v->name, v->producer_op >= 0 ? g->ops[v->producer_op].name : "?");
             return CD_EUNSUPPORTED;
         }
     }

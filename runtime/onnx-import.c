@@ -282,6 +282,7 @@ int cd_onnx_tensor_value(cd_graph *g, const void *tensor, const char *what, cd_v
     memcpy(v->shape, shape, sizeof(int64_t) * t->n_dims);
     v->numel = n;
     v->kind = fl ? CD_VAL_CONST_F32 : CD_VAL_CONST_I64;
+    v->dtype = dt;
     if (fl)
         v->f = data;
     else
@@ -319,14 +320,33 @@ void cd_onnx_release(cd_graph *g) {
     for (int i = 0; i < g->nnodes; i++) g->nodes[i].proto = NULL;
 }
 
+// The first node of gp that reads the value name ("" when none).
+static const char *first_reader(const Onnx__GraphProto *gp, const char *name) {
+    for (size_t k = 0; k < gp->n_node; k++) {
+        const Onnx__NodeProto *np = gp->node[k];
+        for (size_t j = 0; np && j < np->n_input; j++)
+            if (np->input[j] && strcmp(np->input[j], name) == 0)
+                return str_or(np->name, str_or(np->n_output ? np->output[0] : NULL, str_or(np->op_type, "")));
+    }
+    return "";
+}
+
 // Declares a graph input from its ValueInfo: float32, known dims except the
 // batch (dim 0, any value or symbolic).
-static int add_input(cd_graph *g, const Onnx__ValueInfoProto *vi, char *err, size_t errlen) {
+static int add_input(cd_graph *g, const Onnx__GraphProto *gp, const Onnx__ValueInfoProto *vi, char *err,
+                     size_t errlen) {
     const char *name = vi->name;
     const Onnx__TypeProto *tp = vi->type;
     if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type)
         return cd_errf(CD_EUNSUPPORTED, err, errlen, "graph input '%s': only tensor inputs are supported", name);
     const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
+    if (tt->has_elem_type &&
+        (tt->elem_type == ONNX__TENSOR_PROTO__DATA_TYPE__UINT8 || tt->elem_type == ONNX__TENSOR_PROTO__DATA_TYPE__INT8))
+        return cd_errf(CD_EUNSUPPORTED, err, errlen,
+                       "graph input '%s' is %s, read by node '%s': a quantized graph input is not supported "
+                       "(convd takes float32 inputs; quantize inside the model with QuantizeLinear)",
+                       name, tt->elem_type == ONNX__TENSOR_PROTO__DATA_TYPE__UINT8 ? "uint8" : "int8",
+                       first_reader(gp, name));
     if (!tt->has_elem_type || tt->elem_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
         return cd_errf(CD_EUNSUPPORTED, err, errlen, "graph input '%s': element type %d not supported (float32 only)",
                        name, tt->has_elem_type ? tt->elem_type : 0);
@@ -646,8 +666,9 @@ int cd_onnx_import_buffer(const uint8_t *buf, size_t len, const char *dir, cd_gr
             g->opset = o->has_version ? (int)o->version : 0;
     }
     if (g->opset < 0) return cd_errf(CD_EMODEL, err, errlen, "the model imports no default-domain opset");
-    if (g->opset < 11 || g->opset > 17)
-        return cd_errf(CD_EUNSUPPORTED, err, errlen, "opset %d not supported (supported: 11 to 17)", g->opset);
+    if (g->opset < CD_OPSET_MIN || g->opset > CD_OPSET_MAX)
+        return cd_errf(CD_EUNSUPPORTED, err, errlen, "opset %d not supported (supported: %d to %d)", g->opset,
+                       CD_OPSET_MIN, CD_OPSET_MAX);
 
     // Initializers.
     for (size_t i = 0; i < gp->n_initializer; i++) {
@@ -667,7 +688,7 @@ int cd_onnx_import_buffer(const uint8_t *buf, size_t len, const char *dir, cd_gr
         if (!vi || !vi->name || !*vi->name) return cd_errf(CD_EMODEL, err, errlen, "graph input #%zu has no name", i);
         int id = cd_graph_find(g, vi->name);
         if (id >= 0 && g->values[id].kind != CD_VAL_ACT) continue; // initializer listed as input
-        rc = add_input(g, vi, err, errlen);
+        rc = add_input(g, gp, vi, err, errlen);
         if (rc) return rc;
     }
     if (g->ninputs == 0) return cd_errf(CD_EMODEL, err, errlen, "the graph has no inputs");

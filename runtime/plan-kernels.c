@@ -22,7 +22,8 @@ typedef struct {
 } kctx;
 
 static int is_follower(const cd_op *op) {
-    return op->kind == CD_OP_POOL || op->kind == CD_OP_ACT || op->kind == CD_OP_BINARY || op->kind == CD_OP_CONCAT;
+    return op->kind == CD_OP_POOL || op->kind == CD_OP_ACT || op->kind == CD_OP_BINARY || op->kind == CD_OP_CONCAT ||
+           op->kind == CD_OP_FAKEQUANT;
 }
 
 // 1 when value v will be in the blocked layout under the current choices (approximate:

@@ -343,10 +343,15 @@ static int pool_is_reference(pctx *p, const cd_bop_desc *d, cd_op_state **st) {
 // order); no layer. Returns 0 or a negative code.
 static int plan_alias(pctx *p, const cd_op *op, int in0) {
     cd_model *m = p->m;
-    const cd_value *ov = &p->g->values[op->out];
-    int src = in_layout(p, in0, CD_LAYOUT_NCHW);
+    const cd_value *ov = &p->g->values[op->out], *iv = &p->g->values[op->in[0]];
+    // An alias of the same shape (Identity, a DequantizeLinear of a fake
+    // quantization) keeps its source's layout; a reshape needs NCHW.
+    const cd_layout keep = iv->rank == ov->rank && memcmp(iv->shape, ov->shape, sizeof(int64_t) * (size_t)ov->rank) == 0
+                               ? m->tensors[in0].t.layout
+                               : CD_LAYOUT_NCHW;
+    int src = in_layout(p, in0, keep);
     if (src < 0) return src;
-    cd_tdesc t = cd_plan_value_desc(ov, CD_LAYOUT_NCHW, ov->rank);
+    cd_tdesc t = cd_plan_value_desc(ov, keep, ov->rank);
     int id = add_tensor(p, &t);
     if (id < 0) return tensor_fail(p, id);
     m->tensors[id].root = m->tensors[src].root;
@@ -438,14 +443,20 @@ static int plan_follower(pctx *p, const cd_op *op, int *in, cd_bop_desc *d, cd_o
     cd_model *m = p->m;
     const cd_value *ov = &p->g->values[op->out];
     const cd_layout cur = m->tensors[in[0]].t.layout;
-    d->op = op->kind == CD_OP_POOL     ? CD_BOP_POOL
-            : op->kind == CD_OP_ACT    ? CD_BOP_ACTIVATION
-            : op->kind == CD_OP_BINARY ? CD_BOP_BINARY
-                                       : CD_BOP_CONCAT;
+    d->op = op->kind == CD_OP_POOL        ? CD_BOP_POOL
+            : op->kind == CD_OP_ACT       ? CD_BOP_ACTIVATION
+            : op->kind == CD_OP_BINARY    ? CD_BOP_BINARY
+            : op->kind == CD_OP_FAKEQUANT ? CD_BOP_FAKEQUANT
+                                          : CD_BOP_CONCAT;
     if (op->kind == CD_OP_POOL) d->u.pool = op->u.pool;
     if (op->kind == CD_OP_ACT) d->u.act = op->u.act;
     if (op->kind == CD_OP_BINARY) d->u.binary = op->u.binary;
     if (op->kind == CD_OP_CONCAT) d->u.axis = op->u.concat.axis;
+    if (op->kind == CD_OP_FAKEQUANT) {
+        d->u.fq = op->u.fq.d;
+        d->scale = op->u.fq.scale;
+        d->zero_point = op->u.fq.zero_point;
+    }
     // Stay in the input's layout when the backend can.
     if (cur != CD_LAYOUT_NCHW) {
         d->max_batch = m->max_batch;
@@ -523,6 +534,7 @@ static int plan_op(pctx *p, const cd_op *op) {
     case CD_OP_POOL:
     case CD_OP_ACT:
     case CD_OP_BINARY:
+    case CD_OP_FAKEQUANT:
     case CD_OP_CONCAT: rc = plan_follower(p, op, in, &d, &pre, &lay); break;
     case CD_OP_ALIAS: break;
     }

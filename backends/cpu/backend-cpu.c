@@ -33,6 +33,7 @@ struct cd_op_state {
     kernel_kind kind;
     cd_bop_desc d;      // the planning description (w/bias pointers cleared)
     float *w, *bias;    // reference conv/gemm: owned copies
+    float *qscale;      // FAKEQUANT: the u.fq.channels scales, then as many zero points (owned)
     cd_dnnl_op *dop;    // oneDNN
     cd_sparse_conv *sp; // sparse kernels
     int swap;           // binary on oneDNN: operands swapped (b is the big one)
@@ -160,6 +161,11 @@ static kernel_kind choose(const cd_bop_desc *d, int *swap) {
         return all_nchw(d) ? K_REF : K_NONE;
     }
     case CD_BOP_TRANSPOSE: return all_nchw(d) ? K_REF : K_NONE;
+    case CD_BOP_FAKEQUANT:
+        // Per tensor it is element-wise in any layout (a padding channel's 0
+        // stays 0); per channel the reference kernel indexes NCHW.
+        if (d->u.fq.channels == 1 && d->src[0].layout == d->dst.layout) return K_REF;
+        return all_nchw(d) ? K_REF : K_NONE;
     case CD_BOP_REORDER: {
         const cd_tdesc *s = &d->src[0];
         if (s->layout == d->dst.layout) return K_COPY;
@@ -180,6 +186,16 @@ static bool cpu_supports_op(cd_backend_t be, const cd_bop_desc *d) {
 
 // ---- init ---------------------------------------------------------------------
 
+// Copies the scales and zero points of a FAKEQUANT into st. 0, CD_EPARAMS, CD_ENOMEM.
+static int fakequant_init(cd_op_state *st, const cd_bop_desc *d) {
+    size_t ch = d->u.fq.channels > 0 ? (size_t)d->u.fq.channels : 0;
+    if (!ch || !d->scale || !d->zero_point) return CD_EPARAMS;
+    if (!(st->qscale = malloc(2 * ch * sizeof(float)))) return CD_ENOMEM;
+    memcpy(st->qscale, d->scale, ch * sizeof(float));
+    memcpy(st->qscale + ch, d->zero_point, ch * sizeof(float));
+    return 0;
+}
+
 static int cpu_op_init(cd_backend_t be, const cd_bop_desc *d, cd_op_state **out) {
     int swap;
     kernel_kind k = choose(d, &swap);
@@ -189,7 +205,7 @@ static int cpu_op_init(cd_backend_t be, const cd_bop_desc *d, cd_op_state **out)
     st->op = d->op;
     st->kind = k;
     st->d = *d;
-    st->d.w = st->d.bias = NULL;
+    st->d.w = st->d.bias = st->d.scale = st->d.zero_point = NULL;
     st->swap = swap;
     snprintf(st->kernel, sizeof st->kernel, "%s", k == K_DNNL ? "dnnl" : k == K_COPY ? "copy" : "ref");
     int rc = 0, mb = d->max_batch;
@@ -271,6 +287,7 @@ static int cpu_op_init(cd_backend_t be, const cd_bop_desc *d, cd_op_state **out)
         }
         break;
     case CD_BOP_TRANSPOSE: break;
+    case CD_BOP_FAKEQUANT: rc = fakequant_init(st, d); break;
     case CD_BOP_REORDER:
         if (k == K_DNNL) {
             const cd_tdesc *s = &d->src[0];
@@ -379,6 +396,13 @@ static int cpu_op_run(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int
     case CD_BOP_TRANSPOSE:
         cd_ref_transpose(srcs[0]->rank, srcs[0]->shape, d->u.perm, srcs[0]->data, dst->data);
         return 0;
+    case CD_BOP_FAKEQUANT: {
+        // Every stored element (a blocked layout's padding too).
+        size_t n = cd_tdesc_item_bytes(&d->dst) / sizeof(float) * (size_t)batch, inner = 1;
+        for (int i = d->u.fq.axis + 1; i < dst->rank; i++) inner *= (size_t)dst->shape[i];
+        cd_ref_fakequant(&d->u.fq, n, inner, st->qscale, st->qscale + d->u.fq.channels, srcs[0]->data, dst->data);
+        return 0;
+    }
     case CD_BOP_REORDER: {
         const cd_btensor *s = srcs[0];
         if (st->kind == K_COPY) {
@@ -472,6 +496,7 @@ static void cpu_op_state_free(cd_backend_t be, cd_op_state *st) {
     cd_sparse_conv_free(st->sp);
     free(st->w);
     free(st->bias);
+    free(st->qscale);
     free(st);
 }
 

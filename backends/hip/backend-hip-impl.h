@@ -63,7 +63,7 @@ struct cd_op_state {
     cd_bop op;
     kernel_kind kind;
     cd_bop_desc d;       // planning description (w/bias cleared)
-    float *w, *bias;     // device: conv OIHW / gemm n x k, bias or NULL
+    float *w, *bias;     // device: conv OIHW / gemm n x k, bias or NULL; FAKEQUANT: scales, zero points
     size_t weight_bytes; // bytes of weights held (device, or host for K_SPMM_HOST)
     // CSR of the rows x cols weight matrix (K x C for a 1x1 conv, n x k for a
     // Gemm), host memory: K_SPMM_HOST and the source of the rocSPARSE upload.

@@ -37,6 +37,7 @@
 #include "backends/hip/binary.h"
 #include "backends/hip/concat.h"
 #include "backends/hip/conv2d.h"
+#include "backends/hip/fakequant.h"
 #include "backends/hip/global-pool.h"
 #include "backends/hip/plugin.h"
 #include "backends/hip/pool2d.h"
@@ -108,6 +109,9 @@ static bool hip_supports_op(cd_backend_t be, const cd_bop_desc *d) {
     case CD_BOP_CONCAT:
         return all_nchw(d) && d->nsrc >= 1 && d->nsrc <= 64 && d->u.axis >= 1 && d->u.axis < d->dst.rank;
     case CD_BOP_TRANSPOSE: return all_nchw(d) && d->src[0].rank >= 1 && d->src[0].rank <= 8;
+    case CD_BOP_FAKEQUANT:
+        return all_nchw(d) && d->u.fq.channels >= 1 &&
+               (d->u.fq.channels == 1 || (d->u.fq.axis >= 1 && d->u.fq.axis < d->dst.rank));
     case CD_BOP_COUNT: break;
     }
     return false;
@@ -155,6 +159,7 @@ static const char *kind_name(const cd_op_state *st) {
     case CD_BOP_CONCAT: return "concat";
     case CD_BOP_TRANSPOSE: return "transpose";
     case CD_BOP_REORDER: return "reorder";
+    case CD_BOP_FAKEQUANT: return "fakequant";
     case CD_BOP_COUNT: break;
     }
     return "?";
@@ -189,7 +194,7 @@ static int hip_op_init(cd_backend_t be, const cd_bop_desc *d, cd_op_state **out)
     if (!st) return CD_ENOMEM;
     st->op = d->op;
     st->d = *d;
-    st->d.w = st->d.bias = NULL;
+    st->d.w = st->d.bias = st->d.scale = st->d.zero_point = NULL;
     st->kind = K_DENSE;
     if (d->op == CD_BOP_CONV2D || d->op == CD_BOP_GEMM) {
         int rows, cols;
@@ -212,6 +217,11 @@ static int hip_op_init(cd_backend_t be, const cd_bop_desc *d, cd_op_state **out)
             if (!rc) rc = cd_hipb_dev_upload(be, d->w, nw, &st->w);
             st->weight_bytes = (nw + (d->bias ? (size_t)rows : 0)) * sizeof(float);
         }
+    } else if (d->op == CD_BOP_FAKEQUANT) {
+        // The scales in w, the zero points in bias (device arrays of channels).
+        if (!d->scale || !d->zero_point) rc = CD_EPARAMS;
+        if (!rc) rc = cd_hipb_dev_upload(be, d->scale, (size_t)d->u.fq.channels, &st->w);
+        if (!rc) rc = cd_hipb_dev_upload(be, d->zero_point, (size_t)d->u.fq.channels, &st->bias);
     } else if (d->op == CD_BOP_POOL && is_global_pool(&d->u.pool)) {
         st->kind = K_GLOBAL_POOL;
     } else if (d->op == CD_BOP_REORDER && d->src[0].layout == d->dst.layout) {
@@ -292,6 +302,12 @@ static int hip_op_run(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int
     }
     case CD_BOP_TRANSPOSE:
         return cd_hip_transpose(srcs[0]->rank, srcs[0]->shape, d->u.perm, srcs[0]->data, dst->data, s);
+    case CD_BOP_FAKEQUANT: {
+        int64_t inner = 1;
+        for (int i = d->u.fq.axis + 1; i < dst->rank; i++) inner *= dst->shape[i];
+        return cd_hip_fakequant(numel(dst), d->u.fq.channels, inner, srcs[0]->data, st->w, st->bias, d->u.fq.qmin,
+                                d->u.fq.qmax, dst->data, s);
+    }
     case CD_BOP_REORDER: {
         const cd_btensor *x = srcs[0];
         if (st->kind == K_COPY) {

@@ -47,6 +47,16 @@ void cd_ref_activation(cd_activation act, size_t n, const float *src, float *dst
     for (size_t i = 0; i < n; i++) dst[i] = cd_act_apply(act, src[i]);
 }
 
+void cd_ref_fakequant(const cd_fakequant_desc *d, size_t n, size_t inner, const float *scale, const float *zero_point,
+                      const float *src, float *dst) {
+    const size_t ch = d->channels > 1 ? (size_t)d->channels : 1;
+    if (!inner) inner = 1;
+    for (size_t i = 0; i < n; i++) {
+        size_t c = ch > 1 ? i / inner % ch : 0;
+        dst[i] = cd_fakequant_apply(src[i], scale[c], zero_point[c], d->qmin, d->qmax);
+    }
+}
+
 void cd_ref_softmax(size_t outer, size_t len, size_t inner, const float *src, float *dst) {
     for (size_t o = 0; o < outer; o++)
         for (size_t in = 0; in < inner; in++) {

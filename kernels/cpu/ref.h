@@ -42,6 +42,13 @@ float cd_ref_binary_op(cd_binary_kind kind, float a, float b);
 // dst[i] = act(src[i]) for n elements (src may equal dst).
 void cd_ref_activation(cd_activation act, size_t n, const float *src, float *dst);
 
+// Fake quantization (kernels/op-desc.h cd_fakequant_apply) of n elements:
+// per tensor (d->channels 1: scale[0], zero_point[0]) or per channel, the
+// channel of element i being i / inner % d->channels (NCHW: inner is the
+// product of the dims after d->axis). src may equal dst.
+void cd_ref_fakequant(const cd_fakequant_desc *d, size_t n, size_t inner, const float *scale, const float *zero_point,
+                      const float *src, float *dst);
+
 // Softmax over the middle axis of an [outer, len, inner] array.
 void cd_ref_softmax(size_t outer, size_t len, size_t inner, const float *src, float *dst);
 

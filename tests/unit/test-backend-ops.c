@@ -223,6 +223,43 @@ static void make_activation(op_case *t, int kind) {
     t->blockable = 1;
 }
 
+// variant 0: per tensor, u8; 1: per tensor, s8; 2: per channel (axis 1), s8;
+// 3: per channel along the last axis (axis 3), u8. Inputs reach past the
+// range on both sides (saturation) and land on halves (round half to even).
+static void make_fakequant(op_case *t, int variant) {
+    int batch = cd_test_randi(1, 3);
+    int64_t s[4] = {1, cd_test_randi(1, 40), cd_test_randi(1, 9), cd_test_randi(1, 9)};
+    int u8 = variant == 0 || variant == 3, axis = variant == 3 ? 3 : 1;
+    case_init(t, CD_BOP_FAKEQUANT, batch, 1);
+    t->d.src[0] = t->d.dst = cd_test_tdesc(4, s);
+    t->d.u.fq.channels = variant >= 2 ? (int)s[axis] : 1;
+    t->d.u.fq.axis = axis;
+    t->d.u.fq.qmin = u8 ? 0.0f : -128.0f;
+    t->d.u.fq.qmax = u8 ? 255.0f : 127.0f;
+    int ch = t->d.u.fq.channels;
+    t->w = tk_alloc((size_t)ch);
+    t->bias = tk_alloc((size_t)ch);
+    for (int c = 0; c < ch; c++) {
+        t->w[c] = cd_test_randf(0.002f, 0.05f);
+        t->bias[c] = (float)(u8 ? cd_test_randi(0, 255) : cd_test_randi(-20, 20));
+    }
+    t->d.scale = t->w;
+    t->d.zero_point = t->bias;
+    size_t n = cd_test_numel(&t->d.dst, batch), inner = 1;
+    for (int i = axis + 1; i < 4; i++) inner *= (size_t)s[i];
+    t->srcs[0] = tk_rbuf(n);
+    for (size_t i = 0; i < n; i++) {
+        size_t c = ch > 1 ? i / inner % (size_t)ch : 0;
+        t->srcs[0][i] *= 8.0f;
+        if (i % 5 == 0) t->srcs[0][i] = ((float)cd_test_randi(-300, 300) + 0.5f) * t->w[c]; // a tie
+    }
+    t->nwant = n;
+    t->want = tk_alloc(n);
+    cd_ref_fakequant(&t->d.u.fq, n, inner, t->w, t->bias, t->srcs[0], t->want);
+    t->tol = 1e-6;
+    t->blockable = ch == 1;
+}
+
 // variant 1: outer == 1 (the softmax over one axis oneDNN takes).
 static void make_softmax(op_case *t, int outer_one) {
     int batch = cd_test_randi(1, 4);
@@ -360,6 +397,10 @@ static const op_row g_rows[] = {
     {"reorder NCHW -> NCHW8C", CD_BOP_REORDER, make_reorder, 2, 1, 0},
     {"reorder NCHW8C -> NCHW", CD_BOP_REORDER, make_reorder, 3, 1, 0},
     {"reorder copy", CD_BOP_REORDER, make_reorder, 4, 1, 1},
+    {"fakequant per tensor u8", CD_BOP_FAKEQUANT, make_fakequant, 0, 3, 1},
+    {"fakequant per tensor s8", CD_BOP_FAKEQUANT, make_fakequant, 1, 3, 1},
+    {"fakequant per channel axis 1 s8", CD_BOP_FAKEQUANT, make_fakequant, 2, 3, 1},
+    {"fakequant per channel last axis u8", CD_BOP_FAKEQUANT, make_fakequant, 3, 2, 1},
 };
 
 #define NROWS (sizeof g_rows / sizeof g_rows[0])
@@ -444,3 +485,4 @@ CD_TEST(backend_ops_softmax_outer_len_inner_vs_ref) { run_family(CD_BOP_SOFTMAX)
 CD_TEST(backend_ops_concat_every_axis_vs_ref) { run_family(CD_BOP_CONCAT); }
 CD_TEST(backend_ops_transpose_random_perm_vs_ref) { run_family(CD_BOP_TRANSPOSE); }
 CD_TEST(backend_ops_reorder_both_directions_c_not_multiple_of_block) { run_family(CD_BOP_REORDER); }
+CD_TEST(backend_ops_fakequant_per_tensor_and_per_channel_vs_ref) { run_family(CD_BOP_FAKEQUANT); }

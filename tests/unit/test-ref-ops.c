@@ -287,3 +287,72 @@ CD_TEST(ref_reorder_round_trip_16c_8c_c_not_multiple_of_block) {
         free(x), free(b), free(y), free(z), free(b2);
     }
 }
+
+// ---- fake quantization (QuantizeLinear -> DequantizeLinear) ---------------------
+
+// The ONNX definition written out independently: q = saturate(round half to
+// even(x / scale) + zp), y = (q - zp) * scale, in double, the rounding by hand.
+static float fq_formula(float x, float scale, int zp, int qmin, int qmax) {
+    double v = (double)(x / scale); // the division in float, as ONNX and onnxruntime do it
+    double fl = floor(v), frac = v - fl;
+    double r = frac > 0.5 ? fl + 1 : frac < 0.5 ? fl : (fmod(fl, 2.0) == 0.0 ? fl : fl + 1);
+    double q = r + zp;
+    if (q < qmin) q = qmin;
+    if (q > qmax) q = qmax;
+    return (float)((q - zp) * (double)scale);
+}
+
+static void fq_check(int channels, int axis, int qmin, int qmax) {
+    int64_t s[4] = {cd_test_randi(1, 3), cd_test_randi(1, 12), cd_test_randi(1, 6), cd_test_randi(1, 6)};
+    size_t n = (size_t)(s[0] * s[1] * s[2] * s[3]), inner = 1;
+    for (int i = axis + 1; i < 4; i++) inner *= (size_t)s[i];
+    if (channels > 1) channels = (int)s[axis];
+    float *scale = zbuf((size_t)channels), *zp = zbuf((size_t)channels), *x = rbuf(n), *got = zbuf(n);
+    for (int c = 0; c < channels; c++) {
+        scale[c] = cd_test_randf(0.01f, 0.1f);
+        zp[c] = (float)cd_test_randi(qmin, qmax);
+    }
+    for (size_t i = 0; i < n; i++) {
+        size_t c = channels > 1 ? i / inner % (size_t)channels : 0;
+        switch (i % 4) {
+        case 0: x[i] = (float)cd_test_randi(-400, 400) * 0.5f * scale[c]; break; // halves: ties both ways
+        case 1: x[i] = cd_test_randf(-1e4f, 1e4f); break;                        // saturates
+        default: x[i] *= 3.0f; break;
+        }
+    }
+    cd_fakequant_desc d = {channels, axis, (float)qmin, (float)qmax};
+    cd_ref_fakequant(&d, n, inner, scale, zp, x, got);
+    for (size_t i = 0; i < n; i++) {
+        size_t c = channels > 1 ? i / inner % (size_t)channels : 0;
+        float want = fq_formula(x[i], scale[c], (int)zp[c], qmin, qmax);
+        if (got[i] != want)
+            CD_CHECK_FAIL_("fakequant [%zu] x=%.9g scale=%.9g zp=%g: got %.9g, want %.9g", i, (double)x[i],
+                           (double)scale[c], (double)zp[c], (double)got[i], (double)want);
+        float lo = ((float)qmin - zp[c]) * scale[c], hi = ((float)qmax - zp[c]) * scale[c];
+        CHECK(got[i] >= lo && got[i] <= hi);
+    }
+    free(scale);
+    free(zp);
+    free(x);
+    free(got);
+}
+
+CD_TEST(ref_fakequant_u8_per_tensor_round_half_even_saturates) { fq_check(1, 1, 0, 255); }
+CD_TEST(ref_fakequant_s8_per_tensor_round_half_even_saturates) { fq_check(1, 1, -128, 127); }
+CD_TEST(ref_fakequant_s8_per_channel_axis1) { fq_check(2, 1, -128, 127); }
+CD_TEST(ref_fakequant_u8_per_channel_last_axis) { fq_check(2, 3, 0, 255); }
+
+// Exact values by hand: 2.5 -> 2 and 3.5 -> 4 (half to even), zero point
+// 128, saturation at both ends of u8 and s8.
+CD_TEST(ref_fakequant_by_hand) {
+    const float x[] = {2.5f, 3.5f, -2.5f, 1000.0f, -1000.0f, 0.0f};
+    float got[6], scale = 1.0f, zp = 128.0f;
+    cd_fakequant_desc u8 = {1, 1, 0.0f, 255.0f}, s8 = {1, 1, -128.0f, 127.0f};
+    cd_ref_fakequant(&u8, 6, 1, &scale, &zp, x, got);
+    const float want_u8[] = {2.0f, 4.0f, -2.0f, 127.0f, -128.0f, 0.0f};
+    CHECK_CLOSE_F32(got, want_u8, 6, 0.0);
+    zp = 0.0f;
+    cd_ref_fakequant(&s8, 6, 1, &scale, &zp, x, got);
+    const float want_s8[] = {2.0f, 4.0f, -2.0f, 127.0f, -128.0f, 0.0f};
+    CHECK_CLOSE_F32(got, want_s8, 6, 0.0);
+}

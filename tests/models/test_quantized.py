@@ -1,0 +1,314 @@
+"""Quantized ONNX (docs/QUANTIZATION.md): small CNNs from builders.py quantized
+with onnxruntime's own quantize_static (per-channel s8 weights, u8
+activations, calibrated on a few random inputs), in the QDQ form and the
+QOperator form, must load, and convd's f32 run (dequantized weights,
+fake-quantized activations) must agree with onnxruntime running the same
+quantized file: relative L2 error <= 1e-2 and the same top-1 class. A 90%
+pruned model keeps its zeros through quantization and still gets sparse
+kernels. Corrupt QDQ files are refused with E_MODEL and a clear message.
+Fresh random shapes and weights per run (CD_TEST_SEED fixes them)."""
+import json
+import os
+import random
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+from tests.models import builders as B
+from tests.models.runner import convd_run
+from tests.models.test_sparse_models import cache_env, plan_json, weighted  # noqa: F401 (fixture)
+
+REL_L2 = 1e-2
+
+
+@pytest.fixture
+def rng():
+    seed = int(os.environ.get("CD_TEST_SEED", random.randrange(1 << 30)))
+    print(f"seed {seed}")
+    return np.random.default_rng(seed)
+
+
+def ri(rng, lo, hi):
+    return int(rng.integers(lo, hi + 1))
+
+
+class Reader(CalibrationDataReader):
+    """A few random inputs, the calibration of quantize_static."""
+
+    def __init__(self, model, rng, n=4):
+        name, shape = model.graph.input[0].name, [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+        self.items = iter([{name: rng.standard_normal([1] + shape[1:]).astype(np.float32)} for _ in range(n)])
+
+    def get_next(self):
+        return next(self.items, None)
+
+
+def quantize(model, path, rng, fmt="QDQ", per_channel=True):
+    src = path.with_suffix(".f32.onnx")
+    onnx.save(model, str(src))
+    quantize_static(str(src), str(path), Reader(model, rng), quant_format=getattr(QuantFormat, fmt),
+                    per_channel=per_channel, weight_type=QuantType.QInt8, activation_type=QuantType.QUInt8)
+    return path
+
+
+def cnn(rng):
+    """conv/BN/relu, a residual block (Add), max and global average pools, an FC head."""
+    g = B.Graph(rng)
+    c, h = ri(rng, 8, 16), ri(rng, 12, 20)
+    x = g.input("x", [3, h, h])
+    y = g.conv_bn_relu(x, 3, c, 3)
+    y = g.node("MaxPool", [y], kernel_shape=[2, 2], strides=[2, 2])
+    y = B.resnet_basic(g, y, c, c)
+    y = B.resnet_basic(g, y, c, 2 * c, 2)
+    y = B.fc_head(g, y, 2 * c, 10, softmax=False)
+    return g.build([y])
+
+
+def models(rng):
+    return {
+        "cnn": cnn(rng),
+        "resnet18": B.resnet18(rng, classes=10, size=32, width=0.125),
+        "mobilenetv2": B.mobilenetv2(rng, classes=10, size=32, width=0.25),
+    }
+
+
+def compare(path, tmp_path, rng, batch=4, device=None, env=None):
+    """Runs convd-run and onnxruntime on the same random inputs; returns (relative L2, top-1 agreement)."""
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    i = sess.get_inputs()[0]
+    x = rng.standard_normal([batch] + [int(d) for d in i.shape[1:]]).astype(np.float32)
+    xp, yp = tmp_path / "x.npy", tmp_path / f"y-{path.stem}.npy"
+    np.save(xp, x)
+    args = ["--input", f"{i.name}={xp}", "--output", yp, "--batch", batch]
+    if device:
+        args += ["--device", device, "--max-batch", batch]
+    convd_run(path, args, env=env)
+    got, want = np.load(yp).astype(np.float64), sess.run(None, {i.name: x})[0].astype(np.float64)
+    assert got.shape == want.shape
+    err = float(np.linalg.norm(got - want) / max(np.linalg.norm(want), 1e-30))
+    top1 = float((got.reshape(batch, -1).argmax(1) == want.reshape(batch, -1).argmax(1)).mean())
+    print(f"{path.name}: relative L2 {err:.3g}, top-1 agreement {top1:.2f}")
+    return err, top1
+
+
+@pytest.mark.parametrize("fmt", ["QDQ", "QOperator"])
+def test_quantize_static_models_match_onnxruntime(fmt, tmp_path, rng):
+    for name, m in models(rng).items():
+        q = quantize(m, tmp_path / f"{name}-{fmt}.onnx", rng, fmt)
+        err, top1 = compare(q, tmp_path, rng)
+        assert err <= REL_L2, f"{name} {fmt}: relative L2 {err:.3g}"
+        assert top1 == 1.0, f"{name} {fmt}: top-1 agreement {top1}"
+
+
+def test_qdq_per_tensor_and_reference_kernels(tmp_path, rng):
+    q = quantize(cnn(rng), tmp_path / "pt.onnx", rng, "QDQ", per_channel=False)
+    for env in (None, {"CONVD_CPU_KERNELS": "ref"}):
+        err, top1 = compare(q, tmp_path, rng, env=env)
+        assert err <= REL_L2 and top1 == 1.0
+
+
+def test_qdq_model_on_hip_emu(tmp_path, rng):
+    q = quantize(cnn(rng), tmp_path / "hip.onnx", rng)
+    err, top1 = compare(q, tmp_path, rng, batch=2, device="hip-emu")
+    assert err <= REL_L2 and top1 == 1.0
+    info = json.loads(convd_run(q, ["--device", "hip-emu", "--info", "--json"]).stdout)
+    kernels = [l["kernel"] for l in info["layers"]]
+    assert any("fakequant" in k for k in kernels), kernels
+
+
+def prune_magnitude(model, sparsity):
+    """Zeroes the smallest weights of every conv and FC (unstructured)."""
+    weights = {n.input[1] for n in model.graph.node if n.op_type in ("Conv", "Gemm")}
+    for t in model.graph.initializer:
+        if t.name in weights:
+            w = numpy_helper.to_array(t).copy()
+            cut = np.quantile(np.abs(w), sparsity)
+            w[np.abs(w) <= cut] = 0
+            t.CopyFrom(numpy_helper.from_array(w, t.name))
+    return model
+
+
+def test_pruned_qdq_model_keeps_zeros_and_sparse_kernels(tmp_path, rng, cache_env):  # noqa: F811
+    g = B.Graph(rng)  # BN folded, as quantize_static's pre-processing leaves a model
+    x = g.input("x", [32, 14, 14])
+    y = g.relu(g.conv(x, 32, 128, 1))
+    y = g.relu(g.conv(y, 128, 128, 3, pad=1))
+    y = g.relu(g.conv(y, 128, 128, 1))
+    y = B.fc_head(g, y, 128, 10, softmax=False)
+    m = prune_magnitude(g.build([y]), 0.9)
+    q = quantize(m, tmp_path / "p90.onnx", rng)
+    # The quantized weights keep the pruned zeros (symmetric s8: zero point 0).
+    qm = onnx.load(str(q))
+    inits = {t.name: numpy_helper.to_array(t) for t in qm.graph.initializer}
+    zeros = [float((inits[n.input[0]] == 0).mean()) for n in qm.graph.node
+             if n.op_type == "DequantizeLinear" and n.input[0] in inits and inits[n.input[0]].ndim == 4]
+    assert len(zeros) == 3 and min(zeros) >= 0.89, zeros
+    err, top1 = compare(q, tmp_path, rng, env=cache_env)
+    assert err <= REL_L2 and top1 == 1.0
+    # The planner sees the same weights as in the f32 pruned file: the same
+    # densities, the same dense/sparse choices (the calibrated cost model).
+    plan, plan_f32 = plan_json(q, env=cache_env), plan_json(q.with_suffix(".f32.onnx"), env=cache_env)
+    for layer in weighted(plan)[:3]:
+        assert layer["density"] <= 0.11, layer
+    assert [l["sparse"] for l in weighted(plan)] == [l["sparse"] for l in weighted(plan_f32)]
+    if os.environ.get("CONVD_BUILD", "build") != "build-san":  # see test_sparse_models.py
+        assert plan["total"]["sparse_layers"] >= 1, [l["kernel"] for l in weighted(plan)]
+        info = convd_run(q, ["--info"], env=cache_env).stdout
+        assert "sparse:" in info, info
+
+
+# ---- hand-made files: every form of the ops, and the bad ones -----------------------------
+
+
+def qdq_model(opset=13, x_type=TensorProto.FLOAT, out_q=False, w_scale=None, w_zp=None, axis=0, mutate=None):
+    """x -> Q -> DQ -> Conv(DQ(int8 weights)) -> Q -> DQ -> y, made by hand."""
+    rng = np.random.default_rng(0)
+    w = rng.integers(-127, 128, (4, 3, 3, 3)).astype(np.int8)
+    inits = [
+        numpy_helper.from_array(w, "w_q"),
+        numpy_helper.from_array(np.array(w_scale if w_scale is not None else [0.01, 0.02, 0.03, 0.04], np.float32),
+                                "w_s"),
+        numpy_helper.from_array(np.array(w_zp if w_zp is not None else [0, 0, 0, 0], np.int8), "w_zp"),
+        numpy_helper.from_array(np.array(0.02, np.float32), "x_s"),
+        numpy_helper.from_array(np.array(128, np.uint8), "x_zp"),
+        numpy_helper.from_array(np.array(0.05, np.float32), "y_s"),
+        numpy_helper.from_array(np.array(120, np.uint8), "y_zp"),
+    ]
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "x_s", "x_zp"], ["xq"], name="q_x"),
+        helper.make_node("DequantizeLinear", ["xq", "x_s", "x_zp"], ["xd"], name="dq_x"),
+        helper.make_node("DequantizeLinear", ["w_q", "w_s", "w_zp"], ["w"], name="dq_w", axis=axis),
+        helper.make_node("Conv", ["xd", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+        helper.make_node("QuantizeLinear", ["c", "y_s", "y_zp"], ["cq"], name="q_y"),
+    ]
+    if not out_q:
+        nodes.append(helper.make_node("DequantizeLinear", ["cq", "y_s", "y_zp"], ["y"], name="dq_y"))
+    out = "cq" if out_q else "y"
+    graph = helper.make_graph(nodes, "qdq", [helper.make_tensor_value_info("x", x_type, ["N", 3, 8, 8])],
+                              [helper.make_tensor_value_info(out, TensorProto.UINT8 if out_q else TensorProto.FLOAT,
+                                                             None)], inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8 if opset < 19 else 9
+    if mutate:
+        mutate(m)
+    return m
+
+
+def save(m, path):
+    onnx.save(m, str(path))
+    return path
+
+
+def fails(path, code, *needles):
+    r = convd_run(path, [], check=False)
+    assert r.returncode == 1, f"exit {r.returncode}\n{r.stdout}\n{r.stderr}"
+    assert f"error {code}" in r.stderr, r.stderr
+    for n in needles:
+        assert n in r.stderr, f"{n!r} not in {r.stderr!r}"
+    assert "Sanitizer" not in r.stderr
+    return r.stderr
+
+
+@pytest.mark.parametrize("opset", [13, 19, 21])
+def test_hand_made_qdq_matches_onnxruntime_exactly_on_the_grid(opset, tmp_path, rng):
+    p = save(qdq_model(opset), tmp_path / f"qdq{opset}.onnx")
+    err, _ = compare(p, tmp_path, rng, batch=3)
+    # Outputs are multiples of y_s: equal except where a tie rounds the other way.
+    assert err <= 1e-3
+
+
+def test_qdq_requantization_with_other_parameters(tmp_path, rng):
+    def other_dq(m):  # the activation dequantized with a scale and zero point of its own
+        m.graph.initializer.extend([numpy_helper.from_array(np.array(0.03, np.float32), "x_s2"),
+                                    numpy_helper.from_array(np.array(100, np.uint8), "x_zp2")])
+        m.graph.node[1].input[1:] = ["x_s2", "x_zp2"]
+    err, _ = compare(save(qdq_model(mutate=other_dq), tmp_path / "rq.onnx"), tmp_path, rng)
+    assert err <= 1e-3
+
+
+def test_qdq_missing_scale(tmp_path):
+    def drop(m):
+        m.graph.node[2].input[1] = ""
+    fails(save(qdq_model(mutate=drop), tmp_path / "m.onnx"), "E_MODEL", "dq_w", "input 1")
+
+
+def test_qdq_zero_point_type_mismatch(tmp_path):
+    def u8_zp(m):
+        for t in m.graph.initializer:
+            if t.name == "w_zp":
+                t.CopyFrom(numpy_helper.from_array(np.zeros(4, np.uint8), "w_zp"))
+    fails(save(qdq_model(mutate=u8_zp), tmp_path / "m.onnx"), "E_MODEL", "dq_w", "zero point is uint8", "int8")
+
+
+def test_qdq_axis_out_of_range(tmp_path):
+    fails(save(qdq_model(axis=4), tmp_path / "m.onnx"), "E_MODEL", "dq_w", "axis 4 is out of range")
+
+
+def test_qdq_scale_count_disagrees_with_the_axis(tmp_path):
+    fails(save(qdq_model(w_scale=[0.1, 0.2, 0.3]), tmp_path / "m.onnx"), "E_MODEL", "dq_w", "scale has 3 values")
+
+
+def test_qdq_zero_scale(tmp_path):
+    fails(save(qdq_model(w_scale=[0.1, 0.0, 0.3, 0.4]), tmp_path / "m.onnx"), "E_MODEL", "dq_w", "positive")
+
+
+def test_qdq_quantized_graph_input_and_output_refused_by_name(tmp_path):
+    def u8_in(m):  # the input arrives quantized: the first QuantizeLinear goes
+        del m.graph.node[0]
+        m.graph.node[0].input[0] = "x"
+    fails(save(qdq_model(x_type=TensorProto.UINT8, mutate=u8_in), tmp_path / "i.onnx"), "E_UNSUPPORTED",
+          "graph input 'x' is uint8", "dq_x")
+    fails(save(qdq_model(out_q=True), tmp_path / "o.onnx"), "E_UNSUPPORTED", "graph output 'cq'", "q_y")
+
+
+def test_quantized_tensor_into_a_float_op_is_refused(tmp_path):
+    def relu_on_q(m):
+        m.graph.node[1].CopyFrom(helper.make_node("Relu", ["xq"], ["xd"], name="relu_q"))
+    fails(save(qdq_model(mutate=relu_on_q), tmp_path / "m.onnx"), "E_MODEL", "relu_q", "quantized uint8")
+
+
+def test_dynamic_quantization_refused_clearly(tmp_path):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    w = numpy_helper.from_array(np.ones((4, 2), np.int8), "w")
+    nodes = [helper.make_node("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xz"], name="dql"),
+             helper.make_node("MatMulInteger", ["xq", "w", "xz"], ["acc"]),
+             helper.make_node("Cast", ["acc"], ["y"], to=TensorProto.FLOAT)]
+    m = helper.make_model(helper.make_graph(nodes, "dyn", [x], [y], [w]), opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    fails(save(m, tmp_path / "d.onnx"), "E_UNSUPPORTED", "dql", "dynamic quantization")
+
+
+def test_conv_integer_and_matmul_integer_after_static_quantize(tmp_path, rng):
+    """QuantizeLinear -> ConvInteger -> Cast -> Mul(scale) -> Flatten -> QuantizeLinear -> MatMulInteger -> Cast."""
+    r = np.random.default_rng(3)
+    inits = [
+        numpy_helper.from_array(np.array(0.02, np.float32), "xs"),
+        numpy_helper.from_array(np.array(128, np.uint8), "xz"),
+        numpy_helper.from_array(r.integers(-100, 100, (4, 3, 3, 3)).astype(np.int8), "w"),
+        numpy_helper.from_array(np.array(2, np.int8), "wz"),
+        numpy_helper.from_array(np.array(0.001, np.float32), "ms"),
+        numpy_helper.from_array(np.array(0.1, np.float32), "hs"),
+        numpy_helper.from_array(np.array(10, np.uint8), "hz"),
+        numpy_helper.from_array(r.integers(-100, 100, (4 * 6 * 6, 5)).astype(np.int8), "b"),
+    ]
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+        helper.make_node("ConvInteger", ["xq", "w", "xz", "wz"], ["acc"]),
+        helper.make_node("Cast", ["acc"], ["accf"], to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["accf", "ms"], ["h"]),
+        helper.make_node("Flatten", ["h"], ["hf"]),
+        helper.make_node("QuantizeLinear", ["hf", "hs", "hz"], ["hq"]),
+        helper.make_node("MatMulInteger", ["hq", "b", "hz"], ["acc2"]),
+        helper.make_node("Cast", ["acc2"], ["y"], to=TensorProto.FLOAT),
+    ]
+    g = helper.make_graph(nodes, "int", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 8, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    err, top1 = compare(save(m, tmp_path / "int.onnx"), tmp_path, rng)
+    assert err <= 1e-3 and top1 == 1.0
