@@ -312,3 +312,33 @@ def test_conv_integer_and_matmul_integer_after_static_quantize(tmp_path, rng):
     m.ir_version = 8
     err, top1 = compare(save(m, tmp_path / "int.onnx"), tmp_path, rng)
     assert err <= 1e-3 and top1 == 1.0
+
+
+@pytest.mark.parametrize("fmt", ["QDQ", "QOperator"])
+def test_quantized_model_through_the_daemon(fmt, tmp_path, rng):
+    """The same files served: `load` of a quantized file and `infer` through
+    the socket (dynamic batching of two requests included) give onnxruntime's
+    answers on the same file."""
+    from tests.integration.daemon_wire import Wire, request
+    from tests.support.daemon import TestDaemon
+    models_dir = tmp_path / "m"
+    models_dir.mkdir()
+    path = quantize(cnn(rng), models_dir / "q.onnx", rng, fmt)
+    path.with_suffix(".f32.onnx").unlink()  # only the quantized file is served
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    i = sess.get_inputs()[0]
+    xs = [rng.standard_normal([ri(rng, 1, 3)] + [int(d) for d in i.shape[1:]]).astype(np.float32) for _ in range(4)]
+    with TestDaemon(models_dir=models_dir, args=["--max-batch", "8"]) as d, Wire.connect(d, timeout=60) as w:
+        assert w.result("models")["models"][0]["name"] == "q"
+        w.send(b"".join(request(k + 1, "infer", {"model": "q", "inputs": {
+            i.name: {"dtype": "f32", "shape": list(x.shape), "data": x.tobytes()}}}) for k, x in enumerate(xs)))
+        got = {m[1]: m for m in w.recv(len(xs), timeout=60)}
+        for k, x in enumerate(xs):
+            m = got[k + 1]
+            assert m[2] is None, m[2]
+            (t,) = m[3]["outputs"].values()
+            y = np.frombuffer(t["data"], np.float32).reshape(t["shape"]).astype(np.float64)
+            want = sess.run(None, {i.name: x})[0].astype(np.float64)
+            err = float(np.linalg.norm(y - want) / max(np.linalg.norm(want), 1e-30))
+            assert err <= REL_L2, err
+            assert (y.reshape(len(x), -1).argmax(1) == want.reshape(len(x), -1).argmax(1)).all()
