@@ -723,13 +723,7 @@ def main(argv=None):
     a = ap.parse_args(argv)
     if a.from_json:
         results = json.loads(pathlib.Path(a.from_json).read_text())
-        results = results if isinstance(results, list) else [results]
-        for res in results:
-            md = markdown(res)
-            print(md)
-            if a.write:
-                write_section(res, md)
-        return 0
+        return report(results if isinstance(results, list) else [results], a.write)
     quick = {"rounds": 1, "duration": 1.0, "iters": 3, "warmup": 1}
     full = {"rounds": 3, "duration": 5.0, "iters": 20, "warmup": 2}
     for k in quick:
@@ -760,10 +754,15 @@ def main(argv=None):
         results.append(run_matrix(a, names, threads_list))
     if a.json:
         pathlib.Path(a.json).write_text(json.dumps(results[0] if len(results) == 1 else results, indent=1))
+    return report(results, a.write)
+
+
+def report(results, write):
+    """Prints each result's tables; with write, also into docs/PERFORMANCE.md."""
     for res in results:
         md = markdown(res)
         print(md)
-        if a.write:
+        if write:
             write_section(res, md)
     return 0
 
