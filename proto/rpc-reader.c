@@ -119,8 +119,9 @@ static void reader_skip_compact(cd_rpc_reader *r) {
 // it, and is within max_message), or a negative error (recorded).
 static int reader_scan(cd_rpc_reader *r) {
     size_t avail = r->end - r->start;
-    int rc = cd_rpc_scan_run(&r->scan, (const uint8_t *)r->buf + r->start, avail, r->max_message, r->reason,
-                             sizeof r->reason);
+    static const uint8_t none[1]; // no buffer (nothing held): NULL + 0 is undefined
+    const uint8_t *at = r->buf ? (const uint8_t *)r->buf + r->start : none;
+    int rc = cd_rpc_scan_run(&r->scan, at, avail, r->max_message, r->reason, sizeof r->reason);
     if (rc == 0 && r->scan.base + avail > r->max_message)
         rc = cd_errf(CD_ETOO_LARGE, r->reason, sizeof r->reason, "message exceeds max_message (%zu bytes)",
                      r->max_message);

@@ -302,7 +302,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     bool failed = false;
     for (size_t off = 0; off < size && !failed;) {
         size_t n = size - off < chunk ? size - off : chunk;
-        int rc = cd_rpc_reader_feed(r, (const char *)data + off, n);
+        // The rest of a big message goes in place when the reader offers
+        // room (as the daemon reads it), every other read through a copy.
+        char *at;
+        size_t room = cd_rpc_reader_space(r, &at);
+        int rc;
+        if (room > 0) {
+            if (n > room) n = room;
+            memcpy(at, data + off, n);
+            rc = cd_rpc_reader_feed_in_place(r, n);
+        } else {
+            rc = cd_rpc_reader_feed(r, (const char *)data + off, n);
+        }
         CHECK(rc == 0 || rc == CD_ETOO_LARGE);
         off += n;
         // The budget: the daemon gives up a partial message it cannot hold.
