@@ -291,14 +291,18 @@ def wide_net(rng):
 
 
 def test_planner_dense_at_low_sparsity_sparse_at_90(tmp_path, rng, cache_env):
+    # At 1 thread: at 2, 1x1 sparse layers on 14x14 planes scaled ~1.3x in a
+    # per-layer profile where oneDNN's 1x1 scale ~2x (ResNet-50 u90, this
+    # machine), so at 90% they sit near the break-even and the calibrated
+    # choice follows the noise (it failed 1 run in ~8 in CI).
     src = B.save(wide_net(rng), tmp_path / "w.onnx")
     for s in (0.0, 0.3):
         dst = prune(src, tmp_path / f"w-{s}.onnx", "unstructured", s)
-        plan = plan_json(dst, env=cache_env)
+        plan = plan_json(dst, "--threads", "1", env=cache_env)
         assert plan["total"]["sparse_layers"] == 0, s
         assert all(l["kernel"].startswith("dnnl") for l in weighted(plan))
     dst = prune(src, tmp_path / "w-0.9.onnx", "unstructured", 0.9)
-    plan = plan_json(dst, env=cache_env)
+    plan = plan_json(dst, "--threads", "1", env=cache_env)
     # Under make SAN=1 our sparse kernels run instrumented and oneDNN does not:
     # the calibrated model then rightly prefers dense; the choice is not checked.
     if os.environ.get("CONVD_BUILD", "build") != "build-san":
