@@ -340,13 +340,16 @@ static void *worker_main(void *p) {
             w->running[arg.index].busy = false;
             continue;
         }
+        if (w->stopping && !w->active && !w->queue_head) break;
         if (w->done_head) {
             // Completions of skipped requests wait for the loop.
             pthread_mutex_unlock(&w->lock);
             uv_async_send(&w->async);
             pthread_mutex_lock(&w->lock);
+            // The lock was released: a request or a stop that came meanwhile
+            // found no thread waiting to wake. Look again before sleeping.
+            if (w->queue_head || w->stopping || pick_queue(w, cd_now_ns(), &wake)) continue;
         }
-        if (w->stopping && !w->active && !w->queue_head) break;
         if (wake == UINT64_MAX && w->spin_ns) {
             // Poll briefly before sleeping: a request that arrives meanwhile
             // starts without the futex wake-up (a few us per request at low
