@@ -9,7 +9,6 @@ kernels. Corrupt QDQ files are refused with E_MODEL and a clear message.
 Fresh random shapes and weights per run (CD_TEST_SEED fixes them)."""
 import json
 import os
-import random
 
 import numpy as np
 import onnx
@@ -20,7 +19,8 @@ from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantTy
 
 from tests.models import builders as B
 from tests.models.runner import convd_run
-from tests.models.test_sparse_models import cache_env, plan_json, weighted  # noqa: F401 (fixture)
+from tests.models.test_errors import fails
+from tests.models.test_sparse_models import cache_env, plan_json, ri, rng, weighted  # noqa: F401 (fixtures)
 
 REL_L2 = 1e-2
 # convd computes a quantized file in f32 (dequantized weights, fake-quantized
@@ -31,17 +31,6 @@ REL_L2 = 1e-2
 # a batch, and the top-1 class for TOP1 of them; a wrong scale, zero point or
 # lowering moves every input (exact agreement is for the int8 kernels).
 TOP1 = 0.75
-
-
-@pytest.fixture
-def rng():
-    seed = int(os.environ.get("CD_TEST_SEED", random.randrange(1 << 30)))
-    print(f"seed {seed}")
-    return np.random.default_rng(seed)
-
-
-def ri(rng, lo, hi):
-    return int(rng.integers(lo, hi + 1))
 
 
 class Reader(CalibrationDataReader):
@@ -221,16 +210,6 @@ def qdq_model(opset=13, x_type=TensorProto.FLOAT, out_q=False, w_scale=None, w_z
 def save(m, path):
     onnx.save(m, str(path))
     return path
-
-
-def fails(path, code, *needles):
-    r = convd_run(path, [], check=False)
-    assert r.returncode == 1, f"exit {r.returncode}\n{r.stdout}\n{r.stderr}"
-    assert f"error {code}" in r.stderr, r.stderr
-    for n in needles:
-        assert n in r.stderr, f"{n!r} not in {r.stderr!r}"
-    assert "Sanitizer" not in r.stderr
-    return r.stderr
 
 
 @pytest.mark.parametrize("opset", [13, 19, 21])
