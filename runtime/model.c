@@ -44,6 +44,17 @@ void cd_model_free(cd_model *m) {
     free(m);
 }
 
+// Runs fn(arg) where m's backend computes: on the process's one CPU executor
+// for host kernels (executor.h: its team is the only one), on the calling
+// thread for a device backend (its submit only queues work on a stream, and
+// the hip emulator runs launches itself).
+static void compute_on(const cd_model *m, void (*fn)(void *arg), void *arg) {
+    if (cd_backend_get_caps(m->be).device_memory)
+        fn(arg);
+    else
+        cd_executor_run(fn, arg, m->threads);
+}
+
 // Compaction and planning of a loaded graph, for a run on the executor.
 typedef struct {
     cd_model *m;
@@ -97,10 +108,7 @@ int cd_model_load(const char *path, const cd_model_opts *opts, cd_model **out, c
     if (!rc) rc = cd_graph_lower(&g, e, sizeof e);
     if (!rc) {
         plan_job j = {m, &g, mode, e, sizeof e, 0};
-        if (cd_backend_get_caps(m->be).device_memory)
-            plan_job_run(&j);
-        else // the calibration, tuning and weight packing use the executor's team
-            cd_executor_run(plan_job_run, &j, m->threads);
+        compute_on(m, plan_job_run, &j); // calibration, tuning and packing time the run's team
         rc = j.rc;
     }
     if (rc) {
@@ -338,15 +346,11 @@ static void submit_job_run(void *arg) {
     j->rc = submit_impl(j->ex, j->batch, j->inputs, j->outputs, j->err, j->errlen, j->layer_ms);
 }
 
-// submit_impl where the backend computes: on the process's one CPU executor
-// for host kernels (executor.h), on the calling thread for a device backend
-// (whose submit only queues work on its stream).
+// submit_impl where the backend computes (compute_on).
 static int submit_run(cd_exec *ex, int batch, const void *const *inputs, void *const *outputs, char *err, size_t errlen,
                       double *layer_ms) {
-    if (cd_backend_get_caps(ex->m->be).device_memory)
-        return submit_impl(ex, batch, inputs, outputs, err, errlen, layer_ms);
     submit_job j = {ex, batch, inputs, outputs, err, errlen, layer_ms, 0};
-    cd_executor_run(submit_job_run, &j, ex->m->threads);
+    compute_on(ex->m, submit_job_run, &j);
     return j.rc;
 }
 
