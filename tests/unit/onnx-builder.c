@@ -188,3 +188,27 @@ const char *mb_write(mb *b, int opset) {
     free(buf);
     return path;
 }
+
+const char *mb_write_small_cnn(char *path, size_t len, int max_groups, int *c_out, int *h_out) {
+    mb b = {0};
+    int g = max_groups > 1 ? cd_test_randi(1, max_groups) : 1;
+    int c = g * cd_test_randi(1, 8), k1 = g * cd_test_randi(1, 24), k2 = cd_test_randi(1, 12);
+    int h = cd_test_randi(3, 29), r = cd_test_randi(0, 1) ? 3 : 1;
+    int64_t xs[4] = {1, c, h, h}, w1[4] = {k1, c / g, r, r}, b1[1] = {k1}, w2[4] = {k2, k1, 1, 1};
+    int64_t pads[4] = {r / 2, r / 2, r / 2, r / 2};
+    Onnx__NodeProto *conv = mb_node(&b, "Conv", "x", "w1", "b1", "c1");
+    mb_attr_ints(&b, conv, "pads", 4, pads);
+    if (g > 1) mb_attr_int(&b, conv, "group", g);
+    mb_node(&b, "Relu", "c1", NULL, NULL, "r1");
+    mb_node(&b, "Conv", "r1", "w2", NULL, "y");
+    mb_init_f(&b, "w1", 4, w1);
+    mb_init_f(&b, "b1", 1, b1);
+    mb_init_f(&b, "w2", 4, w2);
+    mb_input(&b, "x", 4, xs);
+    mb_output(&b, "y");
+    snprintf(path, len, "%s", mb_write(&b, 13));
+    mb_free(&b);
+    if (c_out) *c_out = c;
+    if (h_out) *h_out = h;
+    return path;
+}

@@ -37,4 +37,9 @@ void mb_input(mb *b, const char *name, int rank, const int64_t *dims);
 void mb_output(mb *b, const char *name);
 const char *mb_write(mb *b, int opset);
 
+// A tiny random CNN written to a temporary file whose path goes into path:
+// x [N, c, h, h] -> Conv kxk (pad, bias, 1..max_groups groups) -> Relu ->
+// Conv 1x1 -> y. *c and *h (may be NULL) receive the input's sizes.
+const char *mb_write_small_cnn(char *path, size_t len, int max_groups, int *c, int *h);
+
 #endif // CD_TESTS_ONNX_BUILDER_H

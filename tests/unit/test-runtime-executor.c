@@ -193,29 +193,6 @@ CD_TEST(executor_lanes_off_keeps_every_job_wide) {
 
 // ---- model runs from many threads ----------------------------------------------------
 
-// x -> Conv kxk (pad, groups) -> Relu -> Conv 1x1 -> y, random sizes.
-static void write_model(char *path, size_t len, int *c_out, int *h_out) {
-    mb b = {0};
-    int g = cd_test_randi(1, 2), c = g * cd_test_randi(1, 6), k1 = g * cd_test_randi(1, 12);
-    int k2 = cd_test_randi(1, 12), h = cd_test_randi(3, 29), r = cd_test_randi(0, 1) ? 3 : 1;
-    int64_t xs[4] = {1, c, h, h}, w1[4] = {k1, c / g, r, r}, b1[1] = {k1}, w2[4] = {k2, k1, 1, 1};
-    int64_t pads[4] = {r / 2, r / 2, r / 2, r / 2}, groups = g;
-    Onnx__NodeProto *conv = mb_node(&b, "Conv", "x", "w1", "b1", "c1");
-    mb_attr_ints(&b, conv, "pads", 4, pads);
-    mb_attr_int(&b, conv, "group", groups);
-    mb_node(&b, "Relu", "c1", NULL, NULL, "r1");
-    mb_node(&b, "Conv", "r1", "w2", NULL, "y");
-    mb_init_f(&b, "w1", 4, w1);
-    mb_init_f(&b, "b1", 1, b1);
-    mb_init_f(&b, "w2", 4, w2);
-    mb_input(&b, "x", 4, xs);
-    mb_output(&b, "y");
-    snprintf(path, len, "%s", mb_write(&b, 13));
-    mb_free(&b);
-    *c_out = c;
-    *h_out = h;
-}
-
 enum { RUNNERS = 4, RUNS = 12 };
 
 typedef struct {
@@ -257,7 +234,7 @@ CD_TEST(executor_concurrent_model_runs_equal_runs_alone) {
     CHECK_EQ(cd_runtime_init(2), 0);
     char path[64], err[512];
     int c, h;
-    write_model(path, sizeof path, &c, &h);
+    mb_write_small_cnn(path, sizeof path, 2, &c, &h);
     cd_model_opts opts = {.max_batch = 1};
     cd_model *m;
     int rc = cd_model_load(path, &opts, &m, err, sizeof err);

@@ -13,28 +13,6 @@
 
 #include <unistd.h>
 
-// ---- a tiny model: x -> Conv kxk (pad) -> Relu -> Conv 1x1 -> y ---------------
-
-// Writes the model with random sizes to a temporary file; returns its path.
-static const char *write_model(char *path, size_t len) {
-    mb b = {0};
-    int c = cd_test_randi(1, 8), k1 = cd_test_randi(1, 24), k2 = cd_test_randi(1, 12), h = cd_test_randi(3, 17);
-    int r = cd_test_randi(0, 1) ? 3 : 1;
-    int64_t xs[4] = {1, c, h, h}, w1[4] = {k1, c, r, r}, b1[1] = {k1}, w2[4] = {k2, k1, 1, 1};
-    int64_t pads[4] = {r / 2, r / 2, r / 2, r / 2};
-    mb_attr_ints(&b, mb_node(&b, "Conv", "x", "w1", "b1", "c1"), "pads", 4, pads);
-    mb_node(&b, "Relu", "c1", NULL, NULL, "r1");
-    mb_node(&b, "Conv", "r1", "w2", NULL, "y");
-    mb_init_f(&b, "w1", 4, w1);
-    mb_init_f(&b, "b1", 1, b1);
-    mb_init_f(&b, "w2", 4, w2);
-    mb_input(&b, "x", 4, xs);
-    mb_output(&b, "y");
-    snprintf(path, len, "%s", mb_write(&b, 13));
-    mb_free(&b);
-    return path;
-}
-
 static int64_t item_numel(const cd_io_desc *d) {
     int64_t n = 1;
     for (int i = 1; i < d->rank; i++) n *= d->shape[i];
@@ -46,7 +24,7 @@ static int64_t item_numel(const cd_io_desc *d) {
 // and compares every output with cd_model_run on a third exec.
 static void check_double_buffer(const char *device) {
     char path[64], err[512];
-    write_model(path, sizeof path);
+    mb_write_small_cnn(path, sizeof path, 1, NULL, NULL);
     int max_batch = cd_test_randi(1, 5);
     cd_model_opts opts = {.max_batch = max_batch, .device = device};
     cd_model *m;
