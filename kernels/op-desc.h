@@ -105,6 +105,55 @@ CD_ACT_APPLY_QUALIFIERS float cd_fakequant_apply(float x, float scale, float zer
     return (q - zero_point) * scale;
 }
 
+// An int8 convolution (quantized models): u8 or s8 activations times s8
+// symmetric weights (zero point 0, one scale per output channel), s32
+// accumulation, then the epilogue below, the one definition every int8
+// kernel (reference, sparse, oneDNN wrapper, HIP) computes:
+//   acc = sum over the taps of (x_q - in_zp) * w_q   (padding is x_q = in_zp: 0.0)
+//   y   = act(fmaf(acc, in_scale * w_scale[k], bias[k]) (+ residual))
+//   out_scale > 0: q = clamp(rintf(y / out_scale) + out_zp, qmin, qmax) of the output's type
+// Storage of the activations: src_int/dst_int 0 = float32 holding grid
+// values (x = (x_q - zp) * scale exactly, what a FakeQuant writes; an int8
+// kernel quantizes them back exactly), 1 = the integers themselves (u8, or
+// s8 when *_signed). dst_int needs out_scale > 0.
+typedef struct {
+    float in_scale;
+    int in_zp, in_signed, src_int;
+    const float *w_scale; // K values (host memory; during init only where a desc holds it)
+    float out_scale;      // 0: the output is y in float32, not quantized
+    int out_zp, out_signed, dst_int;
+} cd_conv_quant;
+
+// The range of a quantized type: u8 0..255, s8 -128..127.
+CD_ACT_APPLY_QUALIFIERS float cd_quant_qmin(int is_signed) { return is_signed ? -128.0f : 0.0f; }
+CD_ACT_APPLY_QUALIFIERS float cd_quant_qmax(int is_signed) { return is_signed ? 127.0f : 255.0f; }
+
+// y of the epilogue for one accumulator: mult = in_scale * w_scale[k]
+// (computed once per channel, in float, by every kernel the same way).
+CD_ACT_APPLY_QUALIFIERS float cd_conv_quant_y(int32_t acc, float mult, float bias, float residual, int has_residual,
+                                              cd_activation act) {
+    float y = fmaf((float)acc, mult, bias);
+    if (has_residual) y += residual;
+    return cd_act_apply(act, y);
+}
+
+// The output quantization of y: the integer q (dst_int) or its grid value
+// (q - out_zp) * out_scale; y itself when out_scale is 0.
+CD_ACT_APPLY_QUALIFIERS float cd_conv_quant_out(const cd_conv_quant *q, float y) {
+    if (!(q->out_scale > 0.0f)) return y;
+    float v = rintf(y / q->out_scale) + (float)q->out_zp;
+    v = fminf(fmaxf(v, cd_quant_qmin(q->out_signed)), cd_quant_qmax(q->out_signed));
+    return q->dst_int ? v : (v - (float)q->out_zp) * q->out_scale;
+}
+
+// The integer of a grid value x of the input (src_int 0): exact for values
+// a FakeQuant with the same scale and zero point wrote.
+CD_ACT_APPLY_QUALIFIERS int32_t cd_conv_quant_in(const cd_conv_quant *q, float x) {
+    float v = rintf(x / q->in_scale) + (float)q->in_zp;
+    v = fminf(fmaxf(v, cd_quant_qmin(q->in_signed)), cd_quant_qmax(q->in_signed));
+    return (int32_t)v;
+}
+
 // Element-wise binary operators (NumPy broadcasting).
 typedef enum {
     CD_BINARY_ADD = 0,

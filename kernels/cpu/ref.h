@@ -16,6 +16,17 @@
 void cd_ref_conv2d(const cd_conv_desc *d, const float *src, const float *w, const float *bias, const float *residual,
                    float *dst);
 
+// int8 convolution (kernels/op-desc.h cd_conv_quant), NCHW. The s32
+// accumulators: acc[n,k,oh,ow] = sum (xq - in_zp) * wq over the taps inside
+// the input (a padding tap adds 0), xq the integers of the input (n x c x h x
+// w), wq OIHW s8.
+void cd_ref_conv2d_i8_acc(const cd_conv_desc *d, const int32_t *xq, int in_zp, const int8_t *wq, int32_t *acc);
+// The whole op: src float32 grid values (q->src_int 0) or u8/s8 integers
+// (src_int 1, as uint8_t/int8_t), dst float32 or integers likewise,
+// residual float32 shaped like dst or NULL, bias K floats or NULL.
+void cd_ref_conv2d_i8(const cd_conv_desc *d, const cd_conv_quant *q, const void *src, const int8_t *wq,
+                      const float *bias, const float *residual, void *dst);
+
 // Max or average pooling, NCHW. d->oh/d->ow must be set (cd_pool_out_dims).
 void cd_ref_pool2d(const cd_pool_desc *d, const float *src, float *dst);
 // Fills d->oh and d->ow (honours ceil_mode, ONNX rule).

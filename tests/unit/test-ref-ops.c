@@ -356,3 +356,46 @@ CD_TEST(ref_fakequant_by_hand) {
     const float want_s8[] = {2.0f, 4.0f, -2.0f, 127.0f, -128.0f, 0.0f};
     CHECK_CLOSE_F32(got, want_s8, 6, 0.0);
 }
+
+// The int8 conv reference against the f32 reference on the same numbers:
+// grid inputs, dequantized weights; the f32 result, quantized with the
+// epilogue's rule, equals the int8 result but where y sits within rounding
+// of a half step (f32 sums in another order), which a bound of one step
+// allows. And the s32 accumulators by hand on a 1x1 case.
+CD_TEST(ref_conv_i8_matches_f32_reference) {
+    int c = cd_test_randi(1, 24), k = cd_test_randi(1, 24), r = cd_test_randi(1, 3);
+    int h = cd_test_randi(r, 12), w = cd_test_randi(r, 12);
+    cd_conv_desc d = cd_conv_square(c, h, w, k, r, cd_test_randi(1, 2), cd_test_randi(0, r - 1));
+    d.n = cd_test_randi(1, 2);
+    d.act.kind = cd_test_randi(0, 1) ? CD_ACT_RELU : CD_ACT_NONE;
+    int sgn = cd_test_randi(0, 1), zp = sgn ? cd_test_randi(-20, 20) : cd_test_randi(0, 255);
+    float *wsc = rbuf((size_t)k);
+    for (int i = 0; i < k; i++) wsc[i] = 0.001f + fabsf(wsc[i]) * 0.01f;
+    cd_conv_quant q = {0.02f, zp, sgn, 0, wsc, 0.05f, cd_test_randi(0, 255), 0, 0};
+    size_t nin = (size_t)d.n * c * h * w, nw = (size_t)k * c * r * r, nout = (size_t)d.n * k * d.oh * d.ow;
+    float *x = rbuf(nin), *wf = zbuf(nw), *bias = rbuf((size_t)k), *got = zbuf(nout), *want = zbuf(nout);
+    int8_t *wq = malloc(nw);
+    for (size_t i = 0; i < nin; i++) // grid values of the input's type
+        x[i] = (float)(cd_test_randi((int)cd_quant_qmin(sgn), (int)cd_quant_qmax(sgn)) - zp) * q.in_scale;
+    for (size_t i = 0; i < nw; i++) {
+        wq[i] = cd_test_randi(0, 3) ? 0 : (int8_t)cd_test_randi(-128, 127); // sparse, with both extremes possible
+        wf[i] = (float)wq[i] * wsc[i / ((size_t)c * r * r)];
+    }
+    cd_ref_conv2d_i8(&d, &q, x, wq, bias, NULL, got);
+    cd_ref_conv2d(&d, x, wf, bias, NULL, want);
+    for (size_t i = 0; i < nout; i++) {
+        float v = cd_conv_quant_out(&q, want[i]);
+        if (fabsf(got[i] - v) > q.out_scale * 1.001f)
+            CD_CHECK_FAIL_("[%zu]: int8 %.9g, f32 then quantized %.9g", i, (double)got[i], (double)v);
+        CHECK(fmodf(fabsf(got[i]) / q.out_scale + 0.25f, 1.0f) < 0.5f); // on the output grid
+    }
+    uint8_t xs[4] = {0, 255, 7, 128};
+    int8_t ws[2] = {-128, 127};
+    int32_t acc[2];
+    cd_conv_desc one = cd_conv_square(2, 1, 2, 1, 1, 1, 0);
+    int32_t xi[4] = {xs[0], xs[1], xs[2], xs[3]}; // c0: 0, 255; c1: 7, 128; zp 3
+    cd_ref_conv2d_i8_acc(&one, xi, 3, ws, acc);
+    CHECK_EQ(acc[0], (0 - 3) * -128 + (7 - 3) * 127);
+    CHECK_EQ(acc[1], (255 - 3) * -128 + (128 - 3) * 127);
+    free(wsc), free(x), free(wf), free(bias), free(got), free(want), free(wq);
+}
