@@ -164,7 +164,96 @@ static int time_both(pctx *p, int o, int fq, const cd_conv_quant *q, const int8_
     return rc;
 }
 
-int cd_plan_choose_int8(pctx *p, const char *live) {
+// The one live reader of value v through aliases of the same shape (the
+// DequantizeLinear after a FakeQuant): the op reading it, or -1.
+static int reader_through_aliases(const cd_graph *g, const char *live, const int *reader, int v, int *via) {
+    *via = -1;
+    for (int depth = 0; depth < 8; depth++) {
+        int r = reader[v];
+        if (r < 0 || !live[r] || g->values[v].is_output) return -1;
+        if (g->ops[r].kind != CD_OP_ALIAS) return r;
+        const cd_value *a = &g->values[g->ops[r].in[0]], *b = &g->values[g->ops[r].out];
+        if (a->numel != b->numel || a->rank != b->rank) return -1;
+        *via = r;
+        v = g->ops[r].out;
+    }
+    return -1;
+}
+
+// A QDQ residual block done by int8 conv c: c -> its FakeQuant f1 (fused)
+// -> [alias] -> Add(., skip) [+ act] -> FakeQuant f2, every value read once.
+// The conv then adds the skip after rounding to f1's grid (cd_conv_quant
+// mid_scale) and quantizes with f2's parameters: the conv's op moves into
+// the Add's slot (the skip is ready there), the rest stops being live.
+// Only where the backend runs it. 1 when fused, 0 when not.
+static int fuse_residual(pctx *p, char *live, const int *reader, int c, int f1) {
+    cd_graph *g = p->g;
+    cd_op *cv = &g->ops[c];
+    if (cv->nin != 1 || cv->u.conv.d.has_residual || cv->u.conv.d.act.kind != CD_ACT_NONE) return 0;
+    int alias, a = reader_through_aliases(g, live, reader, g->ops[f1].out, &alias);
+    if (a < 0 || g->ops[a].kind != CD_OP_BINARY || g->ops[a].u.binary.kind != CD_BINARY_ADD || g->ops[a].nin != 2)
+        return 0;
+    const cd_op *add = &g->ops[a];
+    int mine = add->in[0] == (alias >= 0 ? g->ops[alias].out : g->ops[f1].out) ? 0 : 1;
+    int skip = add->in[1 - mine];
+    const cd_value *sv = &g->values[skip], *ov = &g->values[add->out];
+    if (sv->kind != CD_VAL_ACT || sv->numel != ov->numel || add->in[0] == add->in[1]) return 0;
+    cd_activation act = add->u.binary.act;
+    if (act.kind != CD_ACT_NONE && act.kind != CD_ACT_RELU && act.kind != CD_ACT_CLIP) return 0;
+    int f2 = reader[add->out];
+    if (f2 < 0 || !live[f2] || ov->is_output || g->ops[f2].kind != CD_OP_FAKEQUANT || g->ops[f2].u.fq.d.channels != 1 ||
+        type_signed(&g->ops[f2].u.fq) < 0)
+        return 0;
+    cd_conv_quant q = p->in8[c];
+    const cd_quant *mq = &g->ops[f1].u.fq, *yq = &g->ops[f2].u.fq;
+    q.mid_scale = mq->scale[0];
+    q.mid_zp = (int)mq->zero_point[0];
+    q.mid_signed = type_signed(mq);
+    q.out_scale = yq->scale[0];
+    q.out_zp = (int)yq->zero_point[0];
+    q.out_signed = type_signed(yq);
+    // Would the backend run it?
+    cd_bop_desc d;
+    timing_desc(p, cv, &d);
+    d.u.conv.has_residual = 1;
+    d.u.conv.act = act;
+    d.nsrc = 2;
+    d.src[1] = cd_plan_value_desc(ov, CD_LAYOUT_NCHW, 4);
+    d.sparse = p->ch[c].sparse;
+    d.sparse_format = p->ch[c].format;
+    d.quant = &q;
+    if (!cd_backend_supports_op(p->m->be, &d)) {
+        d.sparse = 0;
+        if (!cd_backend_supports_op(p->m->be, &d)) return 0;
+    }
+    // The conv moves into the Add's slot: the structs swap, the Add (now in
+    // c's slot) and the quantization in between stop being live.
+    cd_op tmp = g->ops[a];
+    g->ops[a] = *cv;
+    g->ops[c] = tmp;
+    cd_op *fused = &g->ops[a];
+    fused->nin = 2;
+    fused->in[1] = skip;
+    fused->out = tmp.out;
+    fused->u.conv.d.has_residual = 1;
+    fused->u.conv.d.act = act;
+    snprintf(fused->label, sizeof fused->label, "Conv+QAdd%s",
+             act.kind == CD_ACT_RELU ? "+Relu"
+             : act.kind              ? "+Clip"
+                                     : "");
+    live[c] = live[f1] = 0;
+    if (alias >= 0) live[alias] = 0;
+    p->ch[a] = p->ch[c];
+    memset(&p->ch[c], 0, sizeof p->ch[c]);
+    q.w_scale = fused->u.conv.wscale;
+    p->in8[a] = q;
+    memset(&p->in8[c], 0, sizeof p->in8[c]);
+    p->fq_fused[f1] = 0;
+    p->fq_fused[f2] = 1;
+    return 1;
+}
+
+int cd_plan_choose_int8(pctx *p, char *live) {
     const cd_graph *g = p->g;
     int mode = cd_runtime_opts()->int8; // 0 auto, 1 off, 2 on
     int *reader = malloc(((size_t)g->nvalues + 1) * sizeof(int));
@@ -185,6 +274,7 @@ int cd_plan_choose_int8(pctx *p, const char *live) {
         cd_conv_quant q;
         int fq;
         cd_plan_choice *c = &p->ch[o];
+        if (c->int8) continue; // a conv moved here by fuse_residual
         c->i8_ms = c->f32_ms = -1;
         if (!live[o] || !int8_params(g, live, reader, o, &q, &fq)) continue;
         int take = mode == 2;
@@ -205,7 +295,10 @@ int cd_plan_choose_int8(pctx *p, const char *live) {
         if (!take) continue;
         c->int8 = 1;
         p->in8[o] = q;
-        if (fq >= 0 && q.out_scale > 0.0f) p->fq_fused[fq] = 1;
+        if (fq >= 0 && q.out_scale > 0.0f) {
+            p->fq_fused[fq] = 1;
+            fuse_residual(p, live, reader, o, fq);
+        }
     }
     free(reader);
     return rc;

@@ -46,7 +46,10 @@ int cd_plan_choose_kernels(pctx *p, const char *live);
 // After cd_plan_choose_kernels: fills p->in8 and p->ch[o].int8 for the live
 // convs of a quantized model, by cd_runtime_options.int8 and measured
 // times. Returns 0 or CD_ENOMEM.
-int cd_plan_choose_int8(pctx *p, const char *live);
+// It may fuse a QDQ residual block (an int8 conv, its quantization, an Add
+// and the Add's quantization) into one layer: the conv's op moves to the
+// Add's place and the ops it absorbs stop being live.
+int cd_plan_choose_int8(pctx *p, char *live);
 // The s8 weights of conv op (rint(w / wscale[k])) into a new array, or
 // NULL (out of memory).
 int8_t *cd_plan_int8_weights(const cd_op *op);

@@ -208,6 +208,8 @@ def test_int8_kernels_match_onnxruntime(name, tmp_path, rng):
     # depthwise -> project); an int8 output is only ever read by int8 convs.
     stored = {l["name"] for l in layers_on if l["out_dtype"] == "int8"}
     assert stored and stored <= {l["name"] for l in int8}
+    # Each residual block's conv -> Q -> DQ -> Add(+Relu) -> Q is one layer.
+    assert any(l["op"].startswith("Conv+QAdd") for l in int8), [l["op"] for l in layers_on]
     for env in (on, dict(on, CONVD_CPU_KERNELS="ref")):
         err, top1 = compare(q, tmp_path, rng, env=env)
         assert err <= REL_L2, f"{name} int8: median relative L2 {err:.3g}"
