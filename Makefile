@@ -60,6 +60,7 @@ endif
 # portable so the binaries run on any x86-64.
 $(BUILD)/obj/%-avx512f.o: CFLAGS += -mavx512f -mavx512vl -mavx512bw -mavx512dq -mfma
 $(BUILD)/obj/%-avx2.o:    CFLAGS += -mavx2 -mfma
+$(BUILD)/obj/%-avx512vnni.o: CFLAGS += -mavx512f -mavx512vl -mavx512bw -mavx512dq -mavx512vnni -mfma
 
 ifeq ($(V),1)
 Q :=
