@@ -408,6 +408,14 @@ $(BUILD)/bin/sparse-conv-layers: $(BUILD)/obj/bench/sparse-conv-layers.o $(call 
 
 bench: $(BUILD)/bin/sparse-conv-layers
 
+# Int8 vs f32 sparse conv on ResNet-50's shapes, per ISA level.
+$(BUILD)/bin/sparse-i8-layers: $(BUILD)/obj/bench/sparse-i8-layers.o $(call obj,$(wildcard sparse/*.c)) $(call obj,kernels/op-desc.c $(CORE_SRC))
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(OMP_FLAGS) $(LDLIBS)
+
+bench: $(BUILD)/bin/sparse-i8-layers
+
 # Unix-socket ping-pong between two processes, and the same blocking loop
 # against convd (bench/overhead.py: bench/results/serving.md).
 $(BUILD)/bin/pingpong: $(BUILD)/obj/bench/pingpong.o

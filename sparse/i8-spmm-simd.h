@@ -63,8 +63,14 @@ static inline void unpermute_store(const vi a[4], int32_t *acc) {
     STOREU(acc + 48, _mm512_shuffle_i32x4(t2, t3, 0xDD));
 }
 
-// The low bytes of the 16 integers of v (in range for the type).
-static inline void store_bytes(void *dst, vi v) { _mm_storeu_si128((__m128i *)dst, _mm512_cvtepi32_epi8(v)); }
+// The first `left` lanes (all when left >= 16) of a load or store.
+typedef __mmask16 lanes;
+static inline lanes lanes_of(size_t left) { return left >= 16 ? (lanes)0xFFFF : (lanes)((1u << left) - 1); }
+static inline vi load_i(const int32_t *p, lanes m) { return _mm512_maskz_loadu_epi32(m, p); }
+static inline vf load_f(const float *p, lanes m) { return _mm512_maskz_loadu_ps(m, p); }
+static inline void store_f(float *p, lanes m, vf v) { _mm512_mask_storeu_ps(p, m, v); }
+// The low bytes of the integers of v (in range for the type).
+static inline void store_b(void *p, lanes m, vi v) { _mm512_mask_cvtepi32_storeu_epi8(p, m, v); }
 #else
 typedef __m256i vi;
 typedef __m256 vf;
@@ -105,12 +111,32 @@ static inline void unpermute_store(const vi a[4], int32_t *acc) {
     STOREU(acc + 24, _mm256_permute2x128_si256(a[2], a[3], 0x31));
 }
 
-// The low bytes of the 8 integers of v (in -128..255, so the saturating
-// packs keep them; u8 and s8 alike once truncated to a byte).
-static inline void store_bytes(void *dst, vi v) {
+// The first `left` lanes (all when left >= 8) of a load or store: a lane
+// mask, and the count for the byte stores.
+typedef struct {
+    __m256i mask;
+    size_t left;
+} lanes;
+static inline lanes lanes_of(size_t left) {
+    lanes l = {_mm256_cmpgt_epi32(_mm256_set1_epi32(left >= 8 ? 8 : (int)left), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)),
+               left};
+    return l;
+}
+static inline vi load_i(const int32_t *p, lanes m) { return _mm256_maskload_epi32((const int *)p, m.mask); }
+static inline vf load_f(const float *p, lanes m) { return _mm256_maskload_ps(p, m.mask); }
+static inline void store_f(float *p, lanes m, vf v) { _mm256_maskstore_ps(p, m.mask, v); }
+// The low bytes of the integers of v (in -128..255, so the saturating packs
+// keep them; u8 and s8 alike once truncated to a byte).
+static inline void store_b(void *p, lanes m, vi v) {
     const __m128i p16 = _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
     const __m128i p8 = _mm_shuffle_epi8(p16, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, -1, -1, -1, -1, -1, -1, -1, -1));
-    _mm_storel_epi64((__m128i *)dst, p8);
+    if (m.left >= 8) {
+        _mm_storel_epi64((__m128i *)p, p8);
+        return;
+    }
+    uint8_t tmp[16];
+    _mm_storeu_si128((__m128i *)tmp, p8);
+    memcpy(p, tmp, m.left);
 }
 #endif
 
@@ -182,6 +208,8 @@ void I8_FN(cd_i8_spmm_bsr4)(size_t nblk, const uint8_t *in, const int32_t *off, 
     }
 }
 
+// Tails run masked (lanes_of), not through the scalar code: rows of 56
+// or 7 pixels would spend most of their time there.
 void I8_FN(cd_i8_epilogue)(const cd_i8_epilogue *e, float mult, float bias, const int32_t *acc, size_t n,
                            const float *res, void *dst) {
     const cd_act kind = e->act.kind;
@@ -194,35 +222,31 @@ void I8_FN(cd_i8_epilogue)(const cd_i8_epilogue *e, float mult, float bias, cons
     const vf lo = SET1F(e->act.alpha), hi = SET1F(e->act.beta);
     const vf vs = SET1F(e->q.out_scale), vzp = SET1F((float)e->q.out_zp);
     const vf qmin = SET1F(e->qmin), qmax = SET1F(e->qmax);
-    size_t i = 0;
-    for (; i + LANES <= n; i += LANES) {
-        vf y = FMADD(CVTF(LOADU(acc + i)), vm, vb);
-        if (e->has_residual) y = ADDF(y, LOADF(res + i));
+    for (size_t i = 0; i < n; i += LANES) {
+        const lanes m = lanes_of(n - i);
+        vf y = FMADD(CVTF(load_i(acc + i, m)), vm, vb);
+        if (e->has_residual) y = ADDF(y, load_f(res + i, m));
         // max(y, 0) is y > 0 ? y : 0 (maxps returns its second operand
         // unless the first is greater), as cd_act_apply's ReLU.
         if (kind == CD_ACT_RELU) y = MAXF(y, zero);
         else if (kind == CD_ACT_CLIP) y = MINF(MAXF(y, lo), hi);
         if (!quant) {
-            STOREF((float *)dst + i, y);
+            store_f((float *)dst + i, m, y);
             continue;
         }
-        vf v = MINF(MAXF(ADDF(RINT(DIVF(y, vs)), vzp), qmin), qmax);
-        if (to_int) store_bytes((uint8_t *)dst + i, CVTI(v));
-        else STOREF((float *)dst + i, MULF(SUBF(v, vzp), vs));
+        const vf v = MINF(MAXF(ADDF(RINT(DIVF(y, vs)), vzp), qmin), qmax);
+        if (to_int) store_b((uint8_t *)dst + i, m, CVTI(v));
+        else store_f((float *)dst + i, m, MULF(SUBF(v, vzp), vs));
     }
-    if (i < n)
-        cd_i8_epilogue__scalar(e, mult, bias, acc + i, n - i, res ? res + i : NULL,
-                               (char *)dst + i * (to_int ? 1 : sizeof(float)));
 }
 
 void I8_FN(cd_i8_quant_row)(const cd_conv_quant *q, const float *x, size_t n, uint8_t *dst) {
     const vf vs = SET1F(q->in_scale), vzp = SET1F((float)q->in_zp);
     const vf qmin = SET1F(cd_quant_qmin(q->in_signed)), qmax = SET1F(cd_quant_qmax(q->in_signed));
     const vi shift = SET1(q->in_signed ? 128 : 0);
-    size_t i = 0;
-    for (; i + LANES <= n; i += LANES) {
-        const vf v = MINF(MAXF(ADDF(RINT(DIVF(LOADF(x + i), vs)), vzp), qmin), qmax);
-        store_bytes(dst + i, ADD32(CVTI(v), shift));
+    for (size_t i = 0; i < n; i += LANES) {
+        const lanes m = lanes_of(n - i);
+        const vf v = MINF(MAXF(ADDF(RINT(DIVF(load_f(x + i, m), vs)), vzp), qmin), qmax);
+        store_b(dst + i, m, ADD32(CVTI(v), shift));
     }
-    if (i < n) cd_i8_quant_row__scalar(q, x + i, n - i, dst + i);
 }

@@ -7,6 +7,7 @@
 #include "core/errors.h"
 
 #include <omp.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -70,13 +71,21 @@ static void prep_channel(const cd_sparse_conv_i8 *h, const void *src, int n, int
     }
 }
 
-// The epilogue (or the raw accumulators) of output channel kk for plane
-// pixels [p0, p1) of the fold starting at image n0; acc[m] is pixel p0 + m.
-static void write_out(const cd_sparse_conv_i8 *h, int kk, const int32_t *acc, size_t p0, size_t p1, int n0,
-                      const float *residual, void *dst, int32_t *acc_out) {
+// A stretch of valid output pixels of a tile: acc[m .. m+len) of the tile
+// go to output pixel `out` (of image n0's channel 0) onwards.
+typedef struct {
+    uint32_t m, len;
+    size_t out;
+} out_run;
+
+// The runs of valid pixels among plane pixels [p0, p1) of a fold (junk
+// columns and rows dropped; rows contiguous when there are none). The same
+// for every output channel, so a work item finds them once. Returns the count
+// (at most p1 - p0).
+static int tile_runs(const cd_sparse_conv_i8 *h, size_t p0, size_t p1, out_run *runs) {
     const cd_conv_desc *d = &h->d;
-    const size_t opix = (size_t)d->oh * d->ow;
-    const size_t esize = h->epi.q.dst_int ? 1 : sizeof(float);
+    const size_t opix = (size_t)d->oh * d->ow, kopix = (size_t)d->k * opix;
+    int n = 0;
     size_t p = p0;
     while (p < p1) {
         const size_t i = p / h->img_plane, rem = p - i * h->img_plane;
@@ -89,15 +98,28 @@ static void write_out(const cd_sparse_conv_i8 *h, int kk, const int32_t *acc, si
             p += h->wph - x;
             continue;
         }
-        // Without junk columns the rows of the plane are contiguous.
-        size_t len = h->wph == d->ow ? opix - rem : (size_t)d->ow - x;
+        size_t len = (size_t)h->wph == (size_t)d->ow ? opix - rem : (size_t)d->ow - x;
         if (len > p1 - p) len = p1 - p;
-        const size_t o = ((size_t)(n0 + i) * d->k + kk) * opix + y * d->ow + x;
-        if (acc_out) memcpy(acc_out + o, acc + (p - p0), sizeof(int32_t) * len);
-        else
-            h->k->epilogue(&h->epi, h->mult[kk], h->bias[kk], acc + (p - p0), len, residual ? residual + o : NULL,
-                           (char *)dst + o * esize);
+        runs[n++] = (out_run){(uint32_t)(p - p0), (uint32_t)len, i * kopix + y * d->ow + x};
         p += len;
+    }
+    return n;
+}
+
+// The epilogue (or the raw accumulators) of output channel kk over a tile's
+// runs, for the fold starting at image n0.
+static void write_out(const cd_sparse_conv_i8 *h, int kk, const int32_t *acc, const out_run *runs, int nruns,
+                      int n0, const float *residual, void *dst, int32_t *acc_out) {
+    const cd_conv_desc *d = &h->d;
+    const size_t opix = (size_t)d->oh * d->ow;
+    const size_t esize = h->epi.q.dst_int ? 1 : sizeof(float);
+    const size_t base = ((size_t)n0 * d->k + kk) * opix;
+    for (int r = 0; r < nruns; r++) {
+        const size_t o = base + runs[r].out;
+        if (acc_out) memcpy(acc_out + o, acc + runs[r].m, sizeof(int32_t) * runs[r].len);
+        else
+            h->k->epilogue(&h->epi, h->mult[kk], h->bias[kk], acc + runs[r].m, runs[r].len,
+                           residual ? residual + o : NULL, (char *)dst + o * esize);
     }
 }
 
@@ -120,6 +142,9 @@ static int run(const cd_sparse_conv_i8 *h, const void *src, const float *residua
             uint8_t *mine = base + h->prep_bytes + (size_t)omp_get_thread_num() * h->thread_bytes;
             int32_t *acc = (int32_t *)mine;
             uint8_t *rowq = mine + ((sizeof(int32_t) * I8_CHUNK_ROWS * tile + 63) & ~(size_t)63);
+            out_run *runs = (out_run *)(rowq + ((size_t)d->w + 64 + 63) / 64 * 64);
+            size_t runs_tile = SIZE_MAX;
+            int nruns = 0;
 #pragma omp for schedule(static)
             for (long it = 0; it < nprep; it++)
                 prep_channel(h, src, n0 + (int)(it / d->c), (int)(it % d->c), (int)(it / d->c), base, rowq);
@@ -131,9 +156,13 @@ static int run(const cd_sparse_conv_i8 *h, const void *src, const float *residua
                 const cd_i8_spmm_fn fn = c->nr == 1 ? h->k->csr : h->k->bsr4;
                 fn((size_t)c->nblk, in, h->off + 4 * c->quad0, h->w + c->w0, h->nq + c->blk0, h->init + c->row0,
                    acc);
-                const size_t p0 = t * tile, p1 = p0 + tile < m ? p0 + tile : m;
+                if (runs_tile != t) {
+                    const size_t p0 = t * tile, p1 = p0 + tile < m ? p0 + tile : m;
+                    nruns = tile_runs(h, p0, p1, runs);
+                    runs_tile = t;
+                }
                 for (int r = 0; r < c->nblk * c->nr; r++)
-                    write_out(h, c->row0 + r, acc + (size_t)r * tile, p0, p1, n0, residual, dst, acc_out);
+                    write_out(h, c->row0 + r, acc + (size_t)r * tile, runs, nruns, n0, residual, dst, acc_out);
             }
         }
     }

@@ -78,7 +78,10 @@ static int plan_planes(cd_sparse_conv_i8 *h) {
     h->slack = (size_t)qa * h->wph + qb + 2 * (size_t)h->k->tile + 64;
     if (h->group_in + h->slack > INT32_MAX) return CD_EUNSUPPORTED;
     h->prep_bytes = align64((size_t)d->groups * h->group_in + h->slack);
-    h->thread_bytes = align64(sizeof(int32_t) * I8_CHUNK_ROWS * h->k->tile) + align64((size_t)d->w + 64);
+    // Per thread: the accumulator tile, a row of u8, the runs of a tile
+    // (sparse-conv-i8-run.c; 16 bytes each, at most one per pixel).
+    h->thread_bytes = align64(sizeof(int32_t) * I8_CHUNK_ROWS * h->k->tile) + align64((size_t)d->w + 64) +
+                      align64((size_t)16 * h->k->tile);
     return 0;
 }
 
