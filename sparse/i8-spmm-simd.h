@@ -179,11 +179,13 @@ void I8_FN(cd_i8_spmm_csr)(size_t nblk, const uint8_t *in, const int32_t *off, c
                            const int32_t *init, int32_t *acc) {
     for (size_t b = 0; b < nblk; b++, acc += TILE) {
         vi a[4];
+        _Pragma("GCC unroll 4")
         for (int j = 0; j < 4; j++) a[j] = SET1(init[b]);
         for (uint32_t k = nq[b]; k > 0; k--, off += 4, w += 4) {
             vi q[4];
             interleave(in, off, q);
             const wvec wv = wprep(word_at(w));
+            _Pragma("GCC unroll 4")
             for (int j = 0; j < 4; j++) a[j] = dot4(a[j], q[j], wv);
         }
         unpermute_store(a, acc);
@@ -194,16 +196,21 @@ void I8_FN(cd_i8_spmm_bsr4)(size_t nblk, const uint8_t *in, const int32_t *off, 
                             const int32_t *init, int32_t *acc) {
     for (size_t b = 0; b < nblk; b++, acc += 4 * TILE) {
         vi a[4][4];
+        _Pragma("GCC unroll 4")
         for (int i = 0; i < 4; i++)
+            _Pragma("GCC unroll 4")
             for (int j = 0; j < 4; j++) a[i][j] = SET1(init[4 * b + i]);
         for (uint32_t k = nq[b]; k > 0; k--, off += 4, w += 16) {
             vi q[4];
             interleave(in, off, q);
+            _Pragma("GCC unroll 4")
             for (int i = 0; i < 4; i++) {
                 const wvec wv = wprep(word_at(w + 4 * i));
+                _Pragma("GCC unroll 4")
                 for (int j = 0; j < 4; j++) a[i][j] = dot4(a[i][j], q[j], wv);
             }
         }
+        _Pragma("GCC unroll 4")
         for (int i = 0; i < 4; i++) unpermute_store(a[i], acc + i * TILE);
     }
 }
