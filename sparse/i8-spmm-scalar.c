@@ -56,6 +56,18 @@ void cd_i8_epilogue__scalar(const cd_i8_epilogue *e, float mult, float bias, con
     }
 }
 
+void cd_i8_epilogue_rows__scalar(const cd_i8_epilogue *e, const float *mult, const float *bias, int nrows,
+                                 const int32_t *acc, size_t acc_stride, const cd_i8_run *runs, int nruns,
+                                 const float *res, void *dst, size_t row_stride) {
+    const size_t esize = e->q.dst_int ? 1 : sizeof(float);
+    for (int r = 0; r < nrows; r++)
+        for (int i = 0; i < nruns; i++) {
+            const size_t o = (size_t)r * row_stride + runs[i].out;
+            cd_i8_epilogue__scalar(e, mult[r], bias[r], acc + (size_t)r * acc_stride + runs[i].m, runs[i].len,
+                                   res ? res + o : NULL, (char *)dst + o * esize);
+        }
+}
+
 void cd_i8_quant_row__scalar(const cd_conv_quant *q, const float *x, size_t n, uint8_t *dst) {
     const int32_t shift = q->in_signed ? 128 : 0;
     for (size_t i = 0; i < n; i++) dst[i] = (uint8_t)(cd_conv_quant_in(q, x[i]) + shift);

@@ -215,35 +215,52 @@ void I8_FN(cd_i8_spmm_bsr4)(size_t nblk, const uint8_t *in, const int32_t *off, 
     }
 }
 
-// Tails run masked (lanes_of), not through the scalar code: rows of 56
-// or 7 pixels would spend most of their time there.
-void I8_FN(cd_i8_epilogue)(const cd_i8_epilogue *e, float mult, float bias, const int32_t *acc, size_t n,
-                           const float *res, void *dst) {
-    const cd_act kind = e->act.kind;
-    if (kind != CD_ACT_NONE && kind != CD_ACT_RELU && kind != CD_ACT_CLIP) {
-        cd_i8_epilogue__scalar(e, mult, bias, acc, n, res, dst);
-        return;
-    }
+// The epilogue's constants, set once per call.
+typedef struct {
+    vf zero, lo, hi, vs, vzp, qmin, qmax;
+} epi_consts;
+
+// One run of one row. Tails run masked (lanes_of), not through the scalar
+// code: rows of 56 or 7 pixels would spend most of their time there.
+static inline void epi_run(const cd_i8_epilogue *e, const epi_consts *c, cd_act kind, vf vm, vf vb,
+                           const int32_t *acc, size_t n, const float *res, void *dst) {
     const int quant = e->q.out_scale > 0.0f, to_int = e->q.dst_int;
-    const vf vm = SET1F(mult), vb = SET1F(bias), zero = SET1F(0.0f);
-    const vf lo = SET1F(e->act.alpha), hi = SET1F(e->act.beta);
-    const vf vs = SET1F(e->q.out_scale), vzp = SET1F((float)e->q.out_zp);
-    const vf qmin = SET1F(e->qmin), qmax = SET1F(e->qmax);
     for (size_t i = 0; i < n; i += LANES) {
         const lanes m = lanes_of(n - i);
         vf y = FMADD(CVTF(load_i(acc + i, m)), vm, vb);
-        if (e->has_residual) y = ADDF(y, load_f(res + i, m));
+        if (res) y = ADDF(y, load_f(res + i, m));
         // max(y, 0) is y > 0 ? y : 0 (maxps returns its second operand
         // unless the first is greater), as cd_act_apply's ReLU.
-        if (kind == CD_ACT_RELU) y = MAXF(y, zero);
-        else if (kind == CD_ACT_CLIP) y = MINF(MAXF(y, lo), hi);
+        if (kind == CD_ACT_RELU) y = MAXF(y, c->zero);
+        else if (kind == CD_ACT_CLIP) y = MINF(MAXF(y, c->lo), c->hi);
         if (!quant) {
             store_f((float *)dst + i, m, y);
             continue;
         }
-        const vf v = MINF(MAXF(ADDF(RINT(DIVF(y, vs)), vzp), qmin), qmax);
+        const vf v = MINF(MAXF(ADDF(RINT(DIVF(y, c->vs)), c->vzp), c->qmin), c->qmax);
         if (to_int) store_b((uint8_t *)dst + i, m, CVTI(v));
-        else store_f((float *)dst + i, m, MULF(SUBF(v, vzp), vs));
+        else store_f((float *)dst + i, m, MULF(SUBF(v, c->vzp), c->vs));
+    }
+}
+
+void I8_FN(cd_i8_epilogue_rows)(const cd_i8_epilogue *e, const float *mult, const float *bias, int nrows,
+                                const int32_t *acc, size_t acc_stride, const cd_i8_run *runs, int nruns,
+                                const float *res, void *dst, size_t row_stride) {
+    const cd_act kind = e->act.kind;
+    if (kind != CD_ACT_NONE && kind != CD_ACT_RELU && kind != CD_ACT_CLIP) {
+        cd_i8_epilogue_rows__scalar(e, mult, bias, nrows, acc, acc_stride, runs, nruns, res, dst, row_stride);
+        return;
+    }
+    const epi_consts c = {SET1F(0.0f),         SET1F(e->act.alpha), SET1F(e->act.beta), SET1F(e->q.out_scale),
+                          SET1F((float)e->q.out_zp), SET1F(e->qmin), SET1F(e->qmax)};
+    const size_t esize = e->q.dst_int ? 1 : sizeof(float);
+    for (int r = 0; r < nrows; r++) {
+        const vf vm = SET1F(mult[r]), vb = SET1F(bias[r]);
+        for (int i = 0; i < nruns; i++) {
+            const size_t o = (size_t)r * row_stride + runs[i].out;
+            epi_run(e, &c, kind, vm, vb, acc + (size_t)r * acc_stride + runs[i].m, runs[i].len, res ? res + o : NULL,
+                    (char *)dst + o * esize);
+        }
     }
 }
 

@@ -42,6 +42,21 @@ typedef struct {
 typedef void (*cd_i8_epilogue_fn)(const cd_i8_epilogue *e, float mult, float bias, const int32_t *acc, size_t n,
                                   const float *res, void *dst);
 
+// A stretch of valid output pixels of a tile: accumulators m .. m+len-1 of
+// the tile go to output elements out .. out+len-1 (of the first row).
+typedef struct {
+    uint32_t m, len;
+    size_t out;
+} cd_i8_run;
+
+// The epilogue of nrows output channels over a tile's runs: row r's
+// accumulators at acc + r*acc_stride, its channel's mult[r] and bias[r],
+// its output (and residual, NULL without) at element r*row_stride onwards
+// of dst (res).
+typedef void (*cd_i8_epilogue_rows_fn)(const cd_i8_epilogue *e, const float *mult, const float *bias, int nrows,
+                                       const int32_t *acc, size_t acc_stride, const cd_i8_run *runs, int nruns,
+                                       const float *res, void *dst, size_t row_stride);
+
 // dst[i] = the u8 of x[i] (cd_conv_quant_in, + 128 when q->in_signed).
 typedef void (*cd_i8_quant_row_fn)(const cd_conv_quant *q, const float *x, size_t n, uint8_t *dst);
 
@@ -50,7 +65,7 @@ typedef struct {
     const char *name1, *name4; // kernel names (CSR, BSR4)
     cd_i8_spmm_fn csr, bsr4;   // NR 1 and NR 4
     int tile;                  // pixels per call
-    cd_i8_epilogue_fn epilogue;
+    cd_i8_epilogue_rows_fn epilogue;
     cd_i8_quant_row_fn quant_row;
 } cd_i8_isa_info;
 
@@ -58,7 +73,11 @@ typedef struct {
 // (or the cap) does not run it.
 const cd_i8_isa_info *cd_i8_isa(cd_sparse_isa isa);
 
-// The portable definitions, also the tails of the vector ones.
+// The portable definitions (the vector ones call the per-run epilogue for
+// the activations they do not vectorize).
+void cd_i8_epilogue_rows__scalar(const cd_i8_epilogue *e, const float *mult, const float *bias, int nrows,
+                                 const int32_t *acc, size_t acc_stride, const cd_i8_run *runs, int nruns,
+                                 const float *res, void *dst, size_t row_stride);
 void cd_i8_epilogue__scalar(const cd_i8_epilogue *e, float mult, float bias, const int32_t *acc, size_t n,
                             const float *res, void *dst);
 void cd_i8_quant_row__scalar(const cd_conv_quant *q, const float *x, size_t n, uint8_t *dst);
@@ -68,8 +87,9 @@ void cd_i8_quant_row__scalar(const cd_conv_quant *q, const float *x, size_t n, u
                                const uint32_t *nq, const int32_t *init, int32_t *acc);                             \
     void cd_i8_spmm_bsr4__##isa(size_t nblk, const uint8_t *in, const int32_t *off, const int8_t *w,              \
                                 const uint32_t *nq, const int32_t *init, int32_t *acc);                            \
-    void cd_i8_epilogue__##isa(const cd_i8_epilogue *e, float mult, float bias, const int32_t *acc, size_t n,      \
-                               const float *res, void *dst);                                                       \
+    void cd_i8_epilogue_rows__##isa(const cd_i8_epilogue *e, const float *mult, const float *bias, int nrows,     \
+                                    const int32_t *acc, size_t acc_stride, const cd_i8_run *runs, int nruns,      \
+                                    const float *res, void *dst, size_t row_stride);                              \
     void cd_i8_quant_row__##isa(const cd_conv_quant *q, const float *x, size_t n, uint8_t *dst);
 CD_I8_DECLARE(avx512vnni)
 CD_I8_DECLARE(avx512f)

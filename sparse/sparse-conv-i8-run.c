@@ -65,24 +65,20 @@ static void prep_channel(const cd_sparse_conv_i8 *h, const void *src, int n, int
             } else {
                 const int last = (j1 - 1) * sw + b - d->pad_l;
                 load_row(h, src, xr + first, last - first + 1, rowq);
-                for (int j = j0; j < j1; j++) row[j] = rowq[(j - j0) * sw];
+                if (sw == 2) // a constant stride the compiler vectorizes (ResNet's stride 2)
+                    for (int j = 0; j < j1 - j0; j++) row[j0 + j] = rowq[2 * j];
+                else
+                    for (int j = j0; j < j1; j++) row[j] = rowq[(j - j0) * sw];
             }
         }
     }
 }
 
-// A stretch of valid output pixels of a tile: acc[m .. m+len) of the tile
-// go to output pixel `out` (of image n0's channel 0) onwards.
-typedef struct {
-    uint32_t m, len;
-    size_t out;
-} out_run;
-
 // The runs of valid pixels among plane pixels [p0, p1) of a fold (junk
 // columns and rows dropped; rows contiguous when there are none). The same
 // for every output channel, so a work item finds them once. Returns the count
 // (at most p1 - p0).
-static int tile_runs(const cd_sparse_conv_i8 *h, size_t p0, size_t p1, out_run *runs) {
+static int tile_runs(const cd_sparse_conv_i8 *h, size_t p0, size_t p1, cd_i8_run *runs) {
     const cd_conv_desc *d = &h->d;
     const size_t opix = (size_t)d->oh * d->ow, kopix = (size_t)d->k * opix;
     int n = 0;
@@ -100,27 +96,29 @@ static int tile_runs(const cd_sparse_conv_i8 *h, size_t p0, size_t p1, out_run *
         }
         size_t len = (size_t)h->wph == (size_t)d->ow ? opix - rem : (size_t)d->ow - x;
         if (len > p1 - p) len = p1 - p;
-        runs[n++] = (out_run){(uint32_t)(p - p0), (uint32_t)len, i * kopix + y * d->ow + x};
+        runs[n++] = (cd_i8_run){(uint32_t)(p - p0), (uint32_t)len, i * kopix + y * d->ow + x};
         p += len;
     }
     return n;
 }
 
-// The epilogue (or the raw accumulators) of output channel kk over a tile's
-// runs, for the fold starting at image n0.
-static void write_out(const cd_sparse_conv_i8 *h, int kk, const int32_t *acc, const out_run *runs, int nruns,
-                      int n0, const float *residual, void *dst, int32_t *acc_out) {
+// The epilogue (or the raw accumulators) of output channels kk .. kk+nrows-1
+// over a tile's runs, for the fold starting at image n0.
+static void write_out(const cd_sparse_conv_i8 *h, int kk, int nrows, const int32_t *acc, const cd_i8_run *runs,
+                      int nruns, int n0, const float *residual, void *dst, int32_t *acc_out) {
     const cd_conv_desc *d = &h->d;
-    const size_t opix = (size_t)d->oh * d->ow;
-    const size_t esize = h->epi.q.dst_int ? 1 : sizeof(float);
+    const size_t opix = (size_t)d->oh * d->ow, tile = (size_t)h->k->tile;
     const size_t base = ((size_t)n0 * d->k + kk) * opix;
-    for (int r = 0; r < nruns; r++) {
-        const size_t o = base + runs[r].out;
-        if (acc_out) memcpy(acc_out + o, acc + runs[r].m, sizeof(int32_t) * runs[r].len);
-        else
-            h->k->epilogue(&h->epi, h->mult[kk], h->bias[kk], acc + runs[r].m, runs[r].len,
-                           residual ? residual + o : NULL, (char *)dst + o * esize);
+    if (acc_out) {
+        for (int r = 0; r < nrows; r++)
+            for (int i = 0; i < nruns; i++)
+                memcpy(acc_out + base + r * opix + runs[i].out, acc + r * tile + runs[i].m,
+                       sizeof(int32_t) * runs[i].len);
+        return;
     }
+    const size_t esize = h->epi.q.dst_int ? 1 : sizeof(float);
+    h->k->epilogue(&h->epi, h->mult + kk, h->bias + kk, nrows, acc, tile, runs, nruns,
+                   d->has_residual ? residual + base : NULL, (char *)dst + base * esize, opix);
 }
 
 static int run(const cd_sparse_conv_i8 *h, const void *src, const float *residual, void *dst, int32_t *acc_out,
@@ -142,7 +140,7 @@ static int run(const cd_sparse_conv_i8 *h, const void *src, const float *residua
             uint8_t *mine = base + h->prep_bytes + (size_t)omp_get_thread_num() * h->thread_bytes;
             int32_t *acc = (int32_t *)mine;
             uint8_t *rowq = mine + ((sizeof(int32_t) * I8_CHUNK_ROWS * tile + 63) & ~(size_t)63);
-            out_run *runs = (out_run *)(rowq + ((size_t)d->w + 64 + 63) / 64 * 64);
+            cd_i8_run *runs = (cd_i8_run *)(rowq + ((size_t)d->w + 64 + 63) / 64 * 64);
             size_t runs_tile = SIZE_MAX;
             int nruns = 0;
 #pragma omp for schedule(static)
@@ -161,8 +159,7 @@ static int run(const cd_sparse_conv_i8 *h, const void *src, const float *residua
                     nruns = tile_runs(h, p0, p1, runs);
                     runs_tile = t;
                 }
-                for (int r = 0; r < c->nblk * c->nr; r++)
-                    write_out(h, c->row0 + r, acc + (size_t)r * tile, runs, nruns, n0, residual, dst, acc_out);
+                write_out(h, c->row0, c->nblk * c->nr, acc, runs, nruns, n0, residual, dst, acc_out);
             }
         }
     }
