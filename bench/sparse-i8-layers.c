@@ -3,7 +3,7 @@
 //
 //   sparse-i8-layers [--batch N] [--rounds R] [--threads T] [--min-time S]
 //                    [--filter SUBSTR] [--levels avx512vnni,avx512f,avx2]
-//                    [--sparsity 0.9]
+//                    [--sparsity 0.9] [--format auto|csr|bsr4]  (int8's; f32 auto)
 //
 // Per layer and pattern (90% unstructured "u", 90% in 4x1 output-channel
 // blocks "b"), per ISA level (forced with the options' isa; the f32 kernels
@@ -91,6 +91,7 @@ static double rnd(void) {
 int main(int argc, char **argv) {
     int batch = 1, rounds = 5, threads = 1;
     double sparsity = 0.9;
+    cd_sparse_format fmt = CD_SPARSE_FMT_AUTO;
     const char *filter = NULL, *levels = "avx512vnni,avx512f,avx2";
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--batch")) batch = atoi(argv[i + 1]);
@@ -100,6 +101,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--filter")) filter = argv[i + 1];
         else if (!strcmp(argv[i], "--levels")) levels = argv[i + 1];
         else if (!strcmp(argv[i], "--sparsity")) sparsity = atof(argv[i + 1]);
+        else if (!strcmp(argv[i], "--format"))
+            fmt = !strcmp(argv[i + 1], "csr") ? CD_SPARSE_FMT_CSR : !strcmp(argv[i + 1], "bsr4") ? CD_SPARSE_FMT_BSR4 : CD_SPARSE_FMT_AUTO;
         else {
             fprintf(stderr, "unknown option %s\n", argv[i]);
             return 2;
@@ -158,7 +161,8 @@ int main(int argc, char **argv) {
                 cd_sparse_conv_i8 *q = NULL;
                 cd_conv_quant cq = {.in_scale = 0.05f, .in_zp = 10, .src_int = 1, .w_scale = wsc, .out_scale = 0.1f,
                                     .dst_int = 1};
-                if (cd_sparse_conv_create(&d, wf, bias, &opt, &f) || cd_sparse_conv_i8_create(&d, wq, bias, &cq, &opt, &q))
+                cd_sparse_conv_options qopt = {.isa = all[lv].isa, .format = fmt};
+                if (cd_sparse_conv_create(&d, wf, bias, &opt, &f) || cd_sparse_conv_i8_create(&d, wq, bias, &cq, &qopt, &q))
                     return 1;
                 const size_t fws_n = cd_sparse_conv_workspace_size(f, batch), qws_n = cd_sparse_conv_i8_workspace_size(q, batch);
                 void *fws = fws_n ? aligned_alloc(64, (fws_n + 63) & ~(size_t)63) : NULL;

@@ -175,19 +175,40 @@ static inline int32_t word_at(const int8_t *w) {
     return x;
 }
 
+// Two sets of accumulators, even and odd quads: vpdpbusd's latency would
+// otherwise bound long rows (4 chains of one dependent add per quad).
 void I8_FN(cd_i8_spmm_csr)(size_t nblk, const uint8_t *in, const int32_t *off, const int8_t *w, const uint32_t *nq,
                            const int32_t *init, int32_t *acc) {
     for (size_t b = 0; b < nblk; b++, acc += TILE) {
-        vi a[4];
+        vi a[4], o[4];
         _Pragma("GCC unroll 4")
-        for (int j = 0; j < 4; j++) a[j] = SET1(init[b]);
-        for (uint32_t k = nq[b]; k > 0; k--, off += 4, w += 4) {
+        for (int j = 0; j < 4; j++) {
+            a[j] = SET1(init[b]);
+            o[j] = SET1(0);
+        }
+        uint32_t k = nq[b];
+        for (; k >= 2; k -= 2, off += 8, w += 8) {
+            vi q[4], r[4];
+            interleave(in, off, q);
+            interleave(in, off + 4, r);
+            const wvec wq = wprep(word_at(w)), wr = wprep(word_at(w + 4));
+            _Pragma("GCC unroll 4")
+            for (int j = 0; j < 4; j++) {
+                a[j] = dot4(a[j], q[j], wq);
+                o[j] = dot4(o[j], r[j], wr);
+            }
+        }
+        if (k) {
             vi q[4];
             interleave(in, off, q);
-            const wvec wv = wprep(word_at(w));
+            const wvec wq = wprep(word_at(w));
             _Pragma("GCC unroll 4")
-            for (int j = 0; j < 4; j++) a[j] = dot4(a[j], q[j], wv);
+            for (int j = 0; j < 4; j++) a[j] = dot4(a[j], q[j], wq);
+            off += 4;
+            w += 4;
         }
+        _Pragma("GCC unroll 4")
+        for (int j = 0; j < 4; j++) a[j] = ADD32(a[j], o[j]);
         unpermute_store(a, acc);
     }
 }
