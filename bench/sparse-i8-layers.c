@@ -18,6 +18,7 @@
 #include "sparse/sparse-conv-i8.h"
 #include "sparse/sparse-conv.h"
 
+#include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -120,7 +121,8 @@ int main(int argc, char **argv) {
     printf("# int8 vs f32 sparse conv, batch %d, %d thread(s), %d rounds, sparsity %.2f\n\n", batch, threads, rounds,
            sparsity);
     printf("| layer | pattern | level | f32 ms | int8 ms | f32/int8 | int8 format |\n|---|---|---|---|---|---|---|\n");
-    double sum_f[4][2] = {{0}}, sum_q[4][2] = {{0}};
+    double sum_f[4][2] = {{0}}, sum_q[4][2] = {{0}}, log_r[4][2] = {{0}};
+    int cells[4][2] = {{0}};
     for (size_t li = 0; li < sizeof k_layers / sizeof k_layers[0]; li++) {
         const layer *L = &k_layers[li];
         if (filter && !strstr(L->name, filter)) continue;
@@ -179,6 +181,8 @@ int main(int argc, char **argv) {
                 const double mf = median(tf, rounds), mq = median(tq, rounds), mr = median(ratio, rounds);
                 sum_f[lv][pat] += mf;
                 sum_q[lv][pat] += mq;
+                log_r[lv][pat] += log(mr);
+                cells[lv][pat]++;
                 printf("| %s | %s90 | %s | %.3f | %.3f | %.2f | %s |\n", L->name, pat ? "b" : "u", all[lv].name, mf, mq,
                        mr, cd_sparse_format_name(info.format));
                 fflush(stdout);
@@ -197,11 +201,14 @@ int main(int argc, char **argv) {
         free(xq);
         free(yq);
     }
-    printf("\n| level | pattern | sum f32 ms | sum int8 ms | f32/int8 |\n|---|---|---|---|---|\n");
+    // The geometric mean of the per-layer ratios resists a cell that a
+    // paused or loaded machine slowed; the sums do not.
+    printf("\n| level | pattern | sum f32 ms | sum int8 ms | f32/int8 of sums | geomean f32/int8 |\n"
+           "|---|---|---|---|---|---|\n");
     for (size_t lv = 0; lv < 4; lv++)
         for (int pat = 0; pat < 2; pat++)
             if (sum_q[lv][pat] > 0)
-                printf("| %s | %s90 | %.3f | %.3f | %.2f |\n", all[lv].name, pat ? "b" : "u", sum_f[lv][pat],
-                       sum_q[lv][pat], sum_f[lv][pat] / sum_q[lv][pat]);
+                printf("| %s | %s90 | %.3f | %.3f | %.2f | %.2f |\n", all[lv].name, pat ? "b" : "u", sum_f[lv][pat],
+                       sum_q[lv][pat], sum_f[lv][pat] / sum_q[lv][pat], exp(log_r[lv][pat] / cells[lv][pat]));
     return 0;
 }
