@@ -59,8 +59,10 @@ typedef struct {
 } run_arg;
 
 static void run_once(const run_arg *a) {
-    if (a->is_i8) cd_sparse_conv_i8_run_ws(a->q, a->x, NULL, a->y, a->batch, a->ws);
-    else cd_sparse_conv_run_ws(a->f, a->x, NULL, a->y, a->batch, a->ws);
+    if (a->is_i8)
+        cd_sparse_conv_i8_run_ws(a->q, a->x, NULL, a->y, a->batch, a->ws);
+    else
+        cd_sparse_conv_run_ws(a->f, a->x, NULL, a->y, a->batch, a->ws);
 }
 
 // Median ms of runs lasting g_min_time (at least 3), after one warm-up.
@@ -95,15 +97,24 @@ int main(int argc, char **argv) {
     cd_sparse_format fmt = CD_SPARSE_FMT_AUTO;
     const char *filter = NULL, *levels = "avx512vnni,avx512f,avx2";
     for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--batch")) batch = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--rounds")) rounds = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--min-time")) g_min_time = atof(argv[i + 1]);
-        else if (!strcmp(argv[i], "--filter")) filter = argv[i + 1];
-        else if (!strcmp(argv[i], "--levels")) levels = argv[i + 1];
-        else if (!strcmp(argv[i], "--sparsity")) sparsity = atof(argv[i + 1]);
+        if (!strcmp(argv[i], "--batch"))
+            batch = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--rounds"))
+            rounds = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--threads"))
+            threads = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--min-time"))
+            g_min_time = atof(argv[i + 1]);
+        else if (!strcmp(argv[i], "--filter"))
+            filter = argv[i + 1];
+        else if (!strcmp(argv[i], "--levels"))
+            levels = argv[i + 1];
+        else if (!strcmp(argv[i], "--sparsity"))
+            sparsity = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "--format"))
-            fmt = !strcmp(argv[i + 1], "csr") ? CD_SPARSE_FMT_CSR : !strcmp(argv[i + 1], "bsr4") ? CD_SPARSE_FMT_BSR4 : CD_SPARSE_FMT_AUTO;
+            fmt = !strcmp(argv[i + 1], "csr")    ? CD_SPARSE_FMT_CSR
+                  : !strcmp(argv[i + 1], "bsr4") ? CD_SPARSE_FMT_BSR4
+                                                 : CD_SPARSE_FMT_AUTO;
         else {
             fprintf(stderr, "unknown option %s\n", argv[i]);
             return 2;
@@ -130,7 +141,8 @@ int main(int argc, char **argv) {
         d.act = (cd_activation){.kind = CD_ACT_RELU};
         const size_t taps = (size_t)L->c * L->r * L->r, wn = (size_t)L->k * taps;
         const size_t xn = (size_t)batch * L->c * L->hw * L->hw, yn = (size_t)batch * L->k * d.oh * d.ow;
-        float *wf = malloc(sizeof(float) * wn), *bias = calloc(L->k, sizeof(float)), *wsc = malloc(sizeof(float) * L->k);
+        float *wf = malloc(sizeof(float) * wn), *bias = calloc(L->k, sizeof(float)),
+              *wsc = malloc(sizeof(float) * L->k);
         int8_t *wq = malloc(wn);
         float *xf = malloc(sizeof(float) * xn), *yf = malloc(sizeof(float) * yn);
         uint8_t *xq = malloc(xn), *yq = malloc(yn);
@@ -161,12 +173,14 @@ int main(int argc, char **argv) {
                 cd_sparse_conv_options opt = {.isa = all[lv].isa};
                 cd_sparse_conv *f = NULL;
                 cd_sparse_conv_i8 *q = NULL;
-                cd_conv_quant cq = {.in_scale = 0.05f, .in_zp = 10, .src_int = 1, .w_scale = wsc, .out_scale = 0.1f,
-                                    .dst_int = 1};
+                cd_conv_quant cq = {
+                    .in_scale = 0.05f, .in_zp = 10, .src_int = 1, .w_scale = wsc, .out_scale = 0.1f, .dst_int = 1};
                 cd_sparse_conv_options qopt = {.isa = all[lv].isa, .format = fmt};
-                if (cd_sparse_conv_create(&d, wf, bias, &opt, &f) || cd_sparse_conv_i8_create(&d, wq, bias, &cq, &qopt, &q))
+                if (cd_sparse_conv_create(&d, wf, bias, &opt, &f) ||
+                    cd_sparse_conv_i8_create(&d, wq, bias, &cq, &qopt, &q))
                     return 1;
-                const size_t fws_n = cd_sparse_conv_workspace_size(f, batch), qws_n = cd_sparse_conv_i8_workspace_size(q, batch);
+                const size_t fws_n = cd_sparse_conv_workspace_size(f, batch),
+                             qws_n = cd_sparse_conv_i8_workspace_size(q, batch);
                 void *fws = fws_n ? aligned_alloc(64, (fws_n + 63) & ~(size_t)63) : NULL;
                 void *qws = aligned_alloc(64, (qws_n + 63) & ~(size_t)63);
                 run_arg af = {0, f, NULL, xf, yf, fws, batch}, aq = {1, NULL, q, xq, yq, qws, batch};

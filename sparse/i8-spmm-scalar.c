@@ -9,8 +9,8 @@
 
 // Unsigned arithmetic: the s32 sums wrap as the vector ones do (signed
 // overflow would be undefined), exact whenever the true sum fits.
-static void block_rows(int nr, const uint8_t *in, const int32_t *off, const int8_t *w, uint32_t nq,
-                       const int32_t *init, int32_t *acc) {
+static void block_rows(int nr, const uint8_t *in, const int32_t *off, const int8_t *w, uint32_t nq, const int32_t *init,
+                       int32_t *acc) {
     uint32_t a[4][CD_I8_SCALAR_TILE];
     for (int i = 0; i < nr; i++)
         for (int m = 0; m < CD_I8_SCALAR_TILE; m++) a[i][m] = (uint32_t)init[i];
@@ -50,9 +50,12 @@ void cd_i8_epilogue__scalar(const cd_i8_epilogue *e, float mult, float bias, con
     for (size_t i = 0; i < n; i++) {
         const float y = cd_conv_quant_y(acc[i], mult, bias, res ? res[i] : 0.0f, e->has_residual, e->act);
         const float v = cd_conv_quant_out(&e->q, y);
-        if (!e->q.dst_int) ((float *)dst)[i] = v;
-        else if (e->q.out_signed) ((int8_t *)dst)[i] = (int8_t)v;
-        else ((uint8_t *)dst)[i] = (uint8_t)v;
+        if (!e->q.dst_int)
+            ((float *)dst)[i] = v;
+        else if (e->q.out_signed)
+            ((int8_t *)dst)[i] = (int8_t)v;
+        else
+            ((uint8_t *)dst)[i] = (uint8_t)v;
     }
 }
 

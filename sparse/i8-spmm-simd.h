@@ -118,8 +118,9 @@ typedef struct {
     size_t left;
 } lanes;
 static inline lanes lanes_of(size_t left) {
-    lanes l = {_mm256_cmpgt_epi32(_mm256_set1_epi32(left >= 8 ? 8 : (int)left), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)),
-               left};
+    lanes l = {
+        _mm256_cmpgt_epi32(_mm256_set1_epi32(left >= 8 ? 8 : (int)left), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)),
+        left};
     return l;
 }
 static inline vi load_i(const int32_t *p, lanes m) { return _mm256_maskload_epi32((const int *)p, m.mask); }
@@ -181,7 +182,7 @@ void I8_FN(cd_i8_spmm_csr)(size_t nblk, const uint8_t *in, const int32_t *off, c
                            const int32_t *init, int32_t *acc) {
     for (size_t b = 0; b < nblk; b++, acc += TILE) {
         vi a[4], o[4];
-        _Pragma("GCC unroll 4")
+#pragma GCC unroll 4
         for (int j = 0; j < 4; j++) {
             a[j] = SET1(init[b]);
             o[j] = SET1(0);
@@ -192,7 +193,7 @@ void I8_FN(cd_i8_spmm_csr)(size_t nblk, const uint8_t *in, const int32_t *off, c
             interleave(in, off, q);
             interleave(in, off + 4, r);
             const wvec wq = wprep(word_at(w)), wr = wprep(word_at(w + 4));
-            _Pragma("GCC unroll 4")
+#pragma GCC unroll 4
             for (int j = 0; j < 4; j++) {
                 a[j] = dot4(a[j], q[j], wq);
                 o[j] = dot4(o[j], r[j], wr);
@@ -202,12 +203,12 @@ void I8_FN(cd_i8_spmm_csr)(size_t nblk, const uint8_t *in, const int32_t *off, c
             vi q[4];
             interleave(in, off, q);
             const wvec wq = wprep(word_at(w));
-            _Pragma("GCC unroll 4")
+#pragma GCC unroll 4
             for (int j = 0; j < 4; j++) a[j] = dot4(a[j], q[j], wq);
             off += 4;
             w += 4;
         }
-        _Pragma("GCC unroll 4")
+#pragma GCC unroll 4
         for (int j = 0; j < 4; j++) a[j] = ADD32(a[j], o[j]);
         unpermute_store(a, acc);
     }
@@ -217,21 +218,19 @@ void I8_FN(cd_i8_spmm_bsr4)(size_t nblk, const uint8_t *in, const int32_t *off, 
                             const int32_t *init, int32_t *acc) {
     for (size_t b = 0; b < nblk; b++, acc += 4 * TILE) {
         vi a[4][4];
-        _Pragma("GCC unroll 4")
-        for (int i = 0; i < 4; i++)
-            _Pragma("GCC unroll 4")
-            for (int j = 0; j < 4; j++) a[i][j] = SET1(init[4 * b + i]);
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++) _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) a[i][j] = SET1(init[4 * b + i]);
         for (uint32_t k = nq[b]; k > 0; k--, off += 4, w += 16) {
             vi q[4];
             interleave(in, off, q);
-            _Pragma("GCC unroll 4")
+#pragma GCC unroll 4
             for (int i = 0; i < 4; i++) {
                 const wvec wv = wprep(word_at(w + 4 * i));
-                _Pragma("GCC unroll 4")
+#pragma GCC unroll 4
                 for (int j = 0; j < 4; j++) a[i][j] = dot4(a[i][j], q[j], wv);
             }
         }
-        _Pragma("GCC unroll 4")
+#pragma GCC unroll 4
         for (int i = 0; i < 4; i++) unpermute_store(a[i], acc + i * TILE);
     }
 }
@@ -243,8 +242,8 @@ typedef struct {
 
 // One run of one row. Tails run masked (lanes_of), not through the scalar
 // code: rows of 56 or 7 pixels would spend most of their time there.
-static inline void epi_run(const cd_i8_epilogue *e, const epi_consts *c, cd_act kind, vf vm, vf vb,
-                           const int32_t *acc, size_t n, const float *res, void *dst) {
+static inline void epi_run(const cd_i8_epilogue *e, const epi_consts *c, cd_act kind, vf vm, vf vb, const int32_t *acc,
+                           size_t n, const float *res, void *dst) {
     const int quant = e->q.out_scale > 0.0f, to_int = e->q.dst_int;
     for (size_t i = 0; i < n; i += LANES) {
         const lanes m = lanes_of(n - i);
@@ -252,15 +251,19 @@ static inline void epi_run(const cd_i8_epilogue *e, const epi_consts *c, cd_act 
         if (res) y = ADDF(y, load_f(res + i, m));
         // max(y, 0) is y > 0 ? y : 0 (maxps returns its second operand
         // unless the first is greater), as cd_act_apply's ReLU.
-        if (kind == CD_ACT_RELU) y = MAXF(y, c->zero);
-        else if (kind == CD_ACT_CLIP) y = MINF(MAXF(y, c->lo), c->hi);
+        if (kind == CD_ACT_RELU)
+            y = MAXF(y, c->zero);
+        else if (kind == CD_ACT_CLIP)
+            y = MINF(MAXF(y, c->lo), c->hi);
         if (!quant) {
             store_f((float *)dst + i, m, y);
             continue;
         }
         const vf v = MINF(MAXF(ADDF(RINT(DIVF(y, c->vs)), c->vzp), c->qmin), c->qmax);
-        if (to_int) store_b((uint8_t *)dst + i, m, CVTI(v));
-        else store_f((float *)dst + i, m, MULF(SUBF(v, c->vzp), c->vs));
+        if (to_int)
+            store_b((uint8_t *)dst + i, m, CVTI(v));
+        else
+            store_f((float *)dst + i, m, MULF(SUBF(v, c->vzp), c->vs));
     }
 }
 
@@ -272,8 +275,9 @@ void I8_FN(cd_i8_epilogue_rows)(const cd_i8_epilogue *e, const float *mult, cons
         cd_i8_epilogue_rows__scalar(e, mult, bias, nrows, acc, acc_stride, runs, nruns, res, dst, row_stride);
         return;
     }
-    const epi_consts c = {SET1F(0.0f),         SET1F(e->act.alpha), SET1F(e->act.beta), SET1F(e->q.out_scale),
-                          SET1F((float)e->q.out_zp), SET1F(e->qmin), SET1F(e->qmax)};
+    const epi_consts c = {SET1F(0.0f),           SET1F(e->act.alpha),       SET1F(e->act.beta),
+                          SET1F(e->q.out_scale), SET1F((float)e->q.out_zp), SET1F(e->qmin),
+                          SET1F(e->qmax)};
     const size_t esize = e->q.dst_int ? 1 : sizeof(float);
     for (int r = 0; r < nrows; r++) {
         const vf vm = SET1F(mult[r]), vb = SET1F(bias[r]);

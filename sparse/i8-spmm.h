@@ -26,15 +26,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef void (*cd_i8_spmm_fn)(size_t nblk, const uint8_t *in, const int32_t *off, const int8_t *w,
-                              const uint32_t *nq, const int32_t *init, int32_t *acc);
+typedef void (*cd_i8_spmm_fn)(size_t nblk, const uint8_t *in, const int32_t *off, const int8_t *w, const uint32_t *nq,
+                              const int32_t *init, int32_t *acc);
 
 // The epilogue of one output channel over n consecutive pixels.
 typedef struct {
-    cd_conv_quant q;    // the quantization (w_scale unused: see mult)
-    cd_activation act;  // applied after bias and residual
-    int has_residual;   // add res
-    float qmin, qmax;   // the output type's range
+    cd_conv_quant q;   // the quantization (w_scale unused: see mult)
+    cd_activation act; // applied after bias and residual
+    int has_residual;  // add res
+    float qmin, qmax;  // the output type's range
 } cd_i8_epilogue;
 
 // dst[i] = the epilogue of acc[i] (kernels/op-desc.h): res (floats, or NULL
@@ -82,14 +82,14 @@ void cd_i8_epilogue__scalar(const cd_i8_epilogue *e, float mult, float bias, con
                             const float *res, void *dst);
 void cd_i8_quant_row__scalar(const cd_conv_quant *q, const float *x, size_t n, uint8_t *dst);
 
-#define CD_I8_DECLARE(isa)                                                                                         \
-    void cd_i8_spmm_csr__##isa(size_t nblk, const uint8_t *in, const int32_t *off, const int8_t *w,               \
-                               const uint32_t *nq, const int32_t *init, int32_t *acc);                             \
-    void cd_i8_spmm_bsr4__##isa(size_t nblk, const uint8_t *in, const int32_t *off, const int8_t *w,              \
-                                const uint32_t *nq, const int32_t *init, int32_t *acc);                            \
-    void cd_i8_epilogue_rows__##isa(const cd_i8_epilogue *e, const float *mult, const float *bias, int nrows,     \
-                                    const int32_t *acc, size_t acc_stride, const cd_i8_run *runs, int nruns,      \
-                                    const float *res, void *dst, size_t row_stride);                              \
+#define CD_I8_DECLARE(isa)                                                                                    \
+    void cd_i8_spmm_csr__##isa(size_t nblk, const uint8_t *in, const int32_t *off, const int8_t *w,           \
+                               const uint32_t *nq, const int32_t *init, int32_t *acc);                        \
+    void cd_i8_spmm_bsr4__##isa(size_t nblk, const uint8_t *in, const int32_t *off, const int8_t *w,          \
+                                const uint32_t *nq, const int32_t *init, int32_t *acc);                       \
+    void cd_i8_epilogue_rows__##isa(const cd_i8_epilogue *e, const float *mult, const float *bias, int nrows, \
+                                    const int32_t *acc, size_t acc_stride, const cd_i8_run *runs, int nruns,  \
+                                    const float *res, void *dst, size_t row_stride);                          \
     void cd_i8_quant_row__##isa(const cd_conv_quant *q, const float *x, size_t n, uint8_t *dst);
 CD_I8_DECLARE(avx512vnni)
 CD_I8_DECLARE(avx512f)

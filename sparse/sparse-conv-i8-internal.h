@@ -16,13 +16,13 @@
 
 // A run of rows of one group packed in one format.
 typedef struct {
-    int group;   // the rows' group
-    int row0;    // first output channel (of all K)
-    int nr;      // rows per block: 1 (CSR) or 4 (BSR4)
-    int nblk;    // blocks
-    size_t blk0; // first block (index into nq)
+    int group;    // the rows' group
+    int row0;     // first output channel (of all K)
+    int nr;       // rows per block: 1 (CSR) or 4 (BSR4)
+    int nblk;     // blocks
+    size_t blk0;  // first block (index into nq)
     size_t quad0; // first quad (4 offsets each)
-    size_t w0;   // first weight byte (4 * nr per quad)
+    size_t w0;    // first weight byte (4 * nr per quad)
 } i8_chunk;
 
 struct cd_sparse_conv_i8 {
@@ -42,13 +42,13 @@ struct cd_sparse_conv_i8 {
     int nslots;
     int *slot_a, *slot_b; // [nslots] row and column phase
     int hph, wph;
-    size_t img_plane;   // hph * wph
-    int fold;           // images per pass
-    size_t plane;       // fold * img_plane, to 64
-    size_t chan_stride; // nslots * plane
-    size_t group_in;    // cpg * chan_stride
-    size_t slack;       // bytes read past the last group's planes
-    size_t prep_bytes;  // groups * group_in + slack, to 64
+    size_t img_plane;    // hph * wph
+    int fold;            // images per pass
+    size_t plane;        // fold * img_plane, to 64
+    size_t chan_stride;  // nslots * plane
+    size_t group_in;     // cpg * chan_stride
+    size_t slack;        // bytes read past the last group's planes
+    size_t prep_bytes;   // groups * group_in + slack, to 64
     size_t thread_bytes; // per thread: the accumulator tile and a row of u8
     int threads;         // OpenMP threads at create
     // Packed weights (sparse/i8-spmm.h) and the work items over them.

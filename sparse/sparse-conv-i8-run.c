@@ -20,8 +20,10 @@ size_t cd_sparse_conv_i8_workspace_size(const cd_sparse_conv_i8 *h, int batch) {
 // shifted by 128 for s8).
 static void load_row(const cd_sparse_conv_i8 *h, const void *src, size_t i, size_t n, uint8_t *dst) {
     const cd_conv_quant *q = &h->epi.q;
-    if (!q->src_int) h->k->quant_row(q, (const float *)src + i, n, dst);
-    else if (!q->in_signed) memcpy(dst, (const uint8_t *)src + i, n);
+    if (!q->src_int)
+        h->k->quant_row(q, (const float *)src + i, n, dst);
+    else if (!q->in_signed)
+        memcpy(dst, (const uint8_t *)src + i, n);
     else
         for (size_t j = 0; j < n; j++) dst[j] = (uint8_t)(((const uint8_t *)src)[i + j] ^ 0x80);
 }
@@ -152,8 +154,7 @@ static int run(const cd_sparse_conv_i8 *h, const void *src, const float *residua
                 const i8_chunk *c = &h->chunks[it % h->nchunks];
                 const uint8_t *in = base + c->group * h->group_in + t * tile;
                 const cd_i8_spmm_fn fn = c->nr == 1 ? h->k->csr : h->k->bsr4;
-                fn((size_t)c->nblk, in, h->off + 4 * c->quad0, h->w + c->w0, h->nq + c->blk0, h->init + c->row0,
-                   acc);
+                fn((size_t)c->nblk, in, h->off + 4 * c->quad0, h->w + c->w0, h->nq + c->blk0, h->init + c->row0, acc);
                 if (runs_tile != t) {
                     const size_t p0 = t * tile, p1 = p0 + tile < m ? p0 + tile : m;
                     nruns = tile_runs(h, p0, p1, runs);
@@ -166,8 +167,8 @@ static int run(const cd_sparse_conv_i8 *h, const void *src, const float *residua
     return 0;
 }
 
-int cd_sparse_conv_i8_run_ws(const cd_sparse_conv_i8 *h, const void *src, const float *residual, void *dst,
-                             int batch, void *ws) {
+int cd_sparse_conv_i8_run_ws(const cd_sparse_conv_i8 *h, const void *src, const float *residual, void *dst, int batch,
+                             void *ws) {
     if (!dst) return CD_EPARAMS;
     return run(h, src, residual, dst, NULL, batch, ws);
 }

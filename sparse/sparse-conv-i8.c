@@ -60,7 +60,8 @@ static int plan_planes(cd_sparse_conv_i8 *h) {
     // Padded sizes, grown to cover every tap of every output (an output
     // size rounded up can reach past the bottom or right padding).
     int hp = d->h + d->pad_t + d->pad_b, wp = d->w + d->pad_l + d->pad_r;
-    const int need_h = (d->oh - 1) * sh + (d->r - 1) * d->dil_h + 1, need_w = (d->ow - 1) * sw + (d->s - 1) * d->dil_w + 1;
+    const int need_h = (d->oh - 1) * sh + (d->r - 1) * d->dil_h + 1,
+              need_w = (d->ow - 1) * sw + (d->s - 1) * d->dil_w + 1;
     if (hp < need_h) hp = need_h;
     if (wp < need_w) wp = need_w;
     h->hph = (hp + sh - 1) / sh;
@@ -202,8 +203,8 @@ static int pack(cd_sparse_conv_i8 *h, const int8_t *wq) {
             const int end = kl < main_rows ? main_rows : h->kpg;
             const int rows = end - kl < I8_CHUNK_ROWS ? end - kl : I8_CHUNK_ROWS;
             i8_chunk *c = &h->chunks[h->nchunks++];
-            *c = (i8_chunk){.group = g, .row0 = k0 + kl, .nr = nr, .nblk = rows / nr, .blk0 = blk, .quad0 = quad,
-                            .w0 = wb};
+            *c = (i8_chunk){
+                .group = g, .row0 = k0 + kl, .nr = nr, .nblk = rows / nr, .blk0 = blk, .quad0 = quad, .w0 = wb};
             pack_blocks(h, wq, k0 + kl, rows / nr, nr, &blk, &quad, &wb);
             kl += rows;
         }
@@ -237,8 +238,8 @@ int cd_sparse_conv_i8_create(const cd_conv_desc *d, const int8_t *wq, const floa
     h->isa = isa;
     h->k = k;
     h->threads = omp_get_max_threads();
-    h->direct = d->r == 1 && d->s == 1 && d->stride_h == 1 && d->stride_w == 1 && !d->pad_t && !d->pad_l &&
-                !d->pad_b && !d->pad_r;
+    h->direct = d->r == 1 && d->s == 1 && d->stride_h == 1 && d->stride_w == 1 && !d->pad_t && !d->pad_l && !d->pad_b &&
+                !d->pad_r;
     h->epi.q = *q;
     h->epi.q.w_scale = NULL;
     h->epi.act = d->act;

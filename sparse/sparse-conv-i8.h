@@ -57,8 +57,8 @@ size_t cd_sparse_conv_i8_workspace_size(const cd_sparse_conv_i8 *h, int batch);
 // out_scale > 0) or u8/s8 (dst_int 1). residual: float NCHW shaped like dst,
 // required iff d->has_residual. ws: cd_sparse_conv_i8_workspace_size bytes,
 // 64-byte aligned. Thread-safe with distinct ws. Returns 0 or CD_EPARAMS.
-int cd_sparse_conv_i8_run_ws(const cd_sparse_conv_i8 *h, const void *src, const float *residual, void *dst,
-                             int batch, void *ws);
+int cd_sparse_conv_i8_run_ws(const cd_sparse_conv_i8 *h, const void *src, const float *residual, void *dst, int batch,
+                             void *ws);
 
 // As cd_sparse_conv_i8_run_ws, but writes the raw s32 accumulators
 // (batch x K x OH x OW, kernels/cpu/ref-conv-i8.c cd_ref_conv2d_i8_acc's)

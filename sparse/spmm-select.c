@@ -52,7 +52,7 @@ static int cpu_runs(cd_sparse_isa isa) {
 #define CD_SPARSE_ISA_TOP CD_SPARSE_ISA_AVX512VNNI
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
-static char g_cap_name[16];                         // cd_sparse_isa_set_cap
+static char g_cap_name[16];                     // cd_sparse_isa_set_cap
 static cd_sparse_isa g_cap = CD_SPARSE_ISA_TOP; // that cap, or the top
 static cd_sparse_isa g_best = CD_SPARSE_ISA_SCALAR;
 static int g_capped; // the cap lowered g_best
@@ -76,12 +76,9 @@ static void isa_init(void) {
         const char *name;
         cd_sparse_isa isa;
     } names[] = {
-        {"avx512vnni", CD_SPARSE_ISA_AVX512VNNI},
-        {"avx512_vnni", CD_SPARSE_ISA_AVX512VNNI},
-        {"avx512", CD_SPARSE_ISA_AVX512F},
-        {"avx512f", CD_SPARSE_ISA_AVX512F},
-        {"avx512_core", CD_SPARSE_ISA_AVX512F},
-        {"avx2", CD_SPARSE_ISA_AVX2},
+        {"avx512vnni", CD_SPARSE_ISA_AVX512VNNI}, {"avx512_vnni", CD_SPARSE_ISA_AVX512VNNI},
+        {"avx512", CD_SPARSE_ISA_AVX512F},        {"avx512f", CD_SPARSE_ISA_AVX512F},
+        {"avx512_core", CD_SPARSE_ISA_AVX512F},   {"avx2", CD_SPARSE_ISA_AVX2},
         {"scalar", CD_SPARSE_ISA_SCALAR},
     };
     const char *env = g_cap_name;
@@ -92,7 +89,9 @@ static void isa_init(void) {
                 g_cap = names[i].isa;
                 known = 1;
             }
-        if (!known) cd_rt_log(CD_RT_LOG_WARN, "convd: ignoring CONVD_MAX_ISA=%s (want avx512vnni, avx512, avx2 or scalar)", env);
+        if (!known)
+            cd_rt_log(CD_RT_LOG_WARN, "convd: ignoring CONVD_MAX_ISA=%s (want avx512vnni, avx512, avx2 or scalar)",
+                      env);
     }
     g_best = best_below(g_cap);
     g_capped = g_best != best_below(CD_SPARSE_ISA_TOP);

@@ -39,10 +39,10 @@ typedef void (*cd_f32_spmm_ukernel_fn)(size_t mc, size_t nblk, const float *in, 
 // Instruction sets a micro-kernel may need. Ordered: a higher value implies
 // the machine also runs every lower one.
 typedef enum {
-    CD_SPARSE_ISA_AUTO = 0,    // pick the best one the CPU supports
-    CD_SPARSE_ISA_SCALAR = 1,  // portable C
-    CD_SPARSE_ISA_AVX2 = 2,    // AVX2 + FMA
-    CD_SPARSE_ISA_AVX512F = 3, // AVX-512 F/VL/BW/DQ + FMA
+    CD_SPARSE_ISA_AUTO = 0,       // pick the best one the CPU supports
+    CD_SPARSE_ISA_SCALAR = 1,     // portable C
+    CD_SPARSE_ISA_AVX2 = 2,       // AVX2 + FMA
+    CD_SPARSE_ISA_AVX512F = 3,    // AVX-512 F/VL/BW/DQ + FMA
     CD_SPARSE_ISA_AVX512VNNI = 4, // AVX512F + VNNI (vpdpbusd): only the int8
                                   // kernels use it; f32 code runs its AVX512F
                                   // kernels there (cd_sparse_isa_f32)

@@ -34,8 +34,10 @@ static void make_weights(i8_layer *L, double sparsity, int block_h) {
     float *wf = malloc(sizeof(float) * L->wn);
     CHECK(wf != NULL);
     sp_fill_random(wf, L->wn);
-    if (block_h > 0) sp_prune_blocks(wf, d->k, kpg, cols, block_h, sparsity);
-    else sp_prune_unstructured(wf, L->wn, sparsity);
+    if (block_h > 0)
+        sp_prune_blocks(wf, d->k, kpg, cols, block_h, sparsity);
+    else
+        sp_prune_unstructured(wf, L->wn, sparsity);
     for (size_t i = 0; i < L->wn; i++) {
         int v = cd_test_randi(-128, 126);
         L->w[i] = wf[i] == 0.0f ? 0 : (int8_t)(v >= 0 ? v + 1 : v);
@@ -50,9 +52,12 @@ static void make_input(i8_layer *L) {
     for (size_t i = 0; i < L->xn; i++) L->xq[i] = cd_test_randi(lo, hi);
     L->xq[cd_test_randi(0, (int)L->xn - 1)] = q->in_zp == hi ? lo : hi;
     for (size_t i = 0; i < L->xn; i++) {
-        if (!q->src_int) ((float *)L->x)[i] = (float)(L->xq[i] - q->in_zp) * q->in_scale; // a FakeQuant's grid value
-        else if (q->in_signed) ((int8_t *)L->x)[i] = (int8_t)L->xq[i];
-        else ((uint8_t *)L->x)[i] = (uint8_t)L->xq[i];
+        if (!q->src_int)
+            ((float *)L->x)[i] = (float)(L->xq[i] - q->in_zp) * q->in_scale; // a FakeQuant's grid value
+        else if (q->in_signed)
+            ((int8_t *)L->x)[i] = (int8_t)L->xq[i];
+        else
+            ((uint8_t *)L->x)[i] = (uint8_t)L->xq[i];
     }
 }
 
@@ -117,11 +122,12 @@ static int check_layer(const i8_layer *L, cd_sparse_isa isa, cd_sparse_format fm
     CHECK_EQ(cd_sparse_conv_i8_run_acc(h, L->x, acc, batch, ws), 0);
     for (size_t i = 0; i < L->yn; i++)
         if (acc[i] != acc_ref[i])
-            CD_CHECK_FAIL_("%s %s %s: acc[%zu] = %d, want %d (c%d k%d g%d %dx%d r%d s%d st%d/%d pad%d,%d,%d,%d dil%d/%d "
-                           "batch %d)",
-                           what, cd_sparse_isa_name(isa), cd_sparse_format_name(info.format), i, acc[i], acc_ref[i],
-                           d->c, d->k, d->groups, d->h, d->w, d->r, d->s, d->stride_h, d->stride_w, d->pad_t, d->pad_l,
-                           d->pad_b, d->pad_r, d->dil_h, d->dil_w, batch);
+            CD_CHECK_FAIL_(
+                "%s %s %s: acc[%zu] = %d, want %d (c%d k%d g%d %dx%d r%d s%d st%d/%d pad%d,%d,%d,%d dil%d/%d "
+                "batch %d)",
+                what, cd_sparse_isa_name(isa), cd_sparse_format_name(info.format), i, acc[i], acc_ref[i], d->c, d->k,
+                d->groups, d->h, d->w, d->r, d->s, d->stride_h, d->stride_w, d->pad_t, d->pad_l, d->pad_b, d->pad_r,
+                d->dil_h, d->dil_w, batch);
 
     const float *res = d->has_residual ? L->res : NULL;
     cd_ref_conv2d_i8(d, &L->q, L->x, L->w, L->bias, res, out_ref);
@@ -130,7 +136,8 @@ static int check_layer(const i8_layer *L, cd_sparse_isa isa, cd_sparse_format fm
     if (L->q.dst_int) {
         const uint8_t *a = (const uint8_t *)out, *b = (const uint8_t *)out_ref;
         for (size_t i = 0; i < L->yn; i++)
-            if (a[i] != b[i]) CD_CHECK_FAIL_("%s %s: out[%zu] = %d, want %d", what, cd_sparse_isa_name(isa), i, a[i], b[i]);
+            if (a[i] != b[i])
+                CD_CHECK_FAIL_("%s %s: out[%zu] = %d, want %d", what, cd_sparse_isa_name(isa), i, a[i], b[i]);
     } else {
         for (size_t i = 0; i < L->yn; i++)
             if (!(out[i] == out_ref[i] || (isnan(out[i]) && isnan(out_ref[i]))))
@@ -242,8 +249,12 @@ CD_TEST(sparse_i8_resnet_shapes_batch_fold) {
                                         shapes[i].stride, shapes[i].pad);
         d.act = (cd_activation){.kind = CD_ACT_RELU};
         d.has_residual = i % 2;
-        cd_conv_quant q = {.in_scale = 0.05f, .in_zp = 3 + (int)i, .src_int = (int)i % 2, .out_scale = 0.1f,
-                           .out_zp = 0, .dst_int = i % 3 == 0};
+        cd_conv_quant q = {.in_scale = 0.05f,
+                           .in_zp = 3 + (int)i,
+                           .src_int = (int)i % 2,
+                           .out_scale = 0.1f,
+                           .out_zp = 0,
+                           .dst_int = i % 3 == 0};
         for (int block = 0; block <= 4; block += 4) {
             i8_layer L;
             layer_make(&L, &d, shapes[i].batch, &q, 0.9, block);
@@ -271,8 +282,10 @@ CD_TEST(sparse_i8_worst_case_inputs_do_not_saturate) {
             for (size_t i = 0; i < L.wn; i++) L.w[i] = wv ? 127 : -128;
             for (size_t i = 0; i < L.xn; i++) {
                 L.xq[i] = sign ? -128 : 255;
-                if (sign) ((int8_t *)L.x)[i] = -128;
-                else ((uint8_t *)L.x)[i] = 255;
+                if (sign)
+                    ((int8_t *)L.x)[i] = -128;
+                else
+                    ((uint8_t *)L.x)[i] = 255;
             }
             for (int isa = CD_SPARSE_ISA_SCALAR; isa <= CD_SPARSE_ISA_AVX512VNNI; isa++)
                 for (int fmt = CD_SPARSE_FMT_CSR; fmt <= CD_SPARSE_FMT_BSR4; fmt++) {

@@ -242,7 +242,8 @@ CD_TEST(sparse_isa_cap_env_obeyed_by_best_and_supported) {
     for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
         const char *err = cap_case(c[i].value, c[i].cap);
         CHECK_EQ(count_of(err, "sparse kernels use"), 1);
-        CHECK_EQ(count_of(err, "capped by CONVD_MAX_ISA"), c[i].cap < CD_SPARSE_ISA_AVX512VNNI && cpu_runs(c[i].cap + 1));
+        CHECK_EQ(count_of(err, "capped by CONVD_MAX_ISA"),
+                 c[i].cap < CD_SPARSE_ISA_AVX512VNNI && cpu_runs(c[i].cap + 1));
         CHECK(strstr(err, "ignoring") == NULL);
     }
     const char *err = cap_case("sse9", CD_SPARSE_ISA_AVX512VNNI);
