@@ -48,7 +48,9 @@ void cd_i8_spmm_bsr4__scalar(size_t nblk, const uint8_t *in, const int32_t *off,
 void cd_i8_epilogue__scalar(const cd_i8_epilogue *e, float mult, float bias, const int32_t *acc, size_t n,
                             const float *res, void *dst) {
     for (size_t i = 0; i < n; i++) {
-        const float y = cd_conv_quant_y(acc[i], mult, bias, res ? res[i] : 0.0f, e->has_residual, e->act);
+        // fmaf(0, 0, y0) is y0: the residual and act of cd_conv_quant_y after the mid rounding.
+        const float y0 = cd_conv_quant_mid(&e->q, fmaf((float)acc[i], mult, bias));
+        const float y = cd_conv_quant_y(0, 0.0f, y0, res ? res[i] : 0.0f, e->has_residual, e->act);
         const float v = cd_conv_quant_out(&e->q, y);
         if (!e->q.dst_int)
             ((float *)dst)[i] = v;

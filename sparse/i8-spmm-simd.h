@@ -238,16 +238,18 @@ void I8_FN(cd_i8_spmm_bsr4)(size_t nblk, const uint8_t *in, const int32_t *off, 
 // The epilogue's constants, set once per call.
 typedef struct {
     vf zero, lo, hi, vs, vzp, qmin, qmax;
+    vf ms, mzp, mqmin, mqmax; // the mid rounding (q.mid_scale > 0)
 } epi_consts;
 
 // One run of one row. Tails run masked (lanes_of), not through the scalar
 // code: rows of 56 or 7 pixels would spend most of their time there.
 static inline void epi_run(const cd_i8_epilogue *e, const epi_consts *c, cd_act kind, vf vm, vf vb, const int32_t *acc,
                            size_t n, const float *res, void *dst) {
-    const int quant = e->q.out_scale > 0.0f, to_int = e->q.dst_int;
+    const int quant = e->q.out_scale > 0.0f, to_int = e->q.dst_int, mid = e->q.mid_scale > 0.0f;
     for (size_t i = 0; i < n; i += LANES) {
         const lanes m = lanes_of(n - i);
         vf y = FMADD(CVTF(load_i(acc + i, m)), vm, vb);
+        if (mid) y = MULF(SUBF(MINF(MAXF(ADDF(RINT(DIVF(y, c->ms)), c->mzp), c->mqmin), c->mqmax), c->mzp), c->ms);
         if (res) y = ADDF(y, load_f(res + i, m));
         // max(y, 0) is y > 0 ? y : 0 (maxps returns its second operand
         // unless the first is greater), as cd_act_apply's ReLU.
@@ -275,9 +277,17 @@ void I8_FN(cd_i8_epilogue_rows)(const cd_i8_epilogue *e, const float *mult, cons
         cd_i8_epilogue_rows__scalar(e, mult, bias, nrows, acc, acc_stride, runs, nruns, res, dst, row_stride);
         return;
     }
-    const epi_consts c = {SET1F(0.0f),           SET1F(e->act.alpha),       SET1F(e->act.beta),
-                          SET1F(e->q.out_scale), SET1F((float)e->q.out_zp), SET1F(e->qmin),
-                          SET1F(e->qmax)};
+    const epi_consts c = {SET1F(0.0f),
+                          SET1F(e->act.alpha),
+                          SET1F(e->act.beta),
+                          SET1F(e->q.out_scale),
+                          SET1F((float)e->q.out_zp),
+                          SET1F(e->qmin),
+                          SET1F(e->qmax),
+                          SET1F(e->q.mid_scale),
+                          SET1F((float)e->q.mid_zp),
+                          SET1F(cd_quant_qmin(e->q.mid_signed)),
+                          SET1F(cd_quant_qmax(e->q.mid_signed))};
     const size_t esize = e->q.dst_int ? 1 : sizeof(float);
     for (int r = 0; r < nrows; r++) {
         const vf vm = SET1F(mult[r]), vb = SET1F(bias[r]);

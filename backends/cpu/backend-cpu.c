@@ -97,15 +97,15 @@ static cd_dnnl_binary_kind dnnl_bin(cd_binary_kind k) { return k == CD_BINARY_AD
 // ---- choosing a kernel (shared by supports_op and init) ---------------------------
 
 // An int8 conv (d->quant): the sparse int8 kernels when the planner chose
-// sparse (NCHW; not yet a residual block's mid rounding or an integer
-// residual); else the reference, in NCHW, only where asked for
+// sparse (NCHW; not yet an integer residual); else the reference, in NCHW,
+// only where asked for
 // (CONVD_INT8=on, or the reference kernels everywhere): the planner's auto
 // mode takes int8 only where a fast kernel exists.
 static kernel_kind choose_int8(const cd_bop_desc *d) {
     const cd_conv_quant *q = d->quant;
     if (d->u.conv.has_residual && d->nsrc != 2) return K_NONE;
     if (q->dst_int && !(q->out_scale > 0.0f)) return K_NONE;
-    if (!ref_only() && d->sparse && all_nchw(d) && !(q->mid_scale > 0.0f) && !q->res_int) return K_I8SP;
+    if (!ref_only() && d->sparse && all_nchw(d) && !q->res_int) return K_I8SP;
     if (all_nchw(d) && (ref_only() || cd_runtime_opts()->int8 == 2)) return K_I8REF;
     return K_NONE;
 }

@@ -165,6 +165,11 @@ static cd_conv_quant random_quant(void) {
         q.out_zp = q.out_signed ? cd_test_randi(-10, 10) : cd_test_randi(0, 40);
         q.dst_int = cd_test_randi(0, 1);
     }
+    if (cd_test_randi(0, 2) == 0) { // a residual block's rounding before the residual
+        q.mid_scale = cd_test_randf(0.01f, 0.2f);
+        q.mid_signed = cd_test_randi(0, 1);
+        q.mid_zp = q.mid_signed ? cd_test_randi(-10, 10) : cd_test_randi(0, 60);
+    }
     return q;
 }
 
