@@ -10,7 +10,7 @@
 
 // The tensors a step reads or writes: the caller's three and the temporaries
 // in the ctx scratchpad.
-typedef enum { BUF_SRC = 0, BUF_DST, BUF_RES, BUF_TIN, BUF_TOUT, BUF_TQ, BUF_COUNT } buf_id;
+typedef enum { BUF_SRC = 0, BUF_DST, BUF_RES, BUF_TPRE, BUF_TIN, BUF_TOUT, BUF_TQ, BUF_COUNT } buf_id;
 
 // One primitive run: index into cd_dnnl_prim, what it reads and writes.
 typedef struct {
@@ -23,7 +23,7 @@ typedef struct {
 typedef struct {
     int nsteps;
     i8_step step[CD_DNNL_MAX_PRIMS];
-    size_t off[BUF_COUNT]; // byte offsets of BUF_TIN.. in the scratchpad
+    size_t off[BUF_COUNT]; // byte offsets of BUF_TPRE.. in the scratchpad
 } i8_wiring;
 
 typedef struct {
@@ -104,6 +104,13 @@ static dnnl_data_type_t conv_dst_dt(const conv_i8_priv *cp) {
     return cp->acc_only ? dnnl_s32 : cp->fused_q ? int_dt(cp->q.out_signed) : dnnl_f32;
 }
 
+// oneDNN 2.6's AVX2 int8 1x1 kernel with a stride (its "reduce to unit
+// stride" copy) races between threads when the batch is above 1: some
+// items come out wrong, differently per run. Its direct kernel is right.
+static int impl_broken(const cd_conv_desc *d, const char *impl) {
+    return strncmp(impl, "jit_uni_int8_1x1:", 17) == 0 && (d->stride_h > 1 || d->stride_w > 1);
+}
+
 // The conv primitive descriptor for one batch (src and dst layouts "any",
 // oneDNN's choice). quiet: a query (supports), nothing logged. 0 or an error.
 static int conv_pd(const conv_i8_priv *cp, int batch, const float *oscale, int quiet, dnnl_primitive_desc_t *pd) {
@@ -125,11 +132,26 @@ static int conv_pd(const conv_i8_priv *cp, int batch, const float *oscale, int q
         return rc;
     dnnl_primitive_attr_t attr = NULL;
     if ((rc = conv_attr(cp, oscale, &attr))) return rc;
-    if (quiet)
-        rc = cd_dnnl_pd_try(&cd, attr, pd) ? 0 : CD_EUNSUPPORTED;
-    else
-        rc = CD_DNNL(dnnl_primitive_desc_create(pd, &cd, attr, cd_dnnl_engine(), NULL));
+    // oneDNN's first choice, unless it is one we know computes wrongly here.
+    dnnl_primitive_desc_iterator_t it = NULL;
+    dnnl_status_t st = dnnl_primitive_desc_iterator_create(&it, &cd, attr, cd_dnnl_engine(), NULL);
     dnnl_primitive_attr_destroy(attr);
+    if (st != dnnl_success) return quiet ? CD_EUNSUPPORTED : CD_DNNL(st);
+    rc = CD_EUNSUPPORTED;
+    do {
+        dnnl_primitive_desc_t cand = dnnl_primitive_desc_iterator_fetch(it);
+        if (!cand) continue;
+        const char *impl = NULL;
+        dnnl_primitive_desc_query(cand, dnnl_query_impl_info_str, 0, &impl);
+        if (impl && impl_broken(d, impl)) {
+            dnnl_primitive_desc_destroy(cand);
+            continue;
+        }
+        *pd = cand;
+        rc = 0;
+        break;
+    } while (dnnl_primitive_desc_iterator_next(it) == dnnl_success);
+    dnnl_primitive_desc_iterator_destroy(it);
     return rc;
 }
 
@@ -145,8 +167,7 @@ static int reorder_pd(cd_dnnl_prim *p, int i, const dnnl_memory_desc_t *smd, con
     if (!rc && src_zp) rc = CD_DNNL(dnnl_primitive_attr_set_zero_points(attr, DNNL_ARG_SRC, 1, 0, &src_zp));
     if (!rc && dst_zp) rc = CD_DNNL(dnnl_primitive_attr_set_zero_points(attr, DNNL_ARG_DST, 1, 0, &dst_zp));
     if (!rc)
-        rc = CD_DNNL(
-            dnnl_reorder_primitive_desc_create(&p->pd[i], smd, cd_dnnl_engine(), dmd, cd_dnnl_engine(), attr));
+        rc = CD_DNNL(dnnl_reorder_primitive_desc_create(&p->pd[i], smd, cd_dnnl_engine(), dmd, cd_dnnl_engine(), attr));
     dnnl_primitive_attr_destroy(attr);
     if (!rc && i + 1 > p->nprim) p->nprim = i + 1;
     return rc;
@@ -184,9 +205,24 @@ static int conv_i8_build(cd_dnnl_op *op, int batch, cd_dnnl_prim *p) {
     // In: quantize the grid (x / in_scale + zp [+ 128]) or relayout (and shift) the integers.
     buf_id conv_in = BUF_SRC;
     int32_t in_zp = q->src_int ? cp->shift : q->in_zp + cp->shift;
+    size_t pre_bytes = 0;
     if (!q->src_int || cp->shift || !dnnl_memory_desc_equal(&usrc, csrc)) {
-        if ((rc = reorder_pd(p, np, &usrc, csrc, q->src_int ? 1.0f : 1.0f / q->in_scale, 0, in_zp))) return rc;
-        w.step[w.nsteps++] = (i8_step){np++, BUF_SRC, BUF_TIN};
+        float scale = q->src_int ? 1.0f : 1.0f / q->in_scale;
+        if (cp->src_l == CD_LAYOUT_NCHW && in_zp) {
+            // oneDNN 2.6's reorder from plain nchw with a zero point drops it
+            // for some shapes (H * W a multiple of 64, C > 16: its transposing
+            // kernel): quantize in nchw first, then relayout the bytes.
+            dnnl_memory_desc_t pre;
+            if ((rc = cd_dnnl_md_act_dt(&pre, batch, d->c, d->h, d->w, CD_LAYOUT_NCHW, dnnl_u8))) return rc;
+            pre_bytes = dnnl_memory_desc_get_size(&pre);
+            if ((rc = reorder_pd(p, np, &usrc, &pre, scale, 0, in_zp))) return rc;
+            w.step[w.nsteps++] = (i8_step){np++, BUF_SRC, BUF_TPRE};
+            if ((rc = reorder_pd(p, np, &pre, csrc, 1.0f, 0, 0))) return rc;
+            w.step[w.nsteps++] = (i8_step){np++, BUF_TPRE, BUF_TIN};
+        } else {
+            if ((rc = reorder_pd(p, np, &usrc, csrc, scale, 0, in_zp))) return rc;
+            w.step[w.nsteps++] = (i8_step){np++, BUF_SRC, BUF_TIN};
+        }
         conv_in = BUF_TIN;
     }
     // Out: where the conv writes, and what follows it.
@@ -219,7 +255,7 @@ static int conv_i8_build(cd_dnnl_op *op, int batch, cd_dnnl_prim *p) {
         if (rc) return rc;
         w.step[w.nsteps++] = (i8_step){np++, BUF_TOUT, BUF_DST};
     }
-    // Scratchpad: [primitives' own | TIN | TOUT | TQ].
+    // Scratchpad: [primitives' own | TPRE | TIN | TOUT | TQ].
     size_t prim_bytes = 0;
     for (int i = 0; i < p->nprim; i++) {
         const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(p->pd[i], dnnl_query_scratchpad_md, 0);
@@ -227,6 +263,8 @@ static int conv_i8_build(cd_dnnl_op *op, int batch, cd_dnnl_prim *p) {
         if (sb > prim_bytes) prim_bytes = sb;
     }
     size_t off = align64(prim_bytes);
+    w.off[BUF_TPRE] = off;
+    off += align64(pre_bytes);
     w.off[BUF_TIN] = off;
     off += align64(conv_in == BUF_TIN ? dnnl_memory_desc_get_size(csrc) : 0);
     w.off[BUF_TOUT] = off;
@@ -248,6 +286,7 @@ static int conv_i8_exec(cd_dnnl_op *op, cd_dnnl_ctx *ctx, const cd_dnnl_prim *p,
         [BUF_SRC] = src[0],
         [BUF_DST] = dst,
         [BUF_RES] = cp->d.has_residual ? src[1] : NULL,
+        [BUF_TPRE] = scratch + w->off[BUF_TPRE],
         [BUF_TIN] = scratch + w->off[BUF_TIN],
         [BUF_TOUT] = scratch + w->off[BUF_TOUT],
         [BUF_TQ] = scratch + w->off[BUF_TQ],
@@ -357,8 +396,8 @@ fail:
     return rc;
 }
 
-int cd_dnnl_conv_i8_create(const cd_conv_desc *d, const cd_conv_quant *q, cd_layout src, cd_layout dst,
-                           int max_batch, const int8_t *wq, const float *bias, cd_dnnl_op **out) {
+int cd_dnnl_conv_i8_create(const cd_conv_desc *d, const cd_conv_quant *q, cd_layout src, cd_layout dst, int max_batch,
+                           const int8_t *wq, const float *bias, cd_dnnl_op **out) {
     return create(d, q, src, dst, max_batch, wq, bias, 0, out);
 }
 

@@ -29,8 +29,7 @@ int cd_dnnl_conv_check(const cd_conv_desc *d, cd_layout src, cd_layout dst) {
     return 0;
 }
 
-int cd_dnnl_conv_weights_md(dnnl_memory_desc_t *md, const cd_conv_desc *d, dnnl_data_type_t dt,
-                            dnnl_format_tag_t tag) {
+int cd_dnnl_conv_weights_md(dnnl_memory_desc_t *md, const cd_conv_desc *d, dnnl_data_type_t dt, dnnl_format_tag_t tag) {
     if (d->groups == 1) {
         dnnl_dims_t dims = {d->k, d->c, d->r, d->s};
         return CD_DNNL(dnnl_memory_desc_init_by_tag(md, 4, dims, dt, tag == dnnl_format_tag_any ? tag : dnnl_oihw));

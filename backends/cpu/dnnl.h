@@ -204,8 +204,8 @@ int cd_dnnl_conv_create(const cd_conv_desc *d, cd_layout src, cd_layout dst, int
 // (2 * 255 * 64 fits; 7-bit weights are what oneDNN asks for on those CPUs).
 
 int cd_dnnl_conv_i8_supports(const cd_conv_desc *d, const cd_conv_quant *q, cd_layout src, cd_layout dst);
-int cd_dnnl_conv_i8_create(const cd_conv_desc *d, const cd_conv_quant *q, cd_layout src, cd_layout dst,
-                           int max_batch, const int8_t *wq, const float *bias, cd_dnnl_op **out);
+int cd_dnnl_conv_i8_create(const cd_conv_desc *d, const cd_conv_quant *q, cd_layout src, cd_layout dst, int max_batch,
+                           const int8_t *wq, const float *bias, cd_dnnl_op **out);
 // Test hook: the raw s32 accumulators sum (x_q - in_zp) * w_q as int32_t in
 // layout dst (channel padding zero); bias, scales, activation, residual and
 // q's output fields are ignored (nsrc 1). oneDNN passes its accumulators
