@@ -202,6 +202,10 @@ int cd_dnnl_conv_create(const cd_conv_desc *d, cd_layout src, cd_layout dst, int
 // kernels add pairs of products in 16 bits with saturation (vpmaddubsw), so
 // create() there refuses weights outside [-64, 64] with CD_EUNSUPPORTED
 // (2 * 255 * 64 fits; 7-bit weights are what oneDNN asks for on those CPUs).
+// Two oneDNN 2.6 bugs are avoided inside (tests name them): its reorder out
+// of plain nchw drops a zero point for some shapes (the op quantizes in nchw,
+// then relayouts), and its AVX2 strided 1x1 int8 kernel races at batch > 1
+// (the op takes oneDNN's next implementation there).
 
 int cd_dnnl_conv_i8_supports(const cd_conv_desc *d, const cd_conv_quant *q, cd_layout src, cd_layout dst);
 int cd_dnnl_conv_i8_create(const cd_conv_desc *d, const cd_conv_quant *q, cd_layout src, cd_layout dst, int max_batch,
