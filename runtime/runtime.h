@@ -51,6 +51,7 @@ typedef struct {
     int64_t activation_bytes; // peak activation arena bytes at max_batch
     int64_t zero_params;      // weight elements that are exactly zero
     int nlayers;              // planned layers (after folding/fusion)
+    int int8_layers;          // of them, convs on the int8 kernels
     int max_batch;
     int64_t device_bytes; // device memory held now: weights, constants, the
                           // arenas and workspaces of live execs (0 on cpu)
@@ -70,12 +71,16 @@ typedef struct {
 
 // One planned layer, for `convctl info/plan`.
 typedef struct {
-    const char *name;   // ONNX node name (or a generated one)
-    const char *op;     // e.g. "Conv", "Conv+Relu", "Add+Relu", "MaxPool"
-    const char *kernel; // the kernel chosen, e.g. "dnnl:jit:avx2", "sparse:csr:..."
-    int reference;      // 1: a Conv/Gemm/Pool left on a reference kernel (slow;
-                        // load warned about it)
-    const char *layout; // layout of the output: "NCHW", "NCHW16C", "NCHW8C"
+    const char *name;      // ONNX node name (or a generated one)
+    const char *op;        // e.g. "Conv", "Conv+Relu", "Add+Relu", "MaxPool"
+    const char *kernel;    // the kernel chosen, e.g. "dnnl:jit:avx2", "sparse:csr:..."
+    const char *dtype;     // what it computes in: "int8" (the int8 kernels of a
+                           // quantized model's conv) or "f32"
+    const char *out_dtype; // how its output is stored: "int8" (the integers of a
+                           // quantized activation, between int8 convs) or "f32"
+    int reference;         // 1: a Conv/Gemm/Pool left on a reference kernel (slow;
+                           // load warned about it)
+    const char *layout;    // layout of the output: "NCHW", "NCHW16C", "NCHW8C"
     int in_rank, out_rank;
     int64_t in_shape[CD_MAX_RANK];  // first input, batch 1
     int64_t out_shape[CD_MAX_RANK]; // first output, batch 1
@@ -117,7 +122,7 @@ typedef struct {
 void cd_runtime_cpu_info(cd_cpu_info *out);
 
 // Fills *o from the environment: CONVD_PROFILE, CONVD_CPU_KERNELS,
-// CONVD_PLAN, CONVD_MAX_ISA, CONVD_HIP_PLUGIN (unset or empty: the default;
+// CONVD_PLAN, CONVD_INT8, CONVD_MAX_ISA, CONVD_HIP_PLUGIN (unset or empty: the default;
 // an unknown CONVD_PLAN is auto). log is left NULL (stderr).
 void cd_runtime_options_from_env(cd_runtime_options *o);
 
