@@ -28,7 +28,7 @@ typedef struct {
 
 typedef struct {
     cd_conv_desc d;         // the conv (d.n unused)
-    cd_conv_quant q;        // q.w_scale cleared after create (mult holds it)
+    cd_conv_quant q;        // q.w_scale cleared (oscale and bias hold what it gave)
     cd_layout src_l, dst_l; // the plan's layouts
     int acc_only;           // test hook: s32 accumulators out
     int fused_q;            // the conv writes the quantized output itself
@@ -60,6 +60,11 @@ static int quant_check(const cd_conv_quant *q, int k) {
         if (!(q->w_scale[i] > 0.0f) || !isfinite(q->w_scale[i])) return CD_EPARAMS;
     return 0;
 }
+
+// What this op does not implement of the contract: the QDQ residual block's
+// mid rounding (mid_scale) and an integer residual (res_int). It declines
+// them, as kernels/op-desc.h allows.
+static int quant_unsupported(const cd_conv_quant *q) { return q->mid_scale > 0.0f || q->res_int; }
 
 // The conv writes q itself when the activation commutes with the output
 // scale (NONE, RELU, CLIP) and there is no float residual to add.
@@ -333,6 +338,7 @@ static conv_i8_priv priv_for(const cd_conv_desc *d, const cd_conv_quant *q, cd_l
 
 int cd_dnnl_conv_i8_supports(const cd_conv_desc *d, const cd_conv_quant *q, cd_layout src, cd_layout dst) {
     if (!d || !q || cd_dnnl_conv_check(d, src, dst) || quant_check(q, d->k) || cd_dnnl_init()) return 0;
+    if (quant_unsupported(q)) return 0;
     conv_i8_priv cp = priv_for(d, q, src, dst, 0);
     float *ones = malloc((size_t)d->k * sizeof(float)); // scale values do not change the choice
     if (!ones) return 0;
@@ -363,6 +369,7 @@ static int create(const cd_conv_desc *d, const cd_conv_quant *q, cd_layout src, 
     *out = NULL;
     if (!d || !q || !wq || cd_dnnl_conv_check(d, src, dst) || quant_check(q, d->k)) return CD_EPARAMS;
     if (!acc_only && !q->w_scale) return CD_EPARAMS;
+    if (!acc_only && quant_unsupported(q)) return CD_EUNSUPPORTED;
     size_t wn = (size_t)d->k * (d->c / d->groups) * d->r * d->s;
     if (!weights_fit_isa(wq, wn)) return CD_EUNSUPPORTED;
     static const cd_dnnl_kind k_kind = {conv_i8_build, conv_i8_exec, conv_i8_fini};
@@ -380,6 +387,10 @@ static int create(const cd_conv_desc *d, const cd_conv_quant *q, cd_layout src, 
     }
     for (int k = 0; k < d->k && !acc_only; k++) {
         float mult = q->in_scale * q->w_scale[k]; // the reference's per-channel multiplier
+        if (!(mult > 0.0f) || !isfinite(1.0f / mult)) {
+            rc = CD_EPARAMS; // bias / mult would not be finite
+            goto fail;
+        }
         cp->oscale[k] = cp->fused_q ? mult / q->out_scale : mult;
         if (cp->bias) cp->bias[k] = bias[k] / mult;
     }

@@ -195,6 +195,10 @@ int cd_dnnl_conv_create(const cd_conv_desc *d, cd_layout src, cd_layout dst, int
 // is within float rounding of a half-integer the two round to neighbouring
 // integers, so q may differ by one step there, nowhere else.
 //
+// Not implemented (supports() 0, create CD_EUNSUPPORTED): q->mid_scale (the
+// QDQ residual block's rounding of y0 before the residual) and q->res_int
+// (integer residual); the residual here is float32 y values.
+//
 // supports() is 1 only when oneDNN builds a non-reference (jit) kernel for it
 // on this CPU and q is well formed (in_scale > 0, every w_scale > 0 and
 // finite, zero points in their type's range, dst_int only with out_scale > 0).

@@ -477,6 +477,16 @@ CD_TEST(dnnl_conv_i8_bad_quant_eparams_and_supports_0) {
     CHECK_EQ(cd_dnnl_conv_i8_supports(&e, &good, CD_LAYOUT_NCHW, CD_LAYOUT_NCHW), 0);
     CHECK_EQ(cd_dnnl_conv_i8_create(NULL, &good, CD_LAYOUT_NCHW, CD_LAYOUT_NCHW, 1, wq, NULL, &op), CD_EPARAMS);
     CHECK_EQ(cd_dnnl_conv_i8_create(&d, &good, CD_LAYOUT_NCHW, CD_LAYOUT_NCHW, 0, wq, NULL, &op), CD_EPARAMS);
+    // What the op does not implement of the contract: declined, not wrong.
+    cd_conv_quant mid = good, resi = good;
+    mid.mid_scale = 0.1f;
+    resi.res_int = 1, resi.res_scale = 0.1f;
+    cd_conv_desc dr = d;
+    dr.has_residual = 1;
+    CHECK_EQ(cd_dnnl_conv_i8_supports(&d, &mid, CD_LAYOUT_NCHW, CD_LAYOUT_NCHW), 0);
+    CHECK_EQ(cd_dnnl_conv_i8_supports(&dr, &resi, CD_LAYOUT_NCHW, CD_LAYOUT_NCHW), 0);
+    CHECK_EQ(cd_dnnl_conv_i8_create(&d, &mid, CD_LAYOUT_NCHW, CD_LAYOUT_NCHW, 1, wq, NULL, &op), CD_EUNSUPPORTED);
+    CHECK_EQ(cd_dnnl_conv_i8_create(&dr, &resi, CD_LAYOUT_NCHW, CD_LAYOUT_NCHW, 1, wq, NULL, &op), CD_EUNSUPPORTED);
     // Full-range weights where oneDNN's kernels would saturate them.
     wq[5] = -128;
     int rc = cd_dnnl_conv_i8_create(&d, &good, CD_LAYOUT_NCHW, CD_LAYOUT_NCHW, 1, wq, NULL, &op);
