@@ -45,6 +45,7 @@ struct cd_op_state {
     cd_sparse_conv *sp; // sparse kernels
     cd_sparse_conv_i8 *sp8; // sparse int8 kernels
     int swap;           // binary on oneDNN: operands swapped (b is the big one)
+    int int8;           // an int8 conv (on oneDNN: run with cd_dnnl_op_run_any)
     char kernel[64];
 };
 
@@ -97,8 +98,9 @@ static cd_dnnl_binary_kind dnnl_bin(cd_binary_kind k) { return k == CD_BINARY_AD
 // ---- choosing a kernel (shared by supports_op and init) ---------------------------
 
 // An int8 conv (d->quant): the sparse int8 kernels when the planner chose
-// sparse (NCHW; not yet an integer residual); else the reference, in NCHW,
-// only where asked for
+// sparse (NCHW; not yet an integer residual); oneDNN's int8 conv for dense
+// (backends/cpu/dnnl.h, where it has a jit kernel); else the reference, in
+// NCHW, only where asked for
 // (CONVD_INT8=on, or the reference kernels everywhere): the planner's auto
 // mode takes int8 only where a fast kernel exists.
 static kernel_kind choose_int8(const cd_bop_desc *d) {
@@ -106,6 +108,9 @@ static kernel_kind choose_int8(const cd_bop_desc *d) {
     if (d->u.conv.has_residual && d->nsrc != 2) return K_NONE;
     if (q->dst_int && !(q->out_scale > 0.0f)) return K_NONE;
     if (!ref_only() && d->sparse && all_nchw(d) && !q->res_int) return K_I8SP;
+    if (!ref_only() && !d->sparse && (!d->u.conv.has_residual || d->src[1].layout == d->dst.layout) &&
+        cd_dnnl_conv_i8_supports(&d->u.conv, q, d->src[0].layout, d->dst.layout))
+        return K_DNNL;
     if (all_nchw(d) && (ref_only() || cd_runtime_opts()->int8 == 2)) return K_I8REF;
     return K_NONE;
 }
@@ -253,6 +258,9 @@ static int conv_init(cd_op_state *st, const cd_bop_desc *d, kernel_kind k) {
         cd_sparse_conv_options o = {.format = (cd_sparse_format)d->sparse_format};
         return cd_sparse_conv_create(c, d->w, d->bias, &o, &st->sp);
     }
+    if (k == K_DNNL && d->quant)
+        return cd_dnnl_conv_i8_create(c, d->quant, d->src[0].layout, d->dst.layout, d->max_batch, d->wq, d->bias,
+                                      &st->dop);
     if (k == K_DNNL)
         return cd_dnnl_conv_create(c, d->src[0].layout, d->dst.layout, d->max_batch, d->w, d->bias, &st->dop);
     size_t nw = (size_t)c->k * (c->c / c->groups) * c->r * c->s;
@@ -276,6 +284,7 @@ static int cpu_op_init(cd_backend_t be, const cd_bop_desc *d, cd_op_state **out)
     st->d.w = st->d.bias = st->d.scale = st->d.zero_point = NULL;
     st->d.quant = NULL;
     st->d.wq = NULL;
+    st->int8 = d->op == CD_BOP_CONV2D && d->quant;
     st->swap = swap;
     snprintf(st->kernel, sizeof st->kernel, "%s", k == K_DNNL ? "dnnl" : k == K_COPY ? "copy" : "ref");
     int rc = 0, mb = d->max_batch;
@@ -373,6 +382,10 @@ static int cpu_op_init(cd_backend_t be, const cd_bop_desc *d, cd_op_state **out)
 // ---- run ------------------------------------------------------------------------
 
 static int run_dnnl(cd_backend_ctx *ctx, cd_op_state *st, int batch, const cd_btensor *const *srcs, cd_btensor *dst) {
+    if (st->int8) { // bytes or float grid values, as its quantization says
+        const void *s[2] = {srcs[0]->data, st->d.nsrc > 1 ? srcs[1]->data : NULL};
+        return cd_dnnl_op_run_any(st->dop, ctx->dnnl, batch, st->d.nsrc, s, dst->data);
+    }
     const float *p[64];
     int n = st->d.nsrc;
     for (int i = 0; i < n; i++) p[i] = srcs[i]->data;
