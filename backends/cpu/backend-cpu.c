@@ -35,17 +35,17 @@ typedef enum {
 struct cd_op_state {
     cd_bop op;
     kernel_kind kind;
-    cd_bop_desc d;      // the planning description (w/bias pointers cleared)
-    float *w, *bias;    // reference conv/gemm: owned copies
-    float *qscale;      // FAKEQUANT: the u.fq.channels scales, then as many zero points (owned)
-    cd_conv_quant q;    // int8 conv: the quantization (q.w_scale points at wscale)
-    float *wscale;      // int8 conv: K weight scales (owned)
-    int8_t *wq;         // int8 conv on the reference: the weights (owned)
-    cd_dnnl_op *dop;    // oneDNN
-    cd_sparse_conv *sp; // sparse kernels
+    cd_bop_desc d;          // the planning description (w/bias pointers cleared)
+    float *w, *bias;        // reference conv/gemm: owned copies
+    float *qscale;          // FAKEQUANT: the u.fq.channels scales, then as many zero points (owned)
+    cd_conv_quant q;        // int8 conv: the quantization (q.w_scale points at wscale)
+    float *wscale;          // int8 conv: K weight scales (owned)
+    int8_t *wq;             // int8 conv on the reference: the weights (owned)
+    cd_dnnl_op *dop;        // oneDNN
+    cd_sparse_conv *sp;     // sparse kernels
     cd_sparse_conv_i8 *sp8; // sparse int8 kernels
-    int swap;           // binary on oneDNN: operands swapped (b is the big one)
-    int int8;           // an int8 conv (on oneDNN: run with cd_dnnl_op_run_any)
+    int swap;               // binary on oneDNN: operands swapped (b is the big one)
+    int int8;               // an int8 conv (on oneDNN: run with cd_dnnl_op_run_any)
     char kernel[64];
 };
 
@@ -258,9 +258,17 @@ static int conv_init(cd_op_state *st, const cd_bop_desc *d, kernel_kind k) {
         cd_sparse_conv_options o = {.format = (cd_sparse_format)d->sparse_format};
         return cd_sparse_conv_create(c, d->w, d->bias, &o, &st->sp);
     }
-    if (k == K_DNNL && d->quant)
-        return cd_dnnl_conv_i8_create(c, d->quant, d->src[0].layout, d->dst.layout, d->max_batch, d->wq, d->bias,
-                                      &st->dop);
+    if (k == K_DNNL && d->quant) {
+        int rc = cd_dnnl_conv_i8_create(c, d->quant, d->src[0].layout, d->dst.layout, d->max_batch, d->wq, d->bias,
+                                        &st->dop);
+        // oneDNN declines some weights only at create (16-bit sums without
+        // VNNI): the reference then, where it is asked for.
+        if (rc == CD_EUNSUPPORTED && all_nchw(d) && (ref_only() || cd_runtime_opts()->int8 == 2)) {
+            st->kind = K_I8REF;
+            return int8_init(st, d);
+        }
+        return rc;
+    }
     if (k == K_DNNL)
         return cd_dnnl_conv_create(c, d->src[0].layout, d->dst.layout, d->max_batch, d->w, d->bias, &st->dop);
     size_t nw = (size_t)c->k * (c->c / c->groups) * c->r * c->s;
