@@ -83,38 +83,46 @@ static double kl_divergence(const double *p, const double *q, int n) {
 double ctl_qstat_entropy(const ctl_qstat *s) {
     if (!s->hist || !(s->top > 0)) return largest_abs(s);
     const int nb = CTL_QHIST_BINS, nq = CTL_QENTROPY_LEVELS;
-    double *p = malloc(sizeof(double) * nb), *q = malloc(sizeof(double) * nb);
-    if (!p || !q) {
+    double *h = malloc(sizeof(double) * nb), *p = malloc(sizeof(double) * nb), *q = malloc(sizeof(double) * nb);
+    if (!h || !p || !q) {
+        free(h);
         free(p);
         free(q);
         return largest_abs(s);
     }
+    // The spike of exact zeros (every ReLU output) would dominate both
+    // distributions and favour the tightest clip: bin 0 counts like bin 1,
+    // as NVIDIA's pytorch-quantization does.
+    for (int j = 0; j < nb; j++) h[j] = (double)s->hist[j];
+    h[0] = h[1];
     double best_kl = INFINITY;
     int best = nb;
     // Clip after bin i: p is the histogram's first i bins with everything
     // beyond folded into the last; q is those i bins merged into nq levels
     // and spread back evenly over the bins that were not empty.
+    double rest = 0;
+    for (int j = nq; j < nb; j++) rest += h[j];
     for (int i = nq; i <= nb; i++) {
-        for (int j = 0; j < i; j++) p[j] = (double)s->hist[j];
-        double rest = 0;
-        for (int j = i; j < nb; j++) rest += (double)s->hist[j];
+        for (int j = 0; j < i; j++) p[j] = h[j];
         p[i - 1] += rest;
         for (int level = 0; level < nq; level++) {
             int lo = (int)((int64_t)level * i / nq), hi = (int)((int64_t)(level + 1) * i / nq);
             double sum = 0;
             int nonzero = 0;
             for (int j = lo; j < hi; j++) {
-                sum += (double)s->hist[j];
-                nonzero += s->hist[j] != 0;
+                sum += h[j];
+                nonzero += h[j] != 0;
             }
-            for (int j = lo; j < hi; j++) q[j] = s->hist[j] && nonzero ? sum / nonzero : 0;
+            for (int j = lo; j < hi; j++) q[j] = h[j] != 0 && nonzero ? sum / nonzero : 0;
         }
         double kl = kl_divergence(p, q, i);
         if (kl < best_kl) {
             best_kl = kl;
             best = i;
         }
+        if (i < nb) rest -= h[i];
     }
+    free(h);
     free(p);
     free(q);
     return s->top * best / nb;
