@@ -197,8 +197,8 @@ int ctl_onnx_save(const ctl_onnx_model *m, const char *path, char *err, size_t e
 
 // ---- building -----------------------------------------------------------------
 
-Onnx__TensorProto *ctl_onnx_tensor_new(const char *name, int32_t dtype, int rank, const int64_t *dims,
-                                       const void *raw, size_t nbytes) {
+Onnx__TensorProto *ctl_onnx_tensor_new(const char *name, int32_t dtype, int rank, const int64_t *dims, const void *raw,
+                                       size_t nbytes) {
     Onnx__TensorProto *t = malloc(sizeof *t);
     if (!t) return NULL;
     onnx__tensor_proto__init(t);
@@ -234,8 +234,10 @@ Onnx__NodeProto *ctl_onnx_node_new(const char *op, const char *name, int nin, co
         ok = a && (n->attribute = calloc(1, sizeof *n->attribute));
         if (a) {
             onnx__attribute_proto__init(a);
-            if (ok) n->attribute[n->n_attribute++] = a;
-            else free(a);
+            if (ok)
+                n->attribute[n->n_attribute++] = a;
+            else
+                free(a);
         }
         if (ok && (a->name = strdup(attr))) {
             a->has_type = 1;

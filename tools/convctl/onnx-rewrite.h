@@ -56,8 +56,8 @@ int ctl_onnx_save(const ctl_onnx_model *m, const char *path, char *err, size_t e
 // A new tensor called name of ONNX element type dtype and shape dims[rank]
 // (rank 0: a scalar) holding nbytes of little-endian raw data (copied).
 // NULL when out of memory.
-Onnx__TensorProto *ctl_onnx_tensor_new(const char *name, int32_t dtype, int rank, const int64_t *dims,
-                                       const void *raw, size_t nbytes);
+Onnx__TensorProto *ctl_onnx_tensor_new(const char *name, int32_t dtype, int rank, const int64_t *dims, const void *raw,
+                                       size_t nbytes);
 
 // A new node of the default domain: op_type op, called name, nin inputs, one
 // output; with attr != NULL one int attribute attr = value. NULL when out of

@@ -20,10 +20,10 @@
 #define CTL_QENTROPY_LEVELS 128
 
 typedef struct {
-    double min, max;  // over every value seen (pass 1)
-    uint64_t count;   // values seen in pass 1
-    uint64_t *hist;   // CTL_QHIST_BINS counts of |x| over [0, top] (pass 2), or NULL
-    double top;       // the histogram's span: max(|min|, |max|) after pass 1
+    double min, max; // over every value seen (pass 1)
+    uint64_t count;  // values seen in pass 1
+    uint64_t *hist;  // CTL_QHIST_BINS counts of |x| over [0, top] (pass 2), or NULL
+    double top;      // the histogram's span: max(|min|, |max|) after pass 1
 } ctl_qstat;
 
 void ctl_qstat_init(ctl_qstat *s);
