@@ -278,3 +278,20 @@ def test_errors_and_usage(tmp_path, rng):
         assert r.returncode == 2 and "usage" in r.stderr, (args, r.stderr)
     r = quantize(f32, q, "--calib", tmp_path / "nowhere", check=False)
     assert r.returncode == 1 and "nowhere" in r.stderr
+
+
+def test_older_opset_moves_to_13_or_is_refused(tmp_path, rng):
+    def model(softmax):
+        g = B.Graph(rng, opset=11)
+        y = g.conv_bn_relu(g.input("x", [3, 12, 12]), 3, 8, 3)
+        y = g.conv_bn_relu(g.conv_bn_relu(y, 8, 8, 3), 8, 8, 3)
+        return g.build([B.fc_head(g, y, 8, 10, softmax=softmax)])
+    f32, out = save(model(False), tmp_path / "o11.onnx"), tmp_path / "q.onnx"
+    quantize(f32, out)
+    m = onnx.load(str(out))
+    assert [o.version for o in m.opset_import if o.domain in ("", "ai.onnx")] == [13]
+    onnx.checker.check_model(m, full_check=True)
+    assert rel_l2_per_input(f32, out, rng).max() <= REL_L2
+    # Softmax's axis means something else from 13 on: refused, with the way out named.
+    r = quantize(save(model(True), tmp_path / "s11.onnx"), out, check=False)
+    assert r.returncode == 1 and "opset 11" in r.stderr and "Softmax" in r.stderr, r.stderr
