@@ -217,8 +217,9 @@ int cd_model_overlaps(const cd_model *m);
 // call (the arena is reused by the next layer): copy what you keep.
 typedef void (*cd_trace_fn)(void *ud, int layer, const char *name, const char *label, const float *nchw, int rank,
                             const int64_t *shape);
-// cd_model_run that calls cb after every planned layer with its output
-// (runtime/trace.c), on the thread that computes (do not run a model from
+// cd_model_run that calls cb after every planned layer with its float32
+// output (a layer whose output is stored as 8-bit integers is skipped;
+// runtime/trace.c), on the thread that computes (do not run a model from
 // cb). Slow: each layer is synchronised, downloaded and converted to NCHW.
 // For offline tools (convctl quantize); plan the model with plan = 1 (dense)
 // so every value keeps its full shape. Returns what cd_model_run returns.

@@ -26,6 +26,17 @@ typedef struct {
     int rc;
 } trace_job;
 
+// Bytes of one item of t as float32 (padding channels included).
+static size_t float_item_bytes(const cd_ptensor *t) {
+    const cd_tdesc *d = &t->t;
+    size_t n = 1;
+    if (d->rank == 4)
+        n = cd_layout_numel(d->layout, 1, (int)d->shape[1], (int)d->shape[2], (int)d->shape[3]);
+    else
+        for (int k = 1; k < d->rank; k++) n *= (size_t)d->shape[k];
+    return n * sizeof(float);
+}
+
 // Shows layer li's output (already computed and synchronised) to the
 // callback. host and nchw are scratch buffers of at least the largest
 // tensor's bytes at this batch. Returns 0 or the download's error.
@@ -35,6 +46,9 @@ static int show_layer(trace_job *j, int li, void *host, float *nchw) {
     const cd_layer *l = &m->layers[li];
     const cd_ptensor *t = &m->tensors[l->out];
     const cd_btensor *b = &ex->bt[l->out];
+    // An output stored as 8-bit integers (between two int8 convs) has no
+    // float32 values to show.
+    if (float_item_bytes(t) > t->item_bytes) return 0;
     const size_t bytes = t->item_bytes * (size_t)j->batch;
     const void *src = b->data;
     if (cd_backend_get_caps(m->be).device_memory) {
@@ -59,8 +73,11 @@ static void trace_run(void *arg) {
     const cd_model *m = ex->m;
     const int batch = j->batch;
     size_t most = 64;
-    for (int i = 0; i < m->ntensors; i++)
-        if (!m->tensors[i].t.is_const && m->tensors[i].item_bytes > most) most = m->tensors[i].item_bytes;
+    for (int i = 0; i < m->ntensors; i++) {
+        const cd_ptensor *t = &m->tensors[i];
+        size_t f = float_item_bytes(t);
+        if (!t->t.is_const && (t->item_bytes > most || f > most)) most = t->item_bytes > f ? t->item_bytes : f;
+    }
     size_t scratch;
     if (cd_ck_mul_size(most, (size_t)batch, &scratch)) {
         j->rc = cd_errf(CD_ETOO_LARGE, j->err, j->errlen, "a traced tensor does not fit in memory");

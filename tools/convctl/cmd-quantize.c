@@ -446,6 +446,10 @@ static int run_quantize(ctl_ctx *ctx, ctl_qctx *q, const char *calib_dir, char *
     if (rc) return rc;
     cd_runtime_options ropts; // CONVD_* (runtime/runtime.h)
     cd_runtime_options_from_env(&ropts);
+    // OUT is measured on convd's float32 path over the quantization grid
+    // (int8 off): the int8 kernels compute the same grid values, and their
+    // activations between two int8 convs are integers no trace can show.
+    ropts.int8 = 1;
     cd_runtime_configure(&ropts);
     if ((st = cd_runtime_init(0))) return ctl_fail_msg("%s: runtime initialisation failed", cd_err_name(st));
     traced f32 = {0}, qdq = {0};
