@@ -211,4 +211,21 @@ int cd_model_wait(cd_exec *ex, char *err, size_t errlen);
 // computes everything before returning (cpu, hip-emu).
 int cd_model_overlaps(const cd_model *m);
 
+// A layer's output as cd_model_run_traced shows it: layer is its index
+// (cd_model_layer), name and label its ONNX node and fused ops as
+// cd_layer_info gives them (name is the first fused node's, label e.g.
+// "Conv+BN+Relu": the output is the last fused node's ONNX value); nchw holds
+// the whole batch in NCHW float32 (shape[0] = batch), valid only during the
+// call (the arena is reused by the next layer): copy what you keep.
+typedef void (*cd_trace_fn)(void *ud, int layer, const char *name, const char *label, const float *nchw, int rank,
+                            const int64_t *shape);
+// cd_model_run that calls cb after every planned layer with its float32
+// output (a layer whose output is stored as 8-bit integers is skipped;
+// runtime/trace.c), on the thread that computes (do not run a model from
+// cb). Slow: each layer is synchronised, downloaded and converted to NCHW.
+// For offline tools (convctl quantize); plan the model with plan = 1 (dense)
+// so every value keeps its full shape. Returns what cd_model_run returns.
+int cd_model_run_traced(cd_exec *ex, int batch, const void *const *inputs, void *const *outputs, cd_trace_fn cb,
+                        void *ud, char *err, size_t errlen);
+
 #endif // CD_RUNTIME_RUNTIME_H

@@ -64,6 +64,9 @@ void ctl_render_models_table(const msgpack_object *models, const msgpack_object 
 // Offline (no daemon): prune a model file; ctl_prune_help is its --help text.
 int ctl_cmd_prune(ctl_ctx *ctx, int argc, char **argv);
 extern const char ctl_prune_help[];
+// Offline: static quantization of a model file into QDQ (cmd-quantize.c).
+int ctl_cmd_quantize(ctl_ctx *ctx, int argc, char **argv);
+extern const char ctl_quantize_help[];
 // Offline: the plan of a model file per layer (runtime in-process).
 int ctl_cmd_plan(ctl_ctx *ctx, int argc, char **argv);
 extern const char ctl_plan_help[];

@@ -59,6 +59,10 @@ static const ctl_command commands[] = {
      ctl_cmd_infer},
     {"prune", "IN.onnx OUT.onnx --sparsity S [--mode M] [--per-layer] [--skip first,last,NAME,...]",
      "prune weights by magnitude, write a new model (offline)", ctl_prune_help, ctl_cmd_prune},
+    {"quantize",
+     "IN.onnx OUT.onnx [--calib DIR | --calib-random N] [--method minmax|percentile|entropy] [--act u8|s8] "
+     "[--exclude NAME,...]",
+     "quantize to int8 (QDQ), calibrated on convd's runtime (offline)", ctl_quantize_help, ctl_cmd_quantize},
     {"plan", "FILE|NAME [--batch B] [--runs N] [--all] [--json] [--tune] [--threads T] [--plan MODE] [--vs-dense]",
      "per-layer structure, kernel, layout, predicted and measured time (a loaded model: measured in the daemon; a "
      "file: offline)",

@@ -194,3 +194,98 @@ int ctl_onnx_save(const ctl_onnx_model *m, const char *path, char *err, size_t e
     free(buf);
     return rc;
 }
+
+// ---- building -----------------------------------------------------------------
+
+Onnx__TensorProto *ctl_onnx_tensor_new(const char *name, int32_t dtype, int rank, const int64_t *dims, const void *raw,
+                                       size_t nbytes) {
+    Onnx__TensorProto *t = malloc(sizeof *t);
+    if (!t) return NULL;
+    onnx__tensor_proto__init(t);
+    t->name = strdup(name);
+    t->dims = malloc(sizeof(int64_t) * (size_t)(rank > 0 ? rank : 1));
+    t->raw_data.data = malloc(nbytes ? nbytes : 1);
+    if (!t->name || !t->dims || !t->raw_data.data) {
+        onnx__tensor_proto__free_unpacked(t, NULL);
+        return NULL;
+    }
+    t->n_dims = (size_t)rank;
+    if (rank > 0) memcpy(t->dims, dims, sizeof(int64_t) * (size_t)rank);
+    if (nbytes) memcpy(t->raw_data.data, raw, nbytes);
+    t->raw_data.len = nbytes;
+    t->has_raw_data = 1;
+    t->has_data_type = 1;
+    t->data_type = dtype;
+    return t;
+}
+
+Onnx__NodeProto *ctl_onnx_node_new(const char *op, const char *name, int nin, const char *const *in, const char *out,
+                                   const char *attr, int64_t value) {
+    Onnx__NodeProto *n = malloc(sizeof *n);
+    if (!n) return NULL;
+    onnx__node_proto__init(n);
+    int ok = (n->op_type = strdup(op)) && (n->name = strdup(name)) &&
+             (n->input = calloc((size_t)nin + 1, sizeof *n->input)) && (n->output = calloc(1, sizeof *n->output));
+    for (int i = 0; ok && i < nin; i++, n->n_input++) ok = (n->input[i] = strdup(in[i])) != NULL;
+    if (ok) ok = (n->output[0] = strdup(out)) != NULL;
+    if (ok) n->n_output = 1;
+    if (ok && attr) {
+        Onnx__AttributeProto *a = malloc(sizeof *a);
+        ok = a && (n->attribute = calloc(1, sizeof *n->attribute));
+        if (a) {
+            onnx__attribute_proto__init(a);
+            if (ok)
+                n->attribute[n->n_attribute++] = a;
+            else
+                free(a);
+        }
+        if (ok && (a->name = strdup(attr))) {
+            a->has_type = 1;
+            a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT;
+            a->has_i = 1;
+            a->i = value;
+        } else {
+            ok = 0;
+        }
+    }
+    if (!ok) {
+        onnx__node_proto__free_unpacked(n, NULL);
+        return NULL;
+    }
+    return n;
+}
+
+int ctl_onnx_set_input(Onnx__NodeProto *n, size_t i, const char *name) {
+    char *s = strdup(name);
+    if (!s) return CD_ENOMEM;
+    free(n->input[i]);
+    n->input[i] = s;
+    return 0;
+}
+
+int ctl_onnx_add_initializer(ctl_onnx_model *m, Onnx__TensorProto *t) {
+    Onnx__GraphProto *g = m->proto->graph;
+    Onnx__TensorProto **v = realloc(g->initializer, (g->n_initializer + 1) * sizeof *v);
+    if (!v) return CD_ENOMEM;
+    g->initializer = v;
+    g->initializer[g->n_initializer++] = t;
+    return 0;
+}
+
+int64_t ctl_onnx_opset(const ctl_onnx_model *m) {
+    for (size_t i = 0; i < m->proto->n_opset_import; i++) {
+        const Onnx__OperatorSetIdProto *o = m->proto->opset_import[i];
+        if (o && (!o->domain || !*o->domain || strcmp(o->domain, "ai.onnx") == 0)) return o->version;
+    }
+    return 0;
+}
+
+void ctl_onnx_set_opset(ctl_onnx_model *m, int64_t version) {
+    for (size_t i = 0; i < m->proto->n_opset_import; i++) {
+        Onnx__OperatorSetIdProto *o = m->proto->opset_import[i];
+        if (o && (!o->domain || !*o->domain || strcmp(o->domain, "ai.onnx") == 0)) {
+            o->has_version = 1;
+            o->version = version;
+        }
+    }
+}
