@@ -195,9 +195,17 @@ int cd_dnnl_conv_create(const cd_conv_desc *d, cd_layout src, cd_layout dst, int
 // is within float rounding of a half-integer the two round to neighbouring
 // integers, so q may differ by one step there, nowhere else.
 //
-// Not implemented (supports() 0, create CD_EUNSUPPORTED): q->mid_scale (the
-// QDQ residual block's rounding of y0 before the residual) and q->res_int
-// (integer residual); the residual here is float32 y values.
+// A QDQ residual block (q->mid_scale > 0: y0 rounded to the mid grid, then
+// + residual, act, the output's grid): the conv writes y0's integers on the
+// mid grid (scale mult / mid_scale, mid zero point), a dequantizing reorder
+// adds them into the residual (sum post-op), the activation runs in place,
+// and the output reorder(s) follow. The mid rounding may be one mid step off
+// where y0 / mid_scale sits at a half, so such an output may differ from the
+// reference by ceil(mid_scale / out_scale) + 1 steps there (a float output by
+// mid_scale).
+// Not implemented (supports() 0, create CD_EUNSUPPORTED): q->res_int
+// (integer residual; the residual here is float32 y values) and a two-step
+// activation (HARDSIGMOID) after a mid rounding.
 //
 // supports() is 1 only when oneDNN builds a non-reference (jit) kernel for it
 // on this CPU and q is well formed (in_scale > 0, every w_scale > 0 and

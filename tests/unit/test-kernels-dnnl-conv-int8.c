@@ -15,6 +15,7 @@ typedef struct {
     int in_signed, src_int; // u8 / s8 inputs; integers or float grid values
     int out_mode;           // 0: y in float32; 1: quantized, grid values; 2: quantized, integers
     int out_signed;
+    int mid; // 1: a QDQ residual block's rounding of y0 (q.mid_scale) before the residual
 } i8_io;
 
 static i8_io rand_io(void) {
@@ -127,6 +128,11 @@ static void i8_case(cd_conv_desc d, i8_io io, cd_layout sl, cd_layout dl, int ba
         q.out_zp = io.out_signed ? cd_test_randi(-10, 10) : cd_test_randi(0, 128);
         q.dst_int = io.out_mode == 2;
     }
+    if (io.mid) {
+        q.mid_scale = cd_test_randf(0.02f, 0.2f);
+        q.mid_signed = cd_test_randi(0, 1);
+        q.mid_zp = q.mid_signed ? cd_test_randi(-10, 10) : cd_test_randi(0, 200);
+    }
     if (d.has_residual && io.out_mode == 0 && !resid_in_place) resid_in_place = cd_test_randi(0, 1);
     if (io.out_mode) resid_in_place = 0; // only a float32 dst can hold it
     const int lo = (int)cd_quant_qmin(io.in_signed), hi = (int)cd_quant_qmax(io.in_signed);
@@ -203,13 +209,15 @@ static void i8_case(cd_conv_desc d, i8_io io, cd_layout sl, cd_layout dl, int ba
         if (io.out_mode == 2) {
             int g = io.out_signed ? ((int8_t *)got)[i] : ((uint8_t *)got)[i];
             int r = io.out_signed ? ((int8_t *)ref)[i] : ((uint8_t *)ref)[i];
-            if (abs(g - r) > 1)
+            // A mid rounding one mid step off moves y by mid_scale.
+            int steps = 1 + (io.mid ? (int)ceilf(q.mid_scale / q.out_scale) : 0);
+            if (abs(g - r) > steps)
                 CD_CHECK_FAIL_("q[%zu] = %d, reference %d (acc %d; %s)", i, g, r, acc[i],
                                case_str(&d, io, sl, dl, impl));
             off_by_one += g != r;
         } else if (io.out_mode == 1) {
             float g = ((float *)got)[i], r = ((float *)ref)[i];
-            if (fabsf(g - r) > q.out_scale * 1.001f)
+            if (fabsf(g - r) > (q.out_scale + (io.mid ? q.mid_scale + q.out_scale : 0.0f)) * 1.001f)
                 CD_CHECK_FAIL_("grid[%zu] = %g, reference %g (step %g; %s)", i, g, r, q.out_scale,
                                case_str(&d, io, sl, dl, impl));
             off_by_one += g != r;
@@ -218,7 +226,7 @@ static void i8_case(cd_conv_desc d, i8_io io, cd_layout sl, cd_layout dl, int ba
             float g = ((float *)got)[i], r = ((float *)ref)[i];
             float size = fabsf(r) + fabsf(mult[k] * (float)acc[i]) + (bias ? fabsf(bias[k]) : 0.0f) +
                          (res ? fabsf(res[i]) : 0.0f);
-            if (!(fabsf(g - r) <= 1e-4f * size + 1e-6f))
+            if (!(fabsf(g - r) <= 1e-4f * size + 1e-6f + (io.mid ? q.mid_scale * 1.001f : 0.0f)))
                 CD_CHECK_FAIL_("y[%zu] = %g, reference %g (acc %d; %s)", i, g, r, acc[i],
                                case_str(&d, io, sl, dl, impl));
         }
@@ -308,6 +316,19 @@ CD_TEST(dnnl_conv_i8_batch_16_stem_other_kernel_other_weights) {
     d.act = tk_act(CD_ACT_CLIP);
     i8_io io = {0, 0, 2, 0};
     i8_case(d, io, CD_LAYOUT_NCHW, cd_dnnl_blocked_layout(), 16, 0);
+}
+
+// A QDQ residual block in one layer (runtime/plan-int8.c): y0 rounded to the
+// mid grid, + the float residual, ReLU or Clip, then the output's grid.
+CD_TEST(dnnl_conv_i8_qdq_residual_block_mid_rounding) {
+    const cd_act kinds[] = {CD_ACT_NONE, CD_ACT_RELU, CD_ACT_CLIP};
+    for (int it = 0; it < 12; it++) {
+        cd_conv_desc d = rand_conv(cd_test_randi(0, 3));
+        d.has_residual = it % 4 != 0;
+        d.act = tk_act(kinds[it % 3]);
+        i8_io io = {cd_test_randi(0, 1), cd_test_randi(0, 1), cd_test_randi(0, 2), cd_test_randi(0, 1), 1};
+        i8_case(d, io, rand_layout(), rand_layout(), cd_test_randi(1, 3), 0);
+    }
 }
 
 CD_TEST(dnnl_conv_i8_pointwise_and_first_layer) {
@@ -480,6 +501,7 @@ CD_TEST(dnnl_conv_i8_bad_quant_eparams_and_supports_0) {
     // What the op does not implement of the contract: declined, not wrong.
     cd_conv_quant mid = good, resi = good;
     mid.mid_scale = 0.1f;
+    d.act = (cd_activation){CD_ACT_HARDSIGMOID, 0.2f, 0.5f}; // two oneDNN steps after the mid rounding
     resi.res_int = 1, resi.res_scale = 0.1f;
     cd_conv_desc dr = d;
     dr.has_residual = 1;
@@ -487,6 +509,7 @@ CD_TEST(dnnl_conv_i8_bad_quant_eparams_and_supports_0) {
     CHECK_EQ(cd_dnnl_conv_i8_supports(&dr, &resi, CD_LAYOUT_NCHW, CD_LAYOUT_NCHW), 0);
     CHECK_EQ(cd_dnnl_conv_i8_create(&d, &mid, CD_LAYOUT_NCHW, CD_LAYOUT_NCHW, 1, wq, NULL, &op), CD_EUNSUPPORTED);
     CHECK_EQ(cd_dnnl_conv_i8_create(&dr, &resi, CD_LAYOUT_NCHW, CD_LAYOUT_NCHW, 1, wq, NULL, &op), CD_EUNSUPPORTED);
+    d.act = (cd_activation){CD_ACT_NONE, 0, 0};
     // Full-range weights where oneDNN's kernels would saturate them.
     wq[5] = -128;
     int rc = cd_dnnl_conv_i8_create(&d, &good, CD_LAYOUT_NCHW, CD_LAYOUT_NCHW, 1, wq, NULL, &op);
