@@ -60,6 +60,7 @@ endif
 # portable so the binaries run on any x86-64.
 $(BUILD)/obj/%-avx512f.o: CFLAGS += -mavx512f -mavx512vl -mavx512bw -mavx512dq -mfma
 $(BUILD)/obj/%-avx2.o:    CFLAGS += -mavx2 -mfma
+$(BUILD)/obj/%-avx512vnni.o: CFLAGS += -mavx512f -mavx512vl -mavx512bw -mavx512dq -mavx512vnni -mfma
 
 ifeq ($(V),1)
 Q :=
@@ -406,6 +407,14 @@ $(BUILD)/bin/sparse-conv-layers: $(BUILD)/obj/bench/sparse-conv-layers.o $(call 
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(DNNL_LIBS) $(OMP_FLAGS) $(LDLIBS)
 
 bench: $(BUILD)/bin/sparse-conv-layers
+
+# Int8 vs f32 sparse conv on ResNet-50's shapes, per ISA level.
+$(BUILD)/bin/sparse-i8-layers: $(BUILD)/obj/bench/sparse-i8-layers.o $(call obj,$(wildcard sparse/*.c)) $(call obj,kernels/op-desc.c $(CORE_SRC))
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(OMP_FLAGS) $(LDLIBS)
+
+bench: $(BUILD)/bin/sparse-i8-layers
 
 # f32 vs int8 conv on oneDNN, the primitives alone (bench/dnnl-int8-layers.sh).
 $(BUILD)/bin/dnnl-int8-layers: $(BUILD)/obj/bench/dnnl-int8-layers.o
