@@ -518,21 +518,33 @@ CD_TEST(dnnl_conv_i8_bad_quant_eparams_and_supports_0) {
 }
 
 // Re-runs this file's tests in a child under ONEDNN_MAX_CPU_ISA=isa: oneDNN
-// reads the cap once per process. Returns the child's exit status.
+// reads the cap once per process. The child's report is printed indented,
+// so that a runner reading ours (tests/support/cunit.py) does not take its
+// lines for this test's. Returns the child's exit status.
 static int run_capped(const char *isa) {
     char exe[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (n <= 0) return -1;
     exe[n] = 0;
+    int fd[2];
+    if (pipe(fd)) return -1;
     fflush(stdout);
     pid_t pid = fork();
     if (pid < 0) return -1;
     if (pid == 0) {
+        dup2(fd[1], 1);
+        dup2(fd[1], 2);
+        close(fd[0]);
         setenv("ONEDNN_MAX_CPU_ISA", isa, 1);
         setenv("CD_I8_CAPPED_CHILD", "1", 1);
         execl(exe, exe, "dnnl_conv_i8_*", (char *)NULL);
         _exit(127);
     }
+    close(fd[1]);
+    FILE *f = fdopen(fd[0], "r");
+    char line[1024];
+    while (f && fgets(line, sizeof line, f)) printf("  | %s", line);
+    if (f) fclose(f);
     int st = 0;
     if (waitpid(pid, &st, 0) != pid) return -1;
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
