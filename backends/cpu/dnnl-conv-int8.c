@@ -398,6 +398,9 @@ static conv_i8_priv priv_for(const cd_conv_desc *d, const cd_conv_quant *q, cd_l
 int cd_dnnl_conv_i8_supports(const cd_conv_desc *d, const cd_conv_quant *q, cd_layout src, cd_layout dst) {
     if (!d || !q || cd_dnnl_conv_check(d, src, dst) || quant_check(q, d->k) || cd_dnnl_init()) return 0;
     if (quant_unsupported(d, q)) return 0;
+    // Without VNNI create() takes only 7-bit weights, which supports() cannot
+    // see, and real QDQ weights use the whole s8 range: say no up front.
+    if (!cd_dnnl_has_vnni()) return 0;
     conv_i8_priv cp = priv_for(d, q, src, dst, 0);
     float *ones = malloc((size_t)d->k * sizeof(float)); // scale values do not change the choice
     if (!ones) return 0;

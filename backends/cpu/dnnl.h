@@ -207,13 +207,17 @@ int cd_dnnl_conv_create(const cd_conv_desc *d, cd_layout src, cd_layout dst, int
 // (integer residual; the residual here is float32 y values) and a two-step
 // activation (HARDSIGMOID) after a mid rounding.
 //
-// supports() is 1 only when oneDNN builds a non-reference (jit) kernel for it
-// on this CPU and q is well formed (in_scale > 0, every w_scale > 0 and
+// supports() is 1 only on a CPU with VNNI (see below), when oneDNN builds a
+// non-reference (jit) kernel for it there and q is well formed (in_scale > 0, every w_scale > 0 and
 // finite, zero points in their type's range, dst_int only with out_scale > 0).
 // On CPUs without VNNI (ONEDNN_MAX_CPU_ISA=AVX512_CORE, AVX2) oneDNN's u8 x s8
 // kernels add pairs of products in 16 bits with saturation (vpmaddubsw), so
 // create() there refuses weights outside [-64, 64] with CD_EUNSUPPORTED
-// (2 * 255 * 64 fits; 7-bit weights are what oneDNN asks for on those CPUs).
+// (2 * 255 * 64 fits; 7-bit weights are what oneDNN asks for on those CPUs),
+// and supports() answers 0 there, since it cannot see the weights and
+// quantizers use the whole s8 range (the planner then keeps such layers on
+// another kernel). Splitting the weights into two 7-bit halves (two convs)
+// would lift that; not done.
 // Two oneDNN 2.6 bugs are avoided inside (tests name them): its reorder out
 // of plain nchw drops a zero point for some shapes (the op quantizes in nchw,
 // then relayouts), and its AVX2 strided 1x1 int8 kernel races at batch > 1
