@@ -10,11 +10,13 @@
 
 // The tensors a step reads or writes: the caller's three and the temporaries
 // in the ctx scratchpad.
-typedef enum { BUF_SRC = 0, BUF_DST, BUF_RES, BUF_TPRE, BUF_TIN, BUF_TOUT, BUF_TQ, BUF_COUNT } buf_id;
+typedef enum { BUF_SRC = 0, BUF_DST, BUF_RES, BUF_TPRE, BUF_TIN, BUF_TMID, BUF_TOUT, BUF_TQ, BUF_COUNT } buf_id;
 
 // One primitive run: index into cd_dnnl_prim, what it reads and writes.
+typedef enum { STEP_CONV, STEP_REORDER, STEP_ELTWISE } step_kind;
 typedef struct {
     int prim;
+    step_kind kind;
     buf_id from, to;
 } i8_step;
 
@@ -32,6 +34,7 @@ typedef struct {
     cd_layout src_l, dst_l; // the plan's layouts
     int acc_only;           // test hook: s32 accumulators out
     int fused_q;            // the conv writes the quantized output itself
+    int mid;                // q.mid_scale > 0: the conv writes y0 on the mid grid, reorders do the rest
     int shift;              // 128 when s8 inputs run as u8 (x + 128, zero point + 128)
     cd_dnnl_weights wts;    // user OIHW / GOIHW s8
     float *bias;            // K: bias / mult (oneDNN 2.6 scales after adding it), or NULL
@@ -61,15 +64,20 @@ static int quant_check(const cd_conv_quant *q, int k) {
     return 0;
 }
 
-// What this op does not implement of the contract: the QDQ residual block's
-// mid rounding (mid_scale) and an integer residual (res_int). It declines
-// them, as kernels/op-desc.h allows.
-static int quant_unsupported(const cd_conv_quant *q) { return q->mid_scale > 0.0f || q->res_int; }
+// What this op does not implement of the contract: an integer residual
+// (res_int), and an activation of two oneDNN steps (HARDSIGMOID) after a mid
+// rounding. It declines them, as kernels/op-desc.h allows.
+static int quant_unsupported(const cd_conv_desc *d, const cd_conv_quant *q) {
+    if (q->res_int) return 1;
+    if (!(q->mid_scale > 0.0f)) return 0;
+    cd_dnnl_elt_step st[2];
+    return !isfinite(q->mid_scale) || !zp_ok(q->mid_zp, q->mid_signed) || cd_dnnl_act_steps(d->act, st) > 1;
+}
 
 // The conv writes q itself when the activation commutes with the output
 // scale (NONE, RELU, CLIP) and there is no float residual to add.
 static int can_fuse_q(const cd_conv_desc *d, const cd_conv_quant *q) {
-    if (!(q->out_scale > 0.0f) || d->has_residual) return 0;
+    if (!(q->out_scale > 0.0f) || d->has_residual || q->mid_scale > 0.0f) return 0;
     return d->act.kind == CD_ACT_NONE || d->act.kind == CD_ACT_RELU || d->act.kind == CD_ACT_CLIP;
 }
 
@@ -84,9 +92,11 @@ static int conv_attr(const conv_i8_priv *cp, const float *oscale, dnnl_primitive
     if (oscale && (rc = CD_DNNL(dnnl_primitive_attr_set_output_scales(*attr, cp->d.k, 1 << 1, oscale)))) goto fail;
     int32_t zin = cp->q.in_zp + cp->shift, zout = cp->q.out_zp;
     if (zin && (rc = CD_DNNL(dnnl_primitive_attr_set_zero_points(*attr, DNNL_ARG_SRC, 1, 0, &zin)))) goto fail;
-    if (cp->fused_q && zout && (rc = CD_DNNL(dnnl_primitive_attr_set_zero_points(*attr, DNNL_ARG_DST, 1, 0, &zout))))
+    if (cp->mid) zout = cp->q.mid_zp;
+    if ((cp->fused_q || cp->mid) && zout &&
+        (rc = CD_DNNL(dnnl_primitive_attr_set_zero_points(*attr, DNNL_ARG_DST, 1, 0, &zout))))
         goto fail;
-    if (cp->acc_only) return 0;
+    if (cp->acc_only || cp->mid) return 0; // mid: residual and activation come after the rounding
     cd_activation act = cp->d.act;
     if (cp->fused_q && act.kind == CD_ACT_CLIP) act.alpha /= cp->q.out_scale, act.beta /= cp->q.out_scale;
     if (cp->d.has_residual || act.kind != CD_ACT_NONE) {
@@ -106,6 +116,7 @@ fail:
 
 // The conv's element type out: s32 accumulators, q's type, or y in f32.
 static dnnl_data_type_t conv_dst_dt(const conv_i8_priv *cp) {
+    if (cp->mid) return int_dt(cp->q.mid_signed);
     return cp->acc_only ? dnnl_s32 : cp->fused_q ? int_dt(cp->q.out_signed) : dnnl_f32;
 }
 
@@ -162,8 +173,8 @@ static int conv_pd(const conv_i8_priv *cp, int batch, const float *oscale, int q
 
 // A reorder from smd to dmd with an output scale (1: none) and zero points
 // (0: none) as primitive i of p. 0 or an error.
-static int reorder_pd(cd_dnnl_prim *p, int i, const dnnl_memory_desc_t *smd, const dnnl_memory_desc_t *dmd, float scale,
-                      int32_t src_zp, int32_t dst_zp) {
+static int reorder_pd_sum(cd_dnnl_prim *p, int i, const dnnl_memory_desc_t *smd, const dnnl_memory_desc_t *dmd,
+                          float scale, int32_t src_zp, int32_t dst_zp, int with_sum) {
     dnnl_primitive_attr_t attr = NULL;
     int rc = CD_DNNL(dnnl_primitive_attr_create(&attr));
     if (rc) return rc;
@@ -171,9 +182,33 @@ static int reorder_pd(cd_dnnl_prim *p, int i, const dnnl_memory_desc_t *smd, con
         rc = CD_DNNL(dnnl_primitive_attr_set_output_scales(attr, 1, 0, &scale));
     if (!rc && src_zp) rc = CD_DNNL(dnnl_primitive_attr_set_zero_points(attr, DNNL_ARG_SRC, 1, 0, &src_zp));
     if (!rc && dst_zp) rc = CD_DNNL(dnnl_primitive_attr_set_zero_points(attr, DNNL_ARG_DST, 1, 0, &dst_zp));
+    if (!rc && with_sum) { // dst += the reorder's result
+        dnnl_post_ops_t po = NULL;
+        rc = CD_DNNL(dnnl_post_ops_create(&po));
+        if (!rc) rc = CD_DNNL(dnnl_post_ops_append_sum(po, 1.0f));
+        if (!rc) rc = CD_DNNL(dnnl_primitive_attr_set_post_ops(attr, po));
+        if (po) dnnl_post_ops_destroy(po);
+    }
     if (!rc)
         rc = CD_DNNL(dnnl_reorder_primitive_desc_create(&p->pd[i], smd, cd_dnnl_engine(), dmd, cd_dnnl_engine(), attr));
     dnnl_primitive_attr_destroy(attr);
+    if (!rc && i + 1 > p->nprim) p->nprim = i + 1;
+    return rc;
+}
+
+static int reorder_pd(cd_dnnl_prim *p, int i, const dnnl_memory_desc_t *smd, const dnnl_memory_desc_t *dmd, float scale,
+                      int32_t src_zp, int32_t dst_zp) {
+    return reorder_pd_sum(p, i, smd, dmd, scale, src_zp, dst_zp, 0);
+}
+
+// The activation in place on md as primitive i of p (one oneDNN step). 0 or an error.
+static int eltwise_pd(cd_dnnl_prim *p, int i, const dnnl_memory_desc_t *md, cd_activation act) {
+    cd_dnnl_elt_step st[2];
+    if (cd_dnnl_act_steps(act, st) != 1) return CD_EUNSUPPORTED;
+    dnnl_eltwise_desc_t ed;
+    int rc =
+        CD_DNNL(dnnl_eltwise_forward_desc_init(&ed, dnnl_forward_inference, st[0].alg, md, st[0].alpha, st[0].beta));
+    if (!rc) rc = cd_dnnl_plain_build(p, i, &ed);
     if (!rc && i + 1 > p->nprim) p->nprim = i + 1;
     return rc;
 }
@@ -221,46 +256,63 @@ static int conv_i8_build(cd_dnnl_op *op, int batch, cd_dnnl_prim *p) {
             if ((rc = cd_dnnl_md_act_dt(&pre, batch, d->c, d->h, d->w, CD_LAYOUT_NCHW, dnnl_u8))) return rc;
             pre_bytes = dnnl_memory_desc_get_size(&pre);
             if ((rc = reorder_pd(p, np, &usrc, &pre, scale, 0, in_zp))) return rc;
-            w.step[w.nsteps++] = (i8_step){np++, BUF_SRC, BUF_TPRE};
+            w.step[w.nsteps++] = (i8_step){np++, STEP_REORDER, BUF_SRC, BUF_TPRE};
             if ((rc = reorder_pd(p, np, &pre, csrc, 1.0f, 0, 0))) return rc;
-            w.step[w.nsteps++] = (i8_step){np++, BUF_TPRE, BUF_TIN};
+            w.step[w.nsteps++] = (i8_step){np++, STEP_REORDER, BUF_TPRE, BUF_TIN};
         } else {
             if ((rc = reorder_pd(p, np, &usrc, csrc, scale, 0, in_zp))) return rc;
-            w.step[w.nsteps++] = (i8_step){np++, BUF_SRC, BUF_TIN};
+            w.step[w.nsteps++] = (i8_step){np++, STEP_REORDER, BUF_SRC, BUF_TIN};
         }
         conv_in = BUF_TIN;
     }
-    // Out: where the conv writes, and what follows it.
-    int direct = dnnl_memory_desc_equal(&udst, cdst) && (cp->acc_only || cp->fused_q || !(q->out_scale > 0.0f));
-    buf_id conv_out = direct ? BUF_DST : BUF_TOUT;
+    // Out: where the conv writes, and what follows it. ymd: y in f32 in the
+    // conv's layout (TOUT), where the residual and the activation apply.
+    dnnl_memory_desc_t ymd = *cdst;
+    ymd.data_type = dnnl_f32;
+    int direct =
+        !cp->mid && dnnl_memory_desc_equal(&udst, cdst) && (cp->acc_only || cp->fused_q || !(q->out_scale > 0.0f));
+    buf_id conv_out = direct ? BUF_DST : cp->mid ? BUF_TMID : BUF_TOUT;
+    buf_id res_to = cp->mid ? BUF_TOUT : conv_out;
     if (d->has_residual && !cp->acc_only) {
-        // The sum post-op adds what is in the conv's dst: put the residual
-        // there (skipped at run time when it already is).
-        if ((rc = reorder_pd(p, np, &ures, cdst, 1.0f, 0, 0))) return rc;
-        w.step[w.nsteps++] = (i8_step){np++, BUF_RES, conv_out};
+        // The sum post-op adds what is in its dst: put the residual there
+        // (skipped at run time when it already is).
+        if ((rc = reorder_pd(p, np, &ures, &ymd, 1.0f, 0, 0))) return rc;
+        w.step[w.nsteps++] = (i8_step){np++, STEP_REORDER, BUF_RES, res_to};
     }
-    w.step[w.nsteps++] = (i8_step){0, conv_in, conv_out};
+    w.step[w.nsteps++] = (i8_step){0, STEP_CONV, conv_in, conv_out};
+    if (cp->mid) {
+        // y = act(y0 on the mid grid (+ residual)): a dequantizing reorder
+        // that adds into TOUT, then the activation in place.
+        if ((rc = reorder_pd_sum(p, np, cdst, &ymd, q->mid_scale, q->mid_zp, 0, d->has_residual))) return rc;
+        w.step[w.nsteps++] = (i8_step){np++, STEP_REORDER, BUF_TMID, BUF_TOUT};
+        if (d->act.kind != CD_ACT_NONE) {
+            if ((rc = eltwise_pd(p, np, &ymd, d->act))) return rc;
+            w.step[w.nsteps++] = (i8_step){np++, STEP_ELTWISE, BUF_TOUT, BUF_TOUT};
+        }
+    }
     size_t tq_bytes = 0;
     if (!direct && !cp->acc_only && q->out_scale > 0.0f && !cp->fused_q && !q->dst_int) {
         // y -> q in the conv's layout, then below q -> its grid value.
-        tq = *cdst;
+        tq = ymd;
         tq.data_type = int_dt(q->out_signed);
         tq_bytes = dnnl_memory_desc_get_size(&tq);
-        if ((rc = reorder_pd(p, np, cdst, &tq, 1.0f / q->out_scale, 0, q->out_zp))) return rc;
-        w.step[w.nsteps++] = (i8_step){np++, BUF_TOUT, BUF_TQ};
+        if ((rc = reorder_pd(p, np, &ymd, &tq, 1.0f / q->out_scale, 0, q->out_zp))) return rc;
+        w.step[w.nsteps++] = (i8_step){np++, STEP_REORDER, BUF_TOUT, BUF_TQ};
         if ((rc = reorder_pd(p, np, &tq, &udst, q->out_scale, q->out_zp, 0))) return rc;
-        w.step[w.nsteps++] = (i8_step){np++, BUF_TQ, BUF_DST};
+        w.step[w.nsteps++] = (i8_step){np++, STEP_REORDER, BUF_TQ, BUF_DST};
     } else if (!direct) {
-        if (cp->acc_only || !(q->out_scale > 0.0f) || (cp->fused_q && q->dst_int))
+        if (cp->acc_only || (cp->fused_q && q->dst_int))
             rc = reorder_pd(p, np, cdst, &udst, 1.0f, 0, 0); // relayout only
+        else if (!(q->out_scale > 0.0f))
+            rc = reorder_pd(p, np, &ymd, &udst, 1.0f, 0, 0); // relayout only
         else if (cp->fused_q)
             rc = reorder_pd(p, np, cdst, &udst, q->out_scale, q->out_zp, 0); // q -> its grid value
         else
-            rc = reorder_pd(p, np, cdst, &udst, 1.0f / q->out_scale, 0, q->out_zp); // y -> q
+            rc = reorder_pd(p, np, &ymd, &udst, 1.0f / q->out_scale, 0, q->out_zp); // y -> q
         if (rc) return rc;
-        w.step[w.nsteps++] = (i8_step){np++, BUF_TOUT, BUF_DST};
+        w.step[w.nsteps++] = (i8_step){np++, STEP_REORDER, BUF_TOUT, BUF_DST};
     }
-    // Scratchpad: [primitives' own | TPRE | TIN | TOUT | TQ].
+    // Scratchpad: [primitives' own | TPRE | TIN | TMID | TOUT | TQ].
     size_t prim_bytes = 0;
     for (int i = 0; i < p->nprim; i++) {
         const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(p->pd[i], dnnl_query_scratchpad_md, 0);
@@ -272,8 +324,10 @@ static int conv_i8_build(cd_dnnl_op *op, int batch, cd_dnnl_prim *p) {
     off += align64(pre_bytes);
     w.off[BUF_TIN] = off;
     off += align64(conv_in == BUF_TIN ? dnnl_memory_desc_get_size(csrc) : 0);
+    w.off[BUF_TMID] = off;
+    off += align64(cp->mid ? dnnl_memory_desc_get_size(cdst) : 0);
     w.off[BUF_TOUT] = off;
-    off += align64(conv_out == BUF_TOUT ? dnnl_memory_desc_get_size(cdst) : 0);
+    off += align64(conv_out == BUF_TOUT || cp->mid ? dnnl_memory_desc_get_size(&ymd) : 0);
     w.off[BUF_TQ] = off;
     off += align64(tq_bytes);
     p->scratch_bytes = off;
@@ -293,14 +347,18 @@ static int conv_i8_exec(cd_dnnl_op *op, cd_dnnl_ctx *ctx, const cd_dnnl_prim *p,
         [BUF_RES] = cp->d.has_residual ? src[1] : NULL,
         [BUF_TPRE] = scratch + w->off[BUF_TPRE],
         [BUF_TIN] = scratch + w->off[BUF_TIN],
+        [BUF_TMID] = scratch + w->off[BUF_TMID],
         [BUF_TOUT] = scratch + w->off[BUF_TOUT],
         [BUF_TQ] = scratch + w->off[BUF_TQ],
     };
     for (int i = 0; i < w->nsteps; i++) {
         const i8_step *s = &w->step[i];
         int rc;
-        if (buf[s->from] == buf[s->to]) continue; // the residual already in dst
-        if (s->prim == 0) {
+        if (s->kind == STEP_REORDER && buf[s->from] == buf[s->to]) continue; // the residual already in dst
+        if (s->kind == STEP_ELTWISE) {
+            cd_dnnl_arg args[2] = {{DNNL_ARG_SRC, buf[s->from]}, {DNNL_ARG_DST, buf[s->to]}};
+            rc = cd_dnnl_exec(ctx, p, s->prim, 2, args);
+        } else if (s->kind == STEP_CONV) {
             cd_dnnl_arg args[4] = {
                 {DNNL_ARG_SRC, buf[s->from]},
                 {DNNL_ARG_WEIGHTS, cp->wts.data[p->wset]},
@@ -332,13 +390,17 @@ static conv_i8_priv priv_for(const cd_conv_desc *d, const cd_conv_quant *q, cd_l
     conv_i8_priv cp = {.d = *d, .q = *q, .src_l = src, .dst_l = dst, .acc_only = acc_only};
     cp.q.w_scale = NULL;
     cp.fused_q = !acc_only && can_fuse_q(d, q);
+    cp.mid = !acc_only && q->mid_scale > 0.0f;
     cp.shift = q->in_signed ? 128 : 0; // s8 runs as u8: no 16-bit pair saturation, one kernel family
     return cp;
 }
 
 int cd_dnnl_conv_i8_supports(const cd_conv_desc *d, const cd_conv_quant *q, cd_layout src, cd_layout dst) {
     if (!d || !q || cd_dnnl_conv_check(d, src, dst) || quant_check(q, d->k) || cd_dnnl_init()) return 0;
-    if (quant_unsupported(q)) return 0;
+    if (quant_unsupported(d, q)) return 0;
+    // Without VNNI create() takes only 7-bit weights, which supports() cannot
+    // see, and real QDQ weights use the whole s8 range: say no up front.
+    if (!cd_dnnl_has_vnni()) return 0;
     conv_i8_priv cp = priv_for(d, q, src, dst, 0);
     float *ones = malloc((size_t)d->k * sizeof(float)); // scale values do not change the choice
     if (!ones) return 0;
@@ -369,7 +431,7 @@ static int create(const cd_conv_desc *d, const cd_conv_quant *q, cd_layout src, 
     *out = NULL;
     if (!d || !q || !wq || cd_dnnl_conv_check(d, src, dst) || quant_check(q, d->k)) return CD_EPARAMS;
     if (!acc_only && !q->w_scale) return CD_EPARAMS;
-    if (!acc_only && quant_unsupported(q)) return CD_EUNSUPPORTED;
+    if (!acc_only && quant_unsupported(d, q)) return CD_EUNSUPPORTED;
     size_t wn = (size_t)d->k * (d->c / d->groups) * d->r * d->s;
     if (!weights_fit_isa(wq, wn)) return CD_EUNSUPPORTED;
     static const cd_dnnl_kind k_kind = {conv_i8_build, conv_i8_exec, conv_i8_fini};
@@ -391,7 +453,7 @@ static int create(const cd_conv_desc *d, const cd_conv_quant *q, cd_layout src, 
             rc = CD_EPARAMS; // bias / mult would not be finite
             goto fail;
         }
-        cp->oscale[k] = cp->fused_q ? mult / q->out_scale : mult;
+        cp->oscale[k] = cp->mid ? mult / q->mid_scale : cp->fused_q ? mult / q->out_scale : mult;
         if (cp->bias) cp->bias[k] = bias[k] / mult;
     }
     if ((rc = cd_dnnl_conv_weights_md(&cp->wts.user_md, d, dnnl_s8, dnnl_oihw))) goto fail;

@@ -51,10 +51,10 @@ typedef struct {
 } cd_dnnl_elt_step;
 int cd_dnnl_act_steps(cd_activation act, cd_dnnl_elt_step steps[2]);
 
-// One batch size's executable form of an op: up to six primitives, run in
+// One batch size's executable form of an op: up to eight primitives, run in
 // the order its kind's exec chooses (the int8 conv: boundary reorders around
 // the conv, which is pd[0] so that cd_dnnl_op_impl names it).
-#define CD_DNNL_MAX_PRIMS 6
+#define CD_DNNL_MAX_PRIMS 8
 typedef struct {
     dnnl_primitive_desc_t pd[CD_DNNL_MAX_PRIMS];
     dnnl_primitive_t prim[CD_DNNL_MAX_PRIMS];

@@ -195,17 +195,29 @@ int cd_dnnl_conv_create(const cd_conv_desc *d, cd_layout src, cd_layout dst, int
 // is within float rounding of a half-integer the two round to neighbouring
 // integers, so q may differ by one step there, nowhere else.
 //
-// Not implemented (supports() 0, create CD_EUNSUPPORTED): q->mid_scale (the
-// QDQ residual block's rounding of y0 before the residual) and q->res_int
-// (integer residual); the residual here is float32 y values.
+// A QDQ residual block (q->mid_scale > 0: y0 rounded to the mid grid, then
+// + residual, act, the output's grid): the conv writes y0's integers on the
+// mid grid (scale mult / mid_scale, mid zero point), a dequantizing reorder
+// adds them into the residual (sum post-op), the activation runs in place,
+// and the output reorder(s) follow. The mid rounding may be one mid step off
+// where y0 / mid_scale sits at a half, so such an output may differ from the
+// reference by ceil(mid_scale / out_scale) + 1 steps there (a float output by
+// mid_scale).
+// Not implemented (supports() 0, create CD_EUNSUPPORTED): q->res_int
+// (integer residual; the residual here is float32 y values) and a two-step
+// activation (HARDSIGMOID) after a mid rounding.
 //
-// supports() is 1 only when oneDNN builds a non-reference (jit) kernel for it
-// on this CPU and q is well formed (in_scale > 0, every w_scale > 0 and
+// supports() is 1 only on a CPU with VNNI (see below), when oneDNN builds a
+// non-reference (jit) kernel for it there and q is well formed (in_scale > 0, every w_scale > 0 and
 // finite, zero points in their type's range, dst_int only with out_scale > 0).
 // On CPUs without VNNI (ONEDNN_MAX_CPU_ISA=AVX512_CORE, AVX2) oneDNN's u8 x s8
 // kernels add pairs of products in 16 bits with saturation (vpmaddubsw), so
 // create() there refuses weights outside [-64, 64] with CD_EUNSUPPORTED
-// (2 * 255 * 64 fits; 7-bit weights are what oneDNN asks for on those CPUs).
+// (2 * 255 * 64 fits; 7-bit weights are what oneDNN asks for on those CPUs),
+// and supports() answers 0 there, since it cannot see the weights and
+// quantizers use the whole s8 range (the planner then keeps such layers on
+// another kernel). Splitting the weights into two 7-bit halves (two convs)
+// would lift that; not done.
 // Two oneDNN 2.6 bugs are avoided inside (tests name them): its reorder out
 // of plain nchw drops a zero point for some shapes (the op quantizes in nchw,
 // then relayouts), and its AVX2 strided 1x1 int8 kernel races at batch > 1
