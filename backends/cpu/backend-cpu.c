@@ -84,7 +84,9 @@ static int same_shape(const cd_tdesc *a, const cd_tdesc *b) {
     return a->rank == b->rank && memcmp(a->shape + 1, b->shape + 1, sizeof(int64_t) * (size_t)(a->rank - 1)) == 0;
 }
 
-static cd_dnnl_binary_kind dnnl_bin(cd_binary_kind k) { return k == CD_BINARY_ADD ? CD_DNNL_ADD : CD_DNNL_MUL; }
+static cd_dnnl_binary_kind dnnl_bin(cd_binary_kind k) {
+    return k == CD_BINARY_ADD ? CD_DNNL_ADD : k == CD_BINARY_MUL ? CD_DNNL_MUL : k == CD_BINARY_MIN ? CD_DNNL_MIN : CD_DNNL_MAX;
+}
 
 // ---- choosing a kernel (shared by supports_op and init) ---------------------------
 
@@ -122,7 +124,7 @@ static kernel_kind choose(const cd_bop_desc *d, int *swap) {
     case CD_BOP_BINARY: {
         const cd_tdesc *x = &d->src[0], *y = &d->src[1];
         int k = d->u.binary.kind;
-        if (k == CD_BINARY_ADD || k == CD_BINARY_MUL) {
+        if (k == CD_BINARY_ADD || k == CD_BINARY_MUL || k == CD_BINARY_MIN || k == CD_BINARY_MAX) {
             // oneDNN wants the full-shaped operand first.
             if (!x->is_const && same_shape(x, &d->dst) && x->layout == d->dst.layout) {
                 *swap = 0;
@@ -174,6 +176,10 @@ static kernel_kind choose(const cd_bop_desc *d, int *swap) {
             return K_DNNL;
         return s->rank == 4 ? K_REF : K_NONE;
     }
+    case CD_BOP_PAD:
+    case CD_BOP_SLICE:
+    case CD_BOP_REDUCE:
+    case CD_BOP_LAYERNORM: return all_nchw(d) ? K_REF : K_NONE; // kernels/cpu/ref-pad-slice.c, ref-reduce.c
     case CD_BOP_COUNT: break;
     }
     return K_NONE;
@@ -193,6 +199,19 @@ static int fakequant_init(cd_op_state *st, const cd_bop_desc *d) {
     if (!(st->qscale = malloc(2 * ch * sizeof(float)))) return CD_ENOMEM;
     memcpy(st->qscale, d->scale, ch * sizeof(float));
     memcpy(st->qscale + ch, d->zero_point, ch * sizeof(float));
+    return 0;
+}
+
+// Copies gamma and beta (u.ln.len values each; beta may be NULL) into st.
+static int layernorm_init(cd_op_state *st, const cd_bop_desc *d) {
+    size_t n = d->u.ln.len > 0 ? (size_t)d->u.ln.len : 0;
+    if (!n || !d->w) return CD_EPARAMS;
+    if (!(st->w = malloc(n * sizeof(float)))) return CD_ENOMEM;
+    memcpy(st->w, d->w, n * sizeof(float));
+    if (d->bias) {
+        if (!(st->bias = malloc(n * sizeof(float)))) return CD_ENOMEM;
+        memcpy(st->bias, d->bias, n * sizeof(float));
+    }
     return 0;
 }
 
@@ -295,6 +314,10 @@ static int cpu_op_init(cd_backend_t be, const cd_bop_desc *d, cd_op_state **out)
                                         mb, &st->dop);
         }
         break;
+    case CD_BOP_PAD:
+    case CD_BOP_SLICE:
+    case CD_BOP_REDUCE: break;
+    case CD_BOP_LAYERNORM: rc = layernorm_init(st, d); break;
     case CD_BOP_COUNT: rc = CD_EUNSUPPORTED; break;
     }
     if (!rc && st->dop) rc = cd_dnnl_op_prepare(st->dop, 1, NULL);
@@ -415,6 +438,16 @@ static int cpu_op_run(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int
                        dst->data);
         return 0;
     }
+    case CD_BOP_PAD:
+        cd_ref_pad(&d->u.pad, dst->rank, srcs[0]->shape, srcs[0]->data, dst->shape, dst->data);
+        return 0;
+    case CD_BOP_SLICE:
+        cd_ref_slice(&d->u.slice, dst->rank, srcs[0]->shape, srcs[0]->data, dst->shape, dst->data, sizeof(float));
+        return 0;
+    case CD_BOP_REDUCE: cd_ref_reduce(&d->u.reduce, srcs[0]->rank, srcs[0]->shape, srcs[0]->data, dst->data); return 0;
+    case CD_BOP_LAYERNORM:
+        cd_ref_layernorm(&d->u.ln, batch * d->u.ln.outer, srcs[0]->data, st->w, st->bias, dst->data);
+        return 0;
     case CD_BOP_COUNT: break;
     }
     return CD_EINTERNAL;

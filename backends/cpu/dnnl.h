@@ -190,6 +190,8 @@ typedef struct {
 typedef enum {
     CD_DNNL_ADD = 0, // dst = act(a + b)
     CD_DNNL_MUL = 1, // dst = act(a * b)
+    CD_DNNL_MIN = 2, // dst = act(min(a, b))
+    CD_DNNL_MAX = 3, // dst = act(max(a, b))
 } cd_dnnl_binary_kind;
 
 // dst = act(a op b); dst has a's shape and layout. b broadcasts numpy-style:

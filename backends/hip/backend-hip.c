@@ -103,7 +103,7 @@ static bool hip_supports_op(cd_backend_t be, const cd_bop_desc *d) {
     }
     case CD_BOP_GEMM: return all_nchw(d) && d->u.gemm.n >= 1 && d->u.gemm.k >= 1 && d->u.gemm.rows >= 1;
     case CD_BOP_POOL: return all_nchw(d) && d->src[0].rank == 4;
-    case CD_BOP_BINARY: return all_nchw(d) && d->u.binary.kind <= CD_BINARY_DIV && binary_shapes_ok(d);
+    case CD_BOP_BINARY: return all_nchw(d) && d->u.binary.kind <= CD_BINARY_MAX && binary_shapes_ok(d);
     case CD_BOP_ACTIVATION: return all_nchw(d);
     case CD_BOP_SOFTMAX: return all_nchw(d) && d->u.softmax.len >= 1 && d->u.softmax.inner >= 1;
     case CD_BOP_CONCAT:
@@ -112,6 +112,11 @@ static bool hip_supports_op(cd_backend_t be, const cd_bop_desc *d) {
     case CD_BOP_FAKEQUANT:
         return all_nchw(d) && d->u.fq.channels >= 1 &&
                (d->u.fq.channels == 1 || (d->u.fq.axis >= 1 && d->u.fq.axis < d->dst.rank));
+    // No HIP kernels yet (issue 22): a model with these ops does not load on hip.
+    case CD_BOP_PAD:
+    case CD_BOP_SLICE:
+    case CD_BOP_REDUCE:
+    case CD_BOP_LAYERNORM: return false;
     case CD_BOP_COUNT: break;
     }
     return false;
@@ -160,6 +165,10 @@ static const char *kind_name(const cd_op_state *st) {
     case CD_BOP_TRANSPOSE: return "transpose";
     case CD_BOP_REORDER: return "reorder";
     case CD_BOP_FAKEQUANT: return "fakequant";
+    case CD_BOP_PAD: return "pad";
+    case CD_BOP_SLICE: return "slice";
+    case CD_BOP_REDUCE: return "reduce";
+    case CD_BOP_LAYERNORM: return "layernorm";
     case CD_BOP_COUNT: break;
     }
     return "?";
@@ -319,6 +328,10 @@ static int hip_op_run(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int
         return cd_hip_reorder(x->layout, dst->layout, batch, (int)x->shape[1], (int)x->shape[2], (int)x->shape[3],
                               x->data, dst->data, s);
     }
+    case CD_BOP_PAD:
+    case CD_BOP_SLICE:
+    case CD_BOP_REDUCE:
+    case CD_BOP_LAYERNORM: break; // not supported (hip_supports_op)
     case CD_BOP_COUNT: break;
     }
     return CD_EINTERNAL;

@@ -77,4 +77,28 @@ void cd_ref_reorder(cd_layout from, cd_layout to, int n, int c, int h, int w, co
 // Elements of an n,c,h,w activation stored in layout l (padding included).
 size_t cd_layout_numel(cd_layout l, int n, int c, int h, int w);
 
+// ---- pad, slice, reductions, layer norm (ref-pad-slice.c, ref-reduce.c) ----
+
+// dst = src padded as d says (kernels/op-desc.h cd_pad_desc), any rank up
+// to CD_MAX_RANK; shapes include the batch. REFLECT needs every padded dim
+// of src to have at least 2 elements unless its pads are 0 (ONNX's rule: the
+// lowering checks it).
+void cd_ref_pad(const cd_pad_desc *d, int rank, const int64_t *src_shape, const float *src, const int64_t *dst_shape,
+                float *dst);
+
+// dst = the strided selection of src (cd_slice_desc) of shape dst_shape.
+// elem is the element size in bytes (4 for float activations, 8 when the
+// lowering folds integer shape constants).
+void cd_ref_slice(const cd_slice_desc *d, int rank, const int64_t *src_shape, const void *src, const int64_t *dst_shape,
+                  void *dst, size_t elem);
+
+// Sum, mean or max of src over the dims in d->mask; dst holds the kept dims
+// in order. A dim of size 0 is not allowed.
+void cd_ref_reduce(const cd_reduce_desc *d, int rank, const int64_t *src_shape, const float *src, float *dst);
+
+// Layer normalization of rows rows of d->len (cd_layernorm_desc), gamma and
+// beta d->len values (beta may be NULL).
+void cd_ref_layernorm(const cd_layernorm_desc *d, int64_t rows, const float *src, const float *gamma,
+                      const float *beta, float *dst);
+
 #endif // CD_KERNELS_CPU_REF_H
