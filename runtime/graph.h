@@ -84,6 +84,10 @@ typedef enum {
     CD_OP_ALIAS,     // Reshape, Flatten, Identity, Dropout, Squeeze, Unsqueeze:
                      // same bytes, new shape
     CD_OP_FAKEQUANT, // QuantizeLinear of a float activation (quantize, then dequantize)
+    CD_OP_PAD,       // Pad not folded into a conv or pool
+    CD_OP_SLICE,     // Slice, one output of Split
+    CD_OP_REDUCE,    // ReduceSum/Mean/Max (not the global pools they can be)
+    CD_OP_LAYERNORM, // LayerNormalization, or its older exported pattern fused
 } cd_op_kind;
 
 #define CD_OP_MAX_IN 64
@@ -123,6 +127,14 @@ typedef struct {
             int perm[CD_MAX_RANK];
         } transpose;
         cd_quant fq; // FAKEQUANT (owned arrays; dtype of the quantized tensor)
+        cd_pad_desc pad;
+        cd_slice_desc slice;
+        cd_reduce_desc reduce;
+        struct {
+            cd_layernorm_desc d;
+            float *gamma; // d.len, owned
+            float *beta;  // d.len or NULL, owned
+        } ln;
     } u;
 } cd_op;
 
@@ -192,6 +204,13 @@ int cd_onnx_tensor_value(cd_graph *g, const void *tensor, const char *what, cd_v
 // (inconsistent shapes, bad attributes values), CD_EUNSUPPORTED (naming the
 // op, node and what is supported) or CD_ENOMEM.
 int cd_graph_lower(cd_graph *g, char *err, size_t errlen);
+
+// ---- fuse-patterns.c ------------------------------------------------------------
+
+// Fuses the multi-op patterns older exporters write for LayerNormalization
+// and the Erf form of GELU into one op each (see fuse-patterns.c); called at
+// the end of cd_graph_lower. Returns 0 or CD_ENOMEM.
+int cd_graph_fuse_patterns(cd_graph *g, char *err, size_t errlen);
 
 // ---- compact.c ----------------------------------------------------------------
 

@@ -166,7 +166,7 @@ int cd_plan_readers_want_nchw(pctx *p, int v) {
             if (op->in[i] != v) continue;
             readers++;
             if (op->kind != CD_OP_ALIAS && op->kind != CD_OP_GEMM && op->kind != CD_OP_SOFTMAX &&
-                op->kind != CD_OP_TRANSPOSE)
+                op->kind != CD_OP_TRANSPOSE && op->kind < CD_OP_PAD)
                 return 0;
         }
     }
@@ -537,6 +537,24 @@ static int plan_op(pctx *p, const cd_op *op) {
     case CD_OP_FAKEQUANT:
     case CD_OP_CONCAT: rc = plan_follower(p, op, in, &d, &pre, &lay); break;
     case CD_OP_ALIAS: break;
+    case CD_OP_PAD:
+        d.op = CD_BOP_PAD;
+        d.u.pad = op->u.pad;
+        break;
+    case CD_OP_SLICE:
+        d.op = CD_BOP_SLICE;
+        d.u.slice = op->u.slice;
+        break;
+    case CD_OP_REDUCE:
+        d.op = CD_BOP_REDUCE;
+        d.u.reduce = op->u.reduce;
+        break;
+    case CD_OP_LAYERNORM:
+        d.op = CD_BOP_LAYERNORM;
+        d.u.ln = op->u.ln.d;
+        d.w = op->u.ln.gamma;
+        d.bias = op->u.ln.beta;
+        break;
     }
     if (rc) return rc;
     if (op->kind != CD_OP_CONV)
