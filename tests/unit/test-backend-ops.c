@@ -380,7 +380,7 @@ static void make_pad(op_case *t, int mode) {
     o[0] = 1;
     for (int i = 1; i < rank; i++) {
         int lim = mode == CD_PAD_REFLECT ? (int)s[i] - 1 : 3;
-        int64_t b = cd_test_randi(s[i] > 1 ? -1 : 0, lim), e = cd_test_randi(s[i] - b > 1 ? -1 : 0, lim);
+        int64_t b = cd_test_randi(s[i] > 1 ? -1 : 0, lim), e = cd_test_randi(s[i] + b > 1 ? -1 : 0, lim);
         if (mode == CD_PAD_REFLECT && b < 0) b = 0;
         t->d.u.pad.begin[i] = b;
         o[i] = s[i] + b + e;
@@ -394,6 +394,7 @@ static void make_pad(op_case *t, int mode) {
     s[0] = o[0] = batch;
     cd_ref_pad(&t->d.u.pad, rank, s, t->srcs[0], o, t->want);
     t->tol = 0;
+    t->hip_kernel = "pad";
 }
 
 // Random start, step (-3..3, not 0) and count along every dim but the batch.
@@ -418,6 +419,7 @@ static void make_slice(op_case *t, int variant) {
     s[0] = o[0] = batch;
     cd_ref_slice(&t->d.u.slice, rank, s, t->srcs[0], o, t->want, sizeof(float));
     t->tol = 0;
+    t->hip_kernel = "slice";
 }
 
 // variant: the cd_reduce_kind; a random non-empty set of dims but the batch.
@@ -439,6 +441,7 @@ static void make_reduce(op_case *t, int kind) {
     s[0] = batch;
     cd_ref_reduce(&t->d.u.reduce, rank, s, t->srcs[0], t->want);
     t->tol = 1e-5;
+    t->hip_kernel = "reduce";
 }
 
 // Rows of len (the trailing dims), with or without beta.
@@ -461,6 +464,7 @@ static void make_layernorm(op_case *t, int variant) {
     t->want = tk_alloc(n);
     cd_ref_layernorm(&d, batch * d.outer, t->srcs[0], t->w, t->bias, t->want);
     t->tol = 1e-4;
+    t->hip_kernel = "layernorm";
 }
 
 // ---- the table ------------------------------------------------------------------------
@@ -506,8 +510,7 @@ static const op_row g_rows[] = {
     {"fakequant per tensor s8", CD_BOP_FAKEQUANT, make_fakequant, 1, 3, 1},
     {"fakequant per channel axis 1 s8", CD_BOP_FAKEQUANT, make_fakequant, 2, 3, 1},
     {"fakequant per channel last axis u8", CD_BOP_FAKEQUANT, make_fakequant, 3, 2, 1},
-    // issue 22. The HIP backend has no Pad/Slice/Reduce/LayerNorm kernels
-    // yet: those rows are optional (skipped where supports_op says no).
+    // issue 22
     {"activation tanh", CD_BOP_ACTIVATION, make_activation, CD_ACT_TANH, 1, 1},
     {"activation softplus", CD_BOP_ACTIVATION, make_activation, CD_ACT_SOFTPLUS, 1, 1},
     {"activation mish", CD_BOP_ACTIVATION, make_activation, CD_ACT_MISH, 1, 1},
@@ -518,14 +521,14 @@ static const op_row g_rows[] = {
     {"activation gelu", CD_BOP_ACTIVATION, make_activation, CD_ACT_GELU, 1, 1},
     {"activation gelu tanh", CD_BOP_ACTIVATION, make_activation, CD_ACT_GELU_TANH, 1, 1},
     {"activation pow", CD_BOP_ACTIVATION, make_activation, CD_ACT_POW, 1, 1},
-    {"pad constant", CD_BOP_PAD, make_pad, CD_PAD_CONSTANT, 4, 0},
-    {"pad reflect", CD_BOP_PAD, make_pad, CD_PAD_REFLECT, 4, 0},
-    {"pad edge", CD_BOP_PAD, make_pad, CD_PAD_EDGE, 4, 0},
-    {"slice random start step count", CD_BOP_SLICE, make_slice, 0, 6, 0},
-    {"reduce sum", CD_BOP_REDUCE, make_reduce, CD_REDUCE_SUM, 3, 0},
-    {"reduce mean", CD_BOP_REDUCE, make_reduce, CD_REDUCE_MEAN, 3, 0},
-    {"reduce max", CD_BOP_REDUCE, make_reduce, CD_REDUCE_MAX, 3, 0},
-    {"layernorm trailing dims", CD_BOP_LAYERNORM, make_layernorm, 0, 4, 0},
+    {"pad constant", CD_BOP_PAD, make_pad, CD_PAD_CONSTANT, 4, 1},
+    {"pad reflect", CD_BOP_PAD, make_pad, CD_PAD_REFLECT, 4, 1},
+    {"pad edge", CD_BOP_PAD, make_pad, CD_PAD_EDGE, 4, 1},
+    {"slice random start step count", CD_BOP_SLICE, make_slice, 0, 6, 1},
+    {"reduce sum", CD_BOP_REDUCE, make_reduce, CD_REDUCE_SUM, 3, 1},
+    {"reduce mean", CD_BOP_REDUCE, make_reduce, CD_REDUCE_MEAN, 3, 1},
+    {"reduce max", CD_BOP_REDUCE, make_reduce, CD_REDUCE_MAX, 3, 1},
+    {"layernorm trailing dims", CD_BOP_LAYERNORM, make_layernorm, 0, 4, 1},
 };
 
 #define NROWS (sizeof g_rows / sizeof g_rows[0])
