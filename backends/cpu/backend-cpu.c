@@ -176,10 +176,12 @@ static kernel_kind choose(const cd_bop_desc *d, int *swap) {
             return K_DNNL;
         return s->rank == 4 ? K_REF : K_NONE;
     }
+    case CD_BOP_LAYERNORM:
+        if (all_nchw(d) && cd_dnnl_layernorm_supports(d->u.ln.outer, d->u.ln.len, d->bias != NULL)) return K_DNNL;
+        return all_nchw(d) ? K_REF : K_NONE;
     case CD_BOP_PAD:
     case CD_BOP_SLICE:
-    case CD_BOP_REDUCE:
-    case CD_BOP_LAYERNORM: return all_nchw(d) ? K_REF : K_NONE; // kernels/cpu/ref-pad-slice.c, ref-reduce.c
+    case CD_BOP_REDUCE: return all_nchw(d) ? K_REF : K_NONE; // kernels/cpu/ref-pad-slice.c, ref-reduce.c
     case CD_BOP_COUNT: break;
     }
     return K_NONE;
@@ -317,7 +319,12 @@ static int cpu_op_init(cd_backend_t be, const cd_bop_desc *d, cd_op_state **out)
     case CD_BOP_PAD:
     case CD_BOP_SLICE:
     case CD_BOP_REDUCE: break;
-    case CD_BOP_LAYERNORM: rc = layernorm_init(st, d); break;
+    case CD_BOP_LAYERNORM:
+        if (k == K_DNNL)
+            rc = cd_dnnl_layernorm_create(d->u.ln.outer, d->u.ln.len, d->u.ln.eps, d->w, d->bias, mb, &st->dop);
+        else
+            rc = layernorm_init(st, d);
+        break;
     case CD_BOP_COUNT: rc = CD_EUNSUPPORTED; break;
     }
     if (!rc && st->dop) rc = cd_dnnl_op_prepare(st->dop, 1, NULL);
