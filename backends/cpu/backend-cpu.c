@@ -179,8 +179,8 @@ static kernel_kind choose(const cd_bop_desc *d, int *swap) {
     case CD_BOP_LAYERNORM:
         if (all_nchw(d) && cd_dnnl_layernorm_supports(d->u.ln.outer, d->u.ln.len, d->bias != NULL)) return K_DNNL;
         return all_nchw(d) ? K_REF : K_NONE;
+    case CD_BOP_SLICE: return all_nchw(d) ? K_COPY : K_NONE; // memcpy runs (kernels/cpu/slice-runs.c)
     case CD_BOP_PAD:
-    case CD_BOP_SLICE:
     case CD_BOP_REDUCE: return all_nchw(d) ? K_REF : K_NONE; // kernels/cpu/ref-pad-slice.c, ref-reduce.c
     case CD_BOP_COUNT: break;
     }
@@ -449,7 +449,10 @@ static int cpu_op_run(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int
         cd_ref_pad(&d->u.pad, dst->rank, srcs[0]->shape, srcs[0]->data, dst->shape, dst->data);
         return 0;
     case CD_BOP_SLICE:
-        cd_ref_slice(&d->u.slice, dst->rank, srcs[0]->shape, srcs[0]->data, dst->shape, dst->data, sizeof(float));
+        if (st->kind == K_COPY)
+            cd_cpu_slice_runs(&d->u.slice, dst->rank, srcs[0]->shape, srcs[0]->data, dst->shape, dst->data);
+        else
+            cd_ref_slice(&d->u.slice, dst->rank, srcs[0]->shape, srcs[0]->data, dst->shape, dst->data, sizeof(float));
         return 0;
     case CD_BOP_REDUCE: cd_ref_reduce(&d->u.reduce, srcs[0]->rank, srcs[0]->shape, srcs[0]->data, dst->data); return 0;
     case CD_BOP_LAYERNORM:

@@ -92,6 +92,11 @@ void cd_ref_pad(const cd_pad_desc *d, int rank, const int64_t *src_shape, const 
 void cd_ref_slice(const cd_slice_desc *d, int rank, const int64_t *src_shape, const void *src, const int64_t *dst_shape,
                   void *dst, size_t elem);
 
+// The same as cd_ref_slice on floats, as one memcpy per contiguous run
+// (kernels/cpu/slice-runs.c: the CPU backend's kernel; not a reference).
+void cd_cpu_slice_runs(const cd_slice_desc *d, int rank, const int64_t *src_shape, const float *src,
+                       const int64_t *dst_shape, float *dst);
+
 // Sum, mean or max of src over the dims in d->mask; dst holds the kept dims
 // in order. A dim of size 0 is not allowed.
 void cd_ref_reduce(const cd_reduce_desc *d, int rank, const int64_t *src_shape, const float *src, float *dst);
