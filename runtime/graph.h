@@ -22,10 +22,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-// The default domain's opsets convd reads. 18 to 21 changed none of the
-// operators convd lowers but for new types (float8, int4) and the attributes
-// that come with them (Q/DQ block_size, output_dtype, saturate; AveragePool
-// dilations), which are refused by name where they matter.
+// The default domain's opsets convd reads. Where 13 or 18 moved an
+// attribute to an input (Split, ReduceSum; Pad's axes, the other
+// reductions), the lowering reads each form at its opsets; otherwise 18 to
+// 21 brought new types (float8, int4) and the attributes that come with them
+// (Q/DQ block_size, output_dtype, saturate; AveragePool dilations), which
+// are refused by name where they matter.
 #define CD_OPSET_MIN 11
 #define CD_OPSET_MAX 21
 
