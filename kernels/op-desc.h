@@ -104,8 +104,7 @@ CD_ACT_APPLY_QUALIFIERS float cd_act_apply(cd_activation act, float x) {
     case CD_ACT_SQRT: return sqrtf(x);
     case CD_ACT_ERF: return erff(x);
     case CD_ACT_GELU: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
-    case CD_ACT_GELU_TANH:
-        return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+    case CD_ACT_GELU_TANH: return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
     case CD_ACT_POW: return act.alpha == 2.0f ? x * x : powf(x, act.alpha);
     }
     return x;

@@ -53,8 +53,7 @@ static int near(float a, double b) { return fabs((double)a - b) <= 1e-5 * fabs(b
 // A binary op of kind with no activation, one operand the scalar want: its
 // other operand (or -1).
 static int binary_with_scalar(fctx *f, const cd_op *op, cd_binary_kind kind, double want, int commutes) {
-    if (!op || op->kind != CD_OP_BINARY || op->u.binary.kind != kind || op->u.binary.act.kind != CD_ACT_NONE)
-        return -1;
+    if (!op || op->kind != CD_OP_BINARY || op->u.binary.kind != kind || op->u.binary.act.kind != CD_ACT_NONE) return -1;
     float v;
     if (is_scalar(f, op->in[1], &v) && near(v, want)) return op->in[0];
     if (commutes && is_scalar(f, op->in[0], &v) && near(v, want)) return op->in[1];
@@ -125,9 +124,9 @@ static int fuse_layernorm(fctx *f, cd_op *div) {
     int p = var->in[0];
     cd_op *pw = producer(f, p);
     if (f->nread[p] != 1 || !pw) return 0;
-    int squares = (pw->kind == CD_OP_ACT && pw->u.act.kind == CD_ACT_POW && pw->u.act.alpha == 2.0f &&
-                   pw->in[0] == s) ||
-                  (plain_binary(pw, CD_BINARY_MUL) && pw->in[0] == s && pw->in[1] == s);
+    int squares =
+        (pw->kind == CD_OP_ACT && pw->u.act.kind == CD_ACT_POW && pw->u.act.alpha == 2.0f && pw->in[0] == s) ||
+        (plain_binary(pw, CD_BINARY_MUL) && pw->in[0] == s && pw->in[1] == s);
     if (!squares || f->nread[s] != (pw->kind == CD_OP_ACT ? 2 : 3)) return 0;
     cd_op *sub = producer(f, s);
     if (!plain_binary(sub, CD_BINARY_SUB)) return 0;
@@ -193,8 +192,7 @@ static int fuse_gelu(fctx *f, cd_op *erf) {
     if (other == x) { // (x * a) * 0.5
         if (binary_with_scalar(f, m2, CD_BINARY_MUL, 0.5, 1) == m1->out) last = m2;
     } else if (binary_with_scalar(f, m1, CD_BINARY_MUL, 0.5, 1) == a) { // x * (a * 0.5)
-        if (plain_binary(m2, CD_BINARY_MUL) && (m2->in[0] == x || m2->in[1] == x) && m2->in[0] != m2->in[1])
-            last = m2;
+        if (plain_binary(m2, CD_BINARY_MUL) && (m2->in[0] == x || m2->in[1] == x) && m2->in[0] != m2->in[1]) last = m2;
     } else if (f->nread[other] == 1 && binary_with_scalar(f, producer(f, other), CD_BINARY_MUL, 0.5, 1) == x) {
         last = m1; // (x * 0.5) * a
     }

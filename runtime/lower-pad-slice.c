@@ -75,7 +75,8 @@ int cd_lower_pad(lctx *c) {
     int rc;
     if ((rc = need_inputs(c, 2, 4)) || (rc = only_first_output(c))) return rc;
     cd_value *x = in_val(c, 0);
-    if (!is_act(x)) return node_fail(c, CD_EUNSUPPORTED, "input 0 must be computed at run time, it is %s", kind_name(x));
+    if (!is_act(x))
+        return node_fail(c, CD_EUNSUPPORTED, "input 0 must be computed at run time, it is %s", kind_name(x));
     char mode[16];
     if ((rc = attr_str(c, "mode", "constant", mode, sizeof mode))) return rc;
     cd_pad_desc d;
@@ -93,6 +94,8 @@ int cd_lower_pad(lctx *c) {
     int np, na;
     if ((rc = const_ints(c, 1, "pads", pads, 2 * CD_MAX_RANK, &np))) return rc;
     if ((rc = const_ints(c, 3, "axes", axes, CD_MAX_RANK, &na))) return rc;
+    if (na >= 0 && c->g->opset < 18)
+        return node_fail(c, CD_EMODEL, "the axes input is not in opset %d (from opset 18)", c->g->opset);
     if (na < 0) {
         na = rank;
         for (int i = 0; i < rank; i++) axes[i] = i;
@@ -170,8 +173,7 @@ int cd_lower_fold_pad(lctx *c, int need_nonneg, int *in, int *h, int *w, int pad
 
 // The start and element count of a Slice along a dim of size dim (the ONNX
 // clamping rules); 0 or CD_EMODEL for step 0.
-static int slice_range(lctx *c, int64_t dim, int64_t start, int64_t end, int64_t step, int64_t *first,
-                       int64_t *count) {
+static int slice_range(lctx *c, int64_t dim, int64_t start, int64_t end, int64_t step, int64_t *first, int64_t *count) {
     if (step == 0) return node_fail(c, CD_EMODEL, "a step is 0");
     if (start < 0) start += dim;
     if (end < 0) end += dim;
@@ -275,6 +277,13 @@ int cd_lower_split(lctx *c) {
         return node_fail(c, CD_EUNSUPPORTED, "%d outputs (1 to %d supported)", nout, CD_OP_MAX_IN);
     if (num_outputs && num_outputs != nout)
         return node_fail(c, CD_EMODEL, "num_outputs %lld but %d outputs", (long long)num_outputs, nout);
+    if (c->g->opset >= 13 && attr_find(c, "split"))
+        return node_fail(c, CD_EUNSUPPORTED, "attribute 'split' is not in opset %d (an input from opset 13)",
+                         c->g->opset);
+    if (c->g->opset < 18 && attr_find(c, "num_outputs"))
+        return node_fail(c, CD_EUNSUPPORTED, "attribute 'num_outputs' is not in opset %d (from opset 18)", c->g->opset);
+    if (c->g->opset < 13 && c->n->ninputs > 1)
+        return node_fail(c, CD_EMODEL, "split is an attribute, not an input, before opset 13");
     int n;
     if (c->g->opset >= 13) {
         if ((rc = const_ints(c, 1, "split", sizes, CD_OP_MAX_IN, &n))) return rc;

@@ -21,8 +21,7 @@ int cd_lower_reduce(lctx *c) {
                                                                 : CD_REDUCE_MAX;
     const int input_opset = kind == CD_REDUCE_SUM ? 13 : 18; // where axes moved to an input
     const int axes_input = c->g->opset >= input_opset;
-    if ((rc = need_inputs(c, 1, axes_input ? 2 : 1)) || (rc = need_act(c, 0)) || (rc = only_first_output(c)))
-        return rc;
+    if ((rc = need_inputs(c, 1, axes_input ? 2 : 1)) || (rc = need_act(c, 0)) || (rc = only_first_output(c))) return rc;
     int64_t keepdims, noop_empty, axes[CD_MAX_RANK];
     if ((rc = attr_int(c, "keepdims", 1, &keepdims)) || (rc = attr_int(c, "noop_with_empty_axes", 0, &noop_empty)))
         return rc;
@@ -81,7 +80,8 @@ int cd_lower_reduce(lctx *c) {
                           .dil_w = 1,
                           .oh = 1,
                           .ow = 1};
-        int id = new_op(c, CD_OP_POOL, kind == CD_REDUCE_MAX ? "ReduceMax(GlobalMaxPool)" : "ReduceMean(GlobalAvgPool)");
+        int id =
+            new_op(c, CD_OP_POOL, kind == CD_REDUCE_MAX ? "ReduceMax(GlobalMaxPool)" : "ReduceMean(GlobalAvgPool)");
         if (id < 0) return id;
         c->g->ops[id].nin = 1;
         c->g->ops[id].in[0] = in_id(c, 0);

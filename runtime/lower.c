@@ -443,8 +443,8 @@ int cd_lower_pool(lctx *c) {
     int in0 = in_id(c, 0), folded = 0;
     if (!global && !d.ceil_mode && (is_max || d.count_include_pad || !(d.pad_t | d.pad_l | d.pad_b | d.pad_r))) {
         int h = d.h, w = d.w, pads[4] = {d.pad_t, d.pad_l, d.pad_b, d.pad_r}, src = in0;
-        if (cd_lower_fold_pad(c, is_max, &src, &h, &w, pads) && pads[0] < d.kh && pads[2] < d.kh &&
-            pads[1] < d.kw && pads[3] < d.kw) {
+        if (cd_lower_fold_pad(c, is_max, &src, &h, &w, pads) && pads[0] < d.kh && pads[2] < d.kh && pads[1] < d.kw &&
+            pads[3] < d.kw) {
             folded = 1;
             in0 = src;
             d.h = h, d.w = w;

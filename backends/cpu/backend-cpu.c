@@ -85,7 +85,10 @@ static int same_shape(const cd_tdesc *a, const cd_tdesc *b) {
 }
 
 static cd_dnnl_binary_kind dnnl_bin(cd_binary_kind k) {
-    return k == CD_BINARY_ADD ? CD_DNNL_ADD : k == CD_BINARY_MUL ? CD_DNNL_MUL : k == CD_BINARY_MIN ? CD_DNNL_MIN : CD_DNNL_MAX;
+    return k == CD_BINARY_ADD   ? CD_DNNL_ADD
+           : k == CD_BINARY_MUL ? CD_DNNL_MUL
+           : k == CD_BINARY_MIN ? CD_DNNL_MIN
+                                : CD_DNNL_MAX;
 }
 
 // ---- choosing a kernel (shared by supports_op and init) ---------------------------
@@ -204,8 +207,11 @@ static int fakequant_init(cd_op_state *st, const cd_bop_desc *d) {
     return 0;
 }
 
-// Copies gamma and beta (u.ln.len values each; beta may be NULL) into st.
-static int layernorm_init(cd_op_state *st, const cd_bop_desc *d) {
+// Prepares a LayerNorm on oneDNN, or copies gamma and beta (u.ln.len
+// values each; beta may be NULL) into st for the reference.
+static int layernorm_init(cd_op_state *st, const cd_bop_desc *d, int dnnl, int max_batch) {
+    if (dnnl)
+        return cd_dnnl_layernorm_create(d->u.ln.outer, d->u.ln.len, d->u.ln.eps, d->w, d->bias, max_batch, &st->dop);
     size_t n = d->u.ln.len > 0 ? (size_t)d->u.ln.len : 0;
     if (!n || !d->w) return CD_EPARAMS;
     if (!(st->w = malloc(n * sizeof(float)))) return CD_ENOMEM;
@@ -215,6 +221,21 @@ static int layernorm_init(cd_op_state *st, const cd_bop_desc *d) {
         memcpy(st->bias, d->bias, n * sizeof(float));
     }
     return 0;
+}
+
+// The kernel name of a prepared sparse or oneDNN op ("sparse:csr:avx512f:...",
+// "dnnl:jit:avx512_core"); the others keep the one init gave them.
+static void name_kernel(cd_op_state *st) {
+    if (st->sp) {
+        cd_sparse_conv_info si;
+        cd_sparse_conv_get_info(st->sp, &si);
+        snprintf(st->kernel, sizeof st->kernel, "sparse:%s:%s:%s", cd_sparse_format_name(si.format),
+                 cd_sparse_isa_name(si.isa), si.mode);
+    }
+    if (st->dop) {
+        const char *impl = cd_dnnl_op_impl(st->dop, 1);
+        if (impl && strcmp(impl, "?") != 0) snprintf(st->kernel, sizeof st->kernel, "dnnl:%s", impl);
+    }
 }
 
 static int cpu_op_init(cd_backend_t be, const cd_bop_desc *d, cd_op_state **out) {
@@ -319,25 +340,11 @@ static int cpu_op_init(cd_backend_t be, const cd_bop_desc *d, cd_op_state **out)
     case CD_BOP_PAD:
     case CD_BOP_SLICE:
     case CD_BOP_REDUCE: break;
-    case CD_BOP_LAYERNORM:
-        if (k == K_DNNL)
-            rc = cd_dnnl_layernorm_create(d->u.ln.outer, d->u.ln.len, d->u.ln.eps, d->w, d->bias, mb, &st->dop);
-        else
-            rc = layernorm_init(st, d);
-        break;
+    case CD_BOP_LAYERNORM: rc = layernorm_init(st, d, k == K_DNNL, mb); break;
     case CD_BOP_COUNT: rc = CD_EUNSUPPORTED; break;
     }
     if (!rc && st->dop) rc = cd_dnnl_op_prepare(st->dop, 1, NULL);
-    if (!rc && st->sp) {
-        cd_sparse_conv_info si;
-        cd_sparse_conv_get_info(st->sp, &si);
-        snprintf(st->kernel, sizeof st->kernel, "sparse:%s:%s:%s", cd_sparse_format_name(si.format),
-                 cd_sparse_isa_name(si.isa), si.mode);
-    }
-    if (!rc && st->dop) {
-        const char *impl = cd_dnnl_op_impl(st->dop, 1);
-        if (impl && strcmp(impl, "?") != 0) snprintf(st->kernel, sizeof st->kernel, "dnnl:%s", impl);
-    }
+    if (!rc) name_kernel(st);
     if (rc) {
         be->iface->op_state_free(be, st);
         return rc;
@@ -445,9 +452,7 @@ static int cpu_op_run(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int
                        dst->data);
         return 0;
     }
-    case CD_BOP_PAD:
-        cd_ref_pad(&d->u.pad, dst->rank, srcs[0]->shape, srcs[0]->data, dst->shape, dst->data);
-        return 0;
+    case CD_BOP_PAD: cd_ref_pad(&d->u.pad, dst->rank, srcs[0]->shape, srcs[0]->data, dst->shape, dst->data); return 0;
     case CD_BOP_SLICE:
         if (st->kind == K_COPY)
             cd_cpu_slice_runs(&d->u.slice, dst->rank, srcs[0]->shape, srcs[0]->data, dst->shape, dst->data);

@@ -46,8 +46,7 @@ static int binary_desc(const binary_priv *bp, int batch, dnnl_binary_desc_t *des
     if ((rc = cd_dnnl_md_act(&bmd, bp->b.batch_bcast ? 1 : batch, bp->b.c, bp->b.h, bp->b.w, bp->b.layout))) return rc;
     dmd = amd;
     static const dnnl_alg_kind_t alg[] = {dnnl_binary_add, dnnl_binary_mul, dnnl_binary_min, dnnl_binary_max};
-    if ((rc = CD_DNNL(dnnl_binary_desc_init(desc, alg[bp->kind], &amd, &bmd, &dmd))))
-        return rc;
+    if ((rc = CD_DNNL(dnnl_binary_desc_init(desc, alg[bp->kind], &amd, &bmd, &dmd)))) return rc;
     return cd_dnnl_attr(attr, 0, bp->split_act ? (cd_activation){CD_ACT_NONE, 0, 0} : bp->act);
 }
 

@@ -40,8 +40,8 @@ static int ln_build(cd_dnnl_op *op, int batch, cd_dnnl_prim *p) {
 static int ln_exec(cd_dnnl_op *op, cd_dnnl_ctx *ctx, const cd_dnnl_prim *p, int batch, const float *const *src,
                    float *dst) {
     const ln_priv *lp = op->priv;
-    cd_dnnl_arg args[4] = {{DNNL_ARG_SRC, src[0]}, {DNNL_ARG_DST, dst}, {DNNL_ARG_SCALE, lp->gamma},
-                           {DNNL_ARG_SHIFT, lp->beta}};
+    cd_dnnl_arg args[4] = {
+        {DNNL_ARG_SRC, src[0]}, {DNNL_ARG_DST, dst}, {DNNL_ARG_SCALE, lp->gamma}, {DNNL_ARG_SHIFT, lp->beta}};
     return cd_dnnl_exec(ctx, p, 0, lp->beta ? 4 : 3, args);
 }
 
@@ -51,8 +51,8 @@ static void ln_fini(cd_dnnl_op *op) {
     free(lp->beta);
 }
 
-int cd_dnnl_layernorm_create(int64_t rows, int64_t len, float eps, const float *gamma, const float *beta,
-                             int max_batch, cd_dnnl_op **out) {
+int cd_dnnl_layernorm_create(int64_t rows, int64_t len, float eps, const float *gamma, const float *beta, int max_batch,
+                             cd_dnnl_op **out) {
     *out = NULL;
     if (rows < 1 || len < 1 || !gamma) return CD_EPARAMS;
     ln_priv lp = {rows, len, eps, cd_dnnl_alloc((size_t)len * sizeof(float)), NULL};

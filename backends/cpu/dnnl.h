@@ -245,7 +245,7 @@ int cd_dnnl_softmax_create(cd_dnnl_tdesc t, int axis, int max_batch, cd_dnnl_op 
 // cd_layernorm_desc); gamma and beta (NULL: none) len floats, copied.
 // run: nsrc = 1.
 int cd_dnnl_layernorm_supports(int64_t rows, int64_t len, int with_beta);
-int cd_dnnl_layernorm_create(int64_t rows, int64_t len, float eps, const float *gamma, const float *beta,
-                             int max_batch, cd_dnnl_op **out);
+int cd_dnnl_layernorm_create(int64_t rows, int64_t len, float eps, const float *gamma, const float *beta, int max_batch,
+                             cd_dnnl_op **out);
 
 #endif // CD_BACKENDS_CPU_DNNL_H

@@ -20,8 +20,8 @@ int cd_hip_pad(const cd_pad_desc *d, int rank, const int64_t *src_shape, const f
 
 // dst (dst_shape) = the strided selection d of src (src_shape). Returns 0,
 // CD_EPARAMS, or the HIP error.
-int cd_hip_slice(const cd_slice_desc *d, int rank, const int64_t *src_shape, const float *src,
-                 const int64_t *dst_shape, float *dst, hipStream_t stream);
+int cd_hip_slice(const cd_slice_desc *d, int rank, const int64_t *src_shape, const float *src, const int64_t *dst_shape,
+                 float *dst, hipStream_t stream);
 
 #ifdef __cplusplus
 }

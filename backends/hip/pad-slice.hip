@@ -11,9 +11,9 @@
 // from a dst index i to the source index: start + i * step for a slice;
 // i - start, then the pad mode outside [0, src_dim), for a pad.
 typedef struct {
-    int rank, pad;      // pad: 1 (mode below), slice: 0
-    int mode;           // cd_pad_mode
-    float value;        // CONSTANT
+    int rank, pad; // pad: 1 (mode below), slice: 0
+    int mode;      // cd_pad_mode
+    float value;   // CONSTANT
     int64_t dims[CD_MAX_RANK], src_dims[CD_MAX_RANK], src_str[CD_MAX_RANK];
     int64_t start[CD_MAX_RANK], step[CD_MAX_RANK];
 } gather_args;
@@ -84,8 +84,8 @@ int cd_hip_pad(const cd_pad_desc *d, int rank, const int64_t *src_shape, const f
     return gather(&a, src_shape, dst_shape, src, dst, stream);
 }
 
-int cd_hip_slice(const cd_slice_desc *d, int rank, const int64_t *src_shape, const float *src,
-                 const int64_t *dst_shape, float *dst, hipStream_t stream) {
+int cd_hip_slice(const cd_slice_desc *d, int rank, const int64_t *src_shape, const float *src, const int64_t *dst_shape,
+                 float *dst, hipStream_t stream) {
     gather_args a;
     memset(&a, 0, sizeof a);
     a.rank = rank;

@@ -21,8 +21,8 @@ int cd_hip_reduce(const cd_reduce_desc *d, int rank, const int64_t *src_shape, c
 
 // Layer normalization of rows rows of d->len: gamma and beta (NULL: none)
 // are device arrays of d->len. Returns 0, CD_EPARAMS, or the HIP error.
-int cd_hip_layernorm(const cd_layernorm_desc *d, int64_t rows, const float *src, const float *gamma,
-                     const float *beta, float *dst, hipStream_t stream);
+int cd_hip_layernorm(const cd_layernorm_desc *d, int64_t rows, const float *src, const float *gamma, const float *beta,
+                     float *dst, hipStream_t stream);
 
 #ifdef __cplusplus
 }

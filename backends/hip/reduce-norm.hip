@@ -112,8 +112,8 @@ __global__ void cd_hip_layernorm_kernel(int64_t rows, int64_t len, float eps, co
     }
 }
 
-int cd_hip_layernorm(const cd_layernorm_desc *d, int64_t rows, const float *src, const float *gamma,
-                     const float *beta, float *dst, hipStream_t stream) {
+int cd_hip_layernorm(const cd_layernorm_desc *d, int64_t rows, const float *src, const float *gamma, const float *beta,
+                     float *dst, hipStream_t stream) {
     if (rows < 0 || d->len < 1 || !gamma) return CD_EPARAMS;
     if (rows == 0) return 0;
     cd_hip_geometry g;

@@ -43,8 +43,8 @@ void cd_ref_reduce(const cd_reduce_desc *d, int rank, const int64_t *src_shape, 
     free(acc);
 }
 
-void cd_ref_layernorm(const cd_layernorm_desc *d, int64_t rows, const float *src, const float *gamma,
-                      const float *beta, float *dst) {
+void cd_ref_layernorm(const cd_layernorm_desc *d, int64_t rows, const float *src, const float *gamma, const float *beta,
+                      float *dst) {
     const int64_t n = d->len;
     for (int64_t r = 0; r < rows; r++) {
         const float *x = src + r * n;
@@ -55,7 +55,6 @@ void cd_ref_layernorm(const cd_layernorm_desc *d, int64_t rows, const float *src
         for (int64_t i = 0; i < n; i++) var += ((double)x[i] - mean) * ((double)x[i] - mean);
         var /= (double)n;
         double inv = 1.0 / sqrt(var + (double)d->eps);
-        for (int64_t i = 0; i < n; i++)
-            y[i] = (float)(((double)x[i] - mean) * inv * gamma[i] + (beta ? beta[i] : 0.0));
+        for (int64_t i = 0; i < n; i++) y[i] = (float)(((double)x[i] - mean) * inv * gamma[i] + (beta ? beta[i] : 0.0));
     }
 }

@@ -103,7 +103,7 @@ void cd_ref_reduce(const cd_reduce_desc *d, int rank, const int64_t *src_shape, 
 
 // Layer normalization of rows rows of d->len (cd_layernorm_desc), gamma and
 // beta d->len values (beta may be NULL).
-void cd_ref_layernorm(const cd_layernorm_desc *d, int64_t rows, const float *src, const float *gamma,
-                      const float *beta, float *dst);
+void cd_ref_layernorm(const cd_layernorm_desc *d, int64_t rows, const float *src, const float *gamma, const float *beta,
+                      float *dst);
 
 #endif // CD_KERNELS_CPU_REF_H

@@ -353,7 +353,7 @@ def fails(path, *needles):
 
 
 @pytest.mark.parametrize("case", ["pad_wrap", "pad_batch", "slice_batch", "reduce_batch", "axes_attr_at_18",
-                                  "gelu_approx", "ln_stash", "split_batch", "pad_unknown_attr"])
+                                  "gelu_approx", "ln_stash", "split_batch", "pad_unknown_attr", "split_attr_at_13"])
 def test_refusals_name_the_node(case, rng, tmp_path):
     opset = {"axes_attr_at_18": 18, "gelu_approx": 20, "ln_stash": 17, "pad_wrap": 19}.get(case, 13)
     g = B.Graph(rng, opset)
@@ -379,6 +379,9 @@ def test_refusals_name_the_node(case, rng, tmp_path):
     elif case == "ln_stash":
         y = g.node("LayerNormalization", [x, g.init(np.ones(6, np.float32))], stash_type=0, name="the_node")
         want = ["stash_type"]
+    elif case == "split_attr_at_13":
+        y = g.node("Split", [x], n_out=1, axis=1, split=[3], name="the_node")
+        want = ["split", "opset 13"]
     elif case == "split_batch":
         y = g.node("Split", [x], n_out=1, axis=0, name="the_node")
         want = ["batch"]
