@@ -116,6 +116,14 @@ typedef struct {
     // memory, only during init.
     const float *scale;
     const float *zero_point;
+    // CONV2D: the planner's int8 choice. quant non-NULL: run on int8 kernels
+    // (kernels/op-desc.h cd_conv_quant: the activations' quantization, the
+    // weights' per-channel scales, the storage of src and dst) over the s8
+    // weights wq (OIHW), with bias; sparse / sparse_format choose among them
+    // as for float. Host memory, only during init. A backend without int8
+    // kernels answers supports_op false.
+    const cd_conv_quant *quant;
+    const int8_t *wq;
 } cd_bop_desc;
 
 // What a backend is and does, for the planner and the executor to ask

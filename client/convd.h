@@ -261,6 +261,7 @@ typedef struct {
     int64_t activation_bytes; // activation arena at max_batch
     double density;           // nonzero weights / weights
     int64_t layers;           // layer count
+    int64_t int8_layers;      // of them, convs on the int8 kernels (-1: not reported)
 } convd_model_info;
 
 typedef struct {

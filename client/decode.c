@@ -104,7 +104,7 @@ static int tensor_infos_decode(const msgpack_object *arr, convd_tensor_info **ou
 int cd_client_model_info_decode(const msgpack_object *o, convd_model_info *mi) {
     memset(mi, 0, sizeof *mi);
     mi->max_batch = mi->params = mi->flops = mi->weight_bytes = -1;
-    mi->activation_bytes = mi->layers = -1;
+    mi->activation_bytes = mi->layers = mi->int8_layers = -1;
     mi->density = -1.0;
     if (!o || o->type != MSGPACK_OBJECT_MAP) return CD_EPROTOCOL;
     int oom = 0;
@@ -123,6 +123,7 @@ int cd_client_model_info_decode(const msgpack_object *o, convd_model_info *mi) {
         mi->layers = ly->via.array.size;
     else
         mi->layers = cd_client_int(ly, -1);
+    mi->int8_layers = cd_client_int(cd_client_get(o, "int8_layers"), -1);
     int rc = tensor_infos_decode(cd_client_get(o, "inputs"), &mi->inputs, &mi->n_inputs);
     if (rc == 0) rc = tensor_infos_decode(cd_client_get(o, "outputs"), &mi->outputs, &mi->n_outputs);
     return rc;

@@ -22,6 +22,10 @@ typedef struct {
     int plan;              // plan of models loaded with cd_model_opts.plan 0:
                            // 0 auto, 1 dense, 2 sparse, 3 compact
                            // (CONVD_PLAN=auto|dense|sparse|compact)
+    int int8;              // the int8 kernels for the convs of quantized models:
+                           // 0 auto (where the planner predicts them faster),
+                           // 1 off, 2 on (wherever a conv can run them)
+                           // (CONVD_INT8=auto|off|on)
     char max_isa[16];      // cap of our own kernels: "avx512", "avx2" or
                            // "scalar", any case ("": the CPU's best;
                            // CONVD_MAX_ISA). oneDNN has its own,

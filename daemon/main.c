@@ -49,6 +49,7 @@ static void runtime_configure(const cd_settings *set) {
     o.profile = set->profile != 0;
     o.cpu_kernels_ref = set->cpu_kernels == 1;
     o.plan = (int)set->plan;
+    o.int8 = (int)set->int8;
     if (set->max_isa > 0) snprintf(o.max_isa, sizeof o.max_isa, "%s", cd_max_isa_names[set->max_isa]);
     snprintf(o.hip_plugin, sizeof o.hip_plugin, "%s", set->hip_plugin);
     o.log = runtime_log;

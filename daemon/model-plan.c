@@ -67,11 +67,12 @@ static int pack_kv_shape(msgpack_packer *pk, const char *k, int rank, const int6
 
 // One layer: the fields of `convctl plan FILE --json` (docs/PROTOCOL.md).
 static int pack_layer(msgpack_packer *pk, int index, const cd_layer_info *l, double ms) {
-    int rc = msgpack_pack_map(pk, l->is_weighted ? 26 : 13);
+    int rc = msgpack_pack_map(pk, l->is_weighted ? 27 : 14);
     rc |= pack_kv_int(pk, "index", index);
     rc |= cd_pack_kv_str(pk, "name", l->name ? l->name : "");
     rc |= cd_pack_kv_str(pk, "op", l->op ? l->op : "");
     rc |= cd_pack_kv_str(pk, "kernel", l->kernel ? l->kernel : "");
+    rc |= cd_pack_kv_str(pk, "dtype", l->dtype ? l->dtype : "f32");
     rc |= cd_pack_kv_str(pk, "layout", l->layout ? l->layout : "");
     rc |= pack_kv_bool(pk, "reference", l->reference);
     rc |= pack_kv_shape(pk, "in_shape", l->in_rank, l->in_shape);

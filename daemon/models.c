@@ -79,7 +79,7 @@ static int pack_entry(msgpack_packer *pk, const cd_model_entry *e) {
     cd_model_summary s;
     cd_model_get_summary(e->model, &s);
     int ni = cd_model_num_inputs(e->model), no = cd_model_num_outputs(e->model);
-    int rc = msgpack_pack_map(pk, 12);
+    int rc = msgpack_pack_map(pk, 13);
     rc |= cd_pack_kv_str(pk, "name", e->name);
     rc |= cd_pack_kv_str(pk, "path", e->path);
     rc |= pack_kv_i64(pk, "max_batch", e->conf.max_batch);
@@ -97,6 +97,7 @@ static int pack_entry(msgpack_packer *pk, const cd_model_entry *e) {
     rc |= cd_pack_str(pk, "density");
     rc |= msgpack_pack_double(pk, s.params > 0 ? 1.0 - (double)s.zero_params / (double)s.params : 1.0);
     rc |= pack_kv_i64(pk, "layers", s.nlayers);
+    rc |= pack_kv_i64(pk, "int8_layers", s.int8_layers);
     return rc ? CD_ENOMEM : 0;
 }
 

@@ -375,6 +375,7 @@ static int shrink_conv(cctx *x, cd_op *op, int k) {
     int j = 0;
     for (int o = 0; o < K; o++) {
         if (!x->stored[find(x, el(x, out, o))]) continue;
+        if (op->u.conv.wscale) op->u.conv.wscale[j] = op->u.conv.wscale[o]; // j <= o: in place
         double acc = op->u.conv.bias[o];
         int i = 0;
         for (int c = 0; c < C; c++) {

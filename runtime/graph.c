@@ -91,7 +91,8 @@ void cd_op_free(cd_op *op) {
     if (op->kind == CD_OP_CONV) {
         free(op->u.conv.w);
         free(op->u.conv.bias);
-        op->u.conv.w = op->u.conv.bias = NULL;
+        free(op->u.conv.wscale);
+        op->u.conv.w = op->u.conv.bias = op->u.conv.wscale = NULL;
     } else if (op->kind == CD_OP_GEMM) {
         free(op->u.gemm.w);
         free(op->u.gemm.bias);

@@ -61,7 +61,9 @@ typedef struct {
     int producer_op;            // index into the op list, -1 when none
     int dtype;                  // constants: the ONNX element type stored in the file (0 when computed)
     cd_quant *q;                // CD_VAL_ACT of a quantized (integer) tensor: it holds the dequantized
-                                // values (q - zero_point) * scale, and these are q's parameters (owned)
+                                // values (q - zero_point) * scale, and these are q's parameters (owned);
+                                // CD_VAL_CONST_F32 folded from a DequantizeLinear of symmetric int8
+                                // (zero points 0): the integers' scales (int8 kernels use them)
 } cd_value;
 
 typedef struct {
@@ -112,6 +114,9 @@ typedef struct {
             cd_conv_desc d; // n = 1; act and has_residual after fusion
             float *w;       // OIHW, owned
             float *bias;    // K, owned (always present after lowering)
+            float *wscale;  // K, owned, or NULL: the weights are int8 integers times wscale[k]
+                            // (from a quantized file; the int8 kernels' weights), kept through
+                            // BN folding and compaction
         } conv;
         struct {
             cd_gemm_desc d; // act after fusion

@@ -293,6 +293,16 @@ static int dequant_values(lctx *c, const cd_value *x, const cd_quant *qp, float 
     return 0;
 }
 
+// A float constant folded from integers read with qp keeps qp when they are
+// symmetric int8 (every zero point 0): a conv over it can run on the int8
+// kernels (cd_op conv.wscale). 0 or a negative code.
+static int tag_weight_scales(lctx *c, int id, const cd_quant *qp) {
+    if (qp->dtype != ONNX__TENSOR_PROTO__DATA_TYPE__INT8) return 0;
+    for (int i = 0; i < qp->d.channels; i++)
+        if (qp->zero_point[i] != 0.0f || !(qp->scale[i] > 0.0f)) return 0;
+    return tag_quant(c, id, qp);
+}
+
 // A float constant value (new) holding the dequantized integer constant x
 // read with qp; its id or a negative code.
 static int dequant_const(lctx *c, int x, const cd_quant *qp, const char *suffix) {
@@ -304,6 +314,7 @@ static int dequant_const(lctx *c, int x, const cd_quant *qp, const char *suffix)
     memcpy(shape, xv->shape, sizeof shape);
     int id = rc ? rc : cd_lower_make_const(c, suffix, xv->rank, shape, f);
     free(f);
+    if (id >= 0 && (rc = tag_weight_scales(c, id, qp))) return rc;
     return id;
 }
 
@@ -430,6 +441,7 @@ int cd_lower_dequantize(lctx *c) {
         rc = rc < 0 ? rc : 0;
     } else if (!(rc = const_out(c, CD_VAL_CONST_F32, x->rank, x->shape, CD_MAX_CONST_ELEMS))) {
         rc = dequant_values(c, in_val(c, 0), &qp, out_val(c)->f);
+        if (!rc) rc = tag_weight_scales(c, c->n->outputs[0], &qp);
     }
     cd_quant_clear(&qp);
     return rc;

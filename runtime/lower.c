@@ -86,6 +86,12 @@ int cd_lower_conv(lctx *c) {
         memcpy(o->u.conv.bias, b->f, (size_t)K * sizeof(float));
         count_weights(c->g, b->f, K);
     }
+    // int8 weights (a DequantizeLinear folded): per tensor, or per output channel.
+    const cd_quant *wq = w->q;
+    if (wq && (wq->d.channels == 1 || (wq->d.channels == K && wq->d.axis == 0))) {
+        if (!(o->u.conv.wscale = malloc((size_t)K * sizeof(float)))) return OOM(c);
+        for (int64_t k = 0; k < K; k++) o->u.conv.wscale[k] = wq->scale[wq->d.channels == 1 ? 0 : k];
+    }
     int64_t shape[4] = {1, K, d.oh, d.ow};
     return set_act_out(c, op, 4, shape);
 }
@@ -143,6 +149,13 @@ static int lower_batchnorm(lctx *c) {
         for (int k = 0; k < d->k; k++) {
             for (size_t e = 0; e < per_k; e++) prod->u.conv.w[k * per_k + e] *= scale[k];
             prod->u.conv.bias[k] = prod->u.conv.bias[k] * scale[k] + shift[k];
+            // int8 weights stay integers with a scaled scale (a zero or
+            // non-finite factor: not integers any more).
+            if (prod->u.conv.wscale && !(isfinite(scale[k]) && scale[k] != 0.0f)) {
+                free(prod->u.conv.wscale);
+                prod->u.conv.wscale = NULL;
+            }
+            if (prod->u.conv.wscale) prod->u.conv.wscale[k] *= scale[k];
         }
         c->g->params += 4 * C;
         take_over_output(c, x->producer_op, "BN");

@@ -131,6 +131,7 @@ int cd_model_load(const char *path, const cd_model_opts *opts, cd_model **out, c
     for (int i = 0; i < m->nlayers; i++) {
         s->flops += m->layers[i].flops;
         s->weight_bytes += (int64_t)cd_backend_op_weight_bytes(m->be, m->layers[i].st);
+        s->int8_layers += m->layers[i].int8;
     }
     s->nlayers = m->nlayers;
     cd_graph_free(&g);
@@ -178,6 +179,7 @@ void cd_model_layer(const cd_model *m, int i, cd_layer_info *out) {
     out->name = l->name;
     out->op = l->label;
     out->kernel = l->kernel;
+    out->dtype = l->int8 ? "int8" : "f32";
     out->reference = l->reference;
     out->layout = cd_layout_name(m->tensors[l->out].t.layout);
     const cd_tdesc *in = &m->tensors[l->in[0]].t, *o = &m->tensors[l->out].t;

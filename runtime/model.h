@@ -36,6 +36,7 @@ typedef struct {
     int64_t flops_dense;   // dense FLOPs of the layer as loaded (before compaction), batch 1
     int64_t flops_run;     // FLOPs the chosen kernel does (2 * nonzeros * pixels when sparse)
     int sparse;            // runs on the sparse kernels
+    int int8;              // runs on the int8 kernels (plan-int8.c)
     int has_analysis;      // an, structure and choice are filled
     cd_plan_choice choice; // the planner's figures
     char structure[192];   // the analysis as one line (cd_sparse_analysis_format)

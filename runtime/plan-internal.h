@@ -16,6 +16,11 @@ typedef struct {
     char *err;
     size_t errlen;
     cd_layout blk; // the backend's blocked layout (NCHW: it has none)
+    // The int8 convs (plan-int8.c): per op, its quantization when the
+    // planner chose the int8 kernels (else in8[o].in_scale == 0), and
+    // whether a FakeQuant op is done by the conv before it (then an alias).
+    cd_conv_quant *in8;
+    char *fq_fused;
 } pctx;
 
 // True when every reader of value v needs it in NCHW anyway (graph outputs,
@@ -23,9 +28,19 @@ typedef struct {
 int cd_plan_readers_want_nchw(pctx *p, int v);
 // The GEMM part of a backend op descriptor for a Gemm op.
 void cd_plan_gemm_desc(const cd_op *op, cd_bop_desc *d);
+// The op family and parameters of a Pad, Slice, Reduce or LayerNorm op
+// (plan-ops.c): ops that run in NCHW and need no layout choice.
+void cd_plan_nchw_op_desc(const cd_op *op, cd_bop_desc *d);
 // Tensor descriptor of a value (activation per item, or constant padded to rank).
 cd_tdesc cd_plan_value_desc(const cd_value *v, cd_layout l, int rank);
 // Fills p->ch for every live conv/FC op. Returns 0 or CD_ENOMEM.
 int cd_plan_choose_kernels(pctx *p, const char *live);
+// After cd_plan_choose_kernels: fills p->in8 and p->ch[o].int8 for the live
+// convs of a quantized model, by cd_runtime_options.int8 and measured
+// times. Returns 0 or CD_ENOMEM.
+int cd_plan_choose_int8(pctx *p, const char *live);
+// The s8 weights of conv op (rint(w / wscale[k])) into a new array, or
+// NULL (out of memory).
+int8_t *cd_plan_int8_weights(const cd_op *op);
 
 #endif // CD_RUNTIME_PLAN_INTERNAL_H

@@ -205,6 +205,7 @@ static void describe_weighted(pctx *p, const cd_op *op, cd_layer *l, int64_t nz,
     const cd_sparse_analysis *a = op->analysis;
     l->sparse = strncmp(l->kernel, "sparse", 6) == 0;
     l->choice = p->ch[op - p->g->ops];
+    l->int8 = l->choice.int8;
     l->flops_dense = op->flops0 ? op->flops0 : l->flops;
     l->flops_run = l->sparse ? 2 * nz * pix : l->flops;
     snprintf(l->compact, sizeof l->compact, "%s", op->compact);
@@ -372,7 +373,7 @@ static int plan_conv(pctx *p, const cd_op *op, int *in, cd_bop_desc *d, cd_op_st
     d->w = op->u.conv.w;
     d->bias = op->u.conv.bias;
     d->u.conv.n = 1;
-    const cd_plan_choice *pc = &p->ch[op - g->ops];
+    cd_plan_choice *pc = &p->ch[op - g->ops];
     lpair cand[8];
     int nc = 1;
     cand[0] = (lpair){CD_LAYOUT_NCHW, CD_LAYOUT_NCHW};
@@ -383,9 +384,22 @@ static int plan_conv(pctx *p, const cd_op *op, int *in, cd_bop_desc *d, cd_op_st
     } else {
         nc = conv_layouts(p, op, cur, cand);
     }
-    int chosen = -1;
-    int rc = conv_prepare(p, op, in, cand, nc, d, pre, &chosen);
-    if (rc) return rc;
+    int chosen = -1, rc = 0;
+    if (pc->int8) { // the int8 kernels (plan-int8.c) in the layouts above; float32 when none runs
+        if (!(d->wq = cd_plan_int8_weights(op))) return cd_errf(CD_ENOMEM, p->err, p->errlen, "out of memory");
+        d->quant = &p->in8[op - g->ops];
+        rc = conv_prepare(p, op, in, cand, nc, d, pre, &chosen);
+        free((void *)d->wq);
+        d->wq = NULL;
+        if (rc) return rc;
+        if (chosen < 0) {
+            d->quant = NULL;
+            pc->int8 = 0;
+            for (int o = 0; o < g->nops; o++) // its FakeQuant runs after all
+                if (g->ops[o].kind == CD_OP_FAKEQUANT && g->ops[o].in[0] == op->out) p->fq_fused[o] = 0;
+        }
+    }
+    if (chosen < 0 && (rc = conv_prepare(p, op, in, cand, nc, d, pre, &chosen))) return rc;
     if (chosen < 0 && d->sparse) {
         // No sparse kernel for it after all: dense, as it would have been.
         d->sparse = 0;
@@ -519,7 +533,8 @@ static int plan_op(pctx *p, const cd_op *op) {
     cd_op_state *pre = NULL; // the layer, when prepared while choosing its layout
     int rc = 0;
 
-    if (op->kind == CD_OP_ALIAS) return plan_alias(p, op, in[0]);
+    if (op->kind == CD_OP_ALIAS || (op->kind == CD_OP_FAKEQUANT && p->fq_fused && p->fq_fused[op - g->ops]))
+        return plan_alias(p, op, in[0]); // a FakeQuant its int8 conv did
     switch (op->kind) {
     case CD_OP_CONV: rc = plan_conv(p, op, in, &d, &pre, &lay); break;
     case CD_OP_GEMM: plan_gemm(p, op, in, &d); break;
@@ -538,23 +553,9 @@ static int plan_op(pctx *p, const cd_op *op) {
     case CD_OP_CONCAT: rc = plan_follower(p, op, in, &d, &pre, &lay); break;
     case CD_OP_ALIAS: break;
     case CD_OP_PAD:
-        d.op = CD_BOP_PAD;
-        d.u.pad = op->u.pad;
-        break;
     case CD_OP_SLICE:
-        d.op = CD_BOP_SLICE;
-        d.u.slice = op->u.slice;
-        break;
     case CD_OP_REDUCE:
-        d.op = CD_BOP_REDUCE;
-        d.u.reduce = op->u.reduce;
-        break;
-    case CD_OP_LAYERNORM:
-        d.op = CD_BOP_LAYERNORM;
-        d.u.ln = op->u.ln.d;
-        d.w = op->u.ln.gamma;
-        d.bias = op->u.ln.beta;
-        break;
+    case CD_OP_LAYERNORM: cd_plan_nchw_op_desc(op, &d); break;
     }
     if (rc) return rc;
     if (op->kind != CD_OP_CONV)
@@ -742,7 +743,7 @@ static int plan_arena(pctx *p) {
 }
 
 int cd_plan_build(cd_model *m, cd_graph *g, char *err, size_t errlen) {
-    pctx p = {m, g, NULL, NULL, NULL, err, errlen, cd_backend_blocked_layout(m->be)};
+    pctx p = {m, g, NULL, NULL, NULL, err, errlen, cd_backend_blocked_layout(m->be), NULL, NULL};
     int rc = 0;
     char *live = calloc((size_t)g->nops + 1, 1), *need = calloc((size_t)g->nvalues + 1, 1);
     p.vt = malloc(((size_t)g->nvalues + 1) * sizeof(int));
@@ -761,7 +762,7 @@ int cd_plan_build(cd_model *m, cd_graph *g, char *err, size_t errlen) {
         for (int i = 0; i < op->nin; i++) need[op->in[i]] = 1;
     }
     if ((rc = plan_inputs(&p, live))) goto done;
-    if ((rc = cd_plan_choose_kernels(&p, live))) {
+    if ((rc = cd_plan_choose_kernels(&p, live)) || (rc = cd_plan_choose_int8(&p, live))) {
         rc = cd_errf(rc, err, errlen, "out of memory");
         goto done;
     }
@@ -780,6 +781,8 @@ done:
     free(p.vt);
     free(p.ch);
     free(p.reord);
+    free(p.in8);
+    free(p.fq_fused);
     return rc;
 }
 

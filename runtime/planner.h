@@ -51,6 +51,10 @@ typedef struct {
     double tuned_sparse_ms; // --tune: measured sparse
     int tune_batch;         // batch of the measurements
     int from_cache;         // tuned times came from the disk cache
+    // Convs of quantized models (runtime/plan-int8.c):
+    int int8;      // 1: run on the int8 kernels (sparse: their sparse ones)
+    double i8_ms;  // measured ms of the int8 candidate at batch 1 (-1 not timed)
+    double f32_ms; // measured ms of the float32 choice it was compared with (-1)
 } cd_plan_choice;
 
 // The planning mode: opts->mode unless it is AUTO, then the process's

@@ -51,6 +51,7 @@ typedef struct {
     int64_t activation_bytes; // peak activation arena bytes at max_batch
     int64_t zero_params;      // weight elements that are exactly zero
     int nlayers;              // planned layers (after folding/fusion)
+    int int8_layers;          // of them, convs on the int8 kernels
     int max_batch;
     int64_t device_bytes; // device memory held now: weights, constants, the
                           // arenas and workspaces of live execs (0 on cpu)
@@ -73,6 +74,8 @@ typedef struct {
     const char *name;   // ONNX node name (or a generated one)
     const char *op;     // e.g. "Conv", "Conv+Relu", "Add+Relu", "MaxPool"
     const char *kernel; // the kernel chosen, e.g. "dnnl:jit:avx2", "sparse:csr:..."
+    const char *dtype;  // what it computes in: "int8" (the int8 kernels of a
+                        // quantized model's conv) or "f32"
     int reference;      // 1: a Conv/Gemm/Pool left on a reference kernel (slow;
                         // load warned about it)
     const char *layout; // layout of the output: "NCHW", "NCHW16C", "NCHW8C"
@@ -117,7 +120,7 @@ typedef struct {
 void cd_runtime_cpu_info(cd_cpu_info *out);
 
 // Fills *o from the environment: CONVD_PROFILE, CONVD_CPU_KERNELS,
-// CONVD_PLAN, CONVD_MAX_ISA, CONVD_HIP_PLUGIN (unset or empty: the default;
+// CONVD_PLAN, CONVD_INT8, CONVD_MAX_ISA, CONVD_HIP_PLUGIN (unset or empty: the default;
 // an unknown CONVD_PLAN is auto). log is left NULL (stderr).
 void cd_runtime_options_from_env(cd_runtime_options *o);
 

@@ -25,6 +25,7 @@ typedef enum {
     K_DNNL,
     K_COPY,
     K_SPARSE, // sparse/sparse-conv.h (CONV2D, GEMM with rows == 1), NCHW
+    K_I8REF,  // an int8 conv on the reference (kernels/cpu/ref-conv-i8.c), NCHW
     K_NONE,   // this backend cannot run the op as described
 } kernel_kind;
 
@@ -34,6 +35,9 @@ struct cd_op_state {
     cd_bop_desc d;      // the planning description (w/bias pointers cleared)
     float *w, *bias;    // reference conv/gemm: owned copies
     float *qscale;      // FAKEQUANT: the u.fq.channels scales, then as many zero points (owned)
+    cd_conv_quant q;    // int8 conv: the quantization (q.w_scale points at wscale)
+    float *wscale;      // int8 conv: K weight scales (owned)
+    int8_t *wq;         // int8 conv on the reference: the weights (owned)
     cd_dnnl_op *dop;    // oneDNN
     cd_sparse_conv *sp; // sparse kernels
     int swap;           // binary on oneDNN: operands swapped (b is the big one)
@@ -93,9 +97,20 @@ static cd_dnnl_binary_kind dnnl_bin(cd_binary_kind k) {
 
 // ---- choosing a kernel (shared by supports_op and init) ---------------------------
 
+// An int8 conv (d->quant): the reference, in NCHW, only where asked for
+// (CONVD_INT8=on, or the reference kernels everywhere): the planner's auto
+// mode takes int8 only where a fast kernel exists.
+static kernel_kind choose_int8(const cd_bop_desc *d) {
+    if (d->u.conv.has_residual && d->nsrc != 2) return K_NONE;
+    if (d->quant->dst_int && !(d->quant->out_scale > 0.0f)) return K_NONE;
+    if (all_nchw(d) && (ref_only() || cd_runtime_opts()->int8 == 2)) return K_I8REF;
+    return K_NONE;
+}
+
 static kernel_kind choose(const cd_bop_desc *d, int *swap) {
     cd_dnnl_tdesc a, b;
     *swap = 0;
+    if (d->op == CD_BOP_CONV2D && d->quant) return choose_int8(d);
     if (d->sparse) {
         if (d->op != CD_BOP_CONV2D && !(d->op == CD_BOP_GEMM && d->u.gemm.rows == 1)) return K_NONE;
         if (d->op == CD_BOP_CONV2D && d->u.conv.has_residual && d->nsrc != 2) return K_NONE;
@@ -223,19 +238,42 @@ static int layernorm_init(cd_op_state *st, const cd_bop_desc *d, int dnnl, int m
     return 0;
 }
 
-// The kernel name of a prepared sparse or oneDNN op ("sparse:csr:avx512f:...",
-// "dnnl:jit:avx512_core"); the others keep the one init gave them.
-static void name_kernel(cd_op_state *st) {
-    if (st->sp) {
-        cd_sparse_conv_info si;
-        cd_sparse_conv_get_info(st->sp, &si);
-        snprintf(st->kernel, sizeof st->kernel, "sparse:%s:%s:%s", cd_sparse_format_name(si.format),
-                 cd_sparse_isa_name(si.isa), si.mode);
+// Copies what an int8 conv keeps: its quantization, the weight scales and,
+// on the reference, the s8 weights and the bias. 0, CD_EPARAMS, CD_ENOMEM.
+static int int8_init(cd_op_state *st, const cd_bop_desc *d) {
+    const cd_conv_desc *c = &d->u.conv;
+    size_t nw = (size_t)c->k * (c->c / c->groups) * c->r * c->s;
+    if (!d->wq || !d->quant->w_scale) return CD_EPARAMS;
+    st->q = *d->quant;
+    st->wscale = malloc((size_t)c->k * sizeof(float));
+    st->bias = calloc((size_t)c->k, sizeof(float));
+    st->wq = malloc(nw ? nw : 1);
+    if (!st->wscale || !st->bias || !st->wq) return CD_ENOMEM;
+    memcpy(st->wscale, d->quant->w_scale, (size_t)c->k * sizeof(float));
+    st->q.w_scale = st->wscale;
+    if (d->bias) memcpy(st->bias, d->bias, (size_t)c->k * sizeof(float));
+    memcpy(st->wq, d->wq, nw);
+    snprintf(st->kernel, sizeof st->kernel, "ref:i8");
+    return 0;
+}
+
+// A conv's state on kernel k. 0 or a negative code.
+static int conv_init(cd_op_state *st, const cd_bop_desc *d, kernel_kind k) {
+    const cd_conv_desc *c = &d->u.conv;
+    if (k == K_I8REF) return int8_init(st, d);
+    if (k == K_SPARSE) {
+        cd_sparse_conv_options o = {.format = (cd_sparse_format)d->sparse_format};
+        return cd_sparse_conv_create(c, d->w, d->bias, &o, &st->sp);
     }
-    if (st->dop) {
-        const char *impl = cd_dnnl_op_impl(st->dop, 1);
-        if (impl && strcmp(impl, "?") != 0) snprintf(st->kernel, sizeof st->kernel, "dnnl:%s", impl);
-    }
+    if (k == K_DNNL)
+        return cd_dnnl_conv_create(c, d->src[0].layout, d->dst.layout, d->max_batch, d->w, d->bias, &st->dop);
+    size_t nw = (size_t)c->k * (c->c / c->groups) * c->r * c->s;
+    st->w = malloc(nw * sizeof(float));
+    st->bias = calloc((size_t)c->k, sizeof(float));
+    if (!st->w || !st->bias) return CD_ENOMEM;
+    memcpy(st->w, d->w, nw * sizeof(float));
+    if (d->bias) memcpy(st->bias, d->bias, (size_t)c->k * sizeof(float));
+    return 0;
 }
 
 static int cpu_op_init(cd_backend_t be, const cd_bop_desc *d, cd_op_state **out) {
@@ -248,31 +286,14 @@ static int cpu_op_init(cd_backend_t be, const cd_bop_desc *d, cd_op_state **out)
     st->kind = k;
     st->d = *d;
     st->d.w = st->d.bias = st->d.scale = st->d.zero_point = NULL;
+    st->d.quant = NULL;
+    st->d.wq = NULL;
     st->swap = swap;
     snprintf(st->kernel, sizeof st->kernel, "%s", k == K_DNNL ? "dnnl" : k == K_COPY ? "copy" : "ref");
     int rc = 0, mb = d->max_batch;
     cd_dnnl_tdesc a, b;
     switch (d->op) {
-    case CD_BOP_CONV2D: {
-        const cd_conv_desc *c = &d->u.conv;
-        if (k == K_SPARSE) {
-            cd_sparse_conv_options o = {.format = (cd_sparse_format)d->sparse_format};
-            rc = cd_sparse_conv_create(c, d->w, d->bias, &o, &st->sp);
-        } else if (k == K_DNNL) {
-            rc = cd_dnnl_conv_create(c, d->src[0].layout, d->dst.layout, mb, d->w, d->bias, &st->dop);
-        } else {
-            size_t nw = (size_t)c->k * (c->c / c->groups) * c->r * c->s;
-            st->w = malloc(nw * sizeof(float));
-            st->bias = calloc((size_t)c->k, sizeof(float));
-            if (!st->w || !st->bias)
-                rc = CD_ENOMEM;
-            else {
-                memcpy(st->w, d->w, nw * sizeof(float));
-                if (d->bias) memcpy(st->bias, d->bias, (size_t)c->k * sizeof(float));
-            }
-        }
-        break;
-    }
+    case CD_BOP_CONV2D: rc = conv_init(st, d, k); break;
     case CD_BOP_GEMM: {
         size_t nw = (size_t)d->u.gemm.n * d->u.gemm.k;
         if (k == K_SPARSE) {
@@ -344,7 +365,16 @@ static int cpu_op_init(cd_backend_t be, const cd_bop_desc *d, cd_op_state **out)
     case CD_BOP_COUNT: rc = CD_EUNSUPPORTED; break;
     }
     if (!rc && st->dop) rc = cd_dnnl_op_prepare(st->dop, 1, NULL);
-    if (!rc) name_kernel(st);
+    if (!rc && st->sp) {
+        cd_sparse_conv_info si;
+        cd_sparse_conv_get_info(st->sp, &si);
+        snprintf(st->kernel, sizeof st->kernel, "sparse:%s:%s:%s", cd_sparse_format_name(si.format),
+                 cd_sparse_isa_name(si.isa), si.mode);
+    }
+    if (!rc && st->dop) {
+        const char *impl = cd_dnnl_op_impl(st->dop, 1);
+        if (impl && strcmp(impl, "?") != 0) snprintf(st->kernel, sizeof st->kernel, "dnnl:%s", impl);
+    }
     if (rc) {
         be->iface->op_state_free(be, st);
         return rc;
@@ -398,6 +428,11 @@ static int cpu_op_run(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int
     case CD_BOP_CONV2D: {
         cd_conv_desc c = d->u.conv;
         c.n = batch;
+        if (st->kind == K_I8REF) {
+            cd_ref_conv2d_i8(&c, &st->q, srcs[0]->data, st->wq, st->bias, c.has_residual ? srcs[1]->data : NULL,
+                             dst->data);
+            return 0;
+        }
         cd_ref_conv2d(&c, srcs[0]->data, st->w, st->bias, c.has_residual ? srcs[1]->data : NULL, dst->data);
         return 0;
     }
@@ -530,6 +565,10 @@ static size_t cpu_op_weight_bytes(cd_backend_t be, cd_op_state *st) {
         cd_sparse_conv_get_info(st->sp, &si);
         return si.packed_bytes;
     }
+    if (st->op == CD_BOP_CONV2D && st->wq) { // int8: the weights are bytes
+        const cd_conv_desc *c = &st->d.u.conv;
+        return (size_t)c->k * (c->c / c->groups) * c->r * c->s + (size_t)c->k * 2 * sizeof(float);
+    }
     if (st->op == CD_BOP_CONV2D && st->w) {
         const cd_conv_desc *c = &st->d.u.conv;
         return ((size_t)c->k * (c->c / c->groups) * c->r * c->s + (size_t)c->k) * sizeof(float);
@@ -545,6 +584,8 @@ static void cpu_op_state_free(cd_backend_t be, cd_op_state *st) {
     free(st->w);
     free(st->bias);
     free(st->qscale);
+    free(st->wscale);
+    free(st->wq);
     free(st);
 }
 

@@ -83,6 +83,9 @@ static int binary_shapes_ok(const cd_bop_desc *d) {
 }
 
 static bool hip_supports_op(cd_backend_t be, const cd_bop_desc *d) {
+    // No int8 kernels here: a quantized model's convs run in float32 over
+    // the dequantized weights (docs/QUANTIZATION.md).
+    if (d->quant) return false;
     if (d->sparse) {
         if (d->op == CD_BOP_CONV2D && d->u.conv.has_residual != (d->nsrc == 2)) return false;
         return cd_hipb_sparse_kind(d) != K_DENSE;

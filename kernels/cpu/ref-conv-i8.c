@@ -36,7 +36,7 @@ void cd_ref_conv2d_i8(const cd_conv_desc *d, const cd_conv_quant *q, const void 
     int32_t *xq = malloc(sizeof(int32_t) * (nin ? nin : 1)), *acc = malloc(sizeof(int32_t) * (nout ? nout : 1));
     if (!xq || !acc) abort(); // a test oracle: no caller handles a failure
     for (size_t i = 0; i < nin; i++)
-        xq[i] = !q->src_int      ? cd_conv_quant_in(q, ((const float *)src)[i])
+        xq[i] = !q->src_int    ? cd_conv_quant_in(q, ((const float *)src)[i])
                 : q->in_signed ? ((const int8_t *)src)[i]
                                : ((const uint8_t *)src)[i];
     cd_ref_conv2d_i8_acc(d, xq, q->in_zp, wq, acc);
@@ -47,9 +47,12 @@ void cd_ref_conv2d_i8(const cd_conv_desc *d, const cd_conv_quant *q, const void 
         float y = cd_conv_quant_y(acc[i], mult, bias ? bias[k] : 0.0f, residual ? residual[i] : 0.0f,
                                   d->has_residual && residual, d->act);
         float v = cd_conv_quant_out(q, y);
-        if (!q->dst_int) ((float *)dst)[i] = v;
-        else if (q->out_signed) ((int8_t *)dst)[i] = (int8_t)v;
-        else ((uint8_t *)dst)[i] = (uint8_t)v;
+        if (!q->dst_int)
+            ((float *)dst)[i] = v;
+        else if (q->out_signed)
+            ((int8_t *)dst)[i] = (int8_t)v;
+        else
+            ((uint8_t *)dst)[i] = (uint8_t)v;
     }
     free(xq);
     free(acc);

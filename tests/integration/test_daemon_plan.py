@@ -302,7 +302,7 @@ def test_reference_layers_marked_in_both_modes(tmp_path, models):
         refs = [l for l in plan["layers"] if l["reference"]]
         assert refs and plan["total"]["reference_layers"] == len(refs)
         marked = [ln for ln in out.stdout.splitlines()
-                  if re.match(r"\s*\d+\s", ln) and ln.split()[-6] == "!ref"]
+                  if re.match(r"\s*\d+\s", ln) and ln.split()[-7] == "!ref"]
         # Every reference layer is listed and marked (pools too, without --all).
         assert sorted(ln.split()[1] for ln in marked) == sorted(l["name"] for l in refs)
         assert f"{len(refs)} layers on a reference kernel (slow)" in out.stdout

@@ -170,6 +170,66 @@ def test_pruned_qdq_model_keeps_zeros_and_sparse_kernels(tmp_path, rng, cache_en
         assert "sparse:" in info, info
 
 
+# ---- the int8 kernels (CONVD_INT8=on: wherever a conv can; auto times both) --------------
+
+
+def quantize_folded(model, path, rng, per_channel=True):
+    """quantize_static after onnxruntime's own pre-processing, which folds
+    BatchNormalization into the convs (what a torchvision export gives): the
+    convs then feed their QuantizeLinear directly, which the int8 conv does."""
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+    src, pre = path.with_suffix(".f32.onnx"), path.with_suffix(".pre.onnx")
+    onnx.save(model, str(src))
+    quant_pre_process(str(src), str(pre))
+    quantize_static(str(pre), str(path), Reader(model, rng), quant_format=QuantFormat.QDQ,
+                    per_channel=per_channel, weight_type=QuantType.QInt8, activation_type=QuantType.QUInt8)
+    return path
+
+
+def info_json(path, env):
+    return json.loads(convd_run(path, ["--info", "--json"], env=env).stdout)
+
+
+@pytest.mark.parametrize("name", ["cnn", "resnet18", "mobilenetv2"])
+def test_int8_kernels_match_onnxruntime(name, tmp_path, rng):
+    q = quantize_folded(models(rng)[name], tmp_path / f"{name}-i8.onnx", rng, per_channel=name != "cnn")
+    on, off = {"CONVD_INT8": "on"}, {"CONVD_INT8": "off"}
+    layers_on, layers_off = info_json(q, on)["layers"], info_json(q, off)["layers"]
+    convs = [l for l in layers_off if l["op"].startswith("Conv")]
+    int8 = [l for l in layers_on if l["dtype"] == "int8"]
+    # Every conv runs int8 (their inputs all come quantized in these files),
+    # none does with CONVD_INT8=off, and an int8 conv does the QuantizeLinear
+    # after it: the plan has fewer layers.
+    assert len(int8) == len(convs) > 0, [(l["name"], l["kernel"], l["dtype"]) for l in layers_on]
+    assert all(l["dtype"] == "f32" for l in layers_off)
+    assert len(layers_on) < len(layers_off)
+    for env in (on, dict(on, CONVD_CPU_KERNELS="ref")):
+        err, top1 = compare(q, tmp_path, rng, env=env)
+        assert err <= REL_L2, f"{name} int8: median relative L2 {err:.3g}"
+        assert top1 >= TOP1, f"{name} int8: top-1 agreement {top1}"
+
+
+def test_int8_and_f32_plans_of_a_pruned_model_agree(tmp_path, rng, cache_env):  # noqa: F811
+    """A 90% pruned, BN-folded model: the int8 plan and the f32 plan of the
+    same quantized file compute the same grid values but where a sum lands
+    within float rounding of a rounding boundary (f32 sums in another order),
+    so they agree closely; and auto mode (timing both) gives a valid plan
+    whose every conv says what it chose."""
+    g = B.Graph(rng)
+    x = g.input("x", [16, 12, 12])
+    y = g.relu(g.conv(x, 16, 64, 1))
+    y = g.relu(g.conv(y, 64, 64, 3, pad=1))
+    y = g.relu(g.conv(y, 64, 64, 3, pad=1, stride=2))
+    y = B.fc_head(g, y, 64, 10, softmax=False)
+    q = quantize_folded(prune_magnitude(g.build([y]), 0.9), tmp_path / "p90-i8.onnx", rng)
+    on = dict(cache_env, CONVD_INT8="on")
+    e_on, t_on = compare(q, tmp_path, rng, env=on)
+    e_off, t_off = compare(q, tmp_path, rng, env=dict(cache_env, CONVD_INT8="off"))
+    assert e_on <= REL_L2 and e_off <= REL_L2 and t_on >= TOP1
+    auto = info_json(q, dict(cache_env, CONVD_INT8="auto"))["layers"]
+    assert {l["dtype"] for l in auto if l["op"].startswith("Conv")} <= {"int8", "f32"}
+
+
 # ---- hand-made files: every form of the ops, and the bad ones -----------------------------
 
 

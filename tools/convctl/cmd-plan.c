@@ -239,6 +239,8 @@ static int view_from_answer(plan_view *v, const msgpack_object *r) {
         l->name = vstr(v, o, "name");
         l->op = vstr(v, o, "op");
         l->kernel = vstr(v, o, "kernel");
+        l->dtype = vstr(v, o, "dtype");
+        if (!*l->dtype) l->dtype = "f32"; // a daemon from before int8
         l->layout = vstr(v, o, "layout");
         l->reference = get_bool(o, "reference");
         l->in_rank = get_shape(o, "in_shape", l->in_shape);
@@ -373,6 +375,8 @@ static void print_json(const plan_view *v) {
         json_str(l->op);
         printf(",\"kernel\":");
         json_str(l->kernel);
+        printf(",\"dtype\":");
+        json_str(l->dtype);
         printf(",\"layout\":");
         json_str(l->layout);
         printf(",\"reference\":%s,\"in_shape\":", l->reference ? "true" : "false");
@@ -448,11 +452,12 @@ static void print_human(const plan_view *v, bool all) {
     printf("device %s, layout %s; cpu %s: kernels %s%s, dnnl %s\n\n", v->device, v->layout, v->cpu_model,
            v->kernels_isa,
            v->kernels_capped ? (v->daemon ? " (capped by --max-isa)" : " (capped by CONVD_MAX_ISA)") : "", v->dnnl_isa);
-    static const char *heads[] = {"#",      "layer",  "op",      "in -> out", "density", "structure", "compaction",
-                                  "kernel", "layout", "pred ms", "meas ms",   "MFLOP",   "skipped"};
-    static const bool numeric[] = {true, false, false, false, true, false, false, false, false, true, true, true, true};
+    static const char *heads[] = {"#",      "layer", "op",     "in -> out", "density", "structure", "compaction",
+                                  "kernel", "type",  "layout", "pred ms",   "meas ms", "MFLOP",     "skipped"};
+    static const bool numeric[] = {true,  false, false, false, true, false, false,
+                                   false, false, false, true,  true, true,  true};
     ctl_table tb;
-    ctl_table_init(&tb, 13, heads, numeric);
+    ctl_table_init(&tb, 14, heads, numeric);
     for (int i = 0; i < v->n; i++) {
         const cd_layer_info *l = &v->layers[i];
         if (!l->is_weighted && !all && !l->reference) continue;
@@ -486,9 +491,9 @@ static void print_human(const plan_view *v, bool all) {
         else
             snprintf(me, sizeof me, "-");
         snprintf(kern, sizeof kern, "%s%s", l->kernel, l->reference ? " !ref" : "");
-        const char *cells[13] = {
-            idx,  l->name,   l->op, io, dens, st, l->is_weighted && l->compaction[0] ? l->compaction : "-",
-            kern, l->layout, pr,    me, mf,   sk};
+        const char *cells[14] = {
+            idx,  l->name,  l->op,     io, dens, st, l->is_weighted && l->compaction[0] ? l->compaction : "-",
+            kern, l->dtype, l->layout, pr, me,   mf, sk};
         ctl_table_add_row(&tb, cells);
     }
     ctl_table_print(&tb, 0);

@@ -106,7 +106,7 @@ int ctl_cmd_models(ctl_ctx *ctx, int argc, char **argv) {
     ctl_table_init(&t, 10, heads, num);
     for (size_t i = 0; i < l->count; i++) {
         const convd_model_info *m = &l->models[i];
-        char in[512], out[512], batch[32], params[32], gf[32], wb[32], dens[32], layers[32];
+        char in[512], out[512], batch[32], params[32], gf[32], wb[32], dens[32], layers[64];
         fmt_tensors(in, sizeof in, m->inputs, m->n_inputs);
         fmt_tensors(out, sizeof out, m->outputs, m->n_outputs);
         snprintf(batch, sizeof batch, "%lld", (long long)m->max_batch);
@@ -127,7 +127,9 @@ int ctl_cmd_models(ctl_ctx *ctx, int argc, char **argv) {
             snprintf(dens, sizeof dens, "%.1f%%", m->density * 100);
         else
             snprintf(dens, sizeof dens, "-");
-        if (m->layers >= 0)
+        if (m->layers >= 0 && m->int8_layers > 0)
+            snprintf(layers, sizeof layers, "%lld (%lld int8)", (long long)m->layers, (long long)m->int8_layers);
+        else if (m->layers >= 0)
             snprintf(layers, sizeof layers, "%lld", (long long)m->layers);
         else
             snprintf(layers, sizeof layers, "-");

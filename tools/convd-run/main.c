@@ -345,6 +345,8 @@ static void print_json_layers(FILE *f, cd_model *m) {
         cd_json_write_str(f, li.op);
         fprintf(f, ", \"kernel\": ");
         cd_json_write_str(f, li.kernel);
+        fprintf(f, ", \"dtype\": ");
+        cd_json_write_str(f, li.dtype);
         fprintf(f, ", \"layout\": ");
         cd_json_write_str(f, li.layout);
         fprintf(f, ", \"reference\": %s", li.reference ? "true" : "false");
@@ -420,8 +422,9 @@ static void print_text_info(const run_opts *o, cd_model *m) {
     cd_runtime_cpu_info(&ci);
     printf("\ndevice %s, blocked layout %s; kernels %s%s, oneDNN %s\n", cd_model_device(m), cd_model_layout(m),
            ci.kernels_isa, ci.kernels_capped ? " (capped by CONVD_MAX_ISA)" : "", ci.dnnl_isa);
-    printf("%4s  %-28s %-22s %-22s %-18s %-18s %10s %12s\n", "#", "name", "op", "kernel", "in", "out", "params",
-           "MFLOP");
+    if (s.int8_layers) printf("%d conv layers on the int8 kernels\n", s.int8_layers);
+    printf("%4s  %-28s %-22s %-22s %-5s %-18s %-18s %10s %12s\n", "#", "name", "op", "kernel", "type", "in", "out",
+           "params", "MFLOP");
     for (int i = 0; i < cd_model_num_layers(m); i++) {
         cd_layer_info li;
         cd_model_layer(m, i, &li);
@@ -431,8 +434,8 @@ static void print_text_info(const run_opts *o, cd_model *m) {
         print_shape(b, li.out_rank, li.out_shape, 0);
         fclose(a);
         fclose(b);
-        printf("%4d  %-28.28s %-22.22s %-22.22s %-18s %-18s %10lld %12.3f%s\n", i, li.name, li.op, li.kernel, ins_s,
-               outs_s, (long long)li.params, li.flops / 1e6, li.reference ? "  !ref (slow)" : "");
+        printf("%4d  %-28.28s %-22.22s %-22.22s %-5s %-18s %-18s %10lld %12.3f%s\n", i, li.name, li.op, li.kernel,
+               li.dtype, ins_s, outs_s, (long long)li.params, li.flops / 1e6, li.reference ? "  !ref (slow)" : "");
     }
 }
 
