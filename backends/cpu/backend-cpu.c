@@ -180,7 +180,9 @@ static kernel_kind choose(const cd_bop_desc *d, int *swap) {
         if (ok && cd_dnnl_concat_supports(d->nsrc, t, d->u.axis, d->dst.layout)) return K_DNNL;
         return all_nchw(d) ? K_REF : K_NONE;
     }
-    case CD_BOP_TRANSPOSE: return all_nchw(d) ? K_REF : K_NONE;
+    case CD_BOP_TRANSPOSE: // a rotation of the dims is a tiled 2-D transpose (kernels/cpu/transpose-2d.c)
+        if (all_nchw(d) && cd_cpu_transpose_split(d->src[0].rank, d->u.perm)) return K_COPY;
+        return all_nchw(d) ? K_REF : K_NONE;
     case CD_BOP_FAKEQUANT:
         // Per tensor it is element-wise in any layout (a padding channel's 0
         // stays 0); per channel the reference kernel indexes NCHW.
@@ -466,7 +468,11 @@ static int cpu_op_run(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int
         return 0;
     }
     case CD_BOP_TRANSPOSE:
-        cd_ref_transpose(srcs[0]->rank, srcs[0]->shape, d->u.perm, srcs[0]->data, dst->data);
+        if (st->kind == K_COPY)
+            cd_cpu_transpose_2d(srcs[0]->rank, srcs[0]->shape, cd_cpu_transpose_split(srcs[0]->rank, d->u.perm),
+                                srcs[0]->data, dst->data);
+        else
+            cd_ref_transpose(srcs[0]->rank, srcs[0]->shape, d->u.perm, srcs[0]->data, dst->data);
         return 0;
     case CD_BOP_FAKEQUANT: {
         // Every stored element (a blocked layout's padding too).

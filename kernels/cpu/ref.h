@@ -97,6 +97,14 @@ void cd_ref_slice(const cd_slice_desc *d, int rank, const int64_t *src_shape, co
 void cd_cpu_slice_runs(const cd_slice_desc *d, int rank, const int64_t *src_shape, const float *src,
                        const int64_t *dst_shape, float *dst);
 
+// When perm keeps dim 0 and rotates the others so that dim s comes first
+// (NCHW -> NHWC is s = 2, NHWC -> NCHW s = rank - 1): s; else 0. Then
+// cd_cpu_transpose_2d(rank, shape, s, ...) equals cd_ref_transpose, as a
+// tiled A x B transpose per item (kernels/cpu/transpose-2d.c: the CPU
+// backend's kernel; not a reference).
+int cd_cpu_transpose_split(int rank, const int *perm);
+void cd_cpu_transpose_2d(int rank, const int64_t *shape, int split, const float *src, float *dst);
+
 // Sum, mean or max of src over the dims in d->mask; dst holds the kept dims
 // in order. A dim of size 0 is not allowed.
 void cd_ref_reduce(const cd_reduce_desc *d, int rank, const int64_t *src_shape, const float *src, float *dst);

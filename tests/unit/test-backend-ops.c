@@ -312,13 +312,19 @@ static void make_concat(op_case *t, int axis) {
     t->blockable = 1;
 }
 
-// A random permutation of dims 1..rank-1, rank 2..6.
+// variant 0: a random permutation of dims 1..rank-1, rank 2..6; 1: a
+// rotation of them (NCHW <-> NHWC and the like: the CPU's tiled kernel),
+// rank 3..6, dims up to 40 at rank 3 and 4 (several tiles).
 static void make_transpose(op_case *t, int variant) {
-    int rank = cd_test_randi(2, 6), batch = cd_test_randi(1, 3);
+    int rank = cd_test_randi(variant ? 3 : 2, 6), batch = cd_test_randi(1, 3);
     int64_t s[6] = {1}, o[6];
     int perm[6] = {0};
-    for (int i = 1; i < rank; i++) s[i] = cd_test_randi(1, 6), perm[i] = i;
-    for (int i = rank - 1; i > 1; i--) { // Fisher-Yates over dims 1..rank-1
+    for (int i = 1; i < rank; i++) s[i] = cd_test_randi(1, variant && rank <= 4 ? 40 : 6), perm[i] = i;
+    if (variant) {
+        int first = cd_test_randi(2, rank - 1);
+        for (int i = 1; i < rank; i++) perm[i] = first + i - 1 < rank ? first + i - 1 : first + i - rank;
+    }
+    for (int i = rank - 1; i > 1 && !variant; i--) { // Fisher-Yates over dims 1..rank-1
         int j = cd_test_randi(1, i), x = perm[i];
         perm[i] = perm[j];
         perm[j] = x;
@@ -501,6 +507,7 @@ static const op_row g_rows[] = {
     {"concat axis 2", CD_BOP_CONCAT, make_concat, 2, 1, 1},
     {"concat axis 3", CD_BOP_CONCAT, make_concat, 3, 1, 1},
     {"transpose random perm", CD_BOP_TRANSPOSE, make_transpose, 0, 4, 1},
+    {"transpose rotation (NCHW <-> NHWC)", CD_BOP_TRANSPOSE, make_transpose, 1, 4, 1},
     {"reorder NCHW -> NCHW16C", CD_BOP_REORDER, make_reorder, 0, 1, 1},
     {"reorder NCHW16C -> NCHW", CD_BOP_REORDER, make_reorder, 1, 1, 1},
     {"reorder NCHW -> NCHW8C", CD_BOP_REORDER, make_reorder, 2, 1, 0},
