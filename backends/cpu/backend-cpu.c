@@ -174,15 +174,19 @@ static kernel_kind choose(const cd_bop_desc *d, int *swap) {
         }
         return all_nchw(d) ? K_REF : K_NONE;
     case CD_BOP_CONCAT: {
+        // In NCHW a concat is memcpy runs (cd_ref_concat), faster than oneDNN's simple:any.
+        if (all_nchw(d)) return K_COPY;
         int ok = d->u.axis >= 1 && d->u.axis <= 3 && d->nsrc <= 64;
         cd_dnnl_tdesc t[64];
         for (int i = 0; ok && i < d->nsrc; i++) ok = to_dnnl(&d->src[i], 0, &t[i]);
         if (ok && cd_dnnl_concat_supports(d->nsrc, t, d->u.axis, d->dst.layout)) return K_DNNL;
         return all_nchw(d) ? K_REF : K_NONE;
     }
-    case CD_BOP_TRANSPOSE: // a rotation of the dims is a tiled 2-D transpose (kernels/cpu/transpose-2d.c)
-        if (all_nchw(d) && cd_cpu_transpose_split(d->src[0].rank, d->u.perm)) return K_COPY;
+    case CD_BOP_TRANSPOSE: { // a rotation of dims is a tiled 2-D transpose (kernels/cpu/transpose-2d.c)
+        int split, keep;
+        if (all_nchw(d) && cd_cpu_transpose_rotation(d->src[0].rank, d->u.perm, &split, &keep)) return K_COPY;
         return all_nchw(d) ? K_REF : K_NONE;
+    }
     case CD_BOP_FAKEQUANT:
         // Per tensor it is element-wise in any layout (a padding channel's 0
         // stays 0); per channel the reference kernel indexes NCHW.
@@ -468,11 +472,13 @@ static int cpu_op_run(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int
         return 0;
     }
     case CD_BOP_TRANSPOSE:
-        if (st->kind == K_COPY)
-            cd_cpu_transpose_2d(srcs[0]->rank, srcs[0]->shape, cd_cpu_transpose_split(srcs[0]->rank, d->u.perm),
-                                srcs[0]->data, dst->data);
-        else
+        if (st->kind == K_COPY) {
+            int split = 0, keep = 0;
+            cd_cpu_transpose_rotation(srcs[0]->rank, d->u.perm, &split, &keep);
+            cd_cpu_transpose_2d(srcs[0]->rank, srcs[0]->shape, split, keep, srcs[0]->data, dst->data);
+        } else {
             cd_ref_transpose(srcs[0]->rank, srcs[0]->shape, d->u.perm, srcs[0]->data, dst->data);
+        }
         return 0;
     case CD_BOP_FAKEQUANT: {
         // Every stored element (a blocked layout's padding too).

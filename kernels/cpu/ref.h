@@ -97,13 +97,14 @@ void cd_ref_slice(const cd_slice_desc *d, int rank, const int64_t *src_shape, co
 void cd_cpu_slice_runs(const cd_slice_desc *d, int rank, const int64_t *src_shape, const float *src,
                        const int64_t *dst_shape, float *dst);
 
-// When perm keeps dim 0 and rotates the others so that dim s comes first
-// (NCHW -> NHWC is s = 2, NHWC -> NCHW s = rank - 1): s; else 0. Then
-// cd_cpu_transpose_2d(rank, shape, s, ...) equals cd_ref_transpose, as a
-// tiled A x B transpose per item (kernels/cpu/transpose-2d.c: the CPU
-// backend's kernel; not a reference).
-int cd_cpu_transpose_split(int rank, const int *perm);
-void cd_cpu_transpose_2d(int rank, const int64_t *shape, int split, const float *src, float *dst);
+// 1 when perm keeps dim 0, rotates dims 1..keep-1 so that dim split comes
+// first and keeps dims keep.. in place (NCHW -> NHWC: split 2, keep 4;
+// NHWC -> NCHW: split 3, keep 4; the channel shuffle 0,2,1,3,4: split 2,
+// keep 3), with *split and *keep set; else 0. Then cd_cpu_transpose_2d with
+// them equals cd_ref_transpose, as a tiled transpose per item
+// (kernels/cpu/transpose-2d.c: the CPU backend's kernel; not a reference).
+int cd_cpu_transpose_rotation(int rank, const int *perm, int *split, int *keep);
+void cd_cpu_transpose_2d(int rank, const int64_t *shape, int split, int keep, const float *src, float *dst);
 
 // Sum, mean or max of src over the dims in d->mask; dst holds the kept dims
 // in order. A dim of size 0 is not allowed.

@@ -313,16 +313,17 @@ static void make_concat(op_case *t, int axis) {
 }
 
 // variant 0: a random permutation of dims 1..rank-1, rank 2..6; 1: a
-// rotation of them (NCHW <-> NHWC and the like: the CPU's tiled kernel),
-// rank 3..6, dims up to 40 at rank 3 and 4 (several tiles).
+// rotation of dims 1..keep-1, the rest in place (NCHW <-> NHWC, the channel
+// shuffle: the CPU's tiled kernel), rank 3..6, dims up to 40 at rank 3 and
+// 4 (several tiles).
 static void make_transpose(op_case *t, int variant) {
     int rank = cd_test_randi(variant ? 3 : 2, 6), batch = cd_test_randi(1, 3);
     int64_t s[6] = {1}, o[6];
     int perm[6] = {0};
     for (int i = 1; i < rank; i++) s[i] = cd_test_randi(1, variant && rank <= 4 ? 40 : 6), perm[i] = i;
     if (variant) {
-        int first = cd_test_randi(2, rank - 1);
-        for (int i = 1; i < rank; i++) perm[i] = first + i - 1 < rank ? first + i - 1 : first + i - rank;
+        int keep = cd_test_randi(3, rank), first = cd_test_randi(2, keep - 1);
+        for (int i = 1; i < keep; i++) perm[i] = first + i - 1 < keep ? first + i - 1 : first + i - keep;
     }
     for (int i = rank - 1; i > 1 && !variant; i--) { // Fisher-Yates over dims 1..rank-1
         int j = cd_test_randi(1, i), x = perm[i];
