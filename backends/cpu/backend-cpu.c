@@ -95,6 +95,16 @@ static cd_dnnl_binary_kind dnnl_bin(cd_binary_kind k) {
                                 : CD_DNNL_MAX;
 }
 
+// A channel concat whose inputs and output share one blocked layout and
+// whose inputs have whole blocks of channels.
+static int blocked_channel_concat(const cd_bop_desc *d) {
+    const cd_layout l = d->dst.layout;
+    if (d->u.axis != 1 || l == CD_LAYOUT_NCHW || d->dst.rank != 4) return 0;
+    for (int i = 0; i < d->nsrc; i++)
+        if (d->src[i].layout != l || d->src[i].rank != 4 || d->src[i].shape[1] % cd_layout_block(l)) return 0;
+    return 1;
+}
+
 // ---- choosing a kernel (shared by supports_op and init) ---------------------------
 
 // An int8 conv (d->quant): the reference, in NCHW, only where asked for
@@ -174,8 +184,10 @@ static kernel_kind choose(const cd_bop_desc *d, int *swap) {
         }
         return all_nchw(d) ? K_REF : K_NONE;
     case CD_BOP_CONCAT: {
-        // In NCHW a concat is memcpy runs (cd_ref_concat), faster than oneDNN's simple:any.
-        if (all_nchw(d)) return K_COPY;
+        // In NCHW a concat is memcpy runs (cd_ref_concat), faster than oneDNN's
+        // simple:any; so is a channel concat in one blocked layout of inputs
+        // with whole blocks (DenseNet's): each input is one run per item.
+        if (all_nchw(d) || blocked_channel_concat(d)) return K_COPY;
         int ok = d->u.axis >= 1 && d->u.axis <= 3 && d->nsrc <= 64;
         cd_dnnl_tdesc t[64];
         for (int i = 0; ok && i < d->nsrc; i++) ok = to_dnnl(&d->src[i], 0, &t[i]);
@@ -463,12 +475,16 @@ static int cpu_op_run(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int
         return 0;
     case CD_BOP_CONCAT: {
         const int64_t *shapes[64];
+        int64_t items[64][2]; // blocked: each input as [batch, its elements per item]
         const float *ptrs[64];
+        const int blocked = dst->layout != CD_LAYOUT_NCHW;
         for (int i = 0; i < d->nsrc; i++) {
-            shapes[i] = srcs[i]->shape;
+            items[i][0] = batch;
+            items[i][1] = (int64_t)(cd_tdesc_item_bytes(&d->src[i]) / sizeof(float));
+            shapes[i] = blocked ? items[i] : srcs[i]->shape;
             ptrs[i] = srcs[i]->data;
         }
-        cd_ref_concat(dst->rank, d->u.axis, d->nsrc, shapes, ptrs, dst->data);
+        cd_ref_concat(blocked ? 2 : dst->rank, blocked ? 1 : d->u.axis, d->nsrc, shapes, ptrs, dst->data);
         return 0;
     }
     case CD_BOP_TRANSPOSE:

@@ -281,8 +281,10 @@ static void make_softmax(op_case *t, int outer_one) {
     t->tol = 1e-5;
 }
 
-// variant: the axis (1..3).
-static void make_concat(op_case *t, int axis) {
+// variant: the axis (1..3); 4: axis 1 with whole blocks of 16 channels per
+// input (the CPU's blocked memcpy concat, DenseNet's).
+static void make_concat(op_case *t, int variant) {
+    const int axis = variant == 4 ? 1 : variant;
     int n = cd_test_randi(1, 4), batch = cd_test_randi(1, 3);
     int64_t base[4] = {1, cd_test_randi(1, 20), cd_test_randi(1, 7), cd_test_randi(1, 7)}, ds[4];
     memcpy(ds, base, sizeof ds);
@@ -292,7 +294,7 @@ static void make_concat(op_case *t, int axis) {
     int64_t shp[4][4];
     for (int j = 0; j < n; j++) {
         memcpy(shp[j], base, sizeof base);
-        shp[j][axis] = cd_test_randi(1, 17);
+        shp[j][axis] = variant == 4 ? 16 * cd_test_randi(1, 3) : cd_test_randi(1, 17);
         ds[axis] += shp[j][axis];
         t->d.src[j] = cd_test_tdesc(4, shp[j]);
         t->srcs[j] = tk_rbuf(cd_test_numel(&t->d.src[j], batch));
@@ -507,6 +509,7 @@ static const op_row g_rows[] = {
     {"concat axis 1", CD_BOP_CONCAT, make_concat, 1, 1, 1},
     {"concat axis 2", CD_BOP_CONCAT, make_concat, 2, 1, 1},
     {"concat axis 3", CD_BOP_CONCAT, make_concat, 3, 1, 1},
+    {"concat axis 1, whole blocks", CD_BOP_CONCAT, make_concat, 4, 3, 1},
     {"transpose random perm", CD_BOP_TRANSPOSE, make_transpose, 0, 4, 1},
     {"transpose rotation (NCHW <-> NHWC)", CD_BOP_TRANSPOSE, make_transpose, 1, 4, 1},
     {"reorder NCHW -> NCHW16C", CD_BOP_REORDER, make_reorder, 0, 1, 1},
