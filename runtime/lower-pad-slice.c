@@ -175,16 +175,17 @@ int cd_lower_fold_pad(lctx *c, int need_nonneg, int *in, int *h, int *w, int pad
 // clamping rules); 0 or CD_EMODEL for step 0.
 static int slice_range(lctx *c, int64_t dim, int64_t start, int64_t end, int64_t step, int64_t *first, int64_t *count) {
     if (step == 0) return node_fail(c, CD_EMODEL, "a step is 0");
+    if (step == INT64_MIN) return node_fail(c, CD_EMODEL, "a step is out of range");
     if (start < 0) start += dim;
     if (end < 0) end += dim;
     if (step > 0) {
         start = start < 0 ? 0 : start > dim ? dim : start;
         end = end < 0 ? 0 : end > dim ? dim : end;
-        *count = end > start ? (end - start + step - 1) / step : 0;
+        *count = end > start ? (end - start - 1) / step + 1 : 0; // (never overflows)
     } else {
         start = start < 0 ? 0 : start > dim - 1 ? dim - 1 : start;
         end = end < -1 ? -1 : end > dim - 1 ? dim - 1 : end;
-        *count = start > end ? (start - end + (-step) - 1) / (-step) : 0;
+        *count = start > end ? (start - end - 1) / -step + 1 : 0;
     }
     *first = start;
     return 0;

@@ -402,3 +402,24 @@ def test_densenet_batchnorm_runs_no_reference_loop(rng, tmp_path):
     path = B.save(MODELS["densenet"](rng), tmp_path / "d.onnx")
     bn = [l for l in layers(path) if l["op"].startswith("BN(")]
     assert bn and not any(l["kernel"].startswith("dnnl:ref") for l in bn), bn
+
+
+@pytest.mark.parametrize("step", [2 ** 63 - 1, -(2 ** 63 - 1), -1])
+def test_slice_extreme_bounds_and_steps(step, rng, tmp_path):
+    """INT64 bounds and steps clamp without overflowing (the count is computed without start + step)."""
+    g = B.Graph(rng, 13)
+    x = g.input("x", [4, 5, 6])
+    lo, hi = -(2 ** 63), 2 ** 63 - 1
+    y = g.node("Slice", [x, ints(g, [lo if step > 0 else hi]), ints(g, [hi if step > 0 else lo]), ints(g, [2]),
+                         ints(g, [step])])
+    run(rng, tmp_path, g.build([y]))
+
+
+def test_slice_step_int64_min_is_refused(rng, tmp_path):
+    g = B.Graph(rng, 13)
+    x = g.input("x", [4, 5, 6])
+    y = g.node("Slice", [x, ints(g, [4]), ints(g, [0]), ints(g, [2]), ints(g, [-(2 ** 63)])], name="the_node")
+    path = tmp_path / "m.onnx"
+    onnx.save(g.build([y], out_shapes={y: ["N", 4, 1, 6]}), str(path))
+    r = convd_run(path, [], check=False)
+    assert r.returncode == 1 and "E_MODEL" in r.stderr and "the_node" in r.stderr, r.stderr
