@@ -60,6 +60,7 @@ endif
 # portable so the binaries run on any x86-64.
 $(BUILD)/obj/%-avx512f.o: CFLAGS += -mavx512f -mavx512vl -mavx512bw -mavx512dq -mfma
 $(BUILD)/obj/%-avx2.o:    CFLAGS += -mavx2 -mfma
+$(BUILD)/obj/%-avx512vnni.o: CFLAGS += -mavx512f -mavx512vl -mavx512bw -mavx512dq -mavx512vnni -mfma
 
 ifeq ($(V),1)
 Q :=
@@ -407,6 +408,35 @@ $(BUILD)/bin/sparse-conv-layers: $(BUILD)/obj/bench/sparse-conv-layers.o $(call 
 
 bench: $(BUILD)/bin/sparse-conv-layers
 
+# Int8 vs f32 sparse conv on ResNet-50's shapes, per ISA level.
+$(BUILD)/bin/sparse-i8-layers: $(BUILD)/obj/bench/sparse-i8-layers.o $(call obj,$(wildcard sparse/*.c)) $(call obj,kernels/op-desc.c $(CORE_SRC))
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(OMP_FLAGS) $(LDLIBS)
+
+bench: $(BUILD)/bin/sparse-i8-layers
+
+# f32 vs int8 conv on oneDNN, the primitives alone (bench/dnnl-int8-layers.sh).
+$(BUILD)/bin/dnnl-int8-layers: $(BUILD)/obj/bench/dnnl-int8-layers.o
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(DNNL_LIBS) $(LDLIBS)
+
+bench: $(BUILD)/bin/dnnl-int8-layers
+
+# The same program against another oneDNN installed under ONEDNN_PREFIX
+# (include/, lib/; e.g. PyPI's onednn + onednn-devel in a private venv, see
+# bench/results/onednn-versions.md). Never part of the product's build. DT_RPATH
+# (not RUNPATH) so that its own dependencies (TBB, SYCL) resolve there too.
+$(BUILD)/bin/dnnl-int8-layers-alt: bench/dnnl-int8-layers.c
+	@test -n "$(ONEDNN_PREFIX)" || { echo "set ONEDNN_PREFIX"; exit 1; }
+	@mkdir -p $(dir $@)
+	@echo "  CC      $@ ($(ONEDNN_PREFIX))"
+	$(Q)$(CC) -O2 -std=c11 -D_GNU_SOURCE -Wall -Wextra -I$(ONEDNN_PREFIX)/include -o $@ $< \
+		-L$(ONEDNN_PREFIX)/lib -Wl,--disable-new-dtags,-rpath,$(ONEDNN_PREFIX)/lib -ldnnl
+
+bench-onednn-alt: $(BUILD)/bin/dnnl-int8-layers-alt
+
 # Unix-socket ping-pong between two processes, and the same blocking loop
 # against convd (bench/overhead.py: bench/results/serving.md).
 $(BUILD)/bin/pingpong: $(BUILD)/obj/bench/pingpong.o
@@ -513,6 +543,6 @@ uninstall:
 clean:
 	rm -rf build build-san build-tsan
 
-.PHONY: all test clean bench fuzz check-deps install uninstall
+.PHONY: all test clean bench bench-onednn-alt fuzz check-deps install uninstall
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -106,7 +106,7 @@ size_t cd_tdesc_item_bytes(const cd_tdesc *t) {
         if (i == 1) d = cd_layout_padded_c(t->layout, d);
         if (cd_ck_mul_size(n, (size_t)d, &n)) return SIZE_MAX;
     }
-    return cd_ck_mul_size(n, sizeof(float), &n) ? SIZE_MAX : n;
+    return cd_ck_mul_size(n, t->int8 ? 1 : sizeof(float), &n) ? SIZE_MAX : n;
 }
 
 const char *cd_bop_name(cd_bop op) {

@@ -58,6 +58,8 @@ typedef struct {
     int64_t shape[CD_MAX_RANK];
     cd_layout layout;
     int is_const;
+    int int8; // 1: one-byte integers (u8/s8), a quantized activation between two int8
+              // convs (cd_conv_quant src_int / dst_int); 0: float32
 } cd_tdesc;
 
 // The operator families: the tag of cd_bop_desc (the member of its u that

@@ -135,8 +135,13 @@ CD_ACT_APPLY_QUALIFIERS float cd_fakequant_apply(float x, float scale, float zer
 // accumulation, then the epilogue below, the one definition every int8
 // kernel (reference, sparse, oneDNN wrapper, HIP) computes:
 //   acc = sum over the taps of (x_q - in_zp) * w_q   (padding is x_q = in_zp: 0.0)
-//   y   = act(fmaf(acc, in_scale * w_scale[k], bias[k]) (+ residual))
+//   y0  = fmaf(acc, in_scale * w_scale[k], bias[k])
+//   mid_scale > 0: y0 = its grid value (clamp(rintf(y0 / mid_scale) + mid_zp) - mid_zp) * mid_scale
+//   y   = act(y0 (+ residual))        residual: float, or (r - res_zp) * res_scale when res_int
 //   out_scale > 0: q = clamp(rintf(y / out_scale) + out_zp, qmin, qmax) of the output's type
+// (mid_scale: a QDQ residual block, conv -> QuantizeLinear -> DequantizeLinear
+// -> Add -> Relu -> QuantizeLinear, done in one layer.) A kernel that does
+// not implement mid_scale or res_int declines a conv that has them.
 // Storage of the activations: src_int/dst_int 0 = float32 holding grid
 // values (x = (x_q - zp) * scale exactly, what a FakeQuant writes; an int8
 // kernel quantizes them back exactly), 1 = the integers themselves (u8, or
@@ -147,6 +152,10 @@ typedef struct {
     const float *w_scale; // K values (host memory; during init only where a desc holds it)
     float out_scale;      // 0: the output is y in float32, not quantized
     int out_zp, out_signed, dst_int;
+    float mid_scale; // 0: none; else the grid y0 is rounded to before the residual
+    int mid_zp, mid_signed;
+    float res_scale; // res_int: the residual's integers' scale and zero point
+    int res_zp, res_signed, res_int;
 } cd_conv_quant;
 
 // The range of a quantized type: u8 0..255, s8 -128..127.
@@ -160,6 +169,14 @@ CD_ACT_APPLY_QUALIFIERS float cd_conv_quant_y(int32_t acc, float mult, float bia
     float y = fmaf((float)acc, mult, bias);
     if (has_residual) y += residual;
     return cd_act_apply(act, y);
+}
+
+// y0 rounded to the mid grid (mid_scale > 0), else y0.
+CD_ACT_APPLY_QUALIFIERS float cd_conv_quant_mid(const cd_conv_quant *q, float y0) {
+    if (!(q->mid_scale > 0.0f)) return y0;
+    float v = rintf(y0 / q->mid_scale) + (float)q->mid_zp;
+    v = fminf(fmaxf(v, cd_quant_qmin(q->mid_signed)), cd_quant_qmax(q->mid_signed));
+    return (v - (float)q->mid_zp) * q->mid_scale;
 }
 
 // The output quantization of y: the integer q (dst_int) or its grid value

@@ -180,6 +180,7 @@ void cd_model_layer(const cd_model *m, int i, cd_layer_info *out) {
     out->op = l->label;
     out->kernel = l->kernel;
     out->dtype = l->int8 ? "int8" : "f32";
+    out->out_dtype = m->tensors[l->out].t.int8 ? "int8" : "f32";
     out->reference = l->reference;
     out->layout = cd_layout_name(m->tensors[l->out].t.layout);
     const cd_tdesc *in = &m->tensors[l->in[0]].t, *o = &m->tensors[l->out].t;

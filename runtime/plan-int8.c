@@ -9,7 +9,8 @@
 // cd_runtime_options.int8 decides: off, on (wherever the backend runs it),
 // or auto: both candidates are timed at batch 1 on the backend and the int8
 // one is taken when it is faster (the f32 candidate is the planner's
-// float32 choice: dense or sparse).
+// float32 choice, dense or sparse, plus the FakeQuant pass after it that the
+// int8 conv does itself).
 
 #include "runtime/plan-internal.h"
 
@@ -18,6 +19,7 @@
 #include "onnx.pb-c.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -109,9 +111,27 @@ static void timing_desc(pctx *p, const cd_op *op, cd_bop_desc *d) {
     d->dst = cd_plan_value_desc(&g->values[op->out], CD_LAYOUT_NCHW, 4);
 }
 
-// Times the float32 choice and the int8 candidate of conv o (batch 1).
-// 0 with both times, or a negative code (then no int8).
-static int time_both(pctx *p, int o, const cd_conv_quant *q, const int8_t *wq, double *f32, double *i8) {
+// The ms of FakeQuant op fq on the conv's output in layout l (what the
+// float32 choice runs after the conv and the int8 conv does itself).
+static int time_fakequant(pctx *p, int fq, cd_layout l, double *ms) {
+    const cd_op *op = &p->g->ops[fq];
+    cd_bop_desc d;
+    memset(&d, 0, sizeof d);
+    d.op = CD_BOP_FAKEQUANT;
+    d.max_batch = 1;
+    d.nsrc = 1;
+    d.src[0] = d.dst = cd_plan_value_desc(&p->g->values[op->out], l, p->g->values[op->out].rank);
+    d.u.fq = op->u.fq.d;
+    d.scale = op->u.fq.scale;
+    d.zero_point = op->u.fq.zero_point;
+    if (!cd_backend_supports_op(p->m->be, &d)) d.src[0].layout = d.dst.layout = CD_LAYOUT_NCHW;
+    return cd_planner_time_op(p->m->be, &d, 1, 3, ms);
+}
+
+// Times the float32 choice (with the FakeQuant fq after it, -1 none) and
+// the int8 candidate of conv o (batch 1). 0 with both times, or a negative
+// code (then no int8).
+static int time_both(pctx *p, int o, int fq, const cd_conv_quant *q, const int8_t *wq, double *f32, double *i8) {
     const cd_op *op = &p->g->ops[o];
     const cd_plan_choice *c = &p->ch[o];
     cd_bop_desc df, di;
@@ -136,12 +156,104 @@ static int time_both(pctx *p, int o, const cd_conv_quant *q, const int8_t *wq, d
         di.wq = wq;
         if (!cd_backend_supports_op(p->m->be, &di)) return CD_EUNSUPPORTED;
     }
+    double fq_ms = 0;
     int rc = cd_planner_time_op(p->m->be, &df, 1, 3, f32);
+    if (!rc && fq >= 0 && q->out_scale > 0.0f) rc = time_fakequant(p, fq, df.dst.layout, &fq_ms);
     if (!rc) rc = cd_planner_time_op(p->m->be, &di, 1, 3, i8);
+    *f32 += fq_ms;
     return rc;
 }
 
-int cd_plan_choose_int8(pctx *p, const char *live) {
+// The one live reader of value v through aliases of the same shape (the
+// DequantizeLinear after a FakeQuant): the op reading it, or -1.
+static int reader_through_aliases(const cd_graph *g, const char *live, const int *reader, int v, int *via) {
+    *via = -1;
+    for (int depth = 0; depth < 8; depth++) {
+        int r = reader[v];
+        if (r < 0 || !live[r] || g->values[v].is_output) return -1;
+        if (g->ops[r].kind != CD_OP_ALIAS) return r;
+        const cd_value *a = &g->values[g->ops[r].in[0]], *b = &g->values[g->ops[r].out];
+        if (a->numel != b->numel || a->rank != b->rank) return -1;
+        *via = r;
+        v = g->ops[r].out;
+    }
+    return -1;
+}
+
+// A QDQ residual block done by int8 conv c: c -> its FakeQuant f1 (fused)
+// -> [alias] -> Add(., skip) [+ act] -> FakeQuant f2, every value read once.
+// The conv then adds the skip after rounding to f1's grid (cd_conv_quant
+// mid_scale) and quantizes with f2's parameters: the conv's op moves into
+// the Add's slot (the skip is ready there), the rest stops being live.
+// Only where the backend runs it. 1 when fused, 0 when not.
+static int fuse_residual(pctx *p, char *live, const int *reader, int c, int f1) {
+    cd_graph *g = p->g;
+    cd_op *cv = &g->ops[c];
+    if (cv->nin != 1 || cv->u.conv.d.has_residual || cv->u.conv.d.act.kind != CD_ACT_NONE) return 0;
+    int alias, a = reader_through_aliases(g, live, reader, g->ops[f1].out, &alias);
+    if (a < 0 || g->ops[a].kind != CD_OP_BINARY || g->ops[a].u.binary.kind != CD_BINARY_ADD || g->ops[a].nin != 2)
+        return 0;
+    const cd_op *add = &g->ops[a];
+    int mine = add->in[0] == (alias >= 0 ? g->ops[alias].out : g->ops[f1].out) ? 0 : 1;
+    int skip = add->in[1 - mine];
+    const cd_value *sv = &g->values[skip], *ov = &g->values[add->out];
+    if (sv->kind != CD_VAL_ACT || sv->numel != ov->numel || add->in[0] == add->in[1]) return 0;
+    cd_activation act = add->u.binary.act;
+    if (act.kind != CD_ACT_NONE && act.kind != CD_ACT_RELU && act.kind != CD_ACT_CLIP) return 0;
+    int f2 = reader[add->out];
+    if (f2 < 0 || !live[f2] || ov->is_output || g->ops[f2].kind != CD_OP_FAKEQUANT || g->ops[f2].u.fq.d.channels != 1 ||
+        type_signed(&g->ops[f2].u.fq) < 0)
+        return 0;
+    cd_conv_quant q = p->in8[c];
+    const cd_quant *mq = &g->ops[f1].u.fq, *yq = &g->ops[f2].u.fq;
+    q.mid_scale = mq->scale[0];
+    q.mid_zp = (int)mq->zero_point[0];
+    q.mid_signed = type_signed(mq);
+    q.out_scale = yq->scale[0];
+    q.out_zp = (int)yq->zero_point[0];
+    q.out_signed = type_signed(yq);
+    // Would the backend run it?
+    cd_bop_desc d;
+    timing_desc(p, cv, &d);
+    d.u.conv.has_residual = 1;
+    d.u.conv.act = act;
+    d.nsrc = 2;
+    d.src[1] = cd_plan_value_desc(ov, CD_LAYOUT_NCHW, 4);
+    d.sparse = p->ch[c].sparse;
+    d.sparse_format = p->ch[c].format;
+    d.quant = &q;
+    if (!cd_backend_supports_op(p->m->be, &d)) {
+        d.sparse = 0;
+        if (!cd_backend_supports_op(p->m->be, &d)) return 0;
+    }
+    // The conv moves into the Add's slot: the structs swap, the Add (now in
+    // c's slot) and the quantization in between stop being live.
+    cd_op tmp = g->ops[a];
+    g->ops[a] = *cv;
+    g->ops[c] = tmp;
+    cd_op *fused = &g->ops[a];
+    fused->nin = 2;
+    fused->in[1] = skip;
+    fused->out = tmp.out;
+    fused->u.conv.d.has_residual = 1;
+    fused->u.conv.d.act = act;
+    snprintf(fused->label, sizeof fused->label, "Conv+QAdd%s",
+             act.kind == CD_ACT_RELU ? "+Relu"
+             : act.kind              ? "+Clip"
+                                     : "");
+    live[c] = live[f1] = 0;
+    if (alias >= 0) live[alias] = 0;
+    p->ch[a] = p->ch[c];
+    memset(&p->ch[c], 0, sizeof p->ch[c]);
+    q.w_scale = fused->u.conv.wscale;
+    p->in8[a] = q;
+    memset(&p->in8[c], 0, sizeof p->in8[c]);
+    p->fq_fused[f1] = 0;
+    p->fq_fused[f2] = 1;
+    return 1;
+}
+
+int cd_plan_choose_int8(pctx *p, char *live) {
     const cd_graph *g = p->g;
     int mode = cd_runtime_opts()->int8; // 0 auto, 1 off, 2 on
     int *reader = malloc(((size_t)g->nvalues + 1) * sizeof(int));
@@ -162,6 +274,7 @@ int cd_plan_choose_int8(pctx *p, const char *live) {
         cd_conv_quant q;
         int fq;
         cd_plan_choice *c = &p->ch[o];
+        if (c->int8) continue; // a conv moved here by fuse_residual
         c->i8_ms = c->f32_ms = -1;
         if (!live[o] || !int8_params(g, live, reader, o, &q, &fq)) continue;
         int take = mode == 2;
@@ -172,7 +285,7 @@ int cd_plan_choose_int8(pctx *p, const char *live) {
                 break;
             }
             double f32 = 0, i8 = 0;
-            if (!time_both(p, o, &q, wq, &f32, &i8)) {
+            if (!time_both(p, o, fq, &q, wq, &f32, &i8)) {
                 c->f32_ms = f32;
                 c->i8_ms = i8;
                 take = i8 < f32;
@@ -182,8 +295,119 @@ int cd_plan_choose_int8(pctx *p, const char *live) {
         if (!take) continue;
         c->int8 = 1;
         p->in8[o] = q;
-        if (fq >= 0 && q.out_scale > 0.0f) p->fq_fused[fq] = 1;
+        if (fq >= 0 && q.out_scale > 0.0f) {
+            p->fq_fused[fq] = 1;
+            fuse_residual(p, live, reader, o, fq);
+        }
     }
     free(reader);
     return rc;
+}
+
+// ---- integer storage between int8 convs ---------------------------------------------
+
+int cd_plan_int8_record(pctx *p, int li, const cd_op *op, const cd_bop_desc *d) {
+    if (p->ni8l == p->i8l_cap) {
+        int cap = p->i8l_cap ? 2 * p->i8l_cap : 32;
+        cd_i8layer *n = realloc(p->i8l, (size_t)cap * sizeof *n);
+        if (!n) return CD_ENOMEM;
+        p->i8l = n;
+        p->i8l_cap = cap;
+    }
+    cd_i8layer *r = &p->i8l[p->ni8l++];
+    r->layer = li;
+    r->op = (int)(op - p->g->ops);
+    r->d = *d;
+    r->q = *d->quant;
+    r->d.quant = NULL; // points at r->q when prepared again
+    r->d.wq = NULL;
+    return 0;
+}
+
+// The recorded int8 conv that is layer li, or NULL.
+static cd_i8layer *i8_of_layer(pctx *p, int li) {
+    for (int i = 0; i < p->ni8l; i++)
+        if (p->i8l[i].layer == li) return &p->i8l[i];
+    return NULL;
+}
+
+// Prepares recorded layer r again with its current quantization into *st.
+static int reinit(pctx *p, cd_i8layer *r, cd_op_state **st) {
+    cd_bop_desc d = r->d;
+    d.quant = &r->q;
+    if (!(d.wq = cd_plan_int8_weights(&p->g->ops[r->op]))) return CD_ENOMEM;
+    const cd_model *m = p->m;
+    const cd_layer *l = &m->layers[r->layer];
+    for (int i = 0; i < l->nin; i++) d.src[i].int8 = m->tensors[l->in[i]].t.int8;
+    d.dst.int8 = m->tensors[l->out].t.int8;
+    int rc = cd_backend_op_init(m->be, &d, st);
+    free((void *)d.wq);
+    if (!rc && cd_backend_kernel_is_reference(cd_backend_op_kernel(m->be, *st)) &&
+        !cd_backend_kernel_is_reference(l->kernel)) {
+        cd_backend_op_state_free(m->be, *st); // never a slower kernel for it
+        *st = NULL;
+        rc = CD_EUNSUPPORTED;
+    }
+    return rc;
+}
+
+// Tries integer storage for root tensor t written by recorded layer w:
+// every reader of t (or of an alias of it) must be a recorded int8 conv
+// reading it as its input 0, and t no model output. 1 when switched, 0
+// when not, or a negative code.
+static int try_int_storage(pctx *p, cd_i8layer *w, int t) {
+    cd_model *m = p->m;
+    if (!(w->q.out_scale > 0.0f)) return 0;
+    for (int i = 0; i < m->noutputs; i++)
+        if (m->tensors[m->outputs[i].tensor].root == t) return 0;
+    int readers[64], nr = 0;
+    for (int li = 0; li < m->nlayers; li++) {
+        const cd_layer *l = &m->layers[li];
+        for (int i = 0; i < l->nin; i++) {
+            if (m->tensors[l->in[i]].root != t) continue;
+            cd_i8layer *r = i8_of_layer(p, li);
+            if (!r || i != 0 || nr == 64) return 0;
+            readers[nr++] = li;
+        }
+    }
+    if (!nr) return 0;
+    // Switch the tensors, then prepare every layer concerned again; undo
+    // all of it when one declines.
+    cd_op_state *st[65] = {0};
+    int layers[65], n = 0, rc = 0;
+    layers[n++] = w->layer;
+    for (int i = 0; i < nr; i++) layers[n++] = readers[i];
+    for (int i = 0; i < m->ntensors; i++)
+        if (m->tensors[i].root == t) m->tensors[i].t.int8 = 1;
+    w->q.dst_int = 1;
+    for (int i = 1; i < n; i++) i8_of_layer(p, layers[i])->q.src_int = 1;
+    for (int i = 0; i < n && !rc; i++) rc = reinit(p, i8_of_layer(p, layers[i]), &st[i]);
+    if (rc) {
+        for (int i = 0; i < n; i++)
+            if (st[i]) cd_backend_op_state_free(m->be, st[i]);
+        for (int i = 0; i < m->ntensors; i++)
+            if (m->tensors[i].root == t) m->tensors[i].t.int8 = 0;
+        w->q.dst_int = 0;
+        for (int i = 1; i < n; i++) i8_of_layer(p, layers[i])->q.src_int = 0;
+        return rc == CD_EUNSUPPORTED ? 0 : rc;
+    }
+    for (int i = 0; i < n; i++) {
+        cd_layer *l = &m->layers[layers[i]];
+        cd_backend_op_state_free(m->be, l->st);
+        l->st = st[i];
+        snprintf(l->kernel, sizeof l->kernel, "%s", cd_backend_op_kernel(m->be, st[i]));
+    }
+    for (int i = 0; i < m->ntensors; i++)
+        if (m->tensors[i].root == t) m->tensors[i].item_bytes = cd_tdesc_item_bytes(&m->tensors[i].t);
+    return 1;
+}
+
+int cd_plan_int8_storage(pctx *p) {
+    for (int i = 0; i < p->ni8l; i++) {
+        cd_i8layer *w = &p->i8l[i];
+        int t = p->m->tensors[p->m->layers[w->layer].out].root;
+        int rc = try_int_storage(p, w, t);
+        if (rc < 0) return cd_errf(rc, p->err, p->errlen, "out of memory");
+    }
+    return 0;
 }

@@ -21,7 +21,18 @@ typedef struct {
     // whether a FakeQuant op is done by the conv before it (then an alias).
     cd_conv_quant *in8;
     char *fq_fused;
+    // The int8 conv layers as planned (their descriptors, weights not
+    // kept), for cd_plan_int8_storage.
+    struct cd_i8layer *i8l;
+    int ni8l, i8l_cap;
 } pctx;
+
+// One planned int8 conv layer: its layer index, lowered op and descriptor.
+typedef struct cd_i8layer {
+    int layer, op;
+    cd_bop_desc d;
+    cd_conv_quant q;
+} cd_i8layer;
 
 // True when every reader of value v needs it in NCHW anyway (graph outputs,
 // reshapes, Gemm, Softmax, Transpose).
@@ -38,9 +49,21 @@ int cd_plan_choose_kernels(pctx *p, const char *live);
 // After cd_plan_choose_kernels: fills p->in8 and p->ch[o].int8 for the live
 // convs of a quantized model, by cd_runtime_options.int8 and measured
 // times. Returns 0 or CD_ENOMEM.
-int cd_plan_choose_int8(pctx *p, const char *live);
+// It may fuse a QDQ residual block (an int8 conv, its quantization, an Add
+// and the Add's quantization) into one layer: the conv's op moves to the
+// Add's place and the ops it absorbs stop being live.
+int cd_plan_choose_int8(pctx *p, char *live);
 // The s8 weights of conv op (rint(w / wscale[k])) into a new array, or
 // NULL (out of memory).
 int8_t *cd_plan_int8_weights(const cd_op *op);
+// Records layer li, planned from op with descriptor d, when it is an int8
+// conv. 0 or CD_ENOMEM.
+int cd_plan_int8_record(pctx *p, int li, const cd_op *op, const cd_bop_desc *d);
+// After the layers: an activation written by an int8 conv and read only by
+// int8 convs (as their input, in the same layout) is stored as its 1-byte
+// integers: those layers are prepared again with dst_int / src_int. Before
+// the arena is planned. Returns 0 or a negative code (errors other than a
+// backend declining, which keeps float32).
+int cd_plan_int8_storage(pctx *p);
 
 #endif // CD_RUNTIME_PLAN_INTERNAL_H

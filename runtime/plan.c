@@ -577,6 +577,7 @@ static int plan_op(pctx *p, const cd_op *op) {
     fill_bop_io(p, &d, op->nin, in, &ot);
     int li = emit(p, &d, pre, op->nin, in, out, op->name, op->label);
     if (li < 0) return li;
+    if (d.quant && (rc = cd_plan_int8_record(p, li, op, &d))) return cd_errf(rc, p->err, p->errlen, "out of memory");
     p->vt[op->out] = out;
     if (op->kind == CD_OP_CONV || op->kind == CD_OP_GEMM) describe_flops(p, op, &m->layers[li]);
     return 0;
@@ -744,7 +745,7 @@ static int plan_arena(pctx *p) {
 }
 
 int cd_plan_build(cd_model *m, cd_graph *g, char *err, size_t errlen) {
-    pctx p = {m, g, NULL, NULL, NULL, err, errlen, cd_backend_blocked_layout(m->be), NULL, NULL};
+    pctx p = {m, g, NULL, NULL, NULL, err, errlen, cd_backend_blocked_layout(m->be), NULL, NULL, NULL, 0, 0};
     int rc = 0;
     char *live = calloc((size_t)g->nops + 1, 1), *need = calloc((size_t)g->nvalues + 1, 1);
     p.vt = malloc(((size_t)g->nvalues + 1) * sizeof(int));
@@ -773,6 +774,7 @@ int cd_plan_build(cd_model *m, cd_graph *g, char *err, size_t errlen) {
         if ((rc = plan_op(&p, &g->ops[k]))) goto done;
     }
     if ((rc = plan_io(&p))) goto done;
+    if ((rc = cd_plan_int8_storage(&p))) goto done;
     // 4. Lifetimes and the arena.
     if ((rc = plan_arena(&p))) goto done;
     if ((rc = place_consts(&p))) goto done;
@@ -784,6 +786,7 @@ done:
     free(p.reord);
     free(p.in8);
     free(p.fq_fused);
+    free(p.i8l);
     return rc;
 }
 

@@ -71,14 +71,16 @@ typedef struct {
 
 // One planned layer, for `convctl info/plan`.
 typedef struct {
-    const char *name;   // ONNX node name (or a generated one)
-    const char *op;     // e.g. "Conv", "Conv+Relu", "Add+Relu", "MaxPool"
-    const char *kernel; // the kernel chosen, e.g. "dnnl:jit:avx2", "sparse:csr:..."
-    const char *dtype;  // what it computes in: "int8" (the int8 kernels of a
-                        // quantized model's conv) or "f32"
-    int reference;      // 1: a Conv/Gemm/Pool left on a reference kernel (slow;
-                        // load warned about it)
-    const char *layout; // layout of the output: "NCHW", "NCHW16C", "NCHW8C"
+    const char *name;      // ONNX node name (or a generated one)
+    const char *op;        // e.g. "Conv", "Conv+Relu", "Add+Relu", "MaxPool"
+    const char *kernel;    // the kernel chosen, e.g. "dnnl:jit:avx2", "sparse:csr:..."
+    const char *dtype;     // what it computes in: "int8" (the int8 kernels of a
+                           // quantized model's conv) or "f32"
+    const char *out_dtype; // how its output is stored: "int8" (the integers of a
+                           // quantized activation, between int8 convs) or "f32"
+    int reference;         // 1: a Conv/Gemm/Pool left on a reference kernel (slow;
+                           // load warned about it)
+    const char *layout;    // layout of the output: "NCHW", "NCHW16C", "NCHW8C"
     int in_rank, out_rank;
     int64_t in_shape[CD_MAX_RANK];  // first input, batch 1
     int64_t out_shape[CD_MAX_RANK]; // first output, batch 1

@@ -425,7 +425,9 @@ int cd_sparse_conv_create(const cd_conv_desc *d, const float *w, const float *bi
 
     cd_sparse_isa isa = opt ? opt->isa : CD_SPARSE_ISA_AUTO;
     if (isa == CD_SPARSE_ISA_AUTO) isa = cd_sparse_isa_best();
-    if (isa < CD_SPARSE_ISA_SCALAR || isa > CD_SPARSE_ISA_AVX512F) return CD_EPARAMS;
+    if (isa < CD_SPARSE_ISA_SCALAR || isa > CD_SPARSE_ISA_AVX512VNNI) return CD_EPARAMS;
+    if (!cd_sparse_isa_supported(isa)) return CD_EUNSUPPORTED;
+    isa = cd_sparse_isa_f32(isa); // a VNNI machine runs the AVX512F f32 kernels
     cd_sparse_format fmt = opt ? opt->format : CD_SPARSE_FMT_AUTO;
     if (fmt < CD_SPARSE_FMT_AUTO || fmt > CD_SPARSE_FMT_BSR8) return CD_EPARAMS;
 

@@ -28,6 +28,7 @@ const char *cd_sparse_isa_name(cd_sparse_isa isa) {
     case CD_SPARSE_ISA_SCALAR: return "scalar";
     case CD_SPARSE_ISA_AVX2: return "avx2";
     case CD_SPARSE_ISA_AVX512F: return "avx512f";
+    case CD_SPARSE_ISA_AVX512VNNI: return "avx512vnni";
     }
     return "unknown";
 }
@@ -42,14 +43,17 @@ static int cpu_runs(cd_sparse_isa isa) {
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
                __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
                __builtin_cpu_supports("fma");
+    case CD_SPARSE_ISA_AVX512VNNI: return cpu_runs(CD_SPARSE_ISA_AVX512F) && __builtin_cpu_supports("avx512vnni");
     case CD_SPARSE_ISA_AUTO: return 0;
     }
     return 0;
 }
 
+#define CD_SPARSE_ISA_TOP CD_SPARSE_ISA_AVX512VNNI
+
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
-static char g_cap_name[16];                         // cd_sparse_isa_set_cap
-static cd_sparse_isa g_cap = CD_SPARSE_ISA_AVX512F; // that cap, or the top
+static char g_cap_name[16];                     // cd_sparse_isa_set_cap
+static cd_sparse_isa g_cap = CD_SPARSE_ISA_TOP; // that cap, or the top
 static cd_sparse_isa g_best = CD_SPARSE_ISA_SCALAR;
 static int g_capped; // the cap lowered g_best
 
@@ -62,8 +66,9 @@ static cd_sparse_isa best_below(cd_sparse_isa cap) {
 
 void cd_sparse_isa_set_cap(const char *name) { snprintf(g_cap_name, sizeof g_cap_name, "%s", name ? name : ""); }
 
-// Runs once: the one place the cap is parsed. "avx512" (or "avx512f"),
-// "avx2" or "scalar", any case, caps every ISA of ours (the sparse kernels
+// Runs once: the one place the cap is parsed. "avx512vnni" (or
+// "avx512_vnni"), "avx512" (or "avx512f", "avx512_core": AVX-512 without
+// VNNI, as oneDNN's avx512_core), "avx2" or "scalar", any case, caps every ISA of ours (the sparse kernels
 // here); anything else is reported and ignored.
 static void isa_init(void) {
     __builtin_cpu_init();
@@ -71,9 +76,9 @@ static void isa_init(void) {
         const char *name;
         cd_sparse_isa isa;
     } names[] = {
-        {"avx512", CD_SPARSE_ISA_AVX512F},
-        {"avx512f", CD_SPARSE_ISA_AVX512F},
-        {"avx2", CD_SPARSE_ISA_AVX2},
+        {"avx512vnni", CD_SPARSE_ISA_AVX512VNNI}, {"avx512_vnni", CD_SPARSE_ISA_AVX512VNNI},
+        {"avx512", CD_SPARSE_ISA_AVX512F},        {"avx512f", CD_SPARSE_ISA_AVX512F},
+        {"avx512_core", CD_SPARSE_ISA_AVX512F},   {"avx2", CD_SPARSE_ISA_AVX2},
         {"scalar", CD_SPARSE_ISA_SCALAR},
     };
     const char *env = g_cap_name;
@@ -84,10 +89,12 @@ static void isa_init(void) {
                 g_cap = names[i].isa;
                 known = 1;
             }
-        if (!known) cd_rt_log(CD_RT_LOG_WARN, "convd: ignoring CONVD_MAX_ISA=%s (want avx512, avx2 or scalar)", env);
+        if (!known)
+            cd_rt_log(CD_RT_LOG_WARN, "convd: ignoring CONVD_MAX_ISA=%s (want avx512vnni, avx512, avx2 or scalar)",
+                      env);
     }
     g_best = best_below(g_cap);
-    g_capped = g_best != best_below(CD_SPARSE_ISA_AVX512F);
+    g_capped = g_best != best_below(CD_SPARSE_ISA_TOP);
 }
 
 static pthread_once_t g_log_once = PTHREAD_ONCE_INIT;
@@ -98,7 +105,7 @@ static void log_best(void) {
 }
 
 int cd_sparse_isa_supported(cd_sparse_isa isa) {
-    if (isa < CD_SPARSE_ISA_SCALAR || isa > CD_SPARSE_ISA_AVX512F) return 0;
+    if (isa < CD_SPARSE_ISA_SCALAR || isa > CD_SPARSE_ISA_TOP) return 0;
     pthread_once(&g_once, isa_init);
     return isa <= g_cap && cpu_runs(isa);
 }
@@ -116,6 +123,7 @@ int cd_sparse_isa_capped(void) {
 
 const cd_spmm_ukernel_info *cd_spmm_ukernel_find(cd_sparse_isa isa, int nr) {
     if (!cd_sparse_isa_supported(isa)) return NULL;
+    isa = cd_sparse_isa_f32(isa);
     for (size_t i = 0; i < sizeof g_ukernels / sizeof g_ukernels[0]; i++)
         if (g_ukernels[i].isa == isa && g_ukernels[i].nr == nr) return &g_ukernels[i];
     return NULL;

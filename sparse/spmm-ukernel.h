@@ -39,11 +39,20 @@ typedef void (*cd_f32_spmm_ukernel_fn)(size_t mc, size_t nblk, const float *in, 
 // Instruction sets a micro-kernel may need. Ordered: a higher value implies
 // the machine also runs every lower one.
 typedef enum {
-    CD_SPARSE_ISA_AUTO = 0,    // pick the best one the CPU supports
-    CD_SPARSE_ISA_SCALAR = 1,  // portable C
-    CD_SPARSE_ISA_AVX2 = 2,    // AVX2 + FMA
-    CD_SPARSE_ISA_AVX512F = 3, // AVX-512 F/VL/BW/DQ + FMA
+    CD_SPARSE_ISA_AUTO = 0,       // pick the best one the CPU supports
+    CD_SPARSE_ISA_SCALAR = 1,     // portable C
+    CD_SPARSE_ISA_AVX2 = 2,       // AVX2 + FMA
+    CD_SPARSE_ISA_AVX512F = 3,    // AVX-512 F/VL/BW/DQ + FMA
+    CD_SPARSE_ISA_AVX512VNNI = 4, // AVX512F + VNNI (vpdpbusd): only the int8
+                                  // kernels use it; f32 code runs its AVX512F
+                                  // kernels there (cd_sparse_isa_f32)
 } cd_sparse_isa;
+
+// The level whose f32 kernels run at `isa`: AVX512F for VNNI (the f32 code
+// has nothing VNNI-specific), `isa` itself otherwise.
+static inline cd_sparse_isa cd_sparse_isa_f32(cd_sparse_isa isa) {
+    return isa == CD_SPARSE_ISA_AVX512VNNI ? CD_SPARSE_ISA_AVX512F : isa;
+}
 
 // One registered micro-kernel (a row of sparse/spmm-ukernels.inc).
 typedef struct {
@@ -64,8 +73,9 @@ typedef struct {
 // All registered micro-kernels, in list order; *count receives the length.
 const cd_spmm_ukernel_info *cd_spmm_ukernels(size_t *count);
 
-// The one switch that caps our own instruction sets: "avx512" (or
-// "avx512f"), "avx2" or "scalar", any case, set by cd_sparse_isa_set_cap
+// The one switch that caps our own instruction sets: "avx512vnni" (or
+// "avx512_vnni"), "avx512" (or "avx512f", "avx512_core": AVX-512 without
+// VNNI), "avx2" or "scalar", any case, set by cd_sparse_isa_set_cap
 // (the runtime's options: cd_runtime_options.max_isa, CONVD_MAX_ISA for the
 // tools, --max-isa for the daemon) and parsed once on first use of the
 // functions below; an unknown value is logged once and ignored. An ISA
@@ -87,11 +97,11 @@ cd_sparse_isa cd_sparse_isa_best(void);
 // 1 when the cap lowered cd_sparse_isa_best() below what the CPU runs.
 int cd_sparse_isa_capped(void);
 
-// "scalar", "avx2", "avx512f" ("auto" for CD_SPARSE_ISA_AUTO).
+// "scalar", "avx2", "avx512f", "avx512vnni" ("auto" for CD_SPARSE_ISA_AUTO).
 const char *cd_sparse_isa_name(cd_sparse_isa isa);
 
-// The micro-kernel for `isa` and block height `nr`, or NULL when the list has
-// none (or the CPU cannot run that ISA).
+// The f32 micro-kernel for `isa` (VNNI: the AVX512F ones) and block height
+// `nr`, or NULL when the list has none (or the CPU cannot run that ISA).
 const cd_spmm_ukernel_info *cd_spmm_ukernel_find(cd_sparse_isa isa, int nr);
 
 #endif // CD_SPARSE_SPMM_UKERNEL_H

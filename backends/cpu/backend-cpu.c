@@ -14,6 +14,8 @@
 #include "backends/cpu/dnnl.h"
 #include "core/errors.h"
 #include "kernels/cpu/ref.h"
+#include "backends/cpu/fakequant.h"
+#include "sparse/sparse-conv-i8.h"
 #include "sparse/sparse-conv.h"
 
 #include <stdio.h>
@@ -26,6 +28,7 @@ typedef enum {
     K_COPY,
     K_SPARSE, // sparse/sparse-conv.h (CONV2D, GEMM with rows == 1), NCHW
     K_I8REF,  // an int8 conv on the reference (kernels/cpu/ref-conv-i8.c), NCHW
+    K_I8SP,   // an int8 conv on the sparse int8 kernels (sparse/sparse-conv-i8.h), NCHW
     K_NONE,   // this backend cannot run the op as described
 } kernel_kind;
 
@@ -40,7 +43,9 @@ struct cd_op_state {
     int8_t *wq;         // int8 conv on the reference: the weights (owned)
     cd_dnnl_op *dop;    // oneDNN
     cd_sparse_conv *sp; // sparse kernels
+    cd_sparse_conv_i8 *sp8; // sparse int8 kernels
     int swap;           // binary on oneDNN: operands swapped (b is the big one)
+    int int8;           // an int8 conv (on oneDNN: run with cd_dnnl_op_run_any)
     char kernel[64];
 };
 
@@ -107,12 +112,20 @@ static int blocked_channel_concat(const cd_bop_desc *d) {
 
 // ---- choosing a kernel (shared by supports_op and init) ---------------------------
 
-// An int8 conv (d->quant): the reference, in NCHW, only where asked for
+// An int8 conv (d->quant): the sparse int8 kernels when the planner chose
+// sparse (NCHW; not yet an integer residual); oneDNN's int8 conv for dense
+// (backends/cpu/dnnl.h, where it has a jit kernel); else the reference, in
+// NCHW, only where asked for
 // (CONVD_INT8=on, or the reference kernels everywhere): the planner's auto
 // mode takes int8 only where a fast kernel exists.
 static kernel_kind choose_int8(const cd_bop_desc *d) {
+    const cd_conv_quant *q = d->quant;
     if (d->u.conv.has_residual && d->nsrc != 2) return K_NONE;
-    if (d->quant->dst_int && !(d->quant->out_scale > 0.0f)) return K_NONE;
+    if (q->dst_int && !(q->out_scale > 0.0f)) return K_NONE;
+    if (!ref_only() && d->sparse && all_nchw(d) && !q->res_int) return K_I8SP;
+    if (!ref_only() && !d->sparse && (!d->u.conv.has_residual || d->src[1].layout == d->dst.layout) &&
+        cd_dnnl_conv_i8_supports(&d->u.conv, q, d->src[0].layout, d->dst.layout))
+        return K_DNNL;
     if (all_nchw(d) && (ref_only() || cd_runtime_opts()->int8 == 2)) return K_I8REF;
     return K_NONE;
 }
@@ -237,6 +250,7 @@ static int fakequant_init(cd_op_state *st, const cd_bop_desc *d) {
     if (!(st->qscale = malloc(2 * ch * sizeof(float)))) return CD_ENOMEM;
     memcpy(st->qscale, d->scale, ch * sizeof(float));
     memcpy(st->qscale + ch, d->zero_point, ch * sizeof(float));
+    if (ch == 1 && !ref_only()) snprintf(st->kernel, sizeof st->kernel, "fakequant"); // fakequant.h
     return 0;
 }
 
@@ -279,10 +293,19 @@ static int int8_init(cd_op_state *st, const cd_bop_desc *d) {
 static int conv_init(cd_op_state *st, const cd_bop_desc *d, kernel_kind k) {
     const cd_conv_desc *c = &d->u.conv;
     if (k == K_I8REF) return int8_init(st, d);
+    if (k == K_I8SP) {
+        // BSR8 is a float32 format only: the int8 kernels choose for themselves.
+        cd_sparse_format f = (cd_sparse_format)d->sparse_format;
+        cd_sparse_conv_options o = {.format = f == CD_SPARSE_FMT_BSR8 ? CD_SPARSE_FMT_AUTO : f};
+        return cd_sparse_conv_i8_create(c, d->wq, d->bias, d->quant, &o, &st->sp8);
+    }
     if (k == K_SPARSE) {
         cd_sparse_conv_options o = {.format = (cd_sparse_format)d->sparse_format};
         return cd_sparse_conv_create(c, d->w, d->bias, &o, &st->sp);
     }
+    if (k == K_DNNL && d->quant)
+        return cd_dnnl_conv_i8_create(c, d->quant, d->src[0].layout, d->dst.layout, d->max_batch, d->wq, d->bias,
+                                      &st->dop);
     if (k == K_DNNL)
         return cd_dnnl_conv_create(c, d->src[0].layout, d->dst.layout, d->max_batch, d->w, d->bias, &st->dop);
     size_t nw = (size_t)c->k * (c->c / c->groups) * c->r * c->s;
@@ -306,6 +329,7 @@ static int cpu_op_init(cd_backend_t be, const cd_bop_desc *d, cd_op_state **out)
     st->d.w = st->d.bias = st->d.scale = st->d.zero_point = NULL;
     st->d.quant = NULL;
     st->d.wq = NULL;
+    st->int8 = d->op == CD_BOP_CONV2D && d->quant;
     st->swap = swap;
     snprintf(st->kernel, sizeof st->kernel, "%s", k == K_DNNL ? "dnnl" : k == K_COPY ? "copy" : "ref");
     int rc = 0, mb = d->max_batch;
@@ -383,11 +407,14 @@ static int cpu_op_init(cd_backend_t be, const cd_bop_desc *d, cd_op_state **out)
     case CD_BOP_COUNT: rc = CD_EUNSUPPORTED; break;
     }
     if (!rc && st->dop) rc = cd_dnnl_op_prepare(st->dop, 1, NULL);
-    if (!rc && st->sp) {
+    if (!rc && (st->sp || st->sp8)) {
         cd_sparse_conv_info si;
-        cd_sparse_conv_get_info(st->sp, &si);
-        snprintf(st->kernel, sizeof st->kernel, "sparse:%s:%s:%s", cd_sparse_format_name(si.format),
-                 cd_sparse_isa_name(si.isa), si.mode);
+        if (st->sp)
+            cd_sparse_conv_get_info(st->sp, &si);
+        else
+            cd_sparse_conv_i8_get_info(st->sp8, &si);
+        snprintf(st->kernel, sizeof st->kernel, "sparse%s:%s:%s:%s", st->sp8 ? "-i8" : "",
+                 cd_sparse_format_name(si.format), cd_sparse_isa_name(si.isa), si.mode);
     }
     if (!rc && st->dop) {
         const char *impl = cd_dnnl_op_impl(st->dop, 1);
@@ -404,6 +431,10 @@ static int cpu_op_init(cd_backend_t be, const cd_bop_desc *d, cd_op_state **out)
 // ---- run ------------------------------------------------------------------------
 
 static int run_dnnl(cd_backend_ctx *ctx, cd_op_state *st, int batch, const cd_btensor *const *srcs, cd_btensor *dst) {
+    if (st->int8) { // bytes or float grid values, as its quantization says
+        const void *s[2] = {srcs[0]->data, st->d.nsrc > 1 ? srcs[1]->data : NULL};
+        return cd_dnnl_op_run_any(st->dop, ctx->dnnl, batch, st->d.nsrc, s, dst->data);
+    }
     const float *p[64];
     int n = st->d.nsrc;
     for (int i = 0; i < n; i++) p[i] = srcs[i]->data;
@@ -421,10 +452,11 @@ static int64_t numel(const cd_btensor *t) {
     return n;
 }
 
-// Runs a sparse conv/FC with the context's workspace (grown when too small).
+// Runs a sparse conv/FC (float32 or int8) with the context's workspace
+// (grown when too small).
 static int run_sparse(cd_backend_ctx *ctx, cd_op_state *st, int batch, const cd_btensor *const *srcs, cd_btensor *dst) {
     int n = st->op == CD_BOP_GEMM ? batch * st->d.u.gemm.rows : batch;
-    size_t need = cd_sparse_conv_workspace_size(st->sp, n);
+    size_t need = st->sp8 ? cd_sparse_conv_i8_workspace_size(st->sp8, n) : cd_sparse_conv_workspace_size(st->sp, n);
     if (need > ctx->ws_size) {
         size_t sz = (need + 63) & ~(size_t)63;
         void *p = aligned_alloc(64, sz);
@@ -434,13 +466,14 @@ static int run_sparse(cd_backend_ctx *ctx, cd_op_state *st, int batch, const cd_
         ctx->ws_size = sz;
     }
     const float *res = st->op == CD_BOP_CONV2D && st->d.u.conv.has_residual ? srcs[1]->data : NULL;
+    if (st->sp8) return cd_sparse_conv_i8_run_ws(st->sp8, srcs[0]->data, res, dst->data, n, need ? ctx->ws : NULL);
     return cd_sparse_conv_run_ws(st->sp, srcs[0]->data, res, dst->data, n, need ? ctx->ws : NULL);
 }
 
 static int cpu_op_run(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int batch, const cd_btensor *const *srcs,
                       cd_btensor *dst) {
     if (st->kind == K_DNNL) return run_dnnl(ctx, st, batch, srcs, dst);
-    if (st->kind == K_SPARSE) return run_sparse(ctx, st, batch, srcs, dst);
+    if (st->kind == K_SPARSE || st->kind == K_I8SP) return run_sparse(ctx, st, batch, srcs, dst);
     const cd_bop_desc *d = &st->d;
     switch (st->op) {
     case CD_BOP_CONV2D: {
@@ -500,6 +533,10 @@ static int cpu_op_run(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int
         // Every stored element (a blocked layout's padding too).
         size_t n = cd_tdesc_item_bytes(&d->dst) / sizeof(float) * (size_t)batch, inner = 1;
         for (int i = d->u.fq.axis + 1; i < dst->rank; i++) inner *= (size_t)dst->shape[i];
+        if (d->u.fq.channels == 1 && !ref_only()) {
+            cd_cpu_fakequant(n, st->qscale[0], st->qscale[1], d->u.fq.qmin, d->u.fq.qmax, srcs[0]->data, dst->data);
+            return 0;
+        }
         cd_ref_fakequant(&d->u.fq, n, inner, st->qscale, st->qscale + d->u.fq.channels, srcs[0]->data, dst->data);
         return 0;
     }
@@ -588,9 +625,12 @@ static const char *cpu_op_kernel(cd_backend_t be, cd_op_state *st) { return st->
 
 static size_t cpu_op_weight_bytes(cd_backend_t be, cd_op_state *st) {
     if (st->dop) return cd_dnnl_op_weight_bytes(st->dop);
-    if (st->sp) {
+    if (st->sp || st->sp8) {
         cd_sparse_conv_info si;
-        cd_sparse_conv_get_info(st->sp, &si);
+        if (st->sp)
+            cd_sparse_conv_get_info(st->sp, &si);
+        else
+            cd_sparse_conv_i8_get_info(st->sp8, &si);
         return si.packed_bytes;
     }
     if (st->op == CD_BOP_CONV2D && st->wq) { // int8: the weights are bytes
@@ -609,6 +649,7 @@ static size_t cpu_op_weight_bytes(cd_backend_t be, cd_op_state *st) {
 static void cpu_op_state_free(cd_backend_t be, cd_op_state *st) {
     cd_dnnl_op_free(st->dop);
     cd_sparse_conv_free(st->sp);
+    cd_sparse_conv_i8_free(st->sp8);
     free(st->w);
     free(st->bias);
     free(st->qscale);

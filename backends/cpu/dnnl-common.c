@@ -81,6 +81,10 @@ size_t cd_dnnl_tensor_floats(cd_layout l, int n, int c, int h, int w) {
 }
 
 int cd_dnnl_md_act(dnnl_memory_desc_t *md, int n, int c, int h, int w, cd_layout l) {
+    return cd_dnnl_md_act_dt(md, n, c, h, w, l, dnnl_f32);
+}
+
+int cd_dnnl_md_act_dt(dnnl_memory_desc_t *md, int n, int c, int h, int w, cd_layout l, dnnl_data_type_t dt) {
     if (n < 1 || c < 1 || h < 1 || w < 1) return CD_EPARAMS;
     dnnl_dims_t dims = {n, c, h, w};
     dnnl_format_tag_t tag;
@@ -90,7 +94,7 @@ int cd_dnnl_md_act(dnnl_memory_desc_t *md, int n, int c, int h, int w, cd_layout
     case CD_LAYOUT_NCHW8C: tag = dnnl_nChw8c; break;
     default: return CD_EPARAMS;
     }
-    return CD_DNNL(dnnl_memory_desc_init_by_tag(md, 4, dims, dnnl_f32, tag));
+    return CD_DNNL(dnnl_memory_desc_init_by_tag(md, 4, dims, dt, tag));
 }
 
 int cd_dnnl_act_steps(cd_activation act, cd_dnnl_elt_step steps[2]) {
@@ -220,6 +224,10 @@ int cd_dnnl_ctx_reserve(cd_dnnl_ctx *ctx, size_t bytes) {
     ctx->scratch = p;
     ctx->scratch_cap = bytes;
     return 0;
+}
+
+void *cd_dnnl_ctx_scratch(cd_dnnl_ctx *ctx, size_t bytes) {
+    return cd_dnnl_ctx_reserve(ctx, bytes) ? NULL : ctx->scratch;
 }
 
 size_t cd_dnnl_ctx_scratch_bytes(const cd_dnnl_ctx *ctx) { return ctx->scratch_cap; }
@@ -417,13 +425,18 @@ int cd_dnnl_op_prepare(cd_dnnl_op *op, int batch, size_t *scratch_bytes) {
 }
 
 int cd_dnnl_op_run(cd_dnnl_op *op, cd_dnnl_ctx *ctx, int batch, int nsrc, const float *const *src, float *dst) {
+    return cd_dnnl_op_run_any(op, ctx, batch, nsrc, (const void *const *)src, dst);
+}
+
+int cd_dnnl_op_run_any(cd_dnnl_op *op, cd_dnnl_ctx *ctx, int batch, int nsrc, const void *const *src, void *dst) {
     if (!op || !ctx || !dst || batch < 1 || batch > op->max_batch || nsrc != op->nsrc) return CD_EPARAMS;
     for (int i = 0; i < nsrc; i++)
         if (!src || !src[i]) return CD_EPARAMS;
     cd_dnnl_prim *p;
     int rc = cd_dnnl_op_get(op, batch, &p);
     if (rc) return rc;
-    return op->kind->exec(op, ctx, p, batch, src, dst);
+    // The kinds pass the pointers to oneDNN untyped; float is the common case.
+    return op->kind->exec(op, ctx, p, batch, (const float *const *)src, dst);
 }
 
 size_t cd_dnnl_op_weight_bytes(const cd_dnnl_op *op) {

@@ -15,8 +15,7 @@ typedef struct {
     float *bias;            // K floats or NULL (owned)
 } conv_priv;
 
-// Checks the descriptor's ranges and its derived output size. 0 or CD_EPARAMS.
-static int conv_check(const cd_conv_desc *d, cd_layout src, cd_layout dst) {
+int cd_dnnl_conv_check(const cd_conv_desc *d, cd_layout src, cd_layout dst) {
     if (d->c < 1 || d->h < 1 || d->w < 1 || d->k < 1 || d->r < 1 || d->s < 1) return CD_EPARAMS;
     if (d->stride_h < 1 || d->stride_w < 1 || d->dil_h < 1 || d->dil_w < 1) return CD_EPARAMS;
     if (d->pad_t < 0 || d->pad_l < 0 || d->pad_b < 0 || d->pad_r < 0) return CD_EPARAMS;
@@ -30,14 +29,17 @@ static int conv_check(const cd_conv_desc *d, cd_layout src, cd_layout dst) {
     return 0;
 }
 
-static int weights_md(dnnl_memory_desc_t *md, const cd_conv_desc *d, dnnl_format_tag_t tag) {
+int cd_dnnl_conv_weights_md(dnnl_memory_desc_t *md, const cd_conv_desc *d, dnnl_data_type_t dt, dnnl_format_tag_t tag) {
     if (d->groups == 1) {
         dnnl_dims_t dims = {d->k, d->c, d->r, d->s};
-        return CD_DNNL(
-            dnnl_memory_desc_init_by_tag(md, 4, dims, dnnl_f32, tag == dnnl_format_tag_any ? tag : dnnl_oihw));
+        return CD_DNNL(dnnl_memory_desc_init_by_tag(md, 4, dims, dt, tag == dnnl_format_tag_any ? tag : dnnl_oihw));
     }
     dnnl_dims_t dims = {d->groups, d->k / d->groups, d->c / d->groups, d->r, d->s};
-    return CD_DNNL(dnnl_memory_desc_init_by_tag(md, 5, dims, dnnl_f32, tag == dnnl_format_tag_any ? tag : dnnl_goihw));
+    return CD_DNNL(dnnl_memory_desc_init_by_tag(md, 5, dims, dt, tag == dnnl_format_tag_any ? tag : dnnl_goihw));
+}
+
+static int weights_md(dnnl_memory_desc_t *md, const cd_conv_desc *d, dnnl_format_tag_t tag) {
+    return cd_dnnl_conv_weights_md(md, d, dnnl_f32, tag);
 }
 
 // Fills the convolution op descriptor and attributes for one batch size.
@@ -63,7 +65,7 @@ static int conv_desc(const cd_conv_desc *d, cd_layout src_l, cd_layout dst_l, in
 }
 
 int cd_dnnl_conv_supports(const cd_conv_desc *d, cd_layout src, cd_layout dst) {
-    if (!d || conv_check(d, src, dst) || cd_dnnl_init()) return 0;
+    if (!d || cd_dnnl_conv_check(d, src, dst) || cd_dnnl_init()) return 0;
     dnnl_convolution_desc_t cd;
     dnnl_primitive_attr_t attr = NULL;
     if (conv_desc(d, src, dst, 1, 1, &cd, &attr)) return 0;
@@ -114,7 +116,7 @@ static void conv_fini(cd_dnnl_op *op) {
 int cd_dnnl_conv_create(const cd_conv_desc *d, cd_layout src, cd_layout dst, int max_batch, const float *w,
                         const float *bias, cd_dnnl_op **out) {
     *out = NULL;
-    if (!d || !w || conv_check(d, src, dst)) return CD_EPARAMS;
+    if (!d || !w || cd_dnnl_conv_check(d, src, dst)) return CD_EPARAMS;
     static const cd_dnnl_kind k_kind = {conv_build, conv_exec, conv_fini};
     const conv_priv init = {.d = *d, .src_l = src, .dst_l = dst};
     cd_dnnl_op *op;

@@ -25,6 +25,14 @@ void cd_dnnl_apply_threads(void);
 // Plain f32 memory descriptor for an n x c x h x w activation in layout l.
 // 0 or CD_EPARAMS.
 int cd_dnnl_md_act(dnnl_memory_desc_t *md, int n, int c, int h, int w, cd_layout l);
+// The same with element type dt (the int8 conv's u8/s8/s32 tensors).
+int cd_dnnl_md_act_dt(dnnl_memory_desc_t *md, int n, int c, int h, int w, cd_layout l, dnnl_data_type_t dt);
+
+// Checks a conv descriptor's ranges, its derived output size and its
+// activation for the conv wrappers. 0 or CD_EPARAMS.
+int cd_dnnl_conv_check(const cd_conv_desc *d, cd_layout src, cd_layout dst);
+// Weights md of a conv: OIHW (groups 1) or GOIHW of type dt, tag any or the plain one.
+int cd_dnnl_conv_weights_md(dnnl_memory_desc_t *md, const cd_conv_desc *d, dnnl_data_type_t dt, dnnl_format_tag_t tag);
 
 // Primitive attributes with the user-managed scratchpad and, when act is not
 // NONE, the eltwise post-op(s) for act (after a sum post-op when with_sum).
@@ -43,9 +51,10 @@ typedef struct {
 } cd_dnnl_elt_step;
 int cd_dnnl_act_steps(cd_activation act, cd_dnnl_elt_step steps[2]);
 
-// One batch size's executable form of an op: up to three primitives run in
-// order (the later ones, if any, in place on dst).
-#define CD_DNNL_MAX_PRIMS 3
+// One batch size's executable form of an op: up to six primitives, run in
+// the order its kind's exec chooses (the int8 conv: boundary reorders around
+// the conv, which is pd[0] so that cd_dnnl_op_impl names it).
+#define CD_DNNL_MAX_PRIMS 6
 typedef struct {
     dnnl_primitive_desc_t pd[CD_DNNL_MAX_PRIMS];
     dnnl_primitive_t prim[CD_DNNL_MAX_PRIMS];
@@ -93,6 +102,11 @@ typedef struct {
     int arg;
     const void *ptr;
 } cd_dnnl_arg;
+
+// The ctx scratchpad grown to at least bytes, for kinds that keep temporary
+// tensors after their primitives' scratchpad (p->scratch_bytes counts both).
+// NULL when growing fails.
+void *cd_dnnl_ctx_scratch(cd_dnnl_ctx *ctx, size_t bytes);
 
 // Executes primitive i of p with the args (plus the ctx scratchpad) on the
 // ctx stream and waits. 0 or an error.

@@ -62,6 +62,7 @@
 #include "kernels/op-desc.h"
 
 #include <stddef.h>
+#include <stdint.h>
 
 // ---- process-wide ------------------------------------------------------------
 
@@ -126,6 +127,10 @@ int cd_dnnl_op_prepare(cd_dnnl_op *op, int batch, size_t *scratch_bytes);
 // wrong, NULL pointer), CD_ENOMEM (scratchpad growth) or CD_EINTERNAL.
 // The ctx must not be used by another thread during the call.
 int cd_dnnl_op_run(cd_dnnl_op *op, cd_dnnl_ctx *ctx, int batch, int nsrc, const float *const *src, float *dst);
+// The same for operators whose tensors are not all float32 (the int8 conv):
+// each pointer is the tensor's bytes in the type its create documents.
+// cd_dnnl_op_run is this with float pointers.
+int cd_dnnl_op_run_any(cd_dnnl_op *op, cd_dnnl_ctx *ctx, int batch, int nsrc, const void *const *src, void *dst);
 
 // Bytes of packed weights and bias the op owns (0 for weightless ops).
 size_t cd_dnnl_op_weight_bytes(const cd_dnnl_op *op);
@@ -156,6 +161,68 @@ void cd_dnnl_op_free(cd_dnnl_op *op);
 int cd_dnnl_conv_supports(const cd_conv_desc *d, cd_layout src, cd_layout dst);
 int cd_dnnl_conv_create(const cd_conv_desc *d, cd_layout src, cd_layout dst, int max_batch, const float *w,
                         const float *bias, cd_dnnl_op **out);
+
+// ---- int8 convolution -------------------------------------------------------------
+//
+// The quantized conv of kernels/op-desc.h (cd_conv_quant): u8/s8 activations,
+// s8 weights wq (OIHW, I = c / groups, symmetric, scales q->w_scale, K floats),
+// bias K floats or NULL, s32 accumulation and the project's epilogue. Same
+// d, layouts, batches, residual and errors as cd_dnnl_conv_create; run it
+// with cd_dnnl_op_run_any: src and dst are in the plan's layouts (NCHW,
+// NCHW16C, NCHW8C) and hold float32 grid values (q->src_int / q->dst_int 0)
+// or the integers themselves as bytes (1: uint8_t, int8_t when *_signed),
+// sized by cd_dnnl_tensor_floats() elements of that type. The residual
+// (nsrc 2, d->has_residual) is always float32 y values in dst's layout; with
+// a float32 dst (out_scale 0) passing residual == dst saves a copy.
+//
+// Inside, oneDNN runs its int8 kernel in the layout it picks (nhwc, u8 src)
+// and the op converts at its boundary with reorders: a quantizing one of the
+// f32 grid (scale 1 / in_scale, zero point) or a relayout of the integers
+// (s8 shifted by +128 to u8, its zero point with it: exact) into a scratch
+// tensor, and the matching one on the way out. Temporaries live in the ctx
+// scratchpad (cd_dnnl_op_prepare counts them).
+//
+// Numerics. oneDNN 2.6 computes dst = oscale * (acc + bias) for int8, so the
+// op passes bias[k] / mult[k] (mult = in_scale * w_scale[k]) and oscale =
+// mult[k]: y differs from the reference's fmaf(acc, mult, bias) by float
+// rounding only (well within 1e-4 of |mult * acc| + |bias|). A quantized output
+// (out_scale > 0) with act NONE, RELU or CLIP and no residual is written by
+// the conv itself (oscale mult / out_scale, clip bounds / out_scale, dst zero
+// point); otherwise the conv writes y in f32 (sum post-op for the residual,
+// any activation) and a reorder quantizes it with the scale 1 / out_scale.
+// Either way q = rint(y') + out_zp where y' is y / out_scale rounded
+// differently from the reference's rintf(y / out_scale): when y / out_scale
+// is within float rounding of a half-integer the two round to neighbouring
+// integers, so q may differ by one step there, nowhere else.
+//
+// Not implemented (supports() 0, create CD_EUNSUPPORTED): q->mid_scale (the
+// QDQ residual block's rounding of y0 before the residual) and q->res_int
+// (integer residual); the residual here is float32 y values.
+//
+// supports() is 1 only when oneDNN builds a non-reference (jit) kernel for it
+// on this CPU and q is well formed (in_scale > 0, every w_scale > 0 and
+// finite, zero points in their type's range, dst_int only with out_scale > 0).
+// On CPUs without VNNI (ONEDNN_MAX_CPU_ISA=AVX512_CORE, AVX2) oneDNN's u8 x s8
+// kernels add pairs of products in 16 bits with saturation (vpmaddubsw), so
+// create() there refuses weights outside [-64, 64] with CD_EUNSUPPORTED
+// (2 * 255 * 64 fits; 7-bit weights are what oneDNN asks for on those CPUs).
+// Two oneDNN 2.6 bugs are avoided inside (tests name them): its reorder out
+// of plain nchw drops a zero point for some shapes (the op quantizes in nchw,
+// then relayouts), and its AVX2 strided 1x1 int8 kernel races at batch > 1
+// (the op takes oneDNN's next implementation there).
+
+int cd_dnnl_conv_i8_supports(const cd_conv_desc *d, const cd_conv_quant *q, cd_layout src, cd_layout dst);
+int cd_dnnl_conv_i8_create(const cd_conv_desc *d, const cd_conv_quant *q, cd_layout src, cd_layout dst, int max_batch,
+                           const int8_t *wq, const float *bias, cd_dnnl_op **out);
+// Test hook: the raw s32 accumulators sum (x_q - in_zp) * w_q as int32_t in
+// layout dst (channel padding zero); bias, scales, activation, residual and
+// q's output fields are ignored (nsrc 1). oneDNN passes its accumulators
+// through float32 even for an s32 dst, so they are exact while |acc| < 2^24.
+int cd_dnnl_conv_i8_create_acc(const cd_conv_desc *d, const cd_conv_quant *q, cd_layout src, cd_layout dst,
+                               int max_batch, const int8_t *wq, cd_dnnl_op **out);
+// 1 when oneDNN's int8 kernels on this CPU multiply with VNNI (no 16-bit
+// saturation, any s8 weights).
+int cd_dnnl_has_vnni(void);
 
 // ---- layout conversion ------------------------------------------------------------
 //

@@ -30,8 +30,15 @@ void cd_ref_conv2d_i8_acc(const cd_conv_desc *d, const int32_t *xq, int in_zp, c
         }
 }
 
+// Residual element i as a float (its grid value when stored as integers).
+static float residual_at(const cd_conv_quant *q, const void *residual, size_t i) {
+    if (!q->res_int) return ((const float *)residual)[i];
+    float r = q->res_signed ? (float)((const int8_t *)residual)[i] : (float)((const uint8_t *)residual)[i];
+    return (r - (float)q->res_zp) * q->res_scale;
+}
+
 void cd_ref_conv2d_i8(const cd_conv_desc *d, const cd_conv_quant *q, const void *src, const int8_t *wq,
-                      const float *bias, const float *residual, void *dst) {
+                      const float *bias, const void *residual, void *dst) {
     size_t nin = (size_t)d->n * d->c * d->h * d->w, nout = (size_t)d->n * d->k * d->oh * d->ow;
     int32_t *xq = malloc(sizeof(int32_t) * (nin ? nin : 1)), *acc = malloc(sizeof(int32_t) * (nout ? nout : 1));
     if (!xq || !acc) abort(); // a test oracle: no caller handles a failure
@@ -44,7 +51,8 @@ void cd_ref_conv2d_i8(const cd_conv_desc *d, const cd_conv_quant *q, const void 
     for (size_t i = 0; i < nout; i++) {
         int k = (int)(i / plane % (size_t)d->k);
         float mult = q->in_scale * q->w_scale[k];
-        float y = cd_conv_quant_y(acc[i], mult, bias ? bias[k] : 0.0f, residual ? residual[i] : 0.0f,
+        float y0 = cd_conv_quant_mid(q, fmaf((float)acc[i], mult, bias ? bias[k] : 0.0f));
+        float y = cd_conv_quant_y(0, 0.0f, y0, residual ? residual_at(q, residual, i) : 0.0f,
                                   d->has_residual && residual, d->act);
         float v = cd_conv_quant_out(q, y);
         if (!q->dst_int)

@@ -23,9 +23,10 @@ void cd_ref_conv2d(const cd_conv_desc *d, const float *src, const float *w, cons
 void cd_ref_conv2d_i8_acc(const cd_conv_desc *d, const int32_t *xq, int in_zp, const int8_t *wq, int32_t *acc);
 // The whole op: src float32 grid values (q->src_int 0) or u8/s8 integers
 // (src_int 1, as uint8_t/int8_t), dst float32 or integers likewise,
-// residual float32 shaped like dst or NULL, bias K floats or NULL.
+// residual shaped like dst (float32, or integers when q->res_int) or NULL,
+// bias K floats or NULL.
 void cd_ref_conv2d_i8(const cd_conv_desc *d, const cd_conv_quant *q, const void *src, const int8_t *wq,
-                      const float *bias, const float *residual, void *dst);
+                      const float *bias, const void *residual, void *dst);
 
 // Max or average pooling, NCHW. d->oh/d->ow must be set (cd_pool_out_dims).
 void cd_ref_pool2d(const cd_pool_desc *d, const float *src, float *dst);

@@ -346,7 +346,7 @@ def check_cpu_agrees(daemon, env=None):
     assert health == stats == plan["cpu"]
     assert plan["layout"] == health["layout"]
     assert {"NCHW16C": 16, "NCHW8C": 8, "NCHW": 1}[health["layout"]] == health["block"]
-    assert health["kernels_isa"] in ("avx512f", "avx2", "scalar")
+    assert health["kernels_isa"] in ("avx512vnni", "avx512f", "avx2", "scalar")
     assert isinstance(health["kernels_capped"], bool)
     assert not health["dnnl_isa"].startswith("cpu_isa_")
     assert metrics == {"cpu_model": health["model"], "kernels_isa": health["kernels_isa"],

@@ -201,8 +201,15 @@ def test_int8_kernels_match_onnxruntime(name, tmp_path, rng):
     # none does with CONVD_INT8=off, and an int8 conv does the QuantizeLinear
     # after it: the plan has fewer layers.
     assert len(int8) == len(convs) > 0, [(l["name"], l["kernel"], l["dtype"]) for l in layers_on]
-    assert all(l["dtype"] == "f32" for l in layers_off)
+    assert all(l["dtype"] == "f32" and l["out_dtype"] == "f32" for l in layers_off)
     assert len(layers_on) < len(layers_off)
+    # Between two int8 convs the activation stays in its integers (conv ->
+    # conv chains: the stem into the first block, MobileNetV2's expand ->
+    # depthwise -> project); an int8 output is only ever read by int8 convs.
+    stored = {l["name"] for l in layers_on if l["out_dtype"] == "int8"}
+    assert stored and stored <= {l["name"] for l in int8}
+    # Each residual block's conv -> Q -> DQ -> Add(+Relu) -> Q is one layer.
+    assert any(l["op"].startswith("Conv+QAdd") for l in int8), [l["op"] for l in layers_on]
     for env in (on, dict(on, CONVD_CPU_KERNELS="ref")):
         err, top1 = compare(q, tmp_path, rng, env=env)
         assert err <= REL_L2, f"{name} int8: median relative L2 {err:.3g}"

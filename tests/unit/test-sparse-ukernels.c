@@ -135,9 +135,15 @@ CD_TEST(sparse_ukernel_registry_and_cpuid) {
     CHECK(cd_spmm_ukernel_find(CD_SPARSE_ISA_SCALAR, 3) == NULL);
     const cd_sparse_isa best = cd_sparse_isa_best();
     CHECK(cd_sparse_isa_supported(best));
-    for (int i = best + 1; i <= CD_SPARSE_ISA_AVX512F; i++)
+    for (int i = best + 1; i <= CD_SPARSE_ISA_AVX512VNNI; i++)
         CHECK(!cd_sparse_isa_supported((cd_sparse_isa)i) || cd_sparse_isa_capped());
     CHECK_STREQ(cd_sparse_isa_name(CD_SPARSE_ISA_AVX2), "avx2");
+    CHECK_STREQ(cd_sparse_isa_name(CD_SPARSE_ISA_AVX512VNNI), "avx512vnni");
+    // The f32 code has no VNNI kernels: a VNNI machine finds the AVX512F ones.
+    if (cd_sparse_isa_supported(CD_SPARSE_ISA_AVX512VNNI)) {
+        CHECK(cd_spmm_ukernel_find(CD_SPARSE_ISA_AVX512VNNI, 1) == cd_spmm_ukernel_find(CD_SPARSE_ISA_AVX512F, 1));
+        CHECK(cd_spmm_ukernel_find(CD_SPARSE_ISA_AVX512VNNI, 4) == cd_spmm_ukernel_find(CD_SPARSE_ISA_AVX512F, 4));
+    }
 }
 
 // What this CPU runs, by CPUID alone (no cap).
@@ -148,6 +154,7 @@ static int cpu_runs(int isa) {
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
                __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
                __builtin_cpu_supports("fma");
+    if (isa == CD_SPARSE_ISA_AVX512VNNI) return cpu_runs(CD_SPARSE_ISA_AVX512F) && __builtin_cpu_supports("avx512vnni");
     return isa == CD_SPARSE_ISA_SCALAR;
 }
 
@@ -174,11 +181,11 @@ static char *cap_case(const char *value, int want) {
         cd_runtime_options_from_env(&o);
         cd_runtime_configure(&o);
         int top = CD_SPARSE_ISA_SCALAR, best = CD_SPARSE_ISA_SCALAR;
-        for (int i = CD_SPARSE_ISA_SCALAR; i <= CD_SPARSE_ISA_AVX512F; i++) {
+        for (int i = CD_SPARSE_ISA_SCALAR; i <= CD_SPARSE_ISA_AVX512VNNI; i++) {
             if (cpu_runs(i)) top = i;
             if (cpu_runs(i) && i <= want) best = i;
         }
-        for (int i = CD_SPARSE_ISA_SCALAR; i <= CD_SPARSE_ISA_AVX512F; i++) {
+        for (int i = CD_SPARSE_ISA_SCALAR; i <= CD_SPARSE_ISA_AVX512VNNI; i++) {
             const int ok = cpu_runs(i) && i <= want;
             if (cd_sparse_isa_supported((cd_sparse_isa)i) != ok) _exit(10 + i);
             if ((cd_spmm_ukernel_find((cd_sparse_isa)i, 1) != NULL) != ok) _exit(20 + i);
@@ -211,25 +218,35 @@ static int count_of(const char *hay, const char *needle) {
     return n;
 }
 
-// CONVD_MAX_ISA caps every ISA query, in any case, with "avx512" and
-// "avx512f" the same; unset or unknown (reported once, then ignored) caps
-// nothing.
+// CONVD_MAX_ISA caps every ISA query, in any case, with "avx512",
+// "avx512f" and "avx512_core" the same level (AVX-512 without VNNI: on a VNNI
+// CPU the best level is then AVX512F), "avx512vnni" and "avx512_vnni" the
+// VNNI level; unset or unknown (reported once, then ignored) caps nothing.
 CD_TEST(sparse_isa_cap_env_obeyed_by_best_and_supported) {
     static const struct {
         const char *value;
         int cap;
     } c[] = {
-        {NULL, CD_SPARSE_ISA_AVX512F},      {"", CD_SPARSE_ISA_AVX512F},      {"avx512", CD_SPARSE_ISA_AVX512F},
-        {"AVX512F", CD_SPARSE_ISA_AVX512F}, {"avx2", CD_SPARSE_ISA_AVX2},     {"Avx2", CD_SPARSE_ISA_AVX2},
-        {"scalar", CD_SPARSE_ISA_SCALAR},   {"SCALAR", CD_SPARSE_ISA_SCALAR},
+        {NULL, CD_SPARSE_ISA_AVX512VNNI},
+        {"", CD_SPARSE_ISA_AVX512VNNI},
+        {"avx512vnni", CD_SPARSE_ISA_AVX512VNNI},
+        {"AVX512_VNNI", CD_SPARSE_ISA_AVX512VNNI},
+        {"avx512", CD_SPARSE_ISA_AVX512F},
+        {"AVX512F", CD_SPARSE_ISA_AVX512F},
+        {"avx512_core", CD_SPARSE_ISA_AVX512F},
+        {"avx2", CD_SPARSE_ISA_AVX2},
+        {"Avx2", CD_SPARSE_ISA_AVX2},
+        {"scalar", CD_SPARSE_ISA_SCALAR},
+        {"SCALAR", CD_SPARSE_ISA_SCALAR},
     };
     for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
         const char *err = cap_case(c[i].value, c[i].cap);
         CHECK_EQ(count_of(err, "sparse kernels use"), 1);
-        CHECK_EQ(count_of(err, "capped by CONVD_MAX_ISA"), c[i].cap < CD_SPARSE_ISA_AVX512F && cpu_runs(c[i].cap + 1));
+        CHECK_EQ(count_of(err, "capped by CONVD_MAX_ISA"),
+                 c[i].cap < CD_SPARSE_ISA_AVX512VNNI && cpu_runs(c[i].cap + 1));
         CHECK(strstr(err, "ignoring") == NULL);
     }
-    const char *err = cap_case("sse9", CD_SPARSE_ISA_AVX512F);
+    const char *err = cap_case("sse9", CD_SPARSE_ISA_AVX512VNNI);
     CHECK_EQ(count_of(err, "ignoring CONVD_MAX_ISA=sse9"), 1);
     CHECK(strstr(err, "capped") == NULL);
 }

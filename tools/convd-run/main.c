@@ -347,6 +347,8 @@ static void print_json_layers(FILE *f, cd_model *m) {
         cd_json_write_str(f, li.kernel);
         fprintf(f, ", \"dtype\": ");
         cd_json_write_str(f, li.dtype);
+        fprintf(f, ", \"out_dtype\": ");
+        cd_json_write_str(f, li.out_dtype);
         fprintf(f, ", \"layout\": ");
         cd_json_write_str(f, li.layout);
         fprintf(f, ", \"reference\": %s", li.reference ? "true" : "false");

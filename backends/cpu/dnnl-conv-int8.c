@@ -1,0 +1,418 @@
+// Dense int8 convolution on oneDNN (the contract in backends/cpu/dnnl.h):
+// oneDNN's int8 kernel in the layout it chooses, with reorders at the op's
+// boundary that quantize, shift or relayout the plan's tensors.
+
+#include "backends/cpu/dnnl-impl.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+// The tensors a step reads or writes: the caller's three and the temporaries
+// in the ctx scratchpad.
+typedef enum { BUF_SRC = 0, BUF_DST, BUF_RES, BUF_TPRE, BUF_TIN, BUF_TOUT, BUF_TQ, BUF_COUNT } buf_id;
+
+// One primitive run: index into cd_dnnl_prim, what it reads and writes.
+typedef struct {
+    int prim;
+    buf_id from, to;
+} i8_step;
+
+// How one batch size runs: the steps in order and where the temporaries sit
+// in the scratchpad (after the primitives' own scratchpad).
+typedef struct {
+    int nsteps;
+    i8_step step[CD_DNNL_MAX_PRIMS];
+    size_t off[BUF_COUNT]; // byte offsets of BUF_TPRE.. in the scratchpad
+} i8_wiring;
+
+typedef struct {
+    cd_conv_desc d;         // the conv (d.n unused)
+    cd_conv_quant q;        // q.w_scale cleared (oscale and bias hold what it gave)
+    cd_layout src_l, dst_l; // the plan's layouts
+    int acc_only;           // test hook: s32 accumulators out
+    int fused_q;            // the conv writes the quantized output itself
+    int shift;              // 128 when s8 inputs run as u8 (x + 128, zero point + 128)
+    cd_dnnl_weights wts;    // user OIHW / GOIHW s8
+    float *bias;            // K: bias / mult (oneDNN 2.6 scales after adding it), or NULL
+    float *oscale;          // K: the conv's output scales
+    i8_wiring *wire;        // [max_batch + 1], written under the op's mu by build
+} conv_i8_priv;
+
+static dnnl_data_type_t int_dt(int is_signed) { return is_signed ? dnnl_s8 : dnnl_u8; }
+
+int cd_dnnl_has_vnni(void) {
+    if (cd_dnnl_init()) return 0;
+    dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+    return (isa & dnnl_cpu_isa_avx512_core_vnni) == dnnl_cpu_isa_avx512_core_vnni ||
+           (isa & dnnl_cpu_isa_avx2_vnni) == dnnl_cpu_isa_avx2_vnni;
+}
+
+static int zp_ok(int zp, int is_signed) { return zp >= cd_quant_qmin(is_signed) && zp <= cd_quant_qmax(is_signed); }
+
+// q's ranges (w_scale may be NULL in a supports() query). 0 or CD_EPARAMS.
+static int quant_check(const cd_conv_quant *q, int k) {
+    if (!q || !(q->in_scale > 0.0f) || !isfinite(q->in_scale)) return CD_EPARAMS;
+    if (!zp_ok(q->in_zp, q->in_signed) || !(q->out_scale >= 0.0f) || !isfinite(q->out_scale)) return CD_EPARAMS;
+    if (q->out_scale > 0.0f && !zp_ok(q->out_zp, q->out_signed)) return CD_EPARAMS;
+    if (q->dst_int && !(q->out_scale > 0.0f)) return CD_EPARAMS;
+    for (int i = 0; q->w_scale && i < k; i++)
+        if (!(q->w_scale[i] > 0.0f) || !isfinite(q->w_scale[i])) return CD_EPARAMS;
+    return 0;
+}
+
+// What this op does not implement of the contract: the QDQ residual block's
+// mid rounding (mid_scale) and an integer residual (res_int). It declines
+// them, as kernels/op-desc.h allows.
+static int quant_unsupported(const cd_conv_quant *q) { return q->mid_scale > 0.0f || q->res_int; }
+
+// The conv writes q itself when the activation commutes with the output
+// scale (NONE, RELU, CLIP) and there is no float residual to add.
+static int can_fuse_q(const cd_conv_desc *d, const cd_conv_quant *q) {
+    if (!(q->out_scale > 0.0f) || d->has_residual) return 0;
+    return d->act.kind == CD_ACT_NONE || d->act.kind == CD_ACT_RELU || d->act.kind == CD_ACT_CLIP;
+}
+
+// The conv's attributes: user scratchpad, output scales (NULL: 1), zero points,
+// and the post-ops (sum for the residual, then the activation, whose clip
+// bounds are divided by out_scale when the conv writes q).
+static int conv_attr(const conv_i8_priv *cp, const float *oscale, dnnl_primitive_attr_t *attr) {
+    dnnl_post_ops_t po = NULL;
+    int rc = CD_DNNL(dnnl_primitive_attr_create(attr));
+    if (rc) return rc;
+    if ((rc = CD_DNNL(dnnl_primitive_attr_set_scratchpad_mode(*attr, dnnl_scratchpad_mode_user)))) goto fail;
+    if (oscale && (rc = CD_DNNL(dnnl_primitive_attr_set_output_scales(*attr, cp->d.k, 1 << 1, oscale)))) goto fail;
+    int32_t zin = cp->q.in_zp + cp->shift, zout = cp->q.out_zp;
+    if (zin && (rc = CD_DNNL(dnnl_primitive_attr_set_zero_points(*attr, DNNL_ARG_SRC, 1, 0, &zin)))) goto fail;
+    if (cp->fused_q && zout && (rc = CD_DNNL(dnnl_primitive_attr_set_zero_points(*attr, DNNL_ARG_DST, 1, 0, &zout))))
+        goto fail;
+    if (cp->acc_only) return 0;
+    cd_activation act = cp->d.act;
+    if (cp->fused_q && act.kind == CD_ACT_CLIP) act.alpha /= cp->q.out_scale, act.beta /= cp->q.out_scale;
+    if (cp->d.has_residual || act.kind != CD_ACT_NONE) {
+        if ((rc = CD_DNNL(dnnl_post_ops_create(&po)))) goto fail;
+        if (cp->d.has_residual && (rc = CD_DNNL(dnnl_post_ops_append_sum(po, 1.0f)))) goto fail;
+        if ((rc = cd_dnnl_post_ops_act(po, act))) goto fail;
+        if ((rc = CD_DNNL(dnnl_primitive_attr_set_post_ops(*attr, po)))) goto fail;
+        dnnl_post_ops_destroy(po);
+    }
+    return 0;
+fail:
+    if (po) dnnl_post_ops_destroy(po);
+    dnnl_primitive_attr_destroy(*attr);
+    *attr = NULL;
+    return rc;
+}
+
+// The conv's element type out: s32 accumulators, q's type, or y in f32.
+static dnnl_data_type_t conv_dst_dt(const conv_i8_priv *cp) {
+    return cp->acc_only ? dnnl_s32 : cp->fused_q ? int_dt(cp->q.out_signed) : dnnl_f32;
+}
+
+// oneDNN 2.6's AVX2 int8 1x1 kernel with a stride (its "reduce to unit
+// stride" copy) races between threads when the batch is above 1: some
+// items come out wrong, differently per run. Its direct kernel is right.
+static int impl_broken(const cd_conv_desc *d, const char *impl) {
+    return strncmp(impl, "jit_uni_int8_1x1:", 17) == 0 && (d->stride_h > 1 || d->stride_w > 1);
+}
+
+// The conv primitive descriptor for one batch (src and dst layouts "any",
+// oneDNN's choice). quiet: a query (supports), nothing logged. 0 or an error.
+static int conv_pd(const conv_i8_priv *cp, int batch, const float *oscale, int quiet, dnnl_primitive_desc_t *pd) {
+    const cd_conv_desc *d = &cp->d;
+    dnnl_memory_desc_t smd, wmd, bmd, dmd;
+    dnnl_dims_t sd = {batch, d->c, d->h, d->w}, dd = {batch, d->k, d->oh, d->ow}, bd = {d->k};
+    int rc, with_bias = cp->bias != NULL && !cp->acc_only;
+    if ((rc = CD_DNNL(dnnl_memory_desc_init_by_tag(&smd, 4, sd, dnnl_u8, dnnl_format_tag_any)))) return rc;
+    if ((rc = CD_DNNL(dnnl_memory_desc_init_by_tag(&dmd, 4, dd, conv_dst_dt(cp), dnnl_format_tag_any)))) return rc;
+    if ((rc = CD_DNNL(dnnl_memory_desc_init_by_tag(&bmd, 1, bd, dnnl_f32, dnnl_x)))) return rc;
+    if ((rc = cd_dnnl_conv_weights_md(&wmd, d, dnnl_s8, dnnl_format_tag_any))) return rc;
+    dnnl_dims_t strides = {d->stride_h, d->stride_w};
+    dnnl_dims_t dil = {d->dil_h - 1, d->dil_w - 1}; // oneDNN counts extra gaps
+    dnnl_dims_t pl = {d->pad_t, d->pad_l}, pr = {d->pad_b, d->pad_r};
+    dnnl_convolution_desc_t cd;
+    if ((rc = CD_DNNL(dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct,
+                                                                 &smd, &wmd, with_bias ? &bmd : NULL, &dmd, strides,
+                                                                 dil, pl, pr))))
+        return rc;
+    dnnl_primitive_attr_t attr = NULL;
+    if ((rc = conv_attr(cp, oscale, &attr))) return rc;
+    // oneDNN's first choice, unless it is one we know computes wrongly here.
+    dnnl_primitive_desc_iterator_t it = NULL;
+    dnnl_status_t st = dnnl_primitive_desc_iterator_create(&it, &cd, attr, cd_dnnl_engine(), NULL);
+    dnnl_primitive_attr_destroy(attr);
+    if (st != dnnl_success) return quiet ? CD_EUNSUPPORTED : CD_DNNL(st);
+    rc = CD_EUNSUPPORTED;
+    do {
+        dnnl_primitive_desc_t cand = dnnl_primitive_desc_iterator_fetch(it);
+        if (!cand) continue;
+        const char *impl = NULL;
+        dnnl_primitive_desc_query(cand, dnnl_query_impl_info_str, 0, &impl);
+        if (impl && impl_broken(d, impl)) {
+            dnnl_primitive_desc_destroy(cand);
+            continue;
+        }
+        *pd = cand;
+        rc = 0;
+        break;
+    } while (dnnl_primitive_desc_iterator_next(it) == dnnl_success);
+    dnnl_primitive_desc_iterator_destroy(it);
+    return rc;
+}
+
+// A reorder from smd to dmd with an output scale (1: none) and zero points
+// (0: none) as primitive i of p. 0 or an error.
+static int reorder_pd(cd_dnnl_prim *p, int i, const dnnl_memory_desc_t *smd, const dnnl_memory_desc_t *dmd, float scale,
+                      int32_t src_zp, int32_t dst_zp) {
+    dnnl_primitive_attr_t attr = NULL;
+    int rc = CD_DNNL(dnnl_primitive_attr_create(&attr));
+    if (rc) return rc;
+    if (!(rc = CD_DNNL(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user))) && scale != 1.0f)
+        rc = CD_DNNL(dnnl_primitive_attr_set_output_scales(attr, 1, 0, &scale));
+    if (!rc && src_zp) rc = CD_DNNL(dnnl_primitive_attr_set_zero_points(attr, DNNL_ARG_SRC, 1, 0, &src_zp));
+    if (!rc && dst_zp) rc = CD_DNNL(dnnl_primitive_attr_set_zero_points(attr, DNNL_ARG_DST, 1, 0, &dst_zp));
+    if (!rc)
+        rc = CD_DNNL(dnnl_reorder_primitive_desc_create(&p->pd[i], smd, cd_dnnl_engine(), dmd, cd_dnnl_engine(), attr));
+    dnnl_primitive_attr_destroy(attr);
+    if (!rc && i + 1 > p->nprim) p->nprim = i + 1;
+    return rc;
+}
+
+static size_t align64(size_t n) { return (n + 63) / 64 * 64; }
+
+// Builds one batch size: the conv (pd[0]), then the boundary reorders its
+// chosen layouts need, and the wiring that runs them in order.
+static int conv_i8_build(cd_dnnl_op *op, int batch, cd_dnnl_prim *p) {
+    conv_i8_priv *cp = op->priv;
+    const cd_conv_desc *d = &cp->d;
+    const cd_conv_quant *q = &cp->q;
+    int rc;
+    if ((rc = conv_pd(cp, batch, cp->acc_only ? NULL : cp->oscale, 0, &p->pd[0]))) return rc;
+    p->nprim = 1;
+    const dnnl_memory_desc_t *wmd = dnnl_primitive_desc_query_md(p->pd[0], dnnl_query_weights_md, 0);
+    const dnnl_memory_desc_t *csrc = dnnl_primitive_desc_query_md(p->pd[0], dnnl_query_src_md, 0);
+    const dnnl_memory_desc_t *cdst = dnnl_primitive_desc_query_md(p->pd[0], dnnl_query_dst_md, 0);
+    if (!wmd || !csrc || !cdst) return CD_EINTERNAL;
+    if ((rc = cd_dnnl_weights_for(&cp->wts, wmd, &p->wset))) return rc;
+    op->weight_bytes = cd_dnnl_weights_bytes(&cp->wts) + (cp->bias ? (size_t)d->k * sizeof(float) : 0);
+
+    // The caller's tensors as oneDNN sees them.
+    dnnl_memory_desc_t usrc, udst, ures, tq;
+    dnnl_data_type_t out_dt = cp->acc_only ? dnnl_s32 : q->dst_int ? int_dt(q->out_signed) : dnnl_f32;
+    if ((rc = cd_dnnl_md_act_dt(&usrc, batch, d->c, d->h, d->w, cp->src_l,
+                                q->src_int ? int_dt(q->in_signed) : dnnl_f32)))
+        return rc;
+    if ((rc = cd_dnnl_md_act_dt(&udst, batch, d->k, d->oh, d->ow, cp->dst_l, out_dt))) return rc;
+    if ((rc = cd_dnnl_md_act(&ures, batch, d->k, d->oh, d->ow, cp->dst_l))) return rc;
+
+    i8_wiring w = {0};
+    int np = 1;
+    // In: quantize the grid (x / in_scale + zp [+ 128]) or relayout (and shift) the integers.
+    buf_id conv_in = BUF_SRC;
+    int32_t in_zp = q->src_int ? cp->shift : q->in_zp + cp->shift;
+    size_t pre_bytes = 0;
+    if (!q->src_int || cp->shift || !dnnl_memory_desc_equal(&usrc, csrc)) {
+        float scale = q->src_int ? 1.0f : 1.0f / q->in_scale;
+        if (cp->src_l == CD_LAYOUT_NCHW && in_zp) {
+            // oneDNN 2.6's reorder from plain nchw with a zero point drops it
+            // for some shapes (H * W a multiple of 64, C > 16: its transposing
+            // kernel): quantize in nchw first, then relayout the bytes.
+            dnnl_memory_desc_t pre;
+            if ((rc = cd_dnnl_md_act_dt(&pre, batch, d->c, d->h, d->w, CD_LAYOUT_NCHW, dnnl_u8))) return rc;
+            pre_bytes = dnnl_memory_desc_get_size(&pre);
+            if ((rc = reorder_pd(p, np, &usrc, &pre, scale, 0, in_zp))) return rc;
+            w.step[w.nsteps++] = (i8_step){np++, BUF_SRC, BUF_TPRE};
+            if ((rc = reorder_pd(p, np, &pre, csrc, 1.0f, 0, 0))) return rc;
+            w.step[w.nsteps++] = (i8_step){np++, BUF_TPRE, BUF_TIN};
+        } else {
+            if ((rc = reorder_pd(p, np, &usrc, csrc, scale, 0, in_zp))) return rc;
+            w.step[w.nsteps++] = (i8_step){np++, BUF_SRC, BUF_TIN};
+        }
+        conv_in = BUF_TIN;
+    }
+    // Out: where the conv writes, and what follows it.
+    int direct = dnnl_memory_desc_equal(&udst, cdst) && (cp->acc_only || cp->fused_q || !(q->out_scale > 0.0f));
+    buf_id conv_out = direct ? BUF_DST : BUF_TOUT;
+    if (d->has_residual && !cp->acc_only) {
+        // The sum post-op adds what is in the conv's dst: put the residual
+        // there (skipped at run time when it already is).
+        if ((rc = reorder_pd(p, np, &ures, cdst, 1.0f, 0, 0))) return rc;
+        w.step[w.nsteps++] = (i8_step){np++, BUF_RES, conv_out};
+    }
+    w.step[w.nsteps++] = (i8_step){0, conv_in, conv_out};
+    size_t tq_bytes = 0;
+    if (!direct && !cp->acc_only && q->out_scale > 0.0f && !cp->fused_q && !q->dst_int) {
+        // y -> q in the conv's layout, then below q -> its grid value.
+        tq = *cdst;
+        tq.data_type = int_dt(q->out_signed);
+        tq_bytes = dnnl_memory_desc_get_size(&tq);
+        if ((rc = reorder_pd(p, np, cdst, &tq, 1.0f / q->out_scale, 0, q->out_zp))) return rc;
+        w.step[w.nsteps++] = (i8_step){np++, BUF_TOUT, BUF_TQ};
+        if ((rc = reorder_pd(p, np, &tq, &udst, q->out_scale, q->out_zp, 0))) return rc;
+        w.step[w.nsteps++] = (i8_step){np++, BUF_TQ, BUF_DST};
+    } else if (!direct) {
+        if (cp->acc_only || !(q->out_scale > 0.0f) || (cp->fused_q && q->dst_int))
+            rc = reorder_pd(p, np, cdst, &udst, 1.0f, 0, 0); // relayout only
+        else if (cp->fused_q)
+            rc = reorder_pd(p, np, cdst, &udst, q->out_scale, q->out_zp, 0); // q -> its grid value
+        else
+            rc = reorder_pd(p, np, cdst, &udst, 1.0f / q->out_scale, 0, q->out_zp); // y -> q
+        if (rc) return rc;
+        w.step[w.nsteps++] = (i8_step){np++, BUF_TOUT, BUF_DST};
+    }
+    // Scratchpad: [primitives' own | TPRE | TIN | TOUT | TQ].
+    size_t prim_bytes = 0;
+    for (int i = 0; i < p->nprim; i++) {
+        const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(p->pd[i], dnnl_query_scratchpad_md, 0);
+        size_t sb = md ? dnnl_memory_desc_get_size(md) : 0;
+        if (sb > prim_bytes) prim_bytes = sb;
+    }
+    size_t off = align64(prim_bytes);
+    w.off[BUF_TPRE] = off;
+    off += align64(pre_bytes);
+    w.off[BUF_TIN] = off;
+    off += align64(conv_in == BUF_TIN ? dnnl_memory_desc_get_size(csrc) : 0);
+    w.off[BUF_TOUT] = off;
+    off += align64(conv_out == BUF_TOUT ? dnnl_memory_desc_get_size(cdst) : 0);
+    w.off[BUF_TQ] = off;
+    off += align64(tq_bytes);
+    p->scratch_bytes = off;
+    cp->wire[batch] = w;
+    return 0;
+}
+
+static int conv_i8_exec(cd_dnnl_op *op, cd_dnnl_ctx *ctx, const cd_dnnl_prim *p, int batch, const float *const *src,
+                        float *dst) {
+    conv_i8_priv *cp = op->priv;
+    const i8_wiring *w = &cp->wire[batch];
+    char *scratch = cd_dnnl_ctx_scratch(ctx, p->scratch_bytes);
+    if (!scratch) return CD_ENOMEM;
+    const void *buf[BUF_COUNT] = {
+        [BUF_SRC] = src[0],
+        [BUF_DST] = dst,
+        [BUF_RES] = cp->d.has_residual ? src[1] : NULL,
+        [BUF_TPRE] = scratch + w->off[BUF_TPRE],
+        [BUF_TIN] = scratch + w->off[BUF_TIN],
+        [BUF_TOUT] = scratch + w->off[BUF_TOUT],
+        [BUF_TQ] = scratch + w->off[BUF_TQ],
+    };
+    for (int i = 0; i < w->nsteps; i++) {
+        const i8_step *s = &w->step[i];
+        int rc;
+        if (buf[s->from] == buf[s->to]) continue; // the residual already in dst
+        if (s->prim == 0) {
+            cd_dnnl_arg args[4] = {
+                {DNNL_ARG_SRC, buf[s->from]},
+                {DNNL_ARG_WEIGHTS, cp->wts.data[p->wset]},
+                {DNNL_ARG_DST, buf[s->to]},
+                {DNNL_ARG_BIAS, cp->bias},
+            };
+            rc = cd_dnnl_exec(ctx, p, 0, cp->bias && !cp->acc_only ? 4 : 3, args);
+        } else {
+            cd_dnnl_arg args[2] = {{DNNL_ARG_FROM, buf[s->from]}, {DNNL_ARG_TO, buf[s->to]}};
+            rc = cd_dnnl_exec(ctx, p, s->prim, 2, args);
+        }
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+static void conv_i8_fini(cd_dnnl_op *op) {
+    conv_i8_priv *cp = op->priv;
+    if (!cp) return;
+    cd_dnnl_weights_fini(&cp->wts);
+    free(cp->bias);
+    free(cp->oscale);
+    free(cp->wire);
+}
+
+// The priv of an op for d and q (no allocations): the paths it takes.
+static conv_i8_priv priv_for(const cd_conv_desc *d, const cd_conv_quant *q, cd_layout src, cd_layout dst,
+                             int acc_only) {
+    conv_i8_priv cp = {.d = *d, .q = *q, .src_l = src, .dst_l = dst, .acc_only = acc_only};
+    cp.q.w_scale = NULL;
+    cp.fused_q = !acc_only && can_fuse_q(d, q);
+    cp.shift = q->in_signed ? 128 : 0; // s8 runs as u8: no 16-bit pair saturation, one kernel family
+    return cp;
+}
+
+int cd_dnnl_conv_i8_supports(const cd_conv_desc *d, const cd_conv_quant *q, cd_layout src, cd_layout dst) {
+    if (!d || !q || cd_dnnl_conv_check(d, src, dst) || quant_check(q, d->k) || cd_dnnl_init()) return 0;
+    if (quant_unsupported(q)) return 0;
+    conv_i8_priv cp = priv_for(d, q, src, dst, 0);
+    float *ones = malloc((size_t)d->k * sizeof(float)); // scale values do not change the choice
+    if (!ones) return 0;
+    for (int i = 0; i < d->k; i++) ones[i] = 1.0f;
+    float b = 0.0f;
+    cp.bias = &b; // any non-NULL: a bias never makes oneDNN refuse
+    dnnl_primitive_desc_t pd = NULL;
+    int ok = conv_pd(&cp, 1, ones, 1, &pd) == 0;
+    free(ones);
+    if (!ok) return 0;
+    const char *impl = NULL;
+    dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
+    ok = impl && !cd_dnnl_impl_is_reference(impl);
+    dnnl_primitive_desc_destroy(pd);
+    return ok;
+}
+
+// 1 when every weight fits what this CPU's int8 kernels multiply exactly.
+static int weights_fit_isa(const int8_t *wq, size_t n) {
+    if (cd_dnnl_has_vnni()) return 1;
+    for (size_t i = 0; i < n; i++)
+        if (wq[i] < -64 || wq[i] > 64) return 0;
+    return 1;
+}
+
+static int create(const cd_conv_desc *d, const cd_conv_quant *q, cd_layout src, cd_layout dst, int max_batch,
+                  const int8_t *wq, const float *bias, int acc_only, cd_dnnl_op **out) {
+    *out = NULL;
+    if (!d || !q || !wq || cd_dnnl_conv_check(d, src, dst) || quant_check(q, d->k)) return CD_EPARAMS;
+    if (!acc_only && !q->w_scale) return CD_EPARAMS;
+    if (!acc_only && quant_unsupported(q)) return CD_EUNSUPPORTED;
+    size_t wn = (size_t)d->k * (d->c / d->groups) * d->r * d->s;
+    if (!weights_fit_isa(wq, wn)) return CD_EUNSUPPORTED;
+    static const cd_dnnl_kind k_kind = {conv_i8_build, conv_i8_exec, conv_i8_fini};
+    const conv_i8_priv init = priv_for(d, q, src, dst, acc_only);
+    cd_dnnl_op *op;
+    int rc = cd_dnnl_op_new(&k_kind, max_batch, d->has_residual && !acc_only ? 2 : 1, &init, sizeof init, &op);
+    if (rc) return rc;
+    conv_i8_priv *cp = op->priv;
+    cp->wire = calloc((size_t)max_batch + 1, sizeof *cp->wire);
+    cp->oscale = cd_dnnl_alloc((size_t)d->k * sizeof(float));
+    if (bias) cp->bias = cd_dnnl_alloc((size_t)d->k * sizeof(float));
+    if (!cp->wire || !cp->oscale || (bias && !cp->bias)) {
+        rc = CD_ENOMEM;
+        goto fail;
+    }
+    for (int k = 0; k < d->k && !acc_only; k++) {
+        float mult = q->in_scale * q->w_scale[k]; // the reference's per-channel multiplier
+        if (!(mult > 0.0f) || !isfinite(1.0f / mult)) {
+            rc = CD_EPARAMS; // bias / mult would not be finite
+            goto fail;
+        }
+        cp->oscale[k] = cp->fused_q ? mult / q->out_scale : mult;
+        if (cp->bias) cp->bias[k] = bias[k] / mult;
+    }
+    if ((rc = cd_dnnl_conv_weights_md(&cp->wts.user_md, d, dnnl_s8, dnnl_oihw))) goto fail;
+    // Batch 1 now: packs the weights while the caller's copy is alive.
+    cp->wts.user = wq;
+    rc = cd_dnnl_op_prepare(op, 1, NULL);
+    cp->wts.user = NULL;
+    if (rc) goto fail;
+    *out = op;
+    return 0;
+fail:
+    cd_dnnl_op_free(op);
+    return rc;
+}
+
+int cd_dnnl_conv_i8_create(const cd_conv_desc *d, const cd_conv_quant *q, cd_layout src, cd_layout dst, int max_batch,
+                           const int8_t *wq, const float *bias, cd_dnnl_op **out) {
+    return create(d, q, src, dst, max_batch, wq, bias, 0, out);
+}
+
+int cd_dnnl_conv_i8_create_acc(const cd_conv_desc *d, const cd_conv_quant *q, cd_layout src, cd_layout dst,
+                               int max_batch, const int8_t *wq, cd_dnnl_op **out) {
+    return create(d, q, src, dst, max_batch, wq, NULL, 1, out);
+}

@@ -1,0 +1,79 @@
+// The portable int8 micro-kernels, epilogue and input quantization
+// (contracts in sparse/i8-spmm.h). The epilogue and the quantization are
+// written exactly as kernels/cpu/ref-conv-i8.c computes them (the same
+// op-desc.h functions): the vector versions run their tails here.
+
+#include "sparse/i8-spmm.h"
+
+#include <string.h>
+
+// Unsigned arithmetic: the s32 sums wrap as the vector ones do (signed
+// overflow would be undefined), exact whenever the true sum fits.
+static void block_rows(int nr, const uint8_t *in, const int32_t *off, const int8_t *w, uint32_t nq, const int32_t *init,
+                       int32_t *acc) {
+    uint32_t a[4][CD_I8_SCALAR_TILE];
+    for (int i = 0; i < nr; i++)
+        for (int m = 0; m < CD_I8_SCALAR_TILE; m++) a[i][m] = (uint32_t)init[i];
+    for (uint32_t q = 0; q < nq; q++, off += 4, w += 4 * nr)
+        for (int j = 0; j < 4; j++) {
+            const uint8_t *x = in + off[j];
+            for (int i = 0; i < nr; i++) {
+                const int32_t wij = w[4 * i + j];
+                for (int m = 0; m < CD_I8_SCALAR_TILE; m++) a[i][m] += (uint32_t)(wij * (int32_t)x[m]);
+            }
+        }
+    for (int i = 0; i < nr; i++)
+        for (int m = 0; m < CD_I8_SCALAR_TILE; m++) acc[i * CD_I8_SCALAR_TILE + m] = (int32_t)a[i][m];
+}
+
+static void spmm(int nr, size_t nblk, const uint8_t *in, const int32_t *off, const int8_t *w, const uint32_t *nq,
+                 const int32_t *init, int32_t *acc) {
+    for (size_t b = 0; b < nblk; b++) {
+        block_rows(nr, in, off, w, nq[b], init + b * nr, acc + b * nr * CD_I8_SCALAR_TILE);
+        off += 4 * (size_t)nq[b];
+        w += 4 * (size_t)nr * nq[b];
+    }
+}
+
+void cd_i8_spmm_csr__scalar(size_t nblk, const uint8_t *in, const int32_t *off, const int8_t *w, const uint32_t *nq,
+                            const int32_t *init, int32_t *acc) {
+    spmm(1, nblk, in, off, w, nq, init, acc);
+}
+
+void cd_i8_spmm_bsr4__scalar(size_t nblk, const uint8_t *in, const int32_t *off, const int8_t *w, const uint32_t *nq,
+                             const int32_t *init, int32_t *acc) {
+    spmm(4, nblk, in, off, w, nq, init, acc);
+}
+
+void cd_i8_epilogue__scalar(const cd_i8_epilogue *e, float mult, float bias, const int32_t *acc, size_t n,
+                            const float *res, void *dst) {
+    for (size_t i = 0; i < n; i++) {
+        // fmaf(0, 0, y0) is y0: the residual and act of cd_conv_quant_y after the mid rounding.
+        const float y0 = cd_conv_quant_mid(&e->q, fmaf((float)acc[i], mult, bias));
+        const float y = cd_conv_quant_y(0, 0.0f, y0, res ? res[i] : 0.0f, e->has_residual, e->act);
+        const float v = cd_conv_quant_out(&e->q, y);
+        if (!e->q.dst_int)
+            ((float *)dst)[i] = v;
+        else if (e->q.out_signed)
+            ((int8_t *)dst)[i] = (int8_t)v;
+        else
+            ((uint8_t *)dst)[i] = (uint8_t)v;
+    }
+}
+
+void cd_i8_epilogue_rows__scalar(const cd_i8_epilogue *e, const float *mult, const float *bias, int nrows,
+                                 const int32_t *acc, size_t acc_stride, const cd_i8_run *runs, int nruns,
+                                 const float *res, void *dst, size_t row_stride) {
+    const size_t esize = e->q.dst_int ? 1 : sizeof(float);
+    for (int r = 0; r < nrows; r++)
+        for (int i = 0; i < nruns; i++) {
+            const size_t o = (size_t)r * row_stride + runs[i].out;
+            cd_i8_epilogue__scalar(e, mult[r], bias[r], acc + (size_t)r * acc_stride + runs[i].m, runs[i].len,
+                                   res ? res + o : NULL, (char *)dst + o * esize);
+        }
+}
+
+void cd_i8_quant_row__scalar(const cd_conv_quant *q, const float *x, size_t n, uint8_t *dst) {
+    const int32_t shift = q->in_signed ? 128 : 0;
+    for (size_t i = 0; i < n; i++) dst[i] = (uint8_t)(cd_conv_quant_in(q, x[i]) + shift);
+}

@@ -1,0 +1,311 @@
+// The int8 micro-kernels, epilogue and input quantization of the vector
+// ISAs (contracts in sparse/i8-spmm.h), written once: i8-spmm-avx2.c,
+// i8-spmm-avx512f.c and i8-spmm-avx512vnni.c each define I8_ISA (the name
+// suffix) and I8_AVX512 / I8_VNNI as they apply, then include this.
+//
+// Pixels are in the vector lanes. A quad of nonzeros of a row reads 4 input
+// rows of TILE pixels; unpacks interleave them so each 32-bit lane holds the
+// 4 inputs of one pixel, in the lane order the unpacks give: vector j's
+// 128-bit lane L holds pixels 16L + 4j .. 16L + 4j + 3. The 4 accumulators
+// are put back in pixel order once per block (a 128-bit-lane transpose).
+// dot4 multiplies u8 quads by s8 quads and adds to s32 lanes: vpdpbusd with
+// VNNI, else vpmaddwd on the zero-extended even and odd bytes and the
+// sign-extended weights (vpmaddubsw would saturate: 2 * 255 * 128 > 32767).
+
+#include "sparse/i8-spmm.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+#define I8_CAT2(a, b) a##__##b
+#define I8_CAT(a, b) I8_CAT2(a, b)
+#define I8_FN(f) I8_CAT(f, I8_ISA)
+
+#ifdef I8_AVX512
+typedef __m512i vi;
+typedef __m512 vf;
+#define TILE 64
+#define LANES 16
+#define LOADU(p) _mm512_loadu_si512((const void *)(p))
+#define STOREU(p, v) _mm512_storeu_si512((void *)(p), v)
+#define SET1(x) _mm512_set1_epi32(x)
+#define UNPLO8 _mm512_unpacklo_epi8
+#define UNPHI8 _mm512_unpackhi_epi8
+#define UNPLO16 _mm512_unpacklo_epi16
+#define UNPHI16 _mm512_unpackhi_epi16
+#define ADD32 _mm512_add_epi32
+#define AND _mm512_and_si512
+#define SRLI16 _mm512_srli_epi16
+#define SLLI16 _mm512_slli_epi16
+#define SRAI16 _mm512_srai_epi16
+#define MADD16 _mm512_madd_epi16
+#define SET1F _mm512_set1_ps
+#define LOADF _mm512_loadu_ps
+#define STOREF _mm512_storeu_ps
+#define CVTF _mm512_cvtepi32_ps
+#define CVTI _mm512_cvtps_epi32
+#define FMADD _mm512_fmadd_ps
+#define ADDF _mm512_add_ps
+#define SUBF _mm512_sub_ps
+#define MULF _mm512_mul_ps
+#define DIVF _mm512_div_ps
+#define MAXF _mm512_max_ps
+#define MINF _mm512_min_ps
+#define RINT(x) _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+
+// Pixel order back from the unpacks: out v = lanes v of a[0..3].
+static inline void unpermute_store(const vi a[4], int32_t *acc) {
+    const vi t0 = _mm512_shuffle_i32x4(a[0], a[1], 0x44), t1 = _mm512_shuffle_i32x4(a[2], a[3], 0x44);
+    const vi t2 = _mm512_shuffle_i32x4(a[0], a[1], 0xEE), t3 = _mm512_shuffle_i32x4(a[2], a[3], 0xEE);
+    STOREU(acc, _mm512_shuffle_i32x4(t0, t1, 0x88));
+    STOREU(acc + 16, _mm512_shuffle_i32x4(t0, t1, 0xDD));
+    STOREU(acc + 32, _mm512_shuffle_i32x4(t2, t3, 0x88));
+    STOREU(acc + 48, _mm512_shuffle_i32x4(t2, t3, 0xDD));
+}
+
+// The first `left` lanes (all when left >= 16) of a load or store.
+typedef __mmask16 lanes;
+static inline lanes lanes_of(size_t left) { return left >= 16 ? (lanes)0xFFFF : (lanes)((1u << left) - 1); }
+static inline vi load_i(const int32_t *p, lanes m) { return _mm512_maskz_loadu_epi32(m, p); }
+static inline vf load_f(const float *p, lanes m) { return _mm512_maskz_loadu_ps(m, p); }
+static inline void store_f(float *p, lanes m, vf v) { _mm512_mask_storeu_ps(p, m, v); }
+// The low bytes of the integers of v (in range for the type).
+static inline void store_b(void *p, lanes m, vi v) { _mm512_mask_cvtepi32_storeu_epi8(p, m, v); }
+#else
+typedef __m256i vi;
+typedef __m256 vf;
+#define TILE 32
+#define LANES 8
+#define LOADU(p) _mm256_loadu_si256((const __m256i *)(p))
+#define STOREU(p, v) _mm256_storeu_si256((__m256i *)(p), v)
+#define SET1(x) _mm256_set1_epi32(x)
+#define UNPLO8 _mm256_unpacklo_epi8
+#define UNPHI8 _mm256_unpackhi_epi8
+#define UNPLO16 _mm256_unpacklo_epi16
+#define UNPHI16 _mm256_unpackhi_epi16
+#define ADD32 _mm256_add_epi32
+#define AND _mm256_and_si256
+#define SRLI16 _mm256_srli_epi16
+#define SLLI16 _mm256_slli_epi16
+#define SRAI16 _mm256_srai_epi16
+#define MADD16 _mm256_madd_epi16
+#define SET1F _mm256_set1_ps
+#define LOADF _mm256_loadu_ps
+#define STOREF _mm256_storeu_ps
+#define CVTF _mm256_cvtepi32_ps
+#define CVTI _mm256_cvtps_epi32
+#define FMADD _mm256_fmadd_ps
+#define ADDF _mm256_add_ps
+#define SUBF _mm256_sub_ps
+#define MULF _mm256_mul_ps
+#define DIVF _mm256_div_ps
+#define MAXF _mm256_max_ps
+#define MINF _mm256_min_ps
+#define RINT(x) _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+
+// Pixel order back from the unpacks (two 128-bit lanes: 16 pixels each).
+static inline void unpermute_store(const vi a[4], int32_t *acc) {
+    STOREU(acc, _mm256_permute2x128_si256(a[0], a[1], 0x20));
+    STOREU(acc + 8, _mm256_permute2x128_si256(a[2], a[3], 0x20));
+    STOREU(acc + 16, _mm256_permute2x128_si256(a[0], a[1], 0x31));
+    STOREU(acc + 24, _mm256_permute2x128_si256(a[2], a[3], 0x31));
+}
+
+// The first `left` lanes (all when left >= 8) of a load or store: a lane
+// mask, and the count for the byte stores.
+typedef struct {
+    __m256i mask;
+    size_t left;
+} lanes;
+static inline lanes lanes_of(size_t left) {
+    lanes l = {
+        _mm256_cmpgt_epi32(_mm256_set1_epi32(left >= 8 ? 8 : (int)left), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)),
+        left};
+    return l;
+}
+static inline vi load_i(const int32_t *p, lanes m) { return _mm256_maskload_epi32((const int *)p, m.mask); }
+static inline vf load_f(const float *p, lanes m) { return _mm256_maskload_ps(p, m.mask); }
+static inline void store_f(float *p, lanes m, vf v) { _mm256_maskstore_ps(p, m.mask, v); }
+// The low bytes of the integers of v (in -128..255, so the saturating packs
+// keep them; u8 and s8 alike once truncated to a byte).
+static inline void store_b(void *p, lanes m, vi v) {
+    const __m128i p16 = _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    const __m128i p8 = _mm_shuffle_epi8(p16, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, -1, -1, -1, -1, -1, -1, -1, -1));
+    if (m.left >= 8) {
+        _mm_storel_epi64((__m128i *)p, p8);
+        return;
+    }
+    uint8_t tmp[16];
+    _mm_storeu_si128((__m128i *)tmp, p8);
+    memcpy(p, tmp, m.left);
+}
+#endif
+
+#ifdef I8_VNNI
+typedef vi wvec; // the weight word in every lane
+static inline wvec wprep(int32_t word) { return SET1(word); }
+static inline vi dot4(vi acc, vi q, wvec w) { return _mm512_dpbusd_epi32(acc, q, w); }
+#else
+typedef struct {
+    vi even, odd; // the sign-extended weights of bytes 0, 2 and of bytes 1, 3
+} wvec;
+static inline wvec wprep(int32_t word) {
+    const vi w = SET1(word);
+    wvec r = {SRAI16(SLLI16(w, 8), 8), SRAI16(w, 8)};
+    return r;
+}
+static inline vi dot4(vi acc, vi q, wvec w) {
+    const vi even = AND(q, SET1(0x00FF00FF)), odd = SRLI16(q, 8);
+    return ADD32(acc, ADD32(MADD16(even, w.even), MADD16(odd, w.odd)));
+}
+#endif
+
+// The 4 input rows of a quad, interleaved into 4 vectors of pixel quads.
+static inline void interleave(const uint8_t *in, const int32_t *off, vi q[4]) {
+    const vi x0 = LOADU(in + off[0]), x1 = LOADU(in + off[1]), x2 = LOADU(in + off[2]), x3 = LOADU(in + off[3]);
+    const vi l01 = UNPLO8(x0, x1), h01 = UNPHI8(x0, x1), l23 = UNPLO8(x2, x3), h23 = UNPHI8(x2, x3);
+    q[0] = UNPLO16(l01, l23);
+    q[1] = UNPHI16(l01, l23);
+    q[2] = UNPLO16(h01, h23);
+    q[3] = UNPHI16(h01, h23);
+}
+
+static inline int32_t word_at(const int8_t *w) {
+    int32_t x;
+    memcpy(&x, w, sizeof x);
+    return x;
+}
+
+// Two sets of accumulators, even and odd quads: vpdpbusd's latency would
+// otherwise bound long rows (4 chains of one dependent add per quad).
+void I8_FN(cd_i8_spmm_csr)(size_t nblk, const uint8_t *in, const int32_t *off, const int8_t *w, const uint32_t *nq,
+                           const int32_t *init, int32_t *acc) {
+    for (size_t b = 0; b < nblk; b++, acc += TILE) {
+        vi a[4], o[4];
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) {
+            a[j] = SET1(init[b]);
+            o[j] = SET1(0);
+        }
+        uint32_t k = nq[b];
+        for (; k >= 2; k -= 2, off += 8, w += 8) {
+            vi q[4], r[4];
+            interleave(in, off, q);
+            interleave(in, off + 4, r);
+            const wvec wq = wprep(word_at(w)), wr = wprep(word_at(w + 4));
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++) {
+                a[j] = dot4(a[j], q[j], wq);
+                o[j] = dot4(o[j], r[j], wr);
+            }
+        }
+        if (k) {
+            vi q[4];
+            interleave(in, off, q);
+            const wvec wq = wprep(word_at(w));
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++) a[j] = dot4(a[j], q[j], wq);
+            off += 4;
+            w += 4;
+        }
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) a[j] = ADD32(a[j], o[j]);
+        unpermute_store(a, acc);
+    }
+}
+
+void I8_FN(cd_i8_spmm_bsr4)(size_t nblk, const uint8_t *in, const int32_t *off, const int8_t *w, const uint32_t *nq,
+                            const int32_t *init, int32_t *acc) {
+    for (size_t b = 0; b < nblk; b++, acc += 4 * TILE) {
+        vi a[4][4];
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++) _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) a[i][j] = SET1(init[4 * b + i]);
+        for (uint32_t k = nq[b]; k > 0; k--, off += 4, w += 16) {
+            vi q[4];
+            interleave(in, off, q);
+#pragma GCC unroll 4
+            for (int i = 0; i < 4; i++) {
+                const wvec wv = wprep(word_at(w + 4 * i));
+#pragma GCC unroll 4
+                for (int j = 0; j < 4; j++) a[i][j] = dot4(a[i][j], q[j], wv);
+            }
+        }
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++) unpermute_store(a[i], acc + i * TILE);
+    }
+}
+
+// The epilogue's constants, set once per call.
+typedef struct {
+    vf zero, lo, hi, vs, vzp, qmin, qmax;
+    vf ms, mzp, mqmin, mqmax; // the mid rounding (q.mid_scale > 0)
+} epi_consts;
+
+// One run of one row. Tails run masked (lanes_of), not through the scalar
+// code: rows of 56 or 7 pixels would spend most of their time there.
+static inline void epi_run(const cd_i8_epilogue *e, const epi_consts *c, cd_act kind, vf vm, vf vb, const int32_t *acc,
+                           size_t n, const float *res, void *dst) {
+    const int quant = e->q.out_scale > 0.0f, to_int = e->q.dst_int, mid = e->q.mid_scale > 0.0f;
+    for (size_t i = 0; i < n; i += LANES) {
+        const lanes m = lanes_of(n - i);
+        vf y = FMADD(CVTF(load_i(acc + i, m)), vm, vb);
+        if (mid) y = MULF(SUBF(MINF(MAXF(ADDF(RINT(DIVF(y, c->ms)), c->mzp), c->mqmin), c->mqmax), c->mzp), c->ms);
+        if (res) y = ADDF(y, load_f(res + i, m));
+        // max(y, 0) is y > 0 ? y : 0 (maxps returns its second operand
+        // unless the first is greater), as cd_act_apply's ReLU.
+        if (kind == CD_ACT_RELU)
+            y = MAXF(y, c->zero);
+        else if (kind == CD_ACT_CLIP)
+            y = MINF(MAXF(y, c->lo), c->hi);
+        if (!quant) {
+            store_f((float *)dst + i, m, y);
+            continue;
+        }
+        const vf v = MINF(MAXF(ADDF(RINT(DIVF(y, c->vs)), c->vzp), c->qmin), c->qmax);
+        if (to_int)
+            store_b((uint8_t *)dst + i, m, CVTI(v));
+        else
+            store_f((float *)dst + i, m, MULF(SUBF(v, c->vzp), c->vs));
+    }
+}
+
+void I8_FN(cd_i8_epilogue_rows)(const cd_i8_epilogue *e, const float *mult, const float *bias, int nrows,
+                                const int32_t *acc, size_t acc_stride, const cd_i8_run *runs, int nruns,
+                                const float *res, void *dst, size_t row_stride) {
+    const cd_act kind = e->act.kind;
+    if (kind != CD_ACT_NONE && kind != CD_ACT_RELU && kind != CD_ACT_CLIP) {
+        cd_i8_epilogue_rows__scalar(e, mult, bias, nrows, acc, acc_stride, runs, nruns, res, dst, row_stride);
+        return;
+    }
+    const epi_consts c = {SET1F(0.0f),
+                          SET1F(e->act.alpha),
+                          SET1F(e->act.beta),
+                          SET1F(e->q.out_scale),
+                          SET1F((float)e->q.out_zp),
+                          SET1F(e->qmin),
+                          SET1F(e->qmax),
+                          SET1F(e->q.mid_scale),
+                          SET1F((float)e->q.mid_zp),
+                          SET1F(cd_quant_qmin(e->q.mid_signed)),
+                          SET1F(cd_quant_qmax(e->q.mid_signed))};
+    const size_t esize = e->q.dst_int ? 1 : sizeof(float);
+    for (int r = 0; r < nrows; r++) {
+        const vf vm = SET1F(mult[r]), vb = SET1F(bias[r]);
+        for (int i = 0; i < nruns; i++) {
+            const size_t o = (size_t)r * row_stride + runs[i].out;
+            epi_run(e, &c, kind, vm, vb, acc + (size_t)r * acc_stride + runs[i].m, runs[i].len, res ? res + o : NULL,
+                    (char *)dst + o * esize);
+        }
+    }
+}
+
+void I8_FN(cd_i8_quant_row)(const cd_conv_quant *q, const float *x, size_t n, uint8_t *dst) {
+    const vf vs = SET1F(q->in_scale), vzp = SET1F((float)q->in_zp);
+    const vf qmin = SET1F(cd_quant_qmin(q->in_signed)), qmax = SET1F(cd_quant_qmax(q->in_signed));
+    const vi shift = SET1(q->in_signed ? 128 : 0);
+    for (size_t i = 0; i < n; i += LANES) {
+        const lanes m = lanes_of(n - i);
+        const vf v = MINF(MAXF(ADDF(RINT(DIVF(load_f(x + i, m), vs)), vzp), qmin), qmax);
+        store_b(dst + i, m, ADD32(CVTI(v), shift));
+    }
+}

@@ -1,0 +1,106 @@
+#ifndef CD_SPARSE_I8_SPMM_H
+#define CD_SPARSE_I8_SPMM_H
+
+// The int8 sparse micro-kernels and their epilogue, one set per ISA
+// (sparse/i8-spmm-*.c), used by sparse/sparse-conv-i8-run.c.
+//
+// Packed weights (sparse/sparse-conv-i8.c): a block is NR output rows (1 for
+// CSR, 4 for BSR 4x1) sharing a column list; its columns come in quads (the
+// last one padded with zero weights at a repeated offset). Per quad the
+// stream `off` holds 4 int32 input offsets (bytes) and `w` holds NR words
+// of 4 s8 weights: word i = row i's weights for the quad's 4 columns.
+// `nq[b]` is block b's quad count. A kernel call computes, for nblk blocks
+// and one tile of TILE pixels m (TILE fixed per kernel, see cd_i8_isa_info):
+//
+//   acc[(b*NR + i)*TILE + m] = init[b*NR + i]
+//                              + sum_q sum_j w[b][q][i][j] * in[off[b][q][j] + m]
+//
+// in wrapping s32 arithmetic (exact whenever the true sum fits s32: the
+// reference's condition). in is u8. Kernels read in[off + m] for m < TILE
+// whatever the valid pixel count: the caller's planes have the slack.
+// Micro-kernels never allocate and never fail.
+
+#include "kernels/op-desc.h"
+#include "sparse/spmm-ukernel.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef void (*cd_i8_spmm_fn)(size_t nblk, const uint8_t *in, const int32_t *off, const int8_t *w, const uint32_t *nq,
+                              const int32_t *init, int32_t *acc);
+
+// The epilogue of one output channel over n consecutive pixels.
+typedef struct {
+    cd_conv_quant q;   // the quantization (w_scale unused: see mult)
+    cd_activation act; // applied after bias and residual
+    int has_residual;  // add res
+    float qmin, qmax;  // the output type's range
+} cd_i8_epilogue;
+
+// dst[i] = the epilogue of acc[i] (kernels/op-desc.h): res (floats, or NULL
+// without residual) at the same index, dst float or u8/s8 (q.dst_int).
+typedef void (*cd_i8_epilogue_fn)(const cd_i8_epilogue *e, float mult, float bias, const int32_t *acc, size_t n,
+                                  const float *res, void *dst);
+
+// A stretch of valid output pixels of a tile: accumulators m .. m+len-1 of
+// the tile go to output elements out .. out+len-1 (of the first row).
+typedef struct {
+    uint32_t m, len;
+    size_t out;
+} cd_i8_run;
+
+// The epilogue of nrows output channels over a tile's runs: row r's
+// accumulators at acc + r*acc_stride, its channel's mult[r] and bias[r],
+// its output (and residual, NULL without) at element r*row_stride onwards
+// of dst (res).
+typedef void (*cd_i8_epilogue_rows_fn)(const cd_i8_epilogue *e, const float *mult, const float *bias, int nrows,
+                                       const int32_t *acc, size_t acc_stride, const cd_i8_run *runs, int nruns,
+                                       const float *res, void *dst, size_t row_stride);
+
+// dst[i] = the u8 of x[i] (cd_conv_quant_in, + 128 when q->in_signed).
+typedef void (*cd_i8_quant_row_fn)(const cd_conv_quant *q, const float *x, size_t n, uint8_t *dst);
+
+// What one ISA brings.
+typedef struct {
+    const char *name1, *name4; // kernel names (CSR, BSR4)
+    cd_i8_spmm_fn csr, bsr4;   // NR 1 and NR 4
+    int tile;                  // pixels per call
+    cd_i8_epilogue_rows_fn epilogue;
+    cd_i8_quant_row_fn quant_row;
+} cd_i8_isa_info;
+
+// The kernels of `isa` (VNNI, AVX512F, AVX2, SCALAR), or NULL when the CPU
+// (or the cap) does not run it.
+const cd_i8_isa_info *cd_i8_isa(cd_sparse_isa isa);
+
+// The portable definitions (the vector ones call the per-run epilogue for
+// the activations they do not vectorize).
+void cd_i8_epilogue_rows__scalar(const cd_i8_epilogue *e, const float *mult, const float *bias, int nrows,
+                                 const int32_t *acc, size_t acc_stride, const cd_i8_run *runs, int nruns,
+                                 const float *res, void *dst, size_t row_stride);
+void cd_i8_epilogue__scalar(const cd_i8_epilogue *e, float mult, float bias, const int32_t *acc, size_t n,
+                            const float *res, void *dst);
+void cd_i8_quant_row__scalar(const cd_conv_quant *q, const float *x, size_t n, uint8_t *dst);
+
+#define CD_I8_DECLARE(isa)                                                                                    \
+    void cd_i8_spmm_csr__##isa(size_t nblk, const uint8_t *in, const int32_t *off, const int8_t *w,           \
+                               const uint32_t *nq, const int32_t *init, int32_t *acc);                        \
+    void cd_i8_spmm_bsr4__##isa(size_t nblk, const uint8_t *in, const int32_t *off, const int8_t *w,          \
+                                const uint32_t *nq, const int32_t *init, int32_t *acc);                       \
+    void cd_i8_epilogue_rows__##isa(const cd_i8_epilogue *e, const float *mult, const float *bias, int nrows, \
+                                    const int32_t *acc, size_t acc_stride, const cd_i8_run *runs, int nruns,  \
+                                    const float *res, void *dst, size_t row_stride);                          \
+    void cd_i8_quant_row__##isa(const cd_conv_quant *q, const float *x, size_t n, uint8_t *dst);
+CD_I8_DECLARE(avx512vnni)
+CD_I8_DECLARE(avx512f)
+CD_I8_DECLARE(avx2)
+void cd_i8_spmm_csr__scalar(size_t nblk, const uint8_t *in, const int32_t *off, const int8_t *w, const uint32_t *nq,
+                            const int32_t *init, int32_t *acc);
+void cd_i8_spmm_bsr4__scalar(size_t nblk, const uint8_t *in, const int32_t *off, const int8_t *w, const uint32_t *nq,
+                             const int32_t *init, int32_t *acc);
+#undef CD_I8_DECLARE
+
+// Pixels per call of the scalar kernels.
+#define CD_I8_SCALAR_TILE 16
+
+#endif // CD_SPARSE_I8_SPMM_H

@@ -1,0 +1,179 @@
+// Running an int8 sparse conv (built by sparse-conv-i8.c): the prepared u8
+// planes of a fold of images, the micro-kernel calls over pixel tiles and
+// chunks of rows, and the epilogue of each tile's valid pixels.
+
+#include "sparse/sparse-conv-i8-internal.h"
+
+#include "core/errors.h"
+
+#include <omp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+size_t cd_sparse_conv_i8_workspace_size(const cd_sparse_conv_i8 *h, int batch) {
+    if (batch < 1) return 0;
+    return h->prep_bytes + (size_t)h->threads * h->thread_bytes;
+}
+
+// The u8 of n input values from element i of src (quantized, copied, or
+// shifted by 128 for s8).
+static void load_row(const cd_sparse_conv_i8 *h, const void *src, size_t i, size_t n, uint8_t *dst) {
+    const cd_conv_quant *q = &h->epi.q;
+    if (!q->src_int)
+        h->k->quant_row(q, (const float *)src + i, n, dst);
+    else if (!q->in_signed)
+        memcpy(dst, (const uint8_t *)src + i, n);
+    else
+        for (size_t j = 0; j < n; j++) dst[j] = (uint8_t)(((const uint8_t *)src)[i + j] ^ 0x80);
+}
+
+// Writes the planes of input channel ch (of all C) of image n into the
+// slots of image index fi of the fold. rowq: a thread's row of W bytes.
+static void prep_channel(const cd_sparse_conv_i8 *h, const void *src, int n, int ch, int fi, uint8_t *base,
+                         uint8_t *rowq) {
+    const cd_conv_desc *d = &h->d;
+    const int g = ch / h->cpg, c = ch % h->cpg;
+    const size_t x0 = ((size_t)n * d->c + ch) * d->h * d->w;
+    uint8_t *chan = base + g * h->group_in + c * h->chan_stride + fi * h->img_plane;
+    const uint8_t zp = (uint8_t)h->zp_u8;
+    if (h->direct) {
+        load_row(h, src, x0, (size_t)d->h * d->w, chan);
+        return;
+    }
+    for (int t = 0; t < h->nslots; t++) {
+        uint8_t *p = chan + t * h->plane;
+        const int a = h->slot_a[t], b = h->slot_b[t];
+        // Columns j of the plane that fall in the input: j*sw + b - pad_l in [0, W).
+        const int sw = d->stride_w;
+        int j0 = d->pad_l - b > 0 ? (d->pad_l - b + sw - 1) / sw : 0;
+        const int span = d->w + d->pad_l - b;
+        int j1 = span > 0 ? (span + sw - 1) / sw : 0; // first j past the input
+        if (j1 > h->wph) j1 = h->wph;
+        if (j0 > j1) j0 = j1;
+        for (int i = 0; i < h->hph; i++) {
+            uint8_t *row = p + (size_t)i * h->wph;
+            const int y = i * d->stride_h + a - d->pad_t;
+            if (y < 0 || y >= d->h || j0 == j1) {
+                memset(row, zp, h->wph);
+                continue;
+            }
+            memset(row, zp, j0);
+            memset(row + j1, zp, h->wph - j1);
+            const size_t xr = x0 + (size_t)y * d->w;
+            const int first = j0 * sw + b - d->pad_l;
+            if (sw == 1) {
+                load_row(h, src, xr + first, j1 - j0, row + j0);
+            } else {
+                const int last = (j1 - 1) * sw + b - d->pad_l;
+                load_row(h, src, xr + first, last - first + 1, rowq);
+                if (sw == 2) // a constant stride the compiler vectorizes (ResNet's stride 2)
+                    for (int j = 0; j < j1 - j0; j++) row[j0 + j] = rowq[2 * j];
+                else
+                    for (int j = j0; j < j1; j++) row[j] = rowq[(j - j0) * sw];
+            }
+        }
+    }
+}
+
+// The runs of valid pixels among plane pixels [p0, p1) of a fold (junk
+// columns and rows dropped; rows contiguous when there are none). The same
+// for every output channel, so a work item finds them once. Returns the count
+// (at most p1 - p0).
+static int tile_runs(const cd_sparse_conv_i8 *h, size_t p0, size_t p1, cd_i8_run *runs) {
+    const cd_conv_desc *d = &h->d;
+    const size_t opix = (size_t)d->oh * d->ow, kopix = (size_t)d->k * opix;
+    int n = 0;
+    size_t p = p0;
+    while (p < p1) {
+        const size_t i = p / h->img_plane, rem = p - i * h->img_plane;
+        const size_t y = rem / h->wph, x = rem - y * h->wph;
+        if (y >= (size_t)d->oh) {
+            p = (i + 1) * h->img_plane;
+            continue;
+        }
+        if (x >= (size_t)d->ow) {
+            p += h->wph - x;
+            continue;
+        }
+        size_t len = (size_t)h->wph == (size_t)d->ow ? opix - rem : (size_t)d->ow - x;
+        if (len > p1 - p) len = p1 - p;
+        runs[n++] = (cd_i8_run){(uint32_t)(p - p0), (uint32_t)len, i * kopix + y * d->ow + x};
+        p += len;
+    }
+    return n;
+}
+
+// The epilogue (or the raw accumulators) of output channels kk .. kk+nrows-1
+// over a tile's runs, for the fold starting at image n0.
+static void write_out(const cd_sparse_conv_i8 *h, int kk, int nrows, const int32_t *acc, const cd_i8_run *runs,
+                      int nruns, int n0, const float *residual, void *dst, int32_t *acc_out) {
+    const cd_conv_desc *d = &h->d;
+    const size_t opix = (size_t)d->oh * d->ow, tile = (size_t)h->k->tile;
+    const size_t base = ((size_t)n0 * d->k + kk) * opix;
+    if (acc_out) {
+        for (int r = 0; r < nrows; r++)
+            for (int i = 0; i < nruns; i++)
+                memcpy(acc_out + base + r * opix + runs[i].out, acc + r * tile + runs[i].m,
+                       sizeof(int32_t) * runs[i].len);
+        return;
+    }
+    const size_t esize = h->epi.q.dst_int ? 1 : sizeof(float);
+    h->k->epilogue(&h->epi, h->mult + kk, h->bias + kk, nrows, acc, tile, runs, nruns,
+                   d->has_residual ? residual + base : NULL, (char *)dst + base * esize, opix);
+}
+
+static int run(const cd_sparse_conv_i8 *h, const void *src, const float *residual, void *dst, int32_t *acc_out,
+               int batch, void *ws) {
+    const cd_conv_desc *d = &h->d;
+    if (!src || batch < 1 || !ws || (!dst && !acc_out)) return CD_EPARAMS;
+    if (!acc_out && d->has_residual && !residual) return CD_EPARAMS;
+    uint8_t *base = ws;
+    const int tile = h->k->tile;
+    // The slack past the planes is read by junk pixels only: keep it defined.
+    memset(base + (size_t)d->groups * h->group_in, h->zp_u8, h->prep_bytes - (size_t)d->groups * h->group_in);
+    for (int n0 = 0; n0 < batch; n0 += h->fold) {
+        const int nf = batch - n0 < h->fold ? batch - n0 : h->fold;
+        const size_t m = (size_t)nf * h->img_plane, ntiles = (m + tile - 1) / tile;
+        const long items = (long)ntiles * h->nchunks;
+        const long nprep = (long)nf * d->c;
+#pragma omp parallel num_threads(h->threads)
+        {
+            uint8_t *mine = base + h->prep_bytes + (size_t)omp_get_thread_num() * h->thread_bytes;
+            int32_t *acc = (int32_t *)mine;
+            uint8_t *rowq = mine + ((sizeof(int32_t) * I8_CHUNK_ROWS * tile + 63) & ~(size_t)63);
+            cd_i8_run *runs = (cd_i8_run *)(rowq + ((size_t)d->w + 64 + 63) / 64 * 64);
+            size_t runs_tile = SIZE_MAX;
+            int nruns = 0;
+#pragma omp for schedule(static)
+            for (long it = 0; it < nprep; it++)
+                prep_channel(h, src, n0 + (int)(it / d->c), (int)(it % d->c), (int)(it / d->c), base, rowq);
+#pragma omp for schedule(static)
+            for (long it = 0; it < items; it++) {
+                const size_t t = (size_t)(it / h->nchunks);
+                const i8_chunk *c = &h->chunks[it % h->nchunks];
+                const uint8_t *in = base + c->group * h->group_in + t * tile;
+                const cd_i8_spmm_fn fn = c->nr == 1 ? h->k->csr : h->k->bsr4;
+                fn((size_t)c->nblk, in, h->off + 4 * c->quad0, h->w + c->w0, h->nq + c->blk0, h->init + c->row0, acc);
+                if (runs_tile != t) {
+                    const size_t p0 = t * tile, p1 = p0 + tile < m ? p0 + tile : m;
+                    nruns = tile_runs(h, p0, p1, runs);
+                    runs_tile = t;
+                }
+                write_out(h, c->row0, c->nblk * c->nr, acc, runs, nruns, n0, residual, dst, acc_out);
+            }
+        }
+    }
+    return 0;
+}
+
+int cd_sparse_conv_i8_run_ws(const cd_sparse_conv_i8 *h, const void *src, const float *residual, void *dst, int batch,
+                             void *ws) {
+    if (!dst) return CD_EPARAMS;
+    return run(h, src, residual, dst, NULL, batch, ws);
+}
+
+int cd_sparse_conv_i8_run_acc(const cd_sparse_conv_i8 *h, const void *src, int32_t *acc, int batch, void *ws) {
+    if (!acc) return CD_EPARAMS;
+    return run(h, src, NULL, NULL, acc, batch, ws);
+}
