@@ -3,7 +3,9 @@
 
 #include "runtime/plan-internal.h"
 
-void cd_plan_nchw_op_desc(const cd_op *op, cd_bop_desc *d) {
+#include "core/errors.h"
+
+int cd_plan_nchw_op_desc(const cd_op *op, cd_bop_desc *d) {
     switch (op->kind) {
     case CD_OP_PAD:
         d->op = CD_BOP_PAD;
@@ -23,6 +25,7 @@ void cd_plan_nchw_op_desc(const cd_op *op, cd_bop_desc *d) {
         d->w = op->u.ln.gamma;
         d->bias = op->u.ln.beta;
         break;
-    default: break;
+    default: return CD_EINTERNAL; // a kind plan_op does not know
     }
+    return 0;
 }

@@ -553,10 +553,7 @@ static int plan_op(pctx *p, const cd_op *op) {
     case CD_OP_FAKEQUANT:
     case CD_OP_CONCAT: rc = plan_follower(p, op, in, &d, &pre, &lay); break;
     case CD_OP_ALIAS: break;
-    case CD_OP_PAD:
-    case CD_OP_SLICE:
-    case CD_OP_REDUCE:
-    case CD_OP_LAYERNORM: cd_plan_nchw_op_desc(op, &d); break;
+    default: rc = cd_plan_nchw_op_desc(op, &d); break; // Pad, Slice, Reduce, LayerNorm (plan-ops.c)
     }
     if (rc) return rc;
     if (op->kind != CD_OP_CONV)

@@ -35,17 +35,17 @@ typedef enum {
 struct cd_op_state {
     cd_bop op;
     kernel_kind kind;
-    cd_bop_desc d;      // the planning description (w/bias pointers cleared)
-    float *w, *bias;    // reference conv/gemm: owned copies
-    float *qscale;      // FAKEQUANT: the u.fq.channels scales, then as many zero points (owned)
-    cd_conv_quant q;    // int8 conv: the quantization (q.w_scale points at wscale)
-    float *wscale;      // int8 conv: K weight scales (owned)
-    int8_t *wq;         // int8 conv on the reference: the weights (owned)
-    cd_dnnl_op *dop;    // oneDNN
-    cd_sparse_conv *sp; // sparse kernels
+    cd_bop_desc d;          // the planning description (w/bias pointers cleared)
+    float *w, *bias;        // reference conv/gemm: owned copies
+    float *qscale;          // FAKEQUANT: the u.fq.channels scales, then as many zero points (owned)
+    cd_conv_quant q;        // int8 conv: the quantization (q.w_scale points at wscale)
+    float *wscale;          // int8 conv: K weight scales (owned)
+    int8_t *wq;             // int8 conv on the reference: the weights (owned)
+    cd_dnnl_op *dop;        // oneDNN
+    cd_sparse_conv *sp;     // sparse kernels
     cd_sparse_conv_i8 *sp8; // sparse int8 kernels
-    int swap;           // binary on oneDNN: operands swapped (b is the big one)
-    int int8;           // an int8 conv (on oneDNN: run with cd_dnnl_op_run_any)
+    int swap;               // binary on oneDNN: operands swapped (b is the big one)
+    int int8;               // an int8 conv (on oneDNN: run with cd_dnnl_op_run_any)
     char kernel[64];
 };
 
