@@ -98,6 +98,26 @@ static double ksum(const cd_conv_desc *d, const float *w, int o, int cl) {
     return s;
 }
 
+// An op that maps channel c to channel c value by value, the same function
+// for every channel: an activation, a per-tensor FakeQuant (QDQ models), an
+// alias of the same 4-D shape (the DequantizeLinear after a FakeQuant).
+static int elementwise(const cctx *x, const cd_op *op) {
+    const cd_value *a = &x->g->values[op->in[0]], *b = &x->g->values[op->out];
+    if (!tracked(x, op->in[0]) || !tracked(x, op->out)) return 0;
+    if (op->kind == CD_OP_FAKEQUANT) return op->u.fq.d.channels == 1;
+    if (op->kind == CD_OP_ALIAS)
+        return a->rank == 4 && b->rank == 4 && memcmp(a->shape, b->shape, sizeof a->shape) == 0;
+    return op->kind == CD_OP_ACT;
+}
+
+// What elementwise op does to a constant channel's value v.
+static float elementwise_apply(const cd_op *op, float v) {
+    if (op->kind == CD_OP_ACT) return cd_act_apply(op->u.act, v);
+    if (op->kind == CD_OP_FAKEQUANT)
+        return cd_fakequant_apply(v, op->u.fq.scale[0], op->u.fq.zero_point[0], op->u.fq.d.qmin, op->u.fq.d.qmax);
+    return v;
+}
+
 // Forward pass: the status (LIVE / CONST k) of every element.
 static void statuses(cctx *x) {
     cd_graph *g = x->g;
@@ -140,11 +160,13 @@ static void statuses(cctx *x) {
             break;
         }
         case CD_OP_ACT:
-            if (!tracked(x, in0)) break;
+        case CD_OP_FAKEQUANT:
+        case CD_OP_ALIAS:
+            if (!elementwise(x, op)) break;
             for (int c = 0; c < C; c++)
                 if (x->isconst[el(x, in0, c)]) {
                     x->isconst[el(x, out, c)] = 1;
-                    x->kval[el(x, out, c)] = cd_act_apply(op->u.act, x->kval[el(x, in0, c)]);
+                    x->kval[el(x, out, c)] = elementwise_apply(op, x->kval[el(x, in0, c)]);
                 }
             break;
         case CD_OP_POOL: {
@@ -222,7 +244,10 @@ static int ties(cctx *x) {
             break;
         }
         case CD_OP_ACT:
+        case CD_OP_FAKEQUANT:
+        case CD_OP_ALIAS:
         case CD_OP_POOL:
+            if (op->kind != CD_OP_POOL && !elementwise(x, op)) break;
             if (tracked(x, op->in[0]) && tracked(x, out) && nch(x, op->in[0]) == nch(x, out))
                 for (int c = 0; c < nch(x, out); c++) unite(x, el(x, op->in[0], c), el(x, out, c));
             break;
@@ -260,6 +285,8 @@ static int ties(cctx *x) {
         case CD_OP_CONV: keep = !is_depthwise(op) && op->u.conv.d.groups != 1; break;
         case CD_OP_ACT:
         case CD_OP_POOL: keep = !(tracked(x, op->in[0]) && tracked(x, out)); break;
+        case CD_OP_FAKEQUANT:
+        case CD_OP_ALIAS: keep = !elementwise(x, op); break;
         case CD_OP_BINARY: {
             int a = op->in[0], b = op->in[1];
             keep = !(tracked(x, a) && tracked(x, b) && tracked(x, out) && same_shape(&g->values[a], &g->values[out]) &&
@@ -334,6 +361,7 @@ static int shrink_conv(cctx *x, cd_op *op, int k) {
         for (int c = 0; c < C; c++) {
             if (!x->stored[find(x, el(x, out, c))]) continue;
             memmove(op->u.conv.w + (size_t)j * rs, op->u.conv.w + (size_t)c * rs, sizeof(float) * (size_t)rs);
+            if (op->u.conv.wscale) op->u.conv.wscale[j] = op->u.conv.wscale[c]; // int8 weights' scales follow
             op->u.conv.bias[j++] = op->u.conv.bias[c];
         }
         d->c = d->k = d->groups = j;

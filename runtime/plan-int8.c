@@ -31,13 +31,15 @@ static int type_signed(const cd_quant *q) {
 }
 
 // The quantization of value v's numbers: its own, or through aliases (the
-// DequantizeLinear after a FakeQuant, reshapes) that of their source.
-static const cd_quant *value_quant(const cd_graph *g, int v) {
+// DequantizeLinear after a FakeQuant, reshapes) that of their source. prod:
+// value -> the live op writing it (cd_value.producer_op is the lowering's,
+// stale once compaction has inserted ops).
+static const cd_quant *value_quant(const cd_graph *g, const int *prod, int v) {
     for (int depth = 0; depth < 64 && v >= 0; depth++) {
         const cd_value *x = &g->values[v];
         if (x->kind != CD_VAL_ACT) return NULL;
         if (x->q) return x->q;
-        int o = x->producer_op;
+        int o = prod[v];
         if (o < 0 || g->ops[o].kind != CD_OP_ALIAS) return NULL;
         v = g->ops[o].in[0];
     }
@@ -70,11 +72,12 @@ static int weights_are_integers(const cd_op *op) {
 
 // Fills *q for conv o when it can run int8; *fq gets the FakeQuant op it
 // absorbs (-1 none). 0 when it cannot.
-static int int8_params(const cd_graph *g, const char *live, const int *reader, int o, cd_conv_quant *q, int *fq) {
+static int int8_params(const cd_graph *g, const char *live, const int *reader, const int *prod, int o, cd_conv_quant *q,
+                       int *fq) {
     const cd_op *op = &g->ops[o];
     *fq = -1;
     if (op->kind != CD_OP_CONV || !op->u.conv.wscale) return 0;
-    const cd_quant *xq = value_quant(g, op->in[0]);
+    const cd_quant *xq = value_quant(g, prod, op->in[0]);
     if (!xq || xq->d.channels != 1 || type_signed(xq) < 0 || !weights_are_integers(op)) return 0;
     memset(q, 0, sizeof *q);
     q->in_scale = xq->scale[0];
@@ -256,14 +259,18 @@ static int fuse_residual(pctx *p, char *live, const int *reader, int c, int f1) 
 int cd_plan_choose_int8(pctx *p, char *live) {
     const cd_graph *g = p->g;
     int mode = cd_runtime_opts()->int8; // 0 auto, 1 off, 2 on
-    int *reader = malloc(((size_t)g->nvalues + 1) * sizeof(int));
+    int *reader = malloc(((size_t)g->nvalues + 1) * sizeof(int)),
+        *prod = malloc(((size_t)g->nvalues + 1) * sizeof(int));
     p->in8 = calloc((size_t)g->nops + 1, sizeof *p->in8);
     p->fq_fused = calloc((size_t)g->nops + 1, 1);
-    if (!reader || !p->in8 || !p->fq_fused) {
+    if (!reader || !prod || !p->in8 || !p->fq_fused) {
         free(reader);
+        free(prod);
         return CD_ENOMEM;
     }
-    for (int v = 0; v < g->nvalues; v++) reader[v] = -1;
+    for (int v = 0; v < g->nvalues; v++) reader[v] = prod[v] = -1;
+    for (int o = 0; o < g->nops; o++)
+        if (live[o]) prod[g->ops[o].out] = o;
     for (int o = 0; o < g->nops; o++)
         for (int i = 0; live[o] && i < g->ops[o].nin; i++) {
             int v = g->ops[o].in[i];
@@ -276,7 +283,7 @@ int cd_plan_choose_int8(pctx *p, char *live) {
         cd_plan_choice *c = &p->ch[o];
         if (c->int8) continue; // a conv moved here by fuse_residual
         c->i8_ms = c->f32_ms = -1;
-        if (!live[o] || !int8_params(g, live, reader, o, &q, &fq)) continue;
+        if (!live[o] || !int8_params(g, live, reader, prod, o, &q, &fq)) continue;
         int take = mode == 2;
         if (mode == 0) {
             int8_t *wq = cd_plan_int8_weights(&g->ops[o]);
@@ -301,6 +308,7 @@ int cd_plan_choose_int8(pctx *p, char *live) {
         }
     }
     free(reader);
+    free(prod);
     return rc;
 }
 

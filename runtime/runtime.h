@@ -109,7 +109,7 @@ typedef struct {
 // `convd --version`, `health`, `stats` and `convctl plan`. All decided once
 // from the running CPU (and its caps), the first time they are asked for.
 typedef struct {
-    const char *kernels_isa; // our own kernels: "avx512f", "avx2" or "scalar"
+    const char *kernels_isa; // our own kernels: "avx512vnni", "avx512f", "avx2" or "scalar"
     int kernels_capped;      // 1: lowered by CONVD_MAX_ISA
     const char *dnnl_isa;    // oneDNN's: "avx512_core", "avx2", ... (honours
                              // ONEDNN_MAX_CPU_ISA)

@@ -77,3 +77,7 @@ void cd_i8_quant_row__scalar(const cd_conv_quant *q, const float *x, size_t n, u
     const int32_t shift = q->in_signed ? 128 : 0;
     for (size_t i = 0; i < n; i++) dst[i] = (uint8_t)(cd_conv_quant_in(q, x[i]) + shift);
 }
+
+void cd_i8_even_bytes__scalar(uint8_t *dst, const uint8_t *src, size_t n) {
+    for (size_t j = 0; j < n; j++) dst[j] = src[2 * j];
+}

@@ -60,6 +60,10 @@ typedef void (*cd_i8_epilogue_rows_fn)(const cd_i8_epilogue *e, const float *mul
 // dst[i] = the u8 of x[i] (cd_conv_quant_in, + 128 when q->in_signed).
 typedef void (*cd_i8_quant_row_fn)(const cd_conv_quant *q, const float *x, size_t n, uint8_t *dst);
 
+// dst[j] = src[2j] for j < n (the stride-2 columns of a phase plane row;
+// reads src[0 .. 2n-1]).
+typedef void (*cd_i8_even_bytes_fn)(uint8_t *dst, const uint8_t *src, size_t n);
+
 // What one ISA brings.
 typedef struct {
     const char *name1, *name4; // kernel names (CSR, BSR4)
@@ -67,6 +71,7 @@ typedef struct {
     int tile;                  // pixels per call
     cd_i8_epilogue_rows_fn epilogue;
     cd_i8_quant_row_fn quant_row;
+    cd_i8_even_bytes_fn even_bytes;
 } cd_i8_isa_info;
 
 // The kernels of `isa` (VNNI, AVX512F, AVX2, SCALAR), or NULL when the CPU
@@ -81,6 +86,7 @@ void cd_i8_epilogue_rows__scalar(const cd_i8_epilogue *e, const float *mult, con
 void cd_i8_epilogue__scalar(const cd_i8_epilogue *e, float mult, float bias, const int32_t *acc, size_t n,
                             const float *res, void *dst);
 void cd_i8_quant_row__scalar(const cd_conv_quant *q, const float *x, size_t n, uint8_t *dst);
+void cd_i8_even_bytes__scalar(uint8_t *dst, const uint8_t *src, size_t n);
 
 #define CD_I8_DECLARE(isa)                                                                                    \
     void cd_i8_spmm_csr__##isa(size_t nblk, const uint8_t *in, const int32_t *off, const int8_t *w,           \
@@ -90,7 +96,8 @@ void cd_i8_quant_row__scalar(const cd_conv_quant *q, const float *x, size_t n, u
     void cd_i8_epilogue_rows__##isa(const cd_i8_epilogue *e, const float *mult, const float *bias, int nrows, \
                                     const int32_t *acc, size_t acc_stride, const cd_i8_run *runs, int nruns,  \
                                     const float *res, void *dst, size_t row_stride);                          \
-    void cd_i8_quant_row__##isa(const cd_conv_quant *q, const float *x, size_t n, uint8_t *dst);
+    void cd_i8_quant_row__##isa(const cd_conv_quant *q, const float *x, size_t n, uint8_t *dst);              \
+    void cd_i8_even_bytes__##isa(uint8_t *dst, const uint8_t *src, size_t n);
 CD_I8_DECLARE(avx512vnni)
 CD_I8_DECLARE(avx512f)
 CD_I8_DECLARE(avx2)

@@ -67,8 +67,8 @@ static void prep_channel(const cd_sparse_conv_i8 *h, const void *src, int n, int
             } else {
                 const int last = (j1 - 1) * sw + b - d->pad_l;
                 load_row(h, src, xr + first, last - first + 1, rowq);
-                if (sw == 2) // a constant stride the compiler vectorizes (ResNet's stride 2)
-                    for (int j = 0; j < j1 - j0; j++) row[j0 + j] = rowq[2 * j];
+                if (sw == 2)
+                    h->k->even_bytes(row + j0, rowq, (size_t)(j1 - j0));
                 else
                     for (int j = j0; j < j1; j++) row[j] = rowq[(j - j0) * sw];
             }

@@ -237,6 +237,34 @@ def test_int8_and_f32_plans_of_a_pruned_model_agree(tmp_path, rng, cache_env):  
     assert {l["dtype"] for l in auto if l["op"].startswith("Conv")} <= {"int8", "f32"}
 
 
+def test_int8_after_compaction_of_a_filter_pruned_model(tmp_path, rng, cache_env):  # noqa: F811
+    """Zero filters make constant channels: compaction drops them, folds them
+    into the next convs' biases and, behind padding, inserts border maps
+    (new ops). The int8 convs must still find their inputs' quantization and
+    keep their weights' scales (sliced with the filters)."""
+    g = B.Graph(rng)
+    x = g.input("x", [8, 12, 12])
+    y = g.relu(g.conv(x, 8, 32, 3, pad=1))
+    y = g.relu(g.conv(y, 32, 32, 3, pad=1))
+    y = g.relu(g.conv(y, 32, 16, 1))
+    y = B.fc_head(g, y, 16, 10, softmax=False)
+    m = g.build([y])
+    convs = [n for n in m.graph.node if n.op_type == "Conv"]
+    for t in m.graph.initializer:  # every third filter of the first two convs: weights 0, bias kept
+        if t.name in (convs[0].input[1], convs[1].input[1]):
+            w = numpy_helper.to_array(t).copy()
+            w[::3] = 0
+            t.CopyFrom(numpy_helper.from_array(w, t.name))
+    q = quantize_folded(m, tmp_path / "f-i8.onnx", rng)
+    on = dict(cache_env, CONVD_INT8="on")
+    plan = plan_json(q, env=on)
+    assert any("border map" in l["compaction"] for l in weighted(plan)), [l["compaction"] for l in weighted(plan)]
+    assert sum(l["dtype"] == "int8" for l in weighted(plan)) >= 3
+    for env in (on, dict(cache_env, CONVD_INT8="off")):
+        err, top1 = compare(q, tmp_path, rng, env=env)
+        assert err <= REL_L2 and top1 >= TOP1, (env, err, top1)
+
+
 # ---- hand-made files: every form of the ops, and the bad ones -----------------------------
 
 
