@@ -110,7 +110,7 @@ size_t cd_tdesc_item_bytes(const cd_tdesc *t) {
 }
 
 const char *cd_bop_name(cd_bop op) {
-    static const char *names[] = {"Conv2d",  "Gemm",   "Pool",      "Binary",  "Activation",
-                                  "Softmax", "Concat", "Transpose", "Reorder", "FakeQuant"};
+    static const char *names[] = {"Conv2d",    "Gemm",    "Pool",      "Binary", "Activation", "Softmax", "Concat",
+                                  "Transpose", "Reorder", "FakeQuant", "Pad",    "Slice",      "Reduce",  "LayerNorm"};
     return op < CD_BOP_COUNT ? names[op] : "?";
 }

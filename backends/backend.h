@@ -75,6 +75,10 @@ typedef enum {
     CD_BOP_TRANSPOSE,
     CD_BOP_REORDER,
     CD_BOP_FAKEQUANT, // quantize-dequantize of an activation (QDQ models)
+    CD_BOP_PAD,       // u.pad; NCHW (any rank)
+    CD_BOP_SLICE,     // u.slice (one output of a Split too); NCHW (any rank)
+    CD_BOP_REDUCE,    // u.reduce; NCHW (any rank)
+    CD_BOP_LAYERNORM, // u.ln, gamma in w and beta in bias (len values); NCHW
     CD_BOP_COUNT
 } cd_bop;
 
@@ -96,8 +100,12 @@ typedef struct {
         int axis;              // CONCAT
         int perm[CD_MAX_RANK]; // TRANSPOSE: dst dim i = src dim perm[i]
         cd_fakequant_desc fq;  // FAKEQUANT
+        cd_pad_desc pad;       // PAD
+        cd_slice_desc slice;   // SLICE
+        cd_reduce_desc reduce; // REDUCE
+        cd_layernorm_desc ln;  // LAYERNORM
     } u;
-    const float *w;    // CONV2D (OIHW), GEMM (n x k): host memory,
+    const float *w;    // CONV2D (OIHW), GEMM (n x k), LAYERNORM (gamma, beta): host memory,
     const float *bias; // only during init; NULL for no bias
     // CONV2D / GEMM (rows == 1): the planner's kernel choice. 0 = the
     // backend's dense kernel; 1 = the sparse kernels (sparse/sparse-conv.h,

@@ -7,6 +7,8 @@
 // every kernel must agree on: what an activation computes (cd_act_apply,
 // inline for host and device) and the output size of a conv (op-desc.c).
 
+#include "core/limits.h"
+
 #include <math.h>
 #include <stdint.h>
 
@@ -57,6 +59,18 @@ typedef enum {
     CD_ACT_HARDSIGMOID, // max(0, min(1, alpha * x + beta))
     CD_ACT_HARDSWISH,   // x * max(0, min(1, x / 6 + 1/2))
     CD_ACT_LEAKYRELU,   // x >= 0 ? x : alpha * x
+    // Element-wise ops that run as a stand-alone activation (never fused
+    // into a conv by the lowering):
+    CD_ACT_TANH,      // tanh(x)
+    CD_ACT_SOFTPLUS,  // log(1 + exp(x))
+    CD_ACT_MISH,      // x * tanh(softplus(x))
+    CD_ACT_NEG,       // -x
+    CD_ACT_ABS,       // |x|
+    CD_ACT_SQRT,      // sqrt(x)
+    CD_ACT_ERF,       // erf(x)
+    CD_ACT_GELU,      // x / 2 * (1 + erf(x / sqrt(2)))   (Gelu, and the Erf pattern fused)
+    CD_ACT_GELU_TANH, // x / 2 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3)))   (Gelu approximate=tanh)
+    CD_ACT_POW,       // pow(x, alpha)   (Pow with a constant scalar exponent)
 } cd_act;
 
 typedef struct {
@@ -81,6 +95,17 @@ CD_ACT_APPLY_QUALIFIERS float cd_act_apply(cd_activation act, float x) {
     case CD_ACT_HARDSIGMOID: return fmaxf(0.0f, fminf(1.0f, act.alpha * x + act.beta));
     case CD_ACT_HARDSWISH: return x * fmaxf(0.0f, fminf(1.0f, x / 6.0f + 0.5f));
     case CD_ACT_LEAKYRELU: return x >= 0.0f ? x : act.alpha * x;
+    case CD_ACT_TANH: return tanhf(x);
+    // log1p(exp(x)) overflows to inf past ~88 where the answer is x itself.
+    case CD_ACT_SOFTPLUS: return x > 20.0f ? x : log1pf(expf(x));
+    case CD_ACT_MISH: return x * tanhf(x > 20.0f ? x : log1pf(expf(x)));
+    case CD_ACT_NEG: return -x;
+    case CD_ACT_ABS: return fabsf(x);
+    case CD_ACT_SQRT: return sqrtf(x);
+    case CD_ACT_ERF: return erff(x);
+    case CD_ACT_GELU: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+    case CD_ACT_GELU_TANH: return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+    case CD_ACT_POW: return act.alpha == 2.0f ? x * x : powf(x, act.alpha);
     }
     return x;
 }
@@ -177,6 +202,8 @@ typedef enum {
     CD_BINARY_MUL,
     CD_BINARY_SUB,
     CD_BINARY_DIV,
+    CD_BINARY_MIN, // Min, variadic in ONNX: a chain of these
+    CD_BINARY_MAX,
 } cd_binary_kind;
 
 // An element-wise binary op and the activation fused after it.
@@ -236,5 +263,43 @@ typedef struct {
     int count_include_pad;
     int oh, ow;
 } cd_pool_desc;
+
+// Pad (ONNX Pad) of a tensor of any rank: dst dim i has begin[i] more
+// elements in front than src (negative: cropped) and as many more at the end
+// as the shapes say. Elements outside src are value (CONSTANT), the nearest
+// edge element (EDGE) or its mirror image without the edge (REFLECT).
+typedef enum { CD_PAD_CONSTANT = 0, CD_PAD_REFLECT, CD_PAD_EDGE } cd_pad_mode;
+
+typedef struct {
+    cd_pad_mode mode;
+    float value;
+    int64_t begin[CD_MAX_RANK]; // per dim of the tensor (dim 0, the batch, is 0)
+} cd_pad_desc;
+
+// Slice (ONNX Slice, one output of Split): dst[i...] = src[start[d] + i_d *
+// step[d] ...] for the dst shape; start is already clamped and step != 0.
+typedef struct {
+    int64_t start[CD_MAX_RANK];
+    int64_t step[CD_MAX_RANK];
+} cd_slice_desc;
+
+// A reduction (ReduceSum, ReduceMean, ReduceMax) over the dims set in mask
+// (bit i: dim i of src). dst holds the kept dims in order (keepdims only
+// changes the shape, not the data).
+typedef enum { CD_REDUCE_SUM = 0, CD_REDUCE_MEAN, CD_REDUCE_MAX } cd_reduce_kind;
+
+typedef struct {
+    cd_reduce_kind kind;
+    unsigned mask;
+} cd_reduce_desc;
+
+// Layer normalization (LayerNormalization, and the ReduceMean/Sub/Pow/Sqrt/Div
+// pattern of older exports) over the last len elements of each of outer rows
+// per batch item: y = (x - mean) / sqrt(var + eps) * gamma + beta, var the
+// biased variance; gamma and beta len values (the op's w and bias).
+typedef struct {
+    int64_t outer, len;
+    float eps;
+} cd_layernorm_desc;
 
 #endif // CD_KERNELS_OP_DESC_H

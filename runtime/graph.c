@@ -99,6 +99,10 @@ void cd_op_free(cd_op *op) {
         op->u.gemm.w = op->u.gemm.bias = NULL;
     } else if (op->kind == CD_OP_FAKEQUANT) {
         cd_quant_clear(&op->u.fq);
+    } else if (op->kind == CD_OP_LAYERNORM) {
+        free(op->u.ln.gamma);
+        free(op->u.ln.beta);
+        op->u.ln.gamma = op->u.ln.beta = NULL;
     }
 }
 

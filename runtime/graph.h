@@ -22,10 +22,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-// The default domain's opsets convd reads. 18 to 21 changed none of the
-// operators convd lowers but for new types (float8, int4) and the attributes
-// that come with them (Q/DQ block_size, output_dtype, saturate; AveragePool
-// dilations), which are refused by name where they matter.
+// The default domain's opsets convd reads. Where 13 or 18 moved an
+// attribute to an input (Split, ReduceSum; Pad's axes, the other
+// reductions), the lowering reads each form at its opsets; otherwise 18 to
+// 21 brought new types (float8, int4) and the attributes that come with them
+// (Q/DQ block_size, output_dtype, saturate; AveragePool dilations), which
+// are refused by name where they matter.
 #define CD_OPSET_MIN 11
 #define CD_OPSET_MAX 21
 
@@ -86,6 +88,10 @@ typedef enum {
     CD_OP_ALIAS,     // Reshape, Flatten, Identity, Dropout, Squeeze, Unsqueeze:
                      // same bytes, new shape
     CD_OP_FAKEQUANT, // QuantizeLinear of a float activation (quantize, then dequantize)
+    CD_OP_PAD,       // Pad not folded into a conv or pool
+    CD_OP_SLICE,     // Slice, one output of Split
+    CD_OP_REDUCE,    // ReduceSum/Mean/Max (not the global pools they can be)
+    CD_OP_LAYERNORM, // LayerNormalization, or its older exported pattern fused
 } cd_op_kind;
 
 #define CD_OP_MAX_IN 64
@@ -128,6 +134,14 @@ typedef struct {
             int perm[CD_MAX_RANK];
         } transpose;
         cd_quant fq; // FAKEQUANT (owned arrays; dtype of the quantized tensor)
+        cd_pad_desc pad;
+        cd_slice_desc slice;
+        cd_reduce_desc reduce;
+        struct {
+            cd_layernorm_desc d;
+            float *gamma; // d.len, owned
+            float *beta;  // d.len or NULL, owned
+        } ln;
     } u;
 } cd_op;
 
@@ -197,6 +211,13 @@ int cd_onnx_tensor_value(cd_graph *g, const void *tensor, const char *what, cd_v
 // (inconsistent shapes, bad attributes values), CD_EUNSUPPORTED (naming the
 // op, node and what is supported) or CD_ENOMEM.
 int cd_graph_lower(cd_graph *g, char *err, size_t errlen);
+
+// ---- fuse-patterns.c ------------------------------------------------------------
+
+// Fuses the multi-op patterns older exporters write for LayerNormalization
+// and the Erf form of GELU into one op each (see fuse-patterns.c); called at
+// the end of cd_graph_lower. Returns 0 or CD_ENOMEM.
+int cd_graph_fuse_patterns(cd_graph *g, char *err, size_t errlen);
 
 // ---- compact.c ----------------------------------------------------------------
 

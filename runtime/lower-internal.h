@@ -365,4 +365,19 @@ int cd_lower_shape(lctx *c);
 int cd_lower_gather(lctx *c);
 int cd_lower_cast(lctx *c);
 
+// ---- the ops of issue 22 (lower-pad-slice.c, lower-reduce.c, lower-elementwise.c) --
+
+int cd_lower_pad(lctx *c);
+int cd_lower_slice(lctx *c);
+int cd_lower_split(lctx *c);
+int cd_lower_reduce(lctx *c);
+int cd_lower_layernorm(lctx *c);
+int cd_lower_unary(lctx *c);
+int cd_lower_minmax(lctx *c);
+// When input 0 of the node is a zero constant Pad of H and W alone that
+// nobody else reads (and with need_nonneg, whose input is never negative):
+// *in becomes the Pad's input, *h and *w its size, pads (t, l, b, r) grow by
+// the Pad's. Returns 1 when folded, else 0 with nothing changed.
+int cd_lower_fold_pad(lctx *c, int need_nonneg, int *in, int *h, int *w, int pads[4]);
+
 #endif // CD_RUNTIME_LOWER_INTERNAL_H

@@ -49,10 +49,14 @@ int cd_lower_conv(lctx *c) {
                          (long long)K, (long long)w->shape[1], (long long)C, (long long)group);
     spatial s = {.kh = (int)w->shape[2], .kw = (int)w->shape[3]};
     if ((rc = read_spatial(c, (int)x->shape[2], (int)x->shape[3], &s, 0, 1))) return rc;
+    // A zero Pad in front becomes the conv's padding.
+    int in0 = in_id(c, 0), ih = (int)x->shape[2], iw = (int)x->shape[3], pads[4] = {s.pt, s.pl, s.pb, s.pr};
+    const int folded = cd_lower_fold_pad(c, 0, &in0, &ih, &iw, pads);
+    s.pt = pads[0], s.pl = pads[1], s.pb = pads[2], s.pr = pads[3];
     cd_conv_desc d = {.n = 1,
                       .c = (int)C,
-                      .h = (int)x->shape[2],
-                      .w = (int)x->shape[3],
+                      .h = ih,
+                      .w = iw,
                       .k = (int)K,
                       .r = s.kh,
                       .s = s.kw,
@@ -67,11 +71,11 @@ int cd_lower_conv(lctx *c) {
                       .groups = (int)group};
     cd_conv_out_dims(&d);
     if (d.oh < 1 || d.ow < 1) return node_fail(c, CD_EMODEL, "output would be empty (%dx%d)", d.oh, d.ow);
-    int op = new_op(c, CD_OP_CONV, "Conv");
+    int op = new_op(c, CD_OP_CONV, folded ? "Pad+Conv" : "Conv");
     if (op < 0) return op;
     cd_op *o = &c->g->ops[op];
     o->nin = 1;
-    o->in[0] = in_id(c, 0);
+    o->in[0] = in0;
     o->u.conv.d = d;
     o->u.conv.w = malloc((size_t)w->numel * sizeof(float));
     o->u.conv.bias = calloc((size_t)K, sizeof(float));
@@ -278,6 +282,8 @@ static int fold_i64(lctx *c, cd_binary_kind kind, int64_t x, int64_t y, int64_t 
     case CD_BINARY_MUL:
         if (cd_ck_mul_i64(x, y, out)) what = "multiplication";
         break;
+    case CD_BINARY_MIN: *out = x < y ? x : y; break;
+    case CD_BINARY_MAX: *out = x > y ? x : y; break;
     default:
         if (y == 0) return node_fail(c, CD_EMODEL, "integer division by zero (%lld / 0)", (long long)x);
         if (x == INT64_MIN && y == -1)
@@ -349,6 +355,8 @@ int cd_lower_binary(lctx *c) {
     cd_binary_kind kind = strcmp(op, "Add") == 0   ? CD_BINARY_ADD
                           : strcmp(op, "Mul") == 0 ? CD_BINARY_MUL
                           : strcmp(op, "Sub") == 0 ? CD_BINARY_SUB
+                          : strcmp(op, "Min") == 0 ? CD_BINARY_MIN
+                          : strcmp(op, "Max") == 0 ? CD_BINARY_MAX
                                                    : CD_BINARY_DIV;
     cd_value *a = in_val(c, 0), *b = in_val(c, 1);
     if (is_const(a) && is_const(b)) return fold_binary_const(c, kind, a, b);
@@ -442,12 +450,29 @@ int cd_lower_pool(lctx *c) {
         if (d.pad_t >= d.kh || d.pad_b >= d.kh || d.pad_l >= d.kw || d.pad_r >= d.kw)
             return node_fail(c, CD_EMODEL, "pads must be smaller than the kernel");
     }
+    // A zero Pad in front becomes the pool's padding where that is exact:
+    // an average then counts it (count_include_pad), a max needs an input
+    // that is never negative; no ceil_mode (its extra windows differ).
+    int in0 = in_id(c, 0), folded = 0;
+    if (!global && !d.ceil_mode && (is_max || d.count_include_pad || !(d.pad_t | d.pad_l | d.pad_b | d.pad_r))) {
+        int h = d.h, w = d.w, pads[4] = {d.pad_t, d.pad_l, d.pad_b, d.pad_r}, src = in0;
+        if (cd_lower_fold_pad(c, is_max, &src, &h, &w, pads) && pads[0] < d.kh && pads[2] < d.kh && pads[1] < d.kw &&
+            pads[3] < d.kw) {
+            folded = 1;
+            in0 = src;
+            d.h = h, d.w = w;
+            d.pad_t = pads[0], d.pad_l = pads[1], d.pad_b = pads[2], d.pad_r = pads[3];
+            d.count_include_pad = !is_max;
+        }
+    }
     cd_pool_out_dims(&d);
     if (d.oh < 1 || d.ow < 1) return node_fail(c, CD_EMODEL, "output would be empty");
-    int id = new_op(c, CD_OP_POOL, op);
+    char label[48];
+    snprintf(label, sizeof label, "%s%s", folded ? "Pad+" : "", op);
+    int id = new_op(c, CD_OP_POOL, label);
     if (id < 0) return id;
     c->g->ops[id].nin = 1;
-    c->g->ops[id].in[0] = in_id(c, 0);
+    c->g->ops[id].in[0] = in0;
     c->g->ops[id].u.pool = d;
     int64_t shape[4] = {1, d.c, d.oh, d.ow};
     return set_act_out(c, id, 4, shape);
@@ -596,6 +621,25 @@ static const op_entry g_ops[] = {
     {"QLinearAdd", cd_lower_qlinear_binary, "", Q_OWN, MS},
     {"QLinearMul", cd_lower_qlinear_binary, "", Q_OWN, MS},
     {"QLinearGlobalAveragePool", cd_lower_qlinear_global_pool, "channels_last", Q_OWN, MS},
+    // issue 22: lower-pad-slice.c, lower-reduce.c, lower-elementwise.c
+    {"Pad", cd_lower_pad, "mode"},
+    {"Slice", cd_lower_slice, ""},
+    {"Split", cd_lower_split, "axis,split,num_outputs"},
+    {"ReduceMean", cd_lower_reduce, "axes,keepdims,noop_with_empty_axes"},
+    {"ReduceSum", cd_lower_reduce, "axes,keepdims,noop_with_empty_axes"},
+    {"ReduceMax", cd_lower_reduce, "axes,keepdims,noop_with_empty_axes"},
+    {"LayerNormalization", cd_lower_layernorm, "axis,epsilon,stash_type"},
+    {"Pow", cd_lower_unary, ""},
+    {"Sqrt", cd_lower_unary, ""},
+    {"Erf", cd_lower_unary, ""},
+    {"Gelu", cd_lower_unary, "approximate"},
+    {"Tanh", cd_lower_unary, ""},
+    {"Softplus", cd_lower_unary, ""},
+    {"Mish", cd_lower_unary, ""},
+    {"Neg", cd_lower_unary, ""},
+    {"Abs", cd_lower_unary, ""},
+    {"Min", cd_lower_minmax, ""},
+    {"Max", cd_lower_minmax, ""},
 };
 
 // The entry of op name in domain dom ("" and "ai.onnx" are the default).
@@ -655,6 +699,8 @@ int cd_graph_lower(cd_graph *g, char *err, size_t errlen) {
         if (c.n->noutputs > 0 && c.n->outputs[0] >= 0 && g->values[c.n->outputs[0]].kind == CD_VAL_NONE)
             return node_fail(&c, CD_EINTERNAL, "lowering produced no output");
     }
+    int rc = cd_graph_fuse_patterns(g, err, errlen);
+    if (rc) return rc;
     for (int i = 0; i < g->noutputs; i++) {
         cd_value *v = &g->values[g->outputs[i]];
         if (v->kind != CD_VAL_ACT) {

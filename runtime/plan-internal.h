@@ -39,6 +39,10 @@ typedef struct cd_i8layer {
 int cd_plan_readers_want_nchw(pctx *p, int v);
 // The GEMM part of a backend op descriptor for a Gemm op.
 void cd_plan_gemm_desc(const cd_op *op, cd_bop_desc *d);
+// The op family and parameters of a Pad, Slice, Reduce or LayerNorm op
+// (plan-ops.c): ops that run in NCHW and need no layout choice. 0, or
+// CD_EINTERNAL for an op of another kind.
+int cd_plan_nchw_op_desc(const cd_op *op, cd_bop_desc *d);
 // Tensor descriptor of a value (activation per item, or constant padded to rank).
 cd_tdesc cd_plan_value_desc(const cd_value *v, cd_layout l, int rank);
 // Fills p->ch for every live conv/FC op. Returns 0 or CD_ENOMEM.

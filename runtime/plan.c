@@ -166,7 +166,7 @@ int cd_plan_readers_want_nchw(pctx *p, int v) {
             if (op->in[i] != v) continue;
             readers++;
             if (op->kind != CD_OP_ALIAS && op->kind != CD_OP_GEMM && op->kind != CD_OP_SOFTMAX &&
-                op->kind != CD_OP_TRANSPOSE)
+                op->kind != CD_OP_TRANSPOSE && op->kind < CD_OP_PAD)
                 return 0;
         }
     }
@@ -479,9 +479,10 @@ static int plan_follower(pctx *p, const cd_op *op, int *in, cd_bop_desc *d, cd_o
         for (int i = 0; i < op->nin; i++) {
             d->src[i] = m->tensors[in[i]].t;
             if (!d->src[i].is_const) d->src[i].layout = cur;
-            // A constant with a spatial extent (a border map) goes blocked too.
-            if (d->src[i].is_const && d->src[i].rank == 4 && d->src[i].shape[1] > 1 &&
-                d->src[i].shape[2] * d->src[i].shape[3] > 1) {
+            // A constant with channels (a border map, a BatchNorm's per-channel
+            // scale: oneDNN 2.6 runs a plain one against a blocked tensor on
+            // its reference loop, ~40x slower) goes blocked too.
+            if (d->src[i].is_const && d->src[i].rank == 4 && d->src[i].shape[1] > 1) {
                 d->src[i].layout = cur;
                 blocked[i] = 1;
             }
@@ -552,6 +553,7 @@ static int plan_op(pctx *p, const cd_op *op) {
     case CD_OP_FAKEQUANT:
     case CD_OP_CONCAT: rc = plan_follower(p, op, in, &d, &pre, &lay); break;
     case CD_OP_ALIAS: break;
+    default: rc = cd_plan_nchw_op_desc(op, &d); break; // Pad, Slice, Reduce, LayerNorm (plan-ops.c)
     }
     if (rc) return rc;
     if (op->kind != CD_OP_CONV)

@@ -93,7 +93,22 @@ static int same_shape(const cd_tdesc *a, const cd_tdesc *b) {
     return a->rank == b->rank && memcmp(a->shape + 1, b->shape + 1, sizeof(int64_t) * (size_t)(a->rank - 1)) == 0;
 }
 
-static cd_dnnl_binary_kind dnnl_bin(cd_binary_kind k) { return k == CD_BINARY_ADD ? CD_DNNL_ADD : CD_DNNL_MUL; }
+static cd_dnnl_binary_kind dnnl_bin(cd_binary_kind k) {
+    return k == CD_BINARY_ADD   ? CD_DNNL_ADD
+           : k == CD_BINARY_MUL ? CD_DNNL_MUL
+           : k == CD_BINARY_MIN ? CD_DNNL_MIN
+                                : CD_DNNL_MAX;
+}
+
+// A channel concat whose inputs and output share one blocked layout and
+// whose inputs have whole blocks of channels.
+static int blocked_channel_concat(const cd_bop_desc *d) {
+    const cd_layout l = d->dst.layout;
+    if (d->u.axis != 1 || l == CD_LAYOUT_NCHW || d->dst.rank != 4) return 0;
+    for (int i = 0; i < d->nsrc; i++)
+        if (d->src[i].layout != l || d->src[i].rank != 4 || d->src[i].shape[1] % cd_layout_block(l)) return 0;
+    return 1;
+}
 
 // ---- choosing a kernel (shared by supports_op and init) ---------------------------
 
@@ -150,7 +165,7 @@ static kernel_kind choose(const cd_bop_desc *d, int *swap) {
     case CD_BOP_BINARY: {
         const cd_tdesc *x = &d->src[0], *y = &d->src[1];
         int k = d->u.binary.kind;
-        if (k == CD_BINARY_ADD || k == CD_BINARY_MUL) {
+        if (k == CD_BINARY_ADD || k == CD_BINARY_MUL || k == CD_BINARY_MIN || k == CD_BINARY_MAX) {
             // oneDNN wants the full-shaped operand first.
             if (!x->is_const && same_shape(x, &d->dst) && x->layout == d->dst.layout) {
                 *swap = 0;
@@ -182,13 +197,21 @@ static kernel_kind choose(const cd_bop_desc *d, int *swap) {
         }
         return all_nchw(d) ? K_REF : K_NONE;
     case CD_BOP_CONCAT: {
+        // In NCHW a concat is memcpy runs (cd_ref_concat), faster than oneDNN's
+        // simple:any; so is a channel concat in one blocked layout of inputs
+        // with whole blocks (DenseNet's): each input is one run per item.
+        if (all_nchw(d) || blocked_channel_concat(d)) return K_COPY;
         int ok = d->u.axis >= 1 && d->u.axis <= 3 && d->nsrc <= 64;
         cd_dnnl_tdesc t[64];
         for (int i = 0; ok && i < d->nsrc; i++) ok = to_dnnl(&d->src[i], 0, &t[i]);
         if (ok && cd_dnnl_concat_supports(d->nsrc, t, d->u.axis, d->dst.layout)) return K_DNNL;
         return all_nchw(d) ? K_REF : K_NONE;
     }
-    case CD_BOP_TRANSPOSE: return all_nchw(d) ? K_REF : K_NONE;
+    case CD_BOP_TRANSPOSE: { // a rotation of dims is a tiled 2-D transpose (kernels/cpu/transpose-2d.c)
+        int split, keep;
+        if (all_nchw(d) && cd_cpu_transpose_rotation(d->src[0].rank, d->u.perm, &split, &keep)) return K_COPY;
+        return all_nchw(d) ? K_REF : K_NONE;
+    }
     case CD_BOP_FAKEQUANT:
         // Per tensor it is element-wise in any layout (a padding channel's 0
         // stays 0); per channel the reference kernel indexes NCHW.
@@ -202,6 +225,12 @@ static kernel_kind choose(const cd_bop_desc *d, int *swap) {
             return K_DNNL;
         return s->rank == 4 ? K_REF : K_NONE;
     }
+    case CD_BOP_LAYERNORM:
+        if (all_nchw(d) && cd_dnnl_layernorm_supports(d->u.ln.outer, d->u.ln.len, d->bias != NULL)) return K_DNNL;
+        return all_nchw(d) ? K_REF : K_NONE;
+    case CD_BOP_SLICE: return all_nchw(d) ? K_COPY : K_NONE; // memcpy runs (kernels/cpu/slice-runs.c)
+    case CD_BOP_PAD:
+    case CD_BOP_REDUCE: return all_nchw(d) ? K_REF : K_NONE; // kernels/cpu/ref-pad-slice.c, ref-reduce.c
     case CD_BOP_COUNT: break;
     }
     return K_NONE;
@@ -222,6 +251,22 @@ static int fakequant_init(cd_op_state *st, const cd_bop_desc *d) {
     memcpy(st->qscale, d->scale, ch * sizeof(float));
     memcpy(st->qscale + ch, d->zero_point, ch * sizeof(float));
     if (ch == 1 && !ref_only()) snprintf(st->kernel, sizeof st->kernel, "fakequant"); // fakequant.h
+    return 0;
+}
+
+// Prepares a LayerNorm on oneDNN, or copies gamma and beta (u.ln.len
+// values each; beta may be NULL) into st for the reference.
+static int layernorm_init(cd_op_state *st, const cd_bop_desc *d, int dnnl, int max_batch) {
+    if (dnnl)
+        return cd_dnnl_layernorm_create(d->u.ln.outer, d->u.ln.len, d->u.ln.eps, d->w, d->bias, max_batch, &st->dop);
+    size_t n = d->u.ln.len > 0 ? (size_t)d->u.ln.len : 0;
+    if (!n || !d->w) return CD_EPARAMS;
+    if (!(st->w = malloc(n * sizeof(float)))) return CD_ENOMEM;
+    memcpy(st->w, d->w, n * sizeof(float));
+    if (d->bias) {
+        if (!(st->bias = malloc(n * sizeof(float)))) return CD_ENOMEM;
+        memcpy(st->bias, d->bias, n * sizeof(float));
+    }
     return 0;
 }
 
@@ -363,6 +408,10 @@ static int cpu_op_init(cd_backend_t be, const cd_bop_desc *d, cd_op_state **out)
                                         mb, &st->dop);
         }
         break;
+    case CD_BOP_PAD:
+    case CD_BOP_SLICE:
+    case CD_BOP_REDUCE: break;
+    case CD_BOP_LAYERNORM: rc = layernorm_init(st, d, k == K_DNNL, mb); break;
     case CD_BOP_COUNT: rc = CD_EUNSUPPORTED; break;
     }
     if (!rc && st->dop) rc = cd_dnnl_op_prepare(st->dop, 1, NULL);
@@ -467,16 +516,26 @@ static int cpu_op_run(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int
         return 0;
     case CD_BOP_CONCAT: {
         const int64_t *shapes[64];
+        int64_t items[64][2]; // blocked: each input as [batch, its elements per item]
         const float *ptrs[64];
+        const int blocked = dst->layout != CD_LAYOUT_NCHW;
         for (int i = 0; i < d->nsrc; i++) {
-            shapes[i] = srcs[i]->shape;
+            items[i][0] = batch;
+            items[i][1] = (int64_t)(cd_tdesc_item_bytes(&d->src[i]) / sizeof(float));
+            shapes[i] = blocked ? items[i] : srcs[i]->shape;
             ptrs[i] = srcs[i]->data;
         }
-        cd_ref_concat(dst->rank, d->u.axis, d->nsrc, shapes, ptrs, dst->data);
+        cd_ref_concat(blocked ? 2 : dst->rank, blocked ? 1 : d->u.axis, d->nsrc, shapes, ptrs, dst->data);
         return 0;
     }
     case CD_BOP_TRANSPOSE:
-        cd_ref_transpose(srcs[0]->rank, srcs[0]->shape, d->u.perm, srcs[0]->data, dst->data);
+        if (st->kind == K_COPY) {
+            int split = 0, keep = 0;
+            cd_cpu_transpose_rotation(srcs[0]->rank, d->u.perm, &split, &keep);
+            cd_cpu_transpose_2d(srcs[0]->rank, srcs[0]->shape, split, keep, srcs[0]->data, dst->data);
+        } else {
+            cd_ref_transpose(srcs[0]->rank, srcs[0]->shape, d->u.perm, srcs[0]->data, dst->data);
+        }
         return 0;
     case CD_BOP_FAKEQUANT: {
         // Every stored element (a blocked layout's padding too).
@@ -501,6 +560,17 @@ static int cpu_op_run(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int
                        dst->data);
         return 0;
     }
+    case CD_BOP_PAD: cd_ref_pad(&d->u.pad, dst->rank, srcs[0]->shape, srcs[0]->data, dst->shape, dst->data); return 0;
+    case CD_BOP_SLICE:
+        if (st->kind == K_COPY)
+            cd_cpu_slice_runs(&d->u.slice, dst->rank, srcs[0]->shape, srcs[0]->data, dst->shape, dst->data);
+        else
+            cd_ref_slice(&d->u.slice, dst->rank, srcs[0]->shape, srcs[0]->data, dst->shape, dst->data, sizeof(float));
+        return 0;
+    case CD_BOP_REDUCE: cd_ref_reduce(&d->u.reduce, srcs[0]->rank, srcs[0]->shape, srcs[0]->data, dst->data); return 0;
+    case CD_BOP_LAYERNORM:
+        cd_ref_layernorm(&d->u.ln, batch * d->u.ln.outer, srcs[0]->data, st->w, st->bias, dst->data);
+        return 0;
     case CD_BOP_COUNT: break;
     }
     return CD_EINTERNAL;

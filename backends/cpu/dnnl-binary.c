@@ -24,7 +24,7 @@ static int bcast_ok(int full, int x) { return x == full || x == 1; }
 
 static int binary_check(const binary_priv *bp) {
     const cd_dnnl_tdesc *a = &bp->a, *b = &bp->b;
-    if (bp->kind != CD_DNNL_ADD && bp->kind != CD_DNNL_MUL) return CD_EPARAMS;
+    if (bp->kind < CD_DNNL_ADD || bp->kind > CD_DNNL_MAX) return CD_EPARAMS;
     if (a->c < 1 || a->h < 1 || a->w < 1 || b->c < 1 || b->h < 1 || b->w < 1) return CD_EPARAMS;
     if (!bcast_ok(a->c, b->c) || !bcast_ok(a->h, b->h) || !bcast_ok(a->w, b->w)) return CD_EPARAMS;
     if (!cd_layout_valid(a->layout) || !cd_layout_valid(b->layout)) return CD_EPARAMS;
@@ -45,9 +45,8 @@ static int binary_desc(const binary_priv *bp, int batch, dnnl_binary_desc_t *des
     if ((rc = cd_dnnl_md_act(&amd, batch, bp->a.c, bp->a.h, bp->a.w, bp->a.layout))) return rc;
     if ((rc = cd_dnnl_md_act(&bmd, bp->b.batch_bcast ? 1 : batch, bp->b.c, bp->b.h, bp->b.w, bp->b.layout))) return rc;
     dmd = amd;
-    if ((rc = CD_DNNL(dnnl_binary_desc_init(desc, bp->kind == CD_DNNL_ADD ? dnnl_binary_add : dnnl_binary_mul, &amd,
-                                            &bmd, &dmd))))
-        return rc;
+    static const dnnl_alg_kind_t alg[] = {dnnl_binary_add, dnnl_binary_mul, dnnl_binary_min, dnnl_binary_max};
+    if ((rc = CD_DNNL(dnnl_binary_desc_init(desc, alg[bp->kind], &amd, &bmd, &dmd)))) return rc;
     return cd_dnnl_attr(attr, 0, bp->split_act ? (cd_activation){CD_ACT_NONE, 0, 0} : bp->act);
 }
 

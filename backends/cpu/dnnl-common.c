@@ -117,6 +117,18 @@ int cd_dnnl_act_steps(cd_activation act, cd_dnnl_elt_step steps[2]) {
         steps[0] = (cd_dnnl_elt_step){dnnl_eltwise_linear, act.alpha, act.beta};
         steps[1] = (cd_dnnl_elt_step){dnnl_eltwise_clip, 0.0f, 1.0f};
         return 2;
+    case CD_ACT_TANH: steps[0] = (cd_dnnl_elt_step){dnnl_eltwise_tanh, 0.0f, 0.0f}; return 1;
+    case CD_ACT_MISH: steps[0] = (cd_dnnl_elt_step){dnnl_eltwise_mish, 0.0f, 0.0f}; return 1;
+    case CD_ACT_NEG: steps[0] = (cd_dnnl_elt_step){dnnl_eltwise_linear, -1.0f, 0.0f}; return 1;
+    case CD_ACT_ABS: steps[0] = (cd_dnnl_elt_step){dnnl_eltwise_abs, 0.0f, 0.0f}; return 1;
+    case CD_ACT_SQRT: steps[0] = (cd_dnnl_elt_step){dnnl_eltwise_sqrt, 0.0f, 0.0f}; return 1;
+    case CD_ACT_GELU: steps[0] = (cd_dnnl_elt_step){dnnl_eltwise_gelu_erf, 0.0f, 0.0f}; return 1;
+    case CD_ACT_GELU_TANH: steps[0] = (cd_dnnl_elt_step){dnnl_eltwise_gelu_tanh, 0.0f, 0.0f}; return 1;
+    // oneDNN's pow is alpha * x^beta.
+    case CD_ACT_POW: steps[0] = (cd_dnnl_elt_step){dnnl_eltwise_pow, 1.0f, act.alpha}; return 1;
+    // soft_relu in 2.6 is log(1 + exp(x)); erf has no oneDNN eltwise: reference.
+    case CD_ACT_SOFTPLUS: steps[0] = (cd_dnnl_elt_step){dnnl_eltwise_soft_relu, 0.0f, 0.0f}; return 1;
+    case CD_ACT_ERF: return CD_EPARAMS;
     }
     return CD_EPARAMS;
 }

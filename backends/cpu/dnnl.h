@@ -269,6 +269,8 @@ typedef struct {
 typedef enum {
     CD_DNNL_ADD = 0, // dst = act(a + b)
     CD_DNNL_MUL = 1, // dst = act(a * b)
+    CD_DNNL_MIN = 2, // dst = act(min(a, b))
+    CD_DNNL_MAX = 3, // dst = act(max(a, b))
 } cd_dnnl_binary_kind;
 
 // dst = act(a op b); dst has a's shape and layout. b broadcasts numpy-style:
@@ -314,5 +316,15 @@ int cd_dnnl_concat_create(int n, const cd_dnnl_tdesc *srcs, int axis, cd_layout 
 // equal src.
 int cd_dnnl_softmax_supports(cd_dnnl_tdesc t, int axis);
 int cd_dnnl_softmax_create(cd_dnnl_tdesc t, int axis, int max_batch, cd_dnnl_op **out);
+
+// ---- layer normalization ------------------------------------------------------------
+//
+// dst = (src - mean) / sqrt(var + eps) * gamma (+ beta) over each row of len
+// elements of a plain [batch * rows, len] tensor (kernels/op-desc.h
+// cd_layernorm_desc); gamma and beta (NULL: none) len floats, copied.
+// run: nsrc = 1.
+int cd_dnnl_layernorm_supports(int64_t rows, int64_t len, int with_beta);
+int cd_dnnl_layernorm_create(int64_t rows, int64_t len, float eps, const float *gamma, const float *beta, int max_batch,
+                             cd_dnnl_op **out);
 
 #endif // CD_BACKENDS_CPU_DNNL_H

@@ -154,8 +154,8 @@ static float host_act(cd_activation a, float x) {
     case CD_ACT_HARDSIGMOID: return fmaxf(0.0f, fminf(1.0f, a.alpha * x + a.beta));
     case CD_ACT_HARDSWISH: return x * fmaxf(0.0f, fminf(1.0f, x / 6.0f + 0.5f));
     case CD_ACT_LEAKYRELU: return x >= 0.0f ? x : a.alpha * x;
+    default: return cd_act_apply(a, x); // the stand-alone kinds (never fused into a conv)
     }
-    return x;
 }
 
 // Makes the pinned scratch *p hold bytes (contents dropped). 0 or a code.

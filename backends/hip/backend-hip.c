@@ -39,8 +39,10 @@
 #include "backends/hip/conv2d.h"
 #include "backends/hip/fakequant.h"
 #include "backends/hip/global-pool.h"
+#include "backends/hip/pad-slice.h"
 #include "backends/hip/plugin.h"
 #include "backends/hip/pool2d.h"
+#include "backends/hip/reduce-norm.h"
 #include "backends/hip/reorder.h"
 #include "backends/hip/sgemm.h"
 #include "backends/hip/softmax.h"
@@ -106,7 +108,7 @@ static bool hip_supports_op(cd_backend_t be, const cd_bop_desc *d) {
     }
     case CD_BOP_GEMM: return all_nchw(d) && d->u.gemm.n >= 1 && d->u.gemm.k >= 1 && d->u.gemm.rows >= 1;
     case CD_BOP_POOL: return all_nchw(d) && d->src[0].rank == 4;
-    case CD_BOP_BINARY: return all_nchw(d) && d->u.binary.kind <= CD_BINARY_DIV && binary_shapes_ok(d);
+    case CD_BOP_BINARY: return all_nchw(d) && d->u.binary.kind <= CD_BINARY_MAX && binary_shapes_ok(d);
     case CD_BOP_ACTIVATION: return all_nchw(d);
     case CD_BOP_SOFTMAX: return all_nchw(d) && d->u.softmax.len >= 1 && d->u.softmax.inner >= 1;
     case CD_BOP_CONCAT:
@@ -115,6 +117,10 @@ static bool hip_supports_op(cd_backend_t be, const cd_bop_desc *d) {
     case CD_BOP_FAKEQUANT:
         return all_nchw(d) && d->u.fq.channels >= 1 &&
                (d->u.fq.channels == 1 || (d->u.fq.axis >= 1 && d->u.fq.axis < d->dst.rank));
+    case CD_BOP_PAD:
+    case CD_BOP_SLICE:
+    case CD_BOP_REDUCE: return all_nchw(d) && d->src[0].rank >= 1 && d->src[0].rank <= CD_MAX_RANK;
+    case CD_BOP_LAYERNORM: return all_nchw(d) && d->u.ln.len >= 1 && d->u.ln.outer >= 1;
     case CD_BOP_COUNT: break;
     }
     return false;
@@ -163,6 +169,10 @@ static const char *kind_name(const cd_op_state *st) {
     case CD_BOP_TRANSPOSE: return "transpose";
     case CD_BOP_REORDER: return "reorder";
     case CD_BOP_FAKEQUANT: return "fakequant";
+    case CD_BOP_PAD: return "pad";
+    case CD_BOP_SLICE: return "slice";
+    case CD_BOP_REDUCE: return "reduce";
+    case CD_BOP_LAYERNORM: return "layernorm";
     case CD_BOP_COUNT: break;
     }
     return "?";
@@ -225,6 +235,11 @@ static int hip_op_init(cd_backend_t be, const cd_bop_desc *d, cd_op_state **out)
         if (!d->scale || !d->zero_point) rc = CD_EPARAMS;
         if (!rc) rc = cd_hipb_dev_upload(be, d->scale, (size_t)d->u.fq.channels, &st->w);
         if (!rc) rc = cd_hipb_dev_upload(be, d->zero_point, (size_t)d->u.fq.channels, &st->bias);
+    } else if (d->op == CD_BOP_LAYERNORM) {
+        // gamma in w, beta (when given) in bias: device arrays of len.
+        if (!d->w) rc = CD_EPARAMS;
+        if (!rc) rc = cd_hipb_dev_upload(be, d->w, (size_t)d->u.ln.len, &st->w);
+        if (!rc) rc = cd_hipb_dev_upload(be, d->bias, (size_t)d->u.ln.len, &st->bias);
     } else if (d->op == CD_BOP_POOL && is_global_pool(&d->u.pool)) {
         st->kind = K_GLOBAL_POOL;
     } else if (d->op == CD_BOP_REORDER && d->src[0].layout == d->dst.layout) {
@@ -322,6 +337,12 @@ static int hip_op_run(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int
         return cd_hip_reorder(x->layout, dst->layout, batch, (int)x->shape[1], (int)x->shape[2], (int)x->shape[3],
                               x->data, dst->data, s);
     }
+    case CD_BOP_PAD: return cd_hip_pad(&d->u.pad, dst->rank, srcs[0]->shape, srcs[0]->data, dst->shape, dst->data, s);
+    case CD_BOP_SLICE:
+        return cd_hip_slice(&d->u.slice, dst->rank, srcs[0]->shape, srcs[0]->data, dst->shape, dst->data, s);
+    case CD_BOP_REDUCE: return cd_hip_reduce(&d->u.reduce, srcs[0]->rank, srcs[0]->shape, srcs[0]->data, dst->data, s);
+    case CD_BOP_LAYERNORM:
+        return cd_hip_layernorm(&d->u.ln, batch * d->u.ln.outer, srcs[0]->data, st->w, st->bias, dst->data, s);
     case CD_BOP_COUNT: break;
     }
     return CD_EINTERNAL;

@@ -19,6 +19,8 @@ typedef enum {
     CD_HIP_BINARY_MUL = 1,
     CD_HIP_BINARY_SUB = 2,
     CD_HIP_BINARY_DIV = 3,
+    CD_HIP_BINARY_MIN = 4, // (the values of cd_binary_kind)
+    CD_HIP_BINARY_MAX = 5,
 } cd_hip_binary_op;
 
 // dst = act(a op b) where a ([a_rank] a_shape) and b ([b_rank] b_shape)

@@ -34,6 +34,8 @@ __global__ void cd_hip_binary_kernel(binary_args g, size_t total, const float *a
         case CD_HIP_BINARY_MUL: v = x * y; break;
         case CD_HIP_BINARY_SUB: v = x - y; break;
         case CD_HIP_BINARY_DIV: v = x / y; break;
+        case CD_HIP_BINARY_MIN: v = y < x ? y : x; break;
+        case CD_HIP_BINARY_MAX: v = y > x ? y : x; break;
         default: v = x + y; break;
         }
         dst[i] = cd_hip_act(act, v);
@@ -43,7 +45,7 @@ __global__ void cd_hip_binary_kernel(binary_args g, size_t total, const float *a
 int cd_hip_binary(cd_hip_binary_op op, int a_rank, const int64_t *a_shape, int b_rank, const int64_t *b_shape,
                   const float *a, const float *b, cd_activation act, float *dst, hipStream_t stream) {
     if (a_rank < 0 || b_rank < 0 || a_rank > CD_HIP_BINARY_MAX_RANK || b_rank > CD_HIP_BINARY_MAX_RANK ||
-        op < CD_HIP_BINARY_ADD || op > CD_HIP_BINARY_DIV)
+        op < CD_HIP_BINARY_ADD || op > CD_HIP_BINARY_MAX)
         return CD_EPARAMS;
     binary_args g;
     g.op = op;

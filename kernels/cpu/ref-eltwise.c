@@ -10,6 +10,8 @@ float cd_ref_binary_op(cd_binary_kind kind, float a, float b) {
     case CD_BINARY_MUL: return a * b;
     case CD_BINARY_SUB: return a - b;
     case CD_BINARY_DIV: return a / b;
+    case CD_BINARY_MIN: return b < a ? b : a;
+    case CD_BINARY_MAX: return b > a ? b : a;
     }
     return 0.0f;
 }

@@ -78,4 +78,42 @@ void cd_ref_reorder(cd_layout from, cd_layout to, int n, int c, int h, int w, co
 // Elements of an n,c,h,w activation stored in layout l (padding included).
 size_t cd_layout_numel(cd_layout l, int n, int c, int h, int w);
 
+// ---- pad, slice, reductions, layer norm (ref-pad-slice.c, ref-reduce.c) ----
+
+// dst = src padded as d says (kernels/op-desc.h cd_pad_desc), any rank up
+// to CD_MAX_RANK; shapes include the batch. REFLECT needs every padded dim
+// of src to have at least 2 elements unless its pads are 0 (ONNX's rule: the
+// lowering checks it).
+void cd_ref_pad(const cd_pad_desc *d, int rank, const int64_t *src_shape, const float *src, const int64_t *dst_shape,
+                float *dst);
+
+// dst = the strided selection of src (cd_slice_desc) of shape dst_shape.
+// elem is the element size in bytes (4 for float activations, 8 when the
+// lowering folds integer shape constants).
+void cd_ref_slice(const cd_slice_desc *d, int rank, const int64_t *src_shape, const void *src, const int64_t *dst_shape,
+                  void *dst, size_t elem);
+
+// The same as cd_ref_slice on floats, as one memcpy per contiguous run
+// (kernels/cpu/slice-runs.c: the CPU backend's kernel; not a reference).
+void cd_cpu_slice_runs(const cd_slice_desc *d, int rank, const int64_t *src_shape, const float *src,
+                       const int64_t *dst_shape, float *dst);
+
+// 1 when perm keeps dim 0, rotates dims 1..keep-1 so that dim split comes
+// first and keeps dims keep.. in place (NCHW -> NHWC: split 2, keep 4;
+// NHWC -> NCHW: split 3, keep 4; the channel shuffle 0,2,1,3,4: split 2,
+// keep 3), with *split and *keep set; else 0. Then cd_cpu_transpose_2d with
+// them equals cd_ref_transpose, as a tiled transpose per item
+// (kernels/cpu/transpose-2d.c: the CPU backend's kernel; not a reference).
+int cd_cpu_transpose_rotation(int rank, const int *perm, int *split, int *keep);
+void cd_cpu_transpose_2d(int rank, const int64_t *shape, int split, int keep, const float *src, float *dst);
+
+// Sum, mean or max of src over the dims in d->mask; dst holds the kept dims
+// in order. A dim of size 0 is not allowed.
+void cd_ref_reduce(const cd_reduce_desc *d, int rank, const int64_t *src_shape, const float *src, float *dst);
+
+// Layer normalization of rows rows of d->len (cd_layernorm_desc), gamma and
+// beta d->len values (beta may be NULL).
+void cd_ref_layernorm(const cd_layernorm_desc *d, int64_t rows, const float *src, const float *gamma, const float *beta,
+                      float *dst);
+
 #endif // CD_KERNELS_CPU_REF_H

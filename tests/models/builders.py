@@ -212,6 +212,107 @@ def fc_head(g, x, c, classes, softmax=True):
     return g.node("Softmax", [y], axis=1) if softmax else y
 
 
+# ---- the families of issue 22: DenseNet, ShuffleNetV2, ConvNeXt, MnasNet, Inception pieces ----
+
+def ints(g, values):
+    return g.init(np.array(values, np.int64), "i")
+
+
+def densenet_block(g, x, cin, growth, layers, bn_size=4):
+    """DenseNet dense block: each layer BN-ReLU-1x1-BN-ReLU-3x3 on the concat of everything before it."""
+    feats, c = [x], cin
+    for _ in range(layers):
+        y = g.node("Concat", feats, axis=1) if len(feats) > 1 else feats[0]
+        y = g.conv(g.relu(g.bn(y, c)), c, bn_size * growth, 1, bias=False)
+        y = g.conv(g.relu(g.bn(y, bn_size * growth)), bn_size * growth, growth, 3, bias=False)
+        feats.append(y)
+        c += growth
+    return g.node("Concat", feats, axis=1), c
+
+
+def densenet_transition(g, x, cin, cout):
+    """DenseNet transition: BN-ReLU-1x1, AveragePool 2x2 stride 2."""
+    y = g.conv(g.relu(g.bn(x, cin)), cin, cout, 1, bias=False)
+    return g.node("AveragePool", [y], kernel_shape=[2, 2], strides=[2, 2])
+
+
+def padded_avgpool(g, x):
+    """avg_pool2d(3, stride 1, padding 1) as torch exports count_include_pad=True: Pad, then AveragePool."""
+    p = g.node("Pad", [x, ints(g, [0, 0, 1, 1, 0, 0, 1, 1])], mode="constant")
+    return g.node("AveragePool", [p], kernel_shape=[3, 3], strides=[1, 1])
+
+
+def shufflenet_v2_unit(g, x, c, form="split"):
+    """ShuffleNetV2 unit, stride 1: x.chunk(2, 1) as a Split (or two Slices), 1x1-BN-ReLU, dw 3x3-BN,
+    1x1-BN-ReLU on the second half, Concat with the first, channel shuffle of 2 groups."""
+    h = c // 2
+    if form == "split":
+        sp = [x, ints(g, [h, h])] if g.opset >= 13 else [x]
+        a, b = g.node("Split", sp, n_out=2, axis=1, **({} if g.opset >= 13 else {"split": [h, h]}))
+    else:
+        a = g.node("Slice", [x, ints(g, [0]), ints(g, [h]), ints(g, [1])])
+        b = g.node("Slice", [x, ints(g, [h]), ints(g, [2 ** 63 - 1]), ints(g, [1])])
+    y = g.conv_bn_relu(b, h, h, 1)
+    y = g.conv_bn_act(y, h, h, 3, group=h, act=None)
+    y = g.conv_bn_relu(y, h, h, 1)
+    return g.node("Concat", [a, y], axis=1)
+
+
+def layernorm_last(g, x, c, eps=1e-6):
+    """LayerNorm over the last axis with affine parameters: the op from opset 17, before that the pattern
+    torch's exporter writes (ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, Mul, Add)."""
+    gamma = g.init(g.rng.uniform(0.5, 1.5, c).astype(np.float32), "gamma")
+    beta = g.init(g.rng.uniform(-0.2, 0.2, c).astype(np.float32), "beta")
+    if g.opset >= 17:
+        return g.node("LayerNormalization", [x, gamma, beta], axis=-1, epsilon=eps)
+    m = g.node("ReduceMean", [x], axes=[-1], keepdims=1)
+    d = g.node("Sub", [x, m])
+    v = g.node("ReduceMean", [g.node("Pow", [d, g.init(np.array(2.0, np.float32), "two")])], axes=[-1], keepdims=1)
+    y = g.node("Div", [d, g.node("Sqrt", [g.node("Add", [v, g.init(np.array(eps, np.float32), "eps")])])])
+    return g.node("Add", [g.node("Mul", [y, gamma]), beta])
+
+
+def gelu(g, x):
+    """GELU: the op from opset 20, before that the Erf form torch exports."""
+    if g.opset >= 20:
+        return g.node("Gelu", [x])
+    t = g.node("Div", [x, g.init(np.array(1.4142135623730951, np.float32), "sqrt2")])
+    a = g.node("Add", [g.node("Erf", [t]), g.init(np.array(1.0, np.float32), "one")])
+    return g.node("Mul", [g.node("Mul", [x, a]), g.init(np.array(0.5, np.float32), "half")])
+
+
+def linear(g, x, k, n):
+    """nn.Linear on the last axis as torch exports it on a rank > 2 input: MatMul, then Add of the bias."""
+    w = g.init(g.rng.normal(0, np.sqrt(1.0 / k), (k, n)).astype(np.float32))
+    return g.node("Add", [g.node("MatMul", [x, w]), g.init(g.rng.uniform(-0.1, 0.1, n).astype(np.float32), "b")])
+
+
+def layernorm2d(g, x, c):
+    """torchvision's LayerNorm2d: NCHW -> NHWC, LayerNorm over C, back to NCHW."""
+    y = g.node("Transpose", [x], perm=[0, 2, 3, 1])
+    return g.node("Transpose", [layernorm_last(g, y, c)], perm=[0, 3, 1, 2])
+
+
+def convnext_block(g, x, c):
+    """ConvNeXt block: depthwise 7x7, Permute to NHWC, LayerNorm, Linear 4c, GELU, Linear c, layer scale,
+    Permute back, + x."""
+    y = g.conv(x, c, c, 7, group=c)
+    y = g.node("Transpose", [y], perm=[0, 2, 3, 1])
+    y = layernorm_last(g, y, c)
+    y = linear(g, gelu(g, linear(g, y, c, 4 * c)), 4 * c, c)
+    y = g.node("Mul", [y, g.init(g.rng.uniform(0.1, 0.5, c).astype(np.float32), "scale")])
+    y = g.node("Transpose", [y], perm=[0, 3, 1, 2])
+    return g.node("Add", [x, y])
+
+
+def mnasnet_head(g, x, cin, c, classes):
+    """MnasNet's head: 1x1-BN-ReLU, x.mean([2, 3]) (a ReduceMean over H and W, no keepdims), Dropout, Gemm."""
+    y = g.conv_bn_relu(x, cin, c, 1)
+    y = g.node("ReduceMean", [y, ints(g, [2, 3])] if g.opset >= 18 else [y], keepdims=0,
+               **({} if g.opset >= 18 else {"axes": [2, 3]}))
+    return g.gemm(g.node("Dropout", [y]), c, classes)
+
+
 # ---- whole models (bench) ---------------------------------------------------------
 
 def resnet50(rng, classes=1000, size=224, width=1.0, opset=13):

@@ -104,6 +104,17 @@ def test_model_on_hip_emu_matches_cpu_and_onnxruntime(build, tmp_path, rng):
     assert s["device_bytes"] >= s["weight_bytes"] + s["activation_bytes"], s
 
 
+@pytest.mark.parametrize("name", ["densenet", "shufflenet_v2", "shufflenet_v2_slice", "convnext", "convnext_opset17",
+                                  "mnasnet_head"])
+def test_issue22_families_on_hip_emu(name, tmp_path, rng):
+    """Pad/AveragePool, Split/Slice, LayerNorm (op and pattern), GELU and ReduceMean run on the HIP kernels."""
+    from tests.models.test_models import MODELS
+    model = B.save(MODELS[name](rng), tmp_path / f"{name}.onnx")
+    info = check_model(model, tmp_path, rng)
+    kernels = [layer["kernel"] for layer in info["layers"]]
+    assert all(k.startswith(KPREFIX) for k in kernels), kernels
+
+
 def prune_convs(model, rng, frac=0.8, kxk=False):
     """Zeroes frac of the weights of every 1x1 convolution (unstructured), and
     of the k x k ones too when kxk is set."""

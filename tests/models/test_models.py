@@ -209,6 +209,69 @@ def m_eltwise(rng):
     return g.build([y])
 
 
+def m_densenet(rng, opset=13):
+    """Dense block (concats), transition (AveragePool), Inception's padded average pool (Pad + AveragePool)."""
+    g = B.Graph(rng, opset)
+    c, h = ri(rng, 4, 16), 2 * ri(rng, 3, 7)
+    x = g.input("x", [3, h, h])
+    y = g.conv_bn_relu(x, 3, c, 3)
+    y, c2 = B.densenet_block(g, y, c, ri(rng, 2, 8), ri(rng, 2, 4))
+    y = B.densenet_transition(g, y, c2, c2 // 2)
+    y = B.padded_avgpool(g, y)
+    return g.build([y])
+
+
+def m_shufflenet_v2(rng, form="split", opset=13):
+    g = B.Graph(rng, opset)
+    c, h = 2 * ri(rng, 2, 12), ri(rng, 4, 11)
+    x = g.input("x", [c, h, h])
+    y = g.conv_bn_relu(x, c, c, 1)
+    y = B.shufflenet_v2_unit(g, y, c, form)
+    y = B.channel_shuffle(g, y, c, h, h, 2)
+    y = B.shufflenet_v2_unit(g, y, c, "slice" if form == "split" else "split")
+    return g.build([y])
+
+
+def m_shufflenet_v2_slice(rng):
+    return m_shufflenet_v2(rng, "slice")
+
+
+def m_shufflenet_v2_opset11(rng):
+    return m_shufflenet_v2(rng, "split", 11)
+
+
+def m_convnext(rng, opset=13):
+    """ConvNeXt stem (4x4 stride 4, LayerNorm2d), two blocks, downsample (LayerNorm2d, 2x2 stride 2)."""
+    g = B.Graph(rng, opset)
+    c, h = ri(rng, 4, 24), 8 * ri(rng, 2, 4)
+    x = g.input("x", [3, h, h])
+    y = B.layernorm2d(g, g.conv(x, 3, c, 4, stride=4, pad=0), c)
+    y = B.convnext_block(g, y, c)
+    y = B.convnext_block(g, y, c)
+    y = g.conv(B.layernorm2d(g, y, c), c, 2 * c, 2, stride=2, pad=0)
+    return g.build([y])
+
+
+def m_convnext_opset17(rng):
+    return m_convnext(rng, 17)
+
+
+def m_convnext_opset20(rng):
+    return m_convnext(rng, 20)
+
+
+def m_mnasnet_head(rng, opset=13):
+    g = B.Graph(rng, opset)
+    c, h = ri(rng, 4, 24), ri(rng, 3, 9)
+    x = g.input("x", [c, h, h])
+    y = B.mbv2_inverted(g, x, c, c, 3, 1, act="relu")
+    return g.build([B.mnasnet_head(g, y, c, ri(rng, 8, 40), ri(rng, 5, 20))])
+
+
+def m_mnasnet_head_opset18(rng):
+    return m_mnasnet_head(rng, 18)
+
+
 def m_reshape_forms(rng):
     g = B.Graph(rng)
     c, h = ri(rng, 2, 8), ri(rng, 2, 6)
@@ -236,7 +299,9 @@ MODELS = {f.__name__[2:]: f for f in [
     m_resnet_basic, m_resnet_bottleneck, m_mobilenetv2_block, m_squeezenet_fire, m_shufflenet,
     m_shufflenet_dynamic, m_shufflenet_dynamic_opset11, m_se_block, m_se_hardsigmoid, m_hardswish, m_fc_head,
     m_gemm_variants, m_matmul_softmax, m_softmax_opset11, m_auto_pad, m_dilations, m_ceil_pools, m_bn_standalone,
-    m_eltwise, m_reshape_forms, m_multi_io]}
+    m_eltwise, m_reshape_forms, m_multi_io, m_densenet, m_shufflenet_v2, m_shufflenet_v2_slice,
+    m_shufflenet_v2_opset11, m_convnext, m_convnext_opset17, m_convnext_opset20, m_mnasnet_head,
+    m_mnasnet_head_opset18]}
 
 
 @pytest.mark.parametrize("kernels", ["fast", "ref"])

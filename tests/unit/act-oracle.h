@@ -12,7 +12,7 @@
 
 #include <math.h>
 
-#define CD_ACT_ORACLE_LAST CD_ACT_LEAKYRELU // the last kind written below
+#define CD_ACT_ORACLE_LAST CD_ACT_POW // the last kind written below
 
 static inline float act_oracle(cd_activation act, float xf) {
     const double x = xf, a = act.alpha, b = act.beta;
@@ -29,6 +29,16 @@ static inline float act_oracle(cd_activation act, float xf) {
     case CD_ACT_HARDSWISH: // ONNX HardSwish: alpha 1/6, beta 1/2
         return (float)(x <= -3 ? 0.0 : x >= 3 ? x : x * (x + 3) / 6);
     case CD_ACT_LEAKYRELU: return (float)(x < 0 ? a * x : x);
+    case CD_ACT_TANH: return (float)tanh(x);
+    case CD_ACT_SOFTPLUS: return (float)(x > 30 ? x : log(1.0 + exp(x)));
+    case CD_ACT_MISH: return (float)(x * tanh(x > 30 ? x : log(1.0 + exp(x))));
+    case CD_ACT_NEG: return -xf;
+    case CD_ACT_ABS: return (float)fabs(x);
+    case CD_ACT_SQRT: return (float)sqrt(x);
+    case CD_ACT_ERF: return (float)erf(x);
+    case CD_ACT_GELU: return (float)(0.5 * x * (1.0 + erf(x / sqrt(2.0))));
+    case CD_ACT_GELU_TANH: return (float)(0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x))));
+    case CD_ACT_POW: return (float)pow(x, a);
     }
     CD_CHECK_FAIL_("act_oracle: no formula for activation kind %d", (int)act.kind);
     return 0;

@@ -178,7 +178,7 @@ static void make_binary(op_case *t, int variant) {
     t->d.src[1 - swap] = cd_test_tdesc(rank, bs);
     t->d.src[1 - swap].is_const = b_const;
     t->d.dst = cd_test_tdesc(rank, ds);
-    t->d.u.binary.kind = (cd_binary_kind)cd_test_randi(0, 3);
+    t->d.u.binary.kind = (cd_binary_kind)cd_test_randi(0, CD_BINARY_MAX);
     t->d.u.binary.act = tk_rand_act_fixed();
     size_t na = cd_test_numel(&t->d.src[swap], batch), nb = cd_test_numel(&t->d.src[1 - swap], batch);
     float *a = tk_rbuf(na), *b = tk_rbuf(nb);
@@ -213,9 +213,12 @@ static void make_activation(op_case *t, int kind) {
     if (kind == CD_ACT_CLIP) t->d.u.act.alpha = 0, t->d.u.act.beta = 6;
     if (kind == CD_ACT_HARDSIGMOID) t->d.u.act.alpha = 0.2f, t->d.u.act.beta = 0.5f;
     if (kind == CD_ACT_LEAKYRELU) t->d.u.act.alpha = 0.1f;
+    if (kind == CD_ACT_POW) t->d.u.act.alpha = (float)cd_test_randi(2, 3);
     size_t n = cd_test_numel(&t->d.dst, batch);
     t->srcs[0] = tk_rbuf(n);
     for (size_t i = 0; i < n; i++) t->srcs[0][i] *= 8.0f;
+    if (kind == CD_ACT_SQRT) // (a NaN never compares equal)
+        for (size_t i = 0; i < n; i++) t->srcs[0][i] = fabsf(t->srcs[0][i]);
     t->nwant = n;
     t->want = tk_alloc(n);
     cd_ref_activation(t->d.u.act, n, t->srcs[0], t->want);
@@ -278,8 +281,10 @@ static void make_softmax(op_case *t, int outer_one) {
     t->tol = 1e-5;
 }
 
-// variant: the axis (1..3).
-static void make_concat(op_case *t, int axis) {
+// variant: the axis (1..3); 4: axis 1 with whole blocks of 16 channels per
+// input (the CPU's blocked memcpy concat, DenseNet's).
+static void make_concat(op_case *t, int variant) {
+    const int axis = variant == 4 ? 1 : variant;
     int n = cd_test_randi(1, 4), batch = cd_test_randi(1, 3);
     int64_t base[4] = {1, cd_test_randi(1, 20), cd_test_randi(1, 7), cd_test_randi(1, 7)}, ds[4];
     memcpy(ds, base, sizeof ds);
@@ -289,7 +294,7 @@ static void make_concat(op_case *t, int axis) {
     int64_t shp[4][4];
     for (int j = 0; j < n; j++) {
         memcpy(shp[j], base, sizeof base);
-        shp[j][axis] = cd_test_randi(1, 17);
+        shp[j][axis] = variant == 4 ? 16 * cd_test_randi(1, 3) : cd_test_randi(1, 17);
         ds[axis] += shp[j][axis];
         t->d.src[j] = cd_test_tdesc(4, shp[j]);
         t->srcs[j] = tk_rbuf(cd_test_numel(&t->d.src[j], batch));
@@ -309,13 +314,20 @@ static void make_concat(op_case *t, int axis) {
     t->blockable = 1;
 }
 
-// A random permutation of dims 1..rank-1, rank 2..6.
+// variant 0: a random permutation of dims 1..rank-1, rank 2..6; 1: a
+// rotation of dims 1..keep-1, the rest in place (NCHW <-> NHWC, the channel
+// shuffle: the CPU's tiled kernel), rank 3..6, dims up to 40 at rank 3 and
+// 4 (several tiles).
 static void make_transpose(op_case *t, int variant) {
-    int rank = cd_test_randi(2, 6), batch = cd_test_randi(1, 3);
+    int rank = cd_test_randi(variant ? 3 : 2, 6), batch = cd_test_randi(1, 3);
     int64_t s[6] = {1}, o[6];
     int perm[6] = {0};
-    for (int i = 1; i < rank; i++) s[i] = cd_test_randi(1, 6), perm[i] = i;
-    for (int i = rank - 1; i > 1; i--) { // Fisher-Yates over dims 1..rank-1
+    for (int i = 1; i < rank; i++) s[i] = cd_test_randi(1, variant && rank <= 4 ? 40 : 6), perm[i] = i;
+    if (variant) {
+        int keep = cd_test_randi(3, rank), first = cd_test_randi(2, keep - 1);
+        for (int i = 1; i < keep; i++) perm[i] = first + i - 1 < keep ? first + i - 1 : first + i - keep;
+    }
+    for (int i = rank - 1; i > 1 && !variant; i--) { // Fisher-Yates over dims 1..rank-1
         int j = cd_test_randi(1, i), x = perm[i];
         perm[i] = perm[j];
         perm[j] = x;
@@ -358,6 +370,112 @@ static void make_reorder(op_case *t, int dir) {
     t->hip_kernel = dir == 4 ? "copy" : "reorder";
 }
 
+// A random tensor shape of rank 2..5 (dim 0 the batch item), dims 1..hi.
+static int rand_shape(int64_t *s, int hi) {
+    int rank = cd_test_randi(2, 5);
+    s[0] = 1;
+    for (int i = 1; i < rank; i++) s[i] = cd_test_randi(1, hi);
+    return rank;
+}
+
+// variant: the cd_pad_mode. Pads of -1..3 on random dims but the batch
+// (crops too); reflect keeps its pads below the dim.
+static void make_pad(op_case *t, int mode) {
+    int64_t s[5], o[5];
+    int rank = rand_shape(s, 7), batch = cd_test_randi(1, 3);
+    case_init(t, CD_BOP_PAD, batch, 1);
+    t->d.u.pad.mode = (cd_pad_mode)mode;
+    t->d.u.pad.value = cd_test_randf(-2.0f, 2.0f);
+    o[0] = 1;
+    for (int i = 1; i < rank; i++) {
+        int lim = mode == CD_PAD_REFLECT ? (int)s[i] - 1 : 3;
+        int64_t b = cd_test_randi(s[i] > 1 ? -1 : 0, lim), e = cd_test_randi(s[i] + b > 1 ? -1 : 0, lim);
+        if (mode == CD_PAD_REFLECT && b < 0) b = 0;
+        t->d.u.pad.begin[i] = b;
+        o[i] = s[i] + b + e;
+    }
+    t->d.src[0] = cd_test_tdesc(rank, s);
+    t->d.dst = cd_test_tdesc(rank, o);
+    size_t n = cd_test_numel(&t->d.src[0], batch);
+    t->srcs[0] = tk_rbuf(n);
+    t->nwant = cd_test_numel(&t->d.dst, batch);
+    t->want = tk_alloc(t->nwant);
+    s[0] = o[0] = batch;
+    cd_ref_pad(&t->d.u.pad, rank, s, t->srcs[0], o, t->want);
+    t->tol = 0;
+    t->hip_kernel = "pad";
+}
+
+// Random start, step (-3..3, not 0) and count along every dim but the batch.
+static void make_slice(op_case *t, int variant) {
+    int64_t s[5], o[5];
+    int rank = rand_shape(s, 9), batch = cd_test_randi(1, 3);
+    case_init(t, CD_BOP_SLICE, batch, 1);
+    o[0] = 1;
+    t->d.u.slice.step[0] = 1;
+    for (int i = 1; i < rank; i++) {
+        int64_t step = cd_test_randi(1, 3) * (cd_test_randi(0, 2) ? 1 : -1), start = cd_test_randi(0, (int)s[i] - 1);
+        int64_t room = step > 0 ? (s[i] - start + step - 1) / step : start / -step + 1;
+        t->d.u.slice.start[i] = start;
+        t->d.u.slice.step[i] = step;
+        o[i] = cd_test_randi(1, (int)room);
+    }
+    t->d.src[0] = cd_test_tdesc(rank, s);
+    t->d.dst = cd_test_tdesc(rank, o);
+    t->srcs[0] = tk_rbuf(cd_test_numel(&t->d.src[0], batch));
+    t->nwant = cd_test_numel(&t->d.dst, batch);
+    t->want = tk_alloc(t->nwant);
+    s[0] = o[0] = batch;
+    cd_ref_slice(&t->d.u.slice, rank, s, t->srcs[0], o, t->want, sizeof(float));
+    t->tol = 0;
+    t->hip_kernel = "slice";
+}
+
+// variant: the cd_reduce_kind; a random non-empty set of dims but the batch.
+static void make_reduce(op_case *t, int kind) {
+    int64_t s[5], o[5];
+    int rank = rand_shape(s, 9), batch = cd_test_randi(1, 3), orank = 0;
+    unsigned mask = 0;
+    while (!mask) mask = (unsigned)cd_test_randi(0, (1 << rank) - 1) & ~1u;
+    int keep = cd_test_randi(0, 1);
+    for (int i = 0; i < rank; i++)
+        if (!((mask >> i) & 1u) || keep) o[orank++] = (mask >> i) & 1u ? 1 : s[i];
+    case_init(t, CD_BOP_REDUCE, batch, 1);
+    t->d.u.reduce = (cd_reduce_desc){(cd_reduce_kind)kind, mask};
+    t->d.src[0] = cd_test_tdesc(rank, s);
+    t->d.dst = cd_test_tdesc(orank, o);
+    t->srcs[0] = tk_rbuf(cd_test_numel(&t->d.src[0], batch));
+    t->nwant = cd_test_numel(&t->d.dst, batch);
+    t->want = tk_alloc(t->nwant);
+    s[0] = batch;
+    cd_ref_reduce(&t->d.u.reduce, rank, s, t->srcs[0], t->want);
+    t->tol = 1e-5;
+    t->hip_kernel = "reduce";
+}
+
+// Rows of len (the trailing dims), with or without beta.
+static void make_layernorm(op_case *t, int variant) {
+    int64_t s[5];
+    int rank = rand_shape(s, 12), batch = cd_test_randi(1, 3), axis = cd_test_randi(1, rank - 1);
+    case_init(t, CD_BOP_LAYERNORM, batch, 1);
+    cd_layernorm_desc d = {1, 1, cd_test_randf(1e-6f, 1e-3f)};
+    for (int i = 1; i < rank; i++) *(i < axis ? &d.outer : &d.len) *= s[i];
+    t->d.u.ln = d;
+    t->d.src[0] = t->d.dst = cd_test_tdesc(rank, s);
+    t->w = tk_rbuf((size_t)d.len);
+    t->bias = cd_test_randi(0, 1) ? tk_rbuf((size_t)d.len) : NULL;
+    t->d.w = t->w;
+    t->d.bias = t->bias;
+    size_t n = cd_test_numel(&t->d.src[0], batch);
+    t->srcs[0] = tk_rbuf(n);
+    for (size_t i = 0; i < n; i++) t->srcs[0][i] = 3.0f * t->srcs[0][i] + 1.0f; // a mean away from 0
+    t->nwant = n;
+    t->want = tk_alloc(n);
+    cd_ref_layernorm(&d, batch * d.outer, t->srcs[0], t->w, t->bias, t->want);
+    t->tol = 1e-4;
+    t->hip_kernel = "layernorm";
+}
+
 // ---- the table ------------------------------------------------------------------------
 
 typedef struct {
@@ -391,7 +509,9 @@ static const op_row g_rows[] = {
     {"concat axis 1", CD_BOP_CONCAT, make_concat, 1, 1, 1},
     {"concat axis 2", CD_BOP_CONCAT, make_concat, 2, 1, 1},
     {"concat axis 3", CD_BOP_CONCAT, make_concat, 3, 1, 1},
+    {"concat axis 1, whole blocks", CD_BOP_CONCAT, make_concat, 4, 3, 1},
     {"transpose random perm", CD_BOP_TRANSPOSE, make_transpose, 0, 4, 1},
+    {"transpose rotation (NCHW <-> NHWC)", CD_BOP_TRANSPOSE, make_transpose, 1, 4, 1},
     {"reorder NCHW -> NCHW16C", CD_BOP_REORDER, make_reorder, 0, 1, 1},
     {"reorder NCHW16C -> NCHW", CD_BOP_REORDER, make_reorder, 1, 1, 1},
     {"reorder NCHW -> NCHW8C", CD_BOP_REORDER, make_reorder, 2, 1, 0},
@@ -401,6 +521,25 @@ static const op_row g_rows[] = {
     {"fakequant per tensor s8", CD_BOP_FAKEQUANT, make_fakequant, 1, 3, 1},
     {"fakequant per channel axis 1 s8", CD_BOP_FAKEQUANT, make_fakequant, 2, 3, 1},
     {"fakequant per channel last axis u8", CD_BOP_FAKEQUANT, make_fakequant, 3, 2, 1},
+    // issue 22
+    {"activation tanh", CD_BOP_ACTIVATION, make_activation, CD_ACT_TANH, 1, 1},
+    {"activation softplus", CD_BOP_ACTIVATION, make_activation, CD_ACT_SOFTPLUS, 1, 1},
+    {"activation mish", CD_BOP_ACTIVATION, make_activation, CD_ACT_MISH, 1, 1},
+    {"activation neg", CD_BOP_ACTIVATION, make_activation, CD_ACT_NEG, 1, 1},
+    {"activation abs", CD_BOP_ACTIVATION, make_activation, CD_ACT_ABS, 1, 1},
+    {"activation sqrt", CD_BOP_ACTIVATION, make_activation, CD_ACT_SQRT, 1, 1},
+    {"activation erf", CD_BOP_ACTIVATION, make_activation, CD_ACT_ERF, 1, 1},
+    {"activation gelu", CD_BOP_ACTIVATION, make_activation, CD_ACT_GELU, 1, 1},
+    {"activation gelu tanh", CD_BOP_ACTIVATION, make_activation, CD_ACT_GELU_TANH, 1, 1},
+    {"activation pow", CD_BOP_ACTIVATION, make_activation, CD_ACT_POW, 1, 1},
+    {"pad constant", CD_BOP_PAD, make_pad, CD_PAD_CONSTANT, 4, 1},
+    {"pad reflect", CD_BOP_PAD, make_pad, CD_PAD_REFLECT, 4, 1},
+    {"pad edge", CD_BOP_PAD, make_pad, CD_PAD_EDGE, 4, 1},
+    {"slice random start step count", CD_BOP_SLICE, make_slice, 0, 6, 1},
+    {"reduce sum", CD_BOP_REDUCE, make_reduce, CD_REDUCE_SUM, 3, 1},
+    {"reduce mean", CD_BOP_REDUCE, make_reduce, CD_REDUCE_MEAN, 3, 1},
+    {"reduce max", CD_BOP_REDUCE, make_reduce, CD_REDUCE_MAX, 3, 1},
+    {"layernorm trailing dims", CD_BOP_LAYERNORM, make_layernorm, 0, 4, 1},
 };
 
 #define NROWS (sizeof g_rows / sizeof g_rows[0])
@@ -486,3 +625,7 @@ CD_TEST(backend_ops_concat_every_axis_vs_ref) { run_family(CD_BOP_CONCAT); }
 CD_TEST(backend_ops_transpose_random_perm_vs_ref) { run_family(CD_BOP_TRANSPOSE); }
 CD_TEST(backend_ops_reorder_both_directions_c_not_multiple_of_block) { run_family(CD_BOP_REORDER); }
 CD_TEST(backend_ops_fakequant_per_tensor_and_per_channel_vs_ref) { run_family(CD_BOP_FAKEQUANT); }
+CD_TEST(backend_ops_pad_constant_reflect_edge_vs_ref) { run_family(CD_BOP_PAD); }
+CD_TEST(backend_ops_slice_negative_steps_vs_ref) { run_family(CD_BOP_SLICE); }
+CD_TEST(backend_ops_reduce_sum_mean_max_vs_ref) { run_family(CD_BOP_REDUCE); }
+CD_TEST(backend_ops_layernorm_vs_ref) { run_family(CD_BOP_LAYERNORM); }

@@ -317,10 +317,12 @@ CD_TEST(hip_emu_bias_act_every_activation) {
         if (kind == CD_ACT_CLIP) act.alpha = -0.5f, act.beta = 0.7f;
         if (kind == CD_ACT_HARDSIGMOID) act.alpha = 0.2f, act.beta = 0.5f;
         if (kind == CD_ACT_LEAKYRELU) act.alpha = 0.1f;
+        if (kind == CD_ACT_POW) act.alpha = (float)cd_test_randi(2, 3);
         int n = cd_test_randi(1, 3), c = cd_test_randi(1, 40), hw = cd_test_randi(1, 300);
         size_t total = (size_t)n * c * hw;
-        int use_bias = cd_test_randi(0, 1), use_res = cd_test_randi(0, 1);
-        float *x = rand_host(total, -8, 8), *bias = rand_host(c, -1, 1);
+        // Sqrt: no bias or residual, so that every input is >= 0 (NaN never compares equal).
+        int use_bias = kind != CD_ACT_SQRT && cd_test_randi(0, 1), use_res = kind != CD_ACT_SQRT && cd_test_randi(0, 1);
+        float *x = rand_host(total, kind == CD_ACT_SQRT ? 0 : -8, 8), *bias = rand_host(c, -1, 1);
         float *res = rand_host(total, -1, 1), *want = malloc(total * sizeof(float));
         for (size_t i = 0; i < total; i++)
             want[i] = act_oracle(act, x[i] + (use_bias ? bias[i / hw % c] : 0.0f) + (use_res ? res[i] : 0.0f));

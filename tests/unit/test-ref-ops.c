@@ -150,10 +150,13 @@ CD_TEST(ref_activation_every_kind_vs_formulas) {
         if (kind == CD_ACT_CLIP) act.alpha = cd_test_randf(-1.0f, 0.0f), act.beta = cd_test_randf(0.5f, 6.0f);
         if (kind == CD_ACT_HARDSIGMOID) act.alpha = cd_test_randf(0.1f, 0.5f), act.beta = cd_test_randf(0.2f, 0.8f);
         if (kind == CD_ACT_LEAKYRELU) act.alpha = cd_test_randf(0.01f, 0.3f);
+        if (kind == CD_ACT_POW) act.alpha = (float)cd_test_randi(2, 3);
         float x[N], y[N], want[N];
         const float edges[] = {0.0f, -0.0f, 3.0f, -3.0f, act.alpha, act.beta, 80.0f, -80.0f};
         for (int i = 0; i < N; i++)
             x[i] = i < (int)(sizeof edges / sizeof edges[0]) ? edges[i] : cd_test_randf(-10.0f, 10.0f);
+        if (kind == CD_ACT_SQRT) // (a NaN never compares equal)
+            for (int i = 0; i < N; i++) x[i] = fabsf(x[i]);
         for (int i = 0; i < N; i++) want[i] = act_oracle(act, x[i]);
         cd_ref_activation(act, N, x, y);
         CHECK_CLOSE_F32(y, want, N, 1e-6);

@@ -1,0 +1,31 @@
+// The backend descriptions of the ops that always run in NCHW and need no
+// layout choice of the planner (Pad, Slice, Reduce, LayerNorm: issue 22).
+
+#include "runtime/plan-internal.h"
+
+#include "core/errors.h"
+
+int cd_plan_nchw_op_desc(const cd_op *op, cd_bop_desc *d) {
+    switch (op->kind) {
+    case CD_OP_PAD:
+        d->op = CD_BOP_PAD;
+        d->u.pad = op->u.pad;
+        break;
+    case CD_OP_SLICE:
+        d->op = CD_BOP_SLICE;
+        d->u.slice = op->u.slice;
+        break;
+    case CD_OP_REDUCE:
+        d->op = CD_BOP_REDUCE;
+        d->u.reduce = op->u.reduce;
+        break;
+    case CD_OP_LAYERNORM:
+        d->op = CD_BOP_LAYERNORM;
+        d->u.ln = op->u.ln.d;
+        d->w = op->u.ln.gamma;
+        d->bias = op->u.ln.beta;
+        break;
+    default: return CD_EINTERNAL; // a kind plan_op does not know
+    }
+    return 0;
+}
