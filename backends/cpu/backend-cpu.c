@@ -415,6 +415,12 @@ static int cpu_op_init(cd_backend_t be, const cd_bop_desc *d, cd_op_state **out)
     case CD_BOP_COUNT: rc = CD_EUNSUPPORTED; break;
     }
     if (!rc && st->dop) rc = cd_dnnl_op_prepare(st->dop, 1, NULL);
+    // oneDNN 2.6 picks its int8 kernel, and the weights' layout with it, per
+    // batch size and thread count, and cannot reorder into some of them
+    // (zero-point compensation): every batch is built now, so a layer it
+    // cannot run is declined at load (the planner then takes float32), never
+    // failed in a request.
+    for (int b = 2; !rc && st->dop && st->int8 && b <= mb; b++) rc = cd_dnnl_op_prepare(st->dop, b, NULL);
     if (!rc && (st->sp || st->sp8)) {
         cd_sparse_conv_info si;
         if (st->sp)
