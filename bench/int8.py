@@ -122,18 +122,7 @@ def worker_commands():
         engines[req["key"]] = compile_model(req["path"], batch_size=req["batch"], num_cores=req["num_cores"])
         return {}
 
-    def bench(req, engines):
-        eng, x = engines[req["key"]], np.load(req["input"])
-        for _ in range(req["warmup"]):
-            eng.run([x])
-        ts = []
-        for _ in range(req["iters"]):
-            t0 = time.perf_counter()
-            eng.run([x])
-            ts.append((time.perf_counter() - t0) * 1e3)
-        return {"median_ms": float(np.median(ts))}
-
-    return {"load_batch": load_batch, "bench_batch": bench}
+    return {"load_batch": load_batch}  # timing: anchors.py's own "bench" command
 
 
 def measure(ctx, engine, model, T, B):
@@ -152,7 +141,7 @@ def measure(ctx, engine, model, T, B):
         if key not in ctx["ds_loaded"]:
             ctx["ds"].call(cmd="load_batch", key=key, path=str(f["ds"]), batch=B, num_cores=T)
             ctx["ds_loaded"].add(key)
-        return {"ms": ctx["ds"].call(cmd="bench_batch", key=key, input=str(x), iters=ctx["iters"],
+        return {"ms": ctx["ds"].call(cmd="bench", key=key, path=str(f["ds"]), input=str(x), iters=ctx["iters"],
                                      warmup=ctx["warmup"])["median_ms"]}
     except Exception as e:  # one failed cell; the run goes on
         log(f"{engine} {model} T={T} B={B}: {type(e).__name__}: {e}")
