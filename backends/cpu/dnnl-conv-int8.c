@@ -344,7 +344,7 @@ static int conv_i8_exec(cd_dnnl_op *op, cd_dnnl_ctx *ctx, const cd_dnnl_prim *p,
     const void *buf[BUF_COUNT] = {
         [BUF_SRC] = src[0],
         [BUF_DST] = dst,
-        [BUF_RES] = cp->d.has_residual ? src[1] : NULL,
+        [BUF_RES] = cp->d.has_residual && op->nsrc > 1 ? src[1] : NULL, // the acc hook takes no residual
         [BUF_TPRE] = scratch + w->off[BUF_TPRE],
         [BUF_TIN] = scratch + w->off[BUF_TIN],
         [BUF_TMID] = scratch + w->off[BUF_TMID],
