@@ -18,17 +18,6 @@
 // Prepared bytes per pass beyond which images are not folded further.
 #define FOLD_BYTES (8u << 20)
 
-static int desc_ok(const cd_conv_desc *d) {
-    if (d->c < 1 || d->h < 1 || d->w < 1 || d->k < 1 || d->r < 1 || d->s < 1) return 0;
-    if (d->stride_h < 1 || d->stride_w < 1 || d->dil_h < 1 || d->dil_w < 1) return 0;
-    if (d->pad_t < 0 || d->pad_l < 0 || d->pad_b < 0 || d->pad_r < 0) return 0;
-    if (d->groups < 1 || d->c % d->groups || d->k % d->groups) return 0;
-    if (d->stride_h * d->stride_w > 64) return 0;
-    if ((int64_t)d->h + d->pad_t + d->pad_b > (1 << 20) || (int64_t)d->w + d->pad_l + d->pad_r > (1 << 20)) return 0;
-    if ((int64_t)d->dil_h * (d->r - 1) > (1 << 20) || (int64_t)d->dil_w * (d->s - 1) > (1 << 20)) return 0;
-    return 1;
-}
-
 static int quant_ok(const cd_conv_quant *q) {
     if (!q || !q->w_scale || !(q->in_scale > 0.0f)) return 0;
     if (q->in_zp < cd_quant_qmin(q->in_signed) || q->in_zp > cd_quant_qmax(q->in_signed)) return 0;
@@ -219,7 +208,7 @@ static int pack(cd_sparse_conv_i8 *h, const int8_t *wq) {
 int cd_sparse_conv_i8_create(const cd_conv_desc *d, const int8_t *wq, const float *bias, const cd_conv_quant *q,
                              const cd_sparse_conv_options *opt, cd_sparse_conv_i8 **out) {
     *out = NULL;
-    if (!d || !wq || !desc_ok(d) || !quant_ok(q)) return CD_EPARAMS;
+    if (!d || !wq || !cd_sparse_conv_desc_ok(d) || !quant_ok(q)) return CD_EPARAMS;
     cd_conv_desc dd = *d;
     cd_conv_out_dims(&dd);
     if (dd.oh < 1 || dd.ow < 1) return CD_EPARAMS;

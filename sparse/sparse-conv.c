@@ -75,7 +75,7 @@ int cd_sparse_conv_available(cd_sparse_format format, cd_sparse_isa isa) {
     return cd_spmm_ukernel_find(isa, format_nr(format)) != NULL && cd_spmm_ukernel_find(isa, 1) != NULL;
 }
 
-static int desc_ok(const cd_conv_desc *d) {
+int cd_sparse_conv_desc_ok(const cd_conv_desc *d) {
     if (d->c < 1 || d->h < 1 || d->w < 1 || d->k < 1 || d->r < 1 || d->s < 1) return 0;
     if (d->stride_h < 1 || d->stride_w < 1 || d->dil_h < 1 || d->dil_w < 1) return 0;
     if (d->pad_t < 0 || d->pad_l < 0 || d->pad_b < 0 || d->pad_r < 0) return 0;
@@ -417,7 +417,7 @@ static void set_clamp(cd_sparse_conv *h) {
 int cd_sparse_conv_create(const cd_conv_desc *d, const float *w, const float *bias, const cd_sparse_conv_options *opt,
                           cd_sparse_conv **out) {
     *out = NULL;
-    if (!d || !w || !desc_ok(d)) return CD_EPARAMS;
+    if (!d || !w || !cd_sparse_conv_desc_ok(d)) return CD_EPARAMS;
     cd_conv_desc dd = *d;
     cd_conv_out_dims(&dd);
     if (dd.oh < 1 || dd.ow < 1) return CD_EPARAMS;

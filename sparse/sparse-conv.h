@@ -129,6 +129,11 @@ int cd_sparse_conv_get_info(const cd_sparse_conv *h, cd_sparse_conv_info *info);
 // 1 when layers in `format` can run with `isa` on this CPU (AUTO = best).
 int cd_sparse_conv_available(cd_sparse_format format, cd_sparse_isa isa);
 
+// 1 when d is a conv the sparse convs (float32 and int8) take: positive
+// sizes, groups dividing both channel counts, at most 64 stride phases, and
+// every derived size far from int overflow.
+int cd_sparse_conv_desc_ok(const cd_conv_desc *d);
+
 // "auto", "csr", "bsr4", "bsr8".
 const char *cd_sparse_format_name(cd_sparse_format format);
 

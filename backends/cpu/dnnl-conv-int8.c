@@ -85,30 +85,22 @@ static int can_fuse_q(const cd_conv_desc *d, const cd_conv_quant *q) {
 // and the post-ops (sum for the residual, then the activation, whose clip
 // bounds are divided by out_scale when the conv writes q).
 static int conv_attr(const conv_i8_priv *cp, const float *oscale, dnnl_primitive_attr_t *attr) {
-    dnnl_post_ops_t po = NULL;
-    int rc = CD_DNNL(dnnl_primitive_attr_create(attr));
+    // The scratchpad and post-ops as every conv has them (cd_dnnl_attr);
+    // with mid the residual and activation come after the rounding, and the
+    // accumulator hook has neither.
+    const int post = !cp->acc_only && !cp->mid;
+    cd_activation act = post ? cp->d.act : (cd_activation){CD_ACT_NONE, 0.0f, 0.0f};
+    if (cp->fused_q && act.kind == CD_ACT_CLIP) act.alpha /= cp->q.out_scale, act.beta /= cp->q.out_scale;
+    int rc = cd_dnnl_attr(attr, post && cp->d.has_residual, act);
     if (rc) return rc;
-    if ((rc = CD_DNNL(dnnl_primitive_attr_set_scratchpad_mode(*attr, dnnl_scratchpad_mode_user)))) goto fail;
     if (oscale && (rc = CD_DNNL(dnnl_primitive_attr_set_output_scales(*attr, cp->d.k, 1 << 1, oscale)))) goto fail;
-    int32_t zin = cp->q.in_zp + cp->shift, zout = cp->q.out_zp;
+    int32_t zin = cp->q.in_zp + cp->shift, zout = cp->mid ? cp->q.mid_zp : cp->q.out_zp;
     if (zin && (rc = CD_DNNL(dnnl_primitive_attr_set_zero_points(*attr, DNNL_ARG_SRC, 1, 0, &zin)))) goto fail;
-    if (cp->mid) zout = cp->q.mid_zp;
     if ((cp->fused_q || cp->mid) && zout &&
         (rc = CD_DNNL(dnnl_primitive_attr_set_zero_points(*attr, DNNL_ARG_DST, 1, 0, &zout))))
         goto fail;
-    if (cp->acc_only || cp->mid) return 0; // mid: residual and activation come after the rounding
-    cd_activation act = cp->d.act;
-    if (cp->fused_q && act.kind == CD_ACT_CLIP) act.alpha /= cp->q.out_scale, act.beta /= cp->q.out_scale;
-    if (cp->d.has_residual || act.kind != CD_ACT_NONE) {
-        if ((rc = CD_DNNL(dnnl_post_ops_create(&po)))) goto fail;
-        if (cp->d.has_residual && (rc = CD_DNNL(dnnl_post_ops_append_sum(po, 1.0f)))) goto fail;
-        if ((rc = cd_dnnl_post_ops_act(po, act))) goto fail;
-        if ((rc = CD_DNNL(dnnl_primitive_attr_set_post_ops(*attr, po)))) goto fail;
-        dnnl_post_ops_destroy(po);
-    }
     return 0;
 fail:
-    if (po) dnnl_post_ops_destroy(po);
     dnnl_primitive_attr_destroy(*attr);
     *attr = NULL;
     return rc;
