@@ -227,7 +227,9 @@ int cd_dnnl_ctx_reserve(cd_dnnl_ctx *ctx, size_t bytes) {
 }
 
 void *cd_dnnl_ctx_scratch(cd_dnnl_ctx *ctx, size_t bytes) {
-    return cd_dnnl_ctx_reserve(ctx, bytes) ? NULL : ctx->scratch;
+    // Never NULL on success: an op that needs no scratch still gets a base
+    // its (zero) offsets can apply to.
+    return cd_dnnl_ctx_reserve(ctx, bytes ? bytes : 64) ? NULL : ctx->scratch;
 }
 
 size_t cd_dnnl_ctx_scratch_bytes(const cd_dnnl_ctx *ctx) { return ctx->scratch_cap; }
