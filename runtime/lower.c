@@ -136,13 +136,25 @@ static int lower_batchnorm(lctx *c) {
         free(shift);
         return OOM(c);
     }
-    for (int64_t i = 0; i < C; i++) {
-        double sc = (double)p[0][i] / sqrt((double)p[3][i] + eps);
-        scale[i] = (float)sc;
-        shift[i] = (float)((double)p[1][i] - (double)p[2][i] * sc);
-    }
     cd_op *prod = fusable_producer(c, x);
-    if (prod && prod->kind == CD_OP_CONV && prod->u.conv.d.act.kind == CD_ACT_NONE && !prod->u.conv.d.has_residual) {
+    const int fold = prod && prod->kind == CD_OP_CONV && prod->u.conv.d.act.kind == CD_ACT_NONE &&
+                      !prod->u.conv.d.has_residual;
+    for (int64_t i = 0; i < C; i++) {
+        if (fold) { // into weights: as exact as we can
+            double sc = (double)p[0][i] / sqrt((double)p[3][i] + eps);
+            scale[i] = (float)sc;
+            shift[i] = (float)((double)p[1][i] - (double)p[2][i] * sc);
+        } else {
+            // Standalone, in float step by step as onnxruntime computes it:
+            // in a quantized graph a BN between a DequantizeLinear and a
+            // QuantizeLinear can land an output exactly on a rounding tie,
+            // and one last-bit difference then moves a whole step.
+            volatile float inv = 1.0f / sqrtf(p[3][i] + eps), sc = inv * p[0][i], m = p[2][i] * sc;
+            scale[i] = sc;
+            shift[i] = p[1][i] - m;
+        }
+    }
+    if (fold) {
         // Fold: w'[k] = w[k] * scale[k]; b'[k] = b[k] * scale[k] + shift[k].
         const cd_conv_desc *d = &prod->u.conv.d;
         size_t per_k = (size_t)(d->c / d->groups) * d->r * d->s;
