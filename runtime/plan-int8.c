@@ -87,6 +87,7 @@ static int int8_params(const cd_graph *g, const char *live, const int *reader, c
     const cd_value *ov = &g->values[op->out];
     int r = reader[op->out];
     if (r >= 0 && live[r] && !ov->is_output && g->ops[r].kind == CD_OP_FAKEQUANT && g->ops[r].u.fq.d.channels == 1 &&
+        !g->ops[r].u.fq.d.dynamic &&
         type_signed(&g->ops[r].u.fq) >= 0) {
         const cd_quant *yq = &g->ops[r].u.fq;
         q->out_scale = yq->scale[0];
@@ -205,6 +206,7 @@ static int fuse_residual(pctx *p, char *live, const int *reader, int c, int f1) 
     if (act.kind != CD_ACT_NONE && act.kind != CD_ACT_RELU && act.kind != CD_ACT_CLIP) return 0;
     int f2 = reader[add->out];
     if (f2 < 0 || !live[f2] || ov->is_output || g->ops[f2].kind != CD_OP_FAKEQUANT || g->ops[f2].u.fq.d.channels != 1 ||
+        g->ops[f2].u.fq.d.dynamic ||
         type_signed(&g->ops[f2].u.fq) < 0)
         return 0;
     cd_conv_quant q = p->in8[c];
