@@ -360,7 +360,10 @@ def test_quantized_tensor_into_a_float_op_is_refused(tmp_path):
     fails(save(qdq_model(mutate=relu_on_q), tmp_path / "m.onnx"), "E_MODEL", "relu_q", "quantized uint8")
 
 
-def test_dynamic_quantization_refused_clearly(tmp_path):
+def test_dynamic_quantization_sums_as_output_refused_clearly(tmp_path):
+    """quantize_dynamic's pattern cut short: the integer sums as the graph's
+    output (convd holds them times the scale). The full pattern runs:
+    tests/models/test_dynamic_quant.py."""
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
     w = numpy_helper.from_array(np.ones((4, 2), np.int8), "w")
@@ -369,7 +372,7 @@ def test_dynamic_quantization_refused_clearly(tmp_path):
              helper.make_node("Cast", ["acc"], ["y"], to=TensorProto.FLOAT)]
     m = helper.make_model(helper.make_graph(nodes, "dyn", [x], [y], [w]), opset_imports=[helper.make_opsetid("", 13)])
     m.ir_version = 8
-    fails(save(m, tmp_path / "d.onnx"), "E_UNSUPPORTED", "dql", "dynamic quantization")
+    fails(save(m, tmp_path / "d.onnx"), "E_UNSUPPORTED", "graph output 'y'", "integer sums", "DynamicQuantizeLinear")
 
 
 def test_conv_integer_and_matmul_integer_after_static_quantize(tmp_path, rng):
