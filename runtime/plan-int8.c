@@ -160,11 +160,24 @@ static int time_both(pctx *p, int o, int fq, const cd_conv_quant *q, const int8_
         di.wq = wq;
         if (!cd_backend_supports_op(p->m->be, &di)) return CD_EUNSUPPORTED;
     }
+    // The cache: what both candidates are, as timed here.
+    char key[768];
+    size_t nnz = 0, nw = (size_t)op->u.conv.d.k * (size_t)(op->u.conv.d.c / op->u.conv.d.groups) * op->u.conv.d.r *
+                           op->u.conv.d.s;
+    for (size_t i = 0; i < nw; i++) nnz += op->u.conv.w[i] != 0.0f;
+    cd_planner_op_key(&df, nnz, 1, key, sizeof key);
+    size_t l = strlen(key);
+    snprintf(key + l, sizeof key - l, "|i8 sp%d f%d lay%d,%d in%d out%d,%d mid%d fq%d", df.sparse,
+             df.sparse ? df.sparse_format : 0,
+             (int)df.src[0].layout, (int)di.src[0].layout, q->in_signed, q->out_scale > 0.0f, q->out_signed,
+             q->mid_scale > 0.0f, fq >= 0);
+    if (cd_planner_cache_get(&p->m->popts, "int8-v1.txt", key, f32, i8)) return 0;
     double fq_ms = 0;
     int rc = cd_planner_time_op(p->m->be, &df, 1, 3, f32);
     if (!rc && fq >= 0 && q->out_scale > 0.0f) rc = time_fakequant(p, fq, df.dst.layout, &fq_ms);
     if (!rc) rc = cd_planner_time_op(p->m->be, &di, 1, 3, i8);
     *f32 += fq_ms;
+    if (!rc) cd_planner_cache_put(&p->m->popts, "int8-v1.txt", key, *f32, *i8);
     return rc;
 }
 

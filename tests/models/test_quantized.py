@@ -9,6 +9,7 @@ kernels. Corrupt QDQ files are refused with E_MODEL and a clear message.
 Fresh random shapes and weights per run (CD_TEST_SEED fixes them)."""
 import json
 import os
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -436,3 +437,21 @@ def test_quantized_model_through_the_daemon(fmt, tmp_path, rng):
         same += list(y.argmax(1) == want.argmax(1))
     assert np.median(errs) <= REL_L2, errs  # per input, as in compare()
     assert np.mean(same) >= TOP1, same
+
+
+def test_int8_auto_timings_are_cached(tmp_path, rng, cache_env):  # noqa: F811
+    """--int8 auto times each conv's f32 and int8 candidates at load; the
+    times go to the planner's cache (int8-v1.txt), so a second load of the
+    model times nothing and makes the same choices. (A recorded calibration,
+    cache_env, keeps the dense/sparse choice that the int8 one builds on the
+    same in both processes.)"""
+    q = quantize(cnn(rng), tmp_path / "c.onnx", rng)
+    env = dict(cache_env, CONVD_INT8="auto")
+    cache = Path(cache_env["XDG_CACHE_HOME"]) / "convd" / "int8-v1.txt"
+    cache.unlink(missing_ok=True)
+    first = json.loads(convd_run(q, ["--info", "--json"], env=env).stdout)["layers"]
+    lines = cache.read_text().splitlines()
+    assert lines and all("|i8 " in line for line in lines), lines
+    second = json.loads(convd_run(q, ["--info", "--json"], env=env).stdout)["layers"]
+    assert cache.read_text().splitlines() == lines  # nothing timed again
+    assert [(l["kernel"], l["dtype"]) for l in first] == [(l["kernel"], l["dtype"]) for l in second]
