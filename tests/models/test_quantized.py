@@ -455,3 +455,22 @@ def test_int8_auto_timings_are_cached(tmp_path, rng, cache_env):  # noqa: F811
     second = json.loads(convd_run(q, ["--info", "--json"], env=env).stdout)["layers"]
     assert cache.read_text().splitlines() == lines  # nothing timed again
     assert [(l["kernel"], l["dtype"]) for l in first] == [(l["kernel"], l["dtype"]) for l in second]
+
+
+def test_daemon_shows_int8_layers_in_models_stats_and_plan(tmp_path, rng):
+    """An operator sees which layers run int8: `models` counts them,
+    `stats` breaks the layers down by type, `plan` gives each layer's dtype;
+    the three agree (--int8 on: every conv that can, whatever the timing)."""
+    from tests.integration.daemon_wire import Wire
+    from tests.support.daemon import TestDaemon
+    models_dir = tmp_path / "m"
+    models_dir.mkdir()
+    path = quantize(cnn(rng), models_dir / "q.onnx", rng)
+    path.with_suffix(".f32.onnx").unlink()
+    with TestDaemon(models_dir=models_dir, args=["--int8", "on"]) as d, Wire.connect(d, timeout=60) as w:
+        (entry,) = w.result("models")["models"]
+        stats = w.result("stats")["models"]["q"]["layer_dtypes"]
+        plan = w.result("plan", {"model": "q"})
+    dtypes = [l["dtype"] for l in plan["layers"]]
+    assert entry["int8_layers"] > 0 and dtypes.count("int8") == entry["int8_layers"], (entry, dtypes)
+    assert stats == {"int8": dtypes.count("int8"), "f32": len(dtypes) - dtypes.count("int8")}, stats
