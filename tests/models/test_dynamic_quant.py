@@ -28,10 +28,10 @@ MEDIAN_REL = 1e-4
 MAX_REL = 5e-2
 
 
-def dyn_quantize(model, path):
+def dyn_quantize(model, path, per_channel=False):
     src = path.with_suffix(".f32.onnx")
     onnx.save(model, str(src))
-    quantize_dynamic(str(src), str(path), weight_type=QuantType.QInt8)
+    quantize_dynamic(str(src), str(path), weight_type=QuantType.QInt8, per_channel=per_channel)
     return path
 
 
@@ -53,12 +53,12 @@ def compare_per_input(path, tmp_path, rng, batch=6, device=None):
     return errs
 
 
-@pytest.mark.parametrize("device", [None, "hip-emu"])
-def test_quantize_dynamic_models_match_onnxruntime(device, tmp_path, rng):
+@pytest.mark.parametrize("device,per_channel", [(None, False), (None, True), ("hip-emu", False)])
+def test_quantize_dynamic_models_match_onnxruntime(device, per_channel, tmp_path, rng):
     for name, m in models(rng).items():
         if device and name != "cnn":
             continue  # one model is enough for the HIP kernels
-        q = dyn_quantize(m, tmp_path / f"{name}-dyn.onnx")
+        q = dyn_quantize(m, tmp_path / f"{name}-dyn.onnx", per_channel)
         ops = {n.op_type for n in onnx.load(str(q)).graph.node}
         assert {"DynamicQuantizeLinear", "ConvInteger"} <= ops, ops
         errs = compare_per_input(q, tmp_path, rng, device=device)
