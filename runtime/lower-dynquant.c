@@ -219,8 +219,9 @@ static int lower_mul(lctx *c) {
     return node_fail(c, CD_EUNSUPPORTED,
                      "a Mul of the %s of a DynamicQuantizeLinear with %s; quantize_dynamic's pattern multiplies "
                      "the scale by the weights' scale, and the integer sums by that product",
-                     dynq_name(d->dynq), d == a ? (b->dynq ? dynq_name(b->dynq) : kind_name(b))
-                                                : (a->dynq ? dynq_name(a->dynq) : kind_name(a)));
+                     dynq_name(d->dynq),
+                     d == a ? (b->dynq ? dynq_name(b->dynq) : kind_name(b))
+                            : (a->dynq ? dynq_name(a->dynq) : kind_name(a)));
 }
 
 int cd_lower_dynq_output(const cd_graph *g, int id, char *err, size_t errlen) {

@@ -54,7 +54,8 @@ __global__ void cd_hip_fakequant_dynamic_kernel(int64_t items, int64_t per_item,
         }
         float scale, zp;
         cd_dynquant_params(part[0], part[nt], qmin, qmax, &scale, &zp);
-        for (int64_t j = tid; j < per_item; j += nt) dst[it * per_item + j] = cd_fakequant_apply(x[j], scale, zp, qmin, qmax);
+        for (int64_t j = tid; j < per_item; j += nt)
+            dst[it * per_item + j] = cd_fakequant_apply(x[j], scale, zp, qmin, qmax);
         __syncthreads(); // part is read before the next item overwrites it
     }
 }

@@ -59,8 +59,7 @@ void cd_ref_fakequant(const cd_fakequant_desc *d, size_t n, size_t inner, const 
     }
 }
 
-void cd_ref_fakequant_dynamic(const cd_fakequant_desc *d, size_t items, size_t per_item, const float *src,
-                              float *dst) {
+void cd_ref_fakequant_dynamic(const cd_fakequant_desc *d, size_t items, size_t per_item, const float *src, float *dst) {
     for (size_t it = 0; it < items; it++) {
         const float *x = src + it * per_item;
         float mn = 0.0f, mx = 0.0f, scale, zp;

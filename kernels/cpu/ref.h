@@ -62,8 +62,7 @@ void cd_ref_fakequant(const cd_fakequant_desc *d, size_t n, size_t inner, const 
                       const float *src, float *dst);
 // The dynamic form (d->dynamic): items of per_item elements, each quantized
 // with the parameters of its own minimum and maximum (cd_dynquant_params).
-void cd_ref_fakequant_dynamic(const cd_fakequant_desc *d, size_t items, size_t per_item, const float *src,
-                              float *dst);
+void cd_ref_fakequant_dynamic(const cd_fakequant_desc *d, size_t items, size_t per_item, const float *src, float *dst);
 
 // Softmax over the middle axis of an [outer, len, inner] array.
 void cd_ref_softmax(size_t outer, size_t len, size_t inner, const float *src, float *dst);
