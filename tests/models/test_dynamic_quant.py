@@ -23,9 +23,11 @@ from tests.models.test_sparse_models import rng  # noqa: F401 (fixture)
 # over the fake-quantized values where onnxruntime sums integers: the
 # answers agree to float rounding, unless a later DynamicQuantizeLinear
 # sees a value on a rounding tie and the two round it a step apart. So
-# the bound holds for the median input, and a looser one for every input.
+# the bound holds for the median input, and a looser one for every input
+# (a step apart early in a random-weight network moves its answer by up
+# to ~10%; a wrong scale, zero point or pattern moves every input by O(1)).
 MEDIAN_REL = 1e-4
-MAX_REL = 5e-2
+MAX_REL = 0.2
 
 
 def dyn_quantize(model, path, per_channel=False):
