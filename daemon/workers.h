@@ -52,10 +52,10 @@ typedef void (*cd_batch_submit_fn)(cd_request **reqs, int n, int worker, int slo
 // `<file>.conf` next to it, then the `load` params (cd_model_conf_read). The
 // model's registry entry holds the one copy; its queue reads it there.
 typedef struct {
-    int64_t max_batch;    // largest batch per request and per model run
-    int64_t max_delay_us; // dynamic batching: wait this long for more items
-    int64_t max_queue;    // queued requests before E_OVERLOADED
-    int64_t max_shapes;   // input sizes planned at once (models with symbolic dims)
+    int64_t max_batch;     // largest batch per request and per model run
+    int64_t max_delay_us;  // dynamic batching: wait this long for more items
+    int64_t max_queue;     // queued requests before E_OVERLOADED
+    int64_t max_shapes;    // input sizes planned at once (models with symbolic dims)
     char input_shape[256]; // their first plan's sizes ("[name=]1x3xHxW,..."; "" none)
 } cd_model_conf;
 

@@ -159,8 +159,9 @@ int cd_model_load(const char *path, const cd_model_opts *opts, cd_model **out, c
     int rc = 0;
     if (opts && opts->input_shape && opts->input_shape[0])
         rc = cd_input_shape_parse(opts->input_shape, specs, CD_MAX_TENSORS, &nspecs, e, sizeof e);
-    if (!rc) rc = cd_onnx_read_file(path, opts && opts->max_file_bytes > 0 ? (size_t)opts->max_file_bytes : 0, &buf,
-                                    &len, e, sizeof e);
+    if (!rc)
+        rc = cd_onnx_read_file(path, opts && opts->max_file_bytes > 0 ? (size_t)opts->max_file_bytes : 0, &buf, &len, e,
+                               sizeof e);
     cd_model *m = NULL;
     if (!rc) rc = cd_model_build(buf, len, dir, opts, specs, nspecs, &m, e, sizeof e);
     if (!rc && cd_model_is_dynamic(m)) {

@@ -382,7 +382,11 @@ static int add_input(cd_graph *g, const Onnx__GraphProto *gp, const Onnx__ValueI
             return cd_errf(CD_EUNSUPPORTED, err, errlen,
                            "graph input '%s': dim %d is symbolic ('%s'): give the size to plan it at "
                            "(convd-run --input-shape %s=1x..., convd --input-shape)",
-                           name, i, d && d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && d->dim_param ? d->dim_param : "?", name);
+                           name, i,
+                           d && d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && d->dim_param
+                               ? d->dim_param
+                               : "?",
+                           name);
         if (spec->shape[i] < 1 || spec->shape[i] > (1 << 24))
             return cd_errf(CD_ESHAPE, err, errlen, "graph input '%s': dim %d of %lld out of range (1..%d)", name, i,
                            (long long)spec->shape[i], 1 << 24);

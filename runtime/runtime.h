@@ -20,17 +20,17 @@ typedef struct cd_model cd_model; // a loaded, planned model
 typedef struct cd_exec cd_exec;   // per-thread execution state (activation arena)
 
 typedef struct {
-    int max_batch;          // largest batch the plan and arena are sized for (>= 1)
-    int threads;            // intra-op threads for this model's kernels (0 = all cores)
-    const char *device;     // "cpu" (default when NULL)
-    int tune;               // 1: time the dense and sparse candidates of each layer at
-                            // load (results cached on disk), 0: the cost model
-    const char *tune_cache; // cache folder, NULL = $XDG_CACHE_HOME/convd (~/.cache/convd)
-    int64_t max_file_bytes; // > 0: a file (with its external data) larger than this is
-                            // refused with CD_ETOO_LARGE before it is read (fstat)
-    int plan;               // 0 auto (cd_runtime_options.plan), 1 dense only
-                            // (no compaction: the reference plan), 2 sparse kernels
-                            // wherever possible, 3 compaction with dense kernels
+    int max_batch;           // largest batch the plan and arena are sized for (>= 1)
+    int threads;             // intra-op threads for this model's kernels (0 = all cores)
+    const char *device;      // "cpu" (default when NULL)
+    int tune;                // 1: time the dense and sparse candidates of each layer at
+                             // load (results cached on disk), 0: the cost model
+    const char *tune_cache;  // cache folder, NULL = $XDG_CACHE_HOME/convd (~/.cache/convd)
+    int64_t max_file_bytes;  // > 0: a file (with its external data) larger than this is
+                             // refused with CD_ETOO_LARGE before it is read (fstat)
+    int plan;                // 0 auto (cd_runtime_options.plan), 1 dense only
+                             // (no compaction: the reference plan), 2 sparse kernels
+                             // wherever possible, 3 compaction with dense kernels
     const char *input_shape; // inputs with symbolic dims: the size of the first plan,
                              // "[name=]1x3x512x512[,...]" (cd_input_shape_parse); NULL or
                              // "": such a model is refused, naming the input and dim
@@ -289,8 +289,7 @@ void cd_exec_give(cd_exec *ex);
 // fills shapes[k][i] (per-item shape of input i in plan k) for k <
 // max, and returns the count; bytes (may be NULL) gets the memory the
 // variants beyond the first hold (weights, constants, idle execs' arenas).
-int cd_model_planned_shapes(const cd_model *m, int64_t (*shapes)[CD_MAX_TENSORS][CD_MAX_RANK], int max,
-                            int64_t *bytes);
+int cd_model_planned_shapes(const cd_model *m, int64_t (*shapes)[CD_MAX_TENSORS][CD_MAX_RANK], int max, int64_t *bytes);
 
 // For tests: called on the thread that builds a new variant, before it
 // builds (NULL: none). Process-wide.

@@ -34,7 +34,7 @@ struct cd_variants {
     // Constants after init:
     uint8_t *file; // the ONNX file's bytes
     size_t len;
-    char *dir;         // the folder external data resolves in (NULL: none)
+    char *dir;          // the folder external data resolves in (NULL: none)
     cd_model_opts opts; // as loaded; device and tune_cache point at the copies below
     char *device, *tune_cache;
     int max; // plans at once, the first included
@@ -219,8 +219,7 @@ int cd_model_variant_get(const cd_model *m, const int64_t *const *shapes, const 
             // Full: drop the least recently used idle variant.
             int lru = -1;
             for (int i = 0; i < vs->n; i++)
-                if (vs->v[i]->refs == 0 && !vs->v[i]->building &&
-                    (lru < 0 || vs->v[i]->used < vs->v[lru]->used))
+                if (vs->v[i]->refs == 0 && !vs->v[i]->building && (lru < 0 || vs->v[i]->used < vs->v[lru]->used))
                     lru = i;
             if (lru < 0) {
                 pthread_mutex_unlock(&vs->lock);

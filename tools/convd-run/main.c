@@ -84,7 +84,7 @@ static void safe_name(const char *in, char *out, size_t n) {
 // What the command line asks for.
 typedef struct {
     const char *model_path, *out_path, *out_dir, *device;
-    const char *input_shape; // --input-shape: the first plan's sizes (symbolic dims)
+    const char *input_shape;         // --input-shape: the first plan's sizes (symbolic dims)
     const char *in_spec[MAX_INPUTS]; // the --input values, in order
     int nin_spec;
     int batch, max_batch, threads, bench, warmup, info, json;
