@@ -7,6 +7,8 @@
 //
 // Thread-safety: a cd_model is immutable after cd_model_load and may be shared
 // by any number of threads; each thread that runs it needs its own cd_exec.
+// (Its plans of other input sizes and its pool of idle execs change behind
+// their own locks: cd_model_variant_get, cd_exec_take.)
 
 #include "core/dtype.h"
 #include "core/limits.h"
