@@ -348,7 +348,7 @@ int cd_models_pack_stats(cd_server *srv, msgpack_packer *pk) {
         rc |= cd_pack_str(pk, e->name);
         cd_model_summary sum;
         cd_model_get_summary(e->model, &sum);
-        rc |= msgpack_pack_map(pk, 15);
+        rc |= msgpack_pack_map(pk, 16);
         rc |= pack_kv_i64(pk, "requests", (int64_t)c->requests);
         rc |= pack_kv_i64(pk, "errors", (int64_t)c->errors);
         rc |= pack_kv_i64(pk, "ok", (int64_t)c->ok);
@@ -359,6 +359,10 @@ int cd_models_pack_stats(cd_server *srv, msgpack_packer *pk) {
         rc |= pack_kv_i64(pk, "max_delay_us", e->conf.max_delay_us);
         rc |= pack_kv_i64(pk, "max_queue", e->conf.max_queue);
         rc |= pack_kv_i64(pk, "device_bytes", sum.device_bytes);
+        rc |= cd_pack_str(pk, "layer_dtypes"); // what its layers compute in
+        rc |= msgpack_pack_map(pk, 2);
+        rc |= pack_kv_i64(pk, "int8", sum.int8_layers);
+        rc |= pack_kv_i64(pk, "f32", sum.nlayers - sum.int8_layers);
         size_t nerr = 0;
         for (int k = 0; k < CD_STATS_NERR; k++) nerr += c->by_code[k] != 0;
         rc |= cd_pack_str(pk, "errors_by_code");

@@ -116,11 +116,27 @@ CD_ACT_APPLY_QUALIFIERS float cd_act_apply(cd_activation act, float x) {
 // (channels 1) or one per index of dim axis. The range is the quantized
 // type's (u8: 0..255, s8: -128..127). zero_point is an integer in
 // [qmin, qmax], so a padding channel's 0 stays 0.
+// dynamic 1 (DynamicQuantizeLinear, onnxruntime's quantize_dynamic): per
+// tensor, the scale and zero point computed from each batch item's own
+// values (cd_dynquant_params), not given.
 typedef struct {
     int channels; // 1: per tensor; else the size of dim axis
     int axis;     // per channel: the dim (of the per-item NCHW shape, dim 0 the batch)
     float qmin, qmax;
+    int dynamic;
 } cd_fakequant_desc;
+
+// The scale and zero point DynamicQuantizeLinear takes for values in
+// [mn, mx]: the range widened to hold 0, scale (mx - mn) / (qmax - qmin)
+// (1 for an all-zero range, as onnxruntime), zero point qmin - mn / scale
+// clamped and rounded half to even.
+CD_ACT_APPLY_QUALIFIERS void cd_dynquant_params(float mn, float mx, float qmin, float qmax, float *scale, float *zp) {
+    mn = fminf(mn, 0.0f);
+    mx = fmaxf(mx, 0.0f);
+    const float s = mx == mn ? 1.0f : (mx - mn) / (qmax - qmin);
+    *scale = s;
+    *zp = rintf(fminf(fmaxf(qmin - mn / s, qmin), qmax));
+}
 
 // The element operation of the fake quantization: the one definition for
 // the reference kernel and the HIP kernel (host and device).

@@ -60,6 +60,7 @@ typedef struct {
     int is_output;              // a graph output
     int producer_op;            // index into the op list, -1 when none
     int dtype;                  // constants: the ONNX element type stored in the file (0 when computed)
+    int dynq, dynq_src;         // a part of a DynamicQuantizeLinear pattern (runtime/lower-dynquant.c)
     cd_quant *q;                // CD_VAL_ACT of a quantized (integer) tensor: it holds the dequantized
                                 // values (q - zero_point) * scale, and these are q's parameters (owned);
                                 // CD_VAL_CONST_F32 folded from a DequantizeLinear of symmetric int8

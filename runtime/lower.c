@@ -361,7 +361,8 @@ static int fold_binary_const(lctx *c, cd_binary_kind kind, cd_value *a, cd_value
 }
 
 int cd_lower_binary(lctx *c) {
-    int rc;
+    int rc = cd_lower_dynq_op(c);
+    if (rc <= 0) return rc;
     if ((rc = need_inputs(c, 2, 2)) || (rc = only_first_output(c))) return rc;
     const char *op = c->n->op;
     cd_binary_kind kind = strcmp(op, "Add") == 0   ? CD_BINARY_ADD
@@ -705,7 +706,7 @@ int cd_graph_lower(cd_graph *g, char *err, size_t errlen) {
             if (c.n->inputs[j] >= 0 && g->values[c.n->inputs[j]].kind == CD_VAL_NONE)
                 return node_fail(&c, CD_EMODEL, "input '%s' has no value", g->values[c.n->inputs[j]].name);
         int rc = e->quant == Q_REFUSE ? cd_lower_quant_refuse(&c) : 0;
-        if (rc || (rc = e->lower(&c))) return rc;
+        if (rc || (rc = cd_lower_dynq_check(&c)) || (rc = e->lower(&c))) return rc;
         if ((e->quant == Q_PASS || e->quant == Q_PASS_PC) && (rc = cd_lower_quant_pass(&c, e->quant == Q_PASS_PC)))
             return rc;
         if (c.n->noutputs > 0 && c.n->outputs[0] >= 0 && g->values[c.n->outputs[0]].kind == CD_VAL_NONE)
@@ -715,6 +716,7 @@ int cd_graph_lower(cd_graph *g, char *err, size_t errlen) {
     if (rc) return rc;
     for (int i = 0; i < g->noutputs; i++) {
         cd_value *v = &g->values[g->outputs[i]];
+        if ((rc = cd_lower_dynq_output(g, g->outputs[i], err, errlen))) return rc;
         if (v->kind != CD_VAL_ACT) {
             if (err && errlen) snprintf(err, errlen, "graph output '%s' is a constant (not supported)", v->name);
             return CD_EUNSUPPORTED;

@@ -245,6 +245,11 @@ static bool cpu_supports_op(cd_backend_t be, const cd_bop_desc *d) {
 
 // Copies the scales and zero points of a FAKEQUANT into st. 0, CD_EPARAMS, CD_ENOMEM.
 static int fakequant_init(cd_op_state *st, const cd_bop_desc *d) {
+    if (d->u.fq.dynamic) { // parameters per request, from the data
+        if (d->u.fq.channels != 1) return CD_EPARAMS;
+        if (!ref_only()) snprintf(st->kernel, sizeof st->kernel, "fakequant-dynamic");
+        return 0;
+    }
     size_t ch = d->u.fq.channels > 0 ? (size_t)d->u.fq.channels : 0;
     if (!ch || !d->scale || !d->zero_point) return CD_EPARAMS;
     if (!(st->qscale = malloc(2 * ch * sizeof(float)))) return CD_ENOMEM;
@@ -547,6 +552,21 @@ static int cpu_op_run(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int
         // Every stored element (a blocked layout's padding too).
         size_t n = cd_tdesc_item_bytes(&d->dst) / sizeof(float) * (size_t)batch, inner = 1;
         for (int i = d->u.fq.axis + 1; i < dst->rank; i++) inner *= (size_t)dst->shape[i];
+        if (d->u.fq.dynamic) {
+            const size_t per = n / (size_t)batch;
+            if (ref_only()) {
+                cd_ref_fakequant_dynamic(&d->u.fq, (size_t)batch, per, srcs[0]->data, dst->data);
+                return 0;
+            }
+            for (int b = 0; b < batch; b++) {
+                const float *x = (const float *)srcs[0]->data + (size_t)b * per;
+                float mn, mx, scale, zp;
+                cd_cpu_minmax(per, x, &mn, &mx);
+                cd_dynquant_params(mn, mx, d->u.fq.qmin, d->u.fq.qmax, &scale, &zp);
+                cd_cpu_fakequant(per, scale, zp, d->u.fq.qmin, d->u.fq.qmax, x, (float *)dst->data + (size_t)b * per);
+            }
+            return 0;
+        }
         if (d->u.fq.channels == 1 && !ref_only()) {
             cd_cpu_fakequant(n, st->qscale[0], st->qscale[1], d->u.fq.qmin, d->u.fq.qmax, srcs[0]->data, dst->data);
             return 0;

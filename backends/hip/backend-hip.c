@@ -230,6 +230,8 @@ static int hip_op_init(cd_backend_t be, const cd_bop_desc *d, cd_op_state **out)
             if (!rc) rc = cd_hipb_dev_upload(be, d->w, nw, &st->w);
             st->weight_bytes = (nw + (d->bias ? (size_t)rows : 0)) * sizeof(float);
         }
+    } else if (d->op == CD_BOP_FAKEQUANT && d->u.fq.dynamic) {
+        if (d->u.fq.channels != 1) rc = CD_EPARAMS; // parameters per request, from the data
     } else if (d->op == CD_BOP_FAKEQUANT) {
         // The scales in w, the zero points in bias (device arrays of channels).
         if (!d->scale || !d->zero_point) rc = CD_EPARAMS;
@@ -321,6 +323,9 @@ static int hip_op_run(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int
     case CD_BOP_TRANSPOSE:
         return cd_hip_transpose(srcs[0]->rank, srcs[0]->shape, d->u.perm, srcs[0]->data, dst->data, s);
     case CD_BOP_FAKEQUANT: {
+        if (d->u.fq.dynamic)
+            return cd_hip_fakequant_dynamic(batch, numel(dst) / (batch > 0 ? batch : 1), srcs[0]->data, d->u.fq.qmin,
+                                            d->u.fq.qmax, dst->data, s);
         int64_t inner = 1;
         for (int i = d->u.fq.axis + 1; i < dst->rank; i++) inner *= dst->shape[i];
         return cd_hip_fakequant(numel(dst), d->u.fq.channels, inner, srcs[0]->data, st->w, st->bias, d->u.fq.qmin,

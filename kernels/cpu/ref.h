@@ -60,6 +60,10 @@ void cd_ref_activation(cd_activation act, size_t n, const float *src, float *dst
 // product of the dims after d->axis). src may equal dst.
 void cd_ref_fakequant(const cd_fakequant_desc *d, size_t n, size_t inner, const float *scale, const float *zero_point,
                       const float *src, float *dst);
+// The dynamic form (d->dynamic): items of per_item elements, each quantized
+// with the parameters of its own minimum and maximum (cd_dynquant_params).
+void cd_ref_fakequant_dynamic(const cd_fakequant_desc *d, size_t items, size_t per_item, const float *src,
+                              float *dst);
 
 // Softmax over the middle axis of an [outer, len, inner] array.
 void cd_ref_softmax(size_t outer, size_t len, size_t inner, const float *src, float *dst);

@@ -475,6 +475,30 @@ static void make_layernorm(op_case *t, int variant) {
     t->tol = 1e-4;
     t->hip_kernel = "layernorm";
 }
+// DynamicQuantizeLinear: per batch item, the parameters from its own range
+// (u8). Items all zero (scale 1), all positive, all negative, or mixed.
+static void make_fakequant_dynamic(op_case *t, int variant) {
+    int batch = cd_test_randi(1, 4);
+    int64_t s[4] = {1, cd_test_randi(1, 40), cd_test_randi(1, 9), cd_test_randi(1, 9)};
+    case_init(t, CD_BOP_FAKEQUANT, batch, 1);
+    t->d.src[0] = t->d.dst = cd_test_tdesc(4, s);
+    t->d.u.fq = (cd_fakequant_desc){1, 1, 0.0f, 255.0f, 1};
+    size_t n = cd_test_numel(&t->d.dst, batch), per = n / (size_t)batch;
+    t->srcs[0] = tk_rbuf(n);
+    for (int b = 0; b < batch; b++) {
+        int kind = cd_test_randi(0, 3);
+        float amp = cd_test_randf(0.01f, 20.0f);
+        for (size_t i = 0; i < per; i++) {
+            float *x = &t->srcs[0][(size_t)b * per + i];
+            *x = kind == 0 ? 0.0f : kind == 1 ? fabsf(*x) * amp : kind == 2 ? -fabsf(*x) * amp : *x * amp;
+        }
+    }
+    t->nwant = n;
+    t->want = tk_alloc(n);
+    cd_ref_fakequant_dynamic(&t->d.u.fq, (size_t)batch, per, t->srcs[0], t->want);
+    t->tol = 1e-6;
+    t->blockable = 1; // a blocked layout's padding is 0, inside the range anyway
+}
 
 // ---- the table ------------------------------------------------------------------------
 
@@ -521,6 +545,7 @@ static const op_row g_rows[] = {
     {"fakequant per tensor s8", CD_BOP_FAKEQUANT, make_fakequant, 1, 3, 1},
     {"fakequant per channel axis 1 s8", CD_BOP_FAKEQUANT, make_fakequant, 2, 3, 1},
     {"fakequant per channel last axis u8", CD_BOP_FAKEQUANT, make_fakequant, 3, 2, 1},
+    {"fakequant dynamic per item u8", CD_BOP_FAKEQUANT, make_fakequant_dynamic, 0, 4, 1},
     // issue 22
     {"activation tanh", CD_BOP_ACTIVATION, make_activation, CD_ACT_TANH, 1, 1},
     {"activation softplus", CD_BOP_ACTIVATION, make_activation, CD_ACT_SOFTPLUS, 1, 1},
