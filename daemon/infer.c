@@ -47,8 +47,9 @@ typedef struct {
     // Inputs of another size than the model's first plan (symbolic dims):
     int64_t shape[CD_MAX_TENSORS][CD_MAX_RANK]; // per-item input shapes
     bool other_size;                            // they differ from the first plan's
-    const cd_model *plan;                       // the plan of that size, held (worker: variant_get;
-                                                // loop: variant_put in release), NULL until then
+    const cd_model *plan;                       // the plan of that size, held from plan_other_size to
+                                                // the end of infer_finish (worker), NULL otherwise
+    int64_t out_shape[CD_MAX_TENSORS][CD_MAX_RANK]; // the outputs' shapes at that size
     cd_exec *ex;                                // the exec of plan a batch runs on (its leader's,
                                                 // from submit to finish)
     uint64_t max_reply;                         // --max-reply, for the outputs' check at that size
@@ -138,6 +139,7 @@ static int plan_other_size(cd_request **reqs, int n) {
         rc = cd_infer_check_outputs(&sig, &a, reqs[0]->err, sizeof reqs[0]->err);
         if (rc != 0) return rc;
         memcpy(st->out_bytes, a.out_bytes, sizeof st->out_bytes);
+        for (int o = 0; o < st->nout; o++) memcpy(st->out_shape[o], sig.out[o]->shape, sizeof st->out_shape[o]);
     }
     return 0;
 }
@@ -198,6 +200,13 @@ static void infer_finish(cd_request **reqs, int n, int worker, int slot) {
     if (st0->ex) { // back to its plan's pool
         cd_exec_give(st0->ex);
         st0->ex = NULL;
+    }
+    // The holds on the plan go before the answers do: a client that has its
+    // answer and sends a new size finds this one idle (max_shapes).
+    for (int r = 0; r < n; r++) {
+        infer_state *st = reqs[r]->state;
+        if (st->plan) cd_model_variant_put(st->entry->model, st->plan);
+        st->plan = NULL;
     }
     if (n == 1) {
         reqs[0]->status = rc;
@@ -294,9 +303,10 @@ static int infer_pack(cd_request *req, msgpack_packer *pk) {
     rc |= msgpack_pack_map(pk, n);
     for (int i = 0; i < st->nout && !rc; i++) {
         if (!st->want[i]) continue;
-        const cd_io_desc *d = cd_model_output(st->plan ? st->plan : st->entry->model, i);
+        const cd_io_desc *d = cd_model_output(st->entry->model, i);
+        const int64_t *shape = st->other_size ? st->out_shape[i] : d->shape;
         cd_tensor t = {.dtype = CD_DTYPE_F32, .rank = d->rank, .data = st->out[i], .nbytes = st->out_bytes[i]};
-        for (int k = 0; k < d->rank; k++) t.shape[k] = k == 0 ? st->batch : d->shape[k];
+        for (int k = 0; k < d->rank; k++) t.shape[k] = k == 0 ? st->batch : shape[k];
         rc |= cd_pack_str(pk, d->name);
         int trc = cd_tensor_pack(pk, &t);
         if (trc == CD_ETOO_LARGE) return trc; // over 4 GiB: refused, not cut (infer_validate checks first)
@@ -312,7 +322,7 @@ static void infer_release(cd_request *req) {
         batch_outputs_unref(st->shared);
     else
         for (int i = 0; i < CD_MAX_TENSORS; i++) free(st->out[i]);
-    if (st->plan) cd_model_variant_put(st->entry->model, st->plan);
+    if (st->plan) cd_model_variant_put(st->entry->model, st->plan); // not run (infer_finish drops it)
     cd_model_entry_unref(st->entry);
     free(st);
 }
