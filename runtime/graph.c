@@ -146,6 +146,7 @@ void cd_graph_free(cd_graph *g) {
     free(g->hash);
     free(g->nodes);
     free(g->inputs);
+    free(g->input_dyn);
     free(g->outputs);
     free(g->ops);
     free(g->dir);

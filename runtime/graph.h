@@ -163,6 +163,12 @@ typedef struct {
     char *dir;                   // real path of the model's folder (external data)
     size_t max_bytes;            // limit on the file plus its external data (0: none)
     size_t bytes_read;           // what the import has read of them so far
+    // Inputs with symbolic dims (dynamic H and W): the sizes to plan them at,
+    // set by the caller before the import (runtime/variants.c), and which
+    // dims were symbolic, filled by it.
+    const struct cd_input_shape_s *shape_spec; // n_shape_spec entries (may be NULL)
+    int n_shape_spec;
+    uint32_t *input_dyn; // per graph input: bit k set when dim k (k >= 1) is symbolic
 } cd_graph;
 
 // ---- graph.c ----------------------------------------------------------------

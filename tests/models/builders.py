@@ -368,3 +368,22 @@ def save(model, path):
     onnx.checker.check_model(model)
     onnx.save(model, str(path))
     return str(path)
+
+
+def dynamic_hw_segnet(rng, cin=3, classes=5, opset=13):
+    """A segmentation-shaped model whose input has symbolic H and W (as torchvision's segmentation exports
+    have, through dynamic_axes): a strided stem, a pool, a residual block, a squeeze-excite gate, a 1x1
+    classifier per pixel, and a second output reshaped to [N, classes, H*W] with H*W computed from
+    Shape(seg) (it folds from the input size of each plan)."""
+    g = Graph(rng, opset=opset)
+    x = g.input("input", [cin, "H", "W"])
+    y = g.conv_bn_relu(x, cin, 16, 3, stride=2)
+    y = g.node("MaxPool", [y], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    y = resnet_basic(g, y, 16, 16)
+    y = se_block(g, y, 16)  # a global pool whose result scales every pixel
+    seg = g.conv(y, 16, classes, 1)
+    shape = g.node("Shape", [seg])
+    nc = g.node("Gather", [shape, ints(g, [0, 1])], axis=0)
+    hw = g.node("Mul", [g.node("Gather", [shape, ints(g, [2])], axis=0), g.node("Gather", [shape, ints(g, [3])], axis=0)])
+    flat = g.node("Reshape", [seg, g.node("Concat", [nc, hw], axis=0)])
+    return g.build([seg, flat], out_shapes={flat: ["N", classes, "HW"]})
