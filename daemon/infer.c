@@ -45,14 +45,14 @@ typedef struct {
     bool want[CD_MAX_TENSORS]; // outputs to return
     int64_t timeout_ms;        // 0 = none
     // Inputs of another size than the model's first plan (symbolic dims):
-    int64_t shape[CD_MAX_TENSORS][CD_MAX_RANK]; // per-item input shapes
-    bool other_size;                            // they differ from the first plan's
-    const cd_model *plan;                       // the plan of that size, held from plan_other_size to
-                                                // the end of infer_finish (worker), NULL otherwise
+    int64_t shape[CD_MAX_TENSORS][CD_MAX_RANK];     // per-item input shapes
+    bool other_size;                                // they differ from the first plan's
+    const cd_model *plan;                           // the plan of that size, held from plan_other_size to
+                                                    // the end of infer_finish (worker), NULL otherwise
     int64_t out_shape[CD_MAX_TENSORS][CD_MAX_RANK]; // the outputs' shapes at that size
-    cd_exec *ex;                                // the exec of plan a batch runs on (its leader's,
-                                                // from submit to finish)
-    uint64_t max_reply;                         // --max-reply, for the outputs' check at that size
+    cd_exec *ex;                                    // the exec of plan a batch runs on (its leader's,
+                                                    // from submit to finish)
+    uint64_t max_reply;                             // --max-reply, for the outputs' check at that size
 } infer_state;
 
 // Joins input i of reqs[0..n-1] along dim 0 into dst (the sum of their
