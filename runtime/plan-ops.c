@@ -1,5 +1,6 @@
 // The backend descriptions of the ops that always run in NCHW and need no
-// layout choice of the planner (Pad, Slice, Reduce, LayerNorm: issue 22).
+// layout choice of the planner (Pad, Slice, Reduce, LayerNorm, Resize,
+// ConvTranspose: issue 22).
 
 #include "runtime/plan-internal.h"
 
@@ -24,6 +25,16 @@ int cd_plan_nchw_op_desc(const cd_op *op, cd_bop_desc *d) {
         d->u.ln = op->u.ln.d;
         d->w = op->u.ln.gamma;
         d->bias = op->u.ln.beta;
+        break;
+    case CD_OP_RESIZE:
+        d->op = CD_BOP_RESIZE;
+        d->u.resize = op->u.resize;
+        break;
+    case CD_OP_CONVT:
+        d->op = CD_BOP_DECONV;
+        d->u.deconv = op->u.convt.d;
+        d->w = op->u.convt.w;
+        d->bias = op->u.convt.bias;
         break;
     default: return CD_EINTERNAL; // a kind plan_op does not know
     }
