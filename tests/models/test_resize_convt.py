@@ -120,7 +120,7 @@ def test_resize_sizes_from_shape_ops(opset, mode, rng, tmp_path):
                coordinate_transformation_mode="pytorch_half_pixel" if mode == "linear" else "asymmetric",
                nearest_mode="floor")
     path = run(rng, tmp_path, g.build([z]))
-    assert any(l["op"] == "Resize" for l in layers(path)) or True
+    assert any(l["op"].startswith("Resize") for l in layers(path))
 
 
 def test_resize_nearest_2x_and_linear_downscale_exact_shapes(rng, tmp_path):
@@ -182,7 +182,7 @@ def test_convtranspose_relu_fuses(rng, tmp_path):
     x = g.input("x", [8, 5, 6])
     y = g.node("Relu", [convt(g, x, 8, 4, 2, stride=2)])
     path = run(rng, tmp_path, g.build([y]))
-    labels = [l.get("label", l.get("op", "")) for l in layers(path)]
+    labels = [l["op"] for l in layers(path)]
     assert any("ConvTranspose+Relu" in str(l) for l in labels), labels
 
 
