@@ -349,10 +349,11 @@ typedef struct {
 
 // The source coordinate of output coordinate x along a dim of in -> out
 // (cd_resize_desc), in float as onnxruntime computes it (a scale of exactly
-// 1 maps x to itself, as there).
+// 1 maps x to itself, as there; tf_half_pixel_for_nearest, which onnxruntime
+// no longer has, keeps the ONNX formula's x + 0.5).
 CD_ACT_APPLY_QUALIFIERS float cd_resize_src_coord(int coord, int x, float scale, int out, int in) {
     const float xf = (float)x;
-    if (scale == 1.0f) return xf;
+    if (scale == 1.0f && coord != CD_COORD_TF_HALF_PIXEL_FOR_NEAREST) return xf;
     switch (coord) {
     case CD_COORD_PYTORCH_HALF_PIXEL: return out > 1 ? (xf + 0.5f) / scale - 0.5f : 0.0f;
     case CD_COORD_ALIGN_CORNERS: return out == 1 ? 0.0f : xf * (float)(in - 1) / (float)(out - 1);

@@ -64,6 +64,7 @@ int cd_lower_convtranspose(lctx *c) {
     if (group < 1 || group > C || C % group || w->shape[0] != C || K < 1)
         return node_fail(c, CD_EMODEL, "weights [%lld,%lld,...] do not fit %lld input channels in %lld groups",
                          (long long)w->shape[0], (long long)w->shape[1], (long long)C, (long long)group);
+    if (K > (1 << 30)) return node_fail(c, CD_ETOO_LARGE, "%lld output channels", (long long)K);
     if (b && (b->kind != CD_VAL_CONST_F32 || b->rank != 1 || b->shape[0] != K))
         return node_fail(c, CD_EUNSUPPORTED, "bias must be a float initializer of shape [%lld]", (long long)K);
     int64_t ks[2] = {w->shape[2], w->shape[3]}, kattr[2], st[2], dil[2], adj[2];
@@ -88,6 +89,8 @@ int cd_lower_convtranspose(lctx *c) {
     for (int i = 0; i < 4; i++)
         if (pads[i] < 0 || pads[i] > 4096) return node_fail(c, CD_EMODEL, "pads out of range");
     if (no >= 0 && no != 2 && no != 4) return node_fail(c, CD_EUNSUPPORTED, "output_shape must have 2 or 4 values");
+    for (int i = 0; i < no; i++)
+        if (outs[i] < 1 || outs[i] > CD_MAX_ACT_ELEMS) return node_fail(c, CD_EMODEL, "output_shape out of range");
     int64_t head[2] = {pads[0], pads[1]}, tail[2] = {pads[2], pads[3]}, out[2] = {-1, -1};
     for (int i = 0; i < 2; i++) {
         if (no >= 0) out[i] = outs[no - 2 + i];

@@ -8,9 +8,9 @@
 // constants in lower-shape.c, and their batch entry, marked as the batch
 // size, means "unchanged". N and C never change. Modes nearest (every
 // nearest_mode) and linear (bilinear); cubic is refused. Coordinate modes
-// half_pixel, pytorch_half_pixel, align_corners, asymmetric and
-// tf_half_pixel_for_nearest; tf_crop_and_resize and half_pixel_symmetric are
-// refused. Opset 18's antialias must be 0, keep_aspect_ratio_policy stretch;
+// half_pixel, pytorch_half_pixel, align_corners, asymmetric and (opsets 11
+// and 12, which alone have it) tf_half_pixel_for_nearest; tf_crop_and_resize
+// and half_pixel_symmetric are refused. Opset 18's antialias must be 0, keep_aspect_ratio_policy stretch;
 // its axes may name H and W (or all four dims). roi only matters for
 // tf_crop_and_resize, so it is ignored.
 //
@@ -169,6 +169,10 @@ int cd_lower_resize(lctx *c) {
                          "coordinate_transformation_mode '%s' is not supported (half_pixel, pytorch_half_pixel, "
                          "align_corners, asymmetric, tf_half_pixel_for_nearest)",
                          coord);
+    if (ci == CD_COORD_TF_HALF_PIXEL_FOR_NEAREST && c->g->opset >= 13)
+        return node_fail(c, CD_EUNSUPPORTED,
+                         "coordinate_transformation_mode '%s' is not in opset %d (opsets 11 and 12 only)", coord,
+                         c->g->opset);
     if (ni < 0) return node_fail(c, CD_EMODEL, "nearest_mode '%s' is not an ONNX mode", nearest);
     if (excl) return node_fail(c, CD_EUNSUPPORTED, "exclude_outside=%lld is not supported (0 only)", (long long)excl);
     d.coord = (cd_resize_coord)ci;

@@ -4,8 +4,7 @@ with onnxruntime (max relative error <= 1e-4, batch 1 and > 1); sizes computed
 from Shape ops as torchvision exports F.interpolate(size=...); the fusion of a
 Relu into ConvTranspose; and the refusals (E_UNSUPPORTED naming the node).
 Upsample is an opset 7-9 op that onnxruntime refuses in the opset-11+ models
-convd loads, so it has no comparison here (its lowering is Resize's with
-asymmetric coordinates and floor)."""
+convd loads: the same graph at opset 9 is onnxruntime's reference."""
 import json
 import os
 import random
@@ -134,6 +133,32 @@ def test_resize_nearest_2x_and_linear_downscale_exact_shapes(rng, tmp_path):
     run(rng, tmp_path, g.build([b]))
 
 
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+def test_upsample_scales_form_matches_onnxruntime_at_opset9(mode, rng, tmp_path):
+    """Upsample(x, scales) as opset-9 exporters write it; convd reads the node in a model declaring opset 11,
+    onnxruntime runs the same graph declared at opset 9."""
+    import onnxruntime as ort
+    from tests.models.runner import TOL
+    models = {}
+    c, h, w = ri(rng, 1, 5), ri(rng, 1, 9), ri(rng, 1, 9)
+    sc = [1.0, 1.0, float(rng.choice([1.0, 2.0, 3.0, 1.5, 2.5])), float(rng.choice([1.0, 2.0, 3.0, 1.5, 2.5]))]
+    for opset in (9, 11):
+        g = B.Graph(np.random.default_rng(0), opset)
+        x = g.input("x", [c, h, w])
+        y = g.node("Upsample", [x, g.init(np.array(sc, np.float32), "scales")], mode=mode)
+        m = g.build([y], out_shapes={y: ["N", c, int(sc[2] * h), int(sc[3] * w)]})
+        models[opset] = tmp_path / f"up{opset}.onnx"
+        onnx.save(m, str(models[opset]))
+    batch = ri(rng, 1, 3)
+    x = rng.uniform(-1, 1, [batch, c, h, w]).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    want = ort.InferenceSession(str(models[9]), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    r = convd_run(models[11], ["--input", f"x={tmp_path / 'x.npy'}", "--output", tmp_path / "y.npy"])
+    got = np.load(tmp_path / "y.npy")
+    assert got.shape == want.shape
+    assert np.abs(got - want).max() <= TOL * max(1.0, float(np.abs(want).max())), r.stdout
+
+
 # ---- ConvTranspose ---------------------------------------------------------------
 
 def convt(g, x, cin, cout, k, stride=1, group=1, dil=1, bias=True, **attrs):
@@ -196,9 +221,9 @@ def fails(path, *needles):
 
 
 @pytest.mark.parametrize("case", ["cubic", "tf_crop_and_resize", "antialias", "exclude_outside", "aspect",
-                                  "channels", "convt_3d"])
+                                  "channels", "convt_3d", "tf_half_pixel_at_13", "half_pixel_symmetric"])
 def test_refusals_name_the_node(case, rng, tmp_path):
-    opset = 18 if case in ("antialias", "aspect") else 13
+    opset = 18 if case in ("antialias", "aspect") else 19 if case == "half_pixel_symmetric" else 13
     g = B.Graph(rng, opset)
     x = g.input("x", [3, 6, 6])
     sc = lambda v: g.init(np.array(v, np.float32), "s")
@@ -220,6 +245,11 @@ def test_refusals_name_the_node(case, rng, tmp_path):
         y = g.node("Resize", [x, "", "", g.init(np.array([1, 3, 12, 10], np.int64), "sz")], mode="linear",
                    keep_aspect_ratio_policy="not_larger", name="the_node")
         want = ["keep_aspect_ratio_policy"]
+    elif case in ("tf_half_pixel_at_13", "half_pixel_symmetric"):
+        mode = "tf_half_pixel_for_nearest" if case == "tf_half_pixel_at_13" else case
+        y = g.node("Resize", [x, "", sc([1, 1, 2, 2])], mode="nearest", coordinate_transformation_mode=mode,
+                   name="the_node")
+        want = [mode]
     elif case == "channels":
         y = g.node("Resize", [x, "", sc([1, 2, 2, 2])], mode="nearest", name="the_node")
         want, out = ["N and C"], ["N", 6, 12, 12]
