@@ -185,9 +185,12 @@ def test_convtranspose(opset, form, rng, tmp_path):
     dil = (ri(rng, 1, 3), ri(rng, 1, 3)) if form == "dilations" else (1, 1)
     attrs = {}
     if form in ("pads", "groups", "dilations"):
-        attrs["pads"] = [ri(rng, 0, k[0] - 1), ri(rng, 0, k[1] - 1), ri(rng, 0, k[0] - 1), ri(rng, 0, k[1] - 1)]
-        if h == 1 and w == 1:
-            attrs["pads"] = [0, 0, 0, 0]
+        full = [(h - 1) * st[0] + (k[0] - 1) * dil[0] + 1, (w - 1) * st[1] + (k[1] - 1) * dil[1] + 1]
+        p = [ri(rng, 0, k[0] - 1), ri(rng, 0, k[1] - 1), ri(rng, 0, k[0] - 1), ri(rng, 0, k[1] - 1)]
+        for i in range(2):  # leave at least one output row and column
+            while p[i] + p[i + 2] > full[i] - 1:
+                p[i + (2 if p[i + 2] else 0)] -= 1
+        attrs["pads"] = p
     elif form == "output_padding":
         attrs["output_padding"] = [ri(rng, 0, st[0] - 1), ri(rng, 0, st[1] - 1)]
         attrs["pads"] = [ri(rng, 0, k[0] - 1), ri(rng, 0, k[1] - 1), 0, 0]
