@@ -310,10 +310,10 @@ typedef struct {
 // the two neighbours (bilinear over H and W).
 typedef enum { CD_RESIZE_NEAREST = 0, CD_RESIZE_LINEAR } cd_resize_mode;
 typedef enum {
-    CD_COORD_HALF_PIXEL = 0,          // (x + 0.5) / scale - 0.5
-    CD_COORD_PYTORCH_HALF_PIXEL,      // out > 1 ? (x + 0.5) / scale - 0.5 : 0
-    CD_COORD_ALIGN_CORNERS,           // out > 1 ? x * (in - 1) / (out - 1) : 0
-    CD_COORD_ASYMMETRIC,              // x / scale
+    CD_COORD_HALF_PIXEL = 0,            // (x + 0.5) / scale - 0.5
+    CD_COORD_PYTORCH_HALF_PIXEL,        // out > 1 ? (x + 0.5) / scale - 0.5 : 0
+    CD_COORD_ALIGN_CORNERS,             // out > 1 ? x * (in - 1) / (out - 1) : 0
+    CD_COORD_ASYMMETRIC,                // x / scale
     CD_COORD_TF_HALF_PIXEL_FOR_NEAREST, // (x + 0.5) / scale
 } cd_resize_coord;
 typedef enum {

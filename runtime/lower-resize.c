@@ -28,8 +28,8 @@ static const cd_value *opt_const(lctx *c, int j, int *rc) {
     *rc = 0;
     if (!v || (is_const(v) && v->numel == 0)) return NULL;
     if (!is_const(v)) {
-        *rc = node_fail(c, CD_EUNSUPPORTED, "input %d must be a constant computable at load (it is %s)", j,
-                        kind_name(v));
+        *rc =
+            node_fail(c, CD_EUNSUPPORTED, "input %d must be a constant computable at load (it is %s)", j, kind_name(v));
         return NULL;
     }
     return v;
@@ -66,7 +66,8 @@ static int from_sizes(lctx *c, const cd_value *x, const cd_value *sv, const int6
     for (int i = 0; i < n; i++)
         if (dims[i] == 0 && s[0] != x->shape[0]) return node_fail(c, CD_EUNSUPPORTED, "sizes change the batch");
     for (int i = 2; i < 4; i++)
-        if (s[i] < 1 || s[i] > CD_MAX_ACT_ELEMS) return node_fail(c, CD_EMODEL, "size %lld out of range", (long long)s[i]);
+        if (s[i] < 1 || s[i] > CD_MAX_ACT_ELEMS)
+            return node_fail(c, CD_EMODEL, "size %lld out of range", (long long)s[i]);
     d->oh = (int)s[2];
     d->ow = (int)s[3];
     d->scale_h = (float)d->oh / (float)x->shape[2];
@@ -209,7 +210,8 @@ int cd_lower_upsample(lctx *c) {
     const Onnx__AttributeProto *a = attr_find(c, "scales");
     if (scales) {
         if (a) return node_fail(c, CD_EMODEL, "scales given as both an input and an attribute");
-        if (scales->kind != CD_VAL_CONST_F32 || scales->numel != 4) return node_fail(c, CD_EMODEL, "scales must be 4 floats");
+        if (scales->kind != CD_VAL_CONST_F32 || scales->numel != 4)
+            return node_fail(c, CD_EMODEL, "scales must be 4 floats");
         memcpy(sc, scales->f, sizeof sc);
     } else {
         if (!a || a->n_floats != 4) return node_fail(c, CD_EMODEL, "scales must be 4 floats");

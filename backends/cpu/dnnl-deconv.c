@@ -52,12 +52,12 @@ static int deconv_desc(const cd_deconv_desc *d, int batch, int with_bias, int qu
     dnnl_dims_t strides = {d->stride_h, d->stride_w};
     dnnl_dims_t dil = {d->dil_h - 1, d->dil_w - 1}; // oneDNN counts extra gaps
     dnnl_dims_t pl = {d->pad_t, d->pad_l}, pr = {full_h - d->pad_t - d->oh, full_w - d->pad_l - d->ow};
-    dnnl_status_t st = dnnl_dilated_deconvolution_forward_desc_init(
-        dd, dnnl_forward_inference, dnnl_deconvolution_direct, &smd, &wmd, with_bias ? &bmd : NULL, &dmd, strides, dil,
-        pl, pr);
+    dnnl_status_t st =
+        dnnl_dilated_deconvolution_forward_desc_init(dd, dnnl_forward_inference, dnnl_deconvolution_direct, &smd, &wmd,
+                                                     with_bias ? &bmd : NULL, &dmd, strides, dil, pl, pr);
     if (st != dnnl_success)
-        return quiet ? CD_EUNSUPPORTED : cd_dnnl_status(st, "dnnl_dilated_deconvolution_forward_desc_init", __FILE__,
-                                                         __LINE__);
+        return quiet ? CD_EUNSUPPORTED
+                     : cd_dnnl_status(st, "dnnl_dilated_deconvolution_forward_desc_init", __FILE__, __LINE__);
     return cd_dnnl_attr(attr, 0, d->act);
 }
 
@@ -114,8 +114,7 @@ static void deconv_fini(cd_dnnl_op *op) {
     free(dp->bias);
 }
 
-int cd_dnnl_deconv_create(const cd_deconv_desc *d, int max_batch, const float *w, const float *bias,
-                          cd_dnnl_op **out) {
+int cd_dnnl_deconv_create(const cd_deconv_desc *d, int max_batch, const float *w, const float *bias, cd_dnnl_op **out) {
     *out = NULL;
     if (!d || !w || deconv_check(d)) return CD_EPARAMS;
     static const cd_dnnl_kind k_kind = {deconv_build, deconv_exec, deconv_fini};

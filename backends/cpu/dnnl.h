@@ -333,7 +333,6 @@ int cd_dnnl_layernorm_create(int64_t rows, int64_t len, float eps, const float *
 // NCHW src and dst; w in ONNX's [c][k / groups][r][s] layout and bias (k
 // floats or NULL) are copied (packed). run: nsrc = 1.
 int cd_dnnl_deconv_supports(const cd_deconv_desc *d);
-int cd_dnnl_deconv_create(const cd_deconv_desc *d, int max_batch, const float *w, const float *bias,
-                          cd_dnnl_op **out);
+int cd_dnnl_deconv_create(const cd_deconv_desc *d, int max_batch, const float *w, const float *bias, cd_dnnl_op **out);
 
 #endif // CD_BACKENDS_CPU_DNNL_H

@@ -125,8 +125,8 @@ static bool hip_supports_op(cd_backend_t be, const cd_bop_desc *d) {
     case CD_BOP_RESIZE: return all_nchw(d) && d->src[0].rank == 4;
     case CD_BOP_DECONV: {
         const cd_deconv_desc *c = &d->u.deconv;
-        return all_nchw(d) && d->src[0].rank == 4 && c->groups >= 1 && c->c % c->groups == 0 &&
-               c->k % c->groups == 0 && c->stride_h >= 1 && c->stride_w >= 1;
+        return all_nchw(d) && d->src[0].rank == 4 && c->groups >= 1 && c->c % c->groups == 0 && c->k % c->groups == 0 &&
+               c->stride_h >= 1 && c->stride_w >= 1;
     }
     case CD_BOP_COUNT: break;
     }

@@ -53,7 +53,8 @@ __global__ void cd_hip_deconv_kernel(cd_deconv_desc d, size_t total, const float
                 if (j >= d.w) continue;
                 for (int cl = 0; cl < cpg; cl++) {
                     const int ci = g * cpg + cl;
-                    acc += src[((n * d.c + ci) * d.h + i) * d.w + j] * w[(((size_t)ci * kpg + ko) * d.r + kr) * d.s + ks];
+                    acc +=
+                        src[((n * d.c + ci) * d.h + i) * d.w + j] * w[(((size_t)ci * kpg + ko) * d.r + kr) * d.s + ks];
                 }
             }
         }

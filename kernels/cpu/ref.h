@@ -123,7 +123,6 @@ void cd_ref_resize(const cd_resize_desc *d, int batch, const float *src, float *
 
 // dst (batch x k x oh x ow) = act(ConvTranspose(src, w) + bias), w in ONNX's
 // [c][k / groups][r][s] layout, bias k values or NULL.
-void cd_ref_deconv(const cd_deconv_desc *d, int batch, const float *src, const float *w, const float *bias,
-                   float *dst);
+void cd_ref_deconv(const cd_deconv_desc *d, int batch, const float *src, const float *w, const float *bias, float *dst);
 
 #endif // CD_KERNELS_CPU_REF_H
