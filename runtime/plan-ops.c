@@ -40,3 +40,13 @@ int cd_plan_nchw_op_desc(const cd_op *op, cd_bop_desc *d) {
     }
     return 0;
 }
+
+void cd_plan_convt_figures(const cd_op *op, cd_layer *l) {
+    const cd_deconv_desc *d = &op->u.convt.d;
+    const int64_t nw = (int64_t)d->c * (d->k / d->groups) * d->r * d->s;
+    int64_t nz = 0;
+    for (int64_t i = 0; i < nw; i++) nz += op->u.convt.w[i] != 0.0f;
+    l->params = nw + (op->u.convt.bias ? d->k : 0);
+    l->flops = l->flops_dense = l->flops_run = 2 * nw * d->h * d->w; // every input pixel meets every weight
+    l->density = nw ? (double)nz / (double)nw : 1.0;
+}

@@ -276,6 +276,14 @@ static int layernorm_init(cd_op_state *st, const cd_bop_desc *d, int dnnl, int m
     return 0;
 }
 
+// A resize: its index and weight tables (the reference under ref_only()).
+static int resize_init(cd_op_state *st, const cd_bop_desc *d) {
+    if (ref_only()) return 0;
+    int rc = cd_resize_tables_create(&d->u.resize, &st->rt);
+    if (!rc) snprintf(st->kernel, sizeof st->kernel, "resize-tables");
+    return rc;
+}
+
 // A transposed conv: oneDNN's deconvolution, or copies of the weights and
 // bias for the reference. 0, CD_EPARAMS, CD_ENOMEM or oneDNN's error.
 static int deconv_init(cd_op_state *st, const cd_bop_desc *d, int dnnl, int max_batch) {
@@ -434,10 +442,7 @@ static int cpu_op_init(cd_backend_t be, const cd_bop_desc *d, cd_op_state **out)
     case CD_BOP_SLICE:
     case CD_BOP_REDUCE: break;
     case CD_BOP_LAYERNORM: rc = layernorm_init(st, d, k == K_DNNL, mb); break;
-    case CD_BOP_RESIZE:
-        if (!ref_only() && !(rc = cd_resize_tables_create(&d->u.resize, &st->rt)))
-            snprintf(st->kernel, sizeof st->kernel, "resize-tables");
-        break;
+    case CD_BOP_RESIZE: rc = resize_init(st, d); break;
     case CD_BOP_DECONV: rc = deconv_init(st, d, k == K_DNNL, mb); break;
     case CD_BOP_COUNT: rc = CD_EUNSUPPORTED; break;
     }

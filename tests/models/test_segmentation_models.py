@@ -77,3 +77,4 @@ def test_segmentation_kernels_on_cpu(rng, tmp_path):
     assert "resize-tables" in kinds, kinds
     deconv = [l["kernel"] for l in layers if "ConvTranspose" in l["op"]]
     assert deconv and all(k.startswith("dnnl:") for k in deconv), (deconv, layers[:3])
+    assert all(l["flops"] > 0 and l["params"] > 0 for l in layers if "ConvTranspose" in l["op"])
