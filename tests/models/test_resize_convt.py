@@ -265,3 +265,15 @@ def test_refusals_name_the_node(case, rng, tmp_path):
     path = tmp_path / "m.onnx"
     onnx.save(m, str(path))
     fails(path, "E_UNSUPPORTED", "the_node", *want)
+
+
+@pytest.mark.parametrize("group", [1, 2])
+def test_stride1_convtranspose_runs_as_a_conv(group, rng, tmp_path):
+    """A stride-1 ConvTranspose is the conv with the kernel flipped and the channels swapped: it is lowered so
+    (dilations, groups, pads, a Relu fused) and still equals onnxruntime."""
+    g = B.Graph(rng, 13)
+    x = g.input("x", [4 * group, ri(rng, 3, 9), ri(rng, 3, 9)])
+    y = g.node("Relu", [convt(g, x, 4 * group, 2 * group * ri(rng, 1, 3), 3, 1, group, dil=ri(rng, 1, 2),
+                              pads=[ri(rng, 0, 2) for _ in range(4)])])
+    path = run(rng, tmp_path, g.build([y]))
+    assert "ConvTranspose(as Conv)+Relu" in [l["op"] for l in layers(path)]
