@@ -93,6 +93,8 @@ typedef enum {
     CD_OP_SLICE,     // Slice, one output of Split
     CD_OP_REDUCE,    // ReduceSum/Mean/Max (not the global pools they can be)
     CD_OP_LAYERNORM, // LayerNormalization, or its older exported pattern fused
+    CD_OP_RESIZE,    // Resize, Upsample (H and W of NCHW)
+    CD_OP_CONVT,     // ConvTranspose (2-D), bias and activation fused
 } cd_op_kind;
 
 #define CD_OP_MAX_IN 64
@@ -143,6 +145,12 @@ typedef struct {
             float *gamma; // d.len, owned
             float *beta;  // d.len or NULL, owned
         } ln;
+        cd_resize_desc resize;
+        struct {
+            cd_deconv_desc d;
+            float *w;    // [c][k / groups][r][s], owned
+            float *bias; // k or NULL, owned
+        } convt;
     } u;
 } cd_op;
 

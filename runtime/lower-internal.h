@@ -419,4 +419,10 @@ int cd_lower_minmax(lctx *c);
 // the Pad's. Returns 1 when folded, else 0 with nothing changed.
 int cd_lower_fold_pad(lctx *c, int need_nonneg, int *in, int *h, int *w, int pads[4]);
 
+// ---- Resize, Upsample, ConvTranspose (lower-resize.c, lower-convt.c) ---------------
+
+int cd_lower_resize(lctx *c);
+int cd_lower_upsample(lctx *c);
+int cd_lower_convtranspose(lctx *c);
+
 #endif // CD_RUNTIME_LOWER_INTERNAL_H

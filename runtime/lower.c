@@ -264,6 +264,7 @@ static int lower_activation(lctx *c) {
         cd_activation *slot = prod->kind == CD_OP_CONV     ? &prod->u.conv.d.act
                               : prod->kind == CD_OP_GEMM   ? &prod->u.gemm.d.act
                               : prod->kind == CD_OP_BINARY ? &prod->u.binary.act
+                              : prod->kind == CD_OP_CONVT  ? &prod->u.convt.d.act
                                                            : NULL;
         if (slot && slot->kind == CD_ACT_NONE) {
             *slot = a;
@@ -653,6 +654,13 @@ static const op_entry g_ops[] = {
     {"Abs", cd_lower_unary, ""},
     {"Min", cd_lower_minmax, ""},
     {"Max", cd_lower_minmax, ""},
+    // issue 22, segmentation: lower-resize.c, lower-convt.c
+    {"Resize", cd_lower_resize,
+     "mode,coordinate_transformation_mode,nearest_mode,cubic_coeff_a,exclude_outside,extrapolation_value,antialias,"
+     "axes,keep_aspect_ratio_policy"},
+    {"Upsample", cd_lower_upsample, "mode,scales"},
+    {"ConvTranspose", cd_lower_convtranspose,
+     "auto_pad,dilations,group,kernel_shape,output_padding,output_shape,pads,strides"},
 };
 
 // The entry of op name in domain dom ("" and "ai.onnx" are the default).

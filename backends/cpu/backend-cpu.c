@@ -15,6 +15,7 @@
 #include "core/errors.h"
 #include "kernels/cpu/ref.h"
 #include "backends/cpu/fakequant.h"
+#include "kernels/cpu/resize-tables.h"
 #include "sparse/sparse-conv-i8.h"
 #include "sparse/sparse-conv.h"
 
@@ -44,6 +45,7 @@ struct cd_op_state {
     cd_dnnl_op *dop;        // oneDNN
     cd_sparse_conv *sp;     // sparse kernels
     cd_sparse_conv_i8 *sp8; // sparse int8 kernels
+    cd_resize_tables *rt;   // RESIZE off the reference (kernels/cpu/resize-tables.h)
     int swap;               // binary on oneDNN: operands swapped (b is the big one)
     int int8;               // an int8 conv (on oneDNN: run with cd_dnnl_op_run_any)
     char kernel[64];
@@ -231,6 +233,10 @@ static kernel_kind choose(const cd_bop_desc *d, int *swap) {
     case CD_BOP_SLICE: return all_nchw(d) ? K_COPY : K_NONE; // memcpy runs (kernels/cpu/slice-runs.c)
     case CD_BOP_PAD:
     case CD_BOP_REDUCE: return all_nchw(d) ? K_REF : K_NONE; // kernels/cpu/ref-pad-slice.c, ref-reduce.c
+    case CD_BOP_RESIZE: return all_nchw(d) ? K_REF : K_NONE; // tables (resize-tables.h), or the reference
+    case CD_BOP_DECONV:
+        if (all_nchw(d) && !ref_only() && cd_dnnl_deconv_supports(&d->u.deconv)) return K_DNNL;
+        return all_nchw(d) ? K_REF : K_NONE;
     case CD_BOP_COUNT: break;
     }
     return K_NONE;
@@ -271,6 +277,30 @@ static int layernorm_init(cd_op_state *st, const cd_bop_desc *d, int dnnl, int m
     if (d->bias) {
         if (!(st->bias = malloc(n * sizeof(float)))) return CD_ENOMEM;
         memcpy(st->bias, d->bias, n * sizeof(float));
+    }
+    return 0;
+}
+
+// A resize: its index and weight tables (the reference under ref_only()).
+static int resize_init(cd_op_state *st, const cd_bop_desc *d) {
+    if (ref_only()) return 0;
+    int rc = cd_resize_tables_create(&d->u.resize, &st->rt);
+    if (!rc) snprintf(st->kernel, sizeof st->kernel, "resize-tables");
+    return rc;
+}
+
+// A transposed conv: oneDNN's deconvolution, or copies of the weights and
+// bias for the reference. 0, CD_EPARAMS, CD_ENOMEM or oneDNN's error.
+static int deconv_init(cd_op_state *st, const cd_bop_desc *d, int dnnl, int max_batch) {
+    const cd_deconv_desc *c = &d->u.deconv;
+    if (!d->w || c->groups < 1) return CD_EPARAMS;
+    if (dnnl) return cd_dnnl_deconv_create(c, max_batch, d->w, d->bias, &st->dop);
+    size_t nw = (size_t)c->c * (c->k / c->groups) * c->r * c->s;
+    if (!(st->w = malloc(nw * sizeof(float)))) return CD_ENOMEM;
+    memcpy(st->w, d->w, nw * sizeof(float));
+    if (d->bias) {
+        if (!(st->bias = malloc((size_t)c->k * sizeof(float)))) return CD_ENOMEM;
+        memcpy(st->bias, d->bias, (size_t)c->k * sizeof(float));
     }
     return 0;
 }
@@ -417,6 +447,8 @@ static int cpu_op_init(cd_backend_t be, const cd_bop_desc *d, cd_op_state **out)
     case CD_BOP_SLICE:
     case CD_BOP_REDUCE: break;
     case CD_BOP_LAYERNORM: rc = layernorm_init(st, d, k == K_DNNL, mb); break;
+    case CD_BOP_RESIZE: rc = resize_init(st, d); break;
+    case CD_BOP_DECONV: rc = deconv_init(st, d, k == K_DNNL, mb); break;
     case CD_BOP_COUNT: rc = CD_EUNSUPPORTED; break;
     }
     if (!rc && st->dop) rc = cd_dnnl_op_prepare(st->dop, 1, NULL);
@@ -487,6 +519,28 @@ static int run_sparse(cd_backend_ctx *ctx, cd_op_state *st, int batch, const cd_
     const float *res = st->op == CD_BOP_CONV2D && st->d.u.conv.has_residual ? srcs[1]->data : NULL;
     if (st->sp8) return cd_sparse_conv_i8_run_ws(st->sp8, srcs[0]->data, res, dst->data, n, need ? ctx->ws : NULL);
     return cd_sparse_conv_run_ws(st->sp, srcs[0]->data, res, dst->data, n, need ? ctx->ws : NULL);
+}
+
+// The context's workspace grown to at least bytes (64-byte aligned); NULL
+// when it cannot grow.
+static void *ctx_ws(cd_backend_ctx *ctx, size_t need) {
+    if (need > ctx->ws_size) {
+        size_t sz = (need + 63) & ~(size_t)63;
+        void *p = aligned_alloc(64, sz);
+        if (!p) return NULL;
+        free(ctx->ws);
+        ctx->ws = p;
+        ctx->ws_size = sz;
+    }
+    return ctx->ws;
+}
+
+static int run_resize_tables(cd_backend_ctx *ctx, cd_op_state *st, int batch, const float *src, float *dst) {
+    size_t need = cd_resize_tables_scratch_floats(st->rt) * sizeof(float);
+    float *ws = need ? ctx_ws(ctx, need) : NULL;
+    if (need && !ws) return CD_ENOMEM;
+    cd_resize_tables_run(st->rt, batch, src, dst, ws);
+    return 0;
 }
 
 static int cpu_op_run(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int batch, const cd_btensor *const *srcs,
@@ -597,6 +651,11 @@ static int cpu_op_run(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int
     case CD_BOP_LAYERNORM:
         cd_ref_layernorm(&d->u.ln, batch * d->u.ln.outer, srcs[0]->data, st->w, st->bias, dst->data);
         return 0;
+    case CD_BOP_RESIZE:
+        if (st->rt) return run_resize_tables(ctx, st, batch, srcs[0]->data, dst->data);
+        cd_ref_resize(&d->u.resize, batch, srcs[0]->data, dst->data);
+        return 0;
+    case CD_BOP_DECONV: cd_ref_deconv(&d->u.deconv, batch, srcs[0]->data, st->w, st->bias, dst->data); return 0;
     case CD_BOP_COUNT: break;
     }
     return CD_EINTERNAL;
@@ -684,6 +743,7 @@ static void cpu_op_state_free(cd_backend_t be, cd_op_state *st) {
     cd_dnnl_op_free(st->dop);
     cd_sparse_conv_free(st->sp);
     cd_sparse_conv_i8_free(st->sp8);
+    cd_resize_tables_free(st->rt);
     free(st->w);
     free(st->bias);
     free(st->qscale);

@@ -44,6 +44,7 @@
 #include "backends/hip/pool2d.h"
 #include "backends/hip/reduce-norm.h"
 #include "backends/hip/reorder.h"
+#include "backends/hip/resize-deconv.h"
 #include "backends/hip/sgemm.h"
 #include "backends/hip/softmax.h"
 #include "backends/hip/transpose.h"
@@ -121,6 +122,12 @@ static bool hip_supports_op(cd_backend_t be, const cd_bop_desc *d) {
     case CD_BOP_SLICE:
     case CD_BOP_REDUCE: return all_nchw(d) && d->src[0].rank >= 1 && d->src[0].rank <= CD_MAX_RANK;
     case CD_BOP_LAYERNORM: return all_nchw(d) && d->u.ln.len >= 1 && d->u.ln.outer >= 1;
+    case CD_BOP_RESIZE: return all_nchw(d) && d->src[0].rank == 4;
+    case CD_BOP_DECONV: {
+        const cd_deconv_desc *c = &d->u.deconv;
+        return all_nchw(d) && d->src[0].rank == 4 && c->groups >= 1 && c->c % c->groups == 0 && c->k % c->groups == 0 &&
+               c->stride_h >= 1 && c->stride_w >= 1;
+    }
     case CD_BOP_COUNT: break;
     }
     return false;
@@ -173,6 +180,8 @@ static const char *kind_name(const cd_op_state *st) {
     case CD_BOP_SLICE: return "slice";
     case CD_BOP_REDUCE: return "reduce";
     case CD_BOP_LAYERNORM: return "layernorm";
+    case CD_BOP_RESIZE: return "resize";
+    case CD_BOP_DECONV: return "deconv";
     case CD_BOP_COUNT: break;
     }
     return "?";
@@ -242,6 +251,13 @@ static int hip_op_init(cd_backend_t be, const cd_bop_desc *d, cd_op_state **out)
         if (!d->w) rc = CD_EPARAMS;
         if (!rc) rc = cd_hipb_dev_upload(be, d->w, (size_t)d->u.ln.len, &st->w);
         if (!rc) rc = cd_hipb_dev_upload(be, d->bias, (size_t)d->u.ln.len, &st->bias);
+    } else if (d->op == CD_BOP_DECONV) {
+        const cd_deconv_desc *c = &d->u.deconv;
+        size_t nw = (size_t)c->c * (c->k / c->groups) * c->r * c->s;
+        if (!d->w) rc = CD_EPARAMS;
+        if (!rc) rc = cd_hipb_dev_upload(be, d->bias, (size_t)c->k, &st->bias);
+        if (!rc) rc = cd_hipb_dev_upload(be, d->w, nw, &st->w);
+        st->weight_bytes = (nw + (d->bias ? (size_t)c->k : 0)) * sizeof(float);
     } else if (d->op == CD_BOP_POOL && is_global_pool(&d->u.pool)) {
         st->kind = K_GLOBAL_POOL;
     } else if (d->op == CD_BOP_REORDER && d->src[0].layout == d->dst.layout) {
@@ -348,6 +364,8 @@ static int hip_op_run(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int
     case CD_BOP_REDUCE: return cd_hip_reduce(&d->u.reduce, srcs[0]->rank, srcs[0]->shape, srcs[0]->data, dst->data, s);
     case CD_BOP_LAYERNORM:
         return cd_hip_layernorm(&d->u.ln, batch * d->u.ln.outer, srcs[0]->data, st->w, st->bias, dst->data, s);
+    case CD_BOP_RESIZE: return cd_hip_resize(&d->u.resize, batch, srcs[0]->data, dst->data, s);
+    case CD_BOP_DECONV: return cd_hip_deconv(&d->u.deconv, batch, srcs[0]->data, st->w, st->bias, dst->data, s);
     case CD_BOP_COUNT: break;
     }
     return CD_EINTERNAL;

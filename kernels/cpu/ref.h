@@ -119,4 +119,13 @@ void cd_ref_reduce(const cd_reduce_desc *d, int rank, const int64_t *src_shape, 
 void cd_ref_layernorm(const cd_layernorm_desc *d, int64_t rows, const float *src, const float *gamma, const float *beta,
                       float *dst);
 
+// ---- resize, transposed conv (ref-resize.c) ----
+
+// dst (batch x c x oh x ow) = src (batch x c x h x w) resized as d says.
+void cd_ref_resize(const cd_resize_desc *d, int batch, const float *src, float *dst);
+
+// dst (batch x k x oh x ow) = act(ConvTranspose(src, w) + bias), w in ONNX's
+// [c][k / groups][r][s] layout, bias k values or NULL.
+void cd_ref_deconv(const cd_deconv_desc *d, int batch, const float *src, const float *w, const float *bias, float *dst);
+
 #endif // CD_KERNELS_CPU_REF_H
