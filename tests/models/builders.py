@@ -418,18 +418,19 @@ def resize_to(g, y, like, mode="linear", form="slice"):
     return g.node("Resize", [y, roi, scales, sizes], **attrs)
 
 
-def fcn_head(rng, size=32, classes=5, width=8, opset=13, form="slice"):
+def fcn_head(rng, size=32, classes=5, width=8, opset=13, form="slice", dynamic=False):
     """FCN-like: a stride-8 conv backbone, the FCNHead (3x3-BN-ReLU, 1x1 classifier), then bilinear
-    Resize back to the input size through Shape/Slice/Concat, as torchvision's fcn exports it."""
+    Resize back to the input size through Shape/Slice/Concat, as torchvision's fcn exports it.
+    dynamic: H and W symbolic (torch.onnx.export's dynamic_axes), planned per input size."""
     g = Graph(rng, opset)
-    x = g.input("input", [3, size, size + 3])
+    x = g.input("input", [3, "H", "W"] if dynamic else [3, size, size + 3])
     y = g.conv_bn_relu(x, 3, width, 3, 2)
     y = resnet_basic(g, y, width, 2 * width, 2)
     y = resnet_basic(g, y, 2 * width, 4 * width, 2)
     y = g.conv_bn_relu(y, 4 * width, width, 3)
     y = g.conv(y, width, classes, 1)
     out = resize_to(g, y, x, "linear", form)
-    return g.build([out], out_shapes={out: ["N", classes, size, size + 3]})
+    return g.build([out], out_shapes={out: ["N", classes, "H", "W"] if dynamic else ["N", classes, size, size + 3]})
 
 
 def lraspp_head(rng, size=32, classes=4, width=8, opset=13):

@@ -10,12 +10,11 @@ import pytest
 
 from tests.models import builders
 from tests.models.runner import TOL, convd_run
+from tests.models.test_sparse_models import rng  # noqa: F401 (fixture: CD_TEST_SEED fixes the draws)
 
-RNG = np.random.default_rng()
 
-
-def run_at(model, tmp_path, sess, shape, load_shape, kernels):
-    x = RNG.uniform(-1, 1, shape).astype(np.float32)
+def run_at(model, tmp_path, sess, shape, load_shape, kernels, rng):
+    x = rng.uniform(-1, 1, shape).astype(np.float32)
     p = tmp_path / f"x_{'x'.join(map(str, shape))}.npy"
     np.save(p, x)
     out = tmp_path / f"out_{'x'.join(map(str, shape))}_{kernels}"
@@ -32,19 +31,32 @@ def run_at(model, tmp_path, sess, shape, load_shape, kernels):
         assert err.max() <= TOL, (o.name, shape, float(err.max()))
 
 
-@pytest.mark.parametrize("kernels", ["fast", "ref"])
-def test_segnet_three_sizes(tmp_path, kernels):
-    model = tmp_path / "seg.onnx"
-    builders.save(builders.dynamic_hw_segnet(np.random.default_rng(int(RNG.integers(1 << 30)))), model)
+def three_sizes(model, tmp_path, kernels, rng, lo=9):
     sess = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
-    h0, w0 = 8 * int(RNG.integers(3, 6)), 8 * int(RNG.integers(3, 6))
+    h0, w0 = 8 * int(rng.integers(3, 6)), 8 * int(rng.integers(3, 6))
     load = f"input=1x3x{h0}x{w0}"
-    sizes = [(h0, w0), (h0 + 8 + int(RNG.integers(0, 8)), w0), (int(RNG.integers(9, 30)), int(RNG.integers(9, 50)))]
+    sizes = [(h0, w0), (h0 + 8 + int(rng.integers(0, 8)), w0), (int(rng.integers(lo, 30)), int(rng.integers(lo, 50)))]
     for batch in (1, 2):
         for h, w in sizes:
-            run_at(model, tmp_path, sess, (batch, 3, h, w), load, kernels)
+            run_at(model, tmp_path, sess, (batch, 3, h, w), load, kernels, rng)
     # No --input-shape: the input file's size is the first plan's.
-    run_at(model, tmp_path, sess, (1, 3, sizes[2][0], sizes[2][1]), None, kernels)
+    run_at(model, tmp_path, sess, (1, 3, sizes[2][0], sizes[2][1]), None, kernels, rng)
+
+
+@pytest.mark.parametrize("kernels", ["fast", "ref"])
+def test_segnet_three_sizes(tmp_path, kernels, rng):
+    model = tmp_path / "seg.onnx"
+    builders.save(builders.dynamic_hw_segnet(rng), model)
+    three_sizes(model, tmp_path, kernels, rng)
+
+
+@pytest.mark.parametrize("form", ["slice", "gather"])
+def test_fcn_head_with_resize_three_sizes(tmp_path, form, rng):
+    """A segmentation head whose Resize takes its output size from Shape of
+    the input (torchvision's FCN export): each size's plan folds it anew."""
+    model = tmp_path / "fcn.onnx"
+    builders.save(builders.fcn_head(rng, dynamic=True, form=form), model)
+    three_sizes(model, tmp_path, "fast", rng, lo=16)
 
 
 def test_symbolic_dims_refusals(tmp_path):
