@@ -39,6 +39,7 @@
 #include "backends/hip/conv2d.h"
 #include "backends/hip/fakequant.h"
 #include "backends/hip/global-pool.h"
+#include "backends/hip/gather.h"
 #include "backends/hip/pad-slice.h"
 #include "backends/hip/plugin.h"
 #include "backends/hip/pool2d.h"
@@ -121,6 +122,9 @@ static bool hip_supports_op(cd_backend_t be, const cd_bop_desc *d) {
     case CD_BOP_SLICE:
     case CD_BOP_REDUCE: return all_nchw(d) && d->src[0].rank >= 1 && d->src[0].rank <= CD_MAX_RANK;
     case CD_BOP_LAYERNORM: return all_nchw(d) && d->u.ln.len >= 1 && d->u.ln.outer >= 1;
+    case CD_BOP_GATHER:
+        return all_nchw(d) && d->u.gather.axis >= 1 && d->u.gather.axis < d->src[0].rank && d->u.gather.nidx >= 1;
+    case CD_BOP_TILE: return all_nchw(d) && d->src[0].rank >= 1 && d->src[0].rank == d->dst.rank;
     case CD_BOP_COUNT: break;
     }
     return false;
@@ -130,6 +134,7 @@ static void hip_op_state_free(cd_backend_t be, cd_op_state *st) {
     if (!st) return;
     cd_hipb_dev_free(be, st->w);
     cd_hipb_dev_free(be, st->bias);
+    cd_hipb_dev_free(be, st->gidx);
     cd_hipb_sparse_free(st);
     free(st);
 }
@@ -173,6 +178,8 @@ static const char *kind_name(const cd_op_state *st) {
     case CD_BOP_SLICE: return "slice";
     case CD_BOP_REDUCE: return "reduce";
     case CD_BOP_LAYERNORM: return "layernorm";
+    case CD_BOP_GATHER: return "gather";
+    case CD_BOP_TILE: return "tile";
     case CD_BOP_COUNT: break;
     }
     return "?";
@@ -240,6 +247,17 @@ static int hip_op_init(cd_backend_t be, const cd_bop_desc *d, cd_op_state **out)
         if (!d->w) rc = CD_EPARAMS;
         if (!rc) rc = cd_hipb_dev_upload(be, d->w, (size_t)d->u.ln.len, &st->w);
         if (!rc) rc = cd_hipb_dev_upload(be, d->bias, (size_t)d->u.ln.len, &st->bias);
+    } else if (d->op == CD_BOP_GATHER) {
+        // The indices, checked against the axis, in device memory.
+        const cd_gather_desc *g = &d->u.gather;
+        const int64_t len = d->src[0].shape[g->axis];
+        if (!g->idx) rc = CD_EPARAMS;
+        for (int64_t j = 0; !rc && j < g->nidx; j++)
+            if (g->idx[j] < 0 || g->idx[j] >= len) rc = CD_EPARAMS;
+        void *p = NULL;
+        if (!rc) rc = cd_hipb_dev_upload_bytes(be, g->idx, (size_t)g->nidx * sizeof(int64_t), &p);
+        st->gidx = p;
+        st->d.u.gather.idx = NULL; // the caller's: gone after init
     } else if (d->op == CD_BOP_POOL && is_global_pool(&d->u.pool)) {
         st->kind = K_GLOBAL_POOL;
     } else if (d->op == CD_BOP_REORDER && d->src[0].layout == d->dst.layout) {
@@ -343,6 +361,15 @@ static int hip_op_run(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int
     case CD_BOP_REDUCE: return cd_hip_reduce(&d->u.reduce, srcs[0]->rank, srcs[0]->shape, srcs[0]->data, dst->data, s);
     case CD_BOP_LAYERNORM:
         return cd_hip_layernorm(&d->u.ln, batch * d->u.ln.outer, srcs[0]->data, st->w, st->bias, dst->data, s);
+    case CD_BOP_GATHER: {
+        const cd_btensor *x = srcs[0];
+        const int axis = d->u.gather.axis;
+        int64_t outer = 1, inner = 1;
+        for (int i = 0; i < axis; i++) outer *= x->shape[i];
+        for (int i = axis + 1; i < x->rank; i++) inner *= x->shape[i];
+        return cd_hip_gather(outer, x->shape[axis], inner, d->u.gather.nidx, st->gidx, x->data, dst->data, s);
+    }
+    case CD_BOP_TILE: return cd_hip_tile(dst->rank, srcs[0]->shape, srcs[0]->data, dst->shape, dst->data, s);
     case CD_BOP_COUNT: break;
     }
     return CD_EINTERNAL;
