@@ -103,6 +103,10 @@ void cd_op_free(cd_op *op) {
         free(op->u.ln.gamma);
         free(op->u.ln.beta);
         op->u.ln.gamma = op->u.ln.beta = NULL;
+    } else if (op->kind == CD_OP_GATHER) {
+        free(op->u.gather.idx);
+        op->u.gather.idx = NULL;
+        op->u.gather.d.idx = NULL;
     }
 }
 

@@ -92,6 +92,8 @@ typedef enum {
     CD_OP_SLICE,     // Slice, one output of Split
     CD_OP_REDUCE,    // ReduceSum/Mean/Max (not the global pools they can be)
     CD_OP_LAYERNORM, // LayerNormalization, or its older exported pattern fused
+    CD_OP_GATHER,    // Gather over an activation (u.gather; indices owned)
+    CD_OP_TILE,      // Tile or Expand of an activation (no parameters: the shapes)
 } cd_op_kind;
 
 #define CD_OP_MAX_IN 64
@@ -142,6 +144,10 @@ typedef struct {
             float *gamma; // d.len, owned
             float *beta;  // d.len or NULL, owned
         } ln;
+        struct {
+            cd_gather_desc d; // d.idx points at idx
+            int64_t *idx;     // d.nidx indices in [0, len), owned
+        } gather;
     } u;
 } cd_op;
 

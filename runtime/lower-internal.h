@@ -380,4 +380,16 @@ int cd_lower_minmax(lctx *c);
 // the Pad's. Returns 1 when folded, else 0 with nothing changed.
 int cd_lower_fold_pad(lctx *c, int need_nonneg, int *in, int *h, int *w, int pads[4]);
 
+// ---- Expand, Tile, Where, comparisons, Range, ConstantOfShape, Gather of
+// tensors (lower-expand.c): folded on constants, TILE/GATHER on activations --
+
+int cd_lower_expand(lctx *c);
+int cd_lower_tile(lctx *c);
+int cd_lower_compare(lctx *c); // Equal, Less, Greater, Not
+int cd_lower_where(lctx *c);
+int cd_lower_range(lctx *c);
+int cd_lower_constant_of_shape(lctx *c);
+// Gather beyond a constant 1-D list (cd_lower_gather's own case).
+int cd_lower_gather_tensor(lctx *c);
+
 #endif // CD_RUNTIME_LOWER_INTERNAL_H

@@ -339,9 +339,8 @@ int cd_lower_gather(lctx *c) {
     cd_value *x = in_val(c, 0), *ix = in_val(c, 1);
     int64_t axis;
     if ((rc = attr_int(c, "axis", 0, &axis))) return rc;
-    if (!is_const(x) || x->rank != 1 || ix->kind != CD_VAL_CONST_I64 || ix->rank > 1 || norm_axis(axis, 1) != 0)
-        return node_fail(c, CD_EUNSUPPORTED,
-                         "only gathers from a constant 1-D list (shape computations) are supported");
+    if (!is_const(x) || x->rank != 1 || !ix || ix->kind != CD_VAL_CONST_I64 || ix->rank > 1 || norm_axis(axis, 1) != 0)
+        return cd_lower_gather_tensor(c); // any rank, any axis (lower-expand.c)
     int64_t n = ix->numel;
     if ((rc = const_out(c, x->kind, ix->rank, &n, CD_MAX_CONST_ELEMS))) return rc;
     x = in_val(c, 0);

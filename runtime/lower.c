@@ -652,6 +652,16 @@ static const op_entry g_ops[] = {
     {"Abs", cd_lower_unary, ""},
     {"Min", cd_lower_minmax, ""},
     {"Max", cd_lower_minmax, ""},
+    // issue 22, second part: lower-expand.c
+    {"Expand", cd_lower_expand, "", Q_PASS},
+    {"Tile", cd_lower_tile, "", Q_PASS},
+    {"Where", cd_lower_where, ""},
+    {"Equal", cd_lower_compare, ""},
+    {"Less", cd_lower_compare, ""},
+    {"Greater", cd_lower_compare, ""},
+    {"Not", cd_lower_compare, ""},
+    {"Range", cd_lower_range, ""},
+    {"ConstantOfShape", cd_lower_constant_of_shape, "value"},
 };
 
 // The entry of op name in domain dom ("" and "ai.onnx" are the default).

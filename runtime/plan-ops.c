@@ -1,5 +1,5 @@
 // The backend descriptions of the ops that always run in NCHW and need no
-// layout choice of the planner (Pad, Slice, Reduce, LayerNorm: issue 22).
+// layout choice of the planner (Pad, Slice, Reduce, LayerNorm, Gather, Tile: issue 22).
 
 #include "runtime/plan-internal.h"
 
@@ -25,6 +25,12 @@ int cd_plan_nchw_op_desc(const cd_op *op, cd_bop_desc *d) {
         d->w = op->u.ln.gamma;
         d->bias = op->u.ln.beta;
         break;
+    case CD_OP_GATHER:
+        d->op = CD_BOP_GATHER;
+        d->u.gather = op->u.gather.d;
+        d->u.gather.idx = op->u.gather.idx;
+        break;
+    case CD_OP_TILE: d->op = CD_BOP_TILE; break;
     default: return CD_EINTERNAL; // a kind plan_op does not know
     }
     return 0;
