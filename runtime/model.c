@@ -101,11 +101,16 @@ int cd_model_load(const char *path, const cd_model_opts *opts, cd_model **out, c
     m->popts.tune_cache = m->tune_cache;
     if (m->threads > 0) cd_backends_set_threads(m->threads); // calibration and tuning run with them
     cd_plan_mode mode = cd_planner_mode(&m->popts);
-    char e[700] = "";
+    char e[CD_LOAD_ERR_MAX] = "";
     int rc = cd_backend_create(opts ? opts->device : NULL, &m->be, e, sizeof e);
     if (opts && opts->max_file_bytes > 0) g.max_bytes = (size_t)opts->max_file_bytes;
     if (!rc) rc = cd_onnx_import(path, &g, e, sizeof e);
-    if (!rc) rc = cd_graph_lower(&g, e, sizeof e);
+    // The lowering's message gets the room the caller's err has after the
+    // file name, so that a message too long for it is shortened in words,
+    // not cut (the unknown-operator refusal lists every supported op).
+    const char *fname = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    size_t lower_len = errlen > strlen(fname) + 2 ? errlen - strlen(fname) - 2 : 1;
+    if (!rc) rc = cd_graph_lower(&g, e, lower_len < sizeof e ? lower_len : sizeof e);
     if (!rc) {
         plan_job j = {m, &g, mode, e, sizeof e, 0};
         compute_on(m, plan_job_run, &j); // calibration, tuning and packing time the run's team

@@ -462,7 +462,7 @@ static void print_text(const run_opts *o, const run_state *st, const run_times *
 // Loads the model, runs it once (and --bench times), writes and prints the
 // results. Returns the exit status.
 static int run(run_opts *o, run_state *st) {
-    char err[1024] = "";
+    char err[CD_LOAD_ERR_MAX] = "";
     // Read the given inputs first: their dim 0 sets the batch.
     if (read_inputs(o, st, err, sizeof err)) return 1;
     if (!o->batch) o->batch = 1;
