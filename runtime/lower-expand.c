@@ -97,8 +97,11 @@ int cd_lower_expand(lctx *c) {
     if (broadcast(x->rank, x->shape, n, t, &r, shape))
         return node_fail(c, CD_EMODEL, "the input does not broadcast to the shape");
     if (!act) return fold_repeat(c, x, r, shape);
-    if (r != x->rank) return node_fail(c, CD_EUNSUPPORTED, "expanding an activation to rank %d puts dims before the "
-                                                          "batch (rank %d kept)", r, x->rank);
+    if (r != x->rank)
+        return node_fail(c, CD_EUNSUPPORTED,
+                         "expanding an activation to rank %d puts dims before the "
+                         "batch (rank %d kept)",
+                         r, x->rank);
     if (shape[0] != 1) return node_fail(c, CD_EUNSUPPORTED, "expanding the batch dim of an activation");
     return emit_tile(c, r, shape);
 }
@@ -119,7 +122,8 @@ int cd_lower_tile(lctx *c) {
             return node_fail(c, CD_ETOO_LARGE, "dim %d overflows 64 bits", i);
     }
     if (!is_act(x)) return fold_repeat(c, x, n, shape);
-    if (rep[0] != 1) return node_fail(c, CD_EUNSUPPORTED, "tiling the batch dim of an activation (repeats[0] must be 1)");
+    if (rep[0] != 1)
+        return node_fail(c, CD_EUNSUPPORTED, "tiling the batch dim of an activation (repeats[0] must be 1)");
     return emit_tile(c, n, shape);
 }
 
@@ -169,8 +173,8 @@ int cd_lower_compare(lctx *c) {
             // batch (>= 1) against v < 1: never equal, never less, always greater.
             int64_t v = ma ? y : x;
             if (v >= 1)
-                return node_fail(c, CD_EUNSUPPORTED, "compares the batch size with %lld (the answer depends on the batch)",
-                                 (long long)v);
+                return node_fail(c, CD_EUNSUPPORTED,
+                                 "compares the batch size with %lld (the answer depends on the batch)", (long long)v);
             o->i[e] = kind == 'E' ? 0 : (kind == 'G') == (ma != 0);
         } else {
             o->i[e] = kind == 'E' ? x == y : kind == 'L' ? x < y : x > y;
@@ -191,7 +195,8 @@ int cd_lower_where(lctx *c) {
                          "is not supported)");
     int r, r2;
     int64_t s1[CD_MAX_RANK], shape[CD_MAX_RANK];
-    if (broadcast(x->rank, x->shape, y->rank, y->shape, &r, s1) || broadcast(cond->rank, cond->shape, r, s1, &r2, shape))
+    if (broadcast(x->rank, x->shape, y->rank, y->shape, &r, s1) ||
+        broadcast(cond->rank, cond->shape, r, s1, &r2, shape))
         return node_fail(c, CD_EMODEL, "shapes do not broadcast");
     if (is_act(x) || is_act(y)) {
         int any = 0, all = 1;
@@ -201,8 +206,7 @@ int cd_lower_where(lctx *c) {
             all &= t;
         }
         cd_value *pick = all ? x : !any ? y : NULL;
-        if (!pick || !is_act(pick) || pick->rank != r2 ||
-            memcmp(pick->shape, shape, sizeof(int64_t) * (size_t)r2) != 0)
+        if (!pick || !is_act(pick) || pick->rank != r2 || memcmp(pick->shape, shape, sizeof(int64_t) * (size_t)r2) != 0)
             return node_fail(c, CD_EUNSUPPORTED,
                              "selects between activations and constants element by element (only a condition that "
                              "picks the same activation everywhere, at its own shape, is supported)");
@@ -255,7 +259,8 @@ int cd_lower_range(lctx *c) {
     double count = ceil((limit - start) / delta);
     if (!(count >= 0)) count = 0;
     if (count > (double)CD_MAX_FOLD_ELEMS)
-        return node_fail(c, CD_ETOO_LARGE, "the range would have more than %lld elements", (long long)CD_MAX_FOLD_ELEMS);
+        return node_fail(c, CD_ETOO_LARGE, "the range would have more than %lld elements",
+                         (long long)CD_MAX_FOLD_ELEMS);
     int64_t n = (int64_t)count;
     if ((rc = const_out(c, v[0]->kind, 1, &n, CD_MAX_FOLD_ELEMS))) return rc;
     for (int j = 0; j < 3; j++) v[j] = in_val(c, j);
@@ -291,8 +296,10 @@ int cd_lower_constant_of_shape(lctx *c) {
         if (!a->t) return node_fail(c, CD_EMODEL, "'value' holds no tensor");
         char e[300];
         rc = cd_onnx_tensor_value(c->g, a->t, "value", &val, e, sizeof e);
-        if (!rc && val.numel != 1) rc = node_fail(c, CD_EMODEL, "'value' has %lld elements (1 needed)", (long long)val.numel);
-        else if (rc) rc = node_fail(c, rc, "%s", e);
+        if (!rc && val.numel != 1)
+            rc = node_fail(c, CD_EMODEL, "'value' has %lld elements (1 needed)", (long long)val.numel);
+        else if (rc)
+            rc = node_fail(c, rc, "%s", e);
         if (rc) {
             free(val.f);
             free(val.i);
@@ -329,7 +336,8 @@ int cd_lower_gather_tensor(lctx *c) {
     axis = norm_axis(axis, x->rank);
     if (axis < 0 || axis >= x->rank) return node_fail(c, CD_EMODEL, "axis out of range");
     const int orank = x->rank - 1 + ix->rank;
-    if (orank > CD_MAX_RANK) return node_fail(c, CD_EUNSUPPORTED, "the output's rank %d is above %d", orank, CD_MAX_RANK);
+    if (orank > CD_MAX_RANK)
+        return node_fail(c, CD_EUNSUPPORTED, "the output's rank %d is above %d", orank, CD_MAX_RANK);
     if (ix->numel < 1) return node_fail(c, CD_EUNSUPPORTED, "no indices (an empty output)");
     int64_t shape[CD_MAX_RANK], len = x->shape[axis];
     int r = 0;

@@ -61,7 +61,7 @@ static const struct {
     int input, from;
     const char *what;
 } g_input_opsets[] = {
-    {"Squeeze", 1, 13, "axes"},   {"Unsqueeze", 1, 13, "axes"}, {"Split", 1, 13, "split"},
+    {"Squeeze", 1, 13, "axes"},   {"Unsqueeze", 1, 13, "axes"},  {"Split", 1, 13, "split"},
     {"ReduceSum", 1, 13, "axes"}, {"ReduceMean", 1, 18, "axes"}, {"ReduceMax", 1, 18, "axes"},
     {"Pad", 3, 18, "axes"},       {"Dropout", 1, 12, "ratio"},   {"Dropout", 2, 12, "training_mode"},
 };

@@ -137,8 +137,8 @@ static int lower_batchnorm(lctx *c) {
         return OOM(c);
     }
     cd_op *prod = fusable_producer(c, x);
-    const int fold = prod && prod->kind == CD_OP_CONV && prod->u.conv.d.act.kind == CD_ACT_NONE &&
-                      !prod->u.conv.d.has_residual;
+    const int fold =
+        prod && prod->kind == CD_OP_CONV && prod->u.conv.d.act.kind == CD_ACT_NONE && !prod->u.conv.d.has_residual;
     for (int64_t i = 0; i < C; i++) {
         if (fold) { // into weights: as exact as we can
             double sc = (double)p[0][i] / sqrt((double)p[3][i] + eps);

@@ -124,8 +124,19 @@ static cd_bop_desc family_case(cd_bop f) {
         d.u.gemm.n = d.u.gemm.k = 8;
         break;
     case CD_BOP_POOL:
-        d.u.pool = (cd_pool_desc){.kind = CD_POOL_MAX, .n = 1, .c = 8, .h = 4, .w = 4, .kh = 2, .kw = 2,
-                                  .stride_h = 2, .stride_w = 2, .dil_h = 1, .dil_w = 1, .oh = 2, .ow = 2};
+        d.u.pool = (cd_pool_desc){.kind = CD_POOL_MAX,
+                                  .n = 1,
+                                  .c = 8,
+                                  .h = 4,
+                                  .w = 4,
+                                  .kh = 2,
+                                  .kw = 2,
+                                  .stride_h = 2,
+                                  .stride_w = 2,
+                                  .dil_h = 1,
+                                  .dil_w = 1,
+                                  .oh = 2,
+                                  .ow = 2};
         d.dst = td4(8, 2, 2);
         break;
     case CD_BOP_BINARY:

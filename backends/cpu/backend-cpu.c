@@ -230,7 +230,8 @@ static kernel_kind choose(const cd_bop_desc *d, int *swap) {
         if (all_nchw(d) && cd_dnnl_layernorm_supports(d->u.ln.outer, d->u.ln.len, d->bias != NULL)) return K_DNNL;
         return all_nchw(d) ? K_REF : K_NONE;
     case CD_BOP_SLICE: return all_nchw(d) ? K_COPY : K_NONE; // memcpy runs (kernels/cpu/slice-runs.c)
-    case CD_BOP_GATHER: // memcpy runs (kernels/cpu/ref-gather-tile.c)
+    case CD_BOP_GATHER:
+        // memcpy runs (kernels/cpu/ref-gather-tile.c)
         return all_nchw(d) && d->u.gather.axis >= 1 && d->u.gather.axis < d->src[0].rank && d->u.gather.nidx >= 1
                    ? K_COPY
                    : K_NONE;

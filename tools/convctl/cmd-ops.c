@@ -10,12 +10,11 @@
 #include <stdio.h>
 #include <string.h>
 
-const char ctl_ops_help[] =
-    "Lists every operator the loader accepts: its domain, the default-domain\n"
-    "opsets it is read at, its accepted attributes (with their opsets where\n"
-    "narrower than the operator's), the backend op families it becomes and\n"
-    "the devices that run them. Offline: no daemon needed.\n"
-    "  --markdown   print docs/OPERATORS.md (the committed file is this output)";
+const char ctl_ops_help[] = "Lists every operator the loader accepts: its domain, the default-domain\n"
+                            "opsets it is read at, its accepted attributes (with their opsets where\n"
+                            "narrower than the operator's), the backend op families it becomes and\n"
+                            "the devices that run them. Offline: no daemon needed.\n"
+                            "  --markdown   print docs/OPERATORS.md (the committed file is this output)";
 
 // The attributes of e, comma-separated, each with its opsets where narrower.
 static void attrs_text(const cd_op_info *e, char *buf, size_t len) {
