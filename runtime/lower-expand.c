@@ -267,7 +267,7 @@ int cd_lower_range(lctx *c) {
     cd_value *o = out_val(c);
     for (int64_t e = 0; e < n; e++) {
         if (fl) {
-            o->f[e] = v[0]->f[0] + (float)e * v[2]->f[0]; // as onnxruntime: start + i * delta in float
+            o->f[e] = v[0]->f[0] + (float)e * v[2]->f[0]; // the spec: start + i * delta (in float)
         } else if (cd_ck_mul_i64(e, v[2]->i[0], &o->i[e]) || cd_ck_add_i64(o->i[e], v[0]->i[0], &o->i[e])) {
             return node_fail(c, CD_EMODEL, "the range overflows 64 bits");
         }
