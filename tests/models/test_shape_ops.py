@@ -144,7 +144,8 @@ def test_range_less_greater_not_cast_fold(opset, rng, tmp_path):
     n = g.node("Gather", [shp, g.init(np.array(2, np.int64))], axis=0)
     r = g.node("Range", [g.init(np.array(0, np.int64)), n, g.init(np.array(1, np.int64))])
     half = g.init(np.array(w // 2, np.int64))
-    m = g.node("Not", [g.node("Greater", [r, half])])
+    gt = g.node("Cast", [g.node("Cast", [g.node("Greater", [r, half])], to=TensorProto.INT64)], to=TensorProto.BOOL)
+    m = g.node("Not", [gt])
     lo = g.node("Cast", [g.node("Less", [r, half])], to=TensorProto.FLOAT)
     mask = g.node("Add", [g.node("Cast", [m], to=TensorProto.FLOAT), lo])
     fr = g.node("Range", [g.init(np.array(0.5, np.float32)), g.init(np.array(w / 2 + 0.5, np.float32)),
