@@ -112,6 +112,7 @@ size_t cd_tdesc_item_bytes(const cd_tdesc *t) {
 const char *cd_bop_name(cd_bop op) {
     static const char *names[] = {"Conv2d", "Gemm",      "Pool",    "Binary",    "Activation", "Softmax",
                                   "Concat", "Transpose", "Reorder", "FakeQuant", "Pad",        "Slice",
-                                  "Reduce", "LayerNorm", "Resize",  "Deconv"};
+                                  "Reduce", "LayerNorm", "Resize",  "Deconv",    "Gather",     "Tile"};
+    _Static_assert(sizeof names / sizeof names[0] == CD_BOP_COUNT, "a name for every cd_bop");
     return op < CD_BOP_COUNT ? names[op] : "?";
 }

@@ -81,6 +81,8 @@ typedef enum {
     CD_BOP_LAYERNORM, // u.ln, gamma in w and beta in bias (len values); NCHW
     CD_BOP_RESIZE,    // u.resize; NCHW
     CD_BOP_DECONV,    // u.deconv (ConvTranspose), w [c][k/groups][r][s], bias k or NULL; NCHW
+    CD_BOP_GATHER,    // u.gather (indices host memory, only during init); NCHW (any rank)
+    CD_BOP_TILE,      // no parameters (Tile, Expand: the shapes say it); NCHW (any rank)
     CD_BOP_COUNT
 } cd_bop;
 
@@ -108,6 +110,7 @@ typedef struct {
         cd_layernorm_desc ln;  // LAYERNORM
         cd_resize_desc resize; // RESIZE
         cd_deconv_desc deconv; // DECONV
+        cd_gather_desc gather; // GATHER
     } u;
     const float *w;    // CONV2D (OIHW), GEMM (n x k), LAYERNORM (gamma, beta): host memory,
     const float *bias; // only during init; NULL for no bias

@@ -406,5 +406,19 @@ CD_ACT_APPLY_QUALIFIERS void cd_resize_linear_index(float xo, int in, int *i0, i
     *i1 = b;
     *l = a == b ? 0.5f : xo - (float)a; // onnxruntime's halves where both are the edge
 }
+// Gather (ONNX Gather on an activation) along dim axis of src: src seen as
+// [outer][len][inner] (len = src dim axis), dst as [outer][nidx][inner] with
+// dst[o][j][i] = src[o][idx[j]][i]. Every idx is in [0, len) (the lowering
+// turns negative indices around). idx is host memory, read only while a
+// backend prepares the op (the backend keeps its own copy).
+typedef struct {
+    int axis;
+    int64_t nidx;
+    const int64_t *idx;
+} cd_gather_desc;
+
+// Tile (ONNX Tile, and Expand of an activation) has no parameters beyond its
+// shapes: dst[i...] = src[i_d mod src_shape[d] ...], each dst dim a multiple
+// of the src dim (Expand: a dim of 1 repeated).
 
 #endif // CD_KERNELS_OP_DESC_H

@@ -107,6 +107,10 @@ void cd_op_free(cd_op *op) {
         free(op->u.convt.w);
         free(op->u.convt.bias);
         op->u.convt.w = op->u.convt.bias = NULL;
+    } else if (op->kind == CD_OP_GATHER) {
+        free(op->u.gather.idx);
+        op->u.gather.idx = NULL;
+        op->u.gather.d.idx = NULL;
     }
 }
 

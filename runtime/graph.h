@@ -95,6 +95,8 @@ typedef enum {
     CD_OP_LAYERNORM, // LayerNormalization, or its older exported pattern fused
     CD_OP_RESIZE,    // Resize, Upsample (H and W of NCHW)
     CD_OP_CONVT,     // ConvTranspose (2-D), bias and activation fused
+    CD_OP_GATHER,    // Gather over an activation (u.gather; indices owned)
+    CD_OP_TILE,      // Tile or Expand of an activation (no parameters: the shapes)
 } cd_op_kind;
 
 #define CD_OP_MAX_IN 64
@@ -151,6 +153,10 @@ typedef struct {
             float *w;    // [c][k / groups][r][s], owned
             float *bias; // k or NULL, owned
         } convt;
+        struct {
+            cd_gather_desc d; // d.idx points at idx
+            int64_t *idx;     // d.nidx indices in [0, len), owned
+        } gather;
     } u;
 } cd_op;
 

@@ -424,5 +424,31 @@ int cd_lower_fold_pad(lctx *c, int need_nonneg, int *in, int *h, int *w, int pad
 int cd_lower_resize(lctx *c);
 int cd_lower_upsample(lctx *c);
 int cd_lower_convtranspose(lctx *c);
+// ---- Expand, Tile, Where, comparisons, Range, ConstantOfShape, Gather of
+// tensors (lower-expand.c): folded on constants, TILE/GATHER on activations --
+
+int cd_lower_expand(lctx *c);
+int cd_lower_tile(lctx *c);
+int cd_lower_compare(lctx *c); // Equal, Less, Greater, Not
+int cd_lower_where(lctx *c);
+int cd_lower_range(lctx *c);
+int cd_lower_constant_of_shape(lctx *c);
+// Gather beyond a constant 1-D list (cd_lower_gather's own case).
+int cd_lower_gather_tensor(lctx *c);
+
+// ---- opsets (lower-opset.c) and the op table (lower.c), for op-info.c --------------
+
+// Refuses the node when its operator, one of its attributes or one of its
+// inputs is not part of the model's opset. 0 or CD_EUNSUPPORTED.
+int cd_lower_check_opset(lctx *c);
+// The first default-domain opset convd reads op at (CD_OPSET_MIN unless newer).
+int cd_lower_op_since(const char *op);
+// 1 with the opsets attribute attr of op exists in where narrower than the
+// op's, else 0.
+int cd_lower_attr_opsets(const char *op, const char *attr, int *from, int *to);
+// The entries of lower.c's op table: name (NULL past the end), domain ("" for
+// the default) and accepted attributes (comma-separated).
+int cd_lower_table_size(void);
+const char *cd_lower_table_entry(int i, const char **domain, const char **attrs);
 
 #endif // CD_RUNTIME_LOWER_INTERNAL_H

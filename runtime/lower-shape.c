@@ -339,9 +339,8 @@ int cd_lower_gather(lctx *c) {
     cd_value *x = in_val(c, 0), *ix = in_val(c, 1);
     int64_t axis;
     if ((rc = attr_int(c, "axis", 0, &axis))) return rc;
-    if (!is_const(x) || x->rank != 1 || ix->kind != CD_VAL_CONST_I64 || ix->rank > 1 || norm_axis(axis, 1) != 0)
-        return node_fail(c, CD_EUNSUPPORTED,
-                         "only gathers from a constant 1-D list (shape computations) are supported");
+    if (!is_const(x) || x->rank != 1 || !ix || ix->kind != CD_VAL_CONST_I64 || ix->rank > 1 || norm_axis(axis, 1) != 0)
+        return cd_lower_gather_tensor(c); // any rank, any axis (lower-expand.c)
     int64_t n = ix->numel;
     if ((rc = const_out(c, x->kind, ix->rank, &n, CD_MAX_CONST_ELEMS))) return rc;
     x = in_val(c, 0);
@@ -369,7 +368,8 @@ int cd_lower_cast(lctx *c) {
     cd_value *x = in_val(c, 0);
     int to_float = to == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT || to == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE ||
                    to == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16;
-    int to_int = to == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 || to == ONNX__TENSOR_PROTO__DATA_TYPE__INT32;
+    const int to_bool = to == ONNX__TENSOR_PROTO__DATA_TYPE__BOOL; // 0 and 1 (lower-expand.c's booleans)
+    int to_int = to == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 || to == ONNX__TENSOR_PROTO__DATA_TYPE__INT32 || to_bool;
     if (is_act(x)) {
         if (x->q && to == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT) return cd_lower_quant_cast(c);
         if (to != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
@@ -377,7 +377,8 @@ int cd_lower_cast(lctx *c) {
         return reshape_to(c, x->rank, x->shape, "Cast");
     }
     if (!to_float && !to_int)
-        return node_fail(c, CD_EUNSUPPORTED, "cast to type %lld (float and int32/int64 supported)", (long long)to);
+        return node_fail(c, CD_EUNSUPPORTED, "cast to type %lld (float, int32/int64 and bool supported)",
+                         (long long)to);
     cd_val_kind k = to_float ? CD_VAL_CONST_F32 : CD_VAL_CONST_I64;
     if ((rc = const_out(c, k, x->rank, x->shape, CD_MAX_CONST_ELEMS))) return rc;
     x = in_val(c, 0);
@@ -388,6 +389,12 @@ int cd_lower_cast(lctx *c) {
                 return node_fail(c, CD_EUNSUPPORTED, "cast of the batch size to float");
             o->f[e] = x->kind == CD_VAL_CONST_F32 ? x->f[e] : (float)x->i[e];
         } else {
+            if (to_bool) {
+                if (x->kind == CD_VAL_CONST_I64 && x->batch_mark && x->batch_mark[e])
+                    return node_fail(c, CD_EUNSUPPORTED, "cast of the batch size to bool");
+                o->i[e] = x->kind == CD_VAL_CONST_I64 ? x->i[e] != 0 : x->f[e] != 0.0f;
+                continue;
+            }
             if (x->kind == CD_VAL_CONST_F32 && !(x->f[e] >= -0x1p63f && x->f[e] < 0x1p63f))
                 return node_fail(c, CD_EMODEL, "cast of %g to an integer", (double)x->f[e]);
             o->i[e] = x->kind == CD_VAL_CONST_I64 ? x->i[e] : (int64_t)x->f[e];

@@ -661,6 +661,16 @@ static const op_entry g_ops[] = {
     {"Upsample", cd_lower_upsample, "mode,scales"},
     {"ConvTranspose", cd_lower_convtranspose,
      "auto_pad,dilations,group,kernel_shape,output_padding,output_shape,pads,strides"},
+    // issue 22, second part: lower-expand.c
+    {"Expand", cd_lower_expand, "", Q_PASS},
+    {"Tile", cd_lower_tile, "", Q_PASS},
+    {"Where", cd_lower_where, ""},
+    {"Equal", cd_lower_compare, ""},
+    {"Less", cd_lower_compare, ""},
+    {"Greater", cd_lower_compare, ""},
+    {"Not", cd_lower_compare, ""},
+    {"Range", cd_lower_range, ""},
+    {"ConstantOfShape", cd_lower_constant_of_shape, "value"},
 };
 
 // The entry of op name in domain dom ("" and "ai.onnx" are the default).
@@ -684,6 +694,46 @@ static int attr_allowed(const char *list, const char *name) {
     return 0;
 }
 
+int cd_lower_table_size(void) { return (int)(sizeof g_ops / sizeof g_ops[0]); }
+
+const char *cd_lower_table_entry(int i, const char **domain, const char **attrs) {
+    if (i < 0 || i >= cd_lower_table_size()) return NULL;
+    *domain = g_ops[i].domain ? g_ops[i].domain : "";
+    *attrs = g_ops[i].attrs;
+    return g_ops[i].op;
+}
+
+// The refusal of an operator the table does not have, naming every default-
+// domain operator it has. The list is as long as the table: it is built to
+// its size (no fixed buffer), and where the caller's err is too small for it
+// the message says so in full words instead of ending mid-list
+// (CD_LOAD_ERR_MAX holds it). Returns CD_EUNSUPPORTED, or CD_ENOMEM.
+static int unsupported_op(lctx *c) {
+    size_t len = 1;
+    for (size_t i = 0; i < sizeof g_ops / sizeof g_ops[0]; i++)
+        if (!g_ops[i].domain) len += strlen(g_ops[i].op) + 2;
+    char *list = malloc(len);
+    if (!list) return OOM(c);
+    size_t l = 0;
+    int n = 0;
+    list[0] = '\0';
+    for (size_t i = 0; i < sizeof g_ops / sizeof g_ops[0]; i++) {
+        if (g_ops[i].domain) continue;
+        l += (size_t)snprintf(list + l, len - l, "%s%s", n++ ? ", " : "", g_ops[i].op);
+    }
+    if (c->err && c->errlen) {
+        int need = snprintf(c->err, c->errlen, "node '%s' (%s): operator %s is not supported (the %d supported: %s)",
+                            c->n->name, c->n->op, c->n->op, n, list);
+        if (need < 0 || (size_t)need >= c->errlen)
+            snprintf(c->err, c->errlen,
+                     "node '%s' (%s): operator %s is not supported (%d operators are; the list is longer than this "
+                     "message: `convctl ops` or docs/OPERATORS.md)",
+                     c->n->name, c->n->op, c->n->op, n);
+    }
+    free(list);
+    return CD_EUNSUPPORTED;
+}
+
 int cd_graph_lower(cd_graph *g, char *err, size_t errlen) {
     for (int k = 0; k < g->nnodes; k++) {
         lctx c = {g, &g->nodes[k], g->nodes[k].proto, err, errlen};
@@ -694,13 +744,7 @@ int cd_graph_lower(cd_graph *g, char *err, size_t errlen) {
                              "operator %s of domain '%s' is not supported (the default ONNX domain, and " MS
                              "'s QGemm, QLinearAdd, QLinearMul, QLinearGlobalAveragePool)",
                              c.n->op, dom);
-        if (!e) {
-            char list[1024] = "";
-            size_t l = 0;
-            for (size_t i = 0; i < sizeof g_ops / sizeof g_ops[0] && l < sizeof list; i++)
-                l += (size_t)snprintf(list + l, sizeof list - l, "%s%s", i ? ", " : "", g_ops[i].op);
-            return node_fail(&c, CD_EUNSUPPORTED, "operator %s is not supported (supported: %s)", c.n->op, list);
-        }
+        if (!e) return unsupported_op(&c);
         for (size_t i = 0; i < c.np->n_attribute; i++) {
             const Onnx__AttributeProto *a = c.np->attribute[i];
             if (!a || !a->name) return node_fail(&c, CD_EMODEL, "attribute without a name");
@@ -708,6 +752,9 @@ int cd_graph_lower(cd_graph *g, char *err, size_t errlen) {
                 return node_fail(&c, CD_EUNSUPPORTED, "attribute '%s' is not supported (supported: %s)", a->name,
                                  *e->attrs ? e->attrs : "none");
         }
+        // The operator, its attributes and its inputs at the model's opset.
+        int orc = e->domain ? 0 : cd_lower_check_opset(&c);
+        if (orc) return orc;
         // Inputs must have been produced (a value read before its producer ran
         // is an inconsistent graph).
         for (int j = 0; j < c.n->ninputs; j++)

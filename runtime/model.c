@@ -149,7 +149,13 @@ int cd_model_load(const char *path, const cd_model_opts *opts, cd_model **out, c
         int rc = cd_runtime_init(0);
         if (rc) return cd_errf(rc, err, errlen, "runtime initialisation failed");
     }
-    char e[700] = "";
+    char e[CD_LOAD_ERR_MAX] = "";
+    // The load's message gets the room the caller's err has after the file
+    // name, so that a message too long for it is shortened in words, not
+    // cut (the unknown-operator refusal lists every supported op).
+    const char *fname = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    size_t elen = errlen > strlen(fname) + 2 ? errlen - strlen(fname) - 2 : 1;
+    if (elen > sizeof e) elen = sizeof e;
     cd_input_shape specs[CD_MAX_TENSORS];
     int nspecs = 0;
     uint8_t *buf = NULL;
@@ -163,7 +169,7 @@ int cd_model_load(const char *path, const cd_model_opts *opts, cd_model **out, c
         rc = cd_onnx_read_file(path, opts && opts->max_file_bytes > 0 ? (size_t)opts->max_file_bytes : 0, &buf, &len, e,
                                sizeof e);
     cd_model *m = NULL;
-    if (!rc) rc = cd_model_build(buf, len, dir, opts, specs, nspecs, &m, e, sizeof e);
+    if (!rc) rc = cd_model_build(buf, len, dir, opts, specs, nspecs, &m, e, elen);
     if (!rc && cd_model_is_dynamic(m)) {
         rc = cd_variants_init(m, buf, len, dir, opts); // keeps the bytes for the other sizes
         buf = NULL;

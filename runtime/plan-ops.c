@@ -1,6 +1,6 @@
 // The backend descriptions of the ops that always run in NCHW and need no
 // layout choice of the planner (Pad, Slice, Reduce, LayerNorm, Resize,
-// ConvTranspose: issue 22).
+// ConvTranspose, Gather, Tile: issue 22).
 
 #include "runtime/plan-internal.h"
 
@@ -36,6 +36,12 @@ int cd_plan_nchw_op_desc(const cd_op *op, cd_bop_desc *d) {
         d->w = op->u.convt.w;
         d->bias = op->u.convt.bias;
         break;
+    case CD_OP_GATHER:
+        d->op = CD_BOP_GATHER;
+        d->u.gather = op->u.gather.d;
+        d->u.gather.idx = op->u.gather.idx;
+        break;
+    case CD_OP_TILE: d->op = CD_BOP_TILE; break;
     default: return CD_EINTERNAL; // a kind plan_op does not know
     }
     return 0;

@@ -296,5 +296,36 @@ int cd_model_planned_shapes(const cd_model *m, int64_t (*shapes)[CD_MAX_TENSORS]
 // For tests: called on the thread that builds a new variant, before it
 // builds (NULL: none). Process-wide.
 void cd_variants_set_build_hook(void (*hook)(void *ud, const cd_model *m), void *ud);
+// ---- the operators the loader reads (runtime/op-info.c) ----
+
+// An err buffer of this size holds every cd_model_load message whole (the
+// refusal of an unknown operator lists every supported one).
+#define CD_LOAD_ERR_MAX 4096
+
+// One operator of the lowering's table, for `convctl ops` and
+// docs/OPERATORS.md. Static strings except runs_as and backends.
+typedef struct {
+    const char *op;           // ONNX op_type
+    const char *domain;       // "" for the default domain (ai.onnx), else e.g. "com.microsoft"
+    const char *attrs;        // accepted attribute names, comma-separated ("" for none)
+    int opset_from, opset_to; // default domain: the opsets it is read at; 0, 0 for other domains
+    char runs_as[96];         // the backend op families it becomes ("Conv2d, Activation"), or
+                              // "folded at load" / "a view (no copy)" when it computes nothing per
+                              // request, "refused (with the reason)" for one listed only to explain
+                              // its refusal
+    char backends[64];        // the devices whose supports_op takes every family of runs_as
+                              // ("cpu, hip, hip-emu": hip runs the kernels hip-emu runs); "any" for no
+                              // family, "none" for a refused one
+} cd_op_info;
+
+// The number of operators in the table.
+int cd_op_info_count(void);
+// Fills *out for operator i. The first call asks the devices (makes a cpu and
+// a hip-emu backend once). Returns 0, CD_EPARAMS (i out of range) or the
+// code of a device that cannot be made.
+int cd_op_info_get(int i, cd_op_info *out);
+// 1 with *from, *to the opsets attribute attr of op exists in, where they
+// are narrower than the operator's; 0 otherwise.
+int cd_op_attr_opsets(const char *op, const char *attr, int *from, int *to);
 
 #endif // CD_RUNTIME_RUNTIME_H

@@ -48,6 +48,7 @@ struct cd_op_state {
     cd_resize_tables *rt;   // RESIZE off the reference (kernels/cpu/resize-tables.h)
     int swap;               // binary on oneDNN: operands swapped (b is the big one)
     int int8;               // an int8 conv (on oneDNN: run with cd_dnnl_op_run_any)
+    int64_t *gidx;          // GATHER: the indices (owned; st->d.u.gather.idx points here)
     char kernel[64];
 };
 
@@ -231,6 +232,12 @@ static kernel_kind choose(const cd_bop_desc *d, int *swap) {
         if (all_nchw(d) && cd_dnnl_layernorm_supports(d->u.ln.outer, d->u.ln.len, d->bias != NULL)) return K_DNNL;
         return all_nchw(d) ? K_REF : K_NONE;
     case CD_BOP_SLICE: return all_nchw(d) ? K_COPY : K_NONE; // memcpy runs (kernels/cpu/slice-runs.c)
+    case CD_BOP_GATHER:
+        // memcpy runs (kernels/cpu/ref-gather-tile.c)
+        return all_nchw(d) && d->u.gather.axis >= 1 && d->u.gather.axis < d->src[0].rank && d->u.gather.nidx >= 1
+                   ? K_COPY
+                   : K_NONE;
+    case CD_BOP_TILE: return all_nchw(d) ? K_REF : K_NONE; // a broadcast copy (cd_ref_tile)
     case CD_BOP_PAD:
     case CD_BOP_REDUCE: return all_nchw(d) ? K_REF : K_NONE; // kernels/cpu/ref-pad-slice.c, ref-reduce.c
     case CD_BOP_RESIZE: return all_nchw(d) ? K_REF : K_NONE; // tables (resize-tables.h), or the reference
@@ -248,6 +255,20 @@ static bool cpu_supports_op(cd_backend_t be, const cd_bop_desc *d) {
 }
 
 // ---- init ---------------------------------------------------------------------
+
+// Copies the indices of a GATHER into st (the description's are the
+// caller's, valid only during init). 0, CD_EPARAMS, CD_ENOMEM.
+static int gather_init(cd_op_state *st, const cd_bop_desc *d) {
+    const cd_gather_desc *g = &d->u.gather;
+    if (!g->idx || g->nidx < 1) return CD_EPARAMS;
+    const int64_t len = d->src[0].shape[g->axis];
+    for (int64_t j = 0; j < g->nidx; j++)
+        if (g->idx[j] < 0 || g->idx[j] >= len) return CD_EPARAMS;
+    if (!(st->gidx = malloc((size_t)g->nidx * sizeof(int64_t)))) return CD_ENOMEM;
+    memcpy(st->gidx, g->idx, (size_t)g->nidx * sizeof(int64_t));
+    st->d.u.gather.idx = st->gidx;
+    return 0;
+}
 
 // Copies the scales and zero points of a FAKEQUANT into st. 0, CD_EPARAMS, CD_ENOMEM.
 static int fakequant_init(cd_op_state *st, const cd_bop_desc *d) {
@@ -449,6 +470,8 @@ static int cpu_op_init(cd_backend_t be, const cd_bop_desc *d, cd_op_state **out)
     case CD_BOP_LAYERNORM: rc = layernorm_init(st, d, k == K_DNNL, mb); break;
     case CD_BOP_RESIZE: rc = resize_init(st, d); break;
     case CD_BOP_DECONV: rc = deconv_init(st, d, k == K_DNNL, mb); break;
+    case CD_BOP_GATHER: rc = gather_init(st, d); break;
+    case CD_BOP_TILE: break;
     case CD_BOP_COUNT: rc = CD_EUNSUPPORTED; break;
     }
     if (!rc && st->dop) rc = cd_dnnl_op_prepare(st->dop, 1, NULL);
@@ -604,28 +627,10 @@ static int cpu_op_run(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int
         return 0;
     case CD_BOP_FAKEQUANT: {
         // Every stored element (a blocked layout's padding too).
-        size_t n = cd_tdesc_item_bytes(&d->dst) / sizeof(float) * (size_t)batch, inner = 1;
+        size_t per = cd_tdesc_item_bytes(&d->dst) / sizeof(float), inner = 1;
         for (int i = d->u.fq.axis + 1; i < dst->rank; i++) inner *= (size_t)dst->shape[i];
-        if (d->u.fq.dynamic) {
-            const size_t per = n / (size_t)batch;
-            if (ref_only()) {
-                cd_ref_fakequant_dynamic(&d->u.fq, (size_t)batch, per, srcs[0]->data, dst->data);
-                return 0;
-            }
-            for (int b = 0; b < batch; b++) {
-                const float *x = (const float *)srcs[0]->data + (size_t)b * per;
-                float mn, mx, scale, zp;
-                cd_cpu_minmax(per, x, &mn, &mx);
-                cd_dynquant_params(mn, mx, d->u.fq.qmin, d->u.fq.qmax, &scale, &zp);
-                cd_cpu_fakequant(per, scale, zp, d->u.fq.qmin, d->u.fq.qmax, x, (float *)dst->data + (size_t)b * per);
-            }
-            return 0;
-        }
-        if (d->u.fq.channels == 1 && !ref_only()) {
-            cd_cpu_fakequant(n, st->qscale[0], st->qscale[1], d->u.fq.qmin, d->u.fq.qmax, srcs[0]->data, dst->data);
-            return 0;
-        }
-        cd_ref_fakequant(&d->u.fq, n, inner, st->qscale, st->qscale + d->u.fq.channels, srcs[0]->data, dst->data);
+        const float *sc = st->qscale, *zp = st->qscale ? st->qscale + d->u.fq.channels : NULL;
+        cd_cpu_fakequant_op(&d->u.fq, batch, per, inner, sc, zp, ref_only(), srcs[0]->data, dst->data);
         return 0;
     }
     case CD_BOP_REORDER: {
@@ -656,6 +661,13 @@ static int cpu_op_run(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int
         cd_ref_resize(&d->u.resize, batch, srcs[0]->data, dst->data);
         return 0;
     case CD_BOP_DECONV: cd_ref_deconv(&d->u.deconv, batch, srcs[0]->data, st->w, st->bias, dst->data); return 0;
+    case CD_BOP_GATHER:
+        if (ref_only())
+            cd_ref_gather(&d->u.gather, srcs[0]->rank, srcs[0]->shape, srcs[0]->data, dst->data);
+        else
+            cd_cpu_gather_runs(&d->u.gather, srcs[0]->rank, srcs[0]->shape, srcs[0]->data, dst->data);
+        return 0;
+    case CD_BOP_TILE: cd_ref_tile(dst->rank, srcs[0]->shape, srcs[0]->data, dst->shape, dst->data); return 0;
     case CD_BOP_COUNT: break;
     }
     return CD_EINTERNAL;
@@ -749,6 +761,7 @@ static void cpu_op_state_free(cd_backend_t be, cd_op_state *st) {
     free(st->qscale);
     free(st->wscale);
     free(st->wq);
+    free(st->gidx);
     free(st);
 }
 

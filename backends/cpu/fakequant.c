@@ -2,6 +2,7 @@
 // (under the ISA cap), chunks of it over the calling OpenMP team.
 
 #include "backends/cpu/fakequant.h"
+#include "kernels/cpu/ref.h"
 #include "kernels/op-desc.h"
 #include "sparse/spmm-ukernel.h"
 
@@ -39,4 +40,28 @@ void cd_cpu_fakequant(size_t n, float scale, float zero_point, float qmin, float
             for (size_t i = b; i < e; i++) dst[i] = cd_fakequant_apply(src[i], scale, zero_point, qmin, qmax);
         }
     }
+}
+
+void cd_cpu_fakequant_op(const cd_fakequant_desc *d, int batch, size_t per, size_t inner, const float *scale,
+                         const float *zero_point, int ref, const float *src, float *dst) {
+    const size_t n = per * (size_t)batch;
+    if (d->dynamic) {
+        if (ref) {
+            cd_ref_fakequant_dynamic(d, (size_t)batch, per, src, dst);
+            return;
+        }
+        for (int b = 0; b < batch; b++) {
+            const float *x = src + (size_t)b * per;
+            float mn, mx, s, zp;
+            cd_cpu_minmax(per, x, &mn, &mx);
+            cd_dynquant_params(mn, mx, d->qmin, d->qmax, &s, &zp);
+            cd_cpu_fakequant(per, s, zp, d->qmin, d->qmax, x, dst + (size_t)b * per);
+        }
+        return;
+    }
+    if (d->channels == 1 && !ref) {
+        cd_cpu_fakequant(n, scale[0], zero_point[0], d->qmin, d->qmax, src, dst);
+        return;
+    }
+    cd_ref_fakequant(d, n, inner, scale, zero_point, src, dst);
 }

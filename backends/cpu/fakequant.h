@@ -7,6 +7,8 @@
 // the calling OpenMP team. A QDQ model runs one per quantized activation;
 // the reference loop (a libm rintf per element) cost ~10 ns an element.
 
+#include "kernels/op-desc.h"
+
 #include <stddef.h>
 
 void cd_cpu_fakequant(size_t n, float scale, float zero_point, float qmin, float qmax, const float *src, float *dst);
@@ -14,6 +16,14 @@ void cd_cpu_fakequant(size_t n, float scale, float zero_point, float qmin, float
 // The minimum and maximum of n elements (0 for none; NaN skipped), over the
 // calling OpenMP team: DynamicQuantizeLinear's range.
 void cd_cpu_minmax(size_t n, const float *src, float *mn, float *mx);
+
+// One FakeQuant op (kernels/op-desc.h cd_fakequant_desc) over batch items
+// of per stored elements: the dynamic form (parameters from each item's
+// range), per tensor (cd_cpu_fakequant) or per channel (the channel of
+// element i is i / inner % channels; scale and zero_point hold channels
+// values, NULL for the dynamic form). ref: the reference kernels only.
+void cd_cpu_fakequant_op(const cd_fakequant_desc *d, int batch, size_t per, size_t inner, const float *scale,
+                         const float *zero_point, int ref, const float *src, float *dst);
 
 // The AVX2 body (fakequant-avx2.c); only where the CPU runs AVX2.
 void cd_cpu_fakequant_avx2(size_t n, float scale, float zero_point, float qmin, float qmax, const float *src,

@@ -64,6 +64,7 @@ struct cd_op_state {
     kernel_kind kind;
     cd_bop_desc d;       // planning description (w/bias cleared)
     float *w, *bias;     // device: conv OIHW / gemm n x k, bias or NULL; FAKEQUANT: scales, zero points
+    int64_t *gidx;       // device: GATHER's indices
     size_t weight_bytes; // bytes of weights held (device, or host for K_SPMM_HOST)
     // CSR of the rows x cols weight matrix (K x C for a 1x1 conv, n x k for a
     // Gemm), host memory: K_SPMM_HOST and the source of the rocSPARSE upload.
@@ -153,6 +154,8 @@ int cd_hipb_dev_alloc(cd_backend_t be, size_t size, void **out);
 void cd_hipb_dev_free(cd_backend_t be, void *p);
 // Device copy of n host floats (NULL when host is NULL). Returns 0 or a code.
 int cd_hipb_dev_upload(cd_backend_t be, const float *host, size_t n, float **out);
+// Device copy of size host bytes (NULL when host is NULL). Returns 0 or a code.
+int cd_hipb_dev_upload_bytes(cd_backend_t be, const void *host, size_t size, void **out);
 // Makes the context's device workspace hold at least bytes. 0 or a code.
 int cd_hipb_ctx_workspace(cd_backend_t be, cd_backend_ctx *ctx, size_t bytes);
 // Makes the pinned host buffer *buf (capacity *cap) hold at least bytes. 0 or a code.

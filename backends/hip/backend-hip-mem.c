@@ -69,12 +69,19 @@ void cd_hipb_dev_free(cd_backend_t be, void *p) {
 
 // Device copy of n host floats (NULL when host is NULL). Returns 0 or a code.
 int cd_hipb_dev_upload(cd_backend_t be, const float *host, size_t n, float **out) {
+    void *p;
+    int rc = cd_hipb_dev_upload_bytes(be, host, n * sizeof(float), &p);
+    *out = p;
+    return rc;
+}
+
+int cd_hipb_dev_upload_bytes(cd_backend_t be, const void *host, size_t size, void **out) {
     *out = NULL;
     if (!host) return 0;
     void *p;
-    int rc = cd_hipb_dev_alloc(be, n * sizeof(float), &p);
+    int rc = cd_hipb_dev_alloc(be, size, &p);
     if (rc) return rc;
-    hipError_t e = hipMemcpy(p, host, n * sizeof(float), hipMemcpyHostToDevice);
+    hipError_t e = hipMemcpy(p, host, size, hipMemcpyHostToDevice);
     if (e == hipSuccess) e = hipStreamSynchronize(NULL); // see hip_upload
     if (e != hipSuccess) {
         cd_hipb_dev_free(be, p);

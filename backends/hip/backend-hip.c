@@ -39,6 +39,7 @@
 #include "backends/hip/conv2d.h"
 #include "backends/hip/fakequant.h"
 #include "backends/hip/global-pool.h"
+#include "backends/hip/gather.h"
 #include "backends/hip/pad-slice.h"
 #include "backends/hip/plugin.h"
 #include "backends/hip/pool2d.h"
@@ -128,6 +129,9 @@ static bool hip_supports_op(cd_backend_t be, const cd_bop_desc *d) {
         return all_nchw(d) && d->src[0].rank == 4 && c->groups >= 1 && c->c % c->groups == 0 && c->k % c->groups == 0 &&
                c->stride_h >= 1 && c->stride_w >= 1;
     }
+    case CD_BOP_GATHER:
+        return all_nchw(d) && d->u.gather.axis >= 1 && d->u.gather.axis < d->src[0].rank && d->u.gather.nidx >= 1;
+    case CD_BOP_TILE: return all_nchw(d) && d->src[0].rank >= 1 && d->src[0].rank == d->dst.rank;
     case CD_BOP_COUNT: break;
     }
     return false;
@@ -137,6 +141,7 @@ static void hip_op_state_free(cd_backend_t be, cd_op_state *st) {
     if (!st) return;
     cd_hipb_dev_free(be, st->w);
     cd_hipb_dev_free(be, st->bias);
+    cd_hipb_dev_free(be, st->gidx);
     cd_hipb_sparse_free(st);
     free(st);
 }
@@ -182,6 +187,8 @@ static const char *kind_name(const cd_op_state *st) {
     case CD_BOP_LAYERNORM: return "layernorm";
     case CD_BOP_RESIZE: return "resize";
     case CD_BOP_DECONV: return "deconv";
+    case CD_BOP_GATHER: return "gather";
+    case CD_BOP_TILE: return "tile";
     case CD_BOP_COUNT: break;
     }
     return "?";
@@ -258,6 +265,17 @@ static int hip_op_init(cd_backend_t be, const cd_bop_desc *d, cd_op_state **out)
         if (!rc) rc = cd_hipb_dev_upload(be, d->bias, (size_t)c->k, &st->bias);
         if (!rc) rc = cd_hipb_dev_upload(be, d->w, nw, &st->w);
         st->weight_bytes = (nw + (d->bias ? (size_t)c->k : 0)) * sizeof(float);
+    } else if (d->op == CD_BOP_GATHER) {
+        // The indices, checked against the axis, in device memory.
+        const cd_gather_desc *g = &d->u.gather;
+        const int64_t len = d->src[0].shape[g->axis];
+        if (!g->idx) rc = CD_EPARAMS;
+        for (int64_t j = 0; !rc && j < g->nidx; j++)
+            if (g->idx[j] < 0 || g->idx[j] >= len) rc = CD_EPARAMS;
+        void *p = NULL;
+        if (!rc) rc = cd_hipb_dev_upload_bytes(be, g->idx, (size_t)g->nidx * sizeof(int64_t), &p);
+        st->gidx = p;
+        st->d.u.gather.idx = NULL; // the caller's: gone after init
     } else if (d->op == CD_BOP_POOL && is_global_pool(&d->u.pool)) {
         st->kind = K_GLOBAL_POOL;
     } else if (d->op == CD_BOP_REORDER && d->src[0].layout == d->dst.layout) {
@@ -366,6 +384,15 @@ static int hip_op_run(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int
         return cd_hip_layernorm(&d->u.ln, batch * d->u.ln.outer, srcs[0]->data, st->w, st->bias, dst->data, s);
     case CD_BOP_RESIZE: return cd_hip_resize(&d->u.resize, batch, srcs[0]->data, dst->data, s);
     case CD_BOP_DECONV: return cd_hip_deconv(&d->u.deconv, batch, srcs[0]->data, st->w, st->bias, dst->data, s);
+    case CD_BOP_GATHER: {
+        const cd_btensor *x = srcs[0];
+        const int axis = d->u.gather.axis;
+        int64_t outer = 1, inner = 1;
+        for (int i = 0; i < axis; i++) outer *= x->shape[i];
+        for (int i = axis + 1; i < x->rank; i++) inner *= x->shape[i];
+        return cd_hip_gather(outer, x->shape[axis], inner, d->u.gather.nidx, st->gidx, x->data, dst->data, s);
+    }
+    case CD_BOP_TILE: return cd_hip_tile(dst->rank, srcs[0]->shape, srcs[0]->data, dst->shape, dst->data, s);
     case CD_BOP_COUNT: break;
     }
     return CD_EINTERNAL;

@@ -12,6 +12,7 @@
 // i - start, then the pad mode outside [0, src_dim), for a pad.
 typedef struct {
     int rank, pad; // pad: 1 (mode below), slice: 0
+    int tile;      // 1: the source index is i mod src_dims (Tile, Expand); start, step unused
     int mode;      // cd_pad_mode
     float value;   // CONSTANT
     int64_t dims[CD_MAX_RANK], src_dims[CD_MAX_RANK], src_str[CD_MAX_RANK];
@@ -40,7 +41,9 @@ __global__ void cd_hip_gather_kernel(gather_args a, size_t total, const float *_
         for (int d = a.rank - 1; d >= 0; d--) {
             int64_t x = (int64_t)(rest % (size_t)a.dims[d]);
             rest /= (size_t)a.dims[d];
-            int64_t s = a.pad ? cd_hip_pad_index(a.mode, x - a.start[d], a.src_dims[d]) : a.start[d] + x * a.step[d];
+            int64_t s = a.tile  ? x % a.src_dims[d]
+                        : a.pad ? cd_hip_pad_index(a.mode, x - a.start[d], a.src_dims[d])
+                                : a.start[d] + x * a.step[d];
             if (s < 0)
                 outside = 1;
             else
@@ -93,5 +96,14 @@ int cd_hip_slice(const cd_slice_desc *d, int rank, const int64_t *src_shape, con
         a.start[i] = d->start[i];
         a.step[i] = d->step[i];
     }
+    return gather(&a, src_shape, dst_shape, src, dst, stream);
+}
+
+int cd_hip_tile(int rank, const int64_t *src_shape, const float *src, const int64_t *dst_shape, float *dst,
+                hipStream_t stream) {
+    gather_args a;
+    memset(&a, 0, sizeof a);
+    a.rank = rank;
+    a.tile = 1;
     return gather(&a, src_shape, dst_shape, src, dst, stream);
 }

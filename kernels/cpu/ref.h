@@ -127,5 +127,19 @@ void cd_ref_resize(const cd_resize_desc *d, int batch, const float *src, float *
 // dst (batch x k x oh x ow) = act(ConvTranspose(src, w) + bias), w in ONNX's
 // [c][k / groups][r][s] layout, bias k values or NULL.
 void cd_ref_deconv(const cd_deconv_desc *d, int batch, const float *src, const float *w, const float *bias, float *dst);
+// ---- gather and tile (ref-gather-tile.c) ----
+
+// dst = src gathered along d->axis (cd_gather_desc); shapes include the
+// batch, dst's is src's with dim axis replaced by d->nidx elements.
+void cd_ref_gather(const cd_gather_desc *d, int rank, const int64_t *src_shape, const float *src, float *dst);
+
+// The same as cd_ref_gather, one memcpy per gathered run of inner elements
+// (the CPU backend's kernel; not a reference).
+void cd_cpu_gather_runs(const cd_gather_desc *d, int rank, const int64_t *src_shape, const float *src, float *dst);
+
+// dst (dst_shape) = src (src_shape) repeated: dst[i...] = src[i_d mod
+// src_shape[d] ...] (ONNX Tile; Expand of dims of 1). Each dst dim is a
+// multiple of its src dim.
+void cd_ref_tile(int rank, const int64_t *src_shape, const float *src, const int64_t *dst_shape, float *dst);
 
 #endif // CD_KERNELS_CPU_REF_H

@@ -115,6 +115,27 @@ def test_issue22_families_on_hip_emu(name, tmp_path, rng):
     assert all(k.startswith(KPREFIX) for k in kernels), kernels
 
 
+def test_expand_tile_and_gather_of_activations_on_hip_emu(tmp_path, rng):
+    """An SE-style Expand of a pooled [N,C,1,1] to [N,C,H,W], a Tile and a Gather over channels (issue 22,
+    second part) on the HIP kernels, the Expand's shape folded from Shape(x)."""
+    from onnx import TensorProto
+    g = B.Graph(rng, 13)
+    c, h, w = ri(rng, 2, 8), ri(rng, 3, 9), ri(rng, 3, 9)
+    x = g.input("input", [c, h, w])
+    y = g.node("Relu", [g.conv(x, c, c, 3)])
+    e = g.node("Expand", [g.node("GlobalAveragePool", [y]), g.node("Shape", [y])])
+    z = g.node("Mul", [y, g.node("Sigmoid", [e])])
+    idx = rng.integers(-c, c, ri(rng, 1, 6)).astype(np.int64)
+    sel = g.node("Gather", [z, g.init(idx, "idx")], axis=1)
+    t = g.node("Tile", [sel, g.init(np.array([1, 1, 1, 2], np.int64), "rep")])
+    model = B.save(g.build([t]), tmp_path / "shape_ops.onnx")
+    info = check_model(model, tmp_path, rng)
+    kernels = [layer["kernel"] for layer in info["layers"]]
+    assert all(k.startswith(KPREFIX) for k in kernels), kernels
+    for k in ("gather", "tile"):
+        assert KPREFIX + k in kernels, kernels
+
+
 def prune_convs(model, rng, frac=0.8, kxk=False):
     """Zeroes frac of the weights of every 1x1 convolution (unstructured), and
     of the k x k ones too when kxk is set."""

@@ -431,6 +431,65 @@ static void make_slice(op_case *t, int variant) {
     t->hip_kernel = "slice";
 }
 
+// variant 0: a 1-D list of indices (repeats allowed), 1: one scalar index
+// (the dim goes), 2: a 2 x 3 table of indices (the dim becomes two); a
+// random axis but the batch.
+static void make_gather(op_case *t, int variant) {
+    static int64_t idx[6]; // the description points here while the case runs
+    int64_t s[5], o[6];
+    int rank = rand_shape(s, 9), batch = cd_test_randi(1, 3), axis = cd_test_randi(1, rank - 1);
+    int64_t nidx = variant == 0 ? cd_test_randi(1, 6) : variant == 1 ? 1 : 6;
+    case_init(t, CD_BOP_GATHER, batch, 1);
+    for (int64_t j = 0; j < nidx; j++) idx[j] = cd_test_randi(0, (int)s[axis] - 1);
+    t->d.u.gather = (cd_gather_desc){.axis = axis, .nidx = nidx, .idx = idx};
+    int orank = 0;
+    for (int i = 0; i < rank; i++) {
+        if (i != axis) {
+            o[orank++] = s[i];
+        } else if (variant == 0) {
+            o[orank++] = nidx;
+        } else if (variant == 2) {
+            o[orank++] = 2;
+            o[orank++] = 3;
+        }
+    }
+    t->d.src[0] = cd_test_tdesc(rank, s);
+    t->d.dst = cd_test_tdesc(orank, o);
+    t->srcs[0] = tk_rbuf(cd_test_numel(&t->d.src[0], batch));
+    t->nwant = cd_test_numel(&t->d.dst, batch);
+    t->want = tk_alloc(t->nwant);
+    s[0] = batch;
+    cd_ref_gather(&t->d.u.gather, rank, s, t->srcs[0], t->want);
+    t->tol = 0;
+    t->hip_kernel = "gather";
+}
+
+// variant 0: Expand (random dims of 1 broadcast), 1: Tile (random repeats
+// of 1..3 on every dim but the batch).
+static void make_tile(op_case *t, int variant) {
+    int64_t s[5], o[5];
+    int rank = rand_shape(s, 6), batch = cd_test_randi(1, 3);
+    case_init(t, CD_BOP_TILE, batch, 1);
+    o[0] = 1;
+    for (int i = 1; i < rank; i++) {
+        if (variant == 0) {
+            o[i] = s[i];
+            if (cd_test_randi(0, 1)) s[i] = 1;
+        } else {
+            o[i] = s[i] * cd_test_randi(1, 3);
+        }
+    }
+    t->d.src[0] = cd_test_tdesc(rank, s);
+    t->d.dst = cd_test_tdesc(rank, o);
+    t->srcs[0] = tk_rbuf(cd_test_numel(&t->d.src[0], batch));
+    t->nwant = cd_test_numel(&t->d.dst, batch);
+    t->want = tk_alloc(t->nwant);
+    s[0] = o[0] = batch;
+    cd_ref_tile(rank, s, t->srcs[0], o, t->want);
+    t->tol = 0;
+    t->hip_kernel = "tile";
+}
+
 // variant: the cd_reduce_kind; a random non-empty set of dims but the batch.
 static void make_reduce(op_case *t, int kind) {
     int64_t s[5], o[5];
@@ -652,6 +711,11 @@ static const op_row g_rows[] = {
     {"deconv strides pads dilations output size", CD_BOP_DECONV, make_deconv, 0, 6, 1},
     {"deconv groups", CD_BOP_DECONV, make_deconv, 1, 3, 1},
     {"deconv 2x2 stride 2 (U-Net)", CD_BOP_DECONV, make_deconv, 2, 2, 1},
+    {"gather 1-D indices, any axis", CD_BOP_GATHER, make_gather, 0, 4, 1},
+    {"gather scalar index", CD_BOP_GATHER, make_gather, 1, 2, 1},
+    {"gather 2-D indices", CD_BOP_GATHER, make_gather, 2, 2, 1},
+    {"tile as Expand (dims of 1)", CD_BOP_TILE, make_tile, 0, 3, 1},
+    {"tile repeats", CD_BOP_TILE, make_tile, 1, 3, 1},
 };
 
 #define NROWS (sizeof g_rows / sizeof g_rows[0])
@@ -743,3 +807,5 @@ CD_TEST(backend_ops_reduce_sum_mean_max_vs_ref) { run_family(CD_BOP_REDUCE); }
 CD_TEST(backend_ops_layernorm_vs_ref) { run_family(CD_BOP_LAYERNORM); }
 CD_TEST(backend_ops_resize_nearest_linear_up_and_down_vs_ref) { run_family(CD_BOP_RESIZE); }
 CD_TEST(backend_ops_deconv_vs_ref) { run_family(CD_BOP_DECONV); }
+CD_TEST(backend_ops_gather_any_axis_scalar_and_2d_indices_vs_ref) { run_family(CD_BOP_GATHER); }
+CD_TEST(backend_ops_tile_and_expand_vs_ref) { run_family(CD_BOP_TILE); }

@@ -70,6 +70,9 @@ extern const char ctl_quantize_help[];
 // Offline: the plan of a model file per layer (runtime in-process).
 int ctl_cmd_plan(ctl_ctx *ctx, int argc, char **argv);
 extern const char ctl_plan_help[];
+// Offline: the operators the loader accepts (cmd-ops.c; --markdown: docs/OPERATORS.md).
+int ctl_cmd_ops(ctl_ctx *ctx, int argc, char **argv);
+extern const char ctl_ops_help[];
 
 // Parses the options every subcommand accepts anywhere (--json, --socket P,
 // --timeout MS, --help): returns 1 when argv[*i] was one of them (and

@@ -67,6 +67,8 @@ static const ctl_command commands[] = {
      "per-layer structure, kernel, layout, predicted and measured time (a loaded model: measured in the daemon; a "
      "file: offline)",
      ctl_plan_help, ctl_cmd_plan},
+    {"ops", "[--markdown]", "the operators a model may use: opsets, attributes, backends (offline)", ctl_ops_help,
+     ctl_cmd_ops},
 };
 static const size_t n_commands = sizeof commands / sizeof commands[0];
 

@@ -514,7 +514,7 @@ static int choose_plan(const run_opts *o, run_state *st, char *err, size_t errle
 // Loads the model, runs it once (and --bench times), writes and prints the
 // results. Returns the exit status.
 static int run(run_opts *o, run_state *st) {
-    char err[1024] = "";
+    char err[CD_LOAD_ERR_MAX] = "";
     // Read the given inputs first: their dim 0 sets the batch.
     if (read_inputs(o, st, err, sizeof err)) return 1;
     if (!o->batch) o->batch = 1;
