@@ -1,6 +1,9 @@
-import sys
+import os
 import pathlib
+import random
+import sys
 
+import numpy as np
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -15,6 +18,14 @@ def daemon(tmp_path):
     """A running convd on a temporary socket, stopped (SIGTERM) afterwards."""
     with TestDaemon(tmp_path) as d:
         yield d
+
+
+@pytest.fixture
+def rng():
+    """Fresh random draws per run; CD_TEST_SEED=N repeats one (the seed is printed)."""
+    seed = int(os.environ.get("CD_TEST_SEED", random.randrange(1 << 30)))
+    print(f"seed {seed}")
+    return np.random.default_rng(seed)
 
 
 @pytest.fixture(scope="session")

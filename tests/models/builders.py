@@ -14,6 +14,11 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 
+def ri(rng, lo, hi):
+    """A random integer in [lo, hi]."""
+    return int(rng.integers(lo, hi + 1))
+
+
 class Graph:
     """Accumulates nodes and initializers; names are generated."""
 

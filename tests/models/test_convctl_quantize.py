@@ -25,7 +25,6 @@ from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantTy
 from tests.models import builders as B
 from tests.models.runner import convd_run
 from tests.models.test_quantized import cnn, prune_magnitude
-from tests.models.test_sparse_models import ri, rng  # noqa: F401 (fixtures)
 from tests.support import paths
 
 REL_L2 = 5e-2

@@ -17,7 +17,6 @@ from tests.models import builders as B
 from tests.models.runner import convd_run
 from tests.models.test_errors import fails
 from tests.models.test_quantized import models
-from tests.models.test_sparse_models import rng  # noqa: F401 (fixture)
 
 # Per input, relative L2 against onnxruntime. convd's conv runs in float
 # over the fake-quantized values where onnxruntime sums integers: the

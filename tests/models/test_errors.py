@@ -1,7 +1,6 @@
 """Bad model files give a clear error and a non-zero exit of convd-run, never a
 crash (also under ASan/UBSan: CONVD_BUILD=build-san)."""
 import os
-import random
 
 import numpy as np
 import onnx
@@ -10,13 +9,6 @@ from onnx import TensorProto, helper, numpy_helper
 
 from tests.models import builders as B
 from tests.models.runner import convd_run
-
-
-@pytest.fixture
-def rng():
-    seed = int(os.environ.get("CD_TEST_SEED", random.randrange(1 << 30)))
-    print(f"seed {seed}")
-    return np.random.default_rng(seed)
 
 
 def small_model(rng, opset=13):

@@ -11,7 +11,6 @@ CD_TEST_HIP_DEVICE=hip:N runs the model tests on a real AMD GPU instead
 (bench/gpu-check does); the default is hip-emu."""
 import json
 import os
-import random
 import subprocess
 import time
 
@@ -22,6 +21,7 @@ from onnx import numpy_helper
 
 from tests.integration.daemon_wire import Wire
 from tests.models import builders as B
+from tests.models.builders import ri
 from tests.models.runner import TOL, convd_run, random_inputs
 from tests.support import paths
 from tests.support.daemon import TestDaemon
@@ -30,17 +30,6 @@ from tests.support.daemon import TestDaemon
 DEVICE = os.environ.get("CD_TEST_HIP_DEVICE", "hip-emu")
 REAL = DEVICE != "hip-emu"
 KPREFIX = "hip:" if REAL else "hip-emu:"  # kernel names are "<backend>:<kernel>"
-
-
-@pytest.fixture
-def rng():
-    seed = int(os.environ.get("CD_TEST_SEED", random.randrange(1 << 30)))
-    print(f"seed {seed}")
-    return np.random.default_rng(seed)
-
-
-def ri(rng, lo, hi):
-    return int(rng.integers(lo, hi + 1))
 
 
 def resnet(rng):

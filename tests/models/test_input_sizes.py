@@ -10,7 +10,6 @@ import pytest
 
 from tests.models import builders
 from tests.models.runner import TOL, convd_run
-from tests.models.test_sparse_models import rng  # noqa: F401 (fixture: CD_TEST_SEED fixes the draws)
 
 
 def run_at(model, tmp_path, sess, shape, load_shape, kernels, rng):

@@ -2,25 +2,13 @@
 fresh random shapes and inputs each run; CD_TEST_SEED fixes them), run with
 convd-run and compared with onnxruntime: max relative error <= 1e-4, at batch 1
 and at a batch > 1, on the fast kernels and on the reference kernels."""
-import os
-import random
 
 import numpy as np
 import pytest
 
 from tests.models import builders as B
+from tests.models.builders import ri
 from tests.models.runner import compare, convd_run
-
-
-@pytest.fixture
-def rng():
-    seed = int(os.environ.get("CD_TEST_SEED", random.randrange(1 << 30)))
-    print(f"seed {seed}")
-    return np.random.default_rng(seed)
-
-
-def ri(rng, lo, hi):
-    return int(rng.integers(lo, hi + 1))
 
 
 # Each builder returns an onnx.ModelProto using fresh random sizes.

@@ -6,8 +6,6 @@ attributes, run with convd-run and compared with onnxruntime (max relative error
 Erf-GELU as older exporters write them, a zero Pad folded into a conv or pool),
 and the attribute checks (E_UNSUPPORTED naming the node)."""
 import json
-import os
-import random
 
 import numpy as np
 import onnx
@@ -16,18 +14,8 @@ import pytest
 from onnx import TensorProto, helper
 
 from tests.models import builders as B
+from tests.models.builders import ri
 from tests.models.runner import compare, convd_run
-
-
-@pytest.fixture
-def rng():
-    seed = int(os.environ.get("CD_TEST_SEED", random.randrange(1 << 30)))
-    print(f"seed {seed}")
-    return np.random.default_rng(seed)
-
-
-def ri(rng, lo, hi):
-    return int(rng.integers(lo, hi + 1))
 
 
 def ints(g, values):

@@ -5,8 +5,6 @@ inputs), as small models vs onnxruntime (batch 1 and > 1). An op that does not e
 at an opset must be refused naming the opset; the wrong form of an opset likewise.
 Where this onnxruntime cannot run an opset the case is skipped with the reason (counted
 in the summary by -rs)."""
-import os
-import random
 
 import numpy as np
 import onnx
@@ -19,13 +17,6 @@ from tests.models.test_ops import fails, ints, ri, run
 
 OPSETS = [11, 13, 17, 18, 21]
 SINCE = {"HardSwish": 14, "LayerNormalization": 17, "Mish": 18, "Gelu": 20}
-
-
-@pytest.fixture
-def rng():
-    seed = int(os.environ.get("CD_TEST_SEED", random.randrange(1 << 30)))
-    print(f"seed {seed}")
-    return np.random.default_rng(seed)
 
 
 _ORT_RUNS = {}

@@ -6,7 +6,6 @@ error cases and exit codes (2 usage, 1 failure). Runs under CONVD_BUILD=build-sa
 too (ASan/LSan fail the process on any leak or bad access)."""
 import json
 import os
-import random
 import re
 import subprocess
 
@@ -21,13 +20,6 @@ from tests.support import paths
 
 MODES = ["unstructured", "filter", "filter:l1", "channel", "channel:l1", "block:4x1", "block:2x3", "nm:2:4",
          "nm:1:3"]
-
-
-@pytest.fixture
-def rng():
-    seed = int(os.environ.get("CD_TEST_SEED", random.randrange(1 << 30)))
-    print(f"seed {seed}")
-    return np.random.default_rng(seed)
 
 
 def prune(*args, check=True):

@@ -21,7 +21,8 @@ from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantTy
 from tests.models import builders as B
 from tests.models.runner import convd_run
 from tests.models.test_errors import fails
-from tests.models.test_sparse_models import cache_env, plan_json, ri, rng, weighted  # noqa: F401 (fixtures)
+from tests.models.builders import ri
+from tests.models.test_sparse_models import cache_env, plan_json, weighted  # noqa: F401 (fixtures)
 
 REL_L2 = 1e-2
 # convd computes a quantized file in f32 (dequantized weights, fake-quantized

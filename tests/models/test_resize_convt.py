@@ -6,8 +6,6 @@ Relu into ConvTranspose; and the refusals (E_UNSUPPORTED naming the node).
 Upsample is an opset 7-9 op that onnxruntime refuses in the opset-11+ models
 convd loads: the same graph at opset 9 is onnxruntime's reference."""
 import json
-import os
-import random
 
 import numpy as np
 import onnx
@@ -15,23 +13,13 @@ import pytest
 from onnx import TensorProto
 
 from tests.models import builders as B
+from tests.models.builders import ri
 from tests.models.runner import compare, convd_run
 
 # (tf_half_pixel_for_nearest too, which onnxruntime 1.31 refuses at every opset: the conformance table
 # checks it against the reference.)
 COORDS = ["half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric"]
 NEAREST = ["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"]
-
-
-@pytest.fixture
-def rng():
-    seed = int(os.environ.get("CD_TEST_SEED", random.randrange(1 << 30)))
-    print(f"seed {seed}")
-    return np.random.default_rng(seed)
-
-
-def ri(rng, lo, hi):
-    return int(rng.integers(lo, hi + 1))
 
 
 def run(rng, tmp_path, model, name="m"):

@@ -4,26 +4,14 @@ through Shape/Slice/Concat as torchvision exports it, nearest 2x) and
 ConvTranspose, compared with onnxruntime at batch 1 and > 1 on the fast and
 the reference CPU kernels (max relative error <= 1e-4 and relative L2 <=
 1e-4), and on hip-emu against the CPU backend and onnxruntime."""
-import os
-import random
 
 import numpy as np
 import pytest
 
 from tests.models import builders as B
+from tests.models.builders import ri
 from tests.models.runner import compare, convd_run, random_inputs
 from tests.models.test_hip_emu_models import KPREFIX, check_model, run_device
-
-
-@pytest.fixture
-def rng():
-    seed = int(os.environ.get("CD_TEST_SEED", random.randrange(1 << 30)))
-    print(f"seed {seed}")
-    return np.random.default_rng(seed)
-
-
-def ri(rng, lo, hi):
-    return int(rng.integers(lo, hi + 1))
 
 
 MODELS = {

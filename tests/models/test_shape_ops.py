@@ -4,8 +4,6 @@ Tile of activations as a broadcast copy, Gather over activations (any axis but t
 batch, scalar / 1-D / 2-D indices, negative, int32), each as small models on fresh
 random shapes vs onnxruntime (batch 1 and > 1); and the refusals that name the
 node and the reason."""
-import os
-import random
 
 import numpy as np
 import onnx
@@ -15,13 +13,6 @@ from onnx import TensorProto, helper
 from tests.models import builders as B
 from tests.models.runner import convd_run
 from tests.models.test_ops import fails, ints, layers, ri, run
-
-
-@pytest.fixture
-def rng():
-    seed = int(os.environ.get("CD_TEST_SEED", random.randrange(1 << 30)))
-    print(f"seed {seed}")
-    return np.random.default_rng(seed)
 
 
 def kinds(path):

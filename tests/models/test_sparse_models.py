@@ -19,7 +19,6 @@ the planner's choice (dense at 0-30%, sparse at 90%), `convctl plan` output,
 per run (CD_TEST_SEED fixes them)."""
 import json
 import os
-import random
 import subprocess
 
 import numpy as np
@@ -28,6 +27,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from tests.models import builders as B
+from tests.models.builders import ri
 from tests.models.runner import convd_run, random_inputs
 from tests.support import paths
 
@@ -35,13 +35,6 @@ TOL_ORT = 1e-4
 TOL_DENSE = 1e-5
 SPARSITIES = [0.0, 0.5, 0.9, 0.99, 1.0]
 MODES = ["unstructured", "filter", "channel", "block:4x1"]
-
-
-@pytest.fixture
-def rng():
-    seed = int(os.environ.get("CD_TEST_SEED", random.randrange(1 << 30)))
-    print(f"seed {seed}")
-    return np.random.default_rng(seed)
 
 
 @pytest.fixture(scope="module")
@@ -76,10 +69,6 @@ def write_quiet_calibration(folder):
         for threads in range(1, (os.cpu_count() or 1) + 1):
             for _ in range(3):
                 f.write(f"{cpu}\t{threads} {QUIET_RATES}\n")
-
-
-def ri(rng, lo, hi):
-    return int(rng.integers(lo, hi + 1))
 
 
 def convctl(*args, check=True, env=None):
