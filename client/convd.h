@@ -98,7 +98,8 @@ typedef struct convd_conn convd_conn;
     XX(CLOSED, 20)          \
     XX(BUSY, 21)            \
     XX(ACCESS, 22)          \
-    XX(PERMISSION, 23)
+    XX(PERMISSION, 23)      \
+    XX(REGION, 24)
 
 enum {
     CONVD_OK = 0,

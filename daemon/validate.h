@@ -9,6 +9,7 @@
 // loop or model behind them.
 
 #include "core/limits.h"
+#include "proto/region.h"
 #include "proto/rpc.h"
 #include "runtime/runtime.h"
 
@@ -40,9 +41,13 @@ typedef struct {
     size_t out_bytes[CD_MAX_TENSORS];
     bool want[CD_MAX_TENSORS]; // outputs to return
     int64_t timeout_ms;        // 0 = none
+    // Shared-memory regions (proto/region.h; name NULL: inline). An input
+    // named in a region has in[] NULL until the daemon resolves it.
+    cd_region_ref in_ref[CD_MAX_TENSORS];
+    cd_region_ref out_ref[CD_MAX_TENSORS]; // outputs written into a region ('into')
 } cd_infer_args;
 
-// The keys infer takes (model, inputs, outputs, timeout_ms), each at most
+// The keys infer takes (model, inputs, outputs, timeout_ms, into), each at most
 // once; anything else is CD_EPARAMS.
 int cd_infer_check_keys(const msgpack_object *params, char *err, size_t errlen);
 
