@@ -250,11 +250,12 @@ int cd_region_acquire(cd_region_set *s, const cd_region_ref *ref, uint64_t bytes
     if (write && !r->writable)
         return cd_errf(CD_EREGION, err, errlen, "region '%s' is mapped read-only (sealed against writing)", shown);
     if (ref->size < bytes)
-        return cd_errf(CD_EREGION, err, errlen, "the room given in region '%s' (%llu bytes) is smaller than the "
-                       "tensor (%llu bytes)", shown, (unsigned long long)ref->size, (unsigned long long)bytes);
-    if (ref->offset > r->size || ref->size > r->size - ref->offset)
         return cd_errf(CD_EREGION, err, errlen,
-                       "bytes [%llu, +%llu) are past the end of region '%s' (%llu bytes)",
+                       "the room given in region '%s' (%llu bytes) is smaller than the "
+                       "tensor (%llu bytes)",
+                       shown, (unsigned long long)ref->size, (unsigned long long)bytes);
+    if (ref->offset > r->size || ref->size > r->size - ref->offset)
+        return cd_errf(CD_EREGION, err, errlen, "bytes [%llu, +%llu) are past the end of region '%s' (%llu bytes)",
                        (unsigned long long)ref->offset, (unsigned long long)ref->size, shown,
                        (unsigned long long)r->size);
     pthread_mutex_lock(&uses_lock);

@@ -39,10 +39,10 @@ typedef struct cd_region_use cd_region_use;
 // One request's use of a range of a region (linked into the region's list
 // while the request holds it).
 struct cd_region_use {
-    cd_region *region;       // held reference (NULL: unused slot)
-    const void *owner;       // the request (messages tell "this request" from "another")
-    uint64_t off, len;       // the range
-    bool write;              // an output range
+    cd_region *region; // held reference (NULL: unused slot)
+    const void *owner; // the request (messages tell "this request" from "another")
+    uint64_t off, len; // the range
+    bool write;        // an output range
     cd_region_use *prev, *next;
 };
 
@@ -52,9 +52,9 @@ struct cd_region_use {
 
 // A connection's regions.
 typedef struct {
-    cd_region *head;      // registered regions
-    unsigned count;       // how many
-    uint64_t bytes;       // their bytes
+    cd_region *head;                    // registered regions
+    unsigned count;                     // how many
+    uint64_t bytes;                     // their bytes
     int pending[CD_REGION_PENDING_FDS]; // received descriptors, oldest first
     unsigned npending;
     uint64_t fds_dropped; // descriptors closed unclaimed (over the pending cap)

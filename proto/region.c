@@ -82,8 +82,7 @@ int cd_region_ref_decode(const msgpack_object *obj, cd_region_ref *ref, char *er
     return rc;
 }
 
-int cd_tensor_ref_pack(msgpack_packer *pk, const cd_tensor *t, const char *region, size_t region_len,
-                       uint64_t offset) {
+int cd_tensor_ref_pack(msgpack_packer *pk, const cd_tensor *t, const char *region, size_t region_len, uint64_t offset) {
     const char *name = cd_dtype_name(t->dtype);
     int rc = msgpack_pack_map(pk, 4);
     rc |= cd_pack_str(pk, "dtype");

@@ -21,10 +21,10 @@
 
 // Where a tensor's bytes lie in a region: a view of the name in the message.
 typedef struct {
-    const char *name;  // region name (not NUL-terminated), NULL: inline tensor
-    size_t name_len;   // 1..CD_MAX_REGION_NAME
-    uint64_t offset;   // first byte in the region
-    uint64_t size;     // bytes the client gives (inputs: the tensor's nbytes)
+    const char *name; // region name (not NUL-terminated), NULL: inline tensor
+    size_t name_len;  // 1..CD_MAX_REGION_NAME
+    uint64_t offset;  // first byte in the region
+    uint64_t size;    // bytes the client gives (inputs: the tensor's nbytes)
 } cd_region_ref;
 
 // True when obj is a tensor map that names a region (has a 'region' key).
@@ -45,7 +45,6 @@ int cd_region_name_check(const char *name, size_t len, char *err, size_t errlen)
 
 // Packs a tensor whose bytes are in a region: {dtype, shape, region, offset}.
 // Returns 0 or CD_ENOMEM.
-int cd_tensor_ref_pack(msgpack_packer *pk, const cd_tensor *t, const char *region, size_t region_len,
-                       uint64_t offset);
+int cd_tensor_ref_pack(msgpack_packer *pk, const cd_tensor *t, const char *region, size_t region_len, uint64_t offset);
 
 #endif // CD_PROTO_REGION_H
