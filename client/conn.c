@@ -457,6 +457,20 @@ static int conn_write(convd_conn *c, const cd_client_reqbuf *rb, int64_t deadlin
             n++;
         }
         struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+        union {
+            char buf[CMSG_SPACE(sizeof(int))];
+            struct cmsghdr align;
+        } ctl;
+        if (rb->send_fd >= 0 && sent == 0) { // the descriptor rides with the first bytes
+            memset(&ctl, 0, sizeof ctl);
+            mh.msg_control = ctl.buf;
+            mh.msg_controllen = sizeof ctl.buf;
+            struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+            cm->cmsg_level = SOL_SOCKET;
+            cm->cmsg_type = SCM_RIGHTS;
+            cm->cmsg_len = CMSG_LEN(sizeof(int));
+            memcpy(CMSG_DATA(cm), &rb->send_fd, sizeof(int));
+        }
         ssize_t w = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (w < 0) {
             if (errno == EINTR) continue;
@@ -545,6 +559,11 @@ int cd_client_response_status(cd_rpc_msg *resp) {
 
 int cd_client_call(convd_conn *c, const char *method, cd_client_pack_fn pack, void *ud, int timeout_ms,
                    cd_rpc_msg *resp) {
+    return cd_client_call_fd(c, method, pack, ud, -1, timeout_ms, resp);
+}
+
+int cd_client_call_fd(convd_conn *c, const char *method, cd_client_pack_fn pack, void *ud, int fd, int timeout_ms,
+                      cd_rpc_msg *resp) {
     memset(resp, 0, sizeof *resp);
     int rc = check_method(c, method);
     if (rc) return rc;
@@ -558,6 +577,7 @@ int cd_client_call(convd_conn *c, const char *method, cd_client_pack_fn pack, vo
     cd_client_reqbuf rb;
     rc = pack_request(&rb, msgid, method, pack, ud);
     if (rc) return rc;
+    rb.send_fd = fd;
 
     cd_waiter w = {.msgid = msgid, .kind = WAIT_SYNC, .heap_idx = SIZE_MAX};
     pthread_condattr_t ca;
