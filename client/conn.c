@@ -207,7 +207,12 @@ static void *conn_reader_main(void *arg) {
     }
     for (;;) {
         int wait = conn_expire(c);
-        ssize_t n = recv(c->fd, buf, BUFSZ, 0);
+        // The rest of a big answer goes straight into the reader's buffer
+        // (the kernel's copy only), as the daemon reads big requests.
+        char *at = NULL;
+        size_t room = cd_rpc_reader_space(rd, &at);
+        char *dst = room > BUFSZ ? at : buf;
+        ssize_t n = recv(c->fd, dst, room > BUFSZ ? room : BUFSZ, 0);
         if (n < 0) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) {
@@ -223,7 +228,7 @@ static void *conn_reader_main(void *arg) {
             break;
         }
         if (n == 0) break;
-        int rc = cd_rpc_reader_feed(rd, buf, (size_t)n);
+        int rc = dst == buf ? cd_rpc_reader_feed(rd, buf, (size_t)n) : cd_rpc_reader_feed_in_place(rd, (size_t)n);
         if (rc != 0) {
             status = rc;
             if (rc == CD_ETOO_LARGE)
