@@ -48,7 +48,9 @@ class Region:
     def array(self, shape: Tuple[int, ...], dtype: Any = "f32", offset: int = 0) -> np.ndarray:
         """A numpy array of `shape` viewing the region from `offset`."""
         from . import _DTYPES
-        dt = _DTYPES.get(dtype, None) if isinstance(dtype, str) else np.dtype(dtype)
+        dt = _DTYPES.get(dtype) if isinstance(dtype, str) else np.dtype(dtype)
+        if dt is None:
+            raise ValueError(f"unknown dtype {dtype!r} (one of {', '.join(sorted(_DTYPES))})")
         n = int(np.prod(shape)) * dt.itemsize
         if offset < 0 or offset + n > self.size:
             raise ValueError(f"[{offset}, +{n}) is past the end of the region ({self.size} bytes)")
