@@ -58,8 +58,8 @@ class Region:
 
     def locate(self, a: np.ndarray) -> Optional[int]:
         """The offset of a C-contiguous view of this region, else None."""
-        if not isinstance(a, np.ndarray) or not a.flags.c_contiguous:
-            return None
+        if self.mmap is None or not isinstance(a, np.ndarray) or not a.flags.c_contiguous:
+            return None  # closed, or not a plain view
         addr = a.__array_interface__["data"][0]
         if self._base <= addr and addr + a.nbytes <= self._base + self.size:
             return addr - self._base
