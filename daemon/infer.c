@@ -4,6 +4,7 @@
 // the answer and the release of the request.
 #include "daemon/models.h"
 
+#include "daemon/bigbuf.h"
 #include "daemon/conn.h"
 #include "daemon/log.h"
 #include "daemon/regions.h"
@@ -107,7 +108,7 @@ static int alloc_outputs(cd_request **reqs, int n, int total, void **out) {
             out[o] = *p = st0->out_dst[o];
             continue;
         }
-        if (!(*p = malloc(bytes ? bytes : 1))) return CD_ENOMEM;
+        if (!(*p = cd_bigbuf_get(bytes))) return CD_ENOMEM;
         out[o] = *p;
     }
     return 0;
@@ -116,7 +117,7 @@ static int alloc_outputs(cd_request **reqs, int n, int total, void **out) {
 // Drops one request's hold on a batch's outputs; the last one frees them.
 static void batch_outputs_unref(batch_outputs *b) {
     if (!b || --b->refs > 0) return;
-    for (int i = 0; i < CD_MAX_TENSORS; i++) free(b->buf[i]);
+    for (int i = 0; i < CD_MAX_TENSORS; i++) cd_bigbuf_put(b->buf[i]);
     free(b);
 }
 
@@ -299,7 +300,7 @@ static void infer_release(cd_request *req) {
         batch_outputs_unref(st->shared);
     else
         for (int i = 0; i < CD_MAX_TENSORS; i++)
-            if (st->out[i] != st->out_dst[i]) free(st->out[i]);
+            if (st->out[i] != st->out_dst[i]) cd_bigbuf_put(st->out[i]);
     release_regions(st);
     cd_model_entry_unref(st->entry);
     free(st);
