@@ -110,7 +110,8 @@ size_t cd_tdesc_item_bytes(const cd_tdesc *t) {
 }
 
 const char *cd_bop_name(cd_bop op) {
-    static const char *names[] = {"Conv2d",    "Gemm",    "Pool",      "Binary", "Activation", "Softmax", "Concat",
-                                  "Transpose", "Reorder", "FakeQuant", "Pad",    "Slice",      "Reduce",  "LayerNorm"};
+    static const char *names[] = {"Conv2d", "Gemm",      "Pool",    "Binary",    "Activation", "Softmax",
+                                  "Concat", "Transpose", "Reorder", "FakeQuant", "Pad",        "Slice",
+                                  "Reduce", "LayerNorm", "Resize",  "Deconv"};
     return op < CD_BOP_COUNT ? names[op] : "?";
 }

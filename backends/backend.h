@@ -79,6 +79,8 @@ typedef enum {
     CD_BOP_SLICE,     // u.slice (one output of a Split too); NCHW (any rank)
     CD_BOP_REDUCE,    // u.reduce; NCHW (any rank)
     CD_BOP_LAYERNORM, // u.ln, gamma in w and beta in bias (len values); NCHW
+    CD_BOP_RESIZE,    // u.resize; NCHW
+    CD_BOP_DECONV,    // u.deconv (ConvTranspose), w [c][k/groups][r][s], bias k or NULL; NCHW
     CD_BOP_COUNT
 } cd_bop;
 
@@ -104,6 +106,8 @@ typedef struct {
         cd_slice_desc slice;   // SLICE
         cd_reduce_desc reduce; // REDUCE
         cd_layernorm_desc ln;  // LAYERNORM
+        cd_resize_desc resize; // RESIZE
+        cd_deconv_desc deconv; // DECONV
     } u;
     const float *w;    // CONV2D (OIHW), GEMM (n x k), LAYERNORM (gamma, beta): host memory,
     const float *bias; // only during init; NULL for no bias

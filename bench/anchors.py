@@ -235,12 +235,16 @@ def convd_isa(bindir, path, x, y, env, timeout):
 
 
 class Ort:
-    def __init__(self, path, threads=1):
+    def __init__(self, path, threads=1, optimize=True):
+        """optimize=False: no graph rewrites, so a QDQ file runs as the ONNX
+        spec defines it (DequantizeLinear, the f32 op, QuantizeLinear), not
+        on onnxruntime's fused int8 kernels."""
         import onnxruntime as ort
         so = ort.SessionOptions()
         so.intra_op_num_threads = threads
         so.inter_op_num_threads = 1
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        so.graph_optimization_level = (ort.GraphOptimizationLevel.ORT_ENABLE_ALL if optimize else
+                                       ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
         so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         self.sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
         self.name = self.sess.get_inputs()[0].name

@@ -1,9 +1,12 @@
-// f32 vs int8 convolution on oneDNN, on ResNet-50's and MobileNetV2's conv
+// f32 vs int8 (and bf16) convolution on oneDNN, on ResNet-50's and MobileNetV2's conv
 // shapes: the f32 conv in the plan's blocked layout (nChw16c/nChw8c), the int8 conv alone (u8 src with a zero point, s8 weights,
 // per-channel scales, u8 dst with a zero point, layouts oneDNN's choice: nhwc),
 // and the int8 conv with the boundary conversions the product's op does
 // (backends/cpu/dnnl-conv-int8.c): a quantizing reorder of the f32 blocked
-// input into u8 nhwc and a dequantizing one of the output back.
+// input into u8 nhwc and a dequantizing one of the output back. The bf16
+// conv the same way: alone (bf16 src, weights and dst in oneDNN's layouts)
+// and with the conversions from and to the f32 blocked layout; where the
+// CPU has no bf16 instructions oneDNN emulates it (or has no kernel: "-").
 //
 // Plain oneDNN C API, written to compile against oneDNN 2.x (Debian's 2.6:
 // output scales and zero points fixed at creation, op descriptors) and 3.x
@@ -172,6 +175,31 @@ static dnnl_primitive_desc_t conv_pd(const layer *L, int batch, dnnl_data_type_t
     return pd;
 }
 
+// The bf16 conv (all three tensors bf16, layouts oneDNN's choice), or NULL
+// when this oneDNN has no implementation for it on this CPU.
+static dnnl_primitive_desc_t bf16_pd(const layer *L, int batch) {
+    int oh = (L->h + 2 * (L->r / 2) - L->r) / L->stride + 1, ow = (L->w + 2 * (L->r / 2) - L->r) / L->stride + 1;
+    dnnl_dims_t sd = {batch, L->c, L->h, L->w}, dd = {batch, L->k, oh, ow}, bd = {L->k};
+    dnnl_dims_t wd4 = {L->k, L->c, L->r, L->r}, wd5 = {L->groups, L->k / L->groups, L->c / L->groups, L->r, L->r};
+    md_t smd = md_new(4, sd, dnnl_bf16, dnnl_format_tag_any), dmd = md_new(4, dd, dnnl_bf16, dnnl_format_tag_any);
+    md_t wmd =
+        L->groups > 1 ? md_new(5, wd5, dnnl_bf16, dnnl_format_tag_any) : md_new(4, wd4, dnnl_bf16, dnnl_format_tag_any);
+    md_t bmd = md_new(1, bd, dnnl_f32, dnnl_x);
+    dnnl_dims_t strides = {L->stride, L->stride}, dil = {0, 0}, pad = {L->r / 2, L->r / 2};
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_status_t st;
+#if V3
+    st = dnnl_convolution_forward_primitive_desc_create(&pd, g_eng, dnnl_forward_inference, dnnl_convolution_direct,
+                                                        smd, wmd, bmd, dmd, strides, dil, pad, pad, NULL);
+#else
+    dnnl_convolution_desc_t cd;
+    CHECK(dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct, smd, wmd,
+                                                     bmd, dmd, strides, dil, pad, pad));
+    st = dnnl_primitive_desc_create(&pd, &cd, NULL, g_eng, NULL);
+#endif
+    return st == dnnl_success ? pd : NULL;
+}
+
 // The quantization parameters of the int8 path (arbitrary but realistic).
 enum { ZP_IN = 128, ZP_OUT = 5 };
 static const float k_in_scale = 0.02f, k_out_scale = 0.05f, k_w_scale = 0.004f;
@@ -223,11 +251,11 @@ static dnnl_primitive_desc_t q_reorder(md_t from, md_t to, int quantize) {
 
 // ---- one layer ---------------------------------------------------------------------
 
-enum { M_F32, M_I8, M_I8_BOUNDARY, M_COUNT };
+enum { M_F32, M_I8, M_I8_BOUNDARY, M_BF16, M_BF16_BOUNDARY, M_COUNT };
 
 typedef struct {
-    dnnl_primitive_t f32, i8, qin, qout;
-    dnnl_exec_arg_t af32[4], ai8[12], aqin[4], aqout[4];
+    dnnl_primitive_t f32, i8, qin, qout, bf, bin, bout; // bf NULL: oneDNN has no bf16 conv here
+    dnnl_exec_arg_t af32[4], ai8[12], aqin[4], aqout[4], abf[4], abin[2], about[2];
     int nf32, ni8, nqin, nqout;
 } bench_layer;
 
@@ -244,6 +272,15 @@ static void run_method(bench_layer *b, int m) {
         run(b->qin, b->nqin, b->aqin);
         run(b->i8, b->ni8, b->ai8);
         run(b->qout, b->nqout, b->aqout);
+        break;
+    case M_BF16:
+        if (b->bf) run(b->bf, 4, b->abf);
+        break;
+    case M_BF16_BOUNDARY:
+        if (!b->bf) break;
+        run(b->bin, 2, b->abin);
+        run(b->bf, 4, b->abf);
+        run(b->bout, 2, b->about);
         break;
     }
 }
@@ -323,6 +360,27 @@ static void bench_one(const layer *L, int batch, int reps, double min_ms) {
     b.aqout[0] = (dnnl_exec_arg_t){DNNL_ARG_FROM, yi};
     b.aqout[1] = (dnnl_exec_arg_t){DNNL_ARG_TO, yf};
     b.nqout = 2;
+    // bf16: src, weights and dst bf16 in oneDNN's layouts; plain reorders at the boundary.
+    dnnl_primitive_desc_t pb = NULL;
+    pb = bf16_pd(L, batch);
+    if (pb) {
+        md_t bsrc = md_query(pb, dnnl_query_src_md), bdst = md_query(pb, dnnl_query_dst_md);
+        dnnl_memory_t xb = mem_new(bsrc, 0), yb = mem_new(bdst, 0), wb = packed_weights(L, pb, dnnl_bf16);
+        CHECK(dnnl_primitive_create(&b.bf, pb));
+        b.abf[0] = (dnnl_exec_arg_t){DNNL_ARG_SRC, xb};
+        b.abf[1] = (dnnl_exec_arg_t){DNNL_ARG_WEIGHTS, wb};
+        b.abf[2] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, bias};
+        b.abf[3] = (dnnl_exec_arg_t){DNNL_ARG_DST, yb};
+        dnnl_primitive_desc_t rin, rout;
+        CHECK(dnnl_reorder_primitive_desc_create(&rin, fsrc, g_eng, bsrc, g_eng, NULL));
+        CHECK(dnnl_reorder_primitive_desc_create(&rout, bdst, g_eng, fdst, g_eng, NULL));
+        CHECK(dnnl_primitive_create(&b.bin, rin));
+        CHECK(dnnl_primitive_create(&b.bout, rout));
+        b.abin[0] = (dnnl_exec_arg_t){DNNL_ARG_FROM, xf};
+        b.abin[1] = (dnnl_exec_arg_t){DNNL_ARG_TO, xb};
+        b.about[0] = (dnnl_exec_arg_t){DNNL_ARG_FROM, yb};
+        b.about[1] = (dnnl_exec_arg_t){DNNL_ARG_TO, yf};
+    }
 #if V3
     // 3.x: dst = (s_src * s_wei[k] * acc + bias) / s_dst + zp_dst, bias unscaled.
     float *ws = malloc(sizeof(float) * L->k);
@@ -349,14 +407,18 @@ static void bench_one(const layer *L, int batch, int reps, double min_ms) {
     for (int m = 0; m < M_COUNT; m++) med[m] = median(samples[m], reps);
     int oh = (L->h + 2 * (L->r / 2) - L->r) / L->stride + 1;
     double gop = 2.0 * batch * L->k * oh * oh * (L->c / L->groups) * L->r * L->r * 1e-9;
+    // (bf16 columns last, so readers of the older columns are unaffected; -1 / "-": no bf16 conv.)
+    double bf = b.bf ? med[M_BF16] : -1, bfb = b.bf ? med[M_BF16_BOUNDARY] : -1;
     if (g_csv)
-        printf("%s,%s,%d,%.3f,%.5f,%.5f,%.5f,%s,%s,%s\n", L->model, L->name, batch, gop, med[M_F32], med[M_I8],
-               med[M_I8_BOUNDARY], impl_of(pf), impl_of(pi), impl_of(pqin));
+        printf("%s,%s,%d,%.3f,%.5f,%.5f,%.5f,%s,%s,%s,%.5f,%.5f,%s\n", L->model, L->name, batch, gop, med[M_F32],
+               med[M_I8], med[M_I8_BOUNDARY], impl_of(pf), impl_of(pi), impl_of(pqin), bf, bfb, pb ? impl_of(pb) : "-");
     else
-        printf("| %s | %s | %d | %.3f | %.3f | %.3f (%.2fx) | %.3f (%.2fx) | %.0f%% | %s | %s | %s |\n", L->model,
-               L->name, batch, gop, med[M_F32], med[M_I8], med[M_F32] / med[M_I8], med[M_I8_BOUNDARY],
+        printf("| %s | %s | %d | %.3f | %.3f | %.3f (%.2fx) | %.3f (%.2fx) | %.0f%% | %s | %s | %s | %.3f (%.2fx) | "
+               "%.3f (%.2fx) | %s |\n",
+               L->model, L->name, batch, gop, med[M_F32], med[M_I8], med[M_F32] / med[M_I8], med[M_I8_BOUNDARY],
                med[M_F32] / med[M_I8_BOUNDARY], 100.0 * (med[M_I8_BOUNDARY] - med[M_I8]) / med[M_I8], impl_of(pf),
-               impl_of(pi), impl_of(pqin));
+               impl_of(pi), impl_of(pqin), bf, b.bf ? med[M_F32] / bf : 0, bfb, b.bf ? med[M_F32] / bfb : 0,
+               pb ? impl_of(pb) : "-");
     fflush(stdout);
     // Process exit frees the rest; the bench runs each layer once.
     dnnl_primitive_destroy(b.f32);
@@ -398,8 +460,9 @@ int main(int argc, char **argv) {
            v->cpu_runtime, (unsigned)dnnl_get_effective_cpu_isa());
     if (header) {
         printf("| model | layer | batch | GOP | f32 ms | int8 ms (f32/int8) | int8 + boundary ms (f32/that) | "
-               "boundary %% of int8 | f32 impl | int8 impl | quantize reorder |\n");
-        printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
+               "boundary %% of int8 | f32 impl | int8 impl | quantize reorder | bf16 ms (f32/bf16) | "
+               "bf16 + boundary ms (f32/that) | bf16 impl |\n");
+        printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     }
     for (size_t i = 0; i < sizeof k_layers / sizeof *k_layers; i++)
         if (!strcmp(model, "all") || !strcmp(model, k_layers[i].model)) bench_one(&k_layers[i], batch, reps, min_ms);

@@ -4,7 +4,8 @@ tests/models/builders.py writes them (no torch): the shapes of torchvision's
 densenet121 (stem, dense blocks 1-2, transition), convnext_tiny (stages 1-2,
 opset 13 with the LayerNorm/GELU patterns and opset 17 with the op), a
 shufflenet_v2_x1_0 stage (116 channels, 28x28, 4 units) and mnasnet1_0's
-head. Random weights, 224 px, batch 1, interleaved rounds; the best median
+head; and the segmentation heads of builders.py (fcn_head, lraspp_head,
+unet_decoder). Random weights, 224 px, batch 1, interleaved rounds; the best median
 of the rounds per engine.
 
     bench/op-families.py [--threads 1] [--rounds 3] [--iters 30] [--models densenet,convnext13,...]
@@ -65,6 +66,10 @@ def mnasnet_head(rng):
 
 MODELS = {"densenet": densenet, "convnext13": lambda r: convnext(r, 13), "convnext17": lambda r: convnext(r, 17),
           "shufflenet": shufflenet, "mnasnet-head": mnasnet_head}
+# The segmentation heads (Resize through Shape/Slice/Concat, ConvTranspose) at 224 px (U-Net 128 px).
+MODELS.update({"fcn-head": lambda r: B.fcn_head(r, size=224, classes=21, width=32),
+               "lraspp-head": lambda r: B.lraspp_head(r, size=224, classes=21, width=32),
+               "unet": lambda r: B.unet_decoder(r, size=128, classes=3, width=32)})
 
 
 def convd_ms(path, threads, iters):

@@ -54,6 +54,15 @@ typedef struct {
     cd_region_use out_use[CD_MAX_TENSORS];
     cd_region_ref out_ref[CD_MAX_TENSORS]; // name views into the request's message
     void *out_dst[CD_MAX_TENSORS];         // NULL: an inline output
+    // Inputs of another size than the model's first plan (symbolic dims):
+    int64_t shape[CD_MAX_TENSORS][CD_MAX_RANK];     // per-item input shapes
+    bool other_size;                                // they differ from the first plan's
+    const cd_model *plan;                           // the plan of that size, held from plan_other_size to
+                                                    // the end of infer_finish (worker), NULL otherwise
+    int64_t out_shape[CD_MAX_TENSORS][CD_MAX_RANK]; // the outputs' shapes at that size
+    cd_exec *ex;                                    // the exec of plan a batch runs on (its leader's,
+                                                    // from submit to finish)
+    uint64_t max_reply;                             // --max-reply, for the outputs' check at that size
 } infer_state;
 
 // Joins input i of reqs[0..n-1] along dim 0 into dst (the sum of their
@@ -121,6 +130,34 @@ static void batch_outputs_unref(batch_outputs *b) {
     free(b);
 }
 
+// Requests of another input size (worker thread): each gets a hold on the
+// plan of its size (built now on first use, by this worker, holding no lock
+// that other sizes need) and its outputs' sizes, checked as the loop checks
+// those of the first plan. Returns 0 or the error for the whole batch (its
+// requests share one size) with reqs[0]->err set.
+static int plan_other_size(cd_request **reqs, int n) {
+    infer_state *st0 = reqs[0]->state;
+    const cd_model *m = st0->entry->model;
+    for (int r = 0; r < n; r++) {
+        infer_state *st = reqs[r]->state;
+        const int64_t *shapes[CD_MAX_TENSORS];
+        for (int i = 0; i < st->nin; i++) shapes[i] = st->shape[i];
+        int rc = cd_model_variant_get(m, shapes, &st->plan, reqs[0]->err, sizeof reqs[0]->err);
+        if (rc != 0) return rc;
+        cd_infer_sig sig = {.model = st0->entry->name, .nin = st->nin, .nout = st->nout, .max_reply = st->max_reply};
+        for (int o = 0; o < st->nout; o++) sig.out[o] = cd_model_output(st->plan, o);
+        cd_infer_args a;
+        memset(&a, 0, sizeof a);
+        a.batch = st->batch;
+        memcpy(a.want, st->want, sizeof a.want);
+        rc = cd_infer_check_outputs(&sig, &a, reqs[0]->err, sizeof reqs[0]->err);
+        if (rc != 0) return rc;
+        memcpy(st->out_bytes, a.out_bytes, sizeof st->out_bytes);
+        for (int o = 0; o < st->nout; o++) memcpy(st->out_shape[o], sig.out[o]->shape, sizeof st->out_shape[o]);
+    }
+    return 0;
+}
+
 // The scheduler's submit half (worker thread): requests of one model
 // version, sum of batches <= max_batch, queued on the worker's exec `slot`.
 // Several requests are concatenated along dim 0 into one run (infer_finish
@@ -132,6 +169,18 @@ static void infer_submit(cd_request **reqs, int n, int worker, int slot) {
     cd_model_entry *e = st0->entry;
     cd_exec **exp = &e->execs[2 * worker + slot];
     reqs[0]->status = 0;
+    if (st0->other_size) { // the plan of that size, and an exec of its own pool
+        int rc = plan_other_size(reqs, n);
+        if (rc == 0 && cd_exec_take(st0->plan, &st0->ex) != 0) {
+            rc = CD_ENOMEM;
+            snprintf(reqs[0]->err, sizeof reqs[0]->err, "cannot allocate the execution state");
+        }
+        if (rc != 0) {
+            reqs[0]->status = rc;
+            return;
+        }
+        exp = &st0->ex;
+    }
     if (!*exp && cd_exec_init(e->model, exp) != 0) {
         reqs[0]->status = CD_ENOMEM;
         snprintf(reqs[0]->err, sizeof reqs[0]->err, "cannot allocate the execution state");
@@ -157,11 +206,22 @@ static void infer_submit(cd_request **reqs, int n, int worker, int slot) {
 // each request of a batch gets its rows of the shared outputs, not a copy.
 static void infer_finish(cd_request **reqs, int n, int worker, int slot) {
     infer_state *st0 = reqs[0]->state;
-    cd_exec *ex = st0->entry->execs[2 * worker + slot];
+    cd_exec *ex = st0->ex ? st0->ex : st0->entry->execs[2 * worker + slot];
     int rc = reqs[0]->status;
     char err[256];
     snprintf(err, sizeof err, "%s", reqs[0]->err);
     if (rc == 0) rc = cd_model_wait(ex, err, sizeof err);
+    if (st0->ex) { // back to its plan's pool
+        cd_exec_give(st0->ex);
+        st0->ex = NULL;
+    }
+    // The holds on the plan go before the answers do: a client that has its
+    // answer and sends a new size finds this one idle (max_shapes).
+    for (int r = 0; r < n; r++) {
+        infer_state *st = reqs[r]->state;
+        if (st->plan) cd_model_variant_put(st->entry->model, st->plan);
+        st->plan = NULL;
+    }
     if (n == 1) {
         reqs[0]->status = rc;
         if (rc != 0) snprintf(reqs[0]->err, sizeof reqs[0]->err, "%s", err);
@@ -196,6 +256,20 @@ void cd_infer_run_batch(cd_request **reqs, int n, int worker) {
 // where it overlaps (the real hip backend: cd_model_overlaps), on also where
 // it does not (the synchronous backends then give the same results without
 // overlap: how the path is tested), off never.
+// 1 when a and b have inputs of one size (cd_sched_queue.same).
+static bool same_size(const cd_request *a, const cd_request *b) {
+    const infer_state *x = a->state, *y = b->state;
+    if (!x->other_size && !y->other_size) return true;
+    if (x->other_size != y->other_size) return false;
+    for (int i = 0; i < x->nin; i++)
+        if (memcmp(x->shape[i], y->shape[i], sizeof x->shape[i]) != 0) return false;
+    return true;
+}
+
+void cd_infer_set_same_size(cd_model_entry *e) {
+    if (cd_model_is_dynamic(e->model)) e->queue.same = same_size;
+}
+
 void cd_infer_set_double_buffer(cd_model_entry *e, int64_t mode) {
     bool on = mode == 2 || (mode == 0 && cd_model_overlaps(e->model) != 0);
     e->queue.submit = on ? infer_submit : NULL;
@@ -244,8 +318,9 @@ static int infer_pack(cd_request *req, msgpack_packer *pk) {
     for (int i = 0; i < st->nout && !rc; i++) {
         if (!st->want[i]) continue;
         const cd_io_desc *d = cd_model_output(st->entry->model, i);
+        const int64_t *shape = st->other_size ? st->out_shape[i] : d->shape;
         cd_tensor t = {.dtype = CD_DTYPE_F32, .rank = d->rank, .data = st->out[i], .nbytes = st->out_bytes[i]};
-        for (int k = 0; k < d->rank; k++) t.shape[k] = k == 0 ? st->batch : d->shape[k];
+        for (int k = 0; k < d->rank; k++) t.shape[k] = k == 0 ? st->batch : shape[k];
         rc |= cd_pack_str(pk, d->name);
         if (st->out_dst[i]) { // in the region already, or this request's rows of a batch
             if (st->out[i] != st->out_dst[i]) memcpy(st->out_dst[i], st->out[i], st->out_bytes[i]);
@@ -302,6 +377,7 @@ static void infer_release(cd_request *req) {
         for (int i = 0; i < CD_MAX_TENSORS; i++)
             if (st->out[i] != st->out_dst[i]) cd_bigbuf_put(st->out[i]);
     release_regions(st);
+    if (st->plan) cd_model_variant_put(st->entry->model, st->plan); // not run (infer_finish drops it)
     cd_model_entry_unref(st->entry);
     free(st);
 }
@@ -337,6 +413,18 @@ static int infer_validate(cd_conn *c, const msgpack_object *params, cd_model_ent
     memcpy(st->out_bytes, a.out_bytes, sizeof st->out_bytes);
     memcpy(st->want, a.want, sizeof st->want);
     st->timeout_ms = a.timeout_ms;
+    memcpy(st->shape, a.shape, sizeof st->shape);
+    st->other_size = a.other_size;
+    st->max_reply = (uint64_t)set->max_reply;
+    // An output's size at another input size is known only once the plan of
+    // that size exists (on the worker): its place in a region cannot be
+    // checked here, so it is refused rather than written unchecked.
+    for (int i = 0; i < st->nout; i++)
+        if (st->other_size && a.out_ref[i].name)
+            return cd_errf(CD_EREGION, err, errlen,
+                           "output '%s' into a region: the inputs are of another size than the model's first plan, "
+                           "whose outputs' sizes are not known before it runs (send it inline)",
+                           cd_model_output(m, i)->name);
     return acquire_regions(c, st, &a, err, errlen);
 }
 

@@ -5,6 +5,8 @@
 //   max_batch    = 16
 //   max_delay_us = 2000
 //   max_queue    = 512
+//   max_shapes   = 4               # models with symbolic input dims:
+//   input_shape  = 1x3x512x512     # plans kept, and the first one's size
 #include "core/errors.h"
 #include "daemon/registry.h"
 #include "daemon/settings.h"
@@ -22,9 +24,25 @@ const cd_model_conf_key cd_model_conf_keys[CD_MODEL_CONF_NKEYS] = {
     {"max_batch", 1, CD_MAX_BATCH, offsetof(cd_model_conf, max_batch)},
     {"max_delay_us", 0, CD_MAX_DELAY_US, offsetof(cd_model_conf, max_delay_us)},
     {"max_queue", 1, CD_MAX_QUEUE, offsetof(cd_model_conf, max_queue)},
+    {"max_shapes", 1, CD_MAX_SHAPES, offsetof(cd_model_conf, max_shapes)},
 };
 
+// The string key of a .conf (and of `load`): input_shape, checked here so
+// that a bad one names its file and line. Returns 0 or -1 with why.
+int cd_model_conf_input_shape(cd_model_conf *c, const char *val, char *why, size_t whylen) {
+    cd_input_shape s[CD_MAX_TENSORS];
+    int n;
+    char e[200];
+    if (strlen(val) >= sizeof c->input_shape || cd_input_shape_parse(val, s, CD_MAX_TENSORS, &n, e, sizeof e) != 0) {
+        snprintf(why, whylen, "input_shape: %s", strlen(val) >= sizeof c->input_shape ? "too long" : e);
+        return -1;
+    }
+    snprintf(c->input_shape, sizeof c->input_shape, "%s", val);
+    return 0;
+}
+
 static int conf_line(void *ud, const char *key, const char *val, char *why, size_t whylen) {
+    if (strcmp(key, "input_shape") == 0) return cd_model_conf_input_shape(ud, val, why, whylen);
     for (size_t i = 0; i < CD_MODEL_CONF_NKEYS; i++) {
         const cd_model_conf_key *k = &cd_model_conf_keys[i];
         if (strcmp(k->key, key) != 0) continue;
@@ -43,7 +61,7 @@ static int conf_line(void *ud, const char *key, const char *val, char *why, size
         memcpy((char *)ud + k->offset, &v, sizeof v);
         return 0;
     }
-    snprintf(why, whylen, "unknown key '%.64s' (max_batch, max_delay_us, max_queue)", key);
+    snprintf(why, whylen, "unknown key '%.64s' (max_batch, max_delay_us, max_queue, max_shapes, input_shape)", key);
     return -1;
 }
 

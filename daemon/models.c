@@ -59,19 +59,48 @@ static int check_io_counts(const cd_model *m, char *err, size_t errlen) {
     return 0;
 }
 
+static int pack_kv_i64(msgpack_packer *pk, const char *k, int64_t v) {
+    return cd_pack_str(pk, k) | msgpack_pack_int64(pk, v);
+}
+
 static int pack_io(msgpack_packer *pk, const cd_io_desc *d) {
-    int rc = msgpack_pack_map(pk, 3);
+    int nd = __builtin_popcount(d->dynamic);
+    int rc = msgpack_pack_map(pk, nd ? 4 : 3);
     rc |= cd_pack_kv_str(pk, "name", d->name ? d->name : "");
     rc |= cd_pack_kv_str(pk, "dtype", cd_dtype_name(d->dtype));
     rc |= cd_pack_str(pk, "shape");
     rc |= msgpack_pack_array(pk, (size_t)d->rank);
     for (int i = 0; i < d->rank; i++) // the batch dim is open: -1
         rc |= msgpack_pack_int64(pk, i == 0 ? -1 : d->shape[i]);
+    if (nd) { // symbolic dims: shape holds the first plan's size of them
+        rc |= cd_pack_str(pk, "dynamic");
+        rc |= msgpack_pack_array(pk, (size_t)nd);
+        for (int i = 1; i < d->rank; i++)
+            if (d->dynamic & (1u << i)) rc |= msgpack_pack_int64(pk, i);
+    }
     return rc;
 }
 
-static int pack_kv_i64(msgpack_packer *pk, const char *k, int64_t v) {
-    return cd_pack_str(pk, k) | msgpack_pack_int64(pk, v);
+// The input sizes a model with symbolic dims has plans for: "shapes", one
+// entry per plan (the first at load first) of its inputs' shapes (batch -1),
+// "max_shapes", and "shapes_bytes", what the plans beyond the first hold.
+static int pack_planned_shapes(msgpack_packer *pk, const cd_model_entry *e) {
+    static int64_t shapes[CD_MAX_SHAPES][CD_MAX_TENSORS][CD_MAX_RANK]; // loop thread only
+    int64_t bytes = 0;
+    int n = cd_model_planned_shapes(e->model, shapes, CD_MAX_SHAPES, &bytes), ni = cd_model_num_inputs(e->model);
+    int rc = cd_pack_str(pk, "shapes");
+    rc |= msgpack_pack_array(pk, (size_t)n);
+    for (int k = 0; k < n; k++) {
+        rc |= msgpack_pack_array(pk, (size_t)ni);
+        for (int i = 0; i < ni; i++) {
+            int rank = cd_model_input(e->model, i)->rank;
+            rc |= msgpack_pack_array(pk, (size_t)rank);
+            for (int d = 0; d < rank; d++) rc |= msgpack_pack_int64(pk, d == 0 ? -1 : shapes[k][i][d]);
+        }
+    }
+    rc |= pack_kv_i64(pk, "max_shapes", e->conf.max_shapes);
+    rc |= pack_kv_i64(pk, "shapes_bytes", bytes);
+    return rc;
 }
 
 // The `models` entry of one model.
@@ -79,7 +108,8 @@ static int pack_entry(msgpack_packer *pk, const cd_model_entry *e) {
     cd_model_summary s;
     cd_model_get_summary(e->model, &s);
     int ni = cd_model_num_inputs(e->model), no = cd_model_num_outputs(e->model);
-    int rc = msgpack_pack_map(pk, 13);
+    bool dyn = cd_model_is_dynamic(e->model) != 0;
+    int rc = msgpack_pack_map(pk, dyn ? 16 : 13);
     rc |= cd_pack_kv_str(pk, "name", e->name);
     rc |= cd_pack_kv_str(pk, "path", e->path);
     rc |= pack_kv_i64(pk, "max_batch", e->conf.max_batch);
@@ -98,6 +128,7 @@ static int pack_entry(msgpack_packer *pk, const cd_model_entry *e) {
     rc |= msgpack_pack_double(pk, s.params > 0 ? 1.0 - (double)s.zero_params / (double)s.params : 1.0);
     rc |= pack_kv_i64(pk, "layers", s.nlayers);
     rc |= pack_kv_i64(pk, "int8_layers", s.int8_layers);
+    if (dyn) rc |= pack_planned_shapes(pk, e);
     return rc ? CD_ENOMEM : 0;
 }
 
@@ -107,7 +138,11 @@ static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *
 
 // The daemon's defaults for a model's scheduling settings.
 static cd_model_conf conf_defaults(const cd_settings *set) {
-    cd_model_conf c = {.max_batch = set->max_batch, .max_delay_us = set->max_delay_us, .max_queue = set->max_queue};
+    cd_model_conf c = {.max_batch = set->max_batch,
+                       .max_delay_us = set->max_delay_us,
+                       .max_queue = set->max_queue,
+                       .max_shapes = set->max_shapes};
+    snprintf(c.input_shape, sizeof c.input_shape, "%s", set->input_shape);
     return c;
 }
 
@@ -143,6 +178,7 @@ typedef struct {
     char real[PATH_MAX];           // resolved inside --models
     cd_model_conf conf;            // defaults < .conf file < load params
     bool has[CD_MODEL_CONF_NKEYS]; // load params given (cd_model_conf_keys order)
+    bool has_input_shape;          // the load param input_shape given
     bool from_dir;                 // a SIGHUP rescan (no client)
     bool pending;                  // counted in srv->pending_loads (a client's load)
     time_t mtime, conf_mtime;      // file identities when read
@@ -158,7 +194,9 @@ static cd_model_opts model_opts(const cd_settings *set, const cd_model_conf *con
                           .device = set->device,
                           .tune = (int)set->tune,
                           .tune_cache = set->tune_cache[0] ? set->tune_cache : NULL,
-                          .max_file_bytes = set->max_model_bytes};
+                          .max_file_bytes = set->max_model_bytes,
+                          .input_shape = conf->input_shape,
+                          .max_shapes = (int)conf->max_shapes};
     return opts;
 }
 
@@ -169,6 +207,7 @@ static cd_model_entry *entry_new(cd_server *srv, const load_state *st) {
                                            cd_workers_count(srv->workers));
     if (e) {
         cd_infer_set_double_buffer(e, srv->set->double_buffer);
+        cd_infer_set_same_size(e);
         e->from_dir = st->from_dir;
         e->mtime = st->mtime;
         e->size = st->size;
@@ -309,7 +348,7 @@ int cd_models_pack_stats(cd_server *srv, msgpack_packer *pk) {
         rc |= cd_pack_str(pk, e->name);
         cd_model_summary sum;
         cd_model_get_summary(e->model, &sum);
-        rc |= msgpack_pack_map(pk, 15);
+        rc |= msgpack_pack_map(pk, 16);
         rc |= pack_kv_i64(pk, "requests", (int64_t)c->requests);
         rc |= pack_kv_i64(pk, "errors", (int64_t)c->errors);
         rc |= pack_kv_i64(pk, "ok", (int64_t)c->ok);
@@ -320,6 +359,10 @@ int cd_models_pack_stats(cd_server *srv, msgpack_packer *pk) {
         rc |= pack_kv_i64(pk, "max_delay_us", e->conf.max_delay_us);
         rc |= pack_kv_i64(pk, "max_queue", e->conf.max_queue);
         rc |= pack_kv_i64(pk, "device_bytes", sum.device_bytes);
+        rc |= cd_pack_str(pk, "layer_dtypes"); // what its layers compute in
+        rc |= msgpack_pack_map(pk, 2);
+        rc |= pack_kv_i64(pk, "int8", sum.int8_layers);
+        rc |= pack_kv_i64(pk, "f32", sum.nlayers - sum.int8_layers);
         size_t nerr = 0;
         for (int k = 0; k < CD_STATS_NERR; k++) nerr += c->by_code[k] != 0;
         rc |= cd_pack_str(pk, "errors_by_code");
@@ -361,6 +404,7 @@ static int load_work(cd_request *req, int worker) {
         size_t off = cd_model_conf_keys[i].offset;
         if (st->has[i]) memcpy((char *)&st->conf + off, (const char *)&given + off, sizeof(int64_t));
     }
+    if (st->has_input_shape) memcpy(st->conf.input_shape, given.input_shape, sizeof given.input_shape);
     file_identity(st->real, &st->mtime, &st->size);
     cd_model_opts opts = model_opts(set, &st->conf);
     rc = cd_model_load(st->real, &opts, &st->model, req->err, sizeof req->err);
@@ -492,6 +536,13 @@ int cd_method_load(cd_call *call) {
         } else if (rc == 1) {
             rc = 0;
         }
+    }
+    if (rc == 0) {
+        char shape[sizeof st->conf.input_shape + 1];
+        rc = cd_param_str(call->params, "input_shape", shape, sizeof shape, call->err, sizeof call->err);
+        if (rc == 0 && cd_model_conf_input_shape(&st->conf, shape, call->err, sizeof call->err) != 0) rc = CD_EPARAMS;
+        if (rc == 0) st->has_input_shape = true;
+        if (rc == 1) rc = 0;
     }
     if (rc == 0) rc = cd_model_path_resolve(call->srv->set->models, st->path, st->real, call->err, sizeof call->err);
     if (rc == 0) rc = load_limits(call, st);

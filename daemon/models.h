@@ -56,5 +56,8 @@ void cd_infer_run_batch(cd_request **reqs, int n, int worker);
 // Turns double buffering on for e's queue per --double-buffer (mode: 0
 // auto, 1 off, 2 on; see infer.c).
 void cd_infer_set_double_buffer(cd_model_entry *e, int64_t mode);
+// Makes e's queue batch only requests whose inputs have one size (models
+// with symbolic dims take several).
+void cd_infer_set_same_size(cd_model_entry *e);
 
 #endif // CD_DAEMON_MODELS_H

@@ -29,7 +29,7 @@ typedef struct {
     size_t offset;    // of its int64_t in cd_model_conf
 } cd_model_conf_key;
 
-#define CD_MODEL_CONF_NKEYS 3
+#define CD_MODEL_CONF_NKEYS 4
 extern const cd_model_conf_key cd_model_conf_keys[CD_MODEL_CONF_NKEYS];
 
 typedef struct cd_model_entry {
@@ -103,6 +103,10 @@ void cd_model_entry_unref(cd_model_entry *e);
 // file; keys max_batch, max_delay_us, max_queue) into c, over what c holds.
 // A missing file is fine (0, *mtime = 0). Returns 0, or CD_EPARAMS / CD_EIO
 // with err naming file:line. mtime/size (may be NULL) get the file's.
+// Sets c's input_shape from a "[name=]1x3xHxW,..." text. Returns 0, or -1
+// with the reason in why.
+int cd_model_conf_input_shape(cd_model_conf *c, const char *val, char *why, size_t whylen);
+
 int cd_model_conf_read(const char *model_path, cd_model_conf *c, time_t *mtime, off_t *size, char *err, size_t errlen);
 
 int cd_model_path_resolve(const char *models_dir, const char *rel, char *out, char *err, size_t errlen);

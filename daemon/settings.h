@@ -64,6 +64,8 @@ typedef struct {
     int64_t max_models;        // models loaded at once
     int64_t max_model_bytes;   // largest model file
     int64_t max_pending_loads; // client `load`s queued or running
+    int64_t max_shapes;        // input sizes planned at once per model with symbolic dims
+    char input_shape[256];     // the first plan's sizes of such models ("" = refused)
     // -- the runtime's options (cd_runtime_options, set once at start) and the infer path --
     int64_t max_isa;                       // cap of our kernels: an index of cd_max_isa_names
     int64_t cpu_kernels;                   // 0 auto, 1 ref (reference kernels everywhere)

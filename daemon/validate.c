@@ -184,7 +184,13 @@ int cd_infer_validate(const msgpack_object *params, const cd_infer_sig *sig, cd_
             snprintf(err, errlen, "input '%s' must have rank %d, got %d", d->name, d->rank, t.rank);
             return CD_ESHAPE;
         }
+        a->shape[idx][0] = 1;
         for (int k2 = 1; k2 < d->rank; k2++) {
+            a->shape[idx][k2] = t.shape[k2];
+            if (t.shape[k2] != d->shape[k2] && (d->dynamic & (1u << k2))) {
+                a->other_size = true; // a symbolic dim: planned for this size on first use
+                continue;
+            }
             if (t.shape[k2] != d->shape[k2]) {
                 snprintf(err, errlen, "input '%s' dim %d must be %lld, got %lld", d->name, k2, (long long)d->shape[k2],
                          (long long)t.shape[k2]);
@@ -213,6 +219,15 @@ int cd_infer_validate(const msgpack_object *params, const cd_infer_sig *sig, cd_
     int rc = want_outputs(params, sig, a, err, errlen);
     if (rc == 0) rc = into_outputs(params, sig, a, err, errlen);
     if (rc != 0) return rc;
+    if (!a->other_size && (rc = cd_infer_check_outputs(sig, a, err, errlen)) != 0) return rc;
+    int64_t timeout = 0;
+    rc = cd_param_int(params, "timeout_ms", 0, INT32_MAX, &timeout, err, errlen);
+    if (rc < 0) return rc;
+    a->timeout_ms = rc == 0 ? timeout : 0;
+    return 0;
+}
+
+int cd_infer_check_outputs(const cd_infer_sig *sig, cd_infer_args *a, char *err, size_t errlen) {
     for (int i = 0; i < sig->nout; i++) {
         const cd_io_desc *d = sig->out[i];
         a->out_bytes[i] = (size_t)a->batch * (size_t)item_numel(d) * cd_dtype_size(d->dtype);
@@ -232,9 +247,5 @@ int cd_infer_validate(const msgpack_object *params, const cd_infer_sig *sig, cd_
                        "infer of '%.64s' at batch %d: %s "
                        "(max-reply); ask for fewer outputs or a smaller batch",
                        sig->model, a->batch, why);
-    int64_t timeout = 0;
-    rc = cd_param_int(params, "timeout_ms", 0, INT32_MAX, &timeout, err, errlen);
-    if (rc < 0) return rc;
-    a->timeout_ms = rc == 0 ? timeout : 0;
     return 0;
 }

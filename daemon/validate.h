@@ -45,6 +45,12 @@ typedef struct {
     // named in a region has in[] NULL until the daemon resolves it.
     cd_region_ref in_ref[CD_MAX_TENSORS];
     cd_region_ref out_ref[CD_MAX_TENSORS]; // outputs written into a region ('into')
+    // Inputs of a model with symbolic dims may come in other sizes: their
+    // per-item shapes (dim 0 = 1), and whether they differ from the model's
+    // first plan. Then out_bytes is left 0: the plan of that size gives the
+    // outputs (cd_infer_check_outputs with its descriptions).
+    int64_t shape[CD_MAX_TENSORS][CD_MAX_RANK];
+    bool other_size;
 } cd_infer_args;
 
 // The keys infer takes (model, inputs, outputs, timeout_ms, into), each at most
@@ -55,6 +61,11 @@ int cd_infer_check_keys(const msgpack_object *params, char *err, size_t errlen);
 // Returns 0, CD_EPARAMS, CD_EDTYPE, CD_ESHAPE or CD_ETOO_LARGE with err.
 int cd_infer_validate(const msgpack_object *params, const cd_infer_sig *sig, cd_infer_args *a, char *err,
                       size_t errlen);
+
+// The outputs' part of cd_infer_validate: a->out_bytes from sig's output
+// descriptions at a->batch, and the reply-size checks. Returns 0 or
+// CD_ETOO_LARGE with err.
+int cd_infer_check_outputs(const cd_infer_sig *sig, cd_infer_args *a, char *err, size_t errlen);
 
 // Upper bound of the bytes of the reply to a validated infer.
 uint64_t cd_infer_reply_bytes(const cd_infer_sig *sig, const cd_infer_args *a);

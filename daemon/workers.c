@@ -186,6 +186,7 @@ static int take_batch(cd_workers *w, cd_sched_queue *q, cd_request **batch, uint
             continue;
         }
         if (items + r->items > q->conf->max_batch) break;
+        if (n > 0 && q->same && !q->same(batch[0], r)) break; // arrival order kept
         queue_remove(w, r);
         items += r->items;
         batch[n++] = r;

@@ -52,10 +52,15 @@ typedef void (*cd_batch_submit_fn)(cd_request **reqs, int n, int worker, int slo
 // `<file>.conf` next to it, then the `load` params (cd_model_conf_read). The
 // model's registry entry holds the one copy; its queue reads it there.
 typedef struct {
-    int64_t max_batch;    // largest batch per request and per model run
-    int64_t max_delay_us; // dynamic batching: wait this long for more items
-    int64_t max_queue;    // queued requests before E_OVERLOADED
+    int64_t max_batch;     // largest batch per request and per model run
+    int64_t max_delay_us;  // dynamic batching: wait this long for more items
+    int64_t max_queue;     // queued requests before E_OVERLOADED
+    int64_t max_shapes;    // input sizes planned at once (models with symbolic dims)
+    char input_shape[256]; // their first plan's sizes ("[name=]1x3xHxW,..."; "" none)
 } cd_model_conf;
+
+// 1 when requests a and b may run in one batch (e.g. inputs of one size).
+typedef bool (*cd_batch_same_fn)(const cd_request *a, const cd_request *b);
 
 // The queue of one model version. Configure with cd_sched_queue_init; the
 // pool owns the list fields. It must outlive the requests queued in it (the
@@ -72,6 +77,9 @@ struct cd_sched_queue {
     // upload overlaps the first one's compute. Otherwise `run` is used.
     cd_batch_submit_fn submit;
     cd_batch_submit_fn finish;
+    // When set, a batch ends before the first request that may not join its
+    // first one (requests of another input size); NULL: any may.
+    cd_batch_same_fn same;
     // Guarded by the pool lock:
     cd_request *head, *tail; // requests waiting, oldest first
     size_t n;                // requests waiting

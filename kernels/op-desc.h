@@ -116,11 +116,27 @@ CD_ACT_APPLY_QUALIFIERS float cd_act_apply(cd_activation act, float x) {
 // (channels 1) or one per index of dim axis. The range is the quantized
 // type's (u8: 0..255, s8: -128..127). zero_point is an integer in
 // [qmin, qmax], so a padding channel's 0 stays 0.
+// dynamic 1 (DynamicQuantizeLinear, onnxruntime's quantize_dynamic): per
+// tensor, the scale and zero point computed from each batch item's own
+// values (cd_dynquant_params), not given.
 typedef struct {
     int channels; // 1: per tensor; else the size of dim axis
     int axis;     // per channel: the dim (of the per-item NCHW shape, dim 0 the batch)
     float qmin, qmax;
+    int dynamic;
 } cd_fakequant_desc;
+
+// The scale and zero point DynamicQuantizeLinear takes for values in
+// [mn, mx]: the range widened to hold 0, scale (mx - mn) / (qmax - qmin)
+// (1 for an all-zero range, as onnxruntime), zero point qmin - mn / scale
+// clamped and rounded half to even.
+CD_ACT_APPLY_QUALIFIERS void cd_dynquant_params(float mn, float mx, float qmin, float qmax, float *scale, float *zp) {
+    mn = fminf(mn, 0.0f);
+    mx = fmaxf(mx, 0.0f);
+    const float s = mx == mn ? 1.0f : (mx - mn) / (qmax - qmin);
+    *scale = s;
+    *zp = rintf(fminf(fmaxf(qmin - mn / s, qmin), qmax));
+}
 
 // The element operation of the fake quantization: the one definition for
 // the reference kernel and the HIP kernel (host and device).
@@ -301,5 +317,94 @@ typedef struct {
     int64_t outer, len;
     float eps;
 } cd_layernorm_desc;
+
+// Resize (ONNX Resize, Upsample) of H and W of an NCHW tensor (N and C
+// unchanged). For each output coordinate x the source coordinate is the
+// ONNX formula of coord with scale (the scale given, or out/in when sizes
+// were given), computed in float as onnxruntime does; nearest rounds it by
+// nearest and clamps to the input, linear clamps it to [0, in - 1] and mixes
+// the two neighbours (bilinear over H and W).
+typedef enum { CD_RESIZE_NEAREST = 0, CD_RESIZE_LINEAR } cd_resize_mode;
+typedef enum {
+    CD_COORD_HALF_PIXEL = 0,            // (x + 0.5) / scale - 0.5
+    CD_COORD_PYTORCH_HALF_PIXEL,        // out > 1 ? (x + 0.5) / scale - 0.5 : 0
+    CD_COORD_ALIGN_CORNERS,             // out > 1 ? x * (in - 1) / (out - 1) : 0
+    CD_COORD_ASYMMETRIC,                // x / scale
+    CD_COORD_TF_HALF_PIXEL_FOR_NEAREST, // (x + 0.5) / scale
+} cd_resize_coord;
+typedef enum {
+    CD_NEAREST_ROUND_PREFER_FLOOR = 0, // round, halves down
+    CD_NEAREST_ROUND_PREFER_CEIL,      // round, halves up
+    CD_NEAREST_FLOOR,
+    CD_NEAREST_CEIL,
+} cd_nearest_mode;
+
+typedef struct {
+    cd_resize_mode mode;
+    cd_resize_coord coord;
+    cd_nearest_mode nearest;
+    int c, h, w;            // input per item
+    int oh, ow;             // output
+    float scale_h, scale_w; // the scales of the formula
+} cd_resize_desc;
+
+// ConvTranspose (2-D, NCHW): src c x h x w, weights [c][k / groups][r][s]
+// (ONNX's layout), dst k x oh x ow. Input pixel (i, j) adds w * x into output
+// (i * stride_h + kr * dil_h - pad_t, j * stride_w + ks * dil_w - pad_l);
+// positions outside [0, oh) x [0, ow) are dropped (pads at the end and
+// output_padding only set oh and ow). Then bias and act.
+typedef struct {
+    int c, h, w;
+    int k, r, s;
+    int groups;
+    int stride_h, stride_w, dil_h, dil_w;
+    int pad_t, pad_l;
+    int oh, ow;
+    cd_activation act;
+} cd_deconv_desc;
+
+// The source coordinate of output coordinate x along a dim of in -> out
+// (cd_resize_desc), in float as onnxruntime computes it (a scale of exactly
+// 1 maps x to itself, as there; tf_half_pixel_for_nearest, which onnxruntime
+// no longer has, keeps the ONNX formula's x + 0.5).
+CD_ACT_APPLY_QUALIFIERS float cd_resize_src_coord(int coord, int x, float scale, int out, int in) {
+    const float xf = (float)x;
+    if (scale == 1.0f && coord != CD_COORD_TF_HALF_PIXEL_FOR_NEAREST) return xf;
+    switch (coord) {
+    case CD_COORD_PYTORCH_HALF_PIXEL: return out > 1 ? (xf + 0.5f) / scale - 0.5f : 0.0f;
+    case CD_COORD_ALIGN_CORNERS: return out == 1 ? 0.0f : xf * (float)(in - 1) / (float)(out - 1);
+    case CD_COORD_ASYMMETRIC: return xf / scale;
+    case CD_COORD_TF_HALF_PIXEL_FOR_NEAREST: return (xf + 0.5f) / scale;
+    default: return (xf + 0.5f) / scale - 0.5f; // HALF_PIXEL
+    }
+}
+
+// The input index nearest mode picks for source coordinate xo, clamped to [0, in).
+CD_ACT_APPLY_QUALIFIERS int cd_resize_nearest_index(int nearest, float xo, int in) {
+    float r;
+    switch (nearest) {
+    case CD_NEAREST_ROUND_PREFER_CEIL: r = roundf(xo); break;
+    case CD_NEAREST_FLOOR: r = floorf(xo); break;
+    case CD_NEAREST_CEIL: r = ceilf(xo); break;
+    default: r = xo == (float)(int64_t)xo + 0.5f ? floorf(xo) : roundf(xo); break; // ROUND_PREFER_FLOOR
+    }
+    if (!(r > 0.0f)) return 0; // (NaN too)
+    return r >= (float)(in - 1) ? in - 1 : (int)r;
+}
+
+// The two input indices and the weight of the second for linear
+// interpolation at source coordinate xo (clamped to [0, in - 1] first):
+// value = (1 - *l) * x[*i0] + *l * x[*i1].
+CD_ACT_APPLY_QUALIFIERS void cd_resize_linear_index(float xo, int in, int *i0, int *i1, float *l) {
+    const float hi = (float)(in - 1);
+    xo = xo > hi ? hi : xo;
+    xo = xo > 0.0f ? xo : 0.0f;
+    int a = (int)xo;
+    a = a > in - 1 ? in - 1 : a;
+    int b = a + 1 > in - 1 ? in - 1 : a + 1;
+    *i0 = a;
+    *i1 = b;
+    *l = a == b ? 0.5f : xo - (float)a; // onnxruntime's halves where both are the edge
+}
 
 #endif // CD_KERNELS_OP_DESC_H

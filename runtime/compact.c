@@ -104,7 +104,8 @@ static double ksum(const cd_conv_desc *d, const float *w, int o, int cl) {
 static int elementwise(const cctx *x, const cd_op *op) {
     const cd_value *a = &x->g->values[op->in[0]], *b = &x->g->values[op->out];
     if (!tracked(x, op->in[0]) || !tracked(x, op->out)) return 0;
-    if (op->kind == CD_OP_FAKEQUANT) return op->u.fq.d.channels == 1;
+    // (A dynamic one takes its scale from all channels together: not per channel.)
+    if (op->kind == CD_OP_FAKEQUANT) return op->u.fq.d.channels == 1 && !op->u.fq.d.dynamic;
     if (op->kind == CD_OP_ALIAS)
         return a->rank == 4 && b->rank == 4 && memcmp(a->shape, b->shape, sizeof a->shape) == 0;
     return op->kind == CD_OP_ACT;

@@ -103,6 +103,10 @@ void cd_op_free(cd_op *op) {
         free(op->u.ln.gamma);
         free(op->u.ln.beta);
         op->u.ln.gamma = op->u.ln.beta = NULL;
+    } else if (op->kind == CD_OP_CONVT) {
+        free(op->u.convt.w);
+        free(op->u.convt.bias);
+        op->u.convt.w = op->u.convt.bias = NULL;
     }
 }
 
@@ -146,6 +150,7 @@ void cd_graph_free(cd_graph *g) {
     free(g->hash);
     free(g->nodes);
     free(g->inputs);
+    free(g->input_dyn);
     free(g->outputs);
     free(g->ops);
     free(g->dir);

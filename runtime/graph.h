@@ -60,6 +60,7 @@ typedef struct {
     int is_output;              // a graph output
     int producer_op;            // index into the op list, -1 when none
     int dtype;                  // constants: the ONNX element type stored in the file (0 when computed)
+    int dynq, dynq_src;         // a part of a DynamicQuantizeLinear pattern (runtime/lower-dynquant.c)
     cd_quant *q;                // CD_VAL_ACT of a quantized (integer) tensor: it holds the dequantized
                                 // values (q - zero_point) * scale, and these are q's parameters (owned);
                                 // CD_VAL_CONST_F32 folded from a DequantizeLinear of symmetric int8
@@ -92,6 +93,8 @@ typedef enum {
     CD_OP_SLICE,     // Slice, one output of Split
     CD_OP_REDUCE,    // ReduceSum/Mean/Max (not the global pools they can be)
     CD_OP_LAYERNORM, // LayerNormalization, or its older exported pattern fused
+    CD_OP_RESIZE,    // Resize, Upsample (H and W of NCHW)
+    CD_OP_CONVT,     // ConvTranspose (2-D), bias and activation fused
 } cd_op_kind;
 
 #define CD_OP_MAX_IN 64
@@ -142,6 +145,12 @@ typedef struct {
             float *gamma; // d.len, owned
             float *beta;  // d.len or NULL, owned
         } ln;
+        cd_resize_desc resize;
+        struct {
+            cd_deconv_desc d;
+            float *w;    // [c][k / groups][r][s], owned
+            float *bias; // k or NULL, owned
+        } convt;
     } u;
 } cd_op;
 
@@ -162,6 +171,12 @@ typedef struct {
     char *dir;                   // real path of the model's folder (external data)
     size_t max_bytes;            // limit on the file plus its external data (0: none)
     size_t bytes_read;           // what the import has read of them so far
+    // Inputs with symbolic dims (dynamic H and W): the sizes to plan them at,
+    // set by the caller before the import (runtime/variants.c), and which
+    // dims were symbolic, filled by it.
+    const struct cd_input_shape_s *shape_spec; // n_shape_spec entries (may be NULL)
+    int n_shape_spec;
+    uint32_t *input_dyn; // per graph input: bit k set when dim k (k >= 1) is symbolic
 } cd_graph;
 
 // ---- graph.c ----------------------------------------------------------------

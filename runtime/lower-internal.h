@@ -203,6 +203,36 @@ static inline int const_out(lctx *c, cd_val_kind kind, int rank, const int64_t *
     return 0;
 }
 
+// A context whose node has the given inputs and one output, out (a value
+// id): the compute ops' lowering run on values this file made.
+typedef struct {
+    cd_node n;
+    int out;
+    lctx c;
+} vnode;
+
+static inline void vnode_init(vnode *v, lctx *c, const char *op, int nin, int *inputs, int out) {
+    v->n = *c->n;
+    v->n.op = op;
+    v->n.ninputs = nin;
+    v->n.inputs = inputs;
+    v->out = out;
+    v->n.noutputs = 1;
+    v->n.outputs = &v->out;
+    v->c = (lctx){c->g, &v->n, c->np, c->err, c->errlen};
+}
+
+// A new value named after the node's output (an intermediate activation,
+// read once). Its id or a negative code.
+static inline int new_value(lctx *c, const char *suffix) {
+    char name[512];
+    snprintf(name, sizeof name, "%s::%s", c->g->values[c->n->outputs[0]].name, suffix);
+    int id = cd_graph_add_value(c->g, name);
+    if (id < 0) return id == CD_ENOMEM ? OOM(c) : node_fail(c, CD_EMODEL, "name clash for '%s'", name);
+    c->g->values[id].nconsumers = 1;
+    return id;
+}
+
 // The single reader rule for fusion: v has exactly one consumer and is not a
 // graph output, and its producer is an op of one of the given kinds.
 static inline cd_op *fusable_producer(lctx *c, const cd_value *v) {
@@ -344,6 +374,15 @@ int cd_lower_qlinear_binary(lctx *c);
 int cd_lower_qlinear_global_pool(lctx *c);
 int cd_lower_integer_op(lctx *c);
 int cd_lower_dynamic_quantize(lctx *c);
+// runtime/lower-dynquant.c: refuses any node but the pattern's that reads a
+// DynamicQuantizeLinear's outputs (0 when none does); lowers a pattern node
+// (Mul, Cast, ConvInteger, MatMulInteger) that does: 0 or an error, 1 when
+// its inputs are none of the pattern's.
+int cd_lower_dynq_check(lctx *c);
+int cd_lower_dynq_op(lctx *c);
+// CD_EUNSUPPORTED (err filled) when graph output id is one of the pattern's
+// values (they hold scaled numbers), else 0.
+int cd_lower_dynq_output(const cd_graph *g, int id, char *err, size_t errlen);
 // Cast of a quantized activation to float (its integer values).
 int cd_lower_quant_cast(lctx *c);
 // After an op that passes a quantized input through (MaxPool, Reshape ...):
@@ -379,5 +418,11 @@ int cd_lower_minmax(lctx *c);
 // *in becomes the Pad's input, *h and *w its size, pads (t, l, b, r) grow by
 // the Pad's. Returns 1 when folded, else 0 with nothing changed.
 int cd_lower_fold_pad(lctx *c, int need_nonneg, int *in, int *h, int *w, int pads[4]);
+
+// ---- Resize, Upsample, ConvTranspose (lower-resize.c, lower-convt.c) ---------------
+
+int cd_lower_resize(lctx *c);
+int cd_lower_upsample(lctx *c);
+int cd_lower_convtranspose(lctx *c);
 
 #endif // CD_RUNTIME_LOWER_INTERNAL_H

@@ -155,36 +155,6 @@ static int64_t channel_of(const cd_quant *qp, const cd_value *x, int64_t e) {
 
 // ---- building blocks --------------------------------------------------------------
 
-// A context whose node has the given inputs and one output, out (a value
-// id): the compute ops' lowering run on values this file made.
-typedef struct {
-    cd_node n;
-    int out;
-    lctx c;
-} vnode;
-
-static void vnode_init(vnode *v, lctx *c, const char *op, int nin, int *inputs, int out) {
-    v->n = *c->n;
-    v->n.op = op;
-    v->n.ninputs = nin;
-    v->n.inputs = inputs;
-    v->out = out;
-    v->n.noutputs = 1;
-    v->n.outputs = &v->out;
-    v->c = (lctx){c->g, &v->n, c->np, c->err, c->errlen};
-}
-
-// A new value named after the node's output (an intermediate activation,
-// read once). Its id or a negative code.
-static int new_value(lctx *c, const char *suffix) {
-    char name[512];
-    snprintf(name, sizeof name, "%s::%s", c->g->values[c->n->outputs[0]].name, suffix);
-    int id = cd_graph_add_value(c->g, name);
-    if (id < 0) return id == CD_ENOMEM ? OOM(c) : node_fail(c, CD_EMODEL, "name clash for '%s'", name);
-    c->g->values[id].nconsumers = 1;
-    return id;
-}
-
 // Attaches a copy of qp to value id (a quantized activation).
 static int tag_quant(lctx *c, int id, const cd_quant *qp) {
     cd_value *v = &c->g->values[id];
@@ -456,12 +426,6 @@ int cd_lower_quant_cast(lctx *c) {
     return rc < 0 ? rc : 0;
 }
 
-int cd_lower_dynamic_quantize(lctx *c) {
-    return node_fail(c, CD_EUNSUPPORTED,
-                     "dynamic quantization (scales computed at run time from the data) is not supported; quantize "
-                     "the model statically (onnxruntime's quantize_static)");
-}
-
 // ---- the QOperator ops ----------------------------------------------------------------
 
 // QLinearConv(x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, B?).
@@ -570,7 +534,8 @@ int cd_lower_qlinear_global_pool(lctx *c) {
 // a quantized int32 tensor of scale 1. x is a quantized activation; w an
 // integer initializer (w_zp per tensor, or per output channel / column).
 int cd_lower_integer_op(lctx *c) {
-    int rc;
+    int rc = cd_lower_dynq_op(c);
+    if (rc <= 0) return rc;
     const int conv = strcmp(c->n->op, "ConvInteger") == 0;
     if ((rc = need_inputs(c, 2, 4)) || (rc = only_first_output(c)) ||
         (rc = need_int_const(c, 1, conv ? "the weights" : "B", conv ? 4 : 2)))

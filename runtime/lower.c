@@ -137,8 +137,8 @@ static int lower_batchnorm(lctx *c) {
         return OOM(c);
     }
     cd_op *prod = fusable_producer(c, x);
-    const int fold = prod && prod->kind == CD_OP_CONV && prod->u.conv.d.act.kind == CD_ACT_NONE &&
-                      !prod->u.conv.d.has_residual;
+    const int fold =
+        prod && prod->kind == CD_OP_CONV && prod->u.conv.d.act.kind == CD_ACT_NONE && !prod->u.conv.d.has_residual;
     for (int64_t i = 0; i < C; i++) {
         if (fold) { // into weights: as exact as we can
             double sc = (double)p[0][i] / sqrt((double)p[3][i] + eps);
@@ -264,6 +264,7 @@ static int lower_activation(lctx *c) {
         cd_activation *slot = prod->kind == CD_OP_CONV     ? &prod->u.conv.d.act
                               : prod->kind == CD_OP_GEMM   ? &prod->u.gemm.d.act
                               : prod->kind == CD_OP_BINARY ? &prod->u.binary.act
+                              : prod->kind == CD_OP_CONVT  ? &prod->u.convt.d.act
                                                            : NULL;
         if (slot && slot->kind == CD_ACT_NONE) {
             *slot = a;
@@ -361,7 +362,8 @@ static int fold_binary_const(lctx *c, cd_binary_kind kind, cd_value *a, cd_value
 }
 
 int cd_lower_binary(lctx *c) {
-    int rc;
+    int rc = cd_lower_dynq_op(c);
+    if (rc <= 0) return rc;
     if ((rc = need_inputs(c, 2, 2)) || (rc = only_first_output(c))) return rc;
     const char *op = c->n->op;
     cd_binary_kind kind = strcmp(op, "Add") == 0   ? CD_BINARY_ADD
@@ -652,6 +654,13 @@ static const op_entry g_ops[] = {
     {"Abs", cd_lower_unary, ""},
     {"Min", cd_lower_minmax, ""},
     {"Max", cd_lower_minmax, ""},
+    // issue 22, segmentation: lower-resize.c, lower-convt.c
+    {"Resize", cd_lower_resize,
+     "mode,coordinate_transformation_mode,nearest_mode,cubic_coeff_a,exclude_outside,extrapolation_value,antialias,"
+     "axes,keep_aspect_ratio_policy"},
+    {"Upsample", cd_lower_upsample, "mode,scales"},
+    {"ConvTranspose", cd_lower_convtranspose,
+     "auto_pad,dilations,group,kernel_shape,output_padding,output_shape,pads,strides"},
 };
 
 // The entry of op name in domain dom ("" and "ai.onnx" are the default).
@@ -705,7 +714,7 @@ int cd_graph_lower(cd_graph *g, char *err, size_t errlen) {
             if (c.n->inputs[j] >= 0 && g->values[c.n->inputs[j]].kind == CD_VAL_NONE)
                 return node_fail(&c, CD_EMODEL, "input '%s' has no value", g->values[c.n->inputs[j]].name);
         int rc = e->quant == Q_REFUSE ? cd_lower_quant_refuse(&c) : 0;
-        if (rc || (rc = e->lower(&c))) return rc;
+        if (rc || (rc = cd_lower_dynq_check(&c)) || (rc = e->lower(&c))) return rc;
         if ((e->quant == Q_PASS || e->quant == Q_PASS_PC) && (rc = cd_lower_quant_pass(&c, e->quant == Q_PASS_PC)))
             return rc;
         if (c.n->noutputs > 0 && c.n->outputs[0] >= 0 && g->values[c.n->outputs[0]].kind == CD_VAL_NONE)
@@ -715,6 +724,7 @@ int cd_graph_lower(cd_graph *g, char *err, size_t errlen) {
     if (rc) return rc;
     for (int i = 0; i < g->noutputs; i++) {
         cd_value *v = &g->values[g->outputs[i]];
+        if ((rc = cd_lower_dynq_output(g, g->outputs[i], err, errlen))) return rc;
         if (v->kind != CD_VAL_ACT) {
             if (err && errlen) snprintf(err, errlen, "graph output '%s' is a constant (not supported)", v->name);
             return CD_EUNSUPPORTED;

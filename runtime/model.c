@@ -8,7 +8,10 @@
 #include "core/options.h"
 
 #include "core/errors.h"
+#include "core/host.h"
 #include "runtime/executor.h"
+#include "runtime/onnx-file.h"
+#include <limits.h>
 #include "sparse/spmm-ukernel.h"
 
 #include <omp.h>
@@ -38,6 +41,9 @@ int cd_runtime_init(int threads) {
 
 void cd_model_free(cd_model *m) {
     if (!m) return;
+    cd_variants_free(m);
+    cd_exec_pool_free(m);
+    pthread_mutex_destroy(&m->idle_lock);
     cd_plan_free(m);
     free(m->tune_cache);
     cd_backend_free(m->be);
@@ -71,57 +77,49 @@ static void plan_job_run(void *arg) {
     if (!j->rc) j->rc = cd_plan_build(j->m, j->g, j->err, j->errlen);
 }
 
-int cd_model_load(const char *path, const cd_model_opts *opts, cd_model **out, char *err, size_t errlen) {
+int cd_model_build(const uint8_t *buf, size_t len, const char *dir, const cd_model_opts *opts,
+                   const cd_input_shape *specs, int nspecs, cd_model **out, char *err, size_t errlen) {
     *out = NULL;
-    if (err && errlen) err[0] = '\0';
     int max_batch = opts && opts->max_batch ? opts->max_batch : 1;
-    if (max_batch < 1 || max_batch > CD_MAX_BATCH)
-        return cd_errf(CD_EPARAMS, err, errlen, "max_batch %d out of range (1..%d)", max_batch, CD_MAX_BATCH);
-    if (!__atomic_load_n(&g_threads, __ATOMIC_ACQUIRE)) {
-        int rc = cd_runtime_init(0);
-        if (rc) return cd_errf(rc, err, errlen, "runtime initialisation failed");
-    }
     cd_graph g;
     memset(&g, 0, sizeof g);
+    g.shape_spec = specs;
+    g.n_shape_spec = nspecs;
     cd_model *m = calloc(1, sizeof *m);
     if (!m) return cd_errf(CD_ENOMEM, err, errlen, "out of memory");
+    pthread_mutex_init(&m->idle_lock, NULL);
     m->max_batch = max_batch;
     m->threads = opts ? opts->threads : 0;
     if (opts) {
         m->popts.mode = (cd_plan_mode)opts->plan;
         m->popts.tune = opts->tune;
-        m->popts.tune_cache = opts->tune_cache;
     }
     m->popts.max_batch = max_batch;
     m->popts.tune_cache = NULL;
     if (opts && opts->tune_cache && !(m->tune_cache = strdup(opts->tune_cache))) {
-        free(m);
+        cd_model_free(m);
         return cd_errf(CD_ENOMEM, err, errlen, "out of memory");
     }
     m->popts.tune_cache = m->tune_cache;
     if (m->threads > 0) cd_backends_set_threads(m->threads); // calibration and tuning run with them
     cd_plan_mode mode = cd_planner_mode(&m->popts);
-    char e[700] = "";
-    int rc = cd_backend_create(opts ? opts->device : NULL, &m->be, e, sizeof e);
+    int rc = cd_backend_create(opts ? opts->device : NULL, &m->be, err, errlen);
     if (opts && opts->max_file_bytes > 0) g.max_bytes = (size_t)opts->max_file_bytes;
-    if (!rc) rc = cd_onnx_import(path, &g, e, sizeof e);
-    if (!rc) rc = cd_graph_lower(&g, e, sizeof e);
+    g.bytes_read = len; // external data adds to it (--max-model-bytes)
+    if (!rc) rc = cd_onnx_import_buffer(buf, len, dir, &g, err, errlen);
+    if (!rc) rc = cd_graph_lower(&g, err, errlen);
     if (!rc) {
-        plan_job j = {m, &g, mode, e, sizeof e, 0};
+        plan_job j = {m, &g, mode, err, errlen, 0};
         compute_on(m, plan_job_run, &j); // calibration, tuning and packing time the run's team
         rc = j.rc;
     }
     if (rc) {
-        const char *base = strrchr(path, '/');
-        cd_errf(rc, err, errlen, "%s: %s", base ? base + 1 : path, e[0] ? e : cd_strerror(rc));
-        // Names come from the file: keep the message printable ASCII (logs, the wire's UTF-8 strings).
-        for (char *c = err; err && *c; c++)
-            if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f) *c = '?';
         cd_graph_free(&g);
         cd_model_free(m);
         return rc;
     }
     if (m->threads > 0) cd_backends_set_threads(m->threads);
+    for (int i = 0; i < m->ninputs && i < g.ninputs; i++) m->inputs[i].d.dynamic = g.input_dyn ? g.input_dyn[i] : 0;
     cd_model_summary *s = &m->summary;
     s->params = g.params;
     s->zero_params = g.zero_params;
@@ -135,6 +133,52 @@ int cd_model_load(const char *path, const cd_model_opts *opts, cd_model **out, c
     }
     s->nlayers = m->nlayers;
     cd_graph_free(&g);
+    *out = m;
+    return 0;
+}
+
+int cd_model_load(const char *path, const cd_model_opts *opts, cd_model **out, char *err, size_t errlen) {
+    *out = NULL;
+    if (err && errlen) err[0] = '\0';
+    int max_batch = opts && opts->max_batch ? opts->max_batch : 1;
+    if (max_batch < 1 || max_batch > CD_MAX_BATCH)
+        return cd_errf(CD_EPARAMS, err, errlen, "max_batch %d out of range (1..%d)", max_batch, CD_MAX_BATCH);
+    if (opts && (opts->max_shapes < 0 || opts->max_shapes > CD_MAX_SHAPES))
+        return cd_errf(CD_EPARAMS, err, errlen, "max_shapes %d out of range (0..%d)", opts->max_shapes, CD_MAX_SHAPES);
+    if (!__atomic_load_n(&g_threads, __ATOMIC_ACQUIRE)) {
+        int rc = cd_runtime_init(0);
+        if (rc) return cd_errf(rc, err, errlen, "runtime initialisation failed");
+    }
+    char e[700] = "";
+    cd_input_shape specs[CD_MAX_TENSORS];
+    int nspecs = 0;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    char real[PATH_MAX];
+    const char *dir = cd_host_real_dir(path, real);
+    int rc = 0;
+    if (opts && opts->input_shape && opts->input_shape[0])
+        rc = cd_input_shape_parse(opts->input_shape, specs, CD_MAX_TENSORS, &nspecs, e, sizeof e);
+    if (!rc)
+        rc = cd_onnx_read_file(path, opts && opts->max_file_bytes > 0 ? (size_t)opts->max_file_bytes : 0, &buf, &len, e,
+                               sizeof e);
+    cd_model *m = NULL;
+    if (!rc) rc = cd_model_build(buf, len, dir, opts, specs, nspecs, &m, e, sizeof e);
+    if (!rc && cd_model_is_dynamic(m)) {
+        rc = cd_variants_init(m, buf, len, dir, opts); // keeps the bytes for the other sizes
+        buf = NULL;
+        if (rc) cd_errf(rc, e, sizeof e, "out of memory");
+    }
+    free(buf);
+    if (rc) {
+        cd_model_free(m);
+        const char *base = strrchr(path, '/');
+        cd_errf(rc, err, errlen, "%s: %s", base ? base + 1 : path, e[0] ? e : cd_strerror(rc));
+        // Names come from the file: keep the message printable ASCII (logs, the wire's UTF-8 strings).
+        for (char *c = err; err && *c; c++)
+            if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f) *c = '?';
+        return rc;
+    }
     *out = m;
     return 0;
 }
@@ -264,6 +308,36 @@ int cd_exec_init(const cd_model *m, cd_exec **out) {
     }
     *out = ex;
     return 0;
+}
+
+int cd_exec_take(const cd_model *v, cd_exec **out) {
+    cd_model *m = (cd_model *)v; // the pool is the model's only mutable part
+    pthread_mutex_lock(&m->idle_lock);
+    cd_exec *ex = m->nidle > 0 ? m->idle[--m->nidle] : NULL;
+    pthread_mutex_unlock(&m->idle_lock);
+    if (ex) {
+        *out = ex;
+        return 0;
+    }
+    return cd_exec_init(v, out);
+}
+
+void cd_exec_give(cd_exec *ex) {
+    if (!ex) return;
+    cd_model *m = (cd_model *)ex->m;
+    pthread_mutex_lock(&m->idle_lock);
+    if (!m->idle) m->idle = calloc(CD_MAX_IDLE_EXECS, sizeof *m->idle);
+    int kept = m->idle && m->nidle < CD_MAX_IDLE_EXECS && !ex->pending;
+    if (kept) m->idle[m->nidle++] = ex;
+    pthread_mutex_unlock(&m->idle_lock);
+    if (!kept) cd_exec_free(ex);
+}
+
+void cd_exec_pool_free(cd_model *m) {
+    for (int i = 0; i < m->nidle; i++) cd_exec_free(m->idle[i]);
+    free(m->idle);
+    m->idle = NULL;
+    m->nidle = 0;
 }
 
 int cd_exec_inputs(cd_exec *ex, void **in) {

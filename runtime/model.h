@@ -9,6 +9,8 @@
 #include "runtime/planner.h"
 #include "runtime/runtime.h"
 
+#include <pthread.h>
+
 // A planned tensor. Activations live in the per-exec arena; constants (the
 // second operand of broadcast ops) in the model's constant buffer.
 typedef struct {
@@ -65,7 +67,28 @@ struct cd_model {
     cd_model_summary summary;
     cd_planner_opts popts; // planning mode, tuning, cache
     char *tune_cache;      // owned copy of the cache folder (popts points to it)
+    // Input sizes (variants.c): the plans of other sizes of a model with
+    // symbolic dims (NULL: static, or itself a variant), and the execs
+    // cd_exec_give returned, ready for cd_exec_take.
+    struct cd_variants *var;
+    pthread_mutex_t idle_lock; // guards idle, nidle
+    cd_exec **idle;            // CD_MAX_IDLE_EXECS slots
+    int nidle;
 };
+
+#define CD_MAX_IDLE_EXECS 16
+
+// Builds a model from an ONNX file's bytes (cd_model_load without the file
+// read): import at the input sizes specs[0..nspecs-1] gives, lower, plan.
+// Returns 0 or a negative code with err set (not prefixed with a file name).
+int cd_model_build(const uint8_t *buf, size_t len, const char *dir, const cd_model_opts *opts,
+                   const cd_input_shape *specs, int nspecs, cd_model **out, char *err, size_t errlen);
+// Keeps buf (taken) for m's other input sizes. Returns 0 or CD_ENOMEM
+// (buf freed).
+int cd_variants_init(cd_model *m, uint8_t *buf, size_t len, const char *dir, const cd_model_opts *opts);
+void cd_variants_free(cd_model *m);
+// Frees m's idle execs (model.c).
+void cd_exec_pool_free(cd_model *m);
 
 struct cd_exec {
     const cd_model *m;

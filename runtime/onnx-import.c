@@ -4,6 +4,7 @@
 
 #include "runtime/graph.h"
 #include "runtime/onnx-file.h"
+#include "runtime/runtime.h"
 
 #include "core/checked.h"
 #include "core/errors.h"
@@ -363,15 +364,34 @@ static int add_input(cd_graph *g, const Onnx__GraphProto *gp, const Onnx__ValueI
     v->kind = CD_VAL_ACT;
     v->rank = (int)tt->shape->n_dim;
     v->shape[0] = 1;
+    uint32_t dyn = 0;
+    const cd_input_shape *spec = cd_input_shape_find(g->shape_spec, g->n_shape_spec, name, v->rank);
     for (int i = 1; i < v->rank; i++) {
         const Onnx__TensorShapeProto__Dimension *d = tt->shape->dim[i];
-        if (!d || d->value_case != ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE || d->dim_value < 1 ||
-            d->dim_value > (1 << 24))
-            return cd_errf(
-                CD_EUNSUPPORTED, err, errlen,
-                "graph input '%s': dim %d must be a fixed positive size (only dim 0, the batch, may be symbolic)", name,
-                i);
-        v->shape[i] = d->dim_value;
+        int fixed = d && d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+        if (fixed && (d->dim_value < 1 || d->dim_value > (1 << 24)))
+            return cd_errf(CD_EUNSUPPORTED, err, errlen, "graph input '%s': dim %d must be a positive size, got %lld",
+                           name, i, (long long)d->dim_value);
+        if (fixed) { // a size given for it changes nothing (cd_model_variant_get checks requests)
+            v->shape[i] = d->dim_value;
+            continue;
+        }
+        // Symbolic (dim_param) or unknown: planned at the size the caller
+        // gives (runtime/variants.c), one plan per size.
+        if (!spec)
+            return cd_errf(CD_EUNSUPPORTED, err, errlen,
+                           "graph input '%s': dim %d is symbolic ('%s'): give the size to plan it at "
+                           "(convd-run --input-shape %s=1x..., convd --input-shape)",
+                           name, i,
+                           d && d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && d->dim_param
+                               ? d->dim_param
+                               : "?",
+                           name);
+        if (spec->shape[i] < 1 || spec->shape[i] > (1 << 24))
+            return cd_errf(CD_ESHAPE, err, errlen, "graph input '%s': dim %d of %lld out of range (1..%d)", name, i,
+                           (long long)spec->shape[i], 1 << 24);
+        v->shape[i] = spec->shape[i];
+        dyn |= 1u << i;
     }
     v->numel = cd_shape_numel(v->rank, v->shape);
     if (v->numel <= 0 || v->numel > ((int64_t)1 << 30))
@@ -379,6 +399,10 @@ static int add_input(cd_graph *g, const Onnx__GraphProto *gp, const Onnx__ValueI
     int *in = realloc(g->inputs, (size_t)(g->ninputs + 1) * sizeof *in);
     if (!in) return cd_errf(CD_ENOMEM, err, errlen, "out of memory");
     g->inputs = in;
+    uint32_t *dy = realloc(g->input_dyn, (size_t)(g->ninputs + 1) * sizeof *dy);
+    if (!dy) return cd_errf(CD_ENOMEM, err, errlen, "out of memory");
+    g->input_dyn = dy;
+    g->input_dyn[g->ninputs] = dyn;
     g->inputs[g->ninputs++] = id;
     return 0;
 }

@@ -87,7 +87,7 @@ static int int8_params(const cd_graph *g, const char *live, const int *reader, c
     const cd_value *ov = &g->values[op->out];
     int r = reader[op->out];
     if (r >= 0 && live[r] && !ov->is_output && g->ops[r].kind == CD_OP_FAKEQUANT && g->ops[r].u.fq.d.channels == 1 &&
-        type_signed(&g->ops[r].u.fq) >= 0) {
+        !g->ops[r].u.fq.d.dynamic && type_signed(&g->ops[r].u.fq) >= 0) {
         const cd_quant *yq = &g->ops[r].u.fq;
         q->out_scale = yq->scale[0];
         q->out_zp = (int)yq->zero_point[0];
@@ -159,11 +159,23 @@ static int time_both(pctx *p, int o, int fq, const cd_conv_quant *q, const int8_
         di.wq = wq;
         if (!cd_backend_supports_op(p->m->be, &di)) return CD_EUNSUPPORTED;
     }
+    // The cache: what both candidates are, as timed here.
+    char key[768];
+    size_t nnz = 0, nw = (size_t)op->u.conv.d.k * (size_t)(op->u.conv.d.c / op->u.conv.d.groups) * op->u.conv.d.r *
+                         op->u.conv.d.s;
+    for (size_t i = 0; i < nw; i++) nnz += op->u.conv.w[i] != 0.0f;
+    cd_planner_op_key(&df, nnz, 1, key, sizeof key);
+    size_t l = strlen(key);
+    snprintf(key + l, sizeof key - l, "|i8 sp%d f%d lay%d,%d in%d out%d,%d mid%d fq%d", df.sparse,
+             df.sparse ? df.sparse_format : 0, (int)df.src[0].layout, (int)di.src[0].layout, q->in_signed,
+             q->out_scale > 0.0f, q->out_signed, q->mid_scale > 0.0f, fq >= 0);
+    if (cd_planner_cache_get(&p->m->popts, "int8-v1.txt", key, f32, i8)) return 0;
     double fq_ms = 0;
     int rc = cd_planner_time_op(p->m->be, &df, 1, 3, f32);
     if (!rc && fq >= 0 && q->out_scale > 0.0f) rc = time_fakequant(p, fq, df.dst.layout, &fq_ms);
     if (!rc) rc = cd_planner_time_op(p->m->be, &di, 1, 3, i8);
     *f32 += fq_ms;
+    if (!rc) cd_planner_cache_put(&p->m->popts, "int8-v1.txt", key, *f32, *i8);
     return rc;
 }
 
@@ -205,7 +217,7 @@ static int fuse_residual(pctx *p, char *live, const int *reader, int c, int f1) 
     if (act.kind != CD_ACT_NONE && act.kind != CD_ACT_RELU && act.kind != CD_ACT_CLIP) return 0;
     int f2 = reader[add->out];
     if (f2 < 0 || !live[f2] || ov->is_output || g->ops[f2].kind != CD_OP_FAKEQUANT || g->ops[f2].u.fq.d.channels != 1 ||
-        type_signed(&g->ops[f2].u.fq) < 0)
+        g->ops[f2].u.fq.d.dynamic || type_signed(&g->ops[f2].u.fq) < 0)
         return 0;
     cd_conv_quant q = p->in8[c];
     const cd_quant *mq = &g->ops[f1].u.fq, *yq = &g->ops[f2].u.fq;

@@ -43,6 +43,8 @@ void cd_plan_gemm_desc(const cd_op *op, cd_bop_desc *d);
 // (plan-ops.c): ops that run in NCHW and need no layout choice. 0, or
 // CD_EINTERNAL for an op of another kind.
 int cd_plan_nchw_op_desc(const cd_op *op, cd_bop_desc *d);
+// The FLOPs, weights and density of a ConvTranspose layer (plan-ops.c).
+void cd_plan_convt_figures(const cd_op *op, cd_layer *l);
 // Tensor descriptor of a value (activation per item, or constant padded to rank).
 cd_tdesc cd_plan_value_desc(const cd_value *v, cd_layout l, int rank);
 // Fills p->ch for every live conv/FC op. Returns 0 or CD_ENOMEM.

@@ -577,6 +577,7 @@ static int plan_op(pctx *p, const cd_op *op) {
     if (d.quant && (rc = cd_plan_int8_record(p, li, op, &d))) return cd_errf(rc, p->err, p->errlen, "out of memory");
     p->vt[op->out] = out;
     if (op->kind == CD_OP_CONV || op->kind == CD_OP_GEMM) describe_flops(p, op, &m->layers[li]);
+    if (op->kind == CD_OP_CONVT) cd_plan_convt_figures(op, &m->layers[li]);
     return 0;
 }
 

@@ -429,6 +429,33 @@ static int cache_lookup(const char *path, const char *key, double *dense, double
     return found;
 }
 
+void cd_planner_op_key(const cd_bop_desc *d, size_t nnz, int batch, char *key, size_t n) {
+    tune_key(d, nnz, 0, batch, key, n);
+}
+
+int cd_planner_cache_get(const cd_planner_opts *po, const char *name, const char *key, double *a, double *b) {
+    char dir[1024], path[1100];
+    if (cache_dir(po, dir, sizeof dir)) return 0;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    pthread_mutex_lock(&g_tune_lock);
+    int found = cache_lookup(path, key, a, b);
+    pthread_mutex_unlock(&g_tune_lock);
+    return found;
+}
+
+void cd_planner_cache_put(const cd_planner_opts *po, const char *name, const char *key, double a, double b) {
+    char dir[1024], path[1100];
+    if (cache_dir(po, dir, sizeof dir)) return;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    pthread_mutex_lock(&g_tune_lock);
+    FILE *f = fopen(path, "a");
+    if (f) {
+        fprintf(f, "%s\t%.6g %.6g\n", key, a, b);
+        fclose(f);
+    }
+    pthread_mutex_unlock(&g_tune_lock);
+}
+
 int cd_planner_tune(cd_backend_t be, const cd_planner_opts *po, const cd_bop_desc *d, size_t nnz, int best_block,
                     cd_plan_choice *c) {
     int batch = po && po->max_batch > 0 ? (po->max_batch < 8 ? po->max_batch : 8) : 1;

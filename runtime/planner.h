@@ -89,4 +89,14 @@ int cd_planner_tune(cd_backend_t be, const cd_planner_opts *po, const cd_bop_des
 // runs after one warm-up, in ms, into *ms. Returns 0 or a negative code.
 int cd_planner_time_op(cd_backend_t be, const cd_bop_desc *d, int batch, int reps, double *ms);
 
+// The key of op d in the timing caches: machine, threads, batch, shape,
+// nonzeros (what the time depends on).
+void cd_planner_op_key(const cd_bop_desc *d, size_t nnz, int batch, char *key, size_t n);
+
+// Small timing caches beside the tune cache (file `name` in its folder, a
+// line per key with two times): get is 1 when key was found (a, b > 0);
+// put appends. Both are no-ops without a cache folder.
+int cd_planner_cache_get(const cd_planner_opts *po, const char *name, const char *key, double *a, double *b);
+void cd_planner_cache_put(const cd_planner_opts *po, const char *name, const char *key, double a, double b);
+
 #endif // CD_RUNTIME_PLANNER_H

@@ -7,6 +7,8 @@
 //
 // Thread-safety: a cd_model is immutable after cd_model_load and may be shared
 // by any number of threads; each thread that runs it needs its own cd_exec.
+// (Its plans of other input sizes and its pool of idle execs change behind
+// their own locks: cd_model_variant_get, cd_exec_take.)
 
 #include "core/dtype.h"
 #include "core/limits.h"
@@ -20,18 +22,40 @@ typedef struct cd_model cd_model; // a loaded, planned model
 typedef struct cd_exec cd_exec;   // per-thread execution state (activation arena)
 
 typedef struct {
-    int max_batch;          // largest batch the plan and arena are sized for (>= 1)
-    int threads;            // intra-op threads for this model's kernels (0 = all cores)
-    const char *device;     // "cpu" (default when NULL)
-    int tune;               // 1: time the dense and sparse candidates of each layer at
-                            // load (results cached on disk), 0: the cost model
-    const char *tune_cache; // cache folder, NULL = $XDG_CACHE_HOME/convd (~/.cache/convd)
-    int64_t max_file_bytes; // > 0: a file (with its external data) larger than this is
-                            // refused with CD_ETOO_LARGE before it is read (fstat)
-    int plan;               // 0 auto (cd_runtime_options.plan), 1 dense only
-                            // (no compaction: the reference plan), 2 sparse kernels
-                            // wherever possible, 3 compaction with dense kernels
+    int max_batch;           // largest batch the plan and arena are sized for (>= 1)
+    int threads;             // intra-op threads for this model's kernels (0 = all cores)
+    const char *device;      // "cpu" (default when NULL)
+    int tune;                // 1: time the dense and sparse candidates of each layer at
+                             // load (results cached on disk), 0: the cost model
+    const char *tune_cache;  // cache folder, NULL = $XDG_CACHE_HOME/convd (~/.cache/convd)
+    int64_t max_file_bytes;  // > 0: a file (with its external data) larger than this is
+                             // refused with CD_ETOO_LARGE before it is read (fstat)
+    int plan;                // 0 auto (cd_runtime_options.plan), 1 dense only
+                             // (no compaction: the reference plan), 2 sparse kernels
+                             // wherever possible, 3 compaction with dense kernels
+    const char *input_shape; // inputs with symbolic dims: the size of the first plan,
+                             // "[name=]1x3x512x512[,...]" (cd_input_shape_parse); NULL or
+                             // "": such a model is refused, naming the input and dim
+    int max_shapes;          // input sizes planned at once (0: CD_DEFAULT_MAX_SHAPES)
 } cd_model_opts;
+
+#define CD_DEFAULT_MAX_SHAPES 8
+#define CD_MAX_SHAPES 64
+
+// The size to plan one input at (a model with symbolic dims; dim 0, the
+// batch, is ignored).
+typedef struct cd_input_shape_s {
+    char name[128]; // the input ("": every input of this rank)
+    int rank;
+    int64_t shape[CD_MAX_RANK];
+} cd_input_shape;
+
+// Parses "[name=]d0xd1x...[,...]" into out[0..max-1], *n entries. Returns 0
+// or CD_EPARAMS with err set.
+int cd_input_shape_parse(const char *spec, cd_input_shape *out, int max, int *n, char *err, size_t errlen);
+// The entry of specs[0..n-1] for an input named name of rank rank (by name
+// first, then an unnamed one of that rank), or NULL.
+const cd_input_shape *cd_input_shape_find(const cd_input_shape *specs, int n, const char *name, int rank);
 
 // A model input or output. shape[0] is the batch dimension; it is reported as
 // 1 (the per-item shape): a request may send any batch 1..max_batch in it, and
@@ -41,6 +65,9 @@ typedef struct {
     cd_dtype dtype;
     int rank;
     int64_t shape[CD_MAX_RANK];
+    uint32_t dynamic; // inputs: bit k set when dim k (k >= 1) is symbolic in the file:
+                      // shape[k] is the size of the model's first plan, and a request
+                      // may send another (cd_model_variant_get)
 } cd_io_desc;
 
 // Whole-model figures for `models`/`stats`/`convctl info`.
@@ -227,5 +254,47 @@ typedef void (*cd_trace_fn)(void *ud, int layer, const char *name, const char *l
 // so every value keeps its full shape. Returns what cd_model_run returns.
 int cd_model_run_traced(cd_exec *ex, int batch, const void *const *inputs, void *const *outputs, cd_trace_fn cb,
                         void *ud, char *err, size_t errlen);
+
+// ---- input sizes (runtime/variants.c) ---------------------------------------------
+//
+// A model whose inputs have symbolic dims (dynamic H and W) holds one plan
+// per input size: the one made at load (cd_model_input's shapes) and up to
+// max_shapes - 1 more, each made on first use from the file's bytes kept in
+// memory, least recently used dropped when idle. Static models have only the
+// first: every call below then gives m itself for its own shapes and
+// CD_ESHAPE for others.
+
+// 1 when some input of m has a symbolic dim.
+int cd_model_is_dynamic(const cd_model *m);
+
+// The plan of m for per-item input shapes shapes[i] (cd_model_num_inputs
+// entries, each of input i's rank; dim 0 ignored), with a hold on it:
+// *out is m itself for m's own shapes, else a variant built now (on the
+// calling thread; no lock is held while it builds, and concurrent callers of
+// the same new size wait for that one build). Returns 0, CD_ESHAPE (a
+// fixed dim differs, the rank differs), CD_EOVERLOADED (max_shapes sizes
+// planned, all in use), or the build's error (CD_EUNSUPPORTED, CD_EMODEL
+// ... e.g. a size too small for the model's pooling; the failure is not
+// kept), with err set. Release with cd_model_variant_put.
+int cd_model_variant_get(const cd_model *m, const int64_t *const *shapes, const cd_model **out, char *err,
+                         size_t errlen);
+// Drops the hold cd_model_variant_get gave on v.
+void cd_model_variant_put(const cd_model *m, const cd_model *v);
+
+// An exec of v from its pool of idle ones (or a new one), for a caller that
+// does not keep one per thread. Returns 0 or CD_ENOMEM. Give it back with
+// cd_exec_give while holding v; the pool goes with v.
+int cd_exec_take(const cd_model *v, cd_exec **out);
+void cd_exec_give(cd_exec *ex);
+
+// The input sizes m has plans for now (the first at load included):
+// fills shapes[k][i] (per-item shape of input i in plan k) for k <
+// max, and returns the count; bytes (may be NULL) gets the memory the
+// variants beyond the first hold (weights, constants, idle execs' arenas).
+int cd_model_planned_shapes(const cd_model *m, int64_t (*shapes)[CD_MAX_TENSORS][CD_MAX_RANK], int max, int64_t *bytes);
+
+// For tests: called on the thread that builds a new variant, before it
+// builds (NULL: none). Process-wide.
+void cd_variants_set_build_hook(void (*hook)(void *ud, const cd_model *m), void *ud);
 
 #endif // CD_RUNTIME_RUNTIME_H

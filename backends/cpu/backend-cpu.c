@@ -15,6 +15,7 @@
 #include "core/errors.h"
 #include "kernels/cpu/ref.h"
 #include "backends/cpu/fakequant.h"
+#include "kernels/cpu/resize-tables.h"
 #include "sparse/sparse-conv-i8.h"
 #include "sparse/sparse-conv.h"
 
@@ -44,6 +45,7 @@ struct cd_op_state {
     cd_dnnl_op *dop;        // oneDNN
     cd_sparse_conv *sp;     // sparse kernels
     cd_sparse_conv_i8 *sp8; // sparse int8 kernels
+    cd_resize_tables *rt;   // RESIZE off the reference (kernels/cpu/resize-tables.h)
     int swap;               // binary on oneDNN: operands swapped (b is the big one)
     int int8;               // an int8 conv (on oneDNN: run with cd_dnnl_op_run_any)
     char kernel[64];
@@ -231,6 +233,10 @@ static kernel_kind choose(const cd_bop_desc *d, int *swap) {
     case CD_BOP_SLICE: return all_nchw(d) ? K_COPY : K_NONE; // memcpy runs (kernels/cpu/slice-runs.c)
     case CD_BOP_PAD:
     case CD_BOP_REDUCE: return all_nchw(d) ? K_REF : K_NONE; // kernels/cpu/ref-pad-slice.c, ref-reduce.c
+    case CD_BOP_RESIZE: return all_nchw(d) ? K_REF : K_NONE; // tables (resize-tables.h), or the reference
+    case CD_BOP_DECONV:
+        if (all_nchw(d) && !ref_only() && cd_dnnl_deconv_supports(&d->u.deconv)) return K_DNNL;
+        return all_nchw(d) ? K_REF : K_NONE;
     case CD_BOP_COUNT: break;
     }
     return K_NONE;
@@ -245,6 +251,11 @@ static bool cpu_supports_op(cd_backend_t be, const cd_bop_desc *d) {
 
 // Copies the scales and zero points of a FAKEQUANT into st. 0, CD_EPARAMS, CD_ENOMEM.
 static int fakequant_init(cd_op_state *st, const cd_bop_desc *d) {
+    if (d->u.fq.dynamic) { // parameters per request, from the data
+        if (d->u.fq.channels != 1) return CD_EPARAMS;
+        if (!ref_only()) snprintf(st->kernel, sizeof st->kernel, "fakequant-dynamic");
+        return 0;
+    }
     size_t ch = d->u.fq.channels > 0 ? (size_t)d->u.fq.channels : 0;
     if (!ch || !d->scale || !d->zero_point) return CD_EPARAMS;
     if (!(st->qscale = malloc(2 * ch * sizeof(float)))) return CD_ENOMEM;
@@ -266,6 +277,30 @@ static int layernorm_init(cd_op_state *st, const cd_bop_desc *d, int dnnl, int m
     if (d->bias) {
         if (!(st->bias = malloc(n * sizeof(float)))) return CD_ENOMEM;
         memcpy(st->bias, d->bias, n * sizeof(float));
+    }
+    return 0;
+}
+
+// A resize: its index and weight tables (the reference under ref_only()).
+static int resize_init(cd_op_state *st, const cd_bop_desc *d) {
+    if (ref_only()) return 0;
+    int rc = cd_resize_tables_create(&d->u.resize, &st->rt);
+    if (!rc) snprintf(st->kernel, sizeof st->kernel, "resize-tables");
+    return rc;
+}
+
+// A transposed conv: oneDNN's deconvolution, or copies of the weights and
+// bias for the reference. 0, CD_EPARAMS, CD_ENOMEM or oneDNN's error.
+static int deconv_init(cd_op_state *st, const cd_bop_desc *d, int dnnl, int max_batch) {
+    const cd_deconv_desc *c = &d->u.deconv;
+    if (!d->w || c->groups < 1) return CD_EPARAMS;
+    if (dnnl) return cd_dnnl_deconv_create(c, max_batch, d->w, d->bias, &st->dop);
+    size_t nw = (size_t)c->c * (c->k / c->groups) * c->r * c->s;
+    if (!(st->w = malloc(nw * sizeof(float)))) return CD_ENOMEM;
+    memcpy(st->w, d->w, nw * sizeof(float));
+    if (d->bias) {
+        if (!(st->bias = malloc((size_t)c->k * sizeof(float)))) return CD_ENOMEM;
+        memcpy(st->bias, d->bias, (size_t)c->k * sizeof(float));
     }
     return 0;
 }
@@ -412,6 +447,8 @@ static int cpu_op_init(cd_backend_t be, const cd_bop_desc *d, cd_op_state **out)
     case CD_BOP_SLICE:
     case CD_BOP_REDUCE: break;
     case CD_BOP_LAYERNORM: rc = layernorm_init(st, d, k == K_DNNL, mb); break;
+    case CD_BOP_RESIZE: rc = resize_init(st, d); break;
+    case CD_BOP_DECONV: rc = deconv_init(st, d, k == K_DNNL, mb); break;
     case CD_BOP_COUNT: rc = CD_EUNSUPPORTED; break;
     }
     if (!rc && st->dop) rc = cd_dnnl_op_prepare(st->dop, 1, NULL);
@@ -484,6 +521,28 @@ static int run_sparse(cd_backend_ctx *ctx, cd_op_state *st, int batch, const cd_
     return cd_sparse_conv_run_ws(st->sp, srcs[0]->data, res, dst->data, n, need ? ctx->ws : NULL);
 }
 
+// The context's workspace grown to at least bytes (64-byte aligned); NULL
+// when it cannot grow.
+static void *ctx_ws(cd_backend_ctx *ctx, size_t need) {
+    if (need > ctx->ws_size) {
+        size_t sz = (need + 63) & ~(size_t)63;
+        void *p = aligned_alloc(64, sz);
+        if (!p) return NULL;
+        free(ctx->ws);
+        ctx->ws = p;
+        ctx->ws_size = sz;
+    }
+    return ctx->ws;
+}
+
+static int run_resize_tables(cd_backend_ctx *ctx, cd_op_state *st, int batch, const float *src, float *dst) {
+    size_t need = cd_resize_tables_scratch_floats(st->rt) * sizeof(float);
+    float *ws = need ? ctx_ws(ctx, need) : NULL;
+    if (need && !ws) return CD_ENOMEM;
+    cd_resize_tables_run(st->rt, batch, src, dst, ws);
+    return 0;
+}
+
 static int cpu_op_run(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int batch, const cd_btensor *const *srcs,
                       cd_btensor *dst) {
     if (st->kind == K_DNNL) return run_dnnl(ctx, st, batch, srcs, dst);
@@ -547,6 +606,21 @@ static int cpu_op_run(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int
         // Every stored element (a blocked layout's padding too).
         size_t n = cd_tdesc_item_bytes(&d->dst) / sizeof(float) * (size_t)batch, inner = 1;
         for (int i = d->u.fq.axis + 1; i < dst->rank; i++) inner *= (size_t)dst->shape[i];
+        if (d->u.fq.dynamic) {
+            const size_t per = n / (size_t)batch;
+            if (ref_only()) {
+                cd_ref_fakequant_dynamic(&d->u.fq, (size_t)batch, per, srcs[0]->data, dst->data);
+                return 0;
+            }
+            for (int b = 0; b < batch; b++) {
+                const float *x = (const float *)srcs[0]->data + (size_t)b * per;
+                float mn, mx, scale, zp;
+                cd_cpu_minmax(per, x, &mn, &mx);
+                cd_dynquant_params(mn, mx, d->u.fq.qmin, d->u.fq.qmax, &scale, &zp);
+                cd_cpu_fakequant(per, scale, zp, d->u.fq.qmin, d->u.fq.qmax, x, (float *)dst->data + (size_t)b * per);
+            }
+            return 0;
+        }
         if (d->u.fq.channels == 1 && !ref_only()) {
             cd_cpu_fakequant(n, st->qscale[0], st->qscale[1], d->u.fq.qmin, d->u.fq.qmax, srcs[0]->data, dst->data);
             return 0;
@@ -577,6 +651,11 @@ static int cpu_op_run(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int
     case CD_BOP_LAYERNORM:
         cd_ref_layernorm(&d->u.ln, batch * d->u.ln.outer, srcs[0]->data, st->w, st->bias, dst->data);
         return 0;
+    case CD_BOP_RESIZE:
+        if (st->rt) return run_resize_tables(ctx, st, batch, srcs[0]->data, dst->data);
+        cd_ref_resize(&d->u.resize, batch, srcs[0]->data, dst->data);
+        return 0;
+    case CD_BOP_DECONV: cd_ref_deconv(&d->u.deconv, batch, srcs[0]->data, st->w, st->bias, dst->data); return 0;
     case CD_BOP_COUNT: break;
     }
     return CD_EINTERNAL;
@@ -664,6 +743,7 @@ static void cpu_op_state_free(cd_backend_t be, cd_op_state *st) {
     cd_dnnl_op_free(st->dop);
     cd_sparse_conv_free(st->sp);
     cd_sparse_conv_i8_free(st->sp8);
+    cd_resize_tables_free(st->rt);
     free(st->w);
     free(st->bias);
     free(st->qscale);

@@ -327,4 +327,12 @@ int cd_dnnl_layernorm_supports(int64_t rows, int64_t len, int with_beta);
 int cd_dnnl_layernorm_create(int64_t rows, int64_t len, float eps, const float *gamma, const float *beta, int max_batch,
                              cd_dnnl_op **out);
 
+// ---- transposed convolution (dnnl-deconv.c) ----------------------------------------
+//
+// dst = act(ConvTranspose(src, w) + bias) (kernels/op-desc.h cd_deconv_desc),
+// NCHW src and dst; w in ONNX's [c][k / groups][r][s] layout and bias (k
+// floats or NULL) are copied (packed). run: nsrc = 1.
+int cd_dnnl_deconv_supports(const cd_deconv_desc *d);
+int cd_dnnl_deconv_create(const cd_deconv_desc *d, int max_batch, const float *w, const float *bias, cd_dnnl_op **out);
+
 #endif // CD_BACKENDS_CPU_DNNL_H

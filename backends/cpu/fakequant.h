@@ -11,6 +11,10 @@
 
 void cd_cpu_fakequant(size_t n, float scale, float zero_point, float qmin, float qmax, const float *src, float *dst);
 
+// The minimum and maximum of n elements (0 for none; NaN skipped), over the
+// calling OpenMP team: DynamicQuantizeLinear's range.
+void cd_cpu_minmax(size_t n, const float *src, float *mn, float *mx);
+
 // The AVX2 body (fakequant-avx2.c); only where the CPU runs AVX2.
 void cd_cpu_fakequant_avx2(size_t n, float scale, float zero_point, float qmin, float qmax, const float *src,
                            float *dst);

@@ -44,6 +44,7 @@
 #include "backends/hip/pool2d.h"
 #include "backends/hip/reduce-norm.h"
 #include "backends/hip/reorder.h"
+#include "backends/hip/resize-deconv.h"
 #include "backends/hip/sgemm.h"
 #include "backends/hip/softmax.h"
 #include "backends/hip/transpose.h"
@@ -121,6 +122,12 @@ static bool hip_supports_op(cd_backend_t be, const cd_bop_desc *d) {
     case CD_BOP_SLICE:
     case CD_BOP_REDUCE: return all_nchw(d) && d->src[0].rank >= 1 && d->src[0].rank <= CD_MAX_RANK;
     case CD_BOP_LAYERNORM: return all_nchw(d) && d->u.ln.len >= 1 && d->u.ln.outer >= 1;
+    case CD_BOP_RESIZE: return all_nchw(d) && d->src[0].rank == 4;
+    case CD_BOP_DECONV: {
+        const cd_deconv_desc *c = &d->u.deconv;
+        return all_nchw(d) && d->src[0].rank == 4 && c->groups >= 1 && c->c % c->groups == 0 && c->k % c->groups == 0 &&
+               c->stride_h >= 1 && c->stride_w >= 1;
+    }
     case CD_BOP_COUNT: break;
     }
     return false;
@@ -173,6 +180,8 @@ static const char *kind_name(const cd_op_state *st) {
     case CD_BOP_SLICE: return "slice";
     case CD_BOP_REDUCE: return "reduce";
     case CD_BOP_LAYERNORM: return "layernorm";
+    case CD_BOP_RESIZE: return "resize";
+    case CD_BOP_DECONV: return "deconv";
     case CD_BOP_COUNT: break;
     }
     return "?";
@@ -230,6 +239,8 @@ static int hip_op_init(cd_backend_t be, const cd_bop_desc *d, cd_op_state **out)
             if (!rc) rc = cd_hipb_dev_upload(be, d->w, nw, &st->w);
             st->weight_bytes = (nw + (d->bias ? (size_t)rows : 0)) * sizeof(float);
         }
+    } else if (d->op == CD_BOP_FAKEQUANT && d->u.fq.dynamic) {
+        if (d->u.fq.channels != 1) rc = CD_EPARAMS; // parameters per request, from the data
     } else if (d->op == CD_BOP_FAKEQUANT) {
         // The scales in w, the zero points in bias (device arrays of channels).
         if (!d->scale || !d->zero_point) rc = CD_EPARAMS;
@@ -240,6 +251,13 @@ static int hip_op_init(cd_backend_t be, const cd_bop_desc *d, cd_op_state **out)
         if (!d->w) rc = CD_EPARAMS;
         if (!rc) rc = cd_hipb_dev_upload(be, d->w, (size_t)d->u.ln.len, &st->w);
         if (!rc) rc = cd_hipb_dev_upload(be, d->bias, (size_t)d->u.ln.len, &st->bias);
+    } else if (d->op == CD_BOP_DECONV) {
+        const cd_deconv_desc *c = &d->u.deconv;
+        size_t nw = (size_t)c->c * (c->k / c->groups) * c->r * c->s;
+        if (!d->w) rc = CD_EPARAMS;
+        if (!rc) rc = cd_hipb_dev_upload(be, d->bias, (size_t)c->k, &st->bias);
+        if (!rc) rc = cd_hipb_dev_upload(be, d->w, nw, &st->w);
+        st->weight_bytes = (nw + (d->bias ? (size_t)c->k : 0)) * sizeof(float);
     } else if (d->op == CD_BOP_POOL && is_global_pool(&d->u.pool)) {
         st->kind = K_GLOBAL_POOL;
     } else if (d->op == CD_BOP_REORDER && d->src[0].layout == d->dst.layout) {
@@ -321,6 +339,9 @@ static int hip_op_run(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int
     case CD_BOP_TRANSPOSE:
         return cd_hip_transpose(srcs[0]->rank, srcs[0]->shape, d->u.perm, srcs[0]->data, dst->data, s);
     case CD_BOP_FAKEQUANT: {
+        if (d->u.fq.dynamic)
+            return cd_hip_fakequant_dynamic(batch, numel(dst) / (batch > 0 ? batch : 1), srcs[0]->data, d->u.fq.qmin,
+                                            d->u.fq.qmax, dst->data, s);
         int64_t inner = 1;
         for (int i = d->u.fq.axis + 1; i < dst->rank; i++) inner *= dst->shape[i];
         return cd_hip_fakequant(numel(dst), d->u.fq.channels, inner, srcs[0]->data, st->w, st->bias, d->u.fq.qmin,
@@ -343,6 +364,8 @@ static int hip_op_run(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int
     case CD_BOP_REDUCE: return cd_hip_reduce(&d->u.reduce, srcs[0]->rank, srcs[0]->shape, srcs[0]->data, dst->data, s);
     case CD_BOP_LAYERNORM:
         return cd_hip_layernorm(&d->u.ln, batch * d->u.ln.outer, srcs[0]->data, st->w, st->bias, dst->data, s);
+    case CD_BOP_RESIZE: return cd_hip_resize(&d->u.resize, batch, srcs[0]->data, dst->data, s);
+    case CD_BOP_DECONV: return cd_hip_deconv(&d->u.deconv, batch, srcs[0]->data, st->w, st->bias, dst->data, s);
     case CD_BOP_COUNT: break;
     }
     return CD_EINTERNAL;

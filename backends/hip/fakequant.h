@@ -20,6 +20,11 @@ extern "C" {
 int cd_hip_fakequant(int64_t total, int64_t channels, int64_t inner, const float *src, const float *scale,
                      const float *zero_point, float qmin, float qmax, float *dst, hipStream_t stream);
 
+// The dynamic form (DynamicQuantizeLinear): items of per_item elements,
+// each with the parameters of its own range (cd_dynquant_params).
+int cd_hip_fakequant_dynamic(int64_t items, int64_t per_item, const float *src, float qmin, float qmax, float *dst,
+                             hipStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -59,6 +59,20 @@ void cd_ref_fakequant(const cd_fakequant_desc *d, size_t n, size_t inner, const 
     }
 }
 
+void cd_ref_fakequant_dynamic(const cd_fakequant_desc *d, size_t items, size_t per_item, const float *src, float *dst) {
+    for (size_t it = 0; it < items; it++) {
+        const float *x = src + it * per_item;
+        float mn = 0.0f, mx = 0.0f, scale, zp;
+        for (size_t i = 0; i < per_item; i++) {
+            mn = fminf(mn, x[i]);
+            mx = fmaxf(mx, x[i]);
+        }
+        cd_dynquant_params(mn, mx, d->qmin, d->qmax, &scale, &zp);
+        for (size_t i = 0; i < per_item; i++)
+            dst[it * per_item + i] = cd_fakequant_apply(x[i], scale, zp, d->qmin, d->qmax);
+    }
+}
+
 void cd_ref_softmax(size_t outer, size_t len, size_t inner, const float *src, float *dst) {
     for (size_t o = 0; o < outer; o++)
         for (size_t in = 0; in < inner; in++) {

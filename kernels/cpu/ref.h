@@ -60,6 +60,9 @@ void cd_ref_activation(cd_activation act, size_t n, const float *src, float *dst
 // product of the dims after d->axis). src may equal dst.
 void cd_ref_fakequant(const cd_fakequant_desc *d, size_t n, size_t inner, const float *scale, const float *zero_point,
                       const float *src, float *dst);
+// The dynamic form (d->dynamic): items of per_item elements, each quantized
+// with the parameters of its own minimum and maximum (cd_dynquant_params).
+void cd_ref_fakequant_dynamic(const cd_fakequant_desc *d, size_t items, size_t per_item, const float *src, float *dst);
 
 // Softmax over the middle axis of an [outer, len, inner] array.
 void cd_ref_softmax(size_t outer, size_t len, size_t inner, const float *src, float *dst);
@@ -115,5 +118,14 @@ void cd_ref_reduce(const cd_reduce_desc *d, int rank, const int64_t *src_shape, 
 // beta d->len values (beta may be NULL).
 void cd_ref_layernorm(const cd_layernorm_desc *d, int64_t rows, const float *src, const float *gamma, const float *beta,
                       float *dst);
+
+// ---- resize, transposed conv (ref-resize.c) ----
+
+// dst (batch x c x oh x ow) = src (batch x c x h x w) resized as d says.
+void cd_ref_resize(const cd_resize_desc *d, int batch, const float *src, float *dst);
+
+// dst (batch x k x oh x ow) = act(ConvTranspose(src, w) + bias), w in ONNX's
+// [c][k / groups][r][s] layout, bias k values or NULL.
+void cd_ref_deconv(const cd_deconv_desc *d, int batch, const float *src, const float *w, const float *bias, float *dst);
 
 #endif // CD_KERNELS_CPU_REF_H

@@ -368,3 +368,114 @@ def save(model, path):
     onnx.checker.check_model(model)
     onnx.save(model, str(path))
     return str(path)
+
+
+def dynamic_hw_segnet(rng, cin=3, classes=5, opset=13):
+    """A segmentation-shaped model whose input has symbolic H and W (as torchvision's segmentation exports
+    have, through dynamic_axes): a strided stem, a pool, a residual block, a squeeze-excite gate, a 1x1
+    classifier per pixel, and a second output reshaped to [N, classes, H*W] with H*W computed from
+    Shape(seg) (it folds from the input size of each plan)."""
+    g = Graph(rng, opset=opset)
+    x = g.input("input", [cin, "H", "W"])
+    y = g.conv_bn_relu(x, cin, 16, 3, stride=2)
+    y = g.node("MaxPool", [y], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    y = resnet_basic(g, y, 16, 16)
+    y = se_block(g, y, 16)  # a global pool whose result scales every pixel
+    seg = g.conv(y, 16, classes, 1)
+    shape = g.node("Shape", [seg])
+    nc = g.node("Gather", [shape, ints(g, [0, 1])], axis=0)
+    hw = g.node("Mul", [g.node("Gather", [shape, ints(g, [2])], axis=0), g.node("Gather", [shape, ints(g, [3])], axis=0)])
+    flat = g.node("Reshape", [seg, g.node("Concat", [nc, hw], axis=0)])
+    return g.build([seg, flat], out_shapes={flat: ["N", classes, "HW"]})
+
+
+# ---- segmentation heads (issue 22): Resize and ConvTranspose --------------------------
+
+def resize_to(g, y, like, mode="linear", form="slice"):
+    """F.interpolate(y, size=like.shape[-2:], mode=..., align_corners=False) as torch.onnx exports it at
+    opset 11+: sizes = Concat(Shape(y)[0:2], like's H and W from its Shape), empty roi and scales.
+    form "slice": Slice(Shape(like), 2, 4); "gather": Gather 2 and 3, Unsqueeze, Concat (a traced
+    x.shape[-2:] read element by element)."""
+    i64 = lambda v: g.init(np.array(v, np.int64), "i")
+    sy = g.node("Shape", [y])
+    nc = g.node("Slice", [sy, i64([0]), i64([2]), i64([0])])
+    sl = g.node("Shape", [like])
+    if form == "slice":
+        hw = g.node("Slice", [sl, i64([2]), i64([4]), i64([0])])
+    else:
+        dims = []
+        for a in (2, 3):
+            d = g.node("Gather", [sl, i64(a)], axis=0)
+            dims.append(g.node("Unsqueeze", [d, i64([0])]) if g.opset >= 13 else g.node("Unsqueeze", [d], axes=[0]))
+        hw = g.node("Cast", [g.node("Concat", dims, axis=0)], to=TensorProto.INT64)
+    sizes = g.node("Concat", [nc, hw], axis=0)
+    roi = g.init(np.zeros(0, np.float32), "roi")
+    scales = g.init(np.zeros(0, np.float32), "scales")
+    attrs = dict(mode=mode, nearest_mode="floor")
+    attrs["coordinate_transformation_mode"] = "pytorch_half_pixel" if mode == "linear" else "asymmetric"
+    if g.opset < 18:
+        attrs["cubic_coeff_a"] = -0.75
+    return g.node("Resize", [y, roi, scales, sizes], **attrs)
+
+
+def fcn_head(rng, size=32, classes=5, width=8, opset=13, form="slice", dynamic=False):
+    """FCN-like: a stride-8 conv backbone, the FCNHead (3x3-BN-ReLU, 1x1 classifier), then bilinear
+    Resize back to the input size through Shape/Slice/Concat, as torchvision's fcn exports it.
+    dynamic: H and W symbolic (torch.onnx.export's dynamic_axes), planned per input size."""
+    g = Graph(rng, opset)
+    x = g.input("input", [3, "H", "W"] if dynamic else [3, size, size + 3])
+    y = g.conv_bn_relu(x, 3, width, 3, 2)
+    y = resnet_basic(g, y, width, 2 * width, 2)
+    y = resnet_basic(g, y, 2 * width, 4 * width, 2)
+    y = g.conv_bn_relu(y, 4 * width, width, 3)
+    y = g.conv(y, width, classes, 1)
+    out = resize_to(g, y, x, "linear", form)
+    return g.build([out], out_shapes={out: ["N", classes, "H", "W"] if dynamic else ["N", classes, size, size + 3]})
+
+
+def lraspp_head(rng, size=32, classes=4, width=8, opset=13):
+    """LRASPP-like: low (stride 4) and high (stride 8) features; the high branch's 1x1-BN-ReLU gated by a
+    sigmoid of its global average, Resize to the low features' size, both classified and added, then
+    Resize to the input size."""
+    g = Graph(rng, opset)
+    x = g.input("input", [3, size, size + 1])
+    low = g.conv_bn_act(x, 3, width, 3, 2, act="relu6")
+    low = mbv2_inverted(g, low, width, width, 4, 2, act="relu")
+    high = mbv2_inverted(g, low, width, 2 * width, 4, 2, act="relu6")
+    cbr = g.conv_bn_relu(high, 2 * width, 2 * width, 1)
+    s = g.node("GlobalAveragePool", [high])
+    s = g.node("Sigmoid", [g.conv(s, 2 * width, 2 * width, 1, bias=False)])
+    y = g.node("Mul", [cbr, s])
+    y = resize_to(g, y, low, "linear")
+    y = g.node("Add", [g.conv(low, width, classes, 1), g.conv(y, 2 * width, classes, 1)])
+    out = resize_to(g, y, x, "linear")
+    return g.build([out], out_shapes={out: ["N", classes, size, size + 1]})
+
+
+def conv_transpose(g, x, cin, cout, k=2, stride=2, bias=True, **attrs):
+    w = g.rng.normal(0, np.sqrt(1.0 / (cin * k * k)), (cin, cout, k, k)).astype(np.float32)
+    ins = [x, g.init(w)]
+    if bias:
+        ins.append(g.init(g.rng.uniform(-0.1, 0.1, cout).astype(np.float32), "b"))
+    return g.node("ConvTranspose", ins, kernel_shape=[k, k], strides=[stride, stride], **attrs)
+
+
+def unet_decoder(rng, size=32, classes=3, width=8, opset=13):
+    """U-Net-like: two encoder stages (double conv, MaxPool), a bottleneck, two decoder stages of
+    ConvTranspose 2x2 stride 2, Concat with the skip and a double conv; one stage upsamples with a
+    nearest Resize (scales 2) and a conv instead, as some U-Nets do; a 1x1 classifier."""
+    g = Graph(rng, opset)
+    x = g.input("input", [3, size, size])
+    dbl = lambda t, ci, co: g.conv_bn_relu(g.conv_bn_relu(t, ci, co, 3), co, co, 3)
+    pool = lambda t: g.node("MaxPool", [t], kernel_shape=[2, 2], strides=[2, 2])
+    e1 = dbl(x, 3, width)
+    e2 = dbl(pool(e1), width, 2 * width)
+    b = dbl(pool(e2), 2 * width, 4 * width)
+    u2 = g.relu(conv_transpose(g, b, 4 * width, 2 * width))
+    d2 = dbl(g.node("Concat", [u2, e2], axis=1), 4 * width, 2 * width)
+    up = g.node("Resize", [d2, g.init(np.zeros(0, np.float32), "roi"), g.init(np.array([1, 1, 2, 2], np.float32), "sc")],
+                mode="nearest", coordinate_transformation_mode="asymmetric", nearest_mode="floor")
+    u1 = g.conv(up, 2 * width, width, 3)
+    d1 = dbl(g.node("Concat", [u1, e1], axis=1), 2 * width, width)
+    t = conv_transpose(g, d1, width, width, k=3, stride=1, pads=[1, 1, 1, 1])
+    return g.build([g.conv(g.relu(t), width, classes, 1)])

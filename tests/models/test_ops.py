@@ -175,6 +175,8 @@ def test_split(form, rng, tmp_path):
     g = B.Graph(rng, opset)
     parts = ri(rng, 2, 4)
     c = parts * ri(rng, 1, 5) + (ri(rng, 0, parts - 1) if form == "num_outputs18" else 0)
+    while form == "num_outputs18" and c - -(-c // parts) * (parts - 1) < 1:
+        c += 1  # the chunks are ceil(c / parts): the last must keep an element (4 in 3 does not split)
     x = g.input("x", [c, 4, 5])
     if form == "attr11" or form == "input13":
         sizes = [1] * parts
@@ -423,3 +425,14 @@ def test_slice_step_int64_min_is_refused(rng, tmp_path):
     onnx.save(g.build([y], out_shapes={y: ["N", 4, 1, 6]}), str(path))
     r = convd_run(path, [], check=False)
     assert r.returncode == 1 and "E_MODEL" in r.stderr and "the_node" in r.stderr, r.stderr
+
+
+def test_split_num_outputs_that_leave_an_empty_chunk_refused(rng, tmp_path):
+    """num_outputs 3 over 4 channels: chunks of ceil(4/3) = 2 leave the last
+    one empty; onnxruntime refuses it when it runs, convd at load."""
+    g = B.Graph(rng, 18)
+    x = g.input("x", [4, 3, 3])
+    outs = g.node("Split", [x], n_out=3, axis=1, num_outputs=3)
+    path = tmp_path / "split.onnx"
+    onnx.save(g.build([g.node("Relu", [o]) for o in outs]), str(path))
+    fails(path, "E_MODEL", "split sizes do not add up to dim 4")

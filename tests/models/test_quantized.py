@@ -9,6 +9,7 @@ kernels. Corrupt QDQ files are refused with E_MODEL and a clear message.
 Fresh random shapes and weights per run (CD_TEST_SEED fixes them)."""
 import json
 import os
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -360,7 +361,10 @@ def test_quantized_tensor_into_a_float_op_is_refused(tmp_path):
     fails(save(qdq_model(mutate=relu_on_q), tmp_path / "m.onnx"), "E_MODEL", "relu_q", "quantized uint8")
 
 
-def test_dynamic_quantization_refused_clearly(tmp_path):
+def test_dynamic_quantization_sums_as_output_refused_clearly(tmp_path):
+    """quantize_dynamic's pattern cut short: the integer sums as the graph's
+    output (convd holds them times the scale). The full pattern runs:
+    tests/models/test_dynamic_quant.py."""
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
     w = numpy_helper.from_array(np.ones((4, 2), np.int8), "w")
@@ -369,7 +373,7 @@ def test_dynamic_quantization_refused_clearly(tmp_path):
              helper.make_node("Cast", ["acc"], ["y"], to=TensorProto.FLOAT)]
     m = helper.make_model(helper.make_graph(nodes, "dyn", [x], [y], [w]), opset_imports=[helper.make_opsetid("", 13)])
     m.ir_version = 8
-    fails(save(m, tmp_path / "d.onnx"), "E_UNSUPPORTED", "dql", "dynamic quantization")
+    fails(save(m, tmp_path / "d.onnx"), "E_UNSUPPORTED", "graph output 'y'", "integer sums", "DynamicQuantizeLinear")
 
 
 def test_conv_integer_and_matmul_integer_after_static_quantize(tmp_path, rng):
@@ -433,3 +437,43 @@ def test_quantized_model_through_the_daemon(fmt, tmp_path, rng):
         same += list(y.argmax(1) == want.argmax(1))
     assert np.median(errs) <= REL_L2, errs  # per input, as in compare()
     assert np.mean(same) >= TOP1, same
+
+
+def test_int8_auto_timings_are_cached(tmp_path, rng, cache_env):  # noqa: F811
+    """--int8 auto times each conv's f32 and int8 candidates at load; the
+    times go to the planner's cache (int8-v1.txt), so a second load of the
+    model times nothing and makes the same choices. (A recorded calibration,
+    cache_env, keeps the dense/sparse choice that the int8 one builds on the
+    same in both processes.)"""
+    q = quantize(cnn(rng), tmp_path / "c.onnx", rng)
+    # The sparse kernels: their int8 form exists at every ISA level, so
+    # there is an int8 candidate to time under the AVX2 cap too (oneDNN's
+    # dense int8 declines full-range weights without VNNI).
+    env = dict(cache_env, CONVD_INT8="auto", CONVD_PLAN="sparse")
+    cache = Path(cache_env["XDG_CACHE_HOME"]) / "convd" / "int8-v1.txt"
+    cache.unlink(missing_ok=True)
+    first = json.loads(convd_run(q, ["--info", "--json"], env=env).stdout)["layers"]
+    lines = cache.read_text().splitlines()
+    assert lines and all("|i8 " in line for line in lines), lines
+    second = json.loads(convd_run(q, ["--info", "--json"], env=env).stdout)["layers"]
+    assert cache.read_text().splitlines() == lines  # nothing timed again
+    assert [(l["kernel"], l["dtype"]) for l in first] == [(l["kernel"], l["dtype"]) for l in second]
+
+
+def test_daemon_shows_int8_layers_in_models_stats_and_plan(tmp_path, rng):
+    """An operator sees which layers run int8: `models` counts them,
+    `stats` breaks the layers down by type, `plan` gives each layer's dtype;
+    the three agree (--int8 on: every conv that can, whatever the timing)."""
+    from tests.integration.daemon_wire import Wire
+    from tests.support.daemon import TestDaemon
+    models_dir = tmp_path / "m"
+    models_dir.mkdir()
+    path = quantize(cnn(rng), models_dir / "q.onnx", rng)
+    path.with_suffix(".f32.onnx").unlink()
+    with TestDaemon(models_dir=models_dir, args=["--int8", "on"]) as d, Wire.connect(d, timeout=60) as w:
+        (entry,) = w.result("models")["models"]
+        stats = w.result("stats")["models"]["q"]["layer_dtypes"]
+        plan = w.result("plan", {"model": "q"})
+    dtypes = [l["dtype"] for l in plan["layers"]]
+    assert entry["int8_layers"] > 0 and dtypes.count("int8") == entry["int8_layers"], (entry, dtypes)
+    assert stats == {"int8": dtypes.count("int8"), "f32": len(dtypes) - dtypes.count("int8")}, stats

@@ -475,6 +475,111 @@ static void make_layernorm(op_case *t, int variant) {
     t->tol = 1e-4;
     t->hip_kernel = "layernorm";
 }
+// DynamicQuantizeLinear: per batch item, the parameters from its own range
+// (u8). Items all zero (scale 1), all positive, all negative, or mixed.
+static void make_fakequant_dynamic(op_case *t, int variant) {
+    int batch = cd_test_randi(1, 4);
+    int64_t s[4] = {1, cd_test_randi(1, 40), cd_test_randi(1, 9), cd_test_randi(1, 9)};
+    case_init(t, CD_BOP_FAKEQUANT, batch, 1);
+    t->d.src[0] = t->d.dst = cd_test_tdesc(4, s);
+    t->d.u.fq = (cd_fakequant_desc){1, 1, 0.0f, 255.0f, 1};
+    size_t n = cd_test_numel(&t->d.dst, batch), per = n / (size_t)batch;
+    t->srcs[0] = tk_rbuf(n);
+    for (int b = 0; b < batch; b++) {
+        int kind = cd_test_randi(0, 3);
+        float amp = cd_test_randf(0.01f, 20.0f);
+        for (size_t i = 0; i < per; i++) {
+            float *x = &t->srcs[0][(size_t)b * per + i];
+            *x = kind == 0 ? 0.0f : kind == 1 ? fabsf(*x) * amp : kind == 2 ? -fabsf(*x) * amp : *x * amp;
+        }
+    }
+    t->nwant = n;
+    t->want = tk_alloc(n);
+    cd_ref_fakequant_dynamic(&t->d.u.fq, (size_t)batch, per, t->srcs[0], t->want);
+    t->tol = 1e-6;
+    t->blockable = 1; // a blocked layout's padding is 0, inside the range anyway
+}
+
+// variant: the cd_resize_mode. Random coordinate and nearest modes, scales
+// up and down (integer and not), or sizes (scale out / in).
+static void make_resize(op_case *t, int mode) {
+    static const float scales[] = {2.0f, 3.0f, 0.5f, 1.5f, 1.7f, 0.6f, 2.5f, 1.0f, 0.75f, 0.3f};
+    cd_resize_desc d = {(cd_resize_mode)mode, (cd_resize_coord)cd_test_randi(0, CD_COORD_TF_HALF_PIXEL_FOR_NEAREST),
+                        (cd_nearest_mode)cd_test_randi(0, CD_NEAREST_CEIL)};
+    int batch = cd_test_randi(1, 3);
+    d.c = cd_test_randi(1, 20);
+    d.h = cd_test_randi(1, 13);
+    d.w = cd_test_randi(1, 13);
+    do {
+        if (cd_test_randi(0, 1)) { // scales
+            d.scale_h = scales[cd_test_randi(0, 9)];
+            d.scale_w = scales[cd_test_randi(0, 9)];
+            d.oh = (int)(d.scale_h * (float)d.h);
+            d.ow = (int)(d.scale_w * (float)d.w);
+        } else { // sizes
+            d.oh = cd_test_randi(1, 30);
+            d.ow = cd_test_randi(1, 30);
+            d.scale_h = (float)d.oh / (float)d.h;
+            d.scale_w = (float)d.ow / (float)d.w;
+        }
+    } while (d.oh < 1 || d.ow < 1);
+    int64_t is[4] = {1, d.c, d.h, d.w}, os[4] = {1, d.c, d.oh, d.ow};
+    case_init(t, CD_BOP_RESIZE, batch, 1);
+    t->d.src[0] = cd_test_tdesc(4, is);
+    t->d.dst = cd_test_tdesc(4, os);
+    t->d.u.resize = d;
+    t->srcs[0] = tk_rbuf(cd_test_numel(&t->d.src[0], batch));
+    t->nwant = cd_test_numel(&t->d.dst, batch);
+    t->want = tk_alloc(t->nwant);
+    cd_ref_resize(&d, batch, t->srcs[0], t->want);
+    t->tol = mode == CD_RESIZE_NEAREST ? 0 : 1e-5;
+    t->hip_kernel = "resize";
+}
+
+// variant 0: random strides, pads, dilations, output size (output_padding
+// or a crop), bias and activation; 1: groups; 2: the U-Net upsampler (2x2
+// stride 2) on 16..40 channels.
+static void make_deconv(op_case *t, int variant) {
+    cd_deconv_desc d;
+    memset(&d, 0, sizeof d);
+    d.groups = variant == 1 ? cd_test_randi(2, 4) : 1;
+    d.c = d.groups * cd_test_randi(1, variant == 2 ? 1 : 6) * (variant == 2 ? cd_test_randi(16, 40) : 1);
+    d.k = d.groups * cd_test_randi(1, variant == 2 ? 24 : 6);
+    d.h = cd_test_randi(1, 9);
+    d.w = cd_test_randi(1, 9);
+    d.r = variant == 2 ? 2 : cd_test_randi(1, 4);
+    d.s = variant == 2 ? 2 : cd_test_randi(1, 4);
+    d.stride_h = variant == 2 ? 2 : cd_test_randi(1, 3);
+    d.stride_w = variant == 2 ? 2 : cd_test_randi(1, 3);
+    d.dil_h = variant ? 1 : cd_test_randi(1, 2);
+    d.dil_w = variant ? 1 : cd_test_randi(1, 2);
+    const int full_h = (d.h - 1) * d.stride_h + (d.r - 1) * d.dil_h + 1;
+    const int full_w = (d.w - 1) * d.stride_w + (d.s - 1) * d.dil_w + 1;
+    d.pad_t = variant == 2 ? 0 : cd_test_randi(0, d.r - 1);
+    d.pad_l = variant == 2 ? 0 : cd_test_randi(0, d.s - 1);
+    // The tail: a crop up to the kernel, or output_padding below the stride.
+    d.oh = full_h - d.pad_t + (variant == 2 ? 0 : cd_test_randi(-(d.r - 1), d.stride_h - 1));
+    d.ow = full_w - d.pad_l + (variant == 2 ? 0 : cd_test_randi(-(d.s - 1), d.stride_w - 1));
+    if (d.oh < 1) d.oh = 1;
+    if (d.ow < 1) d.ow = 1;
+    d.act = tk_rand_act_fixed();
+    int batch = cd_test_randi(1, 3);
+    int64_t is[4] = {1, d.c, d.h, d.w}, os[4] = {1, d.k, d.oh, d.ow};
+    case_init(t, CD_BOP_DECONV, batch, 1);
+    t->d.src[0] = cd_test_tdesc(4, is);
+    t->d.dst = cd_test_tdesc(4, os);
+    t->d.u.deconv = d;
+    t->w = tk_rbuf((size_t)d.c * (d.k / d.groups) * d.r * d.s);
+    t->bias = cd_test_randi(0, 2) ? tk_rbuf((size_t)d.k) : NULL;
+    t->d.w = t->w;
+    t->d.bias = t->bias;
+    t->srcs[0] = tk_rbuf(cd_test_numel(&t->d.src[0], batch));
+    t->nwant = cd_test_numel(&t->d.dst, batch);
+    t->want = tk_alloc(t->nwant);
+    cd_ref_deconv(&d, batch, t->srcs[0], t->w, t->bias, t->want);
+    t->tol = 1e-4;
+    t->hip_kernel = "deconv";
+}
 
 // ---- the table ------------------------------------------------------------------------
 
@@ -521,6 +626,7 @@ static const op_row g_rows[] = {
     {"fakequant per tensor s8", CD_BOP_FAKEQUANT, make_fakequant, 1, 3, 1},
     {"fakequant per channel axis 1 s8", CD_BOP_FAKEQUANT, make_fakequant, 2, 3, 1},
     {"fakequant per channel last axis u8", CD_BOP_FAKEQUANT, make_fakequant, 3, 2, 1},
+    {"fakequant dynamic per item u8", CD_BOP_FAKEQUANT, make_fakequant_dynamic, 0, 4, 1},
     // issue 22
     {"activation tanh", CD_BOP_ACTIVATION, make_activation, CD_ACT_TANH, 1, 1},
     {"activation softplus", CD_BOP_ACTIVATION, make_activation, CD_ACT_SOFTPLUS, 1, 1},
@@ -540,6 +646,12 @@ static const op_row g_rows[] = {
     {"reduce mean", CD_BOP_REDUCE, make_reduce, CD_REDUCE_MEAN, 3, 1},
     {"reduce max", CD_BOP_REDUCE, make_reduce, CD_REDUCE_MAX, 3, 1},
     {"layernorm trailing dims", CD_BOP_LAYERNORM, make_layernorm, 0, 4, 1},
+    // issue 22, segmentation
+    {"resize nearest, every coordinate and rounding mode", CD_BOP_RESIZE, make_resize, CD_RESIZE_NEAREST, 8, 1},
+    {"resize linear, every coordinate mode", CD_BOP_RESIZE, make_resize, CD_RESIZE_LINEAR, 8, 1},
+    {"deconv strides pads dilations output size", CD_BOP_DECONV, make_deconv, 0, 6, 1},
+    {"deconv groups", CD_BOP_DECONV, make_deconv, 1, 3, 1},
+    {"deconv 2x2 stride 2 (U-Net)", CD_BOP_DECONV, make_deconv, 2, 2, 1},
 };
 
 #define NROWS (sizeof g_rows / sizeof g_rows[0])
@@ -629,3 +741,5 @@ CD_TEST(backend_ops_pad_constant_reflect_edge_vs_ref) { run_family(CD_BOP_PAD); 
 CD_TEST(backend_ops_slice_negative_steps_vs_ref) { run_family(CD_BOP_SLICE); }
 CD_TEST(backend_ops_reduce_sum_mean_max_vs_ref) { run_family(CD_BOP_REDUCE); }
 CD_TEST(backend_ops_layernorm_vs_ref) { run_family(CD_BOP_LAYERNORM); }
+CD_TEST(backend_ops_resize_nearest_linear_up_and_down_vs_ref) { run_family(CD_BOP_RESIZE); }
+CD_TEST(backend_ops_deconv_vs_ref) { run_family(CD_BOP_DECONV); }

@@ -295,3 +295,51 @@ CD_TEST(daemon_sched_double_buffer_submits_next_batch_before_finishing) {
     }
     uv_loop_close(&loop);
 }
+
+// Requests carry a size tag in state; a batch must hold one tag only.
+static int g_mixed_batches;
+
+static bool same_tag(const cd_request *a, const cd_request *b) { return a->state == b->state; }
+
+static void tag_run(cd_request **reqs, int n, int worker) {
+    for (int i = 1; i < n; i++)
+        if (reqs[i]->state != reqs[0]->state) g_mixed_batches++;
+    fake_run(reqs, n, worker);
+}
+
+CD_TEST(daemon_sched_same_fn_batches_one_size_in_arrival_order) {
+    reset();
+    g_mixed_batches = 0;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    cd_workers *w;
+    CHECK_EQ(cd_workers_init(&w, &loop, 1, on_complete, NULL), 0);
+    static cd_sched_queue q;
+    static int sizes[3];
+    int max_batch = cd_test_randi(2, 9);
+    const cd_model_conf conf = {.max_batch = max_batch, .max_delay_us = 2000000, .max_queue = 1000};
+    cd_sched_queue_init(&q, tag_run, &conf);
+    q.same = same_tag;
+    int n = cd_test_randi(20, 100), total = 0, runs_of_one_tag = 0;
+    void *prev = NULL;
+    for (int i = 0; i < n; i++) {
+        int items = cd_test_randi(1, max_batch);
+        total += items;
+        cd_request *r = new_req((uint32_t)i, items);
+        r->state = &sizes[cd_test_randi(0, 2)]; // interleaved sizes
+        runs_of_one_tag += r->state != prev;
+        prev = r->state;
+        CHECK_EQ(cd_workers_submit_batched(w, &q, r), 0);
+    }
+    CHECK_EQ(cd_workers_stop(w, 60000), 0);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK_EQ(g_completed, n);
+    CHECK_EQ(g_mixed_batches, 0);
+    CHECK(g_log.nbatches >= runs_of_one_tag); // a batch ends where the size changes
+    int sum = 0;
+    for (int b = 0; b < g_log.nbatches; b++) sum += g_log.batch_items[b];
+    CHECK_EQ(sum, total);
+    for (int i = 0; i < n; i++) CHECK_EQ(g_log.order[i], i); // arrival order kept
+    for (int i = 0; i < g_completed; i++) free(g_done[i]);
+    uv_loop_close(&loop);
+}

@@ -87,6 +87,56 @@ static void fmt_tensors(char *buf, size_t len, const convd_tensor_info *t, size_
     }
 }
 
+// "[N, 3, 32, 32]" of a msgpack array of ints (-1: N) into buf.
+static const char *fmt_obj_shape(char *buf, size_t len, const msgpack_object *a) {
+    int64_t s[CONVD_MAX_RANK];
+    int rank = 0;
+    if (a->type == MSGPACK_OBJECT_ARRAY)
+        for (uint32_t i = 0; i < a->via.array.size && rank < CONVD_MAX_RANK; i++) {
+            const msgpack_object *d = &a->via.array.ptr[i];
+            s[rank++] = d->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? (int64_t)d->via.u64 : -1;
+        }
+    return ctl_fmt_shape(buf, len, rank, s);
+}
+
+// Below the table: for each model with symbolic input dims, which dims, and
+// the input sizes it has plans for now ("shapes" of the models answer).
+static int print_planned_shapes(ctl_ctx *ctx) {
+    void *res;
+    msgpack_unpacked up;
+    int rc = call_map(ctx, "models", &up, &res);
+    if (rc) return rc;
+    const msgpack_object *ms = ctl_map_get(&up.data, "models");
+    for (uint32_t i = 0; ms && ms->type == MSGPACK_OBJECT_ARRAY && i < ms->via.array.size; i++) {
+        const msgpack_object *m = &ms->via.array.ptr[i], *shapes = ctl_map_get(m, "shapes");
+        const msgpack_object *ins = ctl_map_get(m, "inputs");
+        if (!shapes || shapes->type != MSGPACK_OBJECT_ARRAY || !ins || ins->type != MSGPACK_OBJECT_ARRAY) continue;
+        char name[256], iname[256], sh[160], b[32];
+        printf("\n%s: input sizes", ctl_get_str(m, "name", name, sizeof name));
+        for (uint32_t k = 0; k < ins->via.array.size; k++) {
+            const msgpack_object *dyn = ctl_map_get(&ins->via.array.ptr[k], "dynamic");
+            if (!dyn || dyn->type != MSGPACK_OBJECT_ARRAY) continue;
+            printf(" (%s: dims", ctl_get_str(&ins->via.array.ptr[k], "name", iname, sizeof iname));
+            for (uint32_t j = 0; j < dyn->via.array.size; j++)
+                printf("%s%lld", j ? "," : " ", (long long)dyn->via.array.ptr[j].via.u64);
+            printf(" symbolic)");
+        }
+        double max = ctl_get_num(m, "max_shapes", NULL), bytes = ctl_get_num(m, "shapes_bytes", NULL);
+        printf(", %u of at most %.0f planned (%s beyond the first):\n", shapes->via.array.size, max,
+               ctl_fmt_bytes(b, sizeof b, bytes < 0 ? 0 : bytes));
+        for (uint32_t k = 0; k < shapes->via.array.size; k++) {
+            const msgpack_object *plan = &shapes->via.array.ptr[k];
+            printf("  ");
+            for (uint32_t j = 0; plan->type == MSGPACK_OBJECT_ARRAY && j < plan->via.array.size; j++)
+                printf("%s%s", j ? " " : "", fmt_obj_shape(sh, sizeof sh, &plan->via.array.ptr[j]));
+            printf("%s\n", k == 0 ? "  (at load)" : "");
+        }
+    }
+    msgpack_unpacked_destroy(&up);
+    convd_free(res);
+    return CTL_EXIT_OK;
+}
+
 int ctl_cmd_models(ctl_ctx *ctx, int argc, char **argv) {
     int rc = no_args(ctx, argc, argv);
     if (rc) return rc;
@@ -139,7 +189,7 @@ int ctl_cmd_models(ctl_ctx *ctx, int argc, char **argv) {
     ctl_table_print(&t, 0);
     ctl_table_free(&t);
     convd_model_list_free(l);
-    return CTL_EXIT_OK;
+    return print_planned_shapes(ctx);
 }
 
 // ---- stats: a generic renderer, so new counters show up without changes ----

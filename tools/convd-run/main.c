@@ -5,6 +5,7 @@
 //   convd-run MODEL.onnx [--input [NAME=]X.npy]... [--output-dir D | --output Y.npy]
 //             [--batch B] [--max-batch M] [--threads T] [--bench N] [--warmup W]
 //             [--seed S] [--info] [--json] [--device cpu|hip-emu|hip[:N]]
+//             [--input-shape [NAME=]1x3xHxW[,...]]
 //
 // Exit status: 0 success, 1 any runtime error (message on stderr naming the
 // error code), 2 bad usage.
@@ -31,6 +32,9 @@ static void usage(FILE *f) {
     fprintf(f, "usage: convd-run MODEL.onnx [options]\n"
                "  --input [NAME=]X.npy  input tensor (float32, shape [B, ...]); repeat per input.\n"
                "                        Inputs not given are filled with uniform random values in [-1, 1].\n"
+               "  --input-shape [NAME=]1x3xHxW[,...]  the size to plan inputs with symbolic dims at\n"
+               "                        (default: the --input files' shapes); inputs of other\n"
+               "                        sizes get a plan of their own\n"
                "  --output Y.npy        write the (single) output here\n"
                "  --output-dir D        write every output as D/<name>.npy\n"
                "  --batch B             batch size (default: dim 0 of the given inputs, else 1)\n"
@@ -80,6 +84,7 @@ static void safe_name(const char *in, char *out, size_t n) {
 // What the command line asks for.
 typedef struct {
     const char *model_path, *out_path, *out_dir, *device;
+    const char *input_shape;         // --input-shape: the first plan's sizes (symbolic dims)
     const char *in_spec[MAX_INPUTS]; // the --input values, in order
     int nin_spec;
     int batch, max_batch, threads, bench, warmup, info, json;
@@ -90,6 +95,7 @@ typedef struct {
     cd_npy npys[MAX_INPUTS];           // the given inputs, one per --input
     const char *npy_names[MAX_INPUTS]; // their NAME= parts (NULL when unnamed)
     cd_model *m;
+    const cd_model *plan; // the plan at the inputs' sizes: m, or a variant of m (dynamic H/W)
     cd_exec *ex;
     float *in_bufs[MAX_INPUTS];     // random inputs for model inputs not given
     float *out_bufs[MAX_INPUTS];    // one per model output
@@ -146,6 +152,9 @@ static int parse_args(int argc, char **argv, run_opts *o) {
         } else if (strcmp(a, "--output-dir") == 0) {
             NEED_VAL();
             o->out_dir = val;
+        } else if (strcmp(a, "--input-shape") == 0) {
+            NEED_VAL();
+            o->input_shape = val;
         } else if (strcmp(a, "--device") == 0) {
             NEED_VAL();
             o->device = val;
@@ -223,7 +232,7 @@ static int read_inputs(run_opts *o, run_state *st, char *err, size_t errlen) {
 // unnamed) or at random values, and allocates the outputs. Returns 0, or 1
 // after printing the error.
 static int bind_tensors(const run_opts *o, run_state *st, char *err, size_t errlen) {
-    cd_model *m = st->m;
+    const cd_model *m = st->plan;
     const int batch = o->batch;
     const int ni = cd_model_num_inputs(m), no = cd_model_num_outputs(m);
     int used[MAX_INPUTS] = {0};
@@ -310,7 +319,7 @@ static int run_bench(const run_opts *o, run_state *st, run_times *t, char *err, 
 // Writes the outputs as .npy (--output or --output-dir) and records the
 // file names in st->written. Returns 0, or 1 after printing the error.
 static int write_outputs(const run_opts *o, run_state *st, char *err, size_t errlen) {
-    cd_model *m = st->m;
+    const cd_model *m = st->plan;
     if (o->out_dir) mkdir(o->out_dir, 0777);
     for (int i = 0; i < cd_model_num_outputs(m); i++) {
         st->written[i][0] = '\0';
@@ -334,7 +343,7 @@ static int write_outputs(const run_opts *o, run_state *st, char *err, size_t err
 }
 
 // --json --info: the planned layers as a JSON array member.
-static void print_json_layers(FILE *f, cd_model *m) {
+static void print_json_layers(FILE *f, const cd_model *m) {
     fprintf(f, ", \"layers\": [");
     for (int i = 0; i < cd_model_num_layers(m); i++) {
         cd_layer_info li;
@@ -364,7 +373,7 @@ static void print_json_layers(FILE *f, cd_model *m) {
 
 // --json: one JSON object on stdout.
 static void print_json(const run_opts *o, const run_state *st, const run_times *t) {
-    cd_model *m = st->m;
+    const cd_model *m = st->plan;
     const int batch = o->batch, no = cd_model_num_outputs(m);
     cd_model_summary s;
     cd_model_get_summary(m, &s);
@@ -412,7 +421,7 @@ static void print_json(const run_opts *o, const run_state *st, const run_times *
 }
 
 // --info without --json: the summary and one line per planned layer.
-static void print_text_info(const run_opts *o, cd_model *m) {
+static void print_text_info(const run_opts *o, const cd_model *m) {
     cd_model_summary s;
     cd_model_get_summary(m, &s);
     printf("model %s: %d layers, %lld params (%lld zero), %.3f GFLOP at batch 1, weights %.2f MiB, "
@@ -443,7 +452,7 @@ static void print_text_info(const run_opts *o, cd_model *m) {
 
 // Without --json: the plan (--info), the outputs and the timing (--bench).
 static void print_text(const run_opts *o, const run_state *st, const run_times *t) {
-    cd_model *m = st->m;
+    const cd_model *m = st->plan;
     if (o->info) print_text_info(o, m);
     for (int i = 0; i < cd_model_num_outputs(m); i++) {
         const cd_io_desc *d = cd_model_output(m, i);
@@ -457,6 +466,49 @@ static void print_text(const run_opts *o, const run_state *st, const run_times *
     if (o->bench)
         printf("bench: batch %d, %d runs: median %.3f ms, p90 %.3f ms, min %.3f ms, mean %.3f ms\n", o->batch, o->bench,
                t->med, t->p90, t->mn, t->mean);
+}
+
+// The --input files' shapes as an input-shape spec ("name=1x3x8x8,..."),
+// the first plan's sizes when --input-shape is not given.
+static void shape_spec_of_inputs(const run_opts *o, const run_state *st, char *spec, size_t n) {
+    size_t used = 0;
+    for (int i = 0; i < o->nin_spec && used + 1 < n; i++) {
+        const cd_npy *y = &st->npys[i];
+        int w = snprintf(spec + used, n - used, "%s%s%s", i ? "," : "", st->npy_names[i] ? st->npy_names[i] : "",
+                         st->npy_names[i] ? "=" : "");
+        for (int k = 0; w >= 0 && k < y->rank && used + (size_t)w < n; k++)
+            w += snprintf(spec + used + w, n - used - (size_t)w, "%s%lld", k ? "x" : "", (long long)y->shape[k]);
+        if (w < 0 || used + (size_t)w >= n) {
+            spec[0] = '\0'; // too long to say: the model's own sizes
+            return;
+        }
+        used += (size_t)w;
+    }
+}
+
+// st->plan: the loaded model's plan for the --input files' sizes (its own,
+// or a variant of a model with symbolic dims). Inputs are matched as
+// bind_tensors does. Returns 0 or the error of cd_model_variant_get.
+static int choose_plan(const run_opts *o, run_state *st, char *err, size_t errlen) {
+    st->plan = st->m;
+    if (!cd_model_is_dynamic(st->m)) return 0;
+    int ni = cd_model_num_inputs(st->m), used[MAX_INPUTS] = {0};
+    int64_t shapes[MAX_INPUTS][CD_MAX_RANK];
+    const int64_t *ptr[MAX_INPUTS];
+    for (int i = 0; i < ni; i++) {
+        const cd_io_desc *d = cd_model_input(st->m, i);
+        memcpy(shapes[i], d->shape, sizeof shapes[i]);
+        ptr[i] = shapes[i];
+        int src = -1;
+        for (int j = 0; j < o->nin_spec && src < 0; j++)
+            if (!used[j] && st->npy_names[j] && strcmp(st->npy_names[j], d->name) == 0) src = j;
+        for (int j = 0; j < o->nin_spec && src < 0; j++)
+            if (!used[j] && !st->npy_names[j]) src = j;
+        if (src < 0) continue;
+        used[src] = 1;
+        if (st->npys[src].rank == d->rank) memcpy(shapes[i], st->npys[src].shape, sizeof(int64_t) * (size_t)d->rank);
+    }
+    return cd_model_variant_get(st->m, ptr, &st->plan, err, errlen);
 }
 
 // Loads the model, runs it once (and --bench times), writes and prints the
@@ -473,14 +525,21 @@ static int run(run_opts *o, run_state *st) {
     }
     int rc = cd_runtime_init(o->threads);
     if (rc) return die(rc, "runtime initialisation failed");
-    cd_model_opts opts = {.max_batch = o->max_batch, .threads = o->threads, .device = o->device};
+    char spec[1024] = "";
+    if (!o->input_shape) shape_spec_of_inputs(o, st, spec, sizeof spec);
+    cd_model_opts opts = {.max_batch = o->max_batch,
+                          .threads = o->threads,
+                          .device = o->device,
+                          .input_shape = o->input_shape ? o->input_shape : spec};
     run_times t = {0};
     double t0 = cd_now_ms();
     rc = cd_model_load(o->model_path, &opts, &st->m, err, sizeof err);
     t.load_ms = cd_now_ms() - t0;
     if (rc) return die(rc, err);
+    rc = choose_plan(o, st, err, sizeof err);
+    if (rc) return die(rc, err);
     if (bind_tensors(o, st, err, sizeof err)) return 1;
-    rc = cd_exec_init(st->m, &st->ex);
+    rc = cd_exec_init(st->plan, &st->ex);
     if (rc) return die(rc, "cannot create the execution state");
     double t1 = cd_now_ms();
     rc = cd_model_run(st->ex, o->batch, st->ins, st->outs, err, sizeof err);
@@ -506,6 +565,7 @@ int main(int argc, char **argv) {
     if (status >= 0) return status;
     status = run(&o, &st);
     cd_exec_free(st.ex);
+    if (st.m) cd_model_variant_put(st.m, st.plan);
     cd_model_free(st.m);
     for (int i = 0; i < o.nin_spec; i++) {
         cd_npy_free(&st.npys[i]);

@@ -66,13 +66,16 @@ class Region:
         return None
 
     def close(self) -> None:
-        """Closes the descriptor and the mapping (views must be gone)."""
+        """Closes the descriptor, and the mapping once no view of it remains."""
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
         self.bytes = None
         if self.mmap is not None:
-            self.mmap.close()
+            try:
+                self.mmap.close()
+            except BufferError:
+                pass  # views remain: the mapping goes with the last of them
             self.mmap = None
 
     def __enter__(self) -> "Region":
