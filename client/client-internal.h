@@ -35,6 +35,7 @@ typedef struct {
     size_t nsegs, segcap;
     size_t total; // bytes of the whole message
     int oom;      // a write failed to allocate
+    int send_fd;  // >= 0: a descriptor sent with the first bytes (SCM_RIGHTS)
 } cd_client_reqbuf;
 
 void cd_client_reqbuf_init(cd_client_reqbuf *rb);
@@ -53,6 +54,10 @@ typedef int (*cd_client_pack_fn)(msgpack_packer *pk, void *ud);
 // CONVD_ENOMEM, CONVD_EPARAMS (method name too long).
 int cd_client_call(convd_conn *c, const char *method, cd_client_pack_fn pack, void *ud, int timeout_ms,
                    cd_rpc_msg *resp);
+// cd_client_call that sends descriptor fd with the request (SCM_RIGHTS, with
+// its first bytes; fd < 0: none), as region_register needs.
+int cd_client_call_fd(convd_conn *c, const char *method, cd_client_pack_fn pack, void *ud, int fd, int timeout_ms,
+                      cd_rpc_msg *resp);
 
 // Completion of an asynchronous call, called exactly once on the
 // connection's reader thread with no lock held. status 0: resp is the
@@ -89,14 +94,17 @@ typedef struct {
     const convd_tensor *inputs;
     size_t n_outputs;
     const char *const *output_names;
-    int timeout_ms; // > 0: sent as the request's deadline
+    int timeout_ms;                   // > 0: sent as the request's deadline
+    const convd_region_ref *in_refs;  // NULL, or n_inputs places (region NULL: inline)
+    const convd_region_ref *out_refs; // NULL, or n_outputs places ('into')
 } cd_client_infer_params;
 
 // Validates the arguments of an inference (nothing is sent) and fills *ip.
 // Returns 0 or CD_EPARAMS with the thread's message set.
+// in_refs: NULL, or n_inputs places (an input in a region may have data NULL).
 int cd_client_infer_check(convd_conn *c, const char *model, size_t n_inputs, const char *const *names,
-                          const convd_tensor *inputs, size_t n_outputs, const char *const *output_names, int timeout_ms,
-                          cd_client_infer_params *ip);
+                          const convd_tensor *inputs, const convd_region_ref *in_refs, size_t n_outputs,
+                          const char *const *output_names, int timeout_ms, cd_client_infer_params *ip);
 // cd_client_pack_fn for a cd_client_infer_params.
 int cd_client_pack_infer(msgpack_packer *pk, void *ud);
 // Copies the outputs of a successful infer response into *out and frees m.

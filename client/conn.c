@@ -207,7 +207,12 @@ static void *conn_reader_main(void *arg) {
     }
     for (;;) {
         int wait = conn_expire(c);
-        ssize_t n = recv(c->fd, buf, BUFSZ, 0);
+        // The rest of a big answer goes straight into the reader's buffer
+        // (the kernel's copy only), as the daemon reads big requests.
+        char *at = NULL;
+        size_t room = cd_rpc_reader_space(rd, &at);
+        char *dst = room > BUFSZ ? at : buf;
+        ssize_t n = recv(c->fd, dst, room > BUFSZ ? room : BUFSZ, 0);
         if (n < 0) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) {
@@ -223,7 +228,7 @@ static void *conn_reader_main(void *arg) {
             break;
         }
         if (n == 0) break;
-        int rc = cd_rpc_reader_feed(rd, buf, (size_t)n);
+        int rc = dst == buf ? cd_rpc_reader_feed(rd, buf, (size_t)n) : cd_rpc_reader_feed_in_place(rd, (size_t)n);
         if (rc != 0) {
             status = rc;
             if (rc == CD_ETOO_LARGE)
@@ -457,6 +462,20 @@ static int conn_write(convd_conn *c, const cd_client_reqbuf *rb, int64_t deadlin
             n++;
         }
         struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+        union {
+            char buf[CMSG_SPACE(sizeof(int))];
+            struct cmsghdr align;
+        } ctl;
+        if (rb->send_fd >= 0 && sent == 0) { // the descriptor rides with the first bytes
+            memset(&ctl, 0, sizeof ctl);
+            mh.msg_control = ctl.buf;
+            mh.msg_controllen = sizeof ctl.buf;
+            struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+            cm->cmsg_level = SOL_SOCKET;
+            cm->cmsg_type = SCM_RIGHTS;
+            cm->cmsg_len = CMSG_LEN(sizeof(int));
+            memcpy(CMSG_DATA(cm), &rb->send_fd, sizeof(int));
+        }
         ssize_t w = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (w < 0) {
             if (errno == EINTR) continue;
@@ -545,6 +564,11 @@ int cd_client_response_status(cd_rpc_msg *resp) {
 
 int cd_client_call(convd_conn *c, const char *method, cd_client_pack_fn pack, void *ud, int timeout_ms,
                    cd_rpc_msg *resp) {
+    return cd_client_call_fd(c, method, pack, ud, -1, timeout_ms, resp);
+}
+
+int cd_client_call_fd(convd_conn *c, const char *method, cd_client_pack_fn pack, void *ud, int fd, int timeout_ms,
+                      cd_rpc_msg *resp) {
     memset(resp, 0, sizeof *resp);
     int rc = check_method(c, method);
     if (rc) return rc;
@@ -558,6 +582,7 @@ int cd_client_call(convd_conn *c, const char *method, cd_client_pack_fn pack, vo
     cd_client_reqbuf rb;
     rc = pack_request(&rb, msgid, method, pack, ud);
     if (rc) return rc;
+    rb.send_fd = fd;
 
     cd_waiter w = {.msgid = msgid, .kind = WAIT_SYNC, .heap_idx = SIZE_MAX};
     pthread_condattr_t ca;

@@ -98,7 +98,8 @@ typedef struct convd_conn convd_conn;
     XX(CLOSED, 20)          \
     XX(BUSY, 21)            \
     XX(ACCESS, 22)          \
-    XX(PERMISSION, 23)
+    XX(PERMISSION, 23)      \
+    XX(REGION, 24)
 
 enum {
     CONVD_OK = 0,
@@ -318,6 +319,60 @@ int convd_infer(convd_conn *conn, const char *model, size_t n_inputs, const char
 // The output called name, or NULL.
 const convd_tensor *convd_outputs_get(const convd_outputs *outs, const char *name);
 void convd_outputs_free(convd_outputs *outs);
+
+// ---- shared-memory regions --------------------------------------------------
+//
+// A region is a memfd sealed against shrinking and growing, mapped in this
+// process. Registered on a connection (its descriptor goes over once), it
+// can hold any input and output of an inference on that connection: they
+// are then named by place, not sent, and the daemon computes outputs
+// straight into it (docs/PROTOCOL.md, "Shared-memory regions"). A region is
+// immutable after creation and may be used from any thread; registering it
+// on several connections is allowed (each under its own name). Regions are
+// per connection: they go when the connection closes. The caller must not
+// touch an output's bytes until its inference has answered.
+typedef struct convd_region convd_region;
+
+// Creates a region of size bytes (> 0). Returns 0 with *out, or
+// CONVD_EPARAMS / CONVD_ENOMEM / CONVD_EIO (memfd_create, seals or mmap
+// failed; convd_errmsg says which).
+int convd_region_create(size_t size, convd_region **out);
+// Its mapping and size.
+void *convd_region_data(const convd_region *r);
+size_t convd_region_size(const convd_region *r);
+// Its descriptor (the memfd), e.g. to share it with another process.
+int convd_region_fd(const convd_region *r);
+// Unmaps and closes it (NULL: no-op). Unregister it first where it is
+// registered, or close those connections: the daemon keeps its own mapping
+// until then.
+void convd_region_free(convd_region *r);
+// Registers r on conn under name (1..64 bytes of printable ASCII, no space).
+// Errors: CONVD_EEXISTS (name taken on conn), CONVD_EREGION (refused),
+// CONVD_ETOO_LARGE (a region limit of the daemon), ...
+int convd_region_register(convd_conn *conn, const convd_region *r, const char *name, int timeout_ms);
+// Unregisters name on conn (CONVD_ENOT_FOUND when there is none). Requests
+// in flight that use it finish normally.
+int convd_region_unregister(convd_conn *conn, const char *name, int timeout_ms);
+
+// Where a tensor lies in a region registered on the connection.
+typedef struct {
+    const char *region; // its name; NULL: this tensor is not in a region
+    uint64_t offset;    // first byte
+    uint64_t size;      // bytes given (outputs: the room; inputs: ignored, nbytes is used)
+} convd_region_ref;
+
+// convd_infer where input i with input_refs[i].region set is read from that
+// region (inputs[i] gives dtype and shape; its data may be NULL), and output
+// output_names[j] with output_refs[j].region set is written into that region
+// (its tensor in *out has data NULL: the bytes are at the ref's place).
+// input_refs / output_refs may be NULL (none in a region). Errors as
+// convd_infer, and CONVD_EREGION (a range past the region's end, too small,
+// or overlapping another request's in flight), CONVD_ENOT_FOUND (no such
+// region on conn).
+int convd_infer_regions(convd_conn *conn, const char *model, size_t n_inputs, const char *const *names,
+                        const convd_tensor *inputs, const convd_region_ref *input_refs, size_t n_outputs,
+                        const char *const *output_names, const convd_region_ref *output_refs, convd_outputs **out,
+                        int timeout_ms);
 
 // ---- asynchronous inference -------------------------------------------------
 //

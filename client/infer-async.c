@@ -31,7 +31,7 @@ int convd_infer_async(convd_conn *c, const char *model, size_t n_inputs, const c
                       convd_infer_cb cb, void *user) {
     if (!c || !model || !cb) return cd_client_fail(CD_EPARAMS, "conn, model and cb are required");
     cd_client_infer_params ip;
-    int rc = cd_client_infer_check(c, model, n_inputs, names, inputs, n_outputs, output_names, timeout_ms, &ip);
+    int rc = cd_client_infer_check(c, model, n_inputs, names, inputs, NULL, n_outputs, output_names, timeout_ms, &ip);
     if (rc) return rc;
     infer_async_ctx *ctx = malloc(sizeof *ctx);
     if (!ctx) return cd_client_fail(CD_ENOMEM, "out of memory");

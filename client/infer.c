@@ -4,8 +4,10 @@
 #include "client/client-internal.h"
 #include "core/errors.h"
 #include "core/limits.h"
+#include "proto/region.h"
 #include "proto/tensor.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,7 +18,7 @@ static cd_tensor to_cd_tensor(const convd_tensor *t) {
 }
 
 // Checks one input before anything is sent. Returns 0 or CD_EPARAMS.
-static int check_input(const char *name, const convd_tensor *t) {
+static int check_input(const char *name, const convd_tensor *t, bool in_region) {
     if (!name || !*name || strlen(name) > CD_MAX_NAME)
         return cd_client_fail(CD_EPARAMS, "input names must be 1..%d bytes", CD_MAX_NAME);
     size_t item = convd_dtype_size(t->dtype);
@@ -32,21 +34,42 @@ static int check_input(const char *name, const convd_tensor *t) {
     }
     if (bytes != t->nbytes)
         return cd_client_fail(CD_EPARAMS, "input '%s': shape needs %zu bytes, nbytes is %zu", name, bytes, t->nbytes);
-    if (bytes && !t->data) return cd_client_fail(CD_EPARAMS, "input '%s': data is NULL", name);
+    if (bytes && !t->data && !in_region) return cd_client_fail(CD_EPARAMS, "input '%s': data is NULL", name);
     return 0;
 }
 
 int cd_client_pack_infer(msgpack_packer *pk, void *ud) {
     const cd_client_infer_params *ip = ud;
     int rc = 0;
-    rc |= msgpack_pack_map(pk, 2 + (ip->n_outputs > 0) + (ip->timeout_ms > 0));
+    size_t n_into = 0;
+    for (size_t i = 0; ip->out_refs && i < ip->n_outputs; i++) n_into += ip->out_refs[i].region != NULL;
+    rc |= msgpack_pack_map(pk, 2 + (ip->n_outputs > 0) + (ip->timeout_ms > 0) + (n_into > 0));
     rc |= cd_pack_kv_str(pk, "model", ip->model);
     rc |= cd_pack_str(pk, "inputs");
     rc |= msgpack_pack_map(pk, ip->n_inputs);
     for (size_t i = 0; i < ip->n_inputs && rc == 0; i++) {
         cd_tensor t = to_cd_tensor(&ip->inputs[i]);
         rc |= cd_pack_str(pk, ip->names[i]);
-        rc |= cd_tensor_pack(pk, &t);
+        const convd_region_ref *r = ip->in_refs ? &ip->in_refs[i] : NULL;
+        if (r && r->region)
+            rc |= cd_tensor_ref_pack(pk, &t, r->region, strlen(r->region), r->offset);
+        else
+            rc |= cd_tensor_pack(pk, &t);
+    }
+    if (n_into > 0) {
+        rc |= cd_pack_str(pk, "into");
+        rc |= msgpack_pack_map(pk, n_into);
+        for (size_t i = 0; i < ip->n_outputs; i++) {
+            const convd_region_ref *r = &ip->out_refs[i];
+            if (!r->region) continue;
+            rc |= cd_pack_str(pk, ip->output_names[i]);
+            rc |= msgpack_pack_map(pk, 3);
+            rc |= cd_pack_kv_str(pk, "region", r->region);
+            rc |= cd_pack_str(pk, "offset");
+            rc |= msgpack_pack_uint64(pk, r->offset);
+            rc |= cd_pack_str(pk, "size");
+            rc |= msgpack_pack_uint64(pk, r->size);
+        }
     }
     if (ip->n_outputs > 0) {
         rc |= cd_pack_str(pk, "outputs");
@@ -97,7 +120,11 @@ static int outputs_decode(const msgpack_object *map, convd_outputs **out) {
         }
         cd_tensor t;
         char err[200];
-        int rc = cd_tensor_decode(&map->via.map.ptr[i].val, &t, err, sizeof err);
+        cd_region_ref ref;
+        const msgpack_object *v = &map->via.map.ptr[i].val;
+        bool in_region = cd_tensor_is_ref(v); // written into a region: no bytes here
+        int rc =
+            in_region ? cd_tensor_ref_decode(v, &t, &ref, err, sizeof err) : cd_tensor_decode(v, &t, err, sizeof err);
         if (rc != 0) {
             convd_outputs_free(o);
             return cd_client_fail(CD_EPROTOCOL, "output '%.*s' is malformed: %s", (int)k->via.str.size, k->via.str.ptr,
@@ -105,14 +132,14 @@ static int outputs_decode(const msgpack_object *map, convd_outputs **out) {
         }
         int oom = 0;
         char *name = cd_client_strdup(k, &oom);
-        void *data = aligned_alloc(64, (t.nbytes + 63) & ~(size_t)63);
-        if (!name || !data) {
+        void *data = in_region ? NULL : aligned_alloc(64, (t.nbytes + 63) & ~(size_t)63);
+        if (!name || (!data && !in_region)) {
             free(name);
             free(data);
             convd_outputs_free(o);
             return cd_client_fail(CD_ENOMEM, "out of memory copying the outputs");
         }
-        memcpy(data, t.data, t.nbytes);
+        if (data) memcpy(data, t.data, t.nbytes);
         convd_tensor *ct = &o->tensors[o->count];
         ct->dtype = (convd_dtype)t.dtype;
         ct->rank = t.rank;
@@ -127,21 +154,22 @@ static int outputs_decode(const msgpack_object *map, convd_outputs **out) {
 }
 
 int cd_client_infer_check(convd_conn *c, const char *model, size_t n_inputs, const char *const *names,
-                          const convd_tensor *inputs, size_t n_outputs, const char *const *output_names, int timeout_ms,
-                          cd_client_infer_params *ip) {
+                          const convd_tensor *inputs, const convd_region_ref *in_refs, size_t n_outputs,
+                          const char *const *output_names, int timeout_ms, cd_client_infer_params *ip) {
     if (!c || !model) return cd_client_fail(CD_EPARAMS, "conn and model are required");
     if (n_inputs > CD_MAX_TENSORS || n_outputs > CD_MAX_TENSORS)
         return cd_client_fail(CD_EPARAMS, "at most %d inputs and outputs", CD_MAX_TENSORS);
     if (n_inputs && (!names || !inputs)) return cd_client_fail(CD_EPARAMS, "names and inputs are required");
     if (n_outputs && !output_names) return cd_client_fail(CD_EPARAMS, "output_names is NULL but n_outputs is not 0");
     for (size_t i = 0; i < n_inputs; i++) {
-        int rc = check_input(names[i], &inputs[i]);
+        int rc = check_input(names[i], &inputs[i], in_refs && in_refs[i].region);
         if (rc) return rc;
     }
     for (size_t i = 0; i < n_outputs; i++)
         if (!output_names[i] || !*output_names[i]) return cd_client_fail(CD_EPARAMS, "output names must not be empty");
     int eff = cd_client_timeout(c, timeout_ms);
-    *ip = (cd_client_infer_params){model, n_inputs, names, inputs, n_outputs, output_names, eff > 0 ? eff : 0};
+    *ip = (cd_client_infer_params){model,        n_inputs,          names,   inputs, n_outputs,
+                                   output_names, eff > 0 ? eff : 0, in_refs, NULL};
     return 0;
 }
 
@@ -161,7 +189,7 @@ int convd_infer(convd_conn *c, const char *model, size_t n_inputs, const char *c
     if (out) *out = NULL;
     if (!c || !model || !out) return cd_client_fail(CD_EPARAMS, "conn, model and out are required");
     cd_client_infer_params ip;
-    int rc = cd_client_infer_check(c, model, n_inputs, names, inputs, n_outputs, output_names, timeout_ms, &ip);
+    int rc = cd_client_infer_check(c, model, n_inputs, names, inputs, NULL, n_outputs, output_names, timeout_ms, &ip);
     if (rc) return rc;
     cd_rpc_msg m;
     rc = cd_client_call(c, "infer", cd_client_pack_infer, &ip, timeout_ms, &m);

@@ -6,7 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-void cd_client_reqbuf_init(cd_client_reqbuf *rb) { memset(rb, 0, sizeof *rb); }
+void cd_client_reqbuf_init(cd_client_reqbuf *rb) {
+    memset(rb, 0, sizeof *rb);
+    rb->send_fd = -1;
+}
 
 void cd_client_reqbuf_free(cd_client_reqbuf *rb) {
     free(rb->buf);

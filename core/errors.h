@@ -32,7 +32,8 @@
     XX(CLOSED, 20, "connection closed")                        \
     XX(BUSY, 21, "resource busy")                              \
     XX(ACCESS, 22, "access denied")                            \
-    XX(PERMISSION, 23, "not permitted for this peer")
+    XX(PERMISSION, 23, "not permitted for this peer")          \
+    XX(REGION, 24, "shared-memory region refused")
 
 typedef enum {
     CD_OK = 0,

@@ -29,7 +29,7 @@ void cd_conn_request_started(cd_conn *c, cd_request *req) {
 // it failed or its result cannot be packed (req->status becomes that code).
 // Runs on the loop, or on a worker for pack_on_worker requests. Returns 0, or
 // CD_ENOMEM when not even the error fits (sb is then empty).
-static int conn_pack_response(cd_request *req, msgpack_sbuffer *sb) {
+static int conn_pack_message(cd_request *req, msgpack_sbuffer *sb) {
     msgpack_packer pk;
     msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
     const char *message = req->err[0] ? req->err : NULL;
@@ -46,6 +46,15 @@ static int conn_pack_response(cd_request *req, msgpack_sbuffer *sb) {
         return CD_ENOMEM;
     }
     return 0;
+}
+
+// conn_pack_message, then the request's `answered` part: the answer is
+// whole, so what the client may reuse once it reads it is let go now,
+// before any byte of it can reach the client.
+static int conn_pack_response(cd_request *req, msgpack_sbuffer *sb) {
+    int rc = conn_pack_message(req, sb);
+    if (rc == 0 && req->ops->answered) req->ops->answered(req);
+    return rc;
 }
 
 void cd_conn_respond(cd_request *req) {

@@ -63,6 +63,7 @@ static void on_close(uv_handle_t *h) {
     srv->buffered -= c->rx_charge;
     if (c->reader) cd_rpc_reader_free(c->reader);
     msgpack_sbuffer_destroy(&c->out);
+    cd_region_set_free(&c->regions); // nothing of c is in flight any more
     pthread_mutex_destroy(&c->wlock);
     free(c);
     cd_server_conn_freed(srv);
@@ -435,6 +436,7 @@ static void conn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
     cd_conn *c = s->data;
     if (nread > 0) {
         CD_STAT_ADD(bytes_in, (uint64_t)nread);
+        cd_region_set_take_fds(&c->regions, &c->pipe); // before the message they came with is handled
         c->nsample = (size_t)nread < sizeof c->sample ? (size_t)nread : sizeof c->sample;
         memcpy(c->sample, buf->base, c->nsample);
         if (c->state != CD_CONN_OPEN && c->state != CD_CONN_DRAINING) return;
@@ -497,7 +499,10 @@ int cd_conn_accept(cd_server *srv) {
     c->fd = -1;
     pthread_mutex_init(&c->wlock, NULL);
     msgpack_sbuffer_init(&c->out);
-    uv_pipe_init(srv->loop, &c->pipe, 0);
+    // ipc: libuv reads with recvmsg and keeps the descriptors a client sends
+    // (SCM_RIGHTS) with region_register (daemon/regions.c).
+    uv_pipe_init(srv->loop, &c->pipe, 1);
+    cd_region_set_init(&c->regions);
     c->pipe.data = c;
     c->next = srv->conns;
     if (srv->conns) srv->conns->prev = c;

@@ -15,6 +15,7 @@
 // (`inflight` is the reference count that keeps it alive for the workers).
 
 #include "daemon/access.h"
+#include "daemon/regions.h"
 #include "daemon/request.h"
 #include "proto/rpc.h"
 
@@ -96,6 +97,7 @@ struct cd_conn {
     size_t skip_bytes;        // size of the message being skipped (over budget)
     unsigned char sample[16]; // first bytes of the last read (protocol-error logs)
     size_t nsample;
+    cd_region_set regions; // shared-memory regions (loop thread; daemon/regions.c)
     cd_conn *prev, *next;  // srv->conns
     cd_conn *backlog_next; // srv->backlog
 };

@@ -4,8 +4,10 @@
 // the answer and the release of the request.
 #include "daemon/models.h"
 
+#include "daemon/bigbuf.h"
 #include "daemon/conn.h"
 #include "daemon/log.h"
+#include "daemon/regions.h"
 #include "daemon/registry.h"
 #include "daemon/request.h"
 #include "daemon/server.h"
@@ -13,6 +15,7 @@
 #include "core/errors.h"
 #include "core/limits.h"
 #include "proto/params.h"
+#include "proto/region.h"
 #include "proto/rpc.h"
 #include "proto/tensor.h"
 #include "runtime/runtime.h"
@@ -44,6 +47,13 @@ typedef struct {
     size_t out_bytes[CD_MAX_TENSORS];
     bool want[CD_MAX_TENSORS]; // outputs to return
     int64_t timeout_ms;        // 0 = none
+    // Shared-memory regions (daemon/regions.c): the uses it holds (they keep
+    // the mappings alive), and where a region output goes: out[] itself for a
+    // run of its own, else pack copies its rows of the batch there.
+    cd_region_use in_use[CD_MAX_TENSORS];
+    cd_region_use out_use[CD_MAX_TENSORS];
+    cd_region_ref out_ref[CD_MAX_TENSORS]; // name views into the request's message
+    void *out_dst[CD_MAX_TENSORS];         // NULL: an inline output
     // Inputs of another size than the model's first plan (symbolic dims):
     int64_t shape[CD_MAX_TENSORS][CD_MAX_RANK];     // per-item input shapes
     bool other_size;                                // they differ from the first plan's
@@ -103,7 +113,11 @@ static int alloc_outputs(cd_request **reqs, int n, int total, void **out) {
     for (int o = 0; o < st0->nout; o++) {
         size_t bytes = st0->out_bytes[o] / (size_t)st0->batch * (size_t)total;
         void **p = n == 1 ? &st0->out[o] : &st0->shared->buf[o];
-        if (!(*p = malloc(bytes ? bytes : 1))) return CD_ENOMEM;
+        if (n == 1 && st0->out_dst[o]) { // straight into the client's region
+            out[o] = *p = st0->out_dst[o];
+            continue;
+        }
+        if (!(*p = cd_bigbuf_get(bytes))) return CD_ENOMEM;
         out[o] = *p;
     }
     return 0;
@@ -112,7 +126,7 @@ static int alloc_outputs(cd_request **reqs, int n, int total, void **out) {
 // Drops one request's hold on a batch's outputs; the last one frees them.
 static void batch_outputs_unref(batch_outputs *b) {
     if (!b || --b->refs > 0) return;
-    for (int i = 0; i < CD_MAX_TENSORS; i++) free(b->buf[i]);
+    for (int i = 0; i < CD_MAX_TENSORS; i++) cd_bigbuf_put(b->buf[i]);
     free(b);
 }
 
@@ -308,11 +322,50 @@ static int infer_pack(cd_request *req, msgpack_packer *pk) {
         cd_tensor t = {.dtype = CD_DTYPE_F32, .rank = d->rank, .data = st->out[i], .nbytes = st->out_bytes[i]};
         for (int k = 0; k < d->rank; k++) t.shape[k] = k == 0 ? st->batch : shape[k];
         rc |= cd_pack_str(pk, d->name);
+        if (st->out_dst[i]) { // in the region already, or this request's rows of a batch
+            if (st->out[i] != st->out_dst[i]) memcpy(st->out_dst[i], st->out[i], st->out_bytes[i]);
+            rc |= cd_tensor_ref_pack(pk, &t, st->out_ref[i].name, st->out_ref[i].name_len, st->out_ref[i].offset);
+            continue;
+        }
         int trc = cd_tensor_pack(pk, &t);
         if (trc == CD_ETOO_LARGE) return trc; // over 4 GiB: refused, not cut (infer_validate checks first)
         rc |= trc;
     }
     return rc ? CD_ENOMEM : 0;
+}
+
+// Drops the request's holds on its regions (loop thread).
+static void release_regions(infer_state *st) {
+    for (int i = 0; i < CD_MAX_TENSORS; i++) {
+        cd_region_release(&st->in_use[i]);
+        cd_region_release(&st->out_use[i]);
+    }
+}
+
+// Resolves the region tensors of a validated infer in c's regions: inputs
+// point into their mappings, outputs get their destinations. Returns 0 or
+// CD_ENOT_FOUND / CD_EREGION with err (holds taken so far are dropped).
+static int acquire_regions(cd_conn *c, infer_state *st, const cd_infer_args *a, char *err, size_t errlen) {
+    int rc = 0;
+    for (int i = 0; i < st->nin && rc == 0; i++) {
+        if (!a->in_ref[i].name) continue;
+        st->in_use[i].owner = st;
+        void *p;
+        rc = cd_region_acquire(&c->regions, &a->in_ref[i], a->in_bytes[i], false, &st->in_use[i], &p, err, errlen);
+        if (rc == 0) st->in[i] = p;
+    }
+    for (int i = 0; i < st->nout && rc == 0; i++) {
+        if (!a->out_ref[i].name) continue;
+        st->out_use[i].owner = st;
+        st->out_ref[i] = a->out_ref[i];
+        rc = cd_region_acquire(&c->regions, &a->out_ref[i], a->out_bytes[i], true, &st->out_use[i], &st->out_dst[i],
+                               err, errlen);
+    }
+    if (rc != 0) {
+        release_regions(st);
+        memset(st->out_dst, 0, sizeof st->out_dst);
+    }
+    return rc;
 }
 
 static void infer_release(cd_request *req) {
@@ -321,7 +374,9 @@ static void infer_release(cd_request *req) {
     if (st->shared)
         batch_outputs_unref(st->shared);
     else
-        for (int i = 0; i < CD_MAX_TENSORS; i++) free(st->out[i]);
+        for (int i = 0; i < CD_MAX_TENSORS; i++)
+            if (st->out[i] != st->out_dst[i]) cd_bigbuf_put(st->out[i]);
+    release_regions(st);
     if (st->plan) cd_model_variant_put(st->entry->model, st->plan); // not run (infer_finish drops it)
     cd_model_entry_unref(st->entry);
     free(st);
@@ -329,11 +384,14 @@ static void infer_release(cd_request *req) {
 
 // Run by the model queue's batch function (no work part); packed on the
 // worker when it can (pack_on_worker).
-static const cd_request_ops infer_ops = {NULL, infer_done, infer_pack, infer_release};
+static void infer_answered(cd_request *req) { release_regions(req->state); }
 
-// Validates an infer call against e (daemon/validate.c) and fills st.
-static int infer_validate(const msgpack_object *params, cd_model_entry *e, const cd_settings *set, infer_state *st,
-                          char *err, size_t errlen) {
+static const cd_request_ops infer_ops = {NULL, infer_done, infer_pack, infer_release, infer_answered};
+
+// Validates an infer call against e (daemon/validate.c) and fills st
+// (with its regions, from c's).
+static int infer_validate(cd_conn *c, const msgpack_object *params, cd_model_entry *e, const cd_settings *set,
+                          infer_state *st, char *err, size_t errlen) {
     const cd_model *m = e->model;
     cd_infer_sig sig = {.model = e->name,
                         .nin = cd_model_num_inputs(m),
@@ -358,7 +416,16 @@ static int infer_validate(const msgpack_object *params, cd_model_entry *e, const
     memcpy(st->shape, a.shape, sizeof st->shape);
     st->other_size = a.other_size;
     st->max_reply = (uint64_t)set->max_reply;
-    return 0;
+    // An output's size at another input size is known only once the plan of
+    // that size exists (on the worker): its place in a region cannot be
+    // checked here, so it is refused rather than written unchecked.
+    for (int i = 0; i < st->nout; i++)
+        if (st->other_size && a.out_ref[i].name)
+            return cd_errf(CD_EREGION, err, errlen,
+                           "output '%s' into a region: the inputs are of another size than the model's first plan, "
+                           "whose outputs' sizes are not known before it runs (send it inline)",
+                           cd_model_output(m, i)->name);
+    return acquire_regions(c, st, &a, err, errlen);
 }
 
 int cd_method_infer(cd_call *call) {
@@ -388,11 +455,12 @@ int cd_method_infer(cd_call *call) {
         return CD_ENOMEM;
     }
     st->entry = e;
-    rc = infer_validate(call->params, e, call->srv->set, st, call->err, sizeof call->err);
+    rc = infer_validate(call->conn, call->params, e, call->srv->set, st, call->err, sizeof call->err);
     if (rc == 0) rc = cd_conn_budget_check(call->conn, call->msg, call->err, sizeof call->err);
     cd_request *req = NULL;
     if (rc == 0 && !(req = cd_request_new(call->conn, call->msg, CD_M_infer, &infer_ops))) rc = CD_ENOMEM;
     if (rc != 0) {
+        release_regions(st);
         cd_model_entry_unref(e);
         free(st);
         count_error(counters, rc);

@@ -8,12 +8,14 @@
 #include "daemon/log.h"
 #include "daemon/metrics.h"
 #include "daemon/models.h"
+#include "daemon/regions.h"
 #include "daemon/server.h"
 #include "daemon/stats.h"
 #include "daemon/validate.h"
 #include "daemon/version.h"
 #include "runtime/executor.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +38,9 @@ static int m_hello(cd_call *call);
 static int m_health(cd_call *call);
 static int m_stats(cd_call *call);
 static int m_metrics(cd_call *call);
+static int m_region_register(cd_call *call);
+static int m_region_unregister(cd_call *call);
+static int m_region_list(cd_call *call);
 
 // The method table (names come from CD_METHOD_NAMES in stats.h).
 static const method_entry methods[] = {
@@ -48,6 +53,11 @@ static const method_entry methods[] = {
     {CD_M_infer, cd_method_infer, MF_NEEDS_PARAMS},
     {CD_M_metrics, m_metrics, 0},
     {CD_M_plan, cd_method_plan, MF_NEEDS_PARAMS | MF_NO_DRAINING},
+    // No flags: a refusal before the handler would leave the descriptor that
+    // came with the message for the next region_register to take.
+    {CD_M_region_register, m_region_register, 0},
+    {CD_M_region_unregister, m_region_unregister, MF_NEEDS_PARAMS},
+    {CD_M_region_list, m_region_list, 0},
 };
 
 // Copies at most 64 bytes of a client string for a message, replacing
@@ -80,6 +90,7 @@ void cd_methods_dispatch(cd_conn *c, cd_rpc_msg *msg) {
     msgpack_packer pk;
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     call.pk = &pk;
+    bool called = false;
 
     if (!e) {
         char name[80];
@@ -99,7 +110,10 @@ void cd_methods_dispatch(cd_conn *c, cd_rpc_msg *msg) {
         rc = CD_ESHUTDOWN;
     } else {
         rc = e->fn(&call);
+        called = true;
     }
+    // A region_register refused before its handler still used up its descriptor.
+    if (id == CD_M_region_register && !called) cd_region_set_drop_one(&c->regions);
 
     if (rc == 0) {
         cd_conn_reply_ok(c, msgid, sb.data, sb.size);
@@ -279,4 +293,19 @@ static int m_metrics(cd_call *call) {
     rc = msgpack_pack_str(call->pk, len) | msgpack_pack_str_body(call->pk, text, len);
     free(text);
     return rc ? CD_ENOMEM : 0;
+}
+
+// ---- shared-memory regions (daemon/regions.c) ---------------------------------
+
+static int m_region_register(cd_call *call) {
+    return cd_region_method_register(&call->conn->regions, call->srv->set, call->params, call->pk, call->err,
+                                     sizeof call->err);
+}
+
+static int m_region_unregister(cd_call *call) {
+    return cd_region_method_unregister(&call->conn->regions, call->params, call->pk, call->err, sizeof call->err);
+}
+
+static int m_region_list(cd_call *call) {
+    return cd_region_method_list(&call->conn->regions, call->pk, call->err, sizeof call->err);
 }

@@ -51,6 +51,11 @@ typedef struct {
     cd_done_fn done;       // loop part after work (may be NULL)
     cd_pack_fn pack;       // loop part after success (NULL: nil result)
     cd_release_fn release; // frees `state` (may be NULL)
+    // Runs once the response is packed, before any byte of it is written (on
+    // the thread that writes it): lets go of what the client may reuse as
+    // soon as it has the answer (its shared-memory regions). May be NULL;
+    // must be safe to run again (a failed pack on a worker is retried).
+    cd_release_fn answered;
 } cd_request_ops;
 
 // What happened to a request's response before the loop got it back.

@@ -74,6 +74,11 @@ typedef struct {
     int64_t profile;                       // 1: log per-layer times when a worker's exec is freed
     char hip_plugin[CD_SETTINGS_PATH_MAX]; // the GPU=hip plugin ("" = next to the binary)
     int64_t double_buffer;                 // 0 auto (where it overlaps), 1 off, 2 on
+    // -- shared-memory regions (daemon/regions.c) --
+    int64_t max_regions_per_conn;      // regions one connection may hold
+    int64_t max_region_bytes_per_conn; // bytes of regions one connection may hold
+    int64_t max_regions;               // regions held by all connections together
+    int64_t max_region_bytes;          // bytes of regions held by all connections together
 } cd_settings;
 
 // The values of --max-isa, by index ("native": no cap); the runtime's

@@ -38,7 +38,10 @@
 
 // Methods, in the order of by_method in `stats` ("unknown" counts requests
 // for any other name).
-#define CD_METHOD_NAMES(XX) XX(hello) XX(health) XX(models) XX(stats) XX(load) XX(unload) XX(infer) XX(metrics) XX(plan)
+// clang-format off
+#define CD_METHOD_NAMES(XX) XX(hello) XX(health) XX(models) XX(stats) XX(load) XX(unload) XX(infer) XX(metrics) \
+    XX(plan) XX(region_register) XX(region_unregister) XX(region_list)
+// clang-format on
 
 typedef enum {
 #define XX(m) CD_M_##m,

@@ -35,21 +35,23 @@ int cd_params_map(const cd_rpc_msg *msg, const msgpack_object **out, char *err, 
 // a queued request keeps its whole message until it is answered (its input
 // tensors point into it), so bytes that no field uses are not held for it.
 int cd_infer_check_keys(const msgpack_object *params, char *err, size_t errlen) {
-    static const char *const known[] = {"model", "inputs", "outputs", "timeout_ms"};
-    bool seen[4] = {false};
+    static const char *const known[] = {"model", "inputs", "outputs", "timeout_ms", "into"};
+    enum { NKNOWN = sizeof known / sizeof known[0] };
+    bool seen[NKNOWN] = {false};
     for (uint32_t i = 0; i < params->via.map.size; i++) {
         const msgpack_object *k = &params->via.map.ptr[i].key;
         int j = 0;
-        while (j < 4 && !cd_obj_streq(k, known[j])) j++;
-        if (j == 4) {
+        while (j < NKNOWN && !cd_obj_streq(k, known[j])) j++;
+        if (j == NKNOWN) {
             const char *ks;
             size_t kn;
             char shown[80];
             if (!cd_obj_text(k, &ks, &kn))
                 return cd_errf(CD_EPARAMS, err, errlen,
                                "infer params keys must be str (model, inputs, outputs, "
-                               "timeout_ms)");
-            return cd_errf(CD_EPARAMS, err, errlen, "infer takes no param '%s' (model, inputs, outputs, timeout_ms)",
+                               "timeout_ms, into)");
+            return cd_errf(CD_EPARAMS, err, errlen,
+                           "infer takes no param '%s' (model, inputs, outputs, timeout_ms, into)",
                            cd_sanitize(shown, sizeof shown, ks, kn));
         }
         if (seen[j]) return cd_errf(CD_EPARAMS, err, errlen, "infer param '%s' is given twice", known[j]);
@@ -72,7 +74,9 @@ uint64_t cd_infer_reply_bytes(const cd_infer_sig *sig, const cd_infer_args *a) {
     for (int i = 0; i < sig->nout; i++) {
         if (!a->want[i]) continue;
         const cd_io_desc *d = sig->out[i];
-        cd_tensor t = {.dtype = CD_DTYPE_F32, .rank = d->rank, .nbytes = a->out_bytes[i]};
+        // An output written into a region travels as {dtype, shape, region, offset}.
+        cd_tensor t = {.dtype = CD_DTYPE_F32, .rank = d->rank, .nbytes = a->out_ref[i].name ? 0 : a->out_bytes[i]};
+        if (a->out_ref[i].name) n += 32 + CD_MAX_REGION_NAME;
         n += 5 + strlen(d->name) + cd_tensor_packed_size(&t);
     }
     return n;
@@ -100,6 +104,32 @@ static int want_outputs(const msgpack_object *params, const cd_infer_sig *sig, c
             }
             a->want[idx] = true;
         }
+    }
+    return 0;
+}
+
+// The outputs to write into regions ('into': {output name: {region, offset,
+// size}}) into a->out_ref; each is also wanted. Returns 0 or CD_EPARAMS.
+static int into_outputs(const msgpack_object *params, const cd_infer_sig *sig, cd_infer_args *a, char *err,
+                        size_t errlen) {
+    const msgpack_object *into = cd_map_get(params, "into");
+    if (!into || into->type == MSGPACK_OBJECT_NIL) return 0;
+    if (into->type != MSGPACK_OBJECT_MAP)
+        return cd_errf(CD_EPARAMS, err, errlen, "'into' must be a map {output name: {region, offset, size}}");
+    for (uint32_t j = 0; j < into->via.map.size; j++) {
+        const msgpack_object *k = &into->via.map.ptr[j].key;
+        int idx = -1;
+        for (int i = 0; i < sig->nout; i++)
+            if (cd_obj_streq(k, sig->out[i]->name)) idx = i;
+        if (idx < 0)
+            return cd_errf(CD_EPARAMS, err, errlen, "model '%.64s' has no output named in 'into' (entry %u)",
+                           sig->model, j);
+        if (a->out_ref[idx].name)
+            return cd_errf(CD_EPARAMS, err, errlen, "'into' names output '%s' twice", sig->out[idx]->name);
+        char why[200];
+        int rc = cd_region_ref_decode(&into->via.map.ptr[j].val, &a->out_ref[idx], why, sizeof why);
+        if (rc != 0) return cd_errf(rc, err, errlen, "'into' output '%s': %s", sig->out[idx]->name, why);
+        a->want[idx] = true;
     }
     return 0;
 }
@@ -138,7 +168,9 @@ int cd_infer_validate(const msgpack_object *params, const cd_infer_sig *sig, cd_
         const cd_io_desc *d = sig->in[idx];
         cd_tensor t;
         char why[200];
-        int rc = cd_tensor_decode(&inputs->via.map.ptr[j].val, &t, why, sizeof why);
+        const msgpack_object *v = &inputs->via.map.ptr[j].val;
+        int rc = cd_tensor_is_ref(v) ? cd_tensor_ref_decode(v, &t, &a->in_ref[idx], why, sizeof why)
+                                     : cd_tensor_decode(v, &t, why, sizeof why);
         if (rc != 0) {
             snprintf(err, errlen, "input '%s': %s", d->name, why);
             return rc;
@@ -185,6 +217,7 @@ int cd_infer_validate(const msgpack_object *params, const cd_infer_sig *sig, cd_
         }
     }
     int rc = want_outputs(params, sig, a, err, errlen);
+    if (rc == 0) rc = into_outputs(params, sig, a, err, errlen);
     if (rc != 0) return rc;
     if (!a->other_size && (rc = cd_infer_check_outputs(sig, a, err, errlen)) != 0) return rc;
     int64_t timeout = 0;
@@ -205,7 +238,7 @@ int cd_infer_check_outputs(const cd_infer_sig *sig, cd_infer_args *a, char *err,
     for (int i = 0; i < sig->nout; i++) {
         cd_tensor t = {.dtype = CD_DTYPE_F32, .nbytes = a->out_bytes[i]};
         char why[160];
-        if (a->want[i] && cd_tensor_pack_check(&t, why, sizeof why) != 0)
+        if (a->want[i] && !a->out_ref[i].name && cd_tensor_pack_check(&t, why, sizeof why) != 0)
             return cd_errf(CD_ETOO_LARGE, err, errlen, "output '%s' at batch %d: %s", sig->out[i]->name, a->batch, why);
     }
     char why[160];

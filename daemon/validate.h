@@ -9,6 +9,7 @@
 // loop or model behind them.
 
 #include "core/limits.h"
+#include "proto/region.h"
 #include "proto/rpc.h"
 #include "runtime/runtime.h"
 
@@ -40,6 +41,10 @@ typedef struct {
     size_t out_bytes[CD_MAX_TENSORS];
     bool want[CD_MAX_TENSORS]; // outputs to return
     int64_t timeout_ms;        // 0 = none
+    // Shared-memory regions (proto/region.h; name NULL: inline). An input
+    // named in a region has in[] NULL until the daemon resolves it.
+    cd_region_ref in_ref[CD_MAX_TENSORS];
+    cd_region_ref out_ref[CD_MAX_TENSORS]; // outputs written into a region ('into')
     // Inputs of a model with symbolic dims may come in other sizes: their
     // per-item shapes (dim 0 = 1), and whether they differ from the model's
     // first plan. Then out_bytes is left 0: the plan of that size gives the
@@ -48,7 +53,7 @@ typedef struct {
     bool other_size;
 } cd_infer_args;
 
-// The keys infer takes (model, inputs, outputs, timeout_ms), each at most
+// The keys infer takes (model, inputs, outputs, timeout_ms, into), each at most
 // once; anything else is CD_EPARAMS.
 int cd_infer_check_keys(const msgpack_object *params, char *err, size_t errlen);
 

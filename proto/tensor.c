@@ -58,13 +58,9 @@ static int tensor_fields(const msgpack_object *obj, const msgpack_object *f[3], 
     return 0;
 }
 
-int cd_tensor_decode(const msgpack_object *obj, cd_tensor *t, char *err, size_t errlen) {
+int cd_tensor_decode_head(const msgpack_object *dtype, const msgpack_object *shape, cd_tensor *t, char *err,
+                          size_t errlen) {
     memset(t, 0, sizeof *t);
-    const msgpack_object *f[3];
-    int rc = tensor_fields(obj, f, err, errlen);
-    if (rc < 0) return rc;
-    const msgpack_object *dtype = f[0], *shape = f[1], *data = f[2];
-
     const char *dts;
     size_t dtn;
     if (!cd_obj_text(dtype, &dts, &dtn))
@@ -103,9 +99,6 @@ int cd_tensor_decode(const msgpack_object *obj, cd_tensor *t, char *err, size_t 
     }
     t->rank = (int)rank;
 
-    if (data->type != MSGPACK_OBJECT_BIN)
-        return cd_errf(CD_EPARAMS, err, errlen, "tensor field 'data' must be bin, got %s", cd_obj_type_name(data));
-
     char sbuf[8 * 24 + 4];
     int64_t numel = cd_tensor_numel(t);
     if (numel < 0)
@@ -115,12 +108,27 @@ int cd_tensor_decode(const msgpack_object *obj, cd_tensor *t, char *err, size_t 
     if (__builtin_mul_overflow(numel, (int64_t)cd_dtype_size(dt), &nbytes))
         return cd_errf(CD_ETOO_LARGE, err, errlen, "tensor shape %s of %s is more bytes than fit in 64 bits",
                        shape_str(sbuf, sizeof sbuf, t->shape, t->rank), cd_dtype_name(dt));
-    if ((uint64_t)nbytes != data->via.bin.size)
-        return cd_errf(CD_ESHAPE, err, errlen, "tensor data is %" PRIu32 " bytes, shape %s of %s needs %" PRId64,
-                       data->via.bin.size, shape_str(sbuf, sizeof sbuf, t->shape, t->rank), cd_dtype_name(dt), nbytes);
     t->dtype = dt;
+    t->nbytes = (size_t)nbytes;
+    return 0;
+}
+
+int cd_tensor_decode(const msgpack_object *obj, cd_tensor *t, char *err, size_t errlen) {
+    memset(t, 0, sizeof *t);
+    const msgpack_object *f[3];
+    int rc = tensor_fields(obj, f, err, errlen);
+    if (rc < 0) return rc;
+    const msgpack_object *data = f[2];
+    rc = cd_tensor_decode_head(f[0], f[1], t, err, errlen);
+    if (rc < 0) return rc;
+    if (data->type != MSGPACK_OBJECT_BIN)
+        return cd_errf(CD_EPARAMS, err, errlen, "tensor field 'data' must be bin, got %s", cd_obj_type_name(data));
+    char sbuf[8 * 24 + 4];
+    if ((uint64_t)t->nbytes != data->via.bin.size)
+        return cd_errf(CD_ESHAPE, err, errlen, "tensor data is %" PRIu32 " bytes, shape %s of %s needs %zu",
+                       data->via.bin.size, shape_str(sbuf, sizeof sbuf, t->shape, t->rank), cd_dtype_name(t->dtype),
+                       t->nbytes);
     t->data = data->via.bin.ptr;
-    t->nbytes = data->via.bin.size;
     return 0;
 }
 

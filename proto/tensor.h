@@ -31,6 +31,12 @@ int64_t cd_tensor_numel(const cd_tensor *t);
 // gets a readable reason naming the field.
 int cd_tensor_decode(const msgpack_object *obj, cd_tensor *t, char *err, size_t errlen);
 
+// The dtype and shape fields of a tensor map (either form: inline data or a
+// region reference, proto/region.h) into t, with t->nbytes from them and
+// t->data NULL. Returns 0, CD_EPARAMS, CD_EDTYPE, CD_ESHAPE or CD_ETOO_LARGE.
+int cd_tensor_decode_head(const msgpack_object *dtype, const msgpack_object *shape, cd_tensor *t, char *err,
+                          size_t errlen);
+
 // Largest payload of one msgpack bin (bin 32: a 32-bit length).
 #define CD_MAX_BIN UINT32_MAX
 

@@ -187,3 +187,18 @@ CD_TEST(client_daemon_plan_model) {
     CHECK_EQ(convd_health(c, &h), 0);
     convd_close(c);
 }
+
+// An answer of ~1.7 MB (batch 4096: over the reader's 64 KiB buffer), read
+// mostly in place into the reader's message buffer; every value checked.
+CD_TEST(client_daemon_infer_big_answer) {
+    convd_conn *c = connect_daemon();
+    const char *path = getenv("CONVD_TEST_MODEL_PATH");
+    if (!path) CD_CHECK_FAIL_("CONVD_TEST_MODEL_PATH is not set (run through pytest)");
+    convd_model_list *l = NULL;
+    int rc = convd_load(c, "scale2_big", path, 4096, &l);
+    if (rc) CD_CHECK_FAIL_("load: %s %s", convd_errname(rc), convd_errmsg(c));
+    convd_model_list_free(l);
+    check_scale2(c, "scale2_big", 4096);
+    check_scale2(c, "scale2_big", cd_test_randi(200, 4096));
+    convd_close(c);
+}

@@ -6,7 +6,9 @@
 //     (cd_rpc_reader_skip) when a message does not fit --max-buffered;
 //   - the request envelope: method lookup, the params map (daemon/validate.c);
 //   - infer's validation against a model signature (daemon/validate.c: keys,
-//     tensor decoding and checks, batch, outputs, reply size, timeout);
+//     tensor decoding and checks, batch, outputs, reply size, timeout), with
+//     its shared-memory parts (region tensors, 'into': proto/region.c);
+//   - the params of region_register / region_unregister (a region name);
 //   - the codecs in reverse: every decoded input tensor is packed again and
 //     decoded back, every request re-packed and read back, and every error
 //     the daemon would send packed and read back with its code.
@@ -34,6 +36,7 @@
 #include "daemon/stats.h"
 #include "daemon/validate.h"
 #include "proto/params.h"
+#include "proto/region.h"
 #include "proto/rpc.h"
 #include "proto/tensor.h"
 
@@ -198,6 +201,29 @@ static void check_request_round_trip(const cd_rpc_msg *m) {
     msgpack_sbuffer_destroy(&sb);
 }
 
+// A region tensor packed again decodes to the same dtype, shape, name and
+// offset.
+static void check_ref_round_trip(const cd_tensor *t, const cd_region_ref *ref) {
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    CHECK(cd_tensor_ref_pack(&pk, t, ref->name, ref->name_len, ref->offset) == 0);
+    msgpack_unpacked u;
+    msgpack_unpacked_init(&u);
+    CHECK(msgpack_unpack_next(&u, sb.data, sb.size, NULL) == MSGPACK_UNPACK_SUCCESS);
+    cd_tensor t2;
+    cd_region_ref r2;
+    char err[200];
+    CHECK(cd_tensor_ref_decode(&u.data, &t2, &r2, err, sizeof err) == 0);
+    CHECK(t2.dtype == t->dtype && t2.rank == t->rank && t2.nbytes == t->nbytes);
+    CHECK(memcmp(t2.shape, t->shape, sizeof t->shape[0] * (size_t)t->rank) == 0);
+    CHECK(r2.name_len == ref->name_len && memcmp(r2.name, ref->name, ref->name_len) == 0);
+    CHECK(r2.offset == ref->offset);
+    msgpack_unpacked_destroy(&u);
+    msgpack_sbuffer_destroy(&sb);
+}
+
 // ---- what the daemon does with a request ------------------------------------------
 
 static void check_infer(const cd_rpc_msg *m, const msgpack_object *params) {
@@ -234,11 +260,22 @@ static void check_infer(const cd_rpc_msg *m, const msgpack_object *params) {
         uint64_t want = (uint64_t)a.batch * cd_dtype_size(d->dtype);
         for (int k = 1; k < d->rank; k++) want *= (uint64_t)d->shape[k];
         CHECK(a.in_bytes[i] == want);
+        const cd_region_ref *ref = &a.in_ref[i];
+        if (ref->name) { // named in a region: resolved by the daemon, not here
+            CHECK(a.in[i] == NULL && ref->size == a.in_bytes[i]);
+            CHECK(cd_region_name_check(ref->name, ref->name_len, NULL, 0) == 0);
+            CHECK(ref->name >= m->bytes_ && ref->name + ref->name_len <= m->bytes_ + m->nbytes);
+            continue;
+        }
         const char *p = a.in[i];
         CHECK(p >= m->bytes_ && p + a.in_bytes[i] <= m->bytes_ + m->nbytes);
     }
     int nwant = 0;
-    for (int i = 0; i < sig->nout; i++) nwant += a.want[i];
+    for (int i = 0; i < sig->nout; i++) {
+        nwant += a.want[i];
+        const cd_region_ref *ref = &a.out_ref[i];
+        if (ref->name) CHECK(a.want[i] && cd_region_name_check(ref->name, ref->name_len, NULL, 0) == 0);
+    }
     CHECK(nwant >= 1);
     CHECK(cd_infer_reply_bytes(sig, &a) <= sig->max_reply);
     CHECK(a.timeout_ms >= 0 && a.timeout_ms <= INT32_MAX);
@@ -268,7 +305,19 @@ static void use_request(const cd_rpc_msg *m) {
             cd_tensor t;
             if (cd_tensor_decode(&inputs->via.map.ptr[i].val, &t, err, sizeof err) == 0) check_tensor_round_trip(&t);
         }
+    if (inputs && inputs->type == MSGPACK_OBJECT_MAP)
+        for (uint32_t i = 0; i < inputs->via.map.size; i++) {
+            cd_tensor t;
+            cd_region_ref ref;
+            if (cd_tensor_ref_decode(&inputs->via.map.ptr[i].val, &t, &ref, err, sizeof err) == 0)
+                check_ref_round_trip(&t, &ref);
+        }
     if (id == CD_M_infer) check_infer(m, params);
+    if (id == CD_M_region_register || id == CD_M_region_unregister) { // the name, as daemon/regions.c takes it
+        char rname[CD_MAX_REGION_NAME + 1];
+        if (cd_param_str(params, "name", rname, sizeof rname, err, sizeof err) == 0)
+            cd_region_name_check(rname, strlen(rname), err, sizeof err);
+    }
     // The typed getters the other methods use.
     int64_t v;
     bool b;

@@ -176,6 +176,23 @@ def rpc_streams():
     }
     for k, inputs in bad.items():
         out[f"infer-bad-{k}"] = req(4, "infer", {"model": "img", "inputs": inputs})
+    # Shared-memory regions: the methods, region tensors and 'into', good and bad.
+    out["region-methods"] = (req(0, "region_register", {"name": "r"}) + req(1, "region_list") +
+                             req(2, "region_unregister", {"name": "r"}) + req(3, "region_register", {"name": "x y"}) +
+                             req(4, "region_register", {"name": "n" * 65}) + req(5, "region_register"))
+    rimg = {"x": {"dtype": "f32", "shape": [2, 3, 8, 8], "region": "r", "offset": 64}}
+    out["infer-region"] = req(0, "infer", {"model": "img", "inputs": rimg,
+                                           "into": {"y": {"region": "r", "offset": 4096, "size": 1 << 20}}})
+    out["infer-region-two"] = req(1, "infer", {"model": "two", "inputs": {
+        "a": {"dtype": "f32", "shape": [3, 4], "region": "q", "offset": 0}, "b": tensor("i64", [3, 2])},
+        "into": {"s": {"region": "q", "offset": 1 << 63, "size": (1 << 64) - 1}}})
+    out["infer-region-bad"] = (
+        req(0, "infer", {"model": "img", "inputs": {"x": {"dtype": "f32", "shape": [2, 3, 8, 8], "region": "r"}}}) +
+        req(0, "infer", {"model": "img", "inputs": {"x": {"dtype": "f32", "shape": [2, 3, 8, 8], "region": "",
+                                                          "offset": 0}}}) +
+        req(0, "infer", {"model": "img", "inputs": img, "into": {"y": {"region": "r", "offset": -1, "size": 1}}}) +
+        req(0, "infer", {"model": "img", "inputs": img, "into": {"nope": {"region": "r", "offset": 0, "size": 1}}}) +
+        req(0, "infer", {"model": "img", "inputs": img, "into": []}))
     out["infer-extra-key"] = req(0, "infer", {"model": "img", "inputs": img, "pad": b"x" * 64})
     out["infer-no-model"] = req(0, "infer", {"inputs": img})
     out["infer-outputs-empty"] = req(0, "infer", {"model": "img", "inputs": img, "outputs": []})

@@ -317,3 +317,24 @@ def test_daemon_stops_mid_run(tmp_path):
     assert res["requests"]["ok"] > 0
     # Each request got exactly one outcome.
     assert res["requests"]["sent"] == res["requests"]["ok"] + res["requests"]["errors"]
+
+
+# ---- shared memory (--shm) ----------------------------------------------------
+
+def test_shm_closed_loop_requests_exact_count(d):
+    """--shm: a worker, a connection and a region each; every request counted
+    once by the daemon, none failed; the regions go with the connections."""
+    n = 400
+    before = infer_count(d)
+    out = bench_json(d, "--model", "scale2", "--concurrency", 3, "--shm",
+                     "--requests", n, "--warmup", 0, "--no-progress")
+    assert out["mode"] == "closed shared-memory"
+    assert out["connections"] == 3
+    assert out["requests"] == {"sent": n, "ok": n, "errors": 0}
+    assert infer_count(d) - before == n
+
+
+def test_shm_takes_no_rate(d):
+    r = bench("--model", "scale2", "--concurrency", 2, "--shm", "--rate", 10, socket=d.socket)
+    assert r.returncode == 2
+    assert "--shm is a closed loop" in r.stderr

@@ -156,3 +156,30 @@ def test_static_model_refuses_other_sizes_as_before(tmp_path):
             with pytest.raises(convd.ConvdError) as e:
                 c.infer("fixed", {"input": np.zeros((1, 3, 32, 32), np.float32)})
             assert e.value.code == "E_SHAPE" and "input 'input' dim 2 must be 16, got 32" in str(e.value)
+
+
+def test_regions_at_other_sizes(tmp_path, seg_dir):
+    """Shared-memory regions with per-size plans: an input of another size
+    read from a region is computed as sent inline; an output into a region at
+    another size is refused (E_REGION: its size is known only once the plan of
+    that size exists), at the first plan's size it is written there."""
+    sess = ort.InferenceSession(str(seg_dir / "seg.onnx"), providers=["CPUExecutionProvider"])
+    with TestDaemon(tmp_path, models_dir=seg_dir, args=["--max-shapes", "4"]) as d:
+        with convd.Client(d.socket, timeout=HANG_S) as c, convd.Region(1 << 20) as r:
+            c.register_region(r, "r")
+            x = r.array((1, 3, 40, 24), "f32")
+            x[:] = RNG.uniform(-1, 1, x.shape)
+            check_close(c.infer("seg", {"input": x}), sess, np.array(x))
+            name = sess.get_outputs()[0].name
+            y = r.array((1, 1), "f32", offset=1 << 19)
+            with pytest.raises(convd.ConvdError) as e:
+                c.infer("seg", {"input": x}, into={name: y})
+            assert e.value.code == "E_REGION" and "another size" in e.value.message
+            x32 = r.array((1, 3, 32, 32), "f32")
+            x32[:] = RNG.uniform(-1, 1, x32.shape)
+            want = sess.run(None, {"input": np.array(x32)})[0]
+            y = r.array(want.shape, "f32", offset=1 << 19)
+            got = c.infer("seg", {"input": x32}, into={name: y})[name]
+            assert np.shares_memory(got, y)
+            assert np.abs(np.array(y) - want).max() <= TOL * max(1.0, float(np.abs(want).max()))
+            del x, y, x32, got

@@ -40,6 +40,8 @@ typedef struct {
     const char *plot;        // PNG file, or NULL
     int progress;            // -1: when stderr is a tty; 0 never; 1 always
     uint64_t seed;           // random inputs and poisson gaps
+    int shm;                 // closed loop through shared memory: each worker its own
+                             // connection and region (inputs and outputs named, not sent)
 } bench_cfg;
 
 // One second of the run (the timeline: progress line, --csv, --plot).

@@ -15,7 +15,7 @@ void bench_usage(FILE *f) {
                "                 [--duration S | --requests N] [--warmup S] [--batch B]\n"
                "                 [--socket PATH] [--connections K] [--input-shape auto|SHAPE]\n"
                "                 [--timeout MS] [--seed N] [--json] [--csv FILE] [--plot FILE.png]\n"
-               "                 [--progress | --no-progress]\n"
+               "                 [--progress | --no-progress] [--shm]\n"
                "\n"
                "Load-tests a running convd with inference requests on random f32 inputs and\n"
                "reports throughput and latency (docs/BENCHMARKING.md).\n"
@@ -40,6 +40,9 @@ void bench_usage(FILE *f) {
                "                     = B; or AxBx.. for a one-input model; or NAME=AxB..,NAME=..\n"
                "  --timeout MS       per-request timeout, also sent to the daemon (default 10000)\n"
                "  --seed N           seed of the random inputs and arrivals (default: time)\n"
+               "  --shm              closed loop through shared-memory regions: each worker has\n"
+               "                     its own connection and region holding its inputs and\n"
+               "                     outputs; requests name them instead of carrying them\n"
                "  --socket PATH      daemon socket (default $CONVD_SOCKET, else /run/convd/convd.sock\n"
                "                     as root, else $XDG_RUNTIME_DIR/convd.sock)\n"
                "\n"
@@ -108,6 +111,10 @@ int bench_parse(int argc, char **argv, bench_cfg *cfg) {
         // Flags without a value.
         if (strcmp(a, "--json") == 0) {
             cfg->json = 1;
+            continue;
+        }
+        if (strcmp(a, "--shm") == 0) {
+            cfg->shm = 1;
             continue;
         }
         if (strcmp(a, "--progress") == 0) {
@@ -189,6 +196,8 @@ int bench_parse(int argc, char **argv, bench_cfg *cfg) {
     if (cfg->concurrency < 1) return usage_error("%s", "--concurrency is required");
     if (have_duration && cfg->requests) return usage_error("%s", "give --duration or --requests, not both");
     if (have_arrival && cfg->rate == 0) return usage_error("%s", "--arrival needs --rate (open loop)");
+    if (cfg->shm && cfg->rate != 0) return usage_error("%s", "--shm is a closed loop: it takes no --rate");
+    if (cfg->shm) cfg->connections = cfg->concurrency; // a worker, a connection, a region
     if (cfg->connections == 0) cfg->connections = cfg->concurrency < 8 ? cfg->concurrency : 8;
     if (cfg->connections > cfg->concurrency) return usage_error("%s", "--connections cannot exceed --concurrency");
     return 0;

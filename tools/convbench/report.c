@@ -24,7 +24,9 @@ static double ms(uint64_t ns) { return (double)ns / 1e6; }
 
 static double throughput(const bench_result *r) { return r->elapsed_s > 0 ? (double)r->ok / r->elapsed_s : 0.0; }
 
-static const char *mode_name(const bench_cfg *cfg) { return cfg->rate > 0 ? "open" : "closed"; }
+static const char *mode_name(const bench_cfg *cfg) {
+    return cfg->rate > 0 ? "open" : cfg->shm ? "closed shared-memory" : "closed";
+}
 
 void bench_report_text(FILE *f, const bench_cfg *cfg, const bench_result *r) {
     fprintf(f, "convbench: model %s, %s loop, ", cfg->model, mode_name(cfg));

@@ -73,6 +73,10 @@ struct bench {
     atomic_int lost_all;          // open loop: every connection broke
     int last_send_status;         // status of the last send failure
     char last_send_msg[160];      // and its message
+    // --shm: the outputs (names, bytes at the run's batch) each region holds.
+    size_t n_outputs;
+    char **out_names;
+    size_t *out_bytes;
 };
 
 static int64_t mono_ns(void) {
@@ -193,6 +197,82 @@ static void closed_done(void *user, int status, convd_outputs *outs, const char 
     record(b, w->sched_ns, w->measured, status);
     worker_issue(w); // before finish_one: outstanding never dips to 0 mid-run
     finish_one(b);
+}
+
+// ---- closed loop through shared memory (--shm) ---------------------------------
+
+// A --shm worker: its own connection and region. The region holds the NSETS
+// input sets (written once, used in turn) and one place per output.
+typedef struct {
+    bench *b;
+    int conn;
+    pthread_t thread;
+} shm_worker;
+
+// Puts the input sets and the outputs' places in a new region registered on
+// conn. Returns 0 or a status (message set).
+static int shm_setup(bench *b, convd_conn *conn, convd_region **rp, convd_region_ref *in_refs,
+                     convd_region_ref *out_refs) {
+    size_t in_total = 0, out_total = 0;
+    for (size_t i = 0; i < b->n_inputs; i++) in_total += (b->sets[i].nbytes + 63) & ~(size_t)63;
+    for (size_t o = 0; o < b->n_outputs; o++) out_total += (b->out_bytes[o] + 63) & ~(size_t)63;
+    int rc = convd_region_create(NSETS * in_total + out_total, rp);
+    if (rc) return rc;
+    char *base = convd_region_data(*rp);
+    size_t off = 0;
+    for (int s = 0; s < NSETS; s++)
+        for (size_t i = 0; i < b->n_inputs; i++) {
+            const convd_tensor *t = &b->sets[s * b->n_inputs + i];
+            memcpy(base + off, t->data, t->nbytes);
+            in_refs[s * b->n_inputs + i] = (convd_region_ref){"convbench", off, t->nbytes};
+            off += (t->nbytes + 63) & ~(size_t)63;
+        }
+    for (size_t o = 0; o < b->n_outputs; o++) {
+        out_refs[o] = (convd_region_ref){"convbench", off, b->out_bytes[o]};
+        off += (b->out_bytes[o] + 63) & ~(size_t)63;
+    }
+    return convd_region_register(conn, *rp, "convbench", 0);
+}
+
+static void *shm_worker_main(void *arg) {
+    shm_worker *w = arg;
+    bench *b = w->b;
+    convd_conn *conn = b->conns[w->conn];
+    convd_region *r = NULL;
+    convd_region_ref *in_refs = calloc(NSETS * b->n_inputs, sizeof *in_refs);
+    convd_region_ref *out_refs = calloc(b->n_outputs ? b->n_outputs : 1, sizeof *out_refs);
+    int rc = in_refs && out_refs ? shm_setup(b, conn, &r, in_refs, out_refs) : CONVD_ENOMEM;
+    if (rc) {
+        send_failed(b, mono_ns(), 0, rc);
+        atomic_fetch_add(&b->failed_workers, 1);
+    }
+    int64_t now;
+    int measured;
+    while (rc == 0 && may_issue(b, now = mono_ns(), &measured)) {
+        atomic_fetch_add(&b->outstanding, 1);
+        atomic_fetch_add(&b->sent_all, 1);
+        if (measured) {
+            pthread_mutex_lock(&b->mu);
+            b->res->sent++;
+            pthread_mutex_unlock(&b->mu);
+        }
+        size_t s = atomic_fetch_add(&b->rr, 1) % NSETS;
+        convd_outputs *outs = NULL;
+        int st = convd_infer_regions(conn, b->cfg->model, b->n_inputs, (const char *const *)b->names,
+                                     &b->sets[s * b->n_inputs], &in_refs[s * b->n_inputs], b->n_outputs,
+                                     (const char *const *)b->out_names, out_refs, &outs, b->cfg->timeout_ms);
+        convd_outputs_free(outs);
+        record(b, now, measured, st);
+        finish_one(b);
+    }
+    convd_region_free(r); // the daemon's mapping goes with the connection
+    free(in_refs);
+    free(out_refs);
+    if (atomic_fetch_sub(&b->live_workers, 1) == 1) {
+        atomic_store(&b->stop, 1);
+        wake(b);
+    }
+    return NULL;
 }
 
 // ---- open loop --------------------------------------------------------------
@@ -430,6 +510,16 @@ static int setup_inputs(bench *b) {
             t->nbytes = n * sizeof *x;
         }
     }
+    b->n_outputs = m->n_outputs;
+    b->out_names = calloc(m->n_outputs ? m->n_outputs : 1, sizeof *b->out_names);
+    b->out_bytes = calloc(m->n_outputs ? m->n_outputs : 1, sizeof *b->out_bytes);
+    for (size_t i = 0; i < m->n_outputs; i++) {
+        const convd_tensor_info *ti = &m->outputs[i];
+        size_t n = convd_dtype_size(ti->dtype) ? convd_dtype_size(ti->dtype) : 4;
+        for (int d = 0; d < ti->rank; d++) n *= (size_t)(ti->shape[d] < 1 ? b->res->batch : ti->shape[d]);
+        b->out_names[i] = strdup(ti->name);
+        b->out_bytes[i] = n;
+    }
     convd_model_list_free(l);
     return BENCH_EXIT_OK;
 }
@@ -508,6 +598,9 @@ static void bench_free(bench *b) {
         for (size_t i = 0; i < b->n_inputs; i++) free(b->names[i]);
         free(b->names);
     }
+    for (size_t i = 0; b->out_names && i < b->n_outputs; i++) free(b->out_names[i]);
+    free(b->out_names);
+    free(b->out_bytes);
     free(b->conns);
     pthread_mutex_destroy(&b->mu);
     pthread_cond_destroy(&b->cond);
@@ -609,7 +702,18 @@ int bench_run(const bench_cfg *cfg, bench_result *res) {
     worker *workers = NULL;
     pthread_t issuer;
     int issuer_started = 0;
-    if (closed) {
+    shm_worker *shm = NULL;
+    if (cfg->shm) {
+        shm = calloc((size_t)cfg->concurrency, sizeof *shm);
+        atomic_store(&b.live_workers, cfg->concurrency);
+        for (int i = 0; i < cfg->concurrency; i++) {
+            shm[i] = (shm_worker){.b = &b, .conn = i % b.nconn};
+            if (pthread_create(&shm[i].thread, NULL, shm_worker_main, &shm[i]) != 0) {
+                fprintf(stderr, "convbench: cannot start a worker thread\n");
+                exit(BENCH_EXIT_FAIL);
+            }
+        }
+    } else if (closed) {
         workers = calloc((size_t)cfg->concurrency, sizeof *workers);
         atomic_store(&b.live_workers, cfg->concurrency);
         for (int i = 0; i < cfg->concurrency; i++) {
@@ -629,6 +733,8 @@ int bench_run(const bench_cfg *cfg, bench_result *res) {
     run_ticks(&b, &spare, show, tty);
     if (show && tty) fprintf(stderr, "\n");
     if (issuer_started) pthread_join(issuer, NULL);
+    for (int i = 0; shm && i < cfg->concurrency; i++) pthread_join(shm[i].thread, NULL);
+    free(shm);
     // Closing completes whatever is still in flight (E_CLOSED).
     for (int i = 0; i < b.nconn; i++) convd_close(b.conns[i]);
     b.nconn = 0;

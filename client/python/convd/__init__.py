@@ -32,6 +32,9 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Mapping, 
 import msgpack
 import numpy as np
 
+from . import region as _region
+from .region import Region
+
 if TYPE_CHECKING:
     from types import EllipsisType
 
@@ -50,7 +53,7 @@ def _read_version() -> str:
 
 __version__ = _read_version()
 
-__all__ = ["Client", "ConvdError", "SYSTEM_SOCKET", "default_socket", "encode_tensor",
+__all__ = ["Client", "ConvdError", "Region", "SYSTEM_SOCKET", "default_socket", "encode_tensor",
            "decode_tensor", "__version__"]
 
 SYSTEM_SOCKET = "/run/convd/convd.sock"
@@ -125,25 +128,56 @@ def decode_tensor(t: Mapping[str, Any]) -> np.ndarray:
     return arr.reshape(shape).copy()
 
 
+def _encode_input(v: Any, regions: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
+    """An input: its place in a registered region when it is a view of one,
+    else its bytes."""
+    at = _region.find(regions, v) if regions else None
+    if at is None:
+        return encode_tensor(v)
+    name = _NAMES.get(v.dtype)
+    if name is None:
+        raise ConvdError("E_DTYPE", f"dtype {v.dtype} is not supported")
+    return {"dtype": name, "shape": list(v.shape), "region": at[0], "offset": at[1]}
+
+
 def infer_params(model: str, inputs: Mapping[str, npt.ArrayLike],
-                 outputs: Optional[Iterable[str]], timeout: Optional[float]) -> Dict[str, Any]:
-    """The params of an infer request (both clients send the same)."""
+                 outputs: Optional[Iterable[str]], timeout: Optional[float],
+                 regions: Optional[Mapping[str, Any]] = None,
+                 into: Optional[Mapping[str, np.ndarray]] = None) -> Dict[str, Any]:
+    """The params of an infer request (both clients send the same). regions:
+    the registered regions ({name: Region}); into: outputs to compute
+    straight into views of them."""
     params: Dict[str, Any] = {"model": model,
-                              "inputs": {str(k): encode_tensor(v) for k, v in inputs.items()}}
+                              "inputs": {str(k): _encode_input(v, regions) for k, v in inputs.items()}}
     if outputs is not None:
         params["outputs"] = [str(o) for o in outputs]
+    if into:
+        params["into"] = {}
+        for k, v in into.items():
+            at = _region.find(regions, v) if regions else None
+            if at is None:
+                raise ConvdError("E_PARAMS", f"'into' output {k!r} is not a C-contiguous view "
+                                 "of a region registered on this client")
+            params["into"][str(k)] = {"region": at[0], "offset": at[1], "size": v.nbytes}
     if timeout is not None:
         params["timeout_ms"] = max(1, int(timeout * 1000))
     return params
 
 
-def infer_outputs(result: Any) -> Dict[str, np.ndarray]:
-    """The outputs of an infer answer, decoded."""
+def infer_outputs(result: Any, into: Optional[Mapping[str, np.ndarray]] = None) -> Dict[str, np.ndarray]:
+    """The outputs of an infer answer, decoded; one written into a region is
+    its view from `into` (reshaped to the answer's shape)."""
     try:
         outs = result["outputs"]
     except (KeyError, TypeError):
         raise ConvdError("E_PROTOCOL", "the answer to 'infer' has no outputs") from None
-    return {k: decode_tensor(v) for k, v in outs.items()}
+    got = {}
+    for k, v in outs.items():
+        if isinstance(v, dict) and "region" in v and into and k in into:
+            got[k] = into[k].reshape(v["shape"])
+        else:
+            got[k] = decode_tensor(v)
+    return got
 
 
 class Client:
@@ -166,6 +200,7 @@ class Client:
             raise ConvdError("E_CONNECT", f"cannot connect to {self.path}: "
                              f"{e.strerror or e}") from None
         self._broken: Optional[str] = None  # reason the stream is unusable, once it is
+        self._regions: Dict[str, _region.Region] = {}  # registered here, by name
 
     # -- plumbing ---------------------------------------------------------
     def close(self) -> None:
@@ -196,8 +231,9 @@ class Client:
         raise ConvdError(code, message)
 
     def call(self, method: str, params: Optional[Dict[str, Any]] = None,
-             timeout: Timeout = ...) -> Any:
+             timeout: Timeout = ..., fds: Iterable[int] = ()) -> Any:
         """Calls method with params (a dict, or None for {}); returns the result.
+        fds: descriptors sent with the request (SCM_RIGHTS; region_register).
 
         Raises ConvdError with the daemon's code on an error answer."""
         if timeout is ...:
@@ -211,7 +247,12 @@ class Client:
                                 use_bin_type=True)
             try:
                 self._sock.settimeout(timeout)
-                self._sock.sendall(req)
+                fds = list(fds)
+                if fds:  # the descriptors ride with the first bytes of the message
+                    sent = socket.send_fds(self._sock, [req], fds)
+                    req = req[sent:]
+                if req:
+                    self._sock.sendall(req)
             except socket.timeout:
                 self._break("E_TIMEOUT", "timed out sending the request; "
                             "the connection is closed (request cut short)")
@@ -302,11 +343,33 @@ class Client:
 
     def infer(self, model: str, inputs: Mapping[str, npt.ArrayLike],
               outputs: Optional[Iterable[str]] = None,
-              timeout: Timeout = ...) -> Dict[str, np.ndarray]:
+              timeout: Timeout = ..., into: Optional[Mapping[str, np.ndarray]] = None
+              ) -> Dict[str, np.ndarray]:
         """Runs model on {name: ndarray}; returns {name: ndarray}.
 
-        outputs: names of the outputs wanted (default: all)."""
+        outputs: names of the outputs wanted (default: all). An input that is
+        a view of a registered region is not sent, only named; into:
+        {output name: a view of a registered region} the daemon writes that
+        output into (the returned array is that view)."""
         if timeout is ...:
             timeout = self.timeout
-        result = self.call("infer", infer_params(model, inputs, outputs, timeout), timeout=timeout)
-        return infer_outputs(result)
+        params = infer_params(model, inputs, outputs, timeout, self._regions, into)
+        result = self.call("infer", params, timeout=timeout)
+        return infer_outputs(result, into)
+
+    # -- shared-memory regions (convd.region) -------------------------------
+    def register_region(self, region: _region.Region, name: str) -> Dict[str, Any]:
+        """Sends region's memfd to the daemon under name (once); from then on
+        an input that is a view of it, and an output in `into`, travel as
+        their place in it. Returns {name, size, writable}."""
+        got = self.call("region_register", {"name": name}, fds=[region.fd])
+        self._regions[name] = region
+        return got
+
+    def unregister_region(self, name: str) -> None:
+        self._regions.pop(name, None)
+        self.call("region_unregister", {"name": name})
+
+    def regions(self) -> List[Dict[str, Any]]:
+        """The regions of this connection: [{name, size, writable, in_use}]."""
+        return self.call("region_list")

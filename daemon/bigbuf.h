@@ -1,0 +1,19 @@
+#ifndef CD_DAEMON_BIGBUF_H
+#define CD_DAEMON_BIGBUF_H
+
+// Big output buffers kept for the next request. glibc serves an allocation
+// over 32 MiB with its own mmap and unmaps it on free, so every request of a
+// model with big outputs faulted in and zeroed every page of a fresh buffer
+// (docs/PERFORMANCE.md, "Big tensors": 35% of the daemon's CPU on a 42 MiB
+// output). A few freed buffers are kept, with their pages, for the next
+// request that fits. Thread-safe (workers take, the loop gives back).
+
+#include <stddef.h>
+
+// A buffer of at least `bytes` (malloc'd, or one kept), or NULL.
+void *cd_bigbuf_get(size_t bytes);
+// Gives p (from cd_bigbuf_get or malloc; NULL: no-op) back: kept when it is
+// big and there is room, else freed.
+void cd_bigbuf_put(void *p);
+
+#endif // CD_DAEMON_BIGBUF_H
