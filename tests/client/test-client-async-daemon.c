@@ -5,26 +5,13 @@
 // and the reference, every request must complete exactly once.
 
 #include "client/convd.h"
+#include "tests/client/daemon-env.h"
 #include "tests/unit/check.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <time.h>
 #include <unistd.h>
-
-static convd_conn *connect_daemon(void) {
-    const char *path = getenv("CONVD_SOCKET");
-    if (!path) CD_CHECK_FAIL_("CONVD_SOCKET is not set (run through pytest)");
-    convd_conn *c = NULL;
-    if (convd_connect(path, NULL, &c) != 0) CD_CHECK_FAIL_("connect %s: %s", path, convd_errmsg(NULL));
-    return c;
-}
-
-static const char *test_model(void) {
-    const char *m = getenv("CONVD_TEST_MODEL");
-    if (!m) CD_CHECK_FAIL_("CONVD_TEST_MODEL is not set (run through pytest)");
-    return m;
-}
 
 // One request: input, the synchronous answer, what the async one gave.
 typedef struct {

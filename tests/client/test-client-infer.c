@@ -4,23 +4,10 @@
 // y = max(0, 2x)) and passes $CONVD_TEST_MODEL (its registry name).
 
 #include "client/convd.h"
+#include "tests/client/daemon-env.h"
 #include "tests/unit/check.h"
 
 #include <unistd.h>
-
-static convd_conn *connect_daemon(void) {
-    const char *path = getenv("CONVD_SOCKET");
-    if (!path) CD_CHECK_FAIL_("CONVD_SOCKET is not set (run through pytest)");
-    convd_conn *c = NULL;
-    if (convd_connect(path, NULL, &c) != 0) CD_CHECK_FAIL_("connect %s: %s", path, convd_errmsg(NULL));
-    return c;
-}
-
-static const char *test_model(void) {
-    const char *m = getenv("CONVD_TEST_MODEL");
-    if (!m) CD_CHECK_FAIL_("CONVD_TEST_MODEL is not set (run through pytest)");
-    return m;
-}
 
 // A random x [batch, 3, 5, 7] with both signs.
 static float *random_input(convd_tensor *t, int batch) {

@@ -4,6 +4,7 @@
 // x [N, 3, 5, 7]), from several threads on one connection.
 
 #include "client/convd.h"
+#include "tests/client/daemon-env.h"
 #include "tests/unit/check.h"
 
 #include <fcntl.h>
@@ -11,20 +12,6 @@
 #include <unistd.h>
 
 #define ITEM_BYTES (3 * 5 * 7 * sizeof(float))
-
-static convd_conn *connect_daemon(void) {
-    const char *path = getenv("CONVD_SOCKET");
-    if (!path) CD_CHECK_FAIL_("CONVD_SOCKET is not set (run through pytest)");
-    convd_conn *c = NULL;
-    if (convd_connect(path, NULL, &c) != 0) CD_CHECK_FAIL_("connect %s: %s", path, convd_errmsg(NULL));
-    return c;
-}
-
-static const char *test_model(void) {
-    const char *m = getenv("CONVD_TEST_MODEL");
-    if (!m) CD_CHECK_FAIL_("CONVD_TEST_MODEL is not set (run through pytest)");
-    return m;
-}
 
 CD_TEST(client_region_create_is_sealed) {
     convd_region *r = NULL;
