@@ -98,6 +98,18 @@ static void wake(bench *b) {
 }
 
 // Decides whether a request due at t may be sent; sets *measured.
+// One request about to go out: in flight, sent, and sent within the
+// measured window.
+static void count_sent(bench *b, int measured) {
+    atomic_fetch_add(&b->outstanding, 1);
+    atomic_fetch_add(&b->sent_all, 1);
+    if (measured) {
+        pthread_mutex_lock(&b->mu);
+        b->res->sent++;
+        pthread_mutex_unlock(&b->mu);
+    }
+}
+
 static int may_issue(bench *b, int64_t t, int *measured) {
     if (atomic_load(&b->stop)) return 0;
     if (t >= b->end_at) {
@@ -170,13 +182,7 @@ static void worker_issue(worker *w) {
     if (!may_issue(b, now, &measured)) goto retire;
     w->sched_ns = now;
     w->measured = measured;
-    atomic_fetch_add(&b->outstanding, 1);
-    atomic_fetch_add(&b->sent_all, 1);
-    if (measured) {
-        pthread_mutex_lock(&b->mu);
-        b->res->sent++;
-        pthread_mutex_unlock(&b->mu);
-    }
+    count_sent(b, measured);
     int rc = convd_infer_async(b->conns[w->conn], b->cfg->model, b->n_inputs, (const char *const *)b->names,
                                next_set(b), 0, NULL, b->cfg->timeout_ms, closed_done, w);
     if (rc == 0) return;
@@ -249,13 +255,7 @@ static void *shm_worker_main(void *arg) {
     int64_t now;
     int measured;
     while (rc == 0 && may_issue(b, now = mono_ns(), &measured)) {
-        atomic_fetch_add(&b->outstanding, 1);
-        atomic_fetch_add(&b->sent_all, 1);
-        if (measured) {
-            pthread_mutex_lock(&b->mu);
-            b->res->sent++;
-            pthread_mutex_unlock(&b->mu);
-        }
+        count_sent(b, measured);
         size_t s = atomic_fetch_add(&b->rr, 1) % NSETS;
         convd_outputs *outs = NULL;
         int st = convd_infer_regions(conn, b->cfg->model, b->n_inputs, (const char *const *)b->names,
