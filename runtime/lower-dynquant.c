@@ -44,23 +44,6 @@ static void tag(lctx *c, int id, int t, int src) {
     c->g->values[id].dynq_src = src;
 }
 
-int cd_lower_dynq_check(lctx *c) {
-    const char *op = c->n->op;
-    if (strcmp(op, "ConvInteger") == 0 || strcmp(op, "MatMulInteger") == 0 || strcmp(op, "Cast") == 0 ||
-        strcmp(op, "Mul") == 0)
-        return 0; // they check their inputs themselves
-    for (int j = 0; j < c->n->ninputs; j++) {
-        const cd_value *v = in_val(c, j);
-        if (v && v->dynq)
-            return node_fail(c, CD_EUNSUPPORTED,
-                             "input %d ('%s') is the %s of a DynamicQuantizeLinear; only the pattern "
-                             "quantize_dynamic writes (ConvInteger/MatMulInteger, Cast, Mul by the scales) can "
-                             "read it",
-                             j, v->name, dynq_name(v->dynq));
-    }
-    return 0;
-}
-
 int cd_lower_dynamic_quantize(lctx *c) {
     int rc;
     if ((rc = need_inputs(c, 1, 1)) || (rc = need_act(c, 0))) return rc;
@@ -202,7 +185,6 @@ static int lower_mul(lctx *c) {
             // acc * y_scale is what a holds; the w_scale part is a constant Mul.
             if (a->nconsumers != 1 || a->is_output)
                 return node_fail(c, CD_EUNSUPPORTED, "the integer sums '%s' are read by more than this Mul", a->name);
-            c->g->values[in_id(c, j)].dynq = DYNQ_NONE; // a plain Mul from here (read once: by it)
             if (b->numel == 1 && fold_scale(c, in_val(c, j), b->f[0])) return 0;
             int64_t shape[CD_MAX_RANK];
             memcpy(shape, b->shape, sizeof shape);
@@ -236,12 +218,16 @@ int cd_lower_dynq_output(const cd_graph *g, int id, char *err, size_t errlen) {
 }
 
 int cd_lower_dynq_op(lctx *c) {
-    for (int j = 0; j < c->n->ninputs; j++) {
-        const cd_value *v = in_val(c, j);
-        if (!v || !v->dynq) continue;
-        if (strcmp(c->n->op, "Mul") == 0) return lower_mul(c);
-        if (strcmp(c->n->op, "Cast") == 0) return lower_cast(c);
-        return lower_integer_op(c); // ConvInteger, MatMulInteger (cd_lower_dynq_check let nothing else by)
-    }
-    return 1; // not ours
+    const cd_value *v = NULL;
+    for (int j = 0; j < c->n->ninputs && !v; j++)
+        if (in_val(c, j) && in_val(c, j)->dynq) v = in_val(c, j);
+    if (!v) return 1; // not ours
+    const char *op = c->n->op;
+    if (strcmp(op, "Mul") == 0) return lower_mul(c);
+    if (strcmp(op, "Cast") == 0) return lower_cast(c);
+    if (strcmp(op, "ConvInteger") == 0 || strcmp(op, "MatMulInteger") == 0) return lower_integer_op(c);
+    return node_fail(c, CD_EUNSUPPORTED,
+                     "input '%s' is the %s of a DynamicQuantizeLinear; only the pattern quantize_dynamic writes "
+                     "(ConvInteger/MatMulInteger, Cast, Mul by the scales) can read it",
+                     v->name, dynq_name(v->dynq));
 }

@@ -374,11 +374,10 @@ int cd_lower_qlinear_binary(lctx *c);
 int cd_lower_qlinear_global_pool(lctx *c);
 int cd_lower_integer_op(lctx *c);
 int cd_lower_dynamic_quantize(lctx *c);
-// runtime/lower-dynquant.c: refuses any node but the pattern's that reads a
-// DynamicQuantizeLinear's outputs (0 when none does); lowers a pattern node
-// (Mul, Cast, ConvInteger, MatMulInteger) that does: 0 or an error, 1 when
-// its inputs are none of the pattern's.
-int cd_lower_dynq_check(lctx *c);
+// runtime/lower-dynquant.c: a node reading a DynamicQuantizeLinear's
+// outputs is lowered as part of quantize_dynamic's pattern (Mul, Cast,
+// ConvInteger, MatMulInteger) or refused naming them: 0 or an error; 1 when
+// none of its inputs is one of the pattern's (the op's own lowering runs).
 int cd_lower_dynq_op(lctx *c);
 // CD_EUNSUPPORTED (err filled) when graph output id is one of the pattern's
 // values (they hold scaled numbers), else 0.

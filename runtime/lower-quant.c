@@ -534,8 +534,7 @@ int cd_lower_qlinear_global_pool(lctx *c) {
 // a quantized int32 tensor of scale 1. x is a quantized activation; w an
 // integer initializer (w_zp per tensor, or per output channel / column).
 int cd_lower_integer_op(lctx *c) {
-    int rc = cd_lower_dynq_op(c);
-    if (rc <= 0) return rc;
+    int rc;
     const int conv = strcmp(c->n->op, "ConvInteger") == 0;
     if ((rc = need_inputs(c, 2, 4)) || (rc = only_first_output(c)) ||
         (rc = need_int_const(c, 1, conv ? "the weights" : "B", conv ? 4 : 2)))

@@ -360,8 +360,7 @@ int cd_lower_gather(lctx *c) {
 }
 
 int cd_lower_cast(lctx *c) {
-    int rc = cd_lower_dynq_op(c);
-    if (rc <= 0) return rc;
+    int rc;
     if ((rc = need_inputs(c, 1, 1)) || (rc = only_first_output(c))) return rc;
     int64_t to;
     if ((rc = attr_int(c, "to", 0, &to))) return rc;

@@ -362,8 +362,7 @@ static int fold_binary_const(lctx *c, cd_binary_kind kind, cd_value *a, cd_value
 }
 
 int cd_lower_binary(lctx *c) {
-    int rc = cd_lower_dynq_op(c);
-    if (rc <= 0) return rc;
+    int rc;
     if ((rc = need_inputs(c, 2, 2)) || (rc = only_first_output(c))) return rc;
     const char *op = c->n->op;
     cd_binary_kind kind = strcmp(op, "Add") == 0   ? CD_BINARY_ADD
@@ -761,7 +760,11 @@ int cd_graph_lower(cd_graph *g, char *err, size_t errlen) {
             if (c.n->inputs[j] >= 0 && g->values[c.n->inputs[j]].kind == CD_VAL_NONE)
                 return node_fail(&c, CD_EMODEL, "input '%s' has no value", g->values[c.n->inputs[j]].name);
         int rc = e->quant == Q_REFUSE ? cd_lower_quant_refuse(&c) : 0;
-        if (rc || (rc = cd_lower_dynq_check(&c)) || (rc = e->lower(&c))) return rc;
+        // A node reading a DynamicQuantizeLinear's outputs is that pattern's
+        // (lower-dynquant.c), whatever its op.
+        if (!rc) rc = cd_lower_dynq_op(&c);
+        if (rc == 1) rc = e->lower(&c); // not the pattern's: the op's own lowering
+        if (rc) return rc;
         if ((e->quant == Q_PASS || e->quant == Q_PASS_PC) && (rc = cd_lower_quant_pass(&c, e->quant == Q_PASS_PC)))
             return rc;
         if (c.n->noutputs > 0 && c.n->outputs[0] >= 0 && g->values[c.n->outputs[0]].kind == CD_VAL_NONE)
