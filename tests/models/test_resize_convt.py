@@ -5,7 +5,6 @@ from Shape ops as torchvision exports F.interpolate(size=...); the fusion of a
 Relu into ConvTranspose; and the refusals (E_UNSUPPORTED naming the node).
 Upsample is an opset 7-9 op that onnxruntime refuses in the opset-11+ models
 convd loads: the same graph at opset 9 is onnxruntime's reference."""
-import json
 
 import numpy as np
 import onnx
@@ -15,22 +14,12 @@ from onnx import TensorProto
 from tests.models import builders as B
 from tests.models.builders import ri
 from tests.models.runner import compare, convd_run
+from tests.models.test_ops import layers, run
 
 # (tf_half_pixel_for_nearest too, which onnxruntime 1.31 refuses at every opset: the conformance table
 # checks it against the reference.)
 COORDS = ["half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric"]
 NEAREST = ["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"]
-
-
-def run(rng, tmp_path, model, name="m"):
-    path = B.save(model, tmp_path / f"{name}.onnx")
-    compare(path, tmp_path, 1, rng)
-    compare(path, tmp_path, ri(rng, 2, 3), rng)
-    return path
-
-
-def layers(path):
-    return json.loads(convd_run(path, ["--info", "--json"]).stdout)["layers"]
 
 
 def resize_inputs(g, x, opset, scales=None, sizes=None, empty_const=False):
