@@ -256,11 +256,19 @@ static void plan_geometry(cd_sparse_conv *h, int32_t *tap_off, int vec, int want
                 tap_off[c * R * S + t] = (int32_t)(c * h->chan_stride + (size_t)t * h->plane);
         return;
     }
-    // Bands of output rows: at least one per thread; for k x k at most
-    // BAND_BYTES of prepared planes (plus halo rows) each, so a band's planes,
-    // scratch and output stay in L2 between its preparation and its use.
-    const int threads = h->threads;
-    int rows = (d->oh + threads - 1) / threads;
+    // Bands of output rows: for k x k at most BAND_BYTES of prepared planes
+    // (plus halo rows) each, so a band's planes, scratch and output stay in
+    // L2 between its preparation and its use; else the whole map. Threads
+    // share a band by its output channels (run_item's block chunks), not by
+    // rows: a band per thread made every thread stream all the weights over
+    // shorter passes, each rounded up to 16 pixels (7x7 in bands of 4 and 3
+    // rows: 96 lanes for 63 pixels). One band ran ResNet-50's 90% 7x7, 14x14
+    // and 28x28 layers 1.05-1.9x faster at 2 threads, and none slower
+    // (bench/sparse-conv-layers --threads 2, A/B in one run). Each chunk
+    // prepares the band itself: one preparation shared by the threads was
+    // slower (1x1 at 14x14: 0.127 against 0.101 ms), as half of the planes
+    // then sit in the other core's L2.
+    int rows = d->oh;
     if (halo > 0) {
         const size_t row_bytes = (size_t)h->cpg * h->nslots * h->wph * sizeof(float);
         const int fit = (int)(BAND_BYTES / row_bytes) - halo;
