@@ -48,7 +48,7 @@ def cache_env(tmp_path_factory):
     return {"XDG_CACHE_HOME": str(xdg), "OMP_WAIT_POLICY": "passive"}
 
 
-# The 16 figures of runtime/planner.c's calib-v5.txt (1 thread, quiet machine,
+# The 16 figures of runtime/planner.c's calib-v6.txt (1 thread, quiet machine,
 # recorded before the aligned-shift 3x3 path, whose k x k CSR rate is higher:
 # fixed figures, so the plan choices below do not move with the kernels).
 QUIET_RATES = ("1.85218e+08 1.8609e+08 1.48969e+07 7.76101e+07 3.68204e+07 2.01581e+06 1.106e+08 "
@@ -65,7 +65,7 @@ def write_quiet_calibration(folder):
                 cpu = line.split(":", 1)[1].strip().replace("\t", " ").replace("|", " ")
                 break
     folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / "calib-v5.txt", "w") as f:
+    with open(folder / "calib-v6.txt", "w") as f:
         for threads in range(1, (os.cpu_count() or 1) + 1):
             for _ in range(3):
                 f.write(f"{cpu}\t{threads} {QUIET_RATES}\n")
@@ -321,12 +321,12 @@ def test_convctl_plan_table_json_and_tune_cache(tmp_path, rng, cache_env):
     # --tune: every candidate measured once, then read back from the cache.
     cache = tmp_path / "tc"
     t1 = plan_json(dst, "--tune", "--tune-cache", cache, env=cache_env)
-    assert (cache / "tune-v3.txt").exists()
-    n1 = len((cache / "tune-v3.txt").read_text().splitlines())
+    assert (cache / "tune-v4.txt").exists()
+    n1 = len((cache / "tune-v4.txt").read_text().splitlines())
     tuned = [l for l in weighted(t1) if l["tuned_ms"] is not None]
     assert tuned and n1 >= 1
     plan_json(dst, "--tune", "--tune-cache", cache, env=cache_env)
-    assert len((cache / "tune-v3.txt").read_text().splitlines()) == n1
+    assert len((cache / "tune-v4.txt").read_text().splitlines()) == n1
     # Usage and load errors.
     assert convctl("plan", check=False).returncode == 2
     assert convctl("plan", dst, "--plan", "fast", check=False).returncode == 2
@@ -354,6 +354,6 @@ def test_daemon_tune_flag_plans_with_measurements(tmp_path, rng, cache_env):
             got = c.infer("m90", feeds)
         got = next(iter(got.values())) if isinstance(got, dict) else got[0]
         assert rel_err(np.asarray(got), want) <= TOL_ORT
-    assert (cache / "tune-v3.txt").exists() and (cache / "tune-v3.txt").read_text().strip()
+    assert (cache / "tune-v4.txt").exists() and (cache / "tune-v4.txt").read_text().strip()
     r = subprocess.run([paths.binary("convd"), "--tune", "maybe"], capture_output=True, text=True, timeout=30)
     assert r.returncode != 0 and "tune" in r.stderr

@@ -181,7 +181,7 @@ static float *big_layer(cd_bop_desc *d, int rs, int ch, int hw, double density, 
 
 // Rates measured on a quiet run of this machine (1 thread): dense 1x1/kxk/FC,
 // CSR, BSR4, BSR8 and 4x1-block rates, reorder rate and per-call offsets
-// (the 16 figures of calib-v5.txt). Written as the cached calibration so the
+// (the 16 figures of calib-v6.txt). Written as the cached calibration so the
 // choice below tests the cost model, not how busy the machine is right now.
 static const char k_quiet_rates[] =
     "1.85218e+08 1.8609e+08 1.48969e+07 7.76101e+07 3.68204e+07 2.01581e+06 1.106e+08 "
@@ -189,7 +189,7 @@ static const char k_quiet_rates[] =
 
 static void write_calibration(const char *dir) {
     char path[256];
-    snprintf(path, sizeof path, "%s/calib-v5.txt", dir);
+    snprintf(path, sizeof path, "%s/calib-v6.txt", dir);
     FILE *f = fopen(path, "w");
     CHECK(f != NULL);
     for (int i = 0; i < 3; i++) // enough samples that none is measured
@@ -223,7 +223,7 @@ CD_TEST(planner_picks_dense_at_low_sparsity_and_sparse_at_90) {
         }
     }
     char path[256];
-    snprintf(path, sizeof path, "%s/calib-v5.txt", dir);
+    snprintf(path, sizeof path, "%s/calib-v6.txt", dir);
     unlink(path);
     rmdir(dir);
     cd_backend_free(be);
@@ -246,7 +246,7 @@ CD_TEST(planner_calibration_is_measured_and_cached) {
     CHECK(c.pred_dense_ms > 0 && c.pred_sparse_ms > 0);
     CHECK_EQ(c.sparse, c.pred_sparse_ms * CD_PLANNER_MARGIN < c.pred_dense_ms);
     char path[256], line[1024];
-    snprintf(path, sizeof path, "%s/calib-v5.txt", dir);
+    snprintf(path, sizeof path, "%s/calib-v6.txt", dir);
     FILE *f = fopen(path, "r");
     CHECK(f != NULL);
     int lines = 0;
@@ -286,7 +286,7 @@ CD_TEST(planner_tune_measures_once_then_reads_the_cache) {
     CHECK_EQ(cd_planner_tune(be, &po, &d, nnz + (w[0] != 0.0f ? 1 : -1), -1, &c3), 0);
     CHECK_EQ(c3.from_cache, 0);
     char path[256];
-    snprintf(path, sizeof path, "%s/tune-v3.txt", dir);
+    snprintf(path, sizeof path, "%s/tune-v4.txt", dir);
     FILE *f = fopen(path, "r");
     CHECK(f != NULL);
     int lines = 0;
@@ -294,7 +294,7 @@ CD_TEST(planner_tune_measures_once_then_reads_the_cache) {
     fclose(f);
     CHECK_EQ(lines, 2);
     unlink(path);
-    snprintf(path, sizeof path, "%s/calib-v5.txt", dir);
+    snprintf(path, sizeof path, "%s/calib-v6.txt", dir);
     unlink(path);
     rmdir(dir);
     free(w);
