@@ -17,13 +17,13 @@
 #include <string.h>
 #include <time.h>
 
-#define CHECK(x)                                                                                                     \
-    do {                                                                                                             \
-        dnnl_status_t s_ = (x);                                                                                      \
-        if (s_ != dnnl_success) {                                                                                    \
-            fprintf(stderr, "%s:%d: %s failed: %d\n", __FILE__, __LINE__, #x, (int)s_);                             \
-            exit(1);                                                                                                 \
-        }                                                                                                            \
+#define CHECK(x)                                                                        \
+    do {                                                                                \
+        dnnl_status_t s_ = (x);                                                         \
+        if (s_ != dnnl_success) {                                                       \
+            fprintf(stderr, "%s:%d: %s failed: %d\n", __FILE__, __LINE__, #x, (int)s_); \
+            exit(1);                                                                    \
+        }                                                                               \
     } while (0)
 
 typedef struct {
@@ -31,10 +31,10 @@ typedef struct {
 } block;
 
 // MobileNetV2 at 224x224: input channels, map size, expanded channels, dw stride.
-static const block k_blocks[] = {{16, 112, 96, 2},  {24, 56, 144, 1}, {24, 56, 144, 2}, {32, 28, 192, 1},
-                                 {32, 28, 192, 1},  {32, 28, 192, 2}, {64, 14, 384, 1}, {64, 14, 384, 1},
-                                 {64, 14, 384, 1},  {64, 14, 384, 1}, {96, 14, 576, 1}, {96, 14, 576, 1},
-                                 {96, 14, 576, 2},  {160, 7, 960, 1}, {160, 7, 960, 1}, {160, 7, 960, 1}};
+static const block k_blocks[] = {{16, 112, 96, 2}, {24, 56, 144, 1}, {24, 56, 144, 2}, {32, 28, 192, 1},
+                                 {32, 28, 192, 1}, {32, 28, 192, 2}, {64, 14, 384, 1}, {64, 14, 384, 1},
+                                 {64, 14, 384, 1}, {64, 14, 384, 1}, {96, 14, 576, 1}, {96, 14, 576, 1},
+                                 {96, 14, 576, 2}, {160, 7, 960, 1}, {160, 7, 960, 1}, {160, 7, 960, 1}};
 
 static dnnl_engine_t g_eng;
 static dnnl_stream_t g_strm;
@@ -210,7 +210,6 @@ int main(int argc, char **argv) {
                have_fused ? fused.impl : "(refused)");
         fflush(stdout);
     }
-    printf("\nthreads %d: separate %.3f ms, fused %.3f ms (%.2fx)\n", threads, sum_sep, sum_fused,
-           sum_sep / sum_fused);
+    printf("\nthreads %d: separate %.3f ms, fused %.3f ms (%.2fx)\n", threads, sum_sep, sum_fused, sum_sep / sum_fused);
     return 0;
 }
