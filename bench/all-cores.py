@@ -19,7 +19,7 @@ thread count T (--threads; `all` = the CPUs of the affinity mask):
 
   convd-run    build/bin/convd-run FILE --bench N --warmup W --threads T --json,
                concurrency 1 only (it has one caller). It prints the median and
-               the p90 of its N runs, no p99: its p99 column is its p90.
+               the p99 of its N runs (with --iters 20, the p99 is the slowest run).
   daemon       build/bin/convd --socket S --models DIR --threads T, every other
                setting its default (--workers 2 today), a fresh daemon per
                measurement; DIR holds a copy of the file. Load from the C client
@@ -276,7 +276,7 @@ def inproc(ctx, model, threads):
     j = json.loads(out.stdout)
     ctx.setdefault("inproc_cpu", j["cpu"])
     b = j["bench"]
-    return {"p50": b["median_ms"], "p99": b["p90_ms"], "thr": 1e3 / b["mean_ms"], "n": b["runs"]}
+    return {"p50": b["median_ms"], "p99": b["p99_ms"], "thr": 1e3 / b["mean_ms"], "n": b["runs"]}
 
 
 def daemon_args(ctx, threads, workers=None):
@@ -567,7 +567,7 @@ def markdown_matrix(res):
     for T, models in res["cells"].items():
         out += [f"### {T} thread{'s' if T != '1' else ''}", "",
                 f"T = {T}. {header(res)}", "",
-                "| model | C | convd-run p50 / p90 ms / req/s | convd daemon p50 / p99 ms / req/s | daemon compute p50 ms "
+                "| model | C | convd-run p50 / p99 ms / req/s | convd daemon p50 / p99 ms / req/s | daemon compute p50 ms "
                 "| onnxruntime p50 / p99 ms / req/s | DeepSparse p50 / p99 ms / req/s | daemon p50 / convd-run p50 "
                 "| best anchor p50 / daemon p50 | daemon req/s / best anchor's | spread |",
                 "|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -605,9 +605,9 @@ def markdown_matrix(res):
                       for n, m in res["models"].items() if m["ds_scheduler"])
     errs_rel = "; ".join(f"{n} convd {m['err']['inproc']:.1e}, DeepSparse {m['err']['deepsparse']:.1e}"
                          for n, m in res["models"].items() if "err" in m)
-    out += [f"Cells: p50 / p99 (convd-run: p90, the only tail it reports) in ms / throughput in requests per "
+    out += [f"Cells: p50 / p99 in ms / throughput in requests per "
             f"second, batch 1; medians over {res['rounds']} rounds of each round's figure, the engine order rotating "
-            f"per round. C = 1: convd-run {res['warmup']} warm-ups + {res['iters']} runs (its median, p90 and 1 / mean); "
+            f"per round. C = 1: convd-run {res['warmup']} warm-ups + {res['iters']} runs (its median, p99 and 1 / mean); "
             f"onnxruntime and DeepSparse the same number of timed run() calls; the daemon a {res['duration']} s "
             f"convbench burst after 1 s (C client, closed loop, a fresh `convd --threads T` at its other defaults "
             f"per burst; round trips with msgpack and the socket). C > 1: closed loops of C callers for "

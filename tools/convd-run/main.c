@@ -40,7 +40,7 @@ static void usage(FILE *f) {
                "  --batch B             batch size (default: dim 0 of the given inputs, else 1)\n"
                "  --max-batch M         plan for batches up to M (default: B)\n"
                "  --threads T           intra-op threads (default: all cores)\n"
-               "  --bench N             time N runs after warm-up; print median/p90 latency\n"
+               "  --bench N             time N runs after warm-up; print median/p90/p99 latency\n"
                "  --warmup W            warm-up runs before --bench (default 3)\n"
                "  --seed S              seed of the random inputs (default 1)\n"
                "  --info                print the model summary and the planned layers\n"
@@ -107,7 +107,7 @@ typedef struct {
 
 // --bench results (all 0 without --bench), and the first run and load times.
 typedef struct {
-    double load_ms, first_ms, med, p90, mn, mean;
+    double load_ms, first_ms, med, p90, p99, mn, mean;
 } run_times;
 
 // Parses argv into o. Returns -1 to go on, else the exit status (0 for
@@ -312,6 +312,7 @@ static int run_bench(const run_opts *o, run_state *st, run_times *t, char *err, 
     t->med = times[bench / 2];
     if (bench % 2 == 0) t->med = 0.5 * (times[bench / 2 - 1] + times[bench / 2]);
     t->p90 = times[(int)ceil(0.9 * bench) - 1];
+    t->p99 = times[(int)ceil(0.99 * bench) - 1];
     t->mn = times[0];
     return 0;
 }
@@ -414,9 +415,10 @@ static void print_json(const run_opts *o, const run_state *st, const run_times *
     if (o->info) print_json_layers(f, m);
     if (o->bench)
         fprintf(f,
-                ", \"bench\": {\"runs\": %d, \"threads\": %d, \"median_ms\": %.4f, \"p90_ms\": %.4f, \"min_ms\": %.4f, "
+                ", \"bench\": {\"runs\": %d, \"threads\": %d, \"median_ms\": %.4f, \"p90_ms\": %.4f, \"p99_ms\": %.4f, "
+                "\"min_ms\": %.4f, "
                 "\"mean_ms\": %.4f}",
-                o->bench, o->threads, t->med, t->p90, t->mn, t->mean);
+                o->bench, o->threads, t->med, t->p90, t->p99, t->mn, t->mean);
     fprintf(f, "}\n");
 }
 
@@ -464,8 +466,8 @@ static void print_text(const run_opts *o, const run_state *st, const run_times *
         printf(st->written[i][0] ? " -> %s\n" : "\n", st->written[i]);
     }
     if (o->bench)
-        printf("bench: batch %d, %d runs: median %.3f ms, p90 %.3f ms, min %.3f ms, mean %.3f ms\n", o->batch, o->bench,
-               t->med, t->p90, t->mn, t->mean);
+        printf("bench: batch %d, %d runs: median %.3f ms, p90 %.3f ms, p99 %.3f ms, min %.3f ms, mean %.3f ms\n",
+               o->batch, o->bench, t->med, t->p90, t->p99, t->mn, t->mean);
 }
 
 // The --input files' shapes as an input-shape spec ("name=1x3x8x8,..."),
