@@ -23,17 +23,20 @@ python3 that has onnxruntime. Exports are cached in $CONVD_BENCH_CACHE or
 model fails to load or differs from PyTorch by more than 1e-4 relative L2.
 """
 import argparse
+import atexit
 import json
 import os
 import platform
-import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TORCH_PY = "/usr/bin/python3"
 TOL = 1e-4
+CONVD_RUN = os.path.join(ROOT, "build/bin/convd-run")  # copied at the start (a rebuild cannot swap it mid-run)
 OUT_OF_SCOPE = ("vit_", "swin_", "maxvit")
 SEGMENTATION = ("fcn_", "deeplabv3_", "lraspp_")
 OPSET17 = ("convnext_tiny", "efficientnet_b0", "mobilenet_v3_large")
@@ -138,7 +141,7 @@ def first_error(text):
 def convd(model, x_path, out_dir, threads):
     import numpy as np
     os.makedirs(out_dir, exist_ok=True)
-    r = subprocess.run([os.path.join(ROOT, "build/bin/convd-run"), model, "--input", f"input={x_path}",
+    r = subprocess.run([CONVD_RUN, model, "--input", f"input={x_path}",
                         "--output-dir", out_dir, "--threads", str(threads), "--json"], capture_output=True,
                        text=True, errors="replace", timeout=1800)
     if r.returncode != 0:
@@ -154,9 +157,10 @@ def ort_session(model, threads):
     return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
 
 
-def convd_ms(model, threads, iters):
-    r = subprocess.run([os.path.join(ROOT, "build/bin/convd-run"), model, "--bench", str(iters), "--warmup", "3",
-                        "--threads", str(threads), "--json"], capture_output=True, text=True, check=True)
+def convd_ms(model, shape, threads, iters):
+    r = subprocess.run([CONVD_RUN, model, "--bench", str(iters), "--warmup", "3", "--input-shape",
+                        "input=" + "x".join(map(str, shape)), "--threads", str(threads), "--json"],
+                       capture_output=True, text=True, check=True)
     return json.loads(r.stdout)["bench"]["median_ms"]
 
 
@@ -206,7 +210,7 @@ def check(spec, a):
         sess1 = ort_session(model, 1)
         c, o = [], []
         for _ in range(a.rounds):  # interleaved: convd, ort, convd, ort, ...
-            c.append(convd_ms(model, 1, a.iters))
+            c.append(convd_ms(model, x.shape, 1, a.iters))
             o.append(ort_ms(sess1, x, a.iters))
         row["convd_ms"], row["ort_ms"] = float(np.median(c)), float(np.median(o))
     row["secs"] = time.time() - t0
@@ -269,6 +273,11 @@ def main():
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--out", default=os.path.join(ROOT, "bench/results/torchvision-check.md"))
     a = ap.parse_args()
+    global CONVD_RUN
+    tmp = tempfile.mkdtemp(prefix="tv-check-")
+    atexit.register(shutil.rmtree, tmp, True)
+    shutil.copy(CONVD_RUN, tmp)
+    CONVD_RUN = os.path.join(tmp, "convd-run")
     specs = a.models.split(",") if a.models else QUICK if a.quick else all_models()
     rows = []
     for spec in specs:
