@@ -218,9 +218,9 @@ def other_key(op):
     return "reorder" if op.startswith("Reorder") else op
 
 
-def convd_profile(model, batch, max_batch, threads, iters, warmup, env):
+def convd_profile(model, batch, max_batch, threads, iters, warmup, env, extra=()):
     """{key: [count, ms per run, kernels]} from convd-run with CONVD_PROFILE=1."""
-    info, err = convd_run(model, batch, max_batch, threads, iters, warmup, extra=["--info"],
+    info, err = convd_run(model, batch, max_batch, threads, iters, warmup, extra=["--info", *extra],
                           env=dict(env, CONVD_PROFILE="1"))
     times = {}
     for line in err.splitlines():
@@ -253,10 +253,11 @@ def convd_profile(model, batch, max_batch, threads, iters, warmup, env):
     return out
 
 
-def ort_profile(model, batch, threads, iters, warmup, tmp):
-    """{key: [count, ms per run, ops]} from an ORT session with enable_profiling."""
+def ort_profile(model, batch, threads, iters, warmup, tmp, shape=None):
+    """{key: [count, ms per run, ops]} from an ORT session with enable_profiling (shape: the input's, for a
+    model with symbolic dims)."""
     sess = ort_session(model, threads, profile_prefix=pathlib.Path(tmp) / f"ort-{model.stem}-t{threads}")
-    shape = [batch] + [int(d) for d in sess.get_inputs()[0].shape[1:]]
+    shape = shape or [batch] + [int(d) for d in sess.get_inputs()[0].shape[1:]]
     x = np.random.default_rng(7).uniform(-1, 1, shape).astype(np.float32)
     name = sess.get_inputs()[0].name
     for _ in range(warmup + iters):

@@ -37,6 +37,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TORCH_PY = "/usr/bin/python3"
 TOL = 1e-4
+SLOW = 1.1  # speed: a model slower than this ratio gets its losing layer named
 CONVD_RUN = os.path.join(ROOT, "build/bin/convd-run")  # copied at the start (a rebuild cannot swap it mid-run)
 OUT_OF_SCOPE = ("vit_", "swin_", "maxvit")
 SEGMENTATION = ("fcn_", "deeplabv3_", "lraspp_")
@@ -260,13 +261,33 @@ def check(spec, a):
         exact_errors(row, d, name, size, outs)
     if a.speed and got is not None:
         sess1 = ort_session(model, 1)
+        # Runs per round: as many as take ~1.5 s (at least 3), so that the big models fit the time.
+        iters = max(3, min(a.iters, int(1500 / max(ort_ms(sess1, x, 1), 1e-3))))
         c, o = [], []
         for _ in range(a.rounds):  # interleaved: convd, ort, convd, ort, ...
-            c.append(convd_ms(model, x.shape, 1, a.iters))
-            o.append(ort_ms(sess1, x, a.iters))
+            c.append(convd_ms(model, x.shape, 1, iters))
+            o.append(ort_ms(sess1, x, iters))
         row["convd_ms"], row["ort_ms"] = float(np.median(c)), float(np.median(o))
+        if row["convd_ms"] > SLOW * row["ort_ms"]:
+            row["losing"] = losing_layer(model, x.shape, iters)
     row["secs"] = time.time() - t0
     return row
+
+
+def losing_layer(model, shape, iters):
+    """The layer group (bench/model-latency.py's per-layer profiles, 1 thread) where convd loses most time."""
+    import importlib.util
+    import pathlib
+    spec = importlib.util.spec_from_file_location("model_latency", os.path.join(ROOT, "bench/model-latency.py"))
+    ml = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ml)
+    extra = ["--input-shape", "input=" + "x".join(map(str, shape))]
+    with tempfile.TemporaryDirectory() as tmp:
+        cp = ml.convd_profile(pathlib.Path(model), 1, 1, 1, iters, 3, {}, extra=extra)
+        op = ml.ort_profile(pathlib.Path(model), 1, 1, iters, 3, tmp, shape=list(shape))
+    top = ml.merge_profiles(cp, op)[0]
+    return (f"{top['layers']} (x{top['convd_n']}): {top['convd_ms']:.1f} vs {top['ort_ms']:.1f} ms "
+            f"[{top['convd_kernels']}]")
 
 
 def status(row):
@@ -298,17 +319,18 @@ def table(rows, a):
             "| vs float64: convd / ort / PyTorch f32 | first failure |")
     sep = "|---|---|---|---|---|---|---|---|---|---|"
     if a.speed:
-        head += " convd ms | ort ms | ratio |"
-        sep += "---|---|---|"
+        head += " convd ms | ort ms | ratio | losing layer group (convd vs ort) |"
+        sep += "---|---|---|---|"
     out = [head, sep]
     for r in rows:
         line = (f"| {r['model']} | {r['opset']} | {r['input']} | {r['load']} | {fmt(r['l2'])} | {fmt(r['ort_l2'])} "
                 f"| {fmt(r['l2_2'])} | {status(r)} | {exact_cell(r)} | {r['fail'].replace('|', '/')} |")
         if a.speed:
             if "convd_ms" in r:
-                line += f" {r['convd_ms']:.1f} | {r['ort_ms']:.1f} | {r['convd_ms'] / r['ort_ms']:.2f} |"
+                line += (f" {r['convd_ms']:.1f} | {r['ort_ms']:.1f} | {r['convd_ms'] / r['ort_ms']:.2f} "
+                         f"| {r.get('losing', '')} |")
             else:
-                line += " | | |"
+                line += " | | | |"
         out.append(line)
     return "\n".join(out)
 
