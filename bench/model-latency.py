@@ -215,6 +215,7 @@ def onnx_conv_attrs(path):
 
 def other_key(op):
     op = op.split("+")[0].split("(")[0]
+    op = {"FusedGemm": "Gemm", "FusedMatMul": "MatMul"}.get(op, op)  # onnxruntime's fused forms
     return "reorder" if op.startswith("Reorder") else op
 
 
@@ -278,7 +279,7 @@ def ort_profile(model, batch, threads, iters, warmup, tmp, shape=None):
         op = a.get("op_name", "?")
         ins = [list(d.values())[0] for d in a.get("input_type_shape", [])]
         outs = [list(d.values())[0] for d in a.get("output_type_shape", [])]
-        if op == "Conv" and len(ins) >= 2 and len(ins[0]) == 4 and len(ins[1]) == 4 and outs and len(outs[0]) == 4:
+        if op in ("Conv", "FusedConv") and len(ins) >= 2 and len(ins[0]) == 4 and len(ins[1]) == 4 and outs and len(outs[0]) == 4:
             x_s, w_s, y_s = ins[0], ins[1], outs[0]
             group = max(1, x_s[1] // w_s[1])
             key = conv_key(w_s[2], w_s[3], group, x_s[1], y_s[1], x_s[2], y_s[2], y_s[3])
