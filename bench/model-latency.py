@@ -215,12 +215,13 @@ def onnx_conv_attrs(path):
 
 def other_key(op):
     op = op.split("+")[0].split("(")[0]
+    op = {"FusedGemm": "Gemm", "FusedMatMul": "MatMul"}.get(op, op)  # onnxruntime's fused forms
     return "reorder" if op.startswith("Reorder") else op
 
 
-def convd_profile(model, batch, max_batch, threads, iters, warmup, env):
+def convd_profile(model, batch, max_batch, threads, iters, warmup, env, extra=()):
     """{key: [count, ms per run, kernels]} from convd-run with CONVD_PROFILE=1."""
-    info, err = convd_run(model, batch, max_batch, threads, iters, warmup, extra=["--info"],
+    info, err = convd_run(model, batch, max_batch, threads, iters, warmup, extra=["--info", *extra],
                           env=dict(env, CONVD_PROFILE="1"))
     times = {}
     for line in err.splitlines():
@@ -253,10 +254,11 @@ def convd_profile(model, batch, max_batch, threads, iters, warmup, env):
     return out
 
 
-def ort_profile(model, batch, threads, iters, warmup, tmp):
-    """{key: [count, ms per run, ops]} from an ORT session with enable_profiling."""
+def ort_profile(model, batch, threads, iters, warmup, tmp, shape=None):
+    """{key: [count, ms per run, ops]} from an ORT session with enable_profiling (shape: the input's, for a
+    model with symbolic dims)."""
     sess = ort_session(model, threads, profile_prefix=pathlib.Path(tmp) / f"ort-{model.stem}-t{threads}")
-    shape = [batch] + [int(d) for d in sess.get_inputs()[0].shape[1:]]
+    shape = shape or [batch] + [int(d) for d in sess.get_inputs()[0].shape[1:]]
     x = np.random.default_rng(7).uniform(-1, 1, shape).astype(np.float32)
     name = sess.get_inputs()[0].name
     for _ in range(warmup + iters):
@@ -277,7 +279,7 @@ def ort_profile(model, batch, threads, iters, warmup, tmp):
         op = a.get("op_name", "?")
         ins = [list(d.values())[0] for d in a.get("input_type_shape", [])]
         outs = [list(d.values())[0] for d in a.get("output_type_shape", [])]
-        if op == "Conv" and len(ins) >= 2 and len(ins[0]) == 4 and len(ins[1]) == 4 and outs and len(outs[0]) == 4:
+        if op in ("Conv", "FusedConv") and len(ins) >= 2 and len(ins[0]) == 4 and len(ins[1]) == 4 and outs and len(outs[0]) == 4:
             x_s, w_s, y_s = ins[0], ins[1], outs[0]
             group = max(1, x_s[1] // w_s[1])
             key = conv_key(w_s[2], w_s[3], group, x_s[1], y_s[1], x_s[2], y_s[2], y_s[3])

@@ -71,6 +71,7 @@ typedef enum {
     CD_ACT_GELU,      // x / 2 * (1 + erf(x / sqrt(2)))   (Gelu, and the Erf pattern fused)
     CD_ACT_GELU_TANH, // x / 2 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3)))   (Gelu approximate=tanh)
     CD_ACT_POW,       // pow(x, alpha)   (Pow with a constant scalar exponent)
+    CD_ACT_SILU,      // x * sigmoid(x)   (the Sigmoid + Mul pattern fused: EfficientNet's SiLU)
 } cd_act;
 
 typedef struct {
@@ -106,6 +107,7 @@ CD_ACT_APPLY_QUALIFIERS float cd_act_apply(cd_activation act, float x) {
     case CD_ACT_GELU: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
     case CD_ACT_GELU_TANH: return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
     case CD_ACT_POW: return act.alpha == 2.0f ? x * x : powf(x, act.alpha);
+    case CD_ACT_SILU: return x / (1.0f + expf(-x));
     }
     return x;
 }

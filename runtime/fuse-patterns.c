@@ -6,8 +6,9 @@
 //     y = s / Sqrt(v + eps)   [* gamma]   [+ beta]
 //   GELU with Erf (torch's gelu before opset 20):
 //     y = x * 0.5 * (1 + Erf(x / sqrt(2)))   (the three ways the muls group)
+//   SiLU (torch's silu, EfficientNet):  y = x * Sigmoid(x)
 //
-// The last op of a match becomes the fused op (LAYERNORM, or ACT GELU) on x
+// The last op of a match becomes the fused op (LAYERNORM, ACT GELU or SILU) on x
 // and writes the same value; the ops before it are left unread, and the
 // planner drops them. A match needs every inner value to be read by the
 // pattern alone (not a graph output), no fused activation on the inner ops,
@@ -209,6 +210,30 @@ static int fuse_gelu(fctx *f, cd_op *erf) {
     return 1;
 }
 
+// SiLU: Mul(x, Sigmoid(x)) in either order, the Sigmoid read by the Mul alone:
+// one pass over x instead of two (onnxruntime fuses it too).
+static int fuse_silu(fctx *f, cd_op *mul) {
+    if (!plain_binary(mul, CD_BINARY_MUL) || mul->in[0] == mul->in[1]) return 0;
+    for (int i = 0; i < 2; i++) {
+        const int s = mul->in[i], x = mul->in[1 - i];
+        const cd_op *sig = producer(f, s);
+        if (!sig || sig->kind != CD_OP_ACT || sig->u.act.kind != CD_ACT_SIGMOID || sig->in[0] != x ||
+            f->nread[s] != 1 || f->g->values[x].kind != CD_VAL_ACT)
+            continue;
+        const cd_value *xv = &f->g->values[x], *ov = &f->g->values[mul->out];
+        if (xv->rank != ov->rank || memcmp(xv->shape, ov->shape, sizeof(int64_t) * (size_t)xv->rank) != 0) return 0;
+        cd_op_free(mul);
+        mul->kind = CD_OP_ACT;
+        mul->nin = 1;
+        mul->in[0] = x;
+        memset(&mul->u, 0, sizeof mul->u);
+        mul->u.act.kind = CD_ACT_SILU;
+        snprintf(mul->label, sizeof mul->label, "SiLU(Sigmoid+Mul)");
+        return 1;
+    }
+    return 0;
+}
+
 // Counts the readers of every value (ops and graph outputs).
 static void count_readers(fctx *f) {
     cd_graph *g = f->g;
@@ -226,6 +251,7 @@ int cd_graph_fuse_patterns(cd_graph *g, char *err, size_t errlen) {
     for (int k = 0; k < g->nops; k++) {
         int rc = fuse_layernorm(&f, &g->ops[k]);
         if (rc == 0) rc = fuse_gelu(&f, &g->ops[k]);
+        if (rc == 0) rc = fuse_silu(&f, &g->ops[k]);
         if (rc == 1) count_readers(&f); // (a fusion changes who reads what)
         if (rc < 0) {
             free(f.nread);

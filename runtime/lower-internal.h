@@ -362,6 +362,9 @@ int cd_lower_gemm(lctx *c);
 // Makes a float constant value named after the node's output and suffix
 // (data copied) and returns its id, or a negative code.
 int cd_lower_make_const(lctx *c, const char *suffix, int rank, const int64_t *shape, const float *data);
+// Drops the kernel taps that read only padding at this input size
+// (lower-conv-taps.c; dilated convs on small maps): weights replaced.
+int cd_conv_crop_dead_taps(cd_conv_desc *d, float **w);
 
 // ---- the quantized ops (lower-quant.c), for the op table --------------------------
 

@@ -86,6 +86,8 @@ int cd_lower_conv(lctx *c) {
         memcpy(o->u.conv.bias, b->f, (size_t)K * sizeof(float));
         count_weights(c->g, b->f, K);
     }
+    if ((rc = cd_conv_crop_dead_taps(&o->u.conv.d, &o->u.conv.w)))
+        return rc == CD_ENOMEM ? OOM(c) : node_fail(c, rc, "cropping the taps that read only padding");
     // int8 weights (a DequantizeLinear folded): per tensor, or per output channel.
     const cd_quant *wq = w->q;
     if (wq && (wq->d.channels == 1 || (wq->d.channels == K && wq->d.axis == 0))) {

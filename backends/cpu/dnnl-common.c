@@ -126,6 +126,8 @@ int cd_dnnl_act_steps(cd_activation act, cd_dnnl_elt_step steps[2]) {
     case CD_ACT_GELU_TANH: steps[0] = (cd_dnnl_elt_step){dnnl_eltwise_gelu_tanh, 0.0f, 0.0f}; return 1;
     // oneDNN's pow is alpha * x^beta.
     case CD_ACT_POW: steps[0] = (cd_dnnl_elt_step){dnnl_eltwise_pow, 1.0f, act.alpha}; return 1;
+    // swish is x * sigmoid(alpha * x).
+    case CD_ACT_SILU: steps[0] = (cd_dnnl_elt_step){dnnl_eltwise_swish, 1.0f, 0.0f}; return 1;
     // soft_relu in 2.6 is log(1 + exp(x)); erf has no oneDNN eltwise: reference.
     case CD_ACT_SOFTPLUS: steps[0] = (cd_dnnl_elt_step){dnnl_eltwise_soft_relu, 0.0f, 0.0f}; return 1;
     case CD_ACT_ERF: return CD_EPARAMS;

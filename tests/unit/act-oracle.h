@@ -12,7 +12,7 @@
 
 #include <math.h>
 
-#define CD_ACT_ORACLE_LAST CD_ACT_POW // the last kind written below
+#define CD_ACT_ORACLE_LAST CD_ACT_SILU // the last kind written below
 
 static inline float act_oracle(cd_activation act, float xf) {
     const double x = xf, a = act.alpha, b = act.beta;
@@ -39,6 +39,7 @@ static inline float act_oracle(cd_activation act, float xf) {
     case CD_ACT_GELU: return (float)(0.5 * x * (1.0 + erf(x / sqrt(2.0))));
     case CD_ACT_GELU_TANH: return (float)(0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x))));
     case CD_ACT_POW: return (float)pow(x, a);
+    case CD_ACT_SILU: return (float)(x >= 0 ? x / (1.0 + exp(-x)) : x * exp(x) / (1.0 + exp(x)));
     }
     CD_CHECK_FAIL_("act_oracle: no formula for activation kind %d", (int)act.kind);
     return 0;

@@ -697,6 +697,7 @@ static const op_row g_rows[] = {
     {"activation gelu", CD_BOP_ACTIVATION, make_activation, CD_ACT_GELU, 1, 1},
     {"activation gelu tanh", CD_BOP_ACTIVATION, make_activation, CD_ACT_GELU_TANH, 1, 1},
     {"activation pow", CD_BOP_ACTIVATION, make_activation, CD_ACT_POW, 1, 1},
+    {"activation silu", CD_BOP_ACTIVATION, make_activation, CD_ACT_SILU, 1, 1},
     {"pad constant", CD_BOP_PAD, make_pad, CD_PAD_CONSTANT, 4, 1},
     {"pad reflect", CD_BOP_PAD, make_pad, CD_PAD_REFLECT, 4, 1},
     {"pad edge", CD_BOP_PAD, make_pad, CD_PAD_EDGE, 4, 1},

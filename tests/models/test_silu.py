@@ -1,0 +1,25 @@
+"""SiLU as torch exports it (EfficientNet, RegNet-free): y = Mul(x, Sigmoid(x)),
+either operand order, fused into one activation (runtime/fuse-patterns.c);
+not fused when the Sigmoid is read elsewhere too or sigmoids another tensor.
+Random shapes against onnxruntime."""
+from tests.models import builders as B
+from tests.models.builders import ri
+from tests.models.test_ops import layers, run
+
+
+def test_silu_fused_and_not(rng, tmp_path):
+    c, h, w = ri(rng, 1, 40), ri(rng, 1, 20), ri(rng, 1, 20)
+    g = B.Graph(rng, 13)
+    x = g.input("x", [c, h, w])
+    y = g.conv(x, c, c, 3)
+    a = g.node("Mul", [y, g.node("Sigmoid", [y])])  # fused
+    b = g.conv(a, c, c, 1)
+    b = g.node("Mul", [g.node("Sigmoid", [b]), b])  # fused, the other order
+    s = g.node("Sigmoid", [b])
+    kept = g.node("Mul", [b, s])  # not fused: the Sigmoid is also an output's input
+    other = g.node("Add", [s, s])
+    z = g.node("Mul", [kept, g.node("Sigmoid", [x])])  # not fused: sigmoid of another tensor
+    path = run(rng, tmp_path, g.build([z, other]))
+    ops = [l["op"] for l in layers(path)]
+    assert sum(o.startswith("SiLU") for o in ops) == 2, ops
+    assert sum(o.startswith("Sigmoid") for o in ops) == 2, ops
