@@ -392,6 +392,11 @@ static double pixels(const cd_bop_desc *d) {
     return (double)d->u.conv.oh * d->u.conv.ow;
 }
 
+int cd_planner_dense_off_jit(const cd_conv_desc *c, int blk) {
+    if (c->groups < 2 || c->groups == c->c || blk < 2) return 0;
+    return (c->c / c->groups) % blk != 0 || (c->k / c->groups) % blk != 0;
+}
+
 static int sparse_candidate(const cd_bop_desc *d, size_t nnz, size_t total) {
     if (!total || (double)nnz > CD_PLANNER_MAX_DENSITY * (double)total) return 0;
     if (d->op == CD_BOP_GEMM) return d->u.gemm.rows == 1;
@@ -508,7 +513,9 @@ int cd_planner_tune(cd_backend_t be, const cd_planner_opts *po, const cd_bop_des
         for (int i = 0; i < dd.nsrc; i++) dd.src[i].layout = blk;
         dd.dst.layout = blk;
         if (dd.u.conv.c < cd_layout_block(blk)) dd.src[0].layout = CD_LAYOUT_NCHW;
-        if (!cd_backend_supports_op(be, &dd)) {
+        // Off oneDNN's blocked jit kernels the plan runs it in NCHW (its gemm
+        // path); blocked, it would time oneDNN's reference loop (100x slower).
+        if (!cd_backend_supports_op(be, &dd) || cd_planner_dense_off_jit(&dd.u.conv, cd_layout_block(blk))) {
             for (int i = 0; i < dd.nsrc; i++) dd.src[i].layout = CD_LAYOUT_NCHW;
             dd.dst.layout = CD_LAYOUT_NCHW;
         }

@@ -23,6 +23,13 @@
 #include "backends/backend.h"
 
 #define CD_PLANNER_MAX_DENSITY 0.5
+
+// 1 for a grouped (not depthwise) conv whose groups are not whole blocks of
+// blk channels: oneDNN 2.6 has no blocked jit kernel for it (RegNet's groups
+// of 8 at a block of 16 ran on its gemm path, 9.1 ms against onnxruntime's
+// 1.7). Such a layer is timed against our sparse kernels at load whatever its
+// density (dense weights are full rows of a CSR/BSR), cached like --tune.
+int cd_planner_dense_off_jit(const cd_conv_desc *c, int blk);
 #define CD_PLANNER_MARGIN 1.15 // sparse must be this much faster than dense
 
 typedef enum {

@@ -357,3 +357,33 @@ def test_daemon_tune_flag_plans_with_measurements(tmp_path, rng, cache_env):
     assert (cache / "tune-v4.txt").exists() and (cache / "tune-v4.txt").read_text().strip()
     r = subprocess.run([paths.binary("convd"), "--tune", "maybe"], capture_output=True, text=True, timeout=30)
     assert r.returncode != 0 and "tune" in r.stderr
+
+
+def test_grouped_conv_off_onednn_jit_is_timed_at_load(tmp_path, rng):
+    """A dense grouped conv whose groups are not whole blocks of channels
+    (RegNet's groups of 8 at a block of 16; oneDNN 2.6 runs it on its gemm
+    path; here 4, 12 or 20 channels, whole blocks of neither 8 nor 16) is timed
+    against the sparse kernels at load without --tune (the tune cache gains a
+    line for it, once), and the model answers like onnxruntime whichever wins.
+    Measured calibration, not QUIET_RATES: the timing is the point."""
+    g = B.Graph(rng)
+    gw = int(rng.choice([4, 12, 20]))
+    groups = ri(rng, 2, 6)
+    c, h = gw * groups, ri(rng, 9, 20)
+    x = g.input("x", [c, h, h + ri(rng, 0, 3)])
+    y = g.conv_bn_relu(x, c, c, 3, stride=ri(rng, 1, 2), group=groups)
+    y = g.conv_bn_relu(y, c, c, 1)
+    y = g.conv_bn_relu(y, c, c, 3, group=groups)
+    path = B.save(g.build([y]), tmp_path / "grouped.onnx")
+    env = {"XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    plan = plan_json(path, env=env)
+    tune = tmp_path / "xdg" / "convd" / "tune-v4.txt"
+    lines = tune.read_text().splitlines()
+    assert sum(" g%d " % groups in l for l in lines) >= 1, lines  # the grouped convs were timed
+    for l in weighted(plan):
+        if l["in_shape"][1] == c and l["tuned_ms"] is not None:
+            assert l["tuned_dense_ms"] > 0 and l["tuned_sparse_ms"] > 0
+            assert not l["sparse"] or l["tuned_sparse_ms"] * 1.05 < l["tuned_dense_ms"]
+    plan_json(path, env=env)
+    assert len(tune.read_text().splitlines()) == len(lines)  # read back, not timed again
+    check_model(path, tmp_path, rng, env, batches=(1, ri(rng, 2, 5)))
