@@ -4,7 +4,7 @@
 // the answer and the release of the request.
 #include "daemon/models.h"
 
-#include "daemon/bigbuf.h"
+#include "core/bigbuf.h"
 #include "daemon/conn.h"
 #include "daemon/log.h"
 #include "daemon/regions.h"

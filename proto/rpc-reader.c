@@ -10,6 +10,7 @@
 
 #include "proto/rpc.h"
 
+#include "core/bigbuf.h"
 #include "core/errors.h"
 #include "core/limits.h"
 #include "proto/describe.h"
@@ -29,6 +30,12 @@
 // idle connection does not keep the memory of its largest message.
 #define KEEP_MAX (256u << 10)
 #define INITIAL_CAP (16u << 10)
+// A message of at least this many bytes gets one buffer of its size, from
+// the big-buffer cache (core/bigbuf.h: its pages stay mapped between
+// messages), placed so that its first big payload starts on a PAYLOAD_ALIGN
+// boundary: the client hands tensors out where they lie, 64-byte aligned.
+#define BIG_MESSAGE (1u << 20)
+#define PAYLOAD_ALIGN 64u
 
 struct cd_rpc_reader {
     char *buf;            // buffered bytes; NULL until the first feed
@@ -36,6 +43,8 @@ struct cd_rpc_reader {
     size_t start;         // offset of the first byte not yet returned
     size_t end;           // offset one past the last buffered byte
     size_t max_message;   // largest message accepted, bytes
+    size_t align_at;      // offset in the message at start of the payload its
+                          // big buffer aligns (reader_regrow_big), or 0
     cd_rpc_scan scan;     // pre-scan state of the message at start
     bool skipping;        // the message at start is being skipped (cd_rpc_reader_skip)
     int error;            // first error (sticky: the stream cannot resync), or 0
@@ -55,7 +64,7 @@ int cd_rpc_reader_init(cd_rpc_reader **out, size_t max_message) {
 
 void cd_rpc_reader_free(cd_rpc_reader *r) {
     if (!r) return;
-    free(r->buf);
+    cd_bigbuf_put(r->buf);
     free(r);
 }
 
@@ -108,7 +117,7 @@ static void reader_skip_compact(cd_rpc_reader *r) {
         char *nb = r->end ? malloc(INITIAL_CAP) : NULL;
         if (r->end && !nb) return; // keep the big one; it is released later
         if (r->end) memcpy(nb, r->buf, r->end);
-        free(r->buf);
+        cd_bigbuf_put(r->buf);
         r->buf = nb;
         r->cap = nb ? INITIAL_CAP : 0;
     }
@@ -157,6 +166,26 @@ static int reader_reserve(cd_rpc_reader *r, size_t len) {
     return 0;
 }
 
+// Moves the bytes held (all of the message at start) into a buffer with
+// room for `need` bytes of it, from the cache, placed so that message offset
+// r->align_at (the first big payload's, kept for later regrows) is aligned.
+// Returns 0 or CD_ENOMEM (nothing changed).
+static int reader_regrow_big(cd_rpc_reader *r, size_t need) {
+    if (need > SIZE_MAX - PAYLOAD_ALIGN) return CD_ENOMEM;
+    char *nb = cd_bigbuf_get(need + PAYLOAD_ALIGN);
+    if (!nb) return CD_ENOMEM;
+    if (!r->align_at) r->align_at = r->scan.blob_at;
+    size_t held = r->end - r->start;
+    size_t shift = (PAYLOAD_ALIGN - ((uintptr_t)nb + r->align_at) % PAYLOAD_ALIGN) % PAYLOAD_ALIGN;
+    if (held) memcpy(nb + shift, r->buf + r->start, held);
+    cd_bigbuf_put(r->buf);
+    r->buf = nb;
+    r->cap = need + PAYLOAD_ALIGN;
+    r->start = shift;
+    r->end = shift + held;
+    return 0;
+}
+
 // Takes the len bytes just placed at end (by a copy or a read in place).
 static int reader_took(cd_rpc_reader *r, size_t len) {
     size_t old_end = r->end;
@@ -175,7 +204,12 @@ static int reader_took(cd_rpc_reader *r, size_t len) {
     // (cd_rpc_reader_space). Best effort: a failure here is met again, and
     // reported, by the feed that needs the room.
     size_t committed = cd_rpc_reader_committed(r), held = r->end - r->start;
-    if (scan == 0 && committed > held) (void)reader_reserve(r, committed - held);
+    if (scan == 0 && committed > held && r->cap - r->end < committed - held) {
+        if (committed >= BIG_MESSAGE && !r->skipping)
+            (void)reader_regrow_big(r, committed);
+        else
+            (void)reader_reserve(r, committed - held);
+    }
     return 0;
 }
 
@@ -342,7 +376,7 @@ static int reader_take(cd_rpc_reader *r, size_t n, char **owner, const char **by
     if (r->start == r->end) {
         r->start = r->end = 0;
         if (r->cap > KEEP_MAX) {
-            free(r->buf);
+            cd_bigbuf_put(r->buf);
             r->buf = NULL;
             r->cap = 0;
         }
@@ -373,6 +407,7 @@ int cd_rpc_reader_next(cd_rpc_reader *r, cd_rpc_msg *msg, uint32_t *msgid_out, c
         if (msgid_out && r->scan.kind == CD_MSG_REQUEST && r->scan.msgid_known) *msgid_out = r->scan.msgid;
         r->skipping = false;
         cd_rpc_scan_reset(&r->scan);
+        r->align_at = 0;
         return CD_RPC_SKIPPED;
     }
 
@@ -382,6 +417,7 @@ int cd_rpc_reader_next(cd_rpc_reader *r, cd_rpc_msg *msg, uint32_t *msgid_out, c
     int rc = reader_take(r, n, &owner, &bytes);
     if (rc < 0) return cd_errf(rc, err, errlen, "out of memory for a %zu-byte message", n);
     cd_rpc_scan_reset(&r->scan);
+    r->align_at = 0;
     msg->bytes_ = owner;
     msg->nbytes = n;
 
@@ -423,7 +459,7 @@ int cd_rpc_reader_next(cd_rpc_reader *r, cd_rpc_msg *msg, uint32_t *msgid_out, c
 void cd_rpc_msg_free(cd_rpc_msg *msg) {
     if (!msg) return;
     msgpack_unpacked_destroy(&msg->unpacked_);
-    free(msg->bytes_);
+    cd_bigbuf_put(msg->bytes_);
     memset(msg, 0, sizeof *msg);
 }
 

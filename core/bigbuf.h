@@ -1,5 +1,5 @@
-#ifndef CD_DAEMON_BIGBUF_H
-#define CD_DAEMON_BIGBUF_H
+#ifndef CD_CORE_BIGBUF_H
+#define CD_CORE_BIGBUF_H
 
 // Big output buffers kept for the next request. glibc serves an allocation
 // over 32 MiB with its own mmap and unmaps it on free, so every request of a
@@ -16,4 +16,4 @@ void *cd_bigbuf_get(size_t bytes);
 // big and there is room, else freed.
 void cd_bigbuf_put(void *p);
 
-#endif // CD_DAEMON_BIGBUF_H
+#endif // CD_CORE_BIGBUF_H
