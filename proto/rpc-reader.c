@@ -418,7 +418,8 @@ int cd_rpc_reader_next(cd_rpc_reader *r, cd_rpc_msg *msg, uint32_t *msgid_out, c
     if (rc < 0) return cd_errf(rc, err, errlen, "out of memory for a %zu-byte message", n);
     cd_rpc_scan_reset(&r->scan);
     r->align_at = 0;
-    msg->bytes_ = owner;
+    msg->alloc_ = owner;
+    msg->bytes_ = bytes;
     msg->nbytes = n;
 
     // The pre-scan has checked every length, so msgpack-c allocates at most
@@ -459,7 +460,7 @@ int cd_rpc_reader_next(cd_rpc_reader *r, cd_rpc_msg *msg, uint32_t *msgid_out, c
 void cd_rpc_msg_free(cd_rpc_msg *msg) {
     if (!msg) return;
     msgpack_unpacked_destroy(&msg->unpacked_);
-    cd_bigbuf_put(msg->bytes_);
+    cd_bigbuf_put(msg->alloc_);
     memset(msg, 0, sizeof *msg);
 }
 
