@@ -145,10 +145,14 @@ void cd_rpc_reader_skip(cd_rpc_reader *r) {
     reader_skip_compact(r);
 }
 
+static int reader_regrow_big(cd_rpc_reader *r, size_t need);
+
 // Makes room for len more bytes at end. Returns 0 or CD_ENOMEM.
 static int reader_reserve(cd_rpc_reader *r, size_t len) {
     if (r->start == r->end) r->start = r->end = 0;
     if (len <= r->cap - r->end) return 0;
+    // A big message keeps its payload's alignment when it grows.
+    if (r->align_at && r->end > r->start) return reader_regrow_big(r, r->end - r->start + len);
     if (r->start > 0) { // reclaim the bytes already returned first
         memmove(r->buf, r->buf + r->start, r->end - r->start);
         r->end -= r->start;
@@ -171,6 +175,10 @@ static int reader_reserve(cd_rpc_reader *r, size_t len) {
 // r->align_at (the first big payload's, kept for later regrows) is aligned.
 // Returns 0 or CD_ENOMEM (nothing changed).
 static int reader_regrow_big(cd_rpc_reader *r, size_t need) {
+    // Growing again (more headers came): at least twice the room, so that a
+    // message of many small pieces after a big one is not copied per piece.
+    if (r->align_at && r->buf && need < 2 * (r->cap - r->start) && r->cap - r->start < SIZE_MAX / 4)
+        need = 2 * (r->cap - r->start);
     if (need > SIZE_MAX - PAYLOAD_ALIGN) return CD_ENOMEM;
     char *nb = cd_bigbuf_get(need + PAYLOAD_ALIGN);
     if (!nb) return CD_ENOMEM;
