@@ -16,8 +16,11 @@
 
 // Payloads referenced at most per reply; a tensor beyond them is copied.
 #define CD_REPLY_MAX_REFS 16
-// Payloads smaller than this are copied (a syscall piece costs more).
+// Payloads smaller than this are copied (a syscall piece costs more). The
+// fuzz target sets it low.
+#ifndef CD_REPLY_REF_MIN
 #define CD_REPLY_REF_MIN ((size_t)64 << 10)
+#endif
 // iovecs a whole reply needs at most: head pieces around every reference.
 #define CD_REPLY_MAX_IOV (2 * CD_REPLY_MAX_REFS + 1)
 

@@ -34,7 +34,10 @@
 // the big-buffer cache (core/bigbuf.h: its pages stay mapped between
 // messages), placed so that its first big payload starts on a PAYLOAD_ALIGN
 // boundary: the client hands tensors out where they lie, 64-byte aligned.
-#define BIG_MESSAGE (1u << 20)
+// (The fuzz target sets it low, so its small inputs take that path too.)
+#ifndef CD_RPC_BIG_MESSAGE
+#define CD_RPC_BIG_MESSAGE (1u << 20)
+#endif
 #define PAYLOAD_ALIGN 64u
 
 struct cd_rpc_reader {
@@ -213,7 +216,7 @@ static int reader_took(cd_rpc_reader *r, size_t len) {
     // reported, by the feed that needs the room.
     size_t committed = cd_rpc_reader_committed(r), held = r->end - r->start;
     if (scan == 0 && committed > held && r->cap - r->end < committed - held) {
-        if (committed >= BIG_MESSAGE && !r->skipping)
+        if (committed >= CD_RPC_BIG_MESSAGE && !r->skipping)
             (void)reader_regrow_big(r, committed);
         else
             (void)reader_reserve(r, committed - held);
