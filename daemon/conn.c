@@ -159,10 +159,12 @@ conn_send_result cd_conn_sendv(cd_conn *c, struct iovec *iov, int niov, size_t l
     return r;
 }
 
-// Loop thread: hands cw (its iovecs iov[0..niov), cw->len bytes, counted in
-// wowned by cd_conn_send) to uv_write; drops a client whose unsent bytes pass
-// the cap. Returns 0, or -1 when the connection was dropped (cw freed).
-static int conn_queue(cd_conn *c, conn_write *cw, const struct iovec *iov, int niov) {
+// Loop thread: hands iov[0..niov) (len bytes, counted in wowned by
+// cd_conn_send) to uv_write, with what owns their memory: `data` (freed) or
+// the request `owner` whose reply they are (freed); drops a client whose
+// unsent bytes pass the cap. Returns 0, or -1 when the connection was dropped
+// (what it owned is freed then).
+static int conn_queue(cd_conn *c, char *data, cd_request *owner, size_t len, const struct iovec *iov, int niov) {
     // uv_buf_init takes an unsigned int length: a piece of 1 GiB or more
     // goes as several buffers of one write (libuv copies the array).
     enum { PIECE = 1u << 30, NPIECE = CD_REPLY_MAX_IOV + 16 };
@@ -177,19 +179,28 @@ static int conn_queue(cd_conn *c, conn_write *cw, const struct iovec *iov, int n
             queued += n;
         }
     }
-    int rc = queued < cw->len ? UV_E2BIG : uv_write(&cw->req, (uv_stream_t *)&c->pipe, bufs, nbuf, on_write);
+    conn_write *cw = calloc(1, sizeof *cw);
+    int rc = !cw ? UV_ENOMEM : queued < len ? UV_E2BIG : 0;
+    if (cw) *cw = (conn_write){.conn = c, .data = data, .owner = owner, .len = len};
+    if (rc == 0) rc = uv_write(&cw->req, (uv_stream_t *)&c->pipe, bufs, nbuf, on_write);
     if (rc != 0) {
         CD_DEBUG("conn %llu: write failed: %s", (unsigned long long)c->id, uv_strerror(rc));
         CD_STAT_INC(conn_write_errors);
         pthread_mutex_lock(&c->wlock);
-        c->wowned -= cw->len;
+        c->wowned -= len;
         pthread_mutex_unlock(&c->wlock);
-        conn_write_free(cw);
+        if (cw) {
+            conn_write_free(cw);
+        } else if (owner) {
+            cd_request_free(owner);
+        } else {
+            free(data);
+        }
         cd_conn_kill(c);
         return -1;
     }
     size_t before = c->write_pending;
-    c->write_pending += cw->len;
+    c->write_pending += len;
     if (before > 0 && c->write_pending > CD_CONN_OUT_MAX(c->srv->set->max_message)) {
         CD_STAT_INC(conn_slow_reader);
         CD_WARN("conn %llu: %zu response bytes unsent: client does not read; dropping it", (unsigned long long)c->id,
@@ -205,39 +216,14 @@ static int conn_queue(cd_conn *c, conn_write *cw, const struct iovec *iov, int n
 // uv_write, taking ownership of data; drops a client whose unsent bytes pass
 // the cap. Returns 0, or -1 when the connection was dropped.
 int cd_conn_queue_write(cd_conn *c, char *data, size_t off, size_t len) {
-    conn_write *cw = calloc(1, sizeof *cw);
-    if (!cw) {
-        pthread_mutex_lock(&c->wlock);
-        c->wowned -= len - off;
-        pthread_mutex_unlock(&c->wlock);
-        free(data);
-        cd_conn_kill(c);
-        return -1;
-    }
-    cw->conn = c;
-    cw->data = data;
-    cw->len = len - off;
     struct iovec iov = {.iov_base = data + off, .iov_len = len - off};
-    return conn_queue(c, cw, &iov, 1);
+    return conn_queue(c, data, NULL, len - off, &iov, 1);
 }
 
 int cd_conn_queue_reply(cd_conn *c, cd_request *req, size_t off) {
-    size_t len = req->reply.total - off;
-    conn_write *cw = calloc(1, sizeof *cw);
-    if (!cw) {
-        pthread_mutex_lock(&c->wlock);
-        c->wowned -= len;
-        pthread_mutex_unlock(&c->wlock);
-        cd_request_free(req);
-        cd_conn_kill(c);
-        return -1;
-    }
-    cw->conn = c;
-    cw->owner = req;
-    cw->len = len;
     struct iovec iov[CD_REPLY_MAX_IOV];
     int n = cd_reply_iov(&req->reply, off, iov);
-    return conn_queue(c, cw, iov, n);
+    return conn_queue(c, NULL, req, req->reply.total - off, iov, n);
 }
 
 static void conn_close(cd_conn *c) {

@@ -26,6 +26,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import convd
 from tests.integration.daemon_wire import Wire, request
+from tests.integration.test_daemon_models import assert_close
 from tests.support import paths
 from tests.support.daemon import TestDaemon
 
@@ -52,12 +53,6 @@ def conv1x1_model(path, cin, cout, h, w, seed):
 def numpy_reference(wb, x):
     wt, b = wb
     return (np.einsum("oc,nchw->nohw", wt[:, :, 0, 0], x) + b[None, :, None, None]).astype(np.float32)
-
-
-def assert_close(got, ref):
-    assert got.shape == ref.shape, (got.shape, ref.shape)
-    err = np.abs(got - ref) / np.maximum(1.0, np.abs(ref))
-    assert err.max() <= 1e-4, err.max()
 
 
 @pytest.fixture(scope="module")
