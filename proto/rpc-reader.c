@@ -145,6 +145,7 @@ static int reader_scan(cd_rpc_reader *r) {
 void cd_rpc_reader_skip(cd_rpc_reader *r) {
     if (!cd_rpc_reader_partial(r)) return;
     r->skipping = true;
+    r->align_at = 0; // nothing of it is kept: no payload to align
     reader_skip_compact(r);
 }
 
@@ -361,7 +362,8 @@ static int msg_envelope(cd_rpc_msg *m, uint32_t *msgid, char *err, size_t errlen
 // CD_ENOMEM (nothing consumed then).
 static int reader_take(cd_rpc_reader *r, size_t n, char **owner, const char **bytes) {
     size_t rest = r->end - r->start - n;
-    if (n >= HANDOVER_MIN && n >= r->cap / 2) {
+    // A big message's own buffer (reader_regrow_big) always goes with it.
+    if (n >= HANDOVER_MIN && (n >= r->cap / 2 || r->align_at)) {
         char *nb = NULL;
         size_t ncap = 0;
         if (rest > 0) {
