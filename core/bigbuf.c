@@ -1,4 +1,4 @@
-// Big output buffers kept for the next request (see bigbuf.h).
+// Big buffers kept for the next request or message (see bigbuf.h).
 #include "core/bigbuf.h"
 
 #include <malloc.h>

@@ -6,7 +6,10 @@
 // model with big outputs faulted in and zeroed every page of a fresh buffer
 // (docs/PERFORMANCE.md, "Big tensors": 35% of the daemon's CPU on a 42 MiB
 // output). A few freed buffers are kept, with their pages, for the next
-// request that fits. Thread-safe (workers take, the loop gives back).
+// request that fits. Thread-safe (workers take, the loop gives back). The
+// daemon's output buffers and every reader's big-message buffers
+// (proto/rpc-reader.c: the daemon's requests, libconvd's answers) share it,
+// per process: at most 4 buffers, 256 MiB together.
 
 #include <stddef.h>
 
