@@ -478,10 +478,13 @@ ifneq ($(SECONDS),)
 endif
 
 # The wire target: proto/ and the daemon's request validation, no server.
-$(BUILD)/bin/fuzz-rpc-reader: tests/fuzz/fuzz-rpc-reader.c $(PROTO_SRC) $(CORE_SRC) daemon/validate.c daemon/stats.c
+# Big-message buffers and reply references start at a few bytes here, so
+# that small inputs take those paths.
+$(BUILD)/bin/fuzz-rpc-reader: tests/fuzz/fuzz-rpc-reader.c $(PROTO_SRC) $(CORE_SRC) daemon/validate.c daemon/stats.c \
+    daemon/reply.c
 	@mkdir -p $(dir $@)
 	@echo "  FUZZ    $@"
-	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $^ $(MSGPACK_LIBS)
+	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -DCD_RPC_BIG_MESSAGE=96 -DCD_REPLY_REF_MIN=8 -o $@ $^ $(MSGPACK_LIBS)
 
 # The loader's sources as they are, with the kernels the lowering folds with
 # (reference loops) and the sparse analysis the compaction records.

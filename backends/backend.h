@@ -92,8 +92,8 @@ typedef struct {
     cd_bop op;
     int max_batch; // largest batch the op will run with
     int nsrc;
-    cd_tdesc src[64]; // inputs (CONV2D: src and, with a residual, the residual)
-    cd_tdesc dst;     // output (REORDER: dst.layout is the target)
+    cd_tdesc src[CD_OP_MAX_IN]; // inputs (CONV2D: src and, with a residual, the residual)
+    cd_tdesc dst;               // output (REORDER: dst.layout is the target)
     union {
         cd_conv_desc conv; // n = 1; act and has_residual included
         cd_gemm_desc gemm;

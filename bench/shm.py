@@ -5,6 +5,8 @@ run:
 
   in-process   convd-run --bench N --threads 1 (median)
   inline       convbench --concurrency 1: the tensors in the messages (p50)
+  inline py    the Python client (convd.Client.infer) in a loop, one request
+               at a time: the same messages (p50)
   shm          convbench --concurrency 1 --shm: inputs and outputs in a
                shared-memory region, named by the requests (p50)
   raw          the input's and the output's bytes together sent one way over
@@ -12,11 +14,12 @@ run:
 
     make && bench/shm.py [--requests 40] [--bench 20] [--rounds 3] [--json FILE]
 
-The rounds interleave the four measurements (the machine is shared and
+The rounds interleave the five measurements (the machine is shared and
 noisy); the table shows the median over rounds of each figure.
 
 Targets (docs/PERFORMANCE.md, "Big tensors"): shm p50 <= 1.1x in-process;
-inline p50 <= in-process + 1.5x raw.
+inline p50 <= in-process + 1.5x raw; the Python client inline within 1.2x of
+the C client's.
 """
 import argparse
 import json
@@ -30,6 +33,7 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "client" / "python"))
 
 import numpy as np  # noqa: E402
 import onnx  # noqa: E402
@@ -85,6 +89,22 @@ def raw_transfer_ms(nbytes, rounds=15):
     return statistics.median(times[2:])
 
 
+def python_inline_ms(sock, requests):
+    """p50 ms of convd.Client.infer on the model, one request at a time (a
+    fresh random input, a warm-up request first)."""
+    import convd
+    x = np.random.default_rng().standard_normal((1, CIN, H, W)).astype(np.float32)
+    times = []
+    with convd.Client(sock) as c:
+        c.infer("seg", {"x": x})
+        for _ in range(requests):
+            t0 = time.perf_counter()
+            out = c.infer("seg", {"x": x})
+            times.append((time.perf_counter() - t0) * 1e3)
+            del out
+    return statistics.median(times)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--requests", type=int, default=40, help="measured requests per convbench run")
@@ -114,15 +134,19 @@ def main():
                                                   "--bench", a.bench, "--json"], "convd-run")["bench"]["median_ms"]}
                 row["shm_p50_ms"] = bench("--shm")
                 row["inline_p50_ms"] = bench()
+                row["inline_py_p50_ms"] = python_inline_ms(d.socket, a.requests)
                 row["raw_transfer_ms"] = raw_transfer_ms(in_bytes + out_bytes)
                 rows.append(row)
     med = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
     inproc, shm, inline, raw = med["in_process_ms"], med["shm_p50_ms"], med["inline_p50_ms"], med["raw_transfer_ms"]
-    res = {"in_process_ms": inproc, "inline_p50_ms": inline, "shm_p50_ms": shm, "raw_transfer_ms": raw,
+    inline_py = med["inline_py_p50_ms"]
+    res = {"in_process_ms": inproc, "inline_p50_ms": inline, "inline_py_p50_ms": inline_py, "shm_p50_ms": shm,
+           "raw_transfer_ms": raw,
            "rounds": rows,
            "in_bytes": in_bytes, "out_bytes": out_bytes,
            "shm_over_in_process": shm / inproc,
-           "inline_over_target": inline / (inproc + 1.5 * raw)}
+           "inline_over_target": inline / (inproc + 1.5 * raw),
+           "inline_py_over_c": inline_py / inline}
     print(f"segmentation-shaped 1x1 conv {CIN}->{COUT} at {H}x{W}, 1 thread "
           f"({in_bytes / 2**20:.1f} MiB in, {out_bytes / 2**20:.1f} MiB out)")
     print(f"  medians over {a.rounds} interleaved rounds")
@@ -131,6 +155,8 @@ def main():
           f"(target <= 1.1x)")
     print(f"  inline     (convbench, p50)                  {inline:8.2f} ms  "
           f"(target <= in-process + 1.5 x raw = {inproc + 1.5 * raw:.2f} ms)")
+    print(f"  inline py  (convd.Client.infer, p50)         {inline_py:8.2f} ms  = {inline_py / inline:.2f}x the C "
+          f"client (target <= 1.2x)")
     print(f"  raw        (socketpair, in+out bytes, median) {raw:8.2f} ms")
     if a.json:
         pathlib.Path(a.json).write_text(json.dumps(res, indent=2) + "\n")

@@ -296,8 +296,9 @@ int convd_plan(convd_conn *conn, const char *model, int batch, int runs, char **
 
 // ---- inference --------------------------------------------------------------
 
-// The outputs of one inference. Every tensor's data is a 64-byte aligned copy
-// owned by this structure.
+// The outputs of one inference. Every tensor's data is 64-byte aligned and
+// owned by this structure (where the answer placed it aligned, in the
+// answer's buffer; else a copy).
 typedef struct {
     size_t count;          // number of outputs
     const char **names;    // count NUL-terminated names

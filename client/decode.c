@@ -3,21 +3,13 @@
 
 #include "client/client-internal.h"
 #include "core/errors.h"
+#include "proto/params.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-const msgpack_object *cd_client_get(const msgpack_object *map, const char *key) {
-    if (!map || map->type != MSGPACK_OBJECT_MAP) return NULL;
-    size_t klen = strlen(key);
-    for (uint32_t i = 0; i < map->via.map.size; i++) {
-        const msgpack_object *k = &map->via.map.ptr[i].key;
-        if (k->type == MSGPACK_OBJECT_STR && k->via.str.size == klen && memcmp(k->via.str.ptr, key, klen) == 0)
-            return &map->via.map.ptr[i].val;
-    }
-    return NULL;
-}
+const msgpack_object *cd_client_get(const msgpack_object *map, const char *key) { return cd_map_get(map, key); }
 
 int cd_client_strcpy(char *buf, size_t buflen, const msgpack_object *o) {
     if (buflen) buf[0] = 0;

@@ -1,5 +1,5 @@
 // libconvd inference: packs named input tensors (payloads sent straight from
-// the caller's memory), decodes and copies the output tensors.
+// the caller's memory), decodes the output tensors (in place when aligned).
 
 #include "client/client-internal.h"
 #include "core/errors.h"
@@ -8,6 +8,7 @@
 #include "proto/tensor.h"
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -83,11 +84,26 @@ int cd_client_pack_infer(msgpack_packer *pk, void *ud) {
     return rc ? cd_client_fail(CD_ENOMEM, "out of memory packing the request") : 0;
 }
 
+// What convd_outputs.priv_ points to: the answer, kept while an output's
+// data points into it (the reader places a big answer so that its first big
+// payload is 64-byte aligned: that one is handed out where it lies), and
+// which outputs are copies of their own.
+typedef struct {
+    cd_rpc_msg msg; // the answer (empty when nothing points into it)
+    bool *copied;   // per output: data is an aligned copy to free
+} outputs_priv;
+
 void convd_outputs_free(convd_outputs *o) {
     if (!o) return;
+    outputs_priv *p = o->priv_;
     for (size_t i = 0; i < o->count; i++) {
         free((void *)o->names[i]);
-        free((void *)o->tensors[i].data);
+        if (p && p->copied[i]) free((void *)o->tensors[i].data);
+    }
+    if (p) {
+        cd_rpc_msg_free(&p->msg);
+        free(p->copied);
+        free(p);
     }
     free(o->names);
     free(o->tensors);
@@ -102,13 +118,19 @@ const convd_tensor *convd_outputs_get(const convd_outputs *o, const char *name) 
 }
 
 // Copies the {name: tensor} map of a response into *out.
-static int outputs_decode(const msgpack_object *map, convd_outputs **out) {
+// Decodes the outputs map of answer m into *out: an aligned payload is used
+// where it lies (*out then keeps m: *kept), any other is copied.
+static int outputs_decode(const msgpack_object *map, convd_outputs **out, bool *kept) {
+    *kept = false;
     convd_outputs *o = calloc(1, sizeof *o);
     if (!o) return cd_client_fail(CD_ENOMEM, "out of memory");
     uint32_t n = map->via.map.size;
+    outputs_priv *priv = calloc(1, sizeof *priv);
+    o->priv_ = priv;
     o->names = calloc(n ? n : 1, sizeof *o->names);
     o->tensors = calloc(n ? n : 1, sizeof *o->tensors);
-    if (!o->names || !o->tensors) {
+    if (priv) priv->copied = calloc(n ? n : 1, sizeof *priv->copied);
+    if (!o->names || !o->tensors || !priv || !priv->copied) {
         convd_outputs_free(o);
         return cd_client_fail(CD_ENOMEM, "out of memory");
     }
@@ -132,14 +154,18 @@ static int outputs_decode(const msgpack_object *map, convd_outputs **out) {
         }
         int oom = 0;
         char *name = cd_client_strdup(k, &oom);
-        void *data = in_region ? NULL : aligned_alloc(64, (t.nbytes + 63) & ~(size_t)63);
-        if (!name || (!data && !in_region)) {
+        bool in_place = !in_region && (uintptr_t)t.data % 64 == 0;
+        bool copy = !in_region && !in_place;
+        void *data = copy ? aligned_alloc(64, (t.nbytes + 63) & ~(size_t)63) : in_place ? (void *)t.data : NULL;
+        if (!name || (copy && !data)) {
             free(name);
-            free(data);
+            if (copy) free(data);
             convd_outputs_free(o);
             return cd_client_fail(CD_ENOMEM, "out of memory copying the outputs");
         }
-        if (data) memcpy(data, t.data, t.nbytes);
+        if (copy) memcpy(data, t.data, t.nbytes);
+        priv->copied[o->count] = copy;
+        *kept |= in_place;
         convd_tensor *ct = &o->tensors[o->count];
         ct->dtype = (convd_dtype)t.dtype;
         ct->rank = t.rank;
@@ -179,7 +205,12 @@ int cd_client_infer_outputs(cd_rpc_msg *m, convd_outputs **out) {
         cd_rpc_msg_free(m);
         return cd_client_fail(CD_EPROTOCOL, "the result of 'infer' has no outputs map");
     }
-    int rc = outputs_decode(outs, out);
+    bool kept;
+    int rc = outputs_decode(outs, out, &kept);
+    if (rc == 0 && kept) {
+        ((outputs_priv *)(*out)->priv_)->msg = *m; // the outputs' bytes
+        memset(m, 0, sizeof *m);
+    }
     cd_rpc_msg_free(m);
     return rc;
 }

@@ -19,6 +19,9 @@
 // `load` params, and the runtime's cd_model_opts.max_batch are all checked
 // against it (the scheduler sizes its per-worker batch arrays by it).
 #define CD_MAX_BATCH 4096
+// Inputs of one operation (Concat, Sum...): the graph's ops and the backends'
+// op descriptions size their input arrays by it.
+#define CD_OP_MAX_IN 64
 
 // Limits on what a model file may declare (runtime/). Files come from
 // programs we do not control: each declared size is checked against these

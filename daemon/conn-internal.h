@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/uio.h>
 
 // What cd_conn_send did with the bytes it was given.
 typedef enum {
@@ -25,7 +26,13 @@ typedef enum {
 bool cd_conn_can_handle(const cd_conn *c);
 void cd_conn_update_reading(cd_conn *c);
 conn_send_result cd_conn_send(cd_conn *c, const char *data, size_t len, bool worker, size_t *written);
+// cd_conn_send of iov[0..niov) (len bytes together; iov is advanced in place).
+conn_send_result cd_conn_sendv(cd_conn *c, struct iovec *iov, int niov, size_t len, bool worker, size_t *written);
 int cd_conn_queue_write(cd_conn *c, char *data, size_t off, size_t len);
+// Loop thread: cd_conn_queue_write of req->reply from byte off on (those
+// bytes counted in wowned); takes req, which owns the memory the reply points
+// into, and frees it once written (or dropped). Returns 0 or -1 (dropped).
+int cd_conn_queue_reply(cd_conn *c, cd_request *req, size_t off);
 void cd_conn_check(cd_conn *c);
 void cd_conn_flush(cd_conn *c);
 bool cd_conn_writable(const cd_conn *c);

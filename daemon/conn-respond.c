@@ -24,35 +24,37 @@ void cd_conn_request_started(cd_conn *c, cd_request *req) {
     c->reqs = req;
 }
 
-// Packs the whole response message of a finished request into sb (empty on
+// Packs the whole response message of a finished request into r (empty on
 // entry): [1, msgid, nil, result], or [1, msgid, {code, message}, nil] when
 // it failed or its result cannot be packed (req->status becomes that code).
-// Runs on the loop, or on a worker for pack_on_worker requests. Returns 0, or
-// CD_ENOMEM when not even the error fits (sb is then empty).
-static int conn_pack_message(cd_request *req, msgpack_sbuffer *sb) {
+// Big tensors of the result are referenced, not copied (daemon/reply.h).
+// Runs on the loop, or on a worker for pack_on_worker requests. Returns 0,
+// or CD_ENOMEM when not even the error fits (r is then empty).
+static int conn_pack_message(cd_request *req, cd_reply *r) {
     msgpack_packer pk;
-    msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+    msgpack_packer_init(&pk, r, cd_reply_write);
     const char *message = req->err[0] ? req->err : NULL;
     if (req->status == 0) {
         int rc = cd_rpc_pack_response_ok_begin(&pk, req->msgid);
         if (rc == 0) rc = req->ops->pack ? req->ops->pack(req, &pk) : msgpack_pack_nil(&pk);
         if (rc == 0) return 0;
-        msgpack_sbuffer_clear(sb);
+        cd_reply_clear(r);
         req->status = rc < 0 ? rc : CD_ENOMEM;
         message = "cannot pack the result";
     }
     if (cd_rpc_pack_response_error(&pk, req->msgid, req->status, message ? message : cd_strerror(req->status)) != 0) {
-        msgpack_sbuffer_clear(sb);
+        cd_reply_clear(r);
         return CD_ENOMEM;
     }
     return 0;
 }
 
-// conn_pack_message, then the request's `answered` part: the answer is
-// whole, so what the client may reuse once it reads it is let go now,
-// before any byte of it can reach the client.
-static int conn_pack_response(cd_request *req, msgpack_sbuffer *sb) {
-    int rc = conn_pack_message(req, sb);
+// conn_pack_message into req->reply, then the request's `answered` part: the
+// answer is whole, so what the client may reuse once it reads it is let go
+// now, before any byte of it can reach the client.
+static int conn_pack_response(cd_request *req) {
+    cd_reply_clear(&req->reply);
+    int rc = conn_pack_message(req, &req->reply);
     if (rc == 0 && req->ops->answered) req->ops->answered(req);
     return rc;
 }
@@ -60,15 +62,12 @@ static int conn_pack_response(cd_request *req, msgpack_sbuffer *sb) {
 void cd_conn_respond(cd_request *req) {
     cd_conn *c = req->conn;
     if (!c || !req->pack_on_worker || req->status == CD_ECANCELLED || atomic_load(&req->cancelled))
-        return; // the loop answers (or counts the drop) as for any request
-    msgpack_sbuffer sb;
-    msgpack_sbuffer_init(&sb);
-    if (conn_pack_response(req, &sb) != 0) {
-        msgpack_sbuffer_destroy(&sb);
-        return; // the loop tries again, and drops the connection if it fails too
-    }
+        return;                               // the loop answers (or counts the drop) as for any request
+    if (conn_pack_response(req) != 0) return; // the loop tries again, and drops the connection if it fails too
     size_t written;
-    switch (cd_conn_send(c, sb.data, sb.size, true, &written)) {
+    struct iovec iov[CD_REPLY_MAX_IOV];
+    int niov = cd_reply_iov(&req->reply, 0, iov);
+    switch (cd_conn_sendv(c, iov, niov, req->reply.total, true, &written)) {
     case CONN_SENT:
         req->sent = CD_SENT_WRITTEN;
         req->t_sent_ns = uv_hrtime(); // the clock of t_received_ns (thread-safe)
@@ -86,23 +85,37 @@ void cd_conn_respond(cd_request *req) {
     case CONN_CLOSED: req->sent = CD_SENT_CLOSED; break;
     case CONN_FAILED: req->sent = CD_SENT_FAILED; break;
     }
-    if (req->sent == CD_SENT_PARTIAL || req->sent == CD_SENT_BEHIND) {
-        req->resp_len = sb.size;
-        req->resp = msgpack_sbuffer_release(&sb);
-    }
     // An error answer counts when it goes out (the loop counts BEHIND ones
     // when it queues them: the client may be gone by then).
     if (req->status != 0 &&
         (req->sent == CD_SENT_WRITTEN || req->sent == CD_SENT_PARTIAL || req->sent == CD_SENT_FAILED))
         cd_stats_error(req->status);
-    msgpack_sbuffer_destroy(&sb);
+    if (req->sent != CD_SENT_PARTIAL && req->sent != CD_SENT_BEHIND) cd_reply_destroy(&req->reply);
+}
+
+// Queues req->reply from byte off on (counted in wowned) behind what is
+// queued: a reply without references as a buffer of its own, one that points
+// into req's outputs with req riding along (freed once written). Returns
+// true when req was taken.
+static bool conn_queue_reply(cd_conn *c, cd_request *req, size_t off) {
+    if (req->reply.nref == 0) {
+        size_t len = req->reply.head.size;
+        cd_conn_queue_write(c, msgpack_sbuffer_release(&req->reply.head), off, len);
+        return false;
+    }
+    // Only the reply is needed from here on: the request's message (its input
+    // bytes) goes now, not when the last byte of the answer does.
+    cd_rpc_msg_free(&req->msg);
+    cd_conn_queue_reply(c, req, off);
+    return true;
 }
 
 // Loop side of a response a worker left partly written: its remainder goes
 // to the write queue first (it is counted in wowned already), then the
-// bytes the loop held back meanwhile may follow.
-static void conn_take_remainder(cd_conn *c, cd_request *req) {
-    size_t rest = req->resp_len - req->resp_off;
+// bytes the loop held back meanwhile may follow. Returns true when req was
+// taken (conn_queue_reply).
+static bool conn_take_remainder(cd_conn *c, cd_request *req) {
+    size_t rest = req->reply.total - req->resp_off;
     pthread_mutex_lock(&c->wlock);
     c->whandoffs--;
     bool closed = c->wclosed;
@@ -110,11 +123,38 @@ static void conn_take_remainder(cd_conn *c, cd_request *req) {
     pthread_mutex_unlock(&c->wlock);
     if (closed || !cd_conn_writable(c)) {
         CD_STAT_INC(req_dropped);
-        return;
+        return false;
     }
-    char *data = req->resp;
-    req->resp = NULL;
-    cd_conn_queue_write(c, data, req->resp_off, req->resp_len);
+    return conn_queue_reply(c, req, req->resp_off);
+}
+
+// The loop sends a whole packed reply: appended to `out` (copied) when it
+// has no references or other bytes wait there; else written from where it
+// lies, the rest queued with req riding along. Returns true when req was
+// taken; kills the connection when out of memory.
+static bool conn_send_reply(cd_conn *c, cd_request *req) {
+    if (req->reply.nref > 0) cd_conn_flush(c);
+    if (!cd_conn_writable(c)) return false; // the flush found the peer gone
+    if (req->reply.nref == 0 || c->out.size > 0) {
+        if (cd_reply_copy_to(&req->reply, &c->out) != 0) cd_conn_kill(c);
+        return false;
+    }
+    size_t written;
+    struct iovec iov[CD_REPLY_MAX_IOV];
+    int niov = cd_reply_iov(&req->reply, 0, iov);
+    switch (cd_conn_sendv(c, iov, niov, req->reply.total, false, &written)) {
+    case CONN_SENT:
+    case CONN_CLOSED: return false;
+    case CONN_HOLD: // a worker's remainder goes first: behind it, in `out`
+        if (cd_reply_copy_to(&req->reply, &c->out) != 0) cd_conn_kill(c);
+        return false;
+    case CONN_FAILED:
+        CD_STAT_INC(conn_write_errors);
+        cd_conn_kill(c);
+        return false;
+    case CONN_QUEUE: return conn_queue_reply(c, req, written);
+    }
+    return false;
 }
 
 void cd_conn_request_done(cd_request *req) {
@@ -135,17 +175,16 @@ void cd_conn_request_done(cd_request *req) {
     c->last_active_ns = uv_hrtime(); // the idle clock starts at the last answer
     if (req->ops->done) req->ops->done(req);
 
+    bool taken = false; // req went with its reply's write (freed once written)
     switch (req->sent) {
     case CD_SENT_NONE:
         if (cd_conn_writable(c)) {
-            msgpack_sbuffer sb;
-            msgpack_sbuffer_init(&sb);
-            if (conn_pack_response(req, &sb) != 0 || msgpack_sbuffer_write(&c->out, sb.data, sb.size) != 0) {
+            if (conn_pack_response(req) != 0) {
                 cd_conn_kill(c);
-            } else if (req->status != 0) {
-                cd_stats_error(req->status);
+            } else {
+                if (req->status != 0) cd_stats_error(req->status);
+                taken = conn_send_reply(c, req);
             }
-            msgpack_sbuffer_destroy(&sb);
         } else if (req->status == CD_ECANCELLED) {
             CD_STAT_INC(req_cancelled);
         } else {
@@ -153,14 +192,13 @@ void cd_conn_request_done(cd_request *req) {
         }
         break;
     case CD_SENT_WRITTEN: break;
-    case CD_SENT_PARTIAL: conn_take_remainder(c, req); break;
+    case CD_SENT_PARTIAL: taken = conn_take_remainder(c, req); break;
     case CD_SENT_BEHIND:
         if (!cd_conn_writable(c)) {
             CD_STAT_INC(req_dropped);
-        } else if (msgpack_sbuffer_write(&c->out, req->resp, req->resp_len) != 0) {
-            cd_conn_kill(c);
-        } else if (req->status != 0) {
-            cd_stats_error(req->status);
+        } else {
+            if (req->status != 0) cd_stats_error(req->status);
+            taken = conn_send_reply(c, req);
         }
         break;
     case CD_SENT_CLOSED: CD_STAT_INC(req_dropped); break;
@@ -172,7 +210,7 @@ void cd_conn_request_done(cd_request *req) {
         }
         break;
     }
-    cd_request_free(req);
+    if (!taken) cd_request_free(req);
     if (c->state == CD_CONN_CLOSING) return;
     cd_conn_flush(c);
     if (c->backlog && cd_conn_can_handle(c)) cd_server_backlog_add(c->srv, c);

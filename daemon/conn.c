@@ -16,13 +16,25 @@
 #include <sys/socket.h>
 
 // One uv_write in progress: owns `data`, of which it writes `len` bytes (the
-// tail that cd_conn_send could not write, or a worker's remainder).
+// tail that cd_conn_send could not write, or a worker's remainder), or the
+// request `req` whose reply (daemon/reply.h) it writes: the request owns the
+// output buffers that reply points into, so it is freed only once written.
 typedef struct {
     uv_write_t req;
     cd_conn *conn;
     char *data;
+    cd_request *owner;
     size_t len;
 } conn_write;
+
+// Frees what a write owned.
+static void conn_write_free(conn_write *cw) {
+    if (cw->owner)
+        cd_request_free(cw->owner);
+    else
+        free(cw->data);
+    free(cw);
+}
 
 static void on_write(uv_write_t *w, int status);
 static void conn_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
@@ -93,7 +105,35 @@ static void conn_recharge(cd_conn *c) {
 // when all of it went, else CONN_QUEUE with the tail counted as the loop's
 // (so no other writer writes raw bytes until it is out), or CONN_FAILED.
 // *written gets the bytes written (counted in bytes_out).
+// Writes iov[0..niov) (len bytes together) with sendmsg until done or the
+// socket is full; returns CONN_SENT, CONN_QUEUE or CONN_FAILED with *off the
+// bytes written. iov is advanced in place.
+static conn_send_result conn_writev(int fd, struct iovec *iov, int niov, size_t len, size_t *off) {
+    int first = 0;
+    while (*off < len) {
+        struct msghdr mh = {.msg_iov = iov + first, .msg_iovlen = (size_t)(niov - first)};
+        ssize_t n = sendmsg(fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return CONN_QUEUE;
+        if (n <= 0) return CONN_FAILED;
+        *off += (size_t)n;
+        for (size_t left = (size_t)n; left > 0 && first < niov;) { // skip what went
+            size_t take = left < iov[first].iov_len ? left : iov[first].iov_len;
+            iov[first].iov_base = (char *)iov[first].iov_base + take;
+            iov[first].iov_len -= take;
+            left -= take;
+            if (iov[first].iov_len == 0) first++;
+        }
+    }
+    return CONN_SENT;
+}
+
 conn_send_result cd_conn_send(cd_conn *c, const char *data, size_t len, bool worker, size_t *written) {
+    struct iovec iov = {.iov_base = (void *)data, .iov_len = len};
+    return cd_conn_sendv(c, &iov, 1, len, worker, written);
+}
+
+conn_send_result cd_conn_sendv(cd_conn *c, struct iovec *iov, int niov, size_t len, bool worker, size_t *written) {
     conn_send_result r;
     size_t off = 0;
     pthread_mutex_lock(&c->wlock);
@@ -105,21 +145,7 @@ conn_send_result cd_conn_send(cd_conn *c, const char *data, size_t len, bool wor
         c->wowned += len;
         r = CONN_QUEUE;
     } else {
-        r = CONN_SENT;
-        while (off < len) {
-            ssize_t n = send(c->fd, data + off, len - off, MSG_DONTWAIT | MSG_NOSIGNAL);
-            if (n > 0) {
-                off += (size_t)n;
-            } else if (n < 0 && errno == EINTR) {
-                continue;
-            } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-                r = CONN_QUEUE;
-                break;
-            } else {
-                r = CONN_FAILED;
-                break;
-            }
-        }
+        r = conn_writev(c->fd, iov, niov, len, &off);
         if (r == CONN_QUEUE) {
             c->wowned += len - off;
             if (worker) c->whandoffs++;
@@ -133,44 +159,48 @@ conn_send_result cd_conn_send(cd_conn *c, const char *data, size_t len, bool wor
     return r;
 }
 
-// Loop thread: hands data[off..len) (counted in wowned by cd_conn_send) to
-// uv_write, taking ownership of data; drops a client whose unsent bytes pass
-// the cap. Returns 0, or -1 when the connection was dropped.
-int cd_conn_queue_write(cd_conn *c, char *data, size_t off, size_t len) {
-    conn_write *cw = malloc(sizeof *cw);
-    int rc = CD_ENOMEM;
-    if (cw) {
-        cw->conn = c;
-        cw->data = data;
-        cw->len = len - off;
-        // uv_buf_t lengths are unsigned int: a reply of 4 GiB or more goes
-        // as several buffers of one write (libuv copies the array).
-        enum { PIECE = 1u << 30, NPIECE = 16 };
-        uv_buf_t bufs[NPIECE];
-        unsigned nbuf = 0;
-        for (size_t o = 0; o < cw->len && nbuf < NPIECE; nbuf++) {
-            size_t n = cw->len - o > PIECE ? PIECE : cw->len - o;
-            bufs[nbuf] = uv_buf_init(data + off + o, (unsigned)n);
+// Loop thread: hands iov[0..niov) (len bytes, counted in wowned by
+// cd_conn_send) to uv_write, with what owns their memory: `data` (freed) or
+// the request `owner` whose reply they are (freed); drops a client whose
+// unsent bytes pass the cap. Returns 0, or -1 when the connection was dropped
+// (what it owned is freed then).
+static int conn_queue(cd_conn *c, char *data, cd_request *owner, size_t len, const struct iovec *iov, int niov) {
+    // uv_buf_init takes an unsigned int length: a piece of 1 GiB or more
+    // goes as several buffers of one write (libuv copies the array).
+    enum { PIECE = 1u << 30, NPIECE = CD_REPLY_MAX_IOV + 16 };
+    uv_buf_t bufs[NPIECE];
+    unsigned nbuf = 0;
+    size_t queued = 0;
+    for (int i = 0; i < niov; i++) {
+        for (size_t o = 0; o < iov[i].iov_len && nbuf < NPIECE; nbuf++) {
+            size_t n = iov[i].iov_len - o > PIECE ? PIECE : iov[i].iov_len - o;
+            bufs[nbuf] = uv_buf_init((char *)iov[i].iov_base + o, (unsigned)n);
             o += n;
-        }
-        rc = (uint64_t)nbuf * PIECE < cw->len ? UV_E2BIG
-                                              : uv_write(&cw->req, (uv_stream_t *)&c->pipe, bufs, nbuf, on_write);
-        if (rc != 0) {
-            CD_DEBUG("conn %llu: write failed: %s", (unsigned long long)c->id, uv_strerror(rc));
-            CD_STAT_INC(conn_write_errors);
+            queued += n;
         }
     }
+    conn_write *cw = calloc(1, sizeof *cw);
+    int rc = !cw ? UV_ENOMEM : queued < len ? UV_E2BIG : 0;
+    if (cw) *cw = (conn_write){.conn = c, .data = data, .owner = owner, .len = len};
+    if (rc == 0) rc = uv_write(&cw->req, (uv_stream_t *)&c->pipe, bufs, nbuf, on_write);
     if (rc != 0) {
+        CD_DEBUG("conn %llu: write failed: %s", (unsigned long long)c->id, uv_strerror(rc));
+        CD_STAT_INC(conn_write_errors);
         pthread_mutex_lock(&c->wlock);
-        c->wowned -= len - off;
+        c->wowned -= len;
         pthread_mutex_unlock(&c->wlock);
-        free(data);
-        free(cw);
+        if (cw) {
+            conn_write_free(cw);
+        } else if (owner) {
+            cd_request_free(owner);
+        } else {
+            free(data);
+        }
         cd_conn_kill(c);
         return -1;
     }
     size_t before = c->write_pending;
-    c->write_pending += cw->len;
+    c->write_pending += len;
     if (before > 0 && c->write_pending > CD_CONN_OUT_MAX(c->srv->set->max_message)) {
         CD_STAT_INC(conn_slow_reader);
         CD_WARN("conn %llu: %zu response bytes unsent: client does not read; dropping it", (unsigned long long)c->id,
@@ -180,6 +210,20 @@ int cd_conn_queue_write(cd_conn *c, char *data, size_t off, size_t len) {
     }
     if (c->write_pending > CD_CONN_OUT_HIGH) c->out_paused = true;
     return 0;
+}
+
+// Loop thread: hands data[off..len) (counted in wowned by cd_conn_send) to
+// uv_write, taking ownership of data; drops a client whose unsent bytes pass
+// the cap. Returns 0, or -1 when the connection was dropped.
+int cd_conn_queue_write(cd_conn *c, char *data, size_t off, size_t len) {
+    struct iovec iov = {.iov_base = data + off, .iov_len = len - off};
+    return conn_queue(c, data, NULL, len - off, &iov, 1);
+}
+
+int cd_conn_queue_reply(cd_conn *c, cd_request *req, size_t off) {
+    struct iovec iov[CD_REPLY_MAX_IOV];
+    int n = cd_reply_iov(&req->reply, off, iov);
+    return conn_queue(c, NULL, req, req->reply.total - off, iov, n);
 }
 
 static void conn_close(cd_conn *c) {
@@ -243,13 +287,11 @@ static void on_write(uv_write_t *w, int status) {
     } else if (status != UV_ECANCELED && c->state != CD_CONN_CLOSING && c->state != CD_CONN_DEAD) {
         CD_STAT_INC(conn_write_errors);
         CD_DEBUG("conn %llu: write failed: %s", (unsigned long long)c->id, uv_strerror(status));
-        free(cw->data);
-        free(cw);
+        conn_write_free(cw);
         cd_conn_kill(c);
         return;
     }
-    free(cw->data);
-    free(cw);
+    conn_write_free(cw);
     if (c->state == CD_CONN_CLOSING) return;
     if (c->out_paused && c->write_pending <= CD_CONN_OUT_LOW) {
         c->out_paused = false;

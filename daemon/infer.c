@@ -4,11 +4,12 @@
 // the answer and the release of the request.
 #include "daemon/models.h"
 
-#include "daemon/bigbuf.h"
+#include "core/bigbuf.h"
 #include "daemon/conn.h"
 #include "daemon/log.h"
 #include "daemon/regions.h"
 #include "daemon/registry.h"
+#include "daemon/reply.h"
 #include "daemon/request.h"
 #include "daemon/server.h"
 #include "daemon/validate.h"
@@ -327,8 +328,11 @@ static int infer_pack(cd_request *req, msgpack_packer *pk) {
             rc |= cd_tensor_ref_pack(pk, &t, st->out_ref[i].name, st->out_ref[i].name_len, st->out_ref[i].offset);
             continue;
         }
-        int trc = cd_tensor_pack(pk, &t);
+        // The body is sent from the output buffer itself when pk packs a
+        // reply (daemon/reply.h): the request keeps the buffer until then.
+        int trc = cd_tensor_pack_head(pk, &t);
         if (trc == CD_ETOO_LARGE) return trc; // over 4 GiB: refused, not cut (infer_validate checks first)
+        if (trc == 0) trc = cd_reply_bin_body(pk, t.data, t.nbytes);
         rc |= trc;
     }
     return rc ? CD_ENOMEM : 0;

@@ -10,8 +10,6 @@
 #include "daemon/log.h"
 #include "daemon/server.h"
 #include "daemon/settings.h"
-#include "core/errors.h"
-#include "backends/devices.h"
 #include "core/host.h"
 #include "runtime/runtime.h"
 

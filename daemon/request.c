@@ -12,6 +12,7 @@ cd_request *cd_request_new(cd_conn *conn, cd_rpc_msg *msg, cd_method_id method, 
     req->msgid = msg->msgid;
     req->method = method;
     req->msg = *msg;
+    cd_reply_init(&req->reply);
     memset(msg, 0, sizeof *msg);
     atomic_init(&req->cancelled, false);
     req->t_received_ns = uv_hrtime();
@@ -22,6 +23,6 @@ void cd_request_free(cd_request *req) {
     if (!req) return;
     if (req->ops && req->ops->release) req->ops->release(req);
     cd_rpc_msg_free(&req->msg);
-    free(req->resp);
+    cd_reply_destroy(&req->reply);
     free(req);
 }

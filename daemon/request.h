@@ -16,6 +16,7 @@
 // written by the worker that ran it (cd_conn_respond, daemon/conn.c), before
 // it goes back to the loop; `sent` then tells the loop what is left to do.
 
+#include "daemon/reply.h"
 #include "daemon/stats.h"
 #include "proto/rpc.h"
 
@@ -62,9 +63,9 @@ typedef struct {
 typedef enum {
     CD_SENT_NONE,    // nothing: the loop packs and sends it (the default)
     CD_SENT_WRITTEN, // the worker wrote the whole response to the socket
-    CD_SENT_PARTIAL, // the worker wrote resp[0..resp_off): the loop must queue the
+    CD_SENT_PARTIAL, // the worker wrote reply[0..resp_off): the loop must queue the
                      // rest before any other byte of the connection
-    CD_SENT_BEHIND,  // other bytes were queued: resp holds the whole response,
+    CD_SENT_BEHIND,  // other bytes were queued: reply holds the whole response,
                      // for the loop to queue after them
     CD_SENT_CLOSED,  // the connection took no more bytes: response dropped
     CD_SENT_FAILED,  // write(2) failed (peer gone): the loop drops the connection
@@ -89,8 +90,8 @@ struct cd_request {
                                // request's state and immutable model data, and
                                // needs nothing `done` does
     cd_sent sent;              // set by cd_conn_respond on the worker
-    char *resp;                // packed response (CD_SENT_PARTIAL/BEHIND), malloc'd
-    size_t resp_len;           // its length
+    cd_reply reply;            // packed response (CD_SENT_PARTIAL/BEHIND); may point
+                               // into the state's output buffers (daemon/reply.h)
     size_t resp_off;           // bytes of it already written (CD_SENT_PARTIAL)
     uint64_t t_sent_ns;        // when the worker wrote the response (0: not by it)
     // Scheduling (daemon/workers.c; fields guarded by the pool lock while the

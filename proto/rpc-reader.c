@@ -10,6 +10,7 @@
 
 #include "proto/rpc.h"
 
+#include "core/bigbuf.h"
 #include "core/errors.h"
 #include "core/limits.h"
 #include "proto/describe.h"
@@ -29,6 +30,15 @@
 // idle connection does not keep the memory of its largest message.
 #define KEEP_MAX (256u << 10)
 #define INITIAL_CAP (16u << 10)
+// A message of at least this many bytes gets one buffer of its size, from
+// the big-buffer cache (core/bigbuf.h: its pages stay mapped between
+// messages), placed so that its first big payload starts on a PAYLOAD_ALIGN
+// boundary: the client hands tensors out where they lie, 64-byte aligned.
+// (The fuzz target sets it low, so its small inputs take that path too.)
+#ifndef CD_RPC_BIG_MESSAGE
+#define CD_RPC_BIG_MESSAGE (1u << 20)
+#endif
+#define PAYLOAD_ALIGN 64u
 
 struct cd_rpc_reader {
     char *buf;            // buffered bytes; NULL until the first feed
@@ -36,6 +46,8 @@ struct cd_rpc_reader {
     size_t start;         // offset of the first byte not yet returned
     size_t end;           // offset one past the last buffered byte
     size_t max_message;   // largest message accepted, bytes
+    size_t align_at;      // offset in the message at start of the payload its
+                          // big buffer aligns (reader_regrow_big), or 0
     cd_rpc_scan scan;     // pre-scan state of the message at start
     bool skipping;        // the message at start is being skipped (cd_rpc_reader_skip)
     int error;            // first error (sticky: the stream cannot resync), or 0
@@ -55,7 +67,7 @@ int cd_rpc_reader_init(cd_rpc_reader **out, size_t max_message) {
 
 void cd_rpc_reader_free(cd_rpc_reader *r) {
     if (!r) return;
-    free(r->buf);
+    cd_bigbuf_put(r->buf);
     free(r);
 }
 
@@ -108,7 +120,7 @@ static void reader_skip_compact(cd_rpc_reader *r) {
         char *nb = r->end ? malloc(INITIAL_CAP) : NULL;
         if (r->end && !nb) return; // keep the big one; it is released later
         if (r->end) memcpy(nb, r->buf, r->end);
-        free(r->buf);
+        cd_bigbuf_put(r->buf);
         r->buf = nb;
         r->cap = nb ? INITIAL_CAP : 0;
     }
@@ -133,13 +145,18 @@ static int reader_scan(cd_rpc_reader *r) {
 void cd_rpc_reader_skip(cd_rpc_reader *r) {
     if (!cd_rpc_reader_partial(r)) return;
     r->skipping = true;
+    r->align_at = 0; // nothing of it is kept: no payload to align
     reader_skip_compact(r);
 }
+
+static int reader_regrow_big(cd_rpc_reader *r, size_t need);
 
 // Makes room for len more bytes at end. Returns 0 or CD_ENOMEM.
 static int reader_reserve(cd_rpc_reader *r, size_t len) {
     if (r->start == r->end) r->start = r->end = 0;
     if (len <= r->cap - r->end) return 0;
+    // A big message keeps its payload's alignment when it grows.
+    if (r->align_at && r->end > r->start) return reader_regrow_big(r, r->end - r->start + len);
     if (r->start > 0) { // reclaim the bytes already returned first
         memmove(r->buf, r->buf + r->start, r->end - r->start);
         r->end -= r->start;
@@ -154,6 +171,30 @@ static int reader_reserve(cd_rpc_reader *r, size_t len) {
     if (!nb) return CD_ENOMEM;
     r->buf = nb;
     r->cap = cap;
+    return 0;
+}
+
+// Moves the bytes held (all of the message at start) into a buffer with
+// room for `need` bytes of it, from the cache, placed so that message offset
+// r->align_at (the first big payload's, kept for later regrows) is aligned.
+// Returns 0 or CD_ENOMEM (nothing changed).
+static int reader_regrow_big(cd_rpc_reader *r, size_t need) {
+    // Growing again (more headers came): at least twice the room, so that a
+    // message of many small pieces after a big one is not copied per piece.
+    if (r->align_at && r->buf && need < 2 * (r->cap - r->start) && r->cap - r->start < SIZE_MAX / 4)
+        need = 2 * (r->cap - r->start);
+    if (need > SIZE_MAX - PAYLOAD_ALIGN) return CD_ENOMEM;
+    char *nb = cd_bigbuf_get(need + PAYLOAD_ALIGN);
+    if (!nb) return CD_ENOMEM;
+    if (!r->align_at) r->align_at = r->scan.blob_at;
+    size_t held = r->end - r->start;
+    size_t shift = (PAYLOAD_ALIGN - ((uintptr_t)nb + r->align_at) % PAYLOAD_ALIGN) % PAYLOAD_ALIGN;
+    if (held) memcpy(nb + shift, r->buf + r->start, held);
+    cd_bigbuf_put(r->buf);
+    r->buf = nb;
+    r->cap = need + PAYLOAD_ALIGN;
+    r->start = shift;
+    r->end = shift + held;
     return 0;
 }
 
@@ -175,7 +216,12 @@ static int reader_took(cd_rpc_reader *r, size_t len) {
     // (cd_rpc_reader_space). Best effort: a failure here is met again, and
     // reported, by the feed that needs the room.
     size_t committed = cd_rpc_reader_committed(r), held = r->end - r->start;
-    if (scan == 0 && committed > held) (void)reader_reserve(r, committed - held);
+    if (scan == 0 && committed > held && r->cap - r->end < committed - held) {
+        if (committed >= CD_RPC_BIG_MESSAGE && !r->skipping)
+            (void)reader_regrow_big(r, committed);
+        else
+            (void)reader_reserve(r, committed - held);
+    }
     return 0;
 }
 
@@ -316,7 +362,8 @@ static int msg_envelope(cd_rpc_msg *m, uint32_t *msgid, char *err, size_t errlen
 // CD_ENOMEM (nothing consumed then).
 static int reader_take(cd_rpc_reader *r, size_t n, char **owner, const char **bytes) {
     size_t rest = r->end - r->start - n;
-    if (n >= HANDOVER_MIN && n >= r->cap / 2) {
+    // A big message's own buffer (reader_regrow_big) always goes with it.
+    if (n >= HANDOVER_MIN && (n >= r->cap / 2 || r->align_at)) {
         char *nb = NULL;
         size_t ncap = 0;
         if (rest > 0) {
@@ -342,7 +389,7 @@ static int reader_take(cd_rpc_reader *r, size_t n, char **owner, const char **by
     if (r->start == r->end) {
         r->start = r->end = 0;
         if (r->cap > KEEP_MAX) {
-            free(r->buf);
+            cd_bigbuf_put(r->buf);
             r->buf = NULL;
             r->cap = 0;
         }
@@ -373,6 +420,7 @@ int cd_rpc_reader_next(cd_rpc_reader *r, cd_rpc_msg *msg, uint32_t *msgid_out, c
         if (msgid_out && r->scan.kind == CD_MSG_REQUEST && r->scan.msgid_known) *msgid_out = r->scan.msgid;
         r->skipping = false;
         cd_rpc_scan_reset(&r->scan);
+        r->align_at = 0;
         return CD_RPC_SKIPPED;
     }
 
@@ -382,7 +430,9 @@ int cd_rpc_reader_next(cd_rpc_reader *r, cd_rpc_msg *msg, uint32_t *msgid_out, c
     int rc = reader_take(r, n, &owner, &bytes);
     if (rc < 0) return cd_errf(rc, err, errlen, "out of memory for a %zu-byte message", n);
     cd_rpc_scan_reset(&r->scan);
-    msg->bytes_ = owner;
+    r->align_at = 0;
+    msg->alloc_ = owner;
+    msg->bytes_ = bytes;
     msg->nbytes = n;
 
     // The pre-scan has checked every length, so msgpack-c allocates at most
@@ -423,7 +473,7 @@ int cd_rpc_reader_next(cd_rpc_reader *r, cd_rpc_msg *msg, uint32_t *msgid_out, c
 void cd_rpc_msg_free(cd_rpc_msg *msg) {
     if (!msg) return;
     msgpack_unpacked_destroy(&msg->unpacked_);
-    free(msg->bytes_);
+    cd_bigbuf_put(msg->alloc_);
     memset(msg, 0, sizeof *msg);
 }
 

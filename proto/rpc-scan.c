@@ -175,6 +175,7 @@ int cd_rpc_scan_run(cd_rpc_scan *s, const uint8_t *p, size_t avail, size_t max_m
             }
         } else {
             s->pos = pos + h.size + (h.kind == HDR_BLOB ? (size_t)len : 0);
+            if (h.kind == HDR_BLOB) s->blob_at = pos + h.size;
         }
         scan_complete(s);
     }

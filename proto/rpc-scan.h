@@ -33,6 +33,8 @@ typedef struct {
     int64_t kind;                // element 0 when it was a non-negative int, else -1
     uint32_t msgid;              // element 1 when it was a uint32 (msgid_known)
     bool msgid_known;            // msgid holds element 1
+    size_t blob_at;              // offset of the payload of the last str/bin/ext read
+                                 // (it ends at pos when it is not all in yet), or 0
     bool done;                   // the message ends at pos
 } cd_rpc_scan;
 

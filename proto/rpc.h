@@ -37,7 +37,8 @@ typedef struct {
     msgpack_object error;       // response: nil on success
     msgpack_object result;      // response
     msgpack_unpacked unpacked_; // private: owns the object tree
-    char *bytes_;               // private: owns the raw bytes
+    const char *bytes_;         // private: the message's first byte
+    char *alloc_;               // private: owns the raw bytes (bytes_ is in it)
     size_t nbytes;              // size of the encoded message
 } cd_rpc_msg;
 

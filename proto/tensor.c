@@ -154,7 +154,7 @@ int cd_tensor_pack_check(const cd_tensor *t, char *err, size_t errlen) {
     return 0;
 }
 
-int cd_tensor_pack(msgpack_packer *pk, const cd_tensor *t) {
+int cd_tensor_pack_head(msgpack_packer *pk, const cd_tensor *t) {
     int rc = cd_tensor_pack_check(t, NULL, 0);
     if (rc < 0) return rc; // msgpack-c would cut the length to 32 bits
     const char *name = cd_dtype_name(t->dtype);
@@ -168,6 +168,12 @@ int cd_tensor_pack(msgpack_packer *pk, const cd_tensor *t) {
         if (msgpack_pack_int64(pk, t->shape[i]) != 0) return CD_ENOMEM;
     if (msgpack_pack_str(pk, 4) != 0 || msgpack_pack_str_body(pk, "data", 4) != 0) return CD_ENOMEM;
     if (msgpack_pack_bin(pk, t->nbytes) != 0) return CD_ENOMEM;
+    return 0;
+}
+
+int cd_tensor_pack(msgpack_packer *pk, const cd_tensor *t) {
+    int rc = cd_tensor_pack_head(pk, t);
+    if (rc < 0) return rc;
     if (t->nbytes && msgpack_pack_bin_body(pk, t->data, t->nbytes) != 0) return CD_ENOMEM;
     return 0;
 }

@@ -54,5 +54,9 @@ int cd_reply_size_check(uint64_t bytes, uint64_t limit, char *err, size_t errlen
 // when the data is over CD_MAX_BIN bytes: msgpack-c would cut its length to
 // 32 bits.
 int cd_tensor_pack(msgpack_packer *pk, const cd_tensor *t);
+// cd_tensor_pack up to and including the data's bin header: the caller packs
+// the t->nbytes bytes of the body next (or sends them from where they lie,
+// daemon/reply.h). Same returns.
+int cd_tensor_pack_head(msgpack_packer *pk, const cd_tensor *t);
 
 #endif // CD_PROTO_TENSOR_H

@@ -99,8 +99,6 @@ typedef enum {
     CD_OP_TILE,      // Tile or Expand of an activation (no parameters: the shapes)
 } cd_op_kind;
 
-#define CD_OP_MAX_IN 64
-
 typedef struct {
     cd_op_kind kind;
     char name[128]; // ONNX node name (or op type + index)

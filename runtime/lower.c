@@ -16,6 +16,7 @@
 #include "core/checked.h"
 #include "core/errors.h"
 #include "core/limits.h"
+#include "core/words.h"
 #include "kernels/cpu/ref.h"
 #include "onnx.pb-c.h"
 
@@ -683,18 +684,6 @@ static const op_entry *find_op(const char *dom, const char *name) {
     return NULL;
 }
 
-static int attr_allowed(const char *list, const char *name) {
-    size_t n = strlen(name);
-    for (const char *p = list; *p;) {
-        const char *e = strchr(p, ',');
-        size_t l = e ? (size_t)(e - p) : strlen(p);
-        if (l == n && strncmp(p, name, n) == 0) return 1;
-        if (!e) break;
-        p = e + 1;
-    }
-    return 0;
-}
-
 int cd_lower_table_size(void) { return (int)(sizeof g_ops / sizeof g_ops[0]); }
 
 const char *cd_lower_table_entry(int i, const char **domain, const char **attrs) {
@@ -749,7 +738,7 @@ int cd_graph_lower(cd_graph *g, char *err, size_t errlen) {
         for (size_t i = 0; i < c.np->n_attribute; i++) {
             const Onnx__AttributeProto *a = c.np->attribute[i];
             if (!a || !a->name) return node_fail(&c, CD_EMODEL, "attribute without a name");
-            if (!attr_allowed(e->attrs, a->name))
+            if (!cd_word_in_list(a->name, e->attrs))
                 return node_fail(&c, CD_EUNSUPPORTED, "attribute '%s' is not supported (supported: %s)", a->name,
                                  *e->attrs ? e->attrs : "none");
         }

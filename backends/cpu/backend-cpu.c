@@ -204,8 +204,8 @@ static kernel_kind choose(const cd_bop_desc *d, int *swap) {
         // simple:any; so is a channel concat in one blocked layout of inputs
         // with whole blocks (DenseNet's): each input is one run per item.
         if (all_nchw(d) || blocked_channel_concat(d)) return K_COPY;
-        int ok = d->u.axis >= 1 && d->u.axis <= 3 && d->nsrc <= 64;
-        cd_dnnl_tdesc t[64];
+        int ok = d->u.axis >= 1 && d->u.axis <= 3 && d->nsrc <= CD_OP_MAX_IN;
+        cd_dnnl_tdesc t[CD_OP_MAX_IN];
         for (int i = 0; ok && i < d->nsrc; i++) ok = to_dnnl(&d->src[i], 0, &t[i]);
         if (ok && cd_dnnl_concat_supports(d->nsrc, t, d->u.axis, d->dst.layout)) return K_DNNL;
         return all_nchw(d) ? K_REF : K_NONE;
@@ -450,7 +450,7 @@ static int cpu_op_init(cd_backend_t be, const cd_bop_desc *d, cd_op_state **out)
         break;
     case CD_BOP_CONCAT:
         if (k == K_DNNL) {
-            cd_dnnl_tdesc t[64];
+            cd_dnnl_tdesc t[CD_OP_MAX_IN];
             for (int i = 0; i < d->nsrc; i++) to_dnnl(&d->src[i], 0, &t[i]);
             rc = cd_dnnl_concat_create(d->nsrc, t, d->u.axis, d->dst.layout, mb, &st->dop);
         }
@@ -509,7 +509,7 @@ static int run_dnnl(cd_backend_ctx *ctx, cd_op_state *st, int batch, const cd_bt
         const void *s[2] = {srcs[0]->data, st->d.nsrc > 1 ? srcs[1]->data : NULL};
         return cd_dnnl_op_run_any(st->dop, ctx->dnnl, batch, st->d.nsrc, s, dst->data);
     }
-    const float *p[64];
+    const float *p[CD_OP_MAX_IN];
     int n = st->d.nsrc;
     for (int i = 0; i < n; i++) p[i] = srcs[i]->data;
     if (st->swap) {
@@ -603,9 +603,9 @@ static int cpu_op_run(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int
                        srcs[0]->data, dst->data);
         return 0;
     case CD_BOP_CONCAT: {
-        const int64_t *shapes[64];
-        int64_t items[64][2]; // blocked: each input as [batch, its elements per item]
-        const float *ptrs[64];
+        const int64_t *shapes[CD_OP_MAX_IN];
+        int64_t items[CD_OP_MAX_IN][2]; // blocked: each input as [batch, its elements per item]
+        const float *ptrs[CD_OP_MAX_IN];
         const int blocked = dst->layout != CD_LAYOUT_NCHW;
         for (int i = 0; i < d->nsrc; i++) {
             items[i][0] = batch;

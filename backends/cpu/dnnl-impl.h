@@ -1,7 +1,7 @@
 #ifndef CD_BACKENDS_CPU_DNNL_IMPL_H
 #define CD_BACKENDS_CPU_DNNL_IMPL_H
 
-// Internals shared by backends/cpu/dnnl-*.c. Not for use outside kernels/cpu.
+// Internals shared by backends/cpu/dnnl-*.c. Not for use outside backends/cpu.
 
 #include "backends/cpu/dnnl.h"
 #include "core/errors.h"

@@ -144,20 +144,6 @@ static int gebsr_plan_create(cd_op_state *st) {
                                    g->col_ind, g->val);
 }
 #endif
-// The activations of kernels/op-desc.h on the host (the formulas of cd_act_apply).
-static float host_act(cd_activation a, float x) {
-    switch (a.kind) {
-    case CD_ACT_NONE: return x;
-    case CD_ACT_RELU: return x > 0.0f ? x : 0.0f;
-    case CD_ACT_CLIP: return fminf(fmaxf(x, a.alpha), a.beta);
-    case CD_ACT_SIGMOID: return 1.0f / (1.0f + expf(-x));
-    case CD_ACT_HARDSIGMOID: return fmaxf(0.0f, fminf(1.0f, a.alpha * x + a.beta));
-    case CD_ACT_HARDSWISH: return x * fmaxf(0.0f, fminf(1.0f, x / 6.0f + 0.5f));
-    case CD_ACT_LEAKYRELU: return x >= 0.0f ? x : a.alpha * x;
-    default: return cd_act_apply(a, x); // the stand-alone kinds (never fused into a conv)
-    }
-}
-
 // Makes the pinned scratch *p hold bytes (contents dropped). 0 or a code.
 static int host_scratch(float **p, size_t *have, size_t bytes) {
     char *b = (char *)*p;
@@ -183,14 +169,14 @@ static void gebsr_host(const cd_op_state *st, int batch, const float *x, float *
             }
             // X: C x hw row-major, Y: K x hw row-major (one NCHW image each).
             cd_gebsr_mm_host(&st->gebsr, hw, x + (size_t)n * st->cols * hw, hw, 1, yn, hw, 1);
-            for (size_t i = 0; i < (size_t)st->rows * hw; i++) yn[i] = host_act(c->act, yn[i]);
+            for (size_t i = 0; i < (size_t)st->rows * hw; i++) yn[i] = cd_act_apply(c->act, yn[i]);
         }
     } else { // GEMM: X(col, i) = x[i*cols + col], Y(r, i) = y[i*rows + r]
         size_t m = (size_t)batch * d->u.gemm.rows;
         for (size_t i = 0; i < m; i++)
             for (int r = 0; r < st->rows; r++) y[i * st->rows + r] = st->hbias ? st->hbias[r] : 0.0f;
         cd_gebsr_mm_host(&st->gebsr, m, x, 1, (size_t)st->cols, y, 1, (size_t)st->rows);
-        for (size_t i = 0; i < m * st->rows; i++) y[i] = host_act(d->u.gemm.act, y[i]);
+        for (size_t i = 0; i < m * st->rows; i++) y[i] = cd_act_apply(d->u.gemm.act, y[i]);
     }
 }
 
@@ -225,7 +211,7 @@ static int run_spmm_host(cd_backend_ctx *ctx, cd_op_state *st, int batch, const 
                 for (size_t p = 0; p < hw; p++) {
                     float s = 0.0f;
                     for (int j = rp[k]; j < rp[k + 1]; j++) s += v[j] * x[((size_t)n * st->cols + ci[j]) * hw + p];
-                    yr[p] = host_act(c->act, s + yr[p]);
+                    yr[p] = cd_act_apply(c->act, s + yr[p]);
                 }
             }
     } else { // GEMM: y[m, r] = act(sum_j val * x[m, col] + bias[r])
@@ -234,7 +220,7 @@ static int run_spmm_host(cd_backend_ctx *ctx, cd_op_state *st, int batch, const 
             for (int r = 0; r < st->rows; r++) {
                 float s = 0.0f;
                 for (int j = rp[r]; j < rp[r + 1]; j++) s += v[j] * x[i * st->cols + ci[j]];
-                y[i * st->rows + r] = host_act(d->u.gemm.act, s + (st->hbias ? st->hbias[r] : 0.0f));
+                y[i * st->rows + r] = cd_act_apply(d->u.gemm.act, s + (st->hbias ? st->hbias[r] : 0.0f));
             }
     }
     CD_HIP_CHECK(hipMemcpyAsync(dst->data, y, ny * sizeof(float), hipMemcpyHostToDevice, ctx->stream));

@@ -344,8 +344,8 @@ static int hip_op_run(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int
         return cd_hip_softmax(batch * d->u.softmax.outer, d->u.softmax.len, d->u.softmax.inner, srcs[0]->data,
                               dst->data, s);
     case CD_BOP_CONCAT: {
-        int64_t outer = 1, cols[64];
-        const float *ptrs[64];
+        int64_t outer = 1, cols[CD_OP_MAX_IN];
+        const float *ptrs[CD_OP_MAX_IN];
         for (int i = 0; i < d->u.axis; i++) outer *= dst->shape[i];
         for (int j = 0; j < d->nsrc; j++) {
             cols[j] = 1;

@@ -7,6 +7,7 @@
 #include "backends/hip/check.h"
 #include "core/errors.h"
 #include "core/log.h"
+#include "core/words.h"
 
 #if defined(__HIP_PLATFORM_AMD__)
 #include "backends/hip/sparse/rocsparse-calls.h"
@@ -24,19 +25,6 @@
 #endif
 
 #define CD_HIP_EXPORT __attribute__((visibility("default")))
-
-// 1 when arch (e.g. "gfx90a") is an entry of the comma-separated list.
-static int arch_in_list(const char *arch, const char *list) {
-    size_t n = strlen(arch);
-    for (const char *p = list; *p;) {
-        const char *end = strchr(p, ',');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        if (len == n && strncmp(p, arch, n) == 0) return 1;
-        if (!end) break;
-        p = end + 1;
-    }
-    return 0;
-}
 
 // Runs relu over {-1, 2, -3, 4} on the device and checks {0, 2, 0, 4}: the
 // code object for this architecture loads and executes. Returns 0 or fails.
@@ -123,7 +111,7 @@ CD_HIP_EXPORT int cd_hip_plugin_probe(int device, cd_hip_device_info *out, char 
     info.total_mem = (int64_t)prop.totalGlobalMem;
     info.compute_units = prop.multiProcessorCount;
     info.warp_size = prop.warpSize;
-    if (!arch_in_list(info.arch, CD_GPU_ARCHS))
+    if (!cd_word_in_list(info.arch, CD_GPU_ARCHS)) // an entry of the comma-separated list
         return cd_errf(CD_EDEVICE, err, errlen,
                        "device %d (%s) is %s, but the plugin was built for %s "
                        "(rebuild with make GPU=hip GPU_ARCHS=...,%s)",

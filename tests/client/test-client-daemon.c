@@ -3,6 +3,7 @@
 // errors that keep the connection open, many threads on one connection.
 
 #include "client/convd.h"
+#include "proto/params.h"
 #include "tests/unit/check.h"
 
 #include <msgpack.h>
@@ -18,18 +19,6 @@ static convd_conn *connect_daemon(void) {
     int rc = convd_connect(path, NULL, &c);
     if (rc != 0) CD_CHECK_FAIL_("connect %s: %s", path, convd_errmsg(NULL));
     return c;
-}
-
-// Value of a key path in a decoded map ("requests", "total"), or NULL.
-static const msgpack_object *get(const msgpack_object *o, const char *key) {
-    if (!o || o->type != MSGPACK_OBJECT_MAP) return NULL;
-    for (uint32_t i = 0; i < o->via.map.size; i++) {
-        const msgpack_object *k = &o->via.map.ptr[i].key;
-        if (k->type == MSGPACK_OBJECT_STR && k->via.str.size == strlen(key) &&
-            memcmp(k->via.str.ptr, key, k->via.str.size) == 0)
-            return &o->via.map.ptr[i].val;
-    }
-    return NULL;
 }
 
 CD_TEST(client_daemon_hello) {
@@ -89,7 +78,7 @@ CD_TEST(client_daemon_stats_counts_requests) {
         msgpack_unpacked up;
         msgpack_unpacked_init(&up);
         CHECK_EQ(msgpack_unpack_next(&up, res, len, &(size_t){0}), MSGPACK_UNPACK_SUCCESS);
-        const msgpack_object *t = get(get(&up.data, "requests"), "total");
+        const msgpack_object *t = cd_map_get(cd_map_get(&up.data, "requests"), "total");
         CHECK(t && t->type == MSGPACK_OBJECT_POSITIVE_INTEGER);
         *(pass ? &after : &before) = (long long)t->via.u64;
         msgpack_unpacked_destroy(&up);
@@ -126,7 +115,7 @@ CD_TEST(client_daemon_call_with_params_map) {
     msgpack_unpacked up;
     msgpack_unpacked_init(&up);
     CHECK_EQ(msgpack_unpack_next(&up, res, len, &(size_t){0}), MSGPACK_UNPACK_SUCCESS);
-    const msgpack_object *st = get(&up.data, "status");
+    const msgpack_object *st = cd_map_get(&up.data, "status");
     CHECK(st && st->type == MSGPACK_OBJECT_STR);
     msgpack_unpacked_destroy(&up);
     convd_free(res);

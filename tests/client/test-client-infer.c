@@ -7,6 +7,7 @@
 #include "tests/client/daemon-env.h"
 #include "tests/unit/check.h"
 
+#include <stdint.h>
 #include <unistd.h>
 
 // A random x [batch, 3, 5, 7] with both signs.
@@ -38,6 +39,7 @@ static void check_scale2(convd_conn *c, const char *model, int batch) {
     CHECK_EQ(y->shape[3], 7);
     size_t n = t.nbytes / sizeof(float);
     CHECK_EQ(y->nbytes, t.nbytes);
+    CHECK_EQ((uintptr_t)y->data % 64, 0); // convd.h: copied or in place, aligned
     float *ref = malloc(t.nbytes);
     for (size_t i = 0; i < n; i++) ref[i] = x[i] > 0 ? 2 * x[i] : 0;
     CHECK_CLOSE_F32((const float *)y->data, ref, n, 1e-4);
@@ -187,5 +189,38 @@ CD_TEST(client_daemon_infer_big_answer) {
     convd_model_list_free(l);
     check_scale2(c, "scale2_big", 4096);
     check_scale2(c, "scale2_big", cd_test_randi(200, 4096));
+    convd_close(c);
+}
+
+// Big answers are handed out in place (the answer's own buffer, not a copy):
+// outputs held while more answers arrive keep their values, and freeing them
+// in any order is clean (its buffer goes back to the cache once).
+CD_TEST(client_daemon_infer_big_answers_held_across_calls) {
+    convd_conn *c = connect_daemon();
+    const char *path = getenv("CONVD_TEST_MODEL_PATH");
+    if (!path) CD_CHECK_FAIL_("CONVD_TEST_MODEL_PATH is not set (run through pytest)");
+    int rc = convd_load(c, "scale2_hold", path, 4096, NULL);
+    if (rc) CD_CHECK_FAIL_("load: %s %s", convd_errname(rc), convd_errmsg(c));
+    enum { N = 3 };
+    convd_tensor t[N];
+    float *x[N];
+    convd_outputs *out[N];
+    const char *name = "x";
+    for (int i = 0; i < N; i++) {
+        x[i] = random_input(&t[i], cd_test_randi(3000, 4096));
+        rc = convd_infer(c, "scale2_hold", 1, &name, &t[i], 0, NULL, &out[i], 0);
+        if (rc) CD_CHECK_FAIL_("infer: %s %s", convd_errname(rc), convd_errmsg(c));
+    }
+    for (int k = 0; k < N; k++) {
+        int i = (k + 1) % N; // not in the order received
+        const convd_tensor *y = convd_outputs_get(out[i], "y");
+        CHECK(y != NULL && y->nbytes == t[i].nbytes);
+        CHECK_EQ((uintptr_t)y->data % 64, 0);
+        const float *yv = y->data;
+        for (size_t j = 0; j < t[i].nbytes / sizeof(float); j++)
+            if (yv[j] != (x[i][j] > 0 ? 2 * x[i][j] : 0)) CD_CHECK_FAIL_("output %d differs at %zu", i, j);
+        convd_outputs_free(out[i]);
+        free(x[i]);
+    }
     convd_close(c);
 }

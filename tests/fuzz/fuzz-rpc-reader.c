@@ -3,14 +3,16 @@
 //
 //   - the streaming msgpack-RPC reader (proto/rpc-reader.c, rpc-scan.c) fed in
 //     chunks, with its limits, and the budget skip the daemon uses
-//     (cd_rpc_reader_skip) when a message does not fit --max-buffered;
+//     (cd_rpc_reader_skip) when a message does not fit --max-buffered; built
+//     with CD_RPC_BIG_MESSAGE low, so messages of a few hundred bytes get the
+//     aligned buffer of a big one (and the tensors decoded are views into it);
 //   - the request envelope: method lookup, the params map (daemon/validate.c);
 //   - infer's validation against a model signature (daemon/validate.c: keys,
 //     tensor decoding and checks, batch, outputs, reply size, timeout), with
 //     its shared-memory parts (region tensors, 'into': proto/region.c);
 //   - the params of region_register / region_unregister (a region name);
-//   - the codecs in reverse: every decoded input tensor is packed again and
-//     decoded back, every request re-packed and read back, and every error
+//   - the codecs in reverse: every decoded input tensor is packed again (also
+//     as a writev reply packs it, daemon/reply.c) and decoded back, every request re-packed and read back, and every error
 //     the daemon would send packed and read back with its code.
 //
 // Built only by `make fuzz` (clang); `make fuzz SECONDS=N` runs it with the
@@ -33,6 +35,7 @@
 
 #include "core/errors.h"
 #include "core/limits.h"
+#include "daemon/reply.h"
 #include "daemon/stats.h"
 #include "daemon/validate.h"
 #include "proto/params.h"
@@ -154,6 +157,21 @@ static void check_tensor_round_trip(const cd_tensor *t) {
     CHECK(memcmp(back.shape, t->shape, sizeof t->shape[0] * (size_t)t->rank) == 0);
     CHECK(t->nbytes == 0 || memcmp(back.data, t->data, t->nbytes) == 0);
     msgpack_unpacked_destroy(&u);
+    // As a reply packs it (daemon/reply.c): the header, then the payload
+    // referenced where it lies; the message it makes is the same bytes.
+    cd_reply r;
+    cd_reply_init(&r);
+    msgpack_packer rk;
+    msgpack_packer_init(&rk, &r, cd_reply_write);
+    CHECK(cd_tensor_pack_head(&rk, t) == 0);
+    CHECK(cd_reply_bin_body(&rk, t->data, t->nbytes) == 0);
+    CHECK(r.total == sb.size);
+    msgpack_sbuffer flat;
+    msgpack_sbuffer_init(&flat);
+    CHECK(cd_reply_copy_to(&r, &flat) == 0);
+    CHECK(flat.size == sb.size && memcmp(flat.data, sb.data, sb.size) == 0);
+    msgpack_sbuffer_destroy(&flat);
+    cd_reply_destroy(&r);
     msgpack_sbuffer_destroy(&sb);
 }
 

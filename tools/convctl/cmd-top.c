@@ -4,6 +4,7 @@
 // before each snapshot (ANSI); otherwise (piped) each snapshot is printed
 // after the previous one without escape codes.
 
+#include "proto/params.h"
 #include "tools/convctl/convctl.h"
 
 #include <errno.h>
@@ -13,20 +14,9 @@
 #include <time.h>
 #include <unistd.h>
 
-static const msgpack_object *get(const msgpack_object *map, const char *key) {
-    if (!map || map->type != MSGPACK_OBJECT_MAP) return NULL;
-    size_t n = strlen(key);
-    for (uint32_t i = 0; i < map->via.map.size; i++) {
-        const msgpack_object *k = &map->via.map.ptr[i].key;
-        if (k->type == MSGPACK_OBJECT_STR && k->via.str.size == n && memcmp(k->via.str.ptr, key, n) == 0)
-            return &map->via.map.ptr[i].val;
-    }
-    return NULL;
-}
-
 static double getn(const msgpack_object *map, const char *k1, const char *k2) {
-    const msgpack_object *v = get(map, k1);
-    if (v && k2) v = get(v, k2);
+    const msgpack_object *v = cd_map_get(map, k1);
+    if (v && k2) v = cd_map_get(v, k2);
     if (!v) return 0;
     switch (v->type) {
     case MSGPACK_OBJECT_POSITIVE_INTEGER: return (double)v->via.u64;
@@ -127,7 +117,7 @@ int ctl_cmd_top(ctl_ctx *ctx, int argc, char **argv) {
                getn(s, "requests", "in_flight"), reqs, rate, ctl_fmt_bytes(rss, sizeof rss, getn(s, "rss_bytes", NULL)),
                ctl_fmt_bytes(bin, sizeof bin, getn(s, "bytes_in", NULL)),
                ctl_fmt_bytes(bout, sizeof bout, getn(s, "bytes_out", NULL)));
-        ctl_render_models_table(get(s, "models"), pm ? get(pm, "models") : NULL, dt, 0);
+        ctl_render_models_table(cd_map_get(s, "models"), pm ? cd_map_get(pm, "models") : NULL, dt, 0);
         fflush(stdout);
         msgpack_unpacked_destroy(&cur);
         msgpack_unpacked_destroy(&prev);

@@ -6,6 +6,7 @@
 #include "tools/convctl/quantize.h"
 
 #include "core/errors.h"
+#include "core/words.h"
 #include "tools/convctl/convctl.h"
 #include "tools/convctl/quant-graph.h"
 
@@ -169,13 +170,12 @@ static int ensure_opset13(ctl_qctx *q) {
     int64_t v = ctl_onnx_opset(&q->model);
     if (v >= 13) return CTL_EXIT_OK;
     // The ops whose opset 13 definitions read an older file the same way.
-    static const char same[] = " Conv Relu BatchNormalization Add Mul Sub Gemm MatMul MaxPool AveragePool "
-                               "GlobalAveragePool Flatten Reshape Clip Concat Identity Sigmoid Constant ";
+    static const char same[] = "Conv,Relu,BatchNormalization,Add,Mul,Sub,Gemm,MatMul,MaxPool,AveragePool,"
+                               "GlobalAveragePool,Flatten,Reshape,Clip,Concat,Identity,Sigmoid,Constant";
     const Onnx__GraphProto *g = q->model.proto->graph;
     for (size_t i = 0; i < g->n_node; i++) {
-        char word[80];
-        snprintf(word, sizeof word, " %s ", g->node[i]->op_type ? g->node[i]->op_type : "?");
-        if (!strstr(same, word))
+        const char *op = g->node[i]->op_type ? g->node[i]->op_type : "?";
+        if (!cd_word_in_list(op, same))
             return ctl_fail_msg("E_UNSUPPORTED: %s imports opset %lld; per-channel QuantizeLinear needs 13 and "
                                 "its %s node '%s' changed since: convert the model first "
                                 "(onnx.version_converter.convert_version(model, 13))",

@@ -33,6 +33,7 @@ import msgpack
 import numpy as np
 
 from . import region as _region
+from . import wire as _wire
 from .region import Region
 
 if TYPE_CHECKING:
@@ -101,8 +102,10 @@ class ConvdError(Exception):
         self.message = message
 
 
-def encode_tensor(a: npt.ArrayLike) -> Dict[str, Any]:
-    """numpy array -> the wire tensor map {dtype, shape, data}."""
+def encode_tensor(a: npt.ArrayLike, raw: bool = False) -> Dict[str, Any]:
+    """numpy array -> the wire tensor map {dtype, shape, data}. raw: data is
+    the array's own buffer (convd.wire.Raw, sent from where it lies), not a
+    bytes copy."""
     a = np.asarray(a)
     dt = a.dtype.newbyteorder("<") if a.dtype.byteorder == ">" else a.dtype
     name = _NAMES.get(np.dtype(dt))
@@ -112,11 +115,12 @@ def encode_tensor(a: npt.ArrayLike) -> Dict[str, Any]:
     if a.ndim == 0:
         a = a.reshape(1)
     a = np.ascontiguousarray(a, dtype=_DTYPES[name])
-    return {"dtype": name, "shape": list(a.shape), "data": a.tobytes()}
+    return {"dtype": name, "shape": list(a.shape), "data": _wire.Raw(a) if raw else a.tobytes()}
 
 
 def decode_tensor(t: Mapping[str, Any]) -> np.ndarray:
-    """The wire tensor map -> a numpy array (a copy owned by the caller)."""
+    """The wire tensor map -> a numpy array owned by the caller: a view of the
+    buffer a big payload was received into (convd.wire), else a copy."""
     try:
         name, shape, data = t["dtype"], t["shape"], t["data"]
     except (KeyError, TypeError):
@@ -124,16 +128,18 @@ def decode_tensor(t: Mapping[str, Any]) -> np.ndarray:
     dt = np.dtype("<u2") if name == "bf16" else _DTYPES.get(name)
     if dt is None:
         raise ConvdError("E_DTYPE", f"unknown dtype {name!r} in the answer")
+    if isinstance(data, np.ndarray):  # received into a buffer of its own
+        return data.view(dt).reshape(shape)
     arr = np.frombuffer(data, dtype=dt)
     return arr.reshape(shape).copy()
 
 
-def _encode_input(v: Any, regions: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
+def _encode_input(v: Any, regions: Optional[Mapping[str, Any]], raw: bool = False) -> Dict[str, Any]:
     """An input: its place in a registered region when it is a view of one,
-    else its bytes."""
+    else its bytes (raw: its buffer, encode_tensor)."""
     at = _region.find(regions, v) if regions else None
     if at is None:
-        return encode_tensor(v)
+        return encode_tensor(v, raw)
     name = _NAMES.get(v.dtype)
     if name is None:
         raise ConvdError("E_DTYPE", f"dtype {v.dtype} is not supported")
@@ -143,12 +149,13 @@ def _encode_input(v: Any, regions: Optional[Mapping[str, Any]]) -> Dict[str, Any
 def infer_params(model: str, inputs: Mapping[str, npt.ArrayLike],
                  outputs: Optional[Iterable[str]], timeout: Optional[float],
                  regions: Optional[Mapping[str, Any]] = None,
-                 into: Optional[Mapping[str, np.ndarray]] = None) -> Dict[str, Any]:
+                 into: Optional[Mapping[str, np.ndarray]] = None, raw: bool = False) -> Dict[str, Any]:
     """The params of an infer request (both clients send the same). regions:
     the registered regions ({name: Region}); into: outputs to compute
-    straight into views of them."""
+    straight into views of them; raw: inline tensors as their buffers
+    (convd.wire.Raw, for Client.call), not bytes copies."""
     params: Dict[str, Any] = {"model": model,
-                              "inputs": {str(k): _encode_input(v, regions) for k, v in inputs.items()}}
+                              "inputs": {str(k): _encode_input(v, regions, raw) for k, v in inputs.items()}}
     if outputs is not None:
         params["outputs"] = [str(o) for o in outputs]
     if into:
@@ -189,7 +196,7 @@ class Client:
         self.timeout = timeout
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
-        self._unpacker = msgpack.Unpacker(raw=False, max_buffer_size=1 << 30)
+        self._reader = _wire.MessageReader(max_message=1 << 30)
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._sock.settimeout(connect_timeout)
         try:
@@ -243,64 +250,61 @@ class Client:
             if self._broken:
                 raise ConvdError("E_CLOSED", f"connection is closed: {self._broken}")
             msgid = next(self._ids) & 0xFFFFFFFF
-            req = msgpack.packb([0, msgid, method, [params if params is not None else {}]],
-                                use_bin_type=True)
+            # The header pieces and the inputs' own buffers (wire.Raw).
+            pieces = _wire.pack_pieces([0, msgid, method, [params if params is not None else {}]])
             try:
                 self._sock.settimeout(timeout)
                 fds = list(fds)
                 if fds:  # the descriptors ride with the first bytes of the message
+                    req = b"".join(pieces)
                     sent = socket.send_fds(self._sock, [req], fds)
-                    req = req[sent:]
-                if req:
-                    self._sock.sendall(req)
+                    pieces = [req[sent:]]
+                _wire.send_pieces(self._sock, pieces)
             except socket.timeout:
                 self._break("E_TIMEOUT", "timed out sending the request; "
                             "the connection is closed (request cut short)")
             except OSError as e:
                 self._break("E_CLOSED", f"connection lost while sending: {e}")
             while True:
-                for msg in self._messages():
-                    if (not isinstance(msg, list) or len(msg) != 4 or msg[0] != 1):
-                        self._break("E_PROTOCOL", f"malformed answer from the daemon: {msg!r:.100}")
-                    if msg[1] != msgid:
-                        continue  # a late answer to a call that timed out
-                    err, result = msg[2], msg[3]
-                    if err is not None:
-                        if isinstance(err, dict):
-                            raise ConvdError(str(err.get("code", "E_INTERNAL")),
-                                             str(err.get("message", "")))
-                        raise ConvdError("E_INTERNAL", str(err))
-                    return result
-                left = None
-                if deadline is not None:
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        raise ConvdError("E_TIMEOUT", f"no answer to '{method}' "
-                                         f"within {timeout * 1000:.0f} ms")
-                self._sock.settimeout(left)
-                try:
-                    data = self._sock.recv(1 << 20)
-                except socket.timeout:
-                    raise ConvdError("E_TIMEOUT", f"no answer to '{method}' "
-                                     f"within {timeout * 1000:.0f} ms") from None
-                except OSError as e:
-                    self._break("E_CLOSED", f"connection lost: {e}")
-                if not data:
-                    self._break("E_CLOSED", "connection closed by the daemon")
-                try:
-                    self._unpacker.feed(data)
-                except msgpack.BufferFull:
-                    self._break("E_TOO_LARGE", "answer larger than 1 GiB")
+                msg = self._read_message(method, deadline, timeout)
+                if (not isinstance(msg, list) or len(msg) != 4 or msg[0] != 1):
+                    self._break("E_PROTOCOL", f"malformed answer from the daemon: {msg!r:.100}")
+                if msg[1] != msgid:
+                    continue  # a late answer to a call that timed out
+                err, result = msg[2], msg[3]
+                if err is not None:
+                    if isinstance(err, dict):
+                        raise ConvdError(str(err.get("code", "E_INTERNAL")),
+                                         str(err.get("message", "")))
+                    raise ConvdError("E_INTERNAL", str(err))
+                return result
 
-    def _messages(self) -> Iterator[Any]:
-        """Complete messages buffered so far; malformed bytes break the stream."""
-        while True:
-            try:
-                yield next(self._unpacker)
-            except StopIteration:
-                return
-            except Exception as e:  # msgpack's FormatError, StackError, ...
-                self._break("E_PROTOCOL", f"malformed data from the daemon: {e}")
+    def _read_message(self, method: str, deadline: Optional[float], timeout: Optional[float]) -> Any:
+        """The next message from the daemon, its big payloads received in
+        place (convd.wire); a timeout keeps the connection only when it
+        struck between messages."""
+        def set_timeout() -> None:
+            left = None
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise socket.timeout()
+            self._sock.settimeout(left)
+
+        try:
+            return self._reader.read(self._sock, set_timeout)
+        except socket.timeout:
+            if self._reader.partial:  # the stream is out of step: unusable
+                self._break("E_TIMEOUT", f"no answer to '{method}' within {timeout * 1000:.0f} ms "
+                            "(the connection is closed: an answer was cut short)")
+            raise ConvdError("E_TIMEOUT", f"no answer to '{method}' "
+                             f"within {timeout * 1000:.0f} ms") from None
+        except _wire.ProtocolError as e:
+            self._break("E_TOO_LARGE" if "larger than" in str(e) else "E_PROTOCOL", str(e))
+        except ConnectionError:
+            self._break("E_CLOSED", "connection closed by the daemon")
+        except OSError as e:
+            self._break("E_CLOSED", f"connection lost: {e}")
 
     # -- methods ----------------------------------------------------------
     def hello(self) -> Dict[str, Any]:
@@ -353,7 +357,7 @@ class Client:
         output into (the returned array is that view)."""
         if timeout is ...:
             timeout = self.timeout
-        params = infer_params(model, inputs, outputs, timeout, self._regions, into)
+        params = infer_params(model, inputs, outputs, timeout, self._regions, into, raw=True)
         result = self.call("infer", params, timeout=timeout)
         return infer_outputs(result, into)
 

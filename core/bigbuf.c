@@ -1,5 +1,5 @@
-// Big output buffers kept for the next request (see bigbuf.h).
-#include "daemon/bigbuf.h"
+// Big buffers kept for the next request or message (see bigbuf.h).
+#include "core/bigbuf.h"
 
 #include <malloc.h>
 #include <pthread.h>
