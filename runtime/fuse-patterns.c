@@ -210,8 +210,22 @@ static int fuse_gelu(fctx *f, cd_op *erf) {
     return 1;
 }
 
+// The activation slot of an op that applies one in its epilogue (the ops the
+// lowering fuses a Relu into), or NULL.
+static cd_activation *act_slot(cd_op *p) {
+    if (!p) return NULL;
+    switch (p->kind) {
+    case CD_OP_CONV: return &p->u.conv.d.act;
+    case CD_OP_GEMM: return &p->u.gemm.d.act;
+    case CD_OP_BINARY: return &p->u.binary.act;
+    case CD_OP_CONVT: return &p->u.convt.d.act;
+    default: return NULL;
+    }
+}
+
 // SiLU: Mul(x, Sigmoid(x)) in either order, the Sigmoid read by the Mul alone:
-// one pass over x instead of two (onnxruntime fuses it too).
+// one pass over x instead of two (onnxruntime fuses it too), none when x's
+// producer can apply it.
 static int fuse_silu(fctx *f, cd_op *mul) {
     if (!plain_binary(mul, CD_BINARY_MUL) || mul->in[0] == mul->in[1]) return 0;
     for (int i = 0; i < 2; i++) {
@@ -223,10 +237,22 @@ static int fuse_silu(fctx *f, cd_op *mul) {
         const cd_value *xv = &f->g->values[x], *ov = &f->g->values[mul->out];
         if (xv->rank != ov->rank || memcmp(xv->shape, ov->shape, sizeof(int64_t) * (size_t)xv->rank) != 0) return 0;
         cd_op_free(mul);
-        mul->kind = CD_OP_ACT;
         mul->nin = 1;
         mul->in[0] = x;
         memset(&mul->u, 0, sizeof mul->u);
+        // x read by the pattern alone: its producer applies the SiLU in its
+        // epilogue (as the lowering fuses a Relu) and the Mul is an alias.
+        cd_op *p = f->nread[x] == 2 ? producer(f, x) : NULL;
+        cd_activation *slot = act_slot(p);
+        if (slot && slot->kind == CD_ACT_NONE) {
+            slot->kind = CD_ACT_SILU;
+            size_t n = strlen(p->label);
+            snprintf(p->label + n, sizeof p->label - n, "+SiLU");
+            mul->kind = CD_OP_ALIAS;
+            snprintf(mul->label, sizeof mul->label, "SiLU(fused into the producer)");
+            return 1;
+        }
+        mul->kind = CD_OP_ACT;
         mul->u.act.kind = CD_ACT_SILU;
         snprintf(mul->label, sizeof mul->label, "SiLU(Sigmoid+Mul)");
         return 1;

@@ -1,7 +1,9 @@
 """SiLU as torch exports it (EfficientNet, RegNet-free): y = Mul(x, Sigmoid(x)),
-either operand order, fused into one activation (runtime/fuse-patterns.c);
-not fused when the Sigmoid is read elsewhere too or sigmoids another tensor.
-Random shapes against onnxruntime."""
+either operand order, fused into one activation (runtime/fuse-patterns.c), and
+into the epilogue of x's producer when the pattern alone reads x (a conv:
+"Conv+SiLU"); a SiLU of a graph input or of a pool's output stays an
+activation of its own; not fused when the Sigmoid is read elsewhere too or
+sigmoids another tensor. Random shapes against onnxruntime."""
 from tests.models import builders as B
 from tests.models.builders import ri
 from tests.models.test_ops import layers, run
@@ -19,7 +21,11 @@ def test_silu_fused_and_not(rng, tmp_path):
     kept = g.node("Mul", [b, s])  # not fused: the Sigmoid is also an output's input
     other = g.node("Add", [s, s])
     z = g.node("Mul", [kept, g.node("Sigmoid", [x])])  # not fused: sigmoid of another tensor
-    path = run(rng, tmp_path, g.build([z, other]))
+    p = g.node("MaxPool", [x], kernel_shape=[1, 1])
+    on_pool = g.node("Mul", [p, g.node("Sigmoid", [p])])  # fused, but a pool has no epilogue
+    on_input = g.node("Mul", [x, g.node("Sigmoid", [x])])  # fused, x has no producer
+    path = run(rng, tmp_path, g.build([z, other, on_pool, on_input]))
     ops = [l["op"] for l in layers(path)]
+    assert sum(o.endswith("+SiLU") and o.startswith("Conv") for o in ops) == 2, ops
     assert sum(o.startswith("SiLU") for o in ops) == 2, ops
     assert sum(o.startswith("Sigmoid") for o in ops) == 2, ops
