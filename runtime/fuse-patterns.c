@@ -7,8 +7,10 @@
 //   GELU with Erf (torch's gelu before opset 20):
 //     y = x * 0.5 * (1 + Erf(x / sqrt(2)))   (the three ways the muls group)
 //   SiLU (torch's silu, EfficientNet):  y = x * Sigmoid(x)
+//   HardSwish below opset 14 (MobileNetV3):  y = x * HardSigmoid(x, 1/6, 1/2)
 //
-// The last op of a match becomes the fused op (LAYERNORM, ACT GELU or SILU) on x
+// The last op of a match becomes the fused op (LAYERNORM, ACT GELU, SILU or
+// HARDSWISH) on x, or an alias of x when x's producer applies the activation,
 // and writes the same value; the ops before it are left unread, and the
 // planner drops them. A match needs every inner value to be read by the
 // pattern alone (not a graph output), no fused activation on the inner ops,
@@ -223,38 +225,50 @@ static cd_activation *act_slot(cd_op *p) {
     }
 }
 
-// SiLU: Mul(x, Sigmoid(x)) in either order, the Sigmoid read by the Mul alone:
-// one pass over x instead of two (onnxruntime fuses it too), none when x's
-// producer can apply it.
-static int fuse_silu(fctx *f, cd_op *mul) {
+// The gate of x * gate(x) that is one activation: Sigmoid (SiLU), or
+// HardSigmoid(1/6, 1/2) (HardSwish, as torch exports it below opset 14).
+static cd_act gated_act(const cd_activation *gate, const char **name) {
+    if (gate->kind == CD_ACT_SIGMOID) return *name = "SiLU", CD_ACT_SILU;
+    if (gate->kind == CD_ACT_HARDSIGMOID && near(gate->alpha, 1.0 / 6.0) && gate->beta == 0.5f)
+        return *name = "HardSwish", CD_ACT_HARDSWISH;
+    return CD_ACT_NONE;
+}
+
+// SiLU and HardSwish: Mul(x, gate(x)) in either order, the gate read by the
+// Mul alone: one pass over x instead of two (onnxruntime fuses them too), none
+// when x's producer can apply it.
+static int fuse_gated(fctx *f, cd_op *mul) {
     if (!plain_binary(mul, CD_BINARY_MUL) || mul->in[0] == mul->in[1]) return 0;
     for (int i = 0; i < 2; i++) {
         const int s = mul->in[i], x = mul->in[1 - i];
-        const cd_op *sig = producer(f, s);
-        if (!sig || sig->kind != CD_OP_ACT || sig->u.act.kind != CD_ACT_SIGMOID || sig->in[0] != x ||
-            f->nread[s] != 1 || f->g->values[x].kind != CD_VAL_ACT)
+        const cd_op *gate = producer(f, s);
+        const char *name = NULL;
+        if (!gate || gate->kind != CD_OP_ACT || gate->in[0] != x || f->nread[s] != 1 ||
+            f->g->values[x].kind != CD_VAL_ACT)
             continue;
+        const cd_act kind = gated_act(&gate->u.act, &name);
+        if (kind == CD_ACT_NONE) continue;
         const cd_value *xv = &f->g->values[x], *ov = &f->g->values[mul->out];
         if (xv->rank != ov->rank || memcmp(xv->shape, ov->shape, sizeof(int64_t) * (size_t)xv->rank) != 0) return 0;
         cd_op_free(mul);
         mul->nin = 1;
         mul->in[0] = x;
         memset(&mul->u, 0, sizeof mul->u);
-        // x read by the pattern alone: its producer applies the SiLU in its
-        // epilogue (as the lowering fuses a Relu) and the Mul is an alias.
+        // x read by the pattern alone: its producer applies the activation in
+        // its epilogue (as the lowering fuses a Relu) and the Mul is an alias.
         cd_op *p = f->nread[x] == 2 ? producer(f, x) : NULL;
         cd_activation *slot = act_slot(p);
         if (slot && slot->kind == CD_ACT_NONE) {
-            slot->kind = CD_ACT_SILU;
+            slot->kind = kind;
             size_t n = strlen(p->label);
-            snprintf(p->label + n, sizeof p->label - n, "+SiLU");
+            snprintf(p->label + n, sizeof p->label - n, "+%s", name);
             mul->kind = CD_OP_ALIAS;
-            snprintf(mul->label, sizeof mul->label, "SiLU(fused into the producer)");
+            snprintf(mul->label, sizeof mul->label, "%s(fused into the producer)", name);
             return 1;
         }
         mul->kind = CD_OP_ACT;
-        mul->u.act.kind = CD_ACT_SILU;
-        snprintf(mul->label, sizeof mul->label, "SiLU(Sigmoid+Mul)");
+        mul->u.act.kind = kind;
+        snprintf(mul->label, sizeof mul->label, "%s(%s+Mul)", name, kind == CD_ACT_SILU ? "Sigmoid" : "HardSigmoid");
         return 1;
     }
     return 0;
@@ -277,7 +291,7 @@ int cd_graph_fuse_patterns(cd_graph *g, char *err, size_t errlen) {
     for (int k = 0; k < g->nops; k++) {
         int rc = fuse_layernorm(&f, &g->ops[k]);
         if (rc == 0) rc = fuse_gelu(&f, &g->ops[k]);
-        if (rc == 0) rc = fuse_silu(&f, &g->ops[k]);
+        if (rc == 0) rc = fuse_gated(&f, &g->ops[k]);
         if (rc == 1) count_readers(&f); // (a fusion changes who reads what)
         if (rc < 0) {
             free(f.nread);
