@@ -457,7 +457,8 @@ const char *cd_dnnl_op_impl(cd_dnnl_op *op, int batch) {
     if (!op || batch < 1 || batch > op->max_batch) return "?";
     cd_dnnl_prim *p;
     if (cd_dnnl_op_get(op, batch, &p)) return "?";
-    const char *s = NULL;
+    const char *s = op->kind->impl ? op->kind->impl(op, p, batch) : NULL;
+    if (s) return s;
     if (dnnl_primitive_desc_query(p->pd[0], dnnl_query_impl_info_str, 0, &s) != dnnl_success || !s) return "?";
     return s;
 }

@@ -72,6 +72,9 @@ typedef struct {
     int (*exec)(cd_dnnl_op *op, cd_dnnl_ctx *ctx, const cd_dnnl_prim *p, int batch, const float *const *src,
                 float *dst);
     void (*fini)(cd_dnnl_op *op); // frees priv's contents (optional)
+    // The kernel that runs p when it is not oneDNN's own (optional; NULL:
+    // oneDNN's implementation name).
+    const char *(*impl)(cd_dnnl_op *op, const cd_dnnl_prim *p, int batch);
 } cd_dnnl_kind;
 
 struct cd_dnnl_op {

@@ -1,7 +1,12 @@
 // Inner product (Gemm / fully connected) on oneDNN with fused bias and
-// activation. Weights packed at create time.
+// activation. Weights packed at create time. At batch 1, where the layer only
+// streams its weights, our own loop reads oneDNN's packed copy
+// (backends/cpu/gemv.h) when it is in the layout that loop knows.
 
 #include "backends/cpu/dnnl-impl.h"
+#include "backends/cpu/gemv.h"
+#include "kernels/op-desc.h"
+#include "sparse/spmm-ukernel.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +17,17 @@ typedef struct {
     cd_activation act;   // fused activation
     cd_dnnl_weights wts; // user layout oihw = K x (c*h*w), NCHW flatten order
     float *bias;         // K floats or NULL (owned)
+    int gemv_set;        // the weight set of batch 1 when gemv.h's loop can read it, else -1
 } ip_priv;
+
+// Can cd_cpu_gemv_oi16i64o_avx512f read weight set md (batch 1)?
+static int gemv_layout(const ip_priv *ip, const dnnl_memory_desc_t *md) {
+    if (ip->src.h != 1 || ip->src.w != 1 || !cd_sparse_isa_supported(CD_SPARSE_ISA_AVX512F)) return 0;
+    dnnl_memory_desc_t want;
+    dnnl_dims_t wd = {ip->k, ip->src.c, 1, 1};
+    if (dnnl_memory_desc_init_by_tag(&want, 4, wd, dnnl_f32, dnnl_ABcd16b64a) != dnnl_success) return 0;
+    return dnnl_memory_desc_equal(&want, md);
+}
 
 static int ip_check(cd_dnnl_tdesc s, int k, cd_activation act) {
     if (s.c < 1 || s.h < 1 || s.w < 1 || k < 1 || !cd_layout_valid(s.layout)) return CD_EPARAMS;
@@ -59,6 +74,7 @@ static int ip_build(cd_dnnl_op *op, int batch, cd_dnnl_prim *p) {
     const dnnl_memory_desc_t *wmd = dnnl_primitive_desc_query_md(p->pd[0], dnnl_query_weights_md, 0);
     if (!wmd) return CD_EINTERNAL;
     if ((rc = cd_dnnl_weights_for(&ip->wts, wmd, &p->wset))) return rc;
+    if (batch == 1) ip->gemv_set = gemv_layout(ip, wmd) ? p->wset : -1;
     op->weight_bytes = cd_dnnl_weights_bytes(&ip->wts) + (ip->bias ? (size_t)ip->k * sizeof(float) : 0);
     return 0;
 }
@@ -66,6 +82,11 @@ static int ip_build(cd_dnnl_op *op, int batch, cd_dnnl_prim *p) {
 static int ip_exec(cd_dnnl_op *op, cd_dnnl_ctx *ctx, const cd_dnnl_prim *p, int batch, const float *const *src,
                    float *dst) {
     ip_priv *ip = op->priv;
+    if (batch == 1 && ip->gemv_set >= 0 && p->wset == ip->gemv_set) {
+        cd_cpu_gemv_oi16i64o_avx512f(ip->k, ip->src.c, ip->wts.data[p->wset], src[0], dst);
+        for (int j = 0; j < ip->k; j++) dst[j] = cd_act_apply(ip->act, ip->bias ? dst[j] + ip->bias[j] : dst[j]);
+        return 0;
+    }
     cd_dnnl_arg args[4] = {
         {DNNL_ARG_SRC, src[0]},
         {DNNL_ARG_WEIGHTS, ip->wts.data[p->wset]},
@@ -73,6 +94,11 @@ static int ip_exec(cd_dnnl_op *op, cd_dnnl_ctx *ctx, const cd_dnnl_prim *p, int 
         {DNNL_ARG_BIAS, ip->bias},
     };
     return cd_dnnl_exec(ctx, p, 0, ip->bias ? 4 : 3, args);
+}
+
+static const char *ip_impl(cd_dnnl_op *op, const cd_dnnl_prim *p, int batch) {
+    const ip_priv *ip = op->priv;
+    return batch == 1 && ip->gemv_set >= 0 && p->wset == ip->gemv_set ? "gemv:avx512f" : NULL;
 }
 
 static void ip_fini(cd_dnnl_op *op) {
@@ -86,8 +112,8 @@ int cd_dnnl_ip_create(cd_dnnl_tdesc src, int k, const float *w, const float *bia
                       cd_dnnl_op **out) {
     *out = NULL;
     if (!w || ip_check(src, k, act)) return CD_EPARAMS;
-    static const cd_dnnl_kind k_kind = {ip_build, ip_exec, ip_fini};
-    const ip_priv init = {.src = src, .k = k, .act = act};
+    static const cd_dnnl_kind k_kind = {ip_build, ip_exec, ip_fini, ip_impl};
+    const ip_priv init = {.src = src, .k = k, .act = act, .gemv_set = -1};
     cd_dnnl_op *op;
     int rc = cd_dnnl_op_new(&k_kind, max_batch, 1, &init, sizeof init, &op);
     if (rc) return rc;

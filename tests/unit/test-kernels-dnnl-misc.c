@@ -2,6 +2,9 @@
 // against the reference kernels.
 
 #include "tests/unit/test-kernels-util.h"
+#include "sparse/spmm-ukernel.h"
+
+#include <string.h>
 
 CD_TEST(dnnl_reorder_round_trip_16c_8c_c_not_multiple_of_block_odd_width) {
     for (int i = 0; i < 6; i++) {
@@ -67,6 +70,31 @@ CD_TEST(dnnl_ip_fc_head_every_activation) {
         cd_dnnl_tdesc s = {cd_test_randi(1, 300), 1, 1, CD_LAYOUT_NCHW, 0};
         ip_case(s, cd_test_randi(1, 100), a % 2, tk_act((cd_act)a), cd_test_randi(1, 9));
     }
+}
+
+// Batch 1 of a 1x1 input runs our own loop over oneDNN's packed weights
+// (backends/cpu/gemv.h) where the CPU has AVX-512 and oneDNN packed them as
+// OIhw16i64o: outputs and inputs across and inside the 64 x 16 blocks, every
+// activation, with and without bias, the same op then at batch 2..9 on
+// oneDNN itself.
+CD_TEST(dnnl_ip_batch_1_gemv_matches_reference) {
+    int gemv = 0;
+    for (int i = 0; i < 8; i++) {
+        cd_dnnl_tdesc s = {i < 2 ? cd_test_randi(1, 20) : cd_test_randi(17, 700), 1, 1, CD_LAYOUT_NCHW, 0};
+        const int k = i < 2 ? cd_test_randi(1, 70) : cd_test_randi(60, 400);
+        cd_activation act = tk_act((cd_act)cd_test_randi(CD_ACT_NONE, CD_ACT_LEAKYRELU));
+        ip_case(s, k, i % 2, act, 1);
+        ip_case(s, k, i % 2, act, cd_test_randi(2, 9));
+        float *w = tk_rand_buf((size_t)k * s.c, -1, 1);
+        cd_dnnl_op *op;
+        CHECK_EQ(cd_dnnl_ip_create(s, k, w, NULL, act, 1, &op), 0);
+        gemv += strcmp(cd_dnnl_op_impl(op, 1), "gemv:avx512f") == 0;
+        cd_dnnl_op_free(op);
+        free(w);
+    }
+    if (!cd_sparse_isa_supported(CD_SPARSE_ISA_AVX512F) || cd_dnnl_blocked_layout() != CD_LAYOUT_NCHW16C)
+        CD_SKIP("no AVX-512 for us or for oneDNN (CONVD_MAX_ISA / ONEDNN_MAX_CPU_ISA): oneDNN runs batch 1 too");
+    CHECK(gemv > 0); // the loop ran (oneDNN packs OIhw16i64o for these at AVX-512)
 }
 
 // Flatten of a blocked [N, C, H, W] tensor: no reorder needed before the FC.
