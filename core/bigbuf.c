@@ -9,12 +9,19 @@ enum {
     BIGBUF_SLOTS = 4, // buffers kept at most
 };
 #define BIGBUF_MIN ((size_t)1 << 20)     // smaller ones come from malloc's own heap
-#define BIGBUF_TOTAL ((size_t)256 << 20) // bytes kept at most
+#define BIGBUF_TOTAL ((size_t)256 << 20) // bytes kept at most, by default
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static void *kept[BIGBUF_SLOTS];
 static size_t kept_size[BIGBUF_SLOTS]; // usable bytes of kept[i]
 static size_t kept_total;
+static size_t kept_limit = BIGBUF_TOTAL;
+
+void cd_bigbuf_set_limit(size_t bytes) {
+    pthread_mutex_lock(&lock);
+    kept_limit = bytes < BIGBUF_TOTAL ? bytes : BIGBUF_TOTAL;
+    pthread_mutex_unlock(&lock);
+}
 
 void *cd_bigbuf_get(size_t bytes) {
     if (bytes >= BIGBUF_MIN) {
@@ -43,7 +50,7 @@ void cd_bigbuf_put(void *p) {
     if (size >= BIGBUF_MIN) {
         pthread_mutex_lock(&lock);
         for (int i = 0; i < BIGBUF_SLOTS && p; i++) {
-            if (kept[i] || kept_total + size > BIGBUF_TOTAL) continue;
+            if (kept[i] || kept_total + size > kept_limit) continue;
             kept[i] = p;
             kept_size[i] = size;
             kept_total += size;

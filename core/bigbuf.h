@@ -9,7 +9,8 @@
 // request that fits. Thread-safe (workers take, the loop gives back). The
 // daemon's output buffers and every reader's big-message buffers
 // (proto/rpc-reader.c: the daemon's requests, libconvd's answers) share it,
-// per process: at most 4 buffers, 256 MiB together.
+// per process: at most 4 buffers, 256 MiB together (less after
+// cd_bigbuf_set_limit).
 
 #include <stddef.h>
 
@@ -18,5 +19,10 @@ void *cd_bigbuf_get(size_t bytes);
 // Gives p (from cd_bigbuf_get or malloc; NULL: no-op) back: kept when it is
 // big and there is room, else freed.
 void cd_bigbuf_put(void *p);
+// Keeps at most `bytes` together from now on (at most 256 MiB; the daemon
+// sets a quarter of its request budget, --max-buffered, so that what it keeps
+// stays a small part of the memory it promises). Buffers kept beyond it are
+// not freed at once: each leaves on its next take.
+void cd_bigbuf_set_limit(size_t bytes);
 
 #endif // CD_CORE_BIGBUF_H
