@@ -4,11 +4,14 @@
 // DequantizeLinear) and its input is a quantized activation per tensor (the
 // output of a FakeQuant, through aliases); when its output's only reader is
 // a FakeQuant per tensor, the conv quantizes its output itself and that
-// FakeQuant becomes an alias. Activations stay float32 grid values between
-// layers (src_int = dst_int = 0): the kernels quantize their input exactly.
+// FakeQuant becomes an alias. Activations are float32 grid values between
+// layers here (src_int = dst_int = 0: the kernels quantize their input
+// exactly); after the layers, plan-int8-storage.c stores those between
+// int8 convs as integers, in NHWC where oneDNN runs them.
 // cd_runtime_options.int8 decides: off, on (wherever the backend runs it),
 // or auto: both candidates are timed at batch 1 on the backend and the int8
-// one is taken when it is faster (the f32 candidate is the planner's
+// one is taken when it is faster (the int8 one as it runs between int8
+// neighbours: NHWC integers in and out where the backend takes them) (the f32 candidate is the planner's
 // float32 choice, dense or sparse, plus the FakeQuant pass after it that the
 // int8 conv does itself).
 

@@ -207,6 +207,17 @@ def test_int8_kernels_match_onnxruntime(name, tmp_path, rng):
     assert stored and stored <= {l["name"] for l in int8}
     # Each residual block's conv -> Q -> DQ -> Add(+Relu) -> Q is one layer.
     assert any(l["op"].startswith("Conv+QAdd") for l in int8), [l["op"] for l in layers_on]
+    # Where oneDNN runs them, the stored integers are in NHWC, its int8
+    # kernels' own layout (runtime/plan-int8-storage.c): no reorder between
+    # two int8 layers; residual blocks read their skip as those bytes too.
+    # Every float32 output stays in a layout float32 ops take.
+    if all(l["kernel"].startswith("dnnl:") for l in int8):
+        assert all(l["layout"] == "NHWC" for l in layers_on if l["out_dtype"] == "int8"), [
+            (l["name"], l["layout"]) for l in layers_on]
+        stored_res = [l for l in layers_on if l["op"].startswith("Conv+QAdd") and l["out_dtype"] == "int8"]
+        if name != "cnn":
+            assert stored_res, [(l["name"], l["op"], l["out_dtype"]) for l in layers_on]
+    assert all(l["layout"] != "NHWC" for l in layers_on if l["out_dtype"] != "int8")
     for env in (on, dict(on, CONVD_CPU_KERNELS="ref")):
         err, top1 = compare(q, tmp_path, rng, env=env)
         assert err <= REL_L2, f"{name} int8: median relative L2 {err:.3g}"
