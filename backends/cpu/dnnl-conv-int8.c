@@ -266,6 +266,23 @@ static int mid_binary_pd(const conv_i8_priv *cp, cd_dnnl_prim *p, int i, const d
     return 0;
 }
 
+// Places the temporaries of w (bytes per buffer, BUF_TPRE..) after the
+// largest scratchpad p's primitives need; returns the total.
+static size_t scratch_layout(const cd_dnnl_prim *p, const size_t bytes[BUF_COUNT], i8_wiring *w) {
+    size_t prim_bytes = 0;
+    for (int i = 0; i < p->nprim; i++) {
+        const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(p->pd[i], dnnl_query_scratchpad_md, 0);
+        size_t sb = md ? dnnl_memory_desc_get_size(md) : 0;
+        if (sb > prim_bytes) prim_bytes = sb;
+    }
+    size_t off = align64(prim_bytes);
+    for (int b = BUF_TPRE; b < BUF_COUNT; b++) {
+        w->off[b] = off;
+        off += align64(bytes[b]);
+    }
+    return off;
+}
+
 // Builds one batch size: the conv (pd[0]), then the boundary reorders its
 // chosen layouts need, and the wiring that runs them in order.
 static int conv_i8_build(cd_dnnl_op *op, int batch, cd_dnnl_prim *p) {
@@ -373,23 +390,14 @@ static int conv_i8_build(cd_dnnl_op *op, int batch, cd_dnnl_prim *p) {
         w.step[w.nsteps++] = (i8_step){np++, STEP_REORDER, BUF_TOUT, BUF_DST};
     }
     // Scratchpad: [primitives' own | TPRE | TIN | TMID | TOUT | TQ].
-    size_t prim_bytes = 0;
-    for (int i = 0; i < p->nprim; i++) {
-        const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(p->pd[i], dnnl_query_scratchpad_md, 0);
-        size_t sb = md ? dnnl_memory_desc_get_size(md) : 0;
-        if (sb > prim_bytes) prim_bytes = sb;
-    }
-    size_t off = align64(prim_bytes);
-    w.off[BUF_TPRE] = off;
-    off += align64(pre_bytes);
-    w.off[BUF_TIN] = off;
-    off += align64(conv_in == BUF_TIN ? dnnl_memory_desc_get_size(csrc) : 0);
-    w.off[BUF_TMID] = off;
-    off += align64(cp->mid ? dnnl_memory_desc_get_size(cdst) : 0);
-    w.off[BUF_TOUT] = off;
-    off += align64((conv_out == BUF_TOUT || cp->mid) && !bin ? dnnl_memory_desc_get_size(&ymd) : 0);
-    w.off[BUF_TQ] = off;
-    off += align64(tq_bytes);
+    const size_t bytes[BUF_COUNT] = {
+        [BUF_TPRE] = pre_bytes,
+        [BUF_TIN] = conv_in == BUF_TIN ? dnnl_memory_desc_get_size(csrc) : 0,
+        [BUF_TMID] = cp->mid ? dnnl_memory_desc_get_size(cdst) : 0,
+        [BUF_TOUT] = (conv_out == BUF_TOUT || cp->mid) && !bin ? dnnl_memory_desc_get_size(&ymd) : 0,
+        [BUF_TQ] = tq_bytes,
+    };
+    size_t off = scratch_layout(p, bytes, &w);
     p->scratch_bytes = off;
     cp->wire[batch] = w;
     return 0;
