@@ -20,24 +20,38 @@
 // fast kernels are AVX-512, 8 on AVX2); the planner keeps it across
 // consecutive dense layers to avoid reorders. Never assume a block size:
 // ask cd_layout_block().
-typedef enum { CD_LAYOUT_NCHW = 0, CD_LAYOUT_NCHW16C = 1, CD_LAYOUT_NCHW8C = 2, CD_LAYOUT_COUNT } cd_layout;
+// NHWC ([N][H][W][C], no padding) is the layout of 1-byte integer
+// activations between oneDNN int8 layers (oneDNN 2.6's int8 jit kernels
+// exist only for nhwc): the planner gives it only to a tensor stored as
+// integers whose writer and readers all take it (runtime/plan-int8.c);
+// no float32 op is ever planned in it.
+typedef enum {
+    CD_LAYOUT_NCHW = 0,
+    CD_LAYOUT_NCHW16C = 1,
+    CD_LAYOUT_NCHW8C = 2,
+    CD_LAYOUT_NHWC = 3,
+    CD_LAYOUT_COUNT
+} cd_layout;
 
-// Channels per block of layout l: 1 for NCHW, 16, 8; 0 for a bad value.
+// Channels per block of layout l: 1 for NCHW and NHWC (unblocked), 16, 8;
+// 0 for a bad value.
 static inline int cd_layout_block(cd_layout l) {
     switch (l) {
     case CD_LAYOUT_NCHW: return 1;
+    case CD_LAYOUT_NHWC: return 1;
     case CD_LAYOUT_NCHW16C: return 16;
     case CD_LAYOUT_NCHW8C: return 8;
     default: return 0;
     }
 }
 
-// "NCHW", "NCHW16C", "NCHW8C" ("?" for a bad value).
+// "NCHW", "NCHW16C", "NCHW8C", "NHWC" ("?" for a bad value).
 static inline const char *cd_layout_name(cd_layout l) {
     switch (l) {
     case CD_LAYOUT_NCHW: return "NCHW";
     case CD_LAYOUT_NCHW16C: return "NCHW16C";
     case CD_LAYOUT_NCHW8C: return "NCHW8C";
+    case CD_LAYOUT_NHWC: return "NHWC";
     default: return "?";
     }
 }

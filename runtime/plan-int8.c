@@ -4,11 +4,14 @@
 // DequantizeLinear) and its input is a quantized activation per tensor (the
 // output of a FakeQuant, through aliases); when its output's only reader is
 // a FakeQuant per tensor, the conv quantizes its output itself and that
-// FakeQuant becomes an alias. Activations stay float32 grid values between
-// layers (src_int = dst_int = 0): the kernels quantize their input exactly.
+// FakeQuant becomes an alias. Activations are float32 grid values between
+// layers here (src_int = dst_int = 0: the kernels quantize their input
+// exactly); after the layers, plan-int8-storage.c stores those between
+// int8 convs as integers, in NHWC where oneDNN runs them.
 // cd_runtime_options.int8 decides: off, on (wherever the backend runs it),
 // or auto: both candidates are timed at batch 1 on the backend and the int8
-// one is taken when it is faster (the f32 candidate is the planner's
+// one is taken when it is faster (the int8 one as it runs between int8
+// neighbours: NHWC integers in and out where the backend takes them) (the f32 candidate is the planner's
 // float32 choice, dense or sparse, plus the FakeQuant pass after it that the
 // int8 conv does itself).
 
@@ -131,10 +134,42 @@ static int time_fakequant(pctx *p, int fq, cd_layout l, double *ms) {
     return cd_planner_time_op(p->m->be, &d, 1, 3, ms);
 }
 
+// 1 when conv o's input is written by a conv (through aliases): a
+// candidate for integer storage between int8 layers (plan-int8-storage.c).
+static int input_from_conv(const cd_graph *g, const int *prod, int o) {
+    int v = g->ops[o].in[0];
+    for (int depth = 0; depth < 64 && v >= 0; depth++) {
+        int w = prod[v];
+        if (w < 0) return 0;
+        if (g->ops[w].kind == CD_OP_CONV) return 1;
+        if (g->ops[w].kind != CD_OP_ALIAS && g->ops[w].kind != CD_OP_FAKEQUANT) return 0;
+        v = g->ops[w].in[0];
+    }
+    return 0;
+}
+
+// The int8 candidate as it runs between int8 neighbours, where the backend
+// takes it: integers in NHWC in (when its input comes from a conv) and out
+// (when it quantizes its output), no boundary reorders. *qn holds its
+// quantization. 1 when *di was changed.
+static int int8_nhwc_candidate(pctx *p, int int_in, const cd_conv_quant *q, cd_conv_quant *qn, cd_bop_desc *di) {
+    cd_bop_desc dn = *di;
+    *qn = *q;
+    qn->src_int = int_in;
+    qn->dst_int = q->out_scale > 0.0f;
+    if (int_in) dn.src[0].layout = CD_LAYOUT_NHWC, dn.src[0].int8 = 1;
+    if (qn->dst_int) dn.dst.layout = CD_LAYOUT_NHWC, dn.dst.int8 = 1;
+    dn.quant = qn;
+    if (di->sparse || (!int_in && !qn->dst_int) || !cd_backend_supports_op(p->m->be, &dn)) return 0;
+    *di = dn;
+    return 1;
+}
+
 // Times the float32 choice (with the FakeQuant fq after it, -1 none) and
 // the int8 candidate of conv o (batch 1). 0 with both times, or a negative
 // code (then no int8).
-static int time_both(pctx *p, int o, int fq, const cd_conv_quant *q, const int8_t *wq, double *f32, double *i8) {
+static int time_both(pctx *p, const int *prod, int o, int fq, const cd_conv_quant *q, const int8_t *wq, double *f32,
+                     double *i8) {
     const cd_op *op = &p->g->ops[o];
     const cd_plan_choice *c = &p->ch[o];
     cd_bop_desc df, di;
@@ -159,6 +194,8 @@ static int time_both(pctx *p, int o, int fq, const cd_conv_quant *q, const int8_
         di.wq = wq;
         if (!cd_backend_supports_op(p->m->be, &di)) return CD_EUNSUPPORTED;
     }
+    cd_conv_quant qn;
+    int nhwc = int8_nhwc_candidate(p, input_from_conv(p->g, prod, o), q, &qn, &di);
     // The cache: what both candidates are, as timed here.
     char key[768];
     size_t nnz = 0, nw = (size_t)op->u.conv.d.k * (size_t)(op->u.conv.d.c / op->u.conv.d.groups) * op->u.conv.d.r *
@@ -166,16 +203,17 @@ static int time_both(pctx *p, int o, int fq, const cd_conv_quant *q, const int8_
     for (size_t i = 0; i < nw; i++) nnz += op->u.conv.w[i] != 0.0f;
     cd_planner_op_key(&df, nnz, 1, key, sizeof key);
     size_t l = strlen(key);
-    snprintf(key + l, sizeof key - l, "|i8 sp%d f%d lay%d,%d in%d out%d,%d mid%d fq%d", df.sparse,
-             df.sparse ? df.sparse_format : 0, (int)df.src[0].layout, (int)di.src[0].layout, q->in_signed,
-             q->out_scale > 0.0f, q->out_signed, q->mid_scale > 0.0f, fq >= 0);
-    if (cd_planner_cache_get(&p->m->popts, "int8-v1.txt", key, f32, i8)) return 0;
+    snprintf(key + l, sizeof key - l, "|i8 sp%d f%d lay%d,%d,%d int%d,%d in%d out%d,%d mid%d fq%d", df.sparse,
+             df.sparse ? df.sparse_format : 0, (int)df.src[0].layout, (int)di.src[0].layout, (int)di.dst.layout,
+             nhwc && qn.src_int, nhwc && qn.dst_int, q->in_signed, q->out_scale > 0.0f, q->out_signed,
+             q->mid_scale > 0.0f, fq >= 0);
+    if (cd_planner_cache_get(&p->m->popts, "int8-v2.txt", key, f32, i8)) return 0;
     double fq_ms = 0;
     int rc = cd_planner_time_op(p->m->be, &df, 1, 3, f32);
     if (!rc && fq >= 0 && q->out_scale > 0.0f) rc = time_fakequant(p, fq, df.dst.layout, &fq_ms);
     if (!rc) rc = cd_planner_time_op(p->m->be, &di, 1, 3, i8);
     *f32 += fq_ms;
-    if (!rc) cd_planner_cache_put(&p->m->popts, "int8-v1.txt", key, *f32, *i8);
+    if (!rc) cd_planner_cache_put(&p->m->popts, "int8-v2.txt", key, *f32, *i8);
     return rc;
 }
 
@@ -304,7 +342,7 @@ int cd_plan_choose_int8(pctx *p, char *live) {
                 break;
             }
             double f32 = 0, i8 = 0;
-            if (!time_both(p, o, fq, &q, wq, &f32, &i8)) {
+            if (!time_both(p, prod, o, fq, &q, wq, &f32, &i8)) {
                 c->f32_ms = f32;
                 c->i8_ms = i8;
                 take = i8 < f32;
@@ -324,7 +362,7 @@ int cd_plan_choose_int8(pctx *p, char *live) {
     return rc;
 }
 
-// ---- integer storage between int8 convs ---------------------------------------------
+// ---- the planned int8 layers, for the integer storage (plan-int8-storage.c) --------
 
 int cd_plan_int8_record(pctx *p, int li, const cd_op *op, const cd_bop_desc *d) {
     if (p->ni8l == p->i8l_cap) {
@@ -341,93 +379,5 @@ int cd_plan_int8_record(pctx *p, int li, const cd_op *op, const cd_bop_desc *d) 
     r->q = *d->quant;
     r->d.quant = NULL; // points at r->q when prepared again
     r->d.wq = NULL;
-    return 0;
-}
-
-// The recorded int8 conv that is layer li, or NULL.
-static cd_i8layer *i8_of_layer(pctx *p, int li) {
-    for (int i = 0; i < p->ni8l; i++)
-        if (p->i8l[i].layer == li) return &p->i8l[i];
-    return NULL;
-}
-
-// Prepares recorded layer r again with its current quantization into *st.
-static int reinit(pctx *p, cd_i8layer *r, cd_op_state **st) {
-    cd_bop_desc d = r->d;
-    d.quant = &r->q;
-    if (!(d.wq = cd_plan_int8_weights(&p->g->ops[r->op]))) return CD_ENOMEM;
-    const cd_model *m = p->m;
-    const cd_layer *l = &m->layers[r->layer];
-    for (int i = 0; i < l->nin; i++) d.src[i].int8 = m->tensors[l->in[i]].t.int8;
-    d.dst.int8 = m->tensors[l->out].t.int8;
-    int rc = cd_backend_op_init(m->be, &d, st);
-    free((void *)d.wq);
-    if (!rc && cd_backend_kernel_is_reference(cd_backend_op_kernel(m->be, *st)) &&
-        !cd_backend_kernel_is_reference(l->kernel)) {
-        cd_backend_op_state_free(m->be, *st); // never a slower kernel for it
-        *st = NULL;
-        rc = CD_EUNSUPPORTED;
-    }
-    return rc;
-}
-
-// Tries integer storage for root tensor t written by recorded layer w:
-// every reader of t (or of an alias of it) must be a recorded int8 conv
-// reading it as its input 0, and t no model output. 1 when switched, 0
-// when not, or a negative code.
-static int try_int_storage(pctx *p, cd_i8layer *w, int t) {
-    cd_model *m = p->m;
-    if (!(w->q.out_scale > 0.0f)) return 0;
-    for (int i = 0; i < m->noutputs; i++)
-        if (m->tensors[m->outputs[i].tensor].root == t) return 0;
-    int readers[64], nr = 0;
-    for (int li = 0; li < m->nlayers; li++) {
-        const cd_layer *l = &m->layers[li];
-        for (int i = 0; i < l->nin; i++) {
-            if (m->tensors[l->in[i]].root != t) continue;
-            cd_i8layer *r = i8_of_layer(p, li);
-            if (!r || i != 0 || nr == 64) return 0;
-            readers[nr++] = li;
-        }
-    }
-    if (!nr) return 0;
-    // Switch the tensors, then prepare every layer concerned again; undo
-    // all of it when one declines.
-    cd_op_state *st[65] = {0};
-    int layers[65], n = 0, rc = 0;
-    layers[n++] = w->layer;
-    for (int i = 0; i < nr; i++) layers[n++] = readers[i];
-    for (int i = 0; i < m->ntensors; i++)
-        if (m->tensors[i].root == t) m->tensors[i].t.int8 = 1;
-    w->q.dst_int = 1;
-    for (int i = 1; i < n; i++) i8_of_layer(p, layers[i])->q.src_int = 1;
-    for (int i = 0; i < n && !rc; i++) rc = reinit(p, i8_of_layer(p, layers[i]), &st[i]);
-    if (rc) {
-        for (int i = 0; i < n; i++)
-            if (st[i]) cd_backend_op_state_free(m->be, st[i]);
-        for (int i = 0; i < m->ntensors; i++)
-            if (m->tensors[i].root == t) m->tensors[i].t.int8 = 0;
-        w->q.dst_int = 0;
-        for (int i = 1; i < n; i++) i8_of_layer(p, layers[i])->q.src_int = 0;
-        return rc == CD_EUNSUPPORTED ? 0 : rc;
-    }
-    for (int i = 0; i < n; i++) {
-        cd_layer *l = &m->layers[layers[i]];
-        cd_backend_op_state_free(m->be, l->st);
-        l->st = st[i];
-        snprintf(l->kernel, sizeof l->kernel, "%s", cd_backend_op_kernel(m->be, st[i]));
-    }
-    for (int i = 0; i < m->ntensors; i++)
-        if (m->tensors[i].root == t) m->tensors[i].item_bytes = cd_tdesc_item_bytes(&m->tensors[i].t);
-    return 1;
-}
-
-int cd_plan_int8_storage(pctx *p) {
-    for (int i = 0; i < p->ni8l; i++) {
-        cd_i8layer *w = &p->i8l[i];
-        int t = p->m->tensors[p->m->layers[w->layer].out].root;
-        int rc = try_int_storage(p, w, t);
-        if (rc < 0) return cd_errf(rc, p->err, p->errlen, "out of memory");
-    }
     return 0;
 }

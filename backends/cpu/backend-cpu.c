@@ -8,6 +8,7 @@
 // oneDNN stream and scratchpad of one executing thread.
 
 #include "backends/cpu/backend-cpu.h"
+#include "backends/cpu/bop-layouts.h"
 #include "backends/backend.h"
 #include "core/options.h"
 
@@ -117,17 +118,16 @@ static int blocked_channel_concat(const cd_bop_desc *d) {
 
 // An int8 conv (d->quant): the sparse int8 kernels when the planner chose
 // sparse (NCHW; not yet an integer residual); oneDNN's int8 conv for dense
-// (backends/cpu/dnnl.h, where it has a jit kernel); else the reference, in
-// NCHW, only where asked for
-// (CONVD_INT8=on, or the reference kernels everywhere): the planner's auto
-// mode takes int8 only where a fast kernel exists.
+// (backends/cpu/dnnl.h, where it has a jit kernel); else the reference, in NCHW,
+// only where asked for (CONVD_INT8=on, or the reference kernels everywhere):
+// the planner's auto mode takes int8 only where a fast kernel exists.
 static kernel_kind choose_int8(const cd_bop_desc *d) {
     const cd_conv_quant *q = d->quant;
     if (d->u.conv.has_residual && d->nsrc != 2) return K_NONE;
     if (q->dst_int && !(q->out_scale > 0.0f)) return K_NONE;
     if (!ref_only() && d->sparse && all_nchw(d) && !q->res_int) return K_I8SP;
-    if (!ref_only() && !d->sparse && (!d->u.conv.has_residual || d->src[1].layout == d->dst.layout) &&
-        cd_dnnl_conv_i8_supports(&d->u.conv, q, d->src[0].layout, d->dst.layout))
+    if (!ref_only() && !d->sparse &&
+        cd_dnnl_conv_i8_supports_res(&d->u.conv, q, d->src[0].layout, d->dst.layout, cd_cpu_res_layout(d)))
         return K_DNNL;
     if (all_nchw(d) && (ref_only() || cd_runtime_opts()->int8 == 2)) return K_I8REF;
     return K_NONE;
@@ -137,6 +137,7 @@ static kernel_kind choose(const cd_bop_desc *d, int *swap) {
     cd_dnnl_tdesc a, b;
     *swap = 0;
     if (d->op == CD_BOP_CONV2D && d->quant) return choose_int8(d);
+    if (cd_cpu_any_nhwc(d) && d->op != CD_BOP_REORDER) return K_NONE;
     if (d->sparse) {
         if (d->op != CD_BOP_CONV2D && !(d->op == CD_BOP_GEMM && d->u.gemm.rows == 1)) return K_NONE;
         if (d->op == CD_BOP_CONV2D && d->u.conv.has_residual && d->nsrc != 2) return K_NONE;
@@ -360,8 +361,8 @@ static int conv_init(cd_op_state *st, const cd_bop_desc *d, kernel_kind k) {
         return cd_sparse_conv_create(c, d->w, d->bias, &o, &st->sp);
     }
     if (k == K_DNNL && d->quant) {
-        int rc = cd_dnnl_conv_i8_create(c, d->quant, d->src[0].layout, d->dst.layout, d->max_batch, d->wq, d->bias,
-                                        &st->dop);
+        int rc = cd_dnnl_conv_i8_create_res(c, d->quant, d->src[0].layout, d->dst.layout, cd_cpu_res_layout(d),
+                                            d->max_batch, d->wq, d->bias, &st->dop);
         // oneDNN declines some weights only at create (16-bit sums without
         // VNNI): the reference then, where it is asked for.
         if (rc == CD_EUNSUPPORTED && all_nchw(d) && (ref_only() || cd_runtime_opts()->int8 == 2)) {

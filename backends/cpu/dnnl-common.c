@@ -92,6 +92,7 @@ int cd_dnnl_md_act_dt(dnnl_memory_desc_t *md, int n, int c, int h, int w, cd_lay
     case CD_LAYOUT_NCHW: tag = dnnl_nchw; break;
     case CD_LAYOUT_NCHW16C: tag = dnnl_nChw16c; break;
     case CD_LAYOUT_NCHW8C: tag = dnnl_nChw8c; break;
+    case CD_LAYOUT_NHWC: tag = dnnl_nhwc; break;
     default: return CD_EPARAMS;
     }
     return CD_DNNL(dnnl_memory_desc_init_by_tag(md, 4, dims, dt, tag));

@@ -13,7 +13,7 @@
 typedef enum { BUF_SRC = 0, BUF_DST, BUF_RES, BUF_TPRE, BUF_TIN, BUF_TMID, BUF_TOUT, BUF_TQ, BUF_COUNT } buf_id;
 
 // One primitive run: index into cd_dnnl_prim, what it reads and writes.
-typedef enum { STEP_CONV, STEP_REORDER, STEP_ELTWISE } step_kind;
+typedef enum { STEP_CONV, STEP_REORDER, STEP_ELTWISE, STEP_BINARY } step_kind;
 typedef struct {
     int prim;
     step_kind kind;
@@ -32,6 +32,7 @@ typedef struct {
     cd_conv_desc d;         // the conv (d.n unused)
     cd_conv_quant q;        // q.w_scale cleared (oscale and bias hold what it gave)
     cd_layout src_l, dst_l; // the plan's layouts
+    cd_layout res_l;        // the residual's (it is reordered into y in any case)
     int acc_only;           // test hook: s32 accumulators out
     int fused_q;            // the conv writes the quantized output itself
     int mid;                // q.mid_scale > 0: the conv writes y0 on the mid grid, reorders do the rest
@@ -64,11 +65,13 @@ static int quant_check(const cd_conv_quant *q, int k) {
     return 0;
 }
 
-// What this op does not implement of the contract: an integer residual
-// (res_int), and an activation of two oneDNN steps (HARDSIGMOID) after a mid
-// rounding. It declines them, as kernels/op-desc.h allows.
+// What this op does not implement of the contract: an activation of two
+// oneDNN steps (HARDSIGMOID) after a mid rounding, and an integer residual
+// that is not well formed. It declines them, as kernels/op-desc.h allows.
 static int quant_unsupported(const cd_conv_desc *d, const cd_conv_quant *q) {
-    if (q->res_int) return 1;
+    if (q->res_int &&
+        (!d->has_residual || !(q->res_scale > 0.0f) || !isfinite(q->res_scale) || !zp_ok(q->res_zp, q->res_signed)))
+        return 1;
     if (!(q->mid_scale > 0.0f)) return 0;
     cd_dnnl_elt_step st[2];
     return !isfinite(q->mid_scale) || !zp_ok(q->mid_zp, q->mid_signed) || cd_dnnl_act_steps(d->act, st) > 1;
@@ -207,6 +210,79 @@ static int eltwise_pd(cd_dnnl_prim *p, int i, const dnnl_memory_desc_t *md, cd_a
 
 static size_t align64(size_t n) { return (n + 63) / 64 * 64; }
 
+// A QDQ residual block whose skip and output are integers in the conv's own
+// layout (the plan's NHWC storage): the rest of the block after the conv's
+// mid integers m is one binary add of integers, y = act(mid_scale * m +
+// res_scale * r - (mid_scale * mid_zp + res_scale * res_zp)), quantized by a
+// last linear step (y / out_scale + out_zp, rounded half to even and
+// saturated by the conversion to u8/s8): one pass over bytes instead of four
+// over float32. The float order differs from the reference's by the
+// rounding of the sum, which moves an output only where y / out_scale sits
+// at a half step (the one step dnnl.h allows). As primitive i of p; 0, or
+// CD_EUNSUPPORTED when it does not apply (the four-step path then).
+static int mid_binary_pd(const conv_i8_priv *cp, cd_dnnl_prim *p, int i, const dnnl_memory_desc_t *cdst,
+                         const dnnl_memory_desc_t *ures, const dnnl_memory_desc_t *udst) {
+    const cd_conv_quant *q = &cp->q;
+    const cd_activation act = cp->d.act;
+    if (!cp->mid || cp->acc_only || !cp->d.has_residual || !q->res_int || !q->dst_int) return CD_EUNSUPPORTED;
+    if (act.kind != CD_ACT_NONE && act.kind != CD_ACT_RELU && act.kind != CD_ACT_CLIP) return CD_EUNSUPPORTED;
+    dnnl_memory_desc_t r = *ures, o = *udst;
+    r.data_type = o.data_type = cdst->data_type;
+    if (!dnnl_memory_desc_equal(&r, cdst) || !dnnl_memory_desc_equal(&o, cdst)) return CD_EUNSUPPORTED;
+    dnnl_binary_desc_t bd;
+    int rc = CD_DNNL(dnnl_binary_desc_init(&bd, dnnl_binary_add, cdst, ures, udst));
+    if (rc) return rc;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_post_ops_t po = NULL;
+    if ((rc = CD_DNNL(dnnl_primitive_attr_create(&attr)))) return rc;
+    const float ms = q->mid_scale, rs = q->res_scale, shift = -(ms * (float)q->mid_zp + rs * (float)q->res_zp);
+    rc = CD_DNNL(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
+    if (!rc) rc = CD_DNNL(dnnl_primitive_attr_set_scales(attr, DNNL_ARG_SRC_0, 1, 0, &ms));
+    if (!rc) rc = CD_DNNL(dnnl_primitive_attr_set_scales(attr, DNNL_ARG_SRC_1, 1, 0, &rs));
+    if (!rc) rc = CD_DNNL(dnnl_post_ops_create(&po));
+    // act(x + shift) = clip(x, lo - shift, hi - shift) + shift, so that one
+    // linear step is left: oneDNN 2.6's jit binary runs a second linear
+    // post-op with the first one's parameters (measured: (40 - 3) * 2 + 1
+    // came out 34).
+    float lo = act.kind == CD_ACT_CLIP ? act.alpha : 0.0f, hi = act.kind == CD_ACT_CLIP ? act.beta : INFINITY;
+    if (!rc && act.kind != CD_ACT_NONE)
+        rc = CD_DNNL(dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_clip, lo - shift, hi - shift));
+    if (!rc)
+        rc = CD_DNNL(dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_linear, 1.0f / q->out_scale,
+                                                  shift / q->out_scale + (float)q->out_zp));
+    if (!rc) rc = CD_DNNL(dnnl_primitive_attr_set_post_ops(attr, po));
+    if (po) dnnl_post_ops_destroy(po);
+    if (!rc && !cd_dnnl_pd_try(&bd, attr, &p->pd[i])) rc = CD_EUNSUPPORTED;
+    dnnl_primitive_attr_destroy(attr);
+    if (rc) return rc;
+    const char *impl = NULL;
+    dnnl_primitive_desc_query(p->pd[i], dnnl_query_impl_info_str, 0, &impl);
+    if (!impl || cd_dnnl_impl_is_reference(impl)) { // never slower than the float steps
+        dnnl_primitive_desc_destroy(p->pd[i]);
+        p->pd[i] = NULL;
+        return CD_EUNSUPPORTED;
+    }
+    if (i + 1 > p->nprim) p->nprim = i + 1;
+    return 0;
+}
+
+// Places the temporaries of w (bytes per buffer, BUF_TPRE..) after the
+// largest scratchpad p's primitives need; returns the total.
+static size_t scratch_layout(const cd_dnnl_prim *p, const size_t bytes[BUF_COUNT], i8_wiring *w) {
+    size_t prim_bytes = 0;
+    for (int i = 0; i < p->nprim; i++) {
+        const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(p->pd[i], dnnl_query_scratchpad_md, 0);
+        size_t sb = md ? dnnl_memory_desc_get_size(md) : 0;
+        if (sb > prim_bytes) prim_bytes = sb;
+    }
+    size_t off = align64(prim_bytes);
+    for (int b = BUF_TPRE; b < BUF_COUNT; b++) {
+        w->off[b] = off;
+        off += align64(bytes[b]);
+    }
+    return off;
+}
+
 // Builds one batch size: the conv (pd[0]), then the boundary reorders its
 // chosen layouts need, and the wiring that runs them in order.
 static int conv_i8_build(cd_dnnl_op *op, int batch, cd_dnnl_prim *p) {
@@ -230,7 +306,9 @@ static int conv_i8_build(cd_dnnl_op *op, int batch, cd_dnnl_prim *p) {
                                 q->src_int ? int_dt(q->in_signed) : dnnl_f32)))
         return rc;
     if ((rc = cd_dnnl_md_act_dt(&udst, batch, d->k, d->oh, d->ow, cp->dst_l, out_dt))) return rc;
-    if ((rc = cd_dnnl_md_act(&ures, batch, d->k, d->oh, d->ow, cp->dst_l))) return rc;
+    if ((rc = cd_dnnl_md_act_dt(&ures, batch, d->k, d->oh, d->ow, cp->res_l,
+                                q->res_int ? int_dt(q->res_signed) : dnnl_f32)))
+        return rc;
 
     i8_wiring w = {0};
     int np = 1;
@@ -265,14 +343,21 @@ static int conv_i8_build(cd_dnnl_op *op, int batch, cd_dnnl_prim *p) {
         !cp->mid && dnnl_memory_desc_equal(&udst, cdst) && (cp->acc_only || cp->fused_q || !(q->out_scale > 0.0f));
     buf_id conv_out = direct ? BUF_DST : cp->mid ? BUF_TMID : BUF_TOUT;
     buf_id res_to = cp->mid ? BUF_TOUT : conv_out;
-    if (d->has_residual && !cp->acc_only) {
+    const int bin = mid_binary_pd(cp, p, np, cdst, &ures, &udst) == 0;
+    if (bin) {
+        w.step[w.nsteps++] = (i8_step){0, STEP_CONV, conv_in, BUF_TMID};
+        w.step[w.nsteps++] = (i8_step){np++, STEP_BINARY, BUF_TMID, BUF_DST};
+    }
+    if (d->has_residual && !cp->acc_only && !bin) {
         // The sum post-op adds what is in its dst: put the residual there
-        // (skipped at run time when it already is).
-        if ((rc = reorder_pd(p, np, &ures, &ymd, 1.0f, 0, 0))) return rc;
+        // (skipped at run time when it already is), dequantized when it is
+        // integers.
+        float rs = q->res_int ? q->res_scale : 1.0f;
+        if ((rc = reorder_pd(p, np, &ures, &ymd, rs, q->res_int ? q->res_zp : 0, 0))) return rc;
         w.step[w.nsteps++] = (i8_step){np++, STEP_REORDER, BUF_RES, res_to};
     }
-    w.step[w.nsteps++] = (i8_step){0, STEP_CONV, conv_in, conv_out};
-    if (cp->mid) {
+    if (!bin) w.step[w.nsteps++] = (i8_step){0, STEP_CONV, conv_in, conv_out};
+    if (cp->mid && !bin) {
         // y = act(y0 on the mid grid (+ residual)): a dequantizing reorder
         // that adds into TOUT, then the activation in place.
         if ((rc = reorder_pd_sum(p, np, cdst, &ymd, q->mid_scale, q->mid_zp, 0, d->has_residual))) return rc;
@@ -292,7 +377,7 @@ static int conv_i8_build(cd_dnnl_op *op, int batch, cd_dnnl_prim *p) {
         w.step[w.nsteps++] = (i8_step){np++, STEP_REORDER, BUF_TOUT, BUF_TQ};
         if ((rc = reorder_pd(p, np, &tq, &udst, q->out_scale, q->out_zp, 0))) return rc;
         w.step[w.nsteps++] = (i8_step){np++, STEP_REORDER, BUF_TQ, BUF_DST};
-    } else if (!direct) {
+    } else if (!direct && !bin) {
         if (cp->acc_only || (cp->fused_q && q->dst_int))
             rc = reorder_pd(p, np, cdst, &udst, 1.0f, 0, 0); // relayout only
         else if (!(q->out_scale > 0.0f))
@@ -305,23 +390,14 @@ static int conv_i8_build(cd_dnnl_op *op, int batch, cd_dnnl_prim *p) {
         w.step[w.nsteps++] = (i8_step){np++, STEP_REORDER, BUF_TOUT, BUF_DST};
     }
     // Scratchpad: [primitives' own | TPRE | TIN | TMID | TOUT | TQ].
-    size_t prim_bytes = 0;
-    for (int i = 0; i < p->nprim; i++) {
-        const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(p->pd[i], dnnl_query_scratchpad_md, 0);
-        size_t sb = md ? dnnl_memory_desc_get_size(md) : 0;
-        if (sb > prim_bytes) prim_bytes = sb;
-    }
-    size_t off = align64(prim_bytes);
-    w.off[BUF_TPRE] = off;
-    off += align64(pre_bytes);
-    w.off[BUF_TIN] = off;
-    off += align64(conv_in == BUF_TIN ? dnnl_memory_desc_get_size(csrc) : 0);
-    w.off[BUF_TMID] = off;
-    off += align64(cp->mid ? dnnl_memory_desc_get_size(cdst) : 0);
-    w.off[BUF_TOUT] = off;
-    off += align64(conv_out == BUF_TOUT || cp->mid ? dnnl_memory_desc_get_size(&ymd) : 0);
-    w.off[BUF_TQ] = off;
-    off += align64(tq_bytes);
+    const size_t bytes[BUF_COUNT] = {
+        [BUF_TPRE] = pre_bytes,
+        [BUF_TIN] = conv_in == BUF_TIN ? dnnl_memory_desc_get_size(csrc) : 0,
+        [BUF_TMID] = cp->mid ? dnnl_memory_desc_get_size(cdst) : 0,
+        [BUF_TOUT] = (conv_out == BUF_TOUT || cp->mid) && !bin ? dnnl_memory_desc_get_size(&ymd) : 0,
+        [BUF_TQ] = tq_bytes,
+    };
+    size_t off = scratch_layout(p, bytes, &w);
     p->scratch_bytes = off;
     cp->wire[batch] = w;
     return 0;
@@ -346,8 +422,13 @@ static int conv_i8_exec(cd_dnnl_op *op, cd_dnnl_ctx *ctx, const cd_dnnl_prim *p,
     for (int i = 0; i < w->nsteps; i++) {
         const i8_step *s = &w->step[i];
         int rc;
-        if (s->kind == STEP_REORDER && buf[s->from] == buf[s->to]) continue; // the residual already in dst
-        if (s->kind == STEP_ELTWISE) {
+        if (s->kind == STEP_REORDER && buf[s->from] == buf[s->to] && !cp->q.res_int)
+            continue; // the residual already in dst
+        if (s->kind == STEP_BINARY) {
+            cd_dnnl_arg args[3] = {
+                {DNNL_ARG_SRC_0, buf[s->from]}, {DNNL_ARG_SRC_1, buf[BUF_RES]}, {DNNL_ARG_DST, buf[s->to]}};
+            rc = cd_dnnl_exec(ctx, p, s->prim, 3, args);
+        } else if (s->kind == STEP_ELTWISE) {
             cd_dnnl_arg args[2] = {{DNNL_ARG_SRC, buf[s->from]}, {DNNL_ARG_DST, buf[s->to]}};
             rc = cd_dnnl_exec(ctx, p, s->prim, 2, args);
         } else if (s->kind == STEP_CONV) {
@@ -377,9 +458,9 @@ static void conv_i8_fini(cd_dnnl_op *op) {
 }
 
 // The priv of an op for d and q (no allocations): the paths it takes.
-static conv_i8_priv priv_for(const cd_conv_desc *d, const cd_conv_quant *q, cd_layout src, cd_layout dst,
+static conv_i8_priv priv_for(const cd_conv_desc *d, const cd_conv_quant *q, cd_layout src, cd_layout dst, cd_layout res,
                              int acc_only) {
-    conv_i8_priv cp = {.d = *d, .q = *q, .src_l = src, .dst_l = dst, .acc_only = acc_only};
+    conv_i8_priv cp = {.d = *d, .q = *q, .src_l = src, .dst_l = dst, .res_l = res, .acc_only = acc_only};
     cp.q.w_scale = NULL;
     cp.fused_q = !acc_only && can_fuse_q(d, q);
     cp.mid = !acc_only && q->mid_scale > 0.0f;
@@ -387,13 +468,20 @@ static conv_i8_priv priv_for(const cd_conv_desc *d, const cd_conv_quant *q, cd_l
     return cp;
 }
 
-int cd_dnnl_conv_i8_supports(const cd_conv_desc *d, const cd_conv_quant *q, cd_layout src, cd_layout dst) {
+// oneDNN 2.6's reorder out of plain nchw may drop a source zero point (see
+// conv_i8_build): an integer residual in NCHW with one is declined.
+static int res_layout_ok(const cd_conv_quant *q, cd_layout res) {
+    return cd_layout_valid(res) && !(q->res_int && q->res_zp && res == CD_LAYOUT_NCHW);
+}
+
+int cd_dnnl_conv_i8_supports_res(const cd_conv_desc *d, const cd_conv_quant *q, cd_layout src, cd_layout dst,
+                                 cd_layout res) {
     if (!d || !q || cd_dnnl_conv_check(d, src, dst) || quant_check(q, d->k) || cd_dnnl_init()) return 0;
-    if (quant_unsupported(d, q)) return 0;
+    if (quant_unsupported(d, q) || !res_layout_ok(q, res)) return 0;
     // Without VNNI create() takes only 7-bit weights, which supports() cannot
     // see, and real QDQ weights use the whole s8 range: say no up front.
     if (!cd_dnnl_has_vnni()) return 0;
-    conv_i8_priv cp = priv_for(d, q, src, dst, 0);
+    conv_i8_priv cp = priv_for(d, q, src, dst, res, 0);
     float *ones = malloc((size_t)d->k * sizeof(float)); // scale values do not change the choice
     if (!ones) return 0;
     for (int i = 0; i < d->k; i++) ones[i] = 1.0f;
@@ -418,16 +506,20 @@ static int weights_fit_isa(const int8_t *wq, size_t n) {
     return 1;
 }
 
-static int create(const cd_conv_desc *d, const cd_conv_quant *q, cd_layout src, cd_layout dst, int max_batch,
+int cd_dnnl_conv_i8_supports(const cd_conv_desc *d, const cd_conv_quant *q, cd_layout src, cd_layout dst) {
+    return cd_dnnl_conv_i8_supports_res(d, q, src, dst, dst);
+}
+
+static int create(const cd_conv_desc *d, const cd_conv_quant *q, const cd_layout lay[3], int max_batch,
                   const int8_t *wq, const float *bias, int acc_only, cd_dnnl_op **out) {
     *out = NULL;
-    if (!d || !q || !wq || cd_dnnl_conv_check(d, src, dst) || quant_check(q, d->k)) return CD_EPARAMS;
+    if (!d || !q || !wq || cd_dnnl_conv_check(d, lay[0], lay[1]) || quant_check(q, d->k)) return CD_EPARAMS;
     if (!acc_only && !q->w_scale) return CD_EPARAMS;
-    if (!acc_only && quant_unsupported(d, q)) return CD_EUNSUPPORTED;
+    if (!acc_only && (quant_unsupported(d, q) || !res_layout_ok(q, lay[2]))) return CD_EUNSUPPORTED;
     size_t wn = (size_t)d->k * (d->c / d->groups) * d->r * d->s;
     if (!weights_fit_isa(wq, wn)) return CD_EUNSUPPORTED;
     static const cd_dnnl_kind k_kind = {conv_i8_build, conv_i8_exec, conv_i8_fini};
-    const conv_i8_priv init = priv_for(d, q, src, dst, acc_only);
+    const conv_i8_priv init = priv_for(d, q, lay[0], lay[1], lay[2], acc_only);
     cd_dnnl_op *op;
     int rc = cd_dnnl_op_new(&k_kind, max_batch, d->has_residual && !acc_only ? 2 : 1, &init, sizeof init, &op);
     if (rc) return rc;
@@ -463,10 +555,18 @@ fail:
 
 int cd_dnnl_conv_i8_create(const cd_conv_desc *d, const cd_conv_quant *q, cd_layout src, cd_layout dst, int max_batch,
                            const int8_t *wq, const float *bias, cd_dnnl_op **out) {
-    return create(d, q, src, dst, max_batch, wq, bias, 0, out);
+    const cd_layout lay[3] = {src, dst, dst};
+    return create(d, q, lay, max_batch, wq, bias, 0, out);
+}
+
+int cd_dnnl_conv_i8_create_res(const cd_conv_desc *d, const cd_conv_quant *q, cd_layout src, cd_layout dst,
+                               cd_layout res, int max_batch, const int8_t *wq, const float *bias, cd_dnnl_op **out) {
+    const cd_layout lay[3] = {src, dst, res};
+    return create(d, q, lay, max_batch, wq, bias, 0, out);
 }
 
 int cd_dnnl_conv_i8_create_acc(const cd_conv_desc *d, const cd_conv_quant *q, cd_layout src, cd_layout dst,
                                int max_batch, const int8_t *wq, cd_dnnl_op **out) {
-    return create(d, q, src, dst, max_batch, wq, NULL, 1, out);
+    const cd_layout lay[3] = {src, dst, dst};
+    return create(d, q, lay, max_batch, wq, NULL, 1, out);
 }

@@ -189,6 +189,7 @@ static cd_layout probe_any(void) {
     cd_layout l = CD_LAYOUT_NCHW;
     for (int c = CD_LAYOUT_NCHW + 1; c < CD_LAYOUT_COUNT && got; c++) {
         dnnl_memory_desc_t want;
+        if (cd_layout_block((cd_layout)c) < 2) continue; // blocked ones only (NHWC is int8 storage)
         if (cd_dnnl_md_act(&want, 1, probe.c, probe.h, probe.w, (cd_layout)c) == 0 &&
             dnnl_memory_desc_equal(got, &want))
             l = (cd_layout)c;

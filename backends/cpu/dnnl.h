@@ -21,7 +21,9 @@
 //
 // Layouts (kernels/op-desc.h): CD_LAYOUT_NCHW is plain NCHW. CD_LAYOUT_NCHW16C
 // and CD_LAYOUT_NCHW8C are oneDNN's nChw16c / nChw8c: [N][ceil(C/B)][H][W][B];
-// channels padded to a multiple of B. Size buffers with
+// channels padded to a multiple of B. CD_LAYOUT_NHWC is plain nhwc, the
+// layout of the int8 conv's integer activations (cd_dnnl_conv_i8_create).
+// Size buffers with
 // cd_dnnl_tensor_floats(). Padded channels of every blocked input must be
 // zero; every operator here writes zeros into the padded channels of a blocked
 // output (oneDNN's rule), so a chain of these operators keeps that invariant
@@ -203,9 +205,10 @@ int cd_dnnl_conv_create(const cd_conv_desc *d, cd_layout src, cd_layout dst, int
 // where y0 / mid_scale sits at a half, so such an output may differ from the
 // reference by ceil(mid_scale / out_scale) + 1 steps there (a float output by
 // mid_scale).
-// Not implemented (supports() 0, create CD_EUNSUPPORTED): q->res_int
-// (integer residual; the residual here is float32 y values) and a two-step
-// activation (HARDSIGMOID) after a mid rounding.
+// q->res_int: the residual is integers of q->res_signed's type in layout dst,
+// dequantized ((r - res_zp) * res_scale, a reorder in dst's layout) into y
+// before the sum. Not implemented (supports() 0, create CD_EUNSUPPORTED): a
+// two-step activation (HARDSIGMOID) after a mid rounding.
 //
 // supports() is 1 only on a CPU with VNNI (see below), when oneDNN builds a
 // non-reference (jit) kernel for it there and q is well formed (in_scale > 0, every w_scale > 0 and
@@ -226,6 +229,13 @@ int cd_dnnl_conv_create(const cd_conv_desc *d, cd_layout src, cd_layout dst, int
 int cd_dnnl_conv_i8_supports(const cd_conv_desc *d, const cd_conv_quant *q, cd_layout src, cd_layout dst);
 int cd_dnnl_conv_i8_create(const cd_conv_desc *d, const cd_conv_quant *q, cd_layout src, cd_layout dst, int max_batch,
                            const int8_t *wq, const float *bias, cd_dnnl_op **out);
+// The same with the residual (src 1) in layout res instead of dst's: it is
+// reordered into y in any case. (An integer residual in NCHW with a zero
+// point is declined: oneDNN 2.6's reorder out of nchw may drop it.)
+int cd_dnnl_conv_i8_supports_res(const cd_conv_desc *d, const cd_conv_quant *q, cd_layout src, cd_layout dst,
+                                 cd_layout res);
+int cd_dnnl_conv_i8_create_res(const cd_conv_desc *d, const cd_conv_quant *q, cd_layout src, cd_layout dst,
+                               cd_layout res, int max_batch, const int8_t *wq, const float *bias, cd_dnnl_op **out);
 // Test hook: the raw s32 accumulators sum (x_q - in_zp) * w_q as int32_t in
 // layout dst (channel padding zero); bias, scales, activation, residual and
 // q's output fields are ignored (nsrc 1). oneDNN passes its accumulators

@@ -52,6 +52,7 @@ size_t cd_layout_numel(cd_layout l, int n, int c, int h, int w) {
 
 // Offset of element (n, ch, p) of an n x c x (h*w) tensor in layout l.
 static size_t layout_index(cd_layout l, size_t in, size_t ch, size_t p, size_t c, size_t hw) {
+    if (l == CD_LAYOUT_NHWC) return (in * hw + p) * c + ch;
     const size_t b = (size_t)cd_layout_block(l);
     if (b <= 1) return (in * c + ch) * hw + p;
     const size_t cb = (c + b - 1) / b;
@@ -65,7 +66,7 @@ void cd_ref_reorder(cd_layout from, cd_layout to, int n, int c, int h, int w, co
     }
     const size_t hw = (size_t)h * w;
     // Padding channels of a blocked destination are zero (oneDNN's rule).
-    if (to != CD_LAYOUT_NCHW) memset(dst, 0, cd_layout_numel(to, n, c, h, w) * sizeof(float));
+    if (cd_layout_block(to) > 1) memset(dst, 0, cd_layout_numel(to, n, c, h, w) * sizeof(float));
     for (size_t in = 0; in < (size_t)n; in++)
         for (size_t ch = 0; ch < (size_t)c; ch++)
             for (size_t p = 0; p < hw; p++)

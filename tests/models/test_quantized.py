@@ -207,6 +207,17 @@ def test_int8_kernels_match_onnxruntime(name, tmp_path, rng):
     assert stored and stored <= {l["name"] for l in int8}
     # Each residual block's conv -> Q -> DQ -> Add(+Relu) -> Q is one layer.
     assert any(l["op"].startswith("Conv+QAdd") for l in int8), [l["op"] for l in layers_on]
+    # Where oneDNN runs them, the stored integers are in NHWC, its int8
+    # kernels' own layout (runtime/plan-int8-storage.c): no reorder between
+    # two int8 layers; residual blocks read their skip as those bytes too.
+    # Every float32 output stays in a layout float32 ops take.
+    if all(l["kernel"].startswith("dnnl:") for l in int8):
+        assert all(l["layout"] == "NHWC" for l in layers_on if l["out_dtype"] == "int8"), [
+            (l["name"], l["layout"]) for l in layers_on]
+        stored_res = [l for l in layers_on if l["op"].startswith("Conv+QAdd") and l["out_dtype"] == "int8"]
+        if name != "cnn":
+            assert stored_res, [(l["name"], l["op"], l["out_dtype"]) for l in layers_on]
+    assert all(l["layout"] != "NHWC" for l in layers_on if l["out_dtype"] != "int8")
     for env in (on, dict(on, CONVD_CPU_KERNELS="ref")):
         err, top1 = compare(q, tmp_path, rng, env=env)
         assert err <= REL_L2, f"{name} int8: median relative L2 {err:.3g}"
@@ -442,7 +453,7 @@ def test_quantized_model_through_the_daemon(fmt, tmp_path, rng):
 
 def test_int8_auto_timings_are_cached(tmp_path, rng, cache_env):  # noqa: F811
     """--int8 auto times each conv's f32 and int8 candidates at load; the
-    times go to the planner's cache (int8-v1.txt), so a second load of the
+    times go to the planner's cache (int8-v2.txt), so a second load of the
     model times nothing and makes the same choices. (A recorded calibration,
     cache_env, keeps the dense/sparse choice that the int8 one builds on the
     same in both processes.)"""
@@ -451,7 +462,7 @@ def test_int8_auto_timings_are_cached(tmp_path, rng, cache_env):  # noqa: F811
     # there is an int8 candidate to time under the AVX2 cap too (oneDNN's
     # dense int8 declines full-range weights without VNNI).
     env = dict(cache_env, CONVD_INT8="auto", CONVD_PLAN="sparse")
-    cache = Path(cache_env["XDG_CACHE_HOME"]) / "convd" / "int8-v1.txt"
+    cache = Path(cache_env["XDG_CACHE_HOME"]) / "convd" / "int8-v2.txt"
     cache.unlink(missing_ok=True)
     first = json.loads(convd_run(q, ["--info", "--json"], env=env).stdout)["layers"]
     lines = cache.read_text().splitlines()

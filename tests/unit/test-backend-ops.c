@@ -347,13 +347,15 @@ static void make_transpose(op_case *t, int variant) {
 }
 
 // variant: 0 NCHW -> NCHW16C, 1 NCHW16C -> NCHW, 2 NCHW -> NCHW8C, 3 NCHW8C ->
-// NCHW, 4 the plain copy; c not a multiple of the block. The runner hands the
+// NCHW, 4 the plain copy, 5 NCHW -> NHWC, 6 NHWC -> NCHW16C (NHWC: the
+// int8 storage layout); c not a multiple of the block. The runner hands the
 // backend the input in the source layout and reads the output back from the
 // destination layout, so the result is the input again.
 static void make_reorder(op_case *t, int dir) {
     static const cd_layout from[] = {CD_LAYOUT_NCHW, CD_LAYOUT_NCHW16C, CD_LAYOUT_NCHW, CD_LAYOUT_NCHW8C,
-                                     CD_LAYOUT_NCHW};
-    static const cd_layout to[] = {CD_LAYOUT_NCHW16C, CD_LAYOUT_NCHW, CD_LAYOUT_NCHW8C, CD_LAYOUT_NCHW, CD_LAYOUT_NCHW};
+                                     CD_LAYOUT_NCHW, CD_LAYOUT_NCHW,    CD_LAYOUT_NHWC};
+    static const cd_layout to[] = {CD_LAYOUT_NCHW16C, CD_LAYOUT_NCHW, CD_LAYOUT_NCHW8C, CD_LAYOUT_NCHW,
+                                   CD_LAYOUT_NCHW,    CD_LAYOUT_NHWC, CD_LAYOUT_NCHW16C};
     int batch = cd_test_randi(1, 3);
     int64_t s[4] = {1, cd_test_randi(1, 50), cd_test_randi(1, 7), cd_test_randi(1, 7)};
     if (s[1] % 8 == 0) s[1]++;
@@ -681,6 +683,8 @@ static const op_row g_rows[] = {
     {"reorder NCHW -> NCHW8C", CD_BOP_REORDER, make_reorder, 2, 1, 0},
     {"reorder NCHW8C -> NCHW", CD_BOP_REORDER, make_reorder, 3, 1, 0},
     {"reorder copy", CD_BOP_REORDER, make_reorder, 4, 1, 1},
+    {"reorder NCHW -> NHWC", CD_BOP_REORDER, make_reorder, 5, 1, 0},
+    {"reorder NHWC -> NCHW16C", CD_BOP_REORDER, make_reorder, 6, 1, 0},
     {"fakequant per tensor u8", CD_BOP_FAKEQUANT, make_fakequant, 0, 3, 1},
     {"fakequant per tensor s8", CD_BOP_FAKEQUANT, make_fakequant, 1, 3, 1},
     {"fakequant per channel axis 1 s8", CD_BOP_FAKEQUANT, make_fakequant, 2, 3, 1},

@@ -15,17 +15,20 @@ typedef struct {
     int in_signed, src_int; // u8 / s8 inputs; integers or float grid values
     int out_mode;           // 0: y in float32; 1: quantized, grid values; 2: quantized, integers
     int out_signed;
-    int mid; // 1: a QDQ residual block's rounding of y0 (q.mid_scale) before the residual
+    int mid;     // 1: a QDQ residual block's rounding of y0 (q.mid_scale) before the residual
+    int res_int; // 1: a residual (when the conv has one) of integers, in a layout of its own
 } i8_io;
 
 static i8_io rand_io(void) {
-    i8_io io = {cd_test_randi(0, 1), cd_test_randi(0, 1), cd_test_randi(0, 2), cd_test_randi(0, 1)};
+    i8_io io = {cd_test_randi(0, 1), cd_test_randi(0, 1), cd_test_randi(0, 2), cd_test_randi(0, 1), 0,
+                cd_test_randi(0, 1)};
     return io;
 }
 
 // Index of element (n, c, h, w) of an N x C x H x W tensor in layout l.
 static size_t lay_index(cd_layout l, int C, int H, int W, int n, int c, int h, int w) {
     int b = cd_layout_block(l);
+    if (l == CD_LAYOUT_NHWC) return (((size_t)n * H + h) * W + w) * C + c;
     if (b == 1) return (((size_t)n * C + c) * H + h) * W + w;
     size_t cb = (size_t)cd_layout_padded_c(l, C) / b;
     return ((((size_t)n * cb + c / b) * H + h) * W + w) * b + c % b;
@@ -69,6 +72,8 @@ static void check_padding_bytes(cd_layout l, int N, int C, int H, int W, const v
                 }
 }
 
+static cd_layout rand_layout(void) { return (cd_layout)cd_test_randi(0, CD_LAYOUT_COUNT - 1); }
+
 // Largest |w| oneDNN's kernels multiply exactly here (see dnnl.h).
 static int wmax(void) { return cd_dnnl_has_vnni() ? 127 : 64; }
 
@@ -96,10 +101,10 @@ static const char *io_name(i8_io io) {
 // The case, for a failure message.
 static const char *case_str(const cd_conv_desc *d, i8_io io, cd_layout sl, cd_layout dl, const char *impl) {
     static char s[320];
-    snprintf(s, sizeof s, "n%d c%d %dx%d k%d %dx%d g%d stride %d,%d pad %d,%d,%d,%d act %d res %d, %s -> %s, %s, %s",
+    snprintf(s, sizeof s, "n%d c%d %dx%d k%d %dx%d g%d stride %d,%d pad %d,%d,%d,%d act %d res %d%s, %s -> %s, %s, %s",
              d->n, d->c, d->h, d->w, d->k, d->r, d->s, d->groups, d->stride_h, d->stride_w, d->pad_t, d->pad_l,
-             d->pad_b, d->pad_r, d->act.kind, d->has_residual, tk_layout_name(sl), tk_layout_name(dl), io_name(io),
-             impl);
+             d->pad_b, d->pad_r, d->act.kind, d->has_residual, io.res_int ? " ints" : "", tk_layout_name(sl),
+             tk_layout_name(dl), io_name(io), impl);
     return s;
 }
 
@@ -133,8 +138,18 @@ static void i8_case(cd_conv_desc d, i8_io io, cd_layout sl, cd_layout dl, int ba
         q.mid_signed = cd_test_randi(0, 1);
         q.mid_zp = q.mid_signed ? cd_test_randi(-10, 10) : cd_test_randi(0, 200);
     }
-    if (d.has_residual && io.out_mode == 0 && !resid_in_place) resid_in_place = cd_test_randi(0, 1);
+    if (d.has_residual && io.out_mode == 0 && !resid_in_place && !io.res_int) resid_in_place = cd_test_randi(0, 1);
     if (io.out_mode) resid_in_place = 0; // only a float32 dst can hold it
+    // The residual's layout: any (the op reorders it into y), dst's when in place.
+    cd_layout rl = resid_in_place ? dl : rand_layout();
+    if (d.has_residual && io.res_int) {
+        q.res_int = 1;
+        q.res_scale = cd_test_randf(0.01f, 0.1f);
+        q.res_signed = cd_test_randi(0, 1);
+        q.res_zp = q.res_signed ? cd_test_randi(-20, 20) : cd_test_randi(0, 255);
+        if (rl == CD_LAYOUT_NCHW && q.res_zp) rl = CD_LAYOUT_NHWC; // declined (dnnl.h): another test
+        resid_in_place = 0;
+    }
     const int lo = (int)cd_quant_qmin(io.in_signed), hi = (int)cd_quant_qmax(io.in_signed);
     for (size_t i = 0; i < sn; i++) xq[i] = cd_test_randi(lo, hi);
     // The source as the op and the reference take it: bytes or grid values.
@@ -151,12 +166,20 @@ static void i8_case(cd_conv_desc d, i8_io io, cd_layout sl, cd_layout dl, int ba
     }
     float *bias = cd_test_randi(0, 3) ? tk_rand_buf(d.k, -1.0f, 1.0f) : NULL;
     float *res = d.has_residual ? tk_rand_buf(dn, -1.0f, 1.0f) : NULL;
+    // An integer residual: its bytes (rq, what the op and the reference
+    // read) and its values in res.
+    uint8_t *rq = q.res_int ? malloc(dn + 1) : NULL;
+    for (size_t i = 0; rq && i < dn; i++) {
+        int v = cd_test_randi((int)cd_quant_qmin(q.res_signed), (int)cd_quant_qmax(q.res_signed));
+        rq[i] = (uint8_t)(q.res_signed ? (uint8_t)(int8_t)v : (uint8_t)v);
+        res[i] = (float)(v - q.res_zp) * q.res_scale;
+    }
     int32_t *acc = malloc(sizeof(int32_t) * dn);
     size_t des = io.out_mode == 2 ? 1 : sizeof(float);
     void *ref = malloc(dn * des);
     if (!acc || !ref) abort();
     cd_ref_conv2d_i8_acc(&d, xq, q.in_zp, wq, acc);
-    cd_ref_conv2d_i8(&d, &q, src, wq, bias, res, ref);
+    cd_ref_conv2d_i8(&d, &q, src, wq, bias, rq ? (const void *)rq : res, ref);
 
     void *s_l = to_lay(sl, batch, d.c, d.h, d.w, src, ses);
     cd_dnnl_ctx *ctx;
@@ -182,12 +205,12 @@ static void i8_case(cd_conv_desc d, i8_io io, cd_layout sl, cd_layout dl, int ba
     cd_dnnl_op_free(op);
 
     // 2. The whole op. The caller's weights and scales are scribbled on after create.
-    rc = cd_dnnl_conv_i8_create(&d, &q, sl, dl, max_batch, wq, bias, &op);
+    rc = cd_dnnl_conv_i8_create_res(&d, &q, sl, dl, rl, max_batch, wq, bias, &op);
     if (rc) CD_CHECK_FAIL_("create failed %d: %s", rc, case_str(&d, io, sl, dl, ""));
     const char *impl = cd_dnnl_op_impl(op, batch);
     // supports() is the planner's question: 1 exactly when a jit kernel runs
     // (and the CPU has VNNI, without which it takes only 7-bit weights).
-    const int sup = cd_dnnl_conv_i8_supports(&d, &q, sl, dl);
+    const int sup = cd_dnnl_conv_i8_supports_res(&d, &q, sl, dl, rl);
     CHECK_EQ(sup, cd_dnnl_has_vnni() && !cd_dnnl_impl_is_reference(impl));
     float *mult = malloc(sizeof(float) * d.k);
     if (!mult) abort();
@@ -197,7 +220,9 @@ static void i8_case(cd_conv_desc d, i8_io io, cd_layout sl, cd_layout dl, int ba
     void *dst = malloc(dfl * des + 1);
     if (!dst) abort();
     memset(dst, 0x3c, dfl * des);
-    float *r_l = res ? to_lay(dl, batch, d.k, d.oh, d.ow, res, sizeof(float)) : NULL;
+    void *r_l = rq    ? to_lay(rl, batch, d.k, d.oh, d.ow, rq, 1)
+                : res ? to_lay(rl, batch, d.k, d.oh, d.ow, res, sizeof(float))
+                      : NULL;
     if (r_l && resid_in_place) memcpy(dst, r_l, dfl * sizeof(float));
     const void *srcs[2] = {s_l, resid_in_place ? dst : (const void *)r_l};
     CHECK_EQ(cd_dnnl_op_run_any(op, ctx, batch, res ? 2 : 1, srcs, dst), 0);
@@ -239,11 +264,9 @@ static void i8_case(cd_conv_desc d, i8_io io, cd_layout sl, cd_layout dl, int ba
 
     cd_dnnl_op_free(op);
     cd_dnnl_ctx_free(ctx);
-    free(wq), free(w_scale), free(xq), free(src), free(bias), free(res), free(acc), free(ref), free(s_l);
+    free(wq), free(w_scale), free(xq), free(src), free(bias), free(res), free(rq), free(acc), free(ref), free(s_l);
     free(dacc), free(gacc), free(mult), free(dst), free(r_l), free(got);
 }
-
-static cd_layout rand_layout(void) { return (cd_layout)cd_test_randi(0, CD_LAYOUT_COUNT - 1); }
 
 CD_TEST(dnnl_conv_i8_random_shapes_every_layout_and_storage) {
     for (int it = 0; it < 40; it++) {
@@ -327,8 +350,28 @@ CD_TEST(dnnl_conv_i8_qdq_residual_block_mid_rounding) {
         cd_conv_desc d = rand_conv(cd_test_randi(0, 3));
         d.has_residual = it % 4 != 0;
         d.act = tk_act(kinds[it % 3]);
-        i8_io io = {cd_test_randi(0, 1), cd_test_randi(0, 1), cd_test_randi(0, 2), cd_test_randi(0, 1), 1};
+        i8_io io = {cd_test_randi(0, 1), cd_test_randi(0, 1), cd_test_randi(0, 2), cd_test_randi(0, 1), 1,
+                    cd_test_randi(0, 1)};
         i8_case(d, io, rand_layout(), rand_layout(), cd_test_randi(1, 3), 0);
+    }
+}
+
+// The plan's integer storage between int8 layers (runtime/plan-int8-storage.c):
+// integers in NHWC in and out, the residual integers in NHWC too, for the
+// convs of ResNet and MobileNetV2 blocks (pointwise, 3x3, strided,
+// depthwise), channels not a multiple of 16; with and without the QDQ
+// residual block's mid rounding.
+CD_TEST(dnnl_conv_i8_nhwc_integers_in_out_and_residual) {
+    for (int it = 0; it < 16; it++) {
+        int c = cd_test_randi(3, 70), k = it % 4 == 3 ? c : cd_test_randi(3, 70), r = it % 2 ? 3 : 1;
+        cd_conv_desc d = cd_conv_square(c, cd_test_randi(3, 17), cd_test_randi(3, 17), k, r, cd_test_randi(1, 2),
+                                        r == 3 ? cd_test_randi(0, 1) : 0);
+        if (it % 4 == 3) d.groups = c, d.k = c; // depthwise
+        cd_conv_out_dims(&d);
+        d.has_residual = it % 3 != 0;
+        d.act = tk_act(it % 2 ? CD_ACT_RELU : CD_ACT_CLIP);
+        i8_io io = {it % 5 == 0, 1, 2, cd_test_randi(0, 1), d.has_residual && cd_test_randi(0, 1), 1};
+        i8_case(d, io, CD_LAYOUT_NHWC, CD_LAYOUT_NHWC, cd_test_randi(1, 3), 0);
     }
 }
 
@@ -503,13 +546,19 @@ CD_TEST(dnnl_conv_i8_bad_quant_eparams_and_supports_0) {
     cd_conv_quant mid = good, resi = good;
     mid.mid_scale = 0.1f;
     d.act = (cd_activation){CD_ACT_HARDSIGMOID, 0.2f, 0.5f}; // two oneDNN steps after the mid rounding
-    resi.res_int = 1, resi.res_scale = 0.1f;
+    // An integer residual in plain NCHW with a zero point (oneDNN 2.6's
+    // reorder out of nchw may drop it), or with no scale.
+    resi.res_int = 1, resi.res_scale = 0.1f, resi.res_zp = 3;
     cd_conv_desc dr = d;
     dr.has_residual = 1;
     CHECK_EQ(cd_dnnl_conv_i8_supports(&d, &mid, CD_LAYOUT_NCHW, CD_LAYOUT_NCHW), 0);
     CHECK_EQ(cd_dnnl_conv_i8_supports(&dr, &resi, CD_LAYOUT_NCHW, CD_LAYOUT_NCHW), 0);
     CHECK_EQ(cd_dnnl_conv_i8_create(&d, &mid, CD_LAYOUT_NCHW, CD_LAYOUT_NCHW, 1, wq, NULL, &op), CD_EUNSUPPORTED);
     CHECK_EQ(cd_dnnl_conv_i8_create(&dr, &resi, CD_LAYOUT_NCHW, CD_LAYOUT_NCHW, 1, wq, NULL, &op), CD_EUNSUPPORTED);
+    resi.res_scale = 0.0f;
+    CHECK_EQ(cd_dnnl_conv_i8_supports_res(&dr, &resi, CD_LAYOUT_NHWC, CD_LAYOUT_NHWC, CD_LAYOUT_NHWC), 0);
+    CHECK_EQ(cd_dnnl_conv_i8_create_res(&dr, &resi, CD_LAYOUT_NHWC, CD_LAYOUT_NHWC, CD_LAYOUT_NHWC, 1, wq, NULL, &op),
+             CD_EUNSUPPORTED);
     d.act = (cd_activation){CD_ACT_NONE, 0, 0};
     // Full-range weights where oneDNN's kernels would saturate them.
     wq[5] = -128;

@@ -291,6 +291,25 @@ CD_TEST(ref_reorder_round_trip_16c_8c_c_not_multiple_of_block) {
     }
 }
 
+// NHWC (the int8 storage layout): element (n, c, h, w) at ((n * H + h) * W + w) * C + c,
+// no padding; to a blocked layout and back unchanged.
+CD_TEST(ref_reorder_nhwc_index_and_round_trip_through_blocked) {
+    int n = cd_test_randi(1, 3), c = cd_test_randi(1, 40), h = cd_test_randi(1, 6), w = cd_test_randi(1, 6);
+    size_t plain = (size_t)n * c * h * w;
+    CHECK_EQ(cd_layout_numel(CD_LAYOUT_NHWC, n, c, h, w), plain);
+    float *x = rbuf(plain), *t = rbuf(plain), *y = zbuf(plain);
+    float *b = rbuf(cd_layout_numel(CD_LAYOUT_NCHW16C, n, c, h, w));
+    cd_ref_reorder(CD_LAYOUT_NCHW, CD_LAYOUT_NHWC, n, c, h, w, x, t);
+    for (int in = 0; in < n; in++)
+        for (int ch = 0; ch < c; ch++)
+            for (int p = 0; p < h * w; p++)
+                CHECK(t[((size_t)in * h * w + p) * c + ch] == x[((size_t)in * c + ch) * h * w + p]);
+    cd_ref_reorder(CD_LAYOUT_NHWC, CD_LAYOUT_NCHW16C, n, c, h, w, t, b);
+    cd_ref_reorder(CD_LAYOUT_NCHW16C, CD_LAYOUT_NCHW, n, c, h, w, b, y);
+    CHECK_CLOSE_F32(y, x, plain, 0);
+    free(x), free(t), free(y), free(b);
+}
+
 // ---- fake quantization (QuantizeLinear -> DequantizeLinear) ---------------------
 
 // The ONNX definition written out independently: q = saturate(round half to
