@@ -124,7 +124,8 @@ static inline const char *tk_layout_name(cd_layout l) { return cd_layout_name(l)
 
 // Any layout; any blocked layout (both are tested on every CPU: the one
 // oneDNN does not run fast here still has to be right).
-static inline cd_layout tk_rand_layout(void) { return (cd_layout)cd_test_randi(0, CD_LAYOUT_COUNT - 1); }
+// A float32 activation layout: NCHW or a blocked one (NHWC holds int8 only).
+static inline cd_layout tk_rand_layout(void) { return (cd_layout)cd_test_randi(CD_LAYOUT_NCHW, CD_LAYOUT_NCHW8C); }
 static inline cd_layout tk_rand_blocked(void) { return cd_test_randi(0, 1) ? CD_LAYOUT_NCHW16C : CD_LAYOUT_NCHW8C; }
 
 #endif // CD_TESTS_UNIT_TEST_KERNELS_UTIL_H
