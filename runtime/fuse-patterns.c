@@ -212,19 +212,6 @@ static int fuse_gelu(fctx *f, cd_op *erf) {
     return 1;
 }
 
-// The activation slot of an op that applies one in its epilogue (the ops the
-// lowering fuses a Relu into), or NULL.
-static cd_activation *act_slot(cd_op *p) {
-    if (!p) return NULL;
-    switch (p->kind) {
-    case CD_OP_CONV: return &p->u.conv.d.act;
-    case CD_OP_GEMM: return &p->u.gemm.d.act;
-    case CD_OP_BINARY: return &p->u.binary.act;
-    case CD_OP_CONVT: return &p->u.convt.d.act;
-    default: return NULL;
-    }
-}
-
 // The gate of x * gate(x) that is one activation: Sigmoid (SiLU), or
 // HardSigmoid(1/6, 1/2) (HardSwish, as torch exports it below opset 14).
 static cd_act gated_act(const cd_activation *gate, const char **name) {
@@ -257,7 +244,7 @@ static int fuse_gated(fctx *f, cd_op *mul) {
         // x read by the pattern alone: its producer applies the activation in
         // its epilogue (as the lowering fuses a Relu) and the Mul is an alias.
         cd_op *p = f->nread[x] == 2 ? producer(f, x) : NULL;
-        cd_activation *slot = act_slot(p);
+        cd_activation *slot = cd_op_act_slot(p);
         if (slot && slot->kind == CD_ACT_NONE) {
             slot->kind = kind;
             size_t n = strlen(p->label);

@@ -85,6 +85,17 @@ int cd_graph_add_op(cd_graph *g, cd_op_kind kind, const char *name) {
     return g->nops++;
 }
 
+cd_activation *cd_op_act_slot(cd_op *op) {
+    if (!op) return NULL;
+    switch (op->kind) {
+    case CD_OP_CONV: return &op->u.conv.d.act;
+    case CD_OP_GEMM: return &op->u.gemm.d.act;
+    case CD_OP_BINARY: return &op->u.binary.act;
+    case CD_OP_CONVT: return &op->u.convt.d.act;
+    default: return NULL;
+    }
+}
+
 void cd_op_free(cd_op *op) {
     free(op->analysis);
     op->analysis = NULL;

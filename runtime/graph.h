@@ -193,6 +193,9 @@ int cd_graph_add_value(cd_graph *g, const char *name);
 // Appends an op (zeroed, name copied) and returns its index or CD_ENOMEM.
 int cd_graph_add_op(cd_graph *g, cd_op_kind kind, const char *name);
 void cd_op_free(cd_op *op);
+// The activation an op applies in its epilogue (conv, Gemm, binary op,
+// ConvTranspose: where a following activation is fused), or NULL.
+cd_activation *cd_op_act_slot(cd_op *op);
 // Frees q's arrays (not q itself).
 void cd_quant_clear(cd_quant *q);
 // A deep copy of q into *out. 0 or CD_ENOMEM.

@@ -264,11 +264,7 @@ static int lower_activation(lctx *c) {
     cd_value *x = in_val(c, 0);
     cd_op *prod = fusable_producer(c, x);
     if (prod) {
-        cd_activation *slot = prod->kind == CD_OP_CONV     ? &prod->u.conv.d.act
-                              : prod->kind == CD_OP_GEMM   ? &prod->u.gemm.d.act
-                              : prod->kind == CD_OP_BINARY ? &prod->u.binary.act
-                              : prod->kind == CD_OP_CONVT  ? &prod->u.convt.d.act
-                                                           : NULL;
+        cd_activation *slot = cd_op_act_slot(prod);
         if (slot && slot->kind == CD_ACT_NONE) {
             *slot = a;
             take_over_output(c, x->producer_op, op);
