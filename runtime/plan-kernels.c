@@ -118,10 +118,9 @@ int cd_plan_choose_kernels(pctx *p, const char *live) {
         k.eff_dense[o] = c->pred_dense_ms;
         k.eff_sparse[o] = c->pred_sparse_ms;
         k.margin[o] = CD_PLANNER_MARGIN;
+        // Off oneDNN's jit kernels, timing decides even without --tune.
         const int off_jit = op->kind == CD_OP_CONV && cd_planner_dense_off_jit(&d.u.conv, cd_layout_block(p->blk));
-        int candidate = off_jit || ((double)nnz <= CD_PLANNER_MAX_DENSITY * (double)total &&
-                                    (op->kind == CD_OP_GEMM ? op->u.gemm.d.rows == 1
-                                                            : !(d.u.conv.groups > 1 && d.u.conv.groups == d.u.conv.c)));
+        const int candidate = cd_planner_sparse_candidate(&d, nnz, total, cd_layout_block(p->blk));
         if ((m->popts.tune || off_jit) && candidate && !cd_planner_tune(m->be, &m->popts, &d, nnz, best, c)) {
             k.eff_dense[o] = c->tuned_dense_ms / c->tune_batch;
             k.eff_sparse[o] = c->tuned_sparse_ms / c->tune_batch;

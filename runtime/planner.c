@@ -397,7 +397,8 @@ int cd_planner_dense_off_jit(const cd_conv_desc *c, int blk) {
     return (c->c / c->groups) % blk != 0 || (c->k / c->groups) % blk != 0;
 }
 
-static int sparse_candidate(const cd_bop_desc *d, size_t nnz, size_t total) {
+int cd_planner_sparse_candidate(const cd_bop_desc *d, size_t nnz, size_t total, int blk) {
+    if (d->op == CD_BOP_CONV2D && cd_planner_dense_off_jit(&d->u.conv, blk)) return 1;
     if (!total || (double)nnz > CD_PLANNER_MAX_DENSITY * (double)total) return 0;
     if (d->op == CD_BOP_GEMM) return d->u.gemm.rows == 1;
     const cd_conv_desc *c = &d->u.conv;
@@ -425,7 +426,9 @@ int cd_planner_predict(cd_backend_t be, const cd_planner_opts *po, const cd_bop_
         if (t8 < t) t = t8, c->format = CD_SPARSE_FMT_BSR8;
     }
     c->pred_sparse_ms = g_cal[O_SPARSE] + t;
-    c->sparse = sparse_candidate(d, nnz, total) && c->pred_sparse_ms * CD_PLANNER_MARGIN < c->pred_dense_ms;
+    const int blk = cd_layout_block(cd_backend_blocked_layout(be));
+    c->sparse =
+        cd_planner_sparse_candidate(d, nnz, total, blk) && c->pred_sparse_ms * CD_PLANNER_MARGIN < c->pred_dense_ms;
     return 0;
 }
 

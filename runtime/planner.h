@@ -30,6 +30,11 @@
 // 1.7). Such a layer is timed against our sparse kernels at load whatever its
 // density (dense weights are full rows of a CSR/BSR), cached like --tune.
 int cd_planner_dense_off_jit(const cd_conv_desc *c, int blk);
+// 1 when d may run on the sparse kernels: density at most
+// CD_PLANNER_MAX_DENSITY (a Gemm of one row, a conv that is not depthwise),
+// or a conv off oneDNN's jit kernels (above) at any density. blk: the
+// backend's block of channels.
+int cd_planner_sparse_candidate(const cd_bop_desc *d, size_t nnz, size_t total, int blk);
 #define CD_PLANNER_MARGIN 1.15 // sparse must be this much faster than dense
 
 typedef enum {
