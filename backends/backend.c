@@ -89,6 +89,22 @@ int cd_backend_download_async(cd_backend_t be, cd_backend_ctx *ctx, void *dst, c
     return rc ? rc : be->iface->download(be, dst, src, size);
 }
 
+int cd_backend_stage_inputs(cd_backend_t be, cd_backend_ctx *ctx, int n, void *const *dst, const size_t *size,
+                            void **host) {
+    if (be->iface->stage_inputs) return be->iface->stage_inputs(be, ctx, n, dst, size, host);
+    if (cd_backend_get_caps(be).device_memory) return CD_EUNSUPPORTED;
+    for (int i = 0; i < n; i++) host[i] = dst[i];
+    return 0;
+}
+
+int cd_backend_upload_staged(cd_backend_t be, cd_backend_ctx *ctx, int n, void *const *dst, void *const *host,
+                             const size_t *size) {
+    if (be->iface->upload_staged) return be->iface->upload_staged(be, ctx, n, dst, host, size);
+    for (int i = 0; i < n; i++)
+        if (host[i] != dst[i]) return CD_EPARAMS; // not what stage_inputs handed out
+    return 0;
+}
+
 size_t cd_backend_device_bytes(cd_backend_t be) { return be->iface->device_bytes ? be->iface->device_bytes(be) : 0; }
 
 cd_layout cd_backend_blocked_layout(cd_backend_t be) { return cd_backend_get_caps(be).blocked_layout; }

@@ -201,6 +201,17 @@ struct cd_backend_i {
     // the data once synchronize(ctx) returns 0. /* optional: the wrapper
     // synchronizes, then downloads */
     int (*download_async)(cd_backend_t be, cd_backend_ctx *ctx, void *dst, const void *src, size_t size);
+    // Host memory for n uploads into dst[i] (size[i] bytes each) on ctx: the
+    // caller writes host[i], then upload_staged queues the copies from there,
+    // so an input is copied once on its way in. host[i] is valid until
+    // upload_staged. /* optional: a backend whose buffers are host memory
+    // (caps.device_memory 0) hands out dst[i] itself */
+    int (*stage_inputs)(cd_backend_t be, cd_backend_ctx *ctx, int n, void *const *dst, const size_t *size,
+                        void **host);
+    // Queues the uploads stage_inputs prepared (the same dst, host, size), ordered
+    // before the ops run later on ctx. /* optional with stage_inputs */
+    int (*upload_staged)(cd_backend_t be, cd_backend_ctx *ctx, int n, void *const *dst, void *const *host,
+                         const size_t *size);
     // Bytes of device memory the backend holds now (weights, constants,
     // arenas, workspaces). /* optional: 0, e.g. cpu, whose memory is the host's */
     size_t (*device_bytes)(cd_backend_t be);
@@ -236,6 +247,15 @@ void cd_backend_op_state_free(cd_backend_t be, cd_op_state *st);
 int cd_backend_synchronize(cd_backend_t be, cd_backend_ctx *ctx);
 int cd_backend_upload_async(cd_backend_t be, cd_backend_ctx *ctx, void *dst, const void *src, size_t size);
 int cd_backend_download_async(cd_backend_t be, cd_backend_ctx *ctx, void *dst, const void *src, size_t size);
+// Host buffers for a run's inputs (stage_inputs): dst[i] itself where the
+// device memory is host memory; CD_EUNSUPPORTED on a device backend that
+// stages nothing (the caller then uploads from buffers of its own).
+int cd_backend_stage_inputs(cd_backend_t be, cd_backend_ctx *ctx, int n, void *const *dst, const size_t *size,
+                            void **host);
+// Queues the uploads of what cd_backend_stage_inputs handed out (nothing to do
+// where host[i] is dst[i]).
+int cd_backend_upload_staged(cd_backend_t be, cd_backend_ctx *ctx, int n, void *const *dst, void *const *host,
+                             const size_t *size);
 size_t cd_backend_device_bytes(cd_backend_t be);
 // caps.blocked_layout.
 cd_layout cd_backend_blocked_layout(cd_backend_t be);

@@ -76,32 +76,17 @@ static void join_input(cd_request **reqs, int n, int i, char *dst) {
     }
 }
 
-// The inputs of reqs[0..n-1] joined along dim 0 (total items) for a run on
-// ex, in in[]. Where ex has host input buffers (cd_exec_inputs: the cpu
-// backend) each request's tensor is copied once, from its message into the
-// arena, and the run copies nothing more. Otherwise they are joined into
-// buffers of our own in bufs[] (the caller frees them once the submit has
-// staged them); a single request's data is used where it lies when it is
-// aligned (bin payloads sit at any offset of the message). Returns 0 or
-// CD_ENOMEM.
-static int join_inputs(cd_request **reqs, int n, int total, cd_exec *ex, const void **in, void **bufs) {
+// The inputs of reqs[0..n-1] joined along dim 0 (total items) straight
+// into the host buffers ex's backend hands out (cd_exec_stage_inputs: the
+// arena on the cpu, pinned staging on a device): each request's tensor is
+// copied once, from its message, and the run copies nothing more on the
+// host. Returns 0 or the staging's error.
+static int join_inputs(cd_request **reqs, int n, int total, cd_exec *ex) {
     infer_state *st0 = reqs[0]->state;
-    void *arena[CD_MAX_TENSORS];
-    bool direct = cd_exec_inputs(ex, arena) == 0;
-    for (int i = 0; i < st0->nin; i++) {
-        if (direct) {
-            join_input(reqs, n, i, arena[i]);
-            in[i] = arena[i];
-        } else if (n == 1 && (uintptr_t)st0->in[i] % sizeof(float) == 0) {
-            in[i] = st0->in[i];
-        } else {
-            size_t bytes = st0->in_bytes[i] / (size_t)st0->batch * (size_t)total;
-            if (!(bufs[i] = malloc(bytes ? bytes : 1))) return CD_ENOMEM;
-            join_input(reqs, n, i, bufs[i]);
-            in[i] = bufs[i];
-        }
-    }
-    return 0;
+    void *host[CD_MAX_TENSORS];
+    int rc = cd_exec_stage_inputs(ex, total, host);
+    for (int i = 0; i < st0->nin && rc == 0; i++) join_input(reqs, n, i, host[i]);
+    return rc;
 }
 
 // Output buffers for a run of reqs[0..n-1]: a single request's own, or the
@@ -189,17 +174,14 @@ static void infer_submit(cd_request **reqs, int n, int worker, int slot) {
     }
     int total = 0;
     for (int r = 0; r < n; r++) total += ((infer_state *)reqs[r]->state)->batch;
-    const void *in[CD_MAX_TENSORS] = {0};
-    void *bufs[CD_MAX_TENSORS] = {0}, *out[CD_MAX_TENSORS] = {0};
-    int rc = join_inputs(reqs, n, total, *exp, in, bufs);
+    void *out[CD_MAX_TENSORS] = {0};
+    int rc = join_inputs(reqs, n, total, *exp);
     if (rc == 0) rc = alloc_outputs(reqs, n, total, out);
-    if (rc == CD_ENOMEM)
-        snprintf(reqs[0]->err, sizeof reqs[0]->err,
-                 n == 1 ? "out of memory for the tensors" : "out of memory for the batch tensors");
-    if (rc == 0) // the inputs are staged by the submit: bufs are freed below
-        rc = cd_model_submit(*exp, total, in, out, reqs[0]->err, sizeof reqs[0]->err);
+    if (rc != 0)
+        snprintf(reqs[0]->err, sizeof reqs[0]->err, "%s for the %stensors",
+                 rc == CD_ENOMEM ? "out of memory" : cd_strerror(rc), n == 1 ? "" : "batch ");
+    if (rc == 0) rc = cd_model_submit_staged(*exp, total, out, reqs[0]->err, sizeof reqs[0]->err);
     reqs[0]->status = rc;
-    for (int i = 0; i < CD_MAX_TENSORS; i++) free(bufs[i]);
 }
 
 // The scheduler's finish half: waits for what infer_submit queued with the

@@ -280,6 +280,7 @@ void cd_exec_free(cd_exec *ex) {
         }
     }
     free(ex->prof);
+    for (int i = 0; i < CD_MAX_TENSORS; i++) free(ex->own_in[i]);
     if (ex->arena) cd_backend_buffer_free(ex->m->be, ex->arena);
     cd_backend_ctx_free(ex->m->be, ex->ctx);
     free(ex->bt);
@@ -346,10 +347,55 @@ void cd_exec_pool_free(cd_model *m) {
     m->nidle = 0;
 }
 
-int cd_exec_inputs(cd_exec *ex, void **in) {
+// Input i's bytes for a run of batch items.
+static size_t input_bytes(const cd_model *m, int i, int batch) {
+    return m->tensors[m->inputs[i].tensor].item_bytes * (size_t)batch;
+}
+
+int cd_exec_stage_inputs(cd_exec *ex, int batch, void **host) {
     const cd_model *m = ex->m;
-    if (strcmp(cd_backend_name(m->be), "cpu") != 0) return CD_EUNSUPPORTED;
-    for (int i = 0; i < m->ninputs; i++) in[i] = ex->bt[m->inputs[i].tensor].data;
+    if (batch < 1 || batch > m->max_batch) return CD_ESHAPE;
+    if (ex->pending) return CD_EPARAMS;
+    void *dst[CD_MAX_TENSORS];
+    size_t size[CD_MAX_TENSORS];
+    for (int i = 0; i < m->ninputs; i++) {
+        dst[i] = ex->bt[m->inputs[i].tensor].data;
+        size[i] = input_bytes(m, i, batch);
+    }
+    int rc = cd_backend_stage_inputs(m->be, ex->ctx, m->ninputs, dst, size, host);
+    if (rc == CD_EUNSUPPORTED) { // a device that stages nothing: host buffers of ex's own
+        for (int i = 0; i < m->ninputs && rc != CD_ENOMEM; i++) {
+            if (!ex->own_in[i]) ex->own_in[i] = malloc(input_bytes(m, i, m->max_batch) + 1);
+            rc = ex->own_in[i] ? 0 : CD_ENOMEM;
+            host[i] = ex->own_in[i];
+        }
+    }
+    if (!rc) {
+        ex->staged = batch;
+        memcpy(ex->stage_host, host, sizeof(void *) * (size_t)m->ninputs);
+    }
+    return rc;
+}
+
+// Queues the uploads of the inputs: from the caller's buffers (inputs), or
+// from what cd_exec_stage_inputs handed out (inputs NULL).
+static int upload_inputs(cd_exec *ex, int batch, const void *const *inputs, char *err, size_t errlen) {
+    const cd_model *m = ex->m;
+    void *dst[CD_MAX_TENSORS];
+    size_t size[CD_MAX_TENSORS];
+    for (int i = 0; i < m->ninputs; i++) {
+        dst[i] = ex->bt[m->inputs[i].tensor].data;
+        size[i] = input_bytes(m, i, batch);
+    }
+    int rc = 0;
+    if (!inputs && !ex->own_in[0])
+        rc = cd_backend_upload_staged(m->be, ex->ctx, m->ninputs, dst, ex->stage_host, size);
+    for (int i = 0; i < m->ninputs && !rc && (inputs || ex->own_in[0]); i++)
+        rc = cd_backend_upload_async(m->be, ex->ctx, dst[i], inputs ? inputs[i] : ex->own_in[i], size[i]);
+    if (rc) {
+        cd_backend_synchronize(m->be, ex->ctx);
+        return cd_errf(rc, err, errlen, "upload of the inputs failed: %s", cd_strerror(rc));
+    }
     return 0;
 }
 
@@ -363,23 +409,17 @@ static int submit_impl(cd_exec *ex, int batch, const void *const *inputs, void *
     const cd_model *m = ex->m;
     if (batch < 1 || batch > m->max_batch)
         return cd_errf(CD_ESHAPE, err, errlen, "batch %d out of range (1..%d)", batch, m->max_batch);
+    if (!inputs && ex->staged != batch)
+        return cd_errf(CD_EPARAMS, err, errlen, "no inputs staged for a batch of %d", batch);
     for (int i = 0; i < m->ninputs; i++)
-        if (!inputs || !inputs[i]) return cd_errf(CD_EPARAMS, err, errlen, "input %d missing", i);
+        if (inputs && !inputs[i]) return cd_errf(CD_EPARAMS, err, errlen, "input %d missing", i);
     for (int i = 0; i < m->noutputs; i++)
         if (!outputs || !outputs[i]) return cd_errf(CD_EPARAMS, err, errlen, "output %d missing", i);
     for (int i = 0; i < m->ntensors; i++)
         if (!m->tensors[i].t.is_const) ex->bt[i].shape[0] = batch;
-    int rc;
-    for (int i = 0; i < m->ninputs; i++) {
-        const cd_ptensor *t = &m->tensors[m->inputs[i].tensor];
-        if (inputs[i] == ex->bt[m->inputs[i].tensor].data) continue; // filled in place (cd_exec_inputs)
-        rc = cd_backend_upload_async(m->be, ex->ctx, ex->bt[m->inputs[i].tensor].data, inputs[i],
-                                     t->item_bytes * (size_t)batch);
-        if (rc) {
-            cd_backend_synchronize(m->be, ex->ctx);
-            return cd_errf(rc, err, errlen, "upload of input '%s' failed", m->inputs[i].d.name);
-        }
-    }
+    ex->staged = 0;
+    int rc = upload_inputs(ex, batch, inputs, err, errlen);
+    if (rc) return rc;
     for (int li = 0; li < m->nlayers; li++) {
         const cd_layer *l = &m->layers[li];
         const cd_btensor *srcs[CD_OP_MAX_IN];
@@ -461,6 +501,10 @@ int cd_model_submit(cd_exec *ex, int batch, const void *const *inputs, void *con
     int rc = submit_run(ex, batch, inputs, outputs, err, errlen, NULL);
     if (!rc) ex->pending = 1;
     return rc;
+}
+
+int cd_model_submit_staged(cd_exec *ex, int batch, void *const *outputs, char *err, size_t errlen) {
+    return cd_model_submit(ex, batch, NULL, outputs, err, errlen);
 }
 
 int cd_model_wait(cd_exec *ex, char *err, size_t errlen) {

@@ -98,6 +98,9 @@ struct cd_exec {
     double *prof;   // options.profile: accumulated ms per layer (else NULL)
     int prof_runs;
     int pending; // cd_model_submit queued a run not yet waited for
+    int staged;  // the batch cd_exec_stage_inputs handed out buffers for (0: none)
+    void *stage_host[CD_MAX_TENSORS]; // those buffers
+    void *own_in[CD_MAX_TENSORS];     // host inputs of our own where the backend stages none
 };
 
 // Builds the plan for a lowered graph on m->be (m->max_batch set). Returns 0

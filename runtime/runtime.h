@@ -199,18 +199,16 @@ int cd_model_profile_stop(const cd_model *m, int batch, int runs, double *layer_
 int cd_exec_init(const cd_model *m, cd_exec **out);
 void cd_exec_free(cd_exec *ex);
 
-// Where ex's inputs live, for a caller that can write them in place: in[i]
-// (room for cd_model_num_inputs) gets the address of input i's buffer in
-// ex's arena, room for max_batch items in C order. A run (cd_model_run /
-// cd_model_submit) whose inputs[i] is that address copies nothing for it;
-// the caller fills it with the run's `batch` items first. Valid until
-// cd_exec_free; do not write it while a run submitted on ex is pending.
-// Returns 0, or CD_EUNSUPPORTED when ex's memory is not host memory (the hip
-// backends): then pass buffers of your own, which the run uploads.
-int cd_exec_inputs(cd_exec *ex, void **in);
+// Host buffers for the inputs of a run of `batch` items on ex: host[i] (room
+// for cd_model_num_inputs) gets where input i goes, `batch` items in C order.
+// Fill them, then cd_model_submit_staged: nothing is copied again on the way
+// in (on the cpu they are ex's arena itself; on a device, pinned staging that
+// the run uploads from). Valid until that submit. Returns 0, CD_ESHAPE (batch
+// out of 1..max_batch), CD_EPARAMS (a run pending on ex) or CD_ENOMEM.
+int cd_exec_stage_inputs(cd_exec *ex, int batch, void **host);
 
 // Runs the model on `batch` items (1..max_batch). inputs[i] holds input i in
-// C order with shape[0] == batch (or is cd_exec_inputs' buffer i, filled);
+// C order with shape[0] == batch;
 // outputs[i] receives output i likewise
 // (caller-allocated). Returns 0, or CD_ESHAPE / CD_EINTERNAL with err set.
 int cd_model_run(cd_exec *ex, int batch, const void *const *inputs, void *const *outputs, char *err, size_t errlen);
@@ -232,6 +230,9 @@ int cd_model_submit(cd_exec *ex, int batch, const void *const *inputs, void *con
 // Waits for the run cd_model_submit queued on ex. Returns 0 (outputs valid),
 // CD_EPARAMS (nothing pending) or CD_EINTERNAL with err set. ex is idle after
 // it in every case. cd_exec_free also waits for a pending run.
+// cd_model_submit of the inputs cd_exec_stage_inputs handed out for the same
+// batch (CD_EPARAMS with err set when none were).
+int cd_model_submit_staged(cd_exec *ex, int batch, void *const *outputs, char *err, size_t errlen);
 int cd_model_wait(cd_exec *ex, char *err, size_t errlen);
 // 1 when cd_model_submit returns before the run is computed, i.e. two execs
 // used as a double buffer overlap (the real "hip" backend); 0 when it

@@ -168,6 +168,10 @@ void cd_hipb_buffer_free(cd_backend_t be, void *buf);
 int cd_hipb_upload(cd_backend_t be, void *dst, const void *src, size_t size);
 int cd_hipb_download(cd_backend_t be, void *dst, const void *src, size_t size);
 int cd_hipb_upload_async(cd_backend_t be, cd_backend_ctx *ctx, void *dst, const void *src, size_t size);
+int cd_hipb_stage_inputs(cd_backend_t be, cd_backend_ctx *ctx, int n, void *const *dst, const size_t *size,
+                         void **host);
+int cd_hipb_upload_staged(cd_backend_t be, cd_backend_ctx *ctx, int n, void *const *dst, void *const *host,
+                          const size_t *size);
 int cd_hipb_download_async(cd_backend_t be, cd_backend_ctx *ctx, void *dst, const void *src, size_t size);
 size_t cd_hipb_device_bytes(cd_backend_t be);
 

@@ -249,6 +249,37 @@ int cd_hipb_upload_async(cd_backend_t be, cd_backend_ctx *ctx, void *dst, const 
     return 0;
 }
 
+// Pinned staging for a run's n inputs, handed to the caller to fill: the
+// daemon joins its requests straight into it, and upload_staged queues the
+// DMA from there (no copy of ours in between).
+int cd_hipb_stage_inputs(cd_backend_t be, cd_backend_ctx *ctx, int n, void *const *dst, const size_t *size,
+                         void **host) {
+    (void)dst;
+    int rc = use_device(be);
+    if (rc) return rc;
+    size_t need = ctx->pin_in_used;
+    for (int i = 0; i < n; i++) need += (size[i] + 63) & ~(size_t)63;
+    if (need > ctx->pin_in_cap) { // all n at once: growing moves the buffer
+        need -= ctx->pin_in_used;
+        if ((rc = ctx_drain_full(be, ctx))) return rc;
+        if ((rc = cd_hipb_pinned_reserve(&ctx->pin_in, &ctx->pin_in_cap, need))) return rc;
+    }
+    for (int i = 0; i < n; i++) {
+        host[i] = ctx->pin_in + ctx->pin_in_used;
+        ctx->pin_in_used += (size[i] + 63) & ~(size_t)63;
+    }
+    return 0;
+}
+
+int cd_hipb_upload_staged(cd_backend_t be, cd_backend_ctx *ctx, int n, void *const *dst, void *const *host,
+                          const size_t *size) {
+    int rc = use_device(be);
+    if (rc) return rc;
+    for (int i = 0; i < n; i++)
+        if (size[i]) CD_HIP_CHECK(hipMemcpyAsync(dst[i], host[i], size[i], hipMemcpyHostToDevice, ctx->stream));
+    return 0;
+}
+
 // Queues the download of src into pinned staging; dst is written at synchronize.
 int cd_hipb_download_async(cd_backend_t be, cd_backend_ctx *ctx, void *dst, const void *src, size_t size) {
     int rc = use_device(be);

@@ -437,6 +437,8 @@ static const struct cd_backend_i g_hip_iface = {
     .op_state_free = hip_op_state_free,
     .synchronize = cd_hipb_synchronize,
     .upload_async = cd_hipb_upload_async,
+    .stage_inputs = cd_hipb_stage_inputs,
+    .upload_staged = cd_hipb_upload_staged,
     .download_async = cd_hipb_download_async,
     .device_bytes = cd_hipb_device_bytes,
 };

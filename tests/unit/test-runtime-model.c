@@ -263,9 +263,11 @@ CD_TEST(model_run_rejects_bad_batch) {
     mb_free(&b);
 }
 
-// Inputs written in place (cd_exec_inputs) give what copied inputs give, at
-// a batch below max_batch, through run and submit/wait alike.
-CD_TEST(model_exec_inputs_in_place_match_copied) {
+// Inputs written into the buffers the backend hands out (cd_exec_stage_inputs:
+// the arena on the cpu, pinned staging on hip-emu) give what copied inputs
+// give, at a batch below max_batch, through run and submit/wait alike; a
+// staged submit without staging, or of another batch, is refused.
+static void check_staged_inputs(const char *device) {
     mb b = {0};
     int c = cd_test_randi(1, 8), h = cd_test_randi(1, 9), maxb = cd_test_randi(2, 5);
     int batch = cd_test_randi(1, maxb);
@@ -278,7 +280,7 @@ CD_TEST(model_exec_inputs_in_place_match_copied) {
     const char *path = mb_write(&b, 13);
     cd_model *m;
     char err[512];
-    cd_model_opts opts = {.max_batch = maxb};
+    cd_model_opts opts = {.max_batch = maxb, .device = device};
     CHECK_EQ(cd_model_load(path, &opts, &m, err, sizeof err), 0);
     size_t n = (size_t)batch * (size_t)(c * h * h);
     float *x = rbuf(n), *z = rbuf(n), *y = calloc(n, 4), *y2 = calloc(n, 4);
@@ -287,18 +289,22 @@ CD_TEST(model_exec_inputs_in_place_match_copied) {
     const void *ins[2] = {x, z};
     void *outs[1] = {y}, *outs2[1] = {y2};
     CHECK_EQ(cd_model_run(ex, batch, ins, outs, err, sizeof err), 0);
-    void *arena[2] = {NULL, NULL};
-    CHECK_EQ(cd_exec_inputs(ex, arena), 0);
-    CHECK(arena[0] != NULL && arena[1] != NULL && arena[0] != arena[1]);
-    memcpy(arena[0], x, n * 4);
-    memcpy(arena[1], z, n * 4);
-    const void *in_place[2] = {arena[0], arena[1]};
-    CHECK_EQ(cd_model_run(ex, batch, in_place, outs2, err, sizeof err), 0);
+    CHECK_EQ(cd_model_submit_staged(ex, batch, outs2, err, sizeof err), CD_EPARAMS); // nothing staged
+    void *host[2] = {NULL, NULL};
+    CHECK_EQ(cd_exec_stage_inputs(ex, maxb + 1, host), CD_ESHAPE);
+    CHECK_EQ(cd_exec_stage_inputs(ex, batch, host), 0);
+    CHECK(host[0] != NULL && host[1] != NULL && host[0] != host[1]);
+    memcpy(host[0], x, n * 4);
+    memcpy(host[1], z, n * 4);
+    CHECK_EQ(cd_model_submit_staged(ex, batch, outs2, err, sizeof err), 0);
+    CHECK_EQ(cd_model_wait(ex, err, sizeof err), 0);
     CHECK_CLOSE_F32(y2, y, n, 0);
     memset(y2, 0, n * 4);
-    memcpy(arena[0], x, n * 4); // a run may reuse the input's storage
-    memcpy(arena[1], z, n * 4);
-    CHECK_EQ(cd_model_submit(ex, batch, in_place, outs2, err, sizeof err), 0);
+    CHECK_EQ(cd_exec_stage_inputs(ex, batch, host), 0); // again: a run may reuse the input's storage
+    memcpy(host[0], x, n * 4);
+    memcpy(host[1], z, n * 4);
+    if (batch > 1) CHECK_EQ(cd_model_submit_staged(ex, batch - 1, outs2, err, sizeof err), CD_EPARAMS);
+    CHECK_EQ(cd_model_submit_staged(ex, batch, outs2, err, sizeof err), 0);
     CHECK_EQ(cd_model_wait(ex, err, sizeof err), 0);
     CHECK_CLOSE_F32(y2, y, n, 0);
     cd_exec_free(ex);
@@ -307,6 +313,9 @@ CD_TEST(model_exec_inputs_in_place_match_copied) {
     unlink(path);
     mb_free(&b);
 }
+
+CD_TEST(model_staged_inputs_match_copied_cpu) { check_staged_inputs("cpu"); }
+CD_TEST(model_staged_inputs_match_copied_hip_emu) { check_staged_inputs("hip-emu"); }
 
 CD_TEST(model_load_errors_name_the_problem) {
     char err[512];
