@@ -339,6 +339,24 @@ static int pack_hist(msgpack_packer *pk, const char *key, const cd_histogram *h,
     return rc;
 }
 
+// The runs per batch size: {items: runs} for the sizes that occurred (exact
+// up to 63 items; above, the key is the lower bound of a bucket 1/32 wide).
+static int pack_batch_sizes(msgpack_packer *pk, const cd_histogram *h) {
+    static cd_histogram_snap s; // loop thread only
+    cd_histogram_snapshot(h, &s);
+    size_t n = 0;
+    for (size_t i = 0; i < CD_HISTOGRAM_NBUCKETS; i++) n += s.buckets[i] != 0;
+    int rc = cd_pack_str(pk, "batch_sizes");
+    rc |= msgpack_pack_map(pk, n);
+    for (size_t i = 0; i < CD_HISTOGRAM_NBUCKETS; i++) {
+        if (!s.buckets[i]) continue;
+        char key[24];
+        snprintf(key, sizeof key, "%llu", (unsigned long long)cd_histogram_bucket_lo(i));
+        rc |= pack_kv_i64(pk, key, (int64_t)s.buckets[i]);
+    }
+    return rc;
+}
+
 int cd_models_pack_stats(cd_server *srv, msgpack_packer *pk) {
     size_t n = cd_registry_count(srv->registry);
     int rc = msgpack_pack_map(pk, n);
@@ -348,7 +366,7 @@ int cd_models_pack_stats(cd_server *srv, msgpack_packer *pk) {
         rc |= cd_pack_str(pk, e->name);
         cd_model_summary sum;
         cd_model_get_summary(e->model, &sum);
-        rc |= msgpack_pack_map(pk, 16);
+        rc |= msgpack_pack_map(pk, 17);
         rc |= pack_kv_i64(pk, "requests", (int64_t)c->requests);
         rc |= pack_kv_i64(pk, "errors", (int64_t)c->errors);
         rc |= pack_kv_i64(pk, "ok", (int64_t)c->ok);
@@ -370,6 +388,7 @@ int cd_models_pack_stats(cd_server *srv, msgpack_packer *pk) {
         for (int k = 0; k < CD_STATS_NERR; k++)
             if (c->by_code[k]) rc |= pack_kv_i64(pk, cd_err_name(-k), (int64_t)c->by_code[k]);
         rc |= pack_hist(pk, "batch_size", &c->batch_size, 1.0);
+        rc |= pack_batch_sizes(pk, &c->batch_size);
         rc |= pack_hist(pk, "queue_wait_us", &c->queue_ns, 1000.0);
         rc |= pack_hist(pk, "compute_us", &c->compute_ns, 1000.0);
         rc |= pack_hist(pk, "total_us", &c->total_ns, 1000.0);

@@ -130,6 +130,24 @@ def test_closed_loop_requests_exact_count_matches_daemon(d):
     assert out["throughput_rps"] == pytest.approx(n / out["elapsed_s"], rel=1e-3)
 
 
+def test_daemon_batch_sizes_add_up_to_the_requests(d):
+    # The daemon's runs by batch size over the measured part (its stats'
+    # batch_sizes, read before the first request when there is no warm-up):
+    # their items are exactly the requests' samples.
+    n = 400
+    out = bench_json(d, "--model", "scale2", "--concurrency", 6, "--requests", n, "--warmup", 0, "--no-progress")
+    b = out["daemon_batches"]
+    assert b is not None, out
+    sizes = {int(k): v for k, v in b["by_size"].items()}
+    assert sum(k * v for k, v in sizes.items()) == n, sizes
+    assert b["runs"] == sum(sizes.values())
+    assert 1 <= min(sizes) and max(sizes) <= 8  # scale2's max_batch
+    assert b["mean_items"] == pytest.approx(n / b["runs"])
+    r = bench("--model", "scale2", "--concurrency", 2, "--requests", 20, "--warmup", 0, "--no-progress",
+              socket=d.socket)
+    assert r.returncode == 0 and "daemon runs " in r.stdout and "mean batch" in r.stdout, r.stdout
+
+
 def test_closed_loop_duration_with_warmup_text_report(d):
     before = infer_count(d)
     r = bench("--model", "scale2", "--concurrency", 4, "--duration", 1.5, "--warmup", 0.5,

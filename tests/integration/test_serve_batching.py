@@ -94,6 +94,9 @@ def test_batches_form_and_results_equal_unbatched(d, models):
         assert s["batch_size"]["max"] > 1
         assert s["batch_size"]["max"] <= 8
         assert s["batch_size"]["count"] == s["batches"]
+        by_size = {int(k): v for k, v in s["batch_sizes"].items()}  # exact below 64 items
+        assert sum(by_size.values()) == s["batches"] and sum(k * v for k, v in by_size.items()) == s["items"]
+        assert max(by_size) == s["batch_size"]["max"]
         assert s["queue_wait_us"]["count"] == n and s["total_us"]["count"] == n
         # The same inputs one at a time (never batched with another) give the
         # same outputs as the batched run.

@@ -7,6 +7,7 @@
 
 #include "client/convd.h"
 #include "tools/convbench/arrival.h"
+#include "tools/convbench/batches.h"
 #include "tools/convbench/hist.h"
 
 #include <stdint.h>
@@ -70,6 +71,7 @@ typedef struct {
     bench_row *rows;   // the timeline, one row per second
     size_t nrows;
     char stop_reason[320]; // why the run ended early, "" when it did not
+    bench_batches batches; // the daemon's runs by batch size over the measured part
 } bench_result;
 
 // Parses argv into cfg. Returns 0; or prints the error (or --help) and

@@ -61,7 +61,38 @@ void bench_report_text(FILE *f, const bench_cfg *cfg, const bench_result *r) {
                         (unsigned long long)r->by_code[c]);
         fprintf(f, "\n");
     }
+    if (r->batches.valid) {
+        uint64_t runs;
+        double mean;
+        bench_batches_totals(&r->batches, &runs, &mean);
+        fprintf(f, "  daemon runs %llu, mean batch %.2f items:", (unsigned long long)runs, mean);
+        for (size_t i = 0; i < BENCH_BATCH_SLOTS; i++)
+            if (r->batches.runs[i])
+                fprintf(f, "  %zu x %llu (%.0f%%)", i, (unsigned long long)r->batches.runs[i],
+                        100.0 * (double)r->batches.runs[i] / (double)runs);
+        fprintf(f, "\n");
+    }
     if (r->stop_reason[0]) fprintf(f, "  ended early: %s\n", r->stop_reason);
+}
+
+// "batch_sizes": the daemon's runs by items over the measured part, or null.
+static void json_batches(FILE *f, const bench_batches *b) {
+    if (!b->valid) {
+        fprintf(f, ", \"daemon_batches\": null");
+        return;
+    }
+    uint64_t runs;
+    double mean;
+    bench_batches_totals(b, &runs, &mean);
+    fprintf(f, ", \"daemon_batches\": {\"runs\": %llu, \"mean_items\": %.6g, \"by_size\": {", (unsigned long long)runs,
+            mean);
+    int first = 1;
+    for (size_t i = 0; i < BENCH_BATCH_SLOTS; i++) {
+        if (!b->runs[i]) continue;
+        fprintf(f, "%s\"%zu\": %llu", first ? "" : ", ", i, (unsigned long long)b->runs[i]);
+        first = 0;
+    }
+    fprintf(f, "}}");
 }
 
 void bench_report_json(FILE *f, const bench_cfg *cfg, const bench_result *r) {
@@ -108,6 +139,7 @@ void bench_report_json(FILE *f, const bench_cfg *cfg, const bench_result *r) {
         cd_json_write_str(f, r->stop_reason);
     else
         fprintf(f, "null");
+    json_batches(f, &r->batches);
     fprintf(f, ", \"timeline\": [");
     for (size_t i = 0; i < r->nrows; i++) {
         const bench_row *w = &r->rows[i];

@@ -16,6 +16,7 @@
 // Measured: requests sent at or after the end of the warm-up. The timeline
 // (one row per second) covers everything, warm-up included.
 
+#include "tools/convbench/batches.h"
 #include "tools/convbench/bench.h"
 
 #include <errno.h>
@@ -77,6 +78,8 @@ struct bench {
     size_t n_outputs;
     char **out_names;
     size_t *out_bytes;
+    bench_batches batches_warm; // the daemon's runs by batch size when the warm-up ended
+    int batches_warm_read;
 };
 
 static int64_t mono_ns(void) {
@@ -638,6 +641,10 @@ static void run_ticks(bench *b, cd_hist **spare, int show, int tty) {
         int64_t now = mono_ns();
         if (now >= b->end_at && !atomic_load(&b->stop)) atomic_store(&b->stop, 1);
         int over = atomic_load(&b->stop) && atomic_load(&b->outstanding) == 0;
+        if (!b->batches_warm_read && now >= b->warm_at) { // no batch sizes from an older daemon: fine
+            bench_batches_read(b->conns[0], b->cfg->model, &b->batches_warm);
+            b->batches_warm_read = 1;
+        }
         if (now >= next_tick || over) {
             tick(b, spare, &sent_prev, show, tty, over);
             next_tick += 1000000000;
@@ -699,6 +706,10 @@ int bench_run(const bench_cfg *cfg, bench_result *res) {
     int show = cfg->progress == 1 || (cfg->progress == -1 && isatty(2));
     int tty = isatty(2);
 
+    if (cfg->warmup_s <= 0) { // before the first request, so every run of the measured part counts
+        bench_batches_read(b.conns[0], cfg->model, &b.batches_warm);
+        b.batches_warm_read = 1;
+    }
     worker *workers = NULL;
     pthread_t issuer;
     int issuer_started = 0;
@@ -735,6 +746,9 @@ int bench_run(const bench_cfg *cfg, bench_result *res) {
     if (issuer_started) pthread_join(issuer, NULL);
     for (int i = 0; shm && i < cfg->concurrency; i++) pthread_join(shm[i].thread, NULL);
     free(shm);
+    bench_batches end;
+    if (b.batches_warm_read && bench_batches_read(b.conns[0], cfg->model, &end) == 0)
+        bench_batches_diff(&b.batches_warm, &end, &res->batches);
     // Closing completes whatever is still in flight (E_CLOSED).
     for (int i = 0; i < b.nconn; i++) convd_close(b.conns[i]);
     b.nconn = 0;
