@@ -206,8 +206,7 @@ struct cd_backend_i {
     // so an input is copied once on its way in. host[i] is valid until
     // upload_staged. /* optional: a backend whose buffers are host memory
     // (caps.device_memory 0) hands out dst[i] itself */
-    int (*stage_inputs)(cd_backend_t be, cd_backend_ctx *ctx, int n, void *const *dst, const size_t *size,
-                        void **host);
+    int (*stage_inputs)(cd_backend_t be, cd_backend_ctx *ctx, int n, void *const *dst, const size_t *size, void **host);
     // Queues the uploads stage_inputs prepared (the same dst, host, size), ordered
     // before the ops run later on ctx. /* optional with stage_inputs */
     int (*upload_staged)(cd_backend_t be, cd_backend_ctx *ctx, int n, void *const *dst, void *const *host,

@@ -388,8 +388,7 @@ static int upload_inputs(cd_exec *ex, int batch, const void *const *inputs, char
         size[i] = input_bytes(m, i, batch);
     }
     int rc = 0;
-    if (!inputs && !ex->own_in[0])
-        rc = cd_backend_upload_staged(m->be, ex->ctx, m->ninputs, dst, ex->stage_host, size);
+    if (!inputs && !ex->own_in[0]) rc = cd_backend_upload_staged(m->be, ex->ctx, m->ninputs, dst, ex->stage_host, size);
     for (int i = 0; i < m->ninputs && !rc && (inputs || ex->own_in[0]); i++)
         rc = cd_backend_upload_async(m->be, ex->ctx, dst[i], inputs ? inputs[i] : ex->own_in[i], size[i]);
     if (rc) {

@@ -97,8 +97,8 @@ struct cd_exec {
     cd_btensor *bt; // one per plan tensor, data fixed, shape[0] set per run
     double *prof;   // options.profile: accumulated ms per layer (else NULL)
     int prof_runs;
-    int pending; // cd_model_submit queued a run not yet waited for
-    int staged;  // the batch cd_exec_stage_inputs handed out buffers for (0: none)
+    int pending;                      // cd_model_submit queued a run not yet waited for
+    int staged;                       // the batch cd_exec_stage_inputs handed out buffers for (0: none)
     void *stage_host[CD_MAX_TENSORS]; // those buffers
     void *own_in[CD_MAX_TENSORS];     // host inputs of our own where the backend stages none
 };

@@ -10,8 +10,8 @@
 #define BENCH_BATCH_SLOTS 4097 // items 0..4096 (CD_MAX_BATCH); the last slot also holds any larger
 
 typedef struct {
-    int valid;                         // 0: the daemon did not say (an older daemon, a failed call)
-    uint64_t runs[BENCH_BATCH_SLOTS];  // runs[i]: runs of i items
+    int valid;                        // 0: the daemon did not say (an older daemon, a failed call)
+    uint64_t runs[BENCH_BATCH_SLOTS]; // runs[i]: runs of i items
 } bench_batches;
 
 // Reads model's batch_sizes from the daemon's stats. 0 or the call's error.
