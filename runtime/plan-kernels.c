@@ -84,7 +84,7 @@ int cd_plan_choose_kernels(pctx *p, const char *live) {
         if (mode == CD_PLAN_SPARSE) {
             // Every backend is asked (the HIP backend has sparse kernels for
             // some geometries); supports_op = no falls back to dense below.
-            c->sparse = op->kind == CD_OP_CONV || op->u.gemm.d.rows == 1;
+            c->sparse = 1;
             continue;
         }
         if (mode != CD_PLAN_AUTO || !is_cpu) continue;
@@ -118,10 +118,13 @@ int cd_plan_choose_kernels(pctx *p, const char *live) {
         k.eff_dense[o] = c->pred_dense_ms;
         k.eff_sparse[o] = c->pred_sparse_ms;
         k.margin[o] = CD_PLANNER_MARGIN;
-        // Off oneDNN's jit kernels, timing decides even without --tune.
-        const int off_jit = op->kind == CD_OP_CONV && cd_planner_dense_off_jit(&d.u.conv, cd_layout_block(p->blk));
+        // Off oneDNN's jit kernels, timing decides even without --tune; so
+        // for a Gemm of many rows (a MatMul over a [N, H, W, C] tensor),
+        // since the cost model's Gemm rates are those of one row.
+        const int timed = (op->kind == CD_OP_CONV && cd_planner_dense_off_jit(&d.u.conv, cd_layout_block(p->blk))) ||
+                          (op->kind == CD_OP_GEMM && d.u.gemm.rows > 1);
         const int candidate = cd_planner_sparse_candidate(&d, nnz, total, cd_layout_block(p->blk));
-        if ((m->popts.tune || off_jit) && candidate && !cd_planner_tune(m->be, &m->popts, &d, nnz, best, c)) {
+        if ((m->popts.tune || timed) && candidate && !cd_planner_tune(m->be, &m->popts, &d, nnz, best, c)) {
             k.eff_dense[o] = c->tuned_dense_ms / c->tune_batch;
             k.eff_sparse[o] = c->tuned_sparse_ms / c->tune_batch;
             k.margin[o] = 1.05;

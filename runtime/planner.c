@@ -400,7 +400,7 @@ int cd_planner_dense_off_jit(const cd_conv_desc *c, int blk) {
 int cd_planner_sparse_candidate(const cd_bop_desc *d, size_t nnz, size_t total, int blk) {
     if (d->op == CD_BOP_CONV2D && cd_planner_dense_off_jit(&d->u.conv, blk)) return 1;
     if (!total || (double)nnz > CD_PLANNER_MAX_DENSITY * (double)total) return 0;
-    if (d->op == CD_BOP_GEMM) return d->u.gemm.rows == 1;
+    if (d->op == CD_BOP_GEMM) return 1; // any rows: the sparse FC kernel folds them 16 at a time
     const cd_conv_desc *c = &d->u.conv;
     return !(c->groups > 1 && c->groups == c->c); // depthwise: 9 weights per channel, nothing to gain
 }

@@ -28,7 +28,7 @@ typedef enum {
     K_REF = 0,
     K_DNNL,
     K_COPY,
-    K_SPARSE, // sparse/sparse-conv.h (CONV2D, GEMM with rows == 1), NCHW
+    K_SPARSE, // sparse/sparse-conv.h (CONV2D, GEMM), NCHW
     K_I8REF,  // an int8 conv on the reference (kernels/cpu/ref-conv-i8.c), NCHW
     K_I8SP,   // an int8 conv on the sparse int8 kernels (sparse/sparse-conv-i8.h), NCHW
     K_NONE,   // this backend cannot run the op as described
@@ -139,7 +139,7 @@ static kernel_kind choose(const cd_bop_desc *d, int *swap) {
     if (d->op == CD_BOP_CONV2D && d->quant) return choose_int8(d);
     if (cd_cpu_any_nhwc(d) && d->op != CD_BOP_REORDER) return K_NONE;
     if (d->sparse) {
-        if (d->op != CD_BOP_CONV2D && !(d->op == CD_BOP_GEMM && d->u.gemm.rows == 1)) return K_NONE;
+        if (d->op != CD_BOP_CONV2D && d->op != CD_BOP_GEMM) return K_NONE;
         if (d->op == CD_BOP_CONV2D && d->u.conv.has_residual && d->nsrc != 2) return K_NONE;
         if (!all_nchw(d) || !cd_sparse_conv_available((cd_sparse_format)d->sparse_format, CD_SPARSE_ISA_AUTO))
             return K_NONE;

@@ -387,3 +387,34 @@ def test_grouped_conv_off_onednn_jit_is_timed_at_load(tmp_path, rng):
     plan_json(path, env=env)
     assert len(tune.read_text().splitlines()) == len(lines)  # read back, not timed again
     check_model(path, tmp_path, rng, env, batches=(1, ri(rng, 2, 5)))
+
+
+def test_tall_matmul_pruned_runs_sparse_and_is_timed_at_load(tmp_path, rng):
+    """A ConvNeXt-style pointwise MLP: MatMuls over a [N, H, W, C] tensor (a
+    Gemm of H*W rows per item), pruned to 80/100%: the sparse FC kernel takes
+    any number of rows (16 at a time), the planner times such a Gemm at load
+    (its cost model's Gemm rates are those of one row), and every plan answers
+    like onnxruntime, at batch 1 and more (0% is test_pruned_models_... 's)."""
+    g = B.Graph(rng)
+    c, h = ri(rng, 8, 40), ri(rng, 3, 12)
+    x = g.input("x", [c, h, h + ri(rng, 0, 3)])
+    y = g.node("Transpose", [x], perm=[0, 2, 3, 1])
+    w1 = g.init(rng.normal(0, 0.3, (c, 4 * c)).astype(np.float32))
+    y = g.node("MatMul", [y, w1])
+    y = g.node("Add", [y, g.init(rng.normal(0, 0.1, (4 * c,)).astype(np.float32))])
+    y = g.relu(y)
+    w2 = g.init(rng.normal(0, 0.3, (4 * c, c)).astype(np.float32))
+    y = g.node("MatMul", [y, w2])
+    y = g.node("Transpose", [y], perm=[0, 3, 1, 2])
+    src = B.save(g.build([y]), tmp_path / "mlp.onnx")
+    env = {"XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    for s in (0.8, 1.0):
+        dst = prune(src, tmp_path / f"mlp-{s}.onnx", "unstructured", s)
+        plan = plan_json(dst, env=env)
+        tall = [l for l in weighted(plan) if l["op"] in ("Gemm", "MatMul")]
+        assert len(tall) == 2, plan["layers"]
+        if s == 0.8:
+            for l in tall:  # timed at load, not predicted
+                assert l["tuned_dense_ms"] > 0 and l["tuned_sparse_ms"] > 0, l
+                assert l["sparse"] == (l["tuned_sparse_ms"] * 1.05 < l["tuned_dense_ms"]), l
+        check_model(dst, tmp_path, rng, env, batches=(1, ri(rng, 2, 4)))

@@ -127,34 +127,38 @@ CD_TEST(planner_sparse_fc_through_backend_matches_reference) {
     cd_backend_t be;
     CHECK_EQ(cd_backend_cpu_init(&be), 0);
     for (int round = 0; round < 10; round++) {
+        // rows > 1 per item: a MatMul over [N, H, W, C] (n * rows rows in all,
+        // folded 16 at a time by the sparse FC kernel)
         int kin = cd_test_randi(1, 300), nout = cd_test_randi(1, 200), n = cd_test_randi(1, 9);
+        int rows = round % 2 ? 1 : cd_test_randi(2, 40);
         double sp = k_sparsities[round % 5];
         float *w = malloc(sizeof(float) * kin * nout), *b = malloc(sizeof(float) * nout),
-              *x = malloc(sizeof(float) * kin * n), *got = malloc(sizeof(float) * nout * n),
-              *want = malloc(sizeof(float) * nout * n);
+              *x = malloc(sizeof(float) * kin * n * rows), *got = malloc(sizeof(float) * nout * n * rows),
+              *want = malloc(sizeof(float) * nout * n * rows);
         sp_fill_random(w, (size_t)kin * nout);
         sp_prune_unstructured(w, (size_t)kin * nout, sp);
         sp_fill_random(b, nout);
-        sp_fill_random(x, (size_t)kin * n);
+        sp_fill_random(x, (size_t)kin * n * rows);
         cd_bop_desc d;
         memset(&d, 0, sizeof d);
         d.op = CD_BOP_GEMM;
         d.max_batch = 9;
         d.nsrc = 1;
-        d.u.gemm.rows = 1;
+        d.u.gemm.rows = rows;
         d.u.gemm.n = nout;
         d.u.gemm.k = kin;
         d.u.gemm.act = (cd_activation){(cd_act)cd_test_randi(CD_ACT_NONE, CD_ACT_RELU), 0, 0};
-        d.src[0] = (cd_tdesc){2, {1, kin}, CD_LAYOUT_NCHW, 0};
-        d.dst = (cd_tdesc){2, {1, nout}, CD_LAYOUT_NCHW, 0};
+        d.src[0] =
+            rows == 1 ? (cd_tdesc){2, {1, kin}, CD_LAYOUT_NCHW, 0} : (cd_tdesc){3, {1, rows, kin}, CD_LAYOUT_NCHW, 0};
+        d.dst =
+            rows == 1 ? (cd_tdesc){2, {1, nout}, CD_LAYOUT_NCHW, 0} : (cd_tdesc){3, {1, rows, nout}, CD_LAYOUT_NCHW, 0};
         d.w = w;
         d.bias = b;
         d.sparse = 1;
+        CHECK(cd_backend_supports_op(be, &d));
         CHECK_EQ(run_op(be, &d, n, x, NULL, got), 0);
-        cd_ref_gemm(n, nout, kin, x, w, b, d.u.gemm.act, want);
-        sp_check_close(got, want, (size_t)nout * n, "fc");
-        d.u.gemm.rows = 2; // rows > 1 per item: dense only
-        CHECK(!cd_backend_supports_op(be, &d));
+        cd_ref_gemm(n * rows, nout, kin, x, w, b, d.u.gemm.act, want);
+        sp_check_close(got, want, (size_t)nout * n * rows, "fc");
         free(w), free(b), free(x), free(got), free(want);
     }
     cd_backend_free(be);
