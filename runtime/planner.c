@@ -6,12 +6,15 @@
 //   calib-v6.txt  CPU<TAB>threads<TAB>16 figures (see g_cal)
 // where CPU is the model name and the ISAs in force, "NAME [avx2 avx2]"
 // (cd_planner_cpu_name: our kernels', oneDNN's)
-//   tune-v4.txt   key<TAB>dense_ms<TAB>sparse_ms
+//   tune-v5.txt   key<TAB>dense_ms<TAB>sparse_ms
 // where key = CPU|threads|batch|op and shape|nnz|best block. The version goes
 // up whenever a kernel's speed changes enough to make old records wrong (v4/v2:
 // the aligned-shift path made sparse 3x3 ~1.4x faster; v5/v3: vector plane
 // rows and per-thread band slots, stride-2 3x3 ~1.2x faster; v6/v4: Gemms
-// timed with cold caches, dense ~3-5x slower than timed hot).
+// timed with cold caches, dense ~3-5x slower than timed hot; tune v5 and
+// int8 v3: the candidates timed in turn, not one after the other, so that a
+// loaded machine's bursts no longer decide: records from a busy hour said
+// 18 ms for a 1 ms int8 stem and kept ResNet-18's 2-thread plan on f32).
 
 #include "core/clock.h"
 #include "runtime/planner.h"
@@ -113,20 +116,35 @@ static void flush_caches(unsigned char *buf, size_t n) {
     (void)sink;
 }
 
-int cd_planner_time_op(cd_backend_t be, const cd_bop_desc *d, int batch, int reps, double *ms) {
-    cd_op_state *st = NULL;
-    cd_backend_ctx *ctx = NULL;
-    void *buf[65] = {0};
-    cd_btensor bt[65];
-    const cd_btensor *srcs[64];
+// One op prepared for timing: its state, context and buffers of random data.
+typedef struct {
+    cd_op_state *st;
+    cd_backend_ctx *ctx;
+    void *buf[CD_OP_MAX_IN + 1];
+    cd_btensor bt[CD_OP_MAX_IN + 1];
+    const cd_btensor *srcs[CD_OP_MAX_IN];
+    unsigned char *flush; // the caches are flushed before each run of a Gemm
+    size_t nflush;
+} timed_op;
+
+static void timed_free(cd_backend_t be, const cd_bop_desc *d, timed_op *t) {
+    free(t->flush);
+    for (int i = 0; i <= d->nsrc; i++)
+        if (t->buf[i]) cd_backend_buffer_free(be, t->buf[i]);
+    if (t->ctx) cd_backend_ctx_free(be, t->ctx);
+    if (t->st) cd_backend_op_state_free(be, t->st);
+}
+
+static int timed_init(cd_backend_t be, const cd_bop_desc *d, int batch, timed_op *t) {
+    memset(t, 0, sizeof *t);
     float *host = NULL;
-    int rc = cd_backend_op_init(be, d, &st);
-    if (!rc) rc = cd_backend_ctx_create(be, &ctx);
+    int rc = cd_backend_op_init(be, d, &t->st);
+    if (!rc) rc = cd_backend_ctx_create(be, &t->ctx);
     uint64_t seed = 0x9e3779b97f4a7c15ull;
     for (int i = 0; i <= d->nsrc && !rc; i++) {
-        const cd_tdesc *t = i < d->nsrc ? &d->src[i] : &d->dst;
-        size_t bytes = cd_tdesc_item_bytes(t) * (t->is_const ? 1 : (size_t)batch);
-        rc = cd_backend_buffer_alloc(be, bytes, &buf[i]);
+        const cd_tdesc *td = i < d->nsrc ? &d->src[i] : &d->dst;
+        size_t bytes = cd_tdesc_item_bytes(td) * (td->is_const ? 1 : (size_t)batch);
+        rc = cd_backend_buffer_alloc(be, bytes, &t->buf[i]);
         if (rc) break;
         if (i < d->nsrc) {
             free(host);
@@ -136,36 +154,53 @@ int cd_planner_time_op(cd_backend_t be, const cd_bop_desc *d, int batch, int rep
                 break;
             }
             for (size_t j = 0; j < bytes / 4; j++) host[j] = frand(&seed);
-            rc = cd_backend_upload(be, buf[i], host, bytes);
+            rc = cd_backend_upload(be, t->buf[i], host, bytes);
         }
-        cd_btensor *b = &bt[i];
-        b->data = buf[i];
-        b->layout = t->layout;
-        b->rank = t->rank;
-        memcpy(b->shape, t->shape, sizeof b->shape);
-        if (!t->is_const) b->shape[0] = batch;
-        if (i < d->nsrc) srcs[i] = b;
-    }
-    const size_t nflush = d->op == CD_BOP_GEMM ? flush_bytes() : 0;
-    unsigned char *flush = nflush && !rc ? malloc(nflush) : NULL;
-    if (flush) memset(flush, 1, nflush);
-    double best = 1e30;
-    for (int r = 0; r <= reps && !rc; r++) {
-        if (flush) flush_caches(flush, nflush);
-        double t0 = cd_now_ms();
-        rc = cd_backend_op_run(be, d->op, ctx, st, batch, srcs, &bt[d->nsrc]);
-        if (!rc) rc = cd_backend_synchronize(be, ctx);
-        double t = cd_now_ms() - t0;
-        if (r > 0 && t < best) best = t; // run 0 is the warm-up
+        cd_btensor *b = &t->bt[i];
+        b->data = t->buf[i];
+        b->layout = td->layout;
+        b->rank = td->rank;
+        memcpy(b->shape, td->shape, sizeof b->shape);
+        if (!td->is_const) b->shape[0] = batch;
+        if (i < d->nsrc) t->srcs[i] = b;
     }
     free(host);
-    free(flush);
-    for (int i = 0; i <= d->nsrc; i++)
-        if (buf[i]) cd_backend_buffer_free(be, buf[i]);
-    if (ctx) cd_backend_ctx_free(be, ctx);
-    if (st) cd_backend_op_state_free(be, st);
-    if (!rc) *ms = best;
+    t->nflush = d->op == CD_BOP_GEMM ? flush_bytes() : 0;
+    if (!rc && t->nflush && (t->flush = malloc(t->nflush))) memset(t->flush, 1, t->nflush);
+    if (rc) timed_free(be, d, t);
     return rc;
+}
+
+static int timed_run(cd_backend_t be, const cd_bop_desc *d, int batch, timed_op *t, double *ms) {
+    if (t->flush) flush_caches(t->flush, t->nflush);
+    double t0 = cd_now_ms();
+    int rc = cd_backend_op_run(be, d->op, t->ctx, t->st, batch, t->srcs, &t->bt[d->nsrc]);
+    if (!rc) rc = cd_backend_synchronize(be, t->ctx);
+    *ms = cd_now_ms() - t0;
+    return rc;
+}
+
+int cd_planner_time_ops(cd_backend_t be, int n, const cd_bop_desc *const *d, int batch, int reps, double *ms) {
+    timed_op t[4];
+    if (n < 1 || n > 4) return CD_EPARAMS;
+    int rc = 0, ready = 0;
+    for (; ready < n && !rc; ready++) rc = timed_init(be, d[ready], batch, &t[ready]);
+    if (rc) ready--; // the one that failed freed itself
+    for (int i = 0; i < n; i++) ms[i] = 1e30;
+    // Round-robin: a burst of load from elsewhere slows every candidate alike,
+    // and the best of each is what it costs on a quiet core.
+    for (int r = 0; r <= reps && !rc; r++)
+        for (int i = 0; i < n && !rc; i++) {
+            double m;
+            rc = timed_run(be, d[i], batch, &t[i], &m);
+            if (r > 0 && m < ms[i]) ms[i] = m; // round 0 is the warm-up
+        }
+    for (int i = 0; i < ready; i++) timed_free(be, d[i], &t[i]);
+    return rc;
+}
+
+int cd_planner_time_op(cd_backend_t be, const cd_bop_desc *d, int batch, int reps, double *ms) {
+    return cd_planner_time_ops(be, 1, &d, batch, reps, ms);
 }
 
 // ---- calibration --------------------------------------------------------------------
@@ -497,7 +532,7 @@ int cd_planner_tune(cd_backend_t be, const cd_planner_opts *po, const cd_bop_des
     char key[512], dir[1024], path[1100];
     tune_key(d, nnz, best_block, batch, key, sizeof key);
     int have_dir = cache_dir(po, dir, sizeof dir) == 0;
-    if (have_dir) snprintf(path, sizeof path, "%s/tune-v4.txt", dir);
+    if (have_dir) snprintf(path, sizeof path, "%s/tune-v5.txt", dir);
     double dense = 0, sparse = 0;
     pthread_mutex_lock(&g_tune_lock);
     if (have_dir && cache_lookup(path, key, &dense, &sparse)) {
@@ -527,9 +562,10 @@ int cd_planner_tune(cd_backend_t be, const cd_planner_opts *po, const cd_bop_des
     ds.sparse_format = c->format;
     for (int i = 0; i < ds.nsrc; i++) ds.src[i].layout = CD_LAYOUT_NCHW;
     ds.dst.layout = CD_LAYOUT_NCHW;
-    int reps = 5;
-    int rc = cd_planner_time_op(be, &dd, batch, reps, &dense);
-    if (!rc) rc = cd_planner_time_op(be, &ds, batch, reps, &sparse);
+    const cd_bop_desc *both[2] = {&dd, &ds};
+    double ms[2];
+    int rc = cd_planner_time_ops(be, 2, both, batch, 5, ms);
+    dense = ms[0], sparse = ms[1];
     if (!rc) {
         c->tuned_dense_ms = dense;
         c->tuned_sparse_ms = sparse;

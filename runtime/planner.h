@@ -100,6 +100,10 @@ int cd_planner_tune(cd_backend_t be, const cd_planner_opts *po, const cd_bop_des
 // Times a prepared-on-the-fly op d on be at `batch`: the minimum over `reps`
 // runs after one warm-up, in ms, into *ms. Returns 0 or a negative code.
 int cd_planner_time_op(cd_backend_t be, const cd_bop_desc *d, int batch, int reps, double *ms);
+// The best of reps runs of each of the n (1..4) ops d[], run in turn (so a
+// burst of load from elsewhere slows all of them alike), after a warm-up
+// round: ms[i]. Returns 0 or the first error.
+int cd_planner_time_ops(cd_backend_t be, int n, const cd_bop_desc *const *d, int batch, int reps, double *ms);
 
 // The key of op d in the timing caches: machine, threads, batch, shape,
 // nonzeros (what the time depends on).

@@ -321,12 +321,12 @@ def test_convctl_plan_table_json_and_tune_cache(tmp_path, rng, cache_env):
     # --tune: every candidate measured once, then read back from the cache.
     cache = tmp_path / "tc"
     t1 = plan_json(dst, "--tune", "--tune-cache", cache, env=cache_env)
-    assert (cache / "tune-v4.txt").exists()
-    n1 = len((cache / "tune-v4.txt").read_text().splitlines())
+    assert (cache / "tune-v5.txt").exists()
+    n1 = len((cache / "tune-v5.txt").read_text().splitlines())
     tuned = [l for l in weighted(t1) if l["tuned_ms"] is not None]
     assert tuned and n1 >= 1
     plan_json(dst, "--tune", "--tune-cache", cache, env=cache_env)
-    assert len((cache / "tune-v4.txt").read_text().splitlines()) == n1
+    assert len((cache / "tune-v5.txt").read_text().splitlines()) == n1
     # Usage and load errors.
     assert convctl("plan", check=False).returncode == 2
     assert convctl("plan", dst, "--plan", "fast", check=False).returncode == 2
@@ -354,7 +354,7 @@ def test_daemon_tune_flag_plans_with_measurements(tmp_path, rng, cache_env):
             got = c.infer("m90", feeds)
         got = next(iter(got.values())) if isinstance(got, dict) else got[0]
         assert rel_err(np.asarray(got), want) <= TOL_ORT
-    assert (cache / "tune-v4.txt").exists() and (cache / "tune-v4.txt").read_text().strip()
+    assert (cache / "tune-v5.txt").exists() and (cache / "tune-v5.txt").read_text().strip()
     r = subprocess.run([paths.binary("convd"), "--tune", "maybe"], capture_output=True, text=True, timeout=30)
     assert r.returncode != 0 and "tune" in r.stderr
 
@@ -377,7 +377,7 @@ def test_grouped_conv_off_onednn_jit_is_timed_at_load(tmp_path, rng):
     path = B.save(g.build([y]), tmp_path / "grouped.onnx")
     env = {"XDG_CACHE_HOME": str(tmp_path / "xdg")}
     plan = plan_json(path, env=env)
-    tune = tmp_path / "xdg" / "convd" / "tune-v4.txt"
+    tune = tmp_path / "xdg" / "convd" / "tune-v5.txt"
     lines = tune.read_text().splitlines()
     assert sum(" g%d " % groups in l for l in lines) >= 1, lines  # the grouped convs were timed
     for l in weighted(plan):

@@ -290,7 +290,7 @@ CD_TEST(planner_tune_measures_once_then_reads_the_cache) {
     CHECK_EQ(cd_planner_tune(be, &po, &d, nnz + (w[0] != 0.0f ? 1 : -1), -1, &c3), 0);
     CHECK_EQ(c3.from_cache, 0);
     char path[256];
-    snprintf(path, sizeof path, "%s/tune-v4.txt", dir);
+    snprintf(path, sizeof path, "%s/tune-v5.txt", dir);
     FILE *f = fopen(path, "r");
     CHECK(f != NULL);
     int lines = 0;
