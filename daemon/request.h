@@ -54,7 +54,7 @@ typedef struct {
 typedef struct {
     cd_conn *conn;             // where answers go (opaque outside conn*.c)
     uint64_t id;               // the connection's id, for logs
-    const cd_peer *peer;       // who connected (access.h)
+    cd_peer *peer;             // who connected (access.h)
     cd_region_set *regions;    // its shared-memory regions (loop thread)
     cd_request_budget *budget; // the server's
     unsigned inflight;         // requests started and not yet finished
