@@ -141,8 +141,8 @@ int cd_model_load(const char *path, const cd_model_opts *opts, cd_model **out, c
     *out = NULL;
     if (err && errlen) err[0] = '\0';
     int max_batch = opts && opts->max_batch ? opts->max_batch : 1;
-    if (max_batch < 1 || max_batch > CD_MAX_BATCH)
-        return cd_errf(CD_EPARAMS, err, errlen, "max_batch %d out of range (1..%d)", max_batch, CD_MAX_BATCH);
+    int brc = cd_max_batch_check(max_batch, err, errlen); // the load check (core/limits.h)
+    if (brc != 0) return brc;
     if (opts && (opts->max_shapes < 0 || opts->max_shapes > CD_MAX_SHAPES))
         return cd_errf(CD_EPARAMS, err, errlen, "max_shapes %d out of range (0..%d)", opts->max_shapes, CD_MAX_SHAPES);
     if (!__atomic_load_n(&g_threads, __ATOMIC_ACQUIRE)) {
