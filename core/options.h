@@ -5,6 +5,7 @@
 // runtime sets them (cd_runtime_configure, runtime/options.c), the backends
 // and the kernels read them with cd_runtime_opts(). Zeroed until configured.
 
+#include "core/isa-cap.h"
 #include "core/log.h"
 
 // ---- process-wide options -------------------------------------------------
@@ -26,10 +27,9 @@ typedef struct {
                            // 0 auto (where the planner predicts them faster),
                            // 1 off, 2 on (wherever a conv can run them)
                            // (CONVD_INT8=auto|off|on)
-    char max_isa[16];      // cap of our own kernels: "avx512", "avx2" or
-                           // "scalar", any case ("": the CPU's best;
-                           // CONVD_MAX_ISA). oneDNN has its own,
-                           // ONEDNN_MAX_CPU_ISA.
+    cd_isa_cap max_isa;    // cap of our own kernels (core/isa-cap.h; NONE:
+                           // the CPU's best; CONVD_MAX_ISA). oneDNN has its
+                           // own, ONEDNN_MAX_CPU_ISA.
     char hip_plugin[4096]; // the GPU=hip plugin ("": <dir of the executable>/
                            // ../lib/libconvd-hip.so; CONVD_HIP_PLUGIN)
     cd_rt_log_fn log;      // where the libraries' messages go (NULL: stderr)

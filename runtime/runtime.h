@@ -150,12 +150,13 @@ void cd_runtime_cpu_info(cd_cpu_info *out);
 
 // Fills *o from the environment: CONVD_PROFILE, CONVD_CPU_KERNELS,
 // CONVD_PLAN, CONVD_INT8, CONVD_MAX_ISA, CONVD_HIP_PLUGIN (unset or empty: the default;
-// an unknown CONVD_PLAN is auto). log is left NULL (stderr).
+// an unknown CONVD_PLAN is auto; an unknown CONVD_MAX_ISA is logged here and
+// ignored). log is left NULL (stderr).
 void cd_runtime_options_from_env(cd_runtime_options *o);
 
 // Makes *o the process's options (copied). Call once at start-up, before
 // any other runtime call: the ISA cap is fixed the first time a kernel is
-// chosen. An unknown max_isa is logged and ignored when first used.
+// chosen.
 void cd_runtime_configure(const cd_runtime_options *o);
 
 // Sets up process-wide state (CPU feature detection, thread pool with
