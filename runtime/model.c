@@ -5,7 +5,7 @@
 #include "core/stats-util.h"
 #include "runtime/model.h"
 #include "backends/devices.h"
-#include "core/options.h"
+#include "runtime/options.h"
 
 #include "core/errors.h"
 #include "core/host.h"
@@ -103,7 +103,7 @@ int cd_model_build(const uint8_t *buf, size_t len, const char *dir, const cd_mod
     m->popts.tune_cache = m->tune_cache;
     if (m->threads > 0) cd_backends_set_threads(m->threads); // calibration and tuning run with them
     cd_plan_mode mode = cd_planner_mode(&m->popts);
-    int rc = cd_backend_create(opts ? opts->device : NULL, &m->be, err, errlen);
+    int rc = cd_backend_create(opts ? opts->device : NULL, cd_runtime_backend_opts(), &m->be, err, errlen);
     if (opts && opts->max_file_bytes > 0) g.max_bytes = (size_t)opts->max_file_bytes;
     g.bytes_read = len; // external data adds to it (--max-model-bytes)
     if (!rc) rc = cd_onnx_import_buffer(buf, len, dir, &g, err, errlen);
