@@ -343,7 +343,7 @@ ifeq ($(GPU),hip)
 HIP_PLUGIN   := $(BUILD)/lib/libconvd-hip.so
 HIP_REAL_OBJ := $(patsubst %.hip,$(BUILD)/obj/hip-real/%.o,$(HIP_SRC)) \
                 $(patsubst %.c,$(BUILD)/obj/hip-real/%.o,$(HIP_HOST_SRC) $(wildcard backends/hip/sparse/*.c) \
-                core/errors.c core/log.c core/options.c)
+                core/errors.c core/log.c)
 # The plugin is loaded into any daemon (also a sanitizer build): no
 # sanitizers, hidden symbols but for the plugin entry points.
 HIPCC_FLAGS  := -std=c++17 -O2 -g -Wall -Wextra -Wno-unused-parameter -fPIC \

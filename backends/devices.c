@@ -10,9 +10,11 @@
 #include <stdio.h>
 #include <string.h>
 
-static int cpu_create(cd_backend_t *out, char *err, size_t errlen) { return cd_backend_cpu_init(out); }
+static int cpu_create(const cd_backend_opts *opts, cd_backend_t *out, char *err, size_t errlen) {
+    return cd_backend_cpu_create(opts, out);
+}
 
-static int hip_emu_create(cd_backend_t *out, char *err, size_t errlen) {
+static int hip_emu_create(const cd_backend_opts *opts, cd_backend_t *out, char *err, size_t errlen) {
     return cd_backend_hip_init(0, out, err, errlen);
 }
 
@@ -20,7 +22,7 @@ static int hip_emu_create(cd_backend_t *out, char *err, size_t errlen) {
 // loader's (cd_hip_device_parse). The first is the default.
 static const struct {
     const char *name;
-    int (*create)(cd_backend_t *out, char *err, size_t errlen);
+    int (*create)(const cd_backend_opts *opts, cd_backend_t *out, char *err, size_t errlen);
 } g_devices[] = {
     {"cpu", cpu_create},
     {"hip-emu", hip_emu_create},
@@ -41,26 +43,32 @@ static int not_a_device(const char *device, char *err, size_t errlen) {
     return CD_EUNSUPPORTED;
 }
 
-int cd_backend_create(const char *device, cd_backend_t *out, char *err, size_t errlen) {
+int cd_backend_create(const char *device, const cd_backend_opts *opts, cd_backend_t *out, char *err, size_t errlen) {
+    static const cd_backend_opts defaults;
+    if (!opts) opts = &defaults;
     *out = NULL;
     int i = device_find(device), n;
-    if (i >= 0) return g_devices[i].create(out, err, errlen);
-    if (cd_hip_device_parse(device, &n)) return cd_backend_hip_plugin_create(n, out, err, errlen);
+    if (i >= 0) return g_devices[i].create(opts, out, err, errlen);
+    if (cd_hip_device_parse(device, &n)) return cd_backend_hip_plugin_create(n, opts->hip_plugin, out, err, errlen);
     return not_a_device(device, err, errlen);
 }
 
-int cd_backend_probe(const char *device, char *info, size_t infolen, char *err, size_t errlen) {
+int cd_backend_probe(const char *device, const cd_backend_opts *opts, char *info, size_t infolen, char *err,
+                     size_t errlen) {
+    static const cd_backend_opts defaults;
+    if (!opts) opts = &defaults;
     int i = device_find(device), n;
     if (info && infolen) info[0] = '\0';
     if (i >= 0) {
         cd_backend_t be;
-        int rc = g_devices[i].create(&be, err, errlen);
+        int rc = g_devices[i].create(opts, &be, err, errlen);
         if (rc) return rc;
         if (info && infolen) snprintf(info, infolen, "%s", cd_backend_get_caps(be).description);
         cd_backend_free(be);
         return 0;
     }
-    if (cd_hip_device_parse(device, &n)) return cd_backend_hip_plugin_probe(n, info, infolen, err, errlen);
+    if (cd_hip_device_parse(device, &n))
+        return cd_backend_hip_plugin_probe(n, opts->hip_plugin, info, infolen, err, errlen);
     return not_a_device(device, err, errlen);
 }
 

@@ -6,6 +6,7 @@
 // includes the backends it creates, so the device interface (backend.h)
 // knows none of them.
 
+#include "backends/backend-opts.h"
 #include "backends/backend.h"
 
 #include <stddef.h>
@@ -14,14 +15,16 @@
 // backend over the CPU emulator, backends/hip/backend-hip.h), "hip" or
 // "hip:N" (the HIP backend of the GPU=hip plugin, backends/hip/plugin-loader.h).
 // CD_EUNSUPPORTED with err set for any other name, CD_EDEVICE with err set
-// when the device or the plugin is not usable here.
-int cd_backend_create(const char *device, cd_backend_t *out, char *err, size_t errlen);
+// when the device or the plugin is not usable here. opts: the backend's
+// switches (backends/backend-opts.h; NULL: the defaults).
+int cd_backend_create(const char *device, const cd_backend_opts *opts, cd_backend_t *out, char *err, size_t errlen);
 
 // Checks, without creating a backend, that device can run here (for start-up
 // checks: the daemon's --device). Returns 0 with a one-line description of the
 // device in info, CD_EUNSUPPORTED (not a device name) or CD_EDEVICE (device or
-// plugin unusable) with the reason in err.
-int cd_backend_probe(const char *device, char *info, size_t infolen, char *err, size_t errlen);
+// plugin unusable) with the reason in err. opts as for cd_backend_create.
+int cd_backend_probe(const char *device, const cd_backend_opts *opts, char *info, size_t infolen, char *err,
+                     size_t errlen);
 
 // Sets the thread count of the backends' libraries that have one per process
 // (oneDNN, under the CPU backend), initialising them on first use; n >= 1.

@@ -19,6 +19,7 @@
 #include "core/clock.h"
 #include "core/errors.h"
 #include "core/stats-util.h"
+#include "runtime/options.h"
 #include "runtime/runtime.h"
 
 #include <math.h>
@@ -99,7 +100,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     char err[768] = "", info[512] = "";
-    if (cd_backend_probe(device, info, sizeof info, err, sizeof err) != 0) {
+    if (cd_backend_probe(device, cd_runtime_backend_opts(), info, sizeof info, err, sizeof err) != 0) {
         fprintf(stderr, "hip-layers: --device %s: %s\n", device, err);
         return 3;
     }
@@ -108,7 +109,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     cd_backend_t be;
-    int rc = cd_backend_create(device, &be, err, sizeof err);
+    int rc = cd_backend_create(device, cd_runtime_backend_opts(), &be, err, sizeof err);
     if (rc) {
         fprintf(stderr, "hip-layers: --device %s: %s\n", device, err);
         return 3;

@@ -1,7 +1,10 @@
 #ifndef CD_CORE_LIMITS_H
 #define CD_CORE_LIMITS_H
 
+#include "core/errors.h"
+
 #include <stdint.h>
+#include <stdio.h>
 
 // Hard limits on what arrives from the wire. Every declared length is checked
 // against these before anything is allocated for it.
@@ -19,6 +22,24 @@
 // `load` params, and the runtime's cd_model_opts.max_batch are all checked
 // against it (the scheduler sizes its per-worker batch arrays by it).
 #define CD_MAX_BATCH 4096
+
+// The two batch checks, one bound each, stated here only. At load: a
+// model's max_batch is 1..CD_MAX_BATCH, else CD_EPARAMS. Per request: its
+// batch is 1..the model's max_batch, else CD_ESHAPE. `what` names the
+// model or input in the message.
+static inline int cd_max_batch_check(int64_t max_batch, char *err, size_t errlen) {
+    if (max_batch >= 1 && max_batch <= CD_MAX_BATCH) return 0;
+    if (err && errlen) snprintf(err, errlen, "max_batch %lld out of range (1..%d)", (long long)max_batch, CD_MAX_BATCH);
+    return CD_EPARAMS;
+}
+
+static inline int cd_batch_check(int64_t batch, int64_t max_batch, const char *what, char *err, size_t errlen) {
+    if (batch >= 1 && batch <= max_batch) return 0;
+    if (err && errlen)
+        snprintf(err, errlen, "%s: batch %lld out of range (1..max_batch %lld)", what, (long long)batch,
+                 (long long)max_batch);
+    return CD_ESHAPE;
+}
 // Inputs of one operation (Concat, Sum...): the graph's ops and the backends'
 // op descriptions size their input arrays by it.
 #define CD_OP_MAX_IN 64

@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/uio.h>
 
 // What cd_conn_send did with the bytes it was given.
@@ -22,6 +23,16 @@ typedef enum {
     CONN_CLOSED, // the connection takes no more bytes: dropped
     CONN_FAILED, // write(2) failed (peer gone): no more bytes; the loop drops it
 } conn_send_result;
+
+// Appends [1, msgid, nil, result] where `result` is one packed msgpack value.
+void cd_conn_reply_ok(cd_conn *c, uint32_t msgid, const char *result, size_t len);
+// Appends [1, msgid, {code, message}, nil] and counts the error in stats.
+// message may be NULL (the table's default message).
+void cd_conn_reply_error(cd_conn *c, uint32_t msgid, int status, const char *message);
+// Drops the connection (see CD_CONN_DEAD).
+void cd_conn_kill(cd_conn *c);
+// Adds c to the hub's backlog and starts the idle handle.
+void cd_conn_backlog_add(cd_conn *c);
 
 bool cd_conn_can_handle(const cd_conn *c);
 void cd_conn_update_reading(cd_conn *c);

@@ -5,7 +5,6 @@
 #include "daemon/conn-internal.h"
 
 #include "daemon/log.h"
-#include "daemon/server.h"
 #include "daemon/stats.h"
 #include "core/errors.h"
 
@@ -13,16 +12,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-
-void cd_conn_request_started(cd_conn *c, cd_request *req) {
-    req->charge = req->msg.nbytes;
-    c->srv->buffered += req->charge;
-    c->inflight++;
-    req->conn_prev = NULL;
-    req->conn_next = c->reqs;
-    if (c->reqs) c->reqs->conn_prev = req;
-    c->reqs = req;
-}
 
 // Packs the whole response message of a finished request into r (empty on
 // entry): [1, msgid, nil, result], or [1, msgid, {code, message}, nil] when
@@ -164,14 +153,7 @@ void cd_conn_request_done(cd_request *req) {
         cd_request_free(req);
         return;
     }
-    if (req->conn_prev)
-        req->conn_prev->conn_next = req->conn_next;
-    else
-        c->reqs = req->conn_next;
-    if (req->conn_next) req->conn_next->conn_prev = req->conn_prev;
-    c->inflight--;
-    c->srv->buffered -= req->charge;
-    req->charge = 0;
+    cd_request_finished(req);
     c->last_active_ns = uv_hrtime(); // the idle clock starts at the last answer
     if (req->ops->done) req->ops->done(req);
 
@@ -213,7 +195,7 @@ void cd_conn_request_done(cd_request *req) {
     if (!taken) cd_request_free(req);
     if (c->state == CD_CONN_CLOSING) return;
     cd_conn_flush(c);
-    if (c->backlog && cd_conn_can_handle(c)) cd_server_backlog_add(c->srv, c);
+    if (c->backlog && cd_conn_can_handle(c)) cd_conn_backlog_add(c);
     cd_conn_update_reading(c);
     cd_conn_check(c);
 }

@@ -3,9 +3,8 @@
 
 #include "core/errors.h"
 #include "daemon/log.h"
-#include "daemon/methods.h"
-#include "daemon/server.h"
 #include "daemon/stats.h"
+#include "daemon/workers.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -42,7 +41,7 @@ static void conn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 
 bool cd_conn_can_handle(const cd_conn *c) {
     if (c->state != CD_CONN_OPEN && c->state != CD_CONN_HALF_CLOSED && c->state != CD_CONN_DRAINING) return false;
-    return !c->out_paused && c->inflight < (unsigned)c->srv->set->max_inflight;
+    return !c->out_paused && c->origin.inflight < (unsigned)c->hub->set->max_inflight;
 }
 
 // Starts or stops reading to match the connection's state and bounds.
@@ -61,24 +60,36 @@ void cd_conn_update_reading(cd_conn *c) {
     }
 }
 
+// Removes c from the backlog list (before it is freed).
+static void conn_backlog_remove(cd_conn *c) {
+    if (!c->in_backlog_list) return;
+    for (cd_conn **pp = &c->hub->backlog; *pp; pp = &(*pp)->backlog_next) {
+        if (*pp == c) {
+            *pp = c->backlog_next;
+            break;
+        }
+    }
+    c->in_backlog_list = false;
+}
+
 static void on_close(uv_handle_t *h) {
     cd_conn *c = h->data;
-    cd_server *srv = c->srv;
+    cd_conn_hub *hub = c->hub;
     if (c->prev)
         c->prev->next = c->next;
     else
-        srv->conns = c->next;
+        hub->conns = c->next;
     if (c->next) c->next->prev = c->prev;
-    cd_server_backlog_remove(srv, c);
-    srv->nconns--;
-    if (!c->refused) srv->nactive--;
-    srv->buffered -= c->rx_charge;
+    conn_backlog_remove(c);
+    hub->nconns--;
+    if (!c->refused) hub->nactive--;
+    hub->budget.held -= c->rx_charge;
     if (c->reader) cd_rpc_reader_free(c->reader);
     msgpack_sbuffer_destroy(&c->out);
     cd_region_set_free(&c->regions); // nothing of c is in flight any more
     pthread_mutex_destroy(&c->wlock);
     free(c);
-    cd_server_conn_freed(srv);
+    if (hub->freed) hub->freed(hub->owner);
 }
 
 // Marks c closed for writers, under the write lock (loop thread).
@@ -88,10 +99,10 @@ static void conn_mark_closed(cd_conn *c) {
     pthread_mutex_unlock(&c->wlock);
 }
 
-// Charges srv->buffered with what c's reader holds or has committed to.
+// Charges the hub's budget with what c's reader holds or has committed to.
 static void conn_recharge(cd_conn *c) {
     size_t now = c->reader ? cd_rpc_reader_committed(c->reader) : 0;
-    c->srv->buffered = c->srv->buffered - c->rx_charge + now;
+    c->hub->budget.held = c->hub->budget.held - c->rx_charge + now;
     c->rx_charge = now;
 }
 
@@ -201,7 +212,7 @@ static int conn_queue(cd_conn *c, char *data, cd_request *owner, size_t len, con
     }
     size_t before = c->write_pending;
     c->write_pending += len;
-    if (before > 0 && c->write_pending > CD_CONN_OUT_MAX(c->srv->set->max_message)) {
+    if (before > 0 && c->write_pending > CD_CONN_OUT_MAX(c->hub->set->max_message)) {
         CD_STAT_INC(conn_slow_reader);
         CD_WARN("conn %llu: %zu response bytes unsent: client does not read; dropping it", (unsigned long long)c->id,
                 c->write_pending);
@@ -236,7 +247,7 @@ static void conn_close(cd_conn *c) {
     CD_DEBUG("conn %llu: closed", (unsigned long long)c->id);
     // No worker holds a request of c any more (so none can be about to
     // write), and none may write after this: the fd is closed by uv_close.
-    assert(c->inflight == 0);
+    assert(c->origin.inflight == 0);
     conn_mark_closed(c);
     c->state = CD_CONN_CLOSING;
     if (c->reading) {
@@ -256,7 +267,7 @@ static int conn_unread_bytes(cd_conn *c) {
 
 // Closes the connection when its state allows and nothing is pending.
 void cd_conn_check(cd_conn *c) {
-    bool quiet = c->inflight == 0 && c->write_pending == 0 && c->out.size == 0;
+    bool quiet = c->origin.inflight == 0 && c->write_pending == 0 && c->out.size == 0;
     switch (c->state) {
     case CD_CONN_OPEN:
     case CD_CONN_CLOSING: return;
@@ -270,7 +281,7 @@ void cd_conn_check(cd_conn *c) {
         if (quiet && !c->backlog && cd_rpc_reader_buffered(c->reader) == 0 && conn_unread_bytes(c) == 0) conn_close(c);
         return;
     case CD_CONN_DEAD:
-        if (c->inflight == 0) conn_close(c);
+        if (c->origin.inflight == 0) conn_close(c);
         return;
     }
 }
@@ -295,7 +306,7 @@ static void on_write(uv_write_t *w, int status) {
     if (c->state == CD_CONN_CLOSING) return;
     if (c->out_paused && c->write_pending <= CD_CONN_OUT_LOW) {
         c->out_paused = false;
-        if (c->backlog) cd_server_backlog_add(c->srv, c);
+        if (c->backlog) cd_conn_backlog_add(c);
     }
     cd_conn_update_reading(c);
     cd_conn_check(c);
@@ -380,7 +391,7 @@ static void conn_skipped(cd_conn *c, const cd_rpc_msg *msg, uint32_t msgid) {
     snprintf(why, sizeof why,
              "a message of %zu bytes does not fit: the daemon holds %zu bytes of "
              "requests (max-buffered %lld); retry later",
-             c->skip_bytes, c->srv->buffered, (long long)cd_settings_max_buffered(c->srv->set));
+             c->skip_bytes, c->hub->budget.held, (long long)cd_settings_max_buffered(c->hub->set));
     CD_DEBUG("conn %llu: msgid %u: E_OVERLOADED: %s", (unsigned long long)c->id, msgid == UINT32_MAX ? 0 : msgid, why);
     cd_conn_reply_error(c, msgid == UINT32_MAX ? 0 : msgid, CD_EOVERLOADED, why);
 }
@@ -397,12 +408,28 @@ static void conn_track_partial(cd_conn *c, int handled) {
         c->msg_start_ns = uv_hrtime();
 }
 
-void cd_conn_process(cd_conn *c) {
+// Hands one request message to the hub's dispatcher, and answers it when
+// the dispatcher did not queue work for it.
+static void conn_dispatch(cd_conn *c, cd_rpc_msg *msg) {
+    uint32_t msgid = msg->msgid;
+    msgpack_sbuffer result;
+    msgpack_sbuffer_init(&result);
+    char err[256] = "";
+    int rc = c->hub->dispatch(c->hub->dispatch_ud, &c->origin, msg, &result, err, sizeof err);
+    if (rc == 0)
+        cd_conn_reply_ok(c, msgid, result.data, result.size);
+    else if (rc < 0)
+        cd_conn_reply_error(c, msgid, rc, err[0] ? err : NULL);
+    msgpack_sbuffer_destroy(&result);
+}
+
+// Handles up to CD_CONN_BATCH buffered messages (also from the backlog idle).
+static void conn_process(cd_conn *c) {
     int handled = 0;
     while (cd_conn_can_handle(c)) {
         if (handled == CD_CONN_BATCH) {
             c->backlog = true;
-            cd_server_backlog_add(c->srv, c);
+            cd_conn_backlog_add(c);
             break;
         }
         cd_rpc_msg msg;
@@ -425,7 +452,7 @@ void cd_conn_process(cd_conn *c) {
             continue;
         }
         switch (msg.kind) {
-        case CD_MSG_REQUEST: cd_methods_dispatch(c, &msg); break;
+        case CD_MSG_REQUEST: conn_dispatch(c, &msg); break;
         case CD_MSG_NOTIFY:
             CD_STAT_INC(notifications);
             CD_DEBUG("conn %llu: ignored notification '%.*s'", (unsigned long long)c->id,
@@ -455,13 +482,13 @@ static void conn_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
     size_t n = c->reader && (c->state == CD_CONN_OPEN || c->state == CD_CONN_DRAINING)
                    ? cd_rpc_reader_space(c->reader, &at)
                    : 0;
-    if (n > sizeof c->srv->readbuf) {
+    if (n > sizeof c->hub->readbuf) {
         buf->base = at;
         buf->len = n;
         return;
     }
-    buf->base = c->srv->readbuf;
-    buf->len = sizeof c->srv->readbuf;
+    buf->base = c->hub->readbuf;
+    buf->len = sizeof c->hub->readbuf;
 }
 
 // After EOF: true when the peer closed the socket entirely (POLLHUP: both
@@ -483,7 +510,7 @@ static void conn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
         memcpy(c->sample, buf->base, c->nsample);
         if (c->state != CD_CONN_OPEN && c->state != CD_CONN_DRAINING) return;
         c->last_active_ns = uv_hrtime();
-        int rc = buf->base == c->srv->readbuf ? cd_rpc_reader_feed(c->reader, buf->base, (size_t)nread)
+        int rc = buf->base == c->hub->readbuf ? cd_rpc_reader_feed(c->reader, buf->base, (size_t)nread)
                                               : cd_rpc_reader_feed_in_place(c->reader, (size_t)nread);
         if (rc < 0 && rc != CD_ETOO_LARGE) {
             conn_protocol_error(c, rc, UINT32_MAX, "cannot buffer the message");
@@ -496,13 +523,14 @@ static void conn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
         // E_OVERLOADED; the connection stays in sync. Messages of at most one
         // read are always taken (stats and health keep working under load):
         // queued work is checked again when it is accepted.
-        size_t budget = (size_t)cd_settings_max_buffered(c->srv->set);
-        if (rc == 0 && c->srv->buffered > budget && c->rx_charge > CD_READ_CHUNK && cd_rpc_reader_partial(c->reader)) {
+        size_t budget = (size_t)cd_settings_max_buffered(c->hub->set);
+        if (rc == 0 && c->hub->budget.held > budget && c->rx_charge > CD_READ_CHUNK &&
+            cd_rpc_reader_partial(c->reader)) {
             c->skip_bytes = c->rx_charge;
             CD_STAT_INC(budget_refused);
             CD_DEBUG("conn %llu: skipping a message of %zu bytes: %zu bytes held, "
                      "max-buffered %zu",
-                     (unsigned long long)c->id, c->skip_bytes, c->srv->buffered, budget);
+                     (unsigned long long)c->id, c->skip_bytes, c->hub->budget.held, budget);
             cd_rpc_reader_skip(c->reader);
             conn_recharge(c);
         }
@@ -510,13 +538,14 @@ static void conn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
         // the complete messages before it are answered first, then
         // cd_rpc_reader_next reports it and the connection fails.
         if (rc == CD_ETOO_LARGE) c->backlog = true;
-        cd_conn_process(c);
+        conn_process(c);
     } else if (nread == UV_EOF) {
         if (conn_peer_gone(c)) {
             // Closed, not just shut down for writing: nobody will read the
             // answers, so queued work is cancelled now rather than after
             // the first failed write.
-            CD_DEBUG("conn %llu: peer closed; cancelling its %u request(s)", (unsigned long long)c->id, c->inflight);
+            CD_DEBUG("conn %llu: peer closed; cancelling its %u request(s)", (unsigned long long)c->id,
+                     c->origin.inflight);
             if (c->reader && cd_rpc_reader_buffered(c->reader) > 0 &&
                 (c->state == CD_CONN_OPEN || c->state == CD_CONN_DRAINING))
                 CD_STAT_INC(conn_eof_mid_message);
@@ -532,25 +561,27 @@ static void conn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
     }
 }
 
-int cd_conn_accept(cd_server *srv) {
+int cd_conn_accept(cd_conn_hub *hub) {
     cd_conn *c = calloc(1, sizeof *c);
     if (!c) return CD_ENOMEM;
-    c->srv = srv;
-    c->id = ++srv->next_conn_id;
+    c->hub = hub;
+    c->id = ++hub->next_conn_id;
     c->state = CD_CONN_OPEN;
     c->fd = -1;
     pthread_mutex_init(&c->wlock, NULL);
     msgpack_sbuffer_init(&c->out);
     // ipc: libuv reads with recvmsg and keeps the descriptors a client sends
     // (SCM_RIGHTS) with region_register (daemon/regions.c).
-    uv_pipe_init(srv->loop, &c->pipe, 1);
+    uv_pipe_init(hub->loop, &c->pipe, 1);
     cd_region_set_init(&c->regions);
+    c->origin =
+        (cd_request_origin){.conn = c, .id = c->id, .peer = &c->peer, .regions = &c->regions, .budget = &hub->budget};
     c->pipe.data = c;
-    c->next = srv->conns;
-    if (srv->conns) srv->conns->prev = c;
-    srv->conns = c;
-    srv->nconns++;
-    int rc = uv_accept((uv_stream_t *)&srv->listener, (uv_stream_t *)&c->pipe);
+    c->next = hub->conns;
+    if (hub->conns) hub->conns->prev = c;
+    hub->conns = c;
+    hub->nconns++;
+    int rc = uv_accept(hub->listener, (uv_stream_t *)&c->pipe);
     if (rc != 0) {
         CD_WARN("accept failed: %s", uv_strerror(rc));
         c->refused = true;
@@ -560,24 +591,24 @@ int cd_conn_accept(cd_server *srv) {
     uv_os_fd_t fd;
     if (uv_fileno((uv_handle_t *)&c->pipe, &fd) == 0) c->fd = fd;
     cd_peer_identify(c->fd, &c->peer);
-    if (srv->nactive >= srv->conn_cap) {
+    if (hub->nactive >= hub->conn_cap) {
         c->refused = true;
         CD_STAT_INC(conn_rejected_limit);
         uint64_t now = uv_hrtime();
-        if (now - srv->last_reject_log_ns > 1000000000ull) {
-            srv->last_reject_log_ns = now;
-            CD_WARN("refusing connections: %zu open, max-connections %zu", srv->nactive, srv->conn_cap);
+        if (now - hub->last_reject_log_ns > 1000000000ull) {
+            hub->last_reject_log_ns = now;
+            CD_WARN("refusing connections: %zu open, max-connections %zu", hub->nactive, hub->conn_cap);
         }
         char why[96];
-        snprintf(why, sizeof why, "too many connections (max %zu)", srv->conn_cap);
+        snprintf(why, sizeof why, "too many connections (max %zu)", hub->conn_cap);
         conn_reply_error_raw(c, 0, CD_EOVERLOADED, why);
         c->state = CD_CONN_FAILED;
         cd_conn_flush(c);
         cd_conn_check(c);
         return CD_EOVERLOADED;
     }
-    srv->nactive++;
-    rc = cd_rpc_reader_init(&c->reader, (size_t)srv->set->max_message);
+    hub->nactive++;
+    rc = cd_rpc_reader_init(&c->reader, (size_t)hub->set->max_message);
     if (rc != 0) {
         CD_WARN("conn %llu: cannot allocate a reader", (unsigned long long)c->id);
         c->state = CD_CONN_DEAD;
@@ -586,15 +617,22 @@ int cd_conn_accept(cd_server *srv) {
     }
     CD_STAT_INC(conn_total);
     c->last_active_ns = uv_hrtime();
-    CD_DEBUG("conn %llu: accepted (%zu open)", (unsigned long long)c->id, srv->nactive);
-    if (srv->draining) c->state = CD_CONN_DRAINING;
+    CD_DEBUG("conn %llu: accepted (%zu open)", (unsigned long long)c->id, hub->nactive);
+    if (hub->draining) c->state = CD_CONN_DRAINING;
     cd_conn_update_reading(c);
     return 0;
 }
 
-void cd_conn_drain(cd_conn *c) {
-    if (c->state == CD_CONN_OPEN) c->state = CD_CONN_DRAINING;
-    cd_conn_check(c);
+void cd_conn_drain_all(cd_conn_hub *hub) {
+    hub->draining = true;
+    for (cd_conn *c = hub->conns; c; c = c->next) {
+        if (c->state == CD_CONN_OPEN) c->state = CD_CONN_DRAINING;
+        cd_conn_check(c);
+    }
+}
+
+void cd_conn_kill_all(cd_conn_hub *hub) {
+    for (cd_conn *c = hub->conns; c; c = c->next) cd_conn_kill(c);
 }
 
 void cd_conn_kill(cd_conn *c) {
@@ -606,32 +644,21 @@ void cd_conn_kill(cd_conn *c) {
     // Work not started yet leaves the queues now (answered E_CANCELLED
     // internally, counted as cancelled); running work is skipped if it has
     // not begun computing.
-    for (cd_request *r = c->reqs; r; r = r->conn_next) {
+    for (cd_request *r = c->origin.reqs; r; r = r->conn_next) {
         atomic_store(&r->cancelled, true);
-        cd_workers_cancel(r->pool ? r->pool : c->srv->workers, r);
+        cd_workers_cancel(r->pool ? r->pool : c->hub->workers, r);
     }
     cd_conn_update_reading(c);
     cd_conn_check(c);
 }
 
-int cd_conn_budget_check(cd_conn *c, const cd_rpc_msg *msg, char *err, size_t errlen) {
-    cd_server *srv = c->srv;
-    size_t budget = (size_t)cd_settings_max_buffered(srv->set);
-    if (srv->buffered + msg->nbytes <= budget) return 0;
-    CD_STAT_INC(budget_refused);
-    return cd_errf(CD_EOVERLOADED, err, errlen,
-                   "the daemon holds %zu bytes of requests; this one's %zu would pass "
-                   "max-buffered (%zu): retry later",
-                   srv->buffered, msg->nbytes, budget);
-}
-
-void cd_conn_sweep(cd_server *srv) {
-    const cd_settings *set = srv->set;
+void cd_conn_sweep(cd_conn_hub *hub) {
+    const cd_settings *set = hub->set;
     uint64_t now = uv_hrtime();
     uint64_t idle_ns = (uint64_t)set->idle_timeout * 1000000000ull;
     uint64_t read_ns = (uint64_t)set->read_timeout * 1000000000ull;
     cd_conn *next;
-    for (cd_conn *c = srv->conns; c; c = next) {
+    for (cd_conn *c = hub->conns; c; c = next) {
         next = c->next; // c may be closed below (freed later, in its close callback)
         if (c->refused || !c->reader || (c->state != CD_CONN_OPEN && c->state != CD_CONN_DRAINING)) continue;
         if (read_ns && c->msg_start_ns && c->reading && now - c->msg_start_ns >= read_ns) {
@@ -644,8 +671,8 @@ void cd_conn_sweep(cd_server *srv) {
             conn_protocol_error(c, CD_ETIMEOUT, UINT32_MAX, why);
             continue;
         }
-        bool idle =
-            c->state == CD_CONN_OPEN && c->inflight == 0 && !c->backlog && c->out.size == 0 && c->write_pending == 0;
+        bool idle = c->state == CD_CONN_OPEN && c->origin.inflight == 0 && !c->backlog && c->out.size == 0 &&
+                    c->write_pending == 0;
         if (idle_ns && idle && now - c->last_active_ns >= idle_ns) {
             CD_STAT_INC(conn_idle_timeouts);
             CD_DEBUG("conn %llu: idle for %llds (idle-timeout); closing", (unsigned long long)c->id,
@@ -653,4 +680,34 @@ void cd_conn_sweep(cd_server *srv) {
             conn_close(c);
         }
     }
+}
+
+// ---- the backlog: connections with messages left over from their batch -----
+
+static void on_backlog_idle(uv_idle_t *h) {
+    cd_conn_hub *hub = h->data;
+    // Each connection handles at most CD_CONN_BATCH messages per turn; one
+    // that still has more re-adds itself, after the others.
+    cd_conn *list = hub->backlog;
+    hub->backlog = NULL;
+    while (list) {
+        cd_conn *c = list;
+        list = c->backlog_next;
+        c->in_backlog_list = false;
+        if (c->state != CD_CONN_CLOSING) conn_process(c);
+    }
+    if (!hub->backlog) uv_idle_stop(&hub->backlog_idle);
+}
+
+void cd_conn_backlog_add(cd_conn *c) {
+    if (c->in_backlog_list || c->state == CD_CONN_CLOSING) return;
+    c->in_backlog_list = true;
+    c->backlog_next = c->hub->backlog;
+    c->hub->backlog = c;
+    uv_idle_start(&c->hub->backlog_idle, on_backlog_idle);
+}
+
+void cd_conn_hub_init(cd_conn_hub *hub) {
+    uv_idle_init(hub->loop, &hub->backlog_idle);
+    hub->backlog_idle.data = hub;
 }

@@ -12,9 +12,18 @@
 // the connection's write lock. A connection is freed only in its uv_close
 // callback, and uv_close is called only once no request of it is queued,
 // running on a worker, or finished and not yet taken back by the loop
-// (`inflight` is the reference count that keeps it alive for the workers).
+// (`origin.inflight` is the reference count that keeps it alive for the
+// workers).
+//
+// Transport only: a connection knows its hub (daemon/conn-hub.h), not the
+// server. Each request message goes to the hub's dispatcher, which answers
+// at once or queues work; the request bookkeeping (budget, in-flight list)
+// is daemon/request.c's, through the connection's `origin`. Only the
+// connection's own files (conn.c, conn-respond.c, conn-internal.h) and its
+// owner (server.c) include this header.
 
 #include "daemon/access.h"
+#include "daemon/conn-hub.h"
 #include "daemon/regions.h"
 #include "daemon/request.h"
 #include "proto/rpc.h"
@@ -25,8 +34,6 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <uv.h>
-
-typedef struct cd_server cd_server;
 
 #define CD_CONN_BATCH 64            // messages handled per callback
 #define CD_CONN_OUT_HIGH (4u << 20) // unsent response bytes that pause reads
@@ -58,22 +65,21 @@ typedef enum {
 } cd_conn_state;
 
 struct cd_conn {
-    cd_server *srv;        // owning server
-    uv_pipe_t pipe;        // the socket (pipe.data == this)
-    cd_conn_state state;   // lifecycle, see above
-    uint64_t id;           // for logs
-    bool refused;          // over max-connections: refused with E_OVERLOADED
-    cd_rpc_reader *reader; // streaming msgpack-RPC reader
-    msgpack_sbuffer out;   // packed responses not yet handed to uv_write
-    size_t write_pending;  // bytes handed to uv_write and not yet written
-    unsigned inflight;     // requests queued or running on workers
-    cd_request *reqs;      // those requests (for cancellation)
-    bool reading;          // uv_read_start is active
-    bool backlog;          // the reader may hold complete, unhandled messages
-    bool in_backlog_list;  // linked in srv->backlog
-    bool out_paused;       // write_pending went over CD_CONN_OUT_HIGH
-    int fd;                // the socket's descriptor (set at accept, then fixed)
-    cd_peer peer;          // who connected (SO_PEERCRED at accept; access.h)
+    cd_conn_hub *hub;         // what the connections share (the server's)
+    cd_request_origin origin; // its requests: in flight, budget, regions, peer
+    uv_pipe_t pipe;           // the socket (pipe.data == this)
+    cd_conn_state state;      // lifecycle, see above
+    uint64_t id;              // for logs
+    bool refused;             // over max-connections: refused with E_OVERLOADED
+    cd_rpc_reader *reader;    // streaming msgpack-RPC reader
+    msgpack_sbuffer out;      // packed responses not yet handed to uv_write
+    size_t write_pending;     // bytes handed to uv_write and not yet written
+    bool reading;             // uv_read_start is active
+    bool backlog;             // the reader may hold complete, unhandled messages
+    bool in_backlog_list;     // linked in hub->backlog
+    bool out_paused;          // write_pending went over CD_CONN_OUT_HIGH
+    int fd;                   // the socket's descriptor (set at accept, then fixed)
+    cd_peer peer;             // who connected (SO_PEERCRED at accept; access.h)
     // The write lock exists because two kinds of thread write response bytes
     // to this socket: the loop (its own replies, and everything queued) and
     // the workers (a finished request's response, written directly to save
@@ -93,30 +99,23 @@ struct cd_conn {
     // Limits (loop thread): idle-timeout, read-timeout, the memory budget.
     uint64_t last_active_ns;  // last byte received, or last request answered
     uint64_t msg_start_ns;    // a message is partly received since (0: none)
-    size_t rx_charge;         // bytes of srv->buffered charged for the reader
+    size_t rx_charge;         // bytes of hub->budget charged for the reader
     size_t skip_bytes;        // size of the message being skipped (over budget)
     unsigned char sample[16]; // first bytes of the last read (protocol-error logs)
     size_t nsample;
     cd_region_set regions; // shared-memory regions (loop thread; daemon/regions.c)
-    cd_conn *prev, *next;  // srv->conns
-    cd_conn *backlog_next; // srv->backlog
+    cd_conn *prev, *next;  // hub->conns
+    cd_conn *backlog_next; // hub->backlog
 };
 
-// Accepts a pending connection from the listener (or refuses it when the
-// server is at its connection cap). Returns 0 or a negative code.
-int cd_conn_accept(cd_server *srv);
+// Starts the hub's own handle (the backlog idle) on hub->loop; the owner
+// closes hub->backlog_idle when it stops.
+void cd_conn_hub_init(cd_conn_hub *hub);
 
-// Handles up to CD_CONN_BATCH buffered messages (used by the backlog idle).
-void cd_conn_process(cd_conn *c);
+// Accepts a pending connection from the hub's listener (or refuses it when
+// at the connection cap). Returns 0 or a negative code.
+int cd_conn_accept(cd_conn_hub *hub);
 
-// Appends [1, msgid, nil, result] where `result` is one packed msgpack value.
-void cd_conn_reply_ok(cd_conn *c, uint32_t msgid, const char *result, size_t len);
-// Appends [1, msgid, {code, message}, nil] and counts the error in stats.
-// message may be NULL (the table's default message).
-void cd_conn_reply_error(cd_conn *c, uint32_t msgid, int status, const char *message);
-
-// Registers a request submitted to the workers (counts in `inflight`).
-void cd_conn_request_started(cd_conn *c, cd_request *req);
 // A request came back from the workers: answers it (unless the peer is gone),
 // frees it, and resumes reading/closing as needed.
 void cd_conn_request_done(cd_request *req);
@@ -133,17 +132,11 @@ void cd_conn_respond(cd_request *req);
 // received message has not completed within read-timeout of its first byte
 // is answered E_TIMEOUT and closed. Reads paused by the daemon itself do not
 // count against the client (the message clock restarts when they resume).
-void cd_conn_sweep(cd_server *srv);
+void cd_conn_sweep(cd_conn_hub *hub);
 
-// The memory budget for work that is queued (infer, load, plan): returns 0
-// when the server may hold msg until it is answered, or CD_EOVERLOADED with
-// a reason when the bytes held (srv->buffered) plus msg's would pass
-// max-buffered (counted in budget_refused).
-int cd_conn_budget_check(cd_conn *c, const cd_rpc_msg *msg, char *err, size_t errlen);
-
-// Server shutdown: OPEN connections start draining.
-void cd_conn_drain(cd_conn *c);
-// Drain timeout / forced stop: drops the connection (see CD_CONN_DEAD).
-void cd_conn_kill(cd_conn *c);
+// Server shutdown: OPEN connections start draining, and so will new ones.
+void cd_conn_drain_all(cd_conn_hub *hub);
+// Drain timeout / forced stop: drops every connection (see CD_CONN_DEAD).
+void cd_conn_kill_all(cd_conn_hub *hub);
 
 #endif // CD_DAEMON_CONN_H

@@ -5,13 +5,12 @@
 #include "daemon/models.h"
 
 #include "core/bigbuf.h"
-#include "daemon/conn.h"
 #include "daemon/log.h"
 #include "daemon/regions.h"
 #include "daemon/registry.h"
 #include "daemon/reply.h"
 #include "daemon/request.h"
-#include "daemon/server.h"
+#include "daemon/server-state.h"
 #include "daemon/validate.h"
 #include "core/errors.h"
 #include "core/limits.h"
@@ -328,24 +327,24 @@ static void release_regions(infer_state *st) {
     }
 }
 
-// Resolves the region tensors of a validated infer in c's regions: inputs
+// Resolves the region tensors of a validated infer in the client's regions: inputs
 // point into their mappings, outputs get their destinations. Returns 0 or
 // CD_ENOT_FOUND / CD_EREGION with err (holds taken so far are dropped).
-static int acquire_regions(cd_conn *c, infer_state *st, const cd_infer_args *a, char *err, size_t errlen) {
+static int acquire_regions(cd_region_set *regions, infer_state *st, const cd_infer_args *a, char *err, size_t errlen) {
     int rc = 0;
     for (int i = 0; i < st->nin && rc == 0; i++) {
         if (!a->in_ref[i].name) continue;
         st->in_use[i].owner = st;
         void *p;
-        rc = cd_region_acquire(&c->regions, &a->in_ref[i], a->in_bytes[i], false, &st->in_use[i], &p, err, errlen);
+        rc = cd_region_acquire(regions, &a->in_ref[i], a->in_bytes[i], false, &st->in_use[i], &p, err, errlen);
         if (rc == 0) st->in[i] = p;
     }
     for (int i = 0; i < st->nout && rc == 0; i++) {
         if (!a->out_ref[i].name) continue;
         st->out_use[i].owner = st;
         st->out_ref[i] = a->out_ref[i];
-        rc = cd_region_acquire(&c->regions, &a->out_ref[i], a->out_bytes[i], true, &st->out_use[i], &st->out_dst[i],
-                               err, errlen);
+        rc = cd_region_acquire(regions, &a->out_ref[i], a->out_bytes[i], true, &st->out_use[i], &st->out_dst[i], err,
+                               errlen);
     }
     if (rc != 0) {
         release_regions(st);
@@ -375,9 +374,9 @@ static void infer_answered(cd_request *req) { release_regions(req->state); }
 static const cd_request_ops infer_ops = {NULL, infer_done, infer_pack, infer_release, infer_answered};
 
 // Validates an infer call against e (daemon/validate.c) and fills st
-// (with its regions, from c's).
-static int infer_validate(cd_conn *c, const msgpack_object *params, cd_model_entry *e, const cd_settings *set,
-                          infer_state *st, char *err, size_t errlen) {
+// (with its regions, from the client's).
+static int infer_validate(cd_region_set *regions, const msgpack_object *params, cd_model_entry *e,
+                          const cd_settings *set, infer_state *st, char *err, size_t errlen) {
     const cd_model *m = e->model;
     cd_infer_sig sig = {.model = e->name,
                         .nin = cd_model_num_inputs(m),
@@ -411,7 +410,7 @@ static int infer_validate(cd_conn *c, const msgpack_object *params, cd_model_ent
                            "output '%s' into a region: the inputs are of another size than the model's first plan, "
                            "whose outputs' sizes are not known before it runs (send it inline)",
                            cd_model_output(m, i)->name);
-    return acquire_regions(c, st, &a, err, errlen);
+    return acquire_regions(regions, st, &a, err, errlen);
 }
 
 int cd_method_infer(cd_call *call) {
@@ -441,10 +440,10 @@ int cd_method_infer(cd_call *call) {
         return CD_ENOMEM;
     }
     st->entry = e;
-    rc = infer_validate(call->conn, call->params, e, call->srv->set, st, call->err, sizeof call->err);
-    if (rc == 0) rc = cd_conn_budget_check(call->conn, call->msg, call->err, sizeof call->err);
+    rc = infer_validate(call->from->regions, call->params, e, call->srv->set, st, call->err, sizeof call->err);
+    if (rc == 0) rc = cd_request_budget_check(call->from->budget, call->msg, call->err, sizeof call->err);
     cd_request *req = NULL;
-    if (rc == 0 && !(req = cd_request_new(call->conn, call->msg, CD_M_infer, &infer_ops))) rc = CD_ENOMEM;
+    if (rc == 0 && !(req = cd_request_new(call->from, call->msg, CD_M_infer, &infer_ops))) rc = CD_ENOMEM;
     if (rc != 0) {
         release_regions(st);
         cd_model_entry_unref(e);
@@ -465,6 +464,6 @@ int cd_method_infer(cd_call *call) {
         count_error(counters, rc);
         return rc;
     }
-    cd_conn_request_started(call->conn, req);
+    cd_request_started(req);
     return CD_CALL_QUEUED;
 }

@@ -18,14 +18,18 @@
 #include <string.h>
 #include <unistd.h>
 
-// Checks --device at start-up (backends/backend.h cd_backend_probe): "cpu",
+// Checks --device at start-up (backends/devices.h cd_backend_probe): "cpu",
 // "hip-emu", or "hip[:N]", which loads the GPU=hip plugin and probes the
 // device. Returns 0 (usable; logs what it found), 1 (a device name this
 // machine or build cannot run: no GPU, plugin missing) or 2 (not a device
 // name); prints the reason.
-static int check_device(const char *dev) {
+static int check_device(const cd_settings *set) {
+    const char *dev = set->device;
     char info[512] = "", err[768] = "";
-    int rc = cd_backend_probe(dev, info, sizeof info, err, sizeof err);
+    // The switches the runtime will create it with (runtime/options.c).
+    cd_backend_opts bo = {
+        .kernels_ref = set->cpu_kernels == 1, .int8_ref = set->int8 == 2, .hip_plugin = set->hip_plugin};
+    int rc = cd_backend_probe(dev, &bo, info, sizeof info, err, sizeof err);
     if (rc == 0) {
         if (strcmp(info, dev) != 0) fprintf(stderr, "convd: --device %s: %s\n", dev, info); // more than a name
         return 0;
@@ -48,7 +52,7 @@ static void runtime_configure(const cd_settings *set) {
     o.cpu_kernels_ref = set->cpu_kernels == 1;
     o.plan = (int)set->plan;
     o.int8 = (int)set->int8;
-    if (set->max_isa > 0) snprintf(o.max_isa, sizeof o.max_isa, "%s", cd_max_isa_names[set->max_isa]);
+    o.max_isa = (cd_isa_cap)set->max_isa; // cd_max_isa_names is in cd_isa_cap's order
     snprintf(o.hip_plugin, sizeof o.hip_plugin, "%s", set->hip_plugin);
     o.log = runtime_log;
     cd_runtime_configure(&o);
@@ -75,7 +79,7 @@ int main(int argc, char **argv) {
     }
     cd_log_set_level((cd_log_level)set.log_level);
     runtime_configure(&set);
-    int rc = check_device(set.device);
+    int rc = check_device(&set);
     if (rc != 0) return rc;
     return cd_server_run(&set, argc, argv);
 }

@@ -3,13 +3,12 @@
 #include "core/errors.h"
 #include "core/limits.h"
 #include "daemon/access.h"
-#include "daemon/conn.h"
 #include "daemon/features.h"
 #include "daemon/log.h"
 #include "daemon/metrics.h"
 #include "daemon/models.h"
 #include "daemon/regions.h"
-#include "daemon/server.h"
+#include "daemon/server-state.h"
 #include "daemon/stats.h"
 #include "daemon/validate.h"
 #include "daemon/version.h"
@@ -73,7 +72,9 @@ static void sanitize(char *dst, size_t dstlen, const char *src, size_t len) {
     dst[n] = '\0';
 }
 
-void cd_methods_dispatch(cd_conn *c, cd_rpc_msg *msg) {
+int cd_methods_dispatch(void *ud, cd_request_origin *from, cd_rpc_msg *msg, msgpack_sbuffer *result, char *err,
+                        size_t errlen) {
+    cd_server *srv = ud;
     cd_method_id id = cd_method_lookup(msg->method, msg->method_len);
     uint32_t msgid = msg->msgid;
     CD_STAT_INC(req_total);
@@ -83,12 +84,10 @@ void cd_methods_dispatch(cd_conn *c, cd_rpc_msg *msg) {
     for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++)
         if (methods[i].id == id) e = &methods[i];
 
-    cd_call call = {.srv = c->srv, .conn = c, .msg = msg};
+    cd_call call = {.srv = srv, .from = from, .msg = msg};
     int rc;
-    msgpack_sbuffer sb;
-    msgpack_sbuffer_init(&sb);
     msgpack_packer pk;
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_packer_init(&pk, result, msgpack_sbuffer_write);
     call.pk = &pk;
     bool called = false;
 
@@ -98,14 +97,14 @@ void cd_methods_dispatch(cd_conn *c, cd_rpc_msg *msg) {
         snprintf(call.err, sizeof call.err, "unknown method '%s'", name);
         rc = CD_EMETHOD;
     } else if ((e->flags & MF_ADMIN) &&
-               (rc = cd_access_check(&c->peer, id, (unsigned long long)c->id, call.err, sizeof call.err)) != 0) {
+               (rc = cd_access_check(from->peer, id, (unsigned long long)from->id, call.err, sizeof call.err)) != 0) {
         // rc set: checked before the params, so a refused peer learns nothing else
     } else if ((rc = cd_params_map(msg, &call.params, call.err, sizeof call.err)) != 0) {
         // rc set
     } else if ((e->flags & MF_NEEDS_PARAMS) && !call.params) {
         snprintf(call.err, sizeof call.err, "%s needs params [map]", cd_method_name(id));
         rc = CD_EPARAMS;
-    } else if ((e->flags & MF_NO_DRAINING) && c->srv->draining) {
+    } else if ((e->flags & MF_NO_DRAINING) && srv->draining) {
         snprintf(call.err, sizeof call.err, "server is shutting down");
         rc = CD_ESHUTDOWN;
     } else {
@@ -113,17 +112,15 @@ void cd_methods_dispatch(cd_conn *c, cd_rpc_msg *msg) {
         called = true;
     }
     // A region_register refused before its handler still used up its descriptor.
-    if (id == CD_M_region_register && !called) cd_region_set_drop_one(&c->regions);
+    if (id == CD_M_region_register && !called) cd_region_set_drop_one(from->regions);
 
-    if (rc == 0) {
-        cd_conn_reply_ok(c, msgid, sb.data, sb.size);
-    } else if (rc < 0) {
-        CD_DEBUG("conn %llu: msgid %u %s: %s: %s", (unsigned long long)c->id, msgid, cd_method_name(id),
+    if (rc < 0) {
+        CD_DEBUG("conn %llu: msgid %u %s: %s: %s", (unsigned long long)from->id, msgid, cd_method_name(id),
                  cd_err_name(rc), call.err);
-        cd_conn_reply_error(c, msgid, rc, call.err[0] ? call.err : NULL);
+        snprintf(err, errlen, "%s", call.err);
     }
-    msgpack_sbuffer_destroy(&sb);
     if (rc != CD_CALL_QUEUED) cd_rpc_msg_free(msg);
+    return rc;
 }
 
 // ---- the cheap methods, answered on the loop --------------------------------
@@ -201,7 +198,7 @@ static int m_stats(cd_call *call) {
     uint64_t rej_limit = CD_STAT_GET(conn_rejected_limit);
     uint64_t rej_emfile = CD_STAT_GET(conn_rejected_emfile);
     const kv_u64 connections[] = {
-        {"current", srv->nactive},
+        {"current", srv->hub.nactive},
         {"total", CD_STAT_GET(conn_total)},
         {"rejected", rej_limit + rej_emfile},
         {"rejected_limit", rej_limit},
@@ -268,10 +265,8 @@ static int m_stats(cd_call *call) {
     rc |= pack_kv_u64(pk, "rss_bytes", cd_stats_rss_bytes());
     // limits: the request-memory budget and the load queue
     const kv_u64 limits[] = {
-        {"buffered_bytes", srv->buffered},
-        {"max_buffered", (uint64_t)cd_settings_max_buffered(srv->set)},
-        {"budget_refused", CD_STAT_GET(budget_refused)},
-        {"pending_loads", srv->pending_loads},
+        {"buffered_bytes", srv->hub.budget.held},        {"max_buffered", (uint64_t)cd_settings_max_buffered(srv->set)},
+        {"budget_refused", CD_STAT_GET(budget_refused)}, {"pending_loads", srv->pending_loads},
         {"models", (uint64_t)cd_models_count(srv)},
     };
     rc |= pack_key(pk, "limits");
@@ -298,14 +293,14 @@ static int m_metrics(cd_call *call) {
 // ---- shared-memory regions (daemon/regions.c) ---------------------------------
 
 static int m_region_register(cd_call *call) {
-    return cd_region_method_register(&call->conn->regions, call->srv->set, call->params, call->pk, call->err,
+    return cd_region_method_register(call->from->regions, call->srv->set, call->params, call->pk, call->err,
                                      sizeof call->err);
 }
 
 static int m_region_unregister(cd_call *call) {
-    return cd_region_method_unregister(&call->conn->regions, call->params, call->pk, call->err, sizeof call->err);
+    return cd_region_method_unregister(call->from->regions, call->params, call->pk, call->err, sizeof call->err);
 }
 
 static int m_region_list(cd_call *call) {
-    return cd_region_method_list(&call->conn->regions, call->pk, call->err, sizeof call->err);
+    return cd_region_method_list(call->from->regions, call->pk, call->err, sizeof call->err);
 }

@@ -6,29 +6,18 @@
 // the request, and either answers at once (cheap methods, on the loop) or
 // hands a cd_request to the worker pool (anything that computes).
 
+#include "daemon/call.h"
+#include "daemon/request.h"
 #include "proto/rpc.h"
 
 #include <msgpack.h>
-#include <stdint.h>
+#include <stddef.h>
 
-typedef struct cd_conn cd_conn;
-typedef struct cd_server cd_server;
-
-// What a handler gets.
-typedef struct {
-    cd_server *srv;               // the server
-    cd_conn *conn;                // where the answer goes
-    cd_rpc_msg *msg;              // the request; a handler that queues work
-                                  // takes it (cd_request_new zeroes it)
-    const msgpack_object *params; // the params map, or NULL when none given
-    msgpack_packer *pk;           // packs the result value of a sync answer
-    char err[256];                // reason when the handler fails
-} cd_call;
-
-// Handler results besides 0 (result packed in pk) and negative CD_E* codes.
-#define CD_CALL_QUEUED 1 // work was handed to the workers; answered later
-
-// Handles one decoded request message; takes ownership of *msg.
-void cd_methods_dispatch(cd_conn *c, cd_rpc_msg *msg);
+// The dispatcher the server hands its connections (a cd_request_dispatch_fn;
+// ud is the cd_server): handles one decoded request message from `from`,
+// taking ownership of *msg; returns 0 with the result value packed in
+// `result`, a negative CD_E* code with err, or CD_REQUEST_QUEUED.
+int cd_methods_dispatch(void *ud, cd_request_origin *from, cd_rpc_msg *msg, msgpack_sbuffer *result, char *err,
+                        size_t errlen);
 
 #endif // CD_DAEMON_METHODS_H

@@ -5,7 +5,7 @@
 #include "daemon/log.h"
 #include "daemon/models.h"
 #include "daemon/registry.h"
-#include "daemon/server.h"
+#include "daemon/server-state.h"
 #include "daemon/stats.h"
 #include "runtime/runtime.h"
 
@@ -148,11 +148,11 @@ static void server_metrics(FILE *f, cd_server *srv) {
     head(f, "convd_draining", "gauge", "1 once SIGTERM/SIGINT started the drain.");
     fprintf(f, "convd_draining %d\n", srv->draining ? 1 : 0);
     head(f, "convd_connections", "gauge", "Open client connections.");
-    fprintf(f, "convd_connections %zu\n", srv->nactive);
+    fprintf(f, "convd_connections %zu\n", srv->hub.nactive);
     head(f, "convd_buffered_bytes", "gauge",
          "Bytes of requests held: partly received messages and accepted, unanswered "
          "requests (budget: max-buffered).");
-    fprintf(f, "convd_buffered_bytes %zu\n", srv->buffered);
+    fprintf(f, "convd_buffered_bytes %zu\n", srv->hub.budget.held);
     head(f, "convd_in_flight", "gauge", "Requests queued or running on the workers (and plan profiles).");
     fprintf(f, "convd_in_flight %zu\n", cd_server_in_flight(srv));
     head(f, "convd_resident_memory_bytes", "gauge", "Resident set size of the daemon.");

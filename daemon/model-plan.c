@@ -11,11 +11,10 @@
 
 #include "core/errors.h"
 #include "core/limits.h"
-#include "daemon/conn.h"
 #include "daemon/features.h"
 #include "daemon/registry.h"
 #include "daemon/request.h"
-#include "daemon/server.h"
+#include "daemon/server-state.h"
 #include "proto/params.h"
 #include "proto/rpc.h"
 #include "runtime/runtime.h"
@@ -174,7 +173,7 @@ int cd_method_plan(cd_call *call) {
                  cd_sanitize(shown, sizeof shown, name, strlen(name)));
         return CD_ENOT_FOUND;
     }
-    rc = cd_conn_budget_check(call->conn, call->msg, call->err, sizeof call->err);
+    rc = cd_request_budget_check(call->from->budget, call->msg, call->err, sizeof call->err);
     if (rc != 0) {
         cd_model_entry_unref(e);
         return rc;
@@ -188,7 +187,7 @@ int cd_method_plan(cd_call *call) {
     int n = cd_model_num_layers(e->model);
     double *lms = calloc((size_t)n + 1, sizeof *lms);
     cd_request *req = NULL;
-    if (!st || !lms || !(req = cd_request_new(call->conn, call->msg, CD_M_plan, &plan_ops))) {
+    if (!st || !lms || !(req = cd_request_new(call->from, call->msg, CD_M_plan, &plan_ops))) {
         free(st);
         free(lms);
         cd_model_entry_unref(e);
@@ -202,7 +201,7 @@ int cd_method_plan(cd_call *call) {
     st->total_ms = -1;
     req->srv = call->srv;
     req->state = st;
-    cd_conn_request_started(call->conn, req);
+    cd_request_started(req);
     cd_workers_submit(call->srv->profiler, req);
     return CD_CALL_QUEUED;
 }

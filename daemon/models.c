@@ -8,11 +8,10 @@
 
 #include "core/errors.h"
 #include "core/limits.h"
-#include "daemon/conn.h"
 #include "daemon/log.h"
 #include "daemon/registry.h"
 #include "daemon/request.h"
-#include "daemon/server.h"
+#include "daemon/server-state.h"
 #include "daemon/validate.h"
 #include "core/errors.h"
 #include "core/limits.h"
@@ -486,22 +485,22 @@ static void load_release(cd_request *req) {
 
 // Queues the load described by st on the loader thread (never on the
 // inference workers: a load neither holds one nor waits behind inference);
-// conn may be NULL (SIGHUP). Returns 0 or CD_ENOMEM (st is freed then).
-static int load_submit(cd_server *srv, cd_conn *conn, cd_rpc_msg *msg, load_state *st) {
+// from may be NULL (SIGHUP). Returns 0 or CD_ENOMEM (st is freed then).
+static int load_submit(cd_server *srv, cd_request_origin *from, cd_rpc_msg *msg, load_state *st) {
     cd_rpc_msg none;
     memset(&none, 0, sizeof none);
     static const cd_request_ops load_ops = {load_work, load_done, load_pack, load_release};
-    cd_request *req = cd_request_new(conn, msg ? msg : &none, CD_M_load, &load_ops);
+    cd_request *req = cd_request_new(from, msg ? msg : &none, CD_M_load, &load_ops);
     if (!req) {
         free(st);
         return CD_ENOMEM;
     }
     req->srv = srv;
     req->state = st;
-    if (conn) {
+    if (from) {
         st->pending = true;
         srv->pending_loads++;
-        cd_conn_request_started(conn, req);
+        cd_request_started(req);
     }
     cd_workers_submit(srv->loader, req);
     return 0;
@@ -525,7 +524,7 @@ static int load_limits(cd_call *call, const load_state *st) {
     if (stat(st->real, &sb) == 0 && sb.st_size > set->max_model_bytes)
         return cd_errf(CD_ETOO_LARGE, call->err, sizeof call->err, "%s is %lld bytes, over max-model-bytes (%lld)",
                        st->path, (long long)sb.st_size, (long long)set->max_model_bytes);
-    return cd_conn_budget_check(call->conn, call->msg, call->err, sizeof call->err);
+    return cd_request_budget_check(call->from->budget, call->msg, call->err, sizeof call->err);
 }
 
 int cd_method_load(cd_call *call) {
@@ -569,7 +568,7 @@ int cd_method_load(cd_call *call) {
         free(st);
         return rc;
     }
-    rc = load_submit(call->srv, call->conn, call->msg, st);
+    rc = load_submit(call->srv, call->from, call->msg, st);
     return rc ? rc : CD_CALL_QUEUED;
 }
 

@@ -8,7 +8,7 @@
 // loop thread except the `work` parts of requests and the batch callback,
 // which run on workers.
 
-#include "daemon/methods.h"
+#include "daemon/call.h"
 
 #include <msgpack.h>
 #include <stdint.h>
@@ -35,7 +35,7 @@ int64_t cd_models_count(cd_server *srv);
 // Packs {name: {requests, errors, batches}} for `stats`.
 int cd_models_pack_stats(cd_server *srv, msgpack_packer *pk);
 
-// Method handlers (see methods.h for the cd_call contract).
+// Method handlers (see call.h for the cd_call contract).
 int cd_method_models(cd_call *call);
 int cd_method_load(cd_call *call);
 int cd_method_unload(cd_call *call);

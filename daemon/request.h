@@ -13,10 +13,18 @@
 // holds a request may therefore touch req->conn (cd_conn_respond).
 //
 // Direct responses: a request whose `pack_on_worker` is set is packed and
-// written by the worker that ran it (cd_conn_respond, daemon/conn.c), before
-// it goes back to the loop; `sent` then tells the loop what is left to do.
+// written by the worker that ran it (cd_conn_respond, daemon/conn-respond.c),
+// before it goes back to the loop; `sent` then tells the loop what is left to do.
+//
+// Bookkeeping (this file's cd_request_budget_check, cd_request_started,
+// cd_request_finished): the handlers admit and count their requests here,
+// through the request's origin, never through the connection itself; the
+// connection is transport only (daemon/conn.h).
 
+#include "daemon/access.h"
+#include "daemon/regions.h"
 #include "daemon/reply.h"
+#include "daemon/settings.h"
 #include "daemon/stats.h"
 #include "proto/rpc.h"
 
@@ -30,6 +38,37 @@ typedef struct cd_request cd_request;
 typedef struct cd_server cd_server;
 typedef struct cd_sched_queue cd_sched_queue;
 typedef struct cd_workers cd_workers;
+
+// The bytes of requests the daemon holds, against max-buffered: what the
+// connections' readers hold or have committed to, plus accepted, unanswered
+// requests. One per server (loop thread only).
+typedef struct {
+    size_t held;            // bytes held now
+    const cd_settings *set; // max-buffered (SIGHUP may change it in place)
+} cd_request_budget;
+
+// Where requests come from: one per connection, embedded in it and filled
+// by it. Handlers reach their client through this, not through the
+// connection: its regions, its peer (access checks), its id (logs), and the
+// list of what it has in flight (cancelled when it goes away).
+typedef struct {
+    cd_conn *conn;             // where answers go (opaque outside conn*.c)
+    uint64_t id;               // the connection's id, for logs
+    cd_peer *peer;             // who connected (access.h)
+    cd_region_set *regions;    // its shared-memory regions (loop thread)
+    cd_request_budget *budget; // the server's
+    unsigned inflight;         // requests started and not yet finished
+    cd_request *reqs;          // those requests (for cancellation)
+} cd_request_origin;
+
+// A dispatcher: the connection hands every request message to it (the
+// server gives the connections one; daemon/methods.c's is the real one). It
+// takes ownership of *msg and returns 0 with the packed result value in
+// `result`, a negative CD_E* code with a reason in err, or CD_REQUEST_QUEUED
+// when a request went to the workers (answered when it comes back).
+typedef int (*cd_request_dispatch_fn)(void *ud, cd_request_origin *from, cd_rpc_msg *msg, msgpack_sbuffer *result,
+                                      char *err, size_t errlen);
+#define CD_REQUEST_QUEUED 1
 
 // Runs on worker thread `worker` (0..workers-1). Returns 0 or a negative
 // CD_E* code with req->err filled.
@@ -72,7 +111,8 @@ typedef enum {
 } cd_sent;
 
 struct cd_request {
-    cd_conn *conn;             // connection that will get the response
+    cd_request_origin *from;   // where it came from (NULL: internal work, e.g. SIGHUP loads)
+    cd_conn *conn;             // connection that will get the response (from->conn)
     uint32_t msgid;            // msgid of the request
     cd_method_id method;       // which method (for stats and logs)
     cd_rpc_msg msg;            // the request message, owned by the request
@@ -83,8 +123,8 @@ struct cd_request {
     int status;                // result of work (0 or CD_E*)
     char err[256];             // reason when status < 0
     uint64_t t_received_ns;    // uv_hrtime() when decoded
-    size_t charge;             // bytes of srv->buffered it holds until freed (its
-                               // message), set by cd_conn_request_started
+    size_t charge;             // bytes of the budget it holds until finished (its
+                               // message), set by cd_request_started
     uint64_t deadline_ns;      // must start by then (uv_hrtime), 0 = no limit
     bool pack_on_worker;       // `pack` may run on the worker: it reads only the
                                // request's state and immutable model data, and
@@ -111,10 +151,22 @@ struct cd_request {
 };
 
 // Allocates a request of method `method`, run by `ops` (static), that takes
-// ownership of *msg (msg is zeroed). Returns NULL when out of memory (msg is
-// left untouched then).
-cd_request *cd_request_new(cd_conn *conn, cd_rpc_msg *msg, cd_method_id method, const cd_request_ops *ops);
+// ownership of *msg (msg is zeroed); `from` may be NULL (internal work).
+// Returns NULL when out of memory (msg is left untouched then).
+cd_request *cd_request_new(cd_request_origin *from, cd_rpc_msg *msg, cd_method_id method, const cd_request_ops *ops);
 // Releases the method state, the message and the request.
 void cd_request_free(cd_request *req);
+
+// The memory budget for work that is queued (infer, load, plan): returns 0
+// when the server may hold msg until it is answered, or CD_EOVERLOADED with
+// a reason when the bytes held plus msg's would pass max-buffered (counted
+// in budget_refused).
+int cd_request_budget_check(const cd_request_budget *b, const cd_rpc_msg *msg, char *err, size_t errlen);
+// A request was handed to the workers: charges its message to the budget
+// and counts it in its origin's in-flight list (a no-op without an origin).
+void cd_request_started(cd_request *req);
+// A request came back from the workers (loop thread): the reverse of
+// cd_request_started.
+void cd_request_finished(cd_request *req);
 
 #endif // CD_DAEMON_REQUEST_H

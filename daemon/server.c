@@ -4,6 +4,7 @@
 #include "core/errors.h"
 #include "daemon/access.h"
 #include "daemon/conn.h"
+#include "daemon/methods.h"
 #include "daemon/log.h"
 #include "daemon/metrics.h"
 #include "daemon/models.h"
@@ -23,18 +24,6 @@
 #include <unistd.h>
 
 #define CD_FD_RESERVE 32 // descriptors kept free for models, logs, libuv
-
-size_t cd_server_in_flight(cd_server *srv) {
-    size_t n = srv->workers ? cd_workers_busy(srv->workers) : 0;
-    n += srv->loader ? cd_workers_busy(srv->loader) : 0;
-    return n + (srv->profiler ? cd_workers_busy(srv->profiler) : 0);
-}
-
-const char *cd_server_socket_path(const cd_server *srv) {
-    return srv->activated ? srv->activated_path : srv->set->socket;
-}
-
-double cd_server_uptime(const cd_server *srv) { return (double)(uv_hrtime() - srv->start_ns) / 1e9; }
 
 // ---- the socket file --------------------------------------------------------
 
@@ -194,8 +183,8 @@ static void on_connection(uv_stream_t *listener, int status) {
             // with its reserve descriptor; we count and log the event.
             CD_STAT_INC(conn_rejected_emfile);
             uint64_t now = uv_hrtime();
-            if (now - srv->last_reject_log_ns > 1000000000ull) {
-                srv->last_reject_log_ns = now;
+            if (now - srv->hub.last_reject_log_ns > 1000000000ull) {
+                srv->hub.last_reject_log_ns = now;
                 CD_WARN("out of file descriptors (%s): shedding new connections", uv_strerror(status));
             }
         } else {
@@ -203,7 +192,7 @@ static void on_connection(uv_stream_t *listener, int status) {
         }
         return;
     }
-    cd_conn_accept(srv);
+    cd_conn_accept(&srv->hub);
 }
 
 static void on_handle_closed(uv_handle_t *h) {}
@@ -220,7 +209,7 @@ static void on_handle_closed(uv_handle_t *h) {}
 static void force_exit(cd_server *srv, const char *why) {
     CD_WARN("%s: exiting now (status %d), abandoning %zu connection(s) and %zu "
             "request(s) in flight",
-            why, CD_EXIT_FORCED, srv->nconns, cd_server_in_flight(srv));
+            why, CD_EXIT_FORCED, srv->hub.nconns, cd_server_in_flight(srv));
     char desc[2048];
     if (srv->workers && cd_workers_describe(srv->workers, "worker", desc, sizeof desc)) CD_WARN("abandoned: %s", desc);
     if (srv->loader && cd_workers_describe(srv->loader, "loader", desc, sizeof desc)) CD_WARN("abandoned: %s", desc);
@@ -276,10 +265,10 @@ static void on_join_timer(uv_timer_t *t) {
 // Once shutdown has begun and every connection is freed: stops the workers
 // (bounded, see on_join_timer).
 static void server_maybe_finish(cd_server *srv) {
-    if (!srv->draining || srv->nconns > 0 || srv->joining) return;
+    if (!srv->draining || srv->hub.nconns > 0 || srv->joining) return;
     srv->joining = true;
     uv_close((uv_handle_t *)&srv->drain_timer, on_handle_closed);
-    uv_close((uv_handle_t *)&srv->backlog_idle, on_handle_closed);
+    uv_close((uv_handle_t *)&srv->hub.backlog_idle, on_handle_closed);
     uv_close((uv_handle_t *)&srv->sighup, on_handle_closed);
     if (srv->set->metrics_file[0]) cd_metrics_write_file(srv, srv->set->metrics_file); // the final counts
     uv_close((uv_handle_t *)&srv->metrics_timer, on_handle_closed);
@@ -293,25 +282,25 @@ static void server_maybe_finish(cd_server *srv) {
     uv_timer_start(&srv->join_timer, on_join_timer, 0, 10);
 }
 
-void cd_server_conn_freed(cd_server *srv) { server_maybe_finish(srv); }
+// The hub calls it when a connection is freed (from its uv_close callback).
+static void on_conn_freed(void *owner) { server_maybe_finish(owner); }
 
-static void kill_all(cd_server *srv) {
-    for (cd_conn *c = srv->conns; c; c = c->next) cd_conn_kill(c);
-}
+static void kill_all(cd_server *srv) { cd_conn_kill_all(&srv->hub); }
 
 static void on_drain_timeout(uv_timer_t *t) {
     cd_server *srv = t->data;
     CD_WARN("drain timeout (%llds): closing %zu connections; work still running gets "
             "%llds more",
-            (long long)srv->set->drain_timeout, srv->nconns, (long long)srv->set->shutdown_grace);
+            (long long)srv->set->drain_timeout, srv->hub.nconns, (long long)srv->set->shutdown_grace);
     start_grace(srv);
     kill_all(srv);
 }
 
 static void begin_drain(cd_server *srv, const char *why) {
-    CD_INFO("%s: shutting down (%zu connections, %zu requests in flight)", why, srv->nactive, cd_server_in_flight(srv));
+    CD_INFO("%s: shutting down (%zu connections, %zu requests in flight)", why, srv->hub.nactive,
+            cd_server_in_flight(srv));
     srv->draining = true;
-    cd_systemd_notifyf("STOPPING=1\nSTATUS=%s: draining %zu connection(s)", why, srv->nactive);
+    cd_systemd_notifyf("STOPPING=1\nSTATUS=%s: draining %zu connection(s)", why, srv->hub.nactive);
     if (srv->listening) {
         uv_close((uv_handle_t *)&srv->listener, on_handle_closed);
         srv->listening = false;
@@ -319,7 +308,7 @@ static void begin_drain(cd_server *srv, const char *why) {
     }
     if (srv->set->drain_timeout > 0)
         uv_timer_start(&srv->drain_timer, on_drain_timeout, (uint64_t)srv->set->drain_timeout * 1000, 0);
-    for (cd_conn *c = srv->conns; c; c = c->next) cd_conn_drain(c);
+    cd_conn_drain_all(&srv->hub);
     if (srv->set->drain_timeout == 0) {
         start_grace(srv);
         kill_all(srv);
@@ -408,45 +397,6 @@ static void on_metrics_timer(uv_timer_t *t) {
     cd_metrics_write_file(srv, srv->set->metrics_file);
 }
 
-// ---- the backlog idle -------------------------------------------------------
-
-static void on_backlog_idle(uv_idle_t *h);
-
-void cd_server_backlog_add(cd_server *srv, cd_conn *c) {
-    if (c->in_backlog_list || c->state == CD_CONN_CLOSING) return;
-    c->in_backlog_list = true;
-    c->backlog_next = srv->backlog;
-    srv->backlog = c;
-    uv_idle_start(&srv->backlog_idle, on_backlog_idle);
-}
-
-// Removes c from the backlog list (before it is freed).
-void cd_server_backlog_remove(cd_server *srv, cd_conn *c) {
-    if (!c->in_backlog_list) return;
-    for (cd_conn **pp = &srv->backlog; *pp; pp = &(*pp)->backlog_next) {
-        if (*pp == c) {
-            *pp = c->backlog_next;
-            break;
-        }
-    }
-    c->in_backlog_list = false;
-}
-
-static void on_backlog_idle(uv_idle_t *h) {
-    cd_server *srv = h->data;
-    // Each connection handles at most CD_CONN_BATCH messages per turn; one
-    // that still has more re-adds itself, after the others.
-    cd_conn *list = srv->backlog;
-    srv->backlog = NULL;
-    while (list) {
-        cd_conn *c = list;
-        list = c->backlog_next;
-        c->in_backlog_list = false;
-        if (c->state != CD_CONN_CLOSING) cd_conn_process(c);
-    }
-    if (!srv->backlog) uv_idle_stop(&srv->backlog_idle);
-}
-
 // ---- start-up ---------------------------------------------------------------
 
 // The connection cap: max-connections, lowered so that connections plus a
@@ -489,7 +439,7 @@ static uint64_t conn_timer_period(const cd_settings *set) {
 
 static void on_conn_timer(uv_timer_t *t) {
     cd_server *srv = t->data;
-    cd_conn_sweep(srv);
+    cd_conn_sweep(&srv->hub);
     uint64_t ms = conn_timer_period(srv->set); // SIGHUP may change the timeouts
     if (ms != srv->conn_timer_ms) {
         srv->conn_timer_ms = ms;
@@ -510,7 +460,7 @@ static int start_threads(cd_server *srv) {
         CD_ERROR("cannot start the worker threads");
         return -1;
     }
-    // Workers write finished responses themselves when they can (conn.c).
+    // Workers write finished responses themselves when they can (conn-respond.c).
     cd_workers_set_respond(srv->workers, cd_conn_respond);
     // `plan` profiles run on their own thread (answered by the loop).
     if (cd_workers_init(&srv->profiler, srv->loop, 1, on_request_complete, srv) != 0) {
@@ -554,6 +504,7 @@ static int start_listening(cd_server *srv, int listen_fd, struct stat *st) {
         return -1;
     }
     srv->listening = true;
+    srv->hub.listener = (uv_stream_t *)&srv->listener;
     if (stat(cd_server_socket_path(srv), st) == 0 && !srv->activated) {
         srv->sock_dev = st->st_dev;
         srv->sock_ino = st->st_ino;
@@ -570,8 +521,7 @@ static void start_handles(cd_server *srv) {
     srv->sigint.data = srv->sigterm.data = srv;
     uv_signal_start(&srv->sigint, on_signal, SIGINT);
     uv_signal_start(&srv->sigterm, on_signal, SIGTERM);
-    uv_idle_init(srv->loop, &srv->backlog_idle);
-    srv->backlog_idle.data = srv;
+    cd_conn_hub_init(&srv->hub);
     uv_timer_init(srv->loop, &srv->drain_timer);
     srv->drain_timer.data = srv;
     uv_timer_init(srv->loop, &srv->grace_timer);
@@ -624,7 +574,16 @@ int cd_server_run(cd_settings *set, int argc, char **argv) {
         return 1;
     }
     int exit_code = 1;
-    srv->conn_cap = connection_cap(set);
+    // The connections' hub: they see only this, and answer through the
+    // dispatcher (daemon/methods.c) and the hooks given here.
+    srv->hub = (cd_conn_hub){.loop = srv->loop,
+                             .set = set,
+                             .dispatch = cd_methods_dispatch,
+                             .dispatch_ud = srv,
+                             .freed = on_conn_freed,
+                             .owner = srv,
+                             .budget = {.set = set},
+                             .conn_cap = connection_cap(set)};
 
     char why[512];
     int listen_fd = cd_systemd_listen_fd(why, sizeof why);
@@ -637,6 +596,7 @@ int cd_server_run(cd_settings *set, int argc, char **argv) {
     int threads = start_threads(srv);
     if (threads < 0) goto out_loop;
     if (threads > 0) goto out_workers;
+    srv->hub.workers = srv->workers;
     if (cd_models_init(srv) != 0) goto out_workers;
 
     struct stat st = {0};
@@ -645,7 +605,7 @@ int cd_server_run(cd_settings *set, int argc, char **argv) {
     start_handles(srv);
 
     CD_INFO("%s %s: device %s, %d workers, max-connections %zu, max-message %lld", CD_DAEMON_NAME, CD_DAEMON_VERSION,
-            set->device, cd_workers_count(srv->workers), srv->conn_cap, (long long)set->max_message);
+            set->device, cd_workers_count(srv->workers), srv->hub.conn_cap, (long long)set->max_message);
     CD_INFO("listening on %s%s", cd_server_socket_path(srv), srv->activated ? " (socket activation: fd 3)" : "");
     CD_INFO("socket mode %04o, group %u; admin methods allowed to root, uid %u%s%s", (unsigned)(st.st_mode & 07777),
             (unsigned)st.st_gid, (unsigned)geteuid(), set->admin_group[0] ? " and group " : "", set->admin_group);

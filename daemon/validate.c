@@ -197,11 +197,10 @@ int cd_infer_validate(const msgpack_object *params, const cd_infer_sig *sig, cd_
                 return CD_ESHAPE;
             }
         }
-        if (t.shape[0] > sig->max_batch) {
-            snprintf(err, errlen, "input '%s' batch %lld exceeds max_batch %d of '%.64s'", d->name,
-                     (long long)t.shape[0], sig->max_batch, sig->model);
-            return CD_ESHAPE;
-        }
+        char what[CD_MAX_NAME * 2 + 16];
+        snprintf(what, sizeof what, "input '%s' of '%.64s'", d->name, sig->model);
+        int brc = cd_batch_check(t.shape[0], sig->max_batch, what, err, errlen); // the one per-request check
+        if (brc != 0) return brc;
         if (a->batch >= 0 && t.shape[0] != a->batch) {
             snprintf(err, errlen, "inputs disagree on the batch size (%d vs %lld)", a->batch, (long long)t.shape[0]);
             return CD_ESHAPE;

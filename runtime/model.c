@@ -5,7 +5,7 @@
 #include "core/stats-util.h"
 #include "runtime/model.h"
 #include "backends/devices.h"
-#include "core/options.h"
+#include "runtime/options.h"
 
 #include "core/errors.h"
 #include "core/host.h"
@@ -103,7 +103,7 @@ int cd_model_build(const uint8_t *buf, size_t len, const char *dir, const cd_mod
     m->popts.tune_cache = m->tune_cache;
     if (m->threads > 0) cd_backends_set_threads(m->threads); // calibration and tuning run with them
     cd_plan_mode mode = cd_planner_mode(&m->popts);
-    int rc = cd_backend_create(opts ? opts->device : NULL, &m->be, err, errlen);
+    int rc = cd_backend_create(opts ? opts->device : NULL, cd_runtime_backend_opts(), &m->be, err, errlen);
     if (opts && opts->max_file_bytes > 0) g.max_bytes = (size_t)opts->max_file_bytes;
     g.bytes_read = len; // external data adds to it (--max-model-bytes)
     if (!rc) rc = cd_onnx_import_buffer(buf, len, dir, &g, err, errlen);
@@ -141,8 +141,8 @@ int cd_model_load(const char *path, const cd_model_opts *opts, cd_model **out, c
     *out = NULL;
     if (err && errlen) err[0] = '\0';
     int max_batch = opts && opts->max_batch ? opts->max_batch : 1;
-    if (max_batch < 1 || max_batch > CD_MAX_BATCH)
-        return cd_errf(CD_EPARAMS, err, errlen, "max_batch %d out of range (1..%d)", max_batch, CD_MAX_BATCH);
+    int brc = cd_max_batch_check(max_batch, err, errlen); // the load check (core/limits.h)
+    if (brc != 0) return brc;
     if (opts && (opts->max_shapes < 0 || opts->max_shapes > CD_MAX_SHAPES))
         return cd_errf(CD_EPARAMS, err, errlen, "max_shapes %d out of range (0..%d)", opts->max_shapes, CD_MAX_SHAPES);
     if (!__atomic_load_n(&g_threads, __ATOMIC_ACQUIRE)) {

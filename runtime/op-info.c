@@ -6,6 +6,7 @@
 // output, checked against it by a test.
 
 #include "runtime/lower-internal.h"
+#include "runtime/options.h"
 #include "runtime/runtime.h"
 
 #include "backends/backend.h"
@@ -219,7 +220,7 @@ static void probe_devices(void) {
     for (int k = 0; k < 2; k++) {
         cd_backend_t be;
         char err[256];
-        int rc = cd_backend_create(dev[k], &be, err, sizeof err);
+        int rc = cd_backend_create(dev[k], cd_runtime_backend_opts(), &be, err, sizeof err);
         if (rc) {
             g_probe_rc = rc;
             return;

@@ -1,7 +1,7 @@
 // The runtime's options (runtime.h): the one place its environment variables
 // are read, and where the options reach the libraries below (the ISA cap of
-// sparse/, the log callback of core/log.h).
-#include "runtime/runtime.h"
+// sparse/, the log callback of core/log.h, the backends' switches).
+#include "runtime/options.h"
 
 #include "core/log.h"
 #include "sparse/spmm-ukernel.h"
@@ -25,12 +25,23 @@ void cd_runtime_options_from_env(cd_runtime_options *o) {
         o->plan = !strcmp(v, "dense") ? 1 : !strcmp(v, "sparse") ? 2 : !strcmp(v, "compact") ? 3 : 0;
     }
     if ((v = env("CONVD_INT8"))) o->int8 = !strcmp(v, "off") ? 1 : !strcmp(v, "on") ? 2 : 0;
-    if ((v = env("CONVD_MAX_ISA"))) snprintf(o->max_isa, sizeof o->max_isa, "%s", v);
+    // Parsed here, once: from here on the cap is an enum (core/isa-cap.h).
+    if ((v = env("CONVD_MAX_ISA")) && cd_isa_cap_parse(v, &o->max_isa) != 0)
+        cd_rt_log(CD_RT_LOG_WARN, "convd: ignoring CONVD_MAX_ISA=%s (want avx512vnni, avx512, avx2 or scalar)", v);
     if ((v = env("CONVD_HIP_PLUGIN"))) snprintf(o->hip_plugin, sizeof o->hip_plugin, "%s", v);
 }
 
+static cd_runtime_options g_opts;
+static cd_backend_opts g_backend_opts;
+
+const cd_runtime_options *cd_runtime_opts(void) { return &g_opts; }
+
+const cd_backend_opts *cd_runtime_backend_opts(void) { return &g_backend_opts; }
+
 void cd_runtime_configure(const cd_runtime_options *o) {
-    cd_runtime_opts_set(o);
+    g_opts = *o;
+    g_backend_opts = (cd_backend_opts){
+        .kernels_ref = o->cpu_kernels_ref != 0, .int8_ref = o->int8 == 2, .hip_plugin = g_opts.hip_plugin};
     cd_rt_log_set(o->log, o->log_ud);
     cd_sparse_isa_set_cap(o->max_isa);
 }

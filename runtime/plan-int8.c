@@ -18,7 +18,7 @@
 #include "runtime/plan-internal.h"
 
 #include "core/errors.h"
-#include "core/options.h"
+#include "runtime/options.h"
 #include "onnx.pb-c.h"
 
 #include <math.h>

@@ -20,7 +20,7 @@
 #include "runtime/planner.h"
 #include "backends/devices.h"
 #include "core/host.h"
-#include "core/options.h"
+#include "runtime/options.h"
 
 #include "core/errors.h"
 #include "sparse/analysis.h"

@@ -12,8 +12,8 @@
 
 #include "core/dtype.h"
 #include "core/limits.h"
+#include "core/isa-cap.h"
 #include "core/log.h"
-#include "core/options.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -148,14 +148,48 @@ typedef struct {
 // Fills out (static strings). Initialises oneDNN if needed.
 void cd_runtime_cpu_info(cd_cpu_info *out);
 
+// ---- the runtime's options --------------------------------------------------
+//
+// Every knob of the runtime and the libraries under it, in one struct. The
+// daemon fills it from its settings table (daemon/settings.toml); the tools,
+// benchmarks and tests fill it with cd_runtime_options_from_env(), the one
+// place the runtime's environment variables are read. Zeroed = the defaults.
+// cd_runtime_configure hands each part to what uses it: the ISA cap to
+// sparse/ (cd_sparse_isa_set_cap), the log sink to core/log.h (the one truly
+// process-wide switch: every library's messages go to the one host), the
+// backend switches (cpu_kernels_ref, int8 on, hip_plugin) to each
+// cd_backend_create, and profile, plan and int8 to the runtime's own code.
+typedef struct {
+    int profile;           // 1: each cd_exec logs the mean time of every layer
+                           // when freed (CONVD_PROFILE=1)
+    int cpu_kernels_ref;   // 1: the CPU backend runs every op on the reference
+                           // kernels in NCHW, the tests' oracle
+                           // (CONVD_CPU_KERNELS=ref)
+    int plan;              // plan of models loaded with cd_model_opts.plan 0:
+                           // 0 auto, 1 dense, 2 sparse, 3 compact
+                           // (CONVD_PLAN=auto|dense|sparse|compact)
+    int int8;              // the int8 kernels for the convs of quantized models:
+                           // 0 auto (where the planner predicts them faster),
+                           // 1 off, 2 on (wherever a conv can run them)
+                           // (CONVD_INT8=auto|off|on)
+    cd_isa_cap max_isa;    // cap of our own kernels (core/isa-cap.h; NONE:
+                           // the CPU's best; CONVD_MAX_ISA). oneDNN has its
+                           // own, ONEDNN_MAX_CPU_ISA.
+    char hip_plugin[4096]; // the GPU=hip plugin ("": <dir of the executable>/
+                           // ../lib/libconvd-hip.so; CONVD_HIP_PLUGIN)
+    cd_rt_log_fn log;      // where the libraries' messages go (NULL: stderr)
+    void *log_ud;          // passed to log
+} cd_runtime_options;
+
 // Fills *o from the environment: CONVD_PROFILE, CONVD_CPU_KERNELS,
 // CONVD_PLAN, CONVD_INT8, CONVD_MAX_ISA, CONVD_HIP_PLUGIN (unset or empty: the default;
-// an unknown CONVD_PLAN is auto). log is left NULL (stderr).
+// an unknown CONVD_PLAN is auto; an unknown CONVD_MAX_ISA is logged here and
+// ignored). log is left NULL (stderr).
 void cd_runtime_options_from_env(cd_runtime_options *o);
 
 // Makes *o the process's options (copied). Call once at start-up, before
 // any other runtime call: the ISA cap is fixed the first time a kernel is
-// chosen. An unknown max_isa is logged and ignored when first used.
+// chosen.
 void cd_runtime_configure(const cd_runtime_options *o);
 
 // Sets up process-wide state (CPU feature detection, thread pool with

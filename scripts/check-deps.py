@@ -13,7 +13,13 @@ Tests and benchmarks (tests/, bench/) may include anything. An include that
 names no file of the tree (a generated header such as onnx.pb-c.h) is not
 checked. A data file that C is generated from (daemon/settings.toml) lists
 the headers of that C under `includes`: they count as includes of the data
-file's own folder."""
+file's own folder.
+
+Within a folder of CIRCLE_FREE, the includes must also form no circle: a
+file and its header are one node (daemon/conn.c and daemon/conn.h are
+"daemon/conn"), and a circle of nodes is reported unless all of its nodes
+are in the folder's allowed set (the connection's own files, which are one
+piece split in two)."""
 import os
 import re
 import sys
@@ -67,6 +73,14 @@ LAYERS = {
 # (and the forwarding header it names) goes with the file.
 EXCEPTIONS = {}
 
+# Folders whose includes may not go round in a circle, each with the nodes
+# (path without .c/.h) that may form one among themselves, and why.
+CIRCLE_FREE = {
+    "daemon/": (frozenset({"daemon/conn", "daemon/conn-respond", "daemon/conn-internal"}),
+                "the connection is transport only: the server hands it a dispatcher and hooks "
+                "(daemon/conn-hub.h); handlers count requests in daemon/request.c"),
+}
+
 SOURCES = re.compile(r"\.(c|h|cpp|hip|inc|toml)$")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
@@ -118,6 +132,80 @@ def check(root=ROOT):
     return sorted(set(bad))
 
 
+def node_of(path):
+    """A file's node in the circle check: its path without .c/.h."""
+    return re.sub(r"\.(c|h)$", "", path)
+
+
+def strongly_connected(graph):
+    """The strongly connected parts of graph {node: set(node)} (Tarjan's,
+    iterative), each a sorted list; only those of two nodes or more."""
+    index, low, on_stack, stack, parts = {}, {}, set(), [], []
+    counter = [0]
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.get(root, ()))))]
+        index[root] = low[root] = counter[0]
+        counter[0] += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = counter[0]
+                    counter[0] += 1
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(graph.get(w, ())))))
+                elif w in on_stack:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                part = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    part.append(w)
+                    if w == v:
+                        break
+                if len(part) > 1:
+                    parts.append(sorted(part))
+    return parts
+
+
+def circles(root=ROOT):
+    """The include circles of the CIRCLE_FREE folders, as messages."""
+    bad = []
+    for folder, (allowed, why) in CIRCLE_FREE.items():
+        d = os.path.join(root, folder)
+        if not os.path.isdir(d):
+            continue
+        graph = {}
+        for fn in sorted(os.listdir(d)):
+            if not SOURCES.search(fn):
+                continue
+            path = folder + fn
+            text = open(os.path.join(root, path), errors="replace").read()
+            src = node_of(path)
+            graph.setdefault(src, set())
+            for inc, _ in includes_of(path, text):
+                if inc.startswith(folder) and "/" not in inc[len(folder):] and node_of(inc) != src:
+                    graph[src].add(node_of(inc))
+        for part in strongly_connected(graph):
+            if set(part) <= allowed:
+                continue
+            ties = [f"{a} -> {b}" for a in part for b in sorted(graph[a]) if b in part]
+            bad.append(f"{folder}: include circle of {len(part)} files: {', '.join(part)} "
+                       f"({'; '.join(ties)}); only {', '.join(sorted(allowed))} may form one: {why}")
+    return bad
+
+
 def table():
     rows = ["| unit | may include | what it is |", "| --- | --- | --- |"]
     for name, (deps, why) in LAYERS.items():
@@ -133,12 +221,16 @@ def main(argv):
         print(__doc__, file=sys.stderr)
         return 2
     bad = check()
-    for b in bad:
+    loops = circles()
+    for b in bad + loops:
         print(b)
     if bad:
         print(f"check-deps: {len(bad)} include(s) against the layers (scripts/check-deps.py LAYERS)")
+    if loops:
+        print(f"check-deps: {len(loops)} include circle(s) (scripts/check-deps.py CIRCLE_FREE)")
+    if bad or loops:
         return 1
-    print("check-deps: every include goes down")
+    print("check-deps: every include goes down, and no folder of CIRCLE_FREE goes round")
     return 0
 
 

@@ -1,5 +1,6 @@
 // The micro-kernel registry (from sparse/spmm-ukernels.inc) and the CPUID
-// selection of the instruction set the sparse kernels use, under CONVD_MAX_ISA.
+// selection of the instruction set the sparse kernels use, under the ISA cap
+// (core/isa-cap.h: --max-isa, CONVD_MAX_ISA).
 
 #include "sparse/spmm-ukernel.h"
 
@@ -9,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 static const cd_spmm_ukernel_info g_ukernels[] = {
 #define CD_SPMM_UKERNEL(name_, isa_, mr_, nr_) {.name = #name_, .fn = name_, .isa = isa_, .mr = mr_, .nr = nr_},
@@ -52,7 +52,7 @@ static int cpu_runs(cd_sparse_isa isa) {
 #define CD_SPARSE_ISA_TOP CD_SPARSE_ISA_AVX512VNNI
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
-static char g_cap_name[16];                     // cd_sparse_isa_set_cap
+static cd_isa_cap g_cap_set;                    // cd_sparse_isa_set_cap
 static cd_sparse_isa g_cap = CD_SPARSE_ISA_TOP; // that cap, or the top
 static cd_sparse_isa g_best = CD_SPARSE_ISA_SCALAR;
 static int g_capped; // the cap lowered g_best
@@ -64,34 +64,18 @@ static cd_sparse_isa best_below(cd_sparse_isa cap) {
     return CD_SPARSE_ISA_SCALAR;
 }
 
-void cd_sparse_isa_set_cap(const char *name) { snprintf(g_cap_name, sizeof g_cap_name, "%s", name ? name : ""); }
+void cd_sparse_isa_set_cap(cd_isa_cap cap) { g_cap_set = cap; }
 
-// Runs once: the one place the cap is parsed. "avx512vnni" (or
-// "avx512_vnni"), "avx512" (or "avx512f", "avx512_core": AVX-512 without
-// VNNI, as oneDNN's avx512_core), "avx2" or "scalar", any case, caps every ISA of ours (the sparse kernels
-// here); anything else is reported and ignored.
+// Runs once: the cap (parsed by whoever set it) as our top ISA.
 static void isa_init(void) {
     __builtin_cpu_init();
-    static const struct {
-        const char *name;
-        cd_sparse_isa isa;
-    } names[] = {
-        {"avx512vnni", CD_SPARSE_ISA_AVX512VNNI}, {"avx512_vnni", CD_SPARSE_ISA_AVX512VNNI},
-        {"avx512", CD_SPARSE_ISA_AVX512F},        {"avx512f", CD_SPARSE_ISA_AVX512F},
-        {"avx512_core", CD_SPARSE_ISA_AVX512F},   {"avx2", CD_SPARSE_ISA_AVX2},
-        {"scalar", CD_SPARSE_ISA_SCALAR},
-    };
-    const char *env = g_cap_name;
-    int known = 0;
-    if (*env) {
-        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-            if (strcasecmp(env, names[i].name) == 0) {
-                g_cap = names[i].isa;
-                known = 1;
-            }
-        if (!known)
-            cd_rt_log(CD_RT_LOG_WARN, "convd: ignoring CONVD_MAX_ISA=%s (want avx512vnni, avx512, avx2 or scalar)",
-                      env);
+    switch (g_cap_set) {
+    case CD_ISA_CAP_AVX512VNNI: g_cap = CD_SPARSE_ISA_AVX512VNNI; break;
+    case CD_ISA_CAP_AVX512: g_cap = CD_SPARSE_ISA_AVX512F; break;
+    case CD_ISA_CAP_AVX2: g_cap = CD_SPARSE_ISA_AVX2; break;
+    case CD_ISA_CAP_SCALAR: g_cap = CD_SPARSE_ISA_SCALAR; break;
+    case CD_ISA_CAP_NONE:
+    case CD_ISA_CAP_COUNT: g_cap = CD_SPARSE_ISA_TOP; break;
     }
     g_best = best_below(g_cap);
     g_capped = g_best != best_below(CD_SPARSE_ISA_TOP);

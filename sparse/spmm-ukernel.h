@@ -24,6 +24,8 @@
 // Micro-kernels never allocate and never fail; they only assert. They read
 // in[off + m] for m < mc exactly (masked tails), never beyond.
 
+#include "core/isa-cap.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -73,18 +75,17 @@ typedef struct {
 // All registered micro-kernels, in list order; *count receives the length.
 const cd_spmm_ukernel_info *cd_spmm_ukernels(size_t *count);
 
-// The one switch that caps our own instruction sets: "avx512vnni" (or
-// "avx512_vnni"), "avx512" (or "avx512f", "avx512_core": AVX-512 without
-// VNNI), "avx2" or "scalar", any case, set by cd_sparse_isa_set_cap
-// (the runtime's options: cd_runtime_options.max_isa, CONVD_MAX_ISA for the
-// tools, --max-isa for the daemon) and parsed once on first use of the
-// functions below; an unknown value is logged once and ignored. An ISA
-// above the cap counts as unsupported everywhere, so one AVX-512 machine
-// runs (and tests) every lower level as a machine without it would.
+// The one switch that caps our own instruction sets: a cd_isa_cap
+// (core/isa-cap.h), set by cd_sparse_isa_set_cap (the runtime's options:
+// cd_runtime_options.max_isa, CONVD_MAX_ISA for the tools, --max-isa for
+// the daemon, each parsed once where it is read) and taken on first use of
+// the functions below. An ISA above the cap counts as unsupported
+// everywhere, so one AVX-512 machine runs (and tests) every lower level as
+// a machine without it would.
 
-// Sets the cap (NULL or "": none). Effective only before the first use of
-// the functions below.
-void cd_sparse_isa_set_cap(const char *name);
+// Sets the cap (CD_ISA_CAP_NONE: none). Effective only before the first use
+// of the functions below.
+void cd_sparse_isa_set_cap(cd_isa_cap cap);
 
 // True when this CPU can run code built for `isa` (CPUID) and `isa` is not
 // above the cap.

@@ -10,7 +10,6 @@
 #include "backends/cpu/backend-cpu.h"
 #include "backends/cpu/bop-layouts.h"
 #include "backends/backend.h"
-#include "core/options.h"
 
 #include "backends/cpu/dnnl.h"
 #include "core/errors.h"
@@ -67,9 +66,8 @@ static cd_conv_desc gemm_as_conv(const cd_bop_desc *d) {
     return c;
 }
 
-// cd_runtime_options.cpu_kernels_ref runs every op on the reference kernels
-// in NCHW (the oracle for whole-model tests; slow).
-static int ref_only(void) { return cd_runtime_opts()->cpu_kernels_ref; }
+// The switches a CPU backend was created with (backend-opts.h), in its context.
+static const cd_backend_opts *sw_of(cd_backend_t be) { return be->context; }
 
 // ---- tensor helpers -------------------------------------------------------------
 
@@ -121,22 +119,22 @@ static int blocked_channel_concat(const cd_bop_desc *d) {
 // (backends/cpu/dnnl.h, where it has a jit kernel); else the reference, in NCHW,
 // only where asked for (CONVD_INT8=on, or the reference kernels everywhere):
 // the planner's auto mode takes int8 only where a fast kernel exists.
-static kernel_kind choose_int8(const cd_bop_desc *d) {
+static kernel_kind choose_int8(const cd_backend_opts *sw, const cd_bop_desc *d) {
     const cd_conv_quant *q = d->quant;
     if (d->u.conv.has_residual && d->nsrc != 2) return K_NONE;
     if (q->dst_int && !(q->out_scale > 0.0f)) return K_NONE;
-    if (!ref_only() && d->sparse && all_nchw(d) && !q->res_int) return K_I8SP;
-    if (!ref_only() && !d->sparse &&
+    if (!sw->kernels_ref && d->sparse && all_nchw(d) && !q->res_int) return K_I8SP;
+    if (!sw->kernels_ref && !d->sparse &&
         cd_dnnl_conv_i8_supports_res(&d->u.conv, q, d->src[0].layout, d->dst.layout, cd_cpu_res_layout(d)))
         return K_DNNL;
-    if (all_nchw(d) && (ref_only() || cd_runtime_opts()->int8 == 2)) return K_I8REF;
+    if (all_nchw(d) && (sw->kernels_ref || sw->int8_ref)) return K_I8REF;
     return K_NONE;
 }
 
-static kernel_kind choose(const cd_bop_desc *d, int *swap) {
+static kernel_kind choose(const cd_backend_opts *sw, const cd_bop_desc *d, int *swap) {
     cd_dnnl_tdesc a, b;
     *swap = 0;
-    if (d->op == CD_BOP_CONV2D && d->quant) return choose_int8(d);
+    if (d->op == CD_BOP_CONV2D && d->quant) return choose_int8(sw, d);
     if (cd_cpu_any_nhwc(d) && d->op != CD_BOP_REORDER) return K_NONE;
     if (d->sparse) {
         if (d->op != CD_BOP_CONV2D && d->op != CD_BOP_GEMM) return K_NONE;
@@ -145,7 +143,7 @@ static kernel_kind choose(const cd_bop_desc *d, int *swap) {
             return K_NONE;
         return K_SPARSE;
     }
-    if (ref_only()) {
+    if (sw->kernels_ref) {
         if (d->op == CD_BOP_REORDER && d->src[0].layout == d->dst.layout) return K_COPY;
         if (d->op == CD_BOP_CONV2D && d->u.conv.has_residual && d->nsrc != 2) return K_NONE;
         return all_nchw(d) ? K_REF : K_NONE;
@@ -243,7 +241,7 @@ static kernel_kind choose(const cd_bop_desc *d, int *swap) {
     case CD_BOP_REDUCE: return all_nchw(d) ? K_REF : K_NONE; // kernels/cpu/ref-pad-slice.c, ref-reduce.c
     case CD_BOP_RESIZE: return all_nchw(d) ? K_REF : K_NONE; // tables (resize-tables.h), or the reference
     case CD_BOP_DECONV:
-        if (all_nchw(d) && !ref_only() && cd_dnnl_deconv_supports(&d->u.deconv)) return K_DNNL;
+        if (all_nchw(d) && !sw->kernels_ref && cd_dnnl_deconv_supports(&d->u.deconv)) return K_DNNL;
         return all_nchw(d) ? K_REF : K_NONE;
     case CD_BOP_COUNT: break;
     }
@@ -252,7 +250,7 @@ static kernel_kind choose(const cd_bop_desc *d, int *swap) {
 
 static bool cpu_supports_op(cd_backend_t be, const cd_bop_desc *d) {
     int swap;
-    return choose(d, &swap) != K_NONE;
+    return choose(sw_of(be), d, &swap) != K_NONE;
 }
 
 // ---- init ---------------------------------------------------------------------
@@ -272,10 +270,10 @@ static int gather_init(cd_op_state *st, const cd_bop_desc *d) {
 }
 
 // Copies the scales and zero points of a FAKEQUANT into st. 0, CD_EPARAMS, CD_ENOMEM.
-static int fakequant_init(cd_op_state *st, const cd_bop_desc *d) {
+static int fakequant_init(const cd_backend_opts *sw, cd_op_state *st, const cd_bop_desc *d) {
     if (d->u.fq.dynamic) { // parameters per request, from the data
         if (d->u.fq.channels != 1) return CD_EPARAMS;
-        if (!ref_only()) snprintf(st->kernel, sizeof st->kernel, "fakequant-dynamic");
+        if (!sw->kernels_ref) snprintf(st->kernel, sizeof st->kernel, "fakequant-dynamic");
         return 0;
     }
     size_t ch = d->u.fq.channels > 0 ? (size_t)d->u.fq.channels : 0;
@@ -283,7 +281,7 @@ static int fakequant_init(cd_op_state *st, const cd_bop_desc *d) {
     if (!(st->qscale = malloc(2 * ch * sizeof(float)))) return CD_ENOMEM;
     memcpy(st->qscale, d->scale, ch * sizeof(float));
     memcpy(st->qscale + ch, d->zero_point, ch * sizeof(float));
-    if (ch == 1 && !ref_only()) snprintf(st->kernel, sizeof st->kernel, "fakequant"); // fakequant.h
+    if (ch == 1 && !sw->kernels_ref) snprintf(st->kernel, sizeof st->kernel, "fakequant"); // fakequant.h
     return 0;
 }
 
@@ -303,9 +301,9 @@ static int layernorm_init(cd_op_state *st, const cd_bop_desc *d, int dnnl, int m
     return 0;
 }
 
-// A resize: its index and weight tables (the reference under ref_only()).
-static int resize_init(cd_op_state *st, const cd_bop_desc *d) {
-    if (ref_only()) return 0;
+// A resize: its index and weight tables (the reference under kernels_ref).
+static int resize_init(const cd_backend_opts *sw, cd_op_state *st, const cd_bop_desc *d) {
+    if (sw->kernels_ref) return 0;
     int rc = cd_resize_tables_create(&d->u.resize, &st->rt);
     if (!rc) snprintf(st->kernel, sizeof st->kernel, "resize-tables");
     return rc;
@@ -347,7 +345,7 @@ static int int8_init(cd_op_state *st, const cd_bop_desc *d) {
 }
 
 // A conv's state on kernel k. 0 or a negative code.
-static int conv_init(cd_op_state *st, const cd_bop_desc *d, kernel_kind k) {
+static int conv_init(const cd_backend_opts *sw, cd_op_state *st, const cd_bop_desc *d, kernel_kind k) {
     const cd_conv_desc *c = &d->u.conv;
     if (k == K_I8REF) return int8_init(st, d);
     if (k == K_I8SP) {
@@ -365,7 +363,7 @@ static int conv_init(cd_op_state *st, const cd_bop_desc *d, kernel_kind k) {
                                             d->max_batch, d->wq, d->bias, &st->dop);
         // oneDNN declines some weights only at create (16-bit sums without
         // VNNI): the reference then, where it is asked for.
-        if (rc == CD_EUNSUPPORTED && all_nchw(d) && (ref_only() || cd_runtime_opts()->int8 == 2)) {
+        if (rc == CD_EUNSUPPORTED && all_nchw(d) && (sw->kernels_ref || sw->int8_ref)) {
             st->kind = K_I8REF;
             return int8_init(st, d);
         }
@@ -384,7 +382,7 @@ static int conv_init(cd_op_state *st, const cd_bop_desc *d, kernel_kind k) {
 
 static int cpu_op_init(cd_backend_t be, const cd_bop_desc *d, cd_op_state **out) {
     int swap;
-    kernel_kind k = choose(d, &swap);
+    kernel_kind k = choose(sw_of(be), d, &swap);
     if (k == K_NONE) return CD_EUNSUPPORTED;
     cd_op_state *st = calloc(1, sizeof *st);
     if (!st) return CD_ENOMEM;
@@ -400,7 +398,7 @@ static int cpu_op_init(cd_backend_t be, const cd_bop_desc *d, cd_op_state **out)
     int rc = 0, mb = d->max_batch;
     cd_dnnl_tdesc a, b;
     switch (d->op) {
-    case CD_BOP_CONV2D: rc = conv_init(st, d, k); break;
+    case CD_BOP_CONV2D: rc = conv_init(sw_of(be), st, d, k); break;
     case CD_BOP_GEMM: {
         size_t nw = (size_t)d->u.gemm.n * d->u.gemm.k;
         if (k == K_SPARSE) {
@@ -457,7 +455,7 @@ static int cpu_op_init(cd_backend_t be, const cd_bop_desc *d, cd_op_state **out)
         }
         break;
     case CD_BOP_TRANSPOSE: break;
-    case CD_BOP_FAKEQUANT: rc = fakequant_init(st, d); break;
+    case CD_BOP_FAKEQUANT: rc = fakequant_init(sw_of(be), st, d); break;
     case CD_BOP_REORDER:
         if (k == K_DNNL) {
             const cd_tdesc *s = &d->src[0];
@@ -469,7 +467,7 @@ static int cpu_op_init(cd_backend_t be, const cd_bop_desc *d, cd_op_state **out)
     case CD_BOP_SLICE:
     case CD_BOP_REDUCE: break;
     case CD_BOP_LAYERNORM: rc = layernorm_init(st, d, k == K_DNNL, mb); break;
-    case CD_BOP_RESIZE: rc = resize_init(st, d); break;
+    case CD_BOP_RESIZE: rc = resize_init(sw_of(be), st, d); break;
     case CD_BOP_DECONV: rc = deconv_init(st, d, k == K_DNNL, mb); break;
     case CD_BOP_GATHER: rc = gather_init(st, d); break;
     case CD_BOP_TILE: break;
@@ -631,7 +629,7 @@ static int cpu_op_run(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int
         size_t per = cd_tdesc_item_bytes(&d->dst) / sizeof(float), inner = 1;
         for (int i = d->u.fq.axis + 1; i < dst->rank; i++) inner *= (size_t)dst->shape[i];
         const float *sc = st->qscale, *zp = st->qscale ? st->qscale + d->u.fq.channels : NULL;
-        cd_cpu_fakequant_op(&d->u.fq, batch, per, inner, sc, zp, ref_only(), srcs[0]->data, dst->data);
+        cd_cpu_fakequant_op(&d->u.fq, batch, per, inner, sc, zp, sw_of(be)->kernels_ref, srcs[0]->data, dst->data);
         return 0;
     }
     case CD_BOP_REORDER: {
@@ -663,7 +661,7 @@ static int cpu_op_run(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int
         return 0;
     case CD_BOP_DECONV: cd_ref_deconv(&d->u.deconv, batch, srcs[0]->data, st->w, st->bias, dst->data); return 0;
     case CD_BOP_GATHER:
-        if (ref_only())
+        if (sw_of(be)->kernels_ref)
             cd_ref_gather(&d->u.gather, srcs[0]->rank, srcs[0]->shape, srcs[0]->data, dst->data);
         else
             cd_cpu_gather_runs(&d->u.gather, srcs[0]->rank, srcs[0]->shape, srcs[0]->data, dst->data);
@@ -676,7 +674,7 @@ static int cpu_op_run(cd_backend_t be, cd_backend_ctx *ctx, cd_op_state *st, int
 
 // ---- the rest of the vtable ---------------------------------------------------------
 
-// be is not used: the caps are the host's (cd_backend_cpu_get_caps).
+// The host's caps (be is NULL for cd_backend_cpu_get_caps), NCHW under its kernels_ref.
 static void cpu_get_caps(cd_backend_t be, cd_backend_caps *out) {
     cd_layout native = cd_dnnl_blocked_layout();
     *out = (cd_backend_caps){
@@ -684,8 +682,8 @@ static void cpu_get_caps(cd_backend_t be, cd_backend_caps *out) {
         .description = "cpu",
         .async = false,         // every run is synchronous
         .device_memory = false, // host memory, host kernels
-        // NCHW under CONVD_CPU_KERNELS=ref, whose kernels are NCHW only.
-        .blocked_layout = ref_only() ? CD_LAYOUT_NCHW : native,
+        // NCHW under kernels_ref (CONVD_CPU_KERNELS=ref), whose kernels are NCHW only.
+        .blocked_layout = be && sw_of(be)->kernels_ref ? CD_LAYOUT_NCHW : native,
         .native_layout = native,
         .isa = cd_dnnl_isa(),
     };
@@ -784,10 +782,12 @@ static const struct cd_backend_i g_cpu_iface = {
     .synchronize = NULL, // every CPU run is synchronous
 };
 
-int cd_backend_cpu_init(cd_backend_t *out) {
-    cd_backend_t be = calloc(1, sizeof *be);
+int cd_backend_cpu_create(const cd_backend_opts *opts, cd_backend_t *out) {
+    cd_backend_t be = calloc(1, sizeof *be + sizeof(cd_backend_opts)); // the switches follow it (sw_of)
     if (!be) return CD_ENOMEM;
     be->iface = &g_cpu_iface;
+    cd_backend_opts *sw = be->context = be + 1;
+    if (opts) *sw = (cd_backend_opts){.kernels_ref = opts->kernels_ref, .int8_ref = opts->int8_ref};
     *out = be;
     return 0;
 }

@@ -4,10 +4,16 @@
 // The CPU backend (backends/cpu/backend-cpu.c): host memory, oneDNN where it
 // applies, the reference kernels and sparse/ for the rest.
 
+#include "backends/backend-opts.h"
 #include "backends/backend.h"
 
-// Creates the CPU backend. Returns 0 or CD_ENOMEM.
-int cd_backend_cpu_init(cd_backend_t *out);
+#include <stddef.h>
+
+// Creates the CPU backend with its switches (NULL: the defaults; only
+// kernels_ref and int8_ref concern it). Returns 0 or CD_ENOMEM.
+int cd_backend_cpu_create(const cd_backend_opts *opts, cd_backend_t *out);
+// The same with the defaults.
+static inline int cd_backend_cpu_init(cd_backend_t *out) { return cd_backend_cpu_create(NULL, out); }
 
 // The caps of the CPU backend, without one (they are the host's).
 void cd_backend_cpu_get_caps(cd_backend_caps *out);

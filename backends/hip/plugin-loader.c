@@ -6,10 +6,10 @@
 
 #include "backends/hip/plugin-loader.h"
 #include "backends/backend.h"
-#include "core/options.h"
 
 #include "backends/hip/plugin.h"
 #include "core/errors.h"
+#include "core/log.h"
 
 #include <dlfcn.h>
 #include <limits.h>
@@ -38,14 +38,13 @@ int cd_hip_device_parse(const char *device, int *ordinal) {
     return 1;
 }
 
-// cd_runtime_options.hip_plugin (CONVD_HIP_PLUGIN), else next to the executable:
+// given (cd_backend_opts.hip_plugin: CONVD_HIP_PLUGIN, --hip-plugin), else next to the executable:
 // <bindir>/../lib/convd/libconvd-hip.so as `make install` lays it out, else
 // <bindir>/../lib/libconvd-hip.so as in the build tree (also the path named
 // when neither exists).
-static void plugin_path(char *out, size_t len) {
-    const char *env = cd_runtime_opts()->hip_plugin;
-    if (*env) {
-        snprintf(out, len, "%s", env);
+static void plugin_path(const char *given, char *out, size_t len) {
+    if (given && *given) {
+        snprintf(out, len, "%s", given);
         return;
     }
     char exe[PATH_MAX];
@@ -68,12 +67,12 @@ static void forward_log(int level, const char *msg, void *ud) {
 }
 
 // Loads the plugin once and resolves its entry points. 0 or CD_EDEVICE.
-static int plugin_load(char *err, size_t errlen) {
+static int plugin_load(const char *given, char *err, size_t errlen) {
     pthread_mutex_lock(&g_lock);
     int rc = 0;
     if (!g_handle) {
         char path[PATH_MAX + 64];
-        plugin_path(path, sizeof path);
+        plugin_path(given, path, sizeof path);
         void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
         if (!h) {
             const char *why = dlerror();
@@ -103,8 +102,8 @@ static int plugin_load(char *err, size_t errlen) {
     return rc;
 }
 
-int cd_backend_hip_plugin_probe(int device, char *info, size_t infolen, char *err, size_t errlen) {
-    int rc = plugin_load(err, errlen);
+int cd_backend_hip_plugin_probe(int device, const char *path, char *info, size_t infolen, char *err, size_t errlen) {
+    int rc = plugin_load(path, err, errlen);
     if (rc) return rc;
     cd_hip_device_info di;
     char why[512] = "";
@@ -116,9 +115,9 @@ int cd_backend_hip_plugin_probe(int device, char *info, size_t infolen, char *er
     return 0;
 }
 
-int cd_backend_hip_plugin_create(int device, cd_backend_t *out, char *err, size_t errlen) {
+int cd_backend_hip_plugin_create(int device, const char *path, cd_backend_t *out, char *err, size_t errlen) {
     *out = NULL;
-    int rc = cd_backend_hip_plugin_probe(device, NULL, 0, err, errlen);
+    int rc = cd_backend_hip_plugin_probe(device, path, NULL, 0, err, errlen);
     if (rc) return rc;
     return g_create(device, out, err, errlen);
 }

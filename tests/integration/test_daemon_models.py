@@ -312,6 +312,8 @@ LOAD_ERRORS = {
     "empty_name": ({"name": "", "path": "conv.onnx"}, "E_PARAMS"),
     "max_batch_zero": ({"name": "e", "path": "conv.onnx", "max_batch": 0}, "E_PARAMS"),
     "max_batch_str": ({"name": "e", "path": "conv.onnx", "max_batch": "2"}, "E_PARAMS"),
+    # CD_MAX_BATCH (core/limits.h) is 4096: the one bound of a model's max_batch.
+    "max_batch_past_bound": ({"name": "e", "path": "conv.onnx", "max_batch": 4097}, "E_PARAMS"),
 }
 
 

@@ -14,6 +14,7 @@
 #include "backends/devices.h"
 #include "core/errors.h"
 #include "kernels/cpu/ref.h"
+#include "runtime/options.h"
 #include "tests/unit/backend-run.h"
 #include "tests/unit/check.h"
 #include "tests/unit/test-kernels-util.h"
@@ -759,7 +760,7 @@ static void run_family(cd_bop op) {
     for (int b = 0; b < nb; b++) {
         cd_backend_t be;
         char err[512] = "";
-        int rc = cd_backend_create(tb[b].device, &be, err, sizeof err);
+        int rc = cd_backend_create(tb[b].device, cd_runtime_backend_opts(), &be, err, sizeof err);
         if (rc) CD_CHECK_FAIL_("cd_backend_create(%s): %s: %s", tb[b].device, cd_strerror(rc), err);
         for (size_t r = 0; r < NROWS; r++) {
             const op_row *row = &g_rows[r];

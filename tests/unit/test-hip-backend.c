@@ -13,7 +13,7 @@
 #include "backends/hip/check.h"
 #include "backends/hip/plugin.h"
 #include "core/errors.h"
-#include "core/options.h"
+#include "runtime/options.h"
 #include "runtime/runtime.h"
 #include "kernels/cpu/ref.h"
 #include "sparse/sparse-conv.h"
@@ -35,7 +35,7 @@ static int real_gpu(void) { return strcmp(hip_device(), "hip-emu") != 0; }
 static cd_backend_t make(const char *name) {
     cd_backend_t be;
     char err[512] = "";
-    int rc = cd_backend_create(name, &be, err, sizeof err);
+    int rc = cd_backend_create(name, cd_runtime_backend_opts(), &be, err, sizeof err);
     if (rc) CD_CHECK_FAIL_("cd_backend_create(%s): %s: %s", name, cd_strerror(rc), err);
     if (strcmp(name, "cpu") == 0)
         CHECK_STREQ(cd_backend_name(be), "cpu");
@@ -573,7 +573,7 @@ CD_TEST(hip_backend_no_device_fails_cleanly) {
     setenv("CD_HIP_EMU_DEVICES", "0", 1);
     cd_backend_t be = NULL;
     char err[256] = "";
-    CHECK_EQ(cd_backend_create("hip-emu", &be, err, sizeof err), CD_EDEVICE);
+    CHECK_EQ(cd_backend_create("hip-emu", NULL, &be, err, sizeof err), CD_EDEVICE);
     CHECK(be == NULL);
     CHECK(strstr(err, "no HIP device 0") != NULL);
 }
@@ -583,15 +583,13 @@ CD_TEST(hip_backend_no_device_fails_cleanly) {
 CD_TEST(hip_backend_device_names) {
     cd_backend_t be = NULL;
     char err[512] = "", info[256] = "";
-    CHECK_EQ(cd_backend_create("tpu", &be, err, sizeof err), CD_EUNSUPPORTED);
+    CHECK_EQ(cd_backend_create("tpu", NULL, &be, err, sizeof err), CD_EUNSUPPORTED);
     CHECK(strstr(err, "not a device") != NULL);
-    CHECK_EQ(cd_backend_create("hip:x", &be, err, sizeof err), CD_EUNSUPPORTED);
-    CHECK_EQ(cd_backend_probe("hip-emu", info, sizeof info, err, sizeof err), 0);
+    CHECK_EQ(cd_backend_create("hip:x", NULL, &be, err, sizeof err), CD_EUNSUPPORTED);
+    CHECK_EQ(cd_backend_probe("hip-emu", NULL, info, sizeof info, err, sizeof err), 0);
     CHECK(strstr(info, "hip-emu") != NULL);
-    cd_runtime_options o = *cd_runtime_opts();
-    snprintf(o.hip_plugin, sizeof o.hip_plugin, "%s", "/nonexistent/libconvd-hip.so");
-    cd_runtime_configure(&o);
-    CHECK_EQ(cd_backend_create("hip:1", &be, err, sizeof err), CD_EDEVICE);
+    cd_backend_opts o = {.hip_plugin = "/nonexistent/libconvd-hip.so"}; // the switch travels with the create
+    CHECK_EQ(cd_backend_create("hip:1", &o, &be, err, sizeof err), CD_EDEVICE);
     CHECK(be == NULL);
     CHECK(strstr(err, "cannot load /nonexistent/libconvd-hip.so") != NULL);
     CHECK(strstr(err, "make GPU=hip") != NULL);

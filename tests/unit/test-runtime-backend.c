@@ -5,7 +5,6 @@
 #include "backends/devices.h"
 #include "backends/cpu/dnnl.h"
 #include "core/errors.h"
-#include "core/options.h"
 #include "runtime/runtime.h"
 #include "kernels/cpu/ref.h"
 #include "tests/unit/backend-run.h"
@@ -13,18 +12,22 @@
 
 #include <stdlib.h>
 
-static cd_backend_t cpu(void) {
+static cd_backend_t cpu_with(const cd_backend_opts *opts) {
     cd_backend_t be;
-    CHECK_EQ(cd_backend_create("cpu", &be, NULL, 0), 0);
+    CHECK_EQ(cd_backend_create("cpu", opts, &be, NULL, 0), 0);
     CHECK_STREQ(cd_backend_name(be), "cpu");
     return be;
 }
 
+static cd_backend_t cpu(void) { return cpu_with(NULL); }
+
+// The switch is the backend's own, given at create: another CPU backend of
+// the same process keeps the fast kernels.
 CD_TEST(backend_ref_only_mode_keeps_nchw) {
-    cd_runtime_options o = *cd_runtime_opts();
-    o.cpu_kernels_ref = 1;
-    cd_runtime_configure(&o);
-    cd_backend_t be = cpu();
+    cd_backend_t be = cpu_with(&(cd_backend_opts){.kernels_ref = true});
+    cd_backend_t fast = cpu();
+    CHECK_EQ(cd_backend_blocked_layout(fast), cd_dnnl_blocked_layout());
+    cd_backend_free(fast);
     cd_bop_desc d;
     memset(&d, 0, sizeof d);
     d.op = CD_BOP_CONV2D;
@@ -47,7 +50,7 @@ CD_TEST(backend_ref_only_mode_keeps_nchw) {
     cd_backend_op_state_free(be, st);
     cd_backend_t other;
     char err[128];
-    CHECK_EQ(cd_backend_create("tpu", &other, err, sizeof err), CD_EUNSUPPORTED);
+    CHECK_EQ(cd_backend_create("tpu", NULL, &other, err, sizeof err), CD_EUNSUPPORTED);
     CHECK(strstr(err, "tpu") != NULL);
     cd_backend_free(be);
 }

@@ -344,7 +344,9 @@ static void cap_child(const char *value, cd_sparse_isa want) {
     const pid_t pid = fork();
     CHECK(pid >= 0);
     if (pid == 0) {
-        cd_sparse_isa_set_cap(value);
+        cd_isa_cap cap = CD_ISA_CAP_NONE;
+        if (cd_isa_cap_parse(value, &cap) != 0) _exit(6);
+        cd_sparse_isa_set_cap(cap);
         if (cd_sparse_isa_best() != want) _exit(2);
         cd_conv_desc d = cd_conv_square(4, 4, 4, 4, 1, 1, 0);
         int8_t w[16] = {1, 2, 3, 4};

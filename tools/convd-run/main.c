@@ -560,7 +560,7 @@ int main(int argc, char **argv) {
     cd_host_omp_wait_policy(argv, "convd-run"); // the daemon's wait between layers
     static run_opts o;
     static run_state st;
-    cd_runtime_options ropts; // CONVD_* (core/options.h)
+    cd_runtime_options ropts; // CONVD_* (runtime/runtime.h)
     cd_runtime_options_from_env(&ropts);
     cd_runtime_configure(&ropts);
     int status = parse_args(argc, argv, &o);

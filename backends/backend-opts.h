@@ -1,0 +1,24 @@
+#ifndef CD_BACKENDS_BACKEND_OPTS_H
+#define CD_BACKENDS_BACKEND_OPTS_H
+
+// The switches a backend is created with (cd_backend_create,
+// backends/devices.h): each backend reads its own from the struct it was
+// given, never from a process-wide global. Zeroed (or a NULL pointer) =
+// the defaults. The runtime fills them from its options (runtime/options.c).
+
+#include <stdbool.h>
+
+typedef struct {
+    // cpu: every op on the reference kernels in NCHW, the tests' oracle
+    // (CONVD_CPU_KERNELS=ref, --cpu-kernels ref).
+    bool kernels_ref;
+    // cpu: an int8 conv no fast kernel takes runs on the reference kernels
+    // rather than being refused (CONVD_INT8=on, --int8 on).
+    bool int8_ref;
+    // hip, hip:N: the GPU=hip plugin's path (NULL or "": next to the
+    // executable; CONVD_HIP_PLUGIN). The plugin is loaded once per process:
+    // the first create that loads it decides.
+    const char *hip_plugin;
+} cd_backend_opts;
+
+#endif // CD_BACKENDS_BACKEND_OPTS_H
