@@ -30,6 +30,9 @@ typedef struct {
                            // "scalar", any case ("": the CPU's best;
                            // CONVD_MAX_ISA). oneDNN has its own,
                            // ONEDNN_MAX_CPU_ISA.
+    int batch_split;       // batches > 1 run image by image: 0 auto (models
+                           // mostly on sparse kernels), 1 off, 2 on
+                           // (CONVD_BATCH_SPLIT=auto|off|on)
     char hip_plugin[4096]; // the GPU=hip plugin ("": <dir of the executable>/
                            // ../lib/libconvd-hip.so; CONVD_HIP_PLUGIN)
     cd_rt_log_fn log;      // where the libraries' messages go (NULL: stderr)

@@ -132,6 +132,7 @@ int cd_model_build(const uint8_t *buf, size_t len, const char *dir, const cd_mod
         s->int8_layers += m->layers[i].int8;
     }
     s->nlayers = m->nlayers;
+    m->batch_split = s->batch_split = cd_batch_split_wanted(m);
     cd_graph_free(&g);
     *out = m;
     return 0;
@@ -367,6 +368,8 @@ static int submit_impl(cd_exec *ex, int batch, const void *const *inputs, void *
         if (!inputs || !inputs[i]) return cd_errf(CD_EPARAMS, err, errlen, "input %d missing", i);
     for (int i = 0; i < m->noutputs; i++)
         if (!outputs || !outputs[i]) return cd_errf(CD_EPARAMS, err, errlen, "output %d missing", i);
+    if (batch > 1 && m->batch_split)
+        return cd_batch_split_run(ex, batch, inputs, outputs, err, errlen, layer_ms, submit_impl);
     for (int i = 0; i < m->ntensors; i++)
         if (!m->tensors[i].t.is_const) ex->bt[i].shape[0] = batch;
     int rc;

@@ -26,6 +26,7 @@ void cd_runtime_options_from_env(cd_runtime_options *o) {
     }
     if ((v = env("CONVD_INT8"))) o->int8 = !strcmp(v, "off") ? 1 : !strcmp(v, "on") ? 2 : 0;
     if ((v = env("CONVD_MAX_ISA"))) snprintf(o->max_isa, sizeof o->max_isa, "%s", v);
+    if ((v = env("CONVD_BATCH_SPLIT"))) o->batch_split = !strcmp(v, "off") ? 1 : !strcmp(v, "on") ? 2 : 0;
     if ((v = env("CONVD_HIP_PLUGIN"))) snprintf(o->hip_plugin, sizeof o->hip_plugin, "%s", v);
 }
 

@@ -82,6 +82,8 @@ typedef struct {
     int max_batch;
     int64_t device_bytes; // device memory held now: weights, constants, the
                           // arenas and workspaces of live execs (0 on cpu)
+    int batch_split;      // 1: batches > 1 run image by image, each with
+                          // its activations in cache (runtime/batch-split.c)
 } cd_model_summary;
 
 // The sparsity of a conv/FC layer's weights as loaded (from its analysis;
