@@ -410,6 +410,15 @@ $(BUILD)/bin/sparse-conv-layers: $(BUILD)/obj/bench/sparse-conv-layers.o $(call 
 
 bench: $(BUILD)/bin/sparse-conv-layers
 
+# Per-image time of the sparse kernels at batch 1 vs batch N, CPU time
+# (bench/results/sparse-batch.md).
+$(BUILD)/bin/sparse-batch-layers: $(BUILD)/obj/bench/sparse-batch-layers.o $(call obj,$(wildcard sparse/*.c)) $(call obj,kernels/op-desc.c $(CORE_SRC) runtime/options.c)
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(OMP_FLAGS) $(LDLIBS)
+
+bench: $(BUILD)/bin/sparse-batch-layers
+
 # Int8 vs f32 sparse conv on ResNet-50's shapes, per ISA level.
 $(BUILD)/bin/sparse-i8-layers: $(BUILD)/obj/bench/sparse-i8-layers.o $(call obj,$(wildcard sparse/*.c)) $(call obj,kernels/op-desc.c $(CORE_SRC))
 	@mkdir -p $(dir $@)

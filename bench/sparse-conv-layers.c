@@ -559,7 +559,8 @@ int main(int argc, char **argv) {
     printf(" BE | b90 fmt | write floor ms | cap |\n|---|---|---|---|");
     for (size_t l = 0; l < NLEVELS; l++) printf("---|");
     printf("---|---|---|---|\n");
-    const int batches[] = {1, 8}, threads[] = {1, 2};
+    // --batch N other than 1 measures N in the second column (default 8).
+    const int batches[] = {1, batch_only > 1 ? batch_only : 8}, threads[] = {1, 2};
     for (size_t i = 0; i < sizeof k_layers / sizeof k_layers[0]; i++) {
         const layer *L = &k_layers[i];
         if (filter && !strstr(L->name, filter)) continue;

@@ -132,6 +132,7 @@ int cd_model_build(const uint8_t *buf, size_t len, const char *dir, const cd_mod
         s->int8_layers += m->layers[i].int8;
     }
     s->nlayers = m->nlayers;
+    m->batch_split = s->batch_split = cd_batch_split_wanted(m);
     cd_graph_free(&g);
     *out = m;
     return 0;
@@ -354,7 +355,7 @@ static size_t input_bytes(const cd_model *m, int i, int batch) {
 
 int cd_exec_stage_inputs(cd_exec *ex, int batch, void **host) {
     const cd_model *m = ex->m;
-    if (batch < 1 || batch > m->max_batch) return CD_ESHAPE;
+    if (cd_batch_check(batch, m->max_batch, "staging", NULL, 0)) return CD_ESHAPE;
     if (ex->pending) return CD_EPARAMS;
     void *dst[CD_MAX_TENSORS];
     size_t size[CD_MAX_TENSORS];
@@ -406,18 +407,20 @@ static int upload_inputs(cd_exec *ex, int batch, const void *const *inputs, char
 static int submit_impl(cd_exec *ex, int batch, const void *const *inputs, void *const *outputs, char *err,
                        size_t errlen, double *layer_ms) {
     const cd_model *m = ex->m;
-    if (batch < 1 || batch > m->max_batch)
-        return cd_errf(CD_ESHAPE, err, errlen, "batch %d out of range (1..%d)", batch, m->max_batch);
+    int rc = cd_batch_check(batch, m->max_batch, "run", err, errlen); // core/limits.h's one bound
+    if (rc) return rc;
     if (!inputs && ex->staged != batch)
         return cd_errf(CD_EPARAMS, err, errlen, "no inputs staged for a batch of %d", batch);
     for (int i = 0; i < m->ninputs; i++)
         if (inputs && !inputs[i]) return cd_errf(CD_EPARAMS, err, errlen, "input %d missing", i);
     for (int i = 0; i < m->noutputs; i++)
         if (!outputs || !outputs[i]) return cd_errf(CD_EPARAMS, err, errlen, "output %d missing", i);
+    if (batch > 1 && m->batch_split)
+        return cd_batch_split_run(ex, batch, inputs, outputs, err, errlen, layer_ms, submit_impl);
     for (int i = 0; i < m->ntensors; i++)
         if (!m->tensors[i].t.is_const) ex->bt[i].shape[0] = batch;
     ex->staged = 0;
-    int rc = upload_inputs(ex, batch, inputs, err, errlen);
+    rc = upload_inputs(ex, batch, inputs, err, errlen);
     if (rc) return rc;
     for (int li = 0; li < m->nlayers; li++) {
         const cd_layer *l = &m->layers[li];

@@ -74,6 +74,7 @@ struct cd_model {
     pthread_mutex_t idle_lock; // guards idle, nidle
     cd_exec **idle;            // CD_MAX_IDLE_EXECS slots
     int nidle;
+    int batch_split; // batches run image by image (batch-split.c)
 };
 
 #define CD_MAX_IDLE_EXECS 16
@@ -109,5 +110,19 @@ int cd_plan_build(cd_model *m, cd_graph *g, char *err, size_t errlen);
 // Frees what cd_plan_build made: the layers' op states, the constants, the
 // inputs and outputs, the tensors. The model and its backend stay.
 void cd_plan_free(cd_model *m);
+
+// Batches image by image (runtime/batch-split.c). Whether m (planned)
+// should run its batches so: CONVD_BATCH_SPLIT (cd_runtime_options) off/on,
+// else where most of its FLOPs run on the sparse kernels (host memory only).
+int cd_batch_split_wanted(const cd_model *m);
+// One run of `batch` images as cd_model_submit does it (model.c's submit).
+typedef int (*cd_run_one_fn)(cd_exec *ex, int batch, const void *const *inputs, void *const *outputs, char *err,
+                             size_t errlen, double *layer_ms);
+#define CD_SPLIT_MAX_IO 16
+// Runs the images of a batch one after the other through `one` (batch 1),
+// inputs filled in place copied aside first; at most CD_SPLIT_MAX_IO inputs
+// and outputs, else the whole batch at once. Returns one's result.
+int cd_batch_split_run(cd_exec *ex, int batch, const void *const *inputs, void *const *outputs, char *err,
+                       size_t errlen, double *layer_ms, cd_run_one_fn one);
 
 #endif // CD_RUNTIME_MODEL_H

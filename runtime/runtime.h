@@ -82,6 +82,8 @@ typedef struct {
     int max_batch;
     int64_t device_bytes; // device memory held now: weights, constants, the
                           // arenas and workspaces of live execs (0 on cpu)
+    int batch_split;      // 1: batches > 1 run image by image, each with
+                          // its activations in cache (runtime/batch-split.c)
 } cd_model_summary;
 
 // The sparsity of a conv/FC layer's weights as loaded (from its analysis;
@@ -172,6 +174,9 @@ typedef struct {
                            // 0 auto (where the planner predicts them faster),
                            // 1 off, 2 on (wherever a conv can run them)
                            // (CONVD_INT8=auto|off|on)
+    int batch_split;       // batches > 1 run image by image: 0 auto (models
+                           // mostly on sparse kernels), 1 off, 2 on
+                           // (CONVD_BATCH_SPLIT=auto|off|on)
     cd_isa_cap max_isa;    // cap of our own kernels (core/isa-cap.h; NONE:
                            // the CPU's best; CONVD_MAX_ISA). oneDNN has its
                            // own, ONEDNN_MAX_CPU_ISA.
