@@ -26,6 +26,11 @@ typedef struct {
                            // 0 auto (where the planner predicts them faster),
                            // 1 off, 2 on (wherever a conv can run them)
                            // (CONVD_INT8=auto|off|on)
+    int winograd;          // our Winograd 3x3 conv beside oneDNN's
+                           // (backends/cpu/winograd.h): 0 auto (where it
+                           // times faster), 1 off, 2 on (wherever a conv
+                           // qualifies), 3 on with F(2x2) only, 4 F(4x4) only
+                           // (CONVD_WINOGRAD=auto|off|on|f2|f4)
     char max_isa[16];      // cap of our own kernels: "avx512", "avx2" or
                            // "scalar", any case ("": the CPU's best;
                            // CONVD_MAX_ISA). oneDNN has its own,

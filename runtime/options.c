@@ -25,6 +25,8 @@ void cd_runtime_options_from_env(cd_runtime_options *o) {
         o->plan = !strcmp(v, "dense") ? 1 : !strcmp(v, "sparse") ? 2 : !strcmp(v, "compact") ? 3 : 0;
     }
     if ((v = env("CONVD_INT8"))) o->int8 = !strcmp(v, "off") ? 1 : !strcmp(v, "on") ? 2 : 0;
+    if ((v = env("CONVD_WINOGRAD")))
+        o->winograd = !strcmp(v, "off") ? 1 : !strcmp(v, "on") ? 2 : !strcmp(v, "f2") ? 3 : !strcmp(v, "f4") ? 4 : 0;
     if ((v = env("CONVD_MAX_ISA"))) snprintf(o->max_isa, sizeof o->max_isa, "%s", v);
     if ((v = env("CONVD_HIP_PLUGIN"))) snprintf(o->hip_plugin, sizeof o->hip_plugin, "%s", v);
 }
