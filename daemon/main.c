@@ -48,6 +48,7 @@ static void runtime_configure(const cd_settings *set) {
     o.cpu_kernels_ref = set->cpu_kernels == 1;
     o.plan = (int)set->plan;
     o.int8 = (int)set->int8;
+    o.winograd = (int)set->winograd;
     if (set->max_isa > 0) snprintf(o.max_isa, sizeof o.max_isa, "%s", cd_max_isa_names[set->max_isa]);
     snprintf(o.hip_plugin, sizeof o.hip_plugin, "%s", set->hip_plugin);
     o.log = runtime_log;

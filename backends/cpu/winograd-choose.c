@@ -11,6 +11,7 @@
 #include "core/options.h"
 #include "kernels/cpu/ref.h"
 
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -81,6 +82,7 @@ static int measure(cd_dnnl_op *op, const cd_conv_desc *d, cd_layout l, cd_wino *
     if (res) fill(res, dn);
     r.in[0] = src;
     r.in[1] = res;
+    cd_dnnl_apply_threads();
     time_all(&r, cand, n, best);
     rc = 0;
 out:
@@ -92,6 +94,14 @@ out:
     return rc;
 }
 
+// Which candidate to keep from the times of oneDNN, F2 and F4 (ns[0..2]) as
+// the mode says: 0 oneDNN, 1 F2, 2 F4.
+static int pick(int mode, const uint64_t ns[3]) {
+    if (mode == 3 || mode == 4) return mode - 2;
+    const int wino = ns[2] < ns[1] ? 2 : 1;
+    return mode == 2 || ns[wino] < ns[0] ? wino : 0;
+}
+
 int cd_wino_offer(cd_dnnl_op *op, const cd_conv_desc *d, cd_layout src, cd_layout dst, const float *w,
                   const float *bias, cd_wino **out) {
     *out = NULL;
@@ -100,31 +110,25 @@ int cd_wino_offer(cd_dnnl_op *op, const cd_conv_desc *d, cd_layout src, cd_layou
     const cd_sparse_isa isa = offer_isa(src, mode >= 2);
     if (isa == CD_SPARSE_ISA_AUTO) return 0;
     cd_wino *cand[2] = {NULL, NULL};
-    int n = 0, rc = 0;
-    for (int m = 2; m <= 4; m += 2) {
-        if ((mode == 3 && m != 2) || (mode == 4 && m != 4)) continue;
-        rc = cd_wino_create(d, src, m, isa, w, bias, &cand[n]);
-        if (rc == CD_ENOMEM) goto out;
-        n += rc == 0;
+    int rc = cd_wino_create(d, src, 2, isa, w, bias, &cand[0]);
+    if (!rc) rc = cd_wino_create(d, src, 4, isa, w, bias, &cand[1]);
+    if (rc) goto out;
+    cd_dnnl_apply_threads();
+    char key[512];
+    uint64_t ns[3];
+    cd_wino_cache_key(d, src, isa, omp_get_max_threads(), key, sizeof key);
+    if (!cd_wino_cache_get(key, ns)) {
+        if ((rc = measure(op, d, src, cand, 2, ns))) goto out;
+        cd_wino_cache_put(key, ns);
     }
-    rc = 0;
-    if (!n) goto out;
-    uint64_t best[3];
-    if ((rc = measure(op, d, src, cand, n, best))) goto out;
-    int pick = -1;
-    uint64_t t = mode >= 2 ? UINT64_MAX : best[0];
-    for (int i = 0; i < n; i++)
-        if (best[i + 1] < t || (mode >= 2 && pick < 0)) {
-            t = best[i + 1];
-            pick = i;
-        }
-    if (pick >= 0) {
-        *out = cand[pick];
-        cand[pick] = NULL;
+    const int p = pick(mode, ns);
+    if (p) {
+        *out = cand[p - 1];
+        cand[p - 1] = NULL;
     }
 out:
     for (int i = 0; i < 2; i++) cd_wino_free(cand[i]);
-    return rc;
+    return rc == CD_ENOMEM ? rc : 0;
 }
 
 // ---- the hook of dnnl-conv.c (winograd-hook.h) -------------------------------
@@ -138,6 +142,7 @@ int cd_wino_build(const cd_wino *wg, int batch, cd_dnnl_prim *p) {
 int cd_wino_exec(const cd_wino *wg, cd_dnnl_ctx *ctx, int batch, const float *const *src, float *dst) {
     void *scratch = cd_dnnl_ctx_scratch(ctx, cd_wino_scratch_bytes(wg, batch));
     if (!scratch) return CD_ENOMEM;
+    cd_dnnl_apply_threads(); // the team oneDNN's primitives would get
     cd_wino_run(wg, batch, src[0], wg->d.has_residual ? src[1] : NULL, dst, scratch);
     return 0;
 }

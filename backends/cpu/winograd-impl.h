@@ -6,6 +6,8 @@
 
 #include "backends/cpu/winograd.h"
 
+#include <stdint.h>
+
 // F(2x2,3x3): interpolation points 0, 1, -1 (Lavin & Gray).
 static const float cd_wino_bt2[4 * 4] = {1, 0, -1, 0, 0, 1, 1, 0, 0, -1, 1, 0, 0, 1, 0, -1};
 static const float cd_wino_g2[4 * 3] = {1, 0, 0, 0.5f, 0.5f, 0.5f, 0.5f, -0.5f, 0.5f, 0, 0, 1};
@@ -58,6 +60,12 @@ void cd_wino_grid_of(const cd_wino *wg, int batch, cd_wino_grid *g);
 static inline size_t cd_wino_chunk_floats(const cd_wino *wg, int chunk) {
     return (size_t)wg->t * wg->t * (size_t)chunk * (size_t)(wg->cp + wg->kp);
 }
+
+// The choice's timings on disk (winograd-cache.c): the key of a conv on
+// isa at threads, and its oneDNN, F2 and F4 times in ns (1 when found).
+void cd_wino_cache_key(const cd_conv_desc *d, cd_layout l, cd_sparse_isa isa, int threads, char *key, size_t n);
+int cd_wino_cache_get(const char *key, uint64_t ns[3]);
+void cd_wino_cache_put(const char *key, const uint64_t ns[3]);
 
 // The ISA bodies (cd_wino_run's contract).
 void cd_wino_run_scalar(const cd_wino *wg, int batch, const float *src, const float *res, float *dst, void *scratch);

@@ -175,12 +175,10 @@ static void CD_SIMD_FN(wg_gemm)(const cd_wino *wg, int e, int kb, int chunk, int
     for (int r0 = 0; r0 < ntl; r0 += WG_R) {
         const int rows = ntl - r0 < WG_R ? ntl - r0 : WG_R;
         int j = 0;
-        for (; j + WG_KV <= nv; j += WG_KV)
-            CD_SIMD_FN(wg_gemm_rows)
-            (rows, 1, cp, ue + (size_t)r0 * cp, wp + j * CD_VN, width, me + (size_t)r0 * kp + j * CD_VN, kp);
-        for (; j < nv; j++)
-            CD_SIMD_FN(wg_gemm_rows)
-            (rows, 0, cp, ue + (size_t)r0 * cp, wp + j * CD_VN, width, me + (size_t)r0 * kp + j * CD_VN, kp);
+        for (; j + WG_KV <= nv; j += WG_KV) CD_SIMD_FN(wg_gemm_rows)
+        (rows, 1, cp, ue + (size_t)r0 * cp, wp + j * CD_VN, width, me + (size_t)r0 * kp + j * CD_VN, kp);
+        for (; j < nv; j++) CD_SIMD_FN(wg_gemm_rows)
+        (rows, 0, cp, ue + (size_t)r0 * cp, wp + j * CD_VN, width, me + (size_t)r0 * kp + j * CD_VN, kp);
     }
 }
 
