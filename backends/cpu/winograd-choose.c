@@ -110,17 +110,21 @@ int cd_wino_offer(cd_dnnl_op *op, const cd_conv_desc *d, cd_layout src, cd_layou
     const cd_sparse_isa isa = offer_isa(src, mode >= 2);
     if (isa == CD_SPARSE_ISA_AUTO) return 0;
     cd_wino *cand[2] = {NULL, NULL};
-    int rc = cd_wino_create(d, src, 2, isa, w, bias, &cand[0]);
-    if (!rc) rc = cd_wino_create(d, src, 4, isa, w, bias, &cand[1]);
-    if (rc) goto out;
-    cd_dnnl_apply_threads();
     char key[512];
     uint64_t ns[3];
+    int rc = 0;
+    cd_dnnl_apply_threads();
     cd_wino_cache_key(d, src, isa, omp_get_max_threads(), key, sizeof key);
-    if (!cd_wino_cache_get(key, ns)) {
-        if ((rc = measure(op, d, src, cand, 2, ns))) goto out;
-        cd_wino_cache_put(key, ns);
+    if (cd_wino_cache_get(key, ns)) { // timed before on this machine: only the one kept is made
+        const int p = pick(mode, ns);
+        if (p) rc = cd_wino_create(d, src, 2 * p, isa, w, bias, out);
+        goto out;
     }
+    rc = cd_wino_create(d, src, 2, isa, w, bias, &cand[0]);
+    if (!rc) rc = cd_wino_create(d, src, 4, isa, w, bias, &cand[1]);
+    if (rc) goto out;
+    if ((rc = measure(op, d, src, cand, 2, ns))) goto out;
+    cd_wino_cache_put(key, ns);
     const int p = pick(mode, ns);
     if (p) {
         *out = cand[p - 1];
