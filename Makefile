@@ -392,6 +392,14 @@ $(BUILD)/bin/conv-dense-layers: $(BUILD)/obj/bench/conv-dense-layers.o $(CPUKERN
 
 bench: $(BUILD)/bin/conv-dense-layers
 
+# Winograd 3x3 vs oneDNN's direct conv on ResNet's 3x3 layers (bench/winograd-layers.c).
+$(BUILD)/bin/winograd-layers: $(BUILD)/obj/bench/winograd-layers.o $(CPUKERNEL_OBJ) $(call obj,$(wildcard sparse/*.c) $(CORE_SRC) runtime/options.c)
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(DNNL_LIBS) $(OMP_FLAGS) $(LDLIBS)
+
+bench: $(BUILD)/bin/winograd-layers
+
 # The core's float32 FMA throughput (bench/fma-peak.c): the physical cap the
 # dense-model tables quote.
 $(BUILD)/bin/fma-peak: bench/fma-peak.c

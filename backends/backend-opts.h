@@ -19,6 +19,10 @@ typedef struct {
     // executable; CONVD_HIP_PLUGIN). The plugin is loaded once per process:
     // the first create that loads it decides.
     const char *hip_plugin;
+    // cpu: our Winograd 3x3 conv beside oneDNN's (backends/cpu/winograd.h):
+    // 0 auto (where it times faster at load), 1 off, 2 on, 3 F(2x2) only,
+    // 4 F(4x4) only (CONVD_WINOGRAD, --winograd).
+    int winograd;
 } cd_backend_opts;
 
 #endif // CD_BACKENDS_BACKEND_OPTS_H

@@ -341,6 +341,9 @@ def main(argv=None):
     ap.add_argument("--deepsparse-python", metavar="PATH", help="default: the venv of bench/setup-deepsparse")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds for one convd-run or DeepSparse call")
     ap.add_argument("--from-json", metavar="FILE", help="no measurement: the table of an earlier --json")
+    ap.add_argument("--baseline", metavar="VAR=VALUE[,...]",
+                    help="also time convd with these environment settings, as engine convd-base: a before/after "
+                    "in the same run (e.g. CONVD_WINOGRAD=off)")
     ap.add_argument("--deepsparse-worker", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.deepsparse_worker:
@@ -362,6 +365,8 @@ def main(argv=None):
     sys.path.insert(0, str(ROOT))
     from tests.support import paths
     caps = CAPS[a.isa]
+    baseline = dict(kv.split("=", 1) for kv in a.baseline.split(",")) if a.baseline else None
+    engines = ENGINES + (("convd-base",) if baseline else ())
     ds_python = deepsparse_python(a.deepsparse_python)
     sys.path.insert(0, str(ROOT / "bench"))
     import benchmodels
@@ -378,7 +383,7 @@ def main(argv=None):
         xa = np.load(x)
         res = {"isa": a.isa, "caps": caps, "cpu": cpu_info(), "date": time.strftime("%Y-%m-%d %H:%M %Z"),
                "threads": 1, "batch": 1, "rounds": a.rounds, "iters": a.iters, "warmup": a.warmup,
-               "convd_rev": git_rev(), "load_start": os.getloadavg(), "models": {},
+               "convd_rev": git_rev(), "load_start": os.getloadavg(), "models": {}, "baseline": baseline,
                "fma_peak": [fma_peak(bindir)]}
         import onnxruntime
         res["ort_version"] = onnxruntime.__version__
@@ -403,19 +408,20 @@ def main(argv=None):
             res["models"][n] = {"file": files[n].name, "convd_isa": info, "deepsparse_compile_s": comp,
                                 "flops": model_flops(binary, files[n], caps["convd"], a.timeout),
                                 "deepsparse_supported_ops": loaded["fraction_of_supported_ops"], "err": err,
-                                "times": {e: [] for e in ENGINES}}
+                                "times": {e: [] for e in engines}}
             log(f"{n}: max rel. error vs ORT: convd {err['convd']:.2e}, deepsparse {err['deepsparse']:.2e}; "
                 f"convd oneDNN isa {info['onednn_isa']!r}, kernels {info['kernel_isas']}"
                 f"{'; ' + info['sparse_line'] if info['sparse_line'] else ''} "
                 f"(DeepSparse compiled in {comp:.1f} s; set-up {time.perf_counter() - t0:.1f} s)")
-        order = list(ENGINES)
+        order = list(engines)
         t_start = time.monotonic()
         for r in range(a.rounds):
             for n in names:
                 for e in order:
-                    if e == "convd":
+                    if e in ("convd", "convd-base"):
+                        env = caps["convd"] if e == "convd" else {**caps["convd"], **baseline}
                         out = convd_cmd(binary, files[n], "--input", x, "--bench", a.iters, "--warmup", a.warmup,
-                                        "--json", env=caps["convd"], timeout=a.timeout)
+                                        "--json", env=env, timeout=a.timeout)
                         t = json.loads(out.stdout)["bench"]["median_ms"]
                     elif e == "ort":
                         t = sess[n].bench(xa, a.iters, a.warmup)
@@ -450,6 +456,8 @@ def summarize(res):
         m["ratio"] = {"ort": med["ort"] / med["convd"], "deepsparse": med["deepsparse"] / med["convd"]}
         best = {e: min(ts) for e, ts in m["times"].items()}
         m["best_ratio"] = {"ort": best["ort"] / best["convd"], "deepsparse": best["deepsparse"] / best["convd"]}
+        if "convd-base" in med:
+            m["ratio"]["convd-base"] = med["convd-base"] / med["convd"]
         m["spread"] = max((max(ts) - min(ts)) / float(np.median(ts)) for ts in m["times"].values())
 
 
@@ -497,6 +505,12 @@ def markdown(res):
         t, r, e, b = m["median_ms"], m["ratio"], m["err"], m["best_ratio"]
         out.append(f"| {n} | {t['convd']:.2f} | {t['ort']:.2f} | {t['deepsparse']:.2f} | {r['ort']:.3g}x | "
                    f"{r['deepsparse']:.3g}x | {b['ort']:.3g}x, {b['deepsparse']:.3g}x | {e['convd']:.1e} | {e['deepsparse']:.1e} | {m['spread']:.0%} |")
+    if res.get("baseline"):
+        base = " ".join(f"{k}={v}" for k, v in res["baseline"].items())
+        out += ["", f"Before/after in the same run: convd with {base} (before) against convd as built (after).",
+                "", f"| model | convd {base} ms | convd ms | before / after |", "|---|---|---|---|"]
+        out += [f"| {n} | {m['median_ms']['convd-base']:.2f} | {m['median_ms']['convd']:.2f} | "
+                f"{m['ratio']['convd-base']:.3g}x |" for n, m in res["models"].items()]
     peaks = [p for p in res.get("fma_peak", []) if p]
     dense = [(n, m) for n, m in res["models"].items() if "-" not in n and m.get("flops")]
     if peaks and dense:

@@ -174,6 +174,8 @@ typedef struct {
                            // 0 auto (where the planner predicts them faster),
                            // 1 off, 2 on (wherever a conv can run them)
                            // (CONVD_INT8=auto|off|on)
+    int winograd;          // our Winograd 3x3 conv (cd_backend_opts.winograd):
+                           // 0 auto, 1 off, 2 on, 3 f2, 4 f4 (CONVD_WINOGRAD)
     int batch_split;       // batches > 1 run image by image: 0 auto (models
                            // mostly on sparse kernels), 1 off, 2 on
                            // (CONVD_BATCH_SPLIT=auto|off|on)

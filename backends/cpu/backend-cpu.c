@@ -369,8 +369,8 @@ static int conv_init(const cd_backend_opts *sw, cd_op_state *st, const cd_bop_de
         }
         return rc;
     }
-    if (k == K_DNNL)
-        return cd_dnnl_conv_create(c, d->src[0].layout, d->dst.layout, d->max_batch, d->w, d->bias, &st->dop);
+    const cd_layout sl = d->src[0].layout, dl = d->dst.layout;
+    if (k == K_DNNL) return cd_dnnl_conv_create_wino(c, sl, dl, d->max_batch, d->w, d->bias, sw->winograd, &st->dop);
     size_t nw = (size_t)c->k * (c->c / c->groups) * c->r * c->s;
     st->w = malloc(nw * sizeof(float));
     st->bias = calloc((size_t)c->k, sizeof(float));
@@ -787,7 +787,7 @@ int cd_backend_cpu_create(const cd_backend_opts *opts, cd_backend_t *out) {
     if (!be) return CD_ENOMEM;
     be->iface = &g_cpu_iface;
     cd_backend_opts *sw = be->context = be + 1;
-    if (opts) *sw = (cd_backend_opts){.kernels_ref = opts->kernels_ref, .int8_ref = opts->int8_ref};
+    if (opts) *sw = *opts; // (hip_plugin: the hip backends' switch, unused here)
     *out = be;
     return 0;
 }

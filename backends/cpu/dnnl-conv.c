@@ -3,6 +3,7 @@
 // layout the chosen implementation asks for (format "any").
 
 #include "backends/cpu/dnnl-impl.h"
+#include "backends/cpu/winograd-hook.h"
 #include "kernels/cpu/ref.h"
 
 #include <stdlib.h>
@@ -13,6 +14,7 @@ typedef struct {
     cd_layout src_l, dst_l; // activation layouts
     cd_dnnl_weights wts;    // user layout OIHW (groups == 1) or GOIHW
     float *bias;            // K floats or NULL (owned)
+    cd_wino *wino;          // our Winograd conv when it timed faster (winograd.h), else NULL
 } conv_priv;
 
 int cd_dnnl_conv_check(const cd_conv_desc *d, cd_layout src, cd_layout dst) {
@@ -81,6 +83,7 @@ int cd_dnnl_conv_supports(const cd_conv_desc *d, cd_layout src, cd_layout dst) {
 
 static int conv_build(cd_dnnl_op *op, int batch, cd_dnnl_prim *p) {
     conv_priv *cp = op->priv;
+    if (cp->wino) return cd_wino_build(cp->wino, batch, p);
     dnnl_convolution_desc_t cd;
     dnnl_primitive_attr_t attr = NULL;
     int rc = conv_desc(&cp->d, cp->src_l, cp->dst_l, batch, cp->bias != NULL, &cd, &attr);
@@ -100,6 +103,7 @@ static int conv_build(cd_dnnl_op *op, int batch, cd_dnnl_prim *p) {
 static int conv_exec(cd_dnnl_op *op, cd_dnnl_ctx *ctx, const cd_dnnl_prim *p, int batch, const float *const *src,
                      float *dst) {
     conv_priv *cp = op->priv;
+    if (cp->wino) return cd_wino_exec(cp->wino, ctx, batch, src, dst);
     if (cp->d.has_residual && src[1] != dst)
         memcpy(dst, src[1], cd_dnnl_tensor_floats(cp->dst_l, batch, cp->d.k, cp->d.oh, cp->d.ow) * sizeof(float));
     cd_dnnl_arg args[4] = {
@@ -116,13 +120,24 @@ static void conv_fini(cd_dnnl_op *op) {
     if (!cp) return;
     cd_dnnl_weights_fini(&cp->wts);
     free(cp->bias);
+    cd_wino_free(cp->wino);
+}
+
+static const char *conv_impl(cd_dnnl_op *op, const cd_dnnl_prim *p, int batch) {
+    const conv_priv *cp = op->priv;
+    return cp->wino ? cd_wino_name(cp->wino) : NULL;
 }
 
 int cd_dnnl_conv_create(const cd_conv_desc *d, cd_layout src, cd_layout dst, int max_batch, const float *w,
                         const float *bias, cd_dnnl_op **out) {
+    return cd_dnnl_conv_create_wino(d, src, dst, max_batch, w, bias, 0, out);
+}
+
+int cd_dnnl_conv_create_wino(const cd_conv_desc *d, cd_layout src, cd_layout dst, int max_batch, const float *w,
+                             const float *bias, int wino_mode, cd_dnnl_op **out) {
     *out = NULL;
     if (!d || !w || cd_dnnl_conv_check(d, src, dst) || !f32_layouts(src, dst)) return CD_EPARAMS;
-    static const cd_dnnl_kind k_kind = {conv_build, conv_exec, conv_fini};
+    static const cd_dnnl_kind k_kind = {conv_build, conv_exec, conv_fini, conv_impl};
     const conv_priv init = {.d = *d, .src_l = src, .dst_l = dst};
     cd_dnnl_op *op;
     int rc = cd_dnnl_op_new(&k_kind, max_batch, d->has_residual ? 2 : 1, &init, sizeof init, &op);
@@ -141,7 +156,9 @@ int cd_dnnl_conv_create(const cd_conv_desc *d, cd_layout src, cd_layout dst, int
     cp->wts.user = w;
     rc = cd_dnnl_op_prepare(op, 1, NULL);
     cp->wts.user = NULL;
+    if (!rc) rc = cd_wino_offer(op, d, src, dst, w, bias, wino_mode, &cp->wino);
     if (rc) goto fail;
+    if (cp->wino) cd_wino_adopt(op, cp->wino, &cp->wts);
     *out = op;
     return 0;
 fail:

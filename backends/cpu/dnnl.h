@@ -163,6 +163,11 @@ void cd_dnnl_op_free(cd_dnnl_op *op);
 int cd_dnnl_conv_supports(const cd_conv_desc *d, cd_layout src, cd_layout dst);
 int cd_dnnl_conv_create(const cd_conv_desc *d, cd_layout src, cd_layout dst, int max_batch, const float *w,
                         const float *bias, cd_dnnl_op **out);
+// The same, with our Winograd 3x3 offered beside it per wino_mode (the CPU
+// backend's switch, backend-opts.h: 0 auto, 1 off, 2 on, 3 F2 only, 4 F4
+// only); cd_dnnl_conv_create is mode 0.
+int cd_dnnl_conv_create_wino(const cd_conv_desc *d, cd_layout src, cd_layout dst, int max_batch, const float *w,
+                             const float *bias, int wino_mode, cd_dnnl_op **out);
 
 // ---- int8 convolution -------------------------------------------------------------
 //

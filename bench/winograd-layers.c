@@ -1,0 +1,107 @@
+// Our Winograd 3x3 conv against oneDNN's direct conv on ResNet's stride-1 3x3
+// layers (64@56, 128@28, 256@14, 512@7; ReLU and the residual of a basic
+// block's second conv), each through cd_dnnl_conv_create as the product
+// creates it: CONVD_WINOGRAD off (oneDNN), f2 and f4 forced. Prints one
+// markdown row per layer.
+//
+//   winograd-layers [--threads N] [--batch B] [--rounds R] [--min-ms M]
+//
+// Timing: the three methods of a layer are sampled once per round, R rounds
+// interleaved (a busy neighbour hurts all alike); a sample repeats the call
+// until M ms have passed and keeps the mean; the median sample is reported.
+
+#include "backends/cpu/dnnl.h"
+#include "core/clock.h"
+#include "core/stats-util.h"
+#include "kernels/cpu/ref.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { M_DNNL, M_F2, M_F4, M_COUNT };
+static const int k_mode_opt[M_COUNT] = {1, 3, 4}; // the CPU backend's winograd switch (backend-opts.h)
+
+static cd_dnnl_op *create(const cd_conv_desc *d, cd_layout l, int batch, int mode, const float *w, const float *b) {
+    cd_dnnl_op *op = NULL;
+    if (cd_dnnl_conv_create_wino(d, l, l, batch, w, b, k_mode_opt[mode], &op)) return NULL;
+    return op;
+}
+
+// Mean ms of op over at least min_ms.
+static double sample(cd_dnnl_op *op, cd_dnnl_ctx *ctx, int batch, const float *const *in, float *dst, double min_ms) {
+    int n = 0;
+    const uint64_t t0 = cd_now_ns();
+    uint64_t t;
+    do {
+        cd_dnnl_op_run(op, ctx, batch, in[1] ? 2 : 1, in, dst);
+        n++;
+        t = cd_now_ns();
+    } while ((double)(t - t0) / 1e6 < min_ms);
+    return (double)(t - t0) / 1e6 / n;
+}
+
+static int bench_one(int c, int hw, int batch, int threads, int rounds, double min_ms) {
+    const cd_layout l = cd_dnnl_blocked_layout();
+    cd_conv_desc d = cd_conv_square(c, hw, hw, c, 3, 1, 1);
+    d.act.kind = CD_ACT_RELU;
+    d.has_residual = 1;
+    const size_t wn = (size_t)c * c * 9, sn = cd_layout_numel(l, batch, c, hw, hw);
+    float *w = malloc(wn * sizeof(float)), *bias = malloc((size_t)c * sizeof(float));
+    float *src = malloc(sn * sizeof(float)), *res = malloc(sn * sizeof(float)), *dst = malloc(sn * sizeof(float));
+    if (!w || !bias || !src || !res || !dst) return 1;
+    for (size_t i = 0; i < wn; i++) w[i] = (float)((i * 7919) % 2001) / 1000.0f - 1.0f;
+    for (int i = 0; i < c; i++) bias[i] = 0.01f * (float)(i % 7);
+    for (size_t i = 0; i < sn; i++) src[i] = res[i] = (float)((i * 104729) % 2001) / 1000.0f - 1.0f;
+    cd_dnnl_op *op[M_COUNT];
+    for (int m = 0; m < M_COUNT; m++)
+        if (!(op[m] = create(&d, l, batch, m, w, bias))) return 1;
+    cd_dnnl_ctx *ctx = NULL;
+    if (cd_dnnl_ctx_create(&ctx)) return 1;
+    const float *in[2] = {src, res};
+    double *ms = calloc((size_t)rounds * M_COUNT, sizeof(double));
+    for (int m = 0; m < M_COUNT; m++) sample(op[m], ctx, batch, in, dst, min_ms); // warm-up
+    for (int r = 0; r < rounds; r++)
+        for (int m = 0; m < M_COUNT; m++) ms[m * rounds + r] = sample(op[m], ctx, batch, in, dst, min_ms);
+    double med[M_COUNT];
+    for (int m = 0; m < M_COUNT; m++) {
+        qsort(ms + m * rounds, (size_t)rounds, sizeof(double), cd_cmp_double);
+        med[m] = ms[m * rounds + rounds / 2];
+    }
+    const double gflop = 2.0 * batch * c * c * 9 * hw * hw / 1e9;
+    printf("| %d@%dx%d | %d | %d | %.3f | %.3f (%.0f) | %.3f (%.2fx) | %.3f (%.2fx) | %s |\n", c, hw, hw, batch,
+           threads, gflop, med[M_DNNL], gflop / med[M_DNNL] * 1e3, med[M_F2], med[M_DNNL] / med[M_F2], med[M_F4],
+           med[M_DNNL] / med[M_F4], cd_dnnl_op_impl(op[M_DNNL], 1));
+    fflush(stdout);
+    for (int m = 0; m < M_COUNT; m++) cd_dnnl_op_free(op[m]);
+    cd_dnnl_ctx_free(ctx);
+    free(ms), free(w), free(bias), free(src), free(res), free(dst);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    int threads = 1, batch = 1, rounds = 7;
+    double min_ms = 20;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--threads") && i + 1 < argc)
+            threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--batch") && i + 1 < argc)
+            batch = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
+            rounds = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--min-ms") && i + 1 < argc)
+            min_ms = atof(argv[++i]);
+        else {
+            fprintf(stderr, "usage: %s [--threads N] [--batch B] [--rounds R] [--min-ms M]\n", argv[0]);
+            return 2;
+        }
+    }
+    if (threads < 1 || batch < 1 || rounds < 1 || cd_dnnl_init() || cd_dnnl_set_threads(threads)) return 2;
+    printf("| layer | batch | threads | GFLOP | oneDNN ms (GFLOP/s) | F2x2 ms (speed-up) | F4x4 ms (speed-up) | oneDNN "
+           "impl "
+           "|\n|---|---|---|---|---|---|---|---|\n");
+    static const int shapes[][2] = {{64, 56}, {128, 28}, {256, 14}, {512, 7}};
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
+        if (bench_one(shapes[i][0], shapes[i][1], batch, threads, rounds, min_ms)) return 1;
+    return 0;
+}

@@ -1,0 +1,241 @@
+// Our Winograd 3x3 conv (backends/cpu/winograd.h) against cd_ref_conv2d:
+// random shapes (channels not multiples of the block, maps of 1, 2, odd, 7,
+// 14, 56), pads, bias, every activation, residual (also in place), batch
+// 1-3, inputs spread over 1e-3..1e3; relative L2 within 1e-4 for each tile at
+// each ISA level. The ISA bodies are also held to the scalar body (the
+// transforms as written), and the choice in dnnl-conv.c to its setting.
+
+#include "backends/cpu/winograd-impl.h"
+#include "tests/unit/test-kernels-util.h"
+
+#define WINO_TOL 1e-4
+
+// sqrt(sum (a - b)^2 / sum b^2) over n floats (0 when both are zero).
+static double rel_l2(const float *a, const float *b, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        const double d = (double)a[i] - (double)b[i];
+        num += d * d;
+        den += (double)b[i] * b[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+// Magnitudes spread log-uniformly over 1e-3..1e3, random signs.
+static float *wide_buf(size_t n) {
+    float *p = tk_alloc(n);
+    for (size_t i = 0; i < n; i++) {
+        const float mag = powf(10.0f, cd_test_randf(-3.0f, 3.0f));
+        p[i] = cd_test_randi(0, 1) ? mag : -mag;
+    }
+    return p;
+}
+
+// 64-byte aligned scratch of bytes.
+static void *scratch_alloc(size_t bytes) {
+    void *p = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!p) abort();
+    return p;
+}
+
+static int rand_map(void) {
+    static const int sizes[] = {1, 2, 3, 5, 7, 9, 14, 13};
+    return cd_test_randi(0, 3) ? sizes[cd_test_randi(0, 7)] : cd_test_randi(1, 20);
+}
+
+// A random qualifying conv; act any kind (with parameters).
+static cd_conv_desc rand_wino_conv(int cmax) {
+    cd_conv_desc d = cd_conv_square(cd_test_randi(1, cmax), rand_map(), 1, cd_test_randi(1, cmax), 3, 1, 1);
+    d.w = cd_test_randi(0, 1) ? d.h : rand_map();
+    d.pad_t = cd_test_randi(0, 2), d.pad_b = cd_test_randi(0, 2);
+    d.pad_l = cd_test_randi(0, 2), d.pad_r = cd_test_randi(0, 2);
+    if (d.h + d.pad_t + d.pad_b < 3) d.pad_t = d.pad_b = 1;
+    if (d.w + d.pad_l + d.pad_r < 3) d.pad_l = d.pad_r = 1;
+    d.act = tk_rand_act();
+    d.has_residual = cd_test_randi(0, 1);
+    cd_conv_out_dims(&d);
+    return d;
+}
+
+// Runs d (batch items) on Winograd m at isa in layout l and checks it against
+// the reference; also, for SIMD bodies, against the scalar body. wide: inputs
+// over 1e-3..1e3. Returns the relative L2 error.
+static double wino_case(cd_conv_desc d, int batch, int m, cd_sparse_isa isa, cd_layout l, int wide) {
+    d.n = batch;
+    const size_t wn = (size_t)d.k * d.c * 9, sn = (size_t)batch * d.c * d.h * d.w;
+    const size_t dn = (size_t)batch * d.k * d.oh * d.ow;
+    const float sc = 1.0f / sqrtf((float)d.c * 9);
+    float *w = tk_rand_buf(wn, -sc, sc), *bias = cd_test_randi(0, 3) ? tk_rand_buf(d.k, -0.5f, 0.5f) : NULL;
+    float *src = wide ? wide_buf(sn) : tk_rand_buf(sn, -1, 1);
+    float *res = d.has_residual ? (wide ? wide_buf(dn) : tk_rand_buf(dn, -1, 1)) : NULL;
+    float *ref = tk_alloc(dn);
+    cd_ref_conv2d(&d, src, w, bias, res, ref);
+
+    cd_wino *wg = NULL, *sg = NULL;
+    int rc = cd_wino_create(&d, l, m, isa, w, bias, &wg);
+    if (rc) CD_CHECK_FAIL_("create F%d %s: %d", m, cd_sparse_isa_name(isa), rc);
+    CHECK_EQ(cd_wino_create(&d, l, m, CD_SPARSE_ISA_SCALAR, w, bias, &sg), 0);
+    float *ls = tk_to_layout(l, batch, d.c, d.h, d.w, src);
+    const size_t ldn = cd_layout_numel(l, batch, d.k, d.oh, d.ow);
+    float *lres = res ? tk_to_layout(l, batch, d.k, d.oh, d.ow, res) : NULL;
+    float *ld = tk_alloc(ldn), *lsd = tk_alloc(ldn);
+    const int in_place = res && cd_test_randi(0, 1);
+    if (in_place) memcpy(ld, lres, ldn * sizeof(float)); // the residual in dst, as the plan may give it
+    size_t sb = cd_wino_scratch_bytes(wg, batch);
+    void *scratch = scratch_alloc(sb);
+    cd_wino_run(wg, batch, ls, in_place ? ld : lres, ld, scratch);
+    tk_check_padding_zero(l, batch, d.k, d.oh, d.ow, ld);
+    float *out = tk_from_layout(l, batch, d.k, d.oh, d.ow, ld);
+    const double err = rel_l2(out, ref, dn);
+    if (err > WINO_TOL)
+        CD_CHECK_FAIL_("F%d %s %s c%d k%d %dx%d pad %d,%d,%d,%d b%d act %d res %d: rel L2 %g", m,
+                       cd_sparse_isa_name(isa), cd_layout_name(l), d.c, d.k, d.h, d.w, d.pad_t, d.pad_l, d.pad_b,
+                       d.pad_r, batch, d.act.kind, d.has_residual, err);
+    if (isa != CD_SPARSE_ISA_SCALAR) { // the same transforms as the matrices say
+        void *s2 = scratch_alloc(cd_wino_scratch_bytes(sg, batch));
+        cd_wino_run(sg, batch, ls, lres, lsd, s2);
+        float *sout = tk_from_layout(l, batch, d.k, d.oh, d.ow, lsd);
+        const double e2 = rel_l2(out, sout, dn);
+        if (e2 > WINO_TOL) CD_CHECK_FAIL_("F%d %s vs scalar: rel L2 %g", m, cd_sparse_isa_name(isa), e2);
+        free(sout);
+        free(s2);
+    }
+    free(out), free(scratch), free(ld), free(lsd), free(lres), free(ls);
+    cd_wino_free(wg), cd_wino_free(sg);
+    free(ref), free(res), free(src), free(bias), free(w);
+    return err;
+}
+
+static void need_isa(cd_sparse_isa isa) {
+    if (!cd_sparse_isa_supported(isa)) CD_SKIP("this CPU (or CONVD_MAX_ISA) lacks %s", cd_sparse_isa_name(isa));
+}
+
+// Random shapes at one ISA: both tiles, each layout the ISA runs.
+static void random_cases(cd_sparse_isa isa, int cases) {
+    need_isa(isa);
+    for (int i = 0; i < cases; i++) {
+        cd_conv_desc d = rand_wino_conv(40);
+        cd_layout l = isa == CD_SPARSE_ISA_AVX512F ? CD_LAYOUT_NCHW16C : tk_rand_blocked();
+        const int batch = cd_test_randi(1, 3), wide = cd_test_randi(0, 1);
+        wino_case(d, batch, 2, isa, l, wide);
+        wino_case(d, batch, 4, isa, l, wide);
+    }
+}
+
+CD_TEST(winograd_random_scalar) { random_cases(CD_SPARSE_ISA_SCALAR, 6); }
+CD_TEST(winograd_random_avx2) { random_cases(CD_SPARSE_ISA_AVX2, 12); }
+CD_TEST(winograd_random_avx512f) { random_cases(CD_SPARSE_ISA_AVX512F, 12); }
+
+// Every activation kind once, with residual, on both tiles.
+CD_TEST(winograd_every_activation) {
+    const cd_sparse_isa isa = cd_sparse_isa_f32(cd_sparse_isa_best());
+    const cd_layout l = isa == CD_SPARSE_ISA_AVX512F ? CD_LAYOUT_NCHW16C : CD_LAYOUT_NCHW8C;
+    for (int kind = CD_ACT_NONE; kind <= CD_ACT_LEAKYRELU; kind++) {
+        cd_conv_desc d = cd_conv_square(cd_test_randi(3, 20), 9, 11, cd_test_randi(3, 20), 3, 1, 1);
+        d.act = tk_act((cd_act)kind);
+        d.has_residual = 1;
+        wino_case(d, 1, 2, isa, l, 0);
+        wino_case(d, 2, 4, isa, l, 0);
+    }
+}
+
+// ResNet's 3x3 layers (64@56, 128@28, 256@14, 512@7), inputs over
+// 1e-3..1e3: each tile offered must stay within the bound.
+static void resnet_shape(int c, int hw) {
+    const cd_sparse_isa isa = cd_sparse_isa_f32(cd_sparse_isa_best());
+    if (isa < CD_SPARSE_ISA_AVX2) CD_SKIP("no AVX2: the scalar body is too slow for ResNet's layers here");
+    const cd_layout l = isa == CD_SPARSE_ISA_AVX512F ? CD_LAYOUT_NCHW16C : CD_LAYOUT_NCHW8C;
+    cd_conv_desc d = cd_conv_square(c, hw, hw, c, 3, 1, 1);
+    d.act.kind = CD_ACT_RELU;
+    d.has_residual = 1;
+    for (int m = 2; m <= 4; m += 2) {
+        const double e = wino_case(d, 1, m, isa, l, 1);
+        fprintf(stderr, "F%dx%d %d@%d: rel L2 %.3g\n", m, m, c, hw, e);
+    }
+}
+
+CD_TEST(winograd_resnet_64x56) { resnet_shape(64, 56); }
+CD_TEST(winograd_resnet_128x28) { resnet_shape(128, 28); }
+CD_TEST(winograd_resnet_256x14) { resnet_shape(256, 14); }
+CD_TEST(winograd_resnet_512x7) { resnet_shape(512, 7); }
+
+CD_TEST(winograd_declines_what_it_cannot_run) {
+    const float w[9 * 4 * 4] = {0};
+    cd_wino *wg = NULL;
+    cd_conv_desc d = cd_conv_square(4, 8, 8, 4, 3, 1, 1);
+    CHECK_EQ(cd_wino_create(&d, CD_LAYOUT_NCHW16C, 6, CD_SPARSE_ISA_SCALAR, w, NULL, &wg), CD_EPARAMS); // no F6
+    CHECK_EQ(cd_wino_create(&d, CD_LAYOUT_NCHW, 2, CD_SPARSE_ISA_SCALAR, w, NULL, &wg), CD_EPARAMS);
+    CHECK_EQ(cd_wino_create(&d, CD_LAYOUT_NCHW8C, 2, CD_SPARSE_ISA_AVX512F, w, NULL, &wg), CD_EPARAMS);
+    CHECK(!cd_wino_qualifies(&d, CD_LAYOUT_NCHW16C, CD_LAYOUT_NCHW8C));
+    cd_conv_desc s2 = cd_conv_square(4, 8, 8, 4, 3, 2, 1);
+    CHECK(!cd_wino_qualifies(&s2, CD_LAYOUT_NCHW16C, CD_LAYOUT_NCHW16C));
+    cd_conv_desc k1 = cd_conv_square(4, 8, 8, 4, 1, 1, 0);
+    CHECK(!cd_wino_qualifies(&k1, CD_LAYOUT_NCHW16C, CD_LAYOUT_NCHW16C));
+    cd_conv_desc g2 = d;
+    g2.groups = 2;
+    CHECK(!cd_wino_qualifies(&g2, CD_LAYOUT_NCHW16C, CD_LAYOUT_NCHW16C));
+    cd_conv_desc dl = cd_conv_square(4, 8, 8, 4, 3, 1, 2);
+    dl.dil_h = dl.dil_w = 2;
+    cd_conv_out_dims(&dl);
+    CHECK(!cd_wino_qualifies(&dl, CD_LAYOUT_NCHW16C, CD_LAYOUT_NCHW16C));
+    CHECK(cd_wino_qualifies(&d, CD_LAYOUT_NCHW16C, CD_LAYOUT_NCHW16C));
+    CHECK(cd_wino_mats_for(6) == NULL);
+}
+
+// The oneDNN conv op with the setting forced: its kernel string, its weight
+// bytes, and its output at every batch against the reference.
+static void dnnl_conv_mode(int mode, const char *want) {
+    if (cd_dnnl_init()) CD_SKIP("no oneDNN engine");
+    const cd_layout l = cd_dnnl_blocked_layout();
+    if (cd_layout_block(l) < 8) CD_SKIP("no blocked layout on this CPU");
+    if (mode != 1 && cd_sparse_isa_best() < CD_SPARSE_ISA_AVX2) CD_SKIP("no AVX2: Winograd is offered only forced");
+    cd_conv_desc d = cd_conv_square(cd_test_randi(5, 40), cd_test_randi(5, 16), 1, cd_test_randi(5, 40), 3, 1, 1);
+    d.w = cd_test_randi(5, 16);
+    d.act = tk_rand_act();
+    d.has_residual = cd_test_randi(0, 1);
+    cd_conv_out_dims(&d);
+    const int max_batch = 3;
+    const size_t wn = (size_t)d.k * d.c * 9;
+    float *w = tk_rbuf(wn), *bias = tk_rbuf(d.k);
+    cd_dnnl_op *op = NULL;
+    CHECK_EQ(cd_dnnl_conv_create_wino(&d, l, l, max_batch, w, bias, mode, &op), 0);
+    const char *impl = cd_dnnl_op_impl(op, 1);
+    if (!strstr(impl, want)) CD_CHECK_FAIL_("kernel \"%s\" lacks \"%s\"", impl, want);
+    if (mode >= 2) CHECK(cd_dnnl_op_weight_bytes(op) >= wn * sizeof(float) * 16 / 9);
+    cd_dnnl_ctx *ctx = NULL;
+    CHECK_EQ(cd_dnnl_ctx_create(&ctx), 0);
+    for (int b = 1; b <= max_batch; b++) {
+        cd_conv_desc db = d;
+        db.n = b;
+        const size_t sn = (size_t)b * d.c * d.h * d.w, dn = (size_t)b * d.k * d.oh * d.ow;
+        float *src = tk_rbuf(sn), *res = d.has_residual ? tk_rbuf(dn) : NULL, *ref = tk_alloc(dn);
+        cd_ref_conv2d(&db, src, w, bias, res, ref);
+        float *ls = tk_to_layout(l, b, d.c, d.h, d.w, src);
+        float *lr = res ? tk_to_layout(l, b, d.k, d.oh, d.ow, res) : NULL;
+        float *ld = tk_alloc(cd_layout_numel(l, b, d.k, d.oh, d.ow));
+        const float *in[2] = {ls, lr};
+        CHECK_EQ(cd_dnnl_op_run(op, ctx, b, res ? 2 : 1, in, ld), 0);
+        float *out = tk_from_layout(l, b, d.k, d.oh, d.ow, ld);
+        const double err = rel_l2(out, ref, dn);
+        if (err > WINO_TOL) CD_CHECK_FAIL_("batch %d (%s): rel L2 %g", b, impl, err);
+        free(out), free(ld), free(lr), free(ls), free(ref), free(res), free(src);
+    }
+    cd_dnnl_ctx_free(ctx);
+    cd_dnnl_op_free(op);
+    free(bias), free(w);
+}
+
+CD_TEST(winograd_dnnl_conv_forced_on) { dnnl_conv_mode(2, "winograd:F"); }
+CD_TEST(winograd_dnnl_conv_forced_f2) { dnnl_conv_mode(3, "winograd:F2x2"); }
+CD_TEST(winograd_dnnl_conv_forced_f4) { dnnl_conv_mode(4, "winograd:F4x4"); }
+CD_TEST(winograd_dnnl_conv_off) {
+    dnnl_conv_mode(1, "");
+    cd_dnnl_op *op = NULL;
+    const cd_layout l = cd_dnnl_blocked_layout();
+    cd_conv_desc d = cd_conv_square(16, 8, 8, 16, 3, 1, 1);
+    float *w = tk_rbuf(16 * 16 * 9);
+    CHECK_EQ(cd_dnnl_conv_create_wino(&d, l, l, 1, w, NULL, 1, &op), 0);
+    CHECK(strstr(cd_dnnl_op_impl(op, 1), "winograd") == NULL);
+    cd_dnnl_op_free(op);
+    free(w);
+}
