@@ -382,7 +382,7 @@ $(BUILD)/obj/bench/%.o: CFLAGS += $(OMP_FLAGS)
 
 # Dense conv kernels: oneDNN layouts vs im2col + OpenBLAS sgemm (OpenBLAS is
 # used by this benchmark only, never by the product).
-CPUKERNEL_OBJ := $(call obj,$(wildcard kernels/*.c kernels/cpu/*.c backends/cpu/dnnl-*.c))
+CPUKERNEL_OBJ := $(call obj,$(wildcard kernels/*.c kernels/cpu/*.c backends/cpu/dnnl-*.c backends/cpu/gemv-*.c backends/cpu/dw3x3*.c))
 $(BUILD)/bin/conv-dense-layers: $(BUILD)/obj/bench/conv-dense-layers.o $(CPUKERNEL_OBJ) $(call obj,$(wildcard sparse/*.c) $(CORE_SRC) runtime/options.c)
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
@@ -547,3 +547,12 @@ clean:
 .PHONY: all test clean bench bench-onednn-alt fuzz check-deps install uninstall
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+
+# MobileNetV2's depthwise layers and FC against their memory and FMA floors
+# (bench/dw-layers.c; bench/results/depthwise.md).
+$(BUILD)/bin/dw-layers: $(BUILD)/obj/bench/dw-layers.o $(CPUKERNEL_OBJ) $(call obj,$(wildcard sparse/*.c) $(CORE_SRC) runtime/options.c)
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(DNNL_LIBS) $(OMP_FLAGS) $(LDLIBS)
+
+bench: $(BUILD)/bin/dw-layers

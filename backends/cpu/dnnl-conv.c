@@ -3,6 +3,7 @@
 // layout the chosen implementation asks for (format "any").
 
 #include "backends/cpu/dnnl-impl.h"
+#include "backends/cpu/dw3x3-choose.h"
 #include "kernels/cpu/ref.h"
 
 #include <stdlib.h>
@@ -13,6 +14,7 @@ typedef struct {
     cd_layout src_l, dst_l; // activation layouts
     cd_dnnl_weights wts;    // user layout OIHW (groups == 1) or GOIHW
     float *bias;            // K floats or NULL (owned)
+    cd_cpu_dw3x3 *dw;       // our depthwise kernel when it timed faster at load, else NULL (owned)
 } conv_priv;
 
 int cd_dnnl_conv_check(const cd_conv_desc *d, cd_layout src, cd_layout dst) {
@@ -93,13 +95,14 @@ static int conv_build(cd_dnnl_op *op, int batch, cd_dnnl_prim *p) {
     if (!wmd) return CD_EINTERNAL;
     if ((rc = cd_dnnl_weights_for(&cp->wts, wmd, &p->wset))) return rc;
     op->weight_bytes = (cp->bias ? (size_t)cp->d.k * sizeof(float) : 0);
-    op->weight_bytes += cd_dnnl_weights_bytes(&cp->wts);
+    op->weight_bytes += cd_dnnl_weights_bytes(&cp->wts) + (cp->dw ? cd_cpu_dw3x3_bytes(cp->dw) : 0);
     return 0;
 }
 
 static int conv_exec(cd_dnnl_op *op, cd_dnnl_ctx *ctx, const cd_dnnl_prim *p, int batch, const float *const *src,
                      float *dst) {
     conv_priv *cp = op->priv;
+    if (cp->dw) return cd_cpu_dw3x3_run(cp->dw, batch, src[0], cp->d.has_residual ? src[1] : NULL, dst), 0;
     if (cp->d.has_residual && src[1] != dst)
         memcpy(dst, src[1], cd_dnnl_tensor_floats(cp->dst_l, batch, cp->d.k, cp->d.oh, cp->d.ow) * sizeof(float));
     cd_dnnl_arg args[4] = {
@@ -116,13 +119,20 @@ static void conv_fini(cd_dnnl_op *op) {
     if (!cp) return;
     cd_dnnl_weights_fini(&cp->wts);
     free(cp->bias);
+    cd_cpu_dw3x3_free(cp->dw);
+}
+
+static const char *conv_impl(cd_dnnl_op *op, const cd_dnnl_prim *p, int batch) {
+    (void)p, (void)batch;
+    const conv_priv *cp = op->priv;
+    return cp->dw ? cd_cpu_dw3x3_name(cp->dw) : NULL;
 }
 
 int cd_dnnl_conv_create(const cd_conv_desc *d, cd_layout src, cd_layout dst, int max_batch, const float *w,
                         const float *bias, cd_dnnl_op **out) {
     *out = NULL;
     if (!d || !w || cd_dnnl_conv_check(d, src, dst) || !f32_layouts(src, dst)) return CD_EPARAMS;
-    static const cd_dnnl_kind k_kind = {conv_build, conv_exec, conv_fini};
+    static const cd_dnnl_kind k_kind = {conv_build, conv_exec, conv_fini, conv_impl};
     const conv_priv init = {.d = *d, .src_l = src, .dst_l = dst};
     cd_dnnl_op *op;
     int rc = cd_dnnl_op_new(&k_kind, max_batch, d->has_residual ? 2 : 1, &init, sizeof init, &op);
@@ -142,6 +152,7 @@ int cd_dnnl_conv_create(const cd_conv_desc *d, cd_layout src, cd_layout dst, int
     rc = cd_dnnl_op_prepare(op, 1, NULL);
     cp->wts.user = NULL;
     if (rc) goto fail;
+    if ((cp->dw = cd_cpu_dw3x3_choose(op, d, src, dst, w, bias))) op->weight_bytes += cd_cpu_dw3x3_bytes(cp->dw);
     *out = op;
     return 0;
 fail:

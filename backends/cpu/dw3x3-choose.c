@@ -1,0 +1,72 @@
+// Times oneDNN's depthwise primitive against our kernel at load
+// (backends/cpu/dw3x3-choose.h).
+
+#include "backends/cpu/dw3x3-choose.h"
+#include "core/clock.h"
+#include "core/log.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+static _Atomic int g_mode = -1; // -1: not read from the environment yet
+
+void cd_cpu_dw3x3_set_mode(cd_dw3x3_mode mode) { atomic_store(&g_mode, (int)mode); }
+
+static cd_dw3x3_mode mode_now(void) {
+    int m = atomic_load(&g_mode);
+    if (m >= 0) return (cd_dw3x3_mode)m;
+    const char *v = getenv("CONVD_DW3X3");
+    m = CD_DW3X3_AUTO;
+    if (v && strcmp(v, "on") == 0) m = CD_DW3X3_ON;
+    if (v && strcmp(v, "off") == 0) m = CD_DW3X3_OFF;
+    int unset = -1;
+    atomic_compare_exchange_strong(&g_mode, &unset, m);
+    return (cd_dw3x3_mode)atomic_load(&g_mode);
+}
+
+// 1 when ours ran faster than oneDNN's op at batch 1 (best of 5 interleaved
+// runs each; the minimum, because load only ever adds time), 0 otherwise.
+static int ours_faster(cd_dnnl_op *op, const cd_cpu_dw3x3 *k, const cd_conv_desc *d, cd_layout src, cd_layout dst) {
+    const size_t sn = cd_dnnl_tensor_floats(src, 1, d->c, d->h, d->w);
+    const size_t dn = cd_dnnl_tensor_floats(dst, 1, d->k, d->oh, d->ow);
+    float *in = calloc(sn ? sn : 1, sizeof(float)), *res = calloc(dn ? dn : 1, sizeof(float));
+    float *out = calloc(dn ? dn : 1, sizeof(float));
+    cd_dnnl_ctx *ctx = NULL;
+    int faster = 0;
+    if (!in || !res || !out || cd_dnnl_ctx_create(&ctx)) goto done;
+    const float *srcs[2] = {in, res};
+    uint64_t best_dnnl = UINT64_MAX, best_ours = UINT64_MAX;
+    for (int round = 0; round < 6; round++) { // round 0 warms both up
+        uint64_t t0 = cd_now_ns();
+        if (cd_dnnl_op_run(op, ctx, 1, d->has_residual ? 2 : 1, srcs, out)) goto done;
+        uint64_t t1 = cd_now_ns();
+        cd_cpu_dw3x3_run(k, 1, in, d->has_residual ? res : NULL, out);
+        uint64_t t2 = cd_now_ns();
+        if (round == 0) continue;
+        if (t1 - t0 < best_dnnl) best_dnnl = t1 - t0;
+        if (t2 - t1 < best_ours) best_ours = t2 - t1;
+    }
+    faster = best_ours < best_dnnl;
+    cd_rt_log(CD_RT_LOG_DEBUG, "dw3x3: c%d %dx%d s%d: oneDNN %.1f us, %s %.1f us", d->c, d->h, d->w, d->stride_h,
+              best_dnnl / 1e3, cd_cpu_dw3x3_name(k), best_ours / 1e3);
+done:
+    if (ctx) cd_dnnl_ctx_free(ctx);
+    free(in);
+    free(res);
+    free(out);
+    return faster;
+}
+
+cd_cpu_dw3x3 *cd_cpu_dw3x3_choose(cd_dnnl_op *op, const cd_conv_desc *d, cd_layout src, cd_layout dst, const float *w,
+                                  const float *bias) {
+    const cd_dw3x3_mode mode = mode_now();
+    if (mode == CD_DW3X3_OFF || !cd_cpu_dw3x3_kernel(d, src, dst, NULL)) return NULL;
+    cd_cpu_dw3x3 *k = NULL;
+    if (cd_cpu_dw3x3_create(d, src, dst, w, bias, &k)) return NULL;
+    if (mode == CD_DW3X3_AUTO && !ours_faster(op, k, d, src, dst)) {
+        cd_cpu_dw3x3_free(k);
+        return NULL;
+    }
+    return k;
+}
