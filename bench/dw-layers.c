@@ -146,7 +146,8 @@ int main(int argc, char **argv) {
     double peak = 117.0;
     const char *only = NULL;
     int fc = 1;
-    for (int i = 1; i + 1 < argc; i += 2) {
+    for (int i = 1; i < argc; i += 2) {
+        if (i + 1 == argc && strcmp(argv[i], "--no-fc")) return 2;
         if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
         if (!strcmp(argv[i], "--rounds")) rounds = atoi(argv[i + 1]);
         if (!strcmp(argv[i], "--reps")) reps = atoi(argv[i + 1]);
