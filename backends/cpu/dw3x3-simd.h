@@ -109,7 +109,7 @@ static inline CD_V_AI void dw_row(const cd_dw3x3_shape *sh, const float *in, con
 #define DW_TILE_AT(CHK, N)                                                     \
     dw_tile(sh, in, iy0, ox *S - sh->pad_l, wv, b, rowok, S, CHK, K, N, lanes, \
             rrow ? rrow + (size_t)ox * CD_VN : NULL, out + orow + (size_t)ox * CD_VN)
-    for (int n; ox < lo; ox += n) {
+    for (int n; ox < lo && ox < sh->ow; ox += n) {
         n = sh->ow - ox < DW_T ? sh->ow - ox : DW_T;
         DW_TILE_AT(1, n);
     }

@@ -89,7 +89,7 @@ static void dw_cases(int n, int big, int via_op) {
     }
 }
 
-CD_TEST(cpu_dw3x3_random_shapes_both_isas) { dw_cases(60, 0, 0); }
+CD_TEST(cpu_dw3x3_random_shapes_both_isas) { dw_cases(30, 0, 0); }
 
 CD_TEST(cpu_dw3x3_map_112) { dw_cases(3, 1, 0); }
 
@@ -104,7 +104,7 @@ CD_TEST(cpu_dw3x3_map_1x1_and_2x2) {
     }
 }
 
-CD_TEST(cpu_dw3x3_through_conv_op) { dw_cases(12, 0, 1); }
+CD_TEST(cpu_dw3x3_through_conv_op) { dw_cases(8, 0, 1); }
 
 // What the kernel does not cover stays with oneDNN.
 CD_TEST(cpu_dw3x3_declines_other_convs) {
@@ -126,4 +126,17 @@ CD_TEST(cpu_dw3x3_declines_other_convs) {
     CHECK(cd_cpu_dw3x3_kernel(&e, l, l, NULL) == NULL);
     e = d, e.k = 32;
     CHECK(cd_cpu_dw3x3_kernel(&e, l, l, NULL) == NULL);
+}
+
+// Leading pads of 2 on a 1- or 2-pixel map: the left padding is wider than
+// the output row (a tile loop once spun forever here, CD_TEST_SEED=1795676180).
+CD_TEST(cpu_dw3x3_pads_wider_than_map) {
+    for (int i = 0; i < 8; i++) {
+        cd_conv_desc d = rand_dw(0);
+        d.h = 1 + i % 2, d.w = 1 + (i / 2) % 2;
+        d.pad_t = d.pad_l = 2, d.pad_b = d.pad_r = i / 4;
+        cd_conv_out_dims(&d);
+        dw_case(d, CD_LAYOUT_NCHW16C, cd_test_randi(1, 3), 0);
+        dw_case(d, CD_LAYOUT_NCHW8C, cd_test_randi(1, 3), 0);
+    }
 }
