@@ -3,7 +3,6 @@
 
 #include "backends/cpu/dw3x3-choose.h"
 #include "core/clock.h"
-#include "core/log.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -48,8 +47,6 @@ static int ours_faster(cd_dnnl_op *op, const cd_cpu_dw3x3 *k, const cd_conv_desc
         if (t2 - t1 < best_ours) best_ours = t2 - t1;
     }
     faster = best_ours < best_dnnl;
-    cd_rt_log(CD_RT_LOG_DEBUG, "dw3x3: c%d %dx%d s%d: oneDNN %.1f us, %s %.1f us", d->c, d->h, d->w, d->stride_h,
-              best_dnnl / 1e3, cd_cpu_dw3x3_name(k), best_ours / 1e3);
 done:
     if (ctx) cd_dnnl_ctx_free(ctx);
     free(in);
