@@ -57,9 +57,9 @@ static inline CD_V_AI void dw_taps_init(dw_taps *t, const float *wk) {
 // ones flagged in rowok). Each input vector is loaded once per kernel row and
 // feeds every pixel it touches. CHK 0: every column is inside the map and n
 // is DW_T (the interior); CHK 1: columns outside are skipped (a branch on a
-// bit per column: cheaper than masked loads, vmaskmovps above all, on
-// Zen 4) and pixels past n are not stored. S, CHK and K are constants after inlining, so every
-// loop unrolls and the accumulators stay in registers.
+// bit per column: cheaper than masked loads on Zen 4) and pixels past n are
+// not stored. S, CHK and K are constants after inlining, so every loop
+// unrolls and the accumulators stay in registers.
 static inline CD_V_AI void dw_tile(const cd_dw3x3_shape *sh, const float *in, int iy0, int ix0, const dw_taps *wv,
                                    cd_vf b, const int rowok[3], const int S, const int CHK, const cd_act K, int n,
                                    unsigned lanes, const float *res, float *out) {
