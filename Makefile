@@ -566,3 +566,12 @@ clean:
 .PHONY: all test clean bench bench-onednn-alt fuzz check-deps install uninstall
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+
+# MobileNetV2's depthwise layers and FC against their memory and FMA floors
+# (bench/dw-layers.c; bench/results/depthwise.md).
+$(BUILD)/bin/dw-layers: $(BUILD)/obj/bench/dw-layers.o $(CPUKERNEL_OBJ) $(call obj,$(wildcard sparse/*.c) $(CORE_SRC) runtime/options.c)
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(DNNL_LIBS) $(OMP_FLAGS) $(LDLIBS)
+
+bench: $(BUILD)/bin/dw-layers

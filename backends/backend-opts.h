@@ -23,6 +23,9 @@ typedef struct {
     // 0 auto (where it times faster at load), 1 off, 2 on, 3 F(2x2) only,
     // 4 F(4x4) only (CONVD_WINOGRAD, --winograd).
     int winograd;
+    // cpu: our depthwise 3x3 conv beside oneDNN's (backends/cpu/dw3x3.h): 0
+    // auto (where it times faster at load), 1 off, 2 on (CONVD_DW3X3).
+    int dw3x3;
 } cd_backend_opts;
 
 #endif // CD_BACKENDS_BACKEND_OPTS_H

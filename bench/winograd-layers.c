@@ -24,7 +24,8 @@ static const int k_mode_opt[M_COUNT] = {1, 3, 4}; // the CPU backend's winograd 
 
 static cd_dnnl_op *create(const cd_conv_desc *d, cd_layout l, int batch, int mode, const float *w, const float *b) {
     cd_dnnl_op *op = NULL;
-    if (cd_dnnl_conv_create_wino(d, l, l, batch, w, b, k_mode_opt[mode], &op)) return NULL;
+    if (cd_dnnl_conv_create_sw(d, l, l, batch, w, b, &(cd_backend_opts){.winograd = k_mode_opt[mode]}, &op))
+        return NULL;
     return op;
 }
 

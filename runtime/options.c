@@ -31,6 +31,7 @@ void cd_runtime_options_from_env(cd_runtime_options *o) {
     if ((v = env("CONVD_BATCH_SPLIT"))) o->batch_split = !strcmp(v, "off") ? 1 : !strcmp(v, "on") ? 2 : 0;
     if ((v = env("CONVD_WINOGRAD")))
         o->winograd = !strcmp(v, "off") ? 1 : !strcmp(v, "on") ? 2 : !strcmp(v, "f2") ? 3 : !strcmp(v, "f4") ? 4 : 0;
+    if ((v = env("CONVD_DW3X3"))) o->dw3x3 = !strcmp(v, "off") ? 1 : !strcmp(v, "on") ? 2 : 0;
     if ((v = env("CONVD_HIP_PLUGIN"))) snprintf(o->hip_plugin, sizeof o->hip_plugin, "%s", v);
 }
 
@@ -46,7 +47,8 @@ void cd_runtime_configure(const cd_runtime_options *o) {
     g_backend_opts = (cd_backend_opts){.kernels_ref = o->cpu_kernels_ref != 0,
                                        .int8_ref = o->int8 == 2,
                                        .hip_plugin = g_opts.hip_plugin,
-                                       .winograd = o->winograd};
+                                       .winograd = o->winograd,
+                                       .dw3x3 = o->dw3x3};
     cd_rt_log_set(o->log, o->log_ud);
     cd_sparse_isa_set_cap(o->max_isa);
 }

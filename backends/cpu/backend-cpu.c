@@ -370,7 +370,7 @@ static int conv_init(const cd_backend_opts *sw, cd_op_state *st, const cd_bop_de
         return rc;
     }
     const cd_layout sl = d->src[0].layout, dl = d->dst.layout;
-    if (k == K_DNNL) return cd_dnnl_conv_create_wino(c, sl, dl, d->max_batch, d->w, d->bias, sw->winograd, &st->dop);
+    if (k == K_DNNL) return cd_dnnl_conv_create_sw(c, sl, dl, d->max_batch, d->w, d->bias, sw, &st->dop);
     size_t nw = (size_t)c->k * (c->c / c->groups) * c->r * c->s;
     st->w = malloc(nw * sizeof(float));
     st->bias = calloc((size_t)c->k, sizeof(float));

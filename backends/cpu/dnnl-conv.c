@@ -4,6 +4,7 @@
 
 #include "backends/cpu/dnnl-impl.h"
 #include "backends/cpu/winograd-hook.h"
+#include "backends/cpu/dw3x3-choose.h"
 #include "kernels/cpu/ref.h"
 
 #include <stdlib.h>
@@ -15,6 +16,7 @@ typedef struct {
     cd_dnnl_weights wts;    // user layout OIHW (groups == 1) or GOIHW
     float *bias;            // K floats or NULL (owned)
     cd_wino *wino;          // our Winograd conv when it timed faster (winograd.h), else NULL
+    cd_cpu_dw3x3 *dw;       // our depthwise kernel when it timed faster at load, else NULL (owned)
 } conv_priv;
 
 int cd_dnnl_conv_check(const cd_conv_desc *d, cd_layout src, cd_layout dst) {
@@ -96,7 +98,7 @@ static int conv_build(cd_dnnl_op *op, int batch, cd_dnnl_prim *p) {
     if (!wmd) return CD_EINTERNAL;
     if ((rc = cd_dnnl_weights_for(&cp->wts, wmd, &p->wset))) return rc;
     op->weight_bytes = (cp->bias ? (size_t)cp->d.k * sizeof(float) : 0);
-    op->weight_bytes += cd_dnnl_weights_bytes(&cp->wts);
+    op->weight_bytes += cd_dnnl_weights_bytes(&cp->wts) + (cp->dw ? cd_cpu_dw3x3_bytes(cp->dw) : 0);
     return 0;
 }
 
@@ -104,6 +106,7 @@ static int conv_exec(cd_dnnl_op *op, cd_dnnl_ctx *ctx, const cd_dnnl_prim *p, in
                      float *dst) {
     conv_priv *cp = op->priv;
     if (cp->wino) return cd_wino_exec(cp->wino, ctx, batch, src, dst);
+    if (cp->dw) return cd_cpu_dw3x3_run(cp->dw, batch, src[0], cp->d.has_residual ? src[1] : NULL, dst), 0;
     if (cp->d.has_residual && src[1] != dst)
         memcpy(dst, src[1], cd_dnnl_tensor_floats(cp->dst_l, batch, cp->d.k, cp->d.oh, cp->d.ow) * sizeof(float));
     cd_dnnl_arg args[4] = {
@@ -121,20 +124,22 @@ static void conv_fini(cd_dnnl_op *op) {
     cd_dnnl_weights_fini(&cp->wts);
     free(cp->bias);
     cd_wino_free(cp->wino);
+    cd_cpu_dw3x3_free(cp->dw);
 }
 
 static const char *conv_impl(cd_dnnl_op *op, const cd_dnnl_prim *p, int batch) {
+    (void)p, (void)batch;
     const conv_priv *cp = op->priv;
-    return cp->wino ? cd_wino_name(cp->wino) : NULL;
+    return cp->wino ? cd_wino_name(cp->wino) : cp->dw ? cd_cpu_dw3x3_name(cp->dw) : NULL;
 }
 
 int cd_dnnl_conv_create(const cd_conv_desc *d, cd_layout src, cd_layout dst, int max_batch, const float *w,
                         const float *bias, cd_dnnl_op **out) {
-    return cd_dnnl_conv_create_wino(d, src, dst, max_batch, w, bias, 0, out);
+    return cd_dnnl_conv_create_sw(d, src, dst, max_batch, w, bias, NULL, out);
 }
 
-int cd_dnnl_conv_create_wino(const cd_conv_desc *d, cd_layout src, cd_layout dst, int max_batch, const float *w,
-                             const float *bias, int wino_mode, cd_dnnl_op **out) {
+int cd_dnnl_conv_create_sw(const cd_conv_desc *d, cd_layout src, cd_layout dst, int max_batch, const float *w,
+                           const float *bias, const cd_backend_opts *sw, cd_dnnl_op **out) {
     *out = NULL;
     if (!d || !w || cd_dnnl_conv_check(d, src, dst) || !f32_layouts(src, dst)) return CD_EPARAMS;
     static const cd_dnnl_kind k_kind = {conv_build, conv_exec, conv_fini, conv_impl};
@@ -156,9 +161,11 @@ int cd_dnnl_conv_create_wino(const cd_conv_desc *d, cd_layout src, cd_layout dst
     cp->wts.user = w;
     rc = cd_dnnl_op_prepare(op, 1, NULL);
     cp->wts.user = NULL;
-    if (!rc) rc = cd_wino_offer(op, d, src, dst, w, bias, wino_mode, &cp->wino);
+    if (!rc) rc = cd_wino_offer(op, d, src, dst, w, bias, sw ? sw->winograd : 0, &cp->wino);
     if (rc) goto fail;
     if (cp->wino) cd_wino_adopt(op, cp->wino, &cp->wts);
+    if ((cp->dw = cd_cpu_dw3x3_choose(op, d, src, dst, w, bias, sw ? (cd_dw3x3_mode)sw->dw3x3 : CD_DW3X3_AUTO)))
+        op->weight_bytes += cd_cpu_dw3x3_bytes(cp->dw);
     *out = op;
     return 0;
 fail:

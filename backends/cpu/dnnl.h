@@ -61,6 +61,7 @@
 // build the oneDNN primitive for batch 1 (cheap; oneDNN caches primitive
 // descriptors). They return 1 or 0 and never log.
 
+#include "backends/backend-opts.h"
 #include "kernels/op-desc.h"
 
 #include <stddef.h>
@@ -163,11 +164,11 @@ void cd_dnnl_op_free(cd_dnnl_op *op);
 int cd_dnnl_conv_supports(const cd_conv_desc *d, cd_layout src, cd_layout dst);
 int cd_dnnl_conv_create(const cd_conv_desc *d, cd_layout src, cd_layout dst, int max_batch, const float *w,
                         const float *bias, cd_dnnl_op **out);
-// The same, with our Winograd 3x3 offered beside it per wino_mode (the CPU
-// backend's switch, backend-opts.h: 0 auto, 1 off, 2 on, 3 F2 only, 4 F4
-// only); cd_dnnl_conv_create is mode 0.
-int cd_dnnl_conv_create_wino(const cd_conv_desc *d, cd_layout src, cd_layout dst, int max_batch, const float *w,
-                             const float *bias, int wino_mode, cd_dnnl_op **out);
+// The same, with our own kernels offered beside oneDNN's as the CPU
+// backend's switches say (backend-opts.h: winograd, dw3x3; NULL: the
+// defaults, auto: each timed against oneDNN's at create).
+int cd_dnnl_conv_create_sw(const cd_conv_desc *d, cd_layout src, cd_layout dst, int max_batch, const float *w,
+                           const float *bias, const cd_backend_opts *sw, cd_dnnl_op **out);
 
 // ---- int8 convolution -------------------------------------------------------------
 //

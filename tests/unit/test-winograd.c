@@ -198,7 +198,7 @@ static void dnnl_conv_mode(int mode, const char *want) {
     const size_t wn = (size_t)d.k * d.c * 9;
     float *w = tk_rbuf(wn), *bias = tk_rbuf(d.k);
     cd_dnnl_op *op = NULL;
-    CHECK_EQ(cd_dnnl_conv_create_wino(&d, l, l, max_batch, w, bias, mode, &op), 0);
+    CHECK_EQ(cd_dnnl_conv_create_sw(&d, l, l, max_batch, w, bias, &(cd_backend_opts){.winograd = mode}, &op), 0);
     const char *impl = cd_dnnl_op_impl(op, 1);
     if (!strstr(impl, want)) CD_CHECK_FAIL_("kernel \"%s\" lacks \"%s\"", impl, want);
     if (mode >= 2) CHECK(cd_dnnl_op_weight_bytes(op) >= wn * sizeof(float) * 16 / 9);
@@ -234,7 +234,7 @@ CD_TEST(winograd_dnnl_conv_off) {
     const cd_layout l = cd_dnnl_blocked_layout();
     cd_conv_desc d = cd_conv_square(16, 8, 8, 16, 3, 1, 1);
     float *w = tk_rbuf(16 * 16 * 9);
-    CHECK_EQ(cd_dnnl_conv_create_wino(&d, l, l, 1, w, NULL, 1, &op), 0);
+    CHECK_EQ(cd_dnnl_conv_create_sw(&d, l, l, 1, w, NULL, &(cd_backend_opts){.winograd = 1}, &op), 0);
     CHECK(strstr(cd_dnnl_op_impl(op, 1), "winograd") == NULL);
     cd_dnnl_op_free(op);
     free(w);
