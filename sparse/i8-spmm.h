@@ -37,10 +37,11 @@ typedef struct {
     float qmin, qmax;  // the output type's range
 } cd_i8_epilogue;
 
-// dst[i] = the epilogue of acc[i] (kernels/op-desc.h): res (floats, or NULL
-// without residual) at the same index, dst float or u8/s8 (q.dst_int).
+// dst[i] = the epilogue of acc[i] (kernels/op-desc.h): res (floats, or
+// u8/s8 when q.res_int; NULL without residual) at the same index, dst float
+// or u8/s8 (q.dst_int).
 typedef void (*cd_i8_epilogue_fn)(const cd_i8_epilogue *e, float mult, float bias, const int32_t *acc, size_t n,
-                                  const float *res, void *dst);
+                                  const void *res, void *dst);
 
 // A stretch of valid output pixels of a tile: accumulators m .. m+len-1 of
 // the tile go to output elements out .. out+len-1 (of the first row).
@@ -52,10 +53,10 @@ typedef struct {
 // The epilogue of nrows output channels over a tile's runs: row r's
 // accumulators at acc + r*acc_stride, its channel's mult[r] and bias[r],
 // its output (and residual, NULL without) at element r*row_stride onwards
-// of dst (res).
+// of dst (res: floats, or 1-byte integers when q.res_int).
 typedef void (*cd_i8_epilogue_rows_fn)(const cd_i8_epilogue *e, const float *mult, const float *bias, int nrows,
                                        const int32_t *acc, size_t acc_stride, const cd_i8_run *runs, int nruns,
-                                       const float *res, void *dst, size_t row_stride);
+                                       const void *res, void *dst, size_t row_stride);
 
 // dst[i] = the u8 of x[i] (cd_conv_quant_in, + 128 when q->in_signed).
 typedef void (*cd_i8_quant_row_fn)(const cd_conv_quant *q, const float *x, size_t n, uint8_t *dst);
@@ -82,9 +83,9 @@ const cd_i8_isa_info *cd_i8_isa(cd_sparse_isa isa);
 // the activations they do not vectorize).
 void cd_i8_epilogue_rows__scalar(const cd_i8_epilogue *e, const float *mult, const float *bias, int nrows,
                                  const int32_t *acc, size_t acc_stride, const cd_i8_run *runs, int nruns,
-                                 const float *res, void *dst, size_t row_stride);
+                                 const void *res, void *dst, size_t row_stride);
 void cd_i8_epilogue__scalar(const cd_i8_epilogue *e, float mult, float bias, const int32_t *acc, size_t n,
-                            const float *res, void *dst);
+                            const void *res, void *dst);
 void cd_i8_quant_row__scalar(const cd_conv_quant *q, const float *x, size_t n, uint8_t *dst);
 void cd_i8_even_bytes__scalar(uint8_t *dst, const uint8_t *src, size_t n);
 
@@ -95,7 +96,7 @@ void cd_i8_even_bytes__scalar(uint8_t *dst, const uint8_t *src, size_t n);
                                 const uint32_t *nq, const int32_t *init, int32_t *acc);                       \
     void cd_i8_epilogue_rows__##isa(const cd_i8_epilogue *e, const float *mult, const float *bias, int nrows, \
                                     const int32_t *acc, size_t acc_stride, const cd_i8_run *runs, int nruns,  \
-                                    const float *res, void *dst, size_t row_stride);                          \
+                                    const void *res, void *dst, size_t row_stride);                          \
     void cd_i8_quant_row__##isa(const cd_conv_quant *q, const float *x, size_t n, uint8_t *dst);              \
     void cd_i8_even_bytes__##isa(uint8_t *dst, const uint8_t *src, size_t n);
 CD_I8_DECLARE(avx512vnni)

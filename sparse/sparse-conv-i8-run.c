@@ -107,7 +107,7 @@ static int tile_runs(const cd_sparse_conv_i8 *h, size_t p0, size_t p1, cd_i8_run
 // The epilogue (or the raw accumulators) of output channels kk .. kk+nrows-1
 // over a tile's runs, for the fold starting at image n0.
 static void write_out(const cd_sparse_conv_i8 *h, int kk, int nrows, const int32_t *acc, const cd_i8_run *runs,
-                      int nruns, int n0, const float *residual, void *dst, int32_t *acc_out) {
+                      int nruns, int n0, const void *residual, void *dst, int32_t *acc_out) {
     const cd_conv_desc *d = &h->d;
     const size_t opix = (size_t)d->oh * d->ow, tile = (size_t)h->k->tile;
     const size_t base = ((size_t)n0 * d->k + kk) * opix;
@@ -118,12 +118,12 @@ static void write_out(const cd_sparse_conv_i8 *h, int kk, int nrows, const int32
                        sizeof(int32_t) * runs[i].len);
         return;
     }
-    const size_t esize = h->epi.q.dst_int ? 1 : sizeof(float);
+    const size_t esize = h->epi.q.dst_int ? 1 : sizeof(float), rsize = h->epi.q.res_int ? 1 : sizeof(float);
     h->k->epilogue(&h->epi, h->mult + kk, h->bias + kk, nrows, acc, tile, runs, nruns,
-                   d->has_residual ? residual + base : NULL, (char *)dst + base * esize, opix);
+                   d->has_residual ? (const char *)residual + base * rsize : NULL, (char *)dst + base * esize, opix);
 }
 
-static int run(const cd_sparse_conv_i8 *h, const void *src, const float *residual, void *dst, int32_t *acc_out,
+static int run(const cd_sparse_conv_i8 *h, const void *src, const void *residual, void *dst, int32_t *acc_out,
                int batch, void *ws) {
     const cd_conv_desc *d = &h->d;
     if (!src || batch < 1 || !ws || (!dst && !acc_out)) return CD_EPARAMS;
@@ -167,7 +167,7 @@ static int run(const cd_sparse_conv_i8 *h, const void *src, const float *residua
     return 0;
 }
 
-int cd_sparse_conv_i8_run_ws(const cd_sparse_conv_i8 *h, const void *src, const float *residual, void *dst, int batch,
+int cd_sparse_conv_i8_run_ws(const cd_sparse_conv_i8 *h, const void *src, const void *residual, void *dst, int batch,
                              void *ws) {
     if (!dst) return CD_EPARAMS;
     return run(h, src, residual, dst, NULL, batch, ws);

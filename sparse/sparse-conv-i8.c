@@ -22,7 +22,9 @@ static int quant_ok(const cd_conv_quant *q) {
     if (!q || !q->w_scale || !(q->in_scale > 0.0f)) return 0;
     if (q->in_zp < cd_quant_qmin(q->in_signed) || q->in_zp > cd_quant_qmax(q->in_signed)) return 0;
     if (q->dst_int && !(q->out_scale > 0.0f)) return 0;
-    if (q->res_int) return 0; // an integer residual: not implemented here (op-desc.h lets a kernel decline)
+    if (q->res_int && (!(q->res_scale > 0.0f) || q->res_zp < cd_quant_qmin(q->res_signed) ||
+                       q->res_zp > cd_quant_qmax(q->res_signed)))
+        return 0;
     if (q->mid_scale > 0.0f && (q->mid_zp < cd_quant_qmin(q->mid_signed) || q->mid_zp > cd_quant_qmax(q->mid_signed)))
         return 0;
     if (q->out_scale > 0.0f && (q->out_zp < cd_quant_qmin(q->out_signed) || q->out_zp > cd_quant_qmax(q->out_signed)))

@@ -54,10 +54,10 @@ size_t cd_sparse_conv_i8_workspace_size(const cd_sparse_conv_i8 *h, int batch);
 
 // dst = the int8 conv of src. src NCHW: float grid values (src_int 0) or
 // u8/s8 (src_int 1); dst NCHW: float (dst_int 0: y, or its grid value when
-// out_scale > 0) or u8/s8 (dst_int 1). residual: float NCHW shaped like dst,
-// required iff d->has_residual. ws: cd_sparse_conv_i8_workspace_size bytes,
+// out_scale > 0) or u8/s8 (dst_int 1). residual: NCHW shaped like dst, float
+// or u8/s8 (res_int 1), required iff d->has_residual. ws: cd_sparse_conv_i8_workspace_size bytes,
 // 64-byte aligned. Thread-safe with distinct ws. Returns 0 or CD_EPARAMS.
-int cd_sparse_conv_i8_run_ws(const cd_sparse_conv_i8 *h, const void *src, const float *residual, void *dst, int batch,
+int cd_sparse_conv_i8_run_ws(const cd_sparse_conv_i8 *h, const void *src, const void *residual, void *dst, int batch,
                              void *ws);
 
 // As cd_sparse_conv_i8_run_ws, but writes the raw s32 accumulators

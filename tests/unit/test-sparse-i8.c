@@ -2,7 +2,8 @@
 // reference (kernels/cpu/ref-conv-i8.c): s32 accumulators bit-exact and
 // outputs equal, at every ISA level this CPU runs (a named skip for a level
 // it lacks), both formats, u8 and s8 inputs with zero points, float and
-// integer storage on both sides, any geometry, residual and activations.
+// integer storage on both sides (the residual too), any geometry, residual
+// and activations.
 
 #include "core/errors.h"
 #include "sparse/i8-spmm.h"
@@ -84,6 +85,9 @@ static void layer_make(i8_layer *L, const cd_conv_desc *d, int batch, const cd_c
         L->bias[k] = cd_test_randf(-2.0f, 2.0f);
     }
     for (size_t i = 0; i < L->yn; i++) L->res[i] = cd_test_randf(-3.0f, 3.0f);
+    if (q->res_int) // integers in the first yn bytes, full range
+        for (size_t i = 0; i < L->yn; i++)
+            ((uint8_t *)L->res)[i] = (uint8_t)cd_test_randi(0, 255);
     L->q.w_scale = L->w_scale;
     make_input(L);
 }
@@ -169,6 +173,12 @@ static cd_conv_quant random_quant(void) {
         q.mid_scale = cd_test_randf(0.01f, 0.2f);
         q.mid_signed = cd_test_randi(0, 1);
         q.mid_zp = q.mid_signed ? cd_test_randi(-10, 10) : cd_test_randi(0, 60);
+    }
+    if (cd_test_randi(0, 2) == 0) { // the residual stored as integers (used where the conv has one)
+        q.res_int = 1;
+        q.res_scale = cd_test_randf(0.01f, 0.1f);
+        q.res_signed = cd_test_randi(0, 1);
+        q.res_zp = q.res_signed ? cd_test_randi(-20, 20) : cd_test_randi(0, 255);
     }
     return q;
 }
