@@ -134,7 +134,11 @@ static int run(const cd_sparse_conv_i8 *h, const void *src, const void *residual
     memset(base + (size_t)d->groups * h->group_in, h->zp_u8, h->prep_bytes - (size_t)d->groups * h->group_in);
     for (int n0 = 0; n0 < batch; n0 += h->fold) {
         const int nf = batch - n0 < h->fold ? batch - n0 : h->fold;
-        const size_t m = (size_t)nf * h->img_plane, ntiles = (m + tile - 1) / tile;
+        // Pixels to compute: the last image's junk rows below its last
+        // output pixel are dropped (a 7x7 3x3 layer's 9x9 plane needs 61 of
+        // its 81 pixels: one tile of 64 instead of two).
+        const size_t m = (size_t)(nf - 1) * h->img_plane + (size_t)(d->oh - 1) * h->wph + (size_t)d->ow,
+                     ntiles = (m + tile - 1) / tile;
         const long items = (long)ntiles * h->nchunks;
         const long nprep = (long)nf * d->c;
 #pragma omp parallel num_threads(h->threads)
