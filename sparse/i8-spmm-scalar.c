@@ -36,12 +36,12 @@ static void spmm(int nr, size_t nblk, const uint8_t *in, const int32_t *off, con
 }
 
 void cd_i8_spmm_csr__scalar(size_t nblk, const uint8_t *in, const int32_t *off, const int8_t *w, const uint32_t *nq,
-                            const int32_t *init, int32_t *acc) {
+                            const uint32_t *nqs, const int32_t *init, int32_t *acc) {
     spmm(1, nblk, in, off, w, nq, init, acc);
 }
 
 void cd_i8_spmm_bsr4__scalar(size_t nblk, const uint8_t *in, const int32_t *off, const int8_t *w, const uint32_t *nq,
-                             const int32_t *init, int32_t *acc) {
+                             const uint32_t *nqs, const int32_t *init, int32_t *acc) {
     spmm(4, nblk, in, off, w, nq, init, acc);
 }
 

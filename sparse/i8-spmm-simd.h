@@ -39,6 +39,8 @@ typedef __m512 vf;
 #define SLLI16 _mm512_slli_epi16
 #define SRAI16 _mm512_srai_epi16
 #define MADD16 _mm512_madd_epi16
+#define MADDUBS _mm512_maddubs_epi16
+#define SET1_16 _mm512_set1_epi16
 #define SET1F _mm512_set1_ps
 #define LOADF _mm512_loadu_ps
 #define STOREF _mm512_storeu_ps
@@ -94,6 +96,8 @@ typedef __m256 vf;
 #define SLLI16 _mm256_slli_epi16
 #define SRAI16 _mm256_srai_epi16
 #define MADD16 _mm256_madd_epi16
+#define MADDUBS _mm256_maddubs_epi16
+#define SET1_16 _mm256_set1_epi16
 #define SET1F _mm256_set1_ps
 #define LOADF _mm256_loadu_ps
 #define STOREF _mm256_storeu_ps
@@ -172,6 +176,12 @@ static inline vi dot4(vi acc, vi q, wvec w) {
 }
 #endif
 
+#ifndef I8_VNNI
+// dot4 of a short quad (every weight in [-64, 64]): vpmaddubsw's pair sums
+// are at most 2 * 255 * 64 = 32640 in magnitude, so nothing saturates.
+static inline vi dot4_short(vi acc, vi q, vi w) { return ADD32(acc, MADD16(MADDUBS(q, w), SET1_16(1))); }
+#endif
+
 // The 4 input rows of a quad, interleaved into 4 vectors of pixel quads.
 static inline void interleave(const uint8_t *in, const int32_t *off, vi q[4]) {
     const vi x0 = LOADU(in + off[0]), x1 = LOADU(in + off[1]), x2 = LOADU(in + off[2]), x3 = LOADU(in + off[3]);
@@ -191,7 +201,7 @@ static inline int32_t word_at(const int8_t *w) {
 // Two sets of accumulators, even and odd quads: vpdpbusd's latency would
 // otherwise bound long rows (4 chains of one dependent add per quad).
 void I8_FN(cd_i8_spmm_csr)(size_t nblk, const uint8_t *in, const int32_t *off, const int8_t *w, const uint32_t *nq,
-                           const int32_t *init, int32_t *acc) {
+                           const uint32_t *nqs, const int32_t *init, int32_t *acc) {
     for (size_t b = 0; b < nblk; b++, acc += TILE) {
         vi a[4], o[4];
 #pragma GCC unroll 4
@@ -200,6 +210,15 @@ void I8_FN(cd_i8_spmm_csr)(size_t nblk, const uint8_t *in, const int32_t *off, c
             o[j] = SET1(0);
         }
         uint32_t k = nq[b];
+#ifndef I8_VNNI
+        for (uint32_t ks = nqs[b]; ks > 0; ks--, k--, off += 4, w += 4) {
+            vi q[4];
+            interleave(in, off, q);
+            const vi ws = SET1(word_at(w));
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++) a[j] = dot4_short(a[j], q[j], ws);
+        }
+#endif
         for (; k >= 2; k -= 2, off += 8, w += 8) {
             vi q[4], r[4];
             interleave(in, off, q);
@@ -227,12 +246,25 @@ void I8_FN(cd_i8_spmm_csr)(size_t nblk, const uint8_t *in, const int32_t *off, c
 }
 
 void I8_FN(cd_i8_spmm_bsr4)(size_t nblk, const uint8_t *in, const int32_t *off, const int8_t *w, const uint32_t *nq,
-                            const int32_t *init, int32_t *acc) {
+                            const uint32_t *nqs, const int32_t *init, int32_t *acc) {
     for (size_t b = 0; b < nblk; b++, acc += 4 * TILE) {
         vi a[4][4];
 #pragma GCC unroll 4
         for (int i = 0; i < 4; i++) _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) a[i][j] = SET1(init[4 * b + i]);
-        for (uint32_t k = nq[b]; k > 0; k--, off += 4, w += 16) {
+        uint32_t k = nq[b];
+#ifndef I8_VNNI
+        for (uint32_t ks = nqs[b]; ks > 0; ks--, k--, off += 4, w += 16) {
+            vi q[4];
+            interleave(in, off, q);
+#pragma GCC unroll 4
+            for (int i = 0; i < 4; i++) {
+                const vi ws = SET1(word_at(w + 4 * i));
+#pragma GCC unroll 4
+                for (int j = 0; j < 4; j++) a[i][j] = dot4_short(a[i][j], q[j], ws);
+            }
+        }
+#endif
+        for (; k > 0; k--, off += 4, w += 16) {
             vi q[4];
             interleave(in, off, q);
 #pragma GCC unroll 4

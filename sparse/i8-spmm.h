@@ -9,7 +9,11 @@
 // last one padded with zero weights at a repeated offset). Per quad the
 // stream `off` holds 4 int32 input offsets (bytes) and `w` holds NR words
 // of 4 s8 weights: word i = row i's weights for the quad's 4 columns.
-// `nq[b]` is block b's quad count. A kernel call computes, for nblk blocks
+// `nq[b]` is block b's quad count, of which the first `nqs[b]` are
+// "short": every weight in [-64, 64], so a u8 x s8 pair sum fits s16 and
+// vpmaddubsw cannot saturate (the kernels without VNNI take those in 3
+// instructions instead of 6; the others ignore nqs, the packing then makes
+// none). A kernel call computes, for nblk blocks
 // and one tile of TILE pixels m (TILE fixed per kernel, see cd_i8_isa_info):
 //
 //   acc[(b*NR + i)*TILE + m] = init[b*NR + i]
@@ -27,7 +31,7 @@
 #include <stdint.h>
 
 typedef void (*cd_i8_spmm_fn)(size_t nblk, const uint8_t *in, const int32_t *off, const int8_t *w, const uint32_t *nq,
-                              const int32_t *init, int32_t *acc);
+                              const uint32_t *nqs, const int32_t *init, int32_t *acc);
 
 // The epilogue of one output channel over n consecutive pixels.
 typedef struct {
@@ -70,6 +74,7 @@ typedef struct {
     const char *name1, *name4; // kernel names (CSR, BSR4)
     cd_i8_spmm_fn csr, bsr4;   // NR 1 and NR 4
     int tile;                  // pixels per call
+    int short_quads;           // 1: the kernels gain from short quads (nqs)
     cd_i8_epilogue_rows_fn epilogue;
     cd_i8_quant_row_fn quant_row;
     cd_i8_even_bytes_fn even_bytes;
@@ -91,9 +96,9 @@ void cd_i8_even_bytes__scalar(uint8_t *dst, const uint8_t *src, size_t n);
 
 #define CD_I8_DECLARE(isa)                                                                                    \
     void cd_i8_spmm_csr__##isa(size_t nblk, const uint8_t *in, const int32_t *off, const int8_t *w,           \
-                               const uint32_t *nq, const int32_t *init, int32_t *acc);                        \
+                               const uint32_t *nq, const uint32_t *nqs, const int32_t *init, int32_t *acc);   \
     void cd_i8_spmm_bsr4__##isa(size_t nblk, const uint8_t *in, const int32_t *off, const int8_t *w,          \
-                                const uint32_t *nq, const int32_t *init, int32_t *acc);                       \
+                                const uint32_t *nq, const uint32_t *nqs, const int32_t *init, int32_t *acc);  \
     void cd_i8_epilogue_rows__##isa(const cd_i8_epilogue *e, const float *mult, const float *bias, int nrows, \
                                     const int32_t *acc, size_t acc_stride, const cd_i8_run *runs, int nruns,  \
                                     const void *res, void *dst, size_t row_stride);                          \
@@ -103,9 +108,9 @@ CD_I8_DECLARE(avx512vnni)
 CD_I8_DECLARE(avx512f)
 CD_I8_DECLARE(avx2)
 void cd_i8_spmm_csr__scalar(size_t nblk, const uint8_t *in, const int32_t *off, const int8_t *w, const uint32_t *nq,
-                            const int32_t *init, int32_t *acc);
+                            const uint32_t *nqs, const int32_t *init, int32_t *acc);
 void cd_i8_spmm_bsr4__scalar(size_t nblk, const uint8_t *in, const int32_t *off, const int8_t *w, const uint32_t *nq,
-                             const int32_t *init, int32_t *acc);
+                             const uint32_t *nqs, const int32_t *init, int32_t *acc);
 #undef CD_I8_DECLARE
 
 // Pixels per call of the scalar kernels.

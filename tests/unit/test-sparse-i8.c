@@ -290,11 +290,12 @@ CD_TEST(sparse_i8_resnet_shapes_batch_fold) {
 CD_TEST(sparse_i8_worst_case_inputs_do_not_saturate) {
     cd_conv_desc d = cd_conv_square(512, 6, 6, 8, 3, 1, 1);
     for (int sign = 0; sign <= 1; sign++)
-        for (int wv = 0; wv <= 1; wv++) {
+        for (int wv = 0; wv < 4; wv++) { // the long extremes, and the short quads' (|w| <= 64) ones
             cd_conv_quant q = {.in_scale = 0.01f, .in_signed = sign, .in_zp = 0, .src_int = 1};
             i8_layer L;
             layer_make(&L, &d, 2, &q, 0.0, 0);
-            for (size_t i = 0; i < L.wn; i++) L.w[i] = wv ? 127 : -128;
+            static const int8_t extremes[4] = {-128, 127, -64, 64};
+            for (size_t i = 0; i < L.wn; i++) L.w[i] = extremes[wv];
             for (size_t i = 0; i < L.xn; i++) {
                 L.xq[i] = sign ? -128 : 255;
                 if (sign)
