@@ -3,11 +3,12 @@
 
 #include "sparse/i8-spmm.h"
 
-#define ISA_ROW(isa_, tile_, short_)                                                                                \
+#define ISA_ROW(isa_, tile_, short_)                                                                          \
     {                                                                                                         \
         .name1 = "cd_i8_spmm_csr__" #isa_, .name4 = "cd_i8_spmm_bsr4__" #isa_, .csr = cd_i8_spmm_csr__##isa_, \
-        .bsr4 = cd_i8_spmm_bsr4__##isa_, .tile = tile_, .short_quads = short_, .epilogue = cd_i8_epilogue_rows__##isa_,              \
-        .quant_row = cd_i8_quant_row__##isa_, .even_bytes = cd_i8_even_bytes__##isa_                          \
+        .bsr4 = cd_i8_spmm_bsr4__##isa_, .tile = tile_, .short_quads = short_,                                \
+        .epilogue = cd_i8_epilogue_rows__##isa_, .quant_row = cd_i8_quant_row__##isa_,                        \
+        .even_bytes = cd_i8_even_bytes__##isa_                                                                \
     }
 
 static const cd_i8_isa_info k_isas[] = {

@@ -101,7 +101,7 @@ void cd_i8_even_bytes__scalar(uint8_t *dst, const uint8_t *src, size_t n);
                                 const uint32_t *nq, const uint32_t *nqs, const int32_t *init, int32_t *acc);  \
     void cd_i8_epilogue_rows__##isa(const cd_i8_epilogue *e, const float *mult, const float *bias, int nrows, \
                                     const int32_t *acc, size_t acc_stride, const cd_i8_run *runs, int nruns,  \
-                                    const void *res, void *dst, size_t row_stride);                          \
+                                    const void *res, void *dst, size_t row_stride);                           \
     void cd_i8_quant_row__##isa(const cd_conv_quant *q, const float *x, size_t n, uint8_t *dst);              \
     void cd_i8_even_bytes__##isa(uint8_t *dst, const uint8_t *src, size_t n);
 CD_I8_DECLARE(avx512vnni)

@@ -158,8 +158,8 @@ static int run(const cd_sparse_conv_i8 *h, const void *src, const void *residual
                 const i8_chunk *c = &h->chunks[it % h->nchunks];
                 const uint8_t *in = base + c->group * h->group_in + t * tile;
                 const cd_i8_spmm_fn fn = c->nr == 1 ? h->k->csr : h->k->bsr4;
-                fn((size_t)c->nblk, in, h->off + 4 * c->quad0, h->w + c->w0, h->nq + c->blk0, h->nqs + c->blk0, h->init + c->row0,
-                   acc);
+                fn((size_t)c->nblk, in, h->off + 4 * c->quad0, h->w + c->w0, h->nq + c->blk0, h->nqs + c->blk0,
+                   h->init + c->row0, acc);
                 if (runs_tile != t) {
                     const size_t p0 = t * tile, p1 = p0 + tile < m ? p0 + tile : m;
                     nruns = tile_runs(h, p0, p1, runs);

@@ -86,8 +86,7 @@ static void layer_make(i8_layer *L, const cd_conv_desc *d, int batch, const cd_c
     }
     for (size_t i = 0; i < L->yn; i++) L->res[i] = cd_test_randf(-3.0f, 3.0f);
     if (q->res_int) // integers in the first yn bytes, full range
-        for (size_t i = 0; i < L->yn; i++)
-            ((uint8_t *)L->res)[i] = (uint8_t)cd_test_randi(0, 255);
+        for (size_t i = 0; i < L->yn; i++) ((uint8_t *)L->res)[i] = (uint8_t)cd_test_randi(0, 255);
     L->q.w_scale = L->w_scale;
     make_input(L);
 }
