@@ -10,7 +10,9 @@
 // are put back in pixel order once per block (a 128-bit-lane transpose).
 // dot4 multiplies u8 quads by s8 quads and adds to s32 lanes: vpdpbusd with
 // VNNI, else vpmaddwd on the zero-extended even and odd bytes and the
-// sign-extended weights (vpmaddubsw would saturate: 2 * 255 * 128 > 32767).
+// sign-extended weights (vpmaddubsw would saturate: 2 * 255 * 128 > 32767),
+// except for a block's leading short quads (every weight in [-64, 64]),
+// where vpmaddubsw cannot saturate and is used (dot4_short).
 
 #include "sparse/i8-spmm.h"
 

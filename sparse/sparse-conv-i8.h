@@ -25,7 +25,8 @@
 // reduce 4 nonzeros of a row per 32-bit lane: the 4 input rows of a quad of
 // nonzeros (whatever their columns) are interleaved byte-wise with unpacks,
 // then one vpdpbusd (VNNI) or its exact 16-bit emulation (vpmaddwd on the
-// even and odd bytes: AVX-512 without VNNI, AVX2) per 4 nonzeros; with BSR
+// even and odd bytes: AVX-512 without VNNI, AVX2; vpmaddubsw for the quads
+// whose weights are all in [-64, 64], packed first) per 4 nonzeros; with BSR
 // 4x1 one interleave serves 4 output channels. Not done: column blocking
 // (the f32 kernels' cin blocks), FC-specific paths (an FC runs as a 1x1
 // conv on a 1x1 input: correct, folded over the batch, not tuned).
