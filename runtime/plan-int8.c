@@ -149,18 +149,22 @@ static int input_from_conv(const cd_graph *g, const int *prod, int o) {
 }
 
 // The int8 candidate as it runs between int8 neighbours, where the backend
-// takes it: integers in NHWC in (when its input comes from a conv) and out
-// (when it quantizes its output), no boundary reorders. *qn holds its
-// quantization. 1 when *di was changed.
+// takes it: integers in (when its input comes from a conv) and out (when it
+// quantizes its output), in NHWC for a dense conv (no boundary reorders)
+// and in NCHW for a sparse one (its kernels' own layout, as
+// plan-int8-storage.c stores it: timed with float in and out, a sparse int8
+// conv paid a quantization of its input and 4-byte outputs it does not pay
+// in the plan). *qn holds its quantization. 1 when *di was changed.
 static int int8_nhwc_candidate(pctx *p, int int_in, const cd_conv_quant *q, cd_conv_quant *qn, cd_bop_desc *di) {
     cd_bop_desc dn = *di;
+    const cd_layout lay = di->sparse ? CD_LAYOUT_NCHW : CD_LAYOUT_NHWC;
     *qn = *q;
     qn->src_int = int_in;
     qn->dst_int = q->out_scale > 0.0f;
-    if (int_in) dn.src[0].layout = CD_LAYOUT_NHWC, dn.src[0].int8 = 1;
-    if (qn->dst_int) dn.dst.layout = CD_LAYOUT_NHWC, dn.dst.int8 = 1;
+    if (int_in) dn.src[0].layout = lay, dn.src[0].int8 = 1;
+    if (qn->dst_int) dn.dst.layout = lay, dn.dst.int8 = 1;
     dn.quant = qn;
-    if (di->sparse || (!int_in && !qn->dst_int) || !cd_backend_supports_op(p->m->be, &dn)) return 0;
+    if ((!int_in && !qn->dst_int) || !cd_backend_supports_op(p->m->be, &dn)) return 0;
     *di = dn;
     return 1;
 }
@@ -235,15 +239,18 @@ static int reader_through_aliases(const cd_graph *g, const char *live, const int
     return -1;
 }
 
-// A QDQ residual block done by int8 conv c: c -> its FakeQuant f1 (fused)
-// -> [alias] -> Add(., skip) [+ act] -> FakeQuant f2, every value read once.
-// The conv then adds the skip after rounding to f1's grid (cd_conv_quant
-// mid_scale) and quantizes with f2's parameters: the conv's op moves into
-// the Add's slot (the skip is ready there), the rest stops being live.
-// Only where the backend runs it. 1 when fused, 0 when not.
-static int fuse_residual(pctx *p, char *live, const int *reader, int c, int f1) {
-    cd_graph *g = p->g;
-    cd_op *cv = &g->ops[c];
+// The ops of a QDQ residual block after int8 conv c (its FakeQuant f1):
+// c -> f1 -> [alias] -> Add(., skip) [+ act] -> FakeQuant f2, every value
+// read once, the Add's activation one the epilogue applies.
+typedef struct {
+    int add, f2, alias, skip;
+    cd_activation act;
+} residual_block;
+
+// 1 when the ops after conv c and f1 form a residual block (*rb filled).
+static int match_residual(const pctx *p, const char *live, const int *reader, int c, int f1, residual_block *rb) {
+    const cd_graph *g = p->g;
+    const cd_op *cv = &g->ops[c];
     if (cv->nin != 1 || cv->u.conv.d.has_residual || cv->u.conv.d.act.kind != CD_ACT_NONE) return 0;
     int alias, a = reader_through_aliases(g, live, reader, g->ops[f1].out, &alias);
     if (a < 0 || g->ops[a].kind != CD_OP_BINARY || g->ops[a].u.binary.kind != CD_BINARY_ADD || g->ops[a].nin != 2)
@@ -259,6 +266,44 @@ static int fuse_residual(pctx *p, char *live, const int *reader, int c, int f1) 
     if (f2 < 0 || !live[f2] || ov->is_output || g->ops[f2].kind != CD_OP_FAKEQUANT || g->ops[f2].u.fq.d.channels != 1 ||
         g->ops[f2].u.fq.d.dynamic || type_signed(&g->ops[f2].u.fq) < 0)
         return 0;
+    *rb = (residual_block){a, f2, alias, skip, act};
+    return 1;
+}
+
+// The ms of the residual block's Add and FakeQuant f2 in float32, NCHW
+// (the sparse kernels' layout; a dense float32 choice in the blocked one
+// costs about the same per element): what the float32 choice of conv c
+// runs after it and the int8 conv fuses.
+static int time_residual_tail(pctx *p, const residual_block *rb, double *ms) {
+    const cd_op *add = &p->g->ops[rb->add];
+    const cd_value *ov = &p->g->values[add->out];
+    cd_bop_desc d;
+    memset(&d, 0, sizeof d);
+    d.op = CD_BOP_BINARY;
+    d.max_batch = 1;
+    d.nsrc = 2;
+    d.u.binary = add->u.binary;
+    d.src[0] = d.src[1] = d.dst = cd_plan_value_desc(ov, CD_LAYOUT_NCHW, ov->rank);
+    double add_ms = 0, fq_ms = 0;
+    int rc = cd_backend_supports_op(p->m->be, &d) ? cd_planner_time_op(p->m->be, &d, 1, 3, &add_ms) : 0;
+    if (!rc) rc = time_fakequant(p, rb->f2, CD_LAYOUT_NCHW, &fq_ms);
+    *ms = add_ms + fq_ms;
+    return rc;
+}
+
+// A QDQ residual block done by int8 conv c (match_residual): the conv then
+// adds the skip after rounding to f1's grid (cd_conv_quant mid_scale) and
+// quantizes with f2's parameters: the conv's op moves into the Add's slot
+// (the skip is ready there), the rest stops being live. Only where the
+// backend runs it. 1 when fused, 0 when not.
+static int fuse_residual(pctx *p, char *live, const int *reader, int c, int f1) {
+    cd_graph *g = p->g;
+    cd_op *cv = &g->ops[c];
+    residual_block rb;
+    if (!match_residual(p, live, reader, c, f1, &rb)) return 0;
+    const int a = rb.add, f2 = rb.f2, alias = rb.alias, skip = rb.skip;
+    const cd_activation act = rb.act;
+    const cd_value *ov = &g->values[g->ops[a].out];
     cd_conv_quant q = p->in8[c];
     const cd_quant *mq = &g->ops[f1].u.fq, *yq = &g->ops[f2].u.fq;
     q.mid_scale = mq->scale[0];
@@ -343,11 +388,15 @@ int cd_plan_choose_int8(pctx *p, char *live) {
                 rc = CD_ENOMEM;
                 break;
             }
-            double f32 = 0, i8 = 0;
-            if (!time_both(p, prod, o, fq, &q, wq, &f32, &i8)) {
-                c->f32_ms = f32;
+            double f32 = 0, i8 = 0, tail = 0;
+            residual_block rb;
+            // The float32 choice also runs the Add and FakeQuant of a
+            // residual block after it; the int8 conv fuses them.
+            const int fusable = fq >= 0 && q.out_scale > 0.0f && match_residual(p, live, reader, o, fq, &rb);
+            if (!time_both(p, prod, o, fq, &q, wq, &f32, &i8) && (!fusable || !time_residual_tail(p, &rb, &tail))) {
+                c->f32_ms = f32 + tail;
                 c->i8_ms = i8;
-                take = i8 < f32;
+                take = i8 < f32 + tail;
             }
             free(wq);
         }

@@ -36,21 +36,29 @@ static void spmm(int nr, size_t nblk, const uint8_t *in, const int32_t *off, con
 }
 
 void cd_i8_spmm_csr__scalar(size_t nblk, const uint8_t *in, const int32_t *off, const int8_t *w, const uint32_t *nq,
-                            const int32_t *init, int32_t *acc) {
+                            const uint32_t *nqs, const int32_t *init, int32_t *acc) {
     spmm(1, nblk, in, off, w, nq, init, acc);
 }
 
 void cd_i8_spmm_bsr4__scalar(size_t nblk, const uint8_t *in, const int32_t *off, const int8_t *w, const uint32_t *nq,
-                             const int32_t *init, int32_t *acc) {
+                             const uint32_t *nqs, const int32_t *init, int32_t *acc) {
     spmm(4, nblk, in, off, w, nq, init, acc);
 }
 
+// Residual element i as a float: its grid value when stored as integers
+// (kernels/cpu/ref-conv-i8.c's residual_at).
+static float residual_at(const cd_conv_quant *q, const void *res, size_t i) {
+    if (!q->res_int) return ((const float *)res)[i];
+    const float r = q->res_signed ? (float)((const int8_t *)res)[i] : (float)((const uint8_t *)res)[i];
+    return (r - (float)q->res_zp) * q->res_scale;
+}
+
 void cd_i8_epilogue__scalar(const cd_i8_epilogue *e, float mult, float bias, const int32_t *acc, size_t n,
-                            const float *res, void *dst) {
+                            const void *res, void *dst) {
     for (size_t i = 0; i < n; i++) {
         // fmaf(0, 0, y0) is y0: the residual and act of cd_conv_quant_y after the mid rounding.
         const float y0 = cd_conv_quant_mid(&e->q, fmaf((float)acc[i], mult, bias));
-        const float y = cd_conv_quant_y(0, 0.0f, y0, res ? res[i] : 0.0f, e->has_residual, e->act);
+        const float y = cd_conv_quant_y(0, 0.0f, y0, res ? residual_at(&e->q, res, i) : 0.0f, e->has_residual, e->act);
         const float v = cd_conv_quant_out(&e->q, y);
         if (!e->q.dst_int)
             ((float *)dst)[i] = v;
@@ -63,13 +71,13 @@ void cd_i8_epilogue__scalar(const cd_i8_epilogue *e, float mult, float bias, con
 
 void cd_i8_epilogue_rows__scalar(const cd_i8_epilogue *e, const float *mult, const float *bias, int nrows,
                                  const int32_t *acc, size_t acc_stride, const cd_i8_run *runs, int nruns,
-                                 const float *res, void *dst, size_t row_stride) {
-    const size_t esize = e->q.dst_int ? 1 : sizeof(float);
+                                 const void *res, void *dst, size_t row_stride) {
+    const size_t esize = e->q.dst_int ? 1 : sizeof(float), rsize = e->q.res_int ? 1 : sizeof(float);
     for (int r = 0; r < nrows; r++)
         for (int i = 0; i < nruns; i++) {
             const size_t o = (size_t)r * row_stride + runs[i].out;
             cd_i8_epilogue__scalar(e, mult[r], bias[r], acc + (size_t)r * acc_stride + runs[i].m, runs[i].len,
-                                   res ? res + o : NULL, (char *)dst + o * esize);
+                                   res ? (const char *)res + o * rsize : NULL, (char *)dst + o * esize);
         }
 }
 

@@ -10,7 +10,9 @@
 // are put back in pixel order once per block (a 128-bit-lane transpose).
 // dot4 multiplies u8 quads by s8 quads and adds to s32 lanes: vpdpbusd with
 // VNNI, else vpmaddwd on the zero-extended even and odd bytes and the
-// sign-extended weights (vpmaddubsw would saturate: 2 * 255 * 128 > 32767).
+// sign-extended weights (vpmaddubsw would saturate: 2 * 255 * 128 > 32767),
+// except for a block's leading short quads (every weight in [-64, 64]),
+// where vpmaddubsw cannot saturate and is used (dot4_short).
 
 #include "sparse/i8-spmm.h"
 
@@ -39,6 +41,8 @@ typedef __m512 vf;
 #define SLLI16 _mm512_slli_epi16
 #define SRAI16 _mm512_srai_epi16
 #define MADD16 _mm512_madd_epi16
+#define MADDUBS _mm512_maddubs_epi16
+#define SET1_16 _mm512_set1_epi16
 #define SET1F _mm512_set1_ps
 #define LOADF _mm512_loadu_ps
 #define STOREF _mm512_storeu_ps
@@ -71,6 +75,11 @@ static inline vf load_f(const float *p, lanes m) { return _mm512_maskz_loadu_ps(
 static inline void store_f(float *p, lanes m, vf v) { _mm512_mask_storeu_ps(p, m, v); }
 // The low bytes of the integers of v (in range for the type).
 static inline void store_b(void *p, lanes m, vi v) { _mm512_mask_cvtepi32_storeu_epi8(p, m, v); }
+// The integers of `left` bytes (u8, or s8 when is_signed) as s32 lanes.
+static inline vi load_b(const void *p, lanes m, int is_signed) {
+    const __m128i x = _mm_maskz_loadu_epi8(m, p);
+    return is_signed ? _mm512_cvtepi8_epi32(x) : _mm512_cvtepu8_epi32(x);
+}
 #else
 typedef __m256i vi;
 typedef __m256 vf;
@@ -89,6 +98,8 @@ typedef __m256 vf;
 #define SLLI16 _mm256_slli_epi16
 #define SRAI16 _mm256_srai_epi16
 #define MADD16 _mm256_madd_epi16
+#define MADDUBS _mm256_maddubs_epi16
+#define SET1_16 _mm256_set1_epi16
 #define SET1F _mm256_set1_ps
 #define LOADF _mm256_loadu_ps
 #define STOREF _mm256_storeu_ps
@@ -139,6 +150,13 @@ static inline void store_b(void *p, lanes m, vi v) {
     _mm_storeu_si128((__m128i *)tmp, p8);
     memcpy(p, tmp, m.left);
 }
+// The integers of `left` bytes (u8, or s8 when is_signed) as s32 lanes.
+static inline vi load_b(const void *p, lanes m, int is_signed) {
+    int64_t x = 0;
+    memcpy(&x, p, m.left >= 8 ? 8 : m.left);
+    const __m128i v = _mm_cvtsi64_si128(x);
+    return is_signed ? _mm256_cvtepi8_epi32(v) : _mm256_cvtepu8_epi32(v);
+}
 #endif
 
 #ifdef I8_VNNI
@@ -160,6 +178,12 @@ static inline vi dot4(vi acc, vi q, wvec w) {
 }
 #endif
 
+#ifndef I8_VNNI
+// dot4 of a short quad (every weight in [-64, 64]): vpmaddubsw's pair sums
+// are at most 2 * 255 * 64 = 32640 in magnitude, so nothing saturates.
+static inline vi dot4_short(vi acc, vi q, vi w) { return ADD32(acc, MADD16(MADDUBS(q, w), SET1_16(1))); }
+#endif
+
 // The 4 input rows of a quad, interleaved into 4 vectors of pixel quads.
 static inline void interleave(const uint8_t *in, const int32_t *off, vi q[4]) {
     const vi x0 = LOADU(in + off[0]), x1 = LOADU(in + off[1]), x2 = LOADU(in + off[2]), x3 = LOADU(in + off[3]);
@@ -179,7 +203,7 @@ static inline int32_t word_at(const int8_t *w) {
 // Two sets of accumulators, even and odd quads: vpdpbusd's latency would
 // otherwise bound long rows (4 chains of one dependent add per quad).
 void I8_FN(cd_i8_spmm_csr)(size_t nblk, const uint8_t *in, const int32_t *off, const int8_t *w, const uint32_t *nq,
-                           const int32_t *init, int32_t *acc) {
+                           const uint32_t *nqs, const int32_t *init, int32_t *acc) {
     for (size_t b = 0; b < nblk; b++, acc += TILE) {
         vi a[4], o[4];
 #pragma GCC unroll 4
@@ -188,6 +212,15 @@ void I8_FN(cd_i8_spmm_csr)(size_t nblk, const uint8_t *in, const int32_t *off, c
             o[j] = SET1(0);
         }
         uint32_t k = nq[b];
+#ifndef I8_VNNI
+        for (uint32_t ks = nqs[b]; ks > 0; ks--, k--, off += 4, w += 4) {
+            vi q[4];
+            interleave(in, off, q);
+            const vi ws = SET1(word_at(w));
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++) a[j] = dot4_short(a[j], q[j], ws);
+        }
+#endif
         for (; k >= 2; k -= 2, off += 8, w += 8) {
             vi q[4], r[4];
             interleave(in, off, q);
@@ -215,12 +248,25 @@ void I8_FN(cd_i8_spmm_csr)(size_t nblk, const uint8_t *in, const int32_t *off, c
 }
 
 void I8_FN(cd_i8_spmm_bsr4)(size_t nblk, const uint8_t *in, const int32_t *off, const int8_t *w, const uint32_t *nq,
-                            const int32_t *init, int32_t *acc) {
+                            const uint32_t *nqs, const int32_t *init, int32_t *acc) {
     for (size_t b = 0; b < nblk; b++, acc += 4 * TILE) {
         vi a[4][4];
 #pragma GCC unroll 4
         for (int i = 0; i < 4; i++) _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) a[i][j] = SET1(init[4 * b + i]);
-        for (uint32_t k = nq[b]; k > 0; k--, off += 4, w += 16) {
+        uint32_t k = nq[b];
+#ifndef I8_VNNI
+        for (uint32_t ks = nqs[b]; ks > 0; ks--, k--, off += 4, w += 16) {
+            vi q[4];
+            interleave(in, off, q);
+#pragma GCC unroll 4
+            for (int i = 0; i < 4; i++) {
+                const vi ws = SET1(word_at(w + 4 * i));
+#pragma GCC unroll 4
+                for (int j = 0; j < 4; j++) a[i][j] = dot4_short(a[i][j], q[j], ws);
+            }
+        }
+#endif
+        for (; k > 0; k--, off += 4, w += 16) {
             vi q[4];
             interleave(in, off, q);
 #pragma GCC unroll 4
@@ -239,18 +285,24 @@ void I8_FN(cd_i8_spmm_bsr4)(size_t nblk, const uint8_t *in, const int32_t *off, 
 typedef struct {
     vf zero, lo, hi, vs, vzp, qmin, qmax;
     vf ms, mzp, mqmin, mqmax; // the mid rounding (q.mid_scale > 0)
+    vf rs, rzp;               // an integer residual's scale and zero point (q.res_int)
 } epi_consts;
 
 // One run of one row. Tails run masked (lanes_of), not through the scalar
 // code: rows of 56 or 7 pixels would spend most of their time there.
 static inline void epi_run(const cd_i8_epilogue *e, const epi_consts *c, cd_act kind, vf vm, vf vb, const int32_t *acc,
-                           size_t n, const float *res, void *dst) {
+                           size_t n, const void *res, void *dst) {
     const int quant = e->q.out_scale > 0.0f, to_int = e->q.dst_int, mid = e->q.mid_scale > 0.0f;
+    const int res_int = e->q.res_int, res_signed = e->q.res_signed;
     for (size_t i = 0; i < n; i += LANES) {
         const lanes m = lanes_of(n - i);
         vf y = FMADD(CVTF(load_i(acc + i, m)), vm, vb);
         if (mid) y = MULF(SUBF(MINF(MAXF(ADDF(RINT(DIVF(y, c->ms)), c->mzp), c->mqmin), c->mqmax), c->mzp), c->ms);
-        if (res) y = ADDF(y, load_f(res + i, m));
+        // (r - zp) * scale, then the add: ref-conv-i8.c's order (no fma).
+        if (res && res_int)
+            y = ADDF(y, MULF(SUBF(CVTF(load_b((const uint8_t *)res + i, m, res_signed)), c->rzp), c->rs));
+        else if (res)
+            y = ADDF(y, load_f((const float *)res + i, m));
         // max(y, 0) is y > 0 ? y : 0 (maxps returns its second operand
         // unless the first is greater), as cd_act_apply's ReLU.
         if (kind == CD_ACT_RELU)
@@ -271,7 +323,7 @@ static inline void epi_run(const cd_i8_epilogue *e, const epi_consts *c, cd_act 
 
 void I8_FN(cd_i8_epilogue_rows)(const cd_i8_epilogue *e, const float *mult, const float *bias, int nrows,
                                 const int32_t *acc, size_t acc_stride, const cd_i8_run *runs, int nruns,
-                                const float *res, void *dst, size_t row_stride) {
+                                const void *res, void *dst, size_t row_stride) {
     const cd_act kind = e->act.kind;
     if (kind != CD_ACT_NONE && kind != CD_ACT_RELU && kind != CD_ACT_CLIP) {
         cd_i8_epilogue_rows__scalar(e, mult, bias, nrows, acc, acc_stride, runs, nruns, res, dst, row_stride);
@@ -287,14 +339,16 @@ void I8_FN(cd_i8_epilogue_rows)(const cd_i8_epilogue *e, const float *mult, cons
                           SET1F(e->q.mid_scale),
                           SET1F((float)e->q.mid_zp),
                           SET1F(cd_quant_qmin(e->q.mid_signed)),
-                          SET1F(cd_quant_qmax(e->q.mid_signed))};
-    const size_t esize = e->q.dst_int ? 1 : sizeof(float);
+                          SET1F(cd_quant_qmax(e->q.mid_signed)),
+                          SET1F(e->q.res_scale),
+                          SET1F((float)e->q.res_zp)};
+    const size_t esize = e->q.dst_int ? 1 : sizeof(float), rsize = e->q.res_int ? 1 : sizeof(float);
     for (int r = 0; r < nrows; r++) {
         const vf vm = SET1F(mult[r]), vb = SET1F(bias[r]);
         for (int i = 0; i < nruns; i++) {
             const size_t o = (size_t)r * row_stride + runs[i].out;
-            epi_run(e, &c, kind, vm, vb, acc + (size_t)r * acc_stride + runs[i].m, runs[i].len, res ? res + o : NULL,
-                    (char *)dst + o * esize);
+            epi_run(e, &c, kind, vm, vb, acc + (size_t)r * acc_stride + runs[i].m, runs[i].len,
+                    res ? (const char *)res + o * rsize : NULL, (char *)dst + o * esize);
         }
     }
 }

@@ -9,7 +9,11 @@
 // last one padded with zero weights at a repeated offset). Per quad the
 // stream `off` holds 4 int32 input offsets (bytes) and `w` holds NR words
 // of 4 s8 weights: word i = row i's weights for the quad's 4 columns.
-// `nq[b]` is block b's quad count. A kernel call computes, for nblk blocks
+// `nq[b]` is block b's quad count, of which the first `nqs[b]` are
+// "short": every weight in [-64, 64], so a u8 x s8 pair sum fits s16 and
+// vpmaddubsw cannot saturate (the kernels without VNNI take those in 3
+// instructions instead of 6; the others ignore nqs, the packing then makes
+// none). A kernel call computes, for nblk blocks
 // and one tile of TILE pixels m (TILE fixed per kernel, see cd_i8_isa_info):
 //
 //   acc[(b*NR + i)*TILE + m] = init[b*NR + i]
@@ -27,7 +31,7 @@
 #include <stdint.h>
 
 typedef void (*cd_i8_spmm_fn)(size_t nblk, const uint8_t *in, const int32_t *off, const int8_t *w, const uint32_t *nq,
-                              const int32_t *init, int32_t *acc);
+                              const uint32_t *nqs, const int32_t *init, int32_t *acc);
 
 // The epilogue of one output channel over n consecutive pixels.
 typedef struct {
@@ -37,10 +41,11 @@ typedef struct {
     float qmin, qmax;  // the output type's range
 } cd_i8_epilogue;
 
-// dst[i] = the epilogue of acc[i] (kernels/op-desc.h): res (floats, or NULL
-// without residual) at the same index, dst float or u8/s8 (q.dst_int).
+// dst[i] = the epilogue of acc[i] (kernels/op-desc.h): res (floats, or
+// u8/s8 when q.res_int; NULL without residual) at the same index, dst float
+// or u8/s8 (q.dst_int).
 typedef void (*cd_i8_epilogue_fn)(const cd_i8_epilogue *e, float mult, float bias, const int32_t *acc, size_t n,
-                                  const float *res, void *dst);
+                                  const void *res, void *dst);
 
 // A stretch of valid output pixels of a tile: accumulators m .. m+len-1 of
 // the tile go to output elements out .. out+len-1 (of the first row).
@@ -52,10 +57,10 @@ typedef struct {
 // The epilogue of nrows output channels over a tile's runs: row r's
 // accumulators at acc + r*acc_stride, its channel's mult[r] and bias[r],
 // its output (and residual, NULL without) at element r*row_stride onwards
-// of dst (res).
+// of dst (res: floats, or 1-byte integers when q.res_int).
 typedef void (*cd_i8_epilogue_rows_fn)(const cd_i8_epilogue *e, const float *mult, const float *bias, int nrows,
                                        const int32_t *acc, size_t acc_stride, const cd_i8_run *runs, int nruns,
-                                       const float *res, void *dst, size_t row_stride);
+                                       const void *res, void *dst, size_t row_stride);
 
 // dst[i] = the u8 of x[i] (cd_conv_quant_in, + 128 when q->in_signed).
 typedef void (*cd_i8_quant_row_fn)(const cd_conv_quant *q, const float *x, size_t n, uint8_t *dst);
@@ -69,6 +74,7 @@ typedef struct {
     const char *name1, *name4; // kernel names (CSR, BSR4)
     cd_i8_spmm_fn csr, bsr4;   // NR 1 and NR 4
     int tile;                  // pixels per call
+    int short_quads;           // 1: the kernels gain from short quads (nqs)
     cd_i8_epilogue_rows_fn epilogue;
     cd_i8_quant_row_fn quant_row;
     cd_i8_even_bytes_fn even_bytes;
@@ -82,29 +88,29 @@ const cd_i8_isa_info *cd_i8_isa(cd_sparse_isa isa);
 // the activations they do not vectorize).
 void cd_i8_epilogue_rows__scalar(const cd_i8_epilogue *e, const float *mult, const float *bias, int nrows,
                                  const int32_t *acc, size_t acc_stride, const cd_i8_run *runs, int nruns,
-                                 const float *res, void *dst, size_t row_stride);
+                                 const void *res, void *dst, size_t row_stride);
 void cd_i8_epilogue__scalar(const cd_i8_epilogue *e, float mult, float bias, const int32_t *acc, size_t n,
-                            const float *res, void *dst);
+                            const void *res, void *dst);
 void cd_i8_quant_row__scalar(const cd_conv_quant *q, const float *x, size_t n, uint8_t *dst);
 void cd_i8_even_bytes__scalar(uint8_t *dst, const uint8_t *src, size_t n);
 
 #define CD_I8_DECLARE(isa)                                                                                    \
     void cd_i8_spmm_csr__##isa(size_t nblk, const uint8_t *in, const int32_t *off, const int8_t *w,           \
-                               const uint32_t *nq, const int32_t *init, int32_t *acc);                        \
+                               const uint32_t *nq, const uint32_t *nqs, const int32_t *init, int32_t *acc);   \
     void cd_i8_spmm_bsr4__##isa(size_t nblk, const uint8_t *in, const int32_t *off, const int8_t *w,          \
-                                const uint32_t *nq, const int32_t *init, int32_t *acc);                       \
+                                const uint32_t *nq, const uint32_t *nqs, const int32_t *init, int32_t *acc);  \
     void cd_i8_epilogue_rows__##isa(const cd_i8_epilogue *e, const float *mult, const float *bias, int nrows, \
                                     const int32_t *acc, size_t acc_stride, const cd_i8_run *runs, int nruns,  \
-                                    const float *res, void *dst, size_t row_stride);                          \
+                                    const void *res, void *dst, size_t row_stride);                           \
     void cd_i8_quant_row__##isa(const cd_conv_quant *q, const float *x, size_t n, uint8_t *dst);              \
     void cd_i8_even_bytes__##isa(uint8_t *dst, const uint8_t *src, size_t n);
 CD_I8_DECLARE(avx512vnni)
 CD_I8_DECLARE(avx512f)
 CD_I8_DECLARE(avx2)
 void cd_i8_spmm_csr__scalar(size_t nblk, const uint8_t *in, const int32_t *off, const int8_t *w, const uint32_t *nq,
-                            const int32_t *init, int32_t *acc);
+                            const uint32_t *nqs, const int32_t *init, int32_t *acc);
 void cd_i8_spmm_bsr4__scalar(size_t nblk, const uint8_t *in, const int32_t *off, const int8_t *w, const uint32_t *nq,
-                             const int32_t *init, int32_t *acc);
+                             const uint32_t *nqs, const int32_t *init, int32_t *acc);
 #undef CD_I8_DECLARE
 
 // Pixels per call of the scalar kernels.

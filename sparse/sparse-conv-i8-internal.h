@@ -54,7 +54,7 @@ struct cd_sparse_conv_i8 {
     // Packed weights (sparse/i8-spmm.h) and the work items over them.
     int32_t *off;
     int8_t *w;
-    uint32_t *nq;
+    uint32_t *nq, *nqs; // per block: quads, of which short (i8-spmm.h)
     i8_chunk *chunks;
     int nchunks;
     size_t nnz, entries, packed_bytes;

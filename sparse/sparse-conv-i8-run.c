@@ -107,7 +107,7 @@ static int tile_runs(const cd_sparse_conv_i8 *h, size_t p0, size_t p1, cd_i8_run
 // The epilogue (or the raw accumulators) of output channels kk .. kk+nrows-1
 // over a tile's runs, for the fold starting at image n0.
 static void write_out(const cd_sparse_conv_i8 *h, int kk, int nrows, const int32_t *acc, const cd_i8_run *runs,
-                      int nruns, int n0, const float *residual, void *dst, int32_t *acc_out) {
+                      int nruns, int n0, const void *residual, void *dst, int32_t *acc_out) {
     const cd_conv_desc *d = &h->d;
     const size_t opix = (size_t)d->oh * d->ow, tile = (size_t)h->k->tile;
     const size_t base = ((size_t)n0 * d->k + kk) * opix;
@@ -118,12 +118,12 @@ static void write_out(const cd_sparse_conv_i8 *h, int kk, int nrows, const int32
                        sizeof(int32_t) * runs[i].len);
         return;
     }
-    const size_t esize = h->epi.q.dst_int ? 1 : sizeof(float);
+    const size_t esize = h->epi.q.dst_int ? 1 : sizeof(float), rsize = h->epi.q.res_int ? 1 : sizeof(float);
     h->k->epilogue(&h->epi, h->mult + kk, h->bias + kk, nrows, acc, tile, runs, nruns,
-                   d->has_residual ? residual + base : NULL, (char *)dst + base * esize, opix);
+                   d->has_residual ? (const char *)residual + base * rsize : NULL, (char *)dst + base * esize, opix);
 }
 
-static int run(const cd_sparse_conv_i8 *h, const void *src, const float *residual, void *dst, int32_t *acc_out,
+static int run(const cd_sparse_conv_i8 *h, const void *src, const void *residual, void *dst, int32_t *acc_out,
                int batch, void *ws) {
     const cd_conv_desc *d = &h->d;
     if (!src || batch < 1 || !ws || (!dst && !acc_out)) return CD_EPARAMS;
@@ -134,7 +134,11 @@ static int run(const cd_sparse_conv_i8 *h, const void *src, const float *residua
     memset(base + (size_t)d->groups * h->group_in, h->zp_u8, h->prep_bytes - (size_t)d->groups * h->group_in);
     for (int n0 = 0; n0 < batch; n0 += h->fold) {
         const int nf = batch - n0 < h->fold ? batch - n0 : h->fold;
-        const size_t m = (size_t)nf * h->img_plane, ntiles = (m + tile - 1) / tile;
+        // Pixels to compute: the last image's junk rows below its last
+        // output pixel are dropped (a 7x7 3x3 layer's 9x9 plane needs 61 of
+        // its 81 pixels: one tile of 64 instead of two).
+        const size_t m = (size_t)(nf - 1) * h->img_plane + (size_t)(d->oh - 1) * h->wph + (size_t)d->ow,
+                     ntiles = (m + tile - 1) / tile;
         const long items = (long)ntiles * h->nchunks;
         const long nprep = (long)nf * d->c;
 #pragma omp parallel num_threads(h->threads)
@@ -154,7 +158,8 @@ static int run(const cd_sparse_conv_i8 *h, const void *src, const float *residua
                 const i8_chunk *c = &h->chunks[it % h->nchunks];
                 const uint8_t *in = base + c->group * h->group_in + t * tile;
                 const cd_i8_spmm_fn fn = c->nr == 1 ? h->k->csr : h->k->bsr4;
-                fn((size_t)c->nblk, in, h->off + 4 * c->quad0, h->w + c->w0, h->nq + c->blk0, h->init + c->row0, acc);
+                fn((size_t)c->nblk, in, h->off + 4 * c->quad0, h->w + c->w0, h->nq + c->blk0, h->nqs + c->blk0,
+                   h->init + c->row0, acc);
                 if (runs_tile != t) {
                     const size_t p0 = t * tile, p1 = p0 + tile < m ? p0 + tile : m;
                     nruns = tile_runs(h, p0, p1, runs);
@@ -167,7 +172,7 @@ static int run(const cd_sparse_conv_i8 *h, const void *src, const float *residua
     return 0;
 }
 
-int cd_sparse_conv_i8_run_ws(const cd_sparse_conv_i8 *h, const void *src, const float *residual, void *dst, int batch,
+int cd_sparse_conv_i8_run_ws(const cd_sparse_conv_i8 *h, const void *src, const void *residual, void *dst, int batch,
                              void *ws) {
     if (!dst) return CD_EPARAMS;
     return run(h, src, residual, dst, NULL, batch, ws);

@@ -22,7 +22,9 @@ static int quant_ok(const cd_conv_quant *q) {
     if (!q || !q->w_scale || !(q->in_scale > 0.0f)) return 0;
     if (q->in_zp < cd_quant_qmin(q->in_signed) || q->in_zp > cd_quant_qmax(q->in_signed)) return 0;
     if (q->dst_int && !(q->out_scale > 0.0f)) return 0;
-    if (q->res_int) return 0; // an integer residual: not implemented here (op-desc.h lets a kernel decline)
+    if (q->res_int && (!(q->res_scale > 0.0f) || q->res_zp < cd_quant_qmin(q->res_signed) ||
+                       q->res_zp > cd_quant_qmax(q->res_signed)))
+        return 0;
     if (q->mid_scale > 0.0f && (q->mid_zp < cd_quant_qmin(q->mid_signed) || q->mid_zp > cd_quant_qmax(q->mid_signed)))
         return 0;
     if (q->out_scale > 0.0f && (q->out_zp < cd_quant_qmin(q->out_signed) || q->out_zp > cd_quant_qmax(q->out_signed)))
@@ -93,17 +95,26 @@ static int32_t column_offset(const cd_sparse_conv_i8 *h, int c, int r, int s) {
                      as / d->stride_w);
 }
 
+// Column t of the block of nr rows at row k: 0 when all its weights are
+// zero, 2 when the block's kernels take it as short (the ISA gains from
+// short quads and every weight is in [-64, 64], sparse/i8-spmm.h), else 1.
+static int column_kind(const cd_sparse_conv_i8 *h, const int8_t *wq, size_t taps, int k, int nr, size_t t) {
+    int any = 0, small = 1;
+    for (int i = 0; i < nr; i++) {
+        const int v = wq[(size_t)(k + i) * taps + t];
+        any |= v != 0;
+        small &= v >= -64 && v <= 64;
+    }
+    return !any ? 0 : small && h->k->short_quads ? 2 : 1;
+}
+
 // Quads of a row (CSR) or of a block of 4 rows (BSR4: the union of their
-// columns) starting at row k of all K.
+// columns) starting at row k: the short columns' quads, then the others'.
 static size_t block_quads(const cd_sparse_conv_i8 *h, const int8_t *wq, int k, int nr) {
     const size_t taps = (size_t)h->cpg * h->d.r * h->d.s;
-    size_t cols = 0;
-    for (size_t t = 0; t < taps; t++) {
-        int any = 0;
-        for (int i = 0; i < nr; i++) any |= wq[(size_t)(k + i) * taps + t] != 0;
-        cols += any;
-    }
-    return (cols + 3) / 4;
+    size_t cols[3] = {0};
+    for (size_t t = 0; t < taps; t++) cols[column_kind(h, wq, taps, k, nr, t)]++;
+    return (cols[2] + 3) / 4 + (cols[1] + 3) / 4;
 }
 
 // The cheaper format by a per-quad cost measured on ResNet-50's layers at
@@ -123,38 +134,46 @@ static cd_sparse_format auto_format(const cd_sparse_conv_i8 *h, const int8_t *wq
     return bsr < csr ? CD_SPARSE_FMT_BSR4 : CD_SPARSE_FMT_CSR;
 }
 
-// Appends the blocks of rows [k, k + nblk*nr) (one group) to the stream.
-static void pack_blocks(cd_sparse_conv_i8 *h, const int8_t *wq, int k, int nblk, int nr, size_t *blk, size_t *quad,
-                        size_t *wb) {
+// Appends the columns of one kind (column_kind) of the block of nr rows
+// at row k as quads from quad q0 and weight byte w0, the last quad padded
+// with zero weights at a repeated valid offset. Returns the quad count.
+static uint32_t pack_kind(cd_sparse_conv_i8 *h, const int8_t *wq, int k, int nr, int kind, size_t q0, size_t w0) {
     const cd_conv_desc *d = &h->d;
     const size_t taps = (size_t)h->cpg * d->r * d->s;
+    uint32_t n = 0; // columns so far
+    int32_t first = 0;
+    for (size_t t = 0; t < taps; t++) {
+        if (column_kind(h, wq, taps, k, nr, t) != kind) continue;
+        const int c = (int)(t / ((size_t)d->r * d->s)), r = (int)(t / d->s % d->r), s = (int)(t % d->s);
+        const int32_t o = column_offset(h, c, r, s);
+        if (n == 0) first = o;
+        const size_t q = q0 + n / 4, j = n % 4;
+        h->off[4 * q + j] = o;
+        for (int i = 0; i < nr; i++) h->w[w0 + (n / 4) * 4 * nr + 4 * i + j] = wq[(size_t)(k + i) * taps + t];
+        for (int i = 0; i < nr; i++) h->nnz += wq[(size_t)(k + i) * taps + t] != 0;
+        n++;
+    }
+    for (; n % 4; n++) {
+        const size_t q = q0 + n / 4, j = n % 4;
+        h->off[4 * q + j] = first;
+        for (int i = 0; i < nr; i++) h->w[w0 + (n / 4) * 4 * nr + 4 * i + j] = 0;
+    }
+    h->entries += n;
+    return n / 4;
+}
+
+// Appends the blocks of rows [k, k + nblk*nr) (one group) to the stream:
+// per block its short quads, then the others.
+static void pack_blocks(cd_sparse_conv_i8 *h, const int8_t *wq, int k, int nblk, int nr, size_t *blk, size_t *quad,
+                        size_t *wb) {
     for (int b = 0; b < nblk; b++, k += nr) {
-        uint32_t n = 0; // columns so far
-        int32_t first = 0;
-        for (size_t t = 0; t < taps; t++) {
-            int any = 0;
-            for (int i = 0; i < nr; i++) any |= wq[(size_t)(k + i) * taps + t] != 0;
-            if (!any) continue;
-            const int c = (int)(t / ((size_t)d->r * d->s)), r = (int)(t / d->s % d->r), s = (int)(t % d->s);
-            const int32_t o = column_offset(h, c, r, s);
-            if (n == 0) first = o;
-            const size_t q = *quad + n / 4, j = n % 4;
-            h->off[4 * q + j] = o;
-            for (int i = 0; i < nr; i++) h->w[*wb + (n / 4) * 4 * nr + 4 * i + j] = wq[(size_t)(k + i) * taps + t];
-            for (int i = 0; i < nr; i++) h->nnz += wq[(size_t)(k + i) * taps + t] != 0;
-            n++;
-        }
-        // The last quad's unused columns: zero weights at a valid offset.
-        for (; n % 4; n++) {
-            const size_t q = *quad + n / 4, j = n % 4;
-            h->off[4 * q + j] = first;
-            for (int i = 0; i < nr; i++) h->w[*wb + (n / 4) * 4 * nr + 4 * i + j] = 0;
-        }
-        h->nq[*blk] = n / 4;
-        h->entries += n;
+        const uint32_t ns = pack_kind(h, wq, k, nr, 2, *quad, *wb);
+        const uint32_t nl = pack_kind(h, wq, k, nr, 1, *quad + ns, *wb + (size_t)ns * 4 * nr);
+        h->nq[*blk] = ns + nl;
+        h->nqs[*blk] = ns;
         (*blk)++;
-        *quad += n / 4;
-        *wb += (size_t)(n / 4) * 4 * nr;
+        *quad += ns + nl;
+        *wb += (size_t)(ns + nl) * 4 * nr;
     }
 }
 
@@ -185,8 +204,9 @@ static int pack(cd_sparse_conv_i8 *h, const int8_t *wq) {
     h->off = malloc(sizeof(int32_t) * 4 * (quads ? quads : 1));
     h->w = malloc(wbytes ? wbytes : 1);
     h->nq = malloc(sizeof(uint32_t) * blocks);
+    h->nqs = malloc(sizeof(uint32_t) * blocks);
     h->chunks = malloc(sizeof(i8_chunk) * (nchunks ? nchunks : 1));
-    if (!h->off || !h->w || !h->nq || !h->chunks) return CD_ENOMEM;
+    if (!h->off || !h->w || !h->nq || !h->nqs || !h->chunks) return CD_ENOMEM;
     size_t blk = 0, quad = 0, wb = 0;
     for (int g = 0; g < d->groups; g++) {
         const int k0 = g * h->kpg;
@@ -201,7 +221,7 @@ static int pack(cd_sparse_conv_i8 *h, const int8_t *wq) {
             kl += rows;
         }
     }
-    h->packed_bytes = sizeof(int32_t) * 4 * quads + wbytes + sizeof(uint32_t) * blocks;
+    h->packed_bytes = sizeof(int32_t) * 4 * quads + wbytes + 2 * sizeof(uint32_t) * blocks;
     return 0;
 }
 
@@ -295,6 +315,7 @@ void cd_sparse_conv_i8_free(cd_sparse_conv_i8 *h) {
     free(h->off);
     free(h->w);
     free(h->nq);
+    free(h->nqs);
     free(h->chunks);
     free(h);
 }

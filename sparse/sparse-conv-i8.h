@@ -25,7 +25,8 @@
 // reduce 4 nonzeros of a row per 32-bit lane: the 4 input rows of a quad of
 // nonzeros (whatever their columns) are interleaved byte-wise with unpacks,
 // then one vpdpbusd (VNNI) or its exact 16-bit emulation (vpmaddwd on the
-// even and odd bytes: AVX-512 without VNNI, AVX2) per 4 nonzeros; with BSR
+// even and odd bytes: AVX-512 without VNNI, AVX2; vpmaddubsw for the quads
+// whose weights are all in [-64, 64], packed first) per 4 nonzeros; with BSR
 // 4x1 one interleave serves 4 output channels. Not done: column blocking
 // (the f32 kernels' cin blocks), FC-specific paths (an FC runs as a 1x1
 // conv on a 1x1 input: correct, folded over the batch, not tuned).
@@ -54,10 +55,10 @@ size_t cd_sparse_conv_i8_workspace_size(const cd_sparse_conv_i8 *h, int batch);
 
 // dst = the int8 conv of src. src NCHW: float grid values (src_int 0) or
 // u8/s8 (src_int 1); dst NCHW: float (dst_int 0: y, or its grid value when
-// out_scale > 0) or u8/s8 (dst_int 1). residual: float NCHW shaped like dst,
-// required iff d->has_residual. ws: cd_sparse_conv_i8_workspace_size bytes,
+// out_scale > 0) or u8/s8 (dst_int 1). residual: NCHW shaped like dst, float
+// or u8/s8 (res_int 1), required iff d->has_residual. ws: cd_sparse_conv_i8_workspace_size bytes,
 // 64-byte aligned. Thread-safe with distinct ws. Returns 0 or CD_EPARAMS.
-int cd_sparse_conv_i8_run_ws(const cd_sparse_conv_i8 *h, const void *src, const float *residual, void *dst, int batch,
+int cd_sparse_conv_i8_run_ws(const cd_sparse_conv_i8 *h, const void *src, const void *residual, void *dst, int batch,
                              void *ws);
 
 // As cd_sparse_conv_i8_run_ws, but writes the raw s32 accumulators

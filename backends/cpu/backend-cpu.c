@@ -115,7 +115,7 @@ static int blocked_channel_concat(const cd_bop_desc *d) {
 // ---- choosing a kernel (shared by supports_op and init) ---------------------------
 
 // An int8 conv (d->quant): the sparse int8 kernels when the planner chose
-// sparse (NCHW; not yet an integer residual); oneDNN's int8 conv for dense
+// sparse (NCHW, the residual float or integer); oneDNN's int8 conv for dense
 // (backends/cpu/dnnl.h, where it has a jit kernel); else the reference, in NCHW,
 // only where asked for (CONVD_INT8=on, or the reference kernels everywhere):
 // the planner's auto mode takes int8 only where a fast kernel exists.
@@ -123,7 +123,7 @@ static kernel_kind choose_int8(const cd_backend_opts *sw, const cd_bop_desc *d) 
     const cd_conv_quant *q = d->quant;
     if (d->u.conv.has_residual && d->nsrc != 2) return K_NONE;
     if (q->dst_int && !(q->out_scale > 0.0f)) return K_NONE;
-    if (!sw->kernels_ref && d->sparse && all_nchw(d) && !q->res_int) return K_I8SP;
+    if (!sw->kernels_ref && d->sparse && all_nchw(d)) return K_I8SP;
     if (!sw->kernels_ref && !d->sparse &&
         cd_dnnl_conv_i8_supports_res(&d->u.conv, q, d->src[0].layout, d->dst.layout, cd_cpu_res_layout(d)))
         return K_DNNL;

@@ -245,6 +245,23 @@ def test_int8_and_f32_plans_of_a_pruned_model_agree(tmp_path, rng, cache_env):  
     assert {l["dtype"] for l in auto if l["op"].startswith("Conv")} <= {"int8", "f32"}
 
 
+def test_sparse_int8_residual_blocks_keep_their_integers(tmp_path, rng, cache_env):  # noqa: F811
+    """A 90% pruned ResNet on the sparse int8 kernels (forced: CONVD_PLAN=sparse,
+    CONVD_INT8=on): a block's output, read by the next block's conv and as the
+    skip of a Conv+QAdd, stays u8 in NCHW (the sparse kernels take an integer
+    residual), and the model still matches onnxruntime."""
+    q = quantize_folded(prune_magnitude(models(rng)["resnet18"], 0.9), tmp_path / "r18-p90-i8.onnx", rng)
+    env = dict(cache_env, CONVD_INT8="on", CONVD_PLAN="sparse")
+    layers = info_json(q, env)["layers"]
+    sparse = [l for l in layers if l["kernel"].startswith("sparse-i8")]
+    assert sparse, [(l["name"], l["kernel"]) for l in layers]
+    res = [l for l in sparse if l["op"].startswith("Conv+QAdd") and l["out_dtype"] == "int8"]
+    assert res, [(l["name"], l["op"], l["kernel"], l["out_dtype"]) for l in layers]
+    assert all(l["layout"] == "NCHW" for l in sparse if l["out_dtype"] == "int8")
+    err, top1 = compare(q, tmp_path, rng, env=env)
+    assert err <= REL_L2 and top1 >= TOP1, (err, top1)
+
+
 def test_int8_after_compaction_of_a_filter_pruned_model(tmp_path, rng, cache_env):  # noqa: F811
     """Zero filters make constant channels: compaction drops them, folds them
     into the next convs' biases and, behind padding, inserts border maps

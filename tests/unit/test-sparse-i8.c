@@ -2,7 +2,8 @@
 // reference (kernels/cpu/ref-conv-i8.c): s32 accumulators bit-exact and
 // outputs equal, at every ISA level this CPU runs (a named skip for a level
 // it lacks), both formats, u8 and s8 inputs with zero points, float and
-// integer storage on both sides, any geometry, residual and activations.
+// integer storage on both sides (the residual too), any geometry, residual
+// and activations.
 
 #include "core/errors.h"
 #include "sparse/i8-spmm.h"
@@ -84,6 +85,8 @@ static void layer_make(i8_layer *L, const cd_conv_desc *d, int batch, const cd_c
         L->bias[k] = cd_test_randf(-2.0f, 2.0f);
     }
     for (size_t i = 0; i < L->yn; i++) L->res[i] = cd_test_randf(-3.0f, 3.0f);
+    if (q->res_int) // integers in the first yn bytes, full range
+        for (size_t i = 0; i < L->yn; i++) ((uint8_t *)L->res)[i] = (uint8_t)cd_test_randi(0, 255);
     L->q.w_scale = L->w_scale;
     make_input(L);
 }
@@ -169,6 +172,12 @@ static cd_conv_quant random_quant(void) {
         q.mid_scale = cd_test_randf(0.01f, 0.2f);
         q.mid_signed = cd_test_randi(0, 1);
         q.mid_zp = q.mid_signed ? cd_test_randi(-10, 10) : cd_test_randi(0, 60);
+    }
+    if (cd_test_randi(0, 2) == 0) { // the residual stored as integers (used where the conv has one)
+        q.res_int = 1;
+        q.res_scale = cd_test_randf(0.01f, 0.1f);
+        q.res_signed = cd_test_randi(0, 1);
+        q.res_zp = q.res_signed ? cd_test_randi(-20, 20) : cd_test_randi(0, 255);
     }
     return q;
 }
@@ -280,11 +289,12 @@ CD_TEST(sparse_i8_resnet_shapes_batch_fold) {
 CD_TEST(sparse_i8_worst_case_inputs_do_not_saturate) {
     cd_conv_desc d = cd_conv_square(512, 6, 6, 8, 3, 1, 1);
     for (int sign = 0; sign <= 1; sign++)
-        for (int wv = 0; wv <= 1; wv++) {
+        for (int wv = 0; wv < 4; wv++) { // the long extremes, and the short quads' (|w| <= 64) ones
             cd_conv_quant q = {.in_scale = 0.01f, .in_signed = sign, .in_zp = 0, .src_int = 1};
             i8_layer L;
             layer_make(&L, &d, 2, &q, 0.0, 0);
-            for (size_t i = 0; i < L.wn; i++) L.w[i] = wv ? 127 : -128;
+            static const int8_t extremes[4] = {-128, 127, -64, 64};
+            for (size_t i = 0; i < L.wn; i++) L.w[i] = extremes[wv];
             for (size_t i = 0; i < L.xn; i++) {
                 L.xq[i] = sign ? -128 : 255;
                 if (sign)
