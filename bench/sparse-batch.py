@@ -45,20 +45,7 @@ def ds_commands():
         engines[req["key"]] = compile_model(req["path"], batch_size=req["batch"], num_cores=req["threads"])
         return {"compile_s": time.perf_counter() - t0}
 
-    def bench_batch(req, engines):
-        import numpy as np
-        eng = engines[req["key"]]
-        x = np.load(req["input"])
-        for _ in range(req["warmup"]):
-            eng.run([x])
-        ts = []
-        for _ in range(req["iters"]):
-            t0 = time.perf_counter()
-            eng.run([x])
-            ts.append((time.perf_counter() - t0) * 1e3)
-        return {"median_ms": float(np.median(ts))}
-
-    return {"load_batch": load_batch, "bench_batch": bench_batch}
+    return {"load_batch": load_batch}  # timed with the worker's own "bench" command
 
 
 def convd_ms(binary, path, batch, threads, iters, split, x):
@@ -116,7 +103,7 @@ def main():
                         if e == "deepsparse" and b == 1:
                             continue
                         if e == "deepsparse":
-                            ms = ds.call(cmd="bench_batch", key=f"{m}/{t}/{b}", input=str(xs[b]), warmup=1,
+                            ms = ds.call(cmd="bench", path="", key=f"{m}/{t}/{b}", input=str(xs[b]), warmup=1,
                                          iters=a.iters)["median_ms"]
                         else:
                             ms = convd_ms(binary, files[m], b, t, a.iters, "off" if e == "convd-whole" else "auto",
