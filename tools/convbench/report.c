@@ -84,7 +84,7 @@ static void json_batches(FILE *f, const bench_batches *b) {
     uint64_t runs;
     double mean;
     bench_batches_totals(b, &runs, &mean);
-    fprintf(f, ", \"daemon_batches\": {\"runs\": %llu, \"mean_items\": %.6g, \"by_size\": {", (unsigned long long)runs,
+    fprintf(f, ", \"daemon_batches\": {\"runs\": %llu, \"mean_items\": %.9g, \"by_size\": {", (unsigned long long)runs,
             mean);
     int first = 1;
     for (size_t i = 0; i < BENCH_BATCH_SLOTS; i++) {
