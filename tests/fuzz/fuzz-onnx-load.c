@@ -97,6 +97,8 @@ cd_backend_caps cd_backends_host_caps(void) {
 // links no kernels.
 cd_sparse_isa cd_sparse_isa_best(void) { return (cd_sparse_isa)0; }
 const char *cd_sparse_isa_name(cd_sparse_isa isa) { return "fuzz"; }
+// runtime/options.c hands the ISA cap to the (unlinked) kernels.
+void cd_sparse_isa_set_cap(cd_isa_cap cap) { (void)cap; }
 
 // ---- the target -----------------------------------------------------------------
 
