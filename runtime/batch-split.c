@@ -47,34 +47,42 @@ int cd_batch_split_run(cd_exec *ex, int batch, const void *const *inputs, void *
     if (m->ninputs > CD_SPLIT_MAX_IO || m->noutputs > CD_SPLIT_MAX_IO)
         return one(ex, batch, inputs, outputs, err, errlen, layer_ms);
     // Staged inputs (inputs NULL: cd_exec_stage_inputs) live in the arena on
-    // the cpu, which the first image's run reuses: they are copied aside.
+    // the cpu: the first image runs from there as it is (staged, batch 1),
+    // and the later ones, which its run may overwrite, are copied aside into
+    // the exec's split buffer (grown once, kept for the next batch).
     const char *src[CD_SPLIT_MAX_IO];
-    size_t stage_bytes = 0;
-    for (int i = 0; i < m->ninputs; i++) {
-        src[i] = inputs ? inputs[i] : ex->stage_host[i];
-        if (!inputs) stage_bytes += m->tensors[m->inputs[i].tensor].item_bytes * (size_t)batch;
+    size_t rest = 0;
+    for (int i = 0; i < m->ninputs && !inputs; i++)
+        rest += m->tensors[m->inputs[i].tensor].item_bytes * (size_t)(batch - 1);
+    if (rest > ex->split_cap) {
+        char *p = realloc(ex->split_buf, rest);
+        if (!p) return cd_errf(CD_ENOMEM, err, errlen, "out of memory for the batch's inputs");
+        ex->split_buf = p, ex->split_cap = rest;
     }
-    char *stage = stage_bytes ? malloc(stage_bytes) : NULL;
-    if (stage_bytes && !stage) return cd_errf(CD_ENOMEM, err, errlen, "out of memory for the batch's inputs");
-    for (size_t i = 0, at = 0; stage && i < (size_t)m->ninputs; i++) {
-        const size_t bytes = m->tensors[m->inputs[i].tensor].item_bytes * (size_t)batch;
-        memcpy(stage + at, src[i], bytes);
-        src[i] = stage + at;
-        at += bytes;
+    for (size_t i = 0, at = 0; i < (size_t)m->ninputs; i++) {
+        const size_t item = m->tensors[m->inputs[i].tensor].item_bytes;
+        if (inputs) {
+            src[i] = inputs[i];
+            continue;
+        }
+        memcpy(ex->split_buf + at, (const char *)ex->stage_host[i] + item, item * (size_t)(batch - 1));
+        src[i] = ex->split_buf + at; // image 1 (image b at src[i] + (b - 1) * item)
+        at += item * (size_t)(batch - 1);
     }
-    ex->staged = 0;
     int rc = 0;
     for (int b = 0; b < batch && !rc; b++) {
-        for (int i = 0; i < m->ninputs; i++) in[i] = src[i] + m->tensors[m->inputs[i].tensor].item_bytes * (size_t)b;
+        const int staged0 = !inputs && b == 0; // image 0 of staged inputs: where it was staged
+        for (int i = 0; i < m->ninputs && !staged0; i++)
+            in[i] = src[i] + m->tensors[m->inputs[i].tensor].item_bytes * (size_t)(inputs ? b : b - 1);
         for (int o = 0; o < m->noutputs; o++)
             out[o] = (char *)outputs[o] + m->tensors[m->outputs[o].tensor].item_bytes * (size_t)b;
-        rc = one(ex, 1, in, out, err, errlen, layer_ms);
+        ex->staged = staged0;
+        rc = one(ex, 1, staged0 ? NULL : in, out, err, errlen, layer_ms);
         // The next image reuses the arena: this one's downloads first.
         if (!rc && b + 1 < batch) {
             rc = cd_backend_synchronize(m->be, ex->ctx);
             if (rc) cd_errf(CD_EINTERNAL, err, errlen, "synchronize failed: %s", cd_strerror(rc));
         }
     }
-    free(stage);
     return rc;
 }

@@ -282,6 +282,7 @@ void cd_exec_free(cd_exec *ex) {
     }
     free(ex->prof);
     for (int i = 0; i < CD_MAX_TENSORS; i++) free(ex->own_in[i]);
+    free(ex->split_buf);
     if (ex->arena) cd_backend_buffer_free(ex->m->be, ex->arena);
     cd_backend_ctx_free(ex->m->be, ex->ctx);
     free(ex->bt);

@@ -102,6 +102,8 @@ struct cd_exec {
     int staged;                       // the batch cd_exec_stage_inputs handed out buffers for (0: none)
     void *stage_host[CD_MAX_TENSORS]; // those buffers
     void *own_in[CD_MAX_TENSORS];     // host inputs of our own where the backend stages none
+    char *split_buf;                  // batch-split.c: staged images 1.. copied aside
+    size_t split_cap;
 };
 
 // Builds the plan for a lowered graph on m->be (m->max_batch set). Returns 0
