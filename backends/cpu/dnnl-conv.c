@@ -105,8 +105,8 @@ static int conv_build(cd_dnnl_op *op, int batch, cd_dnnl_prim *p) {
 static int conv_exec(cd_dnnl_op *op, cd_dnnl_ctx *ctx, const cd_dnnl_prim *p, int batch, const float *const *src,
                      float *dst) {
     conv_priv *cp = op->priv;
-    if (cp->wino) return cd_wino_exec(cp->wino, ctx, batch, src, dst);
     if (cp->dw) return cd_cpu_dw3x3_run(cp->dw, batch, src[0], cp->d.has_residual ? src[1] : NULL, dst), 0;
+    if (cp->wino) return cd_wino_exec(cp->wino, ctx, batch, src, dst);
     if (cp->d.has_residual && src[1] != dst)
         memcpy(dst, src[1], cd_dnnl_tensor_floats(cp->dst_l, batch, cp->d.k, cp->d.oh, cp->d.ow) * sizeof(float));
     cd_dnnl_arg args[4] = {
@@ -130,7 +130,7 @@ static void conv_fini(cd_dnnl_op *op) {
 static const char *conv_impl(cd_dnnl_op *op, const cd_dnnl_prim *p, int batch) {
     (void)p, (void)batch;
     const conv_priv *cp = op->priv;
-    return cp->wino ? cd_wino_name(cp->wino) : cp->dw ? cd_cpu_dw3x3_name(cp->dw) : NULL;
+    return cp->dw ? cd_cpu_dw3x3_name(cp->dw) : cp->wino ? cd_wino_name(cp->wino) : NULL;
 }
 
 int cd_dnnl_conv_create(const cd_conv_desc *d, cd_layout src, cd_layout dst, int max_batch, const float *w,
@@ -161,11 +161,13 @@ int cd_dnnl_conv_create_sw(const cd_conv_desc *d, cd_layout src, cd_layout dst, 
     cp->wts.user = w;
     rc = cd_dnnl_op_prepare(op, 1, NULL);
     cp->wts.user = NULL;
-    if (!rc) rc = cd_wino_offer(op, d, src, dst, w, bias, sw ? sw->winograd : 0, &cp->wino);
+    // A 1-channel depthwise conv is also a plain 3x3 one: the depthwise kernel
+    // is asked first, and Winograd only when it declined (never both).
+    if (!rc && (cp->dw = cd_cpu_dw3x3_choose(op, d, src, dst, w, bias, sw ? (cd_dw3x3_mode)sw->dw3x3 : CD_DW3X3_AUTO)))
+        op->weight_bytes += cd_cpu_dw3x3_bytes(cp->dw);
+    if (!rc && !cp->dw) rc = cd_wino_offer(op, d, src, dst, w, bias, sw ? sw->winograd : 0, &cp->wino);
     if (rc) goto fail;
     if (cp->wino) cd_wino_adopt(op, cp->wino, &cp->wts);
-    if ((cp->dw = cd_cpu_dw3x3_choose(op, d, src, dst, w, bias, sw ? (cd_dw3x3_mode)sw->dw3x3 : CD_DW3X3_AUTO)))
-        op->weight_bytes += cd_cpu_dw3x3_bytes(cp->dw);
     *out = op;
     return 0;
 fail:

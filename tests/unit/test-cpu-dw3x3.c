@@ -105,6 +105,20 @@ CD_TEST(cpu_dw3x3_map_1x1_and_2x2) {
 
 CD_TEST(cpu_dw3x3_through_conv_op) { dw_cases(8, 0, 1); }
 
+// One channel: the conv is also a plain 3x3 one, which Winograd could take;
+// forced on, the depthwise kernel must be the one that runs and is named.
+CD_TEST(cpu_dw3x3_one_channel_not_winograd) {
+    for (int i = 0; i < 4; i++) {
+        cd_conv_desc d = rand_dw(0);
+        d.c = d.k = d.groups = 1;
+        d.stride_h = d.stride_w = 1;
+        d.h = d.w = cd_test_randi(6, 20);
+        cd_conv_out_dims(&d);
+        dw_case(d, CD_LAYOUT_NCHW16C, cd_test_randi(1, 2), 1);
+        dw_case(d, CD_LAYOUT_NCHW8C, cd_test_randi(1, 2), 1);
+    }
+}
+
 // What the kernel does not cover stays with oneDNN.
 CD_TEST(cpu_dw3x3_declines_other_convs) {
     cd_conv_desc d = cd_conv_square(16, 8, 8, 16, 3, 1, 1);
