@@ -1,5 +1,5 @@
 // Per-model settings: `<model file>.conf` next to the model, read with the
-// daemon's config-file parser (cd_config_read).
+// daemon's config-file parser (cd_config_read), and the same keys in `load`.
 //
 //   # resnet18.onnx.conf
 //   max_batch    = 16
@@ -7,7 +7,9 @@
 //   max_queue    = 512
 //   max_shapes   = 4               # models with symbolic input dims:
 //   input_shape  = 1x3x512x512     # plans kept, and the first one's size
-#include "core/errors.h"
+//
+// The keys are the rows of the settings table with a `model_key`
+// (daemon/settings.toml): one parser, one range and one default per key.
 #include "daemon/registry.h"
 #include "daemon/settings.h"
 #include "core/errors.h"
@@ -20,48 +22,46 @@
 #include <string.h>
 #include <sys/stat.h>
 
-const cd_model_conf_key cd_model_conf_keys[CD_MODEL_CONF_NKEYS] = {
-    {"max_batch", 1, CD_MAX_BATCH, offsetof(cd_model_conf, max_batch)},
-    {"max_delay_us", 0, CD_MAX_DELAY_US, offsetof(cd_model_conf, max_delay_us)},
-    {"max_queue", 1, CD_MAX_QUEUE, offsetof(cd_model_conf, max_queue)},
-    {"max_shapes", 1, CD_MAX_SHAPES, offsetof(cd_model_conf, max_shapes)},
-};
-
-// The string key of a .conf (and of `load`): input_shape, checked here so
-// that a bad one names its file and line. Returns 0 or -1 with why.
-int cd_model_conf_input_shape(cd_model_conf *c, const char *val, char *why, size_t whylen) {
+int cd_input_shape_check(const char *spec, char *why, size_t whylen) {
     cd_input_shape s[CD_MAX_TENSORS];
     int n;
-    char e[200];
-    if (strlen(val) >= sizeof c->input_shape || cd_input_shape_parse(val, s, CD_MAX_TENSORS, &n, e, sizeof e) != 0) {
-        snprintf(why, whylen, "input_shape: %s", strlen(val) >= sizeof c->input_shape ? "too long" : e);
-        return -1;
-    }
-    snprintf(c->input_shape, sizeof c->input_shape, "%s", val);
-    return 0;
+    return *spec && cd_input_shape_parse(spec, s, CD_MAX_TENSORS, &n, why, whylen) != 0 ? -1 : 0;
+}
+
+const cd_setting_desc *cd_model_key_next(const cd_setting_desc *prev) {
+    const cd_setting_desc *end = cd_setting_table + cd_setting_count;
+    for (const cd_setting_desc *d = prev ? prev + 1 : cd_setting_table; d < end; d++)
+        if (d->model_key) return d;
+    return NULL;
+}
+
+int cd_model_key_index(const cd_setting_desc *key) {
+    int i = 0;
+    for (const cd_setting_desc *d = cd_model_key_next(NULL); d; d = cd_model_key_next(d), i++)
+        if (d == key) return i;
+    return -1;
+}
+
+size_t cd_model_key_bytes(const cd_setting_desc *key) {
+    return key->type == CD_SET_STR ? (size_t)key->max + 1 : sizeof(int64_t);
+}
+
+void cd_model_conf_defaults(const cd_settings *set, cd_model_conf *c) {
+    memset(c, 0, sizeof *c);
+    for (const cd_setting_desc *d = cd_model_key_next(NULL); d; d = cd_model_key_next(d))
+        memcpy((char *)c + d->model_offset, (const char *)set + d->offset, cd_model_key_bytes(d));
+}
+
+int cd_model_conf_set(cd_model_conf *c, const cd_setting_desc *key, const char *val, char *why, size_t whylen) {
+    return cd_setting_parse(key, key->model_key, val, (char *)c + key->model_offset, why, whylen);
 }
 
 static int conf_line(void *ud, const char *key, const char *val, char *why, size_t whylen) {
-    if (strcmp(key, "input_shape") == 0) return cd_model_conf_input_shape(ud, val, why, whylen);
-    for (size_t i = 0; i < CD_MODEL_CONF_NKEYS; i++) {
-        const cd_model_conf_key *k = &cd_model_conf_keys[i];
-        if (strcmp(k->key, key) != 0) continue;
-        char *end;
-        errno = 0;
-        long long x = strtoll(val, &end, 10);
-        if (errno || end == val || *end != '\0') {
-            snprintf(why, whylen, "%s: '%.64s' is not an integer", key, val);
-            return -1;
-        }
-        if (x < k->min || x > k->max) {
-            snprintf(why, whylen, "%s: %lld is out of range %lld..%lld", key, x, (long long)k->min, (long long)k->max);
-            return -1;
-        }
-        int64_t v = x;
-        memcpy((char *)ud + k->offset, &v, sizeof v);
-        return 0;
-    }
-    snprintf(why, whylen, "unknown key '%.64s' (max_batch, max_delay_us, max_queue, max_shapes, input_shape)", key);
+    for (const cd_setting_desc *d = cd_model_key_next(NULL); d; d = cd_model_key_next(d))
+        if (strcmp(d->model_key, key) == 0) return cd_model_conf_set(ud, d, val, why, whylen);
+    size_t l = (size_t)snprintf(why, whylen, "unknown key '%.64s' (", key);
+    for (const cd_setting_desc *d = cd_model_key_next(NULL); d && l < whylen; d = cd_model_key_next(d))
+        l += (size_t)snprintf(why + l, whylen - l, "%s%s", d->model_key, cd_model_key_next(d) ? ", " : ")");
     return -1;
 }
 

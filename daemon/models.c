@@ -137,11 +137,8 @@ static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *
 
 // The daemon's defaults for a model's scheduling settings.
 static cd_model_conf conf_defaults(const cd_settings *set) {
-    cd_model_conf c = {.max_batch = set->max_batch,
-                       .max_delay_us = set->max_delay_us,
-                       .max_queue = set->max_queue,
-                       .max_shapes = set->max_shapes};
-    snprintf(c.input_shape, sizeof c.input_shape, "%s", set->input_shape);
+    cd_model_conf c;
+    cd_model_conf_defaults(set, &c);
     return c;
 }
 
@@ -172,15 +169,14 @@ static int name_of_file(const char *file, char *name, char *err, size_t errlen) 
 
 // A model being loaded: at start-up, by a client's `load` or by a rescan.
 typedef struct {
-    char name[CD_MAX_NAME + 1];    // registry name
-    char path[CD_MAX_STR + 1];     // as sent (relative to --models)
-    char real[PATH_MAX];           // resolved inside --models
-    cd_model_conf conf;            // defaults < .conf file < load params
-    bool has[CD_MODEL_CONF_NKEYS]; // load params given (cd_model_conf_keys order)
-    bool has_input_shape;          // the load param input_shape given
-    bool from_dir;                 // a SIGHUP rescan (no client)
-    bool pending;                  // counted in srv->pending_loads (a client's load)
-    time_t mtime, conf_mtime;      // file identities when read
+    char name[CD_MAX_NAME + 1]; // registry name
+    char path[CD_MAX_STR + 1];  // as sent (relative to --models)
+    char real[PATH_MAX];        // resolved inside --models
+    cd_model_conf conf;         // defaults < .conf file < load params
+    uint64_t given;             // the per-model keys `load` gave (bit cd_model_key_index)
+    bool from_dir;              // a SIGHUP rescan (no client)
+    bool pending;               // counted in srv->pending_loads (a client's load)
+    time_t mtime, conf_mtime;   // file identities when read
     off_t size, conf_size;
     cd_model *model;       // loaded by the worker; owned until installed
     cd_model_entry *entry; // installed entry (no reference held)
@@ -418,11 +414,9 @@ static int load_work(cd_request *req, int worker) {
     cd_model_conf given = st->conf;
     int rc = cd_model_conf_read(st->real, &st->conf, &st->conf_mtime, &st->conf_size, req->err, sizeof req->err);
     if (rc != 0) return rc;
-    for (int i = 0; i < CD_MODEL_CONF_NKEYS; i++) {
-        size_t off = cd_model_conf_keys[i].offset;
-        if (st->has[i]) memcpy((char *)&st->conf + off, (const char *)&given + off, sizeof(int64_t));
-    }
-    if (st->has_input_shape) memcpy(st->conf.input_shape, given.input_shape, sizeof given.input_shape);
+    for (const cd_setting_desc *k = cd_model_key_next(NULL); k; k = cd_model_key_next(k))
+        if (st->given >> cd_model_key_index(k) & 1)
+            memcpy((char *)&st->conf + k->model_offset, (const char *)&given + k->model_offset, cd_model_key_bytes(k));
     file_identity(st->real, &st->mtime, &st->size);
     cd_model_opts opts = model_opts(set, &st->conf);
     rc = cd_model_load(st->real, &opts, &st->model, req->err, sizeof req->err);
@@ -506,6 +500,23 @@ static int load_submit(cd_server *srv, cd_request_origin *from, cd_rpc_msg *msg,
     return 0;
 }
 
+// The load param of per-model key k, when given: into st->conf, parsed and
+// checked like the key in a .conf file. 0 (given or not) or CD_EPARAMS.
+static int load_param(cd_call *call, const cd_setting_desc *k, load_state *st) {
+    int rc;
+    if (k->type == CD_SET_INT) {
+        int64_t v;
+        rc = cd_param_int(call->params, k->model_key, k->min, k->max, &v, call->err, sizeof call->err);
+        if (rc == 0) memcpy((char *)&st->conf + k->model_offset, &v, sizeof v);
+    } else {
+        char text[CD_MAX_STR + 2];
+        rc = cd_param_str(call->params, k->model_key, text, sizeof text, call->err, sizeof call->err);
+        if (rc == 0 && cd_model_conf_set(&st->conf, k, text, call->err, sizeof call->err) != 0) rc = CD_EPARAMS;
+    }
+    if (rc == 0) st->given |= (uint64_t)1 << cd_model_key_index(k);
+    return rc == 1 ? 0 : rc;
+}
+
 // The limits a `load` is checked against before it is queued: the pending
 // loads (E_OVERLOADED), the number of models (E_TOO_LARGE; replacing a loaded
 // name is always allowed), the file size (E_TOO_LARGE; the importer checks
@@ -544,24 +555,8 @@ int cd_method_load(cd_call *call) {
             rc = CD_EPARAMS;
         }
     }
-    for (int i = 0; i < CD_MODEL_CONF_NKEYS && rc == 0; i++) {
-        const cd_model_conf_key *k = &cd_model_conf_keys[i];
-        int64_t v;
-        rc = cd_param_int(call->params, k->key, k->min, k->max, &v, call->err, sizeof call->err);
-        if (rc == 0) {
-            memcpy((char *)&st->conf + k->offset, &v, sizeof v);
-            st->has[i] = true;
-        } else if (rc == 1) {
-            rc = 0;
-        }
-    }
-    if (rc == 0) {
-        char shape[sizeof st->conf.input_shape + 1];
-        rc = cd_param_str(call->params, "input_shape", shape, sizeof shape, call->err, sizeof call->err);
-        if (rc == 0 && cd_model_conf_input_shape(&st->conf, shape, call->err, sizeof call->err) != 0) rc = CD_EPARAMS;
-        if (rc == 0) st->has_input_shape = true;
-        if (rc == 1) rc = 0;
-    }
+    for (const cd_setting_desc *k = cd_model_key_next(NULL); k && rc == 0; k = cd_model_key_next(k))
+        rc = load_param(call, k, st);
     if (rc == 0) rc = cd_model_path_resolve(call->srv->set->models, st->path, st->real, call->err, sizeof call->err);
     if (rc == 0) rc = load_limits(call, st);
     if (rc != 0) {

@@ -12,6 +12,7 @@
 // References are taken and dropped on the loop thread only.
 
 #include "core/histogram.h"
+#include "daemon/settings.h"
 #include "daemon/stats.h"
 #include "daemon/workers.h"
 #include "runtime/runtime.h"
@@ -21,16 +22,20 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-// The per-model keys, one table for both places they are set: the
-// `<model>.conf` file (cd_model_conf_read) and the params of `load`.
-typedef struct {
-    const char *key;  // as written in .conf files and `load` params
-    int64_t min, max; // accepted range, inclusive
-    size_t offset;    // of its int64_t in cd_model_conf
-} cd_model_conf_key;
-
-#define CD_MODEL_CONF_NKEYS 4
-extern const cd_model_conf_key cd_model_conf_keys[CD_MODEL_CONF_NKEYS];
+// The per-model keys (`<model>.conf` files and `load` params) are the rows
+// of the settings table with a model_key: each call returns the next such row
+// after prev (NULL: the first), NULL after the last.
+const cd_setting_desc *cd_model_key_next(const cd_setting_desc *prev);
+// Its ordinal among the per-model keys (< 64: the generator checks), -1 for
+// any other row.
+int cd_model_key_index(const cd_setting_desc *key);
+// The bytes of its field (an int64_t, or a char array).
+size_t cd_model_key_bytes(const cd_setting_desc *key);
+// c = the daemon-wide values of every per-model key.
+void cd_model_conf_defaults(const cd_settings *set, cd_model_conf *c);
+// One key from text, parsed and checked like its setting, the error naming
+// the key. 0, or -1 with why.
+int cd_model_conf_set(cd_model_conf *c, const cd_setting_desc *key, const char *val, char *why, size_t whylen);
 
 typedef struct cd_model_entry {
     int refs;             // registry + in-flight requests (loop thread only)
@@ -100,12 +105,9 @@ void cd_model_entry_unref(cd_model_entry *e);
 // symlink that leads outside the directory), or CD_EIO (missing, not a
 // regular file). err gets the reason.
 // Reads `<model_path>.conf` (`key = value` lines as in the daemon's config
-// file; keys max_batch, max_delay_us, max_queue) into c, over what c holds.
-// A missing file is fine (0, *mtime = 0). Returns 0, or CD_EPARAMS / CD_EIO
-// with err naming file:line. mtime/size (may be NULL) get the file's.
-// Sets c's input_shape from a "[name=]1x3xHxW,..." text. Returns 0, or -1
-// with the reason in why.
-int cd_model_conf_input_shape(cd_model_conf *c, const char *val, char *why, size_t whylen);
+// file; the per-model keys) into c, over what c holds. A missing file is
+// fine (0, *mtime = 0). Returns 0, or CD_EPARAMS / CD_EIO with err naming
+// file:line. mtime/size (may be NULL) get the file's.
 
 int cd_model_conf_read(const char *model_path, cd_model_conf *c, time_t *mtime, off_t *size, char *err, size_t errlen);
 

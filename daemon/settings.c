@@ -48,51 +48,59 @@ static int parse_int(const char *v, int allow_suffix, int64_t *out) {
     return 0;
 }
 
-int cd_settings_set(cd_settings *s, const cd_setting_desc *d, const char *value, char *err, size_t errlen) {
-    char *base = (char *)s;
+int cd_setting_parse(const cd_setting_desc *d, const char *label, const char *value, void *field, char *err,
+                     size_t errlen) {
     switch (d->type) {
     case CD_SET_STR:
     case CD_SET_PATH: {
         size_t n = strlen(value);
         if ((int64_t)n < d->min || (int64_t)n > d->max) {
-            snprintf(err, errlen, "%s must be %" PRId64 "..%" PRId64 " bytes long (got %zu)", d->name, d->min, d->max,
-                     n);
+            snprintf(err, errlen, "%s must be %" PRId64 "..%" PRId64 " bytes long (got %zu)", label, d->min, d->max, n);
             return -1;
         }
-        memcpy(base + d->offset, value, n + 1);
+        char why[400];
+        if (d->check && d->check(value, why, sizeof why) != 0) {
+            snprintf(err, errlen, "%s: %s", label, why);
+            return -1;
+        }
+        memcpy(field, value, n + 1);
         return 0;
     }
     case CD_SET_INT:
     case CD_SET_SIZE: {
         int64_t x;
         if (parse_int(value, d->type == CD_SET_SIZE, &x) != 0) {
-            snprintf(err, errlen, "%s: '%.64s' is not %s", d->name, value,
+            snprintf(err, errlen, "%s: '%.64s' is not %s", label, value,
                      d->type == CD_SET_SIZE ? "a byte count (e.g. 65536, 64M)" : "an integer");
             return -1;
         }
         if (x < d->min || x > d->max) {
-            snprintf(err, errlen, "%s: %" PRId64 " is out of range %" PRId64 "..%" PRId64, d->name, x, d->min, d->max);
+            snprintf(err, errlen, "%s: %" PRId64 " is out of range %" PRId64 "..%" PRId64, label, x, d->min, d->max);
             return -1;
         }
-        memcpy(base + d->offset, &x, sizeof x);
+        memcpy(field, &x, sizeof x);
         return 0;
     }
     case CD_SET_ENUM:
         for (int64_t i = 0; d->choices[i]; i++) {
             if (strcmp(d->choices[i], value) == 0) {
-                memcpy(base + d->offset, &i, sizeof i);
+                memcpy(field, &i, sizeof i);
                 return 0;
             }
         }
-        snprintf(err, errlen, "%s: '%.64s' is not one of", d->name, value);
+        snprintf(err, errlen, "%s: '%.64s' is not one of", label, value);
         for (int i = 0; d->choices[i]; i++) {
             size_t l = strlen(err);
             snprintf(err + l, errlen - l, "%s%s", i ? "|" : " ", d->choices[i]);
         }
         return -1;
-    case CD_SET_ACTION: snprintf(err, errlen, "%s takes no value", d->name); return -1;
+    case CD_SET_ACTION: snprintf(err, errlen, "%s takes no value", label); return -1;
     }
     return -1;
+}
+
+int cd_settings_set(cd_settings *s, const cd_setting_desc *d, const char *value, char *err, size_t errlen) {
+    return cd_setting_parse(d, d->name, value, (char *)s + d->offset, err, errlen);
 }
 
 static char *trim(char *p) {
@@ -441,6 +449,7 @@ void cd_settings_print_markdown(FILE *f) {
             fputs(d->doc, f); // markdown already
         else
             put_cell(f, d->help);
+        if (d->model_key) fprintf(f, "; per model: `%s` in `<model>.conf` and `load`", d->model_key);
         fprintf(f, "%s |\n", d->flags & CD_SETF_RELOAD ? " (SIGHUP applies a new value)" : "");
     }
 }

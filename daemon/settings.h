@@ -24,7 +24,7 @@
 #define CD_SOCKET_NAME "convd.sock"
 // Upper bounds of a model's scheduling settings besides max_batch
 // (CD_MAX_BATCH, core/limits.h): the daemon-wide defaults of the table and
-// the per-model keys (cd_model_conf_keys) share them.
+// the per-model keys (their `model_key`, daemon/model-conf.h) share them.
 #define CD_MAX_DELAY_US 10000000 // max-delay-us / max_delay_us (10 s)
 #define CD_MAX_QUEUE 1000000     // max-queue / max_queue
 
@@ -120,6 +120,13 @@ typedef struct {
     // docs/OPERATIONS.md's settings table (cd_settings_print_markdown):
     const char *doc;         // the meaning column, markdown (NULL: help)
     const char *doc_default; // the default column (NULL: from def)
+    // STR: a further check of the text (NULL: none); 0, or -1 with why.
+    int (*check)(const char *value, char *why, size_t whylen);
+    // A per-model key too (NULL: daemon-wide only): its name in `<model>.conf`
+    // files and `load` params, and its field in cd_model_conf
+    // (daemon/model-conf.h), which the daemon-wide value is the default of.
+    const char *model_key;
+    size_t model_offset;
 } cd_setting_desc;
 
 extern const cd_setting_desc cd_setting_table[];
@@ -141,6 +148,11 @@ cd_settings_outcome cd_settings_parse(cd_settings *s, int argc, char **argv);
 // Sets one setting from text, parsed and range-checked per its type.
 // Returns 0, or -1 with err naming the setting and the problem.
 int cd_settings_set(cd_settings *s, const cd_setting_desc *d, const char *value, char *err, size_t errlen);
+// The parser behind it: value into *field (d's type: an int64_t, or a char
+// array of d->max + 1 bytes), err naming `label`. Per-model keys use it with
+// their own name and field.
+int cd_setting_parse(const cd_setting_desc *d, const char *label, const char *value, void *field, char *err,
+                     size_t errlen);
 
 // Finds a setting by name (NULL when unknown).
 const cd_setting_desc *cd_settings_find(const char *name, size_t len);

@@ -22,6 +22,7 @@
 // response there, so the hand-off to the loop is off the latency path. Only
 // the loop thread calls these functions.
 
+#include "daemon/model-conf.h"
 #include "daemon/request.h"
 #include "core/limits.h"
 
@@ -47,17 +48,6 @@ typedef void (*cd_batch_fn)(cd_request **reqs, int n, int worker);
 // on the worker thread without the pool lock; finish is called exactly once
 // after each submit, with the same arguments.
 typedef void (*cd_batch_submit_fn)(cd_request **reqs, int n, int worker, int slot);
-
-// Scheduling settings of one model: daemon defaults, then the model's
-// `<file>.conf` next to it, then the `load` params (cd_model_conf_read). The
-// model's registry entry holds the one copy; its queue reads it there.
-typedef struct {
-    int64_t max_batch;     // largest batch per request and per model run
-    int64_t max_delay_us;  // dynamic batching: wait this long for more items
-    int64_t max_queue;     // queued requests before E_OVERLOADED
-    int64_t max_shapes;    // input sizes planned at once (models with symbolic dims)
-    char input_shape[256]; // their first plan's sizes ("[name=]1x3xHxW,..."; "" none)
-} cd_model_conf;
 
 // 1 when requests a and b may run in one batch (e.g. inputs of one size).
 typedef bool (*cd_batch_same_fn)(const cd_request *a, const cd_request *b);
@@ -88,7 +78,7 @@ struct cd_sched_queue {
     cd_sched_queue *prev_active, *next_active;
 };
 
-// conf must outlive q and hold values in the ranges of cd_model_conf_keys
+// conf must outlive q and hold values in the ranges of the settings rows (daemon/model-conf.h)
 // (max_batch and max_queue >= 1).
 void cd_sched_queue_init(cd_sched_queue *q, cd_batch_fn run, const cd_model_conf *conf);
 

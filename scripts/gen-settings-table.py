@@ -25,7 +25,7 @@ FLAGS = ("CLI_ONLY", "NO_STATS", "RELOAD")
 # The keys a row of each type must have, and those it may have.
 REQUIRED = {"name", "type", "help"}
 VALUED = {"default", "arg", "field"}
-OPTIONAL = {"flags", "doc", "doc_default"}
+OPTIONAL = {"flags", "doc", "doc_default", "check", "model_key"}
 KEYS = REQUIRED | VALUED | OPTIONAL | {"min", "max", "choices"}
 
 
@@ -37,10 +37,17 @@ def required(kind):
 
 
 def allowed(kind):
-    return required(kind) | ({"flags"} if kind == "ACTION" else OPTIONAL)
+    if kind == "ACTION":
+        return required(kind) | {"flags"}
+    # A per-model key is a number or a text, like the keys of a .conf file; a
+    # check is for text.
+    extra = OPTIONAL - ({"check"} if kind != "STR" else set()) - ({"model_key"} if kind not in ("INT", "STR") else set())
+    return required(kind) | extra
 
 
 IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+MODEL_KEY = re.compile(r"[a-z][a-z0-9_]*")
+MAX_MODEL_KEYS = 64  # daemon/models.c keeps the keys a `load` gave in a 64-bit mask
 CONSTANT = re.compile(r"[A-Z_][A-Z0-9_]*")
 NAME = re.compile(r"[a-z][a-z0-9-]*")
 BYTES = re.compile(r"(\d+)([KMGT])")
@@ -108,6 +115,13 @@ def check_row(row, choices):
             raise Bad(f"{key} must be a non-empty string")
     if "field" in row and not (isinstance(row["field"], str) and IDENT.fullmatch(row["field"])):
         raise Bad(f"field {row['field']!r} is not a C identifier")
+    if "check" in row and not (isinstance(row["check"], str) and IDENT.fullmatch(row["check"])):
+        raise Bad(f"check {row['check']!r} is not a C function name")
+    if "model_key" in row:
+        if not (isinstance(row["model_key"], str) and MODEL_KEY.fullmatch(row["model_key"])):
+            raise Bad(f"model_key {row['model_key']!r} is not a key name (lower case, digits, '_')")
+        if "CLI_ONLY" in row.get("flags", []):
+            raise Bad("a model_key row cannot be CLI_ONLY: its value is the models' default")
     flags = row.get("flags", [])
     if not isinstance(flags, list) or any(f not in FLAGS for f in flags) or len(set(flags)) < len(flags):
         raise Bad(f"flags {flags!r}: a list of distinct names of {' '.join(FLAGS)}")
@@ -162,6 +176,10 @@ def check(data):
             bounds.append(check_row(row, choices))
         except Bad as e:
             bad.append(f"setting '{name}': {e}")
+    keys = [row["model_key"] for row in rows if isinstance(row, dict) and isinstance(row.get("model_key"), str)]
+    bad += [f"model_key '{k}' is used twice" for k in sorted({k for k in keys if keys.count(k) > 1})]
+    if len(keys) > MAX_MODEL_KEYS:
+        bad.append(f"{len(keys)} model_key rows: at most {MAX_MODEL_KEYS}")
     used = {row.get("choices") for row in rows if isinstance(row.get("choices"), str)}
     # An unused static list would be a compiler warning; an exported (cd_*) one may serve other code.
     unused = [n for n in choices if n not in used and not n.startswith("cd_")]
@@ -207,6 +225,10 @@ def emit(data, bounds, source):
         if kind == "ENUM":
             init.append(f".choices = {row['choices']}")
         init += [f".{k} = {c_string(row[k])}" for k in ("doc", "doc_default") if k in row]
+        if "check" in row:
+            init.append(f".check = {row['check']}")
+        if "model_key" in row:
+            init += [f".model_key = {c_string(row['model_key'])}", f".model_offset = offsetof(cd_model_conf, {field})"]
         out.append("    {" + ",\n     ".join(init) + "},")
         asserts += static_checks(row, lo, hi)
     out += ["};", "const size_t cd_setting_count = sizeof cd_setting_table / sizeof cd_setting_table[0];", "",
@@ -226,6 +248,9 @@ def static_checks(row, lo, hi):
         out.append(f'_Static_assert({hi[0]} < {size}, "{name}: max is longer than the field");')
     if kind in ("INT", "SIZE", "ENUM"):
         out.append(f'_Static_assert({size} == sizeof(int64_t), "{name}: the field is not an int64_t");')
+    if "model_key" in row:  # cd_model_conf's field holds what the setting's does
+        conf = f"sizeof(((cd_model_conf *)0)->{field})"
+        out.append(f'_Static_assert({conf} == {size}, "{name}: cd_model_conf.{field} differs from the setting");')
     return out
 
 

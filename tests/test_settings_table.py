@@ -92,6 +92,12 @@ def test_the_small_file_generates(tmp_path):
     ("max = 256", 'max = "lots"', "setting 'workers': max = \"lots\": not a byte count"),
     ('help = "worker threads"\n', "", "setting 'workers': missing 'help'"),
     ('flags = ["CLI_ONLY", "NO_STATS"]', 'arg = "X"', "setting 'help': 'arg' not used by ACTION rows"),
+    # Per-model keys: numbers and texts only, a key name, never twice, never command-line only.
+    ('choices = "off_on"\n', 'choices = "off_on"\nmodel_key = "tune"\n', "setting 'tune': 'model_key' not used by ENUM"),
+    ('field = "workers"', 'field = "workers"\nmodel_key = "Workers"', "setting 'workers': model_key 'Workers' is not"),
+    ('field = "workers"', 'field = "workers"\ncheck = "cd_check"', "setting 'workers': 'check' not used by INT"),
+    ('field = "workers"', 'field = "workers"\nmodel_key = "w"\nflags = ["CLI_ONLY"]',
+     "setting 'workers': a model_key row cannot be CLI_ONLY"),
 ])
 def test_bad_data_is_refused_naming_the_setting(tmp_path, old, new, message):
     assert old in GOOD
@@ -99,6 +105,22 @@ def test_bad_data_is_refused_naming_the_setting(tmp_path, old, new, message):
     assert r.returncode == 1
     assert message in r.stderr, r.stderr
     assert not out.exists(), "nothing is written for bad data"
+
+
+def test_a_model_key_used_twice_is_refused(tmp_path):
+    two = GOOD.replace('field = "workers"', 'field = "workers"\nmodel_key = "w"', 1)
+    two += two[two.index("[[setting]]"):two.index("[[setting]]", two.index("[[setting]]") + 1)].replace(
+        'name = "workers"', 'name = "threads"')
+    r, out = generate(tmp_path, two)
+    assert r.returncode == 1 and "model_key 'w' is used twice" in r.stderr, r.stderr
+
+
+def test_a_model_key_row_is_generated_with_its_conf_field(tmp_path):
+    r, out = generate(tmp_path, GOOD.replace('field = "workers"', 'field = "workers"\nmodel_key = "workers"', 1))
+    assert r.returncode == 0, r.stderr
+    c = out.read_text()
+    assert '.model_key = "workers"' in c and "offsetof(cd_model_conf, workers)" in c
+    assert "cd_model_conf.workers differs from the setting" in c  # the compiler checks the two fields agree
 
 
 def test_an_unparsable_file_is_refused(tmp_path):
