@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """convd against its two anchors, onnxruntime and DeepSparse 1.8.0, in one
-run, on the same ONNX files, 1 thread, batch 1, at a chosen ISA level.
+run, on the same ONNX files, 1 thread, batch 1 (or --threads T, --batch B:
+every engine the same), at a chosen ISA level.
 
     bench/setup-deepsparse                  # once: DeepSparse's own venv, outside the checkout
     bench/anchors.py [--isa native|avx2] [--models resnet50,resnet18,...] [--rounds 5]
+                     [--threads 1] [--batch 1]
                      [--iters 20] [--warmup 2] [--json FILE] [--write] [--cache DIR]
                      [--deepsparse-python PATH] [--timeout S] [--from-json FILE]
 
@@ -110,7 +112,7 @@ def deepsparse_worker(commands=None):
                        "NM_ARCH": os.environ.get("NM_ARCH")}
             elif cmd == "load":
                 t0 = time.perf_counter()
-                eng, text = with_stderr(lambda: compile_model(req["path"], batch_size=1,
+                eng, text = with_stderr(lambda: compile_model(req["path"], batch_size=req.get("batch", 1),
                                                               num_cores=req.get("num_cores", 1),
                                                               scheduler=req.get("scheduler")))
                 engines[req.get("key", req["path"])] = eng
@@ -198,29 +200,30 @@ class DeepSparse:
 
 # ---- convd and onnxruntime ---------------------------------------------------------
 
-def convd_cmd(binary, path, *args, env, timeout, threads=1, passive=True):
+def convd_cmd(binary, path, *args, env, timeout, threads=1, passive=True, batch=1):
     """passive: run with OMP_WAIT_POLICY=passive (no effect at 1 thread);
     False: convd-run's own wait policy, as a user gets it (core/host.c)."""
     e = dict(os.environ, **env)
     if passive:
         e["OMP_WAIT_POLICY"] = "passive"
-    cmd = [str(binary), str(path), "--threads", str(threads), "--batch", "1", "--max-batch", "1", *map(str, args)]
+    cmd = [str(binary), str(path), "--threads", str(threads), "--batch", str(batch), "--max-batch", str(batch),
+           *map(str, args)]
     r = subprocess.run(cmd, capture_output=True, text=True, errors="replace", env=e, timeout=timeout)
     if r.returncode:
         raise RuntimeError(f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stderr[-2000:]}")
     return r
 
 
-def convd_isa(bindir, path, x, y, env, timeout):
+def convd_isa(bindir, path, x, y, env, timeout, threads=1, batch=1):
     """Runs convd once on x (output to y) and says which ISA it used: oneDNN's
     own line (ONEDNN_VERBOSE) and the ISA part of the names of the kernels that
     `convctl plan` chooses (dnnl:jit:avx512_core -> avx512_core, dnnl:ref:any -> ref:any)."""
     r = convd_cmd(bindir / "convd-run", path, "--input", x, "--output", y, env=dict(env, ONEDNN_VERBOSE="1"),
-                  timeout=timeout)
+                  timeout=timeout, threads=threads, batch=batch)
     dnnl = next((line.split("isa:", 1)[1].strip() for line in r.stdout.splitlines()
                  if "verbose,info,cpu,isa:" in line), "?")
     e = dict(os.environ, OMP_WAIT_POLICY="passive", **env)
-    cmd = [str(bindir / "convctl"), "plan", str(path), "--json", "--threads", "1", "--runs", "0"]
+    cmd = [str(bindir / "convctl"), "plan", str(path), "--json", "--threads", str(threads), "--runs", "0"]
     p = subprocess.run(cmd, capture_output=True, text=True, errors="replace", env=e, timeout=timeout)
     if p.returncode:
         raise RuntimeError(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stderr[-2000:]}")
@@ -335,6 +338,8 @@ def main(argv=None):
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1, help="threads of every engine (0: all CPUs of this process)")
+    ap.add_argument("--batch", type=int, default=1, help="images per run, every engine")
     ap.add_argument("--json", metavar="FILE", help="the raw numbers")
     ap.add_argument("--write", action="store_true", help="write the section '## Anchors: ISA' of docs/PERFORMANCE.md")
     ap.add_argument("--cache", metavar="DIR", help="model files (default $CONVD_BENCH_CACHE or ~/.cache/convd/bench-models)")
@@ -354,14 +359,15 @@ def main(argv=None):
         md = markdown(res)
         print(md)
         if a.write:
-            write_section(res["isa"], md)
+            write_section(section_title(res), md)
         return 0
     names = a.models.split(",")
     for n in names:
         if n not in ALL_MODELS:
             ap.error(f"unknown model {n} (known: {', '.join(ALL_MODELS)})")
-    if a.rounds < 1 or a.iters < 1 or a.warmup < 0:
-        ap.error("--rounds and --iters must be >= 1, --warmup >= 0")
+    if a.rounds < 1 or a.iters < 1 or a.warmup < 0 or a.threads < 0 or a.batch < 1:
+        ap.error("--rounds, --iters and --batch must be >= 1, --warmup and --threads >= 0")
+    threads = a.threads or len(os.sched_getaffinity(0))
     sys.path.insert(0, str(ROOT))
     from tests.support import paths
     caps = CAPS[a.isa]
@@ -379,10 +385,10 @@ def main(argv=None):
         bindir = pathlib.Path(paths.binary("convd-run")).parent
         binary = tmp / "convd-run"
         x = tmp / "x.npy"
-        np.save(x, np.random.default_rng(1).uniform(-1, 1, (1, 3, 224, 224)).astype(np.float32))
+        np.save(x, np.random.default_rng(1).uniform(-1, 1, (a.batch, 3, 224, 224)).astype(np.float32))
         xa = np.load(x)
         res = {"isa": a.isa, "caps": caps, "cpu": cpu_info(), "date": time.strftime("%Y-%m-%d %H:%M %Z"),
-               "threads": 1, "batch": 1, "rounds": a.rounds, "iters": a.iters, "warmup": a.warmup,
+               "threads": threads, "batch": a.batch, "rounds": a.rounds, "iters": a.iters, "warmup": a.warmup,
                "convd_rev": git_rev(), "load_start": os.getloadavg(), "models": {}, "baseline": baseline,
                "fma_peak": [fma_peak(bindir)]}
         import onnxruntime
@@ -395,18 +401,18 @@ def main(argv=None):
         sess = {}
         for n in names:
             t0 = time.perf_counter()
-            sess[n] = Ort(files[n])
-            loaded = ds.call(cmd="load", path=str(files[n]))
+            sess[n] = Ort(files[n], threads)
+            loaded = ds.call(cmd="load", path=str(files[n]), num_cores=threads, batch=a.batch)
             comp = loaded["compile_s"]
             if loaded["banner"]:
                 res["deepsparse"]["banner"] = loaded["banner"].strip()
             # Correctness on the same input, and which ISA convd says it used.
             ref = sess[n].run(xa)
-            info = convd_isa(tmp, files[n], x, tmp / "convd.npy", caps["convd"], a.timeout)
+            info = convd_isa(tmp, files[n], x, tmp / "convd.npy", caps["convd"], a.timeout, threads, a.batch)
             ds.call(cmd="run", path=str(files[n]), input=str(x), output=str(tmp / "ds.npy"))
             err = {"convd": rel_err(np.load(tmp / "convd.npy"), ref), "deepsparse": rel_err(np.load(tmp / "ds.npy"), ref)}
             res["models"][n] = {"file": files[n].name, "convd_isa": info, "deepsparse_compile_s": comp,
-                                "flops": model_flops(binary, files[n], caps["convd"], a.timeout),
+                                "flops": model_flops(binary, files[n], caps["convd"], a.timeout) * a.batch,
                                 "deepsparse_supported_ops": loaded["fraction_of_supported_ops"], "err": err,
                                 "times": {e: [] for e in engines}}
             log(f"{n}: max rel. error vs ORT: convd {err['convd']:.2e}, deepsparse {err['deepsparse']:.2e}; "
@@ -421,7 +427,7 @@ def main(argv=None):
                     if e in ("convd", "convd-base"):
                         env = caps["convd"] if e == "convd" else {**caps["convd"], **baseline}
                         out = convd_cmd(binary, files[n], "--input", x, "--bench", a.iters, "--warmup", a.warmup,
-                                        "--json", env=env, timeout=a.timeout)
+                                        "--json", env=env, timeout=a.timeout, threads=threads, batch=a.batch)
                         t = json.loads(out.stdout)["bench"]["median_ms"]
                     elif e == "ort":
                         t = sess[n].bench(xa, a.iters, a.warmup)
@@ -444,8 +450,14 @@ def main(argv=None):
     md = markdown(res)
     print(md)
     if a.write:
-        write_section(a.isa, md)
+        write_section(section_title(res), md)
     return 0
+
+
+def section_title(res):
+    """"## Anchors: avx2", and the threads and batch when not 1."""
+    t, b = res.get("threads", 1), res.get("batch", 1)
+    return f"## Anchors: {res['isa']}" + (f", {t} threads" if t != 1 else "") + (f", batch {b}" if b != 1 else "")
 
 
 def summarize(res):
@@ -484,8 +496,10 @@ def markdown(res):
         cmd += f" --models {','.join(res['models'])}"
     if (res["rounds"], res["iters"], res["warmup"]) != (5, 20, 2):
         cmd += f" --rounds {res['rounds']} --iters {res['iters']} --warmup {res['warmup']}"
+    tb = (res.get("threads", 1), res.get("batch", 1))
+    cmd += (f" --threads {tb[0]}" if tb[0] != 1 else "") + (f" --batch {tb[1]}" if tb[1] != 1 else "")
     out = [f"CPU: {cpu['model']}, {cpu['cores']} cores; avx512f: {'yes' if cpu['avx512f'] else 'no'}. "
-           f"ISA caps: {cap_txt}. Threads 1, batch 1. Measured {res['date']}, convd {res['convd_rev']}, "
+           f"ISA caps: {cap_txt}. Threads {tb[0]}, batch {tb[1]}. Measured {res['date']}, convd {res['convd_rev']}, "
            f"onnxruntime {res['ort_version']}, DeepSparse {ds['version']}.",
            "",
            f"At run time: convd's oneDNN reported `{'; '.join(dnnl)}`; the ISA part of convd's planned kernels' "
@@ -520,7 +534,8 @@ def markdown(res):
                           f"{m['flops'] / m['median_ms']['ort'] / 1e6:.0f}, DeepSparse "
                           f"{m['flops'] / m['median_ms']['deepsparse'] / 1e6:.0f}" for n, m in dense)
         out += ["", f"The physical cap, measured in the same run (build/bin/fma-peak, one core, {isa} FMA): "
-                f"{' and '.join(f'{v:.0f}' for v in pk)} GFLOP/s at the start and the end. The dense models' FLOPs "
+                f"{' and '.join(f'{v:.0f}' for v in pk)} GFLOP/s at the start and the end"
+                f"{f' (per core: {tb[0]} threads have {tb[0]}x that)' if tb[0] > 1 else ''}. The dense models' FLOPs "
                 f"(2 x multiply-adds of a direct convolution) per second of each engine, in GFLOP/s: {rates}. "
                 "An engine above the peak does fewer multiply-adds than the direct convolution "
                 "(Winograd or similar); a direct-convolution engine cannot pass it."]
@@ -536,11 +551,10 @@ def markdown(res):
     return "\n".join(out) + "\n"
 
 
-def write_section(isa, md):
+def write_section(title, md):
     doc = ROOT / "docs" / "PERFORMANCE.md"
-    title = f"## Anchors: {isa}"
     body = (f"{title}\n\nconvd against onnxruntime (CPU EP) and DeepSparse 1.8.0 on the same ONNX files "
-            "in one interleaved run, 1 thread, batch 1: the dense ResNet-50, ResNet-18 and MobileNetV2 of "
+            "in one interleaved run (threads and batch in the table's header): the dense ResNet-50, ResNet-18 and MobileNetV2 of "
             "tests/models/builders.py (224x224, random weights) and ResNet-50 pruned as in \"Pruned models\" "
             "(u90/u95 unstructured, b90 4x1 blocks, f50 half the filters). Method, engines and the ISA caps: "
             "bench/README.md and `bench/anchors.py --help`. None of the three engines uses OpenBLAS (convd's "
