@@ -114,3 +114,13 @@ def test_cli_bench_and_info_json(relu_model):
     assert info["summary"]["max_batch"] == 3
     r = convd_run(relu_model, ["--info", "--bench", "3"])
     assert "median" in r.stdout and "Relu" in r.stdout
+
+
+def test_cli_bench_gap_between_runs(relu_model):
+    # --gap-us idles before each timed run (a daemon's idle time between one
+    # client's requests); the runs still all happen and are timed.
+    r = convd_run(relu_model, ["--bench", "3", "--warmup", "0", "--gap-us", "1500", "--json"])
+    assert json.loads(r.stdout)["bench"]["runs"] == 3
+    for bad in ("-1", "10000001", "x"):
+        r = convd_run(relu_model, ["--bench", "3", "--gap-us", bad], check=False)
+        assert r.returncode == 2 and "--gap-us" in r.stderr, (bad, r.stderr)

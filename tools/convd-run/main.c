@@ -3,7 +3,7 @@
 // the model. Used by the model tests and bench/.
 //
 //   convd-run MODEL.onnx [--input [NAME=]X.npy]... [--output-dir D | --output Y.npy]
-//             [--batch B] [--max-batch M] [--threads T] [--bench N] [--warmup W]
+//             [--batch B] [--max-batch M] [--threads T] [--bench N] [--warmup W] [--gap-us G]
 //             [--seed S] [--info] [--json] [--device cpu|hip-emu|hip[:N]]
 //             [--input-shape [NAME=]1x3xHxW[,...]]
 //
@@ -42,6 +42,8 @@ static void usage(FILE *f) {
                "  --threads T           intra-op threads (default: all cores)\n"
                "  --bench N             time N runs after warm-up; print median/p90/p99 latency\n"
                "  --warmup W            warm-up runs before --bench (default 3)\n"
+               "  --gap-us G            idle G microseconds before each timed run, as a daemon\n"
+               "                        idles between one client's requests (default 0)\n"
                "  --seed S              seed of the random inputs (default 1)\n"
                "  --info                print the model summary and the planned layers\n"
                "  --json                machine-readable output on stdout\n"
@@ -88,6 +90,7 @@ typedef struct {
     const char *in_spec[MAX_INPUTS]; // the --input values, in order
     int nin_spec;
     int batch, max_batch, threads, bench, warmup, info, json;
+    int gap_us; // --gap-us: idle before each timed run
 } run_opts;
 
 // Everything main allocates, freed in one place.
@@ -168,6 +171,8 @@ static int parse_args(int argc, char **argv, run_opts *o) {
             INT_VAL(o->bench, 1, 1000000);
         } else if (strcmp(a, "--warmup") == 0) {
             INT_VAL(o->warmup, 0, 1000000);
+        } else if (strcmp(a, "--gap-us") == 0) {
+            INT_VAL(o->gap_us, 0, 10000000);
         } else if (strcmp(a, "--seed") == 0) {
             int s;
             INT_VAL(s, 0, 2147483647);
@@ -302,6 +307,7 @@ static int run_bench(const run_opts *o, run_state *st, run_times *t, char *err, 
     if (!st->times) return die(CD_ENOMEM, "out of memory");
     double *times = st->times;
     for (int r = 0; r < bench; r++) {
+        if (o->gap_us) nanosleep(&(struct timespec){o->gap_us / 1000000, o->gap_us % 1000000 * 1000L}, NULL);
         double s = cd_now_ms();
         if ((rc = cd_model_run(st->ex, batch, st->ins, st->outs, err, errlen))) return die(rc, err);
         times[r] = cd_now_ms() - s;
