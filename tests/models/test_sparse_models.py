@@ -109,7 +109,11 @@ def rel_err(got, want):
 
 
 def check_model(path, tmp_path, rng, env, batches=None, sparse_isas=("",)):
-    """convd auto == ort, auto == dense plan, sparse plan == dense plan; at batch 1 and 2..9."""
+    """convd auto == ort, auto == dense plan, sparse plan == dense plan; at batch 1 and 2..9.
+    The plans are compared at TOL_DENSE, tighter than the f32 bound, with the
+    direct dense conv: Winograd's own rounding (~1e-5, within the 1e-4 bound;
+    tests/unit/test-winograd.c) is not what this compares."""
+    env = {**env, "CONVD_WINOGRAD": "off"}
     for batch in batches or (1, ri(rng, 2, 9)):
         sess, feeds = random_inputs(path, batch, rng)
         ref = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
