@@ -20,7 +20,8 @@ resnet50-f50 (50% of the filters). The files come from bench/benchmodels.py
 Engines, 1 thread, batch 1, every one fed the same input (x.npy, uniform in
 [-1, 1], seed 1):
   convd       build/bin/convd-run FILE --bench N --warmup W --threads 1 --json
-              (its own median of N runs), OMP_WAIT_POLICY=passive; the binary
+              (its own median of N runs), OMP_WAIT_POLICY=passive at 1 thread
+              (at more, convd-run's own GOMP_SPINCOUNT, core/host.c); the binary
               is copied first, so a rebuild of the tree cannot swap it
   ort         onnxruntime CPU EP, intra_op_num_threads=1, inter_op 1,
               ORT_ENABLE_ALL, ORT_SEQUENTIAL; median of N timed run() calls
@@ -427,7 +428,8 @@ def main(argv=None):
                     if e in ("convd", "convd-base"):
                         env = caps["convd"] if e == "convd" else {**caps["convd"], **baseline}
                         out = convd_cmd(binary, files[n], "--input", x, "--bench", a.iters, "--warmup", a.warmup,
-                                        "--json", env=env, timeout=a.timeout, threads=threads, batch=a.batch)
+                                        "--json", env=env, timeout=a.timeout, threads=threads, batch=a.batch,
+                                        passive=threads == 1)  # more threads: convd's own wait policy, as users get it
                         t = json.loads(out.stdout)["bench"]["median_ms"]
                     elif e == "ort":
                         t = sess[n].bench(xa, a.iters, a.warmup)
