@@ -254,8 +254,8 @@ static int m_stats(cd_call *call) {
         {"threads", (uint64_t)ex.threads}, {"affinity_cpus", (uint64_t)cd_executor_affinity_cpus()},
         {"lanes", (uint64_t)ex.lanes},     {"jobs", ex.jobs},
         {"wide_jobs", ex.wide_jobs},       {"lane_jobs", ex.lane_jobs},
-        {"lane_spans", ex.lane_spans},     {"queued", (uint64_t)ex.queued},
-        {"running", (uint64_t)ex.running},
+        {"caller_jobs", ex.caller_jobs},   {"lane_spans", ex.lane_spans},
+        {"queued", (uint64_t)ex.queued},   {"running", (uint64_t)ex.running},
     };
     rc |= pack_key(pk, "compute");
     rc |= pack_kv_u64_map(pk, compute, sizeof compute / sizeof compute[0], 0);

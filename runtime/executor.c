@@ -27,6 +27,7 @@ static struct {
     pthread_cond_t work;   // a job was queued, or a lane's sibling finished
     job *head, *tail;      // waiting jobs, oldest first
     int queued, running;   // jobs waiting / running
+    bool caller_running;   // a one-thread job runs on its caller's thread (cd_executor_run)
     bool started;          // the thread exists (in this process)
     int threads;           // team size; 0 until first use or init
     bool lanes;            // lanes allowed
@@ -158,6 +159,10 @@ static void *executor_main(void *unused) {
     pthread_mutex_lock(&g.mu);
     for (;;) {
         if (!g.head) wait_for_work();
+        if (g.caller_running) { // one job at a time beside it would be a thread too many
+            pthread_cond_wait(&g.work, &g.mu);
+            continue;
+        }
         int threads = g.threads;
         if (g.lanes && threads > 1 && g.queued >= threads) {
             g.st.lane_spans++;
@@ -205,6 +210,28 @@ static bool ensure_started(void) {
     return g.started;
 }
 
+// g.mu held, the executor idle, j a job of one thread: runs it on the
+// calling thread, which saves the two thread wake-ups of a hand-over (the
+// executor's and the caller's), and is the same single compute thread; the
+// executor waits meanwhile. Returns with g.mu held.
+static void run_on_caller(job *j) {
+    g.caller_running = true;
+    g.running++;
+    g.st.jobs++;
+    g.st.caller_jobs++;
+    pthread_mutex_unlock(&g.mu);
+    t_current = 1;
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(1);
+    j->fn(j->arg);
+    omp_set_num_threads(saved);
+    t_current = 0;
+    pthread_mutex_lock(&g.mu);
+    g.running--;
+    g.caller_running = false;
+    if (g.head) pthread_cond_broadcast(&g.work); // queued meanwhile: the executor's turn
+}
+
 void cd_executor_run(void (*fn)(void *arg), void *arg, int threads) {
     if (t_current) { // a job asking again: it already holds the cores
         fn(arg);
@@ -218,6 +245,13 @@ void cd_executor_run(void (*fn)(void *arg), void *arg, int threads) {
         pthread_mutex_unlock(&g.mu);
         pthread_cond_destroy(&j.cv);
         fn(arg);
+        return;
+    }
+    const int team = threads > 0 && threads < g.threads ? threads : g.threads;
+    if (team == 1 && !g.head && g.running == 0) {
+        run_on_caller(&j);
+        pthread_mutex_unlock(&g.mu);
+        pthread_cond_destroy(&j.cv);
         return;
     }
     if (g.tail)

@@ -19,18 +19,24 @@
 //    core computes a request of its own). Measured faster for throughput
 //    (docs/PERFORMANCE.md, "All cores").
 //
+//  - on the caller: a job of one thread (the executor has one, or the job
+//    asks for one) that finds the executor idle runs on its caller's thread,
+//    the executor waiting meanwhile: still one compute thread, without the
+//    two thread wake-ups of handing it over and back.
+//
 // Callers block until their job is done. Thread-safe; the thread starts on
 // first use (and again in a forked child that uses it).
 
 typedef struct {
-    int threads;                   // compute threads (cd_executor_init)
-    int lanes;                     // 1: lanes allowed (cd_executor_set_lanes)
-    unsigned long long jobs;       // jobs run since start
-    unsigned long long wide_jobs;  // of them, run wide
-    unsigned long long lane_jobs;  // of them, run in a lane
-    unsigned long long lane_spans; // lane regions opened
-    int queued;                    // jobs waiting now
-    int running;                   // jobs running now
+    int threads;                    // compute threads (cd_executor_init)
+    int lanes;                      // 1: lanes allowed (cd_executor_set_lanes)
+    unsigned long long jobs;        // jobs run since start
+    unsigned long long wide_jobs;   // of them, run wide
+    unsigned long long lane_jobs;   // of them, run in a lane
+    unsigned long long caller_jobs; // of them, run on the caller's thread (one thread, executor idle)
+    unsigned long long lane_spans;  // lane regions opened
+    int queued;                     // jobs waiting now
+    int running;                    // jobs running now
 } cd_executor_stats;
 
 // Sets the number of compute threads: n > 0, or 0 for the CPUs of the

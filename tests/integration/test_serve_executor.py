@@ -138,7 +138,7 @@ def test_concurrent_runs_equal_runs_alone(models, ort_session, lanes):
                 break
         c = compute(w)
         assert c["queued"] == 0 and c["running"] == 0
-        assert c["jobs"] == c["wide_jobs"] + c["lane_jobs"]
+        assert c["jobs"] == c["wide_jobs"] + c["lane_jobs"] + c["caller_jobs"]
         if lanes == "on":
             assert c["lane_jobs"] >= 2, c
             assert c["lane_spans"] >= 1

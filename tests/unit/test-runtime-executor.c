@@ -74,7 +74,7 @@ CD_TEST(executor_concurrent_callers_each_job_runs_once) {
     cd_executor_stats st;
     cd_executor_get_stats(&st);
     CHECK_EQ(st.jobs, CALLERS * JOBS_PER_CALLER);
-    CHECK_EQ(st.wide_jobs + st.lane_jobs, st.jobs);
+    CHECK_EQ(st.wide_jobs + st.lane_jobs + st.caller_jobs, st.jobs);
     CHECK_EQ(st.queued, 0);
     CHECK_EQ(st.running, 0);
     cd_executor_set_lanes(1);
@@ -92,6 +92,90 @@ CD_TEST(executor_wide_job_gets_the_team_it_asks_for) {
     CHECK_EQ(two.team, 2);
     CHECK_EQ(more.team, 3); // never more than the executor's threads
     CHECK_EQ(cd_executor_threads(), 3);
+}
+
+// ---- one-thread jobs on their caller's thread -----------------------------------------
+
+typedef struct {
+    pthread_t ran_on;
+    int team;
+} where_job;
+
+static void where_fn(void *arg) {
+    where_job *j = arg;
+    j->ran_on = pthread_self();
+    j->team = omp_get_max_threads();
+}
+
+CD_TEST(executor_one_thread_job_runs_on_its_idle_caller) {
+    cd_executor_stats a, b;
+    for (int n = 1; n <= 3; n++) {
+        cd_executor_init(n);
+        where_job one = {0}, all = {0};
+        cd_executor_get_stats(&a);
+        cd_executor_run(where_fn, &one, 1);
+        cd_executor_run(where_fn, &all, 0);
+        cd_executor_get_stats(&b);
+        CHECK(pthread_equal(one.ran_on, pthread_self())); // one thread, executor idle: here
+        CHECK_EQ(one.team, 1);
+        CHECK_EQ(b.caller_jobs - a.caller_jobs, n == 1 ? 2u : 1u);
+        CHECK(pthread_equal(all.ran_on, pthread_self()) == (n == 1)); // a team: the executor's thread
+        CHECK_EQ(all.team, n);
+    }
+}
+
+// With one thread, a job queued while another runs on its caller waits for it:
+// never two compute threads.
+static atomic_int g_caller_in, g_second_ran;
+
+static void caller_hold_fn(void *arg) {
+    (void)arg;
+    atomic_store(&g_caller_in, 1);
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) { // until the second job is queued behind this one
+        cd_executor_stats st;
+        cd_executor_get_stats(&st);
+        if (st.queued >= 1) break;
+        sched_yield();
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if (t.tv_sec - t0.tv_sec > 60) CD_CHECK_FAIL_("hang guard: the second job never queued");
+    }
+    for (int i = 0; i < 2000; i++) { // the executor must not start it meanwhile
+        CHECK(!atomic_load(&g_second_ran));
+        sched_yield();
+    }
+}
+
+static void second_fn(void *arg) {
+    (void)arg;
+    atomic_store(&g_second_ran, 1);
+}
+
+static void *run_caller_hold(void *arg) {
+    cd_executor_run(caller_hold_fn, arg, 0);
+    return NULL;
+}
+
+CD_TEST(executor_waits_for_a_job_on_its_caller) {
+    cd_executor_init(1);
+    atomic_store(&g_caller_in, 0), atomic_store(&g_second_ran, 0);
+    pthread_t a;
+    CHECK_EQ(pthread_create(&a, NULL, run_caller_hold, NULL), 0);
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (!atomic_load(&g_caller_in)) {
+        sched_yield();
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if (t.tv_sec - t0.tv_sec > 60) CD_CHECK_FAIL_("hang guard: the first job never started");
+    }
+    cd_executor_run(second_fn, NULL, 0); // queued: the executor is busy (on the caller)
+    pthread_join(a, NULL);
+    CHECK(atomic_load(&g_second_ran));
+    cd_executor_stats st;
+    cd_executor_get_stats(&st);
+    CHECK_EQ(st.running, 0);
+    CHECK_EQ(st.queued, 0);
 }
 
 // ---- lanes ----------------------------------------------------------------------------
