@@ -63,10 +63,13 @@ typedef __m512 vf;
 // The lanes where a >= b, as bits.
 static inline unsigned ge_bits(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_GE_OQ); }
 
-// 4 vectors of integers in -128..255 (u8, or s8 when is_signed), packed
-// to 64 bytes in lane order; the first `left` of them stored.
-static inline void store_b4(void *p, size_t left, const vi v[4], int is_signed) {
-    const vi ab = _mm512_packs_epi32(v[0], v[1]), cd = _mm512_packs_epi32(v[2], v[3]);
+// 4 vectors of s32 n (any), to 64 bytes of clamp(n + zp) in u8 (or s8
+// when is_signed) in lane order: the saturating packs and the saturating
+// 16-bit add are the reference's clamp (n beyond s16 stays beyond the
+// 8-bit range); the first `left` of them stored.
+static inline void store_b4(void *p, size_t left, const vi v[4], int is_signed, vi zp16) {
+    const vi ab = _mm512_adds_epi16(_mm512_packs_epi32(v[0], v[1]), zp16);
+    const vi cd = _mm512_adds_epi16(_mm512_packs_epi32(v[2], v[3]), zp16);
     // 128-bit lane L of x holds 4 bytes of each of v[0..3], lanes 4L..4L+3.
     const vi x = is_signed ? _mm512_packs_epi16(ab, cd) : _mm512_packus_epi16(ab, cd);
     const vi y = _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), x);
@@ -75,6 +78,8 @@ static inline void store_b4(void *p, size_t left, const vi v[4], int is_signed) 
     else
         _mm512_mask_storeu_epi8(p, (((__mmask64)1) << left) - 1, y);
 }
+// The nearest integers (ties to even) of the lanes, whatever MXCSR says.
+#define CVT_RNE(x) _mm512_cvt_roundps_epi32(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
 
 // Pixel order back from the unpacks: out v = lanes v of a[0..3].
 static inline void unpermute_store(const vi a[4], int32_t *acc) {
@@ -138,10 +143,12 @@ typedef __m256 vf;
 // The lanes where a >= b, as bits.
 static inline unsigned ge_bits(vf a, vf b) { return (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(a, b, _CMP_GE_OQ)); }
 
-// 4 vectors of integers in -128..255 (u8, or s8 when is_signed), packed
-// to 32 bytes in lane order; the first `left` of them stored.
-static inline void store_b4(void *p, size_t left, const vi v[4], int is_signed) {
-    const vi ab = _mm256_packs_epi32(v[0], v[1]), cd = _mm256_packs_epi32(v[2], v[3]);
+// 4 vectors of s32 n (any), to 32 bytes of clamp(n + zp) in u8 (or s8
+// when is_signed) in lane order (as the AVX-512 one); the first `left`
+// of them stored.
+static inline void store_b4(void *p, size_t left, const vi v[4], int is_signed, vi zp16) {
+    const vi ab = _mm256_adds_epi16(_mm256_packs_epi32(v[0], v[1]), zp16);
+    const vi cd = _mm256_adds_epi16(_mm256_packs_epi32(v[2], v[3]), zp16);
     // 128-bit lane L of x holds 4 bytes of each of v[0..3], lanes 4L..4L+3.
     const vi x = is_signed ? _mm256_packs_epi16(ab, cd) : _mm256_packus_epi16(ab, cd);
     const vi y = _mm256_permutevar8x32_epi32(x, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
@@ -153,6 +160,9 @@ static inline void store_b4(void *p, size_t left, const vi v[4], int is_signed) 
     _mm256_storeu_si256((__m256i *)tmp, y);
     memcpy(p, tmp, left);
 }
+// The nearest integers (ties to even) of the lanes: vcvtps2dq rounds as
+// MXCSR says, round-to-nearest-even unless a caller changed it (none does).
+#define CVT_RNE(x) _mm256_cvtps_epi32(x)
 
 // Pixel order back from the unpacks (two 128-bit lanes: 16 pixels each).
 static inline void unpermute_store(const vi a[4], int32_t *acc) {
@@ -330,10 +340,12 @@ void I8_FN(cd_i8_spmm_bsr4)(size_t nblk, const uint8_t *in, const int32_t *off, 
 // (bench/results/sparse-i8-chain.md). Built with -DI8_DIVFREE it is used
 // instead (for CPUs whose divider is slow); the correction is inline: a
 // call would make every vector register caller-saved in the loop.
-static inline __attribute__((always_inline)) vf rint_quot(vf y, vf r, float s) {
+// Returns y / s itself with the division: the callers round it (RINT, or
+// CVT_RNE straight to integers), which then gives rintf(y / s).
+static inline __attribute__((always_inline)) vf quot(vf y, vf r, float s) {
 #ifndef I8_DIVFREE
     (void)r;
-    return RINT(DIVF(y, SET1F(s)));
+    return DIVF(y, SET1F(s));
 #else
     const vf z = MULF(y, r), n = RINT(z);
     unsigned near = ge_bits(ABSF(SUBF(z, n)), FNMADD(ABSF(z), SET1F(CD_I8_QUOT_SLOPE), SET1F(0.5f)));
@@ -353,10 +365,12 @@ static inline __attribute__((always_inline)) vf rint_quot(vf y, vf r, float s) {
 // The epilogue's constants and flags, set once per call.
 typedef struct {
     vf zero, lo, hi, vs, vr, vzp, qmin, qmax;
-    vf ms, mr, mzp, mqmin, mqmax; // the mid rounding (q.mid_scale > 0)
-    vf rs, rzp;                   // an integer residual's scale and zero point (q.res_int)
-    float s, m_s;                 // out_scale, mid_scale
+    vf ms, mr, mlo, mhi; // the mid rounding (q.mid_scale > 0): its range less its zero point
+    vf rs, rzp;          // an integer residual's scale and zero point (q.res_int)
+    float s, m_s;        // out_scale, mid_scale
     int res_signed, out_signed;
+    vi zp16; // out_zp in every 16-bit lane
+    vf big;  // 2^20
 } epi_consts;
 
 // How a run's vectors are computed; the common case gets its own copy of
@@ -369,7 +383,10 @@ static inline __attribute__((always_inline)) vf epi_vec(const epi_consts *c, int
                                                         int quant, vf vm, vf vb, const int32_t *acc, size_t i, lanes m,
                                                         const void *res) {
     vf y = FMADD(CVTF(load_i(acc + i, m)), vm, vb);
-    if (mid) y = MULF(SUBF(MINF(MAXF(ADDF(rint_quot(y, c->mr, c->m_s), c->mzp), c->mqmin), c->mqmax), c->mzp), c->ms);
+    // (clamp(n + zp) - zp) * scale is clamp(n, qmin - zp, qmax - zp) * scale:
+    // small integers, exact in float; + 0 turns n = -0 into the +0 that
+    // n + zp - zp gives.
+    if (mid) y = MULF(ADDF(MINF(MAXF(RINT(quot(y, c->mr, c->m_s)), c->mlo), c->mhi), c->zero), c->ms);
     // (r - zp) * scale, then the add: ref-conv-i8.c's order (no fma).
     if (rm == RES_INT)
         y = ADDF(y, MULF(SUBF(CVTF(load_b((const uint8_t *)res + i, m, c->res_signed)), c->rzp), c->rs));
@@ -381,8 +398,9 @@ static inline __attribute__((always_inline)) vf epi_vec(const epi_consts *c, int
         y = MAXF(y, c->zero);
     else if (kind == CD_ACT_CLIP)
         y = MINF(MAXF(y, c->lo), c->hi);
+    if (quant == 2) return quot(y, c->vr, c->s); // y / s: epi_run rounds and clamps it
     if (!quant) return y;
-    return MINF(MAXF(ADDF(rint_quot(y, c->vr, c->s), c->vzp), c->qmin), c->qmax);
+    return MINF(MAXF(ADDF(RINT(quot(y, c->vr, c->s)), c->vzp), c->qmin), c->qmax);
 }
 
 // One run of one row. Tails run masked (lanes_of), not through the scalar
@@ -399,9 +417,12 @@ static inline __attribute__((always_inline)) void epi_run(const epi_consts *c, i
             for (int j = 0; j < 4; j++) {
                 const size_t k = i + (size_t)j * LANES;
                 if (k >= n) break;
-                v[j] = CVTI(epi_vec(c, mid, rm, kind, 1, vm, vb, acc, k, lanes_of(n - k), res));
+                // Below 2^20 the conversion is exact and saturates right in
+                // store_b4; above it would give INT_MIN.
+                const vf x = epi_vec(c, mid, rm, kind, 2, vm, vb, acc, k, lanes_of(n - k), res);
+                v[j] = CVT_RNE(MINF(x, c->big));
             }
-            store_b4((uint8_t *)dst + i, n - i, v, c->out_signed);
+            store_b4((uint8_t *)dst + i, n - i, v, c->out_signed, c->zp16);
         }
         return;
     }
@@ -451,20 +472,25 @@ void I8_FN(cd_i8_epilogue_rows)(const cd_i8_epilogue *e, const float *mult, cons
                           SET1F(e->qmax),
                           SET1F(q->mid_scale),
                           SET1F(recip(q->mid_scale)),
-                          SET1F((float)q->mid_zp),
-                          SET1F(cd_quant_qmin(q->mid_signed)),
-                          SET1F(cd_quant_qmax(q->mid_signed)),
+                          SET1F(cd_quant_qmin(q->mid_signed) - (float)q->mid_zp),
+                          SET1F(cd_quant_qmax(q->mid_signed) - (float)q->mid_zp),
                           SET1F(q->res_scale),
                           SET1F((float)q->res_zp),
                           q->out_scale,
                           q->mid_scale,
                           q->res_signed,
-                          q->out_signed};
+                          q->out_signed,
+                          SET1_16((short)q->out_zp),
+                          SET1F(0x1p20f)};
     const int mid = q->mid_scale > 0.0f, quant = q->out_scale > 0.0f, to_int = q->dst_int;
     const res_mode rm = !res ? RES_NONE : q->res_int ? RES_INT : RES_FLOAT;
-    // A plain conv's u8/s8 output (most layers): its own loop.
+    // A plain conv's u8/s8 output (most layers) and a residual block's
+    // (conv, its own grid, the u8/s8 skip, ReLU): their own loops.
     if (!mid && rm == RES_NONE && quant && to_int && kind == CD_ACT_RELU)
         epi_rows(&c, 0, RES_NONE, CD_ACT_RELU, 1, 1, mult, bias, nrows, acc, acc_stride, runs, nruns, res, dst,
+                 row_stride);
+    else if (mid && rm == RES_INT && quant && to_int && kind == CD_ACT_RELU)
+        epi_rows(&c, 1, RES_INT, CD_ACT_RELU, 1, 1, mult, bias, nrows, acc, acc_stride, runs, nruns, res, dst,
                  row_stride);
     else
         epi_rows(&c, mid, rm, kind, quant, to_int, mult, bias, nrows, acc, acc_stride, runs, nruns, res, dst,
@@ -477,7 +503,7 @@ void I8_FN(cd_i8_quant_row)(const cd_conv_quant *q, const float *x, size_t n, ui
     const vi shift = SET1(q->in_signed ? 128 : 0);
     for (size_t i = 0; i < n; i += LANES) {
         const lanes m = lanes_of(n - i);
-        const vf v = MINF(MAXF(ADDF(rint_quot(load_f(x + i, m), vr, q->in_scale), vzp), qmin), qmax);
+        const vf v = MINF(MAXF(ADDF(RINT(quot(load_f(x + i, m), vr, q->in_scale)), vzp), qmin), qmax);
         store_b(dst + i, m, ADD32(CVTI(v), shift));
     }
 }
