@@ -34,7 +34,7 @@
 //   |y| - end*s, whose sign is that of the exact difference, i.e. of |x|
 //   against the end. Outside: t +- 1/2 by the side; inside: the tie
 //   fl(x) = t, which rintf sends to the even one of t +- 1/2.
-// Tested against rintf(y / s) in tests/unit/test-i8-rint-quot.c.
+// Tested against rintf(y / s) in tests/unit/test-i8-epilogue.c.
 
 #include <math.h>
 #include <stdint.h>
