@@ -149,9 +149,11 @@ int main(int argc, char **argv) {
         if (!wf || !bias || !wsc || !wq || !xf || !yf || !xq || !yq) return 1;
         for (size_t i = 0; i < xn; i++) {
             xq[i] = (uint8_t)(rnd() * 256);
-            xf[i] = ((int)xq[i] - 10) * 0.05f;
+            xf[i] = ((int)xq[i] - 10) * 0.0473f;
         }
-        for (int k = 0; k < L->k; k++) wsc[k] = 0.01f;
+        // Scales as calibration gives them (no round ratios: with 0.05,
+        // 0.01 and 0.1 one output in 100 was an exact rounding tie).
+        for (int k = 0; k < L->k; k++) wsc[k] = 0.0081f + 0.0037f * (float)(k % 11) / 11.0f;
         for (int pat = 0; pat < 2; pat++) {
             for (size_t i = 0; i < wn; i++) {
                 int v = (int)(rnd() * 255) - 127;
@@ -166,7 +168,7 @@ int main(int argc, char **argv) {
                         if (rnd() < sparsity)
                             for (int i = 0; i < 4; i++) wq[(size_t)(k0 + i) * taps + t] = 0;
             }
-            for (size_t i = 0; i < wn; i++) wf[i] = wq[i] * 0.01f;
+            for (size_t i = 0; i < wn; i++) wf[i] = wq[i] * wsc[i / taps];
             for (size_t lv = 0; lv < sizeof all / sizeof all[0]; lv++) {
                 if (!strstr(levels, all[lv].name) || !cd_sparse_isa_supported(all[lv].isa)) continue;
                 if (lv == 1 && strstr(levels, "avx512f") == NULL) continue;
@@ -174,7 +176,7 @@ int main(int argc, char **argv) {
                 cd_sparse_conv *f = NULL;
                 cd_sparse_conv_i8 *q = NULL;
                 cd_conv_quant cq = {
-                    .in_scale = 0.05f, .in_zp = 10, .src_int = 1, .w_scale = wsc, .out_scale = 0.1f, .dst_int = 1};
+                    .in_scale = 0.0473f, .in_zp = 10, .src_int = 1, .w_scale = wsc, .out_scale = 0.917f, .dst_int = 1};
                 cd_sparse_conv_options qopt = {.isa = all[lv].isa, .format = fmt};
                 if (cd_sparse_conv_create(&d, wf, bias, &opt, &f) ||
                     cd_sparse_conv_i8_create(&d, wq, bias, &cq, &qopt, &q))

@@ -14,6 +14,7 @@
 // except for a block's leading short quads (every weight in [-64, 64]),
 // where vpmaddubsw cannot saturate and is used (dot4_short).
 
+#include "sparse/i8-rint-quot.h"
 #include "sparse/i8-spmm.h"
 
 #include <immintrin.h>
@@ -56,6 +57,29 @@ typedef __m512 vf;
 #define MAXF _mm512_max_ps
 #define MINF _mm512_min_ps
 #define RINT(x) _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+
+#define ABSF _mm512_abs_ps
+#define FNMADD _mm512_fnmadd_ps
+// The lanes where a >= b, as bits.
+static inline unsigned ge_bits(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_GE_OQ); }
+
+// 4 vectors of s32 n (any), to 64 bytes of clamp(n + zp) in u8 (or s8
+// when is_signed) in lane order: the saturating packs and the saturating
+// 16-bit add are the reference's clamp (n beyond s16 stays beyond the
+// 8-bit range); the first `left` of them stored.
+static inline void store_b4(void *p, size_t left, const vi v[4], int is_signed, vi zp16) {
+    const vi ab = _mm512_adds_epi16(_mm512_packs_epi32(v[0], v[1]), zp16);
+    const vi cd = _mm512_adds_epi16(_mm512_packs_epi32(v[2], v[3]), zp16);
+    // 128-bit lane L of x holds 4 bytes of each of v[0..3], lanes 4L..4L+3.
+    const vi x = is_signed ? _mm512_packs_epi16(ab, cd) : _mm512_packus_epi16(ab, cd);
+    const vi y = _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), x);
+    if (left >= 64)
+        _mm512_storeu_si512(p, y);
+    else
+        _mm512_mask_storeu_epi8(p, (((__mmask64)1) << left) - 1, y);
+}
+// The nearest integers (ties to even) of the lanes, whatever MXCSR says.
+#define CVT_RNE(x) _mm512_cvt_roundps_epi32(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
 
 // Pixel order back from the unpacks: out v = lanes v of a[0..3].
 static inline void unpermute_store(const vi a[4], int32_t *acc) {
@@ -113,6 +137,32 @@ typedef __m256 vf;
 #define MAXF _mm256_max_ps
 #define MINF _mm256_min_ps
 #define RINT(x) _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+
+#define ABSF(v) _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v)
+#define FNMADD _mm256_fnmadd_ps
+// The lanes where a >= b, as bits.
+static inline unsigned ge_bits(vf a, vf b) { return (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(a, b, _CMP_GE_OQ)); }
+
+// 4 vectors of s32 n (any), to 32 bytes of clamp(n + zp) in u8 (or s8
+// when is_signed) in lane order (as the AVX-512 one); the first `left`
+// of them stored.
+static inline void store_b4(void *p, size_t left, const vi v[4], int is_signed, vi zp16) {
+    const vi ab = _mm256_adds_epi16(_mm256_packs_epi32(v[0], v[1]), zp16);
+    const vi cd = _mm256_adds_epi16(_mm256_packs_epi32(v[2], v[3]), zp16);
+    // 128-bit lane L of x holds 4 bytes of each of v[0..3], lanes 4L..4L+3.
+    const vi x = is_signed ? _mm256_packs_epi16(ab, cd) : _mm256_packus_epi16(ab, cd);
+    const vi y = _mm256_permutevar8x32_epi32(x, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    if (left >= 32) {
+        _mm256_storeu_si256((__m256i *)p, y);
+        return;
+    }
+    uint8_t tmp[32];
+    _mm256_storeu_si256((__m256i *)tmp, y);
+    memcpy(p, tmp, left);
+}
+// The nearest integers (ties to even) of the lanes: vcvtps2dq rounds as
+// MXCSR says, round-to-nearest-even unless a caller changed it (none does).
+#define CVT_RNE(x) _mm256_cvtps_epi32(x)
 
 // Pixel order back from the unpacks (two 128-bit lanes: 16 pixels each).
 static inline void unpermute_store(const vi a[4], int32_t *acc) {
@@ -281,45 +331,127 @@ void I8_FN(cd_i8_spmm_bsr4)(size_t nblk, const uint8_t *in, const int32_t *off, 
     }
 }
 
-// The epilogue's constants, set once per call.
+// rintf(y / s) in every lane, as the reference computes it. On Zen 4 the
+// division is not what the epilogue waits for: vdivps runs beside the
+// other ops, and the exact division-free form (sparse/i8-rint-quot.h: y
+// times r = 1/s, then the correction of the lanes within |z| 2^-21 of a
+// half-integer, about 1 vector in 1000) costs 5 more ops per vector, so
+// it measured 1.15x (VNNI) and 1.3x (AVX2) slower than the division
+// (bench/results/sparse-i8-chain.md). Built with -DI8_DIVFREE it is used
+// instead (for CPUs whose divider is slow); the correction is inline: a
+// call would make every vector register caller-saved in the loop.
+// Returns y / s itself with the division: the callers round it (RINT, or
+// CVT_RNE straight to integers), which then gives rintf(y / s).
+static inline __attribute__((always_inline)) vf quot(vf y, vf r, float s) {
+#ifndef I8_DIVFREE
+    (void)r;
+    return DIVF(y, SET1F(s));
+#else
+    const vf z = MULF(y, r), n = RINT(z);
+    unsigned near = ge_bits(ABSF(SUBF(z, n)), FNMADD(ABSF(z), SET1F(CD_I8_QUOT_SLOPE), SET1F(0.5f)));
+    if (__builtin_expect(near == 0, 1)) return n;
+    float ya[LANES], za[LANES], na[LANES];
+    STOREF(ya, y);
+    STOREF(za, z);
+    STOREF(na, n);
+    for (; near; near &= near - 1) {
+        const int i = __builtin_ctz(near);
+        na[i] = cd_i8_rint_quot_fix(ya[i], s, za[i]);
+    }
+    return LOADF(na);
+#endif
+}
+
+// The epilogue's constants and flags, set once per call.
 typedef struct {
-    vf zero, lo, hi, vs, vzp, qmin, qmax;
-    vf ms, mzp, mqmin, mqmax; // the mid rounding (q.mid_scale > 0)
-    vf rs, rzp;               // an integer residual's scale and zero point (q.res_int)
+    vf zero, lo, hi, vs, vr, vzp, qmin, qmax;
+    vf ms, mr, mlo, mhi; // the mid rounding (q.mid_scale > 0): its range less its zero point
+    vf rs, rzp;          // an integer residual's scale and zero point (q.res_int)
+    float s, m_s;        // out_scale, mid_scale
+    int res_signed, out_signed;
+    vi zp16; // out_zp in every 16-bit lane
+    vf big;  // 2^20
 } epi_consts;
+
+// How a run's vectors are computed; the common case gets its own copy of
+// the loop (flags as constants: no per-vector tests of the layer's kind).
+typedef enum { RES_NONE, RES_FLOAT, RES_INT } res_mode;
+
+// The epilogue of the lanes m of accumulators i.. of a run: y, or with
+// `quant` the output's integer (clamped) as a float.
+static inline __attribute__((always_inline)) vf epi_vec(const epi_consts *c, int mid, res_mode rm, cd_act kind,
+                                                        int quant, vf vm, vf vb, const int32_t *acc, size_t i, lanes m,
+                                                        const void *res) {
+    vf y = FMADD(CVTF(load_i(acc + i, m)), vm, vb);
+    // (clamp(n + zp) - zp) * scale is clamp(n, qmin - zp, qmax - zp) * scale:
+    // small integers, exact in float; + 0 turns n = -0 into the +0 that
+    // n + zp - zp gives.
+    if (mid) y = MULF(ADDF(MINF(MAXF(RINT(quot(y, c->mr, c->m_s)), c->mlo), c->mhi), c->zero), c->ms);
+    // (r - zp) * scale, then the add: ref-conv-i8.c's order (no fma).
+    if (rm == RES_INT)
+        y = ADDF(y, MULF(SUBF(CVTF(load_b((const uint8_t *)res + i, m, c->res_signed)), c->rzp), c->rs));
+    else if (rm == RES_FLOAT)
+        y = ADDF(y, load_f((const float *)res + i, m));
+    // max(y, 0) is y > 0 ? y : 0 (maxps returns its second operand
+    // unless the first is greater), as cd_act_apply's ReLU.
+    if (kind == CD_ACT_RELU)
+        y = MAXF(y, c->zero);
+    else if (kind == CD_ACT_CLIP)
+        y = MINF(MAXF(y, c->lo), c->hi);
+    if (quant == 2) return quot(y, c->vr, c->s); // y / s: epi_run rounds and clamps it
+    if (!quant) return y;
+    return MINF(MAXF(ADDF(RINT(quot(y, c->vr, c->s)), c->vzp), c->qmin), c->qmax);
+}
 
 // One run of one row. Tails run masked (lanes_of), not through the scalar
 // code: rows of 56 or 7 pixels would spend most of their time there.
-static inline void epi_run(const cd_i8_epilogue *e, const epi_consts *c, cd_act kind, vf vm, vf vb, const int32_t *acc,
-                           size_t n, const void *res, void *dst) {
-    const int quant = e->q.out_scale > 0.0f, to_int = e->q.dst_int, mid = e->q.mid_scale > 0.0f;
-    const int res_int = e->q.res_int, res_signed = e->q.res_signed;
+// Integers go out 4 vectors at a time, packed to one store.
+static inline __attribute__((always_inline)) void epi_run(const epi_consts *c, int mid, res_mode rm, cd_act kind,
+                                                          int quant, int to_int, vf vm, vf vb, const int32_t *acc,
+                                                          size_t n, const void *res, void *dst) {
+    if (quant && to_int) {
+        for (size_t i = 0; i < n; i += 4 * LANES) {
+            // Only the vectors the run reaches (a 7-pixel run is one).
+            vi v[4] = {SET1(0), SET1(0), SET1(0), SET1(0)};
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++) {
+                const size_t k = i + (size_t)j * LANES;
+                if (k >= n) break;
+                // Below 2^20 the conversion is exact and saturates right in
+                // store_b4; above it would give INT_MIN.
+                const vf x = epi_vec(c, mid, rm, kind, 2, vm, vb, acc, k, lanes_of(n - k), res);
+                v[j] = CVT_RNE(MINF(x, c->big));
+            }
+            store_b4((uint8_t *)dst + i, n - i, v, c->out_signed, c->zp16);
+        }
+        return;
+    }
     for (size_t i = 0; i < n; i += LANES) {
         const lanes m = lanes_of(n - i);
-        vf y = FMADD(CVTF(load_i(acc + i, m)), vm, vb);
-        if (mid) y = MULF(SUBF(MINF(MAXF(ADDF(RINT(DIVF(y, c->ms)), c->mzp), c->mqmin), c->mqmax), c->mzp), c->ms);
-        // (r - zp) * scale, then the add: ref-conv-i8.c's order (no fma).
-        if (res && res_int)
-            y = ADDF(y, MULF(SUBF(CVTF(load_b((const uint8_t *)res + i, m, res_signed)), c->rzp), c->rs));
-        else if (res)
-            y = ADDF(y, load_f((const float *)res + i, m));
-        // max(y, 0) is y > 0 ? y : 0 (maxps returns its second operand
-        // unless the first is greater), as cd_act_apply's ReLU.
-        if (kind == CD_ACT_RELU)
-            y = MAXF(y, c->zero);
-        else if (kind == CD_ACT_CLIP)
-            y = MINF(MAXF(y, c->lo), c->hi);
-        if (!quant) {
-            store_f((float *)dst + i, m, y);
-            continue;
-        }
-        const vf v = MINF(MAXF(ADDF(RINT(DIVF(y, c->vs)), c->vzp), c->qmin), c->qmax);
-        if (to_int)
-            store_b((uint8_t *)dst + i, m, CVTI(v));
-        else
-            store_f((float *)dst + i, m, MULF(SUBF(v, c->vzp), c->vs));
+        const vf v = epi_vec(c, mid, rm, kind, quant, vm, vb, acc, i, m, res);
+        store_f((float *)dst + i, m, quant ? MULF(SUBF(v, c->vzp), c->vs) : v);
     }
 }
+
+// The rows x runs loop for one set of flags.
+static inline __attribute__((always_inline)) void epi_rows(const epi_consts *c, int mid, res_mode rm, cd_act kind,
+                                                           int quant, int to_int, const float *mult, const float *bias,
+                                                           int nrows, const int32_t *acc, size_t acc_stride,
+                                                           const cd_i8_run *runs, int nruns, const void *res, void *dst,
+                                                           size_t row_stride) {
+    const size_t esize = to_int ? 1 : sizeof(float), rsize = rm == RES_INT ? 1 : sizeof(float);
+    for (int r = 0; r < nrows; r++) {
+        const vf vm = SET1F(mult[r]), vb = SET1F(bias[r]);
+        for (int i = 0; i < nruns; i++) {
+            const size_t o = (size_t)r * row_stride + runs[i].out;
+            epi_run(c, mid, rm, kind, quant, to_int, vm, vb, acc + (size_t)r * acc_stride + runs[i].m, runs[i].len,
+                    rm != RES_NONE ? (const char *)res + o * rsize : NULL, (char *)dst + o * esize);
+        }
+    }
+}
+
+// 1 / s, or 0 for an unused scale (0).
+static inline float recip(float s) { return s > 0.0f ? 1.0f / s : 0.0f; }
 
 void I8_FN(cd_i8_epilogue_rows)(const cd_i8_epilogue *e, const float *mult, const float *bias, int nrows,
                                 const int32_t *acc, size_t acc_stride, const cd_i8_run *runs, int nruns,
@@ -329,37 +461,49 @@ void I8_FN(cd_i8_epilogue_rows)(const cd_i8_epilogue *e, const float *mult, cons
         cd_i8_epilogue_rows__scalar(e, mult, bias, nrows, acc, acc_stride, runs, nruns, res, dst, row_stride);
         return;
     }
+    const cd_conv_quant *q = &e->q;
     const epi_consts c = {SET1F(0.0f),
                           SET1F(e->act.alpha),
                           SET1F(e->act.beta),
-                          SET1F(e->q.out_scale),
-                          SET1F((float)e->q.out_zp),
+                          SET1F(q->out_scale),
+                          SET1F(recip(q->out_scale)),
+                          SET1F((float)q->out_zp),
                           SET1F(e->qmin),
                           SET1F(e->qmax),
-                          SET1F(e->q.mid_scale),
-                          SET1F((float)e->q.mid_zp),
-                          SET1F(cd_quant_qmin(e->q.mid_signed)),
-                          SET1F(cd_quant_qmax(e->q.mid_signed)),
-                          SET1F(e->q.res_scale),
-                          SET1F((float)e->q.res_zp)};
-    const size_t esize = e->q.dst_int ? 1 : sizeof(float), rsize = e->q.res_int ? 1 : sizeof(float);
-    for (int r = 0; r < nrows; r++) {
-        const vf vm = SET1F(mult[r]), vb = SET1F(bias[r]);
-        for (int i = 0; i < nruns; i++) {
-            const size_t o = (size_t)r * row_stride + runs[i].out;
-            epi_run(e, &c, kind, vm, vb, acc + (size_t)r * acc_stride + runs[i].m, runs[i].len,
-                    res ? (const char *)res + o * rsize : NULL, (char *)dst + o * esize);
-        }
-    }
+                          SET1F(q->mid_scale),
+                          SET1F(recip(q->mid_scale)),
+                          SET1F(cd_quant_qmin(q->mid_signed) - (float)q->mid_zp),
+                          SET1F(cd_quant_qmax(q->mid_signed) - (float)q->mid_zp),
+                          SET1F(q->res_scale),
+                          SET1F((float)q->res_zp),
+                          q->out_scale,
+                          q->mid_scale,
+                          q->res_signed,
+                          q->out_signed,
+                          SET1_16((short)q->out_zp),
+                          SET1F(0x1p20f)};
+    const int mid = q->mid_scale > 0.0f, quant = q->out_scale > 0.0f, to_int = q->dst_int;
+    const res_mode rm = !res ? RES_NONE : q->res_int ? RES_INT : RES_FLOAT;
+    // A plain conv's u8/s8 output (most layers) and a residual block's
+    // (conv, its own grid, the u8/s8 skip, ReLU): their own loops.
+    if (!mid && rm == RES_NONE && quant && to_int && kind == CD_ACT_RELU)
+        epi_rows(&c, 0, RES_NONE, CD_ACT_RELU, 1, 1, mult, bias, nrows, acc, acc_stride, runs, nruns, res, dst,
+                 row_stride);
+    else if (mid && rm == RES_INT && quant && to_int && kind == CD_ACT_RELU)
+        epi_rows(&c, 1, RES_INT, CD_ACT_RELU, 1, 1, mult, bias, nrows, acc, acc_stride, runs, nruns, res, dst,
+                 row_stride);
+    else
+        epi_rows(&c, mid, rm, kind, quant, to_int, mult, bias, nrows, acc, acc_stride, runs, nruns, res, dst,
+                 row_stride);
 }
 
 void I8_FN(cd_i8_quant_row)(const cd_conv_quant *q, const float *x, size_t n, uint8_t *dst) {
-    const vf vs = SET1F(q->in_scale), vzp = SET1F((float)q->in_zp);
+    const vf vr = SET1F(recip(q->in_scale)), vzp = SET1F((float)q->in_zp);
     const vf qmin = SET1F(cd_quant_qmin(q->in_signed)), qmax = SET1F(cd_quant_qmax(q->in_signed));
     const vi shift = SET1(q->in_signed ? 128 : 0);
     for (size_t i = 0; i < n; i += LANES) {
         const lanes m = lanes_of(n - i);
-        const vf v = MINF(MAXF(ADDF(RINT(DIVF(load_f(x + i, m), vs)), vzp), qmin), qmax);
+        const vf v = MINF(MAXF(ADDF(RINT(quot(load_f(x + i, m), vr, q->in_scale)), vzp), qmin), qmax);
         store_b(dst + i, m, ADD32(CVTI(v), shift));
     }
 }
