@@ -52,8 +52,9 @@
 
 static const cd_wino_mats k_mats2 = {2, 4, cd_wino_bt2, cd_wino_g2, cd_wino_at2};
 static const cd_wino_mats k_mats4 = {4, 6, cd_wino_bt4, cd_wino_g4, cd_wino_at4};
+static const cd_wino_mats k_mats6 = {6, 8, cd_wino_bt6, cd_wino_g6, cd_wino_at6};
 
-const cd_wino_mats *cd_wino_mats_for(int m) { return m == 2 ? &k_mats2 : m == 4 ? &k_mats4 : NULL; }
+const cd_wino_mats *cd_wino_mats_for(int m) { return m == 2 ? &k_mats2 : m == 4 ? &k_mats4 : m == 6 ? &k_mats6 : NULL; }
 
 int cd_wino_qualifies(const cd_conv_desc *d, cd_layout src, cd_layout dst) {
     if (!d || src != dst || cd_layout_block(src) < 8) return 0;
@@ -81,7 +82,7 @@ static void transform_weights(cd_wino *wg, const float *w) {
             for (int i = 0; i < t; i++)
                 for (int j = 0; j < 3; j++) {
                     double s = 0;
-                    for (int q = 0; q < 3; q++) s += (double)mt->g[i * 3 + q] * g[q * 3 + j];
+                    for (int q = 0; q < 3; q++) s += mt->g[i * 3 + q] * g[q * 3 + j];
                     tmp[i][j] = s;
                 }
             for (int i = 0; i < t; i++)
