@@ -118,11 +118,14 @@ static int pick(int mode, const uint64_t *ns) {
 static int forced(int mode) { return mode >= 3 && mode <= 5 ? CAND_F2 + mode - 3 : mode == 6 ? CAND_ONEDNN_WINO : -1; }
 
 // Builds candidate i into c (our tiles at isa). 0, CD_EUNSUPPORTED (oneDNN
-// declines its Winograd here), CD_ENOMEM or another error.
+// declines its Winograd here, or our tile's error is not within the bound
+// after d's activation), CD_ENOMEM or another error.
 static int build(int i, const cd_conv_desc *d, cd_layout l, int max_batch, cd_sparse_isa isa, const float *w,
                  const float *bias, offer_cand *c) {
     if (i == CAND_ONEDNN_WINO) return cd_dnnl_conv_create_wino(d, l, l, max_batch, w, bias, &c->op);
-    return cd_wino_create(d, l, 2 * (i - CAND_F2 + 1), isa, w, bias, &c->wg);
+    const int m = 2 * (i - CAND_F2 + 1);
+    if (!cd_wino_tile_offered(m, d)) return CD_EUNSUPPORTED;
+    return cd_wino_create(d, l, m, isa, w, bias, &c->wg);
 }
 
 int cd_wino_offer(cd_dnnl_op *op, const cd_conv_desc *d, cd_layout src, cd_layout dst, int max_batch, const float *w,
