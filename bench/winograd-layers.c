@@ -17,6 +17,7 @@
 #include "core/clock.h"
 #include "core/stats-util.h"
 #include "kernels/cpu/ref.h"
+#include "runtime/runtime.h"
 #include "sparse/spmm-ukernel.h"
 
 #include <stdio.h>
@@ -114,6 +115,9 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
+    cd_runtime_options ropts; // CONVD_MAX_ISA caps our bodies as in the product
+    cd_runtime_options_from_env(&ropts);
+    cd_runtime_configure(&ropts);
     if (threads < 1 || batch < 1 || rounds < 1 || cd_dnnl_init() || cd_dnnl_set_threads(threads)) return 2;
     double load[3] = {0, 0, 0};
     getloadavg(load, 3);

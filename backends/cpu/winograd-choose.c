@@ -103,13 +103,23 @@ out:
     return rc;
 }
 
+// 1 when auto and on may keep candidate i: not F6. Its relative L2 error is
+// within the bound on ResNet's layers, but its error per element is not
+// within the project's 1e-5 agreement of two plans (1.35e-5 in
+// tests/models/test_sparse_models.py test_bias_on_dropped_filter_folds_or_stays,
+// CD_TEST_SEED=349257758), and it beat F4 on one of ResNet's shapes only
+// (128@28, ~1.1x): it is only built when forced (bench/results/winograd.md).
+static int offered(int i) { return i != CAND_F6; }
+
 // The candidate to keep from the times ns[CAND_*] as the mode says (the
-// forced tiles never reach here): the fastest built, of all (auto) or of the
-// Winograd ones (on), else oneDNN's direct conv.
+// forced tiles never reach here): the fastest built and offered, of all
+// (auto) or of the Winograd ones (on), else oneDNN's direct conv.
 static int pick(int mode, const uint64_t *ns) {
     int best = CAND_ONEDNN;
     for (int i = CAND_F2; i < CAND_COUNT; i++)
-        if (ns[i] != NOT_BUILT && (best == CAND_ONEDNN ? mode == 2 || ns[i] < ns[best] : ns[i] < ns[best])) best = i;
+        if (offered(i) && ns[i] != NOT_BUILT &&
+            (best == CAND_ONEDNN ? mode == 2 || ns[i] < ns[best] : ns[i] < ns[best]))
+            best = i;
     return best;
 }
 
@@ -142,7 +152,7 @@ int cd_wino_offer(cd_dnnl_op *op, const cd_conv_desc *d, cd_layout src, cd_layou
         cd_wino_cache_key(d, src, isa, omp_get_max_threads(), key, sizeof key);
         if (!cd_wino_cache_get(key, ns, CAND_COUNT)) { // not timed before on this machine: build all, time, keep
             for (int i = CAND_F2; i < CAND_COUNT && rc != CD_ENOMEM; i++) // one that fails is no candidate
-                if (i == CAND_ONEDNN_WINO || isa != CD_SPARSE_ISA_AUTO)
+                if (offered(i) && (i == CAND_ONEDNN_WINO || isa != CD_SPARSE_ISA_AUTO))
                     rc = build(i, d, src, max_batch, isa, w, bias, &cand[i]);
             if (rc != CD_ENOMEM) rc = 0;
             if (!rc && !(rc = measure(d, src, cand, ns))) cd_wino_cache_put(key, ns, CAND_COUNT);

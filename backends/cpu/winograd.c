@@ -7,8 +7,8 @@
 //   and runs it with cd_dnnl_op_run -> dnnl-conv.c conv_exec. A conv that
 //   qualifies (3x3, stride 1, dilation 1, one group, src and dst in the same
 //   blocked layout) is offered to cd_wino_offer (winograd-choose.c) at the end
-//   of create: it times F(2x2,3x3), F(4x4,3x3), F(6x6,3x3) and oneDNN's own
-//   Winograd (cd_dnnl_conv_create_wino, AVX-512 only) against the oneDNN
+//   of create: it times F(2x2,3x3), F(4x4,3x3) (F(6x6,3x3) is built but
+//   offered only forced: winograd.h) and oneDNN's own Winograd (cd_dnnl_conv_create_wino, AVX-512 only) against the oneDNN
 //   direct primitive at batch 1 and keeps the fastest (oneDNN's Winograd is
 //   then the op itself, with oneDNN's impl string). When ours wins, conv_exec
 //   hands the run to cd_wino_run, conv_build no longer builds oneDNN
@@ -42,7 +42,8 @@
 // * Error: F(4x4) loses ~3 bits to F(2x2), F(6x6) one more; all three stay
 //   well under the project's f32 bound (relative L2 1e-4) on ResNet shapes
 //   with inputs spread over 1e-3..1e3 or N(0,1) (tests/unit/test-winograd.c;
-//   the figures in winograd.h), so all three are offered.
+//   the figures in winograd.h), but F(6x6) not after a clipping activation
+//   nor within the 1e-5 agreement of two plans: it is not offered.
 
 #include "backends/cpu/winograd-impl.h"
 
