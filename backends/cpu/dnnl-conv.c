@@ -110,7 +110,7 @@ static int conv_build(cd_dnnl_op *op, int batch, cd_dnnl_prim *p) {
     if ((rc = cd_dnnl_weights_for(&cp->wts, wmd, &p->wset))) return rc;
     op->weight_bytes = (cp->bias ? (size_t)cp->d.k * sizeof(float) : 0);
     op->weight_bytes += cd_dnnl_weights_bytes(&cp->wts) + (cp->dw ? cd_cpu_dw3x3_bytes(cp->dw) : 0);
-    if (cp->w_oihw) op->weight_bytes += (size_t)cp->d.k * cp->d.c * 9 * sizeof(float);
+    if (cp->w_oihw) op->weight_bytes += (size_t)cp->d.k * cp->d.c / cp->d.groups * cp->d.r * cp->d.s * sizeof(float);
     return 0;
 }
 
