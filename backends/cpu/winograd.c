@@ -42,8 +42,8 @@
 // * Error: F(4x4) loses ~3 bits to F(2x2), F(6x6) one more; all three stay
 //   well under the project's f32 bound (relative L2 1e-4) on ResNet shapes
 //   with inputs spread over 1e-3..1e3 or N(0,1) (tests/unit/test-winograd.c;
-//   the figures in winograd.h), but F(6x6) not after a clipping activation
-//   nor within the 1e-5 agreement of two plans: it is not offered.
+//   the figures in winograd.h), but F(6x6) not after a clipping activation:
+//   it is not offered.
 
 #include "backends/cpu/winograd-impl.h"
 

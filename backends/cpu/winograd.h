@@ -14,8 +14,8 @@
 // clips or squashes (Clip, Sigmoid, HardSigmoid, ...) shrinks the output's
 // norm and not the error, and on random small convs with inputs over
 // 1e-3..1e3 F6 measured up to 1.1e-4 there (F4 2.6e-5, F2 2e-6); and its
-// error per element broke the project's 1e-5 agreement of two plans of one
-// model (1.35e-5) where F4 holds it. Forced (CONVD_WINOGRAD=f6) it still runs
+// error per element is ~2x F4's (winograd-choose.c). Forced
+// (CONVD_WINOGRAD=f6) it still runs
 // only after none, ReLU or LeakyReLU (cd_wino_tile_offered).
 #ifndef CD_BACKENDS_CPU_WINOGRAD_H
 #define CD_BACKENDS_CPU_WINOGRAD_H

@@ -181,8 +181,8 @@ CD_TEST(winograd_f6_forced_not_after_a_squashing_activation) {
     }
 }
 
-// F6 is not offered (winograd-choose.c: its error per element breaks the
-// 1e-5 agreement of two plans): auto and on never keep it, timed afresh or
+// F6 is not offered (winograd-choose.c: its error after a clipping
+// activation, and no clear gain over F4): auto and on never keep it, timed afresh or
 // from a cache record that says it is the fastest by far.
 CD_TEST(winograd_f6_never_offered) {
     if (cd_dnnl_init()) CD_SKIP("no oneDNN engine");
