@@ -21,7 +21,8 @@ typedef struct {
     const char *hip_plugin;
     // cpu: our Winograd 3x3 conv beside oneDNN's (backends/cpu/winograd.h):
     // 0 auto (where it times faster at load), 1 off, 2 on, 3 F(2x2) only,
-    // 4 F(4x4) only (CONVD_WINOGRAD, --winograd).
+    // 4 F(4x4) only, 5 F(6x6) only, 6 oneDNN's own Winograd only
+    // (CONVD_WINOGRAD, --winograd).
     int winograd;
     // cpu: our depthwise 3x3 conv beside oneDNN's (backends/cpu/dw3x3.h): 0
     // auto (where it times faster at load), 1 off, 2 on (CONVD_DW3X3).

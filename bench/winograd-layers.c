@@ -1,12 +1,15 @@
-// Our Winograd 3x3 conv against oneDNN's direct conv on ResNet's stride-1 3x3
-// layers (64@56, 128@28, 256@14, 512@7; ReLU and the residual of a basic
-// block's second conv), each through cd_dnnl_conv_create as the product
-// creates it: CONVD_WINOGRAD off (oneDNN), f2 and f4 forced. Prints one
-// markdown row per layer.
+// Our Winograd 3x3 conv (F2, F4, F6) and oneDNN's own Winograd against
+// oneDNN's direct conv on ResNet's stride-1 3x3 layers (64@56, 128@28,
+// 256@14, 512@7): ResNet-18's (ReLU and the residual of a basic block's
+// second conv) and ResNet-50's (the bottleneck's 3x3: ReLU, no residual),
+// each through cd_dnnl_conv_create_sw as the product creates it:
+// CONVD_WINOGRAD off (oneDNN direct), onednn, f2, f4 and f6 forced. Prints
+// the load average and the ISAs, then one markdown row per layer; oneDNN's
+// Winograd reads "-" where oneDNN declines it (below AVX-512).
 //
 //   winograd-layers [--threads N] [--batch B] [--rounds R] [--min-ms M]
 //
-// Timing: the three methods of a layer are sampled once per round, R rounds
+// Timing: the methods of a layer are sampled once per round, R rounds
 // interleaved (a busy neighbour hurts all alike); a sample repeats the call
 // until M ms have passed and keeps the mean; the median sample is reported.
 
@@ -14,13 +17,15 @@
 #include "core/clock.h"
 #include "core/stats-util.h"
 #include "kernels/cpu/ref.h"
+#include "runtime/runtime.h"
+#include "sparse/spmm-ukernel.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum { M_DNNL, M_F2, M_F4, M_COUNT };
-static const int k_mode_opt[M_COUNT] = {1, 3, 4}; // the CPU backend's winograd switch (backend-opts.h)
+enum { M_DNNL, M_ONEDNN_WINO, M_F2, M_F4, M_F6, M_COUNT };
+static const int k_mode_opt[M_COUNT] = {1, 6, 3, 4, 5}; // the CPU backend's winograd switch (backend-opts.h)
 
 static cd_dnnl_op *create(const cd_conv_desc *d, cd_layout l, int batch, int mode, const float *w, const float *b) {
     cd_dnnl_op *op = NULL;
@@ -42,11 +47,19 @@ static double sample(cd_dnnl_op *op, cd_dnnl_ctx *ctx, int batch, const float *c
     return (double)(t - t0) / 1e6 / n;
 }
 
-static int bench_one(int c, int hw, int batch, int threads, int rounds, double min_ms) {
+// The speed-up cell of method m: "ms (x)", or "-" when it did not build.
+static void cell(char *buf, size_t n, const double *med, int m, int built) {
+    if (built)
+        snprintf(buf, n, "%.3f (%.2fx)", med[m], med[M_DNNL] / med[m]);
+    else
+        snprintf(buf, n, "-");
+}
+
+static int bench_one(int c, int hw, int residual, int batch, int threads, int rounds, double min_ms) {
     const cd_layout l = cd_dnnl_blocked_layout();
     cd_conv_desc d = cd_conv_square(c, hw, hw, c, 3, 1, 1);
     d.act.kind = CD_ACT_RELU;
-    d.has_residual = 1;
+    d.has_residual = residual;
     const size_t wn = (size_t)c * c * 9, sn = cd_layout_numel(l, batch, c, hw, hw);
     float *w = malloc(wn * sizeof(float)), *bias = malloc((size_t)c * sizeof(float));
     float *src = malloc(sn * sizeof(float)), *res = malloc(sn * sizeof(float)), *dst = malloc(sn * sizeof(float));
@@ -59,7 +72,8 @@ static int bench_one(int c, int hw, int batch, int threads, int rounds, double m
         if (!(op[m] = create(&d, l, batch, m, w, bias))) return 1;
     cd_dnnl_ctx *ctx = NULL;
     if (cd_dnnl_ctx_create(&ctx)) return 1;
-    const float *in[2] = {src, res};
+    const float *in[2] = {src, residual ? res : NULL};
+    const int dnnl_wino = strstr(cd_dnnl_op_impl(op[M_ONEDNN_WINO], 1), "wino") != NULL;
     double *ms = calloc((size_t)rounds * M_COUNT, sizeof(double));
     for (int m = 0; m < M_COUNT; m++) sample(op[m], ctx, batch, in, dst, min_ms); // warm-up
     for (int r = 0; r < rounds; r++)
@@ -70,9 +84,13 @@ static int bench_one(int c, int hw, int batch, int threads, int rounds, double m
         med[m] = ms[m * rounds + rounds / 2];
     }
     const double gflop = 2.0 * batch * c * c * 9 * hw * hw / 1e9;
-    printf("| %d@%dx%d | %d | %d | %.3f | %.3f (%.0f) | %.3f (%.2fx) | %.3f (%.2fx) | %s |\n", c, hw, hw, batch,
-           threads, gflop, med[M_DNNL], gflop / med[M_DNNL] * 1e3, med[M_F2], med[M_DNNL] / med[M_F2], med[M_F4],
-           med[M_DNNL] / med[M_F4], cd_dnnl_op_impl(op[M_DNNL], 1));
+    char cells[M_COUNT][48];
+    for (int m = M_ONEDNN_WINO; m < M_COUNT; m++)
+        cell(cells[m], sizeof cells[m], med, m, m != M_ONEDNN_WINO || dnnl_wino);
+    printf("| %s %d@%dx%d | %d | %d | %.3f | %.3f (%.0f) | %s | %s | %s | %s | %s / %s |\n", residual ? "r18" : "r50",
+           c, hw, hw, batch, threads, gflop, med[M_DNNL], gflop / med[M_DNNL] * 1e3, cells[M_ONEDNN_WINO], cells[M_F2],
+           cells[M_F4], cells[M_F6], cd_dnnl_op_impl(op[M_DNNL], 1),
+           dnnl_wino ? cd_dnnl_op_impl(op[M_ONEDNN_WINO], 1) : "-");
     fflush(stdout);
     for (int m = 0; m < M_COUNT; m++) cd_dnnl_op_free(op[m]);
     cd_dnnl_ctx_free(ctx);
@@ -97,12 +115,22 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
+    cd_runtime_options ropts; // CONVD_MAX_ISA caps our bodies as in the product
+    cd_runtime_options_from_env(&ropts);
+    cd_runtime_configure(&ropts);
     if (threads < 1 || batch < 1 || rounds < 1 || cd_dnnl_init() || cd_dnnl_set_threads(threads)) return 2;
-    printf("| layer | batch | threads | GFLOP | oneDNN ms (GFLOP/s) | F2x2 ms (speed-up) | F4x4 ms (speed-up) | oneDNN "
-           "impl "
-           "|\n|---|---|---|---|---|---|---|---|\n");
+    double load[3] = {0, 0, 0};
+    getloadavg(load, 3);
+    printf("load average %.2f %.2f %.2f; our ISA %s; oneDNN ISA %s; %d rounds of >= %.0f ms\n\n", load[0], load[1],
+           load[2], cd_sparse_isa_name(cd_sparse_isa_f32(cd_sparse_isa_best())), cd_dnnl_isa(), rounds, min_ms);
+    printf("| layer | batch | threads | GFLOP | oneDNN direct ms (GFLOP/s) | oneDNN Winograd ms (speed-up) | F2x2 ms "
+           "(speed-up) | F4x4 ms (speed-up) | F6x6 ms (speed-up) | oneDNN impls (direct / Winograd) "
+           "|\n|---|---|---|---|---|---|---|---|---|---|\n");
     static const int shapes[][2] = {{64, 56}, {128, 28}, {256, 14}, {512, 7}};
-    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
-        if (bench_one(shapes[i][0], shapes[i][1], batch, threads, rounds, min_ms)) return 1;
+    for (int residual = 1; residual >= 0; residual--)
+        for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
+            if (bench_one(shapes[i][0], shapes[i][1], residual, batch, threads, rounds, min_ms)) return 1;
+    getloadavg(load, 3);
+    printf("\nload average at the end %.2f %.2f %.2f\n", load[0], load[1], load[2]);
     return 0;
 }

@@ -30,7 +30,13 @@ void cd_runtime_options_from_env(cd_runtime_options *o) {
         cd_rt_log(CD_RT_LOG_WARN, "convd: ignoring CONVD_MAX_ISA=%s (want avx512vnni, avx512, avx2 or scalar)", v);
     if ((v = env("CONVD_BATCH_SPLIT"))) o->batch_split = !strcmp(v, "off") ? 1 : !strcmp(v, "on") ? 2 : 0;
     if ((v = env("CONVD_WINOGRAD")))
-        o->winograd = !strcmp(v, "off") ? 1 : !strcmp(v, "on") ? 2 : !strcmp(v, "f2") ? 3 : !strcmp(v, "f4") ? 4 : 0;
+        o->winograd = !strcmp(v, "off")      ? 1
+                      : !strcmp(v, "on")     ? 2
+                      : !strcmp(v, "f2")     ? 3
+                      : !strcmp(v, "f4")     ? 4
+                      : !strcmp(v, "f6")     ? 5
+                      : !strcmp(v, "onednn") ? 6
+                                             : 0;
     if ((v = env("CONVD_DW3X3"))) o->dw3x3 = !strcmp(v, "off") ? 1 : !strcmp(v, "on") ? 2 : 0;
     if ((v = env("CONVD_HIP_PLUGIN"))) snprintf(o->hip_plugin, sizeof o->hip_plugin, "%s", v);
 }

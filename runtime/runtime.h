@@ -175,7 +175,7 @@ typedef struct {
                            // 1 off, 2 on (wherever a conv can run them)
                            // (CONVD_INT8=auto|off|on)
     int winograd;          // our Winograd 3x3 conv (cd_backend_opts.winograd):
-                           // 0 auto, 1 off, 2 on, 3 f2, 4 f4 (CONVD_WINOGRAD)
+                           // 0 auto, 1 off, 2 on, 3 f2, 4 f4, 5 f6, 6 onednn (CONVD_WINOGRAD)
     int dw3x3;             // our depthwise 3x3 conv (cd_backend_opts.dw3x3):
                            // 0 auto, 1 off, 2 on (CONVD_DW3X3)
     int batch_split;       // batches > 1 run image by image: 0 auto (models

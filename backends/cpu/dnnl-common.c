@@ -316,8 +316,8 @@ int cd_dnnl_weights_for(cd_dnnl_weights *ws, const dnnl_memory_desc_t *md, int *
     void *data = cd_dnnl_alloc(bytes);
     if (!data) return CD_ENOMEM;
     memset(data, 0, bytes); // padded areas of blocked weights must be zero
-    int rc = ws->n == 0 ? cd_dnnl_reorder_now(&ws->user_md, ws->user, md, data)
-                        : cd_dnnl_reorder_now(&ws->md[0], ws->data[0], md, data);
+    int rc = ws->user ? cd_dnnl_reorder_now(&ws->user_md, ws->user, md, data)
+                      : cd_dnnl_reorder_now(&ws->md[0], ws->data[0], md, data);
     if (rc) {
         free(data);
         return rc;

@@ -17,6 +17,8 @@ typedef struct {
     float *bias;            // K floats or NULL (owned)
     cd_wino *wino;          // our Winograd conv when it timed faster (winograd.h), else NULL
     cd_cpu_dw3x3 *dw;       // our depthwise kernel when it timed faster at load, else NULL (owned)
+    dnnl_alg_kind_t alg;    // dnnl_convolution_direct, or _winograd (oneDNN's, cd_dnnl_conv_create_wino)
+    float *w_oihw;          // oneDNN's Winograd: the weights kept, its formats do not reorder into each other
 } conv_priv;
 
 int cd_dnnl_conv_check(const cd_conv_desc *d, cd_layout src, cd_layout dst) {
@@ -47,8 +49,8 @@ static int weights_md(dnnl_memory_desc_t *md, const cd_conv_desc *d, dnnl_format
 }
 
 // Fills the convolution op descriptor and attributes for one batch size.
-static int conv_desc(const cd_conv_desc *d, cd_layout src_l, cd_layout dst_l, int batch, int with_bias,
-                     dnnl_convolution_desc_t *cd, dnnl_primitive_attr_t *attr) {
+static int conv_desc_alg(const cd_conv_desc *d, cd_layout src_l, cd_layout dst_l, int batch, int with_bias,
+                         dnnl_alg_kind_t alg, dnnl_convolution_desc_t *cd, dnnl_primitive_attr_t *attr) {
     dnnl_memory_desc_t smd, wmd, bmd, dmd;
     int rc;
     if ((rc = cd_dnnl_md_act(&smd, batch, d->c, d->h, d->w, src_l))) return rc;
@@ -61,11 +63,20 @@ static int conv_desc(const cd_conv_desc *d, cd_layout src_l, cd_layout dst_l, in
     dnnl_dims_t strides = {d->stride_h, d->stride_w};
     dnnl_dims_t dil = {d->dil_h - 1, d->dil_w - 1}; // oneDNN counts extra gaps
     dnnl_dims_t pl = {d->pad_t, d->pad_l}, pr = {d->pad_b, d->pad_r};
-    if ((rc = CD_DNNL(dnnl_dilated_convolution_forward_desc_init(cd, dnnl_forward_inference, dnnl_convolution_direct,
-                                                                 &smd, &wmd, with_bias ? &bmd : NULL, &dmd, strides,
-                                                                 dil, pl, pr))))
+    if ((rc = CD_DNNL(dnnl_dilated_convolution_forward_desc_init(cd, dnnl_forward_inference, alg, &smd, &wmd,
+                                                                 with_bias ? &bmd : NULL, &dmd, strides, dil, pl, pr))))
         return rc;
-    return cd_dnnl_attr(attr, d->has_residual, d->act);
+    cd_activation act = d->act;
+    // oneDNN's Winograd takes ReLU only as its relu eltwise (alpha 0), not as
+    // the clip cd_dnnl_act_steps maps it to for Relu(-inf) = 0: an infinite
+    // input is NaN after any Winograd transform anyway (inf - inf).
+    if (alg == dnnl_convolution_winograd && act.kind == CD_ACT_RELU) act = (cd_activation){CD_ACT_LEAKYRELU, 0, 0};
+    return cd_dnnl_attr(attr, d->has_residual, act);
+}
+
+static int conv_desc(const cd_conv_desc *d, cd_layout src_l, cd_layout dst_l, int batch, int with_bias,
+                     dnnl_convolution_desc_t *cd, dnnl_primitive_attr_t *attr) {
+    return conv_desc_alg(d, src_l, dst_l, batch, with_bias, dnnl_convolution_direct, cd, attr);
 }
 
 // NHWC holds int8 activations only (kernels/op-desc.h): a float32 conv in it
@@ -88,7 +99,7 @@ static int conv_build(cd_dnnl_op *op, int batch, cd_dnnl_prim *p) {
     if (cp->wino) return cd_wino_build(cp->wino, batch, p);
     dnnl_convolution_desc_t cd;
     dnnl_primitive_attr_t attr = NULL;
-    int rc = conv_desc(&cp->d, cp->src_l, cp->dst_l, batch, cp->bias != NULL, &cd, &attr);
+    int rc = conv_desc_alg(&cp->d, cp->src_l, cp->dst_l, batch, cp->bias != NULL, cp->alg, &cd, &attr);
     if (rc) return rc;
     rc = CD_DNNL(dnnl_primitive_desc_create(&p->pd[0], &cd, attr, cd_dnnl_engine(), NULL));
     dnnl_primitive_attr_destroy(attr);
@@ -99,6 +110,7 @@ static int conv_build(cd_dnnl_op *op, int batch, cd_dnnl_prim *p) {
     if ((rc = cd_dnnl_weights_for(&cp->wts, wmd, &p->wset))) return rc;
     op->weight_bytes = (cp->bias ? (size_t)cp->d.k * sizeof(float) : 0);
     op->weight_bytes += cd_dnnl_weights_bytes(&cp->wts) + (cp->dw ? cd_cpu_dw3x3_bytes(cp->dw) : 0);
+    if (cp->w_oihw) op->weight_bytes += (size_t)cp->d.k * cp->d.c / cp->d.groups * cp->d.r * cp->d.s * sizeof(float);
     return 0;
 }
 
@@ -125,6 +137,7 @@ static void conv_fini(cd_dnnl_op *op) {
     free(cp->bias);
     cd_wino_free(cp->wino);
     cd_cpu_dw3x3_free(cp->dw);
+    free(cp->w_oihw);
 }
 
 static const char *conv_impl(cd_dnnl_op *op, const cd_dnnl_prim *p, int batch) {
@@ -143,7 +156,7 @@ int cd_dnnl_conv_create_sw(const cd_conv_desc *d, cd_layout src, cd_layout dst, 
     *out = NULL;
     if (!d || !w || cd_dnnl_conv_check(d, src, dst) || !f32_layouts(src, dst)) return CD_EPARAMS;
     static const cd_dnnl_kind k_kind = {conv_build, conv_exec, conv_fini, conv_impl};
-    const conv_priv init = {.d = *d, .src_l = src, .dst_l = dst};
+    const conv_priv init = {.d = *d, .src_l = src, .dst_l = dst, .alg = dnnl_convolution_direct};
     cd_dnnl_op *op;
     int rc = cd_dnnl_op_new(&k_kind, max_batch, d->has_residual ? 2 : 1, &init, sizeof init, &op);
     if (rc) return rc;
@@ -165,14 +178,54 @@ int cd_dnnl_conv_create_sw(const cd_conv_desc *d, cd_layout src, cd_layout dst, 
     // is asked first, and Winograd only when it declined (never both).
     if (!rc && (cp->dw = cd_cpu_dw3x3_choose(op, d, src, dst, w, bias, sw ? (cd_dw3x3_mode)sw->dw3x3 : CD_DW3X3_AUTO)))
         op->weight_bytes += cd_cpu_dw3x3_bytes(cp->dw);
-    if (!rc && !cp->dw) rc = cd_wino_offer(op, d, src, dst, w, bias, sw ? sw->winograd : 0, &cp->wino);
+    cd_dnnl_op *alt = NULL; // oneDNN's Winograd, when it timed fastest
+    if (!rc && !cp->dw) rc = cd_wino_offer(op, d, src, dst, max_batch, w, bias, sw ? sw->winograd : 0, &cp->wino, &alt);
     if (rc) goto fail;
     if (cp->wino) cd_wino_adopt(op, cp->wino, &cp->wts);
+    if (alt) cd_dnnl_op_free(op), op = alt;
     *out = op;
     return 0;
 fail:
     cd_dnnl_op_free(op);
     return rc;
+}
+
+// ---- oneDNN's own Winograd (a candidate of cd_wino_offer) -------------------------
+
+int cd_dnnl_conv_create_wino(const cd_conv_desc *d, cd_layout src, cd_layout dst, int max_batch, const float *w,
+                             const float *bias, cd_dnnl_op **out) {
+    *out = NULL;
+    if (!d || !w || cd_dnnl_conv_check(d, src, dst) || !f32_layouts(src, dst) || cd_dnnl_init()) return CD_EPARAMS;
+    for (int b = 1; b <= max_batch; b++) { // asked quietly: a batch it declines would fail at run
+        dnnl_convolution_desc_t cd;
+        dnnl_primitive_attr_t attr = NULL;
+        int ok = !conv_desc_alg(d, src, dst, b, bias != NULL, dnnl_convolution_winograd, &cd, &attr) &&
+                 cd_dnnl_pd_try(&cd, attr, NULL);
+        dnnl_primitive_attr_destroy(attr);
+        if (!ok) return CD_EUNSUPPORTED;
+    }
+    static const cd_dnnl_kind k_kind = {conv_build, conv_exec, conv_fini, conv_impl};
+    const conv_priv init = {.d = *d, .src_l = src, .dst_l = dst, .alg = dnnl_convolution_winograd};
+    cd_dnnl_op *op;
+    int rc = cd_dnnl_op_new(&k_kind, max_batch, d->has_residual ? 2 : 1, &init, sizeof init, &op);
+    if (rc) return rc;
+    conv_priv *cp = op->priv;
+    const size_t wn = (size_t)d->k * d->c / d->groups * d->r * d->s;
+    cp->w_oihw = cd_dnnl_alloc(wn * sizeof(float));
+    cp->bias = bias ? cd_dnnl_alloc((size_t)d->k * sizeof(float)) : NULL;
+    if (!cp->w_oihw || (bias && !cp->bias)) {
+        cd_dnnl_op_free(op);
+        return CD_ENOMEM;
+    }
+    memcpy(cp->w_oihw, w, wn * sizeof(float));
+    if (bias) memcpy(cp->bias, bias, (size_t)d->k * sizeof(float));
+    cp->wts.user = cp->w_oihw; // every packed set is made from these (cd_dnnl_weights_for)
+    if ((rc = weights_md(&cp->wts.user_md, d, dnnl_oihw)) || (rc = cd_dnnl_op_prepare(op, 1, NULL))) {
+        cd_dnnl_op_free(op);
+        return rc;
+    }
+    *out = op;
+    return 0;
 }
 
 // ---- the blocked layout of this CPU ------------------------------------------------

@@ -132,7 +132,8 @@ typedef struct {
 } cd_dnnl_weights;
 
 // Index of the packed set with layout md, packing it first if needed (set 0
-// from the caller's weights, which must then be alive; later sets from set 0).
+// from the caller's weights, which must then be alive; later sets from set 0,
+// or from ws->user while the op keeps it: oneDNN's Winograd formats).
 // 0 or an error.
 int cd_dnnl_weights_for(cd_dnnl_weights *ws, const dnnl_memory_desc_t *md, int *idx);
 // Bytes held by all packed sets.

@@ -169,6 +169,13 @@ int cd_dnnl_conv_create(const cd_conv_desc *d, cd_layout src, cd_layout dst, int
 // defaults, auto: each timed against oneDNN's at create).
 int cd_dnnl_conv_create_sw(const cd_conv_desc *d, cd_layout src, cd_layout dst, int max_batch, const float *w,
                            const float *bias, const cd_backend_opts *sw, cd_dnnl_op **out);
+// oneDNN's own Winograd conv of d (dnnl_convolution_winograd; f32 on AVX-512
+// only in oneDNN 2.6), nothing else offered: a candidate of cd_wino_offer
+// (backends/cpu/winograd.h). It keeps a copy of w (counted in its weight
+// bytes): its per-batch weight formats are packed from it. CD_EUNSUPPORTED
+// when oneDNN declines d at any batch 1..max_batch on this CPU.
+int cd_dnnl_conv_create_wino(const cd_conv_desc *d, cd_layout src, cd_layout dst, int max_batch, const float *w,
+                             const float *bias, cd_dnnl_op **out);
 
 // ---- int8 convolution -------------------------------------------------------------
 //

@@ -53,10 +53,10 @@ static int ours_faster_cached(cd_dnnl_op *op, const cd_cpu_dw3x3 *k, const cd_co
     cd_wino_cache_key(d, src, isa, omp_get_max_threads(), geo, sizeof geo);
     snprintf(key, sizeof key, "dw3x3 s%d,%d g%d|%s", d->stride_h, d->stride_w, d->groups, geo);
     uint64_t ns[3];
-    if (cd_wino_cache_get(key, ns)) return ns[1] < ns[0];
+    if (cd_wino_cache_get(key, ns, 3)) return ns[1] < ns[0];
     const int faster = ours_faster(op, k, d, src, dst);
     ns[0] = faster ? 2 : 1, ns[1] = faster ? 1 : 2, ns[2] = 1; // the verdict (the cache wants nonzero figures)
-    cd_wino_cache_put(key, ns);
+    cd_wino_cache_put(key, ns, 3);
     return faster;
 }
 

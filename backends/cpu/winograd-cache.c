@@ -3,8 +3,11 @@
 // the same kernels, and give the same numbers) and pays the timing once. The
 // backend cannot reach the planner's cache (runtime/planner.c): this is the
 // same folder and the same record format, in a file of its own:
-//   $XDG_CACHE_HOME/convd/winograd-v1.txt (or ~/.cache/convd/...)
-//   key<TAB>onednn_ns f2_ns f4_ns
+//   $XDG_CACHE_HOME/convd/winograd-v2.txt (or ~/.cache/convd/...)
+//   key<TAB>onednn_ns f2_ns f4_ns f6_ns onednn_winograd_ns
+// (v2: F6 and oneDNN's Winograd joined; a candidate not built is
+// 18446744073709551615; the depthwise verdicts of dw3x3-choose.c are 3
+// figures under keys of their own).
 // key = CPU model, the ISAs in force (our kernels', oneDNN's), threads and the
 // conv's shape; appended, the last record of a key wins, a torn line is
 // skipped. The version goes up when a kernel's speed changes enough to make
@@ -42,7 +45,7 @@ static int cache_path(char *buf, size_t n) {
         mkdir(xdg, 0700);
     }
     if (mkdir(dir, 0700) && errno != EEXIST) return -1;
-    return snprintf(buf, n, "%s/winograd-v1.txt", dir) < (int)n ? 0 : -1;
+    return snprintf(buf, n, "%s/winograd-v2.txt", dir) < (int)n ? 0 : -1;
 }
 
 void cd_wino_cache_key(const cd_conv_desc *d, cd_layout l, cd_sparse_isa isa, int threads, char *key, size_t n) {
@@ -53,7 +56,19 @@ void cd_wino_cache_key(const cd_conv_desc *d, cd_layout l, cd_sparse_isa isa, in
              d->has_residual, d->act.kind);
 }
 
-int cd_wino_cache_get(const char *key, uint64_t ns[3]) {
+// The n nonzero figures after a record's tab into v: 1, else 0.
+static int parse_figures(const char *p, uint64_t *v, int n) {
+    for (int i = 0; i < n; i++) {
+        char *end;
+        errno = 0;
+        v[i] = strtoull(p, &end, 10);
+        if (end == p || errno || !v[i]) return 0;
+        p = end;
+    }
+    return *p == '\n' || *p == '\0';
+}
+
+int cd_wino_cache_get(const char *key, uint64_t *ns, int n) {
     char path[1100], line[1024];
     if (cache_path(path, sizeof path)) return 0;
     pthread_mutex_lock(&g_lock);
@@ -61,11 +76,10 @@ int cd_wino_cache_get(const char *key, uint64_t ns[3]) {
     int found = 0;
     const size_t kl = strlen(key);
     while (f && fgets(line, sizeof line, f)) {
-        uint64_t v[3];
+        uint64_t v[CD_WINO_CACHE_MAX];
         if (strncmp(line, key, kl) != 0 || line[kl] != '\t') continue;
-        if (sscanf(line + kl + 1, "%" SCNu64 " %" SCNu64 " %" SCNu64, &v[0], &v[1], &v[2]) == 3 && v[0] && v[1] &&
-            v[2]) {
-            memcpy(ns, v, sizeof v);
+        if (n <= CD_WINO_CACHE_MAX && parse_figures(line + kl + 1, v, n)) {
+            memcpy(ns, v, (size_t)n * sizeof *v);
             found = 1;
         }
     }
@@ -74,13 +88,14 @@ int cd_wino_cache_get(const char *key, uint64_t ns[3]) {
     return found;
 }
 
-void cd_wino_cache_put(const char *key, const uint64_t ns[3]) {
+void cd_wino_cache_put(const char *key, const uint64_t *ns, int n) {
     char path[1100];
     if (cache_path(path, sizeof path)) return;
     pthread_mutex_lock(&g_lock);
     FILE *f = fopen(path, "a");
     if (f) {
-        fprintf(f, "%s\t%" PRIu64 " %" PRIu64 " %" PRIu64 "\n", key, ns[0], ns[1], ns[2]);
+        fprintf(f, "%s\t", key);
+        for (int i = 0; i < n; i++) fprintf(f, "%" PRIu64 "%c", ns[i], i + 1 < n ? ' ' : '\n');
         fclose(f);
     }
     pthread_mutex_unlock(&g_lock);

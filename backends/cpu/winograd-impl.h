@@ -8,9 +8,10 @@
 
 #include <stdint.h>
 
-// F(2x2,3x3): interpolation points 0, 1, -1 (Lavin & Gray).
+// F(2x2,3x3): interpolation points 0, 1, -1 (Lavin & Gray). G is in double:
+// the weights are transformed in double at create.
 static const float cd_wino_bt2[4 * 4] = {1, 0, -1, 0, 0, 1, 1, 0, 0, -1, 1, 0, 0, 1, 0, -1};
-static const float cd_wino_g2[4 * 3] = {1, 0, 0, 0.5f, 0.5f, 0.5f, 0.5f, -0.5f, 0.5f, 0, 0, 1};
+static const double cd_wino_g2[4 * 3] = {1, 0, 0, 0.5, 0.5, 0.5, 0.5, -0.5, 0.5, 0, 0, 1};
 static const float cd_wino_at2[2 * 4] = {1, 1, 1, 0, 0, 1, -1, -1};
 
 // F(4x4,3x3): points 0, 1, -1, 2, -2.
@@ -18,12 +19,39 @@ static const float cd_wino_bt4[6 * 6] = {
     4, 0,  -5, 0, 1, 0, 0, -4, -4, 1,  1, 0, 0, 4, -4, -1, 1, 0, //
     0, -2, -1, 2, 1, 0, 0, 2,  -1, -2, 1, 0, 0, 4, 0,  -5, 0, 1,
 };
-static const float cd_wino_g4[6 * 3] = {
-    1.0f / 4,  0,         0,        -1.0f / 6, -1.0f / 6,  -1.0f / 6, -1.0f / 6, 1.0f / 6, -1.0f / 6, //
-    1.0f / 24, 1.0f / 12, 1.0f / 6, 1.0f / 24, -1.0f / 12, 1.0f / 6,  0,         0,        1,
+static const double cd_wino_g4[6 * 3] = {
+    1.0 / 4,  0,        0,       -1.0 / 6, -1.0 / 6,  -1.0 / 6, -1.0 / 6, 1.0 / 6, -1.0 / 6, //
+    1.0 / 24, 1.0 / 12, 1.0 / 6, 1.0 / 24, -1.0 / 12, 1.0 / 6,  0,        0,       1,
 };
 static const float cd_wino_at4[4 * 6] = {
     1, 1, 1, 1, 1, 0, 0, 1, -1, 2, -2, 0, 0, 1, 1, 4, 4, 0, 0, 1, -1, 8, -8, 1,
+};
+
+// F(6x6,3x3): points 0, 1, -1, 2, -2, 1/2, -1/2 (and infinity), as NNPACK
+// and ncnn. Its error is measured in tests/unit/test-winograd-f6.c.
+static const float cd_wino_bt6[8 * 8] = {
+    1, 0,     -5.25f, 0,      5.25f,  0,      -1, 0, //
+    0, 1,     1,      -4.25f, -4.25f, 1,      1,  0, //
+    0, -1,    1,      4.25f,  -4.25f, -1,     1,  0, //
+    0, 0.5f,  0.25f,  -2.5f,  -1.25f, 2,      1,  0, //
+    0, -0.5f, 0.25f,  2.5f,   -1.25f, -2,     1,  0, //
+    0, 2,     4,      -2.5f,  -5,     0.5f,   1,  0, //
+    0, -2,    4,      2.5f,   -5,     -0.5f,  1,  0, //
+    0, -1,    0,      5.25f,  0,      -5.25f, 0,  1,
+};
+static const double cd_wino_g6[8 * 3] = {
+    1,         0,          0,        -2.0 / 9,  -2.0 / 9,  -2.0 / 9, //
+    -2.0 / 9,  2.0 / 9,    -2.0 / 9, 1.0 / 90,  1.0 / 45,  2.0 / 45, //
+    1.0 / 90,  -1.0 / 45,  2.0 / 45, 32.0 / 45, 16.0 / 45, 8.0 / 45, //
+    32.0 / 45, -16.0 / 45, 8.0 / 45, 0,         0,         1,
+};
+static const float cd_wino_at6[6 * 8] = {
+    1, 1, 1,  1,  1,   1,        1,         0, //
+    0, 1, -1, 2,  -2,  0.5f,     -0.5f,     0, //
+    0, 1, 1,  4,  4,   0.25f,    0.25f,     0, //
+    0, 1, -1, 8,  -8,  0.125f,   -0.125f,   0, //
+    0, 1, 1,  16, 16,  0.0625f,  0.0625f,   0, //
+    0, 1, -1, 32, -32, 0.03125f, -0.03125f, 1,
 };
 
 struct cd_wino {
@@ -62,10 +90,12 @@ static inline size_t cd_wino_chunk_floats(const cd_wino *wg, int chunk) {
 }
 
 // The choice's timings on disk (winograd-cache.c): the key of a conv on
-// isa at threads, and its oneDNN, F2 and F4 times in ns (1 when found).
+// isa at threads, and its n (<= CD_WINO_CACHE_MAX) figures: the candidates'
+// times in ns (winograd-choose.c). get: 1 when found.
+#define CD_WINO_CACHE_MAX 8
 void cd_wino_cache_key(const cd_conv_desc *d, cd_layout l, cd_sparse_isa isa, int threads, char *key, size_t n);
-int cd_wino_cache_get(const char *key, uint64_t ns[3]);
-void cd_wino_cache_put(const char *key, const uint64_t ns[3]);
+int cd_wino_cache_get(const char *key, uint64_t *ns, int n);
+void cd_wino_cache_put(const char *key, const uint64_t *ns, int n);
 
 // The ISA bodies (cd_wino_run's contract).
 void cd_wino_run_scalar(const cd_wino *wg, int batch, const float *src, const float *res, float *dst, void *scratch);

@@ -230,6 +230,13 @@ static void CD_SIMD_FN(wg_run_m4)(const cd_wino *wg, const cd_wino_grid *gr, con
         wg_chunk(4, 6, cd_wino_bt4, cd_wino_at4, wg, gr, q0, src, res, dst, u, mo);
 }
 
+static void CD_SIMD_FN(wg_run_m6)(const cd_wino *wg, const cd_wino_grid *gr, const float *src, const float *res,
+                                  float *dst, float *u, float *mo) {
+#pragma omp parallel
+    for (int q0 = 0; q0 < gr->ntiles; q0 += gr->chunk)
+        wg_chunk(6, 8, cd_wino_bt6, cd_wino_at6, wg, gr, q0, src, res, dst, u, mo);
+}
+
 void CD_SIMD_FN(cd_wino_run)(const cd_wino *wg, int batch, const float *src, const float *res, float *dst,
                              void *scratch) {
     cd_wino_grid gr;
@@ -238,8 +245,10 @@ void CD_SIMD_FN(cd_wino_run)(const cd_wino *wg, int batch, const float *src, con
     float *mo = u + (size_t)wg->t * wg->t * gr.chunk * wg->cp;
     if (wg->m == 2)
         CD_SIMD_FN(wg_run_m2)(wg, &gr, src, res, dst, u, mo);
-    else
+    else if (wg->m == 4)
         CD_SIMD_FN(wg_run_m4)(wg, &gr, src, res, dst, u, mo);
+    else
+        CD_SIMD_FN(wg_run_m6)(wg, &gr, src, res, dst, u, mo);
 }
 
 int CD_SIMD_FN(cd_wino_kw)(void) { return WG_KW; }
