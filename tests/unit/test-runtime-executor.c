@@ -33,6 +33,21 @@ static void await_flag(atomic_int *flag, const char *what) {
 }
 #endif
 
+// Spins until at least n jobs wait in the executor's queue; fails the test
+// after a generous hang guard.
+static void await_queued(int n, const char *what) {
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        cd_executor_stats st;
+        cd_executor_get_stats(&st);
+        if (st.queued >= n) return;
+        sched_yield();
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if (t.tv_sec - t0.tv_sec > 60) CD_CHECK_FAIL_("hang guard: %s", what);
+    }
+}
+
 // ---- many callers ---------------------------------------------------------------------
 
 enum { CALLERS = 8, JOBS_PER_CALLER = 150 };
@@ -131,16 +146,7 @@ static atomic_int g_caller_in, g_second_ran;
 static void caller_hold_fn(void *arg) {
     (void)arg;
     atomic_store(&g_caller_in, 1);
-    struct timespec t0, t;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (;;) { // until the second job is queued behind this one
-        cd_executor_stats st;
-        cd_executor_get_stats(&st);
-        if (st.queued >= 1) break;
-        sched_yield();
-        clock_gettime(CLOCK_MONOTONIC, &t);
-        if (t.tv_sec - t0.tv_sec > 60) CD_CHECK_FAIL_("hang guard: the second job never queued");
-    }
+    await_queued(1, "the second job never queued behind this one");
     for (int i = 0; i < 2000; i++) { // the executor must not start it meanwhile
         CHECK(!atomic_load(&g_second_ran));
         sched_yield();
@@ -186,16 +192,7 @@ static atomic_int g_b_started, g_c_started, g_a_done;
 // the next pick sees a full queue.
 static void hold_fn(void *arg) {
     (void)arg;
-    struct timespec t0, t;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (;;) {
-        cd_executor_stats st;
-        cd_executor_get_stats(&st);
-        if (st.queued >= 2) break;
-        sched_yield();
-        clock_gettime(CLOCK_MONOTONIC, &t);
-        if (t.tv_sec - t0.tv_sec > 60) CD_CHECK_FAIL_("hang guard: the two jobs never queued");
-    }
+    await_queued(2, "the two jobs never queued");
     atomic_store(&g_a_done, 1);
 }
 

@@ -181,6 +181,28 @@ CD_TEST(winograd_f6_forced_not_after_a_squashing_activation) {
     }
 }
 
+// A fresh XDG_CACHE_HOME (dir, a mkdtemp template) for the choice's cache
+// file; returns the old value (or NULL) for restore_cache_home.
+static char *use_cache_home(char *dir) {
+    CHECK(mkdtemp(dir) != NULL);
+    const char *old = getenv("XDG_CACHE_HOME");
+    char *saved = old ? strdup(old) : NULL;
+    setenv("XDG_CACHE_HOME", dir, 1);
+    return saved;
+}
+
+// Puts XDG_CACHE_HOME back and removes dir.
+static void restore_cache_home(char *saved, const char *dir) {
+    if (saved)
+        setenv("XDG_CACHE_HOME", saved, 1);
+    else
+        unsetenv("XDG_CACHE_HOME");
+    free(saved);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CHECK_EQ(system(cmd), 0);
+}
+
 // F6 is not offered (winograd-choose.c: its error after a clipping
 // activation, and no clear gain over F4): auto and on never keep it, timed afresh or
 // from a cache record that says it is the fastest by far.
@@ -192,10 +214,7 @@ CD_TEST(winograd_f6_never_offered) {
     if (isa < CD_SPARSE_ISA_AVX2) CD_SKIP("no AVX2: Winograd is offered only forced");
     if (isa == CD_SPARSE_ISA_AVX512F && cd_layout_block(l) % 16) isa = CD_SPARSE_ISA_AVX2;
     char dir[] = "/tmp/cd-wino-f6-XXXXXX";
-    CHECK(mkdtemp(dir) != NULL);
-    const char *old = getenv("XDG_CACHE_HOME");
-    char *saved = old ? strdup(old) : NULL;
-    setenv("XDG_CACHE_HOME", dir, 1);
+    char *saved = use_cache_home(dir);
     cd_conv_desc d = cd_conv_square(cd_test_randi(16, 48), cd_test_randi(20, 30), 1, cd_test_randi(16, 48), 3, 1, 1);
     d.w = cd_test_randi(20, 30);
     d.act = tk_act(cd_test_randi(0, 1) ? CD_ACT_RELU : CD_ACT_NONE);
@@ -220,14 +239,7 @@ CD_TEST(winograd_f6_never_offered) {
         }
     }
     free(w);
-    if (saved)
-        setenv("XDG_CACHE_HOME", saved, 1);
-    else
-        unsetenv("XDG_CACHE_HOME");
-    free(saved);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    CHECK_EQ(system(cmd), 0);
+    restore_cache_home(saved, dir);
 }
 
 // oneDNN's own Winograd conv of d (cd_dnnl_conv_create_wino) in layout l:
@@ -455,10 +467,7 @@ CD_TEST(winograd_onednn_batches_pack_their_own_weights) {
 // a record of another length is not this one's.
 CD_TEST(winograd_cache_keeps_its_figures) {
     char dir[] = "/tmp/cd-wino-cache-XXXXXX";
-    CHECK(mkdtemp(dir) != NULL);
-    const char *old = getenv("XDG_CACHE_HOME");
-    char *saved = old ? strdup(old) : NULL;
-    setenv("XDG_CACHE_HOME", dir, 1);
+    char *saved = use_cache_home(dir);
     const uint64_t put[5] = {5, 4, 3, UINT64_MAX, 1};
     uint64_t got[5] = {0}, three[3];
     CHECK_EQ(cd_wino_cache_get("k1", got, 5), 0);
@@ -469,12 +478,5 @@ CD_TEST(winograd_cache_keeps_its_figures) {
     CHECK_EQ(cd_wino_cache_get("k1", three, 3), 0);
     CHECK_EQ(cd_wino_cache_get("k11", three, 3), 1);
     CHECK_EQ(three[2], 3);
-    if (saved)
-        setenv("XDG_CACHE_HOME", saved, 1);
-    else
-        unsetenv("XDG_CACHE_HOME");
-    free(saved);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    CHECK_EQ(system(cmd), 0);
+    restore_cache_home(saved, dir);
 }
