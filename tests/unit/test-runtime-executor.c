@@ -20,7 +20,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#ifdef _OPENMP
 // Spins until *flag is set; fails the test after a generous hang guard.
 static void await_flag(atomic_int *flag, const char *what) {
     struct timespec t0, t;
@@ -31,17 +30,16 @@ static void await_flag(atomic_int *flag, const char *what) {
         if (t.tv_sec - t0.tv_sec > 60) CD_CHECK_FAIL_("hang guard: %s never happened", what);
     }
 }
-#endif
 
-// Spins until at least n jobs wait in the executor's queue; fails the test
-// after a generous hang guard.
-static void await_queued(int n, const char *what) {
+// Spins until at least `queued` jobs wait in the executor's queue and at
+// least `running` run; fails the test after a generous hang guard.
+static void await_executor(int queued, int running, const char *what) {
     struct timespec t0, t;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (;;) {
         cd_executor_stats st;
         cd_executor_get_stats(&st);
-        if (st.queued >= n) return;
+        if (st.queued >= queued && st.running >= running) return;
         sched_yield();
         clock_gettime(CLOCK_MONOTONIC, &t);
         if (t.tv_sec - t0.tv_sec > 60) CD_CHECK_FAIL_("hang guard: %s", what);
@@ -146,7 +144,7 @@ static atomic_int g_caller_in, g_second_ran;
 static void caller_hold_fn(void *arg) {
     (void)arg;
     atomic_store(&g_caller_in, 1);
-    await_queued(1, "the second job never queued behind this one");
+    await_executor(1, 0, "the second job never queued behind this one");
     for (int i = 0; i < 2000; i++) { // the executor must not start it meanwhile
         CHECK(!atomic_load(&g_second_ran));
         sched_yield();
@@ -168,13 +166,7 @@ CD_TEST(executor_waits_for_a_job_on_its_caller) {
     atomic_store(&g_caller_in, 0), atomic_store(&g_second_ran, 0);
     pthread_t a;
     CHECK_EQ(pthread_create(&a, NULL, run_caller_hold, NULL), 0);
-    struct timespec t0, t;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    while (!atomic_load(&g_caller_in)) {
-        sched_yield();
-        clock_gettime(CLOCK_MONOTONIC, &t);
-        if (t.tv_sec - t0.tv_sec > 60) CD_CHECK_FAIL_("hang guard: the first job never started");
-    }
+    await_flag(&g_caller_in, "the first job's start");
     cd_executor_run(second_fn, NULL, 0); // queued: the executor is busy (on the caller)
     pthread_join(a, NULL);
     CHECK(atomic_load(&g_second_ran));
@@ -192,7 +184,7 @@ static atomic_int g_b_started, g_c_started, g_a_done;
 // the next pick sees a full queue.
 static void hold_fn(void *arg) {
     (void)arg;
-    await_queued(2, "the two jobs never queued");
+    await_executor(2, 0, "the two jobs never queued");
     atomic_store(&g_a_done, 1);
 }
 
@@ -232,16 +224,7 @@ CD_TEST(executor_concurrent_full_queue_runs_in_lanes) {
     pthread_t a, b, c;
     CHECK_EQ(pthread_create(&a, NULL, run_hold, NULL), 0);
     // B and C are queued only once A runs (so A is picked alone, wide).
-    struct timespec t0, t;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (;;) {
-        cd_executor_stats st;
-        cd_executor_get_stats(&st);
-        if (st.running == 1) break;
-        sched_yield();
-        clock_gettime(CLOCK_MONOTONIC, &t);
-        if (t.tv_sec - t0.tv_sec > 60) CD_CHECK_FAIL_("hang guard: job A never started");
-    }
+    await_executor(0, 1, "job A never started");
     CHECK_EQ(pthread_create(&b, NULL, run_b, NULL), 0);
     CHECK_EQ(pthread_create(&c, NULL, run_c, NULL), 0);
     pthread_join(a, NULL);
