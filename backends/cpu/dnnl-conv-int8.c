@@ -143,7 +143,8 @@ static int conv_pd(const conv_i8_priv *cp, int batch, const float *oscale, int q
         return rc;
     dnnl_primitive_attr_t attr = NULL;
     if ((rc = conv_attr(cp, oscale, &attr))) return rc;
-    // oneDNN's first choice, unless it is one we know computes wrongly here.
+    // oneDNN's first choice, unless it is one we know computes wrongly here
+    // or cannot make.
     dnnl_primitive_desc_iterator_t it = NULL;
     dnnl_status_t st = dnnl_primitive_desc_iterator_create(&it, &cd, attr, cd_dnnl_engine(), NULL);
     dnnl_primitive_attr_destroy(attr);
@@ -158,6 +159,15 @@ static int conv_pd(const conv_i8_priv *cp, int batch, const float *oscale, int q
             dnnl_primitive_desc_destroy(cand);
             continue;
         }
+        // A kernel oneDNN offers may still fail to generate (2.6: jit_int8_1x1
+        // with a sigmoid on s8 output, groups of 4 channels: runtime_error at
+        // create); then the next one. oneDNN caches the primitive made here.
+        dnnl_primitive_t probe = NULL;
+        if (dnnl_primitive_create(&probe, cand) != dnnl_success) {
+            dnnl_primitive_desc_destroy(cand);
+            continue;
+        }
+        dnnl_primitive_destroy(probe);
         *pd = cand;
         rc = 0;
         break;

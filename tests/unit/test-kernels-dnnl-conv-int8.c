@@ -305,6 +305,22 @@ CD_TEST(dnnl_conv_i8_groups) {
     for (int it = 0; it < 6; it++) i8_case(rand_conv(2), rand_io(), rand_layout(), rand_layout(), 2, 0);
 }
 
+// oneDNN 2.6 offers jit_int8_1x1 for a grouped 1x1 (groups of 4 channels)
+// with a sigmoid into s8, then fails to make it (runtime_error): the op
+// takes its next kernel (CI, seed 1795715371). Each group size and output.
+CD_TEST(dnnl_conv_i8_grouped_1x1_sigmoid_takes_a_kernel_that_builds) {
+    for (int cpg = 2; cpg <= 8; cpg += 2) {
+        cd_conv_desc d = cd_conv_square(2 * cpg, cd_test_randi(5, 11), cd_test_randi(5, 11), 2 * cpg, 1, 1, 0);
+        d.groups = 2;
+        d.act = tk_act(CD_ACT_SIGMOID);
+        cd_conv_out_dims(&d);
+        for (int out_mode = 0; out_mode <= 2; out_mode++) {
+            i8_io io = {cd_test_randi(0, 1), cd_test_randi(0, 1), out_mode, cd_test_randi(0, 1), 0, 0};
+            i8_case(d, io, CD_LAYOUT_NCHW, CD_LAYOUT_NHWC, 2, 0);
+        }
+    }
+}
+
 // oneDNN 2.6's reorder out of plain nchw with a zero point loses it when
 // H * W is a multiple of 64 and C > 16 (its transposing kernel); the op
 // quantizes in nchw first there.
