@@ -1,12 +1,18 @@
 #!/usr/bin/env python3
 """Dynamic batching under load: 64 concurrent clients on a ResNet-18-shaped
-model, throughput and latency with max_batch=1 against dynamic batching, in
-one run, interleaved: does batching raise throughput under many clients
+model (or --model: a bench model such as resnet50-u90, or an ONNX file),
+throughput and latency with max_batch=1 against dynamic batching, in one run,
+interleaved: does batching raise throughput under many clients
 (bench/results/serving.md).
 
     make && bench/batching.py [--size 224] [--clients 64] [--duration 20]
                               [--rounds 2] [--batch-max 16] [--delay-us 2000]
                               [--workers 1] [--threads 2] [--json FILE]
+    bench/batching.py --model resnet50-u90 --workers 0 --threads 0   # issue 25: daemon defaults
+
+--workers 0 leaves the daemon's own default (--threads 0 is all cores).
+Bench models (bench/benchmodels.py, the names of bench/anchors.py) are 224x224
+and cached outside the checkout.
 
 One daemon (--workers W --threads T) holds the same model file twice:
 `b1` loaded with max_batch 1, `dyn` with max_batch --batch-max and
@@ -19,6 +25,7 @@ the mean batch the daemon formed (its stats). Every request must succeed.
 import argparse
 import json
 import pathlib
+import shutil
 import sys
 import tempfile
 
@@ -53,15 +60,29 @@ def main():
     ap.add_argument("--delay-us", type=int, default=2000)
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--model", help="a bench model name (resnet50-u90, ...) or an ONNX file; default: "
+                    "a ResNet-18-shaped model built here at --size")
     ap.add_argument("--json", help="write the raw numbers here")
     a = ap.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="convd-batching") as tmp:
         tmp = pathlib.Path(tmp)
         (tmp / "models").mkdir()
-        save(resnet18(np.random.default_rng(18), size=a.size), tmp / "models" / "r18.onnx")
+        label = "ResNet-18-shaped"
+        if not a.model:
+            save(resnet18(np.random.default_rng(18), size=a.size), tmp / "models" / "r18.onnx")
+        else:
+            src = pathlib.Path(a.model)
+            if not src.is_file():
+                sys.path.insert(0, str(ROOT / "bench"))
+                import anchors
+                import benchmodels
+                src = anchors.model_files([a.model], benchmodels.cache_dir())[a.model]
+            shutil.copy2(src, tmp / "models" / "r18.onnx")
+            label, a.size = a.model, 224
         results = {"b1": [], "dyn": []}
-        with TestDaemon(tmp, args=["--models", str(tmp / "models"), "--workers", str(a.workers),
+        workers = ["--workers", str(a.workers)] if a.workers > 0 else []
+        with TestDaemon(tmp, args=["--models", str(tmp / "models"), *workers,
                                    "--threads", str(a.threads), "--max-connections", "4096",
                                    "--max-batch", "1"]) as d:
             with Wire.connect(d, timeout=600) as w:
@@ -87,15 +108,16 @@ def main():
                     results[name].append(row)
                     print(json.dumps(row), flush=True)
         med = lambda xs: float(np.median(xs))
-        print(f"\nResNet-18-shaped, {a.size}x{a.size}, {a.clients} clients, workers {a.workers}, "
+        print(f"\n{label}, {a.size}x{a.size}, {a.clients} clients, workers {a.workers or 'default'}, "
               f"threads {a.threads}; median of {a.rounds} round(s) of {a.duration:g} s\n")
-        print("| config | throughput (req/s) | p50 (ms) | p99 (ms) | mean batch |")
-        print("|---|---:|---:|---:|---:|")
+        print("| config | throughput (req/s) | p50 (ms) | p99 (ms) | mean batch | daemon compute p50 (ms) |")
+        print("|---|---:|---:|---:|---:|---:|")
         for name, label in (("b1", "max_batch=1"),
                             ("dyn", f"max_batch={a.batch_max}, max_delay_us={a.delay_us}")):
             r = results[name]
             print(f"| {label} | {med([x['rps'] for x in r]):.1f} | {med([x['p50_ms'] for x in r]):.1f} "
-                  f"| {med([x['p99_ms'] for x in r]):.1f} | {med([x['mean_batch'] for x in r]):.2f} |")
+                  f"| {med([x['p99_ms'] for x in r]):.1f} | {med([x['mean_batch'] for x in r]):.2f} "
+                  f"| {med([x['compute_p50_ms'] for x in r]):.1f} |")
         gain = med([x["rps"] for x in results["dyn"]]) / med([x["rps"] for x in results["b1"]])
         print(f"\nthroughput gain of dynamic batching: {gain:.2f}x")
         if a.json:
