@@ -172,6 +172,25 @@ static int run(const cd_sparse_conv_i8 *h, const void *src, const void *residual
     return 0;
 }
 
+int cd_sparse_conv_i8_prepare_ws(const cd_sparse_conv_i8 *h, const void *src, int batch, void *ws) {
+    if (!src || batch < 1 || !ws) return CD_EPARAMS;
+    uint8_t *base = ws;
+    const cd_conv_desc *d = &h->d;
+    for (int n0 = 0; n0 < batch; n0 += h->fold) {
+        const int nf = batch - n0 < h->fold ? batch - n0 : h->fold;
+        const long nprep = (long)nf * d->c;
+#pragma omp parallel num_threads(h->threads)
+        {
+            uint8_t *mine = base + h->prep_bytes + (size_t)omp_get_thread_num() * h->thread_bytes;
+            uint8_t *rowq = mine + ((sizeof(int32_t) * I8_CHUNK_ROWS * h->k->tile + 63) & ~(size_t)63);
+#pragma omp for schedule(static)
+            for (long it = 0; it < nprep; it++)
+                prep_channel(h, src, n0 + (int)(it / d->c), (int)(it % d->c), (int)(it / d->c), base, rowq);
+        }
+    }
+    return 0;
+}
+
 int cd_sparse_conv_i8_run_ws(const cd_sparse_conv_i8 *h, const void *src, const void *residual, void *dst, int batch,
                              void *ws) {
     if (!dst) return CD_EPARAMS;

@@ -66,6 +66,11 @@ int cd_sparse_conv_i8_run_ws(const cd_sparse_conv_i8 *h, const void *src, const 
 // instead of the epilogue's output: for tests. Returns 0 or CD_EPARAMS.
 int cd_sparse_conv_i8_run_acc(const cd_sparse_conv_i8 *h, const void *src, int32_t *acc, int batch, void *ws);
 
+// The preparation alone: what a run does before its multiplies (the u8
+// planes of each fold of images, in turn, into ws), for benchmarks and
+// tests. Returns 0 or CD_EPARAMS.
+int cd_sparse_conv_i8_prepare_ws(const cd_sparse_conv_i8 *h, const void *src, int batch, void *ws);
+
 // Fills *info (mode: "direct" for 1x1 stride-1 unpadded, else "planes";
 // cin_blocks and bands 1, shift 0). Returns 0.
 int cd_sparse_conv_i8_get_info(const cd_sparse_conv_i8 *h, cd_sparse_conv_info *info);
