@@ -1,51 +1,51 @@
 // The stride-2 phase-plane rows of the vector ISAs (contract in
-// sparse/i8-spmm.h, cd_i8_s2_rows), included by sparse/i8-spmm-simd.h:
-// each input row is loaded once and split into its even and odd bytes,
-// which serve both column phases' plane rows. The former path copied each
-// row once per phase, then gathered the even bytes of that copy and filled
-// the pads with two memsets per plane row: half the time of ResNet-50's
-// stride-2 int8 layers at 90% sparsity (bench/results/sparse-i8-chain.md).
+// sparse/i8-spmm.h, cd_i8_s2_rows), included by sparse/i8-spmm-simd.h.
+// The former path copied each row once per phase, gathered the even bytes
+// of that copy and filled the pads with two memsets per plane row: half the
+// time of ResNet-50's stride-2 int8 layers at 90% sparsity. AVX-512 makes
+// each plane row, pads included, from one masked load, a shuffle and one
+// store (1x1 s2 and 3x3 s2 planes 5-7x faster than the former path; a
+// first version that split a row once for both phases and wrote the pads
+// with their own masked stores was 2.4x: bench/results/sparse-i8-chain.md).
+// AVX2, without byte-masked loads and stores, splits each row once for both
+// phases into a stack row and copies it with overlapping whole-vector stores.
 
 #ifdef I8_AVX512
-// Bits [lo, hi) of a 64-bit mask (0 <= lo <= hi <= 64).
+// Bits [lo, hi) of a 64-bit mask (none when hi <= lo).
 static inline __mmask64 s2_bits(int lo, int hi) {
-    const uint64_t upto_hi = hi >= 64 ? ~0ull : (1ull << hi) - 1, upto_lo = lo >= 64 ? ~0ull : (1ull << lo) - 1;
-    return (__mmask64)(upto_hi & ~upto_lo);
+    if (lo < 0) lo = 0;
+    if (hi > 64) hi = 64;
+    if (hi <= lo) return 0;
+    const uint64_t upto_hi = hi >= 64 ? ~0ull : (1ull << hi) - 1;
+    return (__mmask64)(upto_hi & ~((1ull << lo) - 1));
 }
 
-// p[0 .. n) = the byte of v, with masked stores.
-static inline void s2_fill(uint8_t *p, int n, __m512i v) {
-    for (int i = 0; i < n; i += 64) _mm512_mask_storeu_epi8(p + i, s2_bits(0, n - i < 64 ? n - i : 64), v);
-}
-
+// Plane row j is row byte 2j - e (e = 2*j0 - first): 32 plane bytes are
+// the even bytes of one load of 64 from row + 64k - e whose lanes outside
+// the gathered bytes are masked off and take the zero point, so one
+// masked load, a shuffle and one store make a whole row with its pads.
+// The loads' masks (the same for every row) are made once per call.
 void I8_FN(cd_i8_s2_rows)(const cd_i8_s2_rows *g, const uint8_t *src, const uint8_t *src_end, size_t src_stride,
                           size_t nrows, uint8_t *const dst[2]) {
-    (void)src_end; // masked loads read only the row
-    const __m512i zp = _mm512_set1_epi8((char)g->zp), flip = _mm512_set1_epi8((char)g->flip);
-    int count[2] = {0, 0}, most = 0;
+    (void)src_end; // masked loads read only the gathered bytes
+    // Per 128-bit lane: its 8 even bytes (a qword), then its 8 odd ones;
+    // then the even qwords to the low half.
+    const __m512i split = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15));
+    const __m512i evens = _mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7), flip = _mm512_set1_epi8((char)g->flip);
+    // Masked-off lanes load zp ^ flip: zp after the flip.
+    const __m512i pad = _mm512_set1_epi8((char)(g->zp ^ g->flip));
+    const int chunks = (g->wph + 31) / 32;
     for (int b = 0; b < g->nb; b++) {
-        count[b] = g->j1[b] - g->j0[b];
-        if (count[b] > most) most = count[b];
-    }
-    for (size_t i = 0; i < nrows; i++) {
-        const uint8_t *row = src + i * src_stride;
-        uint8_t *out[2] = {NULL, NULL};
-        for (int b = 0; b < g->nb; b++) {
-            out[b] = dst[b] + i * (size_t)g->wph;
-            s2_fill(out[b], g->j0[b], zp);
-            s2_fill(out[b] + g->j1[b], g->wph - g->j1[b], zp);
-        }
-        // Phase elements c .. c+31 are input bytes 2c .. 2c+63.
-        for (int c = 0; c < most; c += 32) {
-            const int left = g->w - 2 * c;
-            const __m512i x =
-                _mm512_xor_si512(_mm512_maskz_loadu_epi8(s2_bits(0, left < 64 ? left : 64), row + 2 * c), flip);
-            const __m256i ph[2] = {_mm512_cvtepi16_epi8(x), _mm512_cvtepi16_epi8(_mm512_srli_epi16(x, 8))};
-            for (int b = 0; b < g->nb; b++) {
-                const int n = count[b] - c;
-                if (n > 0)
-                    _mm256_mask_storeu_epi8(out[b] + g->j0[b] + c, (__mmask32)s2_bits(0, n < 32 ? n : 32),
-                                            ph[g->first[b]]);
+        const int e = 2 * g->j0[b] - g->first[b], qhi = 2 * g->j1[b] - e - 1 < g->w ? 2 * g->j1[b] - e - 1 : g->w;
+        for (int k = 0; k < chunks; k++) {
+            const long base = 64L * k - e; // row byte of lane 0
+            const __mmask64 m = s2_bits((int)(base < 0 ? -base : 0), (int)(qhi - base < 64 ? qhi - base : 64));
+            const int n = g->wph - 32 * k < 32 ? g->wph - 32 * k : 32;
+            const __mmask32 sm = (__mmask32)s2_bits(0, n);
+            for (size_t i = 0; i < nrows; i++) {
+                const __m512i x = _mm512_xor_si512(_mm512_mask_loadu_epi8(pad, m, src + i * src_stride + base), flip);
+                const __m512i y = _mm512_permutexvar_epi64(evens, _mm512_shuffle_epi8(x, split));
+                _mm256_mask_storeu_epi8(dst[b] + i * (size_t)g->wph + 32 * k, sm, _mm512_castsi512_si256(y));
             }
         }
     }

@@ -44,8 +44,8 @@ static void prep_channel_s2(const cd_sparse_conv_i8 *h, const void *src, size_t 
         uint8_t *dst[2] = {NULL, NULL};
         for (int b = 0; b < p->g.nb; b++) {
             dst[b] = chan + p->slot[b] * h->plane;
-            memset(dst[b], h->zp_u8, (size_t)p->i0 * h->wph);
-            memset(dst[b] + (size_t)p->i1 * h->wph, h->zp_u8, (size_t)(h->hph - p->i1) * h->wph);
+            if (p->i0) memset(dst[b], h->zp_u8, (size_t)p->i0 * h->wph);
+            if (p->i1 < h->hph) memset(dst[b] + (size_t)p->i1 * h->wph, h->zp_u8, (size_t)(h->hph - p->i1) * h->wph);
             dst[b] += (size_t)p->i0 * h->wph;
         }
         if (p->g.nb == 0 || p->i0 == p->i1) continue;
