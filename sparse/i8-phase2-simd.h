@@ -7,8 +7,8 @@
 // store (1x1 s2 and 3x3 s2 planes 5-7x faster than the former path; a
 // first version that split a row once for both phases and wrote the pads
 // with their own masked stores was 2.4x: bench/results/sparse-i8-chain.md).
-// AVX2, without byte-masked loads and stores, splits each row once for both
-// phases into a stack row and copies it with overlapping whole-vector stores.
+// AVX2 (no byte-masked loads or stores) does the same with whole loads and
+// stores where they stay inside the tensor and the rows being written.
 
 #ifdef I8_AVX512
 // Bits [lo, hi) of a 64-bit mask (none when hi <= lo).
@@ -70,50 +70,51 @@ static inline void s2_copy_exact(uint8_t *dst, const uint8_t *src, int n) {
     }
 }
 
-// The largest input row the AVX2 body builds in its stack buffers; wider
-// rows take the portable one.
-#define S2_MAX_ROW 1024
-
+// As the AVX-512 body, 16 plane bytes per load of 32, with whole loads
+// where they stay inside [src, src_end) (other lanes replaced by the zero
+// point) and whole 16-byte stores where they stay inside the rows being
+// written: rows and chunks go in order, so what a store writes past its
+// bytes is rewritten by the next ones. The edges go through a stack copy.
 void I8_FN(cd_i8_s2_rows)(const cd_i8_s2_rows *g, const uint8_t *src, const uint8_t *src_end, size_t src_stride,
                           size_t nrows, uint8_t *const dst[2]) {
-    if (g->w > S2_MAX_ROW || g->wph > S2_MAX_ROW) {
-        cd_i8_s2_rows__scalar(g, src, src_end, src_stride, nrows, dst);
-        return;
-    }
-    // ph: the row's even bytes at 0, odd bytes at S2_MAX_ROW / 2 + 32;
-    // built: a plane row with room for the last chunk's spill.
-    uint8_t ph[S2_MAX_ROW + 64] __attribute__((aligned(32))), built[S2_MAX_ROW + 64] __attribute__((aligned(32)));
-    uint8_t tail[32] __attribute__((aligned(32)));
-    const __m256i zp = _mm256_set1_epi8((char)g->zp), flip = _mm256_set1_epi8((char)g->flip);
-    // Per 128-bit lane: its 8 even bytes, then its 8 odd ones.
     const __m256i split = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0, 2, 4, 6, 8, 10, 12,
                                            14, 1, 3, 5, 7, 9, 11, 13, 15);
-    const int odd0 = S2_MAX_ROW / 2 + 32;
-    for (size_t i = 0; i < nrows; i++) {
-        const uint8_t *row = src + i * src_stride;
-        for (int c = 0; c < g->w; c += 32) {
-            __m256i x;
-            if (row + c + 32 <= src_end) {
-                x = _mm256_loadu_si256((const __m256i *)(row + c));
-            } else { // the tensor ends within 32 bytes: read only what it has
-                memset(tail, 0, sizeof tail);
-                memcpy(tail, row + c, (size_t)(g->w - c));
-                x = _mm256_load_si256((const __m256i *)tail);
+    const __m256i lane = _mm256_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21,
+                                          22, 23, 24, 25, 26, 27, 28, 29, 30, 31);
+    const __m256i zp = _mm256_set1_epi8((char)g->zp), flip = _mm256_set1_epi8((char)g->flip);
+    uint8_t tmp[32] __attribute__((aligned(32)));
+    for (int b = 0; b < g->nb; b++) {
+        const int e = 2 * g->j0[b] - g->first[b], qhi = 2 * g->j1[b] - e - 1 < g->w ? 2 * g->j1[b] - e - 1 : g->w;
+        const uint8_t *lim = dst[b] + nrows * (size_t)g->wph;
+        for (size_t i = 0; i < nrows; i++) {
+            const uint8_t *row = src + i * src_stride;
+            uint8_t *out = dst[b] + i * (size_t)g->wph;
+            for (int j = 0; j < g->wph; j += 16) {
+                const long base = 2L * j - e; // row byte of lane 0
+                const long lo = base < 0 ? -base : 0, hi = qhi - base < 32 ? qhi - base : 32;
+                __m256i x = zp;
+                if (hi > lo) {
+                    const uint8_t *p = row + base;
+                    if (p >= src && p + 32 <= src_end) {
+                        x = _mm256_loadu_si256((const __m256i *)p);
+                    } else {
+                        memcpy(tmp + lo, p + lo, (size_t)(hi - lo));
+                        x = _mm256_load_si256((const __m256i *)tmp);
+                    }
+                    const __m256i in = _mm256_and_si256(_mm256_cmpgt_epi8(lane, _mm256_set1_epi8((char)(lo - 1))),
+                                                        _mm256_cmpgt_epi8(_mm256_set1_epi8((char)hi), lane));
+                    x = _mm256_blendv_epi8(zp, _mm256_xor_si256(x, flip), in);
+                }
+                x = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(x, split), 0xD8); // evens to the low half
+                const __m128i v = _mm256_castsi256_si128(x);
+                if (out + j + 16 <= lim) {
+                    _mm_storeu_si128((__m128i *)(out + j), v);
+                } else {
+                    _mm_store_si128((__m128i *)tmp, v);
+                    s2_copy_exact(out + j, tmp, (int)(lim - (out + j)));
+                }
             }
-            x = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(_mm256_xor_si256(x, flip), split), 0xD8);
-            _mm_store_si128((__m128i *)(ph + c / 2), _mm256_castsi256_si128(x));
-            _mm_storeu_si128((__m128i *)(ph + odd0 + c / 2), _mm256_extracti128_si256(x, 1));
-        }
-        for (int b = 0; b < g->nb; b++) {
-            const uint8_t *from = ph + (g->first[b] ? odd0 : 0);
-            const int j0 = g->j0[b], j1 = g->j1[b];
-            for (int j = 0; j < j0; j += 32) _mm256_storeu_si256((__m256i *)(built + j), zp);
-            for (int j = 0; j < j1 - j0; j += 32)
-                _mm256_storeu_si256((__m256i *)(built + j0 + j), _mm256_loadu_si256((const __m256i *)(from + j)));
-            for (int j = j1; j < g->wph; j += 32) _mm256_storeu_si256((__m256i *)(built + j), zp);
-            s2_copy_exact(dst[b] + i * (size_t)g->wph, built, g->wph);
         }
     }
 }
-#undef S2_MAX_ROW
 #endif
