@@ -15,6 +15,8 @@
 // rows oh >= OH are computed and dropped). 1x1 stride-1 unpadded layers are
 // the case where that plane is the input channel itself (nothing dropped).
 // Float inputs (src_int 0) are quantized while the planes are written.
+// Stride-2 columns are gathered a row at a time for every column phase
+// (sparse/i8-spmm.h cd_i8_s2_rows), pads included.
 // Images of a batch are folded into the pixel axis (up to `fold` per pass:
 // their planes one after another), so one pass over the weights serves
 // them all and small planes (7x7, 14x14) still fill whole tiles.
