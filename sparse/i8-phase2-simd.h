@@ -4,7 +4,7 @@
 // of that copy and filled the pads with two memsets per plane row: half the
 // time of ResNet-50's stride-2 int8 layers at 90% sparsity. AVX-512 makes
 // each plane row, pads included, from one masked load, a shuffle and one
-// store (1x1 s2 and 3x3 s2 planes 5-7x faster than the former path; a
+// store (1x1 s2 and 3x3 s2 planes 4-7x faster than the former path; a
 // first version that split a row once for both phases and wrote the pads
 // with their own masked stores was 2.4x: bench/results/sparse-i8-chain.md).
 // AVX2 (no byte-masked loads or stores) does the same with whole loads and
