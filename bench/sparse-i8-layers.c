@@ -10,7 +10,8 @@
 // of the VNNI level are its AVX512F ones): R rounds, each timing f32 then
 // int8 (interleaved: the machine is shared), each cell the median of a
 // round's runs; printed: the median over rounds of f32 ms, int8 ms and
-// their ratio f32/int8 (> 1: int8 faster). Int8 runs on u8 integers in and
+// their ratio f32/int8 (> 1: int8 faster), and int8's preparation alone
+// (cd_sparse_conv_i8_prepare_ws: the u8 planes, timed in the same rounds). Int8 runs on u8 integers in and
 // out (src_int = dst_int = 1), ReLU; formats AUTO for both.
 
 #include "core/stats-util.h"
@@ -31,14 +32,24 @@ typedef struct {
 } layer;
 
 static const layer k_layers[] = {
-    {"1x1 64>256 @56", 64, 256, 56, 1, 1},     {"1x1 256>64 @56", 256, 64, 56, 1, 1},
-    {"3x3 64 @56", 64, 64, 56, 3, 1},          {"1x1 128>512 @28", 128, 512, 28, 1, 1},
-    {"1x1 512>128 @28", 512, 128, 28, 1, 1},   {"3x3 128 @28", 128, 128, 28, 3, 1},
-    {"3x3 128 s2 @56", 128, 128, 56, 3, 2},    {"1x1 256>1024 @14", 256, 1024, 14, 1, 1},
-    {"1x1 1024>256 @14", 1024, 256, 14, 1, 1}, {"3x3 256 @14", 256, 256, 14, 3, 1},
-    {"3x3 256 s2 @28", 256, 256, 28, 3, 2},    {"1x1 512>2048 @7", 512, 2048, 7, 1, 1},
-    {"1x1 2048>512 @7", 2048, 512, 7, 1, 1},   {"3x3 512 @7", 512, 512, 7, 3, 1},
+    {"1x1 64>256 @56", 64, 256, 56, 1, 1},
+    {"1x1 256>64 @56", 256, 64, 56, 1, 1},
+    {"3x3 64 @56", 64, 64, 56, 3, 1},
+    {"1x1 128>512 @28", 128, 512, 28, 1, 1},
+    {"1x1 512>128 @28", 512, 128, 28, 1, 1},
+    {"3x3 128 @28", 128, 128, 28, 3, 1},
+    {"3x3 128 s2 @56", 128, 128, 56, 3, 2},
+    {"1x1 256>1024 @14", 256, 1024, 14, 1, 1},
+    {"1x1 1024>256 @14", 1024, 256, 14, 1, 1},
+    {"3x3 256 @14", 256, 256, 14, 3, 1},
+    {"3x3 256 s2 @28", 256, 256, 28, 3, 2},
+    {"1x1 512>2048 @7", 512, 2048, 7, 1, 1},
+    {"1x1 2048>512 @7", 2048, 512, 7, 1, 1},
+    {"3x3 512 @7", 512, 512, 7, 3, 1},
     {"3x3 512 s2 @14", 512, 512, 14, 3, 2},
+    {"1x1 256>512 s2 @56", 256, 512, 56, 1, 2},
+    {"1x1 512>1024 s2 @28", 512, 1024, 28, 1, 2},
+    {"1x1 1024>2048 s2 @14", 1024, 2048, 14, 1, 2},
 };
 
 static double now_s(void) {
@@ -50,7 +61,7 @@ static double now_s(void) {
 static double g_min_time = 0.05;
 
 typedef struct {
-    int is_i8;
+    int is_i8; // 2: int8's preparation alone
     const cd_sparse_conv *f;
     const cd_sparse_conv_i8 *q;
     const void *x;
@@ -59,7 +70,9 @@ typedef struct {
 } run_arg;
 
 static void run_once(const run_arg *a) {
-    if (a->is_i8)
+    if (a->is_i8 == 2)
+        cd_sparse_conv_i8_prepare_ws(a->q, a->x, a->batch, a->ws);
+    else if (a->is_i8)
         cd_sparse_conv_i8_run_ws(a->q, a->x, NULL, a->y, a->batch, a->ws);
     else
         cd_sparse_conv_run_ws(a->f, a->x, NULL, a->y, a->batch, a->ws);
@@ -131,7 +144,8 @@ int main(int argc, char **argv) {
                {"scalar", CD_SPARSE_ISA_SCALAR}};
     printf("# int8 vs f32 sparse conv, batch %d, %d thread(s), %d rounds, sparsity %.2f\n\n", batch, threads, rounds,
            sparsity);
-    printf("| layer | pattern | level | f32 ms | int8 ms | f32/int8 | int8 format |\n|---|---|---|---|---|---|---|\n");
+    printf("| layer | pattern | level | f32 ms | int8 ms | f32/int8 | int8 prep ms | int8 format |\n"
+           "|---|---|---|---|---|---|---|---|\n");
     double sum_f[4][2] = {{0}}, sum_q[4][2] = {{0}}, log_r[4][2] = {{0}};
     int cells[4][2] = {{0}};
     for (size_t li = 0; li < sizeof k_layers / sizeof k_layers[0]; li++) {
@@ -185,22 +199,25 @@ int main(int argc, char **argv) {
                              qws_n = cd_sparse_conv_i8_workspace_size(q, batch);
                 void *fws = fws_n ? aligned_alloc(64, (fws_n + 63) & ~(size_t)63) : NULL;
                 void *qws = aligned_alloc(64, (qws_n + 63) & ~(size_t)63);
-                run_arg af = {0, f, NULL, xf, yf, fws, batch}, aq = {1, NULL, q, xq, yq, qws, batch};
-                double tf[64], tq[64], ratio[64];
+                run_arg af = {0, f, NULL, xf, yf, fws, batch}, aq = {1, NULL, q, xq, yq, qws, batch},
+                        ap = {2, NULL, q, xq, yq, qws, batch};
+                double tf[64], tq[64], ratio[64], tp[64];
                 for (int r = 0; r < rounds; r++) {
                     tf[r] = time_ms(&af);
                     tq[r] = time_ms(&aq);
+                    tp[r] = time_ms(&ap);
                     ratio[r] = tf[r] / tq[r];
                 }
                 cd_sparse_conv_info info;
                 cd_sparse_conv_i8_get_info(q, &info);
-                const double mf = median(tf, rounds), mq = median(tq, rounds), mr = median(ratio, rounds);
+                const double mf = median(tf, rounds), mq = median(tq, rounds), mr = median(ratio, rounds),
+                             mp = median(tp, rounds);
                 sum_f[lv][pat] += mf;
                 sum_q[lv][pat] += mq;
                 log_r[lv][pat] += log(mr);
                 cells[lv][pat]++;
-                printf("| %s | %s90 | %s | %.3f | %.3f | %.2f | %s |\n", L->name, pat ? "b" : "u", all[lv].name, mf, mq,
-                       mr, cd_sparse_format_name(info.format));
+                printf("| %s | %s90 | %s | %.3f | %.3f | %.2f | %.3f | %s |\n", L->name, pat ? "b" : "u", all[lv].name,
+                       mf, mq, mr, mp, cd_sparse_format_name(info.format));
                 fflush(stdout);
                 free(fws);
                 free(qws);

@@ -86,6 +86,17 @@ void cd_i8_quant_row__scalar(const cd_conv_quant *q, const float *x, size_t n, u
     for (size_t i = 0; i < n; i++) dst[i] = (uint8_t)(cd_conv_quant_in(q, x[i]) + shift);
 }
 
-void cd_i8_even_bytes__scalar(uint8_t *dst, const uint8_t *src, size_t n) {
-    for (size_t j = 0; j < n; j++) dst[j] = src[2 * j];
+void cd_i8_s2_rows__scalar(const cd_i8_s2_rows *g, const uint8_t *src, const uint8_t *src_end, size_t src_stride,
+                           size_t nrows, uint8_t *const dst[2]) {
+    (void)src_end;
+    for (size_t i = 0; i < nrows; i++) {
+        const uint8_t *row = src + i * src_stride;
+        for (int b = 0; b < g->nb; b++) {
+            uint8_t *out = dst[b] + i * (size_t)g->wph;
+            const int j0 = g->j0[b], j1 = g->j1[b];
+            for (int j = 0; j < j0; j++) out[j] = g->zp;
+            for (int j = j0; j < j1; j++) out[j] = (uint8_t)(row[2 * (j - j0) + g->first[b]] ^ g->flip);
+            for (int j = j1; j < g->wph; j++) out[j] = g->zp;
+        }
+    }
 }

@@ -508,25 +508,4 @@ void I8_FN(cd_i8_quant_row)(const cd_conv_quant *q, const float *x, size_t n, ui
     }
 }
 
-// Stride-2 phase rows were a third of ResNet-50's 3x3 stride-2 layers as a
-// byte loop (the portable flags do not vectorize it).
-void I8_FN(cd_i8_even_bytes)(uint8_t *dst, const uint8_t *src, size_t n) {
-    size_t j = 0;
-#ifdef I8_AVX512
-    for (; j + 32 <= n; j += 32)
-        _mm256_storeu_si256((__m256i *)(dst + j), _mm512_cvtepi16_epi8(_mm512_loadu_si512(src + 2 * j)));
-    if (j < n) {
-        const size_t r = n - j; // < 32: 2r - 1 bytes to read
-        const __m512i x = _mm512_maskz_loadu_epi8((((__mmask64)1) << (2 * r - 1)) - 1, src + 2 * j);
-        _mm256_mask_storeu_epi8(dst + j, (__mmask32)((1u << r) - 1), _mm512_cvtepi16_epi8(x));
-    }
-#else
-    const __m256i lo = _mm256_set1_epi16(0x00FF);
-    for (; j + 16 <= n; j += 16) {
-        const __m256i x = _mm256_and_si256(LOADU(src + 2 * j), lo);
-        _mm_storeu_si128((__m128i *)(dst + j),
-                         _mm_packus_epi16(_mm256_castsi256_si128(x), _mm256_extracti128_si256(x, 1)));
-    }
-    for (; j < n; j++) dst[j] = src[2 * j];
-#endif
-}
+#include "sparse/i8-phase2-simd.h"

@@ -65,9 +65,24 @@ typedef void (*cd_i8_epilogue_rows_fn)(const cd_i8_epilogue *e, const float *mul
 // dst[i] = the u8 of x[i] (cd_conv_quant_in, + 128 when q->in_signed).
 typedef void (*cd_i8_quant_row_fn)(const cd_conv_quant *q, const float *x, size_t n, uint8_t *dst);
 
-// dst[j] = src[2j] for j < n (the stride-2 columns of a phase plane row;
-// reads src[0 .. 2n-1]).
-typedef void (*cd_i8_even_bytes_fn)(uint8_t *dst, const uint8_t *src, size_t n);
+// The stride-2 columns of input rows, as phase-plane rows of both column
+// phases in one pass. For each of the nb planes b (the used column
+// phases), input row i (src + i * src_stride, w bytes) gives plane row i
+// (dst[b] + i * wph):
+//   row[j] = src_row[2 * (j - j0[b]) + first[b]] ^ flip  for j0[b] <= j < j1[b]
+//   row[j] = zp                                          for the other j < wph.
+// first[b] is 0 or 1 and the gathered bytes lie in the row. Reads nothing
+// outside the rows' w bytes and [src, src_end) (the vector bodies may read
+// past a row's end up to src_end); writes exactly the plane rows.
+typedef struct {
+    int w, wph;                 // input row bytes, plane row bytes
+    int nb;                     // planes: 1 or 2
+    int j0[2], j1[2], first[2]; // per plane
+    uint8_t zp, flip;           // the pads' byte; 0x80 for s8 input, else 0
+} cd_i8_s2_rows;
+
+typedef void (*cd_i8_s2_rows_fn)(const cd_i8_s2_rows *g, const uint8_t *src, const uint8_t *src_end, size_t src_stride,
+                                 size_t nrows, uint8_t *const dst[2]);
 
 // What one ISA brings.
 typedef struct {
@@ -77,7 +92,7 @@ typedef struct {
     int short_quads;           // 1: the kernels gain from short quads (nqs)
     cd_i8_epilogue_rows_fn epilogue;
     cd_i8_quant_row_fn quant_row;
-    cd_i8_even_bytes_fn even_bytes;
+    cd_i8_s2_rows_fn s2_rows;
 } cd_i8_isa_info;
 
 // The kernels of `isa` (VNNI, AVX512F, AVX2, SCALAR), or NULL when the CPU
@@ -92,18 +107,20 @@ void cd_i8_epilogue_rows__scalar(const cd_i8_epilogue *e, const float *mult, con
 void cd_i8_epilogue__scalar(const cd_i8_epilogue *e, float mult, float bias, const int32_t *acc, size_t n,
                             const void *res, void *dst);
 void cd_i8_quant_row__scalar(const cd_conv_quant *q, const float *x, size_t n, uint8_t *dst);
-void cd_i8_even_bytes__scalar(uint8_t *dst, const uint8_t *src, size_t n);
+void cd_i8_s2_rows__scalar(const cd_i8_s2_rows *g, const uint8_t *src, const uint8_t *src_end, size_t src_stride,
+                           size_t nrows, uint8_t *const dst[2]);
 
-#define CD_I8_DECLARE(isa)                                                                                    \
-    void cd_i8_spmm_csr__##isa(size_t nblk, const uint8_t *in, const int32_t *off, const int8_t *w,           \
-                               const uint32_t *nq, const uint32_t *nqs, const int32_t *init, int32_t *acc);   \
-    void cd_i8_spmm_bsr4__##isa(size_t nblk, const uint8_t *in, const int32_t *off, const int8_t *w,          \
-                                const uint32_t *nq, const uint32_t *nqs, const int32_t *init, int32_t *acc);  \
-    void cd_i8_epilogue_rows__##isa(const cd_i8_epilogue *e, const float *mult, const float *bias, int nrows, \
-                                    const int32_t *acc, size_t acc_stride, const cd_i8_run *runs, int nruns,  \
-                                    const void *res, void *dst, size_t row_stride);                           \
-    void cd_i8_quant_row__##isa(const cd_conv_quant *q, const float *x, size_t n, uint8_t *dst);              \
-    void cd_i8_even_bytes__##isa(uint8_t *dst, const uint8_t *src, size_t n);
+#define CD_I8_DECLARE(isa)                                                                                           \
+    void cd_i8_spmm_csr__##isa(size_t nblk, const uint8_t *in, const int32_t *off, const int8_t *w,                  \
+                               const uint32_t *nq, const uint32_t *nqs, const int32_t *init, int32_t *acc);          \
+    void cd_i8_spmm_bsr4__##isa(size_t nblk, const uint8_t *in, const int32_t *off, const int8_t *w,                 \
+                                const uint32_t *nq, const uint32_t *nqs, const int32_t *init, int32_t *acc);         \
+    void cd_i8_epilogue_rows__##isa(const cd_i8_epilogue *e, const float *mult, const float *bias, int nrows,        \
+                                    const int32_t *acc, size_t acc_stride, const cd_i8_run *runs, int nruns,         \
+                                    const void *res, void *dst, size_t row_stride);                                  \
+    void cd_i8_quant_row__##isa(const cd_conv_quant *q, const float *x, size_t n, uint8_t *dst);                     \
+    void cd_i8_s2_rows__##isa(const cd_i8_s2_rows *g, const uint8_t *src, const uint8_t *src_end, size_t src_stride, \
+                              size_t nrows, uint8_t *const dst[2]);
 CD_I8_DECLARE(avx512vnni)
 CD_I8_DECLARE(avx512f)
 CD_I8_DECLARE(avx2)

@@ -25,6 +25,15 @@ typedef struct {
     size_t w0;    // first weight byte (4 * nr per quad)
 } i8_chunk;
 
+// The planes of one row phase a of a stride-2 layer: the rows i in
+// [i0, i1) come from input rows i*stride_h + a - pad_t (k->s2_rows over
+// g.nb column phases, plane slot[b] each); the others are all padding.
+typedef struct {
+    cd_i8_s2_rows g; // g.nb 0: no used slot has this row phase
+    int slot[2];
+    int i0, i1;
+} i8_s2_pass;
+
 struct cd_sparse_conv_i8 {
     cd_conv_desc d; // the layer, oh/ow filled
     int cpg, kpg;   // channels per group in / out
@@ -42,6 +51,9 @@ struct cd_sparse_conv_i8 {
     int nslots;
     int *slot_a, *slot_b; // [nslots] row and column phase
     int hph, wph;
+    // Stride-2 columns (stride_w 2, not direct): per row phase a < stride_h,
+    // the planes of its used column phases, filled by k->s2_rows.
+    i8_s2_pass *s2;      // [stride_h], or NULL
     size_t img_plane;    // hph * wph
     int fold;            // images per pass
     size_t plane;        // fold * img_plane, to 64
@@ -49,7 +61,8 @@ struct cd_sparse_conv_i8 {
     size_t group_in;     // cpg * chan_stride
     size_t slack;        // bytes read past the last group's planes
     size_t prep_bytes;   // groups * group_in + slack, to 64
-    size_t thread_bytes; // per thread: the accumulator tile and a row of u8
+    size_t thread_bytes; // per thread: the accumulator tile, rowq, the runs
+    size_t rowq_bytes;   // per thread: u8 of an input row (a channel: s2)
     int threads;         // OpenMP threads at create
     // Packed weights (sparse/i8-spmm.h) and the work items over them.
     int32_t *off;

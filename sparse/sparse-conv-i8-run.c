@@ -28,6 +28,32 @@ static void load_row(const cd_sparse_conv_i8 *h, const void *src, size_t i, size
         for (size_t j = 0; j < n; j++) dst[j] = (uint8_t)(((const uint8_t *)src)[i + j] ^ 0x80);
 }
 
+// The planes of a stride-2 layer's channel (element x0 of src onwards; float
+// input is quantized into rowq first, whole), one k->s2_rows call per row
+// phase: each input row is read once for both column phases.
+static void prep_channel_s2(const cd_sparse_conv_i8 *h, const void *src, size_t x0, uint8_t *chan, uint8_t *rowq) {
+    const cd_conv_desc *d = &h->d;
+    const size_t hw = (size_t)d->h * d->w;
+    const uint8_t *x = (const uint8_t *)src + x0;
+    if (!h->epi.q.src_int) {
+        h->k->quant_row(&h->epi.q, (const float *)src + x0, hw, rowq);
+        x = rowq;
+    }
+    for (int a = 0; a < d->stride_h; a++) {
+        const i8_s2_pass *p = &h->s2[a];
+        uint8_t *dst[2] = {NULL, NULL};
+        for (int b = 0; b < p->g.nb; b++) {
+            dst[b] = chan + p->slot[b] * h->plane;
+            if (p->i0) memset(dst[b], h->zp_u8, (size_t)p->i0 * h->wph);
+            if (p->i1 < h->hph) memset(dst[b] + (size_t)p->i1 * h->wph, h->zp_u8, (size_t)(h->hph - p->i1) * h->wph);
+            dst[b] += (size_t)p->i0 * h->wph;
+        }
+        if (p->g.nb == 0 || p->i0 == p->i1) continue;
+        const size_t y0 = (size_t)p->i0 * d->stride_h + a - d->pad_t;
+        h->k->s2_rows(&p->g, x + y0 * d->w, x + hw, (size_t)d->stride_h * d->w, (size_t)(p->i1 - p->i0), dst);
+    }
+}
+
 // Writes the planes of input channel ch (of all C) of image n into the
 // slots of image index fi of the fold. rowq: a thread's row of W bytes.
 static void prep_channel(const cd_sparse_conv_i8 *h, const void *src, int n, int ch, int fi, uint8_t *base,
@@ -39,6 +65,10 @@ static void prep_channel(const cd_sparse_conv_i8 *h, const void *src, int n, int
     const uint8_t zp = (uint8_t)h->zp_u8;
     if (h->direct) {
         load_row(h, src, x0, (size_t)d->h * d->w, chan);
+        return;
+    }
+    if (h->s2) {
+        prep_channel_s2(h, src, x0, chan, rowq);
         return;
     }
     for (int t = 0; t < h->nslots; t++) {
@@ -67,10 +97,7 @@ static void prep_channel(const cd_sparse_conv_i8 *h, const void *src, int n, int
             } else {
                 const int last = (j1 - 1) * sw + b - d->pad_l;
                 load_row(h, src, xr + first, last - first + 1, rowq);
-                if (sw == 2)
-                    h->k->even_bytes(row + j0, rowq, (size_t)(j1 - j0));
-                else
-                    for (int j = j0; j < j1; j++) row[j] = rowq[(j - j0) * sw];
+                for (int j = j0; j < j1; j++) row[j] = rowq[(j - j0) * sw];
             }
         }
     }
@@ -146,7 +173,7 @@ static int run(const cd_sparse_conv_i8 *h, const void *src, const void *residual
             uint8_t *mine = base + h->prep_bytes + (size_t)omp_get_thread_num() * h->thread_bytes;
             int32_t *acc = (int32_t *)mine;
             uint8_t *rowq = mine + ((sizeof(int32_t) * I8_CHUNK_ROWS * tile + 63) & ~(size_t)63);
-            cd_i8_run *runs = (cd_i8_run *)(rowq + ((size_t)d->w + 64 + 63) / 64 * 64);
+            cd_i8_run *runs = (cd_i8_run *)(rowq + h->rowq_bytes);
             size_t runs_tile = SIZE_MAX;
             int nruns = 0;
 #pragma omp for schedule(static)
@@ -167,6 +194,25 @@ static int run(const cd_sparse_conv_i8 *h, const void *src, const void *residual
                 }
                 write_out(h, c->row0, c->nblk * c->nr, acc, runs, nruns, n0, residual, dst, acc_out);
             }
+        }
+    }
+    return 0;
+}
+
+int cd_sparse_conv_i8_prepare_ws(const cd_sparse_conv_i8 *h, const void *src, int batch, void *ws) {
+    if (!src || batch < 1 || !ws) return CD_EPARAMS;
+    uint8_t *base = ws;
+    const cd_conv_desc *d = &h->d;
+    for (int n0 = 0; n0 < batch; n0 += h->fold) {
+        const int nf = batch - n0 < h->fold ? batch - n0 : h->fold;
+        const long nprep = (long)nf * d->c;
+#pragma omp parallel num_threads(h->threads)
+        {
+            uint8_t *mine = base + h->prep_bytes + (size_t)omp_get_thread_num() * h->thread_bytes;
+            uint8_t *rowq = mine + ((sizeof(int32_t) * I8_CHUNK_ROWS * h->k->tile + 63) & ~(size_t)63);
+#pragma omp for schedule(static)
+            for (long it = 0; it < nprep; it++)
+                prep_channel(h, src, n0 + (int)(it / d->c), (int)(it % d->c), (int)(it / d->c), base, rowq);
         }
     }
     return 0;

@@ -34,6 +34,42 @@ static int quant_ok(const cd_conv_quant *q) {
 
 static size_t align64(size_t x) { return (x + 63) & ~(size_t)63; }
 
+// The stride-2 passes (i8_s2_pass) of a layer with stride_w 2. Returns 0
+// or CD_ENOMEM.
+static int plan_s2(cd_sparse_conv_i8 *h) {
+    const cd_conv_desc *d = &h->d;
+    h->s2 = calloc((size_t)d->stride_h, sizeof *h->s2);
+    if (!h->s2) return CD_ENOMEM;
+    for (int a = 0; a < d->stride_h; a++) {
+        i8_s2_pass *p = &h->s2[a];
+        const int sh = d->stride_h;
+        p->i0 = d->pad_t > a ? (d->pad_t - a + sh - 1) / sh : 0;
+        const int span = d->h + d->pad_t - a;
+        p->i1 = span > 0 ? (span + sh - 1) / sh : 0;
+        if (p->i1 > h->hph) p->i1 = h->hph;
+        if (p->i0 > p->i1) p->i0 = p->i1;
+        p->g.w = d->w;
+        p->g.wph = h->wph;
+        p->g.zp = (uint8_t)h->zp_u8;
+        p->g.flip = h->epi.q.src_int && h->epi.q.in_signed ? 0x80 : 0;
+        for (int t = 0; t < h->nslots; t++) {
+            if (h->slot_a[t] != a) continue;
+            const int b = h->slot_b[t], nb = p->g.nb++;
+            // Plane columns j with 2j + b - pad_l in [0, W).
+            int j0 = d->pad_l > b ? (d->pad_l - b + 1) / 2 : 0;
+            const int wspan = d->w + d->pad_l - b;
+            int j1 = wspan > 0 ? (wspan + 1) / 2 : 0;
+            if (j1 > h->wph) j1 = h->wph;
+            if (j0 > j1) j0 = j1;
+            p->slot[nb] = t;
+            p->g.j0[nb] = j0;
+            p->g.j1[nb] = j1;
+            p->g.first[nb] = 2 * j0 + b - d->pad_l; // 0 or 1
+        }
+    }
+    return 0;
+}
+
 // The planes: used stride phases, their size, the fold. Returns 0 or
 // CD_ENOMEM / CD_EUNSUPPORTED (offsets beyond int32).
 static int plan_planes(cd_sparse_conv_i8 *h) {
@@ -79,9 +115,12 @@ static int plan_planes(cd_sparse_conv_i8 *h) {
     h->prep_bytes = align64((size_t)d->groups * h->group_in + h->slack);
     // Per thread: the accumulator tile, a row of u8, the runs of a tile
     // (sparse-conv-i8-run.c; 16 bytes each, at most one per pixel).
-    h->thread_bytes = align64(sizeof(int32_t) * I8_CHUNK_ROWS * h->k->tile) + align64((size_t)d->w + 64) +
-                      align64((size_t)16 * h->k->tile);
-    return 0;
+    // Stride-2 layers on float input quantize a whole channel there first.
+    const size_t row_bytes = sw == 2 && !h->direct ? (size_t)d->h * d->w : (size_t)d->w;
+    h->rowq_bytes = align64(row_bytes + 64);
+    h->thread_bytes =
+        align64(sizeof(int32_t) * I8_CHUNK_ROWS * h->k->tile) + h->rowq_bytes + align64((size_t)16 * h->k->tile);
+    return sw == 2 ? plan_s2(h) : 0;
 }
 
 // The input offset of weight column (c, r, s) of a group.
@@ -309,6 +348,7 @@ void cd_sparse_conv_i8_free(cd_sparse_conv_i8 *h) {
     if (!h) return;
     free(h->slot_a);
     free(h->slot_b);
+    free(h->s2);
     free(h->mult);
     free(h->bias);
     free(h->init);

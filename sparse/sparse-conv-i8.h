@@ -15,6 +15,8 @@
 // rows oh >= OH are computed and dropped). 1x1 stride-1 unpadded layers are
 // the case where that plane is the input channel itself (nothing dropped).
 // Float inputs (src_int 0) are quantized while the planes are written.
+// Stride-2 columns are gathered a row at a time for every column phase
+// (sparse/i8-spmm.h cd_i8_s2_rows), pads included.
 // Images of a batch are folded into the pixel axis (up to `fold` per pass:
 // their planes one after another), so one pass over the weights serves
 // them all and small planes (7x7, 14x14) still fill whole tiles.
@@ -65,6 +67,11 @@ int cd_sparse_conv_i8_run_ws(const cd_sparse_conv_i8 *h, const void *src, const 
 // (batch x K x OH x OW, kernels/cpu/ref-conv-i8.c cd_ref_conv2d_i8_acc's)
 // instead of the epilogue's output: for tests. Returns 0 or CD_EPARAMS.
 int cd_sparse_conv_i8_run_acc(const cd_sparse_conv_i8 *h, const void *src, int32_t *acc, int batch, void *ws);
+
+// The preparation alone: what a run does before its multiplies (the u8
+// planes of each fold of images, in turn, into ws), for benchmarks and
+// tests. Returns 0 or CD_EPARAMS.
+int cd_sparse_conv_i8_prepare_ws(const cd_sparse_conv_i8 *h, const void *src, int batch, void *ws);
 
 // Fills *info (mode: "direct" for 1x1 stride-1 unpadded, else "planes";
 // cin_blocks and bands 1, shift 0). Returns 0.

@@ -248,6 +248,51 @@ CD_TEST(sparse_i8_random_layers_avx2) {
 
 CD_TEST(sparse_i8_random_layers_scalar) { random_layers_at(CD_SPARSE_ISA_SCALAR); }
 
+// Stride-2 columns (the planes of sparse/i8-phase2-simd.h): row strides
+// 1..3, pads 0..3, odd and even sizes, rows wider than a vector (up to
+// 150), dilation, groups, every sparsity, u8, s8 and float inputs.
+static void stride2_layers_at(cd_sparse_isa isa) {
+    static const double sparsities[] = {0.0, 0.5, 0.9, 1.0};
+    for (int it = 0; it < 40; it++) {
+        cd_conv_desc d;
+        do {
+            d = random_desc();
+            d.stride_w = 2;
+            d.pad_l = cd_test_randi(0, 3);
+            d.pad_r = cd_test_randi(0, 3);
+            if (it % 4 == 3) { // wide rows, few of them
+                d.w = cd_test_randi(60, 150);
+                d.h = cd_test_randi(1, 5);
+            }
+            cd_conv_out_dims(&d);
+        } while (d.oh < 1 || d.ow < 1);
+        const cd_conv_quant q = random_quant();
+        i8_layer L;
+        layer_make(&L, &d, cd_test_randi(1, 3), &q, sparsities[it % 4], cd_test_randi(0, 1) ? 4 : 0);
+        char what[64];
+        snprintf(what, sizeof what, "stride-2 case %d", it);
+        CHECK_EQ(check_layer(&L, isa, (cd_sparse_format)(it / 4 % 3), what), 0);
+        layer_free(&L);
+    }
+}
+
+CD_TEST(sparse_i8_stride2_layers_avx512vnni) {
+    skip_unless(CD_SPARSE_ISA_AVX512VNNI, "needs AVX-512 VNNI");
+    stride2_layers_at(CD_SPARSE_ISA_AVX512VNNI);
+}
+
+CD_TEST(sparse_i8_stride2_layers_avx512f) {
+    skip_unless(CD_SPARSE_ISA_AVX512F, "needs AVX-512 F/VL/BW/DQ");
+    stride2_layers_at(CD_SPARSE_ISA_AVX512F);
+}
+
+CD_TEST(sparse_i8_stride2_layers_avx2) {
+    skip_unless(CD_SPARSE_ISA_AVX2, "needs AVX2 + FMA");
+    stride2_layers_at(CD_SPARSE_ISA_AVX2);
+}
+
+CD_TEST(sparse_i8_stride2_layers_scalar) { stride2_layers_at(CD_SPARSE_ISA_SCALAR); }
+
 // ResNet-50-like shapes (1x1 direct, 3x3, the strided 1x1 and 3x3) with
 // batches that fold into one pass (7x7, 14x14) and ones that do not
 // (56x56: one image per pass), at every level.
