@@ -13,7 +13,7 @@ same blocking loop (write, then read until one whole message) measures:
              size; unpinned (the scheduler's choice), then pinned to the same
              core and to two cores (taskset-equivalent sched_setaffinity);
   (b) convd: `pingpong --convd` sending a pre-packed infer request to a daemon
-             started with --workers 1 --threads 1, the client unpinned.
+             started with --workers 1 --threads 1 (--threads T), the client unpinned.
 
 overhead = convd round trip p50 - in-process compute p50, the compute being
 the daemon's own compute histogram (stats: models.tiny.compute_us.p50, the
@@ -54,6 +54,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--spin-us", type=int, default=0,
                     help="the daemon's --worker-spin-us (default 0: workers sleep at once)")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="the daemon's --threads (2+: a job handed to the executor's team, not run on the caller)")
     ap.add_argument("--json", help="write the raw numbers here")
     a = ap.parse_args()
 
@@ -67,7 +69,7 @@ def main():
         (tmp / "req.bin").write_bytes(req)
         rows = []
         with TestDaemon(tmp, args=["--models", str(tmp / "models"), "--workers", "1",
-                                   "--threads", "1", "--max-delay-us", "0",
+                                   "--threads", str(a.threads), "--max-delay-us", "0",
                                    "--worker-spin-us", str(a.spin_us)]) as d:
             for rnd in range(a.rounds):
                 row = {}
@@ -91,7 +93,7 @@ def main():
                                   **{m + "_p50_us": row[m]["p50_us"]
                                      for m in ("unpinned", "same-core", "cross-core")}}), flush=True)
         med = lambda f: statistics.median(f(r) for r in rows)
-        print(f"\n--worker-spin-us {a.spin_us}; request {len(req)} bytes, {a.iters} round trips x {a.rounds} rounds (median)\n")
+        print(f"\n--threads {a.threads} --worker-spin-us {a.spin_us}; request {len(req)} bytes, {a.iters} round trips x {a.rounds} rounds (median)\n")
         print("| path | p50 (us) | p90 (us) | p99 (us) |")
         print("|---|---:|---:|---:|")
         for key, label in (("convd", "convd round trip (tiny model, batch 1)"),
