@@ -442,6 +442,8 @@ static void print_text_info(const run_opts *o, const cd_model *m) {
     printf("\ndevice %s, blocked layout %s; kernels %s%s, oneDNN %s\n", cd_model_device(m), cd_model_layout(m),
            ci.kernels_isa, ci.kernels_capped ? " (capped by CONVD_MAX_ISA)" : "", ci.dnnl_isa);
     if (s.int8_layers) printf("%d conv layers on the int8 kernels\n", s.int8_layers);
+    if (s.slice_views || s.slice_copies)
+        printf("slices: %d views (no copy), %d copies (Slice layers)\n", s.slice_views, s.slice_copies);
     printf("%4s  %-28s %-22s %-22s %-5s %-18s %-18s %10s %12s\n", "#", "name", "op", "kernel", "type", "in", "out",
            "params", "MFLOP");
     for (int i = 0; i < cd_model_num_layers(m); i++) {
