@@ -132,7 +132,7 @@ int cd_model_build(const uint8_t *buf, size_t len, const char *dir, const cd_mod
         s->int8_layers += m->layers[i].int8;
         s->slice_copies += m->layers[i].op == CD_BOP_SLICE;
     }
-    for (int i = 0; i < m->ntensors; i++) s->slice_views += m->tensors[i].view && m->tensors[i].root != i;
+    s->slice_views = m->slice_views;
     s->nlayers = m->nlayers;
     m->batch_split = s->batch_split = cd_batch_split_wanted(m);
     cd_graph_free(&g);

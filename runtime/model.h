@@ -81,6 +81,7 @@ struct cd_model {
     cd_exec **idle;            // CD_MAX_IDLE_EXECS slots
     int nidle;
     int batch_split; // batches run image by image (batch-split.c)
+    int slice_views; // Slice/Split outputs planned as views (plan-view.c)
 };
 
 #define CD_MAX_IDLE_EXECS 16

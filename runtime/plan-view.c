@@ -72,6 +72,7 @@ int cd_plan_slice_view(pctx *p, const cd_op *op, int in0) {
     v->view = 1;
     v->view_offset = src->view_offset + (size_t)start * sizeof(float);
     p->vt[op->out] = id;
+    m->slice_views++;
     return 1;
 }
 

@@ -390,9 +390,10 @@ static void print_json(const run_opts *o, const run_state *st, const run_times *
     fprintf(f, ", \"batch\": %d, \"load_ms\": %.3f, \"first_run_ms\": %.3f", batch, t->load_ms, t->first_ms);
     fprintf(f,
             ", \"summary\": {\"params\": %lld, \"flops\": %lld, \"weight_bytes\": %lld, \"activation_bytes\": %lld, "
-            "\"zero_params\": %lld, \"nlayers\": %d, \"max_batch\": %d, \"device_bytes\": %lld}",
+            "\"zero_params\": %lld, \"nlayers\": %d, \"max_batch\": %d, \"device_bytes\": %lld, "
+            "\"slice_views\": %d, \"slice_copies\": %d}",
             (long long)s.params, (long long)s.flops, (long long)s.weight_bytes, (long long)s.activation_bytes,
-            (long long)s.zero_params, s.nlayers, s.max_batch, (long long)s.device_bytes);
+            (long long)s.zero_params, s.nlayers, s.max_batch, (long long)s.device_bytes, s.slice_views, s.slice_copies);
     cd_cpu_info ci;
     cd_runtime_cpu_info(&ci);
     fprintf(f,
