@@ -7,6 +7,7 @@ view was taken (so a silent fall-back to the copy fails it) and the numbers at b
 batch of different images, with the fast and the reference kernels, and on hip-emu, which keeps
 the copies."""
 import json
+import subprocess
 
 import numpy as np
 import pytest
@@ -14,6 +15,7 @@ import pytest
 from tests.models import builders as B
 from tests.models.builders import ri
 from tests.models.runner import compare, convd_run
+from tests.support import paths
 
 
 def ints(g, values):
@@ -104,6 +106,11 @@ def test_shufflenet_units_take_views(form, rng, tmp_path):
     summary, ops = plan(path)
     assert (summary["slice_views"], summary["slice_copies"]) == (4, 0), summary
     assert not any(op in ("Slice", "Split") for op in ops), ops
+    r = subprocess.run([paths.binary("convctl"), "plan", str(path), "--json"], capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr
+    total = json.loads(r.stdout)["total"]
+    assert (total["slice_views"], total["slice_copies"]) == (4, 0), total
     check_numbers(path, tmp_path, rng)
     check_numbers(path, tmp_path, rng, "hip-emu")
 

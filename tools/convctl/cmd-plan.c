@@ -438,9 +438,13 @@ static void print_json(const plan_view *v) {
     printf(",\"flops_dense\":%lld,\"flops_run\":%lld,\"flops_skipped\":%lld,\"weight_bytes\":", (long long)t.fl_dense,
            (long long)t.fl_run, (long long)t.fl_skip);
     if (v->weight_bytes >= 0)
-        printf("%lld}}\n", (long long)v->weight_bytes);
+        printf("%lld", (long long)v->weight_bytes);
     else
-        printf("null}}\n");
+        printf("null");
+    if (v->slice_views >= 0)
+        printf(",\"slice_views\":%d,\"slice_copies\":%d}}\n", v->slice_views, v->slice_copies);
+    else
+        printf(",\"slice_views\":null,\"slice_copies\":null}}\n");
 }
 
 static void print_human(const plan_view *v, bool all) {
