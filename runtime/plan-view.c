@@ -42,7 +42,7 @@ static int64_t run_start(const cd_slice_desc *d, const cd_tdesc *s, const int64_
     // Blocked: whole blocks of channels, or the last channels (whose
     // padding is the source's own).
     const int64_t b = cd_layout_block(l);
-    if (rank != 4 || k != 1 || d->start[1] % b || (o[1] % b && d->start[1] + o[1] != s->shape[1])) return -1;
+    if (b < 2 || rank != 4 || k != 1 || d->start[1] % b || (o[1] % b && d->start[1] + o[1] != s->shape[1])) return -1;
     return d->start[1] * inner;
 }
 
