@@ -130,7 +130,9 @@ int cd_model_build(const uint8_t *buf, size_t len, const char *dir, const cd_mod
         s->flops += m->layers[i].flops;
         s->weight_bytes += (int64_t)cd_backend_op_weight_bytes(m->be, m->layers[i].st);
         s->int8_layers += m->layers[i].int8;
+        s->slice_copies += m->layers[i].op == CD_BOP_SLICE;
     }
+    s->slice_views = m->slice_views;
     s->nlayers = m->nlayers;
     m->batch_split = s->batch_split = cd_batch_split_wanted(m);
     cd_graph_free(&g);
@@ -313,7 +315,7 @@ int cd_exec_init(const cd_model *m, cd_exec **out) {
         if (t->t.is_const)
             b->data = (char *)m->consts + t->offset;
         else
-            b->data = (char *)ex->arena + m->tensors[t->root].offset;
+            b->data = (char *)ex->arena + m->tensors[t->root].offset + t->view_offset;
     }
     *out = ex;
     return 0;
@@ -425,10 +427,8 @@ static int submit_impl(cd_exec *ex, int batch, const void *const *inputs, void *
     if (rc) return rc;
     for (int li = 0; li < m->nlayers; li++) {
         const cd_layer *l = &m->layers[li];
-        const cd_btensor *srcs[CD_OP_MAX_IN];
-        for (int i = 0; i < l->nin; i++) srcs[i] = &ex->bt[l->in[i]];
         double t0 = ex->prof || layer_ms ? cd_now_ms() : 0;
-        rc = cd_backend_op_run(m->be, l->op, ex->ctx, l->st, batch, srcs, &ex->bt[l->out]);
+        rc = cd_exec_run_layer(ex, l, batch);
         if (layer_ms) {
             if (!rc) rc = cd_backend_synchronize(m->be, ex->ctx);
             layer_ms[li] += cd_now_ms() - t0;

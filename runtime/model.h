@@ -20,6 +20,11 @@ typedef struct {
     int first, last;   // lifetime in layer steps (roots only; -1 = model input)
     size_t offset;     // byte offset in the arena / constant buffer (roots)
     int cvalue;        // constants: the graph value holding the data (-1 otherwise)
+    // A view (runtime/plan-view.c): a channel window of root, view_offset
+    // bytes into each of its items; items are root's item_bytes apart, not
+    // this tensor's. Layers reading one run image by image at batch > 1.
+    int view;
+    size_t view_offset;
 } cd_ptensor;
 
 typedef struct {
@@ -44,6 +49,7 @@ typedef struct {
     char structure[192];   // the analysis as one line (cd_sparse_analysis_format)
     char compact[96];      // what compaction did ("" nothing)
     cd_layer_sparsity an;  // the analysis' figures, as cd_layer_info shows them
+    int view_in;           // reads a view (cd_ptensor.view): runs image by image at batch > 1
 } cd_layer;
 
 typedef struct {
@@ -75,6 +81,7 @@ struct cd_model {
     cd_exec **idle;            // CD_MAX_IDLE_EXECS slots
     int nidle;
     int batch_split; // batches run image by image (batch-split.c)
+    int slice_views; // Slice/Split outputs planned as views (plan-view.c)
 };
 
 #define CD_MAX_IDLE_EXECS 16
@@ -105,6 +112,10 @@ struct cd_exec {
     char *split_buf;                  // batch-split.c: staged images 1.. copied aside
     size_t split_cap;
 };
+
+// Runs layer l of ex's plan at batch (ex->bt's shapes set): image by image
+// when it reads a view (runtime/view-run.c). The backend's op_run result.
+int cd_exec_run_layer(cd_exec *ex, const cd_layer *l, int batch);
 
 // Builds the plan for a lowered graph on m->be (m->max_batch set). Returns 0
 // or a negative code with err set; the caller frees m on failure.

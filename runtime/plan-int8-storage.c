@@ -68,7 +68,7 @@ static int reinit(pctx *p, cd_i8layer *r, cd_op_state **st) {
 
 // The reads of root tensor t: every one must be an int8 conv's input 0 or
 // the residual of one. The count, or -1 when some reader is anything else
-// (or t is a model output).
+// (or a view of t, or t is a model output).
 static int int8_reads(pctx *p, int t, tread *rd) {
     cd_model *m = p->m;
     for (int i = 0; i < m->noutputs; i++)
@@ -78,6 +78,7 @@ static int int8_reads(pctx *p, int t, tread *rd) {
         const cd_layer *l = &m->layers[li];
         for (int i = 0; i < l->nin; i++) {
             if (m->tensors[l->in[i]].root != t) continue;
+            if (m->tensors[l->in[i]].view) return -1; // a window (plan-view.c), placed in float32 bytes
             cd_i8layer *r = i8_of_layer(p, li);
             if (!r || nr == MAX_READS) return -1;
             if (i != 0 && !(i == 1 && r->d.u.conv.has_residual)) return -1;

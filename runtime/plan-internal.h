@@ -69,4 +69,23 @@ int cd_plan_int8_record(pctx *p, int li, const cd_op *op, const cd_bop_desc *d);
 // backend declining, which keeps float32).
 int cd_plan_int8_storage(pctx *p);
 
+// plan.c's helpers for plan-view.c: a new tensor (its index or CD_ENOMEM /
+// CD_ETOO_LARGE), src in layout l (src, or a reorder made once), and a new
+// layer prepared from d (st: already prepared, else NULL; its index or a
+// negative code with err set).
+int cd_plan_add_tensor(pctx *p, const cd_tdesc *t);
+int cd_plan_in_layout(pctx *p, int src, cd_layout l);
+int cd_plan_emit(pctx *p, cd_bop_desc *d, cd_op_state *st, int nin, const int *in, int out, const char *name,
+                 const char *label);
+// Slice op (input tensor in0) as a view of its source when the layout
+// allows (runtime/plan-view.c): 1 with p->vt set, 0 when it must be a
+// copy, or a negative code with err set.
+int cd_plan_slice_view(pctx *p, const cd_op *op, int in0);
+// Tensor id as an alias of tensor src: the same storage (root), and the
+// same window of it when src is a view.
+void cd_plan_alias_of(cd_model *m, int src, int id);
+// Tensor t, or when it is a view its packed copy (a layer named
+// "NAME(copy)"): for model outputs. The tensor or a negative code.
+int cd_plan_unview(pctx *p, int t, const char *name);
+
 #endif // CD_RUNTIME_PLAN_INTERNAL_H

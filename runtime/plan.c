@@ -29,7 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int add_tensor(pctx *p, const cd_tdesc *t) {
+int cd_plan_add_tensor(pctx *p, const cd_tdesc *t) {
     cd_model *m = p->m;
     if (m->ntensors == m->tensors_cap) {
         int cap = m->tensors_cap ? m->tensors_cap * 2 : 64;
@@ -84,8 +84,8 @@ static void fill_bop_io(pctx *p, cd_bop_desc *d, int nin, const int *in, const c
 
 // Prepares a layer on the backend (or takes st, already prepared for d) and
 // appends it. Returns the layer index.
-static int emit(pctx *p, cd_bop_desc *d, cd_op_state *st, int nin, const int *in, int out, const char *name,
-                const char *label) {
+int cd_plan_emit(pctx *p, cd_bop_desc *d, cd_op_state *st, int nin, const int *in, int out, const char *name,
+                 const char *label) {
     int rc = st ? 0 : cd_backend_op_init(p->m->be, d, &st);
     if (rc)
         return cd_errf(rc == CD_EUNSUPPORTED ? CD_EUNSUPPORTED : rc, p->err, p->errlen,
@@ -100,6 +100,7 @@ static int emit(pctx *p, cd_bop_desc *d, cd_op_state *st, int nin, const int *in
     l->op = d->op;
     l->nin = nin;
     memcpy(l->in, in, sizeof(int) * (size_t)nin);
+    for (int i = 0; i < nin; i++) l->view_in |= p->m->tensors[in[i]].view; // image by image (plan-view.c)
     l->out = out;
     l->st = st;
     snprintf(l->name, sizeof l->name, "%s", name);
@@ -117,13 +118,13 @@ static int emit(pctx *p, cd_bop_desc *d, cd_op_state *st, int nin, const int *in
 
 // The tensor holding src's data in layout l (src itself, or a reorder of it
 // made once and shared).
-static int in_layout(pctx *p, int src, cd_layout l) {
+int cd_plan_in_layout(pctx *p, int src, cd_layout l) {
     cd_ptensor *s = &p->m->tensors[src];
     if (s->t.layout == l || s->t.is_const) return src;
     if (p->reord[src][l] >= 0) return p->reord[src][l];
     cd_tdesc t = s->t;
     t.layout = l;
-    int id = add_tensor(p, &t);
+    int id = cd_plan_add_tensor(p, &t);
     if (id < 0) return tensor_fail(p, id);
     cd_bop_desc d;
     memset(&d, 0, sizeof d);
@@ -132,7 +133,7 @@ static int in_layout(pctx *p, int src, cd_layout l) {
     char name[128], label[32];
     snprintf(name, sizeof name, "reorder%d", id);
     snprintf(label, sizeof label, "Reorder(->%s)", cd_layout_name(l));
-    int rc = emit(p, &d, NULL, 1, &src, id, name, label);
+    int rc = cd_plan_emit(p, &d, NULL, 1, &src, id, name, label);
     if (rc < 0) return rc;
     p->reord[src][l] = id;
     return id;
@@ -146,7 +147,7 @@ static int const_blocked(pctx *p, int t, cd_layout l) {
     if (p->reord[t][l] >= 0) return p->reord[t][l];
     cd_tdesc d = p->m->tensors[t].t;
     d.layout = l;
-    int id = add_tensor(p, &d);
+    int id = cd_plan_add_tensor(p, &d);
     if (id < 0) return tensor_fail(p, id);
     p->m->tensors[id].cvalue = p->m->tensors[t].cvalue;
     p->reord[t][l] = id;
@@ -350,12 +351,12 @@ static int plan_alias(pctx *p, const cd_op *op, int in0) {
     const cd_layout keep = iv->rank == ov->rank && memcmp(iv->shape, ov->shape, sizeof(int64_t) * (size_t)ov->rank) == 0
                                ? m->tensors[in0].t.layout
                                : CD_LAYOUT_NCHW;
-    int src = in_layout(p, in0, keep);
+    int src = cd_plan_in_layout(p, in0, keep);
     if (src < 0) return src;
     cd_tdesc t = cd_plan_value_desc(ov, keep, ov->rank);
-    int id = add_tensor(p, &t);
+    int id = cd_plan_add_tensor(p, &t);
     if (id < 0) return tensor_fail(p, id);
-    m->tensors[id].root = m->tensors[src].root;
+    cd_plan_alias_of(m, src, id); // shares src's storage (a window of it when src is a view)
     p->vt[op->out] = id;
     return 0;
 }
@@ -408,11 +409,11 @@ static int plan_conv(pctx *p, const cd_op *op, int *in, cd_bop_desc *d, cd_op_st
         if ((rc = conv_prepare(p, op, in, cand, nc, d, pre, &chosen))) return rc;
     }
     if (chosen < 0) chosen = nc - 1; // emit reports the failure
-    int s0 = in_layout(p, in[0], cand[chosen].src);
+    int s0 = cd_plan_in_layout(p, in[0], cand[chosen].src);
     if (s0 < 0) goto conv_fail;
     in[0] = s0;
     if (op->nin > 1) {
-        int s1 = in_layout(p, in[1], cand[chosen].dst);
+        int s1 = cd_plan_in_layout(p, in[1], cand[chosen].dst);
         if (s1 < 0) {
             s0 = s1;
             goto conv_fail;
@@ -536,6 +537,7 @@ static int plan_op(pctx *p, const cd_op *op) {
 
     if (op->kind == CD_OP_ALIAS || (op->kind == CD_OP_FAKEQUANT && p->fq_fused && p->fq_fused[op - g->ops]))
         return plan_alias(p, op, in[0]); // a FakeQuant its int8 conv did
+    if (op->kind == CD_OP_SLICE && (rc = cd_plan_slice_view(p, op, in[0]))) return rc < 0 ? rc : 0; // no copy
     switch (op->kind) {
     case CD_OP_CONV: rc = plan_conv(p, op, in, &d, &pre, &lay); break;
     case CD_OP_GEMM: plan_gemm(p, op, in, &d); break;
@@ -558,7 +560,7 @@ static int plan_op(pctx *p, const cd_op *op) {
     if (rc) return rc;
     if (op->kind != CD_OP_CONV)
         for (int i = 0; i < op->nin; i++) {
-            int s = in_layout(p, in[i], lay);
+            int s = cd_plan_in_layout(p, in[i], lay);
             if (s < 0) {
                 if (pre) cd_backend_op_state_free(m->be, pre);
                 return s;
@@ -566,13 +568,13 @@ static int plan_op(pctx *p, const cd_op *op) {
             in[i] = s;
         }
     cd_tdesc ot = cd_plan_value_desc(ov, lay, ov->rank);
-    int out = add_tensor(p, &ot);
+    int out = cd_plan_add_tensor(p, &ot);
     if (out < 0) {
         if (pre) cd_backend_op_state_free(m->be, pre);
         return tensor_fail(p, out);
     }
     fill_bop_io(p, &d, op->nin, in, &ot);
-    int li = emit(p, &d, pre, op->nin, in, out, op->name, op->label);
+    int li = cd_plan_emit(p, &d, pre, op->nin, in, out, op->name, op->label);
     if (li < 0) return li;
     if (d.quant && (rc = cd_plan_int8_record(p, li, op, &d))) return cd_errf(rc, p->err, p->errlen, "out of memory");
     p->vt[op->out] = out;
@@ -625,10 +627,8 @@ static int plan_inputs(pctx *p, const char *live) {
     for (int i = 0; i < g->ninputs; i++) {
         const cd_value *v = &g->values[g->inputs[i]];
         cd_tdesc t = cd_plan_value_desc(v, CD_LAYOUT_NCHW, v->rank);
-        int id = add_tensor(p, &t);
-        if (id < 0) {
-            return tensor_fail(p, id);
-        }
+        int id = cd_plan_add_tensor(p, &t);
+        if (id < 0) return tensor_fail(p, id);
         m->tensors[id].first = -1;
         p->vt[g->inputs[i]] = id;
     }
@@ -639,10 +639,8 @@ static int plan_inputs(pctx *p, const char *live) {
             const cd_value *v = &g->values[op->in[i]];
             if (v->kind != CD_VAL_CONST_F32 || p->vt[op->in[i]] >= 0) continue;
             cd_tdesc t = cd_plan_value_desc(v, CD_LAYOUT_NCHW, g->values[op->out].rank);
-            int id = add_tensor(p, &t);
-            if (id < 0) {
-                return tensor_fail(p, id);
-            }
+            int id = cd_plan_add_tensor(p, &t);
+            if (id < 0) return tensor_fail(p, id);
             m->tensors[id].cvalue = op->in[i];
             p->vt[op->in[i]] = id;
         }
@@ -667,12 +665,8 @@ static int plan_io(pctx *p) {
         const cd_value *v = &g->values[is_in ? g->inputs[i] : g->outputs[i - g->ninputs]];
         cd_io *io = is_in ? &m->inputs[i] : &m->outputs[i - g->ninputs];
         int t = p->vt[v - g->values];
-        if (!is_in) {
-            t = in_layout(p, t, CD_LAYOUT_NCHW);
-            if (t < 0) {
-                return t;
-            }
-        }
+        if (!is_in && (t = cd_plan_in_layout(p, t, CD_LAYOUT_NCHW)) >= 0) t = cd_plan_unview(p, t, v->name);
+        if (t < 0) return t;
         io->tensor = t;
         io->d.name = strdup(v->name);
         if (!io->d.name) {

@@ -84,6 +84,9 @@ typedef struct {
                           // arenas and workspaces of live execs (0 on cpu)
     int batch_split;      // 1: batches > 1 run image by image, each with
                           // its activations in cache (runtime/batch-split.c)
+    int slice_views;      // Slice/Split outputs read in place as views of their
+                          // source (no copy; runtime/plan-view.c)
+    int slice_copies;     // Slice/Split outputs copied (Slice layers)
 } cd_model_summary;
 
 // The sparsity of a conv/FC layer's weights as loaded (from its analysis;

@@ -96,9 +96,7 @@ static void trace_run(void *arg) {
     }
     for (int li = 0; li < m->nlayers && !rc; li++) {
         const cd_layer *l = &m->layers[li];
-        const cd_btensor *srcs[CD_OP_MAX_IN];
-        for (int i = 0; i < l->nin; i++) srcs[i] = &ex->bt[l->in[i]];
-        rc = cd_backend_op_run(m->be, l->op, ex->ctx, l->st, batch, srcs, &ex->bt[l->out]);
+        rc = cd_exec_run_layer(ex, l, batch);
         if (!rc) rc = cd_backend_synchronize(m->be, ex->ctx);
         if (!rc) rc = show_layer(j, li, host, nchw);
         if (rc)

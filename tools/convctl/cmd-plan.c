@@ -96,6 +96,7 @@ typedef struct {
     const char *plan_mode;           // offline only
     double total_ms, dense_total_ms; // -1: not measured
     int64_t weight_bytes;            // -1: unknown (daemon)
+    int slice_views, slice_copies;   // Slice/Split outputs in place / copied; -1: unknown (daemon)
     int n;
     cd_layer_info *layers;
     double *lms; // per layer measured ms, -1 unknown
@@ -164,6 +165,8 @@ static int view_from_model(plan_view *v, const cd_model *m) {
     cd_model_summary s;
     cd_model_get_summary(m, &s);
     v->weight_bytes = s.weight_bytes;
+    v->slice_views = s.slice_views;
+    v->slice_copies = s.slice_copies;
     v->n = cd_model_num_layers(m);
     v->layers = calloc((size_t)v->n + 1, sizeof *v->layers);
     if (!v->layers) return ctl_fail_msg("E_NOMEM: out of memory");
@@ -228,6 +231,7 @@ static int view_from_answer(plan_view *v, const msgpack_object *r) {
     v->total_ms = ctl_get_num(r, "measured_ms", NULL);
     v->dense_total_ms = -1;
     v->weight_bytes = -1;
+    v->slice_views = v->slice_copies = -1;
     v->n = (int)ls->via.array.size;
     v->layers = calloc((size_t)v->n + 1, sizeof *v->layers);
     v->lms = calloc((size_t)v->n + 1, sizeof *v->lms);
@@ -434,9 +438,13 @@ static void print_json(const plan_view *v) {
     printf(",\"flops_dense\":%lld,\"flops_run\":%lld,\"flops_skipped\":%lld,\"weight_bytes\":", (long long)t.fl_dense,
            (long long)t.fl_run, (long long)t.fl_skip);
     if (v->weight_bytes >= 0)
-        printf("%lld}}\n", (long long)v->weight_bytes);
+        printf("%lld", (long long)v->weight_bytes);
     else
-        printf("null}}\n");
+        printf("null");
+    if (v->slice_views >= 0)
+        printf(",\"slice_views\":%d,\"slice_copies\":%d}}\n", v->slice_views, v->slice_copies);
+    else
+        printf(",\"slice_views\":null,\"slice_copies\":null}}\n");
 }
 
 static void print_human(const plan_view *v, bool all) {
@@ -452,6 +460,8 @@ static void print_human(const plan_view *v, bool all) {
     printf("device %s, layout %s; cpu %s: kernels %s%s, dnnl %s\n\n", v->device, v->layout, v->cpu_model,
            v->kernels_isa,
            v->kernels_capped ? (v->daemon ? " (capped by --max-isa)" : " (capped by CONVD_MAX_ISA)") : "", v->dnnl_isa);
+    if (v->slice_views > 0 || v->slice_copies > 0)
+        printf("slices: %d views (no copy), %d copies (Slice layers)\n\n", v->slice_views, v->slice_copies);
     static const char *heads[] = {"#",      "layer", "op",     "in -> out", "density", "structure", "compaction",
                                   "kernel", "type",  "layout", "pred ms",   "meas ms", "MFLOP",     "skipped"};
     static const bool numeric[] = {true,  false, false, false, true, false, false,

@@ -390,9 +390,10 @@ static void print_json(const run_opts *o, const run_state *st, const run_times *
     fprintf(f, ", \"batch\": %d, \"load_ms\": %.3f, \"first_run_ms\": %.3f", batch, t->load_ms, t->first_ms);
     fprintf(f,
             ", \"summary\": {\"params\": %lld, \"flops\": %lld, \"weight_bytes\": %lld, \"activation_bytes\": %lld, "
-            "\"zero_params\": %lld, \"nlayers\": %d, \"max_batch\": %d, \"device_bytes\": %lld}",
+            "\"zero_params\": %lld, \"nlayers\": %d, \"max_batch\": %d, \"device_bytes\": %lld, "
+            "\"slice_views\": %d, \"slice_copies\": %d}",
             (long long)s.params, (long long)s.flops, (long long)s.weight_bytes, (long long)s.activation_bytes,
-            (long long)s.zero_params, s.nlayers, s.max_batch, (long long)s.device_bytes);
+            (long long)s.zero_params, s.nlayers, s.max_batch, (long long)s.device_bytes, s.slice_views, s.slice_copies);
     cd_cpu_info ci;
     cd_runtime_cpu_info(&ci);
     fprintf(f,
@@ -442,6 +443,8 @@ static void print_text_info(const run_opts *o, const cd_model *m) {
     printf("\ndevice %s, blocked layout %s; kernels %s%s, oneDNN %s\n", cd_model_device(m), cd_model_layout(m),
            ci.kernels_isa, ci.kernels_capped ? " (capped by CONVD_MAX_ISA)" : "", ci.dnnl_isa);
     if (s.int8_layers) printf("%d conv layers on the int8 kernels\n", s.int8_layers);
+    if (s.slice_views || s.slice_copies)
+        printf("slices: %d views (no copy), %d copies (Slice layers)\n", s.slice_views, s.slice_copies);
     printf("%4s  %-28s %-22s %-22s %-5s %-18s %-18s %10s %12s\n", "#", "name", "op", "kernel", "type", "in", "out",
            "params", "MFLOP");
     for (int i = 0; i < cd_model_num_layers(m); i++) {
