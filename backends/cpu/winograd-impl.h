@@ -17,9 +17,9 @@ static const float cd_wino_at2[2 * 4] = {1, 1, 1, 0, 0, 1, -1, -1};
 // F(4x4,3x3): points 0, 3/2, -3/2, 2/3, -2/3 (and infinity). On random
 // 64-channel layers Lavin's 0, 1, -1, 2, -2 has 8x direct's f32 error;
 // this set, the best of the 3060 sets of four from {+-1, +-2, +-3, +-4,
-// +-1/2, +-1/3, +-1/4, +-3/2, +-2/3} in a float32 model of this code,
-// 3.7x, at the same count of nonzero coefficients in BT (Barabasz et al.
-// 2020 choose points the same way). With Lavin's set, the deep torchvision
+// +-1/2, +-1/3, +-1/4, +-3/2, +-2/3} in a float32 model of this code
+// (bench/winograd-points.py), 3.7x, at the same count of nonzero
+// coefficients in BT (Barabasz et al. 2020 choose points the same way). With Lavin's set, the deep torchvision
 // ResNets (101 and 152 layers) and inception_v3 ended 2-4x further from
 // the exact result than PyTorch's own f32 (bench/torchvision-check.py).
 static const float cd_wino_bt4[6 * 6] = {
