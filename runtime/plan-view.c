@@ -66,11 +66,9 @@ int cd_plan_slice_view(pctx *p, const cd_op *op, int in0) {
     cd_tdesc t = cd_plan_value_desc(ov, l, ov->rank);
     int id = cd_plan_add_tensor(p, &t);
     if (id < 0) return cd_errf(CD_ENOMEM, p->err, p->errlen, "out of memory");
-    cd_ptensor *v = &m->tensors[id];
-    const cd_ptensor *src = &m->tensors[in0];
-    v->root = src->root;
-    v->view = 1;
-    v->view_offset = src->view_offset + (size_t)start * sizeof(float);
+    cd_plan_alias_of(m, in0, id); // its storage (a window of it when in0 is a view itself)
+    m->tensors[id].view = 1;
+    m->tensors[id].view_offset += (size_t)start * sizeof(float);
     p->vt[op->out] = id;
     m->slice_views++;
     return 1;
