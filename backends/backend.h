@@ -133,6 +133,12 @@ typedef struct {
     // kernels answers supports_op false.
     const cd_conv_quant *quant;
     const int8_t *wq;
+    // CONV2D in float32 (quant NULL): fq_scale > 0 fake-quantizes the output
+    // after the act, per tensor (kernels/op-desc.h cd_fakequant_apply with
+    // fq_zp, fq_qmin, fq_qmax): the QuantizeLinear + DequantizeLinear a QDQ
+    // model puts after a conv the planner runs in float32, done in the conv's
+    // epilogue instead of a pass of its own. A kernel that cannot declines.
+    float fq_scale, fq_zp, fq_qmin, fq_qmax;
 } cd_bop_desc;
 
 // What a backend is and does, for the planner and the executor to ask

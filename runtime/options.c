@@ -37,6 +37,7 @@ void cd_runtime_options_from_env(cd_runtime_options *o) {
                       : !strcmp(v, "f6")     ? 5
                       : !strcmp(v, "onednn") ? 6
                                              : 0;
+    if ((v = env("CONVD_FQ_FUSE"))) o->fq_fuse = !strcmp(v, "off");
     if ((v = env("CONVD_DW3X3"))) o->dw3x3 = !strcmp(v, "off") ? 1 : !strcmp(v, "on") ? 2 : 0;
     if ((v = env("CONVD_HIP_PLUGIN"))) snprintf(o->hip_plugin, sizeof o->hip_plugin, "%s", v);
 }

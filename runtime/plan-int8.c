@@ -73,6 +73,18 @@ static int weights_are_integers(const cd_op *op) {
     return 1;
 }
 
+// The FakeQuant conv o's float32 epilogue can do (backend.h fq_scale): its
+// output's one live reader, per tensor and static, the output not a model
+// output; -1 none.
+static int float_conv_fq(const cd_graph *g, const char *live, const int *reader, int o) {
+    const cd_op *op = &g->ops[o];
+    if (op->kind != CD_OP_CONV || g->values[op->out].is_output) return -1;
+    const int r = reader[op->out];
+    if (r < 0 || !live[r] || g->ops[r].kind != CD_OP_FAKEQUANT) return -1;
+    const cd_quant *f = &g->ops[r].u.fq;
+    return f->d.channels == 1 && !f->d.dynamic && f->scale[0] > 0.0f ? r : -1;
+}
+
 // Fills *q for conv o when it can run int8; *fq gets the FakeQuant op it
 // absorbs (-1 none). 0 when it cannot.
 static int int8_params(const cd_graph *g, const char *live, const int *reader, const int *prod, int o, cd_conv_quant *q,
@@ -360,7 +372,8 @@ int cd_plan_choose_int8(pctx *p, char *live) {
         *prod = malloc(((size_t)g->nvalues + 1) * sizeof(int));
     p->in8 = calloc((size_t)g->nops + 1, sizeof *p->in8);
     p->fq_fused = calloc((size_t)g->nops + 1, 1);
-    if (!reader || !prod || !p->in8 || !p->fq_fused) {
+    p->fq_f32 = malloc(((size_t)g->nops + 1) * sizeof(int));
+    if (!reader || !prod || !p->in8 || !p->fq_fused || !p->fq_f32) {
         free(reader);
         free(prod);
         return CD_ENOMEM;
@@ -373,6 +386,7 @@ int cd_plan_choose_int8(pctx *p, char *live) {
             int v = g->ops[o].in[i];
             reader[v] = reader[v] == -1 ? o : -2;
         }
+    for (int o = 0; o < g->nops; o++) p->fq_f32[o] = live[o] ? float_conv_fq(g, live, reader, o) : -1;
     int rc = 0;
     for (int o = 0; o < g->nops && mode != 1 && !rc; o++) {
         cd_conv_quant q;
@@ -431,4 +445,27 @@ int cd_plan_int8_record(pctx *p, int li, const cd_op *op, const cd_bop_desc *d) 
     r->d.quant = NULL; // points at r->q when prepared again
     r->d.wq = NULL;
     return 0;
+}
+
+// ---- a float32 conv that does its output's FakeQuant (backend.h fq_scale) ----------
+
+int cd_plan_fq_f32_desc(pctx *p, const cd_op *op, cd_bop_desc *d) {
+    const int f = p->fq_f32 ? p->fq_f32[op - p->g->ops] : -1;
+    if (f < 0 || d->sparse || d->quant || cd_runtime_opts()->fq_fuse) return -1;
+    const cd_quant *q = &p->g->ops[f].u.fq;
+    d->fq_scale = q->scale[0];
+    d->fq_zp = q->zero_point[0];
+    d->fq_qmin = q->d.qmin;
+    d->fq_qmax = q->d.qmax;
+    return f;
+}
+
+void cd_plan_fq_f32_done(pctx *p, const cd_op *op, int f, int fused, cd_bop_desc *d) {
+    if (!fused) {
+        d->fq_scale = d->fq_zp = d->fq_qmin = d->fq_qmax = 0.0f;
+        return;
+    }
+    p->fq_fused[f] = 1; // planned as an alias of the conv's output
+    cd_op *w = &p->g->ops[op - p->g->ops];
+    if (strlen(w->label) + 4 < sizeof w->label) strcat(w->label, "+FQ");
 }

@@ -21,6 +21,9 @@ typedef struct {
     // whether a FakeQuant op is done by the conv before it (then an alias).
     cd_conv_quant *in8;
     char *fq_fused;
+    // Per op: the FakeQuant a conv may do itself in its float32 epilogue
+    // when it runs float32 (its output's one reader, per tensor), else -1.
+    int *fq_f32;
     // The int8 conv layers as planned (their descriptors, weights not
     // kept), for cd_plan_int8_storage.
     struct cd_i8layer *i8l;
@@ -56,6 +59,13 @@ int cd_plan_choose_kernels(pctx *p, const char *live);
 // and the Add's quantization) into one layer: the conv's op moves to the
 // Add's place and the ops it absorbs stop being live.
 int cd_plan_choose_int8(pctx *p, char *live);
+// A dense float32 conv whose output's FakeQuant (pctx fq_f32) its kernel may
+// do in its epilogue: fills d's fq_* and returns that FakeQuant op, or -1
+// (d untouched; CONVD_FQ_FUSE=off too). After the conv was prepared with
+// them, _done: fused, the FakeQuant is planned as an alias and the layer's
+// label says "+FQ"; not, d's fq_* are cleared again.
+int cd_plan_fq_f32_desc(pctx *p, const cd_op *op, cd_bop_desc *d);
+void cd_plan_fq_f32_done(pctx *p, const cd_op *op, int f, int fused, cd_bop_desc *d);
 // The s8 weights of conv op (rint(w / wscale[k])) into a new array, or
 // NULL (out of memory).
 int8_t *cd_plan_int8_weights(const cd_op *op);

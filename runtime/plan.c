@@ -400,6 +400,10 @@ static int plan_conv(pctx *p, const cd_op *op, int *in, cd_bop_desc *d, cd_op_st
                 if (g->ops[o].kind == CD_OP_FAKEQUANT && g->ops[o].in[0] == op->out) p->fq_fused[o] = 0;
         }
     }
+    // Float32 with the output's FakeQuant in the epilogue, in the preferred layouts only (plan-int8.c).
+    const int fq = chosen < 0 ? cd_plan_fq_f32_desc(p, op, d) : -1;
+    if (fq >= 0 && (rc = conv_prepare(p, op, in, cand, 1, d, pre, &chosen))) return rc;
+    if (fq >= 0) cd_plan_fq_f32_done(p, op, fq, chosen >= 0, d);
     if (chosen < 0 && (rc = conv_prepare(p, op, in, cand, nc, d, pre, &chosen))) return rc;
     if (chosen < 0 && d->sparse) {
         // No sparse kernel for it after all: dense, as it would have been.
@@ -778,6 +782,7 @@ done:
     free(p.reord);
     free(p.in8);
     free(p.fq_fused);
+    free(p.fq_f32);
     free(p.i8l);
     return rc;
 }

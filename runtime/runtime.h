@@ -184,6 +184,9 @@ typedef struct {
     int batch_split;       // batches > 1 run image by image: 0 auto (models
                            // mostly on sparse kernels), 1 off, 2 on
                            // (CONVD_BATCH_SPLIT=auto|off|on)
+    int fq_fuse;           // a QDQ model's FakeQuant after a float32 conv done in
+                           // the conv's epilogue where its kernel can: 0 on,
+                           // 1 off (CONVD_FQ_FUSE=on|off)
     cd_isa_cap max_isa;    // cap of our own kernels (core/isa-cap.h; NONE:
                            // the CPU's best; CONVD_MAX_ISA). oneDNN has its
                            // own, ONEDNN_MAX_CPU_ISA.

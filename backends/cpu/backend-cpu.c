@@ -102,16 +102,6 @@ static cd_dnnl_binary_kind dnnl_bin(cd_binary_kind k) {
                                 : CD_DNNL_MAX;
 }
 
-// A channel concat whose inputs and output share one blocked layout and
-// whose inputs have whole blocks of channels.
-static int blocked_channel_concat(const cd_bop_desc *d) {
-    const cd_layout l = d->dst.layout;
-    if (d->u.axis != 1 || l == CD_LAYOUT_NCHW || d->dst.rank != 4) return 0;
-    for (int i = 0; i < d->nsrc; i++)
-        if (d->src[i].layout != l || d->src[i].rank != 4 || d->src[i].shape[1] % cd_layout_block(l)) return 0;
-    return 1;
-}
-
 // ---- choosing a kernel (shared by supports_op and init) ---------------------------
 
 // An int8 conv (d->quant): the sparse int8 kernels when the planner chose
@@ -135,6 +125,8 @@ static kernel_kind choose(const cd_backend_opts *sw, const cd_bop_desc *d, int *
     cd_dnnl_tdesc a, b;
     *swap = 0;
     if (d->op == CD_BOP_CONV2D && d->quant) return choose_int8(sw, d);
+    const int fq = d->op == CD_BOP_CONV2D && d->fq_scale > 0.0f; // only oneDNN's conv quantizes its output
+    if (fq && (sw->kernels_ref || d->sparse)) return K_NONE;
     if (cd_cpu_any_nhwc(d) && d->op != CD_BOP_REORDER) return K_NONE;
     if (d->sparse) {
         if (d->op != CD_BOP_CONV2D && d->op != CD_BOP_GEMM) return K_NONE;
@@ -154,7 +146,7 @@ static kernel_kind choose(const cd_backend_opts *sw, const cd_bop_desc *d, int *
         cd_layout s = d->src[0].layout, o = d->dst.layout;
         if (c->has_residual && (d->nsrc != 2 || d->src[1].layout != o)) return K_NONE;
         if (cd_dnnl_conv_supports(c, s, o)) return K_DNNL;
-        return all_nchw(d) ? K_REF : K_NONE;
+        return all_nchw(d) && !fq ? K_REF : K_NONE;
     }
     case CD_BOP_GEMM: {
         cd_dnnl_tdesc t = {d->u.gemm.k, 1, 1, CD_LAYOUT_NCHW, 0};
@@ -202,7 +194,7 @@ static kernel_kind choose(const cd_backend_opts *sw, const cd_bop_desc *d, int *
         // In NCHW a concat is memcpy runs (cd_ref_concat), faster than oneDNN's
         // simple:any; so is a channel concat in one blocked layout of inputs
         // with whole blocks (DenseNet's): each input is one run per item.
-        if (all_nchw(d) || blocked_channel_concat(d)) return K_COPY;
+        if (all_nchw(d) || cd_cpu_blocked_channel_concat(d)) return K_COPY;
         int ok = d->u.axis >= 1 && d->u.axis <= 3 && d->nsrc <= CD_OP_MAX_IN;
         cd_dnnl_tdesc t[CD_OP_MAX_IN];
         for (int i = 0; ok && i < d->nsrc; i++) ok = to_dnnl(&d->src[i], 0, &t[i]);
@@ -370,6 +362,9 @@ static int conv_init(const cd_backend_opts *sw, cd_op_state *st, const cd_bop_de
         return rc;
     }
     const cd_layout sl = d->src[0].layout, dl = d->dst.layout;
+    const float fq[4] = {d->fq_scale, d->fq_zp, d->fq_qmin, d->fq_qmax};
+    if (k == K_DNNL && fq[0] > 0.0f)
+        return cd_dnnl_conv_create_fq(c, sl, dl, d->max_batch, d->w, d->bias, sw, fq, &st->dop);
     if (k == K_DNNL) return cd_dnnl_conv_create_sw(c, sl, dl, d->max_batch, d->w, d->bias, sw, &st->dop);
     size_t nw = (size_t)c->k * (c->c / c->groups) * c->r * c->s;
     st->w = malloc(nw * sizeof(float));

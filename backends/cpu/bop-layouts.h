@@ -19,4 +19,14 @@ static inline int cd_cpu_any_nhwc(const cd_bop_desc *d) {
     return d->dst.layout == CD_LAYOUT_NHWC;
 }
 
+// A channel concat whose inputs and output share one blocked layout and
+// whose inputs have whole blocks of channels.
+static inline int cd_cpu_blocked_channel_concat(const cd_bop_desc *d) {
+    const cd_layout l = d->dst.layout;
+    if (d->u.axis != 1 || l == CD_LAYOUT_NCHW || d->dst.rank != 4) return 0;
+    for (int i = 0; i < d->nsrc; i++)
+        if (d->src[i].layout != l || d->src[i].rank != 4 || d->src[i].shape[1] % cd_layout_block(l)) return 0;
+    return 1;
+}
+
 #endif // CD_BACKENDS_CPU_BOP_LAYOUTS_H

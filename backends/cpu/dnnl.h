@@ -169,6 +169,15 @@ int cd_dnnl_conv_create(const cd_conv_desc *d, cd_layout src, cd_layout dst, int
 // defaults, auto: each timed against oneDNN's at create).
 int cd_dnnl_conv_create_sw(const cd_conv_desc *d, cd_layout src, cd_layout dst, int max_batch, const float *w,
                            const float *bias, const cd_backend_opts *sw, cd_dnnl_op **out);
+// The same with a FakeQuant per tensor of the output after the act
+// (fq: scale, zero point, qmin, qmax; kernels/op-desc.h cd_fakequant_apply,
+// bit for bit: oneDNN divides by the scale, rounds half to even, clamps and
+// multiplies back in its epilogue). Only oneDNN's direct conv does it: when
+// our depthwise kernel or a Winograd conv times faster for d, CD_EUNSUPPORTED
+// (the conv then runs without it and the FakeQuant as a layer of its own);
+// also for an act other than none, Relu or Clip.
+int cd_dnnl_conv_create_fq(const cd_conv_desc *d, cd_layout src, cd_layout dst, int max_batch, const float *w,
+                           const float *bias, const cd_backend_opts *sw, const float fq[4], cd_dnnl_op **out);
 // oneDNN's own Winograd conv of d (dnnl_convolution_winograd; f32 on AVX-512
 // only in oneDNN 2.6), nothing else offered: a candidate of cd_wino_offer
 // (backends/cpu/winograd.h). It keeps a copy of w (counted in its weight

@@ -506,3 +506,37 @@ def test_daemon_shows_int8_layers_in_models_stats_and_plan(tmp_path, rng):
     dtypes = [l["dtype"] for l in plan["layers"]]
     assert entry["int8_layers"] > 0 and dtypes.count("int8") == entry["int8_layers"], (entry, dtypes)
     assert stats == {"int8": dtypes.count("int8"), "f32": len(dtypes) - dtypes.count("int8")}, stats
+
+
+@pytest.mark.parametrize("name", ["cnn", "mobilenetv2"])
+def test_float32_convs_do_their_fakequant(name, tmp_path, rng):
+    """Where a QDQ model's convs run in float32 (CONVD_INT8=off here; without
+    VNNI the planner times them so), each conv whose output only feeds a
+    QuantizeLinear does that FakeQuant in oneDNN's epilogue instead of a pass
+    of its own (CONVD_FQ_FUSE=off keeps the passes): fewer layers, and the
+    same arithmetic (the unit tests check it element by element)."""
+    q = quantize_folded(models(rng)[name], tmp_path / f"{name}-fq.onnx", rng)
+    fused_env = {"CONVD_INT8": "off"}
+    plain_env = dict(fused_env, CONVD_FQ_FUSE="off")
+    fused, plain = info_json(q, fused_env)["layers"], info_json(q, plain_env)["layers"]
+    fq_convs = [l for l in fused if l["op"].endswith("+FQ")]
+    assert fq_convs, [(l["name"], l["op"], l["kernel"]) for l in fused]
+    assert all(l["kernel"].startswith("dnnl:") and l["dtype"] == "f32" for l in fq_convs)
+    assert not any(l["op"].endswith("+FQ") for l in plain)
+    passes = lambda layers: sum(l["kernel"].startswith("fakequant") for l in layers)  # noqa: E731
+    assert passes(plain) - passes(fused) == len(fq_convs) <= len(plain) - len(fused)  # (a reorder may go too)
+    # Same input through both plans: equal but where a conv's sum landed
+    # within float noise of a half step (one step apart there, and what
+    # follows moves a little).
+    x = rng.standard_normal([4] + [d.dim_value for d in onnx.load(str(q)).graph.input[0].type.tensor_type.shape.dim][1:])
+    xp = tmp_path / "x.npy"
+    np.save(xp, x.astype(np.float32))
+    outs = []
+    for env, tag in ((fused_env, "fused"), (plain_env, "plain")):
+        yp = tmp_path / f"y-{tag}.npy"
+        convd_run(q, ["--input", xp, "--output", yp, "--batch", 4], env=env)
+        outs.append(np.load(yp).astype(np.float64))
+    diff = np.linalg.norm(outs[0] - outs[1]) / max(np.linalg.norm(outs[1]), 1e-30)
+    assert diff <= 1e-3, f"fused against the FakeQuant passes: relative L2 {diff:.3g}"
+    err, top1 = compare(q, tmp_path, rng, env=fused_env)
+    assert err <= REL_L2 and top1 >= TOP1, (err, top1)
