@@ -540,3 +540,21 @@ def test_float32_convs_do_their_fakequant(name, tmp_path, rng):
     assert diff <= 1e-3, f"fused against the FakeQuant passes: relative L2 {diff:.3g}"
     err, top1 = compare(q, tmp_path, rng, env=fused_env)
     assert err <= REL_L2 and top1 >= TOP1, (err, top1)
+
+
+def test_int8_auto_times_the_residual_block_it_would_fuse(tmp_path, rng, cache_env):  # noqa: F811
+    """Where an int8 conv would do a QDQ residual block (Conv+QAdd), --int8
+    auto times that fused layer against the float32 conv plus the block's Add
+    and FakeQuant, not the plain int8 conv (which timed as fast as float32 at
+    AVX2 while its Conv+QAdd cost up to 4x in the model); the times are cached
+    (int8-qadd-v2.txt) and a second load makes the same choices."""
+    q = quantize_folded(cnn(rng), tmp_path / "r.onnx", rng)
+    env = dict(cache_env, CONVD_INT8="auto", CONVD_PLAN="sparse")
+    cache = Path(cache_env["XDG_CACHE_HOME"]) / "convd" / "int8-qadd-v2.txt"
+    cache.unlink(missing_ok=True)
+    first = info_json(q, env)["layers"]
+    lines = cache.read_text().splitlines()
+    assert lines and all("|qadd " in line and "res1" in line for line in lines), lines
+    second = info_json(q, env)["layers"]
+    assert cache.read_text().splitlines() == lines  # nothing timed again
+    assert [(l["op"], l["kernel"], l["dtype"]) for l in first] == [(l["op"], l["kernel"], l["dtype"]) for l in second]
