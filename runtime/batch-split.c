@@ -59,6 +59,9 @@ int cd_batch_split_run(cd_exec *ex, int batch, const void *const *inputs, void *
         if (!p) return cd_errf(CD_ENOMEM, err, errlen, "out of memory for the batch's inputs");
         ex->split_buf = p, ex->split_cap = rest;
     }
+    // With more than one thread and no per-layer timing: the images in
+    // lanes (batch-lanes.c), each thread whole images on an exec of its own.
+    const int lanes = !layer_ms && cd_batch_lanes_wanted(m, batch);
     for (size_t i = 0, at = 0; i < (size_t)m->ninputs; i++) {
         const size_t item = m->tensors[m->inputs[i].tensor].item_bytes;
         if (inputs) {
@@ -69,6 +72,7 @@ int cd_batch_split_run(cd_exec *ex, int batch, const void *const *inputs, void *
         src[i] = ex->split_buf + at; // image 1 (image b at src[i] + (b - 1) * item)
         at += item * (size_t)(batch - 1);
     }
+    if (lanes) return cd_batch_lanes_run(ex, batch, src, inputs ? 0 : 1, outputs, err, errlen, one);
     int rc = 0;
     for (int b = 0; b < batch && !rc; b++) {
         const int staged0 = !inputs && b == 0; // image 0 of staged inputs: where it was staged

@@ -87,6 +87,10 @@ typedef struct {
     int slice_views;      // Slice/Split outputs read in place as views of their
                           // source (no copy; runtime/plan-view.c)
     int slice_copies;     // Slice/Split outputs copied (Slice layers)
+    // Split batches in lanes (runtime/batch-lanes.c): the batch-1 arena of
+    // each lane after the first (an exec makes threads - 1 of them, on its
+    // first batch run in lanes, and keeps them).
+    int64_t lane_activation_bytes;
 } cd_model_summary;
 
 // The sparsity of a conv/FC layer's weights as loaded (from its analysis;
@@ -184,6 +188,9 @@ typedef struct {
     int batch_split;       // batches > 1 run image by image: 0 auto (models
                            // mostly on sparse kernels), 1 off, 2 on
                            // (CONVD_BATCH_SPLIT=auto|off|on)
+    int batch_lanes;       // a split batch on more than one thread: 0 auto,
+                           // 1 off (each image on all threads in turn), 2 on
+                           // (whole images per thread; CONVD_BATCH_LANES)
     cd_isa_cap max_isa;    // cap of our own kernels (core/isa-cap.h; NONE:
                            // the CPU's best; CONVD_MAX_ISA). oneDNN has its
                            // own, ONEDNN_MAX_CPU_ISA.
