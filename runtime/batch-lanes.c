@@ -32,11 +32,18 @@ static atomic_int g_fail_image = -1;
 
 void cd_batch_lanes_fail_at(int image) { atomic_store(&g_fail_image, image); }
 
+static atomic_ullong g_lane_batches, g_lane_images; // run in lanes (cd_runtime_lane_batches)
+
+unsigned long long cd_runtime_lane_batches(unsigned long long *images) {
+    if (images) *images = atomic_load(&g_lane_images);
+    return atomic_load(&g_lane_batches);
+}
+
 int cd_batch_lanes_wanted(const cd_model *m, int batch) {
     const int mode = cd_runtime_opts()->batch_lanes; // 0 auto, 1 off (wide), 2 on
     if (mode == 1 || batch < 2 || !m->batch_split) return 0;
-    if (omp_in_parallel() || omp_get_max_threads() < 2) return 0; // a lane already, or one thread
-    return 1;
+    const int threads = omp_in_parallel() ? 1 : omp_get_max_threads(); // 1 in a lane already
+    return threads < 2 ? 0 : threads < batch ? threads : batch;
 }
 
 // The batch-1 layout of m's activations: offsets[t] for root t (the plan's
@@ -141,6 +148,8 @@ int cd_batch_lanes_run(cd_exec *ex, int batch, const char *const *src, int first
         run_lane(&j, 0);
         return atomic_load(&j.failed);
     }
+    atomic_fetch_add(&g_lane_batches, 1);
+    atomic_fetch_add(&g_lane_images, (unsigned long long)batch);
     const int saved = omp_get_max_threads(); // without OpenMP the "region" is this thread
 #pragma omp parallel num_threads(lanes)
     {

@@ -148,12 +148,14 @@ int cd_batch_split_run(cd_exec *ex, int batch, const void *const *inputs, void *
 
 // A split batch's images in lanes (runtime/batch-lanes.c): one OpenMP
 // region, each thread taking whole images on an exec of its own for batch 1.
-// Whether a split batch of `batch` images run now (in a job of
-// omp_get_max_threads() threads, not yet in a parallel region) takes them.
+// The lanes a split batch of `batch` images run now (in a job of
+// omp_get_max_threads() threads, not yet in a parallel region) takes: 0
+// (none: one thread, in a lane already, or CONVD_BATCH_LANES=off), else
+// min(threads, batch).
 int cd_batch_lanes_wanted(const cd_model *m, int batch);
 // The bytes of the arena of one batch-1 lane exec (its activations).
 size_t cd_batch_lanes_arena_bytes(const cd_model *m);
-// Runs images 0..batch-1 in lanes and writes image b's outputs to item b
+// Runs images 0..batch-1 (of a split batch of at least batch) in lanes and writes image b's outputs to item b
 // of outputs. Image b >= first reads input i at src[i] + (b - first) input
 // items; first 1: image 0 is staged in ex's arena and runs there in place.
 // The first error wins (err set) and no image runs twice. 0 or that error.

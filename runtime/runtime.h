@@ -292,6 +292,11 @@ int cd_model_wait(cd_exec *ex, char *err, size_t errlen);
 // computes everything before returning (cpu, hip-emu).
 int cd_model_overlaps(const cd_model *m);
 
+// Batches this process ran image by image in lanes, each thread whole
+// images on an exec of its own (runtime/batch-lanes.c; CONVD_BATCH_LANES);
+// *images (may be NULL): the images of theirs the lanes ran.
+unsigned long long cd_runtime_lane_batches(unsigned long long *images);
+
 // A layer's output as cd_model_run_traced shows it: layer is its index
 // (cd_model_layer), name and label its ONNX node and fused ops as
 // cd_layer_info gives them (name is the first fused node's, label e.g.
