@@ -14,6 +14,7 @@
 #include "tests/unit/onnx-builder.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -64,14 +65,15 @@ typedef struct {
     float *x, *ref[2], *y[2];
 } lanes_case;
 
-// Loads a split model (sparse kernels) of two outputs at MAX_BATCH with
-// `threads` threads, and each of MAX_BATCH random images' outputs run alone.
-static void case_init(lanes_case *k, int threads) {
+// Loads a split model (plan 2: sparse kernels; 1: oneDNN's, which in a lane
+// run on its thread alone) of two outputs at MAX_BATCH with `threads`
+// threads, and each of MAX_BATCH random images' outputs run alone.
+static void case_init(lanes_case *k, int threads, int plan) {
     char path[64], err[512];
     int c, h;
     write_two_output_cnn(path, sizeof path, &c, &h);
     set_modes(2, 0);
-    cd_model_opts opts = {.max_batch = MAX_BATCH, .plan = 2, .threads = threads};
+    cd_model_opts opts = {.max_batch = MAX_BATCH, .plan = plan, .threads = threads};
     int rc = cd_model_load(path, &opts, &k->m, err, sizeof err);
     set_modes(0, 0);
     unlink(path);
@@ -128,7 +130,7 @@ CD_TEST(runtime_batch_lanes_match_images_alone) {
     const int threads = cd_test_randi(2, 3);
     CHECK_EQ(cd_runtime_init(threads), 0);
     lanes_case k;
-    case_init(&k, threads);
+    case_init(&k, threads, cd_test_randi(0, 1) ? 2 : 1);
     cd_model_summary s;
     cd_model_get_summary(k.m, &s);
     CHECK_EQ(s.batch_split, 1);
@@ -154,7 +156,7 @@ CD_TEST(runtime_batch_lanes_match_images_alone) {
 CD_TEST(runtime_batch_lanes_first_error_wins) {
     CHECK_EQ(cd_runtime_init(2), 0);
     lanes_case k;
-    case_init(&k, 2);
+    case_init(&k, 2, 2);
     set_modes(0, 2);
     cd_exec *ex;
     CHECK_EQ(cd_exec_init(k.m, &ex), 0);
@@ -179,7 +181,7 @@ CD_TEST(runtime_batch_lanes_first_error_wins) {
 CD_TEST(runtime_batch_lanes_off_and_one_thread_run_wide) {
     CHECK_EQ(cd_runtime_init(2), 0);
     lanes_case k;
-    case_init(&k, 2);
+    case_init(&k, 2, 2);
     cd_exec *ex;
     CHECK_EQ(cd_exec_init(k.m, &ex), 0);
     set_modes(0, 1); // forced off: each image on both threads in turn
@@ -190,13 +192,64 @@ CD_TEST(runtime_batch_lanes_off_and_one_thread_run_wide) {
     case_free(&k);
     // One thread: nothing to run lanes on.
     CHECK_EQ(cd_runtime_init(1), 0);
-    case_init(&k, 1);
+    case_init(&k, 1, 2);
     CHECK_EQ(cd_exec_init(k.m, &ex), 0);
     set_modes(0, 2);
     run_and_check(&k, ex, MAX_BATCH, 1);
     CHECK_EQ(ex->nlane, 0);
     cd_exec_free(ex);
     set_modes(0, 0);
+    case_free(&k);
+    cd_runtime_init(0);
+}
+
+// Callers at once: the executor may run their batches wide (then in lanes
+// of their own) or as its own lanes (then image by image, nothing nested);
+// either way every image's outputs are its run alone's.
+typedef struct {
+    lanes_case *k;
+    int failed;
+} caller_arg;
+
+static void *caller_main(void *p) {
+    caller_arg *a = p;
+    lanes_case *k = a->k;
+    cd_exec *ex;
+    if (cd_exec_init(k->m, &ex)) {
+        a->failed = 1;
+        return NULL;
+    }
+    float *y[2] = {malloc(sizeof(float) * (size_t)(k->no[0] * MAX_BATCH)),
+                   malloc(sizeof(float) * (size_t)(k->no[1] * MAX_BATCH))};
+    char err[512];
+    for (int r = 0; r < 3 && !a->failed; r++) {
+        const int batch = 2 + r * 7; // 2, 9, 16
+        const void *in[1] = {k->x};
+        void *out[2] = {y[0], y[1]};
+        if (cd_model_run(ex, batch, in, out, err, sizeof err)) a->failed = 1;
+        for (int o = 0; o < 2 && !a->failed; o++)
+            if (memcmp(y[o], k->ref[o], sizeof(float) * (size_t)(k->no[o] * batch))) a->failed = 1;
+    }
+    free(y[0]);
+    free(y[1]);
+    cd_exec_free(ex);
+    return NULL;
+}
+
+CD_TEST(runtime_batch_lanes_concurrent_callers) {
+    CHECK_EQ(cd_runtime_init(2), 0);
+    lanes_case k;
+    case_init(&k, 2, 2);
+    set_modes(0, 0);
+    enum { CALLERS = 4 };
+    caller_arg args[CALLERS];
+    pthread_t t[CALLERS];
+    for (int i = 0; i < CALLERS; i++) {
+        args[i] = (caller_arg){.k = &k};
+        CHECK_EQ(pthread_create(&t[i], NULL, caller_main, &args[i]), 0);
+    }
+    for (int i = 0; i < CALLERS; i++) pthread_join(t[i], NULL);
+    for (int i = 0; i < CALLERS; i++) CHECK_EQ(args[i].failed, 0);
     case_free(&k);
     cd_runtime_init(0);
 }
