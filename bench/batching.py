@@ -25,6 +25,7 @@ the mean batch the daemon formed (its stats). Every request must succeed.
 import argparse
 import json
 import pathlib
+import shlex
 import shutil
 import sys
 import tempfile
@@ -60,6 +61,7 @@ def main():
     ap.add_argument("--delay-us", type=int, default=2000)
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--daemon-args", default="", help="more daemon flags, e.g. '--batch-lanes off' (issue 25's A/B)")
     ap.add_argument("--model", help="a bench model name (resnet50-u90, ...) or an ONNX file; default: "
                     "a ResNet-18-shaped model built here at --size")
     ap.add_argument("--json", help="write the raw numbers here")
@@ -84,7 +86,7 @@ def main():
         workers = ["--workers", str(a.workers)] if a.workers > 0 else []
         with TestDaemon(tmp, args=["--models", str(tmp / "models"), *workers,
                                    "--threads", str(a.threads), "--max-connections", "4096",
-                                   "--max-batch", "1"]) as d:
+                                   "--max-batch", "1", *shlex.split(a.daemon_args)]) as d:
             with Wire.connect(d, timeout=600) as w:
                 w.result("load", {"name": "b1", "path": "r18.onnx", "max_batch": 1})
                 w.result("load", {"name": "dyn", "path": "r18.onnx", "max_batch": a.batch_max,
@@ -109,7 +111,7 @@ def main():
                     print(json.dumps(row), flush=True)
         med = lambda xs: float(np.median(xs))
         print(f"\n{label}, {a.size}x{a.size}, {a.clients} clients, workers {a.workers or 'default'}, "
-              f"threads {a.threads}; median of {a.rounds} round(s) of {a.duration:g} s\n")
+              f"threads {a.threads} {a.daemon_args}; median of {a.rounds} round(s) of {a.duration:g} s\n")
         print("| config | throughput (req/s) | p50 (ms) | p99 (ms) | mean batch | daemon compute p50 (ms) |")
         print("|---|---:|---:|---:|---:|---:|")
         for name, label in (("b1", "max_batch=1"),

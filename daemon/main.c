@@ -54,6 +54,7 @@ static void runtime_configure(const cd_settings *set) {
     o.int8 = (int)set->int8;
     o.max_isa = (cd_isa_cap)set->max_isa; // cd_max_isa_names is in cd_isa_cap's order
     o.batch_split = (int)set->batch_split;
+    o.batch_lanes = (int)set->batch_lanes;
     o.winograd = (int)set->winograd;
     snprintf(o.hip_plugin, sizeof o.hip_plugin, "%s", set->hip_plugin);
     o.log = runtime_log;

@@ -108,7 +108,7 @@ static int pack_entry(msgpack_packer *pk, const cd_model_entry *e) {
     cd_model_get_summary(e->model, &s);
     int ni = cd_model_num_inputs(e->model), no = cd_model_num_outputs(e->model);
     bool dyn = cd_model_is_dynamic(e->model) != 0;
-    int rc = msgpack_pack_map(pk, dyn ? 16 : 13);
+    int rc = msgpack_pack_map(pk, dyn ? 17 : 14);
     rc |= cd_pack_kv_str(pk, "name", e->name);
     rc |= cd_pack_kv_str(pk, "path", e->path);
     rc |= pack_kv_i64(pk, "max_batch", e->conf.max_batch);
@@ -123,6 +123,7 @@ static int pack_entry(msgpack_packer *pk, const cd_model_entry *e) {
     rc |= pack_kv_i64(pk, "weight_bytes", s.weight_bytes);
     rc |= pack_kv_i64(pk, "activation_bytes", s.activation_bytes);
     rc |= pack_kv_i64(pk, "device_bytes", s.device_bytes);
+    rc |= pack_kv_i64(pk, "lane_activation_bytes", s.lane_activation_bytes);
     rc |= cd_pack_str(pk, "density");
     rc |= msgpack_pack_double(pk, s.params > 0 ? 1.0 - (double)s.zero_params / (double)s.params : 1.0);
     rc |= pack_kv_i64(pk, "layers", s.nlayers);

@@ -72,6 +72,7 @@ typedef struct {
     int64_t plan;                          // 0 auto, 1 dense, 2 sparse, 3 compact
     int64_t int8;                          // 0 auto, 1 off, 2 on (int8 kernels of quantized models)
     int64_t batch_split;                   // 0 auto, 1 off, 2 on (batches image by image)
+    int64_t batch_lanes;                   // 0 auto, 1 off, 2 on (a split batch's images in lanes)
     int64_t winograd;                      // 0 auto, 1 off, 2 on, 3 f2, 4 f4, 5 f6, 6 onednn (Winograd 3x3)
     int64_t profile;                       // 1: log per-layer times when a worker's exec is freed
     char hip_plugin[CD_SETTINGS_PATH_MAX]; // the GPU=hip plugin ("" = next to the binary)

@@ -59,6 +59,11 @@ int cd_batch_split_run(cd_exec *ex, int batch, const void *const *inputs, void *
         if (!p) return cd_errf(CD_ENOMEM, err, errlen, "out of memory for the batch's inputs");
         ex->split_buf = p, ex->split_cap = rest;
     }
+    // With more than one thread and no per-layer timing: the images in
+    // lanes (batch-lanes.c), each thread whole images on an exec of its own,
+    // but for the last batch % threads in auto (they would leave threads
+    // idle: those run wide after the lanes).
+    const int lanes = layer_ms ? 0 : cd_batch_lanes_wanted(m, batch);
     for (size_t i = 0, at = 0; i < (size_t)m->ninputs; i++) {
         const size_t item = m->tensors[m->inputs[i].tensor].item_bytes;
         if (inputs) {
@@ -69,8 +74,12 @@ int cd_batch_split_run(cd_exec *ex, int batch, const void *const *inputs, void *
         src[i] = ex->split_buf + at; // image 1 (image b at src[i] + (b - 1) * item)
         at += item * (size_t)(batch - 1);
     }
-    int rc = 0;
-    for (int b = 0; b < batch && !rc; b++) {
+    int rc = 0, b0 = 0;
+    if (lanes) {
+        b0 = cd_runtime_opts()->batch_lanes == 2 ? batch : batch - batch % lanes;
+        rc = cd_batch_lanes_run(ex, b0, src, inputs ? 0 : 1, outputs, err, errlen, one);
+    }
+    for (int b = b0; b < batch && !rc; b++) {
         const int staged0 = !inputs && b == 0; // image 0 of staged inputs: where it was staged
         for (int i = 0; i < m->ninputs && !staged0; i++)
             in[i] = src[i] + m->tensors[m->inputs[i].tensor].item_bytes * (size_t)(inputs ? b : b - 1);

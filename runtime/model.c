@@ -135,6 +135,7 @@ int cd_model_build(const uint8_t *buf, size_t len, const char *dir, const cd_mod
     s->slice_views = m->slice_views;
     s->nlayers = m->nlayers;
     m->batch_split = s->batch_split = cd_batch_split_wanted(m);
+    if (m->batch_split) s->lane_activation_bytes = (int64_t)cd_batch_lanes_arena_bytes(m);
     cd_graph_free(&g);
     *out = m;
     return 0;
@@ -285,20 +286,24 @@ void cd_exec_free(cd_exec *ex) {
     free(ex->prof);
     for (int i = 0; i < CD_MAX_TENSORS; i++) free(ex->own_in[i]);
     free(ex->split_buf);
+    for (int i = 1; i < ex->nlane; i++) cd_exec_free(ex->lane[i]);
+    free(ex->lane);
     if (ex->arena) cd_backend_buffer_free(ex->m->be, ex->arena);
     cd_backend_ctx_free(ex->m->be, ex->ctx);
     free(ex->bt);
     free(ex);
 }
 
-int cd_exec_init(const cd_model *m, cd_exec **out) {
+int cd_exec_init(const cd_model *m, cd_exec **out) { return cd_exec_init_layout(m, m->arena_bytes, NULL, out); }
+
+int cd_exec_init_layout(const cd_model *m, size_t arena_bytes, const size_t *offsets, cd_exec **out) {
     *out = NULL;
     cd_exec *ex = calloc(1, sizeof *ex);
     if (!ex) return CD_ENOMEM;
     ex->m = m;
     ex->bt = calloc((size_t)m->ntensors + 1, sizeof *ex->bt);
     int rc = ex->bt ? 0 : CD_ENOMEM;
-    if (!rc) rc = cd_backend_buffer_alloc(m->be, m->arena_bytes ? m->arena_bytes : 64, &ex->arena);
+    if (!rc) rc = cd_backend_buffer_alloc(m->be, arena_bytes ? arena_bytes : 64, &ex->arena);
     if (!rc) rc = cd_backend_ctx_create(m->be, &ex->ctx);
     if (!rc && cd_runtime_opts()->profile && !(ex->prof = calloc((size_t)m->nlayers + 1, sizeof(double))))
         rc = CD_ENOMEM;
@@ -315,7 +320,7 @@ int cd_exec_init(const cd_model *m, cd_exec **out) {
         if (t->t.is_const)
             b->data = (char *)m->consts + t->offset;
         else
-            b->data = (char *)ex->arena + m->tensors[t->root].offset + t->view_offset;
+            b->data = (char *)ex->arena + (offsets ? offsets[t->root] : m->tensors[t->root].offset) + t->view_offset;
     }
     *out = ex;
     return 0;

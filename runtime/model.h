@@ -111,7 +111,15 @@ struct cd_exec {
     void *own_in[CD_MAX_TENSORS];     // host inputs of our own where the backend stages none
     char *split_buf;                  // batch-split.c: staged images 1.. copied aside
     size_t split_cap;
+    // batch-lanes.c: the batch-1 execs of the other lanes of a split batch
+    // (lane 0 is this exec), made on first use, freed with this one.
+    struct cd_exec **lane;
+    int nlane;
 };
+
+// cd_exec_init with an arena of arena_bytes in which root tensor i starts at
+// offsets[i] (NULL: the plan's, m->arena_bytes).
+int cd_exec_init_layout(const cd_model *m, size_t arena_bytes, const size_t *offsets, cd_exec **out);
 
 // Runs layer l of ex's plan at batch (ex->bt's shapes set): image by image
 // when it reads a view (runtime/view-run.c). The backend's op_run result.
@@ -137,5 +145,24 @@ typedef int (*cd_run_one_fn)(cd_exec *ex, int batch, const void *const *inputs, 
 // and outputs, else the whole batch at once. Returns one's result.
 int cd_batch_split_run(cd_exec *ex, int batch, const void *const *inputs, void *const *outputs, char *err,
                        size_t errlen, double *layer_ms, cd_run_one_fn one);
+
+// A split batch's images in lanes (runtime/batch-lanes.c): one OpenMP
+// region, each thread taking whole images on an exec of its own for batch 1.
+// The lanes a split batch of `batch` images run now (in a job of
+// omp_get_max_threads() threads, not yet in a parallel region) takes: 0
+// (none: one thread, in a lane already, or CONVD_BATCH_LANES=off), else
+// min(threads, batch).
+int cd_batch_lanes_wanted(const cd_model *m, int batch);
+// The bytes of the arena of one batch-1 lane exec (its activations).
+size_t cd_batch_lanes_arena_bytes(const cd_model *m);
+// Runs images 0..batch-1 (of a split batch of at least batch) in lanes and writes image b's outputs to item b
+// of outputs. Image b >= first reads input i at src[i] + (b - first) input
+// items; first 1: image 0 is staged in ex's arena and runs there in place.
+// The first error wins (err set) and no image runs twice. 0 or that error.
+int cd_batch_lanes_run(cd_exec *ex, int batch, const char *const *src, int first, void *const *outputs, char *err,
+                       size_t errlen, cd_run_one_fn one);
+// Tests: image `image` of the next lanes runs fails with CD_EINTERNAL
+// before it runs (-1: none).
+void cd_batch_lanes_fail_at(int image);
 
 #endif // CD_RUNTIME_MODEL_H

@@ -29,6 +29,7 @@ void cd_runtime_options_from_env(cd_runtime_options *o) {
     if ((v = env("CONVD_MAX_ISA")) && cd_isa_cap_parse(v, &o->max_isa) != 0)
         cd_rt_log(CD_RT_LOG_WARN, "convd: ignoring CONVD_MAX_ISA=%s (want avx512vnni, avx512, avx2 or scalar)", v);
     if ((v = env("CONVD_BATCH_SPLIT"))) o->batch_split = !strcmp(v, "off") ? 1 : !strcmp(v, "on") ? 2 : 0;
+    if ((v = env("CONVD_BATCH_LANES"))) o->batch_lanes = !strcmp(v, "off") ? 1 : !strcmp(v, "on") ? 2 : 0;
     if ((v = env("CONVD_WINOGRAD")))
         o->winograd = !strcmp(v, "off")      ? 1
                       : !strcmp(v, "on")     ? 2

@@ -87,6 +87,10 @@ typedef struct {
     int slice_views;      // Slice/Split outputs read in place as views of their
                           // source (no copy; runtime/plan-view.c)
     int slice_copies;     // Slice/Split outputs copied (Slice layers)
+    // Split batches in lanes (runtime/batch-lanes.c): the batch-1 arena of
+    // each lane after the first (an exec makes threads - 1 of them, on its
+    // first batch run in lanes, and keeps them).
+    int64_t lane_activation_bytes;
 } cd_model_summary;
 
 // The sparsity of a conv/FC layer's weights as loaded (from its analysis;
@@ -187,6 +191,9 @@ typedef struct {
     int fq_fuse;           // a QDQ model's FakeQuant after a float32 conv done in
                            // the conv's epilogue where its kernel can: 0 on,
                            // 1 off (CONVD_FQ_FUSE=on|off)
+    int batch_lanes;       // a split batch on more than one thread: 0 auto,
+                           // 1 off (each image on all threads in turn), 2 on
+                           // (whole images per thread; CONVD_BATCH_LANES)
     cd_isa_cap max_isa;    // cap of our own kernels (core/isa-cap.h; NONE:
                            // the CPU's best; CONVD_MAX_ISA). oneDNN has its
                            // own, ONEDNN_MAX_CPU_ISA.
@@ -287,6 +294,11 @@ int cd_model_wait(cd_exec *ex, char *err, size_t errlen);
 // used as a double buffer overlap (the real "hip" backend); 0 when it
 // computes everything before returning (cpu, hip-emu).
 int cd_model_overlaps(const cd_model *m);
+
+// Batches this process ran image by image in lanes, each thread whole
+// images on an exec of its own (runtime/batch-lanes.c; CONVD_BATCH_LANES);
+// *images (may be NULL): the images of theirs the lanes ran.
+unsigned long long cd_runtime_lane_batches(unsigned long long *images);
 
 // A layer's output as cd_model_run_traced shows it: layer is its index
 // (cd_model_layer), name and label its ONNX node and fused ops as

@@ -391,9 +391,10 @@ static void print_json(const run_opts *o, const run_state *st, const run_times *
     fprintf(f,
             ", \"summary\": {\"params\": %lld, \"flops\": %lld, \"weight_bytes\": %lld, \"activation_bytes\": %lld, "
             "\"zero_params\": %lld, \"nlayers\": %d, \"max_batch\": %d, \"device_bytes\": %lld, "
-            "\"slice_views\": %d, \"slice_copies\": %d}",
+            "\"slice_views\": %d, \"slice_copies\": %d, \"lane_activation_bytes\": %lld}",
             (long long)s.params, (long long)s.flops, (long long)s.weight_bytes, (long long)s.activation_bytes,
-            (long long)s.zero_params, s.nlayers, s.max_batch, (long long)s.device_bytes, s.slice_views, s.slice_copies);
+            (long long)s.zero_params, s.nlayers, s.max_batch, (long long)s.device_bytes, s.slice_views, s.slice_copies,
+            (long long)s.lane_activation_bytes);
     cd_cpu_info ci;
     cd_runtime_cpu_info(&ci);
     fprintf(f,
@@ -438,6 +439,7 @@ static void print_text_info(const run_opts *o, const cd_model *m) {
            o->model_path, s.nlayers, (long long)s.params, (long long)s.zero_params, s.flops / 1e9,
            s.weight_bytes / 1048576.0, s.activation_bytes / 1048576.0, s.max_batch);
     if (s.device_bytes) printf(", device memory %.2f MiB", s.device_bytes / 1048576.0);
+    if (s.lane_activation_bytes) printf(", %.2f MiB per extra lane", s.lane_activation_bytes / 1048576.0);
     cd_cpu_info ci;
     cd_runtime_cpu_info(&ci);
     printf("\ndevice %s, blocked layout %s; kernels %s%s, oneDNN %s\n", cd_model_device(m), cd_model_layout(m),
