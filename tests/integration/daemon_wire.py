@@ -1,6 +1,6 @@
 """Raw msgpack-RPC over a plain Unix socket, for the daemon tests.
 
-Deliberately no project code: only the `msgpack` package and `socket`, so the
+Deliberately no project code: only `msgpack`, `socket` (and numpy for tensors), so the
 tests prove that what convd speaks is the msgpack-RPC spec
 (request [0, msgid, method, params], response [1, msgid, error, result]).
 """
@@ -8,6 +8,7 @@ import socket
 import time
 
 import msgpack
+import numpy as np
 
 
 def request(msgid, method, params=None):
@@ -109,3 +110,19 @@ class Wire:
 def stats(daemon):
     with Wire.connect(daemon) as w:
         return w.result("stats")
+
+
+# float32 tensors on the wire, and the tests' float32 tolerance (relative error <= 1e-4).
+
+def tensor(a):
+    return {"dtype": "f32", "shape": list(a.shape), "data": a.tobytes()}
+
+
+def from_wire(t):
+    return np.frombuffer(t["data"], np.float32).reshape(t["shape"])
+
+
+def assert_close(got, ref):
+    assert got.shape == ref.shape, (got.shape, ref.shape)
+    err = np.abs(got - ref) / np.maximum(1.0, np.abs(ref))
+    assert err.max() <= 1e-4, err.max()

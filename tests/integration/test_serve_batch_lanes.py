@@ -7,7 +7,7 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from tests.integration.daemon_wire import Wire, request
+from tests.integration.daemon_wire import Wire, assert_close, from_wire, request, tensor
 from tests.models.builders import Graph, save
 from tests.support.daemon import TestDaemon
 
@@ -24,20 +24,6 @@ def two_output_cnn(path):
     y = g.relu(g.conv(y, 16, 8, 3))
     z = g.conv(x, C, 3, 1)
     return save(g.build([y, z], "lanes_cnn"), path)
-
-
-def tensor(a):
-    return {"dtype": "f32", "shape": list(a.shape), "data": a.tobytes()}
-
-
-def from_wire(t):
-    return np.frombuffer(t["data"], np.float32).reshape(t["shape"])
-
-
-def assert_close(got, ref):
-    assert got.shape == ref.shape, (got.shape, ref.shape)
-    err = np.abs(got - ref) / np.maximum(1.0, np.abs(ref))
-    assert err.max() <= 1e-4, err.max()
 
 
 @pytest.fixture(scope="module")
