@@ -53,7 +53,11 @@ struct cd_sparse_conv_i8 {
     int hph, wph;
     // Stride-2 columns (stride_w 2, not direct): per row phase a < stride_h,
     // the planes of its used column phases, filled by k->s2_rows.
-    i8_s2_pass *s2;      // [stride_h], or NULL
+    i8_s2_pass *s2; // [stride_h], or NULL
+    // Stride-1 columns (stride_w 1, not direct): every slot's rows come
+    // from k->s1_rows with this geometry.
+    int s1_on;
+    cd_i8_s1_rows s1;
     size_t img_plane;    // hph * wph
     int fold;            // images per pass
     size_t plane;        // fold * img_plane, to 64
