@@ -72,10 +72,14 @@ static void prep_channel_s1(const cd_sparse_conv_i8 *h, const void *src, size_t 
     for (int t = 0; t < h->nslots; t++) {
         uint8_t *p = chan + t * h->plane;
         const int a = h->slot_a[t];
-        // Rows i with i*sh + a - pad_t in [0, H).
-        int i0 = d->pad_t > a ? (d->pad_t - a + sh - 1) / sh : 0;
-        const int span = d->h + d->pad_t - a;
-        int i1 = span > 0 ? (span + sh - 1) / sh : 0;
+        // Rows i with i*sh + a - pad_t in [0, H) (no divisions at stride 1:
+        // a 7x7 layer's channel is a few ns of rows).
+        int i0 = d->pad_t, i1 = d->h + d->pad_t;
+        if (sh > 1) {
+            i0 = d->pad_t > a ? (d->pad_t - a + sh - 1) / sh : 0;
+            const int span = d->h + d->pad_t - a;
+            i1 = span > 0 ? (span + sh - 1) / sh : 0;
+        }
         if (i1 > h->hph) i1 = h->hph;
         if (i0 > i1) i0 = i1;
         if (i0) memset(p, h->zp_u8, (size_t)i0 * wph);
