@@ -91,7 +91,7 @@ static void prep_channel_s1(const cd_sparse_conv_i8 *h, const void *src, size_t 
 }
 
 // Writes the planes of input channel ch (of all C) of image n into the
-// slots of image index fi of the fold. rowq: a thread's row of W bytes.
+// slots of image index fi of the fold. rowq: a thread's rowq_bytes.
 static void prep_channel(const cd_sparse_conv_i8 *h, const void *src, int n, int ch, int fi, uint8_t *base,
                          uint8_t *rowq) {
     const cd_conv_desc *d = &h->d;
