@@ -100,3 +100,19 @@ void cd_i8_s2_rows__scalar(const cd_i8_s2_rows *g, const uint8_t *src, const uin
         }
     }
 }
+
+void cd_i8_s1_rows__scalar(const cd_i8_s1_rows *g, const uint8_t *src, const uint8_t *src_lo, const uint8_t *src_end,
+                           size_t src_stride, size_t nrows, uint8_t *dst) {
+    (void)src_lo;
+    (void)src_end;
+    for (size_t i = 0; i < nrows; i++) {
+        const uint8_t *row = src + i * src_stride;
+        uint8_t *out = dst + i * (size_t)g->wph;
+        memset(out, g->zp, (size_t)g->j0);
+        if (!g->flip)
+            memcpy(out + g->j0, row, (size_t)g->w);
+        else
+            for (int j = 0; j < g->w; j++) out[g->j0 + j] = (uint8_t)(row[j] ^ g->flip);
+        memset(out + g->j0 + g->w, g->zp, (size_t)(g->wph - g->j0 - g->w));
+    }
+}

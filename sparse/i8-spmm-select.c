@@ -8,7 +8,7 @@
         .name1 = "cd_i8_spmm_csr__" #isa_, .name4 = "cd_i8_spmm_bsr4__" #isa_, .csr = cd_i8_spmm_csr__##isa_, \
         .bsr4 = cd_i8_spmm_bsr4__##isa_, .tile = tile_, .short_quads = short_,                                \
         .epilogue = cd_i8_epilogue_rows__##isa_, .quant_row = cd_i8_quant_row__##isa_,                        \
-        .s2_rows = cd_i8_s2_rows__##isa_                                                                      \
+        .s2_rows = cd_i8_s2_rows__##isa_, .s1_rows = cd_i8_s1_rows__##isa_                                    \
     }
 
 static const cd_i8_isa_info k_isas[] = {

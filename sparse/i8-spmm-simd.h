@@ -509,3 +509,4 @@ void I8_FN(cd_i8_quant_row)(const cd_conv_quant *q, const float *x, size_t n, ui
 }
 
 #include "sparse/i8-phase2-simd.h"
+#include "sparse/i8-s1-rows-simd.h"

@@ -84,6 +84,23 @@ typedef struct {
 typedef void (*cd_i8_s2_rows_fn)(const cd_i8_s2_rows *g, const uint8_t *src, const uint8_t *src_end, size_t src_stride,
                                  size_t nrows, uint8_t *const dst[2]);
 
+// The stride-1 columns of input rows as plane rows (the only column phase
+// of a stride_w 1 layer). Input row i (src + i * src_stride, w bytes) gives
+// plane row i (dst + i * wph):
+//   row[j] = src_row[j - j0] ^ flip  for j0 <= j < j0 + w
+//   row[j] = zp                      for the other j < wph,
+// with j0 + w <= wph. Reads nothing outside the rows' w bytes and
+// [src_lo, src_end), which holds them (the vector bodies may read around a
+// row within it: pass the whole tensor's bounds); writes exactly the plane
+// rows.
+typedef struct {
+    int w, wph, j0;   // input row bytes, plane row bytes, left pads
+    uint8_t zp, flip; // the pads' byte; 0x80 for s8 input, else 0
+} cd_i8_s1_rows;
+
+typedef void (*cd_i8_s1_rows_fn)(const cd_i8_s1_rows *g, const uint8_t *src, const uint8_t *src_lo,
+                                 const uint8_t *src_end, size_t src_stride, size_t nrows, uint8_t *dst);
+
 // What one ISA brings.
 typedef struct {
     const char *name1, *name4; // kernel names (CSR, BSR4)
@@ -93,6 +110,7 @@ typedef struct {
     cd_i8_epilogue_rows_fn epilogue;
     cd_i8_quant_row_fn quant_row;
     cd_i8_s2_rows_fn s2_rows;
+    cd_i8_s1_rows_fn s1_rows;
 } cd_i8_isa_info;
 
 // The kernels of `isa` (VNNI, AVX512F, AVX2, SCALAR), or NULL when the CPU
@@ -109,6 +127,8 @@ void cd_i8_epilogue__scalar(const cd_i8_epilogue *e, float mult, float bias, con
 void cd_i8_quant_row__scalar(const cd_conv_quant *q, const float *x, size_t n, uint8_t *dst);
 void cd_i8_s2_rows__scalar(const cd_i8_s2_rows *g, const uint8_t *src, const uint8_t *src_end, size_t src_stride,
                            size_t nrows, uint8_t *const dst[2]);
+void cd_i8_s1_rows__scalar(const cd_i8_s1_rows *g, const uint8_t *src, const uint8_t *src_lo, const uint8_t *src_end,
+                           size_t src_stride, size_t nrows, uint8_t *dst);
 
 #define CD_I8_DECLARE(isa)                                                                                           \
     void cd_i8_spmm_csr__##isa(size_t nblk, const uint8_t *in, const int32_t *off, const int8_t *w,                  \
@@ -120,7 +140,9 @@ void cd_i8_s2_rows__scalar(const cd_i8_s2_rows *g, const uint8_t *src, const uin
                                     const void *res, void *dst, size_t row_stride);                                  \
     void cd_i8_quant_row__##isa(const cd_conv_quant *q, const float *x, size_t n, uint8_t *dst);                     \
     void cd_i8_s2_rows__##isa(const cd_i8_s2_rows *g, const uint8_t *src, const uint8_t *src_end, size_t src_stride, \
-                              size_t nrows, uint8_t *const dst[2]);
+                              size_t nrows, uint8_t *const dst[2]);                                                  \
+    void cd_i8_s1_rows__##isa(const cd_i8_s1_rows *g, const uint8_t *src, const uint8_t *src_lo,                     \
+                              const uint8_t *src_end, size_t src_stride, size_t nrows, uint8_t *dst);
 CD_I8_DECLARE(avx512vnni)
 CD_I8_DECLARE(avx512f)
 CD_I8_DECLARE(avx2)

@@ -54,6 +54,8 @@ struct cd_sparse_conv_i8 {
     // Stride-2 columns (stride_w 2, not direct): per row phase a < stride_h,
     // the planes of its used column phases, filled by k->s2_rows.
     i8_s2_pass *s2;      // [stride_h], or NULL
+    int s1_on;           // stride_w 1, not direct: every slot's rows from k->s1_rows
+    cd_i8_s1_rows s1;    // their geometry (the same for every slot)
     size_t img_plane;    // hph * wph
     int fold;            // images per pass
     size_t plane;        // fold * img_plane, to 64
@@ -62,7 +64,7 @@ struct cd_sparse_conv_i8 {
     size_t slack;        // bytes read past the last group's planes
     size_t prep_bytes;   // groups * group_in + slack, to 64
     size_t thread_bytes; // per thread: the accumulator tile, rowq, the runs
-    size_t rowq_bytes;   // per thread: u8 of an input row (a channel: s2)
+    size_t rowq_bytes;   // per thread: u8 of an input row (a channel: stride_w 1 or 2)
     int threads;         // OpenMP threads at create
     // Packed weights (sparse/i8-spmm.h) and the work items over them.
     int32_t *off;

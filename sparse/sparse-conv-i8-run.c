@@ -54,8 +54,44 @@ static void prep_channel_s2(const cd_sparse_conv_i8 *h, const void *src, size_t 
     }
 }
 
+// The planes of a stride_w 1 layer's channel (element x0 of src onwards,
+// of its image's x_end elements; float input is quantized into rowq first,
+// whole): per slot (row phase a), the rows that fall in the input from one
+// k->s1_rows call, the others all padding.
+static void prep_channel_s1(const cd_sparse_conv_i8 *h, const void *src, size_t x0, size_t x_end, uint8_t *chan,
+                            uint8_t *rowq) {
+    const cd_conv_desc *d = &h->d;
+    const size_t hw = (size_t)d->h * d->w, wph = (size_t)h->wph;
+    const uint8_t *x = (const uint8_t *)src + x0, *lo = src, *end = (const uint8_t *)src + x_end;
+    if (!h->epi.q.src_int) {
+        h->k->quant_row(&h->epi.q, (const float *)src + x0, hw, rowq);
+        x = lo = rowq;
+        end = rowq + h->rowq_bytes; // all of it readable, the bytes past hw blended away
+    }
+    const int sh = d->stride_h;
+    for (int t = 0; t < h->nslots; t++) {
+        uint8_t *p = chan + t * h->plane;
+        const int a = h->slot_a[t];
+        // Rows i with i*sh + a - pad_t in [0, H) (no divisions at stride 1:
+        // a 7x7 layer's channel is a few ns of rows).
+        int i0 = d->pad_t, i1 = d->h + d->pad_t;
+        if (sh > 1) {
+            i0 = d->pad_t > a ? (d->pad_t - a + sh - 1) / sh : 0;
+            const int span = d->h + d->pad_t - a;
+            i1 = span > 0 ? (span + sh - 1) / sh : 0;
+        }
+        if (i1 > h->hph) i1 = h->hph;
+        if (i0 > i1) i0 = i1;
+        if (i0) memset(p, h->zp_u8, (size_t)i0 * wph);
+        if (i1 < h->hph) memset(p + (size_t)i1 * wph, h->zp_u8, (size_t)(h->hph - i1) * wph);
+        if (i0 == i1) continue;
+        const size_t y0 = (size_t)i0 * sh + a - d->pad_t;
+        h->k->s1_rows(&h->s1, x + y0 * d->w, lo, end, (size_t)sh * d->w, (size_t)(i1 - i0), p + (size_t)i0 * wph);
+    }
+}
+
 // Writes the planes of input channel ch (of all C) of image n into the
-// slots of image index fi of the fold. rowq: a thread's row of W bytes.
+// slots of image index fi of the fold. rowq: a thread's rowq_bytes.
 static void prep_channel(const cd_sparse_conv_i8 *h, const void *src, int n, int ch, int fi, uint8_t *base,
                          uint8_t *rowq) {
     const cd_conv_desc *d = &h->d;
@@ -69,6 +105,10 @@ static void prep_channel(const cd_sparse_conv_i8 *h, const void *src, int n, int
     }
     if (h->s2) {
         prep_channel_s2(h, src, x0, chan, rowq);
+        return;
+    }
+    if (h->s1_on) {
+        prep_channel_s1(h, src, x0, ((size_t)n + 1) * d->c * d->h * d->w, chan, rowq);
         return;
     }
     for (int t = 0; t < h->nslots; t++) {

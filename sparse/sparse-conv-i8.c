@@ -115,11 +115,19 @@ static int plan_planes(cd_sparse_conv_i8 *h) {
     h->prep_bytes = align64((size_t)d->groups * h->group_in + h->slack);
     // Per thread: the accumulator tile, a row of u8, the runs of a tile
     // (sparse-conv-i8-run.c; 16 bytes each, at most one per pixel).
-    // Stride-2 layers on float input quantize a whole channel there first.
-    const size_t row_bytes = sw == 2 && !h->direct ? (size_t)d->h * d->w : (size_t)d->w;
+    // Stride-1 and -2 layers on float input quantize a whole channel there
+    // first.
+    const size_t row_bytes = sw <= 2 && !h->direct ? (size_t)d->h * d->w : (size_t)d->w;
     h->rowq_bytes = align64(row_bytes + 64);
     h->thread_bytes =
         align64(sizeof(int32_t) * I8_CHUNK_ROWS * h->k->tile) + h->rowq_bytes + align64((size_t)16 * h->k->tile);
+    if (sw == 1 && !h->direct && d->pad_l + d->w <= h->wph) {
+        // One column phase: plane column j is input column j - pad_l
+        // (wph >= W + pad_l + pad_r, see above).
+        h->s1 = (cd_i8_s1_rows){.w = d->w, .wph = h->wph, .j0 = d->pad_l, .zp = (uint8_t)h->zp_u8};
+        h->s1.flip = h->epi.q.src_int && h->epi.q.in_signed ? 0x80 : 0;
+        h->s1_on = 1;
+    }
     return sw == 2 ? plan_s2(h) : 0;
 }
 

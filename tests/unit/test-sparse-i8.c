@@ -293,6 +293,55 @@ CD_TEST(sparse_i8_stride2_layers_avx2) {
 
 CD_TEST(sparse_i8_stride2_layers_scalar) { stride2_layers_at(CD_SPARSE_ISA_SCALAR); }
 
+// Stride-1 columns (the planes of sparse/i8-s1-rows-simd.h): kernels
+// 3x3, 5x5, 1xk and kx1, asymmetric pads 0..2, row strides 1..2, odd and
+// even sizes, rows narrower than 16 and wider than 64, dilation, groups,
+// batch 1..3, every sparsity, u8, s8 and float inputs.
+static void stride1_layers_at(cd_sparse_isa isa) {
+    static const double sparsities[] = {0.0, 0.5, 0.9, 1.0};
+    for (int it = 0; it < 48; it++) {
+        cd_conv_desc d;
+        do {
+            d = random_desc();
+            const int shape = it % 4; // kxk (3 or 5), 1xk, kx1, wide rows
+            const int k = cd_test_randi(0, 1) ? 3 : 5;
+            d.r = shape == 1 ? 1 : k;
+            d.s = shape == 2 ? 1 : k;
+            d.stride_w = 1;
+            d.stride_h = cd_test_randi(0, 3) ? 1 : 2;
+            if (shape == 3) { // wide rows, few of them
+                d.w = cd_test_randi(60, 150);
+                d.h = cd_test_randi(1, 6);
+            }
+            cd_conv_out_dims(&d);
+        } while (d.oh < 1 || d.ow < 1);
+        const cd_conv_quant q = random_quant();
+        i8_layer L;
+        layer_make(&L, &d, cd_test_randi(1, 3), &q, sparsities[it / 4 % 4], cd_test_randi(0, 1) ? 4 : 0);
+        char what[64];
+        snprintf(what, sizeof what, "stride-1 case %d", it);
+        CHECK_EQ(check_layer(&L, isa, (cd_sparse_format)(it / 16 % 3), what), 0);
+        layer_free(&L);
+    }
+}
+
+CD_TEST(sparse_i8_stride1_layers_avx512vnni) {
+    skip_unless(CD_SPARSE_ISA_AVX512VNNI, "needs AVX-512 VNNI");
+    stride1_layers_at(CD_SPARSE_ISA_AVX512VNNI);
+}
+
+CD_TEST(sparse_i8_stride1_layers_avx512f) {
+    skip_unless(CD_SPARSE_ISA_AVX512F, "needs AVX-512 F/VL/BW/DQ");
+    stride1_layers_at(CD_SPARSE_ISA_AVX512F);
+}
+
+CD_TEST(sparse_i8_stride1_layers_avx2) {
+    skip_unless(CD_SPARSE_ISA_AVX2, "needs AVX2 + FMA");
+    stride1_layers_at(CD_SPARSE_ISA_AVX2);
+}
+
+CD_TEST(sparse_i8_stride1_layers_scalar) { stride1_layers_at(CD_SPARSE_ISA_SCALAR); }
+
 // ResNet-50-like shapes (1x1 direct, 3x3, the strided 1x1 and 3x3) with
 // batches that fold into one pass (7x7, 14x14) and ones that do not
 // (56x56: one image per pass), at every level.
