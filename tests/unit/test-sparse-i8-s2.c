@@ -10,6 +10,7 @@
 #include "kernels/cpu/ref.h"
 #include "sparse/i8-spmm.h"
 #include "sparse/sparse-conv-i8.h"
+#include "tests/unit/test-sparse-i8-levels.h"
 #include "tests/unit/test-sparse-util.h"
 
 #include <stdlib.h>
@@ -19,29 +20,6 @@
 
 #define GUARD 0xA5
 #define GUARD_BYTES 64
-
-// One test per int8 ISA level, NAME__<level>: each runs the body at its
-// level, or is a named skip where this run lacks it.
-#define S2_TEST(name)                                            \
-    static void name##_at(cd_sparse_isa isa);                    \
-    CD_TEST(name##__avx512vnni) {                                \
-        s2_require(CD_SPARSE_ISA_AVX512VNNI);                    \
-        name##_at(CD_SPARSE_ISA_AVX512VNNI);                     \
-    }                                                            \
-    CD_TEST(name##__avx512f) {                                   \
-        s2_require(CD_SPARSE_ISA_AVX512F);                       \
-        name##_at(CD_SPARSE_ISA_AVX512F);                        \
-    }                                                            \
-    CD_TEST(name##__avx2) {                                      \
-        s2_require(CD_SPARSE_ISA_AVX2);                          \
-        name##_at(CD_SPARSE_ISA_AVX2);                           \
-    }                                                            \
-    CD_TEST(name##__scalar) { name##_at(CD_SPARSE_ISA_SCALAR); } \
-    static void name##_at(cd_sparse_isa isa)
-
-static void s2_require(cd_sparse_isa isa) {
-    if (!cd_i8_isa(isa)) sp_require_isa(isa);
-}
 
 // A random geometry for rows of w bytes (w >= 1): nb planes, each with
 // its own first byte, leading pads and trailing pads.
@@ -99,7 +77,7 @@ static void check_rows(cd_sparse_isa isa, const cd_i8_s2_rows *g, const uint8_t 
     free(buf[1]);
 }
 
-S2_TEST(sparse_i8_s2_rows_match_rule) {
+I8_LEVEL_TEST(sparse_i8_s2_rows_match_rule) {
     for (int it = 0; it < 400; it++) {
         const int w = cd_test_randi(0, 3) ? cd_test_randi(1, 70) : cd_test_randi(70, 300);
         const cd_i8_s2_rows g = random_rows(w);
@@ -114,31 +92,26 @@ S2_TEST(sparse_i8_s2_rows_match_rule) {
 }
 
 // The tensor against an inaccessible page, at its end or at its start.
-S2_TEST(sparse_i8_s2_rows_read_nothing_outside_tensor_guard_pages) {
-    const size_t page = (size_t)sysconf(_SC_PAGESIZE), span = 4 * page;
-    uint8_t *map = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    CHECK(map != MAP_FAILED);
-    CHECK(mprotect(map, page, PROT_NONE) == 0);
-    CHECK(mprotect(map + 3 * page, page, PROT_NONE) == 0);
+I8_LEVEL_TEST(sparse_i8_s2_rows_read_nothing_outside_tensor_guard_pages) {
+    size_t page;
+    uint8_t *map = i8_guarded_pages(&page);
     for (int it = 0; it < 300; it++) {
         const int w = cd_test_randi(1, 150);
         const cd_i8_s2_rows g = random_rows(w);
         const size_t nrows = (size_t)cd_test_randi(1, 4), stride = (size_t)w * cd_test_randi(1, 2);
         const size_t total = (nrows - 1) * stride + w;
         const int at_end = cd_test_randi(0, 1);
-        uint8_t *x = at_end ? map + 3 * page - total : map + page;
-        for (size_t i = 0; i < total; i++) x[i] = (uint8_t)cd_test_randi(0, 255);
+        uint8_t *x = i8_tensor_against_page(map, page, total, at_end);
         check_rows(isa, &g, x, x + total, stride, nrows,
                    at_end ? "tensor against the page after" : "tensor against the page before");
     }
-    munmap(map, span);
+    munmap(map, 4 * page);
 }
 
 // Whole stride-2 convs (u8 and s8 input, any row stride, pads, odd and
 // even sizes, batch 1..2) whose input tensor ends or starts against an
 // inaccessible page: accumulators equal the reference's.
-S2_TEST(sparse_i8_stride2_conv_reads_nothing_outside_tensor_guard_pages) {
-    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+I8_LEVEL_TEST(sparse_i8_stride2_conv_reads_nothing_outside_tensor_guard_pages) {
     for (int it = 0; it < 40; it++) {
         cd_conv_desc d;
         do {
@@ -151,51 +124,6 @@ S2_TEST(sparse_i8_stride2_conv_reads_nothing_outside_tensor_guard_pages) {
             d.n = cd_test_randi(1, 2);
             cd_conv_out_dims(&d);
         } while (d.oh < 1 || d.ow < 1);
-        const size_t xn = (size_t)d.n * d.c * d.h * d.w, wn = (size_t)d.k * d.c * d.r * d.s,
-                     yn = (size_t)d.n * d.k * d.oh * d.ow;
-        const size_t span = (xn + page - 1) / page * page + 2 * page;
-        uint8_t *map = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        CHECK(map != MAP_FAILED);
-        CHECK(mprotect(map, page, PROT_NONE) == 0);
-        CHECK(mprotect(map + span - page, page, PROT_NONE) == 0);
-        const int at_end = it % 2;
-        uint8_t *x = at_end ? map + span - page - xn : map + page;
-        cd_conv_quant q = {.in_scale = 0.03f, .in_signed = cd_test_randi(0, 1), .src_int = 1};
-        q.in_zp = q.in_signed ? cd_test_randi(-20, 20) : cd_test_randi(0, 255);
-        int8_t *wq = malloc(wn);
-        float *wsc = malloc(sizeof(float) * d.k);
-        int32_t *xq = malloc(sizeof(int32_t) * xn), *acc = malloc(sizeof(int32_t) * yn),
-                *ref = malloc(sizeof(int32_t) * yn);
-        CHECK(wq && wsc && xq && acc && ref);
-        const double sparsity = (it % 4) / 3.0; // 0, 1/3, 2/3, 1
-        for (size_t i = 0; i < wn; i++)
-            wq[i] = cd_test_randf(0.0f, 1.0f) < sparsity ? 0 : (int8_t)cd_test_randi(-128, 127);
-        for (int k = 0; k < d.k; k++) wsc[k] = 0.01f;
-        q.w_scale = wsc;
-        for (size_t i = 0; i < xn; i++) {
-            x[i] = (uint8_t)cd_test_randi(0, 255);
-            xq[i] = q.in_signed ? (int8_t)x[i] : x[i];
-        }
-        cd_sparse_conv_options opt = {.isa = isa};
-        cd_sparse_conv_i8 *h = NULL;
-        CHECK_EQ(cd_sparse_conv_i8_create(&d, wq, NULL, &q, &opt, &h), 0);
-        void *ws = aligned_alloc(64, cd_sparse_conv_i8_workspace_size(h, d.n));
-        CHECK(ws != NULL);
-        cd_ref_conv2d_i8_acc(&d, xq, q.in_zp, wq, ref);
-        CHECK_EQ(cd_sparse_conv_i8_run_acc(h, x, acc, d.n, ws), 0);
-        for (size_t i = 0; i < yn; i++)
-            if (acc[i] != ref[i])
-                CD_CHECK_FAIL_("%s case %d (%s): acc[%zu] = %d, want %d (c%d k%d %dx%d r%d st%d/2 pad%d,%d,%d,%d "
-                               "batch %d)",
-                               cd_sparse_isa_name(isa), it, at_end ? "page after" : "page before", i, acc[i], ref[i],
-                               d.c, d.k, d.h, d.w, d.r, d.stride_h, d.pad_t, d.pad_l, d.pad_b, d.pad_r, d.n);
-        cd_sparse_conv_i8_free(h);
-        free(ws);
-        free(wq);
-        free(wsc);
-        free(xq);
-        free(acc);
-        free(ref);
-        munmap(map, span);
+        i8_conv_against_guard_pages(isa, &d, it % 2, (it % 4) / 3.0, it); // sparsity 0, 1/3, 2/3, 1
     }
 }
