@@ -335,11 +335,10 @@ static int residual_desc(pctx *p, int c, int f1, const residual_block *rb, const
 // The ms of int8 conv c doing residual block rb itself (Conv+QAdd, its
 // epilogue adds the skip and quantizes twice): what the int8 candidate costs
 // where it fuses the block, against the float32 conv plus the block's Add
-// and FakeQuant passes (*tail, time_residual_tail). Timed alone the plain int8 conv looked as fast as
-// float32 at AVX2, where in the model its Conv+QAdd ran up to 4x the plain
-// conv (ResNet-50 b90: 1x1 64>256 @56 1.78 ms against 0.41).
-static int time_residual_tail(pctx *p, const residual_block *rb, double *ms);
-
+// and FakeQuant passes (*tail, time_residual_tail). Timed alone, the plain
+// int8 conv looked as fast as float32 at AVX2, where in the model its
+// Conv+QAdd ran up to 4x the plain conv (ResNet-50 b90: 1x1 64>256 @56 1.78
+// ms against 0.41).
 static int time_residual_i8(pctx *p, int c, int f1, const residual_block *rb, const cd_conv_quant *q0, const int8_t *wq,
                             double *ms, double *tail) {
     cd_conv_quant q;
