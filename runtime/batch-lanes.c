@@ -18,7 +18,6 @@
 #include "runtime/model.h"
 
 #include "core/errors.h"
-#include "runtime/arena.h"
 #include "runtime/options.h"
 
 #include <omp.h>
@@ -46,32 +45,9 @@ int cd_batch_lanes_wanted(const cd_model *m, int batch) {
     return threads < 2 ? 0 : threads < batch ? threads : batch;
 }
 
-// The batch-1 layout of m's activations: offsets[t] for root t (the plan's
-// lifetimes, each root one item). Returns the arena's bytes, 0 when none,
-// SIZE_MAX when out of memory.
-static size_t batch1_layout(const cd_model *m, size_t *offsets) {
-    cd_arena_buf *bufs = calloc((size_t)m->ntensors + 1, sizeof *bufs);
-    if (!bufs) return SIZE_MAX;
-    int nb = 0;
-    for (int i = 0; i < m->ntensors; i++) {
-        const cd_ptensor *t = &m->tensors[i];
-        if (t->root != i || t->t.is_const || t->first == -2) continue; // as plan.c's arena
-        bufs[nb++] = (cd_arena_buf){t->item_bytes, t->first < 0 ? 0 : t->first, t->last, 0};
-    }
-    const size_t bytes = cd_arena_plan(bufs, nb, 64);
-    nb = 0;
-    for (int i = 0; i < m->ntensors && offsets; i++) {
-        const cd_ptensor *t = &m->tensors[i];
-        if (t->root != i || t->t.is_const || t->first == -2) continue;
-        offsets[i] = bufs[nb++].offset;
-    }
-    free(bufs);
-    return bytes;
-}
-
 size_t cd_batch_lanes_arena_bytes(const cd_model *m) {
-    const size_t bytes = batch1_layout(m, NULL);
-    return bytes == SIZE_MAX ? 0 : bytes;
+    size_t bytes = 0;
+    return cd_model_arena_layout(m, 1, NULL, &bytes) ? 0 : bytes;
 }
 
 // Gives ex lanes execs in all (ex itself first), made once and kept. On
@@ -84,10 +60,9 @@ static int ensure_lanes(cd_exec *ex, int lanes) {
     if (!lane) return ex->nlane;
     ex->lane = lane;
     if (ex->nlane == 0) lane[ex->nlane++] = ex;
-    size_t *offsets = calloc((size_t)m->ntensors + 1, sizeof *offsets);
-    const size_t bytes = offsets ? batch1_layout(m, offsets) : SIZE_MAX;
-    while (bytes != SIZE_MAX && ex->nlane < lanes && !cd_exec_init_layout(m, bytes, offsets, &lane[ex->nlane]))
-        ex->nlane++;
+    size_t *offsets = calloc((size_t)m->ntensors + 1, sizeof *offsets), bytes = 0;
+    const int laid = offsets && !cd_model_arena_layout(m, 1, offsets, &bytes);
+    while (laid && ex->nlane < lanes && !cd_exec_init_layout(m, bytes, offsets, &lane[ex->nlane])) ex->nlane++;
     free(offsets);
     return ex->nlane;
 }

@@ -117,6 +117,13 @@ struct cd_exec {
     int nlane;
 };
 
+// Lays out m's activations (root tensors holding them, each alive from the
+// layer that writes it first to the last that reads it) for `batch` items:
+// offsets[i] for each such root i, the other entries untouched (NULL: not
+// wanted), *bytes the arena's size. 0,
+// CD_ENOMEM, or CD_ETOO_LARGE when the sizes overflow.
+int cd_model_arena_layout(const cd_model *m, int batch, size_t *offsets, size_t *bytes);
+
 // cd_exec_init with an arena of arena_bytes in which root tensor i starts at
 // offsets[i] (NULL: the plan's, m->arena_bytes).
 int cd_exec_init_layout(const cd_model *m, size_t arena_bytes, const size_t *offsets, cd_exec **out);

@@ -702,41 +702,15 @@ static int plan_arena(pctx *p) {
         cd_ptensor *s = &m->tensors[m->inputs[i].tensor];
         if (s->last < 0) s->last = 0;
     }
-    {
-        cd_arena_buf *bufs = calloc((size_t)m->ntensors + 1, sizeof *bufs);
-        if (!bufs) {
-            return cd_errf(CD_ENOMEM, p->err, p->errlen, "out of memory");
-        }
-        int nb = 0;
-        for (int i = 0; i < m->ntensors; i++) {
-            cd_ptensor *t = &m->tensors[i];
-            // Roots that nothing ever touches get no space.
-            if (t->root != i || t->t.is_const || t->first == -2) continue;
-            // Alias storage is sized by the largest view (equal bytes in NCHW).
-            size_t bytes;
-            if (cd_ck_mul_size(t->item_bytes, (size_t)m->max_batch, &bytes)) {
-                free(bufs);
-                return cd_errf(CD_ETOO_LARGE, p->err, p->errlen,
-                               "an activation of %zu bytes per item at batch %d does not fit in memory", t->item_bytes,
-                               m->max_batch);
-            }
-            bufs[nb] = (cd_arena_buf){bytes, t->first < 0 ? 0 : t->first, t->last, 0};
-            nb++;
-        }
-        m->arena_bytes = cd_arena_plan(bufs, nb, 64);
-        if (m->arena_bytes == SIZE_MAX) {
-            free(bufs);
-            return cd_errf(CD_ETOO_LARGE, p->err, p->errlen, "the activations at batch %d do not fit in memory",
-                           m->max_batch);
-        }
-        nb = 0;
-        for (int i = 0; i < m->ntensors; i++) {
-            cd_ptensor *t = &m->tensors[i];
-            if (t->root != i || t->t.is_const || t->first == -2) continue;
-            t->offset = bufs[nb++].offset;
-        }
-        free(bufs);
-    }
+    size_t *offsets = malloc(((size_t)m->ntensors + 1) * sizeof *offsets);
+    if (!offsets) return cd_errf(CD_ENOMEM, p->err, p->errlen, "out of memory");
+    for (int i = 0; i < m->ntensors; i++) offsets[i] = m->tensors[i].offset; // constants keep theirs
+    int rc = cd_model_arena_layout(m, m->max_batch, offsets, &m->arena_bytes);
+    for (int i = 0; i < m->ntensors && !rc; i++) m->tensors[i].offset = offsets[i];
+    free(offsets);
+    if (rc == CD_ETOO_LARGE)
+        return cd_errf(rc, p->err, p->errlen, "the activations at batch %d do not fit in memory", m->max_batch);
+    if (rc) return cd_errf(rc, p->err, p->errlen, "out of memory");
     return 0;
 }
 
