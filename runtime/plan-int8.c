@@ -73,6 +73,15 @@ static int weights_are_integers(const cd_op *op) {
     return 1;
 }
 
+// The nonzero weights of conv op (what the timing caches' keys count).
+static size_t weights_nnz(const cd_op *op) {
+    const cd_conv_desc *d = &op->u.conv.d;
+    const size_t nw = (size_t)d->k * (size_t)(d->c / d->groups) * d->r * d->s;
+    size_t nnz = 0;
+    for (size_t i = 0; i < nw; i++) nnz += op->u.conv.w[i] != 0.0f;
+    return nnz;
+}
+
 // The FakeQuant conv o's float32 epilogue can do (backend.h fq_scale): its
 // output's one live reader, per tensor and static, the output not a model
 // output; -1 none.
@@ -214,10 +223,7 @@ static int time_both(pctx *p, const int *prod, int o, int fq, const cd_conv_quan
     int nhwc = int8_nhwc_candidate(p, input_from_conv(p->g, prod, o), q, &qn, &di);
     // The cache: what both candidates are, as timed here.
     char key[768];
-    size_t nnz = 0, nw = (size_t)op->u.conv.d.k * (size_t)(op->u.conv.d.c / op->u.conv.d.groups) * op->u.conv.d.r *
-                         op->u.conv.d.s;
-    for (size_t i = 0; i < nw; i++) nnz += op->u.conv.w[i] != 0.0f;
-    cd_planner_op_key(&df, nnz, 1, key, sizeof key);
+    cd_planner_op_key(&df, weights_nnz(op), 1, key, sizeof key);
     size_t l = strlen(key);
     snprintf(key + l, sizeof key - l, "|i8 sp%d f%d lay%d,%d,%d int%d,%d in%d out%d,%d mid%d fq%d", df.sparse,
              df.sparse ? df.sparse_format : 0, (int)df.src[0].layout, (int)di.src[0].layout, (int)di.dst.layout,
@@ -347,10 +353,7 @@ static int time_residual_i8(pctx *p, int c, int f1, const residual_block *rb, co
     d.wq = wq;
     char key[768];
     const cd_op *op = &p->g->ops[c];
-    size_t nnz = 0, nw = (size_t)op->u.conv.d.k * (size_t)(op->u.conv.d.c / op->u.conv.d.groups) * op->u.conv.d.r *
-                         op->u.conv.d.s;
-    for (size_t i = 0; i < nw; i++) nnz += op->u.conv.w[i] != 0.0f;
-    cd_planner_op_key(&d, nnz, 1, key, sizeof key);
+    cd_planner_op_key(&d, weights_nnz(op), 1, key, sizeof key);
     size_t l = strlen(key);
     snprintf(key + l, sizeof key - l, "|qadd sp%d f%d in%d mid%d out%d act%d", d.sparse, d.sparse ? d.sparse_format : 0,
              q.in_signed, q.mid_signed, q.out_signed, (int)rb->act.kind);

@@ -50,39 +50,39 @@ static int weights_md(dnnl_memory_desc_t *md, const cd_conv_desc *d, dnnl_format
     return cd_dnnl_conv_weights_md(md, d, dnnl_f32, tag);
 }
 
-// Appends cd_fakequant_apply to attr's post-ops: y / scale (a binary
-// division by a one-element tensor, as exact as the FakeQuant pass's
-// division; 1 / scale as a linear step would round differently), rounded half
-// to even, clamped to [qmin - zp, qmax - zp] (the same as adding the zero
-// point, clamping and taking it off again: all are integers), times scale.
-// oneDNN 2.6 runs a second eltwise step of an algorithm with the first one's
-// parameters (two linear steps: dnnl-conv-int8.c; the clamp after a Clip or
-// Relu, both clip steps here, came out clamped to the act's bounds): so the
-// clamp is clip_v2 (the same forward) and the act may not have a linear step.
-static int fq_post_ops(dnnl_primitive_attr_t attr, const float *fq) {
-    const_dnnl_post_ops_t cur = NULL;
+// The conv's attributes: sum (residual) and act post-ops as cd_dnnl_attr
+// makes them, then with fq (scale, zp, qmin, qmax; fq[0] > 0)
+// cd_fakequant_apply: y / scale (a binary division by a one-element tensor,
+// as exact as the FakeQuant pass's; 1 / scale as a linear step would round
+// differently), rounded half to even, clamped to [qmin - zp, qmax - zp] (the
+// same as adding the zero point, clamping and taking it off: all integers),
+// times scale. oneDNN 2.6 runs a second eltwise step of an algorithm with
+// the first one's parameters (two linear steps: dnnl-conv-int8.c; the clamp
+// after a Clip or Relu, both clip steps here, came out clamped to the act's
+// bounds): so the clamp is clip_v2 (the same forward) and the act may not
+// have a linear step (cd_dnnl_conv_create_fq).
+static int conv_attr(int with_sum, cd_activation act, const float *fq, dnnl_primitive_attr_t *attr) {
+    if (!fq || !(fq[0] > 0.0f)) return cd_dnnl_attr(attr, with_sum, act);
     dnnl_post_ops_t po = NULL;
     dnnl_memory_desc_t one;
     dnnl_dims_t dims = {1, 1, 1, 1};
-    int rc = CD_DNNL(dnnl_primitive_attr_get_post_ops(attr, &cur));
+    int rc = CD_DNNL(dnnl_primitive_attr_create(attr));
+    if (rc) return rc;
+    if (!rc) rc = CD_DNNL(dnnl_primitive_attr_set_scratchpad_mode(*attr, dnnl_scratchpad_mode_user));
     if (!rc) rc = CD_DNNL(dnnl_post_ops_create(&po));
-    for (int i = 0; !rc && cur && i < dnnl_post_ops_len(cur); i++) { // the sum and act steps, as they were
-        if (dnnl_post_ops_get_kind(cur, i) == dnnl_sum) {
-            rc = CD_DNNL(dnnl_post_ops_append_sum(po, 1.0f));
-        } else {
-            float scale, alpha, beta;
-            dnnl_alg_kind_t alg;
-            rc = CD_DNNL(dnnl_post_ops_get_params_eltwise(cur, i, &scale, &alg, &alpha, &beta));
-            if (!rc) rc = CD_DNNL(dnnl_post_ops_append_eltwise(po, scale, alg, alpha, beta));
-        }
-    }
+    if (!rc && with_sum) rc = CD_DNNL(dnnl_post_ops_append_sum(po, 1.0f));
+    if (!rc) rc = cd_dnnl_post_ops_act(po, act);
     if (!rc) rc = CD_DNNL(dnnl_memory_desc_init_by_tag(&one, 4, dims, dnnl_f32, dnnl_abcd));
     if (!rc) rc = CD_DNNL(dnnl_post_ops_append_binary(po, dnnl_binary_div, &one));
     if (!rc) rc = CD_DNNL(dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_round, 0.0f, 0.0f));
     if (!rc) rc = CD_DNNL(dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_clip_v2, fq[2] - fq[1], fq[3] - fq[1]));
     if (!rc) rc = CD_DNNL(dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_linear, fq[0], 0.0f));
-    if (!rc) rc = CD_DNNL(dnnl_primitive_attr_set_post_ops(attr, po));
+    if (!rc) rc = CD_DNNL(dnnl_primitive_attr_set_post_ops(*attr, po));
     if (po) dnnl_post_ops_destroy(po);
+    if (rc) {
+        dnnl_primitive_attr_destroy(*attr);
+        *attr = NULL;
+    }
     return rc;
 }
 
@@ -110,12 +110,7 @@ static int conv_desc_alg(const cd_conv_desc *d, cd_layout src_l, cd_layout dst_l
     // the clip cd_dnnl_act_steps maps it to for Relu(-inf) = 0: an infinite
     // input is NaN after any Winograd transform anyway (inf - inf).
     if (alg == dnnl_convolution_winograd && act.kind == CD_ACT_RELU) act = (cd_activation){CD_ACT_LEAKYRELU, 0, 0};
-    if ((rc = cd_dnnl_attr(attr, d->has_residual, act))) return rc;
-    if (fq && fq[0] > 0.0f && (rc = fq_post_ops(*attr, fq))) {
-        dnnl_primitive_attr_destroy(*attr);
-        *attr = NULL;
-    }
-    return rc;
+    return conv_attr(d->has_residual, act, fq, attr);
 }
 
 static int conv_desc(const cd_conv_desc *d, cd_layout src_l, cd_layout dst_l, int batch, int with_bias,
