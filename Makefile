@@ -509,7 +509,7 @@ $(BUILD)/bin/fuzz-rpc-reader: tests/fuzz/fuzz-rpc-reader.c $(PROTO_SRC) $(CORE_S
 # (reference loops) and the sparse analysis the compaction records.
 FUZZ_ONNX_SRC := tests/fuzz/fuzz-onnx-load.c $(BUILD)/gen/onnx.pb-c.c \
     runtime/onnx-import.c runtime/onnx-file.c runtime/input-shape.c runtime/graph.c $(wildcard runtime/lower*.c) runtime/fuse-patterns.c \
-    runtime/compact.c $(wildcard runtime/plan*.c) runtime/arena.c runtime/options.c backends/backend.c \
+    runtime/compact.c $(wildcard runtime/plan*.c) runtime/arena.c runtime/model-arena.c runtime/options.c backends/backend.c \
     kernels/op-desc.c $(wildcard kernels/cpu/ref*.c) sparse/analysis.c $(CORE_SRC)
 $(BUILD)/bin/fuzz-onnx-load: $(FUZZ_ONNX_SRC) | $(BUILD)/gen/onnx.pb-c.h
 	@mkdir -p $(dir $@)
