@@ -4,6 +4,7 @@
 //   sparse-i8-layers [--batch N] [--rounds R] [--threads T] [--min-time S]
 //                    [--filter SUBSTR] [--levels avx512vnni,avx512f,avx2]
 //                    [--sparsity 0.9] [--format auto|csr|bsr4]  (int8's; f32 auto)
+//                    [--residual]
 //
 // Per layer and pattern (90% unstructured "u", 90% in 4x1 output-channel
 // blocks "b"), per ISA level (forced with the options' isa; the f32 kernels
@@ -12,7 +13,10 @@
 // round's runs; printed: the median over rounds of f32 ms, int8 ms and
 // their ratio f32/int8 (> 1: int8 faster), and int8's preparation alone
 // (cd_sparse_conv_i8_prepare_ws: the u8 planes, timed in the same rounds). Int8 runs on u8 integers in and
-// out (src_int = dst_int = 1), ReLU; formats AUTO for both.
+// out (src_int = dst_int = 1), ReLU; formats AUTO for both. --residual: the
+// layer of a QDQ residual block as the planner fuses it (Conv+QAdd: the
+// conv's own output grid, then a u8 skip tensor added, ReLU, u8 out; the
+// f32 conv adds a float skip).
 
 #include "core/stats-util.h"
 #include "kernels/op-desc.h"
@@ -64,7 +68,7 @@ typedef struct {
     int is_i8; // 2: int8's preparation alone
     const cd_sparse_conv *f;
     const cd_sparse_conv_i8 *q;
-    const void *x;
+    const void *x, *res;
     void *y, *ws;
     int batch;
 } run_arg;
@@ -73,9 +77,9 @@ static void run_once(const run_arg *a) {
     if (a->is_i8 == 2)
         cd_sparse_conv_i8_prepare_ws(a->q, a->x, a->batch, a->ws);
     else if (a->is_i8)
-        cd_sparse_conv_i8_run_ws(a->q, a->x, NULL, a->y, a->batch, a->ws);
+        cd_sparse_conv_i8_run_ws(a->q, a->x, a->res, a->y, a->batch, a->ws);
     else
-        cd_sparse_conv_run_ws(a->f, a->x, NULL, a->y, a->batch, a->ws);
+        cd_sparse_conv_run_ws(a->f, a->x, a->res, a->y, a->batch, a->ws);
 }
 
 // Median ms of runs lasting g_min_time (at least 3), after one warm-up.
@@ -105,12 +109,18 @@ static double rnd(void) {
 }
 
 int main(int argc, char **argv) {
-    int batch = 1, rounds = 5, threads = 1;
+    int batch = 1, rounds = 5, threads = 1, residual = 0;
     double sparsity = 0.9;
     cd_sparse_format fmt = CD_SPARSE_FMT_AUTO;
     const char *filter = NULL, *levels = "avx512vnni,avx512f,avx2";
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--batch"))
+    for (int i = 1; i < argc; i += 2) {
+        if (!strcmp(argv[i], "--residual")) {
+            residual = 1;
+            i--;
+        } else if (i + 1 >= argc) {
+            fprintf(stderr, "%s needs a value\n", argv[i]);
+            return 2;
+        } else if (!strcmp(argv[i], "--batch"))
             batch = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--rounds"))
             rounds = atoi(argv[i + 1]);
@@ -142,8 +152,8 @@ int main(int argc, char **argv) {
                {"avx512f", CD_SPARSE_ISA_AVX512F},
                {"avx2", CD_SPARSE_ISA_AVX2},
                {"scalar", CD_SPARSE_ISA_SCALAR}};
-    printf("# int8 vs f32 sparse conv, batch %d, %d thread(s), %d rounds, sparsity %.2f\n\n", batch, threads, rounds,
-           sparsity);
+    printf("# int8 vs f32 sparse conv%s, batch %d, %d thread(s), %d rounds, sparsity %.2f\n\n",
+           residual ? " (residual block: Conv+QAdd)" : "", batch, threads, rounds, sparsity);
     printf("| layer | pattern | level | f32 ms | int8 ms | f32/int8 | int8 prep ms | int8 format |\n"
            "|---|---|---|---|---|---|---|---|\n");
     double sum_f[4][2] = {{0}}, sum_q[4][2] = {{0}}, log_r[4][2] = {{0}};
@@ -153,14 +163,20 @@ int main(int argc, char **argv) {
         if (filter && !strstr(L->name, filter)) continue;
         cd_conv_desc d = cd_conv_square(L->c, L->hw, L->hw, L->k, L->r, L->stride, L->r / 2);
         d.act = (cd_activation){.kind = CD_ACT_RELU};
+        d.has_residual = residual;
         const size_t taps = (size_t)L->c * L->r * L->r, wn = (size_t)L->k * taps;
         const size_t xn = (size_t)batch * L->c * L->hw * L->hw, yn = (size_t)batch * L->k * d.oh * d.ow;
         float *wf = malloc(sizeof(float) * wn), *bias = calloc(L->k, sizeof(float)),
               *wsc = malloc(sizeof(float) * L->k);
         int8_t *wq = malloc(wn);
         float *xf = malloc(sizeof(float) * xn), *yf = malloc(sizeof(float) * yn);
-        uint8_t *xq = malloc(xn), *yq = malloc(yn);
-        if (!wf || !bias || !wsc || !wq || !xf || !yf || !xq || !yq) return 1;
+        uint8_t *xq = malloc(xn), *yq = malloc(yn), *rq = residual ? malloc(yn) : NULL;
+        float *rf = residual ? malloc(sizeof(float) * yn) : NULL;
+        if (!wf || !bias || !wsc || !wq || !xf || !yf || !xq || !yq || (residual && (!rq || !rf))) return 1;
+        for (size_t i = 0; residual && i < yn; i++) {
+            rq[i] = (uint8_t)(rnd() * 256);
+            rf[i] = ((int)rq[i] - 7) * 0.0391f;
+        }
         for (size_t i = 0; i < xn; i++) {
             xq[i] = (uint8_t)(rnd() * 256);
             xf[i] = ((int)xq[i] - 10) * 0.0473f;
@@ -191,6 +207,13 @@ int main(int argc, char **argv) {
                 cd_sparse_conv_i8 *q = NULL;
                 cd_conv_quant cq = {
                     .in_scale = 0.0473f, .in_zp = 10, .src_int = 1, .w_scale = wsc, .out_scale = 0.917f, .dst_int = 1};
+                if (residual) {
+                    cq.mid_scale = 0.683f;
+                    cq.mid_zp = 131;
+                    cq.res_scale = 0.0391f;
+                    cq.res_zp = 7;
+                    cq.res_int = 1;
+                }
                 cd_sparse_conv_options qopt = {.isa = all[lv].isa, .format = fmt};
                 if (cd_sparse_conv_create(&d, wf, bias, &opt, &f) ||
                     cd_sparse_conv_i8_create(&d, wq, bias, &cq, &qopt, &q))
@@ -199,8 +222,8 @@ int main(int argc, char **argv) {
                              qws_n = cd_sparse_conv_i8_workspace_size(q, batch);
                 void *fws = fws_n ? aligned_alloc(64, (fws_n + 63) & ~(size_t)63) : NULL;
                 void *qws = aligned_alloc(64, (qws_n + 63) & ~(size_t)63);
-                run_arg af = {0, f, NULL, xf, yf, fws, batch}, aq = {1, NULL, q, xq, yq, qws, batch},
-                        ap = {2, NULL, q, xq, yq, qws, batch};
+                run_arg af = {0, f, NULL, xf, rf, yf, fws, batch}, aq = {1, NULL, q, xq, rq, yq, qws, batch},
+                        ap = {2, NULL, q, xq, NULL, yq, qws, batch};
                 double tf[64], tq[64], ratio[64], tp[64];
                 for (int r = 0; r < rounds; r++) {
                     tf[r] = time_ms(&af);
@@ -233,6 +256,8 @@ int main(int argc, char **argv) {
         free(yf);
         free(xq);
         free(yq);
+        free(rq);
+        free(rf);
     }
     // The geometric mean of the per-layer ratios resists a cell that a
     // paused or loaded machine slowed; the sums do not.
