@@ -548,9 +548,8 @@ static void start_handles(cd_server *srv) {
         CD_INFO("systemd watchdog: %llu ms; pinging every %llu ms", (unsigned long long)(wd_usec / 1000),
                 (unsigned long long)ms);
     }
-    if (set->metrics_file[0]) {
+    if (set->metrics_file[0]) { // the first file was written before listening (cd_server_run)
         uint64_t ms = (uint64_t)set->metrics_interval * 1000;
-        cd_metrics_write_file(srv, set->metrics_file);
         uv_timer_start(&srv->metrics_timer, on_metrics_timer, ms, ms);
     }
 }
@@ -599,6 +598,9 @@ int cd_server_run(cd_settings *set, int argc, char **argv) {
     srv->hub.workers = srv->workers;
     if (cd_models_init(srv) != 0) goto out_workers;
 
+    // The metrics file's first version, before anyone can connect: a scraper
+    // (or a test) that reaches the daemon finds the file there.
+    if (set->metrics_file[0]) cd_metrics_write_file(srv, set->metrics_file);
     struct stat st = {0};
     if (start_listening(srv, listen_fd, &st) != 0) goto out_models;
 
