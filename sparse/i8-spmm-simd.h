@@ -104,6 +104,13 @@ static inline vi load_b(const void *p, lanes m, int is_signed) {
     const __m128i x = _mm_maskz_loadu_epi8(m, p);
     return is_signed ? _mm512_cvtepi8_epi32(x) : _mm512_cvtepu8_epi32(x);
 }
+// The same, all lanes: plain loads.
+static inline vi load_i_all(const int32_t *p) { return LOADU(p); }
+static inline vf load_f_all(const float *p) { return LOADF(p); }
+static inline vi load_b_all(const void *p, int is_signed) {
+    const __m128i x = _mm_loadu_si128((const __m128i *)p);
+    return is_signed ? _mm512_cvtepi8_epi32(x) : _mm512_cvtepu8_epi32(x);
+}
 #else
 typedef __m256i vi;
 typedef __m256 vf;
@@ -143,6 +150,57 @@ typedef __m256 vf;
 // The lanes where a >= b, as bits.
 static inline unsigned ge_bits(vf a, vf b) { return (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(a, b, _CMP_GE_OQ)); }
 
+// The first left (< 32) bytes of y to p, and the first left (< 8) bytes at
+// p as the low bytes of an integer: power-of-two pieces, no memcpy call (a
+// call in the epilogue's loop makes every ymm register caller-saved).
+static inline void store_tail(void *p, size_t left, __m256i y) {
+    uint8_t *d = p;
+    __m128i x = _mm256_castsi256_si128(y);
+    if (left & 16) {
+        _mm_storeu_si128((__m128i *)d, x);
+        x = _mm256_extracti128_si256(y, 1);
+        d += 16;
+    }
+    if (left & 8) {
+        _mm_storel_epi64((__m128i *)d, x);
+        x = _mm_srli_si128(x, 8);
+        d += 8;
+    }
+    uint64_t b = (uint64_t)_mm_cvtsi128_si64(x);
+    if (left & 4) {
+        const uint32_t t = (uint32_t)b;
+        memcpy(d, &t, 4);
+        b >>= 32;
+        d += 4;
+    }
+    if (left & 2) {
+        const uint16_t t = (uint16_t)b;
+        memcpy(d, &t, 2);
+        b >>= 16;
+        d += 2;
+    }
+    if (left & 1) *d = (uint8_t)b;
+}
+static inline uint64_t load_tail(const void *p, size_t left) {
+    const uint8_t *s = p;
+    uint64_t b = 0;
+    unsigned o = 0;
+    if (left & 4) {
+        uint32_t t;
+        memcpy(&t, s, 4);
+        b = t;
+        o = 4;
+    }
+    if (left & 2) {
+        uint16_t t;
+        memcpy(&t, s + o, 2);
+        b |= (uint64_t)t << (8 * o);
+        o += 2;
+    }
+    if (left & 1) b |= (uint64_t)s[o] << (8 * o);
+    return b;
+}
+
 // 4 vectors of s32 n (any), to 32 bytes of clamp(n + zp) in u8 (or s8
 // when is_signed) in lane order (as the AVX-512 one); the first `left`
 // of them stored.
@@ -156,9 +214,7 @@ static inline void store_b4(void *p, size_t left, const vi v[4], int is_signed, 
         _mm256_storeu_si256((__m256i *)p, y);
         return;
     }
-    uint8_t tmp[32];
-    _mm256_storeu_si256((__m256i *)tmp, y);
-    memcpy(p, tmp, left);
+    store_tail(p, left, y);
 }
 // The nearest integers (ties to even) of the lanes: vcvtps2dq rounds as
 // MXCSR says, round-to-nearest-even unless a caller changed it (none does).
@@ -196,15 +252,18 @@ static inline void store_b(void *p, lanes m, vi v) {
         _mm_storel_epi64((__m128i *)p, p8);
         return;
     }
-    uint8_t tmp[16];
-    _mm_storeu_si128((__m128i *)tmp, p8);
-    memcpy(p, tmp, m.left);
+    store_tail(p, m.left, _mm256_castsi128_si256(p8));
 }
 // The integers of `left` bytes (u8, or s8 when is_signed) as s32 lanes.
 static inline vi load_b(const void *p, lanes m, int is_signed) {
-    int64_t x = 0;
-    memcpy(&x, p, m.left >= 8 ? 8 : m.left);
-    const __m128i v = _mm_cvtsi64_si128(x);
+    const __m128i v = m.left >= 8 ? _mm_loadl_epi64((const __m128i *)p) : _mm_cvtsi64_si128((int64_t)load_tail(p, m.left));
+    return is_signed ? _mm256_cvtepi8_epi32(v) : _mm256_cvtepu8_epi32(v);
+}
+// The same, all lanes: plain loads.
+static inline vi load_i_all(const int32_t *p) { return LOADU(p); }
+static inline vf load_f_all(const float *p) { return LOADF(p); }
+static inline vi load_b_all(const void *p, int is_signed) {
+    const __m128i v = _mm_loadl_epi64((const __m128i *)p);
     return is_signed ? _mm256_cvtepi8_epi32(v) : _mm256_cvtepu8_epi32(v);
 }
 #endif
@@ -375,23 +434,33 @@ typedef struct {
 
 // How a run's vectors are computed; the common case gets its own copy of
 // the loop (flags as constants: no per-vector tests of the layer's kind).
-typedef enum { RES_NONE, RES_FLOAT, RES_INT } res_mode;
+// RES_U8 is RES_INT known unsigned (a residual block's skip tensor).
+typedef enum { RES_NONE, RES_FLOAT, RES_INT, RES_U8 } res_mode;
 
-// The epilogue of the lanes m of accumulators i.. of a run: y, or with
-// `quant` the output's integer (clamped) as a float.
+// The epilogue of the lanes m of accumulators i.. of a run (all lanes,
+// with plain loads, when `full`): y, or with `quant` the output's integer
+// (clamped) as a float.
 static inline __attribute__((always_inline)) vf epi_vec(const epi_consts *c, int mid, res_mode rm, cd_act kind,
-                                                        int quant, vf vm, vf vb, const int32_t *acc, size_t i, lanes m,
-                                                        const void *res) {
-    vf y = FMADD(CVTF(load_i(acc + i, m)), vm, vb);
+                                                        int quant, int full, vf vm, vf vb, const int32_t *acc,
+                                                        size_t i, lanes m, const void *res) {
+    vf y = FMADD(CVTF(full ? load_i_all(acc + i) : load_i(acc + i, m)), vm, vb);
     // (clamp(n + zp) - zp) * scale is clamp(n, qmin - zp, qmax - zp) * scale:
     // small integers, exact in float; + 0 turns n = -0 into the +0 that
-    // n + zp - zp gives.
-    if (mid) y = MULF(ADDF(MINF(MAXF(RINT(quot(y, c->mr, c->m_s)), c->mlo), c->mhi), c->zero), c->ms);
+    // n + zp - zp gives (not needed before a ReLU: max(-0, 0) is +0, and
+    // -0 + r is r unless r is a zero, whose sum the ReLU makes +0 too).
+    if (mid) {
+        y = MINF(MAXF(RINT(quot(y, c->mr, c->m_s)), c->mlo), c->mhi);
+        y = MULF(kind == CD_ACT_RELU ? y : ADDF(y, c->zero), c->ms);
+    }
     // (r - zp) * scale, then the add: ref-conv-i8.c's order (no fma).
-    if (rm == RES_INT)
-        y = ADDF(y, MULF(SUBF(CVTF(load_b((const uint8_t *)res + i, m, c->res_signed)), c->rzp), c->rs));
-    else if (rm == RES_FLOAT)
-        y = ADDF(y, load_f((const float *)res + i, m));
+    if (rm == RES_INT || rm == RES_U8) {
+        const void *r = (const uint8_t *)res + i;
+        const int is_signed = rm == RES_INT && c->res_signed;
+        const vi b = full ? load_b_all(r, is_signed) : load_b(r, m, is_signed);
+        y = ADDF(y, MULF(SUBF(CVTF(b), c->rzp), c->rs));
+    } else if (rm == RES_FLOAT) {
+        y = ADDF(y, full ? load_f_all((const float *)res + i) : load_f((const float *)res + i, m));
+    }
     // max(y, 0) is y > 0 ? y : 0 (maxps returns its second operand
     // unless the first is greater), as cd_act_apply's ReLU.
     if (kind == CD_ACT_RELU)
@@ -403,32 +472,40 @@ static inline __attribute__((always_inline)) vf epi_vec(const epi_consts *c, int
     return MINF(MAXF(ADDF(RINT(quot(y, c->vr, c->s)), c->vzp), c->qmin), c->qmax);
 }
 
-// One run of one row. Tails run masked (lanes_of), not through the scalar
-// code: rows of 56 or 7 pixels would spend most of their time there.
-// Integers go out 4 vectors at a time, packed to one store.
+// 4 vectors from accumulator i on of a run (the first `left` pixels) to
+// the integers of the output.
+static inline __attribute__((always_inline)) void epi_block(const epi_consts *c, int mid, res_mode rm, cd_act kind,
+                                                            int full, vf vm, vf vb, const int32_t *acc, size_t i,
+                                                            size_t left, const void *res, void *dst) {
+    // Only the vectors the run reaches (a 7-pixel run is one).
+    vi v[4] = {SET1(0), SET1(0), SET1(0), SET1(0)};
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) {
+        const size_t k = (size_t)j * LANES;
+        if (!full && k >= left) break;
+        // Below 2^20 the conversion is exact and saturates right in
+        // store_b4; above it would give INT_MIN.
+        const vf x = epi_vec(c, mid, rm, kind, 2, full, vm, vb, acc, i + k, lanes_of(left - k), res);
+        v[j] = CVT_RNE(MINF(x, c->big));
+    }
+    store_b4((uint8_t *)dst + i, full ? 4 * LANES : left, v, c->out_signed, c->zp16);
+}
+
+// One run of one row. Whole blocks of 4 vectors use plain loads and one
+// store; the tail runs masked (lanes_of), not through the scalar code:
+// rows of 56 or 7 pixels would spend most of their time there.
 static inline __attribute__((always_inline)) void epi_run(const epi_consts *c, int mid, res_mode rm, cd_act kind,
                                                           int quant, int to_int, vf vm, vf vb, const int32_t *acc,
                                                           size_t n, const void *res, void *dst) {
     if (quant && to_int) {
-        for (size_t i = 0; i < n; i += 4 * LANES) {
-            // Only the vectors the run reaches (a 7-pixel run is one).
-            vi v[4] = {SET1(0), SET1(0), SET1(0), SET1(0)};
-#pragma GCC unroll 4
-            for (int j = 0; j < 4; j++) {
-                const size_t k = i + (size_t)j * LANES;
-                if (k >= n) break;
-                // Below 2^20 the conversion is exact and saturates right in
-                // store_b4; above it would give INT_MIN.
-                const vf x = epi_vec(c, mid, rm, kind, 2, vm, vb, acc, k, lanes_of(n - k), res);
-                v[j] = CVT_RNE(MINF(x, c->big));
-            }
-            store_b4((uint8_t *)dst + i, n - i, v, c->out_signed, c->zp16);
-        }
+        size_t i = 0;
+        for (; i + 4 * LANES <= n; i += 4 * LANES) epi_block(c, mid, rm, kind, 1, vm, vb, acc, i, 4 * LANES, res, dst);
+        if (i < n) epi_block(c, mid, rm, kind, 0, vm, vb, acc, i, n - i, res, dst);
         return;
     }
     for (size_t i = 0; i < n; i += LANES) {
         const lanes m = lanes_of(n - i);
-        const vf v = epi_vec(c, mid, rm, kind, quant, vm, vb, acc, i, m, res);
+        const vf v = epi_vec(c, mid, rm, kind, quant, 0, vm, vb, acc, i, m, res);
         store_f((float *)dst + i, m, quant ? MULF(SUBF(v, c->vzp), c->vs) : v);
     }
 }
@@ -439,7 +516,7 @@ static inline __attribute__((always_inline)) void epi_rows(const epi_consts *c, 
                                                            int nrows, const int32_t *acc, size_t acc_stride,
                                                            const cd_i8_run *runs, int nruns, const void *res, void *dst,
                                                            size_t row_stride) {
-    const size_t esize = to_int ? 1 : sizeof(float), rsize = rm == RES_INT ? 1 : sizeof(float);
+    const size_t esize = to_int ? 1 : sizeof(float), rsize = rm == RES_FLOAT ? sizeof(float) : 1;
     for (int r = 0; r < nrows; r++) {
         const vf vm = SET1F(mult[r]), vb = SET1F(bias[r]);
         for (int i = 0; i < nruns; i++) {
@@ -488,6 +565,9 @@ void I8_FN(cd_i8_epilogue_rows)(const cd_i8_epilogue *e, const float *mult, cons
     // (conv, its own grid, the u8/s8 skip, ReLU): their own loops.
     if (!mid && rm == RES_NONE && quant && to_int && kind == CD_ACT_RELU)
         epi_rows(&c, 0, RES_NONE, CD_ACT_RELU, 1, 1, mult, bias, nrows, acc, acc_stride, runs, nruns, res, dst,
+                 row_stride);
+    else if (mid && rm == RES_INT && !q->res_signed && quant && to_int && kind == CD_ACT_RELU)
+        epi_rows(&c, 1, RES_U8, CD_ACT_RELU, 1, 1, mult, bias, nrows, acc, acc_stride, runs, nruns, res, dst,
                  row_stride);
     else if (mid && rm == RES_INT && quant && to_int && kind == CD_ACT_RELU)
         epi_rows(&c, 1, RES_INT, CD_ACT_RELU, 1, 1, mult, bias, nrows, acc, acc_stride, runs, nruns, res, dst,
