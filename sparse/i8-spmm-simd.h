@@ -510,14 +510,53 @@ static inline __attribute__((always_inline)) void epi_run(const epi_consts *c, i
     }
 }
 
-// The rows x runs loop for one set of flags.
+// Whole blocks of two rows at once (integers out): each vector's chain is
+// long (two divisions), and 8 of them side by side keep more of it in the
+// out-of-order window than 4.
+static inline __attribute__((always_inline)) void epi_block2(const epi_consts *c, int mid, res_mode rm, cd_act kind,
+                                                             const vf vm[2], const vf vb[2],
+                                                             const int32_t *const acc[2], size_t i,
+                                                             const void *const res[2], void *const dst[2]) {
+    vi v[2][4];
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++)
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            const vf x = epi_vec(c, mid, rm, kind, 2, 1, vm[h], vb[h], acc[h], i + (size_t)j * LANES,
+                                 lanes_of(LANES), res[h]);
+            v[h][j] = CVT_RNE(MINF(x, c->big));
+        }
+    store_b4((uint8_t *)dst[0] + i, 4 * LANES, v[0], c->out_signed, c->zp16);
+    store_b4((uint8_t *)dst[1] + i, 4 * LANES, v[1], c->out_signed, c->zp16);
+}
+
+// The rows x runs loop for one set of flags; integers out, rows in pairs.
 static inline __attribute__((always_inline)) void epi_rows(const epi_consts *c, int mid, res_mode rm, cd_act kind,
                                                            int quant, int to_int, const float *mult, const float *bias,
                                                            int nrows, const int32_t *acc, size_t acc_stride,
                                                            const cd_i8_run *runs, int nruns, const void *res, void *dst,
                                                            size_t row_stride) {
     const size_t esize = to_int ? 1 : sizeof(float), rsize = rm == RES_FLOAT ? sizeof(float) : 1;
-    for (int r = 0; r < nrows; r++) {
+    int r = 0;
+    if (quant && to_int) {
+        for (; r + 2 <= nrows; r += 2) {
+            const vf vm[2] = {SET1F(mult[r]), SET1F(mult[r + 1])}, vb[2] = {SET1F(bias[r]), SET1F(bias[r + 1])};
+            for (int i = 0; i < nruns; i++) {
+                const size_t o = (size_t)r * row_stride + runs[i].out, n = runs[i].len;
+                const int32_t *a0 = acc + (size_t)r * acc_stride + runs[i].m;
+                const int32_t *const a[2] = {a0, a0 + acc_stride};
+                const char *r0 = rm != RES_NONE ? (const char *)res + o * rsize : NULL;
+                const void *const rr[2] = {r0, r0 ? r0 + row_stride * rsize : NULL};
+                void *const d[2] = {(char *)dst + o * esize, (char *)dst + (o + row_stride) * esize};
+                size_t j = 0;
+                for (; j + 4 * LANES <= n; j += 4 * LANES) epi_block2(c, mid, rm, kind, vm, vb, a, j, rr, d);
+                if (j < n)
+#pragma GCC unroll 2
+                    for (int h = 0; h < 2; h++) epi_block(c, mid, rm, kind, 0, vm[h], vb[h], a[h], j, n - j, rr[h], d[h]);
+            }
+        }
+    }
+    for (; r < nrows; r++) {
         const vf vm = SET1F(mult[r]), vb = SET1F(bias[r]);
         for (int i = 0; i < nruns; i++) {
             const size_t o = (size_t)r * row_stride + runs[i].out;
