@@ -38,6 +38,8 @@ typedef __m512 vf;
 #define UNPHI16 _mm512_unpackhi_epi16
 #define ADD32 _mm512_add_epi32
 #define AND _mm512_and_si512
+#define OR _mm512_or_si512
+#define ASF _mm512_castsi512_ps
 #define SRLI16 _mm512_srli_epi16
 #define SLLI16 _mm512_slli_epi16
 #define SRAI16 _mm512_srai_epi16
@@ -66,12 +68,16 @@ static inline unsigned ge_bits(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CM
 // 4 vectors of s32 n (any), to 64 bytes of clamp(n + zp) in u8 (or s8
 // when is_signed) in lane order: the saturating packs and the saturating
 // 16-bit add are the reference's clamp (n beyond s16 stays beyond the
-// 8-bit range); the first `left` of them stored.
-static inline void store_b4(void *p, size_t left, const vi v[4], int is_signed, vi zp16) {
+// 8-bit range); with `relu`, at least zp8's bytes (zp): the ReLU before
+// the quantization (clamp(rint(y / s) + zp) does not decrease with y, so
+// that of max(y, 0) is the max of that of y and zp); the first `left` of
+// them stored.
+static inline void store_b4(void *p, size_t left, const vi v[4], int is_signed, vi zp16, int relu, vi zp8) {
     const vi ab = _mm512_adds_epi16(_mm512_packs_epi32(v[0], v[1]), zp16);
     const vi cd = _mm512_adds_epi16(_mm512_packs_epi32(v[2], v[3]), zp16);
     // 128-bit lane L of x holds 4 bytes of each of v[0..3], lanes 4L..4L+3.
-    const vi x = is_signed ? _mm512_packs_epi16(ab, cd) : _mm512_packus_epi16(ab, cd);
+    vi x = is_signed ? _mm512_packs_epi16(ab, cd) : _mm512_packus_epi16(ab, cd);
+    if (relu) x = is_signed ? _mm512_max_epi8(x, zp8) : _mm512_max_epu8(x, zp8);
     const vi y = _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), x);
     if (left >= 64)
         _mm512_storeu_si512(p, y);
@@ -125,6 +131,8 @@ typedef __m256 vf;
 #define UNPHI16 _mm256_unpackhi_epi16
 #define ADD32 _mm256_add_epi32
 #define AND _mm256_and_si256
+#define OR _mm256_or_si256
+#define ASF _mm256_castsi256_ps
 #define SRLI16 _mm256_srli_epi16
 #define SLLI16 _mm256_slli_epi16
 #define SRAI16 _mm256_srai_epi16
@@ -202,13 +210,14 @@ static inline uint64_t load_tail(const void *p, size_t left) {
 }
 
 // 4 vectors of s32 n (any), to 32 bytes of clamp(n + zp) in u8 (or s8
-// when is_signed) in lane order (as the AVX-512 one); the first `left`
-// of them stored.
-static inline void store_b4(void *p, size_t left, const vi v[4], int is_signed, vi zp16) {
+// when is_signed) in lane order, at least zp with `relu` (as the AVX-512
+// one); the first `left` of them stored.
+static inline void store_b4(void *p, size_t left, const vi v[4], int is_signed, vi zp16, int relu, vi zp8) {
     const vi ab = _mm256_adds_epi16(_mm256_packs_epi32(v[0], v[1]), zp16);
     const vi cd = _mm256_adds_epi16(_mm256_packs_epi32(v[2], v[3]), zp16);
     // 128-bit lane L of x holds 4 bytes of each of v[0..3], lanes 4L..4L+3.
-    const vi x = is_signed ? _mm256_packs_epi16(ab, cd) : _mm256_packus_epi16(ab, cd);
+    vi x = is_signed ? _mm256_packs_epi16(ab, cd) : _mm256_packus_epi16(ab, cd);
+    if (relu) x = is_signed ? _mm256_max_epi8(x, zp8) : _mm256_max_epu8(x, zp8);
     const vi y = _mm256_permutevar8x32_epi32(x, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
     if (left >= 32) {
         _mm256_storeu_si256((__m256i *)p, y);
@@ -428,8 +437,12 @@ typedef struct {
     vf rs, rzp;          // an integer residual's scale and zero point (q.res_int)
     float s, m_s;        // out_scale, mid_scale
     int res_signed, out_signed;
-    vi zp16; // out_zp in every 16-bit lane
-    vf big;  // 2^20
+    vi zp16;   // out_zp in every 16-bit lane
+    vi zp8;    // out_zp in every byte
+    vf big;    // 2^20
+    vf magic;  // 1.5 * 2^23: x + magic, for |x| <= 2^22, is magic + rint(x) exactly
+    vi fbits;  // the bits of 2^23: fbits | u, for u in 0..255, is the float 2^23 + u
+    vf rzp23;  // 2^23 + res_zp (u8 residuals)
 } epi_consts;
 
 // How a run's vectors are computed; the common case gets its own copy of
@@ -444,26 +457,36 @@ static inline __attribute__((always_inline)) vf epi_vec(const epi_consts *c, int
                                                         int quant, int full, vf vm, vf vb, const int32_t *acc,
                                                         size_t i, lanes m, const void *res) {
     vf y = FMADD(CVTF(full ? load_i_all(acc + i) : load_i(acc + i, m)), vm, vb);
-    // (clamp(n + zp) - zp) * scale is clamp(n, qmin - zp, qmax - zp) * scale:
-    // small integers, exact in float; + 0 turns n = -0 into the +0 that
-    // n + zp - zp gives (not needed before a ReLU: max(-0, 0) is +0, and
-    // -0 + r is r unless r is a zero, whose sum the ReLU makes +0 too).
+    // (clamp(n + zp) - zp) * scale is clamp(n, qmin - zp, qmax - zp) * scale
+    // (small integers, exact in float), and clamp(rint(x)) is rint(clamp(x))
+    // (the bounds are integers). The rounding without vroundps (which
+    // shares the two multiply pipes with max, min, the conversions and
+    // fma: the bound here): clamp(x) + 1.5 * 2^23 lies in [2^23, 2^24),
+    // where floats are the integers, so the add rounds to nearest even
+    // (1.5 * 2^23 is even), and less 1.5 * 2^23 is rint(clamp(x)), exactly,
+    // +0 for a zero (as n + zp - zp).
     if (mid) {
-        y = MINF(MAXF(RINT(quot(y, c->mr, c->m_s)), c->mlo), c->mhi);
-        y = MULF(kind == CD_ACT_RELU ? y : ADDF(y, c->zero), c->ms);
+        const vf t = ADDF(MINF(MAXF(quot(y, c->mr, c->m_s), c->mlo), c->mhi), c->magic);
+        y = MULF(SUBF(t, c->magic), c->ms);
     }
     // (r - zp) * scale, then the add: ref-conv-i8.c's order (no fma).
-    if (rm == RES_INT || rm == RES_U8) {
+    if (rm == RES_U8) {
+        // r - zp as (2^23 + r) - (2^23 + zp): exact, an OR (any pipe) and a
+        // subtraction (the add pipes) instead of a conversion.
         const void *r = (const uint8_t *)res + i;
-        const int is_signed = rm == RES_INT && c->res_signed;
-        const vi b = full ? load_b_all(r, is_signed) : load_b(r, m, is_signed);
+        const vi b = full ? load_b_all(r, 0) : load_b(r, m, 0);
+        y = ADDF(y, MULF(SUBF(ASF(OR(b, c->fbits)), c->rzp23), c->rs));
+    } else if (rm == RES_INT) {
+        const void *r = (const uint8_t *)res + i;
+        const vi b = full ? load_b_all(r, c->res_signed) : load_b(r, m, c->res_signed);
         y = ADDF(y, MULF(SUBF(CVTF(b), c->rzp), c->rs));
     } else if (rm == RES_FLOAT) {
         y = ADDF(y, full ? load_f_all((const float *)res + i) : load_f((const float *)res + i, m));
     }
     // max(y, 0) is y > 0 ? y : 0 (maxps returns its second operand
-    // unless the first is greater), as cd_act_apply's ReLU.
-    if (kind == CD_ACT_RELU)
+    // unless the first is greater), as cd_act_apply's ReLU; for integers
+    // out (quant 2) store_b4 applies it to the bytes, 4 vectors at once.
+    if (kind == CD_ACT_RELU && quant != 2)
         y = MAXF(y, c->zero);
     else if (kind == CD_ACT_CLIP)
         y = MINF(MAXF(y, c->lo), c->hi);
@@ -488,7 +511,7 @@ static inline __attribute__((always_inline)) void epi_block(const epi_consts *c,
         const vf x = epi_vec(c, mid, rm, kind, 2, full, vm, vb, acc, i + k, lanes_of(left - k), res);
         v[j] = CVT_RNE(MINF(x, c->big));
     }
-    store_b4((uint8_t *)dst + i, full ? 4 * LANES : left, v, c->out_signed, c->zp16);
+    store_b4((uint8_t *)dst + i, full ? 4 * LANES : left, v, c->out_signed, c->zp16, kind == CD_ACT_RELU, c->zp8);
 }
 
 // One run of one row. Whole blocks of 4 vectors use plain loads and one
@@ -526,8 +549,8 @@ static inline __attribute__((always_inline)) void epi_block2(const epi_consts *c
                                  lanes_of(LANES), res[h]);
             v[h][j] = CVT_RNE(MINF(x, c->big));
         }
-    store_b4((uint8_t *)dst[0] + i, 4 * LANES, v[0], c->out_signed, c->zp16);
-    store_b4((uint8_t *)dst[1] + i, 4 * LANES, v[1], c->out_signed, c->zp16);
+    store_b4((uint8_t *)dst[0] + i, 4 * LANES, v[0], c->out_signed, c->zp16, kind == CD_ACT_RELU, c->zp8);
+    store_b4((uint8_t *)dst[1] + i, 4 * LANES, v[1], c->out_signed, c->zp16, kind == CD_ACT_RELU, c->zp8);
 }
 
 // The rows x runs loop for one set of flags; integers out, rows in pairs.
@@ -597,7 +620,11 @@ void I8_FN(cd_i8_epilogue_rows)(const cd_i8_epilogue *e, const float *mult, cons
                           q->res_signed,
                           q->out_signed,
                           SET1_16((short)q->out_zp),
-                          SET1F(0x1p20f)};
+                          SET1((int)((uint32_t)(q->out_zp & 0xFF) * 0x01010101u)),
+                          SET1F(0x1p20f),
+                          SET1F(0x1.8p23f),
+                          SET1(0x4B000000),
+                          SET1F(0x1p23f + (float)q->res_zp)};
     const int mid = q->mid_scale > 0.0f, quant = q->out_scale > 0.0f, to_int = q->dst_int;
     const res_mode rm = !res ? RES_NONE : q->res_int ? RES_INT : RES_FLOAT;
     // A plain conv's u8/s8 output (most layers) and a residual block's
