@@ -64,6 +64,8 @@ typedef __m512 vf;
 #define FNMADD _mm512_fnmadd_ps
 // The lanes where a >= b, as bits.
 static inline unsigned ge_bits(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_GE_OQ); }
+// The lanes where a < b is false (NaN included), as bits.
+static inline unsigned nlt_bits(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_NLT_UQ); }
 
 // 4 vectors of s32 n (any), to 64 bytes of clamp(n + zp) in u8 (or s8
 // when is_signed) in lane order: the saturating packs and the saturating
@@ -157,6 +159,8 @@ typedef __m256 vf;
 #define FNMADD _mm256_fnmadd_ps
 // The lanes where a >= b, as bits.
 static inline unsigned ge_bits(vf a, vf b) { return (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(a, b, _CMP_GE_OQ)); }
+// The lanes where a < b is false (NaN included), as bits.
+static inline unsigned nlt_bits(vf a, vf b) { return (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(a, b, _CMP_NLT_UQ)); }
 
 // The first left (< 32) bytes of y to p, and the first left (< 8) bytes at
 // p as the low bytes of an integer: power-of-two pieces, no memcpy call (a
@@ -399,17 +403,13 @@ void I8_FN(cd_i8_spmm_bsr4)(size_t nblk, const uint8_t *in, const int32_t *off, 
     }
 }
 
-// rintf(y / s) in every lane, as the reference computes it. On Zen 4 the
-// division is not what the epilogue waits for: vdivps runs beside the
-// other ops, and the exact division-free form (sparse/i8-rint-quot.h: y
-// times r = 1/s, then the correction of the lanes within |z| 2^-21 of a
-// half-integer, about 1 vector in 1000) costs 5 more ops per vector, so
-// it measured 1.15x (VNNI) and 1.3x (AVX2) slower than the division
-// (bench/results/sparse-i8-chain.md). Built with -DI8_DIVFREE it is used
-// instead (for CPUs whose divider is slow); the correction is inline: a
-// call would make every vector register caller-saved in the loop.
-// Returns y / s itself with the division: the callers round it (RINT, or
-// CVT_RNE straight to integers), which then gives rintf(y / s).
+// rintf(y / s) in every lane, as the reference computes it. Built with
+// -DI8_DIVFREE, the division-free form of sparse/i8-rint-quot.h with its
+// per-lane correction (slower here: vroundps and the fnmadd window cost
+// more than the division; bench/results/sparse-i8-chain.md). Returns y / s
+// itself with the division: the callers round it (RINT, or CVT_RNE
+// straight to integers), which then gives rintf(y / s). The epilogue's
+// integer paths use quot_near/DIVF instead (below).
 static inline __attribute__((always_inline)) vf quot(vf y, vf r, float s) {
 #ifndef I8_DIVFREE
     (void)r;
@@ -443,6 +443,7 @@ typedef struct {
     vf magic;  // 1.5 * 2^23: x + magic, for |x| <= 2^22, is magic + rint(x) exactly
     vi fbits;  // the bits of 2^23: fbits | u, for u in 0..255, is the float 2^23 + u
     vf rzp23;  // 2^23 + res_zp (u8 residuals)
+    vf near;   // 0.5 - 2^-11
 } epi_consts;
 
 // How a run's vectors are computed; the common case gets its own copy of
@@ -453,21 +454,42 @@ typedef enum { RES_NONE, RES_FLOAT, RES_INT, RES_U8 } res_mode;
 // The epilogue of the lanes m of accumulators i.. of a run (all lanes,
 // with plain loads, when `full`): y, or with `quant` the output's integer
 // (clamped) as a float.
+// Rounding without the divider. Zen 4's vdivps (about 1.9 ns per ymm one in
+// a stream, twice that per zmm) bounds the epilogue once its other costs
+// are gone, so the integer paths round z = y * r (r = 1/s in float) as
+// n = (z + 1.5 * 2^23) - 1.5 * 2^23 (rint(z) for |z| <= 2^22: the sum
+// lies where floats are the integers and rounds to nearest even, 1.5 *
+// 2^23 being even; +0 for a zero) and check |n - z| < 0.5 - 2^-11 (exact:
+// n and z are within a factor 2 of each other or n is 0). When it holds
+// and |z| < 1024, n = rintf(fl(y / s)) (sparse/i8-rint-quot.h: z is
+// within 0.76 |z| 2^-22 of fl(y / s), here below 2^-12, and 2^-11 from
+// every half-integer); for |z| >= 1024 both are beyond 1023 with the same
+// sign, which every 8-bit clamp makes equal (beyond 2^22, n is z's
+// magnitude, same sign). When it fails (about 1 lane in 1000; NaN too),
+// the vector takes the division. True when the vector needs it:
+static inline __attribute__((always_inline)) int quot_near(const epi_consts *c, vf n, vf z) {
+    return __builtin_expect(nlt_bits(ABSF(SUBF(n, z)), c->near) != 0, 0);
+}
+// n of the above.
+static inline __attribute__((always_inline)) vf round_magic(const epi_consts *c, vf z) {
+    return SUBF(ADDF(z, c->magic), c->magic);
+}
+
 static inline __attribute__((always_inline)) vf epi_vec(const epi_consts *c, int mid, res_mode rm, cd_act kind,
                                                         int quant, int full, vf vm, vf vb, const int32_t *acc,
                                                         size_t i, lanes m, const void *res) {
     vf y = FMADD(CVTF(full ? load_i_all(acc + i) : load_i(acc + i, m)), vm, vb);
     // (clamp(n + zp) - zp) * scale is clamp(n, qmin - zp, qmax - zp) * scale
     // (small integers, exact in float), and clamp(rint(x)) is rint(clamp(x))
-    // (the bounds are integers). The rounding without vroundps (which
-    // shares the two multiply pipes with max, min, the conversions and
-    // fma: the bound here): clamp(x) + 1.5 * 2^23 lies in [2^23, 2^24),
-    // where floats are the integers, so the add rounds to nearest even
-    // (1.5 * 2^23 is even), and less 1.5 * 2^23 is rint(clamp(x)), exactly,
-    // +0 for a zero (as n + zp - zp).
+    // (the bounds are integers), rounded as round_magic (no vroundps: it
+    // shares the two multiply pipes with max, min, mul, fma and the
+    // conversions). The clamp before the check: a z clamped to a bound is
+    // an integer (not near) and fl(y / s) is within 2^-12 of it or beyond,
+    // so rounds to that bound or beyond too.
     if (mid) {
-        const vf t = ADDF(MINF(MAXF(quot(y, c->mr, c->m_s), c->mlo), c->mhi), c->magic);
-        y = MULF(SUBF(t, c->magic), c->ms);
+        vf x = MINF(MAXF(MULF(y, c->mr), c->mlo), c->mhi), n = round_magic(c, x);
+        if (quot_near(c, n, x)) n = round_magic(c, MINF(MAXF(DIVF(y, SET1F(c->m_s)), c->mlo), c->mhi));
+        y = MULF(n, c->ms);
     }
     // (r - zp) * scale, then the add: ref-conv-i8.c's order (no fma).
     if (rm == RES_U8) {
@@ -490,7 +512,20 @@ static inline __attribute__((always_inline)) vf epi_vec(const epi_consts *c, int
         y = MAXF(y, c->zero);
     else if (kind == CD_ACT_CLIP)
         y = MINF(MAXF(y, c->lo), c->hi);
-    if (quant == 2) return quot(y, c->vr, c->s); // y / s: epi_run rounds and clamps it
+    // y / s, or an integer-valued float rounding as it (above): epi_block
+    // rounds and clamps it. The divider takes it, except where the layer
+    // has no mid grid at AVX-512 (whose zmm division is twice as slow);
+    // measured: at AVX2 the residual block is slower with both quotients
+    // division-free (the multiply pipes, not the divider, then bound it).
+    if (quant == 2) {
+#ifdef I8_AVX512
+        if (!mid) {
+            const vf z = MULF(y, c->vr), n = round_magic(c, z);
+            return quot_near(c, n, z) ? DIVF(y, SET1F(c->s)) : n;
+        }
+#endif
+        return DIVF(y, SET1F(c->s));
+    }
     if (!quant) return y;
     return MINF(MAXF(ADDF(RINT(quot(y, c->vr, c->s)), c->vzp), c->qmin), c->qmax);
 }
@@ -624,7 +659,8 @@ void I8_FN(cd_i8_epilogue_rows)(const cd_i8_epilogue *e, const float *mult, cons
                           SET1F(0x1p20f),
                           SET1F(0x1.8p23f),
                           SET1(0x4B000000),
-                          SET1F(0x1p23f + (float)q->res_zp)};
+                          SET1F(0x1p23f + (float)q->res_zp),
+                          SET1F(0.5f - 0x1p-11f)};
     const int mid = q->mid_scale > 0.0f, quant = q->out_scale > 0.0f, to_int = q->dst_int;
     const res_mode rm = !res ? RES_NONE : q->res_int ? RES_INT : RES_FLOAT;
     // A plain conv's u8/s8 output (most layers) and a residual block's
