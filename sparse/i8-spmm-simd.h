@@ -451,9 +451,6 @@ typedef struct {
 // RES_U8 is RES_INT known unsigned (a residual block's skip tensor).
 typedef enum { RES_NONE, RES_FLOAT, RES_INT, RES_U8 } res_mode;
 
-// The epilogue of the lanes m of accumulators i.. of a run (all lanes,
-// with plain loads, when `full`): y, or with `quant` the output's integer
-// (clamped) as a float.
 // Rounding without the divider. Zen 4's vdivps (about 1.9 ns per ymm one in
 // a stream, twice that per zmm) bounds the epilogue once its other costs
 // are gone, so the integer paths round z = y * r (r = 1/s in float) as
@@ -474,6 +471,10 @@ static inline __attribute__((always_inline)) int quot_near(const epi_consts *c, 
 static inline __attribute__((always_inline)) vf round_magic(const epi_consts *c, vf z) {
     return SUBF(ADDF(z, c->magic), c->magic);
 }
+
+// The epilogue of the lanes m of accumulators i.. of a run (all lanes,
+// with plain loads, when `full`): y, or with `quant` the output's integer
+// (clamped) as a float, or with quant 2 its quotient for epi_block.
 
 static inline __attribute__((always_inline)) vf epi_vec(const epi_consts *c, int mid, res_mode rm, cd_act kind,
                                                         int quant, int full, vf vm, vf vb, const int32_t *acc,
@@ -569,8 +570,8 @@ static inline __attribute__((always_inline)) void epi_run(const epi_consts *c, i
 }
 
 // Whole blocks of two rows at once (integers out): each vector's chain is
-// long (two divisions), and 8 of them side by side keep more of it in the
-// out-of-order window than 4.
+// long (a division among some 20 ops), and 8 of them side by side keep
+// more of it in the out-of-order window than 4.
 static inline __attribute__((always_inline)) void epi_block2(const epi_consts *c, int mid, res_mode rm, cd_act kind,
                                                              const vf vm[2], const vf vb[2],
                                                              const int32_t *const acc[2], size_t i,
