@@ -269,7 +269,8 @@ static inline void store_b(void *p, lanes m, vi v) {
 }
 // The integers of `left` bytes (u8, or s8 when is_signed) as s32 lanes.
 static inline vi load_b(const void *p, lanes m, int is_signed) {
-    const __m128i v = m.left >= 8 ? _mm_loadl_epi64((const __m128i *)p) : _mm_cvtsi64_si128((int64_t)load_tail(p, m.left));
+    const __m128i v =
+        m.left >= 8 ? _mm_loadl_epi64((const __m128i *)p) : _mm_cvtsi64_si128((int64_t)load_tail(p, m.left));
     return is_signed ? _mm256_cvtepi8_epi32(v) : _mm256_cvtepu8_epi32(v);
 }
 // The same, all lanes: plain loads.
@@ -437,13 +438,13 @@ typedef struct {
     vf rs, rzp;          // an integer residual's scale and zero point (q.res_int)
     float s, m_s;        // out_scale, mid_scale
     int res_signed, out_signed;
-    vi zp16;   // out_zp in every 16-bit lane
-    vi zp8;    // out_zp in every byte
-    vf big;    // 2^20
-    vf magic;  // 1.5 * 2^23: x + magic, for |x| <= 2^22, is magic + rint(x) exactly
-    vi fbits;  // the bits of 2^23: fbits | u, for u in 0..255, is the float 2^23 + u
-    vf rzp23;  // 2^23 + res_zp (u8 residuals)
-    vf near;   // 0.5 - 2^-11
+    vi zp16;  // out_zp in every 16-bit lane
+    vi zp8;   // out_zp in every byte
+    vf big;   // 2^20
+    vf magic; // 1.5 * 2^23: x + magic, for |x| <= 2^22, is magic + rint(x) exactly
+    vi fbits; // the bits of 2^23: fbits | u, for u in 0..255, is the float 2^23 + u
+    vf rzp23; // 2^23 + res_zp (u8 residuals)
+    vf near;  // 0.5 - 2^-11
 } epi_consts;
 
 // How a run's vectors are computed; the common case gets its own copy of
@@ -475,10 +476,9 @@ static inline __attribute__((always_inline)) vf round_magic(const epi_consts *c,
 // The epilogue of the lanes m of accumulators i.. of a run (all lanes,
 // with plain loads, when `full`): y, or with `quant` the output's integer
 // (clamped) as a float, or with quant 2 its quotient for epi_block.
-
 static inline __attribute__((always_inline)) vf epi_vec(const epi_consts *c, int mid, res_mode rm, cd_act kind,
-                                                        int quant, int full, vf vm, vf vb, const int32_t *acc,
-                                                        size_t i, lanes m, const void *res) {
+                                                        int quant, int full, vf vm, vf vb, const int32_t *acc, size_t i,
+                                                        lanes m, const void *res) {
     vf y = FMADD(CVTF(full ? load_i_all(acc + i) : load_i(acc + i, m)), vm, vb);
     // (clamp(n + zp) - zp) * scale is clamp(n, qmin - zp, qmax - zp) * scale
     // (small integers, exact in float), and clamp(rint(x)) is rint(clamp(x))
@@ -581,8 +581,8 @@ static inline __attribute__((always_inline)) void epi_block2(const epi_consts *c
     for (int j = 0; j < 4; j++)
 #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
-            const vf x = epi_vec(c, mid, rm, kind, 2, 1, vm[h], vb[h], acc[h], i + (size_t)j * LANES,
-                                 lanes_of(LANES), res[h]);
+            const vf x =
+                epi_vec(c, mid, rm, kind, 2, 1, vm[h], vb[h], acc[h], i + (size_t)j * LANES, lanes_of(LANES), res[h]);
             v[h][j] = CVT_RNE(MINF(x, c->big));
         }
     store_b4((uint8_t *)dst[0] + i, 4 * LANES, v[0], c->out_signed, c->zp16, kind == CD_ACT_RELU, c->zp8);
@@ -611,7 +611,8 @@ static inline __attribute__((always_inline)) void epi_rows(const epi_consts *c, 
                 for (; j + 4 * LANES <= n; j += 4 * LANES) epi_block2(c, mid, rm, kind, vm, vb, a, j, rr, d);
                 if (j < n)
 #pragma GCC unroll 2
-                    for (int h = 0; h < 2; h++) epi_block(c, mid, rm, kind, 0, vm[h], vb[h], a[h], j, n - j, rr[h], d[h]);
+                    for (int h = 0; h < 2; h++)
+                        epi_block(c, mid, rm, kind, 0, vm[h], vb[h], a[h], j, n - j, rr[h], d[h]);
             }
         }
     }
