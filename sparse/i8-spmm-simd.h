@@ -38,6 +38,8 @@ typedef __m512 vf;
 #define UNPHI16 _mm512_unpackhi_epi16
 #define ADD32 _mm512_add_epi32
 #define AND _mm512_and_si512
+#define OR _mm512_or_si512
+#define ASF _mm512_castsi512_ps
 #define SRLI16 _mm512_srli_epi16
 #define SLLI16 _mm512_slli_epi16
 #define SRAI16 _mm512_srai_epi16
@@ -62,16 +64,22 @@ typedef __m512 vf;
 #define FNMADD _mm512_fnmadd_ps
 // The lanes where a >= b, as bits.
 static inline unsigned ge_bits(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_GE_OQ); }
+// The lanes where a < b is false (NaN included), as bits.
+static inline unsigned nlt_bits(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_NLT_UQ); }
 
 // 4 vectors of s32 n (any), to 64 bytes of clamp(n + zp) in u8 (or s8
 // when is_signed) in lane order: the saturating packs and the saturating
 // 16-bit add are the reference's clamp (n beyond s16 stays beyond the
-// 8-bit range); the first `left` of them stored.
-static inline void store_b4(void *p, size_t left, const vi v[4], int is_signed, vi zp16) {
+// 8-bit range); with `relu`, at least zp8's bytes (zp): the ReLU before
+// the quantization (clamp(rint(y / s) + zp) does not decrease with y, so
+// that of max(y, 0) is the max of that of y and zp); the first `left` of
+// them stored.
+static inline void store_b4(void *p, size_t left, const vi v[4], int is_signed, vi zp16, int relu, vi zp8) {
     const vi ab = _mm512_adds_epi16(_mm512_packs_epi32(v[0], v[1]), zp16);
     const vi cd = _mm512_adds_epi16(_mm512_packs_epi32(v[2], v[3]), zp16);
     // 128-bit lane L of x holds 4 bytes of each of v[0..3], lanes 4L..4L+3.
-    const vi x = is_signed ? _mm512_packs_epi16(ab, cd) : _mm512_packus_epi16(ab, cd);
+    vi x = is_signed ? _mm512_packs_epi16(ab, cd) : _mm512_packus_epi16(ab, cd);
+    if (relu) x = is_signed ? _mm512_max_epi8(x, zp8) : _mm512_max_epu8(x, zp8);
     const vi y = _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), x);
     if (left >= 64)
         _mm512_storeu_si512(p, y);
@@ -104,6 +112,13 @@ static inline vi load_b(const void *p, lanes m, int is_signed) {
     const __m128i x = _mm_maskz_loadu_epi8(m, p);
     return is_signed ? _mm512_cvtepi8_epi32(x) : _mm512_cvtepu8_epi32(x);
 }
+// The same, all lanes: plain loads.
+static inline vi load_i_all(const int32_t *p) { return LOADU(p); }
+static inline vf load_f_all(const float *p) { return LOADF(p); }
+static inline vi load_b_all(const void *p, int is_signed) {
+    const __m128i x = _mm_loadu_si128((const __m128i *)p);
+    return is_signed ? _mm512_cvtepi8_epi32(x) : _mm512_cvtepu8_epi32(x);
+}
 #else
 typedef __m256i vi;
 typedef __m256 vf;
@@ -118,6 +133,8 @@ typedef __m256 vf;
 #define UNPHI16 _mm256_unpackhi_epi16
 #define ADD32 _mm256_add_epi32
 #define AND _mm256_and_si256
+#define OR _mm256_or_si256
+#define ASF _mm256_castsi256_ps
 #define SRLI16 _mm256_srli_epi16
 #define SLLI16 _mm256_slli_epi16
 #define SRAI16 _mm256_srai_epi16
@@ -142,23 +159,75 @@ typedef __m256 vf;
 #define FNMADD _mm256_fnmadd_ps
 // The lanes where a >= b, as bits.
 static inline unsigned ge_bits(vf a, vf b) { return (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(a, b, _CMP_GE_OQ)); }
+// The lanes where a < b is false (NaN included), as bits.
+static inline unsigned nlt_bits(vf a, vf b) { return (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(a, b, _CMP_NLT_UQ)); }
+
+// The first left (< 32) bytes of y to p, and the first left (< 8) bytes at
+// p as the low bytes of an integer: power-of-two pieces, no memcpy call (a
+// call in the epilogue's loop makes every ymm register caller-saved).
+static inline void store_tail(void *p, size_t left, __m256i y) {
+    uint8_t *d = p;
+    __m128i x = _mm256_castsi256_si128(y);
+    if (left & 16) {
+        _mm_storeu_si128((__m128i *)d, x);
+        x = _mm256_extracti128_si256(y, 1);
+        d += 16;
+    }
+    if (left & 8) {
+        _mm_storel_epi64((__m128i *)d, x);
+        x = _mm_srli_si128(x, 8);
+        d += 8;
+    }
+    uint64_t b = (uint64_t)_mm_cvtsi128_si64(x);
+    if (left & 4) {
+        const uint32_t t = (uint32_t)b;
+        memcpy(d, &t, 4);
+        b >>= 32;
+        d += 4;
+    }
+    if (left & 2) {
+        const uint16_t t = (uint16_t)b;
+        memcpy(d, &t, 2);
+        b >>= 16;
+        d += 2;
+    }
+    if (left & 1) *d = (uint8_t)b;
+}
+static inline uint64_t load_tail(const void *p, size_t left) {
+    const uint8_t *s = p;
+    uint64_t b = 0;
+    unsigned o = 0;
+    if (left & 4) {
+        uint32_t t;
+        memcpy(&t, s, 4);
+        b = t;
+        o = 4;
+    }
+    if (left & 2) {
+        uint16_t t;
+        memcpy(&t, s + o, 2);
+        b |= (uint64_t)t << (8 * o);
+        o += 2;
+    }
+    if (left & 1) b |= (uint64_t)s[o] << (8 * o);
+    return b;
+}
 
 // 4 vectors of s32 n (any), to 32 bytes of clamp(n + zp) in u8 (or s8
-// when is_signed) in lane order (as the AVX-512 one); the first `left`
-// of them stored.
-static inline void store_b4(void *p, size_t left, const vi v[4], int is_signed, vi zp16) {
+// when is_signed) in lane order, at least zp with `relu` (as the AVX-512
+// one); the first `left` of them stored.
+static inline void store_b4(void *p, size_t left, const vi v[4], int is_signed, vi zp16, int relu, vi zp8) {
     const vi ab = _mm256_adds_epi16(_mm256_packs_epi32(v[0], v[1]), zp16);
     const vi cd = _mm256_adds_epi16(_mm256_packs_epi32(v[2], v[3]), zp16);
     // 128-bit lane L of x holds 4 bytes of each of v[0..3], lanes 4L..4L+3.
-    const vi x = is_signed ? _mm256_packs_epi16(ab, cd) : _mm256_packus_epi16(ab, cd);
+    vi x = is_signed ? _mm256_packs_epi16(ab, cd) : _mm256_packus_epi16(ab, cd);
+    if (relu) x = is_signed ? _mm256_max_epi8(x, zp8) : _mm256_max_epu8(x, zp8);
     const vi y = _mm256_permutevar8x32_epi32(x, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
     if (left >= 32) {
         _mm256_storeu_si256((__m256i *)p, y);
         return;
     }
-    uint8_t tmp[32];
-    _mm256_storeu_si256((__m256i *)tmp, y);
-    memcpy(p, tmp, left);
+    store_tail(p, left, y);
 }
 // The nearest integers (ties to even) of the lanes: vcvtps2dq rounds as
 // MXCSR says, round-to-nearest-even unless a caller changed it (none does).
@@ -196,15 +265,19 @@ static inline void store_b(void *p, lanes m, vi v) {
         _mm_storel_epi64((__m128i *)p, p8);
         return;
     }
-    uint8_t tmp[16];
-    _mm_storeu_si128((__m128i *)tmp, p8);
-    memcpy(p, tmp, m.left);
+    store_tail(p, m.left, _mm256_castsi128_si256(p8));
 }
 // The integers of `left` bytes (u8, or s8 when is_signed) as s32 lanes.
 static inline vi load_b(const void *p, lanes m, int is_signed) {
-    int64_t x = 0;
-    memcpy(&x, p, m.left >= 8 ? 8 : m.left);
-    const __m128i v = _mm_cvtsi64_si128(x);
+    const __m128i v =
+        m.left >= 8 ? _mm_loadl_epi64((const __m128i *)p) : _mm_cvtsi64_si128((int64_t)load_tail(p, m.left));
+    return is_signed ? _mm256_cvtepi8_epi32(v) : _mm256_cvtepu8_epi32(v);
+}
+// The same, all lanes: plain loads.
+static inline vi load_i_all(const int32_t *p) { return LOADU(p); }
+static inline vf load_f_all(const float *p) { return LOADF(p); }
+static inline vi load_b_all(const void *p, int is_signed) {
+    const __m128i v = _mm_loadl_epi64((const __m128i *)p);
     return is_signed ? _mm256_cvtepi8_epi32(v) : _mm256_cvtepu8_epi32(v);
 }
 #endif
@@ -331,17 +404,13 @@ void I8_FN(cd_i8_spmm_bsr4)(size_t nblk, const uint8_t *in, const int32_t *off, 
     }
 }
 
-// rintf(y / s) in every lane, as the reference computes it. On Zen 4 the
-// division is not what the epilogue waits for: vdivps runs beside the
-// other ops, and the exact division-free form (sparse/i8-rint-quot.h: y
-// times r = 1/s, then the correction of the lanes within |z| 2^-21 of a
-// half-integer, about 1 vector in 1000) costs 5 more ops per vector, so
-// it measured 1.15x (VNNI) and 1.3x (AVX2) slower than the division
-// (bench/results/sparse-i8-chain.md). Built with -DI8_DIVFREE it is used
-// instead (for CPUs whose divider is slow); the correction is inline: a
-// call would make every vector register caller-saved in the loop.
-// Returns y / s itself with the division: the callers round it (RINT, or
-// CVT_RNE straight to integers), which then gives rintf(y / s).
+// rintf(y / s) in every lane, as the reference computes it. Built with
+// -DI8_DIVFREE, the division-free form of sparse/i8-rint-quot.h with its
+// per-lane correction (slower here: vroundps and the fnmadd window cost
+// more than the division; bench/results/sparse-i8-chain.md). Returns y / s
+// itself with the division: the callers round it (RINT, or CVT_RNE
+// straight to integers), which then gives rintf(y / s). The epilogue's
+// integer paths use quot_near/DIVF instead (below).
 static inline __attribute__((always_inline)) vf quot(vf y, vf r, float s) {
 #ifndef I8_DIVFREE
     (void)r;
@@ -369,78 +438,185 @@ typedef struct {
     vf rs, rzp;          // an integer residual's scale and zero point (q.res_int)
     float s, m_s;        // out_scale, mid_scale
     int res_signed, out_signed;
-    vi zp16; // out_zp in every 16-bit lane
-    vf big;  // 2^20
+    vi zp16;  // out_zp in every 16-bit lane
+    vi zp8;   // out_zp in every byte
+    vf big;   // 2^20
+    vf magic; // 1.5 * 2^23: x + magic, for |x| <= 2^22, is magic + rint(x) exactly
+    vi fbits; // the bits of 2^23: fbits | u, for u in 0..255, is the float 2^23 + u
+    vf rzp23; // 2^23 + res_zp (u8 residuals)
+    vf near;  // 0.5 - 2^-11
 } epi_consts;
 
 // How a run's vectors are computed; the common case gets its own copy of
 // the loop (flags as constants: no per-vector tests of the layer's kind).
-typedef enum { RES_NONE, RES_FLOAT, RES_INT } res_mode;
+// RES_U8 is RES_INT known unsigned (a residual block's skip tensor).
+typedef enum { RES_NONE, RES_FLOAT, RES_INT, RES_U8 } res_mode;
 
-// The epilogue of the lanes m of accumulators i.. of a run: y, or with
-// `quant` the output's integer (clamped) as a float.
+// Rounding without the divider. Zen 4's vdivps (about 1.9 ns per ymm one in
+// a stream, twice that per zmm) bounds the epilogue once its other costs
+// are gone, so the integer paths round z = y * r (r = 1/s in float) as
+// n = (z + 1.5 * 2^23) - 1.5 * 2^23 (rint(z) for |z| <= 2^22: the sum
+// lies where floats are the integers and rounds to nearest even, 1.5 *
+// 2^23 being even; +0 for a zero) and check |n - z| < 0.5 - 2^-11 (exact:
+// n and z are within a factor 2 of each other or n is 0). When it holds
+// and |z| < 1024, n = rintf(fl(y / s)) (sparse/i8-rint-quot.h: z is
+// within 0.76 |z| 2^-22 of fl(y / s), here below 2^-12, and 2^-11 from
+// every half-integer); for |z| >= 1024 both are beyond 1023 with the same
+// sign, which every 8-bit clamp makes equal (beyond 2^22, n is z's
+// magnitude, same sign). When it fails (about 1 lane in 1000; NaN too),
+// the vector takes the division. True when the vector needs it:
+static inline __attribute__((always_inline)) int quot_near(const epi_consts *c, vf n, vf z) {
+    return __builtin_expect(nlt_bits(ABSF(SUBF(n, z)), c->near) != 0, 0);
+}
+// n of the above.
+static inline __attribute__((always_inline)) vf round_magic(const epi_consts *c, vf z) {
+    return SUBF(ADDF(z, c->magic), c->magic);
+}
+
+// The epilogue of the lanes m of accumulators i.. of a run (all lanes,
+// with plain loads, when `full`): y, or with `quant` the output's integer
+// (clamped) as a float, or with quant 2 its quotient for epi_block.
 static inline __attribute__((always_inline)) vf epi_vec(const epi_consts *c, int mid, res_mode rm, cd_act kind,
-                                                        int quant, vf vm, vf vb, const int32_t *acc, size_t i, lanes m,
-                                                        const void *res) {
-    vf y = FMADD(CVTF(load_i(acc + i, m)), vm, vb);
-    // (clamp(n + zp) - zp) * scale is clamp(n, qmin - zp, qmax - zp) * scale:
-    // small integers, exact in float; + 0 turns n = -0 into the +0 that
-    // n + zp - zp gives.
-    if (mid) y = MULF(ADDF(MINF(MAXF(RINT(quot(y, c->mr, c->m_s)), c->mlo), c->mhi), c->zero), c->ms);
+                                                        int quant, int full, vf vm, vf vb, const int32_t *acc, size_t i,
+                                                        lanes m, const void *res) {
+    vf y = FMADD(CVTF(full ? load_i_all(acc + i) : load_i(acc + i, m)), vm, vb);
+    // (clamp(n + zp) - zp) * scale is clamp(n, qmin - zp, qmax - zp) * scale
+    // (small integers, exact in float), and clamp(rint(x)) is rint(clamp(x))
+    // (the bounds are integers), rounded as round_magic (no vroundps: it
+    // shares the two multiply pipes with max, min, mul, fma and the
+    // conversions). The clamp before the check: a z clamped to a bound is
+    // an integer (not near) and fl(y / s) is within 2^-12 of it or beyond,
+    // so rounds to that bound or beyond too.
+    if (mid) {
+        vf x = MINF(MAXF(MULF(y, c->mr), c->mlo), c->mhi), n = round_magic(c, x);
+        if (quot_near(c, n, x)) n = round_magic(c, MINF(MAXF(DIVF(y, SET1F(c->m_s)), c->mlo), c->mhi));
+        y = MULF(n, c->ms);
+    }
     // (r - zp) * scale, then the add: ref-conv-i8.c's order (no fma).
-    if (rm == RES_INT)
-        y = ADDF(y, MULF(SUBF(CVTF(load_b((const uint8_t *)res + i, m, c->res_signed)), c->rzp), c->rs));
-    else if (rm == RES_FLOAT)
-        y = ADDF(y, load_f((const float *)res + i, m));
+    if (rm == RES_U8) {
+        // r - zp as (2^23 + r) - (2^23 + zp): exact, an OR (any pipe) and a
+        // subtraction (the add pipes) instead of a conversion.
+        const void *r = (const uint8_t *)res + i;
+        const vi b = full ? load_b_all(r, 0) : load_b(r, m, 0);
+        y = ADDF(y, MULF(SUBF(ASF(OR(b, c->fbits)), c->rzp23), c->rs));
+    } else if (rm == RES_INT) {
+        const void *r = (const uint8_t *)res + i;
+        const vi b = full ? load_b_all(r, c->res_signed) : load_b(r, m, c->res_signed);
+        y = ADDF(y, MULF(SUBF(CVTF(b), c->rzp), c->rs));
+    } else if (rm == RES_FLOAT) {
+        y = ADDF(y, full ? load_f_all((const float *)res + i) : load_f((const float *)res + i, m));
+    }
     // max(y, 0) is y > 0 ? y : 0 (maxps returns its second operand
-    // unless the first is greater), as cd_act_apply's ReLU.
-    if (kind == CD_ACT_RELU)
+    // unless the first is greater), as cd_act_apply's ReLU; for integers
+    // out (quant 2) store_b4 applies it to the bytes, 4 vectors at once.
+    if (kind == CD_ACT_RELU && quant != 2)
         y = MAXF(y, c->zero);
     else if (kind == CD_ACT_CLIP)
         y = MINF(MAXF(y, c->lo), c->hi);
-    if (quant == 2) return quot(y, c->vr, c->s); // y / s: epi_run rounds and clamps it
+    // y / s, or an integer-valued float rounding as it (above): epi_block
+    // rounds and clamps it. The divider takes it, except where the layer
+    // has no mid grid at AVX-512 (whose zmm division is twice as slow);
+    // measured: at AVX2 the residual block is slower with both quotients
+    // division-free (the multiply pipes, not the divider, then bound it).
+    if (quant == 2) {
+#ifdef I8_AVX512
+        if (!mid) {
+            const vf z = MULF(y, c->vr), n = round_magic(c, z);
+            return quot_near(c, n, z) ? DIVF(y, SET1F(c->s)) : n;
+        }
+#endif
+        return DIVF(y, SET1F(c->s));
+    }
     if (!quant) return y;
     return MINF(MAXF(ADDF(RINT(quot(y, c->vr, c->s)), c->vzp), c->qmin), c->qmax);
 }
 
-// One run of one row. Tails run masked (lanes_of), not through the scalar
-// code: rows of 56 or 7 pixels would spend most of their time there.
-// Integers go out 4 vectors at a time, packed to one store.
+// 4 vectors from accumulator i on of a run (the first `left` pixels) to
+// the integers of the output.
+static inline __attribute__((always_inline)) void epi_block(const epi_consts *c, int mid, res_mode rm, cd_act kind,
+                                                            int full, vf vm, vf vb, const int32_t *acc, size_t i,
+                                                            size_t left, const void *res, void *dst) {
+    // Only the vectors the run reaches (a 7-pixel run is one).
+    vi v[4] = {SET1(0), SET1(0), SET1(0), SET1(0)};
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) {
+        const size_t k = (size_t)j * LANES;
+        if (!full && k >= left) break;
+        // Below 2^20 the conversion is exact and saturates right in
+        // store_b4; above it would give INT_MIN.
+        const vf x = epi_vec(c, mid, rm, kind, 2, full, vm, vb, acc, i + k, lanes_of(left - k), res);
+        v[j] = CVT_RNE(MINF(x, c->big));
+    }
+    store_b4((uint8_t *)dst + i, full ? 4 * LANES : left, v, c->out_signed, c->zp16, kind == CD_ACT_RELU, c->zp8);
+}
+
+// One run of one row. Whole blocks of 4 vectors use plain loads and one
+// store; the tail runs masked (lanes_of), not through the scalar code:
+// rows of 56 or 7 pixels would spend most of their time there.
 static inline __attribute__((always_inline)) void epi_run(const epi_consts *c, int mid, res_mode rm, cd_act kind,
                                                           int quant, int to_int, vf vm, vf vb, const int32_t *acc,
                                                           size_t n, const void *res, void *dst) {
     if (quant && to_int) {
-        for (size_t i = 0; i < n; i += 4 * LANES) {
-            // Only the vectors the run reaches (a 7-pixel run is one).
-            vi v[4] = {SET1(0), SET1(0), SET1(0), SET1(0)};
-#pragma GCC unroll 4
-            for (int j = 0; j < 4; j++) {
-                const size_t k = i + (size_t)j * LANES;
-                if (k >= n) break;
-                // Below 2^20 the conversion is exact and saturates right in
-                // store_b4; above it would give INT_MIN.
-                const vf x = epi_vec(c, mid, rm, kind, 2, vm, vb, acc, k, lanes_of(n - k), res);
-                v[j] = CVT_RNE(MINF(x, c->big));
-            }
-            store_b4((uint8_t *)dst + i, n - i, v, c->out_signed, c->zp16);
-        }
+        size_t i = 0;
+        for (; i + 4 * LANES <= n; i += 4 * LANES) epi_block(c, mid, rm, kind, 1, vm, vb, acc, i, 4 * LANES, res, dst);
+        if (i < n) epi_block(c, mid, rm, kind, 0, vm, vb, acc, i, n - i, res, dst);
         return;
     }
     for (size_t i = 0; i < n; i += LANES) {
         const lanes m = lanes_of(n - i);
-        const vf v = epi_vec(c, mid, rm, kind, quant, vm, vb, acc, i, m, res);
+        const vf v = epi_vec(c, mid, rm, kind, quant, 0, vm, vb, acc, i, m, res);
         store_f((float *)dst + i, m, quant ? MULF(SUBF(v, c->vzp), c->vs) : v);
     }
 }
 
-// The rows x runs loop for one set of flags.
+// Whole blocks of two rows at once (integers out): each vector's chain is
+// long (a division among some 20 ops), and 8 of them side by side keep
+// more of it in the out-of-order window than 4.
+static inline __attribute__((always_inline)) void epi_block2(const epi_consts *c, int mid, res_mode rm, cd_act kind,
+                                                             const vf vm[2], const vf vb[2],
+                                                             const int32_t *const acc[2], size_t i,
+                                                             const void *const res[2], void *const dst[2]) {
+    vi v[2][4];
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++)
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            const vf x =
+                epi_vec(c, mid, rm, kind, 2, 1, vm[h], vb[h], acc[h], i + (size_t)j * LANES, lanes_of(LANES), res[h]);
+            v[h][j] = CVT_RNE(MINF(x, c->big));
+        }
+    store_b4((uint8_t *)dst[0] + i, 4 * LANES, v[0], c->out_signed, c->zp16, kind == CD_ACT_RELU, c->zp8);
+    store_b4((uint8_t *)dst[1] + i, 4 * LANES, v[1], c->out_signed, c->zp16, kind == CD_ACT_RELU, c->zp8);
+}
+
+// The rows x runs loop for one set of flags; integers out, rows in pairs.
 static inline __attribute__((always_inline)) void epi_rows(const epi_consts *c, int mid, res_mode rm, cd_act kind,
                                                            int quant, int to_int, const float *mult, const float *bias,
                                                            int nrows, const int32_t *acc, size_t acc_stride,
                                                            const cd_i8_run *runs, int nruns, const void *res, void *dst,
                                                            size_t row_stride) {
-    const size_t esize = to_int ? 1 : sizeof(float), rsize = rm == RES_INT ? 1 : sizeof(float);
-    for (int r = 0; r < nrows; r++) {
+    const size_t esize = to_int ? 1 : sizeof(float), rsize = rm == RES_FLOAT ? sizeof(float) : 1;
+    int r = 0;
+    if (quant && to_int) {
+        for (; r + 2 <= nrows; r += 2) {
+            const vf vm[2] = {SET1F(mult[r]), SET1F(mult[r + 1])}, vb[2] = {SET1F(bias[r]), SET1F(bias[r + 1])};
+            for (int i = 0; i < nruns; i++) {
+                const size_t o = (size_t)r * row_stride + runs[i].out, n = runs[i].len;
+                const int32_t *a0 = acc + (size_t)r * acc_stride + runs[i].m;
+                const int32_t *const a[2] = {a0, a0 + acc_stride};
+                const char *r0 = rm != RES_NONE ? (const char *)res + o * rsize : NULL;
+                const void *const rr[2] = {r0, r0 ? r0 + row_stride * rsize : NULL};
+                void *const d[2] = {(char *)dst + o * esize, (char *)dst + (o + row_stride) * esize};
+                size_t j = 0;
+                for (; j + 4 * LANES <= n; j += 4 * LANES) epi_block2(c, mid, rm, kind, vm, vb, a, j, rr, d);
+                if (j < n)
+#pragma GCC unroll 2
+                    for (int h = 0; h < 2; h++)
+                        epi_block(c, mid, rm, kind, 0, vm[h], vb[h], a[h], j, n - j, rr[h], d[h]);
+            }
+        }
+    }
+    for (; r < nrows; r++) {
         const vf vm = SET1F(mult[r]), vb = SET1F(bias[r]);
         for (int i = 0; i < nruns; i++) {
             const size_t o = (size_t)r * row_stride + runs[i].out;
@@ -481,13 +657,21 @@ void I8_FN(cd_i8_epilogue_rows)(const cd_i8_epilogue *e, const float *mult, cons
                           q->res_signed,
                           q->out_signed,
                           SET1_16((short)q->out_zp),
-                          SET1F(0x1p20f)};
+                          SET1((int)((uint32_t)(q->out_zp & 0xFF) * 0x01010101u)),
+                          SET1F(0x1p20f),
+                          SET1F(0x1.8p23f),
+                          SET1(0x4B000000),
+                          SET1F(0x1p23f + (float)q->res_zp),
+                          SET1F(0.5f - 0x1p-11f)};
     const int mid = q->mid_scale > 0.0f, quant = q->out_scale > 0.0f, to_int = q->dst_int;
     const res_mode rm = !res ? RES_NONE : q->res_int ? RES_INT : RES_FLOAT;
     // A plain conv's u8/s8 output (most layers) and a residual block's
     // (conv, its own grid, the u8/s8 skip, ReLU): their own loops.
     if (!mid && rm == RES_NONE && quant && to_int && kind == CD_ACT_RELU)
         epi_rows(&c, 0, RES_NONE, CD_ACT_RELU, 1, 1, mult, bias, nrows, acc, acc_stride, runs, nruns, res, dst,
+                 row_stride);
+    else if (mid && rm == RES_INT && !q->res_signed && quant && to_int && kind == CD_ACT_RELU)
+        epi_rows(&c, 1, RES_U8, CD_ACT_RELU, 1, 1, mult, bias, nrows, acc, acc_stride, runs, nruns, res, dst,
                  row_stride);
     else if (mid && rm == RES_INT && quant && to_int && kind == CD_ACT_RELU)
         epi_rows(&c, 1, RES_INT, CD_ACT_RELU, 1, 1, mult, bias, nrows, acc, acc_stride, runs, nruns, res, dst,

@@ -3,7 +3,8 @@
 // epilogue (sparse/i8-spmm.h) against the portable one (the reference's
 // formulas) bit for bit: s32 accumulators near +-2^31, scales 1e-6..1e3 and
 // powers of two (exact rounding ties), every zero point of u8 and s8, mid
-// rounding, float and integer residuals, runs of 1..64 pixels.
+// rounding, float and integer residuals, runs of 1..64 pixels; and the
+// residual block's and the plain ReLU's own loops at their corners.
 
 #include "sparse/i8-rint-quot.h"
 #include "sparse/i8-spmm.h"
@@ -166,6 +167,81 @@ static void epilogue_extremes_at(cd_sparse_isa isa) {
         }
     }
 }
+
+// The two layers with their own loops, their every corner: a residual
+// block (mid grid, u8 or s8 skip, ReLU, u8 or s8 out) and a plain conv's
+// ReLU to u8 or s8, in rows of one to ROWS (rows go in pairs), runs of
+// whole 4-vector blocks and tails, scales from 1e-6 to 1e3 (quotients far
+// beyond 2^31 as well as ties), every zero point.
+static void epilogue_fast_paths_at(cd_sparse_isa isa) {
+    const cd_i8_isa_info *k = cd_i8_isa(isa);
+    if (!k) CD_SKIP("%s: this CPU (or CONVD_MAX_ISA) does not run it", cd_sparse_isa_name(isa));
+    int32_t acc[ROWS * 64];
+    float mult[ROWS], bias[ROWS];
+    uint8_t res[ROWS * ROW_STRIDE], out[ROWS * ROW_STRIDE], want[ROWS * ROW_STRIDE];
+    for (int it = 0; it < 4000; it++) {
+        cd_i8_epilogue e = {0};
+        cd_conv_quant *q = &e.q;
+        q->in_scale = 1.0f;
+        q->dst_int = 1;
+        q->out_scale = random_scale();
+        q->out_signed = cd_test_randi(0, 3) == 0;
+        q->out_zp = q->out_signed ? cd_test_randi(-128, 127) : cd_test_randi(0, 255);
+        const int block = cd_test_randi(0, 1);
+        if (block) {
+            e.has_residual = 1;
+            q->mid_scale = random_scale();
+            q->mid_signed = cd_test_randi(0, 3) == 0;
+            q->mid_zp = q->mid_signed ? cd_test_randi(-128, 127) : cd_test_randi(0, 255);
+            q->res_int = 1;
+            q->res_scale = random_scale();
+            q->res_signed = cd_test_randi(0, 3) == 0;
+            q->res_zp = q->res_signed ? cd_test_randi(-128, 127) : cd_test_randi(0, 255);
+        }
+        e.act.kind = CD_ACT_RELU;
+        e.qmin = cd_quant_qmin(q->out_signed);
+        e.qmax = cd_quant_qmax(q->out_signed);
+        const int nrows = cd_test_randi(1, ROWS);
+        // Ties (y / s = acc / 2 or 3 acc / 2), or a few ulps off them: the
+        // vector code's division-free rounding checks its window there.
+        const float first = block ? q->mid_scale : q->out_scale;
+        const int ties = cd_test_randi(0, 2) == 0;
+        for (int r = 0; r < nrows; r++) {
+            const float tie = first * (cd_test_randi(0, 1) ? 0.5f : 1.5f);
+            mult[r] = ties ? from_bits(bits_of(tie) + (uint32_t)cd_test_randi(-3, 3)) : random_scale() * random_scale();
+            bias[r] = ties || cd_test_randi(0, 1) ? 0.0f : cd_test_randf(-2.0f, 2.0f) * mult[r] * 1000.0f;
+        }
+        for (int i = 0; i < ROWS * 64; i++) acc[i] = ties ? cd_test_randi(-700, 700) : random_acc();
+        for (int i = 0; i < ROWS * ROW_STRIDE; i++) res[i] = (uint8_t)cd_test_randi(0, 255);
+        // One whole tile (the 1x1 layers), or runs of any length.
+        cd_i8_run runs[64];
+        int nruns = 0;
+        if (cd_test_randi(0, 1))
+            runs[nruns++] = (cd_i8_run){0, 64, 20};
+        else
+            for (uint32_t m = (uint32_t)cd_test_randi(0, 3); m < 64 && nruns < 64;) {
+                const uint32_t len = (uint32_t)cd_test_randi(1, (int)(64 - m));
+                runs[nruns++] = (cd_i8_run){m, len, (size_t)m + 20};
+                m += len + (uint32_t)cd_test_randi(0, 9);
+            }
+        const void *r = block ? res : NULL;
+        memset(out, 0x5a, sizeof out);
+        memset(want, 0x5a, sizeof want);
+        cd_i8_epilogue_rows__scalar(&e, mult, bias, nrows, acc, 64, runs, nruns, r, want, ROW_STRIDE);
+        k->epilogue(&e, mult, bias, nrows, acc, 64, runs, nruns, r, out, ROW_STRIDE);
+        if (memcmp(out, want, sizeof out) != 0) {
+            size_t i = 0;
+            while (out[i] == want[i]) i++;
+            CD_CHECK_FAIL_("%s case %d: byte %zu is %u, want %u (block %d out_scale %a zp %d mid %a res_signed %d)",
+                           cd_sparse_isa_name(isa), it, i, out[i], want[i], block, (double)q->out_scale, q->out_zp,
+                           (double)q->mid_scale, q->res_signed);
+        }
+    }
+}
+
+CD_TEST(i8_epilogue_residual_block_and_relu_avx512vnni) { epilogue_fast_paths_at(CD_SPARSE_ISA_AVX512VNNI); }
+CD_TEST(i8_epilogue_residual_block_and_relu_avx512f) { epilogue_fast_paths_at(CD_SPARSE_ISA_AVX512F); }
+CD_TEST(i8_epilogue_residual_block_and_relu_avx2) { epilogue_fast_paths_at(CD_SPARSE_ISA_AVX2); }
 
 CD_TEST(i8_epilogue_extremes_avx512vnni) { epilogue_extremes_at(CD_SPARSE_ISA_AVX512VNNI); }
 CD_TEST(i8_epilogue_extremes_avx512f) { epilogue_extremes_at(CD_SPARSE_ISA_AVX512F); }
