@@ -452,9 +452,10 @@ typedef struct {
 // RES_U8 is RES_INT known unsigned (a residual block's skip tensor).
 typedef enum { RES_NONE, RES_FLOAT, RES_INT, RES_U8 } res_mode;
 
-// Rounding without the divider. Zen 4's vdivps (about 1.9 ns per ymm one in
-// a stream, twice that per zmm) bounds the epilogue once its other costs
-// are gone, so the integer paths round z = y * r (r = 1/s in float) as
+// Rounding without the divider. vdivps (about 1.9 ns per ymm one in a
+// stream on the Intel Xeon measured, twice that per zmm) bounds the
+// epilogue once its other costs are gone, so the integer paths round
+// z = y * r (r = 1/s in float) as
 // n = (z + 1.5 * 2^23) - 1.5 * 2^23 (rint(z) for |z| <= 2^22: the sum
 // lies where floats are the integers and rounds to nearest even, 1.5 *
 // 2^23 being even; +0 for a zero) and check |n - z| < 0.5 - 2^-11 (exact:
