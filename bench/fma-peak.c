@@ -139,7 +139,8 @@ int main(int argc, char **argv) {
         printf("avx512 fma peak, 1 core: %.1f GFLOP/s\n", measure(run_avx512, 16, ms));
     if (__builtin_cpu_supports("avx2")) {
         printf("avx2 int8 dot, exact (2 x vpmaddwd), 1 core: %.1f GOP/s\n", measure_i8(run_i8_exact_avx2, 32, ms));
-        printf("avx2 int8 dot, short weights (vpmaddubsw), 1 core: %.1f GOP/s\n", measure_i8(run_i8_short_avx2, 32, ms));
+        printf("avx2 int8 dot, short weights (vpmaddubsw), 1 core: %.1f GOP/s\n",
+               measure_i8(run_i8_short_avx2, 32, ms));
     }
     if (__builtin_cpu_supports("avx512vnni"))
         printf("avx512 int8 dot, vnni (vpdpbusd), 1 core: %.1f GOP/s\n", measure_i8(run_i8_vnni, 64, ms));
