@@ -72,6 +72,15 @@ static void check_padding_bytes(cd_layout l, int N, int C, int H, int W, const v
                 }
 }
 
+// Bytes after an output tensor that the op must leave alone.
+#define GUARD 8192
+
+// The GUARD bytes at g still hold `fill`.
+static void check_guard(const unsigned char *g, unsigned char fill, const char *what) {
+    for (size_t i = 0; i < GUARD; i++)
+        if (g[i] != fill) CD_CHECK_FAIL_("byte %zu past the output written (%s)", i, what);
+}
+
 static cd_layout rand_layout(void) { return (cd_layout)cd_test_randi(0, CD_LAYOUT_COUNT - 1); }
 
 // Largest |w| oneDNN's kernels multiply exactly here (see dnnl.h).
@@ -191,11 +200,14 @@ static void i8_case(cd_conv_desc d, i8_io io, cd_layout sl, cd_layout dl, int ba
     cd_dnnl_op *op = NULL;
     int rc = cd_dnnl_conv_i8_create_acc(&d, &q, sl, dl, max_batch, wq, &op);
     if (rc) CD_CHECK_FAIL_("acc create failed %d: %s", rc, case_str(&d, io, sl, dl, ""));
-    int32_t *dacc = malloc(sizeof(int32_t) * (dfl + 1));
+    // GUARD bytes after the tensor: nothing may be written there (oneDNN
+    // 2.6's AMX 1x1 kernel wrote 16 pixels past its end; impl_broken).
+    int32_t *dacc = malloc(sizeof(int32_t) * dfl + GUARD);
     if (!dacc) abort();
-    memset(dacc, 0x5a, sizeof(int32_t) * dfl); // garbage must not leak into the padding
+    memset(dacc, 0x5a, sizeof(int32_t) * dfl + GUARD); // garbage must not leak into the padding
     const void *srcs1[1] = {s_l};
     CHECK_EQ(cd_dnnl_op_run_any(op, ctx, batch, 1, srcs1, dacc), 0);
+    check_guard((const unsigned char *)(dacc + dfl), 0x5a, case_str(&d, io, sl, dl, cd_dnnl_op_impl(op, batch)));
     check_padding_bytes(dl, batch, d.k, d.oh, d.ow, dacc, sizeof(int32_t));
     int32_t *gacc = from_lay(dl, batch, d.k, d.oh, d.ow, dacc, sizeof(int32_t));
     for (size_t i = 0; i < dn; i++)
@@ -217,15 +229,16 @@ static void i8_case(cd_conv_desc d, i8_io io, cd_layout sl, cd_layout dl, int ba
     for (int k = 0; k < d.k; k++) mult[k] = q.in_scale * w_scale[k];
     memset(wq, 0x7f, wn);
     for (int k = 0; k < d.k; k++) w_scale[k] = 1e9f;
-    void *dst = malloc(dfl * des + 1);
+    void *dst = malloc(dfl * des + GUARD);
     if (!dst) abort();
-    memset(dst, 0x3c, dfl * des);
+    memset(dst, 0x3c, dfl * des + GUARD);
     void *r_l = rq    ? to_lay(rl, batch, d.k, d.oh, d.ow, rq, 1)
                 : res ? to_lay(rl, batch, d.k, d.oh, d.ow, res, sizeof(float))
                       : NULL;
     if (r_l && resid_in_place) memcpy(dst, r_l, dfl * sizeof(float));
     const void *srcs[2] = {s_l, resid_in_place ? dst : (const void *)r_l};
     CHECK_EQ(cd_dnnl_op_run_any(op, ctx, batch, res ? 2 : 1, srcs, dst), 0);
+    check_guard((const unsigned char *)dst + dfl * des, 0x3c, case_str(&d, io, sl, dl, impl));
     check_padding_bytes(dl, batch, d.k, d.oh, d.ow, dst, des);
     void *got = from_lay(dl, batch, d.k, d.oh, d.ow, dst, des);
     const size_t plane = (size_t)d.oh * d.ow;
