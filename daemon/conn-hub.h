@@ -38,6 +38,7 @@ typedef struct cd_conn_hub {
     uv_idle_t backlog_idle;      // runs while the backlog is not empty
     size_t nconns;               // connections not yet freed (incl. refused ones)
     size_t nactive;              // accepted, not refused, not yet freed
+    size_t unsent;               // answer bytes handed to uv_write, not yet written (all connections)
     size_t conn_cap;             // max-connections, lowered to fit RLIMIT_NOFILE (owner)
     bool draining;               // shutdown begun: new connections drain at once
     uint64_t next_conn_id;       // id for logs

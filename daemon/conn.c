@@ -212,6 +212,7 @@ static int conn_queue(cd_conn *c, char *data, cd_request *owner, size_t len, con
     }
     size_t before = c->write_pending;
     c->write_pending += len;
+    c->hub->unsent += len;
     if (before > 0 && c->write_pending > CD_CONN_OUT_MAX(c->hub->set->max_message)) {
         CD_STAT_INC(conn_slow_reader);
         CD_WARN("conn %llu: %zu response bytes unsent: client does not read; dropping it", (unsigned long long)c->id,
@@ -290,6 +291,7 @@ static void on_write(uv_write_t *w, int status) {
     conn_write *cw = (conn_write *)w;
     cd_conn *c = cw->conn;
     c->write_pending -= cw->len;
+    c->hub->unsent -= cw->len;
     pthread_mutex_lock(&c->wlock);
     c->wowned -= cw->len;
     pthread_mutex_unlock(&c->wlock);

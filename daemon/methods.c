@@ -208,6 +208,7 @@ static int m_stats(cd_call *call) {
         {"slow_readers", CD_STAT_GET(conn_slow_reader)},
         {"idle_timeouts", CD_STAT_GET(conn_idle_timeouts)},
         {"read_timeouts", CD_STAT_GET(conn_read_timeouts)},
+        {"unsent_bytes", srv->hub.unsent},
     };
     rc |= pack_key(pk, "connections");
     rc |= pack_kv_u64_map(pk, connections, sizeof connections / sizeof connections[0], 0);

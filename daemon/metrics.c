@@ -153,6 +153,10 @@ static void server_metrics(FILE *f, cd_server *srv) {
          "Bytes of requests held: partly received messages and accepted, unanswered "
          "requests (budget: max-buffered).");
     fprintf(f, "convd_buffered_bytes %zu\n", srv->hub.budget.held);
+    head(f, "convd_unsent_bytes", "gauge",
+         "Bytes of answers queued for writing and not yet taken by the clients' sockets (slow-reader cap: "
+         "max(2 x max-message, 64 MiB) per connection).");
+    fprintf(f, "convd_unsent_bytes %zu\n", srv->hub.unsent);
     head(f, "convd_in_flight", "gauge", "Requests queued or running on the workers (and plan profiles).");
     fprintf(f, "convd_in_flight %zu\n", cd_server_in_flight(srv));
     head(f, "convd_resident_memory_bytes", "gauge", "Resident set size of the daemon.");
