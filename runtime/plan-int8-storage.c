@@ -40,12 +40,11 @@ static cd_i8layer *i8_of_layer(pctx *p, int li) {
     return NULL;
 }
 
-// Prepares recorded layer r again with its current quantization and its
-// tensors' current storage (type and layout) into *st.
-static int reinit(pctx *p, cd_i8layer *r, cd_op_state **st) {
+// Recorded layer r's descriptor with its current quantization and its
+// tensors' current storage (type and layout), weights not set.
+static cd_bop_desc desc_now(const pctx *p, cd_i8layer *r) {
     cd_bop_desc d = r->d;
     d.quant = &r->q;
-    if (!(d.wq = cd_plan_int8_weights(&p->g->ops[r->op]))) return CD_ENOMEM;
     const cd_model *m = p->m;
     const cd_layer *l = &m->layers[r->layer];
     for (int i = 0; i < l->nin; i++) {
@@ -54,8 +53,17 @@ static int reinit(pctx *p, cd_i8layer *r, cd_op_state **st) {
     }
     d.dst.int8 = m->tensors[l->out].t.int8;
     d.dst.layout = m->tensors[l->out].t.layout;
-    int rc = cd_backend_supports_op(m->be, &d) ? cd_backend_op_init(m->be, &d, st) : CD_EUNSUPPORTED;
-    free((void *)d.wq);
+    return d;
+}
+
+// Prepares recorded layer r again (desc_now) into *st.
+static int reinit(pctx *p, cd_i8layer *r, cd_op_state **st) {
+    cd_bop_desc d = desc_now(p, r);
+    const cd_model *m = p->m;
+    const cd_layer *l = &m->layers[r->layer];
+    if (!cd_backend_supports_op(m->be, &d)) return CD_EUNSUPPORTED;
+    if (!(d.wq = cd_plan_int8_weights(p, &p->g->ops[r->op]))) return CD_ENOMEM;
+    int rc = cd_backend_op_init(m->be, &d, st);
     if (!rc && cd_backend_kernel_is_reference(cd_backend_op_kernel(m->be, *st)) &&
         !cd_backend_kernel_is_reference(l->kernel)) {
         cd_backend_op_state_free(m->be, *st); // never a slower kernel for it
@@ -137,6 +145,12 @@ static int try_layout(pctx *p, cd_i8layer *w, int t, const tread *rd, int nr, cd
         if (m->tensors[i].root == t)
             m->tensors[i].t.int8 = 1, m->tensors[i].t.layout = lay != was ? lay : m->tensors[i].t.layout;
     mark(p, w, rd, nr, 1);
+    // Every layer's kernel checked first: preparing one (packing its
+    // weights) is wasted when another then declines.
+    for (int i = 0; i < n && !rc; i++) {
+        const cd_bop_desc d = desc_now(p, i8_of_layer(p, layers[i]));
+        if (!cd_backend_supports_op(m->be, &d)) rc = CD_EUNSUPPORTED;
+    }
     for (int i = 0; i < n && !rc; i++) rc = reinit(p, i8_of_layer(p, layers[i]), &st[i]);
     if (rc) {
         for (int i = 0; i < n; i++)

@@ -49,16 +49,39 @@ static const cd_quant *value_quant(const cd_graph *g, const int *prod, int v) {
     return NULL;
 }
 
-int8_t *cd_plan_int8_weights(const cd_op *op) {
+typedef struct cd_wq_entry {
+    const float *w; // the op's float weights
+    int8_t *wq;
+} cd_wq_entry;
+
+const int8_t *cd_plan_int8_weights(pctx *p, const cd_op *op) {
+    for (int i = 0; i < p->nwq; i++)
+        if (p->wq[i].w == op->u.conv.w) return p->wq[i].wq;
+    if (p->nwq == p->wq_cap) {
+        int cap = p->wq_cap ? 2 * p->wq_cap : 64;
+        cd_wq_entry *e = realloc(p->wq, sizeof *e * (size_t)cap);
+        if (!e) return NULL;
+        p->wq = e;
+        p->wq_cap = cap;
+    }
     const cd_conv_desc *d = &op->u.conv.d;
     size_t per_k = (size_t)(d->c / d->groups) * d->r * d->s, n = per_k * d->k;
     int8_t *wq = malloc(n ? n : 1);
     if (!wq) return NULL;
     for (size_t i = 0; i < n; i++) {
         float s = op->u.conv.wscale[i / per_k], q = rintf(op->u.conv.w[i] / s);
-        wq[i] = (int8_t)fminf(fmaxf(q, -128.0f), 127.0f);
+        q = q > 127.0f ? 127.0f : q;
+        wq[i] = (int8_t)(q >= -128.0f ? q : -128.0f); // NaN too, as the clamp of fmaxf/fminf did
     }
+    p->wq[p->nwq++] = (cd_wq_entry){op->u.conv.w, wq};
     return wq;
+}
+
+void cd_plan_int8_free(pctx *p) {
+    for (int i = 0; i < p->nwq; i++) free(p->wq[i].wq);
+    free(p->wq);
+    p->wq = NULL;
+    p->nwq = p->wq_cap = 0;
 }
 
 // 1 when every weight of op is its integer times its channel's scale (to
@@ -439,7 +462,7 @@ int cd_plan_choose_int8(pctx *p, char *live) {
         if (!live[o] || !int8_params(g, live, reader, prod, o, &q, &fq)) continue;
         int take = mode == 2;
         if (mode == 0) {
-            int8_t *wq = cd_plan_int8_weights(&g->ops[o]);
+            const int8_t *wq = cd_plan_int8_weights(p, &g->ops[o]);
             if (!wq) {
                 rc = CD_ENOMEM;
                 break;
@@ -459,7 +482,6 @@ int cd_plan_choose_int8(pctx *p, char *live) {
                 c->i8_ms = i8;
                 take = i8 < f32 + tail;
             }
-            free(wq);
         }
         if (!take) continue;
         c->int8 = 1;

@@ -28,6 +28,12 @@ typedef struct {
     // kept), for cd_plan_int8_storage.
     struct cd_i8layer *i8l;
     int ni8l, i8l_cap;
+    // The s8 weights made so far (cd_plan_int8_weights), by the float
+    // weights they come from: an op's weights are converted once, however
+    // many times its layer is timed or prepared again (an op may move in
+    // the list, its weights do not).
+    struct cd_wq_entry *wq;
+    int nwq, wq_cap;
 } pctx;
 
 // One planned int8 conv layer: its layer index, lowered op and descriptor.
@@ -66,9 +72,11 @@ int cd_plan_choose_int8(pctx *p, char *live);
 // label says "+FQ"; not, d's fq_* are cleared again.
 int cd_plan_fq_f32_desc(pctx *p, const cd_op *op, cd_bop_desc *d);
 void cd_plan_fq_f32_done(pctx *p, const cd_op *op, int f, int fused, cd_bop_desc *d);
-// The s8 weights of conv op (rint(w / wscale[k])) into a new array, or
-// NULL (out of memory).
-int8_t *cd_plan_int8_weights(const cd_op *op);
+// The s8 weights of conv op (rint(w / wscale[k])), kept by p until the
+// plan is built (cd_plan_int8_free), or NULL (out of memory).
+const int8_t *cd_plan_int8_weights(pctx *p, const cd_op *op);
+// Frees what the int8 planning kept in p.
+void cd_plan_int8_free(pctx *p);
 // Records layer li, planned from op with descriptor d, when it is an int8
 // conv. 0 or CD_ENOMEM.
 int cd_plan_int8_record(pctx *p, int li, const cd_op *op, const cd_bop_desc *d);

@@ -387,10 +387,9 @@ static int plan_conv(pctx *p, const cd_op *op, int *in, cd_bop_desc *d, cd_op_st
     }
     int chosen = -1, rc = 0;
     if (pc->int8) { // the int8 kernels (plan-int8.c) in the layouts above; float32 when none runs
-        if (!(d->wq = cd_plan_int8_weights(op))) return cd_errf(CD_ENOMEM, p->err, p->errlen, "out of memory");
+        if (!(d->wq = cd_plan_int8_weights(p, op))) return cd_errf(CD_ENOMEM, p->err, p->errlen, "out of memory");
         d->quant = &p->in8[op - g->ops];
         rc = conv_prepare(p, op, in, cand, nc, d, pre, &chosen);
-        free((void *)d->wq);
         d->wq = NULL;
         if (rc) return rc;
         if (chosen < 0) {
@@ -758,6 +757,7 @@ done:
     free(p.fq_fused);
     free(p.fq_f32);
     free(p.i8l);
+    cd_plan_int8_free(&p);
     return rc;
 }
 
