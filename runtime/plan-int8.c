@@ -117,6 +117,28 @@ static int float_conv_fq(const cd_graph *g, const char *live, const int *reader,
     return f->d.channels == 1 && !f->d.dynamic && f->scale[0] > 0.0f ? r : -1;
 }
 
+// The FakeQuant after a MaxPool that does nothing: the pool's input holds
+// the values of a static per-tensor quantization q (through aliases), its
+// output's one reader quantizes with q again. The max of values on q's
+// grid is on it, and quantizing a grid value gives it back exactly (its
+// quotient is within an ulp of its integer), so that FakeQuant is an alias
+// (fq_fused). onnxruntime's quantize_static writes this pattern around
+// every MaxPool (they share their input's parameters).
+static void elide_pool_fakequants(pctx *p, const char *live, const int *reader, const int *prod) {
+    const cd_graph *g = p->g;
+    for (int o = 0; o < g->nops; o++) {
+        const cd_op *op = &g->ops[o];
+        if (!live[o] || op->kind != CD_OP_POOL || op->u.pool.kind != CD_POOL_MAX) continue;
+        const int f = reader[op->out];
+        if (f < 0 || !live[f] || g->ops[f].kind != CD_OP_FAKEQUANT || g->values[op->out].is_output) continue;
+        const cd_quant *a = value_quant(g, prod, op->in[0]), *b = &g->ops[f].u.fq;
+        if (a && a->d.channels == 1 && b->d.channels == 1 && !a->d.dynamic && !b->d.dynamic &&
+            a->scale[0] == b->scale[0] && a->zero_point[0] == b->zero_point[0] && a->d.qmin == b->d.qmin &&
+            a->d.qmax == b->d.qmax)
+            p->fq_fused[f] = 1;
+    }
+}
+
 // Fills *q for conv o when it can run int8; *fq gets the FakeQuant op it
 // absorbs (-1 none). 0 when it cannot.
 static int int8_params(const cd_graph *g, const char *live, const int *reader, const int *prod, int o, cd_conv_quant *q,
@@ -452,6 +474,7 @@ int cd_plan_choose_int8(pctx *p, char *live) {
             reader[v] = reader[v] == -1 ? o : -2;
         }
     for (int o = 0; o < g->nops; o++) p->fq_f32[o] = live[o] ? float_conv_fq(g, live, reader, o) : -1;
+    elide_pool_fakequants(p, live, reader, prod);
     int rc = 0;
     for (int o = 0; o < g->nops && mode != 1 && !rc; o++) {
         cd_conv_quant q;
