@@ -274,7 +274,7 @@ static int time_both(pctx *p, const int *prod, int o, int fq, const cd_conv_quan
              df.sparse ? df.sparse_format : 0, (int)df.src[0].layout, (int)di.src[0].layout, (int)di.dst.layout,
              nhwc && qn.src_int, nhwc && qn.dst_int, q->in_signed, q->out_scale > 0.0f, q->out_signed,
              q->mid_scale > 0.0f, fq >= 0);
-    if (cd_planner_cache_get(&p->m->popts, "int8-v4.txt", key, f32, i8)) return 0;
+    if (cd_planner_cache_get(&p->m->popts, "int8-v5.txt", key, f32, i8)) return 0;
     double fq_ms = 0;
     const cd_bop_desc *both[2] = {&df, &di};
     double ms[2];
@@ -282,7 +282,7 @@ static int time_both(pctx *p, const int *prod, int o, int fq, const cd_conv_quan
     if (!rc && fq >= 0 && q->out_scale > 0.0f) rc = time_fakequant(p, fq, df.dst.layout, &fq_ms);
     *f32 = ms[0] + fq_ms;
     *i8 = ms[1];
-    if (!rc) cd_planner_cache_put(&p->m->popts, "int8-v4.txt", key, *f32, *i8);
+    if (!rc) cd_planner_cache_put(&p->m->popts, "int8-v5.txt", key, *f32, *i8);
     return rc;
 }
 
@@ -403,10 +403,10 @@ static int time_residual_i8(pctx *p, int c, int f1, const residual_block *rb, co
     snprintf(key + l, sizeof key - l, "|qadd sp%d f%d in%d mid%d out%d act%d", d.sparse, d.sparse ? d.sparse_format : 0,
              q.in_signed, q.mid_signed, q.out_signed, (int)rb->act.kind);
     // Both figures cached, so that a second load makes the same choice.
-    if (cd_planner_cache_get(&p->m->popts, "int8-qadd-v3.txt", key, ms, tail)) return 0;
+    if (cd_planner_cache_get(&p->m->popts, "int8-qadd-v4.txt", key, ms, tail)) return 0;
     int rc = cd_planner_time_op(p->m->be, &d, 1, 5, ms);
     if (!rc) rc = time_residual_tail(p, rb, tail);
-    if (!rc) cd_planner_cache_put(&p->m->popts, "int8-qadd-v3.txt", key, *ms, *tail > 0 ? *tail : 1e-9);
+    if (!rc) cd_planner_cache_put(&p->m->popts, "int8-qadd-v4.txt", key, *ms, *tail > 0 ? *tail : 1e-9);
     return rc;
 }
 

@@ -470,7 +470,7 @@ def test_quantized_model_through_the_daemon(fmt, tmp_path, rng):
 
 def test_int8_auto_timings_are_cached(tmp_path, rng, cache_env):  # noqa: F811
     """--int8 auto times each conv's f32 and int8 candidates at load; the
-    times go to the planner's cache (int8-v4.txt), so a second load of the
+    times go to the planner's cache (int8-v5.txt), so a second load of the
     model times nothing and makes the same choices. (A recorded calibration,
     cache_env, keeps the dense/sparse choice that the int8 one builds on the
     same in both processes.)"""
@@ -479,7 +479,7 @@ def test_int8_auto_timings_are_cached(tmp_path, rng, cache_env):  # noqa: F811
     # there is an int8 candidate to time under the AVX2 cap too (oneDNN's
     # dense int8 declines full-range weights without VNNI).
     env = dict(cache_env, CONVD_INT8="auto", CONVD_PLAN="sparse")
-    cache = Path(cache_env["XDG_CACHE_HOME"]) / "convd" / "int8-v4.txt"
+    cache = Path(cache_env["XDG_CACHE_HOME"]) / "convd" / "int8-v5.txt"
     cache.unlink(missing_ok=True)
     first = json.loads(convd_run(q, ["--info", "--json"], env=env).stdout)["layers"]
     lines = cache.read_text().splitlines()
@@ -547,10 +547,10 @@ def test_int8_auto_times_the_residual_block_it_would_fuse(tmp_path, rng, cache_e
     auto times that fused layer against the float32 conv plus the block's Add
     and FakeQuant, not the plain int8 conv (which timed as fast as float32 at
     AVX2 while its Conv+QAdd cost up to 4x in the model); the times are cached
-    (int8-qadd-v3.txt) and a second load makes the same choices."""
+    (int8-qadd-v4.txt) and a second load makes the same choices."""
     q = quantize_folded(cnn(rng), tmp_path / "r.onnx", rng)
     env = dict(cache_env, CONVD_INT8="auto", CONVD_PLAN="sparse")
-    cache = Path(cache_env["XDG_CACHE_HOME"]) / "convd" / "int8-qadd-v3.txt"
+    cache = Path(cache_env["XDG_CACHE_HOME"]) / "convd" / "int8-qadd-v4.txt"
     cache.unlink(missing_ok=True)
     first = info_json(q, env)["layers"]
     lines = cache.read_text().splitlines()
