@@ -200,10 +200,9 @@ static int time_fakequant(pctx *p, int fq, cd_layout l, double *ms) {
     return cd_planner_time_op(p->m->be, &d, 1, 3, ms);
 }
 
-// 1 when conv o's input is written by a conv (through aliases): a
+// 1 when value v is written by a conv (through aliases and FakeQuants): a
 // candidate for integer storage between int8 layers (plan-int8-storage.c).
-static int input_from_conv(const cd_graph *g, const int *prod, int o) {
-    int v = g->ops[o].in[0];
+static int value_from_conv(const cd_graph *g, const int *prod, int v) {
     for (int depth = 0; depth < 64 && v >= 0; depth++) {
         int w = prod[v];
         if (w < 0) return 0;
@@ -265,7 +264,7 @@ static int time_both(pctx *p, const int *prod, int o, int fq, const cd_conv_quan
         if (!cd_backend_supports_op(p->m->be, &di)) return CD_EUNSUPPORTED;
     }
     cd_conv_quant qn;
-    int nhwc = int8_nhwc_candidate(p, input_from_conv(p->g, prod, o), q, &qn, &di);
+    int nhwc = int8_nhwc_candidate(p, value_from_conv(p->g, prod, p->g->ops[o].in[0]), q, &qn, &di);
     // The cache: what both candidates are, as timed here.
     char key[768];
     cd_planner_op_key(&df, weights_nnz(op), 1, key, sizeof key);
@@ -390,18 +389,47 @@ static int residual_desc(pctx *p, int c, int f1, const residual_block *rb, const
 // int8 conv looked as fast as float32 at AVX2, where in the model its
 // Conv+QAdd ran up to 4x the plain conv (ResNet-50 b90: 1x1 64>256 @56 1.78
 // ms against 0.41).
-static int time_residual_i8(pctx *p, int c, int f1, const residual_block *rb, const cd_conv_quant *q0, const int8_t *wq,
-                            double *ms, double *tail) {
+// It is timed as it runs between int8 neighbours (int8_nhwc_candidate):
+// its integers out, and in and the skip as integers where a conv writes
+// them, in NHWC dense and NCHW sparse. Timed with float tensors, the dense
+// layer paid oneDNN's boundary reorders it never runs in the plan (1x1
+// 64>256 @56 on AMX: 1.59 ms against 0.3), and the planner kept three of
+// dense ResNet-50's blocks float32, which made the model 1.8x slower.
+static int time_residual_i8(pctx *p, const int *prod, int c, int f1, const residual_block *rb, const cd_conv_quant *q0,
+                            const int8_t *wq, double *ms, double *tail) {
     cd_conv_quant q;
     cd_bop_desc d;
     if (!residual_desc(p, c, f1, rb, q0, &q, &d)) return CD_EUNSUPPORTED;
     d.wq = wq;
+    const cd_graph *g = p->g;
+    const cd_quant *sq = value_from_conv(g, prod, rb->skip) ? value_quant(g, prod, rb->skip) : NULL;
+    cd_conv_quant qn = q;
+    cd_bop_desc dn = d;
+    const cd_layout lay = d.sparse ? CD_LAYOUT_NCHW : CD_LAYOUT_NHWC;
+    qn.src_int = value_from_conv(g, prod, g->ops[c].in[0]);
+    qn.dst_int = 1;
+    if (qn.src_int) dn.src[0].layout = lay, dn.src[0].int8 = 1;
+    dn.dst.layout = lay, dn.dst.int8 = 1;
+    if (sq && sq->d.channels == 1 && type_signed(sq) >= 0) {
+        qn.res_int = 1;
+        qn.res_scale = sq->scale[0];
+        qn.res_zp = (int)sq->zero_point[0];
+        qn.res_signed = type_signed(sq);
+        dn.src[1].layout = lay, dn.src[1].int8 = 1;
+    }
+    dn.quant = &qn;
+    if (cd_backend_supports_op(p->m->be, &dn)) {
+        q = qn;
+        d = dn;
+        d.quant = &q;
+    }
     char key[768];
     const cd_op *op = &p->g->ops[c];
     cd_planner_op_key(&d, weights_nnz(op), 1, key, sizeof key);
     size_t l = strlen(key);
-    snprintf(key + l, sizeof key - l, "|qadd sp%d f%d in%d mid%d out%d act%d", d.sparse, d.sparse ? d.sparse_format : 0,
-             q.in_signed, q.mid_signed, q.out_signed, (int)rb->act.kind);
+    snprintf(key + l, sizeof key - l, "|qadd sp%d f%d in%d mid%d out%d act%d int%d,%d,%d lay%d", d.sparse,
+             d.sparse ? d.sparse_format : 0, q.in_signed, q.mid_signed, q.out_signed, (int)rb->act.kind, q.src_int,
+             q.res_int, q.dst_int, (int)d.dst.layout);
     // Both figures cached, so that a second load makes the same choice.
     if (cd_planner_cache_get(&p->m->popts, "int8-qadd-v4.txt", key, ms, tail)) return 0;
     int rc = cd_planner_time_op(p->m->be, &d, 1, 5, ms);
@@ -499,7 +527,7 @@ int cd_plan_choose_int8(pctx *p, char *live) {
             // what is timed (with the block's tail, both cached).
             double fused = 0;
             if (!time_both(p, prod, o, fq, &q, wq, &f32, &i8) &&
-                (!fusable || !time_residual_i8(p, o, fq, &rb, &q, wq, &fused, &tail))) {
+                (!fusable || !time_residual_i8(p, prod, o, fq, &rb, &q, wq, &fused, &tail))) {
                 if (fusable) i8 = fused;
                 c->f32_ms = f32 + tail;
                 c->i8_ms = i8;

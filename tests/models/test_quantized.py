@@ -558,3 +558,24 @@ def test_int8_auto_times_the_residual_block_it_would_fuse(tmp_path, rng, cache_e
     second = info_json(q, env)["layers"]
     assert cache.read_text().splitlines() == lines  # nothing timed again
     assert [(l["op"], l["kernel"], l["dtype"]) for l in first] == [(l["op"], l["kernel"], l["dtype"]) for l in second]
+
+
+@pytest.mark.parametrize("plan", ["sparse", "dense"])
+def test_int8_residual_block_is_timed_on_its_integers(plan, tmp_path, rng, cache_env):  # noqa: F811
+    """The fused Conv+QAdd candidate is timed as it runs between int8 layers:
+    integers out, and in and the skip as integers where convs write them, in
+    the kernels' own layout (NCHW sparse, NHWC dense). Timed on float tensors,
+    the dense one paid oneDNN's boundary reorders (1x1 64>256 @56 on AMX 1.59
+    ms against 0.3 in the plan) and auto kept whole blocks float32."""
+    q = quantize_folded(models(rng)["resnet18"], tmp_path / "r18.onnx", rng)
+    cache = Path(cache_env["XDG_CACHE_HOME"]) / "convd" / "int8-qadd-v4.txt"
+    cache.unlink(missing_ok=True)
+    info_json(q, dict(cache_env, CONVD_INT8="auto", CONVD_PLAN=plan))
+    lines = cache.read_text().splitlines()
+    lay = "lay0" if plan == "sparse" else "lay3"  # cd_layout NCHW 0, NHWC 3
+    # Always integers out, in the kernels' layout; integers in and a skip
+    # of integers where convs write them (most blocks: the stem's block
+    # reads a MaxPool's skip; a block left float32 writes float32).
+    flags = [line.split("|qadd ")[1].split("\t")[0].split()[-2:] for line in lines]
+    assert lines and all(f[0].endswith(",1") and f[1] == lay for f in flags), lines
+    assert sum(f[0] == "int1,1,1" for f in flags) >= len(lines) // 2, lines
