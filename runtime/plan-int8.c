@@ -234,31 +234,43 @@ static int int8_nhwc_candidate(pctx *p, int int_in, const cd_conv_quant *q, cd_c
     return 1;
 }
 
-// Times the float32 choice (with the FakeQuant fq after it, -1 none) and
-// the int8 candidate of conv o (batch 1). 0 with both times, or a negative
-// code (then no int8).
-static int time_both(pctx *p, const int *prod, int o, int fq, const cd_conv_quant *q, const int8_t *wq, double *f32,
-                     double *i8) {
-    const cd_op *op = &p->g->ops[o];
-    const cd_plan_choice *c = &p->ch[o];
-    cd_bop_desc df, di;
-    timing_desc(p, op, &df);
-    df.sparse = c->sparse;
-    df.sparse_format = c->format;
-    if (!c->sparse && p->blk != CD_LAYOUT_NCHW) {
-        cd_bop_desc b = df;
+// Conv op's descriptor for timing on the sparse kernels (format fmt, NCHW)
+// or, sparse 0, the dense ones in the plan's blocked layout where the
+// backend runs it so.
+static void conv_timing_desc(pctx *p, const cd_op *op, int sparse, int fmt, cd_bop_desc *d) {
+    timing_desc(p, op, d);
+    d->sparse = sparse;
+    d->sparse_format = sparse ? fmt : 0;
+    if (!sparse && p->blk != CD_LAYOUT_NCHW) {
+        cd_bop_desc b = *d;
         for (int i = 0; i < b.nsrc; i++) b.src[i].layout = p->blk;
         b.dst.layout = p->blk;
         if (b.u.conv.c < cd_layout_block(p->blk)) b.src[0].layout = CD_LAYOUT_NCHW;
-        if (cd_backend_supports_op(p->m->be, &b)) df = b;
+        if (cd_backend_supports_op(p->m->be, &b)) *d = b;
     }
-    di = df;
+}
+
+// Times the float32 choice (with the FakeQuant fq after it, -1 none) and
+// the int8 candidate of conv o (batch 1), on the sparse int8 kernels when
+// i8_sparse, else the dense ones (also where the float32 choice is sparse:
+// with AMX the dense int8 kernels beat the sparse ones over 90% sparse
+// weights). 0 with both times, or a negative code (then no int8).
+static int time_both(pctx *p, const int *prod, int o, int fq, const cd_conv_quant *q, const int8_t *wq, int i8_sparse,
+                     double *f32, double *i8) {
+    const cd_op *op = &p->g->ops[o];
+    const cd_plan_choice *c = &p->ch[o];
+    cd_bop_desc df, di;
+    conv_timing_desc(p, op, c->sparse, c->format, &df);
+    if (i8_sparse == df.sparse)
+        di = df;
+    else
+        conv_timing_desc(p, op, i8_sparse, c->format, &di);
     di.quant = q;
     di.wq = wq;
     if (!cd_backend_supports_op(p->m->be, &di)) {
         timing_desc(p, op, &di); // the int8 kernels' own layout: NCHW
-        di.sparse = c->sparse;
-        di.sparse_format = c->format;
+        di.sparse = i8_sparse;
+        di.sparse_format = i8_sparse ? c->format : 0;
         di.quant = q;
         di.wq = wq;
         if (!cd_backend_supports_op(p->m->be, &di)) return CD_EUNSUPPORTED;
@@ -269,10 +281,10 @@ static int time_both(pctx *p, const int *prod, int o, int fq, const cd_conv_quan
     char key[768];
     cd_planner_op_key(&df, weights_nnz(op), 1, key, sizeof key);
     size_t l = strlen(key);
-    snprintf(key + l, sizeof key - l, "|i8 sp%d f%d lay%d,%d,%d int%d,%d in%d out%d,%d mid%d fq%d", df.sparse,
-             df.sparse ? df.sparse_format : 0, (int)df.src[0].layout, (int)di.src[0].layout, (int)di.dst.layout,
-             nhwc && qn.src_int, nhwc && qn.dst_int, q->in_signed, q->out_scale > 0.0f, q->out_signed,
-             q->mid_scale > 0.0f, fq >= 0);
+    snprintf(key + l, sizeof key - l, "|i8 sp%d,%d f%d lay%d,%d,%d int%d,%d in%d out%d,%d mid%d fq%d", df.sparse,
+             di.sparse, df.sparse ? df.sparse_format : 0, (int)df.src[0].layout, (int)di.src[0].layout,
+             (int)di.dst.layout, nhwc && qn.src_int, nhwc && qn.dst_int, q->in_signed, q->out_scale > 0.0f,
+             q->out_signed, q->mid_scale > 0.0f, fq >= 0);
     if (cd_planner_cache_get(&p->m->popts, "int8-v5.txt", key, f32, i8)) return 0;
     double fq_ms = 0;
     const cd_bop_desc *both[2] = {&df, &di};
@@ -356,9 +368,10 @@ static int time_residual_tail(pctx *p, const residual_block *rb, double *ms) {
 // The int8 conv c that does residual block rb (after its FakeQuant f1,
 // quantization q0) as the backend would run it: *q its quantization, *d its
 // descriptor (NCHW, weights and wq as timing_desc leaves them). 0 when the
-// backend runs it neither sparse (as the choice says) nor dense.
-static int residual_desc(pctx *p, int c, int f1, const residual_block *rb, const cd_conv_quant *q0, cd_conv_quant *q,
-                         cd_bop_desc *d) {
+// backend runs it neither sparse (when `sparse`, in the choice's format) nor
+// dense.
+static int residual_desc(pctx *p, int c, int f1, const residual_block *rb, const cd_conv_quant *q0, int sparse,
+                         cd_conv_quant *q, cd_bop_desc *d) {
     const cd_graph *g = p->g;
     const cd_value *ov = &g->values[g->ops[rb->add].out];
     const cd_quant *mq = &g->ops[f1].u.fq, *yq = &g->ops[rb->f2].u.fq;
@@ -374,11 +387,11 @@ static int residual_desc(pctx *p, int c, int f1, const residual_block *rb, const
     d->u.conv.act = rb->act;
     d->nsrc = 2;
     d->src[1] = cd_plan_value_desc(ov, CD_LAYOUT_NCHW, 4);
-    d->sparse = p->ch[c].sparse;
-    d->sparse_format = p->ch[c].format;
+    d->sparse = sparse;
+    d->sparse_format = sparse ? p->ch[c].format : 0;
     d->quant = q;
     if (cd_backend_supports_op(p->m->be, d)) return 1;
-    d->sparse = 0;
+    d->sparse = d->sparse_format = 0;
     return cd_backend_supports_op(p->m->be, d);
 }
 
@@ -396,10 +409,10 @@ static int residual_desc(pctx *p, int c, int f1, const residual_block *rb, const
 // 64>256 @56 on AMX: 1.59 ms against 0.3), and the planner kept three of
 // dense ResNet-50's blocks float32, which made the model 1.8x slower.
 static int time_residual_i8(pctx *p, const int *prod, int c, int f1, const residual_block *rb, const cd_conv_quant *q0,
-                            const int8_t *wq, double *ms, double *tail) {
+                            const int8_t *wq, int sparse, double *ms, double *tail) {
     cd_conv_quant q;
     cd_bop_desc d;
-    if (!residual_desc(p, c, f1, rb, q0, &q, &d)) return CD_EUNSUPPORTED;
+    if (!residual_desc(p, c, f1, rb, q0, sparse, &q, &d)) return CD_EUNSUPPORTED;
     d.wq = wq;
     const cd_graph *g = p->g;
     const cd_quant *sq = value_from_conv(g, prod, rb->skip) ? value_quant(g, prod, rb->skip) : NULL;
@@ -438,6 +451,19 @@ static int time_residual_i8(pctx *p, const int *prod, int c, int f1, const resid
     return rc;
 }
 
+// The float32 choice of conv o (with the FakeQuant fq after it) and its
+// int8 candidate on the sparse (sparse 1) or dense int8 kernels: *f32,
+// *i8, and *tail the Add and FakeQuant of the residual block rb (NULL
+// none) that the float32 choice runs after it and the int8 conv fuses
+// (then the fused layer is what *i8 times). 0 or a negative code.
+static int time_i8(pctx *p, const int *prod, int o, int fq, const cd_conv_quant *q, const int8_t *wq, int sparse,
+                   const residual_block *rb, double *f32, double *i8, double *tail) {
+    *tail = 0;
+    int rc = time_both(p, prod, o, fq, q, wq, sparse, f32, i8);
+    if (!rc && rb) rc = time_residual_i8(p, prod, o, fq, rb, q, wq, sparse, i8, tail);
+    return rc;
+}
+
 // A QDQ residual block done by int8 conv c (match_residual): the conv then
 // adds the skip after rounding to f1's grid (cd_conv_quant mid_scale) and
 // quantizes with f2's parameters: the conv's op moves into the Add's slot
@@ -452,7 +478,8 @@ static int fuse_residual(pctx *p, char *live, const int *reader, int c, int f1) 
     const cd_activation act = rb.act;
     cd_conv_quant q;
     cd_bop_desc d;
-    if (!residual_desc(p, c, f1, &rb, &p->in8[c], &q, &d)) return 0; // would the backend run it?
+    // Would the backend run it (on the kernels the choice took)?
+    if (!residual_desc(p, c, f1, &rb, &p->in8[c], p->ch[c].sparse && !p->ch[c].i8_dense, &q, &d)) return 0;
     // The conv moves into the Add's slot: the structs swap, the Add (now in
     // c's slot) and the quantization in between stop being live.
     cd_op tmp = g->ops[a];
@@ -480,9 +507,36 @@ static int fuse_residual(pctx *p, char *live, const int *reader, int c, int f1) 
     return 1;
 }
 
+// The int8 layers over sparse weights run on the sparse int8 kernels, or
+// all of them on the dense ones (with AMX the faster over 90% sparse
+// weights: ResNet-50 u90 9.6 ms against 16.5 on an Intel Xeon), whichever
+// their timed sum says, with a margin: in the model the dense layers took
+// 1.5-1.7x their timed sum, the sparse ones 1.0-1.3x (u90, b90, 1 thread;
+// b90's sums 6.3 against 9.5 ms, in the model a tie). All or none: a dense
+// int8 layer (NHWC) between sparse ones (NCHW) pays relayouts and float32
+// boundaries; chosen per layer, ResNet-50 b90 ran 3x slower (37 reorders).
+#define DENSE_OVER_SPARSE 0.6
+static void dense_over_sparse(pctx *p) {
+    double sparse = 0, dense = 0;
+    for (int o = 0; o < p->g->nops; o++) {
+        const cd_plan_choice *c = &p->ch[o];
+        if (!c->int8 || !c->sparse) continue;
+        if (!(c->i8d_ms >= 0)) return; // one not timed dense: keep them sparse
+        sparse += c->i8_ms;
+        dense += c->i8d_ms;
+    }
+    if (!(dense < DENSE_OVER_SPARSE * sparse)) return;
+    for (int o = 0; o < p->g->nops; o++) {
+        cd_plan_choice *c = &p->ch[o];
+        if (!c->int8 || !c->sparse) continue;
+        c->i8_dense = 1;
+        c->i8_ms = c->i8d_ms;
+    }
+}
+
 int cd_plan_choose_int8(pctx *p, char *live) {
     const cd_graph *g = p->g;
-    int mode = cd_runtime_opts()->int8; // 0 auto, 1 off, 2 on
+    int mode = cd_runtime_opts()->int8; // 0 auto, 1 off, 2 on, 3 on the dense int8 kernels
     int *reader = malloc(((size_t)g->nvalues + 1) * sizeof(int)),
         *prod = malloc(((size_t)g->nvalues + 1) * sizeof(int));
     p->in8 = calloc((size_t)g->nops + 1, sizeof *p->in8);
@@ -509,26 +563,27 @@ int cd_plan_choose_int8(pctx *p, char *live) {
         int fq;
         cd_plan_choice *c = &p->ch[o];
         if (c->int8) continue; // a conv moved here by fuse_residual
-        c->i8_ms = c->f32_ms = -1;
+        c->i8_ms = c->f32_ms = c->i8d_ms = -1;
         if (!live[o] || !int8_params(g, live, reader, prod, o, &q, &fq)) continue;
-        int take = mode == 2;
+        int take = mode >= 2, dense = mode == 3 && c->sparse;
         if (mode == 0) {
             const int8_t *wq = cd_plan_int8_weights(p, &g->ops[o]);
             if (!wq) {
                 rc = CD_ENOMEM;
                 break;
             }
-            double f32 = 0, i8 = 0, tail = 0;
+            double f32 = 0, i8 = 0, tail = 0, f32d, i8d, taild;
             residual_block rb;
             // The float32 choice also runs the Add and FakeQuant of a
-            // residual block after it; the int8 conv fuses them.
+            // residual block after it; the int8 conv fuses them. Where it
+            // would, the fused layer is what is timed (with the block's
+            // tail, both cached).
             const int fusable = fq >= 0 && q.out_scale > 0.0f && match_residual(p, live, reader, o, fq, &rb);
-            // Where the int8 conv would fuse the block, the fused layer is
-            // what is timed (with the block's tail, both cached).
-            double fused = 0;
-            if (!time_both(p, prod, o, fq, &q, wq, &f32, &i8) &&
-                (!fusable || !time_residual_i8(p, prod, o, fq, &rb, &q, wq, &fused, &tail))) {
-                if (fusable) i8 = fused;
+            if (!time_i8(p, prod, o, fq, &q, wq, c->sparse, fusable ? &rb : NULL, &f32, &i8, &tail)) {
+                // Over sparse weights, the dense int8 kernels too (NHWC):
+                // timed here, chosen for all such layers or none below.
+                if (c->sparse && !time_i8(p, prod, o, fq, &q, wq, 0, fusable ? &rb : NULL, &f32d, &i8d, &taild))
+                    c->i8d_ms = i8d;
                 c->f32_ms = f32 + tail;
                 c->i8_ms = i8;
                 take = i8 < f32 + tail;
@@ -536,12 +591,14 @@ int cd_plan_choose_int8(pctx *p, char *live) {
         }
         if (!take) continue;
         c->int8 = 1;
+        c->i8_dense = dense;
         p->in8[o] = q;
         if (fq >= 0 && q.out_scale > 0.0f) {
             p->fq_fused[fq] = 1;
             fuse_residual(p, live, reader, o, fq);
         }
     }
+    if (!rc && mode == 0) dense_over_sparse(p);
     free(reader);
     free(prod);
     return rc;

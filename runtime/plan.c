@@ -378,7 +378,7 @@ static int plan_conv(pctx *p, const cd_op *op, int *in, cd_bop_desc *d, cd_op_st
     lpair cand[8];
     int nc = 1;
     cand[0] = (lpair){CD_LAYOUT_NCHW, CD_LAYOUT_NCHW};
-    if (pc->sparse) {
+    if (pc->sparse && !pc->i8_dense) {
         // The sparse kernels: NCHW in and out.
         d->sparse = 1;
         d->sparse_format = pc->format;
@@ -392,6 +392,13 @@ static int plan_conv(pctx *p, const cd_op *op, int *in, cd_bop_desc *d, cd_op_st
         rc = conv_prepare(p, op, in, cand, nc, d, pre, &chosen);
         d->wq = NULL;
         if (rc) return rc;
+        if (chosen < 0 && pc->i8_dense) { // float32 on the sparse kernels, as chosen
+            pc->i8_dense = 0;
+            d->sparse = 1;
+            d->sparse_format = pc->format;
+            nc = 1;
+            cand[0] = (lpair){CD_LAYOUT_NCHW, CD_LAYOUT_NCHW};
+        }
         if (chosen < 0) {
             d->quant = NULL;
             pc->int8 = 0;

@@ -65,6 +65,8 @@ typedef struct {
     int from_cache;         // tuned times came from the disk cache
     // Convs of quantized models (runtime/plan-int8.c):
     int int8;      // 1: run on the int8 kernels (sparse: their sparse ones)
+    int i8_dense;  // 1: sparse, but the int8 layer runs on the dense int8 kernels
+    double i8d_ms; // measured ms of the int8 candidate on the dense int8 kernels (-1 not timed)
     double i8_ms;  // measured ms of the int8 candidate at batch 1 (-1 not timed)
     double f32_ms; // measured ms of the float32 choice it was compared with (-1)
 } cd_plan_choice;

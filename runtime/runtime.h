@@ -179,8 +179,9 @@ typedef struct {
                            // (CONVD_PLAN=auto|dense|sparse|compact)
     int int8;              // the int8 kernels for the convs of quantized models:
                            // 0 auto (where the planner predicts them faster),
-                           // 1 off, 2 on (wherever a conv can run them)
-                           // (CONVD_INT8=auto|off|on)
+                           // 1 off, 2 on (wherever a conv can run them),
+                           // 3 on, the dense int8 kernels also over sparse
+                           // weights (CONVD_INT8=auto|off|on|dense)
     int winograd;          // our Winograd 3x3 conv (cd_backend_opts.winograd):
                            // 0 auto, 1 off, 2 on, 3 f2, 4 f4, 5 f6, 6 onednn (CONVD_WINOGRAD)
     int dw3x3;             // our depthwise 3x3 conv (cd_backend_opts.dw3x3):

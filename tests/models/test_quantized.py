@@ -571,11 +571,41 @@ def test_int8_residual_block_is_timed_on_its_integers(plan, tmp_path, rng, cache
     cache = Path(cache_env["XDG_CACHE_HOME"]) / "convd" / "int8-qadd-v4.txt"
     cache.unlink(missing_ok=True)
     info_json(q, dict(cache_env, CONVD_INT8="auto", CONVD_PLAN=plan))
+    if not cache.exists():  # under the AVX2 cap oneDNN has no int8 kernel for these small dense convs
+        pytest.skip(f"no int8 residual block candidate timed ({plan}): no fast int8 kernel for it on this CPU/cap")
     lines = cache.read_text().splitlines()
-    lay = "lay0" if plan == "sparse" else "lay3"  # cd_layout NCHW 0, NHWC 3
-    # Always integers out, in the kernels' layout; integers in and a skip
-    # of integers where convs write them (most blocks: the stem's block
-    # reads a MaxPool's skip; a block left float32 writes float32).
-    flags = [line.split("|qadd ")[1].split("\t")[0].split()[-2:] for line in lines]
-    assert lines and all(f[0].endswith(",1") and f[1] == lay for f in flags), lines
-    assert sum(f[0] == "int1,1,1" for f in flags) >= len(lines) // 2, lines
+    # Always integers out, in the kernels' layout (sparse "sp1": NCHW, cd_layout
+    # 0; dense: NHWC, 3); integers in and a skip of integers where convs write
+    # them (the stem's block reads a MaxPool's skip; a block left float32
+    # writes float32). Over sparse weights the dense int8 kernels are timed
+    # too.
+    for line in lines:
+        head, flags = line.split("|qadd ")[1].split("\t")[0].split(" int")
+        stored, lay = flags.split()
+        assert stored.endswith(",1") and lay == ("lay0" if head.startswith("sp1") else "lay3"), line
+    assert any("int1,1,1" in line for line in lines), lines
+    assert any("qadd sp1" in line for line in lines) == (plan == "sparse"), lines
+
+
+def test_dense_int8_kernels_over_sparse_weights(tmp_path, rng, cache_env):  # noqa: F811
+    """CONVD_INT8=dense runs a pruned model's int8 convs on the dense int8
+    kernels (their zeros multiplied; where oneDNN has no fast int8 kernel for
+    a layer, as under the AVX2 cap for these small ones, it stays float32 on
+    the sparse kernels), still matching onnxruntime; auto puts
+    all of its int8 convs over sparse weights on one kind of kernel, never a
+    mix (a dense NHWC layer between sparse NCHW ones pays relayouts)."""
+    q = quantize_folded(prune_magnitude(models(rng)["resnet18"], 0.9), tmp_path / "r18-p90-i8.onnx", rng)
+    dense = dict(cache_env, CONVD_INT8="dense", CONVD_PLAN="sparse")
+    layers = info_json(q, dense)["layers"]
+    convs = [l for l in layers if l["op"].startswith("Conv")]
+    assert convs and all(l["dtype"] == "f32" or l["kernel"].startswith("dnnl:") for l in convs), [
+        (l["name"], l["kernel"], l["dtype"]) for l in convs]
+    err, top1 = compare(q, tmp_path, rng, env=dense)
+    assert err <= REL_L2 and top1 >= TOP1, (err, top1)
+    # The convs the float32 plan runs sparse: in auto, those that run int8
+    # all run on one kind of kernel.
+    off = info_json(q, dict(cache_env, CONVD_INT8="off", CONVD_PLAN="sparse"))["layers"]
+    sparse = {l["name"] for l in off if l["op"].startswith("Conv") and l["kernel"].startswith("sparse")}
+    auto = info_json(q, dict(cache_env, CONVD_INT8="auto", CONVD_PLAN="sparse"))["layers"]
+    kinds = {l["kernel"].split(":")[0] for l in auto if l["name"] in sparse and l["dtype"] == "int8"}
+    assert sparse and len(kinds) <= 1, [(l["name"], l["kernel"], l["dtype"]) for l in auto]
