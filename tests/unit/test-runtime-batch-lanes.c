@@ -1,6 +1,7 @@
 // A split batch's images in lanes (runtime/batch-lanes.c): each image's
-// outputs bit-exact those of the image run alone (the same kernels at batch
-// 1), at every batch 2..17 (odd ones, fewer images than threads), with the
+// outputs those of the image run alone (the same kernels at batch 1; bit for
+// bit on our sparse kernels, within float rounding on oneDNN's, whose sums
+// may split differently on the one thread of a lane), at every batch 2..17 (odd ones, fewer images than threads), with the
 // inputs passed or staged, for a model of two outputs, all images in lanes
 // or (auto) the last batch % threads wide after them; the first failing
 // image's error reported; the lane execs made once and kept.
@@ -60,6 +61,7 @@ static int64_t item_numel(const cd_io_desc *d) {
 }
 
 typedef struct {
+    int exact; // plan 2 (our sparse kernels): bit for bit
     cd_model *m;
     int64_t ni, no[2];
     float *x, *ref[2], *y[2];
@@ -74,6 +76,7 @@ static void case_init(lanes_case *k, int threads, int plan) {
     write_two_output_cnn(path, sizeof path, &c, &h);
     set_modes(2, 0);
     cd_model_opts opts = {.max_batch = MAX_BATCH, .plan = plan, .threads = threads};
+    k->exact = plan == 2;
     int rc = cd_model_load(path, &opts, &k->m, err, sizeof err);
     set_modes(0, 0);
     unlink(path);
@@ -102,6 +105,14 @@ static void case_free(lanes_case *k) {
     cd_model_free(k->m);
 }
 
+// 1 when every y[i] is r[i] to float rounding of a sum in another order
+// (an unwritten item stays NaN: not near).
+static int near_all(const float *y, const float *r, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        if (!(fabsf(y[i] - r[i]) <= 1e-5f * fmaxf(1.0f, fabsf(r[i])))) return 0;
+    return 1;
+}
+
 // Runs images 0..batch-1 on ex (staged or passed) and checks every output
 // item against the image run alone, bit for bit.
 static void run_and_check(lanes_case *k, cd_exec *ex, int batch, int staged) {
@@ -120,10 +131,12 @@ static void run_and_check(lanes_case *k, cd_exec *ex, int batch, int staged) {
         CHECK_EQ(cd_model_run(ex, batch, in, out, err, sizeof err), 0);
     }
     for (int o = 0; o < 2; o++)
-        for (int b = 0; b < batch; b++)
-            if (memcmp(k->y[o] + b * k->no[o], k->ref[o] + b * k->no[o], sizeof(float) * (size_t)k->no[o]))
-                CD_CHECK_FAIL_("output %d, image %d of %d (%s) differs from its run alone", o, b, batch,
-                               staged ? "staged" : "passed");
+        for (int b = 0; b < batch; b++) {
+            const float *y = k->y[o] + b * k->no[o], *r = k->ref[o] + b * k->no[o];
+            if (k->exact ? !memcmp(y, r, sizeof(float) * (size_t)k->no[o]) : near_all(y, r, k->no[o])) continue;
+            CD_CHECK_FAIL_("output %d, image %d of %d (%s) differs from its run alone", o, b, batch,
+                           staged ? "staged" : "passed");
+        }
 }
 
 CD_TEST(runtime_batch_lanes_match_images_alone) {
