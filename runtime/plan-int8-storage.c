@@ -56,12 +56,11 @@ static cd_bop_desc desc_now(const pctx *p, cd_i8layer *r) {
     return d;
 }
 
-// Prepares recorded layer r again (desc_now) into *st.
-static int reinit(pctx *p, cd_i8layer *r, cd_op_state **st) {
-    cd_bop_desc d = desc_now(p, r);
+// Prepares recorded layer r again with d (its desc_now, which the backend
+// supports) into *st.
+static int reinit(pctx *p, cd_i8layer *r, cd_bop_desc d, cd_op_state **st) {
     const cd_model *m = p->m;
     const cd_layer *l = &m->layers[r->layer];
-    if (!cd_backend_supports_op(m->be, &d)) return CD_EUNSUPPORTED;
     if (!(d.wq = cd_plan_int8_weights(p, &p->g->ops[r->op]))) return CD_ENOMEM;
     int rc = cd_backend_op_init(m->be, &d, st);
     if (!rc && cd_backend_kernel_is_reference(cd_backend_op_kernel(m->be, *st)) &&
@@ -133,6 +132,7 @@ static int try_layout(pctx *p, cd_i8layer *w, int t, const tread *rd, int nr, cd
     cd_model *m = p->m;
     cd_layout was = m->tensors[t].t.layout;
     cd_op_state *st[MAX_READS + 1] = {0};
+    cd_bop_desc d[MAX_READS + 1];
     int layers[MAX_READS + 1], n = 0, rc = 0;
     layers[n++] = w->layer;
     for (int i = 0; i < nr; i++) {
@@ -148,10 +148,10 @@ static int try_layout(pctx *p, cd_i8layer *w, int t, const tread *rd, int nr, cd
     // Every layer's kernel checked first: preparing one (packing its
     // weights) is wasted when another then declines.
     for (int i = 0; i < n && !rc; i++) {
-        const cd_bop_desc d = desc_now(p, i8_of_layer(p, layers[i]));
-        if (!cd_backend_supports_op(m->be, &d)) rc = CD_EUNSUPPORTED;
+        d[i] = desc_now(p, i8_of_layer(p, layers[i]));
+        if (!cd_backend_supports_op(m->be, &d[i])) rc = CD_EUNSUPPORTED;
     }
-    for (int i = 0; i < n && !rc; i++) rc = reinit(p, i8_of_layer(p, layers[i]), &st[i]);
+    for (int i = 0; i < n && !rc; i++) rc = reinit(p, i8_of_layer(p, layers[i]), d[i], &st[i]);
     if (rc) {
         for (int i = 0; i < n; i++)
             if (st[i]) cd_backend_op_state_free(m->be, st[i]);

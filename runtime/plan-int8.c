@@ -219,8 +219,11 @@ static int value_from_conv(const cd_graph *g, const int *prod, int v) {
 // and in NCHW for a sparse one (its kernels' own layout, as
 // plan-int8-storage.c stores it: timed with float in and out, a sparse int8
 // conv paid a quantization of its input and 4-byte outputs it does not pay
-// in the plan). *qn holds its quantization. 1 when *di was changed.
-static int int8_nhwc_candidate(pctx *p, int int_in, const cd_conv_quant *q, cd_conv_quant *qn, cd_bop_desc *di) {
+// in the plan). A residual block's skip (skip non-NULL: its quantization,
+// per tensor, where a conv writes it) is read as integers too. *qn holds
+// its quantization. 1 when *di was changed.
+static int int8_nhwc_candidate(pctx *p, int int_in, const cd_quant *skip, const cd_conv_quant *q, cd_conv_quant *qn,
+                               cd_bop_desc *di) {
     cd_bop_desc dn = *di;
     const cd_layout lay = di->sparse ? CD_LAYOUT_NCHW : CD_LAYOUT_NHWC;
     *qn = *q;
@@ -228,6 +231,13 @@ static int int8_nhwc_candidate(pctx *p, int int_in, const cd_conv_quant *q, cd_c
     qn->dst_int = q->out_scale > 0.0f;
     if (int_in) dn.src[0].layout = lay, dn.src[0].int8 = 1;
     if (qn->dst_int) dn.dst.layout = lay, dn.dst.int8 = 1;
+    if (skip && skip->d.channels == 1 && type_signed(skip) >= 0) {
+        qn->res_int = 1;
+        qn->res_scale = skip->scale[0];
+        qn->res_zp = (int)skip->zero_point[0];
+        qn->res_signed = type_signed(skip);
+        dn.src[1].layout = lay, dn.src[1].int8 = 1;
+    }
     dn.quant = qn;
     if ((!int_in && !qn->dst_int) || !cd_backend_supports_op(p->m->be, &dn)) return 0;
     *di = dn;
@@ -276,7 +286,7 @@ static int time_both(pctx *p, const int *prod, int o, int fq, const cd_conv_quan
         if (!cd_backend_supports_op(p->m->be, &di)) return CD_EUNSUPPORTED;
     }
     cd_conv_quant qn;
-    int nhwc = int8_nhwc_candidate(p, value_from_conv(p->g, prod, p->g->ops[o].in[0]), q, &qn, &di);
+    int nhwc = int8_nhwc_candidate(p, value_from_conv(p->g, prod, p->g->ops[o].in[0]), NULL, q, &qn, &di);
     // The cache: what both candidates are, as timed here.
     char key[768];
     cd_planner_op_key(&df, weights_nnz(op), 1, key, sizeof key);
@@ -416,24 +426,9 @@ static int time_residual_i8(pctx *p, const int *prod, int c, int f1, const resid
     d.wq = wq;
     const cd_graph *g = p->g;
     const cd_quant *sq = value_from_conv(g, prod, rb->skip) ? value_quant(g, prod, rb->skip) : NULL;
-    cd_conv_quant qn = q;
-    cd_bop_desc dn = d;
-    const cd_layout lay = d.sparse ? CD_LAYOUT_NCHW : CD_LAYOUT_NHWC;
-    qn.src_int = value_from_conv(g, prod, g->ops[c].in[0]);
-    qn.dst_int = 1;
-    if (qn.src_int) dn.src[0].layout = lay, dn.src[0].int8 = 1;
-    dn.dst.layout = lay, dn.dst.int8 = 1;
-    if (sq && sq->d.channels == 1 && type_signed(sq) >= 0) {
-        qn.res_int = 1;
-        qn.res_scale = sq->scale[0];
-        qn.res_zp = (int)sq->zero_point[0];
-        qn.res_signed = type_signed(sq);
-        dn.src[1].layout = lay, dn.src[1].int8 = 1;
-    }
-    dn.quant = &qn;
-    if (cd_backend_supports_op(p->m->be, &dn)) {
+    cd_conv_quant qn;
+    if (int8_nhwc_candidate(p, value_from_conv(g, prod, g->ops[c].in[0]), sq, &q, &qn, &d)) {
         q = qn;
-        d = dn;
         d.quant = &q;
     }
     char key[768];
