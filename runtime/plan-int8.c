@@ -505,12 +505,11 @@ static int fuse_residual(pctx *p, char *live, const int *reader, int c, int f1) 
 // The int8 layers over sparse weights run on the sparse int8 kernels, or
 // all of them on the dense ones (with AMX the faster over 90% sparse
 // weights: ResNet-50 u90 9.6 ms against 16.5 on an Intel Xeon), whichever
-// their timed sum says, with a margin: in the model the dense layers took
-// 1.5-1.7x their timed sum, the sparse ones 1.0-1.3x (u90, b90, 1 thread;
-// b90's sums 6.3 against 9.5 ms, in the model a tie). All or none: a dense
-// int8 layer (NHWC) between sparse ones (NCHW) pays relayouts and float32
-// boundaries; chosen per layer, ResNet-50 b90 ran 3x slower (37 reorders).
-#define DENSE_OVER_SPARSE 0.6
+// their timed sum says (timed afresh on a quiet machine: u90 dense 14.4
+// against sparse 18.0 ms, b90 14.5 against 12.4, each the faster in the
+// model too). All or none: a dense int8 layer (NHWC) between sparse ones
+// (NCHW) pays relayouts and float32 boundaries; chosen per layer,
+// ResNet-50 b90 ran 3x slower (37 reorders).
 static void dense_over_sparse(pctx *p) {
     double sparse = 0, dense = 0;
     for (int o = 0; o < p->g->nops; o++) {
@@ -520,7 +519,7 @@ static void dense_over_sparse(pctx *p) {
         sparse += c->i8_ms;
         dense += c->i8d_ms;
     }
-    if (!(dense < DENSE_OVER_SPARSE * sparse)) return;
+    if (!(dense < sparse)) return;
     for (int o = 0; o < p->g->nops; o++) {
         cd_plan_choice *c = &p->ch[o];
         if (!c->int8 || !c->sparse) continue;
