@@ -531,6 +531,8 @@ static void dense_over_sparse(pctx *p) {
 int cd_plan_choose_int8(pctx *p, char *live) {
     const cd_graph *g = p->g;
     int mode = cd_runtime_opts()->int8; // 0 auto, 1 off, 2 on, 3 on the dense int8 kernels
+    // A plan forced sparse (CONVD_PLAN=sparse) keeps the sparse int8 kernels.
+    const int try_dense = cd_planner_mode(&p->m->popts) != CD_PLAN_SPARSE;
     int *reader = malloc(((size_t)g->nvalues + 1) * sizeof(int)),
         *prod = malloc(((size_t)g->nvalues + 1) * sizeof(int));
     p->in8 = calloc((size_t)g->nops + 1, sizeof *p->in8);
@@ -576,7 +578,8 @@ int cd_plan_choose_int8(pctx *p, char *live) {
             if (!time_i8(p, prod, o, fq, &q, wq, c->sparse, fusable ? &rb : NULL, &f32, &i8, &tail)) {
                 // Over sparse weights, the dense int8 kernels too (NHWC):
                 // timed here, chosen for all such layers or none below.
-                if (c->sparse && !time_i8(p, prod, o, fq, &q, wq, 0, fusable ? &rb : NULL, &f32d, &i8d, &taild))
+                if (c->sparse && try_dense &&
+                    !time_i8(p, prod, o, fq, &q, wq, 0, fusable ? &rb : NULL, &f32d, &i8d, &taild))
                     c->i8d_ms = i8d;
                 c->f32_ms = f32 + tail;
                 c->i8_ms = i8;
