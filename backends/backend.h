@@ -58,8 +58,10 @@ typedef struct {
     int64_t shape[CD_MAX_RANK];
     cd_layout layout;
     int is_const;
-    int int8; // 1: one-byte integers (u8/s8), a quantized activation between two int8
-              // convs (cd_conv_quant src_int / dst_int); 0: float32
+    int int8;        // 1: one-byte integers (u8/s8), a quantized activation between two int8
+                     // convs (cd_conv_quant src_int / dst_int); 0: float32
+    int int8_signed; // with int8: s8, else u8 (a conv reads it from its quantization;
+                     // a max pool between two int8 convs from here)
 } cd_tdesc;
 
 // The operator families: the tag of cd_bop_desc (the member of its u that

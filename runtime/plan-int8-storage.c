@@ -13,10 +13,15 @@
 // When a layer concerned cannot take NHWC (the sparse and reference int8
 // kernels are NCHW, or oneDNN would run a reference loop) the integers stay
 // in the plan's layout; when that fails too, float32 grid values as before.
-// A reader that is not an int8 conv (a pool, an Add left in float32, a
-// FakeQuant, a graph output) keeps the tensor float32 in the plan's layout,
-// so no float32 op is ever planned on NHWC and no reorder layer is needed
-// for it: the choice is whole-tensor, by what every kernel of it takes.
+// A max pool whose output is read only by int8 convs (the FakeQuant after
+// it an alias: plan-int8.c elide_pool_fakequants) passes the integers
+// through: the max of grid values is on the grid, so the pool runs on the
+// bytes, its input and output stored as integers alike (ResNet's stem:
+// no dequantizing reorder and float32 pool over 64x112x112). Any other
+// reader (an average pool, an Add left in float32, a FakeQuant, a graph
+// output) keeps the tensor float32 in the plan's layout, so no float32 op
+// is ever planned on NHWC and no reorder layer is needed for it: the
+// choice is whole-tensor, by what every kernel of it takes.
 
 #include "runtime/plan-internal.h"
 
@@ -33,7 +38,10 @@ typedef struct {
     int layer, in;
 } tread;
 
-// The recorded int8 conv that is layer li, or NULL.
+// A recorded max pool (not an int8 conv).
+static int is_pool(const cd_i8layer *r) { return r->d.op == CD_BOP_POOL; }
+
+// The recorded int8 conv or max pool that is layer li, or NULL.
 static cd_i8layer *i8_of_layer(pctx *p, int li) {
     for (int i = 0; i < p->ni8l; i++)
         if (p->i8l[i].layer == li) return &p->i8l[i];
@@ -44,14 +52,16 @@ static cd_i8layer *i8_of_layer(pctx *p, int li) {
 // tensors' current storage (type and layout), weights not set.
 static cd_bop_desc desc_now(const pctx *p, cd_i8layer *r) {
     cd_bop_desc d = r->d;
-    d.quant = &r->q;
+    d.quant = is_pool(r) ? NULL : &r->q;
     const cd_model *m = p->m;
     const cd_layer *l = &m->layers[r->layer];
     for (int i = 0; i < l->nin; i++) {
         d.src[i].int8 = m->tensors[l->in[i]].t.int8;
+        d.src[i].int8_signed = m->tensors[l->in[i]].t.int8_signed;
         d.src[i].layout = m->tensors[l->in[i]].t.layout;
     }
     d.dst.int8 = m->tensors[l->out].t.int8;
+    d.dst.int8_signed = m->tensors[l->out].t.int8_signed;
     d.dst.layout = m->tensors[l->out].t.layout;
     return d;
 }
@@ -61,7 +71,7 @@ static cd_bop_desc desc_now(const pctx *p, cd_i8layer *r) {
 static int reinit(pctx *p, cd_i8layer *r, cd_bop_desc d, cd_op_state **st) {
     const cd_model *m = p->m;
     const cd_layer *l = &m->layers[r->layer];
-    if (!(d.wq = cd_plan_int8_weights(p, &p->g->ops[r->op]))) return CD_ENOMEM;
+    if (!is_pool(r) && !(d.wq = cd_plan_int8_weights(p, &p->g->ops[r->op]))) return CD_ENOMEM;
     int rc = cd_backend_op_init(m->be, &d, st);
     if (!rc && cd_backend_kernel_is_reference(cd_backend_op_kernel(m->be, *st)) &&
         !cd_backend_kernel_is_reference(l->kernel)) {
@@ -74,9 +84,11 @@ static int reinit(pctx *p, cd_i8layer *r, cd_bop_desc d, cd_op_state **st) {
 }
 
 // The reads of root tensor t: every one must be an int8 conv's input 0 or
-// the residual of one. The count, or -1 when some reader is anything else
-// (or a view of t, or t is a model output).
-static int int8_reads(pctx *p, int t, tread *rd) {
+// the residual of one, or (unless nested) a max pool's input whose output
+// is read so (its reads follow its own entry). At most cap entries. The
+// count, or -1 when some reader is anything else (or a view of t, or t is
+// a model output).
+static int int8_reads(pctx *p, int t, tread *rd, int cap, int nested) {
     cd_model *m = p->m;
     for (int i = 0; i < m->noutputs; i++)
         if (m->tensors[m->outputs[i].tensor].root == t) return -1;
@@ -87,7 +99,15 @@ static int int8_reads(pctx *p, int t, tread *rd) {
             if (m->tensors[l->in[i]].root != t) continue;
             if (m->tensors[l->in[i]].view) return -1; // a window (plan-view.c), placed in float32 bytes
             cd_i8layer *r = i8_of_layer(p, li);
-            if (!r || nr == MAX_READS) return -1;
+            if (!r || nr == cap) return -1;
+            if (is_pool(r)) {
+                if (nested || i != 0) return -1;
+                rd[nr++] = (tread){li, 0};
+                const int n = int8_reads(p, m->tensors[l->out].root, rd + nr, cap - nr, 1);
+                if (n <= 0) return -1;
+                nr += n;
+                continue;
+            }
             if (i != 0 && !(i == 1 && r->d.u.conv.has_residual)) return -1;
             rd[nr++] = (tread){li, i};
         }
@@ -113,7 +133,9 @@ static int views_are_4d(const cd_model *m, int t) {
 static void mark(pctx *p, cd_i8layer *w, const tread *rd, int nr, int on) {
     w->q.dst_int = on;
     for (int i = 0; i < nr; i++) {
-        cd_conv_quant *q = &i8_of_layer(p, rd[i].layer)->q;
+        cd_i8layer *r = i8_of_layer(p, rd[i].layer);
+        if (is_pool(r)) continue; // no quantization of its own
+        cd_conv_quant *q = &r->q;
         if (rd[i].in == 0) {
             q->src_int = on;
             continue;
@@ -125,12 +147,42 @@ static void mark(pctx *p, cd_i8layer *w, const tread *rd, int nr, int on) {
     }
 }
 
+// The roots that integer storage of root t read as rd switches: t, and
+// the output of each max pool among the reads. Their count (at most cap).
+static int storage_roots(pctx *p, int t, const tread *rd, int nr, int *roots, int cap) {
+    const cd_model *m = p->m;
+    int n = 0;
+    roots[n++] = t;
+    for (int i = 0; i < nr && n < cap; i++)
+        if (is_pool(i8_of_layer(p, rd[i].layer))) roots[n++] = m->tensors[m->layers[rd[i].layer].out].root;
+    return n;
+}
+
+// Sets the tensors of the roots to integers of w's type in layout lay
+// (on), or back to float32 in layouts was[] (off).
+static void set_storage(cd_model *m, const int *roots, int nroots, const cd_i8layer *w, int on, cd_layout lay,
+                        const cd_layout *was) {
+    for (int i = 0; i < m->ntensors; i++)
+        for (int k = 0; k < nroots; k++) {
+            if (m->tensors[i].root != roots[k]) continue;
+            cd_tdesc *t = &m->tensors[i].t;
+            // (Views are all 4-d in the root's shape when the layout changes: views_are_4d.)
+            if (lay != was[k]) t->layout = on ? lay : was[k];
+            t->int8 = on;
+            t->int8_signed = on ? w->q.out_signed : 0;
+        }
+}
+
 // Tries root tensor t, written by recorded layer w and read as rd, as
-// integers in layout lay. 1 when switched, 0 when a layer declines (all
-// undone), or a negative code.
+// integers in layout lay (a max pool's output among the reads as well).
+// 1 when switched, 0 when a layer declines (all undone), or a negative
+// code.
 static int try_layout(pctx *p, cd_i8layer *w, int t, const tread *rd, int nr, cd_layout lay) {
     cd_model *m = p->m;
-    cd_layout was = m->tensors[t].t.layout;
+    int roots[MAX_READS + 1];
+    cd_layout was[MAX_READS + 1];
+    const int nroots = storage_roots(p, t, rd, nr, roots, MAX_READS + 1);
+    for (int k = 0; k < nroots; k++) was[k] = m->tensors[roots[k]].t.layout;
     cd_op_state *st[MAX_READS + 1] = {0};
     cd_bop_desc d[MAX_READS + 1];
     int layers[MAX_READS + 1], n = 0, rc = 0;
@@ -140,10 +192,7 @@ static int try_layout(pctx *p, cd_i8layer *w, int t, const tread *rd, int nr, cd
         for (int k = 0; k < n; k++) dup |= layers[k] == rd[i].layer;
         if (!dup) layers[n++] = rd[i].layer;
     }
-    // (Views are all 4-d in t's shape when the layout changes: views_are_4d.)
-    for (int i = 0; i < m->ntensors; i++)
-        if (m->tensors[i].root == t)
-            m->tensors[i].t.int8 = 1, m->tensors[i].t.layout = lay != was ? lay : m->tensors[i].t.layout;
+    set_storage(m, roots, nroots, w, 1, lay, was);
     mark(p, w, rd, nr, 1);
     // Every layer's kernel checked first: preparing one (packing its
     // weights) is wasted when another then declines.
@@ -155,9 +204,7 @@ static int try_layout(pctx *p, cd_i8layer *w, int t, const tread *rd, int nr, cd
     if (rc) {
         for (int i = 0; i < n; i++)
             if (st[i]) cd_backend_op_state_free(m->be, st[i]);
-        for (int i = 0; i < m->ntensors; i++)
-            if (m->tensors[i].root == t)
-                m->tensors[i].t.int8 = 0, m->tensors[i].t.layout = lay != was ? was : m->tensors[i].t.layout;
+        set_storage(m, roots, nroots, w, 0, lay, was);
         mark(p, w, rd, nr, 0);
         for (int i = 0; i < n; i++) { // the recorded layouts back to what the layers run in
             cd_i8layer *r = i8_of_layer(p, layers[i]);
@@ -174,7 +221,8 @@ static int try_layout(pctx *p, cd_i8layer *w, int t, const tread *rd, int nr, cd
         snprintf(l->kernel, sizeof l->kernel, "%s", cd_backend_op_kernel(m->be, st[i]));
     }
     for (int i = 0; i < m->ntensors; i++)
-        if (m->tensors[i].root == t) m->tensors[i].item_bytes = cd_tdesc_item_bytes(&m->tensors[i].t);
+        for (int k = 0; k < nroots; k++)
+            if (m->tensors[i].root == roots[k]) m->tensors[i].item_bytes = cd_tdesc_item_bytes(&m->tensors[i].t);
     return 1;
 }
 
@@ -185,11 +233,12 @@ static int try_int_storage(pctx *p, cd_i8layer *w) {
     int t = m->tensors[m->layers[w->layer].out].root;
     if (!(w->q.out_scale > 0.0f)) return 0;
     tread rd[MAX_READS];
-    int nr = int8_reads(p, t, rd);
+    int nr = int8_reads(p, t, rd, MAX_READS, 0);
     if (nr <= 0) return 0;
-    int rc = 0;
-    if (views_are_4d(m, t) && m->tensors[t].t.layout != CD_LAYOUT_NHWC)
-        rc = try_layout(p, w, t, rd, nr, CD_LAYOUT_NHWC);
+    int rc = 0, roots[MAX_READS + 1], four_d = 1;
+    const int nroots = storage_roots(p, t, rd, nr, roots, MAX_READS + 1);
+    for (int k = 0; k < nroots; k++) four_d &= views_are_4d(m, roots[k]);
+    if (four_d && m->tensors[t].t.layout != CD_LAYOUT_NHWC) rc = try_layout(p, w, t, rd, nr, CD_LAYOUT_NHWC);
     if (!rc) rc = try_layout(p, w, t, rd, nr, m->tensors[t].t.layout);
     return rc;
 }

@@ -615,8 +615,11 @@ int cd_plan_int8_record(pctx *p, int li, const cd_op *op, const cd_bop_desc *d) 
     r->layer = li;
     r->op = (int)(op - p->g->ops);
     r->d = *d;
-    r->q = *d->quant;
-    r->d.quant = NULL; // points at r->q when prepared again
+    if (d->quant)
+        r->q = *d->quant;
+    else
+        memset(&r->q, 0, sizeof r->q); // a max pool: no quantization of its own
+    r->d.quant = NULL;                 // points at r->q when prepared again (convs)
     r->d.wq = NULL;
     return 0;
 }

@@ -36,7 +36,8 @@ typedef struct {
     int nwq, wq_cap;
 } pctx;
 
-// One planned int8 conv layer: its layer index, lowered op and descriptor.
+// One planned int8 conv layer (or a max pool, d.op CD_BOP_POOL, which int8
+// storage may pass through): its layer index, lowered op and descriptor.
 typedef struct cd_i8layer {
     int layer, op;
     cd_bop_desc d;
@@ -78,7 +79,7 @@ const int8_t *cd_plan_int8_weights(pctx *p, const cd_op *op);
 // Frees what the int8 planning kept in p.
 void cd_plan_int8_free(pctx *p);
 // Records layer li, planned from op with descriptor d, when it is an int8
-// conv. 0 or CD_ENOMEM.
+// conv or a max pool of a quantized model. 0 or CD_ENOMEM.
 int cd_plan_int8_record(pctx *p, int li, const cd_op *op, const cd_bop_desc *d);
 // After the layers: an activation written by an int8 conv and read only by
 // int8 convs (as their input, in the same layout) is stored as its 1-byte

@@ -121,10 +121,24 @@ static kernel_kind choose_int8(const cd_backend_opts *sw, const cd_bop_desc *d) 
     return K_NONE;
 }
 
+// A max pool on the integers of a quantized activation (the planner's
+// int8 storage, runtime/plan-int8-storage.c): oneDNN's jit int8 pooling,
+// src and dst of one type and layout; no reference loop for it.
+static cd_dnnl_elem pool_elem(const cd_bop_desc *d) {
+    return !d->dst.int8 ? CD_DNNL_F32 : d->dst.int8_signed ? CD_DNNL_S8 : CD_DNNL_U8;
+}
+static kernel_kind choose_pool_int8(const cd_backend_opts *sw, const cd_bop_desc *d) {
+    const cd_tdesc *s = &d->src[0], *o = &d->dst;
+    if (sw->kernels_ref || !s->int8 || !o->int8 || s->int8_signed != o->int8_signed || s->layout != o->layout)
+        return K_NONE;
+    return cd_dnnl_pool_supports(&d->u.pool, o->layout, pool_elem(d)) ? K_DNNL : K_NONE;
+}
+
 static kernel_kind choose(const cd_backend_opts *sw, const cd_bop_desc *d, int *swap) {
     cd_dnnl_tdesc a, b;
     *swap = 0;
     if (d->op == CD_BOP_CONV2D && d->quant) return choose_int8(sw, d);
+    if (d->op == CD_BOP_POOL && (d->src[0].int8 || d->dst.int8)) return choose_pool_int8(sw, d);
     const int fq = d->op == CD_BOP_CONV2D && d->fq_scale > 0.0f; // only oneDNN's conv quantizes its output
     if (fq && (sw->kernels_ref || d->sparse)) return K_NONE;
     if (cd_cpu_any_nhwc(d) && d->op != CD_BOP_REORDER) return K_NONE;
@@ -154,7 +168,8 @@ static kernel_kind choose(const cd_backend_opts *sw, const cd_bop_desc *d, int *
         return all_nchw(d) ? K_REF : K_NONE;
     }
     case CD_BOP_POOL:
-        if (d->src[0].layout == d->dst.layout && cd_dnnl_pool_supports(&d->u.pool, d->dst.layout)) return K_DNNL;
+        if (d->src[0].layout == d->dst.layout && cd_dnnl_pool_supports(&d->u.pool, d->dst.layout, CD_DNNL_F32))
+            return K_DNNL;
         return all_nchw(d) ? K_REF : K_NONE;
     case CD_BOP_BINARY: {
         const cd_tdesc *x = &d->src[0], *y = &d->src[1];
@@ -420,7 +435,7 @@ static int cpu_op_init(cd_backend_t be, const cd_bop_desc *d, cd_op_state **out)
         break;
     }
     case CD_BOP_POOL:
-        if (k == K_DNNL) rc = cd_dnnl_pool_create(&d->u.pool, d->dst.layout, mb, &st->dop);
+        if (k == K_DNNL) rc = cd_dnnl_pool_create(&d->u.pool, d->dst.layout, pool_elem(d), mb, &st->dop);
         break;
     case CD_BOP_BINARY:
         if (k == K_DNNL) {

@@ -282,10 +282,15 @@ int cd_dnnl_reorder_create(cd_layout from, cd_layout to, int c, int h, int w, in
 // layout in and out. Global average pooling is kind AVG with kh = h, kw = w,
 // strides 1 and no padding. ceil_mode is supported except for AVG with
 // count_include_pad when the last window runs past the end padding (oneDNN
-// would count those cells; ONNX does not). run: nsrc = 1.
+// would count those cells; ONNX does not). run: nsrc = 1. The elements:
+// float32, or the 1-byte integers of a quantized activation (max pooling
+// only, on a jit kernel only: supports says 0 where oneDNN has just its
+// reference loop).
 
-int cd_dnnl_pool_supports(const cd_pool_desc *d, cd_layout layout);
-int cd_dnnl_pool_create(const cd_pool_desc *d, cd_layout layout, int max_batch, cd_dnnl_op **out);
+typedef enum { CD_DNNL_F32 = 0, CD_DNNL_U8, CD_DNNL_S8 } cd_dnnl_elem;
+
+int cd_dnnl_pool_supports(const cd_pool_desc *d, cd_layout layout, cd_dnnl_elem e);
+int cd_dnnl_pool_create(const cd_pool_desc *d, cd_layout layout, cd_dnnl_elem e, int max_batch, cd_dnnl_op **out);
 
 // ---- element-wise ---------------------------------------------------------------------
 

@@ -110,7 +110,7 @@ static bool hip_supports_op(cd_backend_t be, const cd_bop_desc *d) {
         return c->groups >= 1 && c->c % c->groups == 0 && c->k % c->groups == 0 && c->r >= 1 && c->s >= 1;
     }
     case CD_BOP_GEMM: return all_nchw(d) && d->u.gemm.n >= 1 && d->u.gemm.k >= 1 && d->u.gemm.rows >= 1;
-    case CD_BOP_POOL: return all_nchw(d) && d->src[0].rank == 4;
+    case CD_BOP_POOL: return all_nchw(d) && d->src[0].rank == 4 && !d->src[0].int8 && !d->dst.int8;
     case CD_BOP_BINARY: return all_nchw(d) && d->u.binary.kind <= CD_BINARY_MAX && binary_shapes_ok(d);
     case CD_BOP_ACTIVATION: return all_nchw(d);
     case CD_BOP_SOFTMAX: return all_nchw(d) && d->u.softmax.len >= 1 && d->u.softmax.inner >= 1;

@@ -69,3 +69,28 @@ def test_quantize_after_maxpool_is_an_alias_on_the_same_grid(same_params, int8, 
     assert ("q_p" in names) == (not same_params), names
     err, _ = compare(path, tmp_path, rng, batch=4, env=env)
     assert err <= 1e-3, err
+
+
+def test_maxpool_between_int8_convs_runs_on_the_bytes(tmp_path, rng):
+    """Where both convs run oneDNN's int8 kernels (NHWC integers), the pool
+    between them takes the integers as they are (runtime/plan-int8-storage.c):
+    its input and output are int8 and no reorder is planned around it.
+    Elsewhere (the sparse or reference int8 kernels, NCHW: oneDNN has no jit
+    int8 pool there) it stays float32; either way the output is right."""
+    path = tmp_path / "pool.onnx"
+    onnx.save(pool_model(rng, True), str(path))
+    env = {"CONVD_INT8": "on"}
+    layers = info_json(path, env)["layers"]
+    by = {l["name"]: l for l in layers}
+    convs = [by["conv1"], l2 := next(l for l in layers if l["name"].startswith("conv2"))]
+    on_dnnl = all(c["dtype"] == "int8" and c["kernel"].startswith("dnnl:") for c in convs)
+    pool = by["pool"]
+    assert pool["out_dtype"] == ("int8" if on_dnnl else "f32"), [(l["name"], l["kernel"], l["out_dtype"])
+                                                                  for l in layers]
+    if on_dnnl:
+        assert by["conv1"]["out_dtype"] == "int8" and "int" in pool["kernel"], pool
+        names = [l["name"] for l in layers]
+        assert names[names.index("conv1"):names.index(l2["name"]) + 1] == ["conv1", "pool", l2["name"]], names
+    assert l2["dtype"] == "int8"
+    err, _ = compare(path, tmp_path, rng, batch=4, env=env)
+    assert err <= 1e-3, err
