@@ -443,6 +443,15 @@ $(BUILD)/bin/dnnl-int8-layers: $(BUILD)/obj/bench/dnnl-int8-layers.o
 
 bench: $(BUILD)/bin/dnnl-int8-layers
 
+# oneDNN's int8 1x1 convs with a dst zero point against the zero point in
+# the bias (backends/cpu/dnnl-conv-int8.c zp_in_bias).
+$(BUILD)/bin/dnnl-int8-dst-zp: $(BUILD)/obj/bench/dnnl-int8-dst-zp.o
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(DNNL_LIBS) $(LDLIBS)
+
+bench: $(BUILD)/bin/dnnl-int8-dst-zp
+
 # The same program against another oneDNN installed under ONEDNN_PREFIX
 # (include/, lib/; e.g. PyPI's onednn + onednn-devel in a private venv, see
 # bench/results/onednn-versions.md). Never part of the product's build. DT_RPATH

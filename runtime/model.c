@@ -248,6 +248,7 @@ void cd_model_layer(const cd_model *m, int i, cd_layer_info *out) {
     out->structure = out->compaction = "";
     out->pred_ms = out->pred_dense_ms = out->tuned_ms = out->tuned_dense_ms = -1;
     out->tuned_sparse_ms = out->pred_sparse_ms = -1;
+    out->int8_ms = out->int8_dense_ms = out->int8_f32_ms = -1;
     if (l->op != CD_BOP_CONV2D && l->op != CD_BOP_GEMM) return;
     out->is_weighted = 1;
     out->structure = l->structure;
@@ -265,6 +266,9 @@ void cd_model_layer(const cd_model *m, int i, cd_layer_info *out) {
     out->tune_batch = c->tune_batch;
     out->flops_dense = l->flops_dense;
     out->flops_skipped = l->flops_dense - l->flops_run;
+    out->int8_ms = c->i8_ms;
+    out->int8_dense_ms = c->i8d_ms;
+    out->int8_f32_ms = c->f32_ms;
 }
 
 // ---- execution ----------------------------------------------------------------------

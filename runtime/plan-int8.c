@@ -510,21 +510,36 @@ static int fuse_residual(pctx *p, char *live, const int *reader, int c, int f1) 
 // model too). All or none: a dense int8 layer (NHWC) between sparse ones
 // (NCHW) pays relayouts and float32 boundaries; chosen per layer,
 // ResNet-50 b90 ran 3x slower (37 reorders).
-static void dense_over_sparse(pctx *p) {
+// 1 when it moved them.
+static int dense_over_sparse(pctx *p) {
     double sparse = 0, dense = 0;
     for (int o = 0; o < p->g->nops; o++) {
         const cd_plan_choice *c = &p->ch[o];
         if (!c->int8 || !c->sparse) continue;
-        if (!(c->i8d_ms >= 0)) return; // one not timed dense: keep them sparse
+        if (!(c->i8d_ms >= 0)) return 0; // one not timed dense: keep them sparse
         sparse += c->i8_ms;
         dense += c->i8d_ms;
     }
-    if (!(dense < sparse)) return;
+    if (!(dense < sparse)) return 0;
     for (int o = 0; o < p->g->nops; o++) {
         cd_plan_choice *c = &p->ch[o];
         if (!c->int8 || !c->sparse) continue;
         c->i8_dense = 1;
         c->i8_ms = c->i8d_ms;
+    }
+    return 1;
+}
+
+// Takes conv o int8 (with the quantization q and the FakeQuant fq it
+// absorbs), fusing the residual block after it where the backend runs it.
+static void take_int8(pctx *p, char *live, const int *reader, int o, const cd_conv_quant *q, int fq, int dense) {
+    cd_plan_choice *c = &p->ch[o];
+    c->int8 = 1;
+    c->i8_dense = dense;
+    p->in8[o] = *q;
+    if (fq >= 0 && q->out_scale > 0.0f) {
+        p->fq_fused[fq] = 1;
+        fuse_residual(p, live, reader, o, fq);
     }
 }
 
@@ -586,16 +601,24 @@ int cd_plan_choose_int8(pctx *p, char *live) {
                 take = i8 < f32 + tail;
             }
         }
-        if (!take) continue;
-        c->int8 = 1;
-        c->i8_dense = dense;
-        p->in8[o] = q;
-        if (fq >= 0 && q.out_scale > 0.0f) {
-            p->fq_fused[fq] = 1;
-            fuse_residual(p, live, reader, o, fq);
-        }
+        if (take) take_int8(p, live, reader, o, &q, fq, dense);
     }
-    if (!rc && mode == 0) dense_over_sparse(p);
+    // On the dense int8 kernels, the convs over sparse weights that stayed
+    // float32 (their sparse float32 kernels beat the sparse int8 ones) go
+    // int8 too where the dense int8 kernels beat float32: else each stays
+    // a sparse float32 layer among dense int8 ones, with relayouts and
+    // FakeQuant passes around it (ResNet-50 u90 and b90 at 2 threads: 5-6
+    // such convs, 73-78 layers against 61).
+    if (!rc && mode == 0 && dense_over_sparse(p))
+        for (int o = 0; o < g->nops; o++) {
+            cd_conv_quant q;
+            int fq;
+            cd_plan_choice *c = &p->ch[o];
+            if (c->int8 || !c->sparse || !(c->i8d_ms >= 0) || !(c->f32_ms >= 0) || !(c->i8d_ms < c->f32_ms)) continue;
+            if (!live[o] || !int8_params(g, live, reader, prod, o, &q, &fq)) continue;
+            c->i8_ms = c->i8d_ms;
+            take_int8(p, live, reader, o, &q, fq, 1);
+        }
     free(reader);
     free(prod);
     return rc;

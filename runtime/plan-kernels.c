@@ -74,7 +74,7 @@ int cd_plan_choose_kernels(pctx *p, const char *live) {
         cd_plan_choice *c = &p->ch[o];
         memset(c, 0, sizeof *c);
         c->pred_dense_ms = c->pred_sparse_ms = c->tuned_dense_ms = c->tuned_sparse_ms = -1;
-        c->i8_ms = c->f32_ms = -1;
+        c->i8_ms = c->f32_ms = c->i8d_ms = -1;
         if (live[o]) k.prod[g->ops[o].out] = o;
     }
     for (int o = 0; o < g->nops; o++) {

@@ -139,6 +139,11 @@ typedef struct {
     int tune_batch;         // batch of the tuned times
     int64_t flops_dense;    // FLOPs of the layer as loaded, batch 1
     int64_t flops_skipped;  // flops_dense minus what the chosen kernel computes
+    // A quantized model's conv under --int8 auto (-1 not timed): the timed
+    // ms of its int8 kernels (those it runs, when it runs int8), of the
+    // dense int8 kernels over sparse weights, and of its float32 choice
+    // with the FakeQuant and residual tail the int8 layer would fuse.
+    double int8_ms, int8_dense_ms, int8_f32_ms;
 } cd_layer_info;
 
 // The instruction sets and layout the CPU backend uses on this machine, for

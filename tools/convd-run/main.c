@@ -372,8 +372,12 @@ static void print_json_layers(FILE *f, const cd_model *m) {
         print_shape(f, li.in_rank, li.in_shape, 1);
         fprintf(f, ", \"out_shape\": ");
         print_shape(f, li.out_rank, li.out_shape, 1);
-        fprintf(f, ", \"params\": %lld, \"flops\": %lld, \"density\": %.6f}", (long long)li.params, (long long)li.flops,
+        fprintf(f, ", \"params\": %lld, \"flops\": %lld, \"density\": %.6f", (long long)li.params, (long long)li.flops,
                 li.density);
+        if (li.is_weighted)
+            fprintf(f, ", \"int8_ms\": %.6g, \"int8_dense_ms\": %.6g, \"int8_f32_ms\": %.6g", li.int8_ms,
+                    li.int8_dense_ms, li.int8_f32_ms);
+        fprintf(f, "}");
     }
     fprintf(f, "]");
 }
