@@ -498,8 +498,8 @@ static conv_i8_priv priv_for(const cd_conv_desc *d, const cd_conv_quant *q, cd_l
     // its brgconv_1x1 instead of the direct jit for the 1x1 convs that
     // write a residual block's mid grid or a projection shortcut (ResNet-50
     // int8 at 1 thread, per-layer minima of 6 runs: each Conv+QAdd 15-25%
-    // faster, the whole model 10.96 -> 9.82 ms); the direct AMX kernel
-    // alone, 1x1 64>256 @56: 0.66 -> 0.23 ms.
+    // faster, the whole model 10.96 -> 9.82 ms; the convs alone,
+    // bench/dnnl-int8-dst-zp: 0.8-1.7x, most 1.0-1.2x).
     cp.zp_in_bias = (cp.mid || (cp.fused_q && d->act.kind == CD_ACT_NONE && !d->has_residual)) && dst_zp(&cp) != 0;
     return cp;
 }
