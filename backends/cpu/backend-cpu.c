@@ -121,17 +121,12 @@ static kernel_kind choose_int8(const cd_backend_opts *sw, const cd_bop_desc *d) 
     return K_NONE;
 }
 
-// A max pool on the integers of a quantized activation (the planner's
-// int8 storage, runtime/plan-int8-storage.c): oneDNN's jit int8 pooling,
-// src and dst of one type and layout; no reference loop for it.
-static cd_dnnl_elem pool_elem(const cd_bop_desc *d) {
-    return !d->dst.int8 ? CD_DNNL_F32 : d->dst.int8_signed ? CD_DNNL_S8 : CD_DNNL_U8;
-}
+// A max pool on the integers of a quantized activation (plan-int8-storage.c):
+// oneDNN's jit int8 pooling only, src and dst alike.
 static kernel_kind choose_pool_int8(const cd_backend_opts *sw, const cd_bop_desc *d) {
     const cd_tdesc *s = &d->src[0], *o = &d->dst;
-    if (sw->kernels_ref || !s->int8 || !o->int8 || s->int8_signed != o->int8_signed || s->layout != o->layout)
-        return K_NONE;
-    return cd_dnnl_pool_supports(&d->u.pool, o->layout, pool_elem(d)) ? K_DNNL : K_NONE;
+    const int ok = !sw->kernels_ref && s->int8 == o->int8 && s->int8_signed == o->int8_signed && s->layout == o->layout;
+    return ok && cd_dnnl_pool_supports(&d->u.pool, o->layout, cd_dnnl_elem_of(1, o->int8_signed)) ? K_DNNL : K_NONE;
 }
 
 static kernel_kind choose(const cd_backend_opts *sw, const cd_bop_desc *d, int *swap) {
@@ -276,6 +271,14 @@ static int gather_init(cd_op_state *st, const cd_bop_desc *d) {
     return 0;
 }
 
+// *out = a copy of n floats of src (nothing when src is NULL). 0 or CD_ENOMEM.
+static int copy_floats(float **out, const float *src, size_t n) {
+    if (!src) return 0;
+    if (!(*out = malloc(n * sizeof(float)))) return CD_ENOMEM;
+    memcpy(*out, src, n * sizeof(float));
+    return 0;
+}
+
 // Copies the scales and zero points of a FAKEQUANT into st. 0, CD_EPARAMS, CD_ENOMEM.
 static int fakequant_init(const cd_backend_opts *sw, cd_op_state *st, const cd_bop_desc *d) {
     if (d->u.fq.dynamic) { // parameters per request, from the data
@@ -299,13 +302,8 @@ static int layernorm_init(cd_op_state *st, const cd_bop_desc *d, int dnnl, int m
         return cd_dnnl_layernorm_create(d->u.ln.outer, d->u.ln.len, d->u.ln.eps, d->w, d->bias, max_batch, &st->dop);
     size_t n = d->u.ln.len > 0 ? (size_t)d->u.ln.len : 0;
     if (!n || !d->w) return CD_EPARAMS;
-    if (!(st->w = malloc(n * sizeof(float)))) return CD_ENOMEM;
-    memcpy(st->w, d->w, n * sizeof(float));
-    if (d->bias) {
-        if (!(st->bias = malloc(n * sizeof(float)))) return CD_ENOMEM;
-        memcpy(st->bias, d->bias, n * sizeof(float));
-    }
-    return 0;
+    const int rc = copy_floats(&st->w, d->w, n);
+    return rc ? rc : copy_floats(&st->bias, d->bias, n);
 }
 
 // A resize: its index and weight tables (the reference under kernels_ref).
@@ -322,14 +320,8 @@ static int deconv_init(cd_op_state *st, const cd_bop_desc *d, int dnnl, int max_
     const cd_deconv_desc *c = &d->u.deconv;
     if (!d->w || c->groups < 1) return CD_EPARAMS;
     if (dnnl) return cd_dnnl_deconv_create(c, max_batch, d->w, d->bias, &st->dop);
-    size_t nw = (size_t)c->c * (c->k / c->groups) * c->r * c->s;
-    if (!(st->w = malloc(nw * sizeof(float)))) return CD_ENOMEM;
-    memcpy(st->w, d->w, nw * sizeof(float));
-    if (d->bias) {
-        if (!(st->bias = malloc((size_t)c->k * sizeof(float)))) return CD_ENOMEM;
-        memcpy(st->bias, d->bias, (size_t)c->k * sizeof(float));
-    }
-    return 0;
+    const int rc = copy_floats(&st->w, d->w, (size_t)c->c * (c->k / c->groups) * c->r * c->s);
+    return rc ? rc : copy_floats(&st->bias, d->bias, (size_t)c->k);
 }
 
 // Copies what an int8 conv keeps: its quantization, the weight scales and,
@@ -418,25 +410,16 @@ static int cpu_op_init(cd_backend_t be, const cd_bop_desc *d, cd_op_state **out)
         } else if (k == K_DNNL) {
             cd_dnnl_tdesc t = {d->u.gemm.k, 1, 1, CD_LAYOUT_NCHW, 0};
             rc = cd_dnnl_ip_create(t, d->u.gemm.n, d->w, d->bias, d->u.gemm.act, mb * d->u.gemm.rows, &st->dop);
-        } else {
-            st->w = malloc(nw * sizeof(float));
-            if (!st->w)
-                rc = CD_ENOMEM;
-            else
-                memcpy(st->w, d->w, nw * sizeof(float));
-            if (!rc && d->bias) {
-                st->bias = malloc((size_t)d->u.gemm.n * sizeof(float));
-                if (!st->bias)
-                    rc = CD_ENOMEM;
-                else
-                    memcpy(st->bias, d->bias, (size_t)d->u.gemm.n * sizeof(float));
-            }
+        } else if (!(rc = copy_floats(&st->w, d->w, nw))) {
+            rc = copy_floats(&st->bias, d->bias, (size_t)d->u.gemm.n);
         }
         break;
     }
-    case CD_BOP_POOL:
-        if (k == K_DNNL) rc = cd_dnnl_pool_create(&d->u.pool, d->dst.layout, pool_elem(d), mb, &st->dop);
+    case CD_BOP_POOL: { // float32, or the 1-byte integers of a quantized activation
+        const cd_dnnl_elem elem = cd_dnnl_elem_of(d->dst.int8, d->dst.int8_signed);
+        if (k == K_DNNL) rc = cd_dnnl_pool_create(&d->u.pool, d->dst.layout, elem, mb, &st->dop);
         break;
+    }
     case CD_BOP_BINARY:
         if (k == K_DNNL) {
             const cd_tdesc *x = &d->src[swap], *y = &d->src[1 - swap];

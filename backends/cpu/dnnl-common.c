@@ -185,6 +185,23 @@ int cd_dnnl_pd_try(const void *op_desc, const_dnnl_primitive_attr_t attr, dnnl_p
     return 1;
 }
 
+int cd_dnnl_pd_fast(dnnl_primitive_desc_t pd) {
+    const char *impl = NULL;
+    dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
+    const int ok = impl && !cd_dnnl_impl_is_reference(impl);
+    dnnl_primitive_desc_destroy(pd);
+    return ok;
+}
+
+int cd_dnnl_plain_fast(const void *op_desc) {
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    if (cd_dnnl_attr(&attr, 0, (cd_activation){CD_ACT_NONE, 0, 0})) return 0;
+    const int ok = cd_dnnl_pd_try(op_desc, attr, &pd);
+    dnnl_primitive_attr_destroy(attr);
+    return ok && cd_dnnl_pd_fast(pd);
+}
+
 int cd_dnnl_plain_try(const void *op_desc) {
     dnnl_primitive_attr_t attr = NULL;
     if (cd_dnnl_attr(&attr, 0, (cd_activation){CD_ACT_NONE, 0, 0})) return 0;

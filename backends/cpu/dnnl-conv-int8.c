@@ -524,14 +524,9 @@ int cd_dnnl_conv_i8_supports_res(const cd_conv_desc *d, const cd_conv_quant *q, 
     float b = 0.0f;
     cp.bias = &b; // any non-NULL: a bias never makes oneDNN refuse
     dnnl_primitive_desc_t pd = NULL;
-    int ok = conv_pd(&cp, 1, ones, 1, &pd) == 0;
+    const int ok = conv_pd(&cp, 1, ones, 1, &pd) == 0;
     free(ones);
-    if (!ok) return 0;
-    const char *impl = NULL;
-    dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
-    ok = impl && !cd_dnnl_impl_is_reference(impl);
-    dnnl_primitive_desc_destroy(pd);
-    return ok;
+    return ok && cd_dnnl_pd_fast(pd);
 }
 
 // 1 when every weight fits what this CPU's int8 kernels multiply exactly.

@@ -332,14 +332,9 @@ static int probe_fast(cd_layout l) {
     dnnl_primitive_desc_t pd = NULL;
     const cd_conv_desc probe = probe_desc();
     if (conv_desc(&probe, l, l, 1, 1, &cd, &attr)) return 0;
-    int ok = cd_dnnl_pd_try(&cd, attr, &pd);
+    const int ok = cd_dnnl_pd_try(&cd, attr, &pd);
     dnnl_primitive_attr_destroy(attr);
-    if (!ok) return 0;
-    const char *impl = NULL;
-    dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
-    ok = impl && !cd_dnnl_impl_is_reference(impl);
-    dnnl_primitive_desc_destroy(pd);
-    return ok;
+    return ok && cd_dnnl_pd_fast(pd);
 }
 
 // The source layout oneDNN picks for the probe conv when free to choose

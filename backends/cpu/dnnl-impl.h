@@ -146,6 +146,11 @@ void *cd_dnnl_alloc(size_t bytes);
 // Creates a primitive descriptor from an op descriptor, quietly: returns 1 when
 // oneDNN can build it (and stores it in *pd if pd is not NULL), else 0.
 int cd_dnnl_pd_try(const void *op_desc, const_dnnl_primitive_attr_t attr, dnnl_primitive_desc_t *pd);
+// 1 when pd's kernel is not oneDNN's reference loop; destroys pd.
+int cd_dnnl_pd_fast(dnnl_primitive_desc_t pd);
+// For ops without post-ops: 1 when oneDNN builds op_desc on a kernel other
+// than its reference loop.
+int cd_dnnl_plain_fast(const void *op_desc);
 
 // For ops without post-ops (pool, softmax, plain eltwise): whether oneDNN can
 // build op_desc with the project's attributes (user scratchpad), quietly

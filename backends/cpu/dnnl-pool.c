@@ -69,19 +69,8 @@ int cd_dnnl_pool_supports(const cd_pool_desc *d, cd_layout layout, cd_dnnl_elem 
     if (d->kind == CD_POOL_AVG && d->count_include_pad && (pb != d->pad_b || pr != d->pad_r)) return 0;
     dnnl_pooling_v2_desc_t desc;
     if (pool_desc(&pp, 1, &desc)) return 0;
-    if (e == CD_DNNL_F32) return cd_dnnl_plain_try(&desc);
     // Integers only on a jit kernel: the float32 pool it replaces has one.
-    dnnl_primitive_attr_t attr = NULL;
-    dnnl_primitive_desc_t pd = NULL;
-    if (cd_dnnl_attr(&attr, 0, (cd_activation){CD_ACT_NONE, 0, 0})) return 0;
-    int ok = cd_dnnl_pd_try(&desc, attr, &pd);
-    dnnl_primitive_attr_destroy(attr);
-    if (!ok) return 0;
-    const char *impl = NULL;
-    dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
-    ok = impl && !cd_dnnl_impl_is_reference(impl);
-    dnnl_primitive_desc_destroy(pd);
-    return ok;
+    return e == CD_DNNL_F32 ? cd_dnnl_plain_try(&desc) : cd_dnnl_plain_fast(&desc);
 }
 
 static int pool_build(cd_dnnl_op *op, int batch, cd_dnnl_prim *p) {

@@ -288,6 +288,10 @@ int cd_dnnl_reorder_create(cd_layout from, cd_layout to, int c, int h, int w, in
 // reference loop).
 
 typedef enum { CD_DNNL_F32 = 0, CD_DNNL_U8, CD_DNNL_S8 } cd_dnnl_elem;
+// The elements of a planned tensor (cd_tdesc.int8, int8_signed).
+static inline cd_dnnl_elem cd_dnnl_elem_of(int int8, int is_signed) {
+    return !int8 ? CD_DNNL_F32 : is_signed ? CD_DNNL_S8 : CD_DNNL_U8;
+}
 
 int cd_dnnl_pool_supports(const cd_pool_desc *d, cd_layout layout, cd_dnnl_elem e);
 int cd_dnnl_pool_create(const cd_pool_desc *d, cd_layout layout, cd_dnnl_elem e, int max_batch, cd_dnnl_op **out);
