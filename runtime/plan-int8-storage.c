@@ -173,15 +173,12 @@ static void set_storage(cd_model *m, const int *roots, int nroots, const cd_i8la
         }
 }
 
-// Tries root tensor t, written by recorded layer w and read as rd, as
-// integers in layout lay (a max pool's output among the reads as well).
-// 1 when switched, 0 when a layer declines (all undone), or a negative
-// code.
-static int try_layout(pctx *p, cd_i8layer *w, int t, const tread *rd, int nr, cd_layout lay) {
+// Tries the roots (storage_roots: w's output first, then the outputs of
+// the max pools among the reads rd) as integers in layout lay. 1 when
+// switched, 0 when a layer declines (all undone), or a negative code.
+static int try_layout(pctx *p, cd_i8layer *w, const int *roots, int nroots, const tread *rd, int nr, cd_layout lay) {
     cd_model *m = p->m;
-    int roots[MAX_READS + 1];
     cd_layout was[MAX_READS + 1];
-    const int nroots = storage_roots(p, t, rd, nr, roots, MAX_READS + 1);
     for (int k = 0; k < nroots; k++) was[k] = m->tensors[roots[k]].t.layout;
     cd_op_state *st[MAX_READS + 1] = {0};
     cd_bop_desc d[MAX_READS + 1];
@@ -238,8 +235,9 @@ static int try_int_storage(pctx *p, cd_i8layer *w) {
     int rc = 0, roots[MAX_READS + 1], four_d = 1;
     const int nroots = storage_roots(p, t, rd, nr, roots, MAX_READS + 1);
     for (int k = 0; k < nroots; k++) four_d &= views_are_4d(m, roots[k]);
-    if (four_d && m->tensors[t].t.layout != CD_LAYOUT_NHWC) rc = try_layout(p, w, t, rd, nr, CD_LAYOUT_NHWC);
-    if (!rc) rc = try_layout(p, w, t, rd, nr, m->tensors[t].t.layout);
+    if (four_d && m->tensors[t].t.layout != CD_LAYOUT_NHWC)
+        rc = try_layout(p, w, roots, nroots, rd, nr, CD_LAYOUT_NHWC);
+    if (!rc) rc = try_layout(p, w, roots, nroots, rd, nr, m->tensors[t].t.layout);
     return rc;
 }
 

@@ -587,8 +587,8 @@ static int plan_op(pctx *p, const cd_op *op) {
     int li = cd_plan_emit(p, &d, pre, op->nin, in, out, op->name, op->label);
     if (li < 0) return li;
     // int8 convs, and the max pools int8 storage may pass through.
-    const int i8_pool = p->in8 && d.op == CD_BOP_POOL && d.u.pool.kind == CD_POOL_MAX;
-    if ((d.quant || i8_pool) && (rc = cd_plan_int8_record(p, li, op, &d)))
+    const int max_pool = d.op == CD_BOP_POOL && d.u.pool.kind == CD_POOL_MAX;
+    if ((d.quant || max_pool) && (rc = cd_plan_int8_record(p, li, op, &d)))
         return cd_errf(rc, p->err, p->errlen, "out of memory");
     p->vt[op->out] = out;
     if (op->kind == CD_OP_CONV || op->kind == CD_OP_GEMM) describe_flops(p, op, &m->layers[li]);

@@ -193,22 +193,22 @@ int cd_dnnl_pd_fast(dnnl_primitive_desc_t pd) {
     return ok;
 }
 
-int cd_dnnl_plain_fast(const void *op_desc) {
-    dnnl_primitive_attr_t attr = NULL;
-    dnnl_primitive_desc_t pd = NULL;
-    if (cd_dnnl_attr(&attr, 0, (cd_activation){CD_ACT_NONE, 0, 0})) return 0;
-    const int ok = cd_dnnl_pd_try(op_desc, attr, &pd);
-    dnnl_primitive_attr_destroy(attr);
-    return ok && cd_dnnl_pd_fast(pd);
-}
-
-int cd_dnnl_plain_try(const void *op_desc) {
+// op_desc's primitive descriptor with the plain attributes (NULL pd: only
+// whether oneDNN builds it). 1 or 0.
+static int plain_pd(const void *op_desc, dnnl_primitive_desc_t *pd) {
     dnnl_primitive_attr_t attr = NULL;
     if (cd_dnnl_attr(&attr, 0, (cd_activation){CD_ACT_NONE, 0, 0})) return 0;
-    int ok = cd_dnnl_pd_try(op_desc, attr, NULL);
+    const int ok = cd_dnnl_pd_try(op_desc, attr, pd);
     dnnl_primitive_attr_destroy(attr);
     return ok;
 }
+
+int cd_dnnl_plain_fast(const void *op_desc) {
+    dnnl_primitive_desc_t pd = NULL;
+    return plain_pd(op_desc, &pd) && cd_dnnl_pd_fast(pd);
+}
+
+int cd_dnnl_plain_try(const void *op_desc) { return plain_pd(op_desc, NULL); }
 
 int cd_dnnl_plain_build(cd_dnnl_prim *p, int i, const void *op_desc) {
     dnnl_primitive_attr_t attr = NULL;

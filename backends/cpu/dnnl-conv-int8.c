@@ -103,7 +103,7 @@ static int conv_attr(const conv_i8_priv *cp, const float *oscale, dnnl_primitive
     if (oscale && (rc = CD_DNNL(dnnl_primitive_attr_set_output_scales(*attr, cp->d.k, 1 << 1, oscale)))) goto fail;
     int32_t zin = cp->q.in_zp + cp->shift, zout = dst_zp(cp);
     if (zin && (rc = CD_DNNL(dnnl_primitive_attr_set_zero_points(*attr, DNNL_ARG_SRC, 1, 0, &zin)))) goto fail;
-    if ((cp->fused_q || cp->mid) && zout && !cp->zp_in_bias &&
+    if (zout && !cp->zp_in_bias &&
         (rc = CD_DNNL(dnnl_primitive_attr_set_zero_points(*attr, DNNL_ARG_DST, 1, 0, &zout))))
         goto fail;
     return 0;
