@@ -108,7 +108,7 @@ static int pack_entry(msgpack_packer *pk, const cd_model_entry *e) {
     cd_model_get_summary(e->model, &s);
     int ni = cd_model_num_inputs(e->model), no = cd_model_num_outputs(e->model);
     bool dyn = cd_model_is_dynamic(e->model) != 0;
-    int rc = msgpack_pack_map(pk, dyn ? 17 : 14);
+    int rc = msgpack_pack_map(pk, dyn ? 18 : 15);
     rc |= cd_pack_kv_str(pk, "name", e->name);
     rc |= cd_pack_kv_str(pk, "path", e->path);
     rc |= pack_kv_i64(pk, "max_batch", e->conf.max_batch);
@@ -128,6 +128,7 @@ static int pack_entry(msgpack_packer *pk, const cd_model_entry *e) {
     rc |= msgpack_pack_double(pk, s.params > 0 ? 1.0 - (double)s.zero_params / (double)s.params : 1.0);
     rc |= pack_kv_i64(pk, "layers", s.nlayers);
     rc |= pack_kv_i64(pk, "int8_layers", s.int8_layers);
+    rc |= cd_pack_kv_str(pk, "int8_pick", s.int8_pick == 1 ? "dense" : s.int8_pick == 2 ? "sparse" : "none");
     if (dyn) rc |= pack_planned_shapes(pk, e);
     return rc ? CD_ENOMEM : 0;
 }

@@ -77,8 +77,9 @@ static void plan_job_run(void *arg) {
     if (!j->rc) j->rc = cd_plan_build(j->m, j->g, j->err, j->errlen);
 }
 
-int cd_model_build(const uint8_t *buf, size_t len, const char *dir, const cd_model_opts *opts,
-                   const cd_input_shape *specs, int nspecs, cd_model **out, char *err, size_t errlen) {
+int cd_model_build_plan(const uint8_t *buf, size_t len, const char *dir, const cd_model_opts *opts,
+                        const cd_input_shape *specs, int nspecs, int i8_pick, cd_model **out, char *err,
+                        size_t errlen) {
     *out = NULL;
     int max_batch = opts && opts->max_batch ? opts->max_batch : 1;
     cd_graph g;
@@ -95,6 +96,7 @@ int cd_model_build(const uint8_t *buf, size_t len, const char *dir, const cd_mod
         m->popts.tune = opts->tune;
     }
     m->popts.max_batch = max_batch;
+    m->popts.i8_pick = i8_pick;
     m->popts.tune_cache = NULL;
     if (opts && opts->tune_cache && !(m->tune_cache = strdup(opts->tune_cache))) {
         cd_model_free(m);
@@ -139,6 +141,13 @@ int cd_model_build(const uint8_t *buf, size_t len, const char *dir, const cd_mod
     cd_graph_free(&g);
     *out = m;
     return 0;
+}
+
+int cd_model_build(const uint8_t *buf, size_t len, const char *dir, const cd_model_opts *opts,
+                   const cd_input_shape *specs, int nspecs, cd_model **out, char *err, size_t errlen) {
+    int rc = cd_model_build_plan(buf, len, dir, opts, specs, nspecs, 0, out, err, errlen);
+    if (!rc) rc = cd_model_int8_pick(buf, len, dir, opts, specs, nspecs, out, err, errlen);
+    return rc;
 }
 
 int cd_model_load(const char *path, const cd_model_opts *opts, cd_model **out, char *err, size_t errlen) {
@@ -563,7 +572,8 @@ int cd_model_profile_stop(const cd_model *m, int batch, int runs, double *layer_
             rc = cd_errf(CD_ECANCELLED, err, errlen, "profile stopped after %d of %d runs", r ? r - 1 : 0, runs);
             break;
         }
-        double *row = samples + (size_t)(r ? r - 1 : runs) * (size_t)n; // run 0 (warm-up) goes to the spare row
+        // Run 0 (warm-up) goes to the spare row; without layer_ms, plain runs.
+        double *row = layer_ms ? samples + (size_t)(r ? r - 1 : runs) * (size_t)n : NULL;
         double t0 = cd_now_ms();
         rc = run_impl(ex, batch, (const void *const *)ins, outs, err, errlen, row);
         if (r) tot[r - 1] = cd_now_ms() - t0;
@@ -571,7 +581,7 @@ int cd_model_profile_stop(const cd_model *m, int batch, int runs, double *layer_
     if (!rc) {
         double *col = malloc(sizeof(double) * (size_t)runs);
         if (!col) rc = cd_errf(CD_ENOMEM, err, errlen, "out of memory");
-        for (int li = 0; li < n && col; li++) {
+        for (int li = 0; li < n && col && layer_ms; li++) {
             for (int r = 0; r < runs; r++) col[r] = samples[(size_t)r * n + li];
             qsort(col, (size_t)runs, sizeof(double), cd_cmp_double);
             layer_ms[li] = col[runs / 2];

@@ -25,6 +25,8 @@ void cd_runtime_options_from_env(cd_runtime_options *o) {
         o->plan = !strcmp(v, "dense") ? 1 : !strcmp(v, "sparse") ? 2 : !strcmp(v, "compact") ? 3 : 0;
     }
     if ((v = env("CONVD_INT8"))) o->int8 = !strcmp(v, "off") ? 1 : !strcmp(v, "on") ? 2 : !strcmp(v, "dense") ? 3 : 0;
+    if ((v = env("CONVD_INT8_PICK")))
+        o->int8_pick = !strcmp(v, "layers") ? 1 : !strcmp(v, "dense") ? 2 : !strcmp(v, "sparse") ? 3 : 0;
     // Parsed here, once: from here on the cap is an enum (core/isa-cap.h).
     if ((v = env("CONVD_MAX_ISA")) && cd_isa_cap_parse(v, &o->max_isa) != 0)
         cd_rt_log(CD_RT_LOG_WARN, "convd: ignoring CONVD_MAX_ISA=%s (want avx512vnni, avx512, avx2 or scalar)", v);

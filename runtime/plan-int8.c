@@ -504,12 +504,14 @@ static int fuse_residual(pctx *p, char *live, const int *reader, int c, int f1) 
 
 // The int8 layers over sparse weights run on the sparse int8 kernels, or
 // all of them on the dense ones (with AMX the faster over 90% sparse
-// weights: ResNet-50 u90 9.6 ms against 16.5 on an Intel Xeon), whichever
-// their timed sum says (timed afresh on a quiet machine: u90 dense 14.4
-// against sparse 18.0 ms, b90 14.5 against 12.4, each the faster in the
-// model too). All or none: a dense int8 layer (NHWC) between sparse ones
-// (NCHW) pays relayouts and float32 boundaries; chosen per layer,
-// ResNet-50 b90 ran 3x slower (37 reorders).
+// weights: ResNet-50 u90 9.6 ms against 16.5 on an Intel Xeon). All or
+// none: a dense int8 layer (NHWC) between sparse ones (NCHW) pays
+// relayouts and float32 boundaries; chosen per layer, ResNet-50 b90 ran 3x
+// slower (37 reorders). Here the layers' timed sums decide; they miss what
+// each choice costs between the layers (ResNet-50 u95: sparse by the sums,
+// 14 against ~9 ms dense whole), so where the choice was open the model is
+// planned the other way too and both are timed whole
+// (runtime/model-int8-pick.c), which plans it again with the pick forced.
 // 1 when it moved them.
 static int dense_over_sparse(pctx *p) {
     double sparse = 0, dense = 0;
@@ -520,7 +522,15 @@ static int dense_over_sparse(pctx *p) {
         sparse += c->i8_ms;
         dense += c->i8d_ms;
     }
-    if (!(dense < sparse)) return 0;
+    if (!(sparse > 0)) return 0; // none int8 over sparse weights: no choice
+    const int pick = p->m->popts.i8_pick ? p->m->popts.i8_pick : cd_runtime_opts()->int8_pick;
+    const int go = pick == 2 ? 1 : pick == 3 ? 0 : dense < sparse;
+    cd_model_summary *s = &p->m->summary;
+    s->int8_pick = go ? 1 : 2;
+    s->int8_pick_by = pick >= 2 ? "forced" : "layers";
+    s->int8_pick_dense_ms = dense;
+    s->int8_pick_sparse_ms = sparse;
+    if (!go) return 0;
     for (int o = 0; o < p->g->nops; o++) {
         cd_plan_choice *c = &p->ch[o];
         if (!c->int8 || !c->sparse) continue;

@@ -49,6 +49,8 @@ typedef struct {
     int tune;               // time candidates at load
     const char *tune_cache; // folder of the cache, NULL = $XDG_CACHE_HOME/convd or ~/.cache/convd
     int max_batch;
+    int i8_pick; // 0: cd_runtime_options.int8_pick; else as it (2 dense, 3 sparse): the
+                 // whole-model pick of runtime/model-int8-pick.c plans each way
 } cd_planner_opts;
 
 // One layer's decision and what it is based on (times in ms at batch 1 for

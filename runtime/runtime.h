@@ -91,6 +91,16 @@ typedef struct {
     // each lane after the first (an exec makes threads - 1 of them, on its
     // first batch run in lanes, and keeps them).
     int64_t lane_activation_bytes;
+    // A quantized model whose convs over sparse weights could run int8 on
+    // either the sparse or the dense int8 kernels (runtime/model-int8-pick.c):
+    // int8_pick 0 no such choice, 1 the dense int8 kernels, 2 the sparse
+    // ones; int8_pick_by what decided it ("layers": the layers' timed sums,
+    // "model": both plans timed whole at load, "cache": those times from
+    // the cache, "forced": CONVD_INT8_PICK), and the two figures compared
+    // (ms at batch 1, dense then sparse; -1 unknown).
+    int int8_pick;
+    const char *int8_pick_by;
+    double int8_pick_dense_ms, int8_pick_sparse_ms;
 } cd_model_summary;
 
 // The sparsity of a conv/FC layer's weights as loaded (from its analysis;
@@ -187,6 +197,11 @@ typedef struct {
                            // 1 off, 2 on (wherever a conv can run them),
                            // 3 on, the dense int8 kernels also over sparse
                            // weights (CONVD_INT8=auto|off|on|dense)
+    int int8_pick;         // under int8 auto, the sparse-or-dense int8 choice
+                           // over sparse weights: 0 auto (both plans timed
+                           // whole at load, cached), 1 by the layers' timed
+                           // sums alone, 2 dense, 3 sparse
+                           // (CONVD_INT8_PICK=auto|layers|dense|sparse)
     int winograd;          // our Winograd 3x3 conv (cd_backend_opts.winograd):
                            // 0 auto, 1 off, 2 on, 3 f2, 4 f4, 5 f6, 6 onednn (CONVD_WINOGRAD)
     int dw3x3;             // our depthwise 3x3 conv (cd_backend_opts.dw3x3):
@@ -245,7 +260,7 @@ void cd_model_layer(const cd_model *m, int i, cd_layer_info *out);
 
 // Times every layer: `runs` runs (after one warm-up) at `batch` on random
 // inputs; layer_ms[nlayers] receives each layer's median ms and *total_ms
-// the median of the whole runs. Returns 0, CD_EPARAMS, CD_ENOMEM or the
+// the median of the whole runs (layer_ms NULL: plain runs, total only). Returns 0, CD_EPARAMS, CD_ENOMEM or the
 // run's error (err set).
 int cd_model_profile(const cd_model *m, int batch, int runs, double *layer_ms, double *total_ms, char *err,
                      size_t errlen);
