@@ -530,6 +530,8 @@ static int dense_over_sparse(pctx *p) {
     s->int8_pick_by = pick >= 2 ? "forced" : "layers";
     s->int8_pick_dense_ms = dense;
     s->int8_pick_sparse_ms = sparse;
+    s->int8_pick_batch = 1;
+    s->int8_pick_dense_batch_ms = s->int8_pick_sparse_batch_ms = -1;
     if (!go) return 0;
     for (int o = 0; o < p->g->nops; o++) {
         cd_plan_choice *c = &p->ch[o];

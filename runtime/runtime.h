@@ -97,10 +97,15 @@ typedef struct {
     // ones; int8_pick_by what decided it ("layers": the layers' timed sums,
     // "model": both plans timed whole at load, "cache": those times from
     // the cache, "forced": CONVD_INT8_PICK), and the two figures compared
-    // (ms at batch 1, dense then sparse; -1 unknown).
+    // (ms at batch 1, dense then sparse; -1 unknown). With a max batch above
+    // 1 the model pick times both plans at int8_pick_batch too (the batch
+    // ms; else int8_pick_batch 1 and -1) and takes the smaller product of
+    // each plan's two times.
     int int8_pick;
     const char *int8_pick_by;
     double int8_pick_dense_ms, int8_pick_sparse_ms;
+    int int8_pick_batch;
+    double int8_pick_dense_batch_ms, int8_pick_sparse_batch_ms;
 } cd_model_summary;
 
 // The sparsity of a conv/FC layer's weights as loaded (from its analysis;

@@ -5,13 +5,14 @@ faster is kept, and the two times are cached so that a second load makes the
 same choice without timing. No test here asserts a speed: the cache is
 rigged to make either plan the faster, and the plan must follow it."""
 
+import json
 import shutil
-from pathlib import Path
 
 import pytest
 
 from tests.models import builders as B
 from tests.models.test_quantized import REL_L2, TOP1, compare, info_json, prune_magnitude, quantize
+from tests.models.runner import convd_run
 from tests.models.test_sparse_models import cache_env  # noqa: F401 (fixture)
 
 PICK_CACHE = "int8-pick-v1.txt"
@@ -69,7 +70,7 @@ def test_pick_times_both_plans_once_and_keeps_the_faster(pruned_int8, tmp_path, 
     assert len(lines) == 1 and lines[0].startswith("pick|"), lines
     # A second load takes the times from the cache: no timing, same plan.
     second = info_json(pruned_int8, env)
-    assert second["int8_pick"] == dict(pick, by="cache"), (second["int8_pick"], pick)
+    assert second["int8_pick"] == pytest.approx(dict(pick, by="cache"), rel=1e-4), (second["int8_pick"], pick)
     assert cache.read_text().splitlines() == lines
     assert [(l["kernel"], l["dtype"]) for l in second["layers"]] == [(l["kernel"], l["dtype"]) for l in first["layers"]]
 
@@ -85,7 +86,8 @@ def test_pick_follows_the_cached_times_and_matches_onnxruntime(pick, pruned_int8
     cache.write_text(f"{key}\t{1.0 if pick == 'dense' else 9.0} {9.0 if pick == 'dense' else 1.0}\n")
     info = info_json(pruned_int8, env)
     assert info["int8_pick"] == {"kernels": pick, "by": "cache", "dense_ms": 1.0 if pick == "dense" else 9.0,
-                                 "sparse_ms": 9.0 if pick == "dense" else 1.0}, info["int8_pick"]
+                                 "sparse_ms": 9.0 if pick == "dense" else 1.0, "batch": 1, "dense_batch_ms": -1.0,
+                                 "sparse_batch_ms": -1.0}, info["int8_pick"]
     check_follows(info, pick)
     err, top1 = compare(pruned_int8, tmp_path, rng, env=env)
     assert err <= REL_L2 and top1 >= TOP1, (err, top1)
@@ -122,6 +124,39 @@ def test_daemon_models_names_the_pick(pruned_int8, tmp_path, cache_env):  # noqa
     if not cache.exists():
         assert entry["int8_pick"] == "none", entry
         open_choice({})  # skips, saying why
-    (line,) = cache.read_text().splitlines()
-    dense_ms, sparse_ms = (float(v) for v in line.rpartition("\t")[2].split())
-    assert entry["int8_pick"] == ("dense" if dense_ms < sparse_ms else "sparse"), (entry, line)
+    # Its max batch (8 by default) is above 1: the times alone and at it.
+    alone, batch = ([float(v) for v in line.rpartition("\t")[2].split()] for line in cache.read_text().splitlines())
+    want = by_product({"dense_ms": alone[0], "sparse_ms": alone[1], "dense_batch_ms": batch[0],
+                       "sparse_batch_ms": batch[1]})
+    assert entry["int8_pick"] == want, (entry, alone, batch)
+
+
+def by_product(p):
+    return "dense" if p["dense_ms"] * p["dense_batch_ms"] < p["sparse_ms"] * p["sparse_batch_ms"] else "sparse"
+
+
+def test_pick_at_a_max_batch_times_the_full_batch_too(pruned_int8, tmp_path, cache_env):  # noqa: F811
+    """With a max batch above 1 both plans are timed at it too, and the plan
+    with the smaller product of its two times stays; cached as two lines."""
+    env, cache = private_cache(tmp_path, cache_env)
+    info = json.loads(convd_run(pruned_int8, ["--info", "--json", "--max-batch", "4"], env=env).stdout)
+    pick = open_choice(info)
+    assert pick["by"] == "model" and pick["batch"] == 4 and pick["dense_batch_ms"] > 0 and pick["sparse_batch_ms"] > 0
+    assert pick["kernels"] == by_product(pick), pick
+    check_follows(info, pick["kernels"])
+    lines = cache.read_text().splitlines()
+    assert len(lines) == 2 and lines[1].startswith(lines[0].rpartition("\t")[0] + "|at b4\t"), lines
+
+
+def test_a_plan_slower_alone_but_faster_on_the_full_batch_wins(pruned_int8, tmp_path, cache_env):  # noqa: F811
+    """Cached times where dense is 10% faster at batch 1 and sparse 3x faster
+    at the max batch: the sparse plan stays; and the reverse."""
+    env, cache = private_cache(tmp_path, cache_env)
+    args = ["--info", "--json", "--max-batch", "4"]
+    open_choice(json.loads(convd_run(pruned_int8, args, env=env).stdout))
+    key = cache.read_text().splitlines()[0].rpartition("\t")[0]
+    for alone, batch, want in (("1.0 1.1", "30 10", "sparse"), ("1.1 1.0", "10 30", "dense")):
+        cache.write_text(f"{key}\t{alone}\n{key}|at b4\t{batch}\n")
+        info = json.loads(convd_run(pruned_int8, args, env=env).stdout)
+        assert info["int8_pick"]["kernels"] == want and info["int8_pick"]["by"] == "cache", info["int8_pick"]
+        check_follows(info, want)

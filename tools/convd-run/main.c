@@ -400,8 +400,11 @@ static void print_json(const run_opts *o, const run_state *st, const run_times *
             (long long)s.zero_params, s.nlayers, s.max_batch, (long long)s.device_bytes, s.slice_views, s.slice_copies,
             (long long)s.lane_activation_bytes);
     if (s.int8_pick)
-        fprintf(f, ", \"int8_pick\": {\"kernels\": \"%s\", \"by\": \"%s\", \"dense_ms\": %.4f, \"sparse_ms\": %.4f}",
-                s.int8_pick == 1 ? "dense" : "sparse", s.int8_pick_by, s.int8_pick_dense_ms, s.int8_pick_sparse_ms);
+        fprintf(f,
+                ", \"int8_pick\": {\"kernels\": \"%s\", \"by\": \"%s\", \"dense_ms\": %.4f, \"sparse_ms\": %.4f, "
+                "\"batch\": %d, \"dense_batch_ms\": %.4f, \"sparse_batch_ms\": %.4f}",
+                s.int8_pick == 1 ? "dense" : "sparse", s.int8_pick_by, s.int8_pick_dense_ms, s.int8_pick_sparse_ms,
+                s.int8_pick_batch, s.int8_pick_dense_batch_ms, s.int8_pick_sparse_batch_ms);
     cd_cpu_info ci;
     cd_runtime_cpu_info(&ci);
     fprintf(f,
@@ -452,9 +455,14 @@ static void print_text_info(const run_opts *o, const cd_model *m) {
     printf("\ndevice %s, blocked layout %s; kernels %s%s, oneDNN %s\n", cd_model_device(m), cd_model_layout(m),
            ci.kernels_isa, ci.kernels_capped ? " (capped by CONVD_MAX_ISA)" : "", ci.dnnl_isa);
     if (s.int8_layers) printf("%d conv layers on the int8 kernels\n", s.int8_layers);
-    if (s.int8_pick)
-        printf("int8 convs over sparse weights on the %s int8 kernels (by %s: dense %.3f ms, sparse %.3f ms)\n",
+    if (s.int8_pick) {
+        printf("int8 convs over sparse weights on the %s int8 kernels (by %s: dense %.3f ms, sparse %.3f ms",
                s.int8_pick == 1 ? "dense" : "sparse", s.int8_pick_by, s.int8_pick_dense_ms, s.int8_pick_sparse_ms);
+        if (s.int8_pick_batch > 1)
+            printf("; at batch %d dense %.3f ms, sparse %.3f ms", s.int8_pick_batch, s.int8_pick_dense_batch_ms,
+                   s.int8_pick_sparse_batch_ms);
+        printf(")\n");
+    }
     if (s.slice_views || s.slice_copies)
         printf("slices: %d views (no copy), %d copies (Slice layers)\n", s.slice_views, s.slice_copies);
     printf("%4s  %-28s %-22s %-22s %-5s %-18s %-18s %10s %12s\n", "#", "name", "op", "kernel", "type", "in", "out",
