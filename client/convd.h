@@ -263,6 +263,8 @@ typedef struct {
     double density;           // nonzero weights / weights
     int64_t layers;           // layer count
     int64_t int8_layers;      // of them, convs on the int8 kernels (-1: not reported)
+    char *int8_pick;          // its int8 convs over sparse weights on the "dense" or the
+                              // "sparse" int8 kernels, or "none" (NULL: not reported)
 } convd_model_info;
 
 typedef struct {

@@ -102,6 +102,7 @@ int cd_client_model_info_decode(const msgpack_object *o, convd_model_info *mi) {
     int oom = 0;
     mi->name = cd_client_strdup(cd_client_get(o, "name"), &oom);
     mi->path = cd_client_strdup(cd_client_get(o, "path"), &oom);
+    mi->int8_pick = cd_client_strdup(cd_client_get(o, "int8_pick"), &oom);
     if (oom) return CD_ENOMEM;
     mi->max_batch = cd_client_int(cd_client_get(o, "max_batch"), -1);
     mi->params = cd_client_int(cd_client_get(o, "params"), -1);

@@ -143,6 +143,7 @@ int convd_stats(convd_conn *c, char **json) {
 static void model_info_free(convd_model_info *mi) {
     free(mi->name);
     free(mi->path);
+    free(mi->int8_pick);
     for (size_t i = 0; i < mi->n_inputs; i++) free(mi->inputs[i].name);
     for (size_t i = 0; i < mi->n_outputs; i++) free(mi->outputs[i].name);
     free(mi->inputs);

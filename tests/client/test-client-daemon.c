@@ -55,6 +55,10 @@ CD_TEST(client_daemon_models) {
     for (size_t i = 0; i < l->count; i++) {
         CHECK(l->models[i].name != NULL);
         CHECK(l->models[i].n_inputs >= 1);
+        // The daemon reports the int8 pick of every model: "none" for these float32 ones.
+        CHECK(l->models[i].int8_pick != NULL);
+        CHECK(strcmp(l->models[i].int8_pick, "dense") == 0 || strcmp(l->models[i].int8_pick, "sparse") == 0 ||
+              strcmp(l->models[i].int8_pick, "none") == 0);
     }
     convd_model_list_free(l);
     convd_close(c);

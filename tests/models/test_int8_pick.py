@@ -13,7 +13,7 @@ import pytest
 from tests.models import builders as B
 from tests.models.test_quantized import REL_L2, TOP1, compare, info_json, prune_magnitude, quantize
 from tests.models.runner import convd_run
-from tests.models.test_sparse_models import cache_env  # noqa: F401 (fixture)
+from tests.models.test_sparse_models import cache_env, convctl  # noqa: F401 (fixture)
 
 PICK_CACHE = "int8-pick-v1.txt"
 
@@ -121,6 +121,10 @@ def test_daemon_models_names_the_pick(pruned_int8, tmp_path, cache_env):  # noqa
     shutil.copy(pruned_int8, models_dir / "q.onnx")
     with TestDaemon(models_dir=models_dir, env=env) as d, Wire.connect(d, timeout=120) as w:
         (entry,) = w.result("models")["models"]
+        table = convctl("--socket", d.socket, "models").stdout
+    # The operator's table says it beside the int8 layer count.
+    if entry["int8_pick"] != "none":
+        assert f"int8, {entry['int8_pick']})" in table, table
     if not cache.exists():
         assert entry["int8_pick"] == "none", entry
         open_choice({})  # skips, saying why

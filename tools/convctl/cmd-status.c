@@ -177,8 +177,10 @@ int ctl_cmd_models(ctl_ctx *ctx, int argc, char **argv) {
             snprintf(dens, sizeof dens, "%.1f%%", m->density * 100);
         else
             snprintf(dens, sizeof dens, "-");
+        const int picked = m->int8_pick && strcmp(m->int8_pick, "none") != 0;
         if (m->layers >= 0 && m->int8_layers > 0)
-            snprintf(layers, sizeof layers, "%lld (%lld int8)", (long long)m->layers, (long long)m->int8_layers);
+            snprintf(layers, sizeof layers, "%lld (%lld int8%s%s)", (long long)m->layers, (long long)m->int8_layers,
+                     picked ? ", " : "", picked ? m->int8_pick : "");
         else if (m->layers >= 0)
             snprintf(layers, sizeof layers, "%lld", (long long)m->layers);
         else
