@@ -132,7 +132,15 @@ int cd_model_int8_pick(const uint8_t *buf, size_t len, const char *dir, const cd
         rc = time_both(dense, sparse, 1, &t.dense[0], &t.sparse[0], err, errlen);
         if (!rc && a->max_batch > 1)
             rc = time_both(dense, sparse, a->max_batch, &t.dense[1], &t.sparse[1], err, errlen);
-        if (rc) goto fail;
+        if (rc) {
+            // Random inputs the model refuses (ids out of range, say) or no
+            // memory for the runs: the plan by the sums is complete; keep it.
+            cd_rt_log(CD_RT_LOG_WARN, "convd: timing the two int8 plans failed (%s); kept the one by the layers' sums",
+                      err && err[0] ? err : cd_strerror(rc));
+            if (err && errlen) err[0] = '\0';
+            cd_model_free(b);
+            return 0;
+        }
         cd_planner_cache_put(&a->popts, PICK_CACHE, key, t.dense[0], t.sparse[0]);
         if (a->max_batch > 1) cd_planner_cache_put(&a->popts, PICK_CACHE, key_b, t.dense[1], t.sparse[1]);
     }
