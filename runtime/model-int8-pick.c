@@ -106,7 +106,7 @@ int cd_model_int8_pick(const uint8_t *buf, size_t len, const char *dir, const cd
                        const cd_input_shape *specs, int nspecs, cd_model **m, char *err, size_t errlen) {
     cd_model *a = *m;
     // Only where the planner had the choice, by its sums, in auto.
-    if (!a->summary.int8_pick || a->popts.i8_pick || cd_runtime_opts()->int8_pick != 0) return 0;
+    if (!a->summary.int8_pick || a->popts.i8_pick || cd_runtime_opts()->int8_pick != CD_I8_PICK_AUTO) return 0;
     if (cd_backend_get_caps(a->be).device_memory) return 0;
     char key[512], key_b[600];
     pick_key(a, buf, len, key, sizeof key);
@@ -120,7 +120,8 @@ int cd_model_int8_pick(const uint8_t *buf, size_t len, const char *dir, const cd
     }
     // The other plan: the one the cache names, or the one to time against.
     cd_model *b = NULL;
-    int rc = cd_model_build_plan(buf, len, dir, opts, specs, nspecs, cur == 1 ? 3 : 2, &b, err, errlen);
+    int rc = cd_model_build_plan(buf, len, dir, opts, specs, nspecs, cur == 1 ? CD_I8_PICK_SPARSE : CD_I8_PICK_DENSE,
+                                 &b, err, errlen);
     if (rc == CD_ENOMEM) {
         // Keep the first plan: it is complete, and as good as the sums say.
         cd_rt_log(CD_RT_LOG_WARN, "convd: no memory for the second int8 plan; kept the one by the layers' sums");

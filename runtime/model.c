@@ -78,7 +78,7 @@ static void plan_job_run(void *arg) {
 }
 
 int cd_model_build_plan(const uint8_t *buf, size_t len, const char *dir, const cd_model_opts *opts,
-                        const cd_input_shape *specs, int nspecs, int i8_pick, cd_model **out, char *err,
+                        const cd_input_shape *specs, int nspecs, cd_i8_pick i8_pick, cd_model **out, char *err,
                         size_t errlen) {
     *out = NULL;
     int max_batch = opts && opts->max_batch ? opts->max_batch : 1;
@@ -145,7 +145,7 @@ int cd_model_build_plan(const uint8_t *buf, size_t len, const char *dir, const c
 
 int cd_model_build(const uint8_t *buf, size_t len, const char *dir, const cd_model_opts *opts,
                    const cd_input_shape *specs, int nspecs, cd_model **out, char *err, size_t errlen) {
-    int rc = cd_model_build_plan(buf, len, dir, opts, specs, nspecs, 0, out, err, errlen);
+    int rc = cd_model_build_plan(buf, len, dir, opts, specs, nspecs, CD_I8_PICK_AUTO, out, err, errlen);
     if (!rc) rc = cd_model_int8_pick(buf, len, dir, opts, specs, nspecs, out, err, errlen);
     return rc;
 }

@@ -91,10 +91,11 @@ struct cd_model {
 // Returns 0 or a negative code with err set (not prefixed with a file name).
 int cd_model_build(const uint8_t *buf, size_t len, const char *dir, const cd_model_opts *opts,
                    const cd_input_shape *specs, int nspecs, cd_model **out, char *err, size_t errlen);
-// cd_model_build's one plan: i8_pick as cd_planner_opts.i8_pick (0: the
-// runtime's option; 2/3 the dense/sparse int8 kernels over sparse weights).
+// cd_model_build's one plan: i8_pick as cd_planner_opts.i8_pick (AUTO: the
+// runtime's option; DENSE/SPARSE the dense/sparse int8 kernels over sparse weights).
 int cd_model_build_plan(const uint8_t *buf, size_t len, const char *dir, const cd_model_opts *opts,
-                        const cd_input_shape *specs, int nspecs, int i8_pick, cd_model **out, char *err, size_t errlen);
+                        const cd_input_shape *specs, int nspecs, cd_i8_pick i8_pick, cd_model **out, char *err,
+                        size_t errlen);
 // Where *m's plan chose between the sparse and the dense int8 kernels over
 // sparse weights by the layers' sums: plans the model the other way too,
 // times both whole (or takes the times from the cache) and leaves the

@@ -523,11 +523,11 @@ static int dense_over_sparse(pctx *p) {
         dense += c->i8d_ms;
     }
     if (!(sparse > 0)) return 0; // none int8 over sparse weights: no choice
-    const int pick = p->m->popts.i8_pick ? p->m->popts.i8_pick : cd_runtime_opts()->int8_pick;
-    const int go = pick == 2 ? 1 : pick == 3 ? 0 : dense < sparse;
+    const int pick = p->m->popts.i8_pick ? (int)p->m->popts.i8_pick : cd_runtime_opts()->int8_pick;
+    const int go = pick == CD_I8_PICK_DENSE ? 1 : pick == CD_I8_PICK_SPARSE ? 0 : dense < sparse;
     cd_model_summary *s = &p->m->summary;
     s->int8_pick = go ? 1 : 2;
-    s->int8_pick_by = pick >= 2 ? "forced" : "layers";
+    s->int8_pick_by = pick >= CD_I8_PICK_DENSE ? "forced" : "layers";
     s->int8_pick_dense_ms = dense;
     s->int8_pick_sparse_ms = sparse;
     s->int8_pick_batch = 1;

@@ -44,13 +44,22 @@ typedef enum {
     CD_PLAN_COMPACT = 3 // compaction, dense kernels only
 } cd_plan_mode;
 
+// The sparse-or-dense int8 choice over sparse weights (cd_runtime_options.int8_pick,
+// cd_planner_opts.i8_pick; runtime/model-int8-pick.c).
+typedef enum {
+    CD_I8_PICK_AUTO = 0,   // by the layers' sums, then both plans timed whole
+    CD_I8_PICK_LAYERS = 1, // by the layers' sums alone
+    CD_I8_PICK_DENSE = 2,  // forced: the dense int8 kernels
+    CD_I8_PICK_SPARSE = 3  // forced: the sparse int8 kernels
+} cd_i8_pick;
+
 typedef struct {
     cd_plan_mode mode;
     int tune;               // time candidates at load
     const char *tune_cache; // folder of the cache, NULL = $XDG_CACHE_HOME/convd or ~/.cache/convd
     int max_batch;
-    int i8_pick; // 0: cd_runtime_options.int8_pick; else as it (2 dense, 3 sparse): the
-                 // whole-model pick of runtime/model-int8-pick.c plans each way
+    cd_i8_pick i8_pick; // AUTO: cd_runtime_options.int8_pick; DENSE/SPARSE: the whole-model
+                        // pick of runtime/model-int8-pick.c plans each way
 } cd_planner_opts;
 
 // One layer's decision and what it is based on (times in ms at batch 1 for
