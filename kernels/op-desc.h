@@ -167,7 +167,7 @@ CD_ACT_APPLY_QUALIFIERS float cd_fakequant_apply(float x, float scale, float zer
 // accumulation, then the epilogue below, the one definition every int8
 // kernel (reference, sparse, oneDNN wrapper, HIP) computes:
 //   acc = sum over the taps of (x_q - in_zp) * w_q   (padding is x_q = in_zp: 0.0)
-//   y0  = fmaf(acc, in_scale * w_scale[k], bias[k])
+//   y0  = fmaf(acc, in_scale * w_scale[k], bias[k])  (+ the conv's border map at [k, pixel], if any)
 //   mid_scale > 0: y0 = its grid value (clamp(rintf(y0 / mid_scale) + mid_zp) - mid_zp) * mid_scale
 //   y   = act(y0 (+ residual))        residual: float, or (r - res_zp) * res_scale when res_int
 //   out_scale > 0: q = clamp(rintf(y / out_scale) + out_zp, qmin, qmax) of the output's type
@@ -268,6 +268,11 @@ typedef struct {
     int oh, ow;        // output height/width (derived, filled by the planner)
     cd_activation act; // applied after bias (and after the residual add)
     int has_residual;  // 1: dst = act(conv + bias + residual)
+    // NULL, or K x OH x OW floats (NCHW, one image; host memory, read during
+    // init only: a kernel keeps its own copy) added to every image after
+    // the bias, before the residual and the activation: a compacted conv's
+    // border map (runtime/compact.c). A kernel that does not add it declines.
+    const float *border;
 } cd_conv_desc;
 
 // Output size of a convolution along one axis (floor division, ONNX rule).

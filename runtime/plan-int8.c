@@ -446,16 +446,151 @@ static int time_residual_i8(pctx *p, const int *prod, int c, int f1, const resid
     return rc;
 }
 
+// ---- a compacted conv's border map (runtime/compact.c) ---------------------------
+
+// After conv c (float out, no activation): Add(c's output, map) [+ act] ->
+// FakeQuant f2 per tensor, the map the constant [1, K, OH, OW] that
+// compaction left for the channels it took out. The int8 conv adds the map
+// itself (cd_conv_desc.border), applies the activation and quantizes with
+// f2: one layer instead of a float conv output, the Add and f2 (ResNet-50
+// u90 at batch 16: 9.9 + 3.1 + 2.4 ms against 3.5 for the conv alone).
+typedef struct {
+    int add, f2, map;
+    cd_activation act;
+} border_block;
+
+// 1 when the ops after conv c form a border block (*bb filled).
+static int match_border(const pctx *p, const char *live, const int *reader, int c, border_block *bb) {
+    const cd_graph *g = p->g;
+    const cd_op *cv = &g->ops[c];
+    if (cv->kind != CD_OP_CONV || cv->nin != 1 || cv->u.conv.d.has_residual || cv->u.conv.d.border ||
+        cv->u.conv.d.act.kind != CD_ACT_NONE || g->values[cv->out].is_output)
+        return 0;
+    const int a = reader[cv->out];
+    if (a < 0 || !live[a]) return 0;
+    const cd_op *add = &g->ops[a];
+    if (add->kind != CD_OP_BINARY || add->u.binary.kind != CD_BINARY_ADD || add->nin != 2 || add->in[0] != cv->out)
+        return 0;
+    const cd_value *mv = &g->values[add->in[1]], *cvv = &g->values[cv->out], *ov = &g->values[add->out];
+    if (mv->kind != CD_VAL_CONST_F32 || !mv->f || mv->rank != 4 || cvv->rank != 4 || mv->shape[0] != 1 ||
+        memcmp(mv->shape + 1, cvv->shape + 1, 3 * sizeof mv->shape[0]))
+        return 0;
+    const cd_activation act = add->u.binary.act;
+    if (act.kind != CD_ACT_NONE && act.kind != CD_ACT_RELU && act.kind != CD_ACT_CLIP) return 0;
+    const int f2 = reader[add->out];
+    if (f2 < 0 || !live[f2] || ov->is_output || g->ops[f2].kind != CD_OP_FAKEQUANT || g->ops[f2].u.fq.d.channels != 1 ||
+        g->ops[f2].u.fq.d.dynamic || type_signed(&g->ops[f2].u.fq) < 0)
+        return 0;
+    *bb = (border_block){a, f2, add->in[1], act};
+    return 1;
+}
+
+// The int8 conv c doing border block bb (input quantization q0) as the
+// backend would run it on the dense kernels: *q, *d (NCHW, as timing_desc
+// leaves it). 0 when the backend does not run it, or sparse was chosen.
+static int border_desc(pctx *p, int c, const border_block *bb, const cd_conv_quant *q0, int sparse, cd_conv_quant *q,
+                       cd_bop_desc *d) {
+    const cd_graph *g = p->g;
+    const cd_quant *yq = &g->ops[bb->f2].u.fq;
+    *q = *q0;
+    q->out_scale = yq->scale[0];
+    q->out_zp = (int)yq->zero_point[0];
+    q->out_signed = type_signed(yq);
+    if (sparse) return 0; // the sparse int8 kernels do not add a map (the reference would run it)
+    timing_desc(p, &g->ops[c], d);
+    d->u.conv.border = g->values[bb->map].f;
+    d->u.conv.act = bb->act;
+    d->sparse = sparse;
+    d->sparse_format = sparse ? p->ch[c].format : 0;
+    d->quant = q;
+    return cd_backend_supports_op(p->m->be, d);
+}
+
+// The ms of the border block's Add and FakeQuant in float32, NCHW: what
+// the float32 choice runs after the conv.
+static int time_border_tail(pctx *p, const border_block *bb, double *ms) {
+    const cd_graph *g = p->g;
+    const cd_op *add = &g->ops[bb->add];
+    const cd_value *ov = &g->values[add->out];
+    cd_bop_desc d;
+    memset(&d, 0, sizeof d);
+    d.op = CD_BOP_BINARY;
+    d.max_batch = 1;
+    d.nsrc = 2;
+    d.u.binary = add->u.binary;
+    d.src[0] = d.dst = cd_plan_value_desc(ov, CD_LAYOUT_NCHW, ov->rank);
+    d.src[1] = cd_plan_value_desc(&g->values[bb->map], CD_LAYOUT_NCHW, 4);
+    double add_ms = 0, fq_ms = 0;
+    int rc = cd_backend_supports_op(p->m->be, &d) ? cd_planner_time_op(p->m->be, &d, 1, 3, &add_ms) : 0;
+    if (!rc) rc = time_fakequant(p, bb->f2, CD_LAYOUT_NCHW, &fq_ms);
+    *ms = add_ms + fq_ms;
+    return rc;
+}
+
+// The ms of int8 conv c doing border block bb itself, as it runs between
+// int8 neighbours (int8_nhwc_candidate), and *tail what the float32 choice
+// runs after it. Where the backend does not fuse it, *ms and *tail are left
+// alone (the plain int8 conv against the float32 one, both followed by the
+// Add and the FakeQuant). 0 or a negative code.
+static int time_border_i8(pctx *p, const int *prod, int c, const border_block *bb, const cd_conv_quant *q0,
+                          const int8_t *wq, int sparse, double *ms, double *tail) {
+    cd_conv_quant q, qn;
+    cd_bop_desc d;
+    if (!border_desc(p, c, bb, q0, sparse, &q, &d)) return 0;
+    d.wq = wq;
+    const cd_graph *g = p->g;
+    if (int8_nhwc_candidate(p, value_from_conv(g, prod, g->ops[c].in[0]), NULL, &q, &qn, &d)) {
+        q = qn;
+        d.quant = &q;
+    }
+    char key[768];
+    cd_planner_op_key(&d, weights_nnz(&g->ops[c]), 1, key, sizeof key);
+    size_t l = strlen(key);
+    snprintf(key + l, sizeof key - l, "|border sp%d in%d out%d act%d int%d,%d lay%d", d.sparse, q.in_signed,
+             q.out_signed, (int)bb->act.kind, q.src_int, q.dst_int, (int)d.dst.layout);
+    if (cd_planner_cache_get(&p->m->popts, "int8-border-v1.txt", key, ms, tail)) return 0;
+    int rc = cd_planner_time_op(p->m->be, &d, 1, 5, ms);
+    if (!rc) rc = time_border_tail(p, bb, tail);
+    if (!rc) cd_planner_cache_put(&p->m->popts, "int8-border-v1.txt", key, *ms, *tail > 0 ? *tail : 1e-9);
+    return rc;
+}
+
+// Border block bb done by int8 conv c (match_border, where the backend runs
+// it on the kernels chosen): the conv writes the Add's output, quantized;
+// the Add stops being live and f2 becomes an alias. prod follows. 1 when
+// fused, 0 when not.
+static int fuse_border(pctx *p, char *live, const int *reader, int *prod, int c) {
+    cd_graph *g = p->g;
+    border_block bb;
+    cd_conv_quant q;
+    cd_bop_desc d;
+    if (!match_border(p, live, reader, c, &bb) ||
+        !border_desc(p, c, &bb, &p->in8[c], p->ch[c].sparse && !p->ch[c].i8_dense, &q, &d))
+        return 0;
+    cd_op *cv = &g->ops[c];
+    cv->u.conv.d.border = g->values[bb.map].f;
+    cv->u.conv.d.act = bb.act;
+    cv->out = g->ops[bb.add].out;
+    prod[cv->out] = c;
+    live[bb.add] = 0;
+    snprintf(cv->label, sizeof cv->label, "Conv+BorderMap%s", bb.act.kind != CD_ACT_NONE ? "+Act" : "");
+    q.w_scale = cv->u.conv.wscale;
+    p->in8[c] = q;
+    p->fq_fused[bb.f2] = 1;
+    return 1;
+}
+
 // The float32 choice of conv o (with the FakeQuant fq after it) and its
 // int8 candidate on the sparse (sparse 1) or dense int8 kernels: *f32,
-// *i8, and *tail the Add and FakeQuant of the residual block rb (NULL
-// none) that the float32 choice runs after it and the int8 conv fuses
-// (then the fused layer is what *i8 times). 0 or a negative code.
+// *i8, and *tail the Add and FakeQuant of the residual block rb or border
+// block bb (NULL none) that the float32 choice runs after it and the int8
+// conv fuses (then the fused layer is what *i8 times). 0 or a negative code.
 static int time_i8(pctx *p, const int *prod, int o, int fq, const cd_conv_quant *q, const int8_t *wq, int sparse,
-                   const residual_block *rb, double *f32, double *i8, double *tail) {
+                   const residual_block *rb, const border_block *bb, double *f32, double *i8, double *tail) {
     *tail = 0;
     int rc = time_both(p, prod, o, fq, q, wq, sparse, f32, i8);
     if (!rc && rb) rc = time_residual_i8(p, prod, o, fq, rb, q, wq, sparse, i8, tail);
+    if (!rc && bb) rc = time_border_i8(p, prod, o, bb, q, wq, sparse, i8, tail);
     return rc;
 }
 
@@ -543,8 +678,10 @@ static int dense_over_sparse(pctx *p) {
 }
 
 // Takes conv o int8 (with the quantization q and the FakeQuant fq it
-// absorbs), fusing the residual block after it where the backend runs it.
-static void take_int8(pctx *p, char *live, const int *reader, int o, const cd_conv_quant *q, int fq, int dense) {
+// absorbs), fusing the residual block or border block after it where the
+// backend runs it.
+static void take_int8(pctx *p, char *live, const int *reader, int *prod, int o, const cd_conv_quant *q, int fq,
+                      int dense) {
     cd_plan_choice *c = &p->ch[o];
     c->int8 = 1;
     c->i8_dense = dense;
@@ -552,6 +689,8 @@ static void take_int8(pctx *p, char *live, const int *reader, int o, const cd_co
     if (fq >= 0 && q->out_scale > 0.0f) {
         p->fq_fused[fq] = 1;
         fuse_residual(p, live, reader, o, fq);
+    } else if (fq < 0) {
+        fuse_border(p, live, reader, prod, o);
     }
 }
 
@@ -602,18 +741,22 @@ int cd_plan_choose_int8(pctx *p, char *live) {
             // would, the fused layer is what is timed (with the block's
             // tail, both cached).
             const int fusable = fq >= 0 && q.out_scale > 0.0f && match_residual(p, live, reader, o, fq, &rb);
-            if (!time_i8(p, prod, o, fq, &q, wq, c->sparse, fusable ? &rb : NULL, &f32, &i8, &tail)) {
+            border_block bb;
+            const int bordered = fq < 0 && match_border(p, live, reader, o, &bb);
+            if (!time_i8(p, prod, o, fq, &q, wq, c->sparse, fusable ? &rb : NULL, bordered ? &bb : NULL, &f32, &i8,
+                         &tail)) {
                 // Over sparse weights, the dense int8 kernels too (NHWC):
                 // timed here, chosen for all such layers or none below.
                 if (c->sparse && try_dense &&
-                    !time_i8(p, prod, o, fq, &q, wq, 0, fusable ? &rb : NULL, &f32d, &i8d, &taild))
+                    !time_i8(p, prod, o, fq, &q, wq, 0, fusable ? &rb : NULL, bordered ? &bb : NULL, &f32d, &i8d,
+                             &taild))
                     c->i8d_ms = i8d;
                 c->f32_ms = f32 + tail;
                 c->i8_ms = i8;
                 take = i8 < f32 + tail;
             }
         }
-        if (take) take_int8(p, live, reader, o, &q, fq, dense);
+        if (take) take_int8(p, live, reader, prod, o, &q, fq, dense);
     }
     // On the dense int8 kernels, the convs over sparse weights that stayed
     // float32 (their sparse float32 kernels beat the sparse int8 ones) go
@@ -626,10 +769,14 @@ int cd_plan_choose_int8(pctx *p, char *live) {
             cd_conv_quant q;
             int fq;
             cd_plan_choice *c = &p->ch[o];
+            // Taken over sparse weights before they moved to the dense int8
+            // kernels, which add a border map after them themselves.
+            if (c->int8 && c->i8_dense && live[o] && !(p->in8[o].out_scale > 0.0f))
+                fuse_border(p, live, reader, prod, o);
             if (c->int8 || !c->sparse || !(c->i8d_ms >= 0) || !(c->f32_ms >= 0) || !(c->i8d_ms < c->f32_ms)) continue;
             if (!live[o] || !int8_params(g, live, reader, prod, o, &q, &fq)) continue;
             c->i8_ms = c->i8d_ms;
-            take_int8(p, live, reader, o, &q, fq, 1);
+            take_int8(p, live, reader, prod, o, &q, fq, 1);
         }
     free(reader);
     free(prod);

@@ -49,6 +49,7 @@ struct cd_op_state {
     int swap;               // binary on oneDNN: operands swapped (b is the big one)
     int int8;               // an int8 conv (on oneDNN: run with cd_dnnl_op_run_any)
     int64_t *gidx;          // GATHER: the indices (owned; st->d.u.gather.idx points here)
+    float *border;          // conv with a border map: its copy (owned; st->d.u.conv.border points here)
     char kernel[64];
 };
 
@@ -113,7 +114,8 @@ static kernel_kind choose_int8(const cd_backend_opts *sw, const cd_bop_desc *d) 
     const cd_conv_quant *q = d->quant;
     if (d->u.conv.has_residual && d->nsrc != 2) return K_NONE;
     if (q->dst_int && !(q->out_scale > 0.0f)) return K_NONE;
-    if (!sw->kernels_ref && d->sparse && all_nchw(d)) return K_I8SP;
+    // A border map: oneDNN's or the reference.
+    if (!sw->kernels_ref && d->sparse && all_nchw(d) && !d->u.conv.border) return K_I8SP;
     if (!sw->kernels_ref && !d->sparse &&
         cd_dnnl_conv_i8_supports_res(&d->u.conv, q, d->src[0].layout, d->dst.layout, cd_cpu_res_layout(d)))
         return K_DNNL;
@@ -139,7 +141,8 @@ static kernel_kind choose(const cd_backend_opts *sw, const cd_bop_desc *d, int *
     if (cd_cpu_any_nhwc(d) && d->op != CD_BOP_REORDER) return K_NONE;
     if (d->sparse) {
         if (d->op != CD_BOP_CONV2D && d->op != CD_BOP_GEMM) return K_NONE;
-        if (d->op == CD_BOP_CONV2D && d->u.conv.has_residual && d->nsrc != 2) return K_NONE;
+        if (d->op == CD_BOP_CONV2D && ((d->u.conv.has_residual && d->nsrc != 2) || d->u.conv.border))
+            return K_NONE;
         if (!all_nchw(d) || !cd_sparse_conv_available((cd_sparse_format)d->sparse_format, CD_SPARSE_ISA_AUTO))
             return K_NONE;
         return K_SPARSE;
@@ -154,6 +157,7 @@ static kernel_kind choose(const cd_backend_opts *sw, const cd_bop_desc *d, int *
         const cd_conv_desc *c = &d->u.conv;
         cd_layout s = d->src[0].layout, o = d->dst.layout;
         if (c->has_residual && (d->nsrc != 2 || d->src[1].layout != o)) return K_NONE;
+        if (c->border) return all_nchw(d) && !fq ? K_REF : K_NONE; // only the reference adds a map
         if (cd_dnnl_conv_supports(c, s, o)) return K_DNNL;
         return all_nchw(d) && !fq ? K_REF : K_NONE;
     }
@@ -400,7 +404,14 @@ static int cpu_op_init(cd_backend_t be, const cd_bop_desc *d, cd_op_state **out)
     int rc = 0, mb = d->max_batch;
     cd_dnnl_tdesc a, b;
     switch (d->op) {
-    case CD_BOP_CONV2D: rc = conv_init(sw_of(be), st, d, k); break;
+    case CD_BOP_CONV2D:
+        rc = conv_init(sw_of(be), st, d, k);
+        if (!rc && d->u.conv.border) { // the reference kernels read it from st->d
+            const cd_conv_desc *c = &d->u.conv;
+            rc = copy_floats(&st->border, c->border, (size_t)c->k * c->oh * c->ow);
+            st->d.u.conv.border = st->border;
+        }
+        break;
     case CD_BOP_GEMM: {
         size_t nw = (size_t)d->u.gemm.n * d->u.gemm.k;
         if (k == K_SPARSE) {
@@ -754,6 +765,7 @@ static void cpu_op_state_free(cd_backend_t be, cd_op_state *st) {
     free(st->wscale);
     free(st->wq);
     free(st->gidx);
+    free(st->border);
     free(st);
 }
 

@@ -26,6 +26,7 @@ typedef struct {
     int nsteps;
     i8_step step[CD_DNNL_MAX_PRIMS];
     size_t off[BUF_COUNT]; // byte offsets of BUF_TPRE.. in the scratchpad
+    size_t src_img, dst_img; // bytes of one image of src and dst (border: the steps run per image)
 } i8_wiring;
 
 typedef struct {
@@ -38,6 +39,8 @@ typedef struct {
     int mid;                // q.mid_scale > 0: the conv writes y0 on the mid grid, reorders do the rest
     int shift;              // 128 when s8 inputs run as u8 (x + 128, zero point + 128)
     int zp_in_bias;         // the conv's dst zero point is in bias (no post-ops to apply before it)
+    int border;             // d.border: a binary post-op, the conv run image by image (border_ok)
+    float *map;             // border: d.border in NHWC (owned; d.border cleared)
     cd_dnnl_weights wts;    // user OIHW / GOIHW s8
     float *bias;            // K: bias / mult (oneDNN 2.6 scales after adding it), or NULL
     float *oscale;          // K: the conv's output scales
@@ -66,10 +69,31 @@ static int quant_check(const cd_conv_quant *q, int k) {
     return 0;
 }
 
+// A border map (d->border: a compacted conv's, added before the activation
+// and the quantization) is a binary post-op in float over an NHWC copy:
+// y = act(acc * mult + bias + map), then one linear step y / out_scale +
+// out_zp, rounded and saturated by the conversion to the output's
+// integers. oneDNN 2.6 has no broadcast over the batch alone for it (its
+// reference loop), so the steps run image by image with a batch-1
+// primitive. With AMX the post-op moves the conv from brgconv to the direct
+// jit kernel, 1.2-1.35x the plain conv's time, where the float conv out,
+// the map's add and a FakeQuant pass cost ~4x it (ResNet-50 u90 at batch
+// 16, 1 thread). Only with a quantized output, no residual, no mid rounding.
+// Declined for depthwise convs: oneDNN 2.6's AVX2 depthwise int8 kernel
+// (jit_uni_int8:avx2) adds a full-tensor binary post-op wrongly (outputs
+// off by many steps, in every layout); a border map follows a compacted
+// dense conv.
+static int border_ok(const cd_conv_desc *d, const cd_conv_quant *q) {
+    if (d->groups > 1 && d->groups == d->c) return 0;
+    return d->border && !d->has_residual && !q->res_int && !(q->mid_scale > 0.0f) && q->out_scale > 0.0f &&
+           (d->act.kind == CD_ACT_NONE || d->act.kind == CD_ACT_RELU || d->act.kind == CD_ACT_CLIP);
+}
+
 // What this op does not implement of the contract: an activation of two
 // oneDNN steps (HARDSIGMOID) after a mid rounding, and an integer residual
 // that is not well formed. It declines them, as kernels/op-desc.h allows.
 static int quant_unsupported(const cd_conv_desc *d, const cd_conv_quant *q) {
+    if (d->border && !border_ok(d, q)) return 1;
     if (q->res_int &&
         (!d->has_residual || !(q->res_scale > 0.0f) || !isfinite(q->res_scale) || !zp_ok(q->res_zp, q->res_signed)))
         return 1;
@@ -86,7 +110,42 @@ static int can_fuse_q(const cd_conv_desc *d, const cd_conv_quant *q) {
 }
 
 // The zero point of the integers the conv writes (0 for float or s32 out).
-static int32_t dst_zp(const conv_i8_priv *cp) { return cp->mid ? cp->q.mid_zp : cp->fused_q ? cp->q.out_zp : 0; }
+// (border: the zero point is in the last linear step).
+static int32_t dst_zp(const conv_i8_priv *cp) {
+    return cp->mid ? cp->q.mid_zp : cp->fused_q && !cp->border ? cp->q.out_zp : 0;
+}
+
+// 1 when the conv writes NHWC, the map's layout (a kernel in another
+// would read the map in the wrong order).
+static int border_layout_ok(const dnnl_memory_desc_t *cdst) {
+    dnnl_memory_desc_t nhwc;
+    if (cd_dnnl_md_act_dt(&nhwc, (int)cdst->dims[0], (int)cdst->dims[1], (int)cdst->dims[2], (int)cdst->dims[3],
+                          CD_LAYOUT_NHWC, cdst->data_type))
+        return 0;
+    return dnnl_memory_desc_equal(&nhwc, cdst);
+}
+
+// The post-ops of a border conv (border_ok): the map's add, the activation,
+// then y / out_scale + out_zp.
+static int border_post_ops(const conv_i8_priv *cp, dnnl_primitive_attr_t attr) {
+    const cd_conv_desc *d = &cp->d;
+    dnnl_memory_desc_t map;
+    dnnl_post_ops_t po = NULL;
+    int rc = cd_dnnl_md_act_dt(&map, 1, d->k, d->oh, d->ow, CD_LAYOUT_NHWC, dnnl_f32);
+    if (!rc) rc = CD_DNNL(dnnl_post_ops_create(&po));
+    if (!rc) rc = CD_DNNL(dnnl_post_ops_append_binary(po, dnnl_binary_add, &map));
+    // y / out_scale + out_zp, then the activation's bounds moved with it.
+    const float s = 1.0f / cp->q.out_scale, z = (float)cp->q.out_zp;
+    if (!rc) rc = CD_DNNL(dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_linear, s, z));
+    if (!rc && d->act.kind == CD_ACT_RELU)
+        rc = CD_DNNL(dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_clip, z, INFINITY));
+    if (!rc && d->act.kind == CD_ACT_CLIP)
+        rc = CD_DNNL(dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_clip, d->act.alpha * s + z,
+                                                  d->act.beta * s + z));
+    if (!rc) rc = CD_DNNL(dnnl_primitive_attr_set_post_ops(attr, po));
+    if (po) dnnl_post_ops_destroy(po);
+    return rc;
+}
 
 // The conv's attributes: user scratchpad, output scales (NULL: 1), zero points,
 // and the post-ops (sum for the residual, then the activation, whose clip
@@ -95,11 +154,12 @@ static int conv_attr(const conv_i8_priv *cp, const float *oscale, dnnl_primitive
     // The scratchpad and post-ops as every conv has them (cd_dnnl_attr);
     // with mid the residual and activation come after the rounding, and the
     // accumulator hook has neither.
-    const int post = !cp->acc_only && !cp->mid;
+    const int post = !cp->acc_only && !cp->mid && !cp->border;
     cd_activation act = post ? cp->d.act : (cd_activation){CD_ACT_NONE, 0.0f, 0.0f};
     if (cp->fused_q && act.kind == CD_ACT_CLIP) act.alpha /= cp->q.out_scale, act.beta /= cp->q.out_scale;
     int rc = cd_dnnl_attr(attr, post && cp->d.has_residual, act);
     if (rc) return rc;
+    if (cp->border && (rc = border_post_ops(cp, *attr))) goto fail;
     if (oscale && (rc = CD_DNNL(dnnl_primitive_attr_set_output_scales(*attr, cp->d.k, 1 << 1, oscale)))) goto fail;
     int32_t zin = cp->q.in_zp + cp->shift, zout = dst_zp(cp);
     if (zin && (rc = CD_DNNL(dnnl_primitive_attr_set_zero_points(*attr, DNNL_ARG_SRC, 1, 0, &zin)))) goto fail;
@@ -311,10 +371,11 @@ static size_t scratch_layout(const cd_dnnl_prim *p, const size_t bytes[BUF_COUNT
 
 // Builds one batch size: the conv (pd[0]), then the boundary reorders its
 // chosen layouts need, and the wiring that runs them in order.
-static int conv_i8_build(cd_dnnl_op *op, int batch, cd_dnnl_prim *p) {
+static int conv_i8_build(cd_dnnl_op *op, int nimg, cd_dnnl_prim *p) {
     conv_i8_priv *cp = op->priv;
     const cd_conv_desc *d = &cp->d;
     const cd_conv_quant *q = &cp->q;
+    const int batch = cp->border ? 1 : nimg; // a border conv's steps run per image
     int rc;
     if ((rc = conv_pd(cp, batch, cp->acc_only ? NULL : cp->oscale, 0, &p->pd[0]))) return rc;
     p->nprim = 1;
@@ -322,6 +383,7 @@ static int conv_i8_build(cd_dnnl_op *op, int batch, cd_dnnl_prim *p) {
     const dnnl_memory_desc_t *csrc = dnnl_primitive_desc_query_md(p->pd[0], dnnl_query_src_md, 0);
     const dnnl_memory_desc_t *cdst = dnnl_primitive_desc_query_md(p->pd[0], dnnl_query_dst_md, 0);
     if (!wmd || !csrc || !cdst) return CD_EINTERNAL;
+    if (cp->border && !border_layout_ok(cdst)) return CD_EUNSUPPORTED;
     if ((rc = cd_dnnl_weights_for(&cp->wts, wmd, &p->wset))) return rc;
     op->weight_bytes = cd_dnnl_weights_bytes(&cp->wts) + (cp->bias ? (size_t)d->k * sizeof(float) : 0);
 
@@ -374,7 +436,7 @@ static int conv_i8_build(cd_dnnl_op *op, int batch, cd_dnnl_prim *p) {
         w.step[w.nsteps++] = (i8_step){0, STEP_CONV, conv_in, BUF_TMID};
         w.step[w.nsteps++] = (i8_step){np++, STEP_BINARY, BUF_TMID, BUF_DST};
     }
-    if (d->has_residual && !cp->acc_only && !bin) {
+    if (d->has_residual && !cp->acc_only && !bin && !cp->border) {
         // The sum post-op adds what is in its dst: put the residual there
         // (skipped at run time when it already is), dequantized when it is
         // integers.
@@ -425,20 +487,19 @@ static int conv_i8_build(cd_dnnl_op *op, int batch, cd_dnnl_prim *p) {
     };
     size_t off = scratch_layout(p, bytes, &w);
     p->scratch_bytes = off;
-    cp->wire[batch] = w;
+    w.src_img = dnnl_memory_desc_get_size(&usrc) / (size_t)batch;
+    w.dst_img = dnnl_memory_desc_get_size(&udst) / (size_t)batch;
+    cp->wire[nimg] = w;
     return 0;
 }
 
-static int conv_i8_exec(cd_dnnl_op *op, cd_dnnl_ctx *ctx, const cd_dnnl_prim *p, int batch, const float *const *src,
-                        float *dst) {
-    conv_i8_priv *cp = op->priv;
-    const i8_wiring *w = &cp->wire[batch];
-    char *scratch = cd_dnnl_ctx_scratch(ctx, p->scratch_bytes);
-    if (!scratch) return CD_ENOMEM;
+// The steps of w over one image (border) or the whole batch.
+static int run_steps(conv_i8_priv *cp, cd_dnnl_ctx *ctx, const cd_dnnl_prim *p, const i8_wiring *w, char *scratch,
+                     const void *src, const void *res, void *dst) {
     const void *buf[BUF_COUNT] = {
-        [BUF_SRC] = src[0],
+        [BUF_SRC] = src,
         [BUF_DST] = dst,
-        [BUF_RES] = cp->d.has_residual && op->nsrc > 1 ? src[1] : NULL, // the acc hook takes no residual
+        [BUF_RES] = res,
         [BUF_TPRE] = scratch + w->off[BUF_TPRE],
         [BUF_TIN] = scratch + w->off[BUF_TIN],
         [BUF_TMID] = scratch + w->off[BUF_TMID],
@@ -458,17 +519,37 @@ static int conv_i8_exec(cd_dnnl_op *op, cd_dnnl_ctx *ctx, const cd_dnnl_prim *p,
             cd_dnnl_arg args[2] = {{DNNL_ARG_SRC, buf[s->from]}, {DNNL_ARG_DST, buf[s->to]}};
             rc = cd_dnnl_exec(ctx, p, s->prim, 2, args);
         } else if (s->kind == STEP_CONV) {
-            cd_dnnl_arg args[4] = {
+            cd_dnnl_arg args[5] = {
                 {DNNL_ARG_SRC, buf[s->from]},
                 {DNNL_ARG_WEIGHTS, cp->wts.data[p->wset]},
                 {DNNL_ARG_DST, buf[s->to]},
-                {DNNL_ARG_BIAS, cp->bias},
             };
-            rc = cd_dnnl_exec(ctx, p, 0, cp->bias && !cp->acc_only ? 4 : 3, args);
+            int na = 3;
+            if (cp->bias && !cp->acc_only) args[na++] = (cd_dnnl_arg){DNNL_ARG_BIAS, cp->bias};
+            if (cp->border) args[na++] = (cd_dnnl_arg){DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, buf[BUF_RES]};
+            rc = cd_dnnl_exec(ctx, p, 0, na, args);
         } else {
             cd_dnnl_arg args[2] = {{DNNL_ARG_FROM, buf[s->from]}, {DNNL_ARG_TO, buf[s->to]}};
             rc = cd_dnnl_exec(ctx, p, s->prim, 2, args);
         }
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+static int conv_i8_exec(cd_dnnl_op *op, cd_dnnl_ctx *ctx, const cd_dnnl_prim *p, int batch, const float *const *src,
+                        float *dst) {
+    conv_i8_priv *cp = op->priv;
+    const i8_wiring *w = &cp->wire[batch];
+    char *scratch = cd_dnnl_ctx_scratch(ctx, p->scratch_bytes);
+    if (!scratch) return CD_ENOMEM;
+    const void *res = cp->border                            ? cp->map
+                      : cp->d.has_residual && op->nsrc > 1 ? src[1]
+                                                           : NULL; // the acc hook takes no residual
+    if (!cp->border) return run_steps(cp, ctx, p, w, scratch, src[0], res, dst);
+    for (int i = 0; i < batch; i++) {
+        int rc = run_steps(cp, ctx, p, w, scratch, (const char *)src[0] + (size_t)i * w->src_img, res,
+                           (char *)dst + (size_t)i * w->dst_img);
         if (rc) return rc;
     }
     return 0;
@@ -480,6 +561,7 @@ static void conv_i8_fini(cd_dnnl_op *op) {
     cd_dnnl_weights_fini(&cp->wts);
     free(cp->bias);
     free(cp->oscale);
+    free(cp->map);
     free(cp->wire);
 }
 
@@ -488,7 +570,9 @@ static conv_i8_priv priv_for(const cd_conv_desc *d, const cd_conv_quant *q, cd_l
                              int acc_only) {
     conv_i8_priv cp = {.d = *d, .q = *q, .src_l = src, .dst_l = dst, .res_l = res, .acc_only = acc_only};
     cp.q.w_scale = NULL;
-    cp.fused_q = !acc_only && can_fuse_q(d, q);
+    cp.border = !acc_only && border_ok(d, q);
+    cp.d.border = NULL; // read at create only (cp->map)
+    cp.fused_q = !acc_only && (can_fuse_q(d, q) || cp.border); // a border conv writes q too
     cp.mid = !acc_only && q->mid_scale > 0.0f;
     cp.shift = q->in_signed ? 128 : 0; // s8 runs as u8: no 16-bit pair saturation, one kernel family
     // oneDNN 2.6 adds a dst zero point after the post-ops; with none, it is
@@ -524,8 +608,10 @@ int cd_dnnl_conv_i8_supports_res(const cd_conv_desc *d, const cd_conv_quant *q, 
     float b = 0.0f;
     cp.bias = &b; // any non-NULL: a bias never makes oneDNN refuse
     dnnl_primitive_desc_t pd = NULL;
-    const int ok = conv_pd(&cp, 1, ones, 1, &pd) == 0;
+    int ok = conv_pd(&cp, 1, ones, 1, &pd) == 0;
     free(ones);
+    if (ok && cp.border) ok = border_layout_ok(dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0));
+    if (!ok && pd) dnnl_primitive_desc_destroy(pd);
     return ok && cd_dnnl_pd_fast(pd);
 }
 
@@ -569,9 +655,20 @@ static int create(const cd_conv_desc *d, const cd_conv_quant *q, const cd_layout
             rc = CD_EPARAMS; // bias / mult would not be finite
             goto fail;
         }
-        cp->oscale[k] = cp->mid ? mult / q->mid_scale : cp->fused_q ? mult / q->out_scale : mult;
+        cp->oscale[k] = cp->mid                     ? mult / q->mid_scale
+                        : cp->fused_q && !cp->border ? mult / q->out_scale
+                                                     : mult; // border: y / out_scale is its last post-op
         if (cp->bias)
             cp->bias[k] = (bias ? bias[k] / mult : 0.0f) + (cp->zp_in_bias ? (float)dst_zp(cp) / cp->oscale[k] : 0.0f);
+    }
+    if (cp->border) { // the map in NHWC, the int8 kernels' layout (border_layout_ok)
+        const size_t plane = (size_t)d->oh * d->ow;
+        if (!(cp->map = cd_dnnl_alloc(plane * (size_t)d->k * sizeof(float)))) {
+            rc = CD_ENOMEM;
+            goto fail;
+        }
+        for (int k = 0; k < d->k; k++)
+            for (size_t i = 0; i < plane; i++) cp->map[i * (size_t)d->k + (size_t)k] = d->border[(size_t)k * plane + i];
     }
     if ((rc = cd_dnnl_conv_weights_md(&cp->wts.user_md, d, dnnl_s8, dnnl_oihw))) goto fail;
     // Batch 1 now: packs the weights while the caller's copy is alive.

@@ -51,7 +51,8 @@ void cd_ref_conv2d_i8(const cd_conv_desc *d, const cd_conv_quant *q, const void 
     for (size_t i = 0; i < nout; i++) {
         int k = (int)(i / plane % (size_t)d->k);
         float mult = q->in_scale * q->w_scale[k];
-        float y0 = cd_conv_quant_mid(q, fmaf((float)acc[i], mult, bias ? bias[k] : 0.0f));
+        float y0 = fmaf((float)acc[i], mult, bias ? bias[k] : 0.0f);
+        y0 = cd_conv_quant_mid(q, d->border ? y0 + d->border[i % (plane * (size_t)d->k)] : y0);
         float y = cd_conv_quant_y(0, 0.0f, y0, residual ? residual_at(q, residual, i) : 0.0f,
                                   d->has_residual && residual, d->act);
         float v = cd_conv_quant_out(q, y);

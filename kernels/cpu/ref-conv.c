@@ -26,6 +26,7 @@ void cd_ref_conv2d(const cd_conv_desc *d, const float *src, const float *w, cons
                             }
                         }
                     size_t di = (((size_t)n * d->k + k) * d->oh + oh) * d->ow + ow;
+                    if (d->border) acc += d->border[((size_t)k * d->oh + oh) * d->ow + ow];
                     if (d->has_residual && residual) acc += residual[di];
                     dst[di] = cd_act_apply(d->act, (float)acc);
                 }

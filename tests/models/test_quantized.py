@@ -290,7 +290,14 @@ def test_int8_after_compaction_of_a_filter_pruned_model(tmp_path, rng, cache_env
     plan = plan_json(q, env=on)
     assert any("border map" in l["compaction"] for l in weighted(plan)), [l["compaction"] for l in weighted(plan)]
     assert sum(l["dtype"] == "int8" for l in weighted(plan)) >= 3
-    for env in (on, dict(cache_env, CONVD_INT8="off")):
+    # The int8 conv adds its border map itself, before its activation and
+    # its output's quantization: no float32 BorderMap layer or FakeQuant
+    # pass is left after it, and the map is added once per image at batch 8.
+    layers = info_json(q, on)["layers"]
+    ops = [(l["name"], l["op"], l["kernel"], l["dtype"], l["out_dtype"]) for l in layers]
+    assert any(l["op"].startswith("Conv+BorderMap") and l["dtype"] == "int8" for l in layers), ops
+    assert not any(l["op"].startswith("BorderMap") for l in layers), ops
+    for env in (on, dict(on, CONVD_CPU_KERNELS="ref"), dict(cache_env, CONVD_INT8="off")):
         err, top1 = compare(q, tmp_path, rng, env=env)
         assert err <= REL_L2 and top1 >= TOP1, (env, err, top1)
 

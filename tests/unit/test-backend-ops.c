@@ -45,6 +45,7 @@ typedef struct {
     float *want;     // the reference result, NCHW, nwant floats
     size_t nwant;
     float *w, *bias;        // owned weights (may be NULL)
+    float *map;             // an owned border map (cd_conv_desc.border; may be NULL)
     double tol;             // CHECK_CLOSE_F32 tolerance
     int blockable;          // the runner may pick a blocked layout
     const char *hip_kernel; // substring of the HIP backend's kernel name (NULL: any)
@@ -65,6 +66,7 @@ static void case_free(op_case *c) {
     free(c->want);
     free(c->w);
     free(c->bias);
+    free(c->map);
 }
 
 // ---- the rows' generators -----------------------------------------------------------
@@ -109,6 +111,24 @@ static void make_conv_resnet(op_case *t, int variant) {
     c.act.kind = CD_ACT_RELU;
     c.has_residual = 1;
     conv_case(t, &c, 2, NULL);
+}
+
+// A conv that adds a border map (a compacted conv's, runtime/compact.c)
+// before its activation, the same for every image. The reference: the
+// conv without its activation, the map added, then the activation.
+static void make_conv_border(op_case *t, int variant) {
+    static const int ks[] = {1, 3, 5};
+    cd_conv_desc c = tk_rand_conv(0, ks, 3);
+    c.has_residual = 0;
+    c.act = tk_act(variant ? CD_ACT_RELU : CD_ACT_CLIP);
+    cd_conv_desc plain = c;
+    plain.act = (cd_activation){CD_ACT_NONE, 0, 0};
+    conv_case(t, &plain, cd_test_randi(1, 3), NULL);
+    const size_t img = (size_t)c.k * c.oh * c.ow;
+    t->map = tk_rbuf(img);
+    for (size_t i = 0; i < t->nwant; i++) t->want[i] = cd_act_apply(c.act, t->want[i] + t->map[i % img]);
+    c.border = t->map;
+    t->d.u.conv = c;
 }
 
 static void make_gemm(op_case *t, int variant) {
@@ -673,6 +693,8 @@ static const op_row g_rows[] = {
     {"conv2d grouped", CD_BOP_CONV2D, make_conv, 2, 3, 1},
     {"conv2d pointwise", CD_BOP_CONV2D, make_conv, 3, 3, 1},
     {"conv2d resnet-sized, k not a multiple of the tile", CD_BOP_CONV2D, make_conv_resnet, 0, 1, 1},
+    {"conv2d with a border map, clip", CD_BOP_CONV2D, make_conv_border, 0, 2, 0},
+    {"conv2d with a border map, relu", CD_BOP_CONV2D, make_conv_border, 1, 2, 0},
     {"gemm", CD_BOP_GEMM, make_gemm, 0, 4, 1},
     {"pool windowed", CD_BOP_POOL, make_pool, 0, 7, 1},
     {"pool global", CD_BOP_POOL, make_pool, 1, 3, 1},

@@ -17,6 +17,7 @@ typedef struct {
     int out_signed;
     int mid;     // 1: a QDQ residual block's rounding of y0 (q.mid_scale) before the residual
     int res_int; // 1: a residual (when the conv has one) of integers, in a layout of its own
+    int border;  // 1: a border map (cd_conv_desc.border)
 } i8_io;
 
 static i8_io rand_io(void) {
@@ -175,6 +176,9 @@ static void i8_case(cd_conv_desc d, i8_io io, cd_layout sl, cd_layout dl, int ba
     }
     float *bias = cd_test_randi(0, 3) ? tk_rand_buf(d.k, -1.0f, 1.0f) : NULL;
     float *res = d.has_residual ? tk_rand_buf(dn, -1.0f, 1.0f) : NULL;
+    // A border map: one image for the batch, read at create only.
+    float *map = io.border ? tk_rand_buf(dn / (size_t)batch, -1.0f, 1.0f) : NULL;
+    d.border = map;
     // An integer residual: its bytes (rq, what the op and the reference
     // read) and its values in res.
     uint8_t *rq = q.res_int ? malloc(dn + 1) : NULL;
@@ -277,7 +281,7 @@ static void i8_case(cd_conv_desc d, i8_io io, cd_layout sl, cd_layout dl, int ba
 
     cd_dnnl_op_free(op);
     cd_dnnl_ctx_free(ctx);
-    free(wq), free(w_scale), free(xq), free(src), free(bias), free(res), free(rq), free(acc), free(ref), free(s_l);
+    free(wq), free(w_scale), free(xq), free(src), free(bias), free(res), free(rq), free(acc), free(ref), free(s_l), free(map);
     free(dacc), free(gacc), free(mult), free(dst), free(r_l), free(got);
 }
 
@@ -435,6 +439,23 @@ CD_TEST(dnnl_conv_i8_every_activation_and_residual_f32_and_quantized) {
         }
 }
 
+// A compacted conv's border map (runtime/compact.c) fused into the int8
+// conv: one float image added to every image of the batch before the
+// activation, then the output's grid; any layouts, batch 1-4.
+CD_TEST(dnnl_conv_i8_border_map_shared_by_the_batch) {
+    const cd_act kinds[] = {CD_ACT_NONE, CD_ACT_RELU, CD_ACT_CLIP};
+    for (int it = 0; it < 18; it++) {
+        static const int kinds_no_dw[] = {0, 2, 3}; // depthwise: declined (below)
+        cd_conv_desc d = rand_conv(kinds_no_dw[cd_test_randi(0, 2)]);
+        if (d.groups == d.c) d.groups = 1; // one input channel per group is depthwise too
+        d.has_residual = 0;
+        d.act = tk_act(kinds[it % 3]);
+        i8_io io = {cd_test_randi(0, 1), cd_test_randi(0, 1), 1 + it % 2, cd_test_randi(0, 1), 0, 0, 1};
+        const cd_layout l = rand_layout();
+        i8_case(d, io, it % 4 ? l : rand_layout(), l, cd_test_randi(1, 4), 0);
+    }
+}
+
 CD_TEST(dnnl_conv_i8_residual_in_place_f32_dst) {
     for (int it = 0; it < 4; it++) {
         cd_conv_desc d = rand_conv(0);
@@ -589,6 +610,30 @@ CD_TEST(dnnl_conv_i8_bad_quant_eparams_and_supports_0) {
     CHECK_EQ(cd_dnnl_conv_i8_create_res(&dr, &resi, CD_LAYOUT_NHWC, CD_LAYOUT_NHWC, CD_LAYOUT_NHWC, 1, wq, NULL, &op),
              CD_EUNSUPPORTED);
     d.act = (cd_activation){CD_ACT_NONE, 0, 0};
+    // A residual shared by the batch only as a border map: float, added
+    // before a quantized output, with no mid rounding.
+    float map[8 * 6 * 6] = {0.5f};
+    cd_conv_desc db = d;
+    db.border = map;
+    cd_conv_quant bq[3] = {good, good, good}; // float out; a mid rounding; an integer residual
+    bq[1].out_scale = bq[2].out_scale = 0.1f;
+    bq[1].mid_scale = 0.1f;
+    bq[2].res_int = 1, bq[2].res_scale = 0.1f;
+    cd_conv_desc dw = cd_conv_square(8, 6, 6, 8, 3, 1, 1); // depthwise (oneDNN 2.6 at AVX2 adds it wrongly)
+    dw.groups = 8;
+    dw.border = map;
+    CHECK_EQ(cd_dnnl_conv_i8_supports_res(&dw, &bq[1], CD_LAYOUT_NHWC, CD_LAYOUT_NHWC, CD_LAYOUT_NHWC), 0);
+    bq[1].mid_scale = 0.0f;
+    CHECK_EQ(cd_dnnl_conv_i8_supports_res(&dw, &bq[1], CD_LAYOUT_NHWC, CD_LAYOUT_NHWC, CD_LAYOUT_NHWC), 0);
+    CHECK_EQ(cd_dnnl_conv_i8_supports_res(&db, &bq[1], CD_LAYOUT_NHWC, CD_LAYOUT_NHWC, CD_LAYOUT_NHWC),
+             cd_dnnl_has_vnni());
+    bq[1].mid_scale = 0.1f;
+    for (int i = 0; i < 3; i++) {
+        CHECK_EQ(cd_dnnl_conv_i8_supports_res(&db, &bq[i], CD_LAYOUT_NHWC, CD_LAYOUT_NHWC, CD_LAYOUT_NHWC), 0);
+        CHECK_EQ(cd_dnnl_conv_i8_create_res(&db, &bq[i], CD_LAYOUT_NHWC, CD_LAYOUT_NHWC, CD_LAYOUT_NHWC, 1, wq, NULL,
+                                            &op),
+                 CD_EUNSUPPORTED);
+    }
     // Full-range weights where oneDNN's kernels would saturate them.
     wq[5] = -128;
     int rc = cd_dnnl_conv_i8_create(&d, &good, CD_LAYOUT_NCHW, CD_LAYOUT_NCHW, 1, wq, NULL, &op);
