@@ -384,7 +384,7 @@ $(BUILD)/obj/bench/%.o: CFLAGS += $(OMP_FLAGS)
 # used by this benchmark only, never by the product).
 # (every CPU backend file but the backend itself: the oneDNN wrappers call our
 # own loops beside them, e.g. gemv-avx512f.c)
-CPUKERNEL_OBJ := $(call obj,$(wildcard kernels/*.c kernels/cpu/*.c) $(filter-out backends/cpu/backend-cpu.c,$(wildcard backends/cpu/*.c)))
+CPUKERNEL_OBJ := $(call obj,$(wildcard kernels/*.c kernels/cpu/*.c) $(filter-out backends/cpu/backend-cpu.c backends/cpu/backend-cpu-choose.c,$(wildcard backends/cpu/*.c)))
 $(BUILD)/bin/conv-dense-layers: $(BUILD)/obj/bench/conv-dense-layers.o $(CPUKERNEL_OBJ) $(call obj,$(wildcard sparse/*.c) $(CORE_SRC) runtime/options.c)
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"

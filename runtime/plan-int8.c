@@ -27,7 +27,7 @@
 #include <string.h>
 
 // Signed or not from the quantized type's range; -1 when it is not u8/s8.
-static int type_signed(const cd_quant *q) {
+int cd_plan_i8_type_signed(const cd_quant *q) {
     if (q->d.qmin == 0.0f && q->d.qmax == 255.0f) return 0;
     if (q->d.qmin == -128.0f && q->d.qmax == 127.0f) return 1;
     return -1;
@@ -97,7 +97,7 @@ static int weights_are_integers(const cd_op *op) {
 }
 
 // The nonzero weights of conv op (what the timing caches' keys count).
-static size_t weights_nnz(const cd_op *op) {
+size_t cd_plan_i8_weights_nnz(const cd_op *op) {
     const cd_conv_desc *d = &op->u.conv.d;
     const size_t nw = (size_t)d->k * (size_t)(d->c / d->groups) * d->r * d->s;
     size_t nnz = 0;
@@ -147,20 +147,20 @@ static int int8_params(const cd_graph *g, const char *live, const int *reader, c
     *fq = -1;
     if (op->kind != CD_OP_CONV || !op->u.conv.wscale) return 0;
     const cd_quant *xq = value_quant(g, prod, op->in[0]);
-    if (!xq || xq->d.channels != 1 || type_signed(xq) < 0 || !weights_are_integers(op)) return 0;
+    if (!xq || xq->d.channels != 1 || cd_plan_i8_type_signed(xq) < 0 || !weights_are_integers(op)) return 0;
     memset(q, 0, sizeof *q);
     q->in_scale = xq->scale[0];
     q->in_zp = (int)xq->zero_point[0];
-    q->in_signed = type_signed(xq);
+    q->in_signed = cd_plan_i8_type_signed(xq);
     q->w_scale = op->u.conv.wscale;
     const cd_value *ov = &g->values[op->out];
     int r = reader[op->out];
     if (r >= 0 && live[r] && !ov->is_output && g->ops[r].kind == CD_OP_FAKEQUANT && g->ops[r].u.fq.d.channels == 1 &&
-        !g->ops[r].u.fq.d.dynamic && type_signed(&g->ops[r].u.fq) >= 0) {
+        !g->ops[r].u.fq.d.dynamic && cd_plan_i8_type_signed(&g->ops[r].u.fq) >= 0) {
         const cd_quant *yq = &g->ops[r].u.fq;
         q->out_scale = yq->scale[0];
         q->out_zp = (int)yq->zero_point[0];
-        q->out_signed = type_signed(yq);
+        q->out_signed = cd_plan_i8_type_signed(yq);
         *fq = r;
     }
     return 1;
@@ -169,7 +169,7 @@ static int int8_params(const cd_graph *g, const char *live, const int *reader, c
 // The conv's descriptor for timing, in NCHW (what the sparse kernels and
 // the int8 reference take); the dense f32 candidate in the blocked layout
 // when the backend runs it so.
-static void timing_desc(pctx *p, const cd_op *op, cd_bop_desc *d) {
+void cd_plan_i8_timing_desc(pctx *p, const cd_op *op, cd_bop_desc *d) {
     const cd_graph *g = p->g;
     memset(d, 0, sizeof *d);
     d->op = CD_BOP_CONV2D;
@@ -185,7 +185,7 @@ static void timing_desc(pctx *p, const cd_op *op, cd_bop_desc *d) {
 
 // The ms of FakeQuant op fq on the conv's output in layout l (what the
 // float32 choice runs after the conv and the int8 conv does itself).
-static int time_fakequant(pctx *p, int fq, cd_layout l, double *ms) {
+int cd_plan_i8_time_fakequant(pctx *p, int fq, cd_layout l, double *ms) {
     const cd_op *op = &p->g->ops[fq];
     cd_bop_desc d;
     memset(&d, 0, sizeof d);
@@ -202,7 +202,7 @@ static int time_fakequant(pctx *p, int fq, cd_layout l, double *ms) {
 
 // 1 when value v is written by a conv (through aliases and FakeQuants): a
 // candidate for integer storage between int8 layers (plan-int8-storage.c).
-static int value_from_conv(const cd_graph *g, const int *prod, int v) {
+int cd_plan_i8_value_from_conv(const cd_graph *g, const int *prod, int v) {
     for (int depth = 0; depth < 64 && v >= 0; depth++) {
         int w = prod[v];
         if (w < 0) return 0;
@@ -222,8 +222,8 @@ static int value_from_conv(const cd_graph *g, const int *prod, int v) {
 // in the plan). A residual block's skip (skip non-NULL: its quantization,
 // per tensor, where a conv writes it) is read as integers too. *qn holds
 // its quantization. 1 when *di was changed.
-static int int8_nhwc_candidate(pctx *p, int int_in, const cd_quant *skip, const cd_conv_quant *q, cd_conv_quant *qn,
-                               cd_bop_desc *di) {
+int cd_plan_i8_nhwc_candidate(pctx *p, int int_in, const cd_quant *skip, const cd_conv_quant *q, cd_conv_quant *qn,
+                              cd_bop_desc *di) {
     cd_bop_desc dn = *di;
     const cd_layout lay = di->sparse ? CD_LAYOUT_NCHW : CD_LAYOUT_NHWC;
     *qn = *q;
@@ -231,11 +231,11 @@ static int int8_nhwc_candidate(pctx *p, int int_in, const cd_quant *skip, const 
     qn->dst_int = q->out_scale > 0.0f;
     if (int_in) dn.src[0].layout = lay, dn.src[0].int8 = 1;
     if (qn->dst_int) dn.dst.layout = lay, dn.dst.int8 = 1;
-    if (skip && skip->d.channels == 1 && type_signed(skip) >= 0) {
+    if (skip && skip->d.channels == 1 && cd_plan_i8_type_signed(skip) >= 0) {
         qn->res_int = 1;
         qn->res_scale = skip->scale[0];
         qn->res_zp = (int)skip->zero_point[0];
-        qn->res_signed = type_signed(skip);
+        qn->res_signed = cd_plan_i8_type_signed(skip);
         dn.src[1].layout = lay, dn.src[1].int8 = 1;
     }
     dn.quant = qn;
@@ -248,7 +248,7 @@ static int int8_nhwc_candidate(pctx *p, int int_in, const cd_quant *skip, const 
 // or, sparse 0, the dense ones in the plan's blocked layout where the
 // backend runs it so.
 static void conv_timing_desc(pctx *p, const cd_op *op, int sparse, int fmt, cd_bop_desc *d) {
-    timing_desc(p, op, d);
+    cd_plan_i8_timing_desc(p, op, d);
     d->sparse = sparse;
     d->sparse_format = sparse ? fmt : 0;
     if (!sparse && p->blk != CD_LAYOUT_NCHW) {
@@ -278,7 +278,7 @@ static int time_both(pctx *p, const int *prod, int o, int fq, const cd_conv_quan
     di.quant = q;
     di.wq = wq;
     if (!cd_backend_supports_op(p->m->be, &di)) {
-        timing_desc(p, op, &di); // the int8 kernels' own layout: NCHW
+        cd_plan_i8_timing_desc(p, op, &di); // the int8 kernels' own layout: NCHW
         di.sparse = i8_sparse;
         di.sparse_format = i8_sparse ? c->format : 0;
         di.quant = q;
@@ -286,10 +286,11 @@ static int time_both(pctx *p, const int *prod, int o, int fq, const cd_conv_quan
         if (!cd_backend_supports_op(p->m->be, &di)) return CD_EUNSUPPORTED;
     }
     cd_conv_quant qn;
-    int nhwc = int8_nhwc_candidate(p, value_from_conv(p->g, prod, p->g->ops[o].in[0]), NULL, q, &qn, &di);
+    int nhwc =
+        cd_plan_i8_nhwc_candidate(p, cd_plan_i8_value_from_conv(p->g, prod, p->g->ops[o].in[0]), NULL, q, &qn, &di);
     // The cache: what both candidates are, as timed here.
     char key[768];
-    cd_planner_op_key(&df, weights_nnz(op), 1, key, sizeof key);
+    cd_planner_op_key(&df, cd_plan_i8_weights_nnz(op), 1, key, sizeof key);
     size_t l = strlen(key);
     snprintf(key + l, sizeof key - l, "|i8 sp%d,%d f%d lay%d,%d,%d int%d,%d in%d out%d,%d mid%d fq%d", df.sparse,
              di.sparse, df.sparse ? df.sparse_format : 0, (int)df.src[0].layout, (int)di.src[0].layout,
@@ -300,7 +301,7 @@ static int time_both(pctx *p, const int *prod, int o, int fq, const cd_conv_quan
     const cd_bop_desc *both[2] = {&df, &di};
     double ms[2];
     int rc = cd_planner_time_ops(p->m->be, 2, both, 1, 5, ms);
-    if (!rc && fq >= 0 && q->out_scale > 0.0f) rc = time_fakequant(p, fq, df.dst.layout, &fq_ms);
+    if (!rc && fq >= 0 && q->out_scale > 0.0f) rc = cd_plan_i8_time_fakequant(p, fq, df.dst.layout, &fq_ms);
     *f32 = ms[0] + fq_ms;
     *i8 = ms[1];
     if (!rc) cd_planner_cache_put(&p->m->popts, "int8-v5.txt", key, *f32, *i8);
@@ -348,7 +349,7 @@ static int match_residual(const pctx *p, const char *live, const int *reader, in
     if (act.kind != CD_ACT_NONE && act.kind != CD_ACT_RELU && act.kind != CD_ACT_CLIP) return 0;
     int f2 = reader[add->out];
     if (f2 < 0 || !live[f2] || ov->is_output || g->ops[f2].kind != CD_OP_FAKEQUANT || g->ops[f2].u.fq.d.channels != 1 ||
-        g->ops[f2].u.fq.d.dynamic || type_signed(&g->ops[f2].u.fq) < 0)
+        g->ops[f2].u.fq.d.dynamic || cd_plan_i8_type_signed(&g->ops[f2].u.fq) < 0)
         return 0;
     *rb = (residual_block){a, f2, alias, skip, act};
     return 1;
@@ -370,14 +371,14 @@ static int time_residual_tail(pctx *p, const residual_block *rb, double *ms) {
     d.src[0] = d.src[1] = d.dst = cd_plan_value_desc(ov, CD_LAYOUT_NCHW, ov->rank);
     double add_ms = 0, fq_ms = 0;
     int rc = cd_backend_supports_op(p->m->be, &d) ? cd_planner_time_op(p->m->be, &d, 1, 3, &add_ms) : 0;
-    if (!rc) rc = time_fakequant(p, rb->f2, CD_LAYOUT_NCHW, &fq_ms);
+    if (!rc) rc = cd_plan_i8_time_fakequant(p, rb->f2, CD_LAYOUT_NCHW, &fq_ms);
     *ms = add_ms + fq_ms;
     return rc;
 }
 
 // The int8 conv c that does residual block rb (after its FakeQuant f1,
 // quantization q0) as the backend would run it: *q its quantization, *d its
-// descriptor (NCHW, weights and wq as timing_desc leaves them). 0 when the
+// descriptor (NCHW, weights and wq as cd_plan_i8_timing_desc leaves them). 0 when the
 // backend runs it neither sparse (when `sparse`, in the choice's format) nor
 // dense.
 static int residual_desc(pctx *p, int c, int f1, const residual_block *rb, const cd_conv_quant *q0, int sparse,
@@ -388,11 +389,11 @@ static int residual_desc(pctx *p, int c, int f1, const residual_block *rb, const
     *q = *q0;
     q->mid_scale = mq->scale[0];
     q->mid_zp = (int)mq->zero_point[0];
-    q->mid_signed = type_signed(mq);
+    q->mid_signed = cd_plan_i8_type_signed(mq);
     q->out_scale = yq->scale[0];
     q->out_zp = (int)yq->zero_point[0];
-    q->out_signed = type_signed(yq);
-    timing_desc(p, &g->ops[c], d);
+    q->out_signed = cd_plan_i8_type_signed(yq);
+    cd_plan_i8_timing_desc(p, &g->ops[c], d);
     d->u.conv.has_residual = 1;
     d->u.conv.act = rb->act;
     d->nsrc = 2;
@@ -412,7 +413,7 @@ static int residual_desc(pctx *p, int c, int f1, const residual_block *rb, const
 // int8 conv looked as fast as float32 at AVX2, where in the model its
 // Conv+QAdd ran up to 4x the plain conv (ResNet-50 b90: 1x1 64>256 @56 1.78
 // ms against 0.41).
-// It is timed as it runs between int8 neighbours (int8_nhwc_candidate):
+// It is timed as it runs between int8 neighbours (cd_plan_i8_nhwc_candidate):
 // its integers out, and in and the skip as integers where a conv writes
 // them, in NHWC dense and NCHW sparse. Timed with float tensors, the dense
 // layer paid oneDNN's boundary reorders it never runs in the plan (1x1
@@ -425,15 +426,15 @@ static int time_residual_i8(pctx *p, const int *prod, int c, int f1, const resid
     if (!residual_desc(p, c, f1, rb, q0, sparse, &q, &d)) return CD_EUNSUPPORTED;
     d.wq = wq;
     const cd_graph *g = p->g;
-    const cd_quant *sq = value_from_conv(g, prod, rb->skip) ? value_quant(g, prod, rb->skip) : NULL;
+    const cd_quant *sq = cd_plan_i8_value_from_conv(g, prod, rb->skip) ? value_quant(g, prod, rb->skip) : NULL;
     cd_conv_quant qn;
-    if (int8_nhwc_candidate(p, value_from_conv(g, prod, g->ops[c].in[0]), sq, &q, &qn, &d)) {
+    if (cd_plan_i8_nhwc_candidate(p, cd_plan_i8_value_from_conv(g, prod, g->ops[c].in[0]), sq, &q, &qn, &d)) {
         q = qn;
         d.quant = &q;
     }
     char key[768];
     const cd_op *op = &p->g->ops[c];
-    cd_planner_op_key(&d, weights_nnz(op), 1, key, sizeof key);
+    cd_planner_op_key(&d, cd_plan_i8_weights_nnz(op), 1, key, sizeof key);
     size_t l = strlen(key);
     snprintf(key + l, sizeof key - l, "|qadd sp%d f%d in%d mid%d out%d act%d int%d,%d,%d lay%d", d.sparse,
              d.sparse ? d.sparse_format : 0, q.in_signed, q.mid_signed, q.out_signed, (int)rb->act.kind, q.src_int,
@@ -446,151 +447,17 @@ static int time_residual_i8(pctx *p, const int *prod, int c, int f1, const resid
     return rc;
 }
 
-// ---- a compacted conv's border map (runtime/compact.c) ---------------------------
-
-// After conv c (float out, no activation): Add(c's output, map) [+ act] ->
-// FakeQuant f2 per tensor, the map the constant [1, K, OH, OW] that
-// compaction left for the channels it took out. The int8 conv adds the map
-// itself (cd_conv_desc.border), applies the activation and quantizes with
-// f2: one layer instead of a float conv output, the Add and f2 (ResNet-50
-// u90 at batch 16: 9.9 + 3.1 + 2.4 ms against 3.5 for the conv alone).
-typedef struct {
-    int add, f2, map;
-    cd_activation act;
-} border_block;
-
-// 1 when the ops after conv c form a border block (*bb filled).
-static int match_border(const pctx *p, const char *live, const int *reader, int c, border_block *bb) {
-    const cd_graph *g = p->g;
-    const cd_op *cv = &g->ops[c];
-    if (cv->kind != CD_OP_CONV || cv->nin != 1 || cv->u.conv.d.has_residual || cv->u.conv.d.border ||
-        cv->u.conv.d.act.kind != CD_ACT_NONE || g->values[cv->out].is_output)
-        return 0;
-    const int a = reader[cv->out];
-    if (a < 0 || !live[a]) return 0;
-    const cd_op *add = &g->ops[a];
-    if (add->kind != CD_OP_BINARY || add->u.binary.kind != CD_BINARY_ADD || add->nin != 2 || add->in[0] != cv->out)
-        return 0;
-    const cd_value *mv = &g->values[add->in[1]], *cvv = &g->values[cv->out], *ov = &g->values[add->out];
-    if (mv->kind != CD_VAL_CONST_F32 || !mv->f || mv->rank != 4 || cvv->rank != 4 || mv->shape[0] != 1 ||
-        memcmp(mv->shape + 1, cvv->shape + 1, 3 * sizeof mv->shape[0]))
-        return 0;
-    const cd_activation act = add->u.binary.act;
-    if (act.kind != CD_ACT_NONE && act.kind != CD_ACT_RELU && act.kind != CD_ACT_CLIP) return 0;
-    const int f2 = reader[add->out];
-    if (f2 < 0 || !live[f2] || ov->is_output || g->ops[f2].kind != CD_OP_FAKEQUANT || g->ops[f2].u.fq.d.channels != 1 ||
-        g->ops[f2].u.fq.d.dynamic || type_signed(&g->ops[f2].u.fq) < 0)
-        return 0;
-    *bb = (border_block){a, f2, add->in[1], act};
-    return 1;
-}
-
-// The int8 conv c doing border block bb (input quantization q0) as the
-// backend would run it on the dense kernels: *q, *d (NCHW, as timing_desc
-// leaves it). 0 when the backend does not run it, or sparse was chosen.
-static int border_desc(pctx *p, int c, const border_block *bb, const cd_conv_quant *q0, int sparse, cd_conv_quant *q,
-                       cd_bop_desc *d) {
-    const cd_graph *g = p->g;
-    const cd_quant *yq = &g->ops[bb->f2].u.fq;
-    *q = *q0;
-    q->out_scale = yq->scale[0];
-    q->out_zp = (int)yq->zero_point[0];
-    q->out_signed = type_signed(yq);
-    if (sparse) return 0; // the sparse int8 kernels do not add a map (the reference would run it)
-    timing_desc(p, &g->ops[c], d);
-    d->u.conv.border = g->values[bb->map].f;
-    d->u.conv.act = bb->act;
-    d->sparse = sparse;
-    d->sparse_format = sparse ? p->ch[c].format : 0;
-    d->quant = q;
-    return cd_backend_supports_op(p->m->be, d);
-}
-
-// The ms of the border block's Add and FakeQuant in float32, NCHW: what
-// the float32 choice runs after the conv.
-static int time_border_tail(pctx *p, const border_block *bb, double *ms) {
-    const cd_graph *g = p->g;
-    const cd_op *add = &g->ops[bb->add];
-    const cd_value *ov = &g->values[add->out];
-    cd_bop_desc d;
-    memset(&d, 0, sizeof d);
-    d.op = CD_BOP_BINARY;
-    d.max_batch = 1;
-    d.nsrc = 2;
-    d.u.binary = add->u.binary;
-    d.src[0] = d.dst = cd_plan_value_desc(ov, CD_LAYOUT_NCHW, ov->rank);
-    d.src[1] = cd_plan_value_desc(&g->values[bb->map], CD_LAYOUT_NCHW, 4);
-    double add_ms = 0, fq_ms = 0;
-    int rc = cd_backend_supports_op(p->m->be, &d) ? cd_planner_time_op(p->m->be, &d, 1, 3, &add_ms) : 0;
-    if (!rc) rc = time_fakequant(p, bb->f2, CD_LAYOUT_NCHW, &fq_ms);
-    *ms = add_ms + fq_ms;
-    return rc;
-}
-
-// The ms of int8 conv c doing border block bb itself, as it runs between
-// int8 neighbours (int8_nhwc_candidate), and *tail what the float32 choice
-// runs after it. Where the backend does not fuse it, *ms and *tail are left
-// alone (the plain int8 conv against the float32 one, both followed by the
-// Add and the FakeQuant). 0 or a negative code.
-static int time_border_i8(pctx *p, const int *prod, int c, const border_block *bb, const cd_conv_quant *q0,
-                          const int8_t *wq, int sparse, double *ms, double *tail) {
-    cd_conv_quant q, qn;
-    cd_bop_desc d;
-    if (!border_desc(p, c, bb, q0, sparse, &q, &d)) return 0;
-    d.wq = wq;
-    const cd_graph *g = p->g;
-    if (int8_nhwc_candidate(p, value_from_conv(g, prod, g->ops[c].in[0]), NULL, &q, &qn, &d)) {
-        q = qn;
-        d.quant = &q;
-    }
-    char key[768];
-    cd_planner_op_key(&d, weights_nnz(&g->ops[c]), 1, key, sizeof key);
-    size_t l = strlen(key);
-    snprintf(key + l, sizeof key - l, "|border sp%d in%d out%d act%d int%d,%d lay%d", d.sparse, q.in_signed,
-             q.out_signed, (int)bb->act.kind, q.src_int, q.dst_int, (int)d.dst.layout);
-    if (cd_planner_cache_get(&p->m->popts, "int8-border-v1.txt", key, ms, tail)) return 0;
-    int rc = cd_planner_time_op(p->m->be, &d, 1, 5, ms);
-    if (!rc) rc = time_border_tail(p, bb, tail);
-    if (!rc) cd_planner_cache_put(&p->m->popts, "int8-border-v1.txt", key, *ms, *tail > 0 ? *tail : 1e-9);
-    return rc;
-}
-
-// Border block bb done by int8 conv c (match_border, where the backend runs
-// it on the kernels chosen): the conv writes the Add's output, quantized;
-// the Add stops being live and f2 becomes an alias. prod follows. 1 when
-// fused, 0 when not.
-static int fuse_border(pctx *p, char *live, const int *reader, int *prod, int c) {
-    cd_graph *g = p->g;
-    border_block bb;
-    cd_conv_quant q;
-    cd_bop_desc d;
-    if (!match_border(p, live, reader, c, &bb) ||
-        !border_desc(p, c, &bb, &p->in8[c], p->ch[c].sparse && !p->ch[c].i8_dense, &q, &d))
-        return 0;
-    cd_op *cv = &g->ops[c];
-    cv->u.conv.d.border = g->values[bb.map].f;
-    cv->u.conv.d.act = bb.act;
-    cv->out = g->ops[bb.add].out;
-    prod[cv->out] = c;
-    live[bb.add] = 0;
-    snprintf(cv->label, sizeof cv->label, "Conv+BorderMap%s", bb.act.kind != CD_ACT_NONE ? "+Act" : "");
-    q.w_scale = cv->u.conv.wscale;
-    p->in8[c] = q;
-    p->fq_fused[bb.f2] = 1;
-    return 1;
-}
-
 // The float32 choice of conv o (with the FakeQuant fq after it) and its
 // int8 candidate on the sparse (sparse 1) or dense int8 kernels: *f32,
 // *i8, and *tail the Add and FakeQuant of the residual block rb or border
 // block bb (NULL none) that the float32 choice runs after it and the int8
 // conv fuses (then the fused layer is what *i8 times). 0 or a negative code.
 static int time_i8(pctx *p, const int *prod, int o, int fq, const cd_conv_quant *q, const int8_t *wq, int sparse,
-                   const residual_block *rb, const border_block *bb, double *f32, double *i8, double *tail) {
+                   const residual_block *rb, const cd_plan_i8_border *bb, double *f32, double *i8, double *tail) {
     *tail = 0;
     int rc = time_both(p, prod, o, fq, q, wq, sparse, f32, i8);
     if (!rc && rb) rc = time_residual_i8(p, prod, o, fq, rb, q, wq, sparse, i8, tail);
-    if (!rc && bb) rc = time_border_i8(p, prod, o, bb, q, wq, sparse, i8, tail);
+    if (!rc && bb) rc = cd_plan_i8_time_border(p, prod, o, bb, q, wq, sparse, i8, tail);
     return rc;
 }
 
@@ -690,7 +557,7 @@ static void take_int8(pctx *p, char *live, const int *reader, int *prod, int o, 
         p->fq_fused[fq] = 1;
         fuse_residual(p, live, reader, o, fq);
     } else if (fq < 0) {
-        fuse_border(p, live, reader, prod, o);
+        cd_plan_i8_fuse_border(p, live, reader, prod, o);
     }
 }
 
@@ -741,8 +608,8 @@ int cd_plan_choose_int8(pctx *p, char *live) {
             // would, the fused layer is what is timed (with the block's
             // tail, both cached).
             const int fusable = fq >= 0 && q.out_scale > 0.0f && match_residual(p, live, reader, o, fq, &rb);
-            border_block bb;
-            const int bordered = fq < 0 && match_border(p, live, reader, o, &bb);
+            cd_plan_i8_border bb;
+            const int bordered = fq < 0 && cd_plan_i8_match_border(p, live, reader, o, &bb);
             if (!time_i8(p, prod, o, fq, &q, wq, c->sparse, fusable ? &rb : NULL, bordered ? &bb : NULL, &f32, &i8,
                          &tail)) {
                 // Over sparse weights, the dense int8 kernels too (NHWC):
@@ -772,7 +639,7 @@ int cd_plan_choose_int8(pctx *p, char *live) {
             // Taken over sparse weights before they moved to the dense int8
             // kernels, which add a border map after them themselves.
             if (c->int8 && c->i8_dense && live[o] && !(p->in8[o].out_scale > 0.0f))
-                fuse_border(p, live, reader, prod, o);
+                cd_plan_i8_fuse_border(p, live, reader, prod, o);
             if (c->int8 || !c->sparse || !(c->i8d_ms >= 0) || !(c->f32_ms >= 0) || !(c->i8d_ms < c->f32_ms)) continue;
             if (!live[o] || !int8_params(g, live, reader, prod, o, &q, &fq)) continue;
             c->i8_ms = c->i8d_ms;

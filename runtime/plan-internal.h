@@ -66,6 +66,36 @@ int cd_plan_choose_kernels(pctx *p, const char *live);
 // and the Add's quantization) into one layer: the conv's op moves to the
 // Add's place and the ops it absorbs stop being live.
 int cd_plan_choose_int8(pctx *p, char *live);
+// plan-int8.c's helpers, shared with plan-int8-border.c: the signedness of
+// a u8/s8 quantization (-1 other); a conv's nonzero weights; its timing
+// descriptor (NCHW, batch 1); the ms of FakeQuant op fq in layout l; 1 when
+// value v comes from a conv (through aliases and FakeQuants); the int8
+// candidate as it runs between int8 neighbours (NHWC integers dense, NCHW
+// sparse; 1 when *di was changed, *qn its quantization).
+int cd_plan_i8_type_signed(const cd_quant *q);
+size_t cd_plan_i8_weights_nnz(const cd_op *op);
+void cd_plan_i8_timing_desc(pctx *p, const cd_op *op, cd_bop_desc *d);
+int cd_plan_i8_time_fakequant(pctx *p, int fq, cd_layout l, double *ms);
+int cd_plan_i8_value_from_conv(const cd_graph *g, const int *prod, int v);
+int cd_plan_i8_nhwc_candidate(pctx *p, int int_in, const cd_quant *skip, const cd_conv_quant *q, cd_conv_quant *qn,
+                              cd_bop_desc *di);
+// A compacted conv's border map done by the int8 conv (plan-int8-border.c):
+// conv -> Add(., map) [+ act] -> FakeQuant f2.
+typedef struct {
+    int add, f2, map;
+    cd_activation act;
+} cd_plan_i8_border;
+// 1 when the ops after conv c form that block (*bb filled).
+int cd_plan_i8_match_border(const pctx *p, const char *live, const int *reader, int c, cd_plan_i8_border *bb);
+// The ms of int8 conv c doing block bb itself (*ms) and of the Add and
+// FakeQuant the float32 choice runs after it (*tail), cached; both left
+// alone where the backend does not fuse it. 0 or a negative code.
+int cd_plan_i8_time_border(pctx *p, const int *prod, int c, const cd_plan_i8_border *bb, const cd_conv_quant *q0,
+                           const int8_t *wq, int sparse, double *ms, double *tail);
+// Int8 conv c (taken, on the dense kernels) does the block after it: it
+// writes the Add's output quantized, the Add stops being live, f2 becomes an
+// alias, prod follows. 1 when fused.
+int cd_plan_i8_fuse_border(pctx *p, char *live, const int *reader, int *prod, int c);
 // A dense float32 conv whose output's FakeQuant (pctx fq_f32) its kernel may
 // do in its epilogue: fills d's fq_* and returns that FakeQuant op, or -1
 // (d untouched; CONVD_FQ_FUSE=off too). After the conv was prepared with

@@ -25,7 +25,7 @@ typedef struct {
 typedef struct {
     int nsteps;
     i8_step step[CD_DNNL_MAX_PRIMS];
-    size_t off[BUF_COUNT]; // byte offsets of BUF_TPRE.. in the scratchpad
+    size_t off[BUF_COUNT];   // byte offsets of BUF_TPRE.. in the scratchpad
     size_t src_img, dst_img; // bytes of one image of src and dst (border: the steps run per image)
 } i8_wiring;
 
@@ -140,8 +140,8 @@ static int border_post_ops(const conv_i8_priv *cp, dnnl_primitive_attr_t attr) {
     if (!rc && d->act.kind == CD_ACT_RELU)
         rc = CD_DNNL(dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_clip, z, INFINITY));
     if (!rc && d->act.kind == CD_ACT_CLIP)
-        rc = CD_DNNL(dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_clip, d->act.alpha * s + z,
-                                                  d->act.beta * s + z));
+        rc = CD_DNNL(
+            dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_clip, d->act.alpha * s + z, d->act.beta * s + z));
     if (!rc) rc = CD_DNNL(dnnl_primitive_attr_set_post_ops(attr, po));
     if (po) dnnl_post_ops_destroy(po);
     return rc;
@@ -231,7 +231,8 @@ static int conv_pd(const conv_i8_priv *cp, int batch, const float *oscale, int q
         if (!cand) continue;
         const char *impl = NULL;
         dnnl_primitive_desc_query(cand, dnnl_query_impl_info_str, 0, &impl);
-        if (impl && impl_broken(d, batch, impl)) {
+        if ((impl && impl_broken(d, batch, impl)) ||
+            (cp->border && !border_layout_ok(dnnl_primitive_desc_query_md(cand, dnnl_query_dst_md, 0)))) {
             dnnl_primitive_desc_destroy(cand);
             continue;
         }
@@ -383,7 +384,6 @@ static int conv_i8_build(cd_dnnl_op *op, int nimg, cd_dnnl_prim *p) {
     const dnnl_memory_desc_t *csrc = dnnl_primitive_desc_query_md(p->pd[0], dnnl_query_src_md, 0);
     const dnnl_memory_desc_t *cdst = dnnl_primitive_desc_query_md(p->pd[0], dnnl_query_dst_md, 0);
     if (!wmd || !csrc || !cdst) return CD_EINTERNAL;
-    if (cp->border && !border_layout_ok(cdst)) return CD_EUNSUPPORTED;
     if ((rc = cd_dnnl_weights_for(&cp->wts, wmd, &p->wset))) return rc;
     op->weight_bytes = cd_dnnl_weights_bytes(&cp->wts) + (cp->bias ? (size_t)d->k * sizeof(float) : 0);
 
@@ -526,7 +526,8 @@ static int run_steps(conv_i8_priv *cp, cd_dnnl_ctx *ctx, const cd_dnnl_prim *p, 
             };
             int na = 3;
             if (cp->bias && !cp->acc_only) args[na++] = (cd_dnnl_arg){DNNL_ARG_BIAS, cp->bias};
-            if (cp->border) args[na++] = (cd_dnnl_arg){DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, buf[BUF_RES]};
+            if (cp->border)
+                args[na++] = (cd_dnnl_arg){DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, buf[BUF_RES]};
             rc = cd_dnnl_exec(ctx, p, 0, na, args);
         } else {
             cd_dnnl_arg args[2] = {{DNNL_ARG_FROM, buf[s->from]}, {DNNL_ARG_TO, buf[s->to]}};
@@ -543,7 +544,7 @@ static int conv_i8_exec(cd_dnnl_op *op, cd_dnnl_ctx *ctx, const cd_dnnl_prim *p,
     const i8_wiring *w = &cp->wire[batch];
     char *scratch = cd_dnnl_ctx_scratch(ctx, p->scratch_bytes);
     if (!scratch) return CD_ENOMEM;
-    const void *res = cp->border                            ? cp->map
+    const void *res = cp->border                           ? cp->map
                       : cp->d.has_residual && op->nsrc > 1 ? src[1]
                                                            : NULL; // the acc hook takes no residual
     if (!cp->border) return run_steps(cp, ctx, p, w, scratch, src[0], res, dst);
@@ -571,7 +572,7 @@ static conv_i8_priv priv_for(const cd_conv_desc *d, const cd_conv_quant *q, cd_l
     conv_i8_priv cp = {.d = *d, .q = *q, .src_l = src, .dst_l = dst, .res_l = res, .acc_only = acc_only};
     cp.q.w_scale = NULL;
     cp.border = !acc_only && border_ok(d, q);
-    cp.d.border = NULL; // read at create only (cp->map)
+    cp.d.border = NULL;                                        // read at create only (cp->map)
     cp.fused_q = !acc_only && (can_fuse_q(d, q) || cp.border); // a border conv writes q too
     cp.mid = !acc_only && q->mid_scale > 0.0f;
     cp.shift = q->in_signed ? 128 : 0; // s8 runs as u8: no 16-bit pair saturation, one kernel family
@@ -608,10 +609,8 @@ int cd_dnnl_conv_i8_supports_res(const cd_conv_desc *d, const cd_conv_quant *q, 
     float b = 0.0f;
     cp.bias = &b; // any non-NULL: a bias never makes oneDNN refuse
     dnnl_primitive_desc_t pd = NULL;
-    int ok = conv_pd(&cp, 1, ones, 1, &pd) == 0;
+    const int ok = conv_pd(&cp, 1, ones, 1, &pd) == 0;
     free(ones);
-    if (ok && cp.border) ok = border_layout_ok(dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0));
-    if (!ok && pd) dnnl_primitive_desc_destroy(pd);
     return ok && cd_dnnl_pd_fast(pd);
 }
 
@@ -655,7 +654,7 @@ static int create(const cd_conv_desc *d, const cd_conv_quant *q, const cd_layout
             rc = CD_EPARAMS; // bias / mult would not be finite
             goto fail;
         }
-        cp->oscale[k] = cp->mid                     ? mult / q->mid_scale
+        cp->oscale[k] = cp->mid                      ? mult / q->mid_scale
                         : cp->fused_q && !cp->border ? mult / q->out_scale
                                                      : mult; // border: y / out_scale is its last post-op
         if (cp->bias)

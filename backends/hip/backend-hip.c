@@ -88,7 +88,7 @@ static bool hip_supports_op(cd_backend_t be, const cd_bop_desc *d) {
     // No int8 kernels here: a quantized model's convs run in float32 over
     // the dequantized weights (docs/QUANTIZATION.md).
     if (d->quant) return false;
-    if (d->fq_scale > 0.0f) return false; // its FakeQuant stays a layer of its own here
+    if (d->fq_scale > 0.0f) return false;                         // its FakeQuant stays a layer of its own here
     if (d->op == CD_BOP_CONV2D && d->u.conv.border) return false; // made only for the CPU's int8 convs
     if (d->sparse) {
         if (d->op == CD_BOP_CONV2D && d->u.conv.has_residual != (d->nsrc == 2)) return false;

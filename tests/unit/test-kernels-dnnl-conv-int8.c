@@ -281,7 +281,8 @@ static void i8_case(cd_conv_desc d, i8_io io, cd_layout sl, cd_layout dl, int ba
 
     cd_dnnl_op_free(op);
     cd_dnnl_ctx_free(ctx);
-    free(wq), free(w_scale), free(xq), free(src), free(bias), free(res), free(rq), free(acc), free(ref), free(s_l), free(map);
+    free(wq), free(w_scale), free(xq), free(src), free(bias), free(res), free(rq), free(acc), free(ref), free(s_l),
+        free(map);
     free(dacc), free(gacc), free(mult), free(dst), free(r_l), free(got);
 }
 
@@ -630,9 +631,9 @@ CD_TEST(dnnl_conv_i8_bad_quant_eparams_and_supports_0) {
     bq[1].mid_scale = 0.1f;
     for (int i = 0; i < 3; i++) {
         CHECK_EQ(cd_dnnl_conv_i8_supports_res(&db, &bq[i], CD_LAYOUT_NHWC, CD_LAYOUT_NHWC, CD_LAYOUT_NHWC), 0);
-        CHECK_EQ(cd_dnnl_conv_i8_create_res(&db, &bq[i], CD_LAYOUT_NHWC, CD_LAYOUT_NHWC, CD_LAYOUT_NHWC, 1, wq, NULL,
-                                            &op),
-                 CD_EUNSUPPORTED);
+        CHECK_EQ(
+            cd_dnnl_conv_i8_create_res(&db, &bq[i], CD_LAYOUT_NHWC, CD_LAYOUT_NHWC, CD_LAYOUT_NHWC, 1, wq, NULL, &op),
+            CD_EUNSUPPORTED);
     }
     // Full-range weights where oneDNN's kernels would saturate them.
     wq[5] = -128;
