@@ -213,11 +213,10 @@ static int cpu_op_init(cd_backend_t be, const cd_bop_desc *d, cd_op_state **out)
     switch (d->op) {
     case CD_BOP_CONV2D:
         rc = conv_init(sw_of(be), st, d, k);
-        if (!rc && d->u.conv.border) { // the reference kernels read it from st->d
-            const cd_conv_desc *c = &d->u.conv;
-            rc = copy_floats(&st->border, c->border, (size_t)c->k * c->oh * c->ow);
-            st->d.u.conv.border = st->border;
-        }
+        // A border map: the references read it from st->d, oneDNN's op keeps its own.
+        if (!rc && d->u.conv.border && st->kind != K_DNNL)
+            rc = copy_floats(&st->border, d->u.conv.border, (size_t)d->u.conv.k * d->u.conv.oh * d->u.conv.ow);
+        st->d.u.conv.border = st->border;
         break;
     case CD_BOP_GEMM: {
         size_t nw = (size_t)d->u.gemm.n * d->u.gemm.k;
@@ -548,14 +547,12 @@ static size_t cpu_op_weight_bytes(cd_backend_t be, cd_op_state *st) {
             cd_sparse_conv_i8_get_info(st->sp8, &si);
         return si.packed_bytes;
     }
-    if (st->op == CD_BOP_CONV2D && st->wq) { // int8: the weights are bytes
-        const cd_conv_desc *c = &st->d.u.conv;
-        return (size_t)c->k * (c->c / c->groups) * c->r * c->s + (size_t)c->k * 2 * sizeof(float);
-    }
-    if (st->op == CD_BOP_CONV2D && st->w) {
-        const cd_conv_desc *c = &st->d.u.conv;
-        return ((size_t)c->k * (c->c / c->groups) * c->r * c->s + (size_t)c->k) * sizeof(float);
-    }
+    const cd_conv_desc *c = &st->d.u.conv;
+    const size_t map = st->border ? (size_t)c->k * c->oh * c->ow * sizeof(float) : 0; // a border map
+    if (st->op == CD_BOP_CONV2D && st->wq)                                            // int8: the weights are bytes
+        return (size_t)c->k * (c->c / c->groups) * c->r * c->s + (size_t)c->k * 2 * sizeof(float) + map;
+    if (st->op == CD_BOP_CONV2D && st->w)
+        return ((size_t)c->k * (c->c / c->groups) * c->r * c->s + (size_t)c->k) * sizeof(float) + map;
     if (st->op == CD_BOP_GEMM && st->w)
         return ((size_t)st->d.u.gemm.n * st->d.u.gemm.k + (st->bias ? (size_t)st->d.u.gemm.n : 0)) * sizeof(float);
     return 0;

@@ -125,6 +125,11 @@ static int border_layout_ok(const dnnl_memory_desc_t *cdst) {
     return dnnl_memory_desc_equal(&nhwc, cdst);
 }
 
+// The bytes of a border conv's map (0 for the others): held like a weight.
+static size_t map_bytes(const conv_i8_priv *cp) {
+    return cp->map ? (size_t)cp->d.k * cp->d.oh * cp->d.ow * sizeof(float) : 0;
+}
+
 // The post-ops of a border conv (border_ok): the map's add, the activation,
 // then y / out_scale + out_zp.
 static int border_post_ops(const conv_i8_priv *cp, dnnl_primitive_attr_t attr) {
@@ -385,7 +390,7 @@ static int conv_i8_build(cd_dnnl_op *op, int nimg, cd_dnnl_prim *p) {
     const dnnl_memory_desc_t *cdst = dnnl_primitive_desc_query_md(p->pd[0], dnnl_query_dst_md, 0);
     if (!wmd || !csrc || !cdst) return CD_EINTERNAL;
     if ((rc = cd_dnnl_weights_for(&cp->wts, wmd, &p->wset))) return rc;
-    op->weight_bytes = cd_dnnl_weights_bytes(&cp->wts) + (cp->bias ? (size_t)d->k * sizeof(float) : 0);
+    op->weight_bytes = cd_dnnl_weights_bytes(&cp->wts) + (cp->bias ? (size_t)d->k * sizeof(float) : 0) + map_bytes(cp);
 
     // The caller's tensors as oneDNN sees them.
     dnnl_memory_desc_t usrc, udst, ures, tq;
