@@ -628,7 +628,7 @@ def _rig_int8_times(folder):
     """Rewrites the int8 timing caches in folder: every dense int8 candidate
     far faster than anything, the sparse int8 ones alternately
     faster and far slower than their float32 choice."""
-    for name in ("int8-v5.txt", "int8-qadd-v4.txt"):
+    for name in ("int8-v5.txt", "int8-qadd-v4.txt", "int8-border-v1.txt"):
         path = folder / name
         if not path.exists():
             continue
@@ -636,12 +636,12 @@ def _rig_int8_times(folder):
         for line in path.read_text().splitlines():
             key, _, vals = line.rpartition("\t")
             a, b = (float(v) for v in vals.split())
-            # "|i8 spF,I": the float32 and the int8 candidates' sparse flags; "|qadd spI".
-            dense = re.search(r"\|i8 sp\d,0 |\|qadd sp0 ", key) is not None
+            # "|i8 spF,I": the float32 and the int8 candidates' sparse flags; "|qadd spI", "|border spI".
+            dense = re.search(r"\|i8 sp\d,0 |\|qadd sp0 |\|border sp0 ", key) is not None
             wins = zlib.crc32(key.split("|")[3].encode()) % 2  # by the layer's shape
             if name == "int8-v5.txt":  # f32 ms, int8 ms
                 b = 1e-4 if dense else (a * 0.5 if wins else 1e3)
-            else:  # the fused block's int8 ms, the float32 tail
+            else:  # the fused block's (residual or border map) int8 ms, the float32 tail
                 a = 1e-4 if dense else (1e-3 if wins else 1e3)
             out.append(f"{key}\t{a:g} {b:g}")
         path.write_text("\n".join(out) + "\n")
