@@ -63,27 +63,6 @@ static int border_desc(pctx *p, int c, const cd_plan_i8_border *bb, const cd_con
     return cd_backend_supports_op(p->m->be, d);
 }
 
-// The ms of the border block's Add and FakeQuant in float32, NCHW: what
-// the float32 choice runs after the conv.
-static int time_border_tail(pctx *p, const cd_plan_i8_border *bb, double *ms) {
-    const cd_graph *g = p->g;
-    const cd_op *add = &g->ops[bb->add];
-    const cd_value *ov = &g->values[add->out];
-    cd_bop_desc d;
-    memset(&d, 0, sizeof d);
-    d.op = CD_BOP_BINARY;
-    d.max_batch = 1;
-    d.nsrc = 2;
-    d.u.binary = add->u.binary;
-    d.src[0] = d.dst = cd_plan_value_desc(ov, CD_LAYOUT_NCHW, ov->rank);
-    d.src[1] = cd_plan_value_desc(&g->values[bb->map], CD_LAYOUT_NCHW, 4);
-    double add_ms = 0, fq_ms = 0;
-    int rc = cd_backend_supports_op(p->m->be, &d) ? cd_planner_time_op(p->m->be, &d, 1, 3, &add_ms) : 0;
-    if (!rc) rc = cd_plan_i8_time_fakequant(p, bb->f2, CD_LAYOUT_NCHW, &fq_ms);
-    *ms = add_ms + fq_ms;
-    return rc;
-}
-
 // The ms of int8 conv c doing border block bb itself, as it runs between
 // int8 neighbours (cd_plan_i8_nhwc_candidate), and *tail what the float32 choice
 // runs after it. Where the backend does not fuse it, *ms and *tail are left
@@ -107,7 +86,7 @@ int cd_plan_i8_time_border(pctx *p, const int *prod, int c, const cd_plan_i8_bor
              q.out_signed, (int)bb->act.kind, q.src_int, q.dst_int, (int)d.dst.layout);
     if (cd_planner_cache_get(&p->m->popts, "int8-border-v1.txt", key, ms, tail)) return 0;
     int rc = cd_planner_time_op(p->m->be, &d, 1, 5, ms);
-    if (!rc) rc = time_border_tail(p, bb, tail);
+    if (!rc) rc = cd_plan_i8_time_add_fq(p, bb->add, bb->map, bb->f2, tail);
     if (!rc) cd_planner_cache_put(&p->m->popts, "int8-border-v1.txt", key, *ms, *tail > 0 ? *tail : 1e-9);
     return rc;
 }

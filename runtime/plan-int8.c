@@ -355,23 +355,25 @@ static int match_residual(const pctx *p, const char *live, const int *reader, in
     return 1;
 }
 
-// The ms of the residual block's Add and FakeQuant f2 in float32, NCHW
-// (the sparse kernels' layout; a dense float32 choice in the blocked one
-// costs about the same per element): what the float32 choice of conv c
-// runs after it and the int8 conv fuses.
-static int time_residual_tail(pctx *p, const residual_block *rb, double *ms) {
-    const cd_op *add = &p->g->ops[rb->add];
-    const cd_value *ov = &p->g->values[add->out];
+// The ms of Add op `add` and FakeQuant f2 after it in float32, NCHW (the
+// sparse kernels' layout; a dense float32 choice in the blocked one costs
+// about the same per element): the tail the float32 choice of a conv runs
+// after it and its int8 form fuses. The Add's second operand: constant
+// value map (a border map) when >= 0, else an activation of its shape.
+int cd_plan_i8_time_add_fq(pctx *p, int add, int map, int f2, double *ms) {
+    const cd_op *a = &p->g->ops[add];
+    const cd_value *ov = &p->g->values[a->out];
     cd_bop_desc d;
     memset(&d, 0, sizeof d);
     d.op = CD_BOP_BINARY;
     d.max_batch = 1;
     d.nsrc = 2;
-    d.u.binary = add->u.binary;
+    d.u.binary = a->u.binary;
     d.src[0] = d.src[1] = d.dst = cd_plan_value_desc(ov, CD_LAYOUT_NCHW, ov->rank);
+    if (map >= 0) d.src[1] = cd_plan_value_desc(&p->g->values[map], CD_LAYOUT_NCHW, 4);
     double add_ms = 0, fq_ms = 0;
     int rc = cd_backend_supports_op(p->m->be, &d) ? cd_planner_time_op(p->m->be, &d, 1, 3, &add_ms) : 0;
-    if (!rc) rc = cd_plan_i8_time_fakequant(p, rb->f2, CD_LAYOUT_NCHW, &fq_ms);
+    if (!rc) rc = cd_plan_i8_time_fakequant(p, f2, CD_LAYOUT_NCHW, &fq_ms);
     *ms = add_ms + fq_ms;
     return rc;
 }
@@ -409,7 +411,7 @@ static int residual_desc(pctx *p, int c, int f1, const residual_block *rb, const
 // The ms of int8 conv c doing residual block rb itself (Conv+QAdd, its
 // epilogue adds the skip and quantizes twice): what the int8 candidate costs
 // where it fuses the block, against the float32 conv plus the block's Add
-// and FakeQuant passes (*tail, time_residual_tail). Timed alone, the plain
+// and FakeQuant passes (*tail, cd_plan_i8_time_add_fq). Timed alone, the plain
 // int8 conv looked as fast as float32 at AVX2, where in the model its
 // Conv+QAdd ran up to 4x the plain conv (ResNet-50 b90: 1x1 64>256 @56 1.78
 // ms against 0.41).
@@ -442,7 +444,7 @@ static int time_residual_i8(pctx *p, const int *prod, int c, int f1, const resid
     // Both figures cached, so that a second load makes the same choice.
     if (cd_planner_cache_get(&p->m->popts, "int8-qadd-v4.txt", key, ms, tail)) return 0;
     int rc = cd_planner_time_op(p->m->be, &d, 1, 5, ms);
-    if (!rc) rc = time_residual_tail(p, rb, tail);
+    if (!rc) rc = cd_plan_i8_time_add_fq(p, rb->add, -1, rb->f2, tail);
     if (!rc) cd_planner_cache_put(&p->m->popts, "int8-qadd-v4.txt", key, *ms, *tail > 0 ? *tail : 1e-9);
     return rc;
 }

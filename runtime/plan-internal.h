@@ -79,6 +79,10 @@ int cd_plan_i8_time_fakequant(pctx *p, int fq, cd_layout l, double *ms);
 int cd_plan_i8_value_from_conv(const cd_graph *g, const int *prod, int v);
 int cd_plan_i8_nhwc_candidate(pctx *p, int int_in, const cd_quant *skip, const cd_conv_quant *q, cd_conv_quant *qn,
                               cd_bop_desc *di);
+// The ms of Add op add (its second operand constant value map, or -1: an
+// activation) and FakeQuant f2 in float32, NCHW: what the float32 choice
+// runs after a conv whose int8 form fuses them.
+int cd_plan_i8_time_add_fq(pctx *p, int add, int map, int f2, double *ms);
 // A compacted conv's border map done by the int8 conv (plan-int8-border.c):
 // conv -> Add(., map) [+ act] -> FakeQuant f2.
 typedef struct {
