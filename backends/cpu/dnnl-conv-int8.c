@@ -76,9 +76,10 @@ static int quant_check(const cd_conv_quant *q, int k) {
 // integers. oneDNN 2.6 has no broadcast over the batch alone for it (its
 // reference loop), so the steps run image by image with a batch-1
 // primitive. With AMX the post-op moves the conv from brgconv to the direct
-// jit kernel, 1.2-1.35x the plain conv's time, where the float conv out,
-// the map's add and a FakeQuant pass cost ~4x it (ResNet-50 u90 at batch
-// 16, 1 thread). Only with a quantized output, no residual, no mid rounding.
+// jit kernel (the conv alone 1.2-1.35x slower), and the fused layer still
+// takes 3.2 ms where the float conv out, the map's Add and a FakeQuant pass
+// took 8.7 (ResNet-50 u90 at batch 16, 1 thread; a tie at batch 1). Only
+// with a quantized output, no residual, no mid rounding.
 // Declined for depthwise convs: oneDNN 2.6's AVX2 depthwise int8 kernel
 // (jit_uni_int8:avx2) adds a full-tensor binary post-op wrongly (outputs
 // off by many steps, in every layout); a border map follows a compacted
