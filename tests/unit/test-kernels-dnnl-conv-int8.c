@@ -18,6 +18,7 @@ typedef struct {
     int mid;     // 1: a QDQ residual block's rounding of y0 (q.mid_scale) before the residual
     int res_int; // 1: a residual (when the conv has one) of integers, in a layout of its own
     int border;  // 1: a border map (cd_conv_desc.border)
+    int zeros;   // the weights' zeros: 0 as drawn; 1 none (0% sparse); 2 all (100%); 3 a random share
 } i8_io;
 
 static i8_io rand_io(void) {
@@ -132,7 +133,12 @@ static void i8_case(cd_conv_desc d, i8_io io, cd_layout sl, cd_layout dl, int ba
     float *w_scale = malloc(sizeof(float) * d.k);
     int32_t *xq = malloc(sizeof(int32_t) * sn);
     if (!wq || !w_scale || !xq) abort();
-    for (size_t i = 0; i < wn; i++) wq[i] = (int8_t)cd_test_randi(-wm, wm);
+    const int zero_pct = io.zeros == 2 ? 100 : io.zeros == 3 ? cd_test_randi(1, 99) : 0;
+    for (size_t i = 0; i < wn; i++) {
+        int v = cd_test_randi(-wm, wm);
+        if (io.zeros == 1 && v == 0) v = cd_test_randi(0, 1) ? 1 : -1;
+        wq[i] = (int8_t)(cd_test_randi(0, 99) < zero_pct ? 0 : v);
+    }
     for (int k = 0; k < d.k; k++) w_scale[k] = cd_test_randf(0.002f, 0.02f);
     cd_conv_quant q = {.in_scale = cd_test_randf(0.01f, 0.1f), .in_signed = io.in_signed, .src_int = io.src_int};
     q.in_zp = io.in_signed ? cd_test_randi(-20, 20) : cd_test_randi(0, 255);
@@ -442,7 +448,8 @@ CD_TEST(dnnl_conv_i8_every_activation_and_residual_f32_and_quantized) {
 
 // A compacted conv's border map (runtime/compact.c) fused into the int8
 // conv: one float image added to every image of the batch before the
-// activation, then the output's grid; any layouts, batch 1-4.
+// activation, then the output's grid; any layouts, batch 1-4, weights with
+// no zeros, all zeros (the output is bias + map alone) or some.
 CD_TEST(dnnl_conv_i8_border_map_shared_by_the_batch) {
     const cd_act kinds[] = {CD_ACT_NONE, CD_ACT_RELU, CD_ACT_CLIP};
     for (int it = 0; it < 18; it++) {
@@ -451,7 +458,7 @@ CD_TEST(dnnl_conv_i8_border_map_shared_by_the_batch) {
         if (d.groups == d.c) d.groups = 1; // one input channel per group is depthwise too
         d.has_residual = 0;
         d.act = tk_act(kinds[it % 3]);
-        i8_io io = {cd_test_randi(0, 1), cd_test_randi(0, 1), 1 + it % 2, cd_test_randi(0, 1), 0, 0, 1};
+        i8_io io = {cd_test_randi(0, 1), cd_test_randi(0, 1), 1 + it % 2, cd_test_randi(0, 1), 0, 0, 1, 1 + it % 3};
         const cd_layout l = rand_layout();
         i8_case(d, io, it % 4 ? l : rand_layout(), l, cd_test_randi(1, 4), 0);
     }
