@@ -260,22 +260,30 @@ def test_valgrind_default_daemon_start_requests_sigterm_clean(tmp_path, rng):
     t0 = time.monotonic()
     d = ValgrindDaemon(tmp_path, models_dir=models, start_timeout=120)
     d.start()
+    failure, step = None, "connect"
     try:
         with Wire.connect(d, timeout=120) as w:
             assert w.result("hello")["device"] == "cpu"
             for batch in (1, 3):
                 sess, feeds = random_inputs(model, batch, rng)
                 x = feeds["input"]
+                step = f"infer at batch {batch}"
                 resp = w.call("infer", {"model": "mbv2", "inputs": {
                     "input": {"dtype": "f32", "shape": list(x.shape), "data": x.tobytes()}}}, timeout=120)
                 assert resp[2] is None, resp[2]
                 out = next(iter(resp[3]["outputs"].values()))
                 got = np.frombuffer(out["data"], np.float32).reshape(out["shape"])
                 assert rel_err(got, sess.run(None, feeds)[0]) <= TOL
+            step = "errors and stats"
             assert w.call("infer", {"model": "nope"})[2]["code"] == "E_NOT_FOUND"
             assert w.call("no-such-method")[2] is not None
             w.result("stats")
+    except Exception as e:  # reported below, with what the daemon said
+        failure = e
     finally:
         rc = d.stop(timeout=120)
     print(f"valgrind run: {time.monotonic() - t0:.1f} s")
+    if failure is not None:
+        raise AssertionError(f"{step}: {failure!r} after {time.monotonic() - t0:.1f} s; daemon exit {rc}; "
+                             f"its stderr:\n{d.stderr_text()}") from failure
     assert rc == 0, f"exit {rc} (99 = memcheck errors):\n{d.stderr_text()}"
