@@ -43,6 +43,7 @@ struct cd_sparse_conv_i8 {
     cd_i8_epilogue epi; // the quantization (w_scale NULL: see mult)
     float *mult;        // [K] in_scale * w_scale[k], in float
     float *bias;        // [K] (zeros without bias)
+    float *border;      // [K, OH, OW] owned copy of cd_conv_desc.border, or NULL (the residual of every image)
     int32_t *init;      // [K] -zp_u8 * (sum of row k's weights), wrapping
     int zp_u8;          // the input zero point as u8 (+128 for s8)
     int direct;         // 1x1, stride 1, unpadded: planes are the channels

@@ -186,6 +186,17 @@ static void write_out(const cd_sparse_conv_i8 *h, int kk, int nrows, const int32
         return;
     }
     const size_t esize = h->epi.q.dst_int ? 1 : sizeof(float), rsize = h->epi.q.res_int ? 1 : sizeof(float);
+    if (h->border) { // one map for every image of the fold: each run with its image's offset taken off
+        const size_t kopix = (size_t)d->k * opix;
+        for (int i = 0; i < nruns; i++) {
+            const size_t img = runs[i].out / kopix;
+            cd_i8_run r = runs[i];
+            r.out -= img * kopix;
+            h->k->epilogue(&h->epi, h->mult + kk, h->bias + kk, nrows, acc, tile, &r, 1, h->border + (size_t)kk * opix,
+                           (char *)dst + (base + img * kopix) * esize, opix);
+        }
+        return;
+    }
     h->k->epilogue(&h->epi, h->mult + kk, h->bias + kk, nrows, acc, tile, runs, nruns,
                    d->has_residual ? (const char *)residual + base * rsize : NULL, (char *)dst + base * esize, opix);
 }

@@ -280,6 +280,9 @@ int cd_sparse_conv_i8_create(const cd_conv_desc *d, const int8_t *wq, const floa
     cd_conv_out_dims(&dd);
     if (dd.oh < 1 || dd.ow < 1) return CD_EPARAMS;
     if ((int64_t)dd.k * (d->c / d->groups) * d->r * d->s > INT32_MAX) return CD_EUNSUPPORTED;
+    // A border map takes the residual's place in the epilogue: not both, nor
+    // behind the rounding of a QDQ residual block.
+    if (d->border && (d->has_residual || q->mid_scale > 0.0f)) return CD_EUNSUPPORTED;
     cd_sparse_isa isa = opt ? opt->isa : CD_SPARSE_ISA_AUTO;
     if (isa == CD_SPARSE_ISA_AUTO) isa = cd_sparse_isa_best();
     if (isa < CD_SPARSE_ISA_SCALAR || isa > CD_SPARSE_ISA_AVX512VNNI) return CD_EPARAMS;
@@ -302,7 +305,8 @@ int cd_sparse_conv_i8_create(const cd_conv_desc *d, const int8_t *wq, const floa
     h->epi.q = *q;
     h->epi.q.w_scale = NULL;
     h->epi.act = d->act;
-    h->epi.has_residual = d->has_residual;
+    h->epi.has_residual = d->has_residual || d->border;
+    if (d->border) h->epi.q.res_int = 0; // the map is float
     h->epi.qmin = cd_quant_qmin(q->out_signed);
     h->epi.qmax = cd_quant_qmax(q->out_signed);
     h->zp_u8 = q->in_zp + (q->in_signed ? 128 : 0);
@@ -310,7 +314,10 @@ int cd_sparse_conv_i8_create(const cd_conv_desc *d, const int8_t *wq, const floa
     h->mult = malloc(sizeof(float) * dd.k);
     h->bias = malloc(sizeof(float) * dd.k);
     h->init = malloc(sizeof(int32_t) * dd.k);
-    if (!rc && (!h->mult || !h->bias || !h->init)) rc = CD_ENOMEM;
+    const size_t map_n = d->border ? (size_t)dd.k * dd.oh * dd.ow : 0;
+    if (map_n && (h->border = malloc(sizeof(float) * map_n))) memcpy(h->border, d->border, sizeof(float) * map_n);
+    h->d.border = h->border; // the caller's map is read here only
+    if (!rc && (!h->mult || !h->bias || !h->init || (map_n && !h->border))) rc = CD_ENOMEM;
     if (rc) {
         cd_sparse_conv_i8_free(h);
         return rc;
@@ -344,7 +351,7 @@ int cd_sparse_conv_i8_get_info(const cd_sparse_conv_i8 *h, cd_sparse_conv_info *
     info->entries = h->entries;
     const size_t stored = h->entries * (h->format == CD_SPARSE_FMT_BSR4 ? 4 : 1);
     info->fill = stored ? (double)h->nnz / (double)stored : 1.0;
-    info->packed_bytes = h->packed_bytes;
+    info->packed_bytes = h->packed_bytes + (h->border ? sizeof(float) * h->d.k * h->d.oh * h->d.ow : 0);
     info->cin_blocks = 1;
     info->bands = 1;
     return 0;
@@ -360,6 +367,7 @@ void cd_sparse_conv_i8_free(cd_sparse_conv_i8 *h) {
     free(h->mult);
     free(h->bias);
     free(h->init);
+    free(h->border);
     free(h->off);
     free(h->w);
     free(h->nq);

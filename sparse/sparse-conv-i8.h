@@ -45,9 +45,10 @@ typedef struct cd_sparse_conv_i8 cd_sparse_conv_i8;
 // groups; d->n ignored, oh/ow recomputed); wq: OIHW s8 weights; bias: K
 // floats or NULL; q: the quantization (q->w_scale K floats, copied; nothing
 // of q is kept by pointer); opt: format (AUTO, CSR or BSR4) and ISA forcing
-// (NULL = auto). Returns 0 and *out, CD_EPARAMS (bad shape or quantization),
-// CD_EUNSUPPORTED (ISA unavailable, BSR8, sizes beyond 32-bit offsets) or
-// CD_ENOMEM.
+// (NULL = auto). d->border (a map added to every image, kernels/op-desc.h) is
+// copied. Returns 0 and *out, CD_EPARAMS (bad shape or quantization),
+// CD_EUNSUPPORTED (ISA unavailable, BSR8, sizes beyond 32-bit offsets, a
+// border map with a residual or a mid rounding) or CD_ENOMEM.
 int cd_sparse_conv_i8_create(const cd_conv_desc *d, const int8_t *wq, const float *bias, const cd_conv_quant *q,
                              const cd_sparse_conv_options *opt, cd_sparse_conv_i8 **out);
 

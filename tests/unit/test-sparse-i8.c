@@ -2,8 +2,8 @@
 // reference (kernels/cpu/ref-conv-i8.c): s32 accumulators bit-exact and
 // outputs equal, at every ISA level this CPU runs (a named skip for a level
 // it lacks), both formats, u8 and s8 inputs with zero points, float and
-// integer storage on both sides (the residual too), any geometry, residual
-// and activations.
+// integer storage on both sides (the residual too), any geometry, residual,
+// border map and activations.
 
 #include "core/errors.h"
 #include "sparse/i8-spmm.h"
@@ -377,6 +377,39 @@ CD_TEST(sparse_i8_resnet_shapes_batch_fold) {
     }
 }
 
+// A compacted conv's border map (cd_conv_desc.border: one float image
+// added to every image before the activation) in the epilogue's residual
+// place: random geometries, batches that fold several images into one pass,
+// sparsities 0-100%, every format and level, the map read once at create.
+CD_TEST(sparse_i8_border_map_shared_by_the_batch) {
+    static const double sparsities[] = {0.0, 0.5, 0.9, 1.0};
+    for (int it = 0; it < 24; it++) {
+        cd_conv_desc d = random_desc();
+        d.has_residual = 0;
+        cd_conv_quant q = random_quant();
+        q.mid_scale = 0.0f; // a border conv has no QDQ residual block
+        const int batch = cd_test_randi(1, 5);
+        i8_layer L;
+        layer_make(&L, &d, batch, &q, sparsities[it % 4], cd_test_randi(0, 1) ? 4 : 0);
+        const size_t map_n = L.yn / (size_t)batch;
+        float *map = malloc(sizeof(float) * map_n), *copy = malloc(sizeof(float) * map_n);
+        CHECK(map && copy);
+        for (size_t i = 0; i < map_n; i++) map[i] = cd_test_randf(-3.0f, 3.0f);
+        memcpy(copy, map, sizeof(float) * map_n);
+        L.d.border = map;
+        for (int isa = CD_SPARSE_ISA_SCALAR; isa <= CD_SPARSE_ISA_AVX512VNNI; isa++) {
+            if (!cd_i8_isa((cd_sparse_isa)isa)) continue;
+            char what[64];
+            snprintf(what, sizeof what, "border case %d batch %d", it, batch);
+            CHECK_EQ(check_layer(&L, (cd_sparse_isa)isa, (cd_sparse_format)(it / 4 % 3), what), 0);
+        }
+        CHECK(memcmp(map, copy, sizeof(float) * map_n) == 0); // read, never written
+        free(map);
+        free(copy);
+        layer_free(&L);
+    }
+}
+
 // The extremes everywhere (x = 255 or -128 against w = -128 or 127, long
 // rows: 512 x 3 x 3 taps) neither saturate nor overflow: the 16-bit
 // emulation's pairs reach 2 * 255 * 128 and VNNI's quads 4 * 255 * 128.
@@ -426,6 +459,16 @@ CD_TEST(sparse_i8_bad_params) {
     cd_conv_desc bd = d;
     bd.groups = 3;
     CHECK_EQ(cd_sparse_conv_i8_create(&bd, w, NULL, &q, NULL, &h), CD_EPARAMS);
+    CHECK(h == NULL);
+    float map[8 * 25] = {0};
+    bd = d;
+    bd.border = map;
+    bd.has_residual = 1; // a border map takes the residual's place: not both
+    CHECK_EQ(cd_sparse_conv_i8_create(&bd, w, NULL, &q, NULL, &h), CD_EUNSUPPORTED);
+    bd.has_residual = 0;
+    bad = q;
+    bad.mid_scale = 0.1f; // nor behind a QDQ residual block's rounding
+    CHECK_EQ(cd_sparse_conv_i8_create(&bd, w, NULL, &bad, NULL, &h), CD_EUNSUPPORTED);
     CHECK(h == NULL);
     d.has_residual = 1;
     CHECK_EQ(cd_sparse_conv_i8_create(&d, w, NULL, &q, NULL, &h), 0);
