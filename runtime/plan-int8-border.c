@@ -43,8 +43,8 @@ int cd_plan_i8_match_border(const pctx *p, const char *live, const int *reader, 
 }
 
 // The int8 conv c doing border block bb (input quantization q0) as the
-// backend would run it on the dense kernels: *q, *d (NCHW, as cd_plan_i8_timing_desc
-// leaves it). 0 when the backend does not run it, or sparse was chosen.
+// backend would run it, on the sparse kernels or the dense ones: *q, *d (NCHW,
+// as cd_plan_i8_timing_desc leaves it). 0 when the backend does not run it.
 static int border_desc(pctx *p, int c, const cd_plan_i8_border *bb, const cd_conv_quant *q0, int sparse,
                        cd_conv_quant *q, cd_bop_desc *d) {
     const cd_graph *g = p->g;
@@ -53,7 +53,6 @@ static int border_desc(pctx *p, int c, const cd_plan_i8_border *bb, const cd_con
     q->out_scale = yq->scale[0];
     q->out_zp = (int)yq->zero_point[0];
     q->out_signed = cd_plan_i8_type_signed(yq);
-    if (sparse) return 0; // the sparse int8 kernels do not add a map (the reference would run it)
     cd_plan_i8_timing_desc(p, &g->ops[c], d);
     d->u.conv.border = g->values[bb->map].f;
     d->u.conv.act = bb->act;

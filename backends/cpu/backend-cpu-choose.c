@@ -16,8 +16,7 @@ static kernel_kind choose_int8(const cd_backend_opts *sw, const cd_bop_desc *d) 
     const cd_conv_quant *q = d->quant;
     if (d->u.conv.has_residual && d->nsrc != 2) return K_NONE;
     if (q->dst_int && !(q->out_scale > 0.0f)) return K_NONE;
-    // A border map: oneDNN's or the reference.
-    if (!sw->kernels_ref && d->sparse && cd_cpu_all_nchw(d) && !d->u.conv.border) return K_I8SP;
+    if (!sw->kernels_ref && d->sparse && cd_cpu_all_nchw(d)) return K_I8SP;
     if (!sw->kernels_ref && !d->sparse &&
         cd_dnnl_conv_i8_supports_res(&d->u.conv, q, d->src[0].layout, d->dst.layout, cd_cpu_res_layout(d)))
         return K_DNNL;
@@ -34,7 +33,8 @@ static kernel_kind choose_pool_int8(const cd_backend_opts *sw, const cd_bop_desc
 }
 
 // The kernel of a quantized conv or pool, or of a conv with a border map
-// (only oneDNN's int8 conv and the references add one); -1 for other ops.
+// (only the int8 convs, sparse and oneDNN's, and the references add one); -1
+// for other ops.
 static int choose_special(const cd_backend_opts *sw, const cd_bop_desc *d) {
     if (d->op == CD_BOP_CONV2D && d->quant) return choose_int8(sw, d);
     if (d->op == CD_BOP_POOL && (d->src[0].int8 || d->dst.int8)) return choose_pool_int8(sw, d);

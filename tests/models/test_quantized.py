@@ -297,7 +297,14 @@ def test_int8_after_compaction_of_a_filter_pruned_model(tmp_path, rng, cache_env
     ops = [(l["name"], l["op"], l["kernel"], l["dtype"], l["out_dtype"]) for l in layers]
     assert any(l["op"].startswith("Conv+BorderMap") and l["dtype"] == "int8" for l in layers), ops
     assert not any(l["op"].startswith("BorderMap") for l in layers), ops
-    for env in (on, dict(on, CONVD_CPU_KERNELS="ref"), dict(cache_env, CONVD_INT8="off")):
+    # The sparse int8 kernels add it too, in their epilogue.
+    sp = dict(on, CONVD_PLAN="sparse")
+    layers = info_json(q, sp)["layers"]
+    ops = [(l["name"], l["op"], l["kernel"], l["dtype"], l["out_dtype"]) for l in layers]
+    assert any(l["op"].startswith("Conv+BorderMap") and l["dtype"] == "int8" and l["kernel"].startswith("sparse")
+               for l in layers), ops
+    assert not any(l["op"].startswith("BorderMap") for l in layers), ops
+    for env in (on, sp, dict(on, CONVD_CPU_KERNELS="ref"), dict(cache_env, CONVD_INT8="off")):
         err, top1 = compare(q, tmp_path, rng, env=env)
         assert err <= REL_L2 and top1 >= TOP1, (env, err, top1)
 
