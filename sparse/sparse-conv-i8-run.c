@@ -188,6 +188,15 @@ static void write_out(const cd_sparse_conv_i8 *h, int kk, int nrows, const int32
     const size_t esize = h->epi.q.dst_int ? 1 : sizeof(float), rsize = h->epi.q.res_int ? 1 : sizeof(float);
     if (h->border) { // one map for every image of the fold: each run with its image's offset taken off
         const size_t kopix = (size_t)d->k * opix;
+        // The next tile's stretch of these rows of the map, fetched ahead: the
+        // tiles walk all K rows at once, more streams than the hardware
+        // prefetcher follows, and a cold map cost more than the conv.
+        if (nruns) {
+            const size_t next = (runs[nruns - 1].out + runs[nruns - 1].len) % kopix;
+            for (int r = 0; r < nrows; r++)
+                for (size_t j = 0; j < tile && next + j < opix; j += 16)
+                    __builtin_prefetch(h->border + (size_t)(kk + r) * opix + next + j);
+        }
         for (int i = 0; i < nruns; i++) {
             const size_t img = runs[i].out / kopix;
             cd_i8_run r = runs[i];
