@@ -75,9 +75,9 @@ void cd_i8_epilogue_rows__scalar(const cd_i8_epilogue *e, const float *mult, con
     const size_t esize = e->q.dst_int ? 1 : sizeof(float), rsize = e->q.res_int ? 1 : sizeof(float);
     for (int r = 0; r < nrows; r++)
         for (int i = 0; i < nruns; i++) {
-            const size_t o = (size_t)r * row_stride + runs[i].out;
+            const size_t o = (size_t)r * row_stride + runs[i].out, ro = (size_t)r * row_stride + runs[i].res;
             cd_i8_epilogue__scalar(e, mult[r], bias[r], acc + (size_t)r * acc_stride + runs[i].m, runs[i].len,
-                                   res ? (const char *)res + o * rsize : NULL, (char *)dst + o * esize);
+                                   res ? (const char *)res + ro * rsize : NULL, (char *)dst + o * esize);
         }
 }
 

@@ -624,9 +624,10 @@ static inline __attribute__((always_inline)) void epi_rows(const epi_consts *c, 
             const vf vm[2] = {SET1F(mult[r]), SET1F(mult[r + 1])}, vb[2] = {SET1F(bias[r]), SET1F(bias[r + 1])};
             for (int i = 0; i < nruns; i++) {
                 const size_t o = (size_t)r * row_stride + runs[i].out, n = runs[i].len;
+                const size_t ro = (size_t)r * row_stride + runs[i].res;
                 const int32_t *a0 = acc + (size_t)r * acc_stride + runs[i].m;
                 const int32_t *const a[2] = {a0, a0 + acc_stride};
-                const char *r0 = rm != RES_NONE ? (const char *)res + o * rsize : NULL;
+                const char *r0 = rm != RES_NONE ? (const char *)res + ro * rsize : NULL;
                 const void *const rr[2] = {r0, r0 ? r0 + row_stride * rsize : NULL};
                 void *const d[2] = {(char *)dst + o * esize, (char *)dst + (o + row_stride) * esize};
                 size_t j = 0;
@@ -641,9 +642,9 @@ static inline __attribute__((always_inline)) void epi_rows(const epi_consts *c, 
     for (; r < nrows; r++) {
         const vf vm = SET1F(mult[r]), vb = SET1F(bias[r]);
         for (int i = 0; i < nruns; i++) {
-            const size_t o = (size_t)r * row_stride + runs[i].out;
+            const size_t o = (size_t)r * row_stride + runs[i].out, ro = (size_t)r * row_stride + runs[i].res;
             epi_run(c, mid, rm, kind, quant, to_int, vm, vb, acc + (size_t)r * acc_stride + runs[i].m, runs[i].len,
-                    rm != RES_NONE ? (const char *)res + o * rsize : NULL, (char *)dst + o * esize);
+                    rm != RES_NONE ? (const char *)res + ro * rsize : NULL, (char *)dst + o * esize);
         }
     }
 }

@@ -48,16 +48,19 @@ typedef void (*cd_i8_epilogue_fn)(const cd_i8_epilogue *e, float mult, float bia
                                   const void *res, void *dst);
 
 // A stretch of valid output pixels of a tile: accumulators m .. m+len-1 of
-// the tile go to output elements out .. out+len-1 (of the first row).
+// the tile go to output elements out .. out+len-1 (of the first row), with
+// residual elements res .. res+len-1 (out, unless one residual image, a
+// border map, serves every image of the pass).
 typedef struct {
     uint32_t m, len;
-    size_t out;
+    size_t out, res;
 } cd_i8_run;
 
 // The epilogue of nrows output channels over a tile's runs: row r's
 // accumulators at acc + r*acc_stride, its channel's mult[r] and bias[r],
-// its output (and residual, NULL without) at element r*row_stride onwards
-// of dst (res: floats, or 1-byte integers when q.res_int).
+// its output at element r*row_stride + run.out of dst, its residual (NULL
+// without) at r*row_stride + run.res of res (floats, or 1-byte integers when
+// q.res_int).
 typedef void (*cd_i8_epilogue_rows_fn)(const cd_i8_epilogue *e, const float *mult, const float *bias, int nrows,
                                        const int32_t *acc, size_t acc_stride, const cd_i8_run *runs, int nruns,
                                        const void *res, void *dst, size_t row_stride);

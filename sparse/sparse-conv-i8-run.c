@@ -165,7 +165,8 @@ static int tile_runs(const cd_sparse_conv_i8 *h, size_t p0, size_t p1, cd_i8_run
         }
         size_t len = (size_t)h->wph == (size_t)d->ow ? opix - rem : (size_t)d->ow - x;
         if (len > p1 - p) len = p1 - p;
-        runs[n++] = (cd_i8_run){(uint32_t)(p - p0), (uint32_t)len, i * kopix + y * d->ow + x};
+        const size_t out = i * kopix + y * d->ow + x;
+        runs[n++] = (cd_i8_run){(uint32_t)(p - p0), (uint32_t)len, out, h->border ? out - i * kopix : out};
         p += len;
     }
     return n;
@@ -186,28 +187,19 @@ static void write_out(const cd_sparse_conv_i8 *h, int kk, int nrows, const int32
         return;
     }
     const size_t esize = h->epi.q.dst_int ? 1 : sizeof(float), rsize = h->epi.q.res_int ? 1 : sizeof(float);
-    if (h->border) { // one map for every image of the fold: each run with its image's offset taken off
-        const size_t kopix = (size_t)d->k * opix;
+    const void *res = d->has_residual ? (const char *)residual + base * rsize : NULL;
+    if (h->border && nruns) { // the map, the residual of every image (the runs' res)
+        res = h->border + (size_t)kk * opix;
         // The next tile's stretch of these rows of the map, fetched ahead: the
         // tiles walk all K rows at once, more streams than the hardware
         // prefetcher follows, and a cold map cost more than the conv.
-        if (nruns) {
-            const size_t next = (runs[nruns - 1].out + runs[nruns - 1].len) % kopix;
-            for (int r = 0; r < nrows; r++)
-                for (size_t j = 0; j < tile && next + j < opix; j += 16)
-                    __builtin_prefetch(h->border + (size_t)(kk + r) * opix + next + j);
-        }
-        for (int i = 0; i < nruns; i++) {
-            const size_t img = runs[i].out / kopix;
-            cd_i8_run r = runs[i];
-            r.out -= img * kopix;
-            h->k->epilogue(&h->epi, h->mult + kk, h->bias + kk, nrows, acc, tile, &r, 1, h->border + (size_t)kk * opix,
-                           (char *)dst + (base + img * kopix) * esize, opix);
-        }
-        return;
+        const size_t next = runs[nruns - 1].res + runs[nruns - 1].len;
+        for (int r = 0; r < nrows; r++)
+            for (size_t j = 0; j < tile && next + j < opix; j += 16)
+                __builtin_prefetch((const float *)res + (size_t)r * opix + next + j);
     }
-    h->k->epilogue(&h->epi, h->mult + kk, h->bias + kk, nrows, acc, tile, runs, nruns,
-                   d->has_residual ? (const char *)residual + base * rsize : NULL, (char *)dst + base * esize, opix);
+    h->k->epilogue(&h->epi, h->mult + kk, h->bias + kk, nrows, acc, tile, runs, nruns, res, (char *)dst + base * esize,
+                   opix);
 }
 
 static int run(const cd_sparse_conv_i8 *h, const void *src, const void *residual, void *dst, int32_t *acc_out,

@@ -114,13 +114,13 @@ static int plan_planes(cd_sparse_conv_i8 *h) {
     if (h->group_in + h->slack > INT32_MAX) return CD_EUNSUPPORTED;
     h->prep_bytes = align64((size_t)d->groups * h->group_in + h->slack);
     // Per thread: the accumulator tile, a row of u8, the runs of a tile
-    // (sparse-conv-i8-run.c; 16 bytes each, at most one per pixel).
+    // (sparse-conv-i8-run.c; at most one per pixel).
     // Stride-1 and -2 layers on float input quantize a whole channel there
     // first.
     const size_t row_bytes = sw <= 2 && !h->direct ? (size_t)d->h * d->w : (size_t)d->w;
     h->rowq_bytes = align64(row_bytes + 64);
     h->thread_bytes =
-        align64(sizeof(int32_t) * I8_CHUNK_ROWS * h->k->tile) + h->rowq_bytes + align64((size_t)16 * h->k->tile);
+        align64(sizeof(int32_t) * I8_CHUNK_ROWS * h->k->tile) + h->rowq_bytes + align64(sizeof(cd_i8_run) * h->k->tile);
     if (sw == 1 && !h->direct && d->pad_l + d->w <= h->wph) {
         // One column phase: plane column j is input column j - pad_l
         // (wph >= W + pad_l + pad_r, see above).

@@ -213,8 +213,8 @@ static int cpu_op_init(cd_backend_t be, const cd_bop_desc *d, cd_op_state **out)
     switch (d->op) {
     case CD_BOP_CONV2D:
         rc = conv_init(sw_of(be), st, d, k);
-        // A border map: the references read it from st->d; oneDNN's op and the sparse int8 conv keep their own.
-        if (!rc && d->u.conv.border && st->kind != K_DNNL && st->kind != K_I8SP)
+        // A border map: the references read it from st->d (oneDNN's op and the sparse int8 conv keep their own).
+        if (!rc && d->u.conv.border && (st->kind == K_REF || st->kind == K_I8REF))
             rc = copy_floats(&st->border, d->u.conv.border, (size_t)d->u.conv.k * d->u.conv.oh * d->u.conv.ow);
         st->d.u.conv.border = st->border;
         break;

@@ -149,7 +149,7 @@ static void epilogue_extremes_at(cd_sparse_isa isa) {
         int nruns = 0;
         for (uint32_t m = (uint32_t)cd_test_randi(0, 3); m < 64 && nruns < 64;) {
             const uint32_t len = (uint32_t)cd_test_randi(1, (int)(64 - m));
-            runs[nruns++] = (cd_i8_run){m, len, (size_t)m + 20};
+            runs[nruns++] = (cd_i8_run){m, len, (size_t)m + 20, (size_t)m + 20};
             m += len + (uint32_t)cd_test_randi(0, 9);
         }
         const void *res = !e.has_residual ? NULL : e.q.res_int ? (const void *)res_b : (const void *)res_f;
@@ -217,11 +217,11 @@ static void epilogue_fast_paths_at(cd_sparse_isa isa) {
         cd_i8_run runs[64];
         int nruns = 0;
         if (cd_test_randi(0, 1))
-            runs[nruns++] = (cd_i8_run){0, 64, 20};
+            runs[nruns++] = (cd_i8_run){0, 64, 20, 20};
         else
             for (uint32_t m = (uint32_t)cd_test_randi(0, 3); m < 64 && nruns < 64;) {
                 const uint32_t len = (uint32_t)cd_test_randi(1, (int)(64 - m));
-                runs[nruns++] = (cd_i8_run){m, len, (size_t)m + 20};
+                runs[nruns++] = (cd_i8_run){m, len, (size_t)m + 20, (size_t)m + 20};
                 m += len + (uint32_t)cd_test_randi(0, 9);
             }
         const void *r = block ? res : NULL;
