@@ -27,6 +27,10 @@ typedef struct {
     // cpu: our depthwise 3x3 conv beside oneDNN's (backends/cpu/dw3x3.h): 0
     // auto (where it times faster at load), 1 off, 2 on (CONVD_DW3X3).
     int dw3x3;
+    // cpu: the dense f32 convs in bf16 (backends/cpu/dnnl-conv-bf16.c), an
+    // opt-in precision where oneDNN runs bf16 natively: 0 off, 1 auto (where
+    // it times faster at load), 2 on (CONVD_BF16, --bf16).
+    int bf16;
 } cd_backend_opts;
 
 #endif // CD_BACKENDS_BACKEND_OPTS_H

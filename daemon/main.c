@@ -56,6 +56,7 @@ static void runtime_configure(const cd_settings *set) {
     o.batch_split = (int)set->batch_split;
     o.batch_lanes = (int)set->batch_lanes;
     o.winograd = (int)set->winograd;
+    o.bf16 = (int)set->bf16;
     snprintf(o.hip_plugin, sizeof o.hip_plugin, "%s", set->hip_plugin);
     o.log = runtime_log;
     cd_runtime_configure(&o);

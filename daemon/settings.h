@@ -74,6 +74,7 @@ typedef struct {
     int64_t batch_split;                   // 0 auto, 1 off, 2 on (batches image by image)
     int64_t batch_lanes;                   // 0 auto, 1 off, 2 on (a split batch's images in lanes)
     int64_t winograd;                      // 0 auto, 1 off, 2 on, 3 f2, 4 f4, 5 f6, 6 onednn (Winograd 3x3)
+    int64_t bf16;                          // 0 off, 1 auto, 2 on (the dense f32 convs in bf16)
     int64_t profile;                       // 1: log per-layer times when a worker's exec is freed
     char hip_plugin[CD_SETTINGS_PATH_MAX]; // the GPU=hip plugin ("" = next to the binary)
     int64_t double_buffer;                 // 0 auto (where it overlaps), 1 off, 2 on

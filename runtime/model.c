@@ -242,7 +242,9 @@ void cd_model_layer(const cd_model *m, int i, cd_layer_info *out) {
     out->name = l->name;
     out->op = l->label;
     out->kernel = l->kernel;
-    out->dtype = l->int8 ? "int8" : "f32";
+    // A conv the CPU backend runs in bf16 says so in its kernel's name
+    // (backends/cpu/dnnl-conv-bf16.c: "dnnl:bf16:<oneDNN's>").
+    out->dtype = l->int8 ? "int8" : strncmp(l->kernel, "dnnl:bf16:", 10) == 0 ? "bf16" : "f32";
     out->out_dtype = m->tensors[l->out].t.int8 ? "int8" : "f32";
     out->reference = l->reference;
     out->layout = cd_layout_name(m->tensors[l->out].t.layout);

@@ -42,6 +42,7 @@ void cd_runtime_options_from_env(cd_runtime_options *o) {
                                              : 0;
     if ((v = env("CONVD_FQ_FUSE"))) o->fq_fuse = !strcmp(v, "off");
     if ((v = env("CONVD_DW3X3"))) o->dw3x3 = !strcmp(v, "off") ? 1 : !strcmp(v, "on") ? 2 : 0;
+    if ((v = env("CONVD_BF16"))) o->bf16 = !strcmp(v, "auto") ? 1 : !strcmp(v, "on") ? 2 : 0;
     if ((v = env("CONVD_HIP_PLUGIN"))) snprintf(o->hip_plugin, sizeof o->hip_plugin, "%s", v);
 }
 
@@ -58,7 +59,8 @@ void cd_runtime_configure(const cd_runtime_options *o) {
                                        .int8_ref = o->int8 == 2,
                                        .hip_plugin = g_opts.hip_plugin,
                                        .winograd = o->winograd,
-                                       .dw3x3 = o->dw3x3};
+                                       .dw3x3 = o->dw3x3,
+                                       .bf16 = o->bf16};
     cd_rt_log_set(o->log, o->log_ud);
     cd_sparse_isa_set_cap(o->max_isa);
 }

@@ -38,7 +38,7 @@
 
 // ---- shared helpers ---------------------------------------------------------------
 
-static char g_cpu[128];
+static char g_cpu[128], g_cpu_bf16[2][160];
 static pthread_once_t g_cpu_once = PTHREAD_ONCE_INIT;
 
 static void cpu_read(void) {
@@ -50,11 +50,15 @@ static void cpu_read(void) {
     size_t n = strlen(g_cpu);
     snprintf(g_cpu + n, sizeof g_cpu - n, " [%s %s]", cd_sparse_isa_name(cd_sparse_isa_best()),
              cd_backends_host_caps().isa);
+    // So is the bf16 switch: it changes what a dense conv costs.
+    snprintf(g_cpu_bf16[0], sizeof g_cpu_bf16[0], "%s bf16 auto", g_cpu);
+    snprintf(g_cpu_bf16[1], sizeof g_cpu_bf16[1], "%s bf16 on", g_cpu);
 }
 
 static const char *cpu_name(void) {
     pthread_once(&g_cpu_once, cpu_read);
-    return g_cpu;
+    const int bf16 = cd_runtime_backend_opts()->bf16;
+    return bf16 == 1 ? g_cpu_bf16[0] : bf16 == 2 ? g_cpu_bf16[1] : g_cpu;
 }
 
 const char *cd_planner_cpu_name(void) { return cpu_name(); }

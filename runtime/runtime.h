@@ -211,6 +211,8 @@ typedef struct {
                            // 0 auto, 1 off, 2 on, 3 f2, 4 f4, 5 f6, 6 onednn (CONVD_WINOGRAD)
     int dw3x3;             // our depthwise 3x3 conv (cd_backend_opts.dw3x3):
                            // 0 auto, 1 off, 2 on (CONVD_DW3X3)
+    int bf16;              // the dense f32 convs in bf16 (cd_backend_opts.bf16),
+                           // an opt-in precision: 0 off, 1 auto, 2 on (CONVD_BF16)
     int batch_split;       // batches > 1 run image by image: 0 auto (models
                            // mostly on sparse kernels), 1 off, 2 on
                            // (CONVD_BATCH_SPLIT=auto|off|on)

@@ -235,8 +235,10 @@ static int conv_new(const cd_conv_desc *d, cd_layout src, cd_layout dst, int max
     return rc;
 }
 
-int cd_dnnl_conv_create_sw(const cd_conv_desc *d, cd_layout src, cd_layout dst, int max_batch, const float *w,
-                           const float *bias, const cd_backend_opts *sw, cd_dnnl_op **out) {
+// The f32 conv of d: oneDNN's direct one, or our depthwise or a Winograd
+// conv where the switches offer them and they time faster.
+static int create_f32(const cd_conv_desc *d, cd_layout src, cd_layout dst, int max_batch, const float *w,
+                      const float *bias, const cd_backend_opts *sw, cd_dnnl_op **out) {
     *out = NULL;
     cd_dnnl_op *op;
     int rc = conv_new(d, src, dst, max_batch, w, bias, NULL, &op);
@@ -258,6 +260,16 @@ fail:
     return rc;
 }
 
+int cd_dnnl_conv_create_sw(const cd_conv_desc *d, cd_layout src, cd_layout dst, int max_batch, const float *w,
+                           const float *bias, const cd_backend_opts *sw, cd_dnnl_op **out) {
+    int rc = create_f32(d, src, dst, max_batch, w, bias, sw, out);
+    if (!rc && sw && sw->bf16 && (rc = cd_dnnl_conv_bf16_offer(out, d, src, dst, max_batch, w, bias, sw->bf16))) {
+        cd_dnnl_op_free(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
 int cd_dnnl_conv_create_fq(const cd_conv_desc *d, cd_layout src, cd_layout dst, int max_batch, const float *w,
                            const float *bias, const cd_backend_opts *sw, const float fq[4], cd_dnnl_op **out) {
     *out = NULL;
@@ -265,9 +277,10 @@ int cd_dnnl_conv_create_fq(const cd_conv_desc *d, cd_layout src, cd_layout dst, 
     const cd_act a = d->act.kind;
     if (a != CD_ACT_NONE && a != CD_ACT_RELU && a != CD_ACT_CLIP) return CD_EUNSUPPORTED;
     // Without the FakeQuant first: where our depthwise kernel or a Winograd
-    // conv is faster, d keeps it (their epilogues do not quantize).
+    // conv is faster, d keeps it (their epilogues do not quantize). Never in
+    // bf16: the rounding to the grid would magnify its error.
     cd_dnnl_op *op;
-    int rc = cd_dnnl_conv_create_sw(d, src, dst, max_batch, w, bias, sw, &op);
+    int rc = create_f32(d, src, dst, max_batch, w, bias, sw, &op);
     if (rc) return rc;
     const conv_priv *cp = op->priv;
     const int direct = !cp->dw && !cp->wino && cp->alg == dnnl_convolution_direct;

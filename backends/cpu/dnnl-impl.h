@@ -160,4 +160,10 @@ int cd_dnnl_plain_try(const void *op_desc);
 // or a negative code.
 int cd_dnnl_plain_build(cd_dnnl_prim *p, int i, const void *op_desc);
 
+// The bf16 conv offered for the f32 conv *op of d (cd_backend_opts.bf16
+// mode: 0 off, 1 auto: where one of its wirings times faster, 2 on: wherever
+// it runs, the faster wiring); *op is replaced (and freed) when it is taken.
+// 0, or CD_ENOMEM (*op untouched).
+int cd_dnnl_conv_bf16_offer(cd_dnnl_op **op, const cd_conv_desc *d, cd_layout src, cd_layout dst, int max_batch,
+                            const float *w, const float *bias, int mode);
 #endif // CD_BACKENDS_CPU_DNNL_IMPL_H

@@ -178,6 +178,20 @@ int cd_dnnl_conv_create_sw(const cd_conv_desc *d, cd_layout src, cd_layout dst, 
 // also for an act other than none, Relu or Clip.
 int cd_dnnl_conv_create_fq(const cd_conv_desc *d, cd_layout src, cd_layout dst, int max_batch, const float *w,
                            const float *bias, const cd_backend_opts *sw, const float fq[4], cd_dnnl_op **out);
+// The same in bf16, an opt-in precision (backends/cpu/dnnl-conv-bf16.c): src
+// and weights rounded to bf16 (to nearest even), products accumulated in
+// f32, bias, residual and act as above, dst f32. nhwc 0: the bf16 source in
+// src's layout, oneDNN's jit_bf16 writing dst in place; 1: source and output
+// in nhwc (oneDNN 2.6's AMX kernels take nothing else), reordered at both
+// ends. CD_EUNSUPPORTED where oneDNN has no bf16 instructions on this CPU
+// (cd_dnnl_bf16_native), only its reference loop for d, or fails to make its
+// kernel at batch 1 or max_batch (both are built here).
+int cd_dnnl_conv_bf16_create(const cd_conv_desc *d, cd_layout src, cd_layout dst, int max_batch, int nhwc,
+                             const float *w, const float *bias, cd_dnnl_op **out);
+// 1 when oneDNN runs bf16 natively here (avx512_core_bf16 or AMX, within
+// ONEDNN_MAX_CPU_ISA); elsewhere it would emulate it, slower than f32.
+int cd_dnnl_bf16_native(void);
+
 // oneDNN's own Winograd conv of d (dnnl_convolution_winograd; f32 on AVX-512
 // only in oneDNN 2.6), nothing else offered: a candidate of cd_wino_offer
 // (backends/cpu/winograd.h). It keeps a copy of w (counted in its weight
