@@ -1,0 +1,232 @@
+#!/usr/bin/env python3
+"""The dense float32 convs in bf16 (CONVD_BF16, backends/cpu/dnnl-conv-bf16.c):
+convd bf16 against convd f32, onnxruntime f32, DeepSparse 1.8.0 f32 and, for
+scale, convd int8 and onnxruntime int8 on the same model quantized, in one
+interleaved run (docs/PERFORMANCE.md, "bf16").
+
+    bench/setup-deepsparse                  # once: DeepSparse's own venv, outside the checkout
+    bench/bf16.py [--models resnet50,resnet18,mobilenetv2] [--threads 1,all] [--batch 1,16]
+                  [--rounds 3] [--iters 10] [--warmup 2] [--json FILE] [--write]
+    bench/bf16.py --check 64 [--models ...]  # accuracy: convd bf16 and f32 against onnxruntime f32
+    bench/bf16.py --from-json FILE [--write]
+
+Files: bench/int8.py's (bench/benchmodels.py's f32 models, 224x224, random
+weights; NAME-qdq.onnx quantized by onnxruntime's quantize_static). Engines,
+at T threads and batch B, all fed the same input (uniform in [-1, 1], seed 1):
+  convd-bf16   convd-run F32FILE with CONVD_BF16=on (every conv oneDNN runs
+               natively in bf16: the faster of its two wirings per layer)
+  convd-auto   the same with CONVD_BF16=auto (per layer, bf16 where it timed
+               faster than the float32 kernel at load)
+  convd-f32    convd-run F32FILE (the default: CONVD_BF16=off)
+  convd-int8   convd-run QFILE
+  ort-f32, ort-int8   onnxruntime CPU EP, intra_op_num_threads=T
+  ds-f32       DeepSparse compile_model(F32FILE, batch_size=B, num_cores=T)
+Each round runs every cell with the engines in an order that rotates every
+round; the table shows the median of the round medians (ms per batch) and
+ratios (> 1: convd bf16 is faster). Where oneDNN has no native bf16 (the
+`bf16` column of the header says so), convd-bf16 plans float32: the run
+says so rather than measuring a path that is not there.
+
+--check N: N inputs (uniform in [-1, 1], seed 3, batches of 16) through
+convd-run (1 thread) with CONVD_BF16=on and off and through onnxruntime f32:
+each input's relative L2 error against onnxruntime and the top-1 agreement.
+"""
+import argparse
+import json
+import os
+import pathlib
+import shutil
+import sys
+
+import numpy as np
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+import anchors  # noqa: E402
+import int8  # noqa: E402  (its files, convd-run wrapper and DeepSparse worker commands)
+
+ENGINES = ("convd-bf16", "convd-auto", "convd-f32", "convd-int8", "ort-f32", "ort-int8", "ds-f32")
+BF16_ENV = {"convd-bf16": {"CONVD_BF16": "on"}, "convd-auto": {"CONVD_BF16": "auto"}, "convd-f32": {"CONVD_BF16": "off"}}
+TITLE = "## bf16"
+
+
+def log(msg):
+    print(f"[bf16] {msg}", file=sys.stderr, flush=True)
+
+
+def measure(ctx, engine, model, T, B):
+    f = ctx["files"][model]
+    x = ctx["x"][B]
+    try:
+        if engine.startswith("convd"):
+            path = f["q"] if engine == "convd-int8" else f["f32"]
+            r = int8.convd_run(ctx, path, T, B, "--bench", ctx["iters"], "--warmup", ctx["warmup"], "--json",
+                               env=BF16_ENV.get(engine))
+            return {"ms": json.loads(r.stdout)["bench"]["median_ms"]}
+        if engine.startswith("ort"):
+            return {"ms": ctx["ort"][(model, engine, T)].bench(np.load(x), ctx["iters"], ctx["warmup"])}
+        key = f"{model}|{T}|{B}|f32"
+        if key not in ctx["ds_loaded"]:
+            ctx["ds"].call(cmd="load_batch", key=key, path=str(f["f32"]), batch=B, num_cores=T)
+            ctx["ds_loaded"].add(key)
+        return {"ms": ctx["ds"].call(cmd="bench", key=key, path=str(f["f32"]), input=str(x), iters=ctx["iters"],
+                                     warmup=ctx["warmup"])["median_ms"]}
+    except Exception as e:  # one failed cell; the run goes on
+        log(f"{engine} {model} T={T} B={B}: {type(e).__name__}: {e}")
+        return {"error": f"{type(e).__name__}: {str(e)[:300]}"}
+
+
+def bf16_layers(ctx, model, mode):
+    r = int8.convd_run(ctx, ctx["files"][model]["f32"], 1, 1, "--info", "--json", env={"CONVD_BF16": mode})
+    info = json.loads(r.stdout)
+    convs = [l for l in info["layers"] if l["op"].startswith("Conv")]
+    return {"convs": len(convs), "bf16": sum(l.get("dtype") == "bf16" for l in convs),
+            "dnnl_isa": info["cpu"]["dnnl_isa"],
+            "kernels": sorted({l["kernel"] for l in convs if l.get("dtype") == "bf16"})}
+
+
+def run_bench(a, names):
+    ctx = int8.setup(a, names)
+    import onnxruntime
+    res = {"cpu": anchors.cpu_info(), "rev": anchors.git_rev(), "ort": onnxruntime.__version__,
+           "threads": a.threads, "batch": a.batch, "rounds": a.rounds, "iters": a.iters, "models": {}, "cells": {},
+           "load": [os.getloadavg()[0]]}
+    try:
+        ctx["ds"] = anchors.DeepSparse(anchors.deepsparse_python(a.deepsparse_python), ctx["caps"]["deepsparse"],
+                                       a.timeout, script=__file__)
+        res["ds_info"] = ctx["ds"].call(cmd="info")
+        for n in names:
+            res["models"][n] = {"on": bf16_layers(ctx, n, "on"), "auto": bf16_layers(ctx, n, "auto")}
+            log(f"{n}: {res['models'][n]}")
+            for T in a.threads:
+                ctx["ort"][(n, "ort-int8", T)] = anchors.Ort(ctx["files"][n]["q"], threads=T)
+                ctx["ort"][(n, "ort-f32", T)] = anchors.Ort(ctx["files"][n]["f32"], threads=T)
+        for r in range(a.rounds):
+            order = ENGINES[r % len(ENGINES):] + ENGINES[:r % len(ENGINES)]
+            for T in a.threads:
+                for B in a.batch:
+                    for n in names:
+                        for e in order:
+                            m = measure(ctx, e, n, T, B)
+                            res["cells"].setdefault(f"{n}|{T}|{B}|{e}", []).append(m)
+                            log(f"round {r + 1}: {n} T={T} B={B} {e}: {m}")
+        res["load"].append(os.getloadavg()[0])
+    finally:
+        if ctx["ds"]:
+            ctx["ds"].close()
+        shutil.rmtree(ctx["tmp"], ignore_errors=True)
+    return res
+
+
+def run_check(a, names):
+    ctx = int8.setup(a, names)
+    out = {"cpu": anchors.cpu_info(), "rev": anchors.git_rev(), "n": a.check, "models": {}}
+    try:
+        rng = np.random.default_rng(3)
+        for n in names:
+            ort = anchors.Ort(ctx["files"][n]["f32"], threads=2)
+            errs = {"on": [], "off": []}
+            agree = {"on": [], "off": []}
+            for start in range(0, a.check, 16):
+                B = min(16, a.check - start)
+                x = rng.uniform(-1, 1, (B, 3, 224, 224)).astype(np.float32)
+                xp, yp = ctx["tmp"] / "cx.npy", ctx["tmp"] / "cy.npy"
+                np.save(xp, x)
+                want = ort.run(x).reshape(B, -1).astype(np.float64)
+                for mode in ("on", "off"):
+                    int8.convd_run(ctx, ctx["files"][n]["f32"], 1, B, "--input", xp, "--output", yp,
+                                   env={"CONVD_BF16": mode})
+                    got = np.load(yp).reshape(B, -1).astype(np.float64)
+                    errs[mode] += list(int8.rel_l2(got, want))
+                    agree[mode] += list(got.argmax(1) == want.argmax(1))
+            out["models"][n] = {m: {"median_rel_l2": float(np.median(errs[m])), "max_rel_l2": float(np.max(errs[m])),
+                                    "top1_agree": float(np.mean(agree[m]))} for m in errs}
+            out["models"][n]["layers"] = bf16_layers(ctx, n, "on")
+            log(f"{n}: {out['models'][n]}")
+    finally:
+        shutil.rmtree(ctx["tmp"], ignore_errors=True)
+    return out
+
+
+def markdown(res):
+    if "n" in res:
+        lines = [f"### bf16 accuracy: convd against onnxruntime f32, {res['n']} inputs", "",
+                 f"CPU {res['cpu']['model']}; convd {res['rev']}; `bench/bf16.py --check {res['n']}`.", "",
+                 "| model | bf16 convs (on) | bf16: median rel. L2 | max | top-1 agrees | f32: median rel. L2 | max |"
+                 " top-1 agrees |", "|---|---|---|---|---|---|---|---|"]
+        for n, m in res["models"].items():
+            on, off, L = m["on"], m["off"], m["layers"]
+            lines.append(f"| {n} | {L['bf16']}/{L['convs']} | {on['median_rel_l2']:.2e} | {on['max_rel_l2']:.2e} | "
+                         f"{100 * on['top1_agree']:.1f}% | {off['median_rel_l2']:.2e} | {off['max_rel_l2']:.2e} | "
+                         f"{100 * off['top1_agree']:.1f}% |")
+        return "\n".join(lines) + "\n"
+    ds = res.get("ds_info", {})
+    isa = next(iter(res["models"].values()))["on"]["dnnl_isa"] if res["models"] else "?"
+    lines = [f"### bf16 ({res['cpu']['model']}, {res['cpu']['cores']} cores, oneDNN {isa})", "",
+             f"convd {res['rev']}; onnxruntime {res['ort']}; DeepSparse {ds.get('version', '?')} isa "
+             f"{ds.get('isa', '?')}. {res['rounds']} rounds x {res['iters']} runs, median of round medians, ms per "
+             f"batch; load average {res['load'][0]:.2f} -> {res['load'][-1]:.2f}. Ratios > 1: convd bf16 is faster.",
+             "",
+             "| model | threads | batch | convd bf16 | convd bf16 auto | convd f32 | convd int8 | ORT f32 | ORT int8 | "
+             "DeepSparse f32 | f32 / bf16 (convd) | ORT f32 / bf16 | DS f32 / bf16 | int8 / bf16 (convd) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+
+    def f(v):
+        return f"{v:.2f}" if v is not None else "-"
+
+    def ratio(x, y):
+        return f"{x / y:.2f}x" if x and y else "-"
+    for T in res["threads"]:
+        for B in res["batch"]:
+            for n in res["models"]:
+                c = {e: int8.med(res["cells"].get(f"{n}|{T}|{B}|{e}", [])) for e in ENGINES}
+                lines.append(f"| {n} | {T} | {B} | {f(c['convd-bf16'])} | {f(c['convd-auto'])} | {f(c['convd-f32'])} | "
+                             f"{f(c['convd-int8'])} | {f(c['ort-f32'])} | {f(c['ort-int8'])} | {f(c['ds-f32'])} | "
+                             f"{ratio(c['convd-f32'], c['convd-bf16'])} | {ratio(c['ort-f32'], c['convd-bf16'])} | "
+                             f"{ratio(c['ds-f32'], c['convd-bf16'])} | {ratio(c['convd-int8'], c['convd-bf16'])} |")
+    lines += ["", "bf16 convs per model (on; auto): " + "; ".join(
+        f"{n} {m['on']['bf16']}/{m['on']['convs']}; {m['auto']['bf16']}/{m['auto']['convs']}"
+        for n, m in res["models"].items())]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    if argv is None and "--deepsparse-worker" in sys.argv:
+        return anchors.deepsparse_worker(int8.worker_commands())
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", default="resnet50,resnet18,mobilenetv2")
+    ap.add_argument("--threads", default="1,all")
+    ap.add_argument("--batch", default="1,16")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--check", type=int, default=0)
+    ap.add_argument("--cache")
+    ap.add_argument("--deepsparse-python")
+    ap.add_argument("--timeout", type=float, default=900)
+    ap.add_argument("--json")
+    ap.add_argument("--from-json")
+    ap.add_argument("--write", action="store_true")
+    a = ap.parse_args(argv)
+    a.isa = "native"  # int8.setup's caps: none (bf16 exists only where oneDNN runs it natively)
+    cores = len(os.sched_getaffinity(0))
+    a.threads, a.batch = int8.int_list(a.threads, cores), int8.int_list(a.batch, cores)
+    names = a.models.split(",")
+    if a.from_json:
+        res = json.loads(pathlib.Path(a.from_json).read_text())
+    else:
+        res = run_check(a, names) if a.check else run_bench(a, names)
+    if a.json:
+        pathlib.Path(a.json).write_text(json.dumps(res, indent=1))
+    md = markdown(res)
+    print(md)
+    if a.write:
+        title = TITLE + (" accuracy" if "n" in res else "")
+        anchors.replace_section(ROOT / "docs" / "PERFORMANCE.md", title,
+                                f"{title}\n\nMade by `bench/bf16.py` (the command and method are in its header).\n\n{md}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
