@@ -402,3 +402,28 @@ def test_onednn_capped_to_avx2_gives_nchw8c(tmp_path, models):
     assert not any(l["layout"] == "NCHW16C" for l in plan["layers"])
     assert all("avx512" not in l["kernel"] for l in plan["layers"])
     assert plan["reference_layers"] == 0
+
+
+# ---- the bf16 switch ----------------------------------------------------------------
+
+def test_daemon_bf16_on_plans_bf16_and_serves_near_float32(tmp_path, models):
+    """--bf16 on reaches the daemon's backend: where oneDNN runs bf16 natively
+    the plan's convs are bf16 and the answers stay within bf16's error of
+    onnxruntime's float32 run; elsewhere the plan stays float32 (and exact)."""
+    import onnxruntime as ort
+    with TestDaemon(tmp_path, models_dir=models, args=["--bf16", "on"]) as db:
+        plan = ctl_json("plan", MODEL, "--runs", "1", socket=db.socket)
+        x = x_input(3)
+        with convd.Client(db.socket, timeout=120) as c:
+            got = c.infer(MODEL, x)
+    convs = [l for l in plan["layers"] if l["op"].startswith("Conv")]
+    native = "bf16" in plan["cpu"]["dnnl_isa"] or "amx" in plan["cpu"]["dnnl_isa"]
+    assert convs and all(l["dtype"] == ("bf16" if native else "f32") for l in convs), \
+        [(l["name"], l["dtype"], l["kernel"]) for l in convs]
+    sess = ort.InferenceSession(str(models / f"{MODEL}.onnx"), providers=["CPUExecutionProvider"])
+    want = sess.run(None, x)[0].astype(np.float64)
+    y = np.asarray(next(iter(got.values())) if isinstance(got, dict) else got, dtype=np.float64)
+    rel = np.linalg.norm(y - want) / np.linalg.norm(want)
+    assert rel <= (2e-2 if native else 1e-5), rel
+    if native:
+        assert rel > 0  # it did run in bf16
