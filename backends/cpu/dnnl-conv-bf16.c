@@ -275,9 +275,10 @@ int cd_dnnl_conv_bf16_offer(cd_dnnl_op **op, const cd_conv_desc *d, cd_layout sr
         if (!rc) n++;
     }
     int pick = 0;
-    if (n > 1 && mode == 2) { // on: bf16 wherever it runs, the faster wiring
-        cd_dnnl_op *two[2] = {cand[1], cand[n - 1]};
-        pick = 1 + fastest_cached(two, n - 1, d, src, dst, "-");
+    if (n == 2 && mode == 2) { // on: bf16 wherever it runs, the faster wiring
+        pick = 1;
+    } else if (n == 3 && mode == 2) {
+        pick = 1 + fastest_cached(cand + 1, 2, d, src, dst, "-");
     } else if (n > 1) {
         pick = fastest_cached(cand, n, d, src, dst, cd_dnnl_op_impl(*op, 1));
     }
