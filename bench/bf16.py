@@ -86,37 +86,12 @@ def bf16_layers(ctx, model, mode):
             "kernels": sorted({l["kernel"] for l in convs if l.get("dtype") == "bf16"})}
 
 
+def describe(ctx, model):
+    return {"on": bf16_layers(ctx, model, "on"), "auto": bf16_layers(ctx, model, "auto")}
+
+
 def run_bench(a, names):
-    ctx = int8.setup(a, names)
-    import onnxruntime
-    res = {"cpu": anchors.cpu_info(), "rev": anchors.git_rev(), "ort": onnxruntime.__version__,
-           "threads": a.threads, "batch": a.batch, "rounds": a.rounds, "iters": a.iters, "models": {}, "cells": {},
-           "load": [os.getloadavg()[0]]}
-    try:
-        ctx["ds"] = anchors.DeepSparse(anchors.deepsparse_python(a.deepsparse_python), ctx["caps"]["deepsparse"],
-                                       a.timeout, script=__file__)
-        res["ds_info"] = ctx["ds"].call(cmd="info")
-        for n in names:
-            res["models"][n] = {"on": bf16_layers(ctx, n, "on"), "auto": bf16_layers(ctx, n, "auto")}
-            log(f"{n}: {res['models'][n]}")
-            for T in a.threads:
-                ctx["ort"][(n, "ort-int8", T)] = anchors.Ort(ctx["files"][n]["q"], threads=T)
-                ctx["ort"][(n, "ort-f32", T)] = anchors.Ort(ctx["files"][n]["f32"], threads=T)
-        for r in range(a.rounds):
-            order = ENGINES[r % len(ENGINES):] + ENGINES[:r % len(ENGINES)]
-            for T in a.threads:
-                for B in a.batch:
-                    for n in names:
-                        for e in order:
-                            m = measure(ctx, e, n, T, B)
-                            res["cells"].setdefault(f"{n}|{T}|{B}|{e}", []).append(m)
-                            log(f"round {r + 1}: {n} T={T} B={B} {e}: {m}")
-        res["load"].append(os.getloadavg()[0])
-    finally:
-        if ctx["ds"]:
-            ctx["ds"].close()
-        shutil.rmtree(ctx["tmp"], ignore_errors=True)
-    return res
+    return int8.run_bench(a, names, ENGINES, measure, describe)
 
 
 def run_check(a, names):
@@ -171,12 +146,7 @@ def markdown(res):
              "| model | threads | batch | convd bf16 | convd bf16 auto | convd f32 | convd int8 | ORT f32 | ORT int8 | "
              "DeepSparse f32 | f32 / bf16 (convd) | ORT f32 / bf16 | DS f32 / bf16 | int8 / bf16 (convd) |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-
-    def f(v):
-        return f"{v:.2f}" if v is not None else "-"
-
-    def ratio(x, y):
-        return f"{x / y:.2f}x" if x and y else "-"
+    f, ratio = int8.fmt_ms, int8.ratio
     for T in res["threads"]:
         for B in res["batch"]:
             for n in res["models"]:

@@ -178,7 +178,11 @@ def setup(a, names):
     return ctx
 
 
-def run_bench(a, names):
+def run_bench(a, names, engines=ENGINES, measure_cell=None, describe=None):
+    """Every (round, threads, batch, model, engine) cell, the engines' order
+    rotating every round. bench/bf16.py passes its own engines, measure_cell
+    (ctx, engine, model, T, B) and describe (ctx, model): the model's facts."""
+    measure_cell, describe = measure_cell or measure, describe or int8_layers
     ctx = setup(a, names)
     import onnxruntime
     res = {"cpu": anchors.cpu_info(), "isa": a.isa, "caps": ctx["caps"], "rev": anchors.git_rev(),
@@ -189,18 +193,18 @@ def run_bench(a, names):
                                        a.timeout, script=__file__)
         res["ds_info"] = ctx["ds"].call(cmd="info")
         for n in names:
-            res["models"][n] = int8_layers(ctx, n)
+            res["models"][n] = describe(ctx, n)
             log(f"{n}: {res['models'][n]}")
             for T in a.threads:
                 ctx["ort"][(n, "ort-int8", T)] = anchors.Ort(ctx["files"][n]["q"], threads=T)
                 ctx["ort"][(n, "ort-f32", T)] = anchors.Ort(ctx["files"][n]["f32"], threads=T)
         for r in range(a.rounds):
-            order = ENGINES[r % len(ENGINES):] + ENGINES[:r % len(ENGINES)]
+            order = engines[r % len(engines):] + engines[:r % len(engines)]
             for T in a.threads:
                 for B in a.batch:
                     for n in names:
                         for e in order:
-                            m = measure(ctx, e, n, T, B)
+                            m = measure_cell(ctx, e, n, T, B)
                             res["cells"].setdefault(f"{n}|{T}|{B}|{e}", []).append(m)
                             log(f"round {r + 1}: {n} T={T} B={B} {e}: {m}")
         res["load"].append(os.getloadavg()[0])
@@ -259,6 +263,15 @@ def med(cell):
     return float(np.median(v)) if v else None
 
 
+def fmt_ms(v):
+    return f"{v:.2f}" if v is not None else "-"
+
+
+def ratio(a, b):
+    """a / b as "1.23x", "-" where either is missing."""
+    return f"{a / b:.2f}x" if a and b else "-"
+
+
 def markdown(res):
     if "n" in res:  # --check
         lines = [f"### int8 correctness: convd against onnxruntime int8, {res['n']} inputs ({res['isa']})", "",
@@ -284,12 +297,7 @@ def markdown(res):
              "| model | threads | batch | convd int8 | convd f32 | ORT int8 | ORT f32 | DeepSparse int8 | "
              "f32/int8 (convd) | ORT int8 / convd int8 | DS int8 / convd int8 |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
-
-    def f(v):
-        return f"{v:.2f}" if v is not None else "-"
-
-    def ratio(a, b):
-        return f"{a / b:.2f}x" if a and b else "-"
+    f = fmt_ms
     for T in res["threads"]:
         for B in res["batch"]:
             for n in res["models"]:
