@@ -166,12 +166,15 @@ int cd_dnnl_conv_bf16_create(const cd_conv_desc *d, cd_layout src, cd_layout dst
     if (!d || !w || max_batch < 1 || cd_dnnl_conv_check(d, src, dst)) return CD_EPARAMS;
     if (src == CD_LAYOUT_NHWC || dst == CD_LAYOUT_NHWC) return CD_EPARAMS; // f32 activations are never NHWC
     if (!cd_dnnl_bf16_native()) return CD_EUNSUPPORTED;
-    // oneDNN 2.6's AMX conv fails to generate its code for some grouped
-    // (not depthwise) convs (c16 k8 5x5 g2: runtime_error): not offered.
-    if (nhwc && d->groups > 1 && !(d->groups == d->c && d->groups == d->k)) return CD_EUNSUPPORTED;
-    // ... and its output changes from run to run on 2 threads for a 1xN
+    // Grouped convs are not offered: oneDNN 2.6's bf16 depthwise kernel
+    // (brdgmm_dw) runs MobileNetV2's depthwise layers 0.5-1.4x its f32 one
+    // alone, 0.3-0.4x with the conversions (AMX Xeon; 0.5-0.7x on Zen 4:
+    // bench/results/bf16-layers-*.md), and its AMX conv fails to build some
+    // other grouped ones (c16 k8 5x5 g2: runtime_error).
+    if (d->groups > 1) return CD_EUNSUPPORTED;
+    // Its AMX conv's output changes from run to run on 2 threads for a 1xN
     // kernel with a stride (c32 k48 1x3/2: 70 of 99 runs differ; 3x1/2, 1x7/1,
-    // square ones: none): non-square strided kernels are not offered either.
+    // square ones: none): non-square strided kernels are not offered there.
     if (nhwc && d->r != d->s && (d->stride_h > 1 || d->stride_w > 1)) return CD_EUNSUPPORTED;
     static const cd_dnnl_kind k_kind = {bf16_build, bf16_exec, bf16_fini, bf16_impl};
     const bf16_priv init = {.d = *d, .src_l = src, .dst_l = dst, .nhwc = nhwc != 0};

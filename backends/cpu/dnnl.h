@@ -183,9 +183,10 @@ int cd_dnnl_conv_create_fq(const cd_conv_desc *d, cd_layout src, cd_layout dst, 
 // f32, bias, residual and act as above, dst f32. nhwc 0: the bf16 source in
 // src's layout, oneDNN's jit_bf16 writing dst in place; 1: source and output
 // in nhwc (oneDNN 2.6's AMX kernels take nothing else), reordered at both
-// ends. CD_EUNSUPPORTED where oneDNN has no bf16 instructions on this CPU
-// (cd_dnnl_bf16_native), only its reference loop for d, or fails to make its
-// kernel at batch 1 or max_batch (both are built here).
+// ends. CD_EUNSUPPORTED for grouped convs (slower than f32 in bf16), where
+// oneDNN has no bf16 instructions on this CPU (cd_dnnl_bf16_native), only its
+// reference loop for d, or fails to make its kernel at batch 1 or max_batch
+// (both are built here).
 int cd_dnnl_conv_bf16_create(const cd_conv_desc *d, cd_layout src, cd_layout dst, int max_batch, int nhwc,
                              const float *w, const float *bias, cd_dnnl_op **out);
 // 1 when oneDNN runs bf16 natively here (avx512_core_bf16 or AMX, within
