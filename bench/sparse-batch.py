@@ -6,7 +6,8 @@ interleaved run.
 
     bench/setup-deepsparse        # once
     bench/sparse-batch.py [--models resnet50-u90,resnet18-u90] [--threads 1,2]
-                          [--batches 1,16,64] [--rounds 3] [--iters 3] [--json FILE]
+                          [--batches 1,16,64] [--rounds 3] [--iters 3] [--isa native|avx2]
+                          [--json FILE]
 
 Engines, every one fed the same input (uniform in [-1, 1], seed 1):
   convd-whole  build/bin/convd-run FILE --batch B --threads T --bench N
@@ -17,7 +18,9 @@ Engines, every one fed the same input (uniform in [-1, 1], seed 1):
 In each round every (model, threads, batch) runs each engine in turn, the
 order rotating; the table shows the median over rounds of each engine's
 median, per image, and the ratios. Prints Markdown; --json keeps the raw
-figures.
+figures. --isa avx2 caps convd (CONVD_MAX_ISA=avx2, ONEDNN_MAX_CPU_ISA=AVX2)
+and DeepSparse (NM_ARCH=avx2) as bench/anchors.py does; the table's header
+line names the cap.
 """
 import argparse
 import json
@@ -48,8 +51,8 @@ def ds_commands():
     return {"load_batch": load_batch}  # timed with the worker's own "bench" command
 
 
-def convd_ms(binary, path, batch, threads, iters, split, x):
-    env = dict(os.environ, CONVD_BATCH_SPLIT=split)
+def convd_ms(binary, path, batch, threads, iters, split, x, caps):
+    env = dict(os.environ, CONVD_BATCH_SPLIT=split, **caps)
     cmd = [str(binary), str(path), "--batch", str(batch), "--threads", str(threads), "--bench", str(iters),
            "--warmup", "1", "--input", str(x)]
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
@@ -69,7 +72,9 @@ def main():
     ap.add_argument("--iters", type=int, default=3)
     ap.add_argument("--json", metavar="FILE")
     ap.add_argument("--no-deepsparse", action="store_true")
+    ap.add_argument("--isa", choices=sorted(anchors.CAPS), default="native")
     a = ap.parse_args()
+    caps = anchors.CAPS[a.isa]
     import numpy as np
     cache = pathlib.Path(os.environ.get("CONVD_BENCH_CACHE", pathlib.Path.home() / ".cache/convd/bench-models"))
     models = a.models.split(",")
@@ -86,7 +91,7 @@ def main():
         np.save(xs[b], rng.uniform(-1, 1, (b, 3, 224, 224)).astype(np.float32))
     ds = None
     if not a.no_deepsparse:
-        ds = anchors.DeepSparse(anchors.deepsparse_python(None), {}, 1800, script=__file__)
+        ds = anchors.DeepSparse(anchors.deepsparse_python(None), caps["deepsparse"], 1800, script=__file__)
         for m in models:
             for t in threads:
                 for b in batches:
@@ -107,7 +112,7 @@ def main():
                                          iters=a.iters)["median_ms"]
                         else:
                             ms = convd_ms(binary, files[m], b, t, a.iters, "off" if e == "convd-whole" else "auto",
-                                          xs[b])
+                                          xs[b], caps["convd"])
                         res.setdefault(f"{m}|{t}|{b}|{e}", []).append(ms)
                         print(f"round {r} {m} T{t} B{b} {e}: {ms:.1f} ms", file=sys.stderr, flush=True)
     if ds:
@@ -116,6 +121,8 @@ def main():
     if a.json:
         pathlib.Path(a.json).write_text(json.dumps(res, indent=1))
     med = {k: statistics.median(v) for k, v in res.items()}
+    print(f"ISA: {a.isa} (convd caps {caps['convd'] or 'none'}, DeepSparse {caps['deepsparse'] or 'its own'}); "
+          f"CPU {anchors.cpu_info()['model']}\n")
     print("| model | threads | batch | convd whole batch ms (per image) | convd image by image ms (per image) "
           "| whole / by image | DeepSparse ms (per image) | DeepSparse / convd |")
     print("|---|---|---|---|---|---|---|---|")
