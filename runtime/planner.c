@@ -48,8 +48,8 @@ static void cpu_read(void) {
     // The instruction sets in force (CONVD_MAX_ISA, ONEDNN_MAX_CPU_ISA) are part
     // of the machine: rates measured at one do not hold at another.
     size_t n = strlen(g_cpu);
-    snprintf(g_cpu + n, sizeof g_cpu - n, " [%s %s]", cd_sparse_isa_name(cd_sparse_isa_best()),
-             cd_backends_host_caps().isa);
+    snprintf(g_cpu + n, sizeof g_cpu - n, " [%s %s]%s", cd_sparse_isa_name(cd_sparse_isa_best()),
+             cd_backends_host_caps().isa, CD_HOST_BUILD_FLAVOR);
     // So is the bf16 switch: it changes what a dense conv costs.
     snprintf(g_cpu_bf16[0], sizeof g_cpu_bf16[0], "%s bf16 auto", g_cpu);
     snprintf(g_cpu_bf16[1], sizeof g_cpu_bf16[1], "%s bf16 on", g_cpu);

@@ -51,9 +51,9 @@ static int cache_path(char *buf, size_t n) {
 void cd_wino_cache_key(const cd_conv_desc *d, cd_layout l, cd_sparse_isa isa, int threads, char *key, size_t n) {
     char cpu[128] = "?";
     cd_host_cpu_model(cpu, sizeof cpu);
-    snprintf(key, n, "%s [%s %s]|%d|%s|c%d h%d w%d k%d p%d,%d,%d,%d res%d act%d", cpu, cd_sparse_isa_name(isa),
-             cd_dnnl_isa(), threads, cd_layout_name(l), d->c, d->h, d->w, d->k, d->pad_t, d->pad_l, d->pad_b, d->pad_r,
-             d->has_residual, d->act.kind);
+    snprintf(key, n, "%s [%s %s]%s|%d|%s|c%d h%d w%d k%d p%d,%d,%d,%d res%d act%d", cpu, cd_sparse_isa_name(isa),
+             cd_dnnl_isa(), CD_HOST_BUILD_FLAVOR, threads, cd_layout_name(l), d->c, d->h, d->w, d->k, d->pad_t,
+             d->pad_l, d->pad_b, d->pad_r, d->has_residual, d->act.kind);
 }
 
 // The n nonzero figures after a record's tab into v: 1, else 0.

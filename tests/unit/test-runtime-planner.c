@@ -7,7 +7,9 @@
 
 #include "backends/backend.h"
 #include "backends/cpu/backend-cpu.h"
+#include "backends/cpu/winograd-impl.h"
 #include "core/errors.h"
+#include "core/host.h"
 #include "kernels/cpu/ref.h"
 #include "runtime/planner.h"
 #include "runtime/runtime.h"
@@ -261,6 +263,24 @@ CD_TEST(planner_calibration_is_measured_and_cached) {
     unlink(path);
     rmdir(dir);
     cd_backend_free(be);
+}
+
+// A sanitizer build keys its timings apart (core/host.h CD_HOST_BUILD_FLAVOR):
+// its 10-100x slower rates must never plan a release build that shares the
+// cache folder. Both flavours run this test (the CI's test and san steps).
+CD_TEST(planner_cache_key_names_a_sanitizer_build) {
+    CHECK_EQ(cd_runtime_init(0), 0);
+    const char *cpu = cd_planner_cpu_name();
+    const size_t n = strlen(cpu);
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    CHECK(n > 4 && strcmp(cpu + n - 4, " san") == 0);
+#else
+    CHECK(n > 0 && strstr(cpu, " san") == NULL);
+#endif
+    char key[512];
+    cd_conv_desc d = cd_conv_square(8, 6, 6, 8, 3, 1, 1);
+    cd_wino_cache_key(&d, CD_LAYOUT_NCHW8C, CD_SPARSE_ISA_AVX2, 1, key, sizeof key);
+    CHECK((strstr(key, "] san|") != NULL) == (CD_HOST_BUILD_FLAVOR[0] != '\0'));
 }
 
 CD_TEST(planner_tune_measures_once_then_reads_the_cache) {
