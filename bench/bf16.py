@@ -31,9 +31,7 @@ says so rather than measuring a path that is not there.
 convd-run (1 thread) with CONVD_BF16=on and off and through onnxruntime f32:
 each input's relative L2 error against onnxruntime and the top-1 agreement.
 """
-import argparse
 import json
-import os
 import pathlib
 import shutil
 import sys
@@ -180,38 +178,13 @@ def table(res, pick, what):
 def main(argv=None):
     if argv is None and "--deepsparse-worker" in sys.argv:
         return anchors.deepsparse_worker(int8.worker_commands())
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--models", default="resnet50,resnet18,mobilenetv2")
-    ap.add_argument("--threads", default="1,all")
-    ap.add_argument("--batch", default="1,16")
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--iters", type=int, default=10)
-    ap.add_argument("--warmup", type=int, default=2)
-    ap.add_argument("--check", type=int, default=0)
-    ap.add_argument("--cache")
-    ap.add_argument("--deepsparse-python")
-    ap.add_argument("--timeout", type=float, default=900)
-    ap.add_argument("--json")
-    ap.add_argument("--from-json")
-    ap.add_argument("--write", action="store_true")
-    a = ap.parse_args(argv)
-    a.isa = "native"  # int8.setup's caps: none (bf16 exists only where oneDNN runs it natively)
-    cores = len(os.sched_getaffinity(0))
-    a.threads, a.batch = int8.int_list(a.threads, cores), int8.int_list(a.batch, cores)
-    names = a.models.split(",")
+    a, names = int8.parse(argv, __doc__, "resnet50,resnet18,mobilenetv2")
+    a.isa = "native"  # no caps: bf16 exists only where oneDNN runs it natively
     if a.from_json:
         res = json.loads(pathlib.Path(a.from_json).read_text())
     else:
         res = run_check(a, names) if a.check else run_bench(a, names)
-    if a.json:
-        pathlib.Path(a.json).write_text(json.dumps(res, indent=1))
-    md = markdown(res)
-    print(md)
-    if a.write:
-        title = TITLE + (" accuracy" if "n" in res else "")
-        anchors.replace_section(ROOT / "docs" / "PERFORMANCE.md", title,
-                                f"{title}\n\nMade by `bench/bf16.py` (the command and method are in its header).\n\n{md}")
-    return 0
+    return int8.finish(a, res, markdown(res), TITLE + (" accuracy" if "n" in res else ""), "bench/bf16.py")
 
 
 if __name__ == "__main__":

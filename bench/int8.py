@@ -310,21 +310,14 @@ def markdown(res):
     return "\n".join(lines) + "\n"
 
 
-def write_section(md, title):
-    """Replaces (or appends) the section `title` of docs/PERFORMANCE.md."""
-    anchors.replace_section(ROOT / "docs" / "PERFORMANCE.md", title,
-                            f"{title}\n\nMade by `bench/int8.py` (the command and method are in its header).\n\n{md}")
-
-
 def int_list(text, cores):
     return [cores if v == "all" else int(v) for v in text.split(",")]
 
 
-def main(argv=None):
-    if argv is None and "--deepsparse-worker" in sys.argv:
-        return anchors.deepsparse_worker(worker_commands())
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--models", default=",".join(anchors.ALL_MODELS))
+def parse(argv, doc, models):
+    """The command line shared with bench/bf16.py: (args, model names)."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", default=models)
     ap.add_argument("--threads", default="1,all")
     ap.add_argument("--batch", default="1,16")
     ap.add_argument("--rounds", type=int, default=3)
@@ -341,19 +334,30 @@ def main(argv=None):
     a = ap.parse_args(argv)
     cores = len(os.sched_getaffinity(0))
     a.threads, a.batch = int_list(a.threads, cores), int_list(a.batch, cores)
-    names = a.models.split(",")
+    return a, a.models.split(",")
+
+
+def finish(a, res, md, title, script):
+    """--json, the tables on stdout, --write into docs/PERFORMANCE.md's section `title`."""
+    if a.json:
+        pathlib.Path(a.json).write_text(json.dumps(res, indent=1))
+    print(md)
+    if a.write:
+        anchors.replace_section(ROOT / "docs" / "PERFORMANCE.md", title,
+                                f"{title}\n\nMade by `{script}` (the command and method are in its header).\n\n{md}")
+    return 0
+
+
+def main(argv=None):
+    if argv is None and "--deepsparse-worker" in sys.argv:
+        return anchors.deepsparse_worker(worker_commands())
+    a, names = parse(argv, __doc__, ",".join(anchors.ALL_MODELS))
     if a.from_json:
         res = json.loads(pathlib.Path(a.from_json).read_text())
     else:
         res = run_check(a, names) if a.check else run_bench(a, names)
-    if a.json:
-        pathlib.Path(a.json).write_text(json.dumps(res, indent=1))
-    md = markdown(res)
-    print(md)
-    if a.write:
-        title = f"{TITLE}: {res['isa']}" + (" correctness" if "n" in res else "")
-        write_section(md, title)
-    return 0
+    return finish(a, res, markdown(res), f"{TITLE}: {res['isa']}" + (" correctness" if "n" in res else ""),
+                  "bench/int8.py")
 
 
 if __name__ == "__main__":
