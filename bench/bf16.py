@@ -54,25 +54,7 @@ def log(msg):
 
 
 def measure(ctx, engine, model, T, B):
-    f = ctx["files"][model]
-    x = ctx["x"][B]
-    try:
-        if engine.startswith("convd"):
-            path = f["q"] if engine == "convd-int8" else f["f32"]
-            r = int8.convd_run(ctx, path, T, B, "--bench", ctx["iters"], "--warmup", ctx["warmup"], "--json",
-                               env=BF16_ENV.get(engine))
-            return {"ms": json.loads(r.stdout)["bench"]["median_ms"]}
-        if engine.startswith("ort"):
-            return {"ms": ctx["ort"][(model, engine, T)].bench(np.load(x), ctx["iters"], ctx["warmup"])}
-        key = f"{model}|{T}|{B}|f32"
-        if key not in ctx["ds_loaded"]:
-            ctx["ds"].call(cmd="load_batch", key=key, path=str(f["f32"]), batch=B, num_cores=T)
-            ctx["ds_loaded"].add(key)
-        return {"ms": ctx["ds"].call(cmd="bench", key=key, path=str(f["f32"]), input=str(x), iters=ctx["iters"],
-                                     warmup=ctx["warmup"])["median_ms"]}
-    except Exception as e:  # one failed cell; the run goes on
-        log(f"{engine} {model} T={T} B={B}: {type(e).__name__}: {e}")
-        return {"error": f"{type(e).__name__}: {str(e)[:300]}"}
+    return int8.measure(ctx, engine, model, T, B, env=BF16_ENV.get(engine), ds="f32")
 
 
 def bf16_layers(ctx, model, mode):

@@ -125,23 +125,25 @@ def worker_commands():
     return {"load_batch": load_batch}  # timing: anchors.py's own "bench" command
 
 
-def measure(ctx, engine, model, T, B):
+def measure(ctx, engine, model, T, B, env=None, ds="ds"):
+    """One cell: engine (convd-int8 on QFILE, any other convd-* on the f32
+    file, with env; ort-*; DeepSparse on the file ctx["files"][model][ds])."""
     f = ctx["files"][model]
     x = ctx["x"][B]
     try:
         if engine.startswith("convd"):
             path = f["q"] if engine == "convd-int8" else f["f32"]
-            r = convd_run(ctx, path, T, B, "--bench", ctx["iters"], "--warmup", ctx["warmup"], "--json")
+            r = convd_run(ctx, path, T, B, "--bench", ctx["iters"], "--warmup", ctx["warmup"], "--json", env=env)
             return {"ms": json.loads(r.stdout)["bench"]["median_ms"]}
         if engine.startswith("ort"):
             sess = ctx["ort"][(model, engine, T)]
             xa = np.load(x)
             return {"ms": sess.bench(xa, ctx["iters"], ctx["warmup"])}
-        key = f"{model}|{T}|{B}"
+        key = f"{model}|{T}|{B}|{ds}"
         if key not in ctx["ds_loaded"]:
-            ctx["ds"].call(cmd="load_batch", key=key, path=str(f["ds"]), batch=B, num_cores=T)
+            ctx["ds"].call(cmd="load_batch", key=key, path=str(f[ds]), batch=B, num_cores=T)
             ctx["ds_loaded"].add(key)
-        return {"ms": ctx["ds"].call(cmd="bench", key=key, path=str(f["ds"]), input=str(x), iters=ctx["iters"],
+        return {"ms": ctx["ds"].call(cmd="bench", key=key, path=str(f[ds]), input=str(x), iters=ctx["iters"],
                                      warmup=ctx["warmup"])["median_ms"]}
     except Exception as e:  # one failed cell; the run goes on
         log(f"{engine} {model} T={T} B={B}: {type(e).__name__}: {e}")
