@@ -161,6 +161,10 @@ typedef struct {
                               // (the CPU's: oneDNN's choice, nChw16c on AVX-512, nChw8c
                               // on AVX2), even when blocked_layout is NCHW because a
                               // mode forces plain kernels; NCHW: none
+    bool residual_in_place;   // a CONV2D op may run with its residual (srcs[1]) and
+                              // dst the same buffer (every kernel reads an output's
+                              // residual before writing it); the planner then lets a
+                              // residual conv write into its skip tensor
     const char *isa;          // instruction set of the dense kernels ("avx512_core",
                               // "avx2"), NULL where that means nothing
 } cd_backend_caps;

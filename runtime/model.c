@@ -135,6 +135,7 @@ int cd_model_build_plan(const uint8_t *buf, size_t len, const char *dir, const c
         s->slice_copies += m->layers[i].op == CD_BOP_SLICE;
     }
     s->slice_views = m->slice_views;
+    s->residual_in_place = m->residual_in_place;
     s->nlayers = m->nlayers;
     m->batch_split = s->batch_split = cd_batch_split_wanted(m);
     if (m->batch_split) s->lane_activation_bytes = (int64_t)cd_batch_lanes_arena_bytes(m);

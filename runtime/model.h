@@ -80,8 +80,9 @@ struct cd_model {
     pthread_mutex_t idle_lock; // guards idle, nidle
     cd_exec **idle;            // CD_MAX_IDLE_EXECS slots
     int nidle;
-    int batch_split; // batches run image by image (batch-split.c)
-    int slice_views; // Slice/Split outputs planned as views (plan-view.c)
+    int batch_split;       // batches run image by image (batch-split.c)
+    int slice_views;       // Slice/Split outputs planned as views (plan-view.c)
+    int residual_in_place; // residual convs writing into their skip tensor (plan-in-place.c)
 };
 
 #define CD_MAX_IDLE_EXECS 16

@@ -754,6 +754,10 @@ int cd_plan_build(cd_model *m, cd_graph *g, char *err, size_t errlen) {
     }
     if ((rc = plan_io(&p))) goto done;
     if ((rc = cd_plan_int8_storage(&p))) goto done;
+    if (cd_plan_residual_in_place(&p)) {
+        rc = cd_errf(CD_ENOMEM, err, errlen, "out of memory");
+        goto done;
+    }
     // 4. Lifetimes and the arena.
     if ((rc = plan_arena(&p))) goto done;
     if ((rc = place_consts(&p))) goto done;

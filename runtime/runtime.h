@@ -80,13 +80,15 @@ typedef struct {
     int nlayers;              // planned layers (after folding/fusion)
     int int8_layers;          // of them, convs on the int8 kernels
     int max_batch;
-    int64_t device_bytes; // device memory held now: weights, constants, the
-                          // arenas and workspaces of live execs (0 on cpu)
-    int batch_split;      // 1: batches > 1 run image by image, each with
-                          // its activations in cache (runtime/batch-split.c)
-    int slice_views;      // Slice/Split outputs read in place as views of their
-                          // source (no copy; runtime/plan-view.c)
-    int slice_copies;     // Slice/Split outputs copied (Slice layers)
+    int64_t device_bytes;  // device memory held now: weights, constants, the
+                           // arenas and workspaces of live execs (0 on cpu)
+    int batch_split;       // 1: batches > 1 run image by image, each with
+                           // its activations in cache (runtime/batch-split.c)
+    int slice_views;       // Slice/Split outputs read in place as views of their
+                           // source (no copy; runtime/plan-view.c)
+    int slice_copies;      // Slice/Split outputs copied (Slice layers)
+    int residual_in_place; // residual convs (Conv + Add) that write their output
+                           // into the skip tensor's storage (runtime/plan-in-place.c)
     // Split batches in lanes (runtime/batch-lanes.c): the batch-1 arena of
     // each lane after the first (an exec makes threads - 1 of them, on its
     // first batch run in lanes, and keeps them).

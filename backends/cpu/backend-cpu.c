@@ -495,6 +495,7 @@ static void cpu_get_caps(cd_backend_t be, cd_backend_caps *out) {
         // NCHW under kernels_ref (CONVD_CPU_KERNELS=ref), whose kernels are NCHW only.
         .blocked_layout = be && sw_of(be)->kernels_ref ? CD_LAYOUT_NCHW : native,
         .native_layout = native,
+        .residual_in_place = true, // dnnl.h, dw3x3.h, winograd.h, sparse-conv*.h, ref.h
         .isa = cd_dnnl_isa(),
     };
 }

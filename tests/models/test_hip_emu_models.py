@@ -91,6 +91,7 @@ def test_model_on_hip_emu_matches_cpu_and_onnxruntime(build, tmp_path, rng):
     # Weights, constants and the arena live in (emulated) device memory.
     s = info["summary"]
     assert s["device_bytes"] >= s["weight_bytes"] + s["activation_bytes"], s
+    assert s["residual_in_place"] == 0, s  # the HIP backend's caps do not allow it
 
 
 @pytest.mark.parametrize("name", ["densenet", "shufflenet_v2", "shufflenet_v2_slice", "convnext", "convnext_opset17",

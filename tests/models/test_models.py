@@ -316,6 +316,10 @@ def test_bn_folded_and_fused(rng, tmp_path):
     assert "Conv+BN+Add+Relu" in ops, ops
     assert not any(o.startswith("BN") or o == "Relu" for o in ops), ops
     assert info["summary"]["activation_bytes"] > 0 and info["summary"]["weight_bytes"] > 0
+    # Each residual conv is its skip tensor's last reader: it writes into the
+    # skip tensor (runtime/plan-in-place.c); test_model_matches_onnxruntime
+    # checks the outputs of such plans.
+    assert info["summary"]["residual_in_place"] == ops.count("Conv+BN+Add+Relu"), info["summary"]
 
 
 def test_external_data(rng, tmp_path):

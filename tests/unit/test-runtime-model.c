@@ -235,6 +235,73 @@ CD_TEST(model_arena_reuses_chain_buffers) {
     mb_free(&b);
 }
 
+// A residual block: x -> Conv A -> s -> Conv B (3x3) -> Relu -> Conv C ->
+// Add(., s) -> Relu -> y. The Conv C + Add layer is s's last reader, so it
+// writes y into s's storage (the residual in place, runtime/plan-in-place.c),
+// unless s is read after it (keep_skip: z = y + s, a second output). The
+// weights are those of `like` when given.
+static cd_model *load_residual_block(mb *b, const mb *like, int c, int k, int h, int keep_skip, int mb_) {
+    int64_t xs[4] = {1, c, h, h}, wa[4] = {k, c, 1, 1}, wb[4] = {k, k, 3, 3}, wc[4] = {k, k, 1, 1};
+    int64_t pads[4] = {1, 1, 1, 1};
+    mb_input(b, "x", 4, xs);
+    mb_init_f(b, "wa", 4, wa);
+    mb_init_f(b, "wb", 4, wb);
+    mb_init_f(b, "wc", 4, wc);
+    const size_t wn[3] = {(size_t)k * c, (size_t)k * k * 9, (size_t)k * k};
+    for (int i = 0; like && i < 3; i++)
+        memcpy(b->inits[i]->float_data, like->inits[i]->float_data, sizeof(float) * wn[i]);
+    mb_node(b, "Conv", "x", "wa", NULL, "s");
+    Onnx__NodeProto *cb = mb_node(b, "Conv", "s", "wb", NULL, "t1");
+    mb_attr_ints(b, cb, "pads", 4, pads);
+    mb_node(b, "Relu", "t1", NULL, NULL, "t2");
+    mb_node(b, "Conv", "t2", "wc", NULL, "t");
+    mb_node(b, "Add", "t", "s", NULL, "u");
+    mb_node(b, "Relu", "u", NULL, NULL, "y");
+    mb_output(b, "y");
+    if (keep_skip) {
+        mb_node(b, "Add", "y", "s", NULL, "z");
+        mb_output(b, "z");
+    }
+    const char *path = mb_write(b, 13);
+    cd_model *m;
+    char err[512];
+    cd_model_opts opts = {.max_batch = mb_};
+    int rc = cd_model_load(path, &opts, &m, err, sizeof err);
+    if (rc) CD_CHECK_FAIL_("load: %s", err);
+    unlink(path);
+    return m;
+}
+
+CD_TEST(model_residual_conv_writes_into_its_skip_tensor) {
+    int c = cd_test_randi(1, 24), k = cd_test_randi(1, 40), h = cd_test_randi(3, 20), mb_ = cd_test_randi(1, 3);
+    mb a = {0}, b = {0};
+    cd_model *in_place = load_residual_block(&a, NULL, c, k, h, 0, mb_);
+    cd_model *kept = load_residual_block(&b, &a, c, k, h, 1, mb_); // the same weights
+    cd_model_summary sa, sb;
+    cd_model_get_summary(in_place, &sa);
+    cd_model_get_summary(kept, &sb);
+    CHECK_EQ(sa.residual_in_place, 1);
+    CHECK_EQ(sb.residual_in_place, 0); // s is read after that layer
+    const size_t n = (size_t)mb_ * k * h * h;
+    float *x = rbuf((size_t)mb_ * c * h * h), *y = calloc(n, 4), *y2 = calloc(n, 4), *z2 = calloc(n, 4);
+    cd_exec *ea, *eb;
+    CHECK_EQ(cd_exec_init(in_place, &ea), 0);
+    CHECK_EQ(cd_exec_init(kept, &eb), 0);
+    char err[256];
+    const void *ins[1] = {x};
+    void *oa[1] = {y}, *ob[2] = {y2, z2};
+    CHECK_EQ(cd_model_run(ea, mb_, ins, oa, err, sizeof err), 0);
+    CHECK_EQ(cd_model_run(eb, mb_, ins, ob, err, sizeof err), 0);
+    CHECK_CLOSE_F32(y, y2, n, 1e-4);
+    cd_exec_free(ea);
+    cd_exec_free(eb);
+    cd_model_free(in_place);
+    cd_model_free(kept);
+    free(x), free(y), free(y2), free(z2);
+    mb_free(&a);
+    mb_free(&b);
+}
+
 CD_TEST(model_run_rejects_bad_batch) {
     mb b = {0};
     int64_t xs[4] = {1, 2, 3, 3};

@@ -395,10 +395,10 @@ static void print_json(const run_opts *o, const run_state *st, const run_times *
     fprintf(f,
             ", \"summary\": {\"params\": %lld, \"flops\": %lld, \"weight_bytes\": %lld, \"activation_bytes\": %lld, "
             "\"zero_params\": %lld, \"nlayers\": %d, \"max_batch\": %d, \"device_bytes\": %lld, "
-            "\"slice_views\": %d, \"slice_copies\": %d, \"lane_activation_bytes\": %lld}",
+            "\"slice_views\": %d, \"slice_copies\": %d, \"residual_in_place\": %d, \"lane_activation_bytes\": %lld}",
             (long long)s.params, (long long)s.flops, (long long)s.weight_bytes, (long long)s.activation_bytes,
             (long long)s.zero_params, s.nlayers, s.max_batch, (long long)s.device_bytes, s.slice_views, s.slice_copies,
-            (long long)s.lane_activation_bytes);
+            s.residual_in_place, (long long)s.lane_activation_bytes);
     if (s.int8_pick)
         fprintf(f,
                 ", \"int8_pick\": {\"kernels\": \"%s\", \"by\": \"%s\", \"dense_ms\": %.4f, \"sparse_ms\": %.4f, "
