@@ -202,13 +202,54 @@ static void write_out(const cd_sparse_conv_i8 *h, int kk, int nrows, const int32
                    opix);
 }
 
+// A thread's slot of the workspace: its accumulators, quantized rows and
+// the runs of the tile it last wrote.
+typedef struct {
+    int32_t *acc;
+    uint8_t *rowq;
+    cd_i8_run *runs;
+    size_t runs_tile; // the tile runs[] describes (SIZE_MAX: none yet)
+    int nruns;
+} i8_thread;
+
+static i8_thread thread_state(const cd_sparse_conv_i8 *h, uint8_t *base, int tid) {
+    uint8_t *mine = base + h->prep_bytes + (size_t)tid * h->thread_bytes;
+    uint8_t *rowq = mine + ((sizeof(int32_t) * I8_CHUNK_ROWS * h->k->tile + 63) & ~(size_t)63);
+    return (i8_thread){(int32_t *)mine, rowq, (cd_i8_run *)(rowq + h->rowq_bytes), SIZE_MAX, 0};
+}
+
+// Work item `it` (tile, chunk of output rows) of the fold at image n0, whose
+// first m pixels are computed.
+static void run_item(const cd_sparse_conv_i8 *h, i8_thread *t, long it, size_t m, int n0, const uint8_t *base,
+                     const void *residual, void *dst, int32_t *acc_out) {
+    const size_t tile = (size_t)h->k->tile, ti = (size_t)(it / h->nchunks);
+    const i8_chunk *c = &h->chunks[it % h->nchunks];
+    const uint8_t *in = base + c->group * h->group_in + ti * tile;
+    const cd_i8_spmm_fn fn = c->nr == 1 ? h->k->csr : h->k->bsr4;
+    fn((size_t)c->nblk, in, h->off + 4 * c->quad0, h->w + c->w0, h->nq + c->blk0, h->nqs + c->blk0, h->init + c->row0,
+       t->acc);
+    if (t->runs_tile != ti) {
+        const size_t p0 = ti * tile, p1 = p0 + tile < m ? p0 + tile : m;
+        t->nruns = tile_runs(h, p0, p1, t->runs);
+        t->runs_tile = ti;
+    }
+    write_out(h, c->row0, c->nblk * c->nr, t->acc, t->runs, t->nruns, n0, residual, dst, acc_out);
+}
+
+// The threads of a run: the caller's team size, at most those of create
+// (the workspace has a slot for each).
+static int run_threads(const cd_sparse_conv_i8 *h) {
+    const int n = omp_get_max_threads();
+    return n < h->threads ? n : h->threads;
+}
+
 static int run(const cd_sparse_conv_i8 *h, const void *src, const void *residual, void *dst, int32_t *acc_out,
                int batch, void *ws) {
     const cd_conv_desc *d = &h->d;
     if (!src || batch < 1 || !ws || (!dst && !acc_out)) return CD_EPARAMS;
     if (!acc_out && d->has_residual && !residual) return CD_EPARAMS;
     uint8_t *base = ws;
-    const int tile = h->k->tile;
+    const int tile = h->k->tile, threads = run_threads(h);
     // The slack past the planes is read by junk pixels only: keep it defined.
     memset(base + (size_t)d->groups * h->group_in, h->zp_u8, h->prep_bytes - (size_t)d->groups * h->group_in);
     for (int n0 = 0; n0 < batch; n0 += h->fold) {
@@ -220,32 +261,23 @@ static int run(const cd_sparse_conv_i8 *h, const void *src, const void *residual
                      ntiles = (m + tile - 1) / tile;
         const long items = (long)ntiles * h->nchunks;
         const long nprep = (long)nf * d->c;
-#pragma omp parallel num_threads(h->threads)
+        // One thread: no OpenMP region (a serialized one still starts a
+        // libgomp team; sparse-conv-run.c).
+        if (threads == 1) {
+            i8_thread t = thread_state(h, base, 0);
+            for (long it = 0; it < nprep; it++)
+                prep_channel(h, src, n0 + (int)(it / d->c), (int)(it % d->c), (int)(it / d->c), base, t.rowq);
+            for (long it = 0; it < items; it++) run_item(h, &t, it, m, n0, base, residual, dst, acc_out);
+            continue;
+        }
+#pragma omp parallel num_threads(threads)
         {
-            uint8_t *mine = base + h->prep_bytes + (size_t)omp_get_thread_num() * h->thread_bytes;
-            int32_t *acc = (int32_t *)mine;
-            uint8_t *rowq = mine + ((sizeof(int32_t) * I8_CHUNK_ROWS * tile + 63) & ~(size_t)63);
-            cd_i8_run *runs = (cd_i8_run *)(rowq + h->rowq_bytes);
-            size_t runs_tile = SIZE_MAX;
-            int nruns = 0;
+            i8_thread t = thread_state(h, base, omp_get_thread_num());
 #pragma omp for schedule(static)
             for (long it = 0; it < nprep; it++)
-                prep_channel(h, src, n0 + (int)(it / d->c), (int)(it % d->c), (int)(it / d->c), base, rowq);
+                prep_channel(h, src, n0 + (int)(it / d->c), (int)(it % d->c), (int)(it / d->c), base, t.rowq);
 #pragma omp for schedule(static)
-            for (long it = 0; it < items; it++) {
-                const size_t t = (size_t)(it / h->nchunks);
-                const i8_chunk *c = &h->chunks[it % h->nchunks];
-                const uint8_t *in = base + c->group * h->group_in + t * tile;
-                const cd_i8_spmm_fn fn = c->nr == 1 ? h->k->csr : h->k->bsr4;
-                fn((size_t)c->nblk, in, h->off + 4 * c->quad0, h->w + c->w0, h->nq + c->blk0, h->nqs + c->blk0,
-                   h->init + c->row0, acc);
-                if (runs_tile != t) {
-                    const size_t p0 = t * tile, p1 = p0 + tile < m ? p0 + tile : m;
-                    nruns = tile_runs(h, p0, p1, runs);
-                    runs_tile = t;
-                }
-                write_out(h, c->row0, c->nblk * c->nr, acc, runs, nruns, n0, residual, dst, acc_out);
-            }
+            for (long it = 0; it < items; it++) run_item(h, &t, it, m, n0, base, residual, dst, acc_out);
         }
     }
     return 0;
@@ -255,13 +287,19 @@ int cd_sparse_conv_i8_prepare_ws(const cd_sparse_conv_i8 *h, const void *src, in
     if (!src || batch < 1 || !ws) return CD_EPARAMS;
     uint8_t *base = ws;
     const cd_conv_desc *d = &h->d;
+    const int threads = run_threads(h);
     for (int n0 = 0; n0 < batch; n0 += h->fold) {
         const int nf = batch - n0 < h->fold ? batch - n0 : h->fold;
         const long nprep = (long)nf * d->c;
-#pragma omp parallel num_threads(h->threads)
+        if (threads == 1) {
+            uint8_t *rowq = thread_state(h, base, 0).rowq;
+            for (long it = 0; it < nprep; it++)
+                prep_channel(h, src, n0 + (int)(it / d->c), (int)(it % d->c), (int)(it / d->c), base, rowq);
+            continue;
+        }
+#pragma omp parallel num_threads(threads)
         {
-            uint8_t *mine = base + h->prep_bytes + (size_t)omp_get_thread_num() * h->thread_bytes;
-            uint8_t *rowq = mine + ((sizeof(int32_t) * I8_CHUNK_ROWS * h->k->tile + 63) & ~(size_t)63);
+            uint8_t *rowq = thread_state(h, base, omp_get_thread_num()).rowq;
 #pragma omp for schedule(static)
             for (long it = 0; it < nprep; it++)
                 prep_channel(h, src, n0 + (int)(it / d->c), (int)(it % d->c), (int)(it / d->c), base, rowq);

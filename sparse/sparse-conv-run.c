@@ -318,6 +318,15 @@ static void run_item(const run_ctx *x, size_t it) {
     if (b1 > mb) run_blocks(x, unit, g, b0 > mb ? b0 : mb, b1, mi, slot);
 }
 
+// MODE_FC: input channel c of every image into the folds' layout,
+// [fold][group][channel][image] (FC_FOLD images a fold).
+static void fc_transpose(const cd_sparse_conv *h, const float *src, int batch, float *xin, size_t c) {
+    const cd_conv_desc *d = &h->d;
+    const size_t g = c / h->cpg, cl = c % h->cpg;
+    for (size_t n = 0; n < (size_t)batch; n++)
+        xin[(n / FC_FOLD * d->groups + g) * h->group_in + cl * FC_FOLD + n % FC_FOLD] = src[n * d->c + c];
+}
+
 int cd_sparse_conv_run_ws(const cd_sparse_conv *h, const float *src, const float *residual, float *dst, int batch,
                           void *ws) {
     if (!h || !src || !dst || batch < 1) return CD_EPARAMS;
@@ -363,16 +372,20 @@ int cd_sparse_conv_run_ws(const cd_sparse_conv *h, const float *src, const float
     x.nbc = (blocks + x.bchunk - 1) / x.bchunk;
     const size_t items = base * x.nbc;
 
+    // One thread: no OpenMP region at all. A serialized one still starts a
+    // libgomp team: ~3 us a layer (MobileNetV2 u90 f32, 1 thread: its sparse
+    // layers 1.35 -> 1.25 ms), 50-170 us right after oneDNN's AMX kernels
+    // (ResNet-50 u90 int8: the FC 0.35-0.49 -> 0.30-0.32 ms).
+    if (threads == 1) {
+        for (size_t c = 0; h->mode == MODE_FC && c < (size_t)d->c; c++) fc_transpose(h, src, batch, xin, c);
+        for (size_t it = 0; it < items; it++) run_item(&x, it);
+        return 0;
+    }
 #pragma omp parallel num_threads(threads)
     {
         if (h->mode == MODE_FC) {
-            // Transpose each fold to [group][channel][image] (FC_FOLD images).
 #pragma omp for schedule(static)
-            for (size_t c = 0; c < (size_t)d->c; c++) {
-                const size_t g = c / h->cpg, cl = c % h->cpg;
-                for (size_t n = 0; n < (size_t)batch; n++)
-                    xin[(n / FC_FOLD * d->groups + g) * h->group_in + cl * FC_FOLD + n % FC_FOLD] = src[n * d->c + c];
-            }
+            for (size_t c = 0; c < (size_t)d->c; c++) fc_transpose(h, src, batch, xin, c);
         }
 #pragma omp for schedule(dynamic, 1)
         for (size_t it = 0; it < items; it++) run_item(&x, it);

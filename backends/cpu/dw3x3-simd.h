@@ -12,6 +12,8 @@
 #include "backends/cpu/dw3x3.h"
 #include "sparse/f32-simd.h"
 
+#include <omp.h>
+
 // Output pixels per register tile: the nine taps, DW_T accumulators and two
 // temporaries fit AVX2's 16 registers at 4, AVX-512's 32 at 8.
 #define DW_T (CD_VREGS == 32 ? 8 : 4)
@@ -149,25 +151,34 @@ static void dw_rows(const cd_dw3x3_shape *sh, const float *in, const float *wk, 
 // Every image and channel block in chunks of rows of at least ~64 pixels
 // (a job's fixed cost, the taps and the index arithmetic, is then small next
 // to its FMAs even on 7x7 maps), split over the team.
-static void dw_run(const cd_dw3x3_shape *sh, int batch, const float *src, const float *res, float *dst) {
+// Job j of dw_run: `rows` output rows of one block of one image.
+static inline void dw_job(const cd_dw3x3_shape *sh, int rows, int chunks, long j, const float *src, const float *res,
+                          float *dst) {
     const int nb = (sh->c + CD_VN - 1) / CD_VN;
     const size_t in_blk = (size_t)sh->h * sh->w * CD_VN, out_blk = (size_t)sh->oh * sh->ow * CD_VN;
+    const int oy0 = (int)(j % chunks) * rows, oy1 = oy0 + rows < sh->oh ? oy0 + rows : sh->oh;
+    const long ib = j / chunks; // image * nb + block
+    const int cb = (int)(ib % nb);
+    const int left = sh->c - cb * CD_VN;
+    const unsigned lanes = left >= CD_VN ? (1u << CD_VN) - 1u : (1u << left) - 1u;
+    const cd_vf b = cd_v_load(sh->bias + (size_t)cb * CD_VN);
+    const float *wk = sh->weights + (size_t)cb * 9 * CD_VN;
+    const float *r = sh->has_residual ? res + (size_t)ib * out_blk : NULL;
+    dw_rows(sh, src + (size_t)ib * in_blk, wk, b, lanes, oy0, oy1, sh->stride, r, dst + (size_t)ib * out_blk);
+}
+
+static void dw_run(const cd_dw3x3_shape *sh, int batch, const float *src, const float *res, float *dst) {
+    const int nb = (sh->c + CD_VN - 1) / CD_VN;
     int rows = (64 + sh->ow - 1) / sh->ow;
     if (rows > sh->oh) rows = sh->oh;
     const int chunks = (sh->oh + rows - 1) / rows;
     const long jobs = (long)batch * nb * chunks;
-#pragma omp parallel for schedule(static)
-    for (long j = 0; j < jobs; j++) {
-        const int oy0 = (int)(j % chunks) * rows, oy1 = oy0 + rows < sh->oh ? oy0 + rows : sh->oh;
-        const long ib = j / chunks; // image * nb + block
-        const int cb = (int)(ib % nb);
-        const int left = sh->c - cb * CD_VN;
-        const unsigned lanes = left >= CD_VN ? (1u << CD_VN) - 1u : (1u << left) - 1u;
-        const cd_vf b = cd_v_load(sh->bias + (size_t)cb * CD_VN);
-        const float *wk = sh->weights + (size_t)cb * 9 * CD_VN;
-        const float *r = sh->has_residual ? res + (size_t)ib * out_blk : NULL;
-        dw_rows(sh, src + (size_t)ib * in_blk, wk, b, lanes, oy0, oy1, sh->stride, r, dst + (size_t)ib * out_blk);
+    if (omp_get_max_threads() == 1) { // no region (a serialized one still starts a libgomp team)
+        for (long j = 0; j < jobs; j++) dw_job(sh, rows, chunks, j, src, res, dst);
+        return;
     }
+#pragma omp parallel for schedule(static)
+    for (long j = 0; j < jobs; j++) dw_job(sh, rows, chunks, j, src, res, dst);
 }
 
 void CD_SIMD_FN(cd_cpu_dw3x3)(const cd_dw3x3_shape *sh, int batch, const float *src, const float *res, float *dst) {

@@ -7,6 +7,7 @@
 #include "backends/cpu/gemv.h"
 
 #include <immintrin.h>
+#include <omp.h>
 
 // Outputs [64 a0, 64 (a0 + nblk)) (nblk <= 4): nblk streams side by side.
 static void blocks(int n, int k, int kb, int a0, int nblk, const float *w, const float *x, float *y) {
@@ -33,16 +34,23 @@ static void blocks(int n, int k, int kb, int a0, int nblk, const float *w, const
     }
 }
 
+// Group g: up to 4 blocks of 64 outputs from 64g on.
+static void group(int n, int k, int kb, int nb, int g, const float *w, const float *x, float *y) {
+    const int a0 = 4 * g, nblk = nb - a0 < 4 ? nb - a0 : 4;
+    if (nblk == 4)
+        blocks(n, k, kb, a0, 4, w, x, y);
+    else
+        blocks(n, k, kb, a0, nblk, w, x, y);
+}
+
 void cd_cpu_gemv_oi16i64o_avx512f(int n, int k, const float *w, const float *x, float *y) {
     // Block (a, b) holds w[64a + j][16b + i] at i * 64 + j, the blocks of one
     // a contiguous.
     const int nb = (n + 63) / 64, kb = (k + 15) / 16, groups = (nb + 3) / 4;
-#pragma omp parallel for schedule(static)
-    for (int g = 0; g < groups; g++) {
-        const int a0 = 4 * g, nblk = nb - a0 < 4 ? nb - a0 : 4;
-        if (nblk == 4)
-            blocks(n, k, kb, a0, 4, w, x, y);
-        else
-            blocks(n, k, kb, a0, nblk, w, x, y);
+    if (omp_get_max_threads() == 1) { // no region (a serialized one still starts a libgomp team)
+        for (int g = 0; g < groups; g++) group(n, k, kb, nb, g, w, x, y);
+        return;
     }
+#pragma omp parallel for schedule(static)
+    for (int g = 0; g < groups; g++) group(n, k, kb, nb, g, w, x, y);
 }
