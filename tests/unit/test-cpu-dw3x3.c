@@ -8,6 +8,7 @@
 #include "sparse/spmm-ukernel.h"
 #include "tests/unit/test-kernels-util.h"
 
+#include <omp.h>
 #include <string.h>
 
 // A random depthwise 3x3 the kernel covers; big: one side 112.
@@ -60,7 +61,10 @@ static void dw_case(cd_conv_desc d, cd_layout l, int batch, int via_op) {
         cd_cpu_dw3x3 *k = NULL;
         CHECK_EQ(cd_cpu_dw3x3_create(&d, l, l, w, bias, &k), 0);
         CHECK(strcmp(cd_cpu_dw3x3_name(k), name) == 0);
+        const int team = omp_get_max_threads(); // the whole team, or one thread without a region
+        omp_set_num_threads(cd_test_randi(1, team));
         cd_cpu_dw3x3_run(k, batch, s_l, in_place ? dst : r_l, dst);
+        omp_set_num_threads(team);
         cd_cpu_dw3x3_free(k);
     } else {
         cd_dnnl_op *op = NULL;

@@ -8,6 +8,8 @@
 #include "sparse/spmm-ukernel.h"
 #include "tests/unit/check.h"
 
+#include <omp.h>
+
 static void check_fakequant(void (*fn)(size_t, float, float, float, float, const float *, float *)) {
     int sgn = cd_test_randi(0, 1);
     float qmin = cd_quant_qmin(sgn), qmax = cd_quant_qmax(sgn);
@@ -34,6 +36,14 @@ static void check_fakequant(void (*fn)(size_t, float, float, float, float, const
 }
 
 CD_TEST(cpu_fakequant_equals_the_scalar_definition) { check_fakequant(cd_cpu_fakequant); }
+
+// One thread runs every chunk without an OpenMP region: the same values.
+CD_TEST(cpu_fakequant_on_one_thread_equals_the_scalar_definition) {
+    const int team = omp_get_max_threads();
+    omp_set_num_threads(1);
+    check_fakequant(cd_cpu_fakequant);
+    omp_set_num_threads(team);
+}
 
 CD_TEST(cpu_fakequant_avx2_body_equals_the_scalar_definition) {
     if (!cd_sparse_isa_supported(CD_SPARSE_ISA_AVX2))

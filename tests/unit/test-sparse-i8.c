@@ -10,6 +10,7 @@
 #include "sparse/sparse-conv-i8.h"
 #include "tests/unit/test-sparse-util.h"
 
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -141,7 +142,11 @@ static int check_layer(const i8_layer *L, cd_sparse_isa isa, cd_sparse_format fm
         memcpy(out, res, sizeof(float) * L->yn);
         res = out;
     }
+    // On the whole team or on one thread (no OpenMP region then).
+    const int team = omp_get_max_threads();
+    omp_set_num_threads(cd_test_randi(1, team));
     CHECK_EQ(cd_sparse_conv_i8_run_ws(h, L->x, res, out, batch, ws), 0);
+    omp_set_num_threads(team);
     if (L->q.dst_int) {
         const uint8_t *a = (const uint8_t *)out, *b = (const uint8_t *)out_ref;
         for (size_t i = 0; i < L->yn; i++)
