@@ -28,8 +28,9 @@ static int same_storage(const cd_model *m, int a, int b) {
 int cd_plan_residual_in_place(pctx *p) {
     cd_model *m = p->m;
     if (!cd_backend_get_caps(m->be).residual_in_place) return 0;
-    // last[r]: the last layer touching storage root r (nlayers: a model
-    // output, read after the layers; -1: a model input, written before them).
+    // last[r]: the last layer touching storage root r; nlayers for a model
+    // output (read after the layers) and for a model input (the caller's
+    // data, staged there: never written over).
     int *last = malloc(((size_t)m->ntensors + 1) * sizeof *last);
     if (!last) return -1;
     for (int i = 0; i < m->ntensors; i++) last[i] = -2;
@@ -39,7 +40,7 @@ int cd_plan_residual_in_place(pctx *p) {
         for (int i = 0; i < l->nin; i++) last[m->tensors[l->in[i]].root] = li;
     }
     for (int i = 0; i < m->noutputs; i++) last[m->tensors[m->outputs[i].tensor].root] = m->nlayers;
-    for (int i = 0; i < m->ninputs; i++) last[m->tensors[m->inputs[i].tensor].root] = m->nlayers; // never reused
+    for (int i = 0; i < m->ninputs; i++) last[m->tensors[m->inputs[i].tensor].root] = m->nlayers;
     for (int li = 0; li < m->nlayers; li++) {
         const cd_layer *l = &m->layers[li];
         if (l->op != CD_BOP_CONV2D || l->nin != 2) continue;
