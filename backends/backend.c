@@ -64,6 +64,10 @@ const char *cd_backend_op_kernel(cd_backend_t be, cd_op_state *st) {
     return be->iface->op_kernel && st ? be->iface->op_kernel(be, st) : cd_backend_name(be);
 }
 
+const char *cd_backend_op_compute_dtype(cd_backend_t be, cd_op_state *st) {
+    return be->iface->op_compute_dtype && st ? be->iface->op_compute_dtype(be, st) : NULL;
+}
+
 size_t cd_backend_op_weight_bytes(cd_backend_t be, cd_op_state *st) {
     return be->iface->op_weight_bytes && st ? be->iface->op_weight_bytes(be, st) : 0;
 }

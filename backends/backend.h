@@ -198,6 +198,9 @@ struct cd_backend_i {
                   cd_btensor *dst);
     // Name of the kernel a prepared op runs ("dnnl", "ref", ...). /* optional */
     const char *(*op_kernel)(cd_backend_t be, cd_op_state *st);
+    // The type a prepared float32 op computes in when it is not float32
+    // ("bf16": the CPU's opt-in bf16 convs), else NULL. /* optional */
+    const char *(*op_compute_dtype)(cd_backend_t be, cd_op_state *st);
     // Bytes of weights the prepared op holds in device memory. /* optional */
     size_t (*op_weight_bytes)(cd_backend_t be, cd_op_state *st);
     void (*op_state_free)(cd_backend_t be, cd_op_state *st);
@@ -253,6 +256,8 @@ int cd_backend_op_init(cd_backend_t be, const cd_bop_desc *d, cd_op_state **out)
 int cd_backend_op_run(cd_backend_t be, cd_bop op, cd_backend_ctx *ctx, cd_op_state *st, int batch,
                       const cd_btensor *const *srcs, cd_btensor *dst);
 const char *cd_backend_op_kernel(cd_backend_t be, cd_op_state *st);
+// op_compute_dtype's answer (NULL: float32, or no such method).
+const char *cd_backend_op_compute_dtype(cd_backend_t be, cd_op_state *st);
 size_t cd_backend_op_weight_bytes(cd_backend_t be, cd_op_state *st);
 void cd_backend_op_state_free(cd_backend_t be, cd_op_state *st);
 int cd_backend_synchronize(cd_backend_t be, cd_backend_ctx *ctx);

@@ -243,9 +243,8 @@ void cd_model_layer(const cd_model *m, int i, cd_layer_info *out) {
     out->name = l->name;
     out->op = l->label;
     out->kernel = l->kernel;
-    // A conv the CPU backend runs in bf16 says so in its kernel's name
-    // (backends/cpu/dnnl-conv-bf16.c: "dnnl:bf16:<oneDNN's>").
-    out->dtype = l->int8 ? "int8" : strncmp(l->kernel, "dnnl:bf16:", 10) == 0 ? "bf16" : "f32";
+    const char *computes = l->int8 ? "int8" : cd_backend_op_compute_dtype(m->be, l->st); // bf16: the CPU's opt-in
+    out->dtype = computes ? computes : "f32";
     out->out_dtype = m->tensors[l->out].t.int8 ? "int8" : "f32";
     out->reference = l->reference;
     out->layout = cd_layout_name(m->tensors[l->out].t.layout);

@@ -538,6 +538,11 @@ static void cpu_ctx_free(cd_backend_t be, cd_backend_ctx *ctx) {
 
 static const char *cpu_op_kernel(cd_backend_t be, cd_op_state *st) { return st->kernel; }
 
+static const char *cpu_op_compute_dtype(cd_backend_t be, cd_op_state *st) {
+    (void)be;
+    return st->kind == K_DNNL && st->dop && cd_dnnl_op_is_bf16(st->dop) ? "bf16" : NULL;
+}
+
 static size_t cpu_op_weight_bytes(cd_backend_t be, cd_op_state *st) {
     if (st->dop) return cd_dnnl_op_weight_bytes(st->dop);
     if (st->sp || st->sp8) {
@@ -587,6 +592,7 @@ static const struct cd_backend_i g_cpu_iface = {
     .op_init = cpu_op_init,
     .op_run = cpu_op_run,
     .op_kernel = cpu_op_kernel,
+    .op_compute_dtype = cpu_op_compute_dtype,
     .op_weight_bytes = cpu_op_weight_bytes,
     .op_state_free = cpu_op_state_free,
     .synchronize = NULL, // every CPU run is synchronous

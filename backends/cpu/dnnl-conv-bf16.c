@@ -160,6 +160,10 @@ static const char *bf16_impl(cd_dnnl_op *op, const cd_dnnl_prim *p, int batch) {
     return cp->wire[batch].name;
 }
 
+static const cd_dnnl_kind k_kind = {bf16_build, bf16_exec, bf16_fini, bf16_impl};
+
+int cd_dnnl_op_is_bf16(const cd_dnnl_op *op) { return op && op->kind == &k_kind; }
+
 int cd_dnnl_conv_bf16_create(const cd_conv_desc *d, cd_layout src, cd_layout dst, int max_batch, int nhwc,
                              const float *w, const float *bias, cd_dnnl_op **out) {
     *out = NULL;
@@ -176,7 +180,6 @@ int cd_dnnl_conv_bf16_create(const cd_conv_desc *d, cd_layout src, cd_layout dst
     // kernel with a stride (c32 k48 1x3/2: 70 of 99 runs differ; 3x1/2, 1x7/1,
     // square ones: none): non-square strided kernels are not offered there.
     if (nhwc && d->r != d->s && (d->stride_h > 1 || d->stride_w > 1)) return CD_EUNSUPPORTED;
-    static const cd_dnnl_kind k_kind = {bf16_build, bf16_exec, bf16_fini, bf16_impl};
     const bf16_priv init = {.d = *d, .src_l = src, .dst_l = dst, .nhwc = nhwc != 0};
     cd_dnnl_op *op;
     int rc = cd_dnnl_op_new(&k_kind, max_batch, d->has_residual ? 2 : 1, &init, sizeof init, &op);

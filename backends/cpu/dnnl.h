@@ -192,6 +192,9 @@ int cd_dnnl_conv_bf16_create(const cd_conv_desc *d, cd_layout src, cd_layout dst
 // 1 when oneDNN runs bf16 natively here (avx512_core_bf16 or AMX, within
 // ONEDNN_MAX_CPU_ISA); elsewhere it would emulate it, slower than f32.
 int cd_dnnl_bf16_native(void);
+// 1 when op is such a bf16 conv (made by cd_dnnl_conv_bf16_create, or kept
+// by cd_dnnl_conv_create_sw's bf16 offer).
+int cd_dnnl_op_is_bf16(const cd_dnnl_op *op);
 
 // oneDNN's own Winograd conv of d (dnnl_convolution_winograd; f32 on AVX-512
 // only in oneDNN 2.6), nothing else offered: a candidate of cd_wino_offer

@@ -33,7 +33,9 @@ extern "C" {
 // 4: struct cd_backend_i has one op_init/op_run pair instead of a pair per
 //    operator family, and get_caps (cd_backend_caps) instead of get_name and
 //    blocked_layout.
-#define CD_HIP_PLUGIN_ABI 4
+// 5: cd_backend_caps gained residual_in_place; struct cd_backend_i gained
+//    op_compute_dtype.
+#define CD_HIP_PLUGIN_ABI 5
 #define CD_HIP_PLUGIN_ABI_SYMBOL "cd_hip_plugin_abi"
 #define CD_HIP_PLUGIN_PROBE_SYMBOL "cd_hip_plugin_probe"
 #define CD_HIP_PLUGIN_BACKEND_SYMBOL "cd_hip_plugin_backend_create"

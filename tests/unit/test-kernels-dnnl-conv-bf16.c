@@ -175,6 +175,7 @@ CD_TEST(dnnl_conv_bf16_switch_off_on_auto) {
         cd_dnnl_op *op = NULL;
         CHECK_EQ(cd_dnnl_conv_create_sw(&d, CD_LAYOUT_NCHW8C, CD_LAYOUT_NCHW8C, 2, w, NULL, &sw, &op), 0);
         const int bf16 = strncmp(cd_dnnl_op_impl(op, 1), "bf16:", 5) == 0;
+        CHECK_EQ(cd_dnnl_op_is_bf16(op), bf16); // what the backend reports as the layer's dtype
         if (mode == 0 || !cd_dnnl_bf16_native()) CHECK_EQ(bf16, 0);
         if (mode == 2 && cd_dnnl_bf16_native()) CHECK_EQ(bf16, 1);
         if (bf16) check_op(op, &d, CD_LAYOUT_NCHW8C, CD_LAYOUT_NCHW8C, 2, w, NULL, 0);
