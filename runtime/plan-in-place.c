@@ -11,8 +11,6 @@
 
 #include "runtime/plan-internal.h"
 
-#include <stdlib.h>
-
 // 1 when tensors a and b hold the same bytes in the same arrangement
 // (shape, layout, float or which integers), neither a window of another.
 static int same_storage(const cd_model *m, int a, int b) {
@@ -25,33 +23,20 @@ static int same_storage(const cd_model *m, int a, int b) {
     return 1;
 }
 
-int cd_plan_residual_in_place(pctx *p) {
-    cd_model *m = p->m;
-    if (!cd_backend_get_caps(m->be).residual_in_place) return 0;
-    // last[r]: the last layer touching storage root r; nlayers for a model
-    // output (read after the layers) and for a model input (the caller's
-    // data, staged there: never written over).
-    int *last = malloc(((size_t)m->ntensors + 1) * sizeof *last);
-    if (!last) return -1;
-    for (int i = 0; i < m->ntensors; i++) last[i] = -2;
-    for (int li = 0; li < m->nlayers; li++) {
-        const cd_layer *l = &m->layers[li];
-        last[m->tensors[l->out].root] = li;
-        for (int i = 0; i < l->nin; i++) last[m->tensors[l->in[i]].root] = li;
-    }
-    for (int i = 0; i < m->noutputs; i++) last[m->tensors[m->outputs[i].tensor].root] = m->nlayers;
-    for (int i = 0; i < m->ninputs; i++) last[m->tensors[m->inputs[i].tensor].root] = m->nlayers;
+void cd_plan_residual_in_place(cd_model *m) {
+    if (!cd_backend_get_caps(m->be).residual_in_place) return;
     for (int li = 0; li < m->nlayers; li++) {
         const cd_layer *l = &m->layers[li];
         if (l->op != CD_BOP_CONV2D || l->nin != 2) continue;
         const int res = l->in[1], out = l->out, r = m->tensors[res].root;
-        if (last[r] != li || m->tensors[out].root != out || m->tensors[l->in[0]].root == r) continue;
+        cd_ptensor *R = &m->tensors[r];
+        // R read last here (a model output lives to nlayers), not the caller's
+        // input (first -1: staged there, never written over).
+        if (R->last != li || R->first < 0 || m->tensors[out].root != out || m->tensors[l->in[0]].root == r) continue;
         if (!same_storage(m, res, out) || !same_storage(m, r, out)) continue;
         for (int i = 0; i < m->ntensors; i++) // out and its aliases now live in r
             if (m->tensors[i].root == out) m->tensors[i].root = r;
-        last[r] = last[out];
+        R->last = m->tensors[out].last;
         m->residual_in_place++;
     }
-    free(last);
-    return 0;
 }

@@ -121,11 +121,11 @@ int cd_plan_int8_record(pctx *p, int li, const cd_op *op, const cd_bop_desc *d);
 // the arena is planned. Returns 0 or a negative code (errors other than a
 // backend declining, which keeps float32).
 int cd_plan_int8_storage(pctx *p);
-// After the layers and the int8 storage, before the lifetimes: a residual
-// conv that is its skip tensor's last reader writes into the skip tensor's
-// storage, where the backend allows it (plan-in-place.c). 0 or -1 (out of
-// memory).
-int cd_plan_residual_in_place(pctx *p);
+// With the roots' lifetimes set, before the arena: a residual conv that is
+// its skip tensor's last reader writes into the skip tensor's storage, where
+// the backend allows it (plan-in-place.c); the skip root's life extends to
+// the output's.
+void cd_plan_residual_in_place(cd_model *m);
 
 // plan.c's helpers for plan-view.c: a new tensor (its index or CD_ENOMEM /
 // CD_ETOO_LARGE), src in layout l (src, or a reorder made once), and a new

@@ -711,6 +711,7 @@ static int plan_arena(pctx *p) {
         cd_ptensor *s = &m->tensors[m->inputs[i].tensor];
         if (s->last < 0) s->last = 0;
     }
+    cd_plan_residual_in_place(m);
     size_t *offsets = malloc(((size_t)m->ntensors + 1) * sizeof *offsets);
     if (!offsets) return cd_errf(CD_ENOMEM, p->err, p->errlen, "out of memory");
     for (int i = 0; i < m->ntensors; i++) offsets[i] = m->tensors[i].offset; // constants keep theirs
@@ -754,10 +755,6 @@ int cd_plan_build(cd_model *m, cd_graph *g, char *err, size_t errlen) {
     }
     if ((rc = plan_io(&p))) goto done;
     if ((rc = cd_plan_int8_storage(&p))) goto done;
-    if (cd_plan_residual_in_place(&p)) {
-        rc = cd_errf(CD_ENOMEM, err, errlen, "out of memory");
-        goto done;
-    }
     // 4. Lifetimes and the arena.
     if ((rc = plan_arena(&p))) goto done;
     if ((rc = place_consts(&p))) goto done;
