@@ -261,8 +261,7 @@ static int run(const cd_sparse_conv_i8 *h, const void *src, const void *residual
                      ntiles = (m + tile - 1) / tile;
         const long items = (long)ntiles * h->nchunks;
         const long nprep = (long)nf * d->c;
-        // One thread: no OpenMP region (a serialized one still starts a
-        // libgomp team; sparse-conv-run.c).
+        // One thread: no OpenMP region (core/one-thread.h).
         if (threads == 1) {
             i8_thread t = thread_state(h, base, 0);
             for (long it = 0; it < nprep; it++)

@@ -372,10 +372,7 @@ int cd_sparse_conv_run_ws(const cd_sparse_conv *h, const float *src, const float
     x.nbc = (blocks + x.bchunk - 1) / x.bchunk;
     const size_t items = base * x.nbc;
 
-    // One thread: no OpenMP region at all. A serialized one still starts a
-    // libgomp team: ~3 us a layer (MobileNetV2 u90 f32, 1 thread: its sparse
-    // layers 1.35 -> 1.25 ms), 50-170 us right after oneDNN's AMX kernels
-    // (ResNet-50 u90 int8: the FC 0.35-0.49 -> 0.30-0.32 ms).
+    // One thread: no OpenMP region (core/one-thread.h).
     if (threads == 1) {
         for (size_t c = 0; h->mode == MODE_FC && c < (size_t)d->c; c++) fc_transpose(h, src, batch, xin, c);
         for (size_t it = 0; it < items; it++) run_item(&x, it);

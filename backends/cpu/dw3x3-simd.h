@@ -10,9 +10,8 @@
 // the rows above and below the map.
 
 #include "backends/cpu/dw3x3.h"
+#include "core/one-thread.h"
 #include "sparse/f32-simd.h"
-
-#include <omp.h>
 
 // Output pixels per register tile: the nine taps, DW_T accumulators and two
 // temporaries fit AVX2's 16 registers at 4, AVX-512's 32 at 8.
@@ -173,7 +172,7 @@ static void dw_run(const cd_dw3x3_shape *sh, int batch, const float *src, const 
     if (rows > sh->oh) rows = sh->oh;
     const int chunks = (sh->oh + rows - 1) / rows;
     const long jobs = (long)batch * nb * chunks;
-    if (omp_get_max_threads() == 1) { // no region (a serialized one still starts a libgomp team)
+    if (cd_one_thread()) { // no OpenMP region (core/one-thread.h)
         for (long j = 0; j < jobs; j++) dw_job(sh, rows, chunks, j, src, res, dst);
         return;
     }

@@ -2,6 +2,7 @@
 // (under the ISA cap), chunks of it over the calling OpenMP team.
 
 #include "backends/cpu/fakequant.h"
+#include "core/one-thread.h"
 #include "kernels/cpu/ref.h"
 #include "kernels/op-desc.h"
 #include "sparse/spmm-ukernel.h"
@@ -14,7 +15,7 @@
 void cd_cpu_minmax(size_t n, const float *src, float *mn, float *mx) {
     float lo = 0.0f, hi = 0.0f; // the range holds 0 anyway (cd_dynquant_params)
     const long chunks = (long)((n + CHUNK - 1) / CHUNK);
-    if (chunks <= 1 || omp_get_max_threads() == 1) { // no region at all: see cd_cpu_fakequant
+    if (chunks <= 1 || cd_one_thread()) { // no OpenMP region (core/one-thread.h)
         for (size_t i = 0; i < n; i++) lo = fminf(lo, src[i]), hi = fmaxf(hi, src[i]);
         *mn = lo;
         *mx = hi;
@@ -38,13 +39,10 @@ void cd_cpu_minmax(size_t n, const float *src, float *mn, float *mx) {
 void cd_cpu_fakequant(size_t n, float scale, float zero_point, float qmin, float qmax, const float *src, float *dst) {
     const int vec = cd_sparse_isa_supported(CD_SPARSE_ISA_AVX2);
     const long chunks = (long)((n + CHUNK - 1) / CHUNK);
-    // One chunk, or one thread, runs here without entering an OpenMP region:
-    // a serialized region (`if (0)`) still costs libgomp a team start, and
-    // right after oneDNN's AMX convs that cost 50-130 us per call on the
-    // Xeon, where the 2048 values after ResNet-50's pool take 1-2 us (1
-    // thread, measured around the call: 67-123 us with the region, 16
-    // without).
-    if (chunks <= 1 || omp_get_max_threads() == 1) {
+    // One chunk, or one thread: no OpenMP region (core/one-thread.h; the
+    // 2048 values after ResNet-50's pool take 1-2 us, a region after the AMX
+    // convs cost 67-123 us).
+    if (chunks <= 1 || cd_one_thread()) {
         if (vec) {
             cd_cpu_fakequant_avx2(n, scale, zero_point, qmin, qmax, src, dst);
         } else {

@@ -5,9 +5,9 @@
 // faster (~23-25 GB/s measured for four row streams).
 
 #include "backends/cpu/gemv.h"
+#include "core/one-thread.h"
 
 #include <immintrin.h>
-#include <omp.h>
 
 // Outputs [64 a0, 64 (a0 + nblk)) (nblk <= 4): nblk streams side by side.
 static void blocks(int n, int k, int kb, int a0, int nblk, const float *w, const float *x, float *y) {
@@ -47,7 +47,7 @@ void cd_cpu_gemv_oi16i64o_avx512f(int n, int k, const float *w, const float *x, 
     // Block (a, b) holds w[64a + j][16b + i] at i * 64 + j, the blocks of one
     // a contiguous.
     const int nb = (n + 63) / 64, kb = (k + 15) / 16, groups = (nb + 3) / 4;
-    if (omp_get_max_threads() == 1) { // no region (a serialized one still starts a libgomp team)
+    if (cd_one_thread()) { // no OpenMP region (core/one-thread.h)
         for (int g = 0; g < groups; g++) group(n, k, kb, nb, g, w, x, y);
         return;
     }
