@@ -409,7 +409,11 @@ def test_slow_reader_over_write_queue_limit_is_closed(tmp_path, models):
         computed = s["models"]["fan256"]["ok"]
         assert cancelled + computed == n
         assert s["requests"]["dropped"] - s0["requests"]["dropped"] >= 1
-        assert d.rss_kib() < 400 * 1024  # the answers were not kept
+        # The answers were not kept: the daemon's count of unsent bytes is
+        # back to nothing. (Not its RSS: glibc keeps freed 4 MiB buffers once
+        # its mmap threshold has adapted, and TSan's shadow memory triples
+        # the peak, so RSS measured the allocator, not the daemon.)
+        assert s["connections"]["unsent_bytes"] == 0, s["connections"]
         assert w.result("hello")["server"] == "convd"
         # The dropped client reads what was sent before the close: whole
         # answers (each once, intact), then EOF, far fewer than n.
