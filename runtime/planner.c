@@ -3,7 +3,7 @@
 //
 // Cache files, in the cache folder (created when missing), one record per
 // line, tab-separated, appended (a torn or foreign line is skipped):
-//   calib-v6.txt  CPU<TAB>threads<TAB>16 figures (see g_cal)
+//   calib-v7.txt  CPU<TAB>threads<TAB>16 figures (see g_cal)
 // where CPU is the model name and the ISAs in force, "NAME [avx2 avx2]"
 // (cd_planner_cpu_name: our kernels', oneDNN's)
 //   tune-v5.txt   key<TAB>dense_ms<TAB>sparse_ms
@@ -354,11 +354,15 @@ static int calibrate(cd_backend_t be) {
 // disturbed (a neighbour's burst makes a rate 10-100x low), so the disk cache
 // keeps every calibration of this CPU and thread count: the first
 // CD_CALIB_SAMPLES processes each measure and append theirs, later ones
-// measure nothing; every process uses the least disturbed entry (the highest
-// dense x sparse rate). 0 or a negative code.
+// measure nothing; every process uses the least disturbed entry: the
+// highest dense x sparse rate over the dense x sparse fixed cost. The fixed
+// costs tell a disturbed team best: with a core taken by other work, a
+// 2-thread call waits for its second thread (a sparse call's 0.9 us became
+// 40 us, and its rate fell by half, on an AMD Zen 5 running the test suite).
+// 0 or a negative code.
 #define CD_CALIB_SAMPLES 3
 
-static double calib_quality(const double *r) { return r[R_D1] * r[R_C1]; }
+static double calib_quality(const double *r) { return r[R_D1] * r[R_C1] / (r[O_DENSE] * r[O_SPARSE]); }
 
 static int ensure_calibrated(cd_backend_t be, const cd_planner_opts *po) {
     pthread_mutex_lock(&g_cal_lock);
@@ -368,7 +372,7 @@ static int ensure_calibrated(cd_backend_t be, const cd_planner_opts *po) {
     char dir[1024], path[1100];
     int threads = omp_get_max_threads(), have_dir = cache_dir(po, dir, sizeof dir) == 0;
     if (have_dir) {
-        snprintf(path, sizeof path, "%s/calib-v6.txt", dir);
+        snprintf(path, sizeof path, "%s/calib-v7.txt", dir);
         FILE *f = fopen(path, "r");
         char line[1024];
         while (f && fgets(line, sizeof line, f)) {

@@ -48,7 +48,7 @@ def cache_env(tmp_path_factory):
     return {"XDG_CACHE_HOME": str(xdg), "OMP_WAIT_POLICY": "passive"}
 
 
-# The 16 figures of runtime/planner.c's calib-v6.txt (1 thread, quiet machine,
+# The 16 figures of runtime/planner.c's calib-v7.txt (1 thread, quiet machine,
 # recorded before the aligned-shift 3x3 path, whose k x k CSR rate is higher:
 # fixed figures, so the plan choices below do not move with the kernels).
 QUIET_RATES = ("1.85218e+08 1.8609e+08 1.48969e+07 7.76101e+07 3.68204e+07 2.01581e+06 1.106e+08 "
@@ -65,7 +65,7 @@ def write_quiet_calibration(folder):
                 cpu = line.split(":", 1)[1].strip().replace("\t", " ").replace("|", " ")
                 break
     folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / "calib-v6.txt", "w") as f:
+    with open(folder / "calib-v7.txt", "w") as f:
         for threads in range(1, (os.cpu_count() or 1) + 1):
             for _ in range(3):
                 f.write(f"{cpu}\t{threads} {QUIET_RATES}\n")
