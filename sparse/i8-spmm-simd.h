@@ -68,18 +68,23 @@ static inline unsigned ge_bits(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CM
 static inline unsigned nlt_bits(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_NLT_UQ); }
 
 // 4 vectors of s32 n (any), to 64 bytes of clamp(n + zp) in u8 (or s8
-// when is_signed) in lane order: the saturating packs and the saturating
+// when is_signed) in lane order (pack_b4 leaves them in the packs' order:
+// 128-bit lane L holds lanes 4L..4L+3 of v[0], then of v[1], v[2], v[3]): the saturating packs and the saturating
 // 16-bit add are the reference's clamp (n beyond s16 stays beyond the
 // 8-bit range); with `relu`, at least zp8's bytes (zp): the ReLU before
 // the quantization (clamp(rint(y / s) + zp) does not decrease with y, so
 // that of max(y, 0) is the max of that of y and zp); the first `left` of
 // them stored.
-static inline void store_b4(void *p, size_t left, const vi v[4], int is_signed, vi zp16, int relu, vi zp8) {
+static inline vi pack_b4(const vi v[4], int is_signed, vi zp16, int relu, vi zp8) {
     const vi ab = _mm512_adds_epi16(_mm512_packs_epi32(v[0], v[1]), zp16);
     const vi cd = _mm512_adds_epi16(_mm512_packs_epi32(v[2], v[3]), zp16);
     // 128-bit lane L of x holds 4 bytes of each of v[0..3], lanes 4L..4L+3.
     vi x = is_signed ? _mm512_packs_epi16(ab, cd) : _mm512_packus_epi16(ab, cd);
     if (relu) x = is_signed ? _mm512_max_epi8(x, zp8) : _mm512_max_epu8(x, zp8);
+    return x;
+}
+static inline void store_b4(void *p, size_t left, const vi v[4], int is_signed, vi zp16, int relu, vi zp8) {
+    const vi x = pack_b4(v, is_signed, zp16, relu, zp8);
     const vi y = _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), x);
     if (left >= 64)
         _mm512_storeu_si512(p, y);
@@ -323,49 +328,100 @@ static inline int32_t word_at(const int8_t *w) {
     return x;
 }
 
-// Two sets of accumulators, even and odd quads: vpdpbusd's latency would
-// otherwise bound long rows (4 chains of one dependent add per quad).
+// Block b of a CSR call: its 4 accumulator vectors (in the unpacks' lane
+// order) from the quads at *offp, *wp, which it advances. Two sets of
+// accumulators, even and odd quads: vpdpbusd's latency would otherwise
+// bound long rows (4 chains of one dependent add per quad).
+static inline __attribute__((always_inline)) void csr_block(const uint8_t *in, const int32_t **offp, const int8_t **wp,
+                                                            uint32_t nq, uint32_t nqs, int32_t init, vi a[4]) {
+    const int32_t *off = *offp;
+    const int8_t *w = *wp;
+    vi o[4];
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) {
+        a[j] = SET1(init);
+        o[j] = SET1(0);
+    }
+    uint32_t k = nq;
+#ifndef I8_VNNI
+    for (uint32_t ks = nqs; ks > 0; ks--, k--, off += 4, w += 4) {
+        vi q[4];
+        interleave(in, off, q);
+        const vi ws = SET1(word_at(w));
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) a[j] = dot4_short(a[j], q[j], ws);
+    }
+#else
+    (void)nqs;
+#endif
+    for (; k >= 2; k -= 2, off += 8, w += 8) {
+        vi q[4], r[4];
+        interleave(in, off, q);
+        interleave(in, off + 4, r);
+        const wvec wq = wprep(word_at(w)), wr = wprep(word_at(w + 4));
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) {
+            a[j] = dot4(a[j], q[j], wq);
+            o[j] = dot4(o[j], r[j], wr);
+        }
+    }
+    if (k) {
+        vi q[4];
+        interleave(in, off, q);
+        const wvec wq = wprep(word_at(w));
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) a[j] = dot4(a[j], q[j], wq);
+        off += 4;
+        w += 4;
+    }
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) a[j] = ADD32(a[j], o[j]);
+    *offp = off;
+    *wp = w;
+}
+
+// Block b of a BSR4 call: its 4 rows' accumulators, as csr_block.
+static inline __attribute__((always_inline)) void bsr4_block(const uint8_t *in, const int32_t **offp, const int8_t **wp,
+                                                             uint32_t nq, uint32_t nqs, const int32_t *init,
+                                                             vi a[4][4]) {
+    const int32_t *off = *offp;
+    const int8_t *w = *wp;
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) a[i][j] = SET1(init[i]);
+    uint32_t k = nq;
+#ifndef I8_VNNI
+    for (uint32_t ks = nqs; ks > 0; ks--, k--, off += 4, w += 16) {
+        vi q[4];
+        interleave(in, off, q);
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++) {
+            const vi ws = SET1(word_at(w + 4 * i));
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++) a[i][j] = dot4_short(a[i][j], q[j], ws);
+        }
+    }
+#else
+    (void)nqs;
+#endif
+    for (; k > 0; k--, off += 4, w += 16) {
+        vi q[4];
+        interleave(in, off, q);
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++) {
+            const wvec wv = wprep(word_at(w + 4 * i));
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++) a[i][j] = dot4(a[i][j], q[j], wv);
+        }
+    }
+    *offp = off;
+    *wp = w;
+}
+
 void I8_FN(cd_i8_spmm_csr)(size_t nblk, const uint8_t *in, const int32_t *off, const int8_t *w, const uint32_t *nq,
                            const uint32_t *nqs, const int32_t *init, int32_t *acc) {
     for (size_t b = 0; b < nblk; b++, acc += TILE) {
-        vi a[4], o[4];
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; j++) {
-            a[j] = SET1(init[b]);
-            o[j] = SET1(0);
-        }
-        uint32_t k = nq[b];
-#ifndef I8_VNNI
-        for (uint32_t ks = nqs[b]; ks > 0; ks--, k--, off += 4, w += 4) {
-            vi q[4];
-            interleave(in, off, q);
-            const vi ws = SET1(word_at(w));
-#pragma GCC unroll 4
-            for (int j = 0; j < 4; j++) a[j] = dot4_short(a[j], q[j], ws);
-        }
-#endif
-        for (; k >= 2; k -= 2, off += 8, w += 8) {
-            vi q[4], r[4];
-            interleave(in, off, q);
-            interleave(in, off + 4, r);
-            const wvec wq = wprep(word_at(w)), wr = wprep(word_at(w + 4));
-#pragma GCC unroll 4
-            for (int j = 0; j < 4; j++) {
-                a[j] = dot4(a[j], q[j], wq);
-                o[j] = dot4(o[j], r[j], wr);
-            }
-        }
-        if (k) {
-            vi q[4];
-            interleave(in, off, q);
-            const wvec wq = wprep(word_at(w));
-#pragma GCC unroll 4
-            for (int j = 0; j < 4; j++) a[j] = dot4(a[j], q[j], wq);
-            off += 4;
-            w += 4;
-        }
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; j++) a[j] = ADD32(a[j], o[j]);
+        vi a[4];
+        csr_block(in, &off, &w, nq[b], nqs[b], init[b], a);
         unpermute_store(a, acc);
     }
 }
@@ -374,31 +430,7 @@ void I8_FN(cd_i8_spmm_bsr4)(size_t nblk, const uint8_t *in, const int32_t *off, 
                             const uint32_t *nqs, const int32_t *init, int32_t *acc) {
     for (size_t b = 0; b < nblk; b++, acc += 4 * TILE) {
         vi a[4][4];
-#pragma GCC unroll 4
-        for (int i = 0; i < 4; i++) _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) a[i][j] = SET1(init[4 * b + i]);
-        uint32_t k = nq[b];
-#ifndef I8_VNNI
-        for (uint32_t ks = nqs[b]; ks > 0; ks--, k--, off += 4, w += 16) {
-            vi q[4];
-            interleave(in, off, q);
-#pragma GCC unroll 4
-            for (int i = 0; i < 4; i++) {
-                const vi ws = SET1(word_at(w + 4 * i));
-#pragma GCC unroll 4
-                for (int j = 0; j < 4; j++) a[i][j] = dot4_short(a[i][j], q[j], ws);
-            }
-        }
-#endif
-        for (; k > 0; k--, off += 4, w += 16) {
-            vi q[4];
-            interleave(in, off, q);
-#pragma GCC unroll 4
-            for (int i = 0; i < 4; i++) {
-                const wvec wv = wprep(word_at(w + 4 * i));
-#pragma GCC unroll 4
-                for (int j = 0; j < 4; j++) a[i][j] = dot4(a[i][j], q[j], wv);
-            }
-        }
+        bsr4_block(in, &off, &w, nq[b], nqs[b], init + 4 * b, a);
 #pragma GCC unroll 4
         for (int i = 0; i < 4; i++) unpermute_store(a[i], acc + i * TILE);
     }
@@ -492,10 +524,11 @@ static inline __attribute__((always_inline)) vf round_near(const epi_consts *c, 
 // The epilogue of the lanes m of accumulators i.. of a run (all lanes,
 // with plain loads, when `full`): y, or with `quant` the output's integer
 // (clamped) as a float, or with quant 2 its quotient for epi_block.
-static inline __attribute__((always_inline)) vf epi_vec(const epi_consts *c, int mid, res_mode rm, cd_act kind,
-                                                        int quant, int full, vf vm, vf vb, const int32_t *acc, size_t i,
-                                                        lanes m, const void *res) {
-    vf y = FMADD(CVTF(full ? load_i_all(acc + i) : load_i(acc + i, m)), vm, vb);
+// epi_val takes the accumulators a themselves (lanes i.. of the run).
+static inline __attribute__((always_inline)) vf epi_val(const epi_consts *c, int mid, res_mode rm, cd_act kind,
+                                                        int quant, int full, vf vm, vf vb, vi a, size_t i, lanes m,
+                                                        const void *res) {
+    vf y = FMADD(CVTF(a), vm, vb);
     // (clamp(n + zp) - zp) * scale is clamp(n, qmin - zp, qmax - zp) * scale
     // (small integers, exact in float), and clamp(rint(x)) is rint(clamp(x))
     // (the bounds are integers), rounded as round_magic (no vroundps: it
@@ -551,6 +584,11 @@ static inline __attribute__((always_inline)) vf epi_vec(const epi_consts *c, int
     }
     if (!quant) return y;
     return MINF(MAXF(ADDF(RINT(quot(y, c->vr, c->s)), c->vzp), c->qmin), c->qmax);
+}
+static inline __attribute__((always_inline)) vf epi_vec(const epi_consts *c, int mid, res_mode rm, cd_act kind,
+                                                        int quant, int full, vf vm, vf vb, const int32_t *acc, size_t i,
+                                                        lanes m, const void *res) {
+    return epi_val(c, mid, rm, kind, quant, full, vm, vb, full ? load_i_all(acc + i) : load_i(acc + i, m), i, m, res);
 }
 
 // 4 vectors from accumulator i on of a run (the first `left` pixels) to
@@ -652,14 +690,8 @@ static inline __attribute__((always_inline)) void epi_rows(const epi_consts *c, 
 // 1 / s, or 0 for an unused scale (0).
 static inline float recip(float s) { return s > 0.0f ? 1.0f / s : 0.0f; }
 
-void I8_FN(cd_i8_epilogue_rows)(const cd_i8_epilogue *e, const float *mult, const float *bias, int nrows,
-                                const int32_t *acc, size_t acc_stride, const cd_i8_run *runs, int nruns,
-                                const void *res, void *dst, size_t row_stride) {
-    const cd_act kind = e->act.kind;
-    if (kind != CD_ACT_NONE && kind != CD_ACT_RELU && kind != CD_ACT_CLIP) {
-        cd_i8_epilogue_rows__scalar(e, mult, bias, nrows, acc, acc_stride, runs, nruns, res, dst, row_stride);
-        return;
-    }
+// The epilogue's constants for e.
+static inline epi_consts epi_consts_of(const cd_i8_epilogue *e) {
     const cd_conv_quant *q = &e->q;
     const epi_consts c = {SET1F(0.0f),
                           SET1F(e->act.alpha),
@@ -686,6 +718,19 @@ void I8_FN(cd_i8_epilogue_rows)(const cd_i8_epilogue *e, const float *mult, cons
                           SET1(0x4B000000),
                           SET1F(0x1p23f + (float)q->res_zp),
                           SET1F(0.5f - 0x1p-11f)};
+    return c;
+}
+
+void I8_FN(cd_i8_epilogue_rows)(const cd_i8_epilogue *e, const float *mult, const float *bias, int nrows,
+                                const int32_t *acc, size_t acc_stride, const cd_i8_run *runs, int nruns,
+                                const void *res, void *dst, size_t row_stride) {
+    const cd_act kind = e->act.kind;
+    if (kind != CD_ACT_NONE && kind != CD_ACT_RELU && kind != CD_ACT_CLIP) {
+        cd_i8_epilogue_rows__scalar(e, mult, bias, nrows, acc, acc_stride, runs, nruns, res, dst, row_stride);
+        return;
+    }
+    const cd_conv_quant *q = &e->q;
+    const epi_consts c = epi_consts_of(e);
     const int mid = q->mid_scale > 0.0f, quant = q->out_scale > 0.0f, to_int = q->dst_int;
     const res_mode rm = !res ? RES_NONE : q->res_int ? RES_INT : RES_FLOAT;
     // A plain conv's u8/s8 output (most layers) and a residual block's
@@ -703,6 +748,102 @@ void I8_FN(cd_i8_epilogue_rows)(const cd_i8_epilogue *e, const float *mult, cons
         epi_rows(&c, mid, rm, kind, quant, to_int, mult, bias, nrows, acc, acc_stride, runs, nruns, res, dst,
                  row_stride);
 }
+
+#ifdef I8_AVX512
+// The kernels with the plain epilogue (cd_i8_out_plain) in one pass: a block
+// row's 4 accumulator vectors in the unpacks' lane order go through the
+// epilogue in registers, and pack_b4 puts their bytes in pixel order (its
+// 128-bit lane L: pixels 16L .. 16L+15, in the order the unpacks left
+// them), so neither the accumulators' store and reload nor either
+// permutation remains; each run takes its bytes with one masked store.
+
+// The bytes m .. m+len-1 of a tile: run r's.
+static inline __mmask64 run_mask(const cd_i8_run *r) {
+    return (r->len >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << r->len) - 1)) << r->m;
+}
+
+// The epilogue of nr (1 or 2) rows, row0 and row0 + 1, from their
+// accumulators a[h]: two rows side by side keep twice the independent
+// chains in the out-of-order window (epi_block2's reason).
+static inline __attribute__((always_inline)) void out_rows(const epi_consts *c, cd_act kind, const cd_i8_out *o,
+                                                           size_t row0, int nr, vi a[2][4]) {
+    vf vm[2], vb[2];
+    vi v[2][4];
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        if (h >= nr) break;
+        vm[h] = SET1F(o->mult[row0 + h]);
+        vb[h] = SET1F(o->bias[row0 + h]);
+    }
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++)
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            if (h >= nr) break;
+            v[h][j] = CVT_RNE(
+                MINF(epi_val(c, 0, RES_NONE, kind, 2, 1, vm[h], vb[h], a[h][j], 0, lanes_of(LANES), NULL), c->big));
+        }
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        if (h >= nr) break;
+        const vi x = pack_b4(v[h], c->out_signed, c->zp16, kind == CD_ACT_RELU, c->zp8);
+        const uintptr_t d = (uintptr_t)(o->dst + (row0 + h) * o->row_stride);
+        for (int i = 0; i < o->nruns; i++) {
+            const cd_i8_run *r = &o->runs[i];
+            // Byte m of x is the run's first output: the base may lie
+            // before the tensor, where the mask stores nothing.
+            _mm512_mask_storeu_epi8((void *)(d + r->out - r->m), run_mask(r), x);
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) void csr_out(size_t nblk, const uint8_t *in, const int32_t *off,
+                                                          const int8_t *w, const uint32_t *nq, const uint32_t *nqs,
+                                                          const int32_t *init, const cd_i8_out *o, cd_act kind) {
+    const epi_consts c = epi_consts_of(o->e);
+    size_t b = 0;
+    for (; b + 2 <= nblk; b += 2) {
+        vi a[2][4];
+        csr_block(in, &off, &w, nq[b], nqs[b], init[b], a[0]);
+        csr_block(in, &off, &w, nq[b + 1], nqs[b + 1], init[b + 1], a[1]);
+        out_rows(&c, kind, o, b, 2, a);
+    }
+    if (b < nblk) {
+        vi a[2][4];
+        csr_block(in, &off, &w, nq[b], nqs[b], init[b], a[0]);
+        out_rows(&c, kind, o, b, 1, a);
+    }
+}
+
+static inline __attribute__((always_inline)) void bsr4_out(size_t nblk, const uint8_t *in, const int32_t *off,
+                                                           const int8_t *w, const uint32_t *nq, const uint32_t *nqs,
+                                                           const int32_t *init, const cd_i8_out *o, cd_act kind) {
+    const epi_consts c = epi_consts_of(o->e);
+    for (size_t b = 0; b < nblk; b++) {
+        vi a[4][4];
+        bsr4_block(in, &off, &w, nq[b], nqs[b], init + 4 * b, a);
+        out_rows(&c, kind, o, 4 * b, 2, a);
+        out_rows(&c, kind, o, 4 * b + 2, 2, a + 2);
+    }
+}
+
+// One copy of the loop per activation (a constant inside it).
+void I8_FN(cd_i8_spmm_csr_out)(size_t nblk, const uint8_t *in, const int32_t *off, const int8_t *w, const uint32_t *nq,
+                               const uint32_t *nqs, const int32_t *init, const cd_i8_out *o) {
+    if (o->e->act.kind == CD_ACT_RELU)
+        csr_out(nblk, in, off, w, nq, nqs, init, o, CD_ACT_RELU);
+    else
+        csr_out(nblk, in, off, w, nq, nqs, init, o, CD_ACT_NONE);
+}
+
+void I8_FN(cd_i8_spmm_bsr4_out)(size_t nblk, const uint8_t *in, const int32_t *off, const int8_t *w, const uint32_t *nq,
+                                const uint32_t *nqs, const int32_t *init, const cd_i8_out *o) {
+    if (o->e->act.kind == CD_ACT_RELU)
+        bsr4_out(nblk, in, off, w, nq, nqs, init, o, CD_ACT_RELU);
+    else
+        bsr4_out(nblk, in, off, w, nq, nqs, init, o, CD_ACT_NONE);
+}
+#endif
 
 void I8_FN(cd_i8_quant_row)(const cd_conv_quant *q, const float *x, size_t n, uint8_t *dst) {
     const vf vr = SET1F(recip(q->in_scale)), vzp = SET1F((float)q->in_zp);

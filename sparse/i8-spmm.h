@@ -104,12 +104,40 @@ typedef struct {
 typedef void (*cd_i8_s1_rows_fn)(const cd_i8_s1_rows *g, const uint8_t *src, const uint8_t *src_lo,
                                  const uint8_t *src_end, size_t src_stride, size_t nrows, uint8_t *dst);
 
+// The kernel and the epilogue in one pass (no accumulators in memory), for
+// a layer whose epilogue is plain (cd_i8_out_plain: u8/s8 out, no residual
+// or border map, no mid grid, ReLU or none; most layers of a QDQ model).
+// Row r of the call (block b's row i is b*NR + i) writes, for each run,
+// accumulators m .. m+len-1 of the tile to elements r * row_stride +
+// run.out .. of dst; the bytes are those the epilogue writes from the
+// accumulators of the kernels above. (A residual block's epilogue, done
+// the same way, measured no faster: its arithmetic, not the accumulators'
+// store and reload, bounds it.)
+typedef struct {
+    const cd_i8_epilogue *e;
+    const float *mult, *bias; // of the call's row 0
+    uint8_t *dst;             // the call's row 0
+    size_t row_stride;        // elements between rows
+    const cd_i8_run *runs;
+    int nruns;
+} cd_i8_out;
+
+typedef void (*cd_i8_spmm_out_fn)(size_t nblk, const uint8_t *in, const int32_t *off, const int8_t *w,
+                                  const uint32_t *nq, const uint32_t *nqs, const int32_t *init, const cd_i8_out *o);
+
+static inline int cd_i8_out_plain(const cd_i8_epilogue *e) {
+    const cd_conv_quant *q = &e->q;
+    return !e->has_residual && q->dst_int && q->out_scale > 0.0f && !(q->mid_scale > 0.0f) &&
+           (e->act.kind == CD_ACT_RELU || e->act.kind == CD_ACT_NONE);
+}
+
 // What one ISA brings.
 typedef struct {
-    const char *name1, *name4; // kernel names (CSR, BSR4)
-    cd_i8_spmm_fn csr, bsr4;   // NR 1 and NR 4
-    int tile;                  // pixels per call
-    int short_quads;           // 1: the kernels gain from short quads (nqs)
+    const char *name1, *name4;           // kernel names (CSR, BSR4)
+    cd_i8_spmm_fn csr, bsr4;             // NR 1 and NR 4
+    cd_i8_spmm_out_fn csr_out, bsr4_out; // with the plain epilogue; NULL below AVX-512
+    int tile;                            // pixels per call
+    int short_quads;                     // 1: the kernels gain from short quads (nqs)
     cd_i8_epilogue_rows_fn epilogue;
     cd_i8_quant_row_fn quant_row;
     cd_i8_s2_rows_fn s2_rows;
@@ -148,6 +176,14 @@ void cd_i8_s1_rows__scalar(const cd_i8_s1_rows *g, const uint8_t *src, const uin
                               const uint8_t *src_end, size_t src_stride, size_t nrows, uint8_t *dst);
 CD_I8_DECLARE(avx512vnni)
 CD_I8_DECLARE(avx512f)
+#define CD_I8_DECLARE_OUT(isa)                                                                                        \
+    void cd_i8_spmm_csr_out__##isa(size_t nblk, const uint8_t *in, const int32_t *off, const int8_t *w,               \
+                                   const uint32_t *nq, const uint32_t *nqs, const int32_t *init, const cd_i8_out *o); \
+    void cd_i8_spmm_bsr4_out__##isa(size_t nblk, const uint8_t *in, const int32_t *off, const int8_t *w,              \
+                                    const uint32_t *nq, const uint32_t *nqs, const int32_t *init, const cd_i8_out *o);
+CD_I8_DECLARE_OUT(avx512vnni)
+CD_I8_DECLARE_OUT(avx512f)
+#undef CD_I8_DECLARE_OUT
 CD_I8_DECLARE(avx2)
 void cd_i8_spmm_csr__scalar(size_t nblk, const uint8_t *in, const int32_t *off, const int8_t *w, const uint32_t *nq,
                             const uint32_t *nqs, const int32_t *init, int32_t *acc);

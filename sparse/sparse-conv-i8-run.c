@@ -225,14 +225,27 @@ static void run_item(const cd_sparse_conv_i8 *h, i8_thread *t, long it, size_t m
     const size_t tile = (size_t)h->k->tile, ti = (size_t)(it / h->nchunks);
     const i8_chunk *c = &h->chunks[it % h->nchunks];
     const uint8_t *in = base + c->group * h->group_in + ti * tile;
-    const cd_i8_spmm_fn fn = c->nr == 1 ? h->k->csr : h->k->bsr4;
-    fn((size_t)c->nblk, in, h->off + 4 * c->quad0, h->w + c->w0, h->nq + c->blk0, h->nqs + c->blk0, h->init + c->row0,
-       t->acc);
     if (t->runs_tile != ti) {
         const size_t p0 = ti * tile, p1 = p0 + tile < m ? p0 + tile : m;
         t->nruns = tile_runs(h, p0, p1, t->runs);
         t->runs_tile = ti;
     }
+    const int32_t *off = h->off + 4 * c->quad0;
+    const int8_t *w = h->w + c->w0;
+    const uint32_t *nq = h->nq + c->blk0, *nqs = h->nqs + c->blk0;
+    const int32_t *init = h->init + c->row0;
+    const cd_i8_spmm_out_fn out_fn = c->nr == 1 ? h->k->csr_out : h->k->bsr4_out;
+    // The plain epilogue inside the kernel (sparse/i8-spmm.h cd_i8_out).
+    if (out_fn && !acc_out && !h->border && cd_i8_out_plain(&h->epi)) {
+        const size_t opix = (size_t)h->d.oh * h->d.ow;
+        const cd_i8_out o = {
+            &h->epi, h->mult + c->row0, h->bias + c->row0, (uint8_t *)dst + ((size_t)n0 * h->d.k + c->row0) * opix,
+            opix,    t->runs,           t->nruns};
+        out_fn((size_t)c->nblk, in, off, w, nq, nqs, init, &o);
+        return;
+    }
+    const cd_i8_spmm_fn fn = c->nr == 1 ? h->k->csr : h->k->bsr4;
+    fn((size_t)c->nblk, in, off, w, nq, nqs, init, t->acc);
     write_out(h, c->row0, c->nblk * c->nr, t->acc, t->runs, t->nruns, n0, residual, dst, acc_out);
 }
 

@@ -118,8 +118,12 @@ static int check_layer(const i8_layer *L, cd_sparse_isa isa, cd_sparse_format fm
     const size_t ws_n = cd_sparse_conv_i8_workspace_size(h, batch);
     void *ws = aligned_alloc(64, ws_n);
     int32_t *acc = malloc(sizeof(int32_t) * L->yn), *acc_ref = malloc(sizeof(int32_t) * L->yn);
-    float *out = malloc(sizeof(float) * L->yn), *out_ref = malloc(sizeof(float) * L->yn);
-    CHECK(ws && acc && acc_ref && out && out_ref);
+    // The output between two guards of GUARD floats: no kernel writes past
+    // the tensor (the fused epilogue's masked stores start before a run).
+    enum { GUARD = 32 };
+    float *out_all = malloc(sizeof(float) * (L->yn + 2 * GUARD)), *out_ref = malloc(sizeof(float) * L->yn);
+    float *out = out_all + GUARD;
+    CHECK(ws && acc && acc_ref && out_all && out_ref);
 
     cd_ref_conv2d_i8_acc(d, L->xq, L->q.in_zp, L->w, acc_ref);
     memset(acc, 0x5a, sizeof(int32_t) * L->yn);
@@ -135,7 +139,7 @@ static int check_layer(const i8_layer *L, cd_sparse_isa isa, cd_sparse_format fm
 
     const float *res = d->has_residual ? L->res : NULL;
     cd_ref_conv2d_i8(d, &L->q, L->x, L->w, L->bias, res, out_ref);
-    memset(out, 0x7f, sizeof(float) * L->yn);
+    memset(out_all, 0x7f, sizeof(float) * (L->yn + 2 * GUARD));
     // A float residual in a float output, half the time in that output itself
     // (the plan's residual in place: the epilogue reads it before writing).
     if (res && !L->q.res_int && !L->q.dst_int && cd_test_randi(0, 1)) {
@@ -147,6 +151,19 @@ static int check_layer(const i8_layer *L, cd_sparse_isa isa, cd_sparse_format fm
     omp_set_num_threads(cd_test_randi(1, team));
     CHECK_EQ(cd_sparse_conv_i8_run_ws(h, L->x, res, out, batch, ws), 0);
     omp_set_num_threads(team);
+    {
+        const size_t yb = L->yn * (L->q.dst_int ? 1 : sizeof(float));
+        const uint8_t *lo = (const uint8_t *)out_all, *hi = (const uint8_t *)out + yb;
+        const uint8_t *end = (const uint8_t *)(out_all + L->yn + 2 * GUARD);
+        for (size_t i = 0; i < sizeof(float) * GUARD; i++)
+            if (lo[i] != 0x7f)
+                CD_CHECK_FAIL_("%s %s: wrote %zu bytes before the output", what, cd_sparse_isa_name(isa),
+                               sizeof(float) * GUARD - i);
+        for (const uint8_t *p = hi; p < end; p++)
+            if (*p != 0x7f)
+                CD_CHECK_FAIL_("%s %s: wrote byte %zu past the output", what, cd_sparse_isa_name(isa),
+                               (size_t)(p - hi));
+    }
     if (L->q.dst_int) {
         const uint8_t *a = (const uint8_t *)out, *b = (const uint8_t *)out_ref;
         for (size_t i = 0; i < L->yn; i++)
@@ -161,7 +178,7 @@ static int check_layer(const i8_layer *L, cd_sparse_isa isa, cd_sparse_format fm
     free(ws);
     free(acc);
     free(acc_ref);
-    free(out);
+    free(out_all);
     free(out_ref);
     cd_sparse_conv_i8_free(h);
     return 0;
@@ -258,6 +275,67 @@ CD_TEST(sparse_i8_random_layers_avx2) {
 }
 
 CD_TEST(sparse_i8_random_layers_scalar) { random_layers_at(CD_SPARSE_ISA_SCALAR); }
+
+// The plain epilogue inside the kernel (sparse/i8-spmm.h cd_i8_out: u8/s8
+// out, no residual, no mid grid, ReLU or none), which most layers of a QDQ
+// model take at the AVX-512 levels, beside the residual block's epilogue
+// (mid grid, u8/s8 residual, ReLU) that stays outside it: 1x1 layers whose
+// tiles are one run (up to 40x40: several full tiles and a partial last
+// one) and any geometry (several runs per tile, junk columns and rows),
+// every sparsity, batch 1..3 (a tile across images). The levels below
+// AVX-512 run the same cases unfused.
+static void fused_epilogue_layers_at(cd_sparse_isa isa) {
+    static const double sparsities[] = {0.0, 0.5, 0.9, 1.0};
+    for (int it = 0; it < 48; it++) {
+        cd_conv_desc d = random_desc();
+        if (it % 2 == 0) {
+            d = cd_conv_square(cd_test_randi(1, 40), cd_test_randi(1, 40), cd_test_randi(1, 40), cd_test_randi(1, 40),
+                               1, 1, 0);
+            cd_conv_out_dims(&d);
+        }
+        const int resblock = it % 3 == 2;
+        cd_conv_quant q = random_quant();
+        q.out_scale = cd_test_randf(0.02f, 0.2f);
+        q.out_signed = cd_test_randi(0, 1);
+        q.out_zp = q.out_signed ? cd_test_randi(-10, 10) : cd_test_randi(0, 40);
+        q.dst_int = 1;
+        q.mid_scale = 0.0f;
+        d.has_residual = resblock;
+        d.act = (cd_activation){.kind = resblock || cd_test_randi(0, 1) ? CD_ACT_RELU : CD_ACT_NONE};
+        if (resblock) {
+            q.mid_scale = cd_test_randf(0.01f, 0.2f);
+            q.mid_signed = cd_test_randi(0, 1);
+            q.mid_zp = q.mid_signed ? cd_test_randi(-10, 10) : cd_test_randi(0, 60);
+            q.res_int = 1;
+            q.res_scale = cd_test_randf(0.01f, 0.1f);
+            q.res_signed = cd_test_randi(0, 1);
+            q.res_zp = q.res_signed ? cd_test_randi(-20, 20) : cd_test_randi(0, 255);
+        }
+        i8_layer L;
+        layer_make(&L, &d, cd_test_randi(1, 3), &q, sparsities[it % 4], cd_test_randi(0, 1) ? 4 : 0);
+        char what[64];
+        snprintf(what, sizeof what, "%s case %d", resblock ? "resblock" : "plain", it);
+        CHECK_EQ(check_layer(&L, isa, (cd_sparse_format)(it / 4 % 3), what), 0);
+        layer_free(&L);
+    }
+}
+
+CD_TEST(sparse_i8_fused_epilogue_layers_avx512vnni) {
+    skip_unless(CD_SPARSE_ISA_AVX512VNNI, "needs AVX-512 VNNI");
+    fused_epilogue_layers_at(CD_SPARSE_ISA_AVX512VNNI);
+}
+
+CD_TEST(sparse_i8_fused_epilogue_layers_avx512f) {
+    skip_unless(CD_SPARSE_ISA_AVX512F, "needs AVX-512 F/VL/BW/DQ");
+    fused_epilogue_layers_at(CD_SPARSE_ISA_AVX512F);
+}
+
+CD_TEST(sparse_i8_fused_epilogue_layers_avx2) {
+    skip_unless(CD_SPARSE_ISA_AVX2, "needs AVX2 + FMA");
+    fused_epilogue_layers_at(CD_SPARSE_ISA_AVX2);
+}
+
+CD_TEST(sparse_i8_fused_epilogue_layers_scalar) { fused_epilogue_layers_at(CD_SPARSE_ISA_SCALAR); }
 
 // Stride-2 columns (the planes of sparse/i8-phase2-simd.h): row strides
 // 1..3, pads 0..3, odd and even sizes, rows wider than a vector (up to
