@@ -193,14 +193,20 @@ static const char k_quiet_rates[] =
     "1.85218e+08 1.8609e+08 1.48969e+07 7.76101e+07 3.68204e+07 2.01581e+06 1.106e+08 "
     "6.61366e+07 5.03632e+06 8.44208e+07 7.15134e+07 4.35097e+06 3.17043e+07 0.001238 0.000785 0.00079";
 
-static void write_calibration(const char *dir) {
+// Writes the cached calibrations rates[0..2]: enough samples that none is
+// measured.
+static void write_calibrations(const char *dir, const char *const rates[3]) {
     char path[256];
     snprintf(path, sizeof path, "%s/calib-v7.txt", dir);
     FILE *f = fopen(path, "w");
     CHECK(f != NULL);
-    for (int i = 0; i < 3; i++) // enough samples that none is measured
-        fprintf(f, "%s\t%d %s\n", cd_planner_cpu_name(), omp_get_max_threads(), k_quiet_rates);
+    for (int i = 0; i < 3; i++) fprintf(f, "%s\t%d %s\n", cd_planner_cpu_name(), omp_get_max_threads(), rates[i]);
     fclose(f);
+}
+
+static void write_calibration(const char *dir) {
+    const char *const quiet[3] = {k_quiet_rates, k_quiet_rates, k_quiet_rates};
+    write_calibrations(dir, quiet);
 }
 
 CD_TEST(planner_picks_dense_at_low_sparsity_and_sparse_at_90) {
@@ -250,15 +256,9 @@ CD_TEST(planner_takes_the_calibration_with_the_lowest_fixed_costs) {
     static const char disturbed[] =
         "2.40783e+08 2.41917e+08 1.93660e+07 1.00893e+08 4.78665e+07 2.62055e+06 1.43780e+08 "
         "8.59776e+07 6.54722e+06 1.09747e+08 9.29674e+07 5.65626e+06 4.12156e+07 0.04 0.04 0.00079";
-    const int quiet_at = cd_test_randi(0, 2);
-    char path[256];
-    snprintf(path, sizeof path, "%s/calib-v7.txt", dir);
-    FILE *f = fopen(path, "w");
-    CHECK(f != NULL);
-    for (int i = 0; i < 3; i++)
-        fprintf(f, "%s\t%d %s\n", cd_planner_cpu_name(), omp_get_max_threads(),
-                i == quiet_at ? k_quiet_rates : disturbed);
-    fclose(f);
+    const char *rates[3] = {disturbed, disturbed, disturbed};
+    rates[cd_test_randi(0, 2)] = k_quiet_rates;
+    write_calibrations(dir, rates);
     cd_planner_opts po = {.mode = CD_PLAN_AUTO, .tune_cache = dir, .max_batch = 1};
     cd_bop_desc d;
     size_t nnz;
@@ -269,6 +269,8 @@ CD_TEST(planner_takes_the_calibration_with_the_lowest_fixed_costs) {
     CHECK(c.pred_dense_ms > 0.0012 && c.pred_dense_ms < 0.04);
     CHECK(c.pred_sparse_ms > 0.0007 && c.pred_sparse_ms < 0.04);
     free(w);
+    char path[256];
+    snprintf(path, sizeof path, "%s/calib-v7.txt", dir);
     unlink(path);
     rmdir(dir);
     cd_backend_free(be);
