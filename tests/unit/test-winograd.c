@@ -68,9 +68,13 @@ static cd_conv_desc rand_wino_conv(int cmax) {
 
 // Runs d (batch items) on Winograd m at isa in layout l and returns its
 // relative L2 error against the reference; checks the padding channels and,
-// for SIMD bodies, the agreement with the scalar body (the transforms as
-// written).
-static double wino_err(cd_conv_desc d, int batch, int m, cd_sparse_isa isa, cd_layout l, in_kind kind) {
+// for SIMD bodies of a case `held` to the bound, the agreement with the
+// scalar body (the transforms as written). A case only measured (a tile not
+// offered after its activation) is not: there the two bodies' rounding can
+// differ by more than the bound (F6 after a Clip: 3.7e-4 between them, the
+// AVX2 body 3.4e-5 from the reference, CD_TEST_SEED=1795834324 of
+// winograd_random_avx2 on an AMD Zen 5).
+static double wino_err(cd_conv_desc d, int batch, int m, cd_sparse_isa isa, cd_layout l, in_kind kind, int held) {
     d.n = batch;
     const size_t wn = (size_t)d.k * d.c * 9, sn = (size_t)batch * d.c * d.h * d.w;
     const size_t dn = (size_t)batch * d.k * d.oh * d.ow;
@@ -96,12 +100,14 @@ static double wino_err(cd_conv_desc d, int batch, int m, cd_sparse_isa isa, cd_l
     tk_check_padding_zero(l, batch, d.k, d.oh, d.ow, ld);
     float *out = tk_from_layout(l, batch, d.k, d.oh, d.ow, ld);
     const double err = rel_l2(out, ref, dn);
-    if (isa != CD_SPARSE_ISA_SCALAR) { // the same transforms as the matrices say
+    if (held && isa != CD_SPARSE_ISA_SCALAR) { // the same transforms as the matrices say
         void *s2 = scratch_alloc(cd_wino_scratch_bytes(sg, batch));
         cd_wino_run(sg, batch, ls, lres, lsd, s2);
         float *sout = tk_from_layout(l, batch, d.k, d.oh, d.ow, lsd);
         const double e2 = rel_l2(out, sout, dn);
-        if (e2 > WINO_TOL) CD_CHECK_FAIL_("F%d %s vs scalar: rel L2 %g", m, cd_sparse_isa_name(isa), e2);
+        if (e2 > WINO_TOL)
+            CD_CHECK_FAIL_("F%d %s vs scalar: rel L2 %g (against the reference %g, act %d)", m, cd_sparse_isa_name(isa),
+                           e2, err, d.act.kind);
         free(sout);
         free(s2);
     }
@@ -113,7 +119,7 @@ static double wino_err(cd_conv_desc d, int batch, int m, cd_sparse_isa isa, cd_l
 
 // wino_err held to the bound.
 static double wino_case(cd_conv_desc d, int batch, int m, cd_sparse_isa isa, cd_layout l, in_kind kind) {
-    const double err = wino_err(d, batch, m, isa, l, kind);
+    const double err = wino_err(d, batch, m, isa, l, kind, 1);
     if (err > WINO_TOL)
         CD_CHECK_FAIL_("F%d %s %s c%d k%d %dx%d pad %d,%d,%d,%d b%d act %d res %d: rel L2 %g", m,
                        cd_sparse_isa_name(isa), cd_layout_name(l), d.c, d.k, d.h, d.w, d.pad_t, d.pad_l, d.pad_b,
@@ -133,7 +139,7 @@ static void random_cases(cd_sparse_isa isa, int cases) {
         cd_layout l = isa == CD_SPARSE_ISA_AVX512F ? CD_LAYOUT_NCHW16C : tk_rand_blocked();
         const int batch = cd_test_randi(1, 3), kind = (in_kind)cd_test_randi(0, 2);
         for (int m = 2; m <= 6; m += 2) // a tile not offered after this activation is only measured
-            cd_wino_tile_offered(m, &d) ? wino_case(d, batch, m, isa, l, kind) : wino_err(d, batch, m, isa, l, kind);
+            cd_wino_tile_offered(m, &d) ? wino_case(d, batch, m, isa, l, kind) : wino_err(d, batch, m, isa, l, kind, 0);
     }
 }
 
