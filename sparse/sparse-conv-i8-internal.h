@@ -41,6 +41,7 @@ struct cd_sparse_conv_i8 {
     cd_sparse_isa isa;
     const cd_i8_isa_info *k;
     cd_i8_epilogue epi; // the quantization (w_scale NULL: see mult)
+    int fused_out;      // the epilogue runs inside the kernel (k->csr_out, k->bsr4_out; cd_i8_out_plain)
     float *mult;        // [K] in_scale * w_scale[k], in float
     float *bias;        // [K] (zeros without bias)
     float *border;      // [K, OH, OW] owned copy of cd_conv_desc.border, or NULL (the residual of every image)

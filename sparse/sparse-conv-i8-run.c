@@ -234,14 +234,13 @@ static void run_item(const cd_sparse_conv_i8 *h, i8_thread *t, long it, size_t m
     const int8_t *w = h->w + c->w0;
     const uint32_t *nq = h->nq + c->blk0, *nqs = h->nqs + c->blk0;
     const int32_t *init = h->init + c->row0;
-    const cd_i8_spmm_out_fn out_fn = c->nr == 1 ? h->k->csr_out : h->k->bsr4_out;
     // The plain epilogue inside the kernel (sparse/i8-spmm.h cd_i8_out).
-    if (out_fn && !acc_out && !h->border && cd_i8_out_plain(&h->epi)) {
+    if (h->fused_out && !acc_out) {
         const size_t opix = (size_t)h->d.oh * h->d.ow;
         const cd_i8_out o = {
             &h->epi, h->mult + c->row0, h->bias + c->row0, (uint8_t *)dst + ((size_t)n0 * h->d.k + c->row0) * opix,
             opix,    t->runs,           t->nruns};
-        out_fn((size_t)c->nblk, in, off, w, nq, nqs, init, &o);
+        (c->nr == 1 ? h->k->csr_out : h->k->bsr4_out)((size_t)c->nblk, in, off, w, nq, nqs, init, &o);
         return;
     }
     const cd_i8_spmm_fn fn = c->nr == 1 ? h->k->csr : h->k->bsr4;

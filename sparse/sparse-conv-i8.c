@@ -309,6 +309,8 @@ int cd_sparse_conv_i8_create(const cd_conv_desc *d, const int8_t *wq, const floa
     if (d->border) h->epi.q.res_int = 0; // the map is float
     h->epi.qmin = cd_quant_qmin(q->out_signed);
     h->epi.qmax = cd_quant_qmax(q->out_signed);
+    // A border map is a residual (has_residual): it keeps the epilogue outside.
+    h->fused_out = k->csr_out && k->bsr4_out && cd_i8_out_plain(&h->epi);
     h->zp_u8 = q->in_zp + (q->in_signed ? 128 : 0);
     int rc = plan_planes(h);
     h->mult = malloc(sizeof(float) * dd.k);

@@ -241,6 +241,17 @@ CD_TEST(planner_picks_dense_at_low_sparsity_and_sparse_at_90) {
     cd_backend_free(be);
 }
 
+// The planner's prediction for a 1x1 64->64 8x8 conv at 90% sparsity with
+// the cache folder dir (calibrating there when it holds too few entries).
+static void predict_small(cd_backend_t be, const char *dir, cd_plan_choice *c) {
+    cd_planner_opts po = {.mode = CD_PLAN_AUTO, .tune_cache = dir, .max_batch = 1};
+    cd_bop_desc d;
+    size_t nnz;
+    float *w = big_layer(&d, 1, 64, 8, 0.1, &nnz);
+    CHECK_EQ(cd_planner_predict(be, &po, &d, nnz, (size_t)64 * 64, -1, -1, c), 0);
+    free(w);
+}
+
 // Of the cached calibrations, the planner takes the least disturbed: a
 // 2-thread calibration taken while other work held a core has rates as high
 // as a quiet one's or higher (a burst can favour one micro-run) but fixed
@@ -259,16 +270,11 @@ CD_TEST(planner_takes_the_calibration_with_the_lowest_fixed_costs) {
     const char *rates[3] = {disturbed, disturbed, disturbed};
     rates[cd_test_randi(0, 2)] = k_quiet_rates;
     write_calibrations(dir, rates);
-    cd_planner_opts po = {.mode = CD_PLAN_AUTO, .tune_cache = dir, .max_batch = 1};
-    cd_bop_desc d;
-    size_t nnz;
-    float *w = big_layer(&d, 1, 64, 8, 0.1, &nnz);
     cd_plan_choice c;
-    CHECK_EQ(cd_planner_predict(be, &po, &d, nnz, (size_t)64 * 64, -1, -1, &c), 0);
+    predict_small(be, dir, &c);
     // The quiet entry's fixed costs (0.0012 and 0.0008 ms) and not 0.04.
     CHECK(c.pred_dense_ms > 0.0012 && c.pred_dense_ms < 0.04);
     CHECK(c.pred_sparse_ms > 0.0007 && c.pred_sparse_ms < 0.04);
-    free(w);
     char path[256];
     snprintf(path, sizeof path, "%s/calib-v7.txt", dir);
     unlink(path);
@@ -284,12 +290,8 @@ CD_TEST(planner_calibration_is_measured_and_cached) {
     CHECK_EQ(cd_backend_cpu_init(&be), 0);
     char dir[] = "/tmp/cd-planner-XXXXXX";
     CHECK(mkdtemp(dir) != NULL);
-    cd_planner_opts po = {.mode = CD_PLAN_AUTO, .tune_cache = dir, .max_batch = 1};
-    cd_bop_desc d;
-    size_t nnz;
-    float *w = big_layer(&d, 1, 64, 8, 0.1, &nnz);
     cd_plan_choice c;
-    CHECK_EQ(cd_planner_predict(be, &po, &d, nnz, (size_t)64 * 64, -1, -1, &c), 0);
+    predict_small(be, dir, &c);
     CHECK(c.pred_dense_ms > 0 && c.pred_sparse_ms > 0);
     CHECK_EQ(c.sparse, c.pred_sparse_ms * CD_PLANNER_MARGIN < c.pred_dense_ms);
     char path[256], line[1024];
@@ -300,7 +302,6 @@ CD_TEST(planner_calibration_is_measured_and_cached) {
     while (fgets(line, sizeof line, f)) lines++;
     fclose(f);
     CHECK_EQ(lines, 1);
-    free(w);
     unlink(path);
     rmdir(dir);
     cd_backend_free(be);
