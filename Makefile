@@ -427,6 +427,15 @@ $(BUILD)/bin/sparse-batch-layers: $(BUILD)/obj/bench/sparse-batch-layers.o $(cal
 
 bench: $(BUILD)/bin/sparse-batch-layers
 
+# The CSR micro-kernel on one 1x1 layer, one image's plane against a batch
+# folded into one plane (bench/spmm-fold.c): the most a fold can gain.
+$(BUILD)/bin/spmm-fold: $(BUILD)/obj/bench/spmm-fold.o $(call obj,$(wildcard sparse/*.c)) $(call obj,kernels/op-desc.c $(CORE_SRC))
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(OMP_FLAGS) $(LDLIBS)
+
+bench: $(BUILD)/bin/spmm-fold
+
 # Int8 vs f32 sparse conv on ResNet-50's shapes, per ISA level.
 $(BUILD)/bin/sparse-i8-layers: $(BUILD)/obj/bench/sparse-i8-layers.o $(call obj,$(wildcard sparse/*.c)) $(call obj,kernels/op-desc.c $(CORE_SRC))
 	@mkdir -p $(dir $@)
