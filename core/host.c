@@ -55,11 +55,3 @@ void cd_json_write_str(FILE *f, const char *s) {
     }
     fputc('"', f);
 }
-
-void cd_host_omp_wait_policy(char **argv, const char *prog) {
-    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
-    if (setenv("GOMP_SPINCOUNT", CD_GOMP_SPINCOUNT, 1) != 0) return;
-    execv("/proc/self/exe", argv);
-    // Not fatal: the program works either way, only with libgomp's own spin.
-    fprintf(stderr, "%s: could not re-exec with GOMP_SPINCOUNT=%s; continuing\n", prog, CD_GOMP_SPINCOUNT);
-}

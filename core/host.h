@@ -26,18 +26,6 @@ int cd_host_cpu_model(char *out, size_t n);
 // or NULL when the folder cannot be resolved.
 char *cd_host_real_dir(const char *path, char *out);
 
-// libgomp's wait between layers for convd's programs (the daemon,
-// convd-run): unless the environment sets GOMP_SPINCOUNT or OMP_WAIT_POLICY,
-// sets GOMP_SPINCOUNT=CD_GOMP_SPINCOUNT and re-executes the program once
-// with argv (libgomp reads both when it is loaded, before main). A thread
-// waiting at a barrier then polls ~40 us before it sleeps: a hot run pays no
-// sleep and wake-up per layer, an idle process's threads sleep a moment
-// after its last run (docs/OPERATIONS.md, "Compute threads", has the
-// measurements). Returns only when no re-exec happened (it was not needed,
-// or it failed: prog is named in a message on stderr then).
-#define CD_GOMP_SPINCOUNT "1000"
-void cd_host_omp_wait_policy(char **argv, const char *prog);
-
 // Writes s as a JSON string (quoted, '"' '\\' and control characters
 // escaped); NULL writes "".
 void cd_json_write_str(FILE *f, const char *s);

@@ -10,7 +10,6 @@
 #include "daemon/log.h"
 #include "daemon/server.h"
 #include "daemon/settings.h"
-#include "core/host.h"
 #include "runtime/runtime.h"
 
 #include <stdio.h>
@@ -63,9 +62,9 @@ static void runtime_configure(const cd_settings *set) {
 }
 
 int main(int argc, char **argv) {
-    // One team, a short spin between layers (core/host.h; the executor:
+    // One team, a short spin between layers, no OpenMP binding (runtime.h; the executor:
     // runtime/executor.h).
-    cd_host_omp_wait_policy(argv, "convd");
+    cd_runtime_omp_setup(argv, "convd");
     static cd_settings set;
     switch (cd_settings_parse(&set, argc, argv)) {
     case CD_SETTINGS_RUN: break;

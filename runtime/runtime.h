@@ -244,6 +244,27 @@ void cd_runtime_options_from_env(cd_runtime_options *o);
 // chosen.
 void cd_runtime_configure(const cd_runtime_options *o);
 
+// libgomp's environment for convd's programs (the daemon, convd-run), which
+// libgomp reads when it is loaded, before main; call it first thing in main.
+// When it has to change, the program re-executes itself once with argv:
+// - the wait between layers: unless the environment sets GOMP_SPINCOUNT or
+//   OMP_WAIT_POLICY, GOMP_SPINCOUNT=CD_GOMP_SPINCOUNT. A thread waiting at a
+//   barrier then polls ~40 us before it sleeps: a hot run pays no sleep and
+//   wake-up per layer, an idle process's threads sleep a moment after its
+//   last run (docs/OPERATIONS.md, "Compute threads", has the measurements);
+// - no thread binding: OMP_PROC_BIND (but "false"), OMP_PLACES and
+//   GOMP_CPU_AFFINITY are removed, with a note on stderr. libgomp binds the
+//   initial thread to its first place when it loads, and every thread the
+//   program starts inherits that one CPU: the executor's whole team ran on
+//   one core (ResNet-50 u90, 2 cores: 10.5-11.2 ms against 6.5-7.1). The
+//   re-executed program gets the CPUs of all the places back as its
+//   affinity mask (an exec keeps the mask), and the executor spreads its
+//   threads over that mask as over any (taskset, cpusets).
+// Returns only when no re-exec happened (none was needed, or it failed:
+// prog is named in a message on stderr then).
+#define CD_GOMP_SPINCOUNT "1000"
+void cd_runtime_omp_setup(char **argv, const char *prog);
+
 // Sets up process-wide state (CPU feature detection, thread pool with
 // `threads` workers, 0 = all cores). Idempotent. Returns 0 or a negative code.
 int cd_runtime_init(int threads);

@@ -114,6 +114,40 @@ def test_taskset_one_cpu_gives_one_thread(models):
         assert y.shape[0] == 1
 
 
+def task_masks(d):
+    """Each of the daemon's threads' CPUs."""
+    return {t: os.sched_getaffinity(int(t)) for t in os.listdir(f"/proc/{d.proc.pid}/task")}
+
+
+@pytest.mark.parametrize("binding", [{"OMP_PROC_BIND": "true"}, {"OMP_PLACES": "cores"},
+                                     {"OMP_PROC_BIND": "close", "OMP_PLACES": "threads"}])
+def test_openmp_binding_does_not_pin_every_thread_to_one_cpu(models, binding):
+    # libgomp binds the initial thread to its first place, and every thread
+    # the daemon starts inherits it: convd removes the binding, with a note,
+    # and its threads keep the whole mask (runtime/omp-env.c).
+    mask = os.sched_getaffinity(0)
+    with TestDaemon(models_dir=models, env=binding) as d, Wire.connect(d) as w:
+        c = compute(w)
+        assert c["threads"] == len(mask) and c["affinity_cpus"] == len(mask)
+        masks = task_masks(d)
+        assert all(m == mask for m in masks.values()), masks
+        x = RNG.standard_normal((1, C, HW, HW)).astype(np.float32)
+        (y,) = infer_wave(w, [x], 1)
+        assert y.shape[0] == 1
+        for k, v in binding.items():
+            assert f"ignoring {k}={v}" in d.stderr_text()
+
+
+def test_gomp_cpu_affinity_keeps_the_cpus_it_names(models):
+    # The CPUs named stay the daemon's (as with taskset), without pinning
+    # every thread to the first one.
+    cpu = max(os.sched_getaffinity(0))
+    with TestDaemon(models_dir=models, env={"GOMP_CPU_AFFINITY": str(cpu)}) as d, Wire.connect(d) as w:
+        assert compute(w)["threads"] == 1
+        assert all(m == {cpu} for m in task_masks(d).values())
+        assert f"ignoring GOMP_CPU_AFFINITY={cpu}" in d.stderr_text()
+
+
 @pytest.mark.parametrize("lanes", ["on", "off"])
 def test_concurrent_runs_equal_runs_alone(models, ort_session, lanes):
     # Four workers, two threads, batches of one: runs of several workers wait

@@ -124,3 +124,13 @@ def test_cli_bench_gap_between_runs(relu_model):
     for bad in ("-1", "10000001", "x"):
         r = convd_run(relu_model, ["--bench", "3", "--gap-us", bad], check=False)
         assert r.returncode == 2 and "--gap-us" in r.stderr, (bad, r.stderr)
+
+
+def test_cli_openmp_binding_is_removed_with_a_note(relu_model):
+    # OpenMP's binding would pin every thread to one CPU (runtime/omp-env.c):
+    # convd-run removes it, says so, and runs; "false" binds nothing.
+    r = convd_run(relu_model, ["--bench", "2", "--json"], env={"OMP_PROC_BIND": "spread", "OMP_PLACES": "cores"})
+    assert json.loads(r.stdout)["bench"]["runs"] == 2
+    assert "ignoring OMP_PROC_BIND=spread" in r.stderr and "ignoring OMP_PLACES=cores" in r.stderr
+    r = convd_run(relu_model, ["--bench", "2", "--json"], env={"OMP_PROC_BIND": "false"})
+    assert "ignoring" not in r.stderr

@@ -586,7 +586,7 @@ static int run(run_opts *o, run_state *st) {
 }
 
 int main(int argc, char **argv) {
-    cd_host_omp_wait_policy(argv, "convd-run"); // the daemon's wait between layers
+    cd_runtime_omp_setup(argv, "convd-run"); // the daemon's wait between layers
     static run_opts o;
     static run_state st;
     cd_runtime_options ropts; // CONVD_* (runtime/runtime.h)
