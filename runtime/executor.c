@@ -156,6 +156,7 @@ static void wait_for_work(void) {
 static void *executor_main(void *unused) {
     (void)unused;
     t_current = 1;
+    omp_set_dynamic(0); // teams of the size asked for, whatever OMP_DYNAMIC said (runtime/omp-env.c)
     pthread_mutex_lock(&g.mu);
     for (;;) {
         if (!g.head) wait_for_work();

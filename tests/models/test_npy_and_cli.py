@@ -132,5 +132,8 @@ def test_cli_openmp_binding_is_removed_with_a_note(relu_model):
     r = convd_run(relu_model, ["--bench", "2", "--json"], env={"OMP_PROC_BIND": "spread", "OMP_PLACES": "cores"})
     assert json.loads(r.stdout)["bench"]["runs"] == 2
     assert "ignoring OMP_PROC_BIND=spread" in r.stderr and "ignoring OMP_PLACES=cores" in r.stderr
-    r = convd_run(relu_model, ["--bench", "2", "--json"], env={"OMP_PROC_BIND": "false"})
+    r = convd_run(relu_model, ["--bench", "2", "--json"], env={"OMP_PROC_BIND": "false", "OMP_DYNAMIC": "false"})
     assert "ignoring" not in r.stderr
+    # OMP_DYNAMIC=true would size each team by the load average.
+    r = convd_run(relu_model, ["--bench", "2", "--json"], env={"OMP_DYNAMIC": "TRUE"})
+    assert json.loads(r.stdout)["bench"]["runs"] == 2 and "ignoring OMP_DYNAMIC=TRUE" in r.stderr

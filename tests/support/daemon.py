@@ -46,9 +46,9 @@ def process_env(extra=None):
     # Set explicitly so convd does not re-exec itself to choose it (a
     # re-exec would also leave valgrind behind).
     env.setdefault("OMP_WAIT_POLICY", "passive")
-    # The same for OpenMP's binding variables, which convd removes with a
+    # The same for OpenMP's binding variables and OMP_DYNAMIC, which convd removes with a
     # re-exec (runtime/omp-env.c); a test that wants them passes them in extra.
-    for k in ("OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY"):
+    for k in ("OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY", "OMP_DYNAMIC"):
         env.pop(k, None)
     env.setdefault("LSAN_OPTIONS", "suppressions=" + os.path.join(
         os.path.dirname(os.path.abspath(__file__)), "lsan.supp"))
