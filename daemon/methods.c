@@ -253,12 +253,19 @@ static int m_stats(cd_call *call) {
     cd_executor_get_stats(&ex);
     unsigned long long lane_images = 0, lane_runs = cd_runtime_lane_batches(&lane_images);
     const kv_u64 compute[] = {
-        {"threads", (uint64_t)ex.threads}, {"affinity_cpus", (uint64_t)cd_executor_affinity_cpus()},
-        {"lanes", (uint64_t)ex.lanes},     {"jobs", ex.jobs},
-        {"wide_jobs", ex.wide_jobs},       {"lane_jobs", ex.lane_jobs},
-        {"caller_jobs", ex.caller_jobs},   {"lane_spans", ex.lane_spans},
-        {"queued", (uint64_t)ex.queued},   {"running", (uint64_t)ex.running},
-        {"batch_lane_runs", lane_runs},    {"batch_lane_images", lane_images},
+        {"threads", (uint64_t)ex.threads},
+        {"affinity_cpus", (uint64_t)cd_executor_affinity_cpus()},
+        {"quota_millicpus", (uint64_t)(cd_executor_cpu_quota() * 1000.0 + 0.5)},
+        {"lanes", (uint64_t)ex.lanes},
+        {"jobs", ex.jobs},
+        {"wide_jobs", ex.wide_jobs},
+        {"lane_jobs", ex.lane_jobs},
+        {"caller_jobs", ex.caller_jobs},
+        {"lane_spans", ex.lane_spans},
+        {"queued", (uint64_t)ex.queued},
+        {"running", (uint64_t)ex.running},
+        {"batch_lane_runs", lane_runs},
+        {"batch_lane_images", lane_images},
     };
     rc |= pack_key(pk, "compute");
     rc |= pack_kv_u64_map(pk, compute, sizeof compute / sizeof compute[0], 0);

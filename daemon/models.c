@@ -269,11 +269,20 @@ int cd_models_init(cd_server *srv) {
     // Every worker's runs share the executor's one team (runtime/executor.h).
     cd_executor_set_spin_ns((unsigned long long)set->worker_spin_us * 1000);
     cd_executor_set_lanes((int)set->lanes);
+    const double quota = cd_executor_cpu_quota();
     if (cd_executor_threads() > cd_executor_affinity_cpus())
         CD_WARN("--threads %d is more than the %d CPUs of the affinity mask: threads will wait for each other",
                 cd_executor_threads(), cd_executor_affinity_cpus());
-    CD_INFO("compute: %d threads on the %d CPUs of the affinity mask, shared by %d workers", cd_executor_threads(),
-            cd_executor_affinity_cpus(), cd_workers_count(srv->workers));
+    if (quota > 0 && cd_executor_threads() > (quota < 1 ? 1 : (int)quota))
+        CD_WARN("--threads %d is more than the cgroup's CPU quota of %.2f CPUs: runs will be throttled",
+                cd_executor_threads(), quota);
+    if (quota > 0)
+        CD_INFO("compute: %d threads on the %d CPUs of the affinity mask with a CPU quota of %.2f, shared by %d "
+                "workers",
+                cd_executor_threads(), cd_executor_affinity_cpus(), quota, cd_workers_count(srv->workers));
+    else
+        CD_INFO("compute: %d threads on the %d CPUs of the affinity mask, shared by %d workers", cd_executor_threads(),
+                cd_executor_affinity_cpus(), cd_workers_count(srv->workers));
     if (!set->models[0]) return 0;
     DIR *dir = opendir(set->models);
     if (!dir) {

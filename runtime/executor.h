@@ -39,14 +39,20 @@ typedef struct {
     int running;                    // jobs running now
 } cd_executor_stats;
 
-// Sets the number of compute threads: n > 0, or 0 for the CPUs of the
-// process's affinity mask (sched_getaffinity: honours taskset and cpusets).
-// Takes effect for the next job. Returns the count now in force.
+// Sets the number of compute threads: n > 0, or 0 for
+// cd_executor_default_threads(). Takes effect for the next job. Returns the
+// count now in force.
 int cd_executor_init(int n);
-// The count cd_executor_init put in force (the affinity count before it).
+// The count cd_executor_init put in force (the default before it).
 int cd_executor_threads(void);
 // The CPUs this process may run on (sched_getaffinity; at least 1).
 int cd_executor_affinity_cpus(void);
+// The default thread count: the CPUs of the affinity mask (honours taskset
+// and cpusets), at most the cgroup's CPU quota rounded down (at least 1;
+// runtime/cpu-quota.h).
+int cd_executor_default_threads(void);
+// The cgroup's CPU quota in CPUs, 0 for none (read now: a limit may change).
+double cd_executor_cpu_quota(void);
 // on = 0 keeps every job wide (for measuring; the default is 1).
 void cd_executor_set_lanes(int on);
 // An idle executor polls for a new job this long after its last one before

@@ -27,7 +27,7 @@ static int g_threads;
 int cd_runtime_init(int threads) {
     if (threads < 0) return CD_EPARAMS;
     pthread_mutex_lock(&g_init_lock);
-    int n = threads ? threads : cd_executor_affinity_cpus();
+    int n = threads ? threads : cd_executor_default_threads();
     if (n < 1) n = 1;
     int rc = cd_backends_set_threads(n);
     if (!rc) {

@@ -79,10 +79,17 @@ def infer_wave(w, xs, first_id):
     return out
 
 
+def default_threads(c, cpus):
+    """The daemon's default: the CPUs of its mask, at most its cgroup's CPU
+    quota rounded down (at least 1)."""
+    q = c["quota_millicpus"]
+    return cpus if q == 0 else max(1, min(cpus, q // 1000))
+
+
 def test_default_threads_are_the_affinity_mask(models):
     with TestDaemon(models_dir=models) as d, Wire.connect(d) as w:
         c = compute(w)
-        assert c["threads"] == len(os.sched_getaffinity(0))
+        assert c["threads"] == default_threads(c, len(os.sched_getaffinity(0)))
         assert c["affinity_cpus"] == len(os.sched_getaffinity(0))
         assert c["lanes"] == 1
         assert "compute: %d threads" % c["threads"] in d.stderr_text()
@@ -128,7 +135,7 @@ def test_openmp_binding_does_not_pin_every_thread_to_one_cpu(models, binding):
     mask = os.sched_getaffinity(0)
     with TestDaemon(models_dir=models, env=binding) as d, Wire.connect(d) as w:
         c = compute(w)
-        assert c["threads"] == len(mask) and c["affinity_cpus"] == len(mask)
+        assert c["threads"] == default_threads(c, len(mask)) and c["affinity_cpus"] == len(mask)
         masks = task_masks(d)
         assert all(m == mask for m in masks.values()), masks
         x = RNG.standard_normal((1, C, HW, HW)).astype(np.float32)
@@ -146,6 +153,71 @@ def test_gomp_cpu_affinity_keeps_the_cpus_it_names(models):
         assert compute(w)["threads"] == 1
         assert all(m == {cpu} for m in task_masks(d).values())
         assert f"ignoring GOMP_CPU_AFFINITY={cpu}" in d.stderr_text()
+
+
+def quota_cgroup(tmp_name, cpus):
+    """A new cgroup with a CPU quota of `cpus` (v2 cpu.max, else v1's cpu
+    controller), or None with the reason it cannot be made here."""
+    v2 = "/sys/fs/cgroup"
+    if os.path.exists(os.path.join(v2, "cgroup.controllers")):
+        if "cpu" not in open(os.path.join(v2, "cgroup.subtree_control")).read().split():
+            return None, "cgroup v2 without the cpu controller for child groups"
+        root, files = v2, lambda d: {os.path.join(d, "cpu.max"): "%d 100000" % int(cpus * 100000)}
+    elif os.path.exists("/sys/fs/cgroup/cpu/cpu.cfs_quota_us"):
+        root = "/sys/fs/cgroup/cpu"
+        files = lambda d: {os.path.join(d, "cpu.cfs_period_us"): "100000",
+                           os.path.join(d, "cpu.cfs_quota_us"): str(int(cpus * 100000))}
+    else:
+        return None, "no cgroup cpu controller mounted"
+    d = os.path.join(root, tmp_name)
+    try:
+        os.mkdir(d)
+        for path, text in files(d).items():
+            with open(path, "w") as f:
+                f.write(text)
+    except OSError as e:
+        try:
+            os.rmdir(d)
+        except OSError:
+            pass
+        return None, f"cannot make a cgroup with a CPU quota here ({e.strerror}: needs root and a writable cgroupfs)"
+    return d, None
+
+
+class QuotaDaemon(TestDaemon):
+    """A daemon started inside a cgroup (it joins before it execs)."""
+
+    def __init__(self, cgroup, **kw):
+        super().__init__(**kw)
+        self.cgroup = cgroup
+
+    def command(self):
+        join = 'echo $$ > "$0/cgroup.procs" && exec "$@"'
+        return ["sh", "-c", join, self.cgroup] + super().command()
+
+
+def test_default_threads_follow_the_cgroup_cpu_quota(models):
+    # A container's CPU limit (a CFS quota) does not show in the affinity
+    # mask: threads beyond it run in bursts and are throttled for the rest
+    # of each period. The default stops at the quota, rounded down.
+    cpus = len(os.sched_getaffinity(0))
+    cg, why = quota_cgroup(f"convd-test-{os.getpid()}", 1.5)
+    if cg is None:
+        pytest.skip(why)
+    try:
+        with QuotaDaemon(cg, models_dir=models) as d, Wire.connect(d) as w:
+            c = compute(w)
+            assert c["quota_millicpus"] == 1500
+            assert c["threads"] == 1 and c["affinity_cpus"] == cpus
+            assert "with a CPU quota of 1.50" in d.stderr_text()
+            x = RNG.standard_normal((1, C, HW, HW)).astype(np.float32)
+            (y,) = infer_wave(w, [x], 1)
+            assert y.shape[0] == 1
+        with QuotaDaemon(cg, models_dir=models, args=["--threads", "2"]) as d, Wire.connect(d) as w:
+            assert compute(w)["threads"] == 2  # asked for: kept, with a warning
+            assert "more than the cgroup's CPU quota" in d.stderr_text()
+    finally:
+        os.rmdir(cg)
 
 
 @pytest.mark.parametrize("lanes", ["on", "off"])

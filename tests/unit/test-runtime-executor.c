@@ -341,7 +341,10 @@ CD_TEST(executor_threads_follow_the_affinity_mask) {
     CPU_ZERO(&set);
     CHECK_EQ(sched_getaffinity(0, sizeof set, &set), 0);
     CHECK_EQ(cd_executor_affinity_cpus(), CPU_COUNT(&set));
-    CHECK_EQ(cd_executor_init(0), CPU_COUNT(&set));
+    // All of them, unless a cgroup's CPU quota allows fewer (cpu-quota.h).
+    const double quota = cd_executor_cpu_quota();
+    const int want = quota > 0 && (int)quota < CPU_COUNT(&set) ? (quota < 1 ? 1 : (int)quota) : CPU_COUNT(&set);
+    CHECK_EQ(cd_executor_init(0), want);
     // One CPU of them only (as `taskset -c N` would): the default follows.
     int first = 0;
     while (!CPU_ISSET(first, &set)) first++;
