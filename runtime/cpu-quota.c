@@ -28,46 +28,42 @@ static int has_word(const char *list, const char *word) {
     return 0;
 }
 
-// The mount of the v2 hierarchy (v2) or of the v1 one with the cpu
-// controller, from mountinfo: "id parent dev root mountpoint opts ... -
-// fstype source superopts". 1 when found.
-static int find_mount(const char *proc_self, int v2, hierarchy *h) {
-    char path[PATH_MAX], line[4096];
-    snprintf(path, sizeof path, "%s/mountinfo", proc_self);
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    int found = 0;
-    while (!found && fgets(line, sizeof line, f)) {
-        char root[PATH_MAX], mnt[PATH_MAX], fstype[64], super[1024];
-        const char *dash = strstr(line, " - ");
-        if (!dash || sscanf(line, "%*s %*s %*s %4095s %4095s", root, mnt) != 2) continue;
-        if (sscanf(dash + 3, "%63s %*s %1023s", fstype, super) != 2) continue;
-        if (v2 ? strcmp(fstype, "cgroup2") != 0 : strcmp(fstype, "cgroup") != 0 || !has_word(super, "cpu")) continue;
-        snprintf(h->mnt, sizeof h->mnt, "%s", mnt);
-        snprintf(h->root, sizeof h->root, "%s", root);
-        found = 1;
-    }
-    fclose(f);
-    return found;
+// A line of mountinfo: the mount of the v2 hierarchy (v2) or of the v1 one
+// with the cpu controller ("id parent dev root mountpoint opts ... - fstype
+// source superopts"). 1 when it is, h filled.
+static int mount_line(char *line, int v2, hierarchy *h) {
+    char root[PATH_MAX], mnt[PATH_MAX], fstype[64], super[1024];
+    const char *dash = strstr(line, " - ");
+    if (!dash || sscanf(line, "%*s %*s %*s %4095s %4095s", root, mnt) != 2) return 0;
+    if (sscanf(dash + 3, "%63s %*s %1023s", fstype, super) != 2) return 0;
+    if (v2 ? strcmp(fstype, "cgroup2") != 0 : strcmp(fstype, "cgroup") != 0 || !has_word(super, "cpu")) return 0;
+    snprintf(h->mnt, sizeof h->mnt, "%s", mnt);
+    snprintf(h->root, sizeof h->root, "%s", root);
+    return 1;
 }
 
-// The process's cgroup in that hierarchy, from the cgroup file: "0::path"
-// (v2) or "id:controllers:path" with cpu among the controllers (v1).
-static int find_group(const char *proc_self, int v2, hierarchy *h) {
+// A line of the cgroup file: the process's cgroup in that hierarchy,
+// "0::path" (v2) or "id:controllers:path" with cpu among the controllers
+// (v1). 1 when it is, h filled.
+static int group_line(char *line, int v2, hierarchy *h) {
+    line[strcspn(line, "\n")] = '\0';
+    char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+    if (!c2) return 0;
+    *c1 = *c2 = '\0';
+    if (v2 ? strcmp(line, "0") != 0 || c1[1] != '\0' : !has_word(c1 + 1, "cpu")) return 0;
+    snprintf(h->group, sizeof h->group, "%s", c2 + 1);
+    return 1;
+}
+
+// 1 when a line of proc_self/name is one `match` takes.
+static int find_line(const char *proc_self, const char *name, int (*match)(char *, int, hierarchy *), int v2,
+                     hierarchy *h) {
     char path[PATH_MAX], line[4096];
-    snprintf(path, sizeof path, "%s/cgroup", proc_self);
+    snprintf(path, sizeof path, "%s/%s", proc_self, name);
     FILE *f = fopen(path, "r");
     if (!f) return 0;
     int found = 0;
-    while (!found && fgets(line, sizeof line, f)) {
-        line[strcspn(line, "\n")] = '\0';
-        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-        if (!c2) continue;
-        *c1 = *c2 = '\0';
-        if (v2 ? strcmp(line, "0") != 0 || c1[1] != '\0' : !has_word(c1 + 1, "cpu")) continue;
-        snprintf(h->group, sizeof h->group, "%s", c2 + 1);
-        found = 1;
-    }
+    while (!found && fgets(line, sizeof line, f)) found = match(line, v2, h);
     fclose(f);
     return found;
 }
@@ -101,7 +97,8 @@ static double folder_quota(const char *dir, int v2) {
 // The smallest quota from the process's cgroup up to the mount's root.
 static double hierarchy_quota(const char *proc_self, int v2) {
     hierarchy h;
-    if (!find_mount(proc_self, v2, &h) || !find_group(proc_self, v2, &h)) return 0;
+    if (!find_line(proc_self, "mountinfo", mount_line, v2, &h) || !find_line(proc_self, "cgroup", group_line, v2, &h))
+        return 0;
     // The part of the group below the mount's root ("/" or a container's
     // own cgroup, shown at the mount point inside a cgroup namespace).
     const char *rel = h.group;
