@@ -60,7 +60,7 @@ use (utime + stime of /proc/PID/stat) over --idle-seconds, in % of one core.
 CONVD_MAX_ISA=avx2 for convd (the daemon does not read CONVD_MAX_ISA: it gets
 --max-isa avx2), NM_ARCH=avx2 for DeepSparse; onnxruntime cannot be capped.
 convd runs with its own wait policy: the daemon and convd-run set
-GOMP_SPINCOUNT themselves (core/host.c); neither gets OMP_WAIT_POLICY
+GOMP_SPINCOUNT themselves (runtime/omp-env.c); neither gets OMP_WAIT_POLICY
 (unless the caller's environment sets it).
 
 --write replaces the section "## All cores" (the thread x concurrency tables),
@@ -177,7 +177,7 @@ def worker_commands():
 
 def daemon_env(env):
     """tests/support/daemon.py's environment without its OMP_WAIT_POLICY:
-    the daemon chooses its own wait policy (GOMP_SPINCOUNT, core/host.c)."""
+    the daemon chooses its own wait policy (GOMP_SPINCOUNT, runtime/omp-env.c)."""
     from tests.support.daemon import process_env
     e = process_env(env)
     if "OMP_WAIT_POLICY" not in env and "OMP_WAIT_POLICY" not in os.environ:

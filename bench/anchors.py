@@ -21,7 +21,7 @@ Engines, 1 thread, batch 1, every one fed the same input (x.npy, uniform in
 [-1, 1], seed 1):
   convd       build/bin/convd-run FILE --bench N --warmup W --threads 1 --json
               (its own median of N runs), OMP_WAIT_POLICY=passive at 1 thread
-              (at more, convd-run's own GOMP_SPINCOUNT, core/host.c); the binary
+              (at more, convd-run's own GOMP_SPINCOUNT, runtime/omp-env.c); the binary
               is copied first, so a rebuild of the tree cannot swap it
   ort         onnxruntime CPU EP, intra_op_num_threads=1, inter_op 1,
               ORT_ENABLE_ALL, ORT_SEQUENTIAL; median of N timed run() calls
@@ -203,7 +203,7 @@ class DeepSparse:
 
 def convd_cmd(binary, path, *args, env, timeout, threads=1, passive=True, batch=1):
     """passive: run with OMP_WAIT_POLICY=passive (no effect at 1 thread);
-    False: convd-run's own wait policy, as a user gets it (core/host.c)."""
+    False: convd-run's own wait policy, as a user gets it (runtime/omp-env.c)."""
     e = dict(os.environ, **env)
     if passive:
         e["OMP_WAIT_POLICY"] = "passive"

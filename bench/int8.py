@@ -26,7 +26,7 @@ batch B (--batch), all fed the same input (uniform in [-1, 1], seed 1):
   ort-f32, ort-int8   onnxruntime CPU EP, intra_op_num_threads=T, on the f32
                file and on QFILE; median of N run() calls
   ds-int8      DeepSparse compile_model(QFILE-ds, batch_size=B, num_cores=T)
-convd-run runs with its own wait policy (core/host.c). Each round runs every
+convd-run runs with its own wait policy (runtime/omp-env.c). Each round runs every
 (T, B, model) cell with the engines in an order that rotates every round; the
 table shows the median of the round medians (ms per batch) and the ratios
 (> 1: convd int8 is faster).
