@@ -276,14 +276,23 @@ int cd_dnnl_conv_create_fq(const cd_conv_desc *d, cd_layout src, cd_layout dst, 
     if (!d || !(fq[0] > 0.0f) || !(fq[2] <= fq[3])) return CD_EPARAMS;
     const cd_act a = d->act.kind;
     if (a != CD_ACT_NONE && a != CD_ACT_RELU && a != CD_ACT_CLIP) return CD_EUNSUPPORTED;
-    // Without the FakeQuant first: where our depthwise kernel or a Winograd
-    // conv is faster, d keeps it (their epilogues do not quantize). Never in
-    // bf16: the rounding to the grid would magnify its error.
+    // Without the FakeQuant first: where a Winograd conv is faster, d keeps
+    // it (its epilogue does not quantize); where our depthwise kernel is, it
+    // quantizes in its own epilogue. Never in bf16: the rounding to the grid
+    // would magnify its error.
     cd_dnnl_op *op;
     int rc = create_f32(d, src, dst, max_batch, w, bias, sw, &op);
     if (rc) return rc;
-    const conv_priv *cp = op->priv;
-    const int direct = !cp->dw && !cp->wino && cp->alg == dnnl_convolution_direct;
+    conv_priv *cp = op->priv;
+    if (cp->dw) {
+        if ((rc = cd_cpu_dw3x3_set_fq(cp->dw, fq))) {
+            cd_dnnl_op_free(op);
+            return rc;
+        }
+        *out = op;
+        return 0;
+    }
+    const int direct = !cp->wino && cp->alg == dnnl_convolution_direct;
     cd_dnnl_op_free(op);
     if (!direct) return CD_EUNSUPPORTED;
     if ((rc = conv_new(d, src, dst, max_batch, w, bias, fq, &op))) {

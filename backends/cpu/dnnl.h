@@ -172,10 +172,11 @@ int cd_dnnl_conv_create_sw(const cd_conv_desc *d, cd_layout src, cd_layout dst, 
 // The same with a FakeQuant per tensor of the output after the act
 // (fq: scale, zero point, qmin, qmax; kernels/op-desc.h cd_fakequant_apply,
 // bit for bit: oneDNN divides by the scale, rounds half to even, clamps and
-// multiplies back in its epilogue). Only oneDNN's direct conv does it: when
-// our depthwise kernel or a Winograd conv times faster for d, CD_EUNSUPPORTED
-// (the conv then runs without it and the FakeQuant as a layer of its own);
-// also for an act other than none, Relu or Clip.
+// multiplies back in its epilogue; our depthwise kernel, when it times
+// faster for d, does the same ops in its own). When a Winograd conv times
+// faster for d, CD_EUNSUPPORTED (the conv then runs without it and the
+// FakeQuant as a layer of its own); also for an act other than none, Relu or
+// Clip.
 int cd_dnnl_conv_create_fq(const cd_conv_desc *d, cd_layout src, cd_layout dst, int max_batch, const float *w,
                            const float *bias, const cd_backend_opts *sw, const float fq[4], cd_dnnl_op **out);
 // The same in bf16, an opt-in precision (backends/cpu/dnnl-conv-bf16.c): src

@@ -35,11 +35,27 @@ static inline CD_V_AI cd_vf dw_act(cd_activation a, const cd_act K, cd_vf x) {
     }
 }
 
-// The epilogue of one pixel: residual, activation, padded lanes zeroed.
+// The FakeQuant of backends/cpu/fakequant.h, op for op: y / scale rounded
+// in the current mode (half to even), + zp, clamped to [qmin, qmax], - zp,
+// times scale.
+static inline CD_V_AI cd_vf dw_fq(const float fq[4], cd_vf y) {
+    const cd_vf s = cd_v_set1(fq[0]), z = cd_v_set1(fq[1]);
+#if defined(CD_SIMD_AVX512F)
+    cd_vf q = _mm512_roundscale_ps(_mm512_div_ps(y, s), _MM_FROUND_CUR_DIRECTION);
+#else
+    cd_vf q = _mm256_round_ps(_mm256_div_ps(y, s), _MM_FROUND_CUR_DIRECTION);
+#endif
+    q = cd_v_min(cd_v_max(cd_v_add(q, z), cd_v_set1(fq[2])), cd_v_set1(fq[3]));
+    return CD_V_(mul_ps)(CD_V_(sub_ps)(q, z), s);
+}
+
+// The epilogue of one pixel: residual, activation, the FakeQuant, padded
+// lanes zeroed.
 static inline CD_V_AI void dw_store(const cd_dw3x3_shape *sh, const cd_act K, unsigned lanes, cd_vf acc,
                                     const float *res, float *out) {
     if (sh->has_residual) acc = cd_v_add(acc, cd_v_loadu(res));
     acc = dw_act(sh->act, K, acc);
+    if (sh->fq[0] > 0.0f) acc = dw_fq(sh->fq, acc);
     cd_v_storeu(out, cd_v_keep(acc, lanes));
 }
 

@@ -97,6 +97,12 @@ int cd_cpu_dw3x3_create(const cd_conv_desc *d, int src_layout, int dst_layout, c
     return 0;
 }
 
+int cd_cpu_dw3x3_set_fq(cd_cpu_dw3x3 *k, const float fq[4]) {
+    if (!k || !(fq[0] > 0.0f) || !(fq[2] <= fq[3])) return CD_EPARAMS;
+    memcpy(k->sh.fq, fq, sizeof k->sh.fq);
+    return 0;
+}
+
 void cd_cpu_dw3x3_run(const cd_cpu_dw3x3 *k, int batch, const float *src, const float *res, float *dst) {
     k->fn(&k->sh, batch, src, res, dst);
 }

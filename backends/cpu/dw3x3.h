@@ -1,6 +1,6 @@
 // Our own depthwise 3x3 f32 convolution (stride 1 or 2, one channel per
-// group) in the blocked layouts nChw16c / nChw8c, with bias, residual and
-// activation fused. oneDNN 2.6's depthwise kernel runs MobileNetV2's layers
+// group) in the blocked layouts nChw16c / nChw8c, with bias, residual,
+// activation and a QDQ model's FakeQuant fused. oneDNN 2.6's depthwise kernel runs MobileNetV2's layers
 // at 1.5-2.5x the core's FMA floor; this one keeps a tile of a row's outputs
 // and the nine taps in registers and reads each input vector once per kernel
 // row: 1.3x oneDNN's speed at AVX-512, parity at AVX2
@@ -23,6 +23,8 @@ typedef struct {
     int block;            // channels per block of the layout: the kernel's vector width
     const float *weights; // [ceil(c / block)][9][block], tap r*3+s, zero past c
     const float *bias;    // [ceil(c / block)][block], zero past c (and without a bias)
+    float fq[4];          // the output's FakeQuant after act (scale, zero point, qmin, qmax), computed
+                          // as the FakeQuant pass does; fq[0] 0: none
 } cd_dw3x3_shape;
 
 // One ISA's kernel: dst = act(dw3x3(src) + bias (+ res)) for `batch` images
@@ -48,6 +50,12 @@ cd_dw3x3_fn cd_cpu_dw3x3_kernel(const cd_conv_desc *d, int src_layout, int dst_l
 // has none, or CD_ENOMEM.
 int cd_cpu_dw3x3_create(const cd_conv_desc *d, int src_layout, int dst_layout, const float *w, const float *bias,
                         cd_cpu_dw3x3 **out);
+// The output's FakeQuant (scale, zero point, qmin, qmax) in the epilogue,
+// after the activation: the bytes of cd_cpu_fakequant over the output (the
+// same division, rounding half to even, clamp and multiply), so a QDQ
+// model's QuantizeLinear + DequantizeLinear after the conv needs no pass of
+// its own. 0, or CD_EPARAMS for a scale not > 0 or qmin > qmax.
+int cd_cpu_dw3x3_set_fq(cd_cpu_dw3x3 *k, const float fq[4]);
 // Runs it on batch images (res: the residual when d has one, may be dst).
 void cd_cpu_dw3x3_run(const cd_cpu_dw3x3 *k, int batch, const float *src, const float *res, float *dst);
 // "dw3x3:avx512f" or "dw3x3:avx2".

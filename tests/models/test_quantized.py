@@ -549,6 +549,9 @@ def test_float32_convs_do_their_fakequant(name, tmp_path, rng):
     assert fq_convs, [(l["name"], l["op"], l["kernel"]) for l in fused]
     assert all(l["kernel"].startswith("dnnl:") and l["dtype"] == "f32" for l in fq_convs)
     assert not any(l["op"].endswith("+FQ") for l in plain)
+    # Our depthwise kernel quantizes in its own epilogue too.
+    if any("dw3x3" in l["kernel"] for l in plain):
+        assert any("dw3x3" in l["kernel"] for l in fq_convs), [(l["name"], l["op"], l["kernel"]) for l in fused]
     passes = lambda layers: sum(l["kernel"].startswith("fakequant") for l in layers)  # noqa: E731
     assert passes(plain) - passes(fused) == len(fq_convs) <= len(plain) - len(fused)  # (a reorder may go too)
     # Same input through both plans: equal but where a conv's sum landed

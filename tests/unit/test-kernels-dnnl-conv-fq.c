@@ -6,8 +6,10 @@
 #include "backends/backend-opts.h"
 #include "tests/unit/test-kernels-util.h"
 
-// Direct convs only: our depthwise kernel and Winograd decline the FakeQuant.
+// oneDNN's direct convs (Winograd declines the FakeQuant), and our
+// depthwise kernel, which quantizes in its own epilogue.
 static const cd_backend_opts k_direct = {.winograd = 1, .dw3x3 = 1};
+static const cd_backend_opts k_dw3x3 = {.winograd = 1, .dw3x3 = 2};
 
 typedef struct {
     float scale, zp, qmin, qmax;
@@ -26,14 +28,16 @@ static fq_params rand_fq(float max_abs) {
 }
 
 // The conv's output through oneDNN, in NCHW: fq NULL without the FakeQuant.
-static float *run_conv(const cd_conv_desc *d, cd_layout sl, cd_layout dl, int batch, const float *w, const float *bias,
-                       const float *src, const float *res, const fq_params *fq, int *rc_out) {
+static float *run_conv_opts(const cd_conv_desc *d, cd_layout sl, cd_layout dl, int batch, const float *w,
+                            const float *bias, const float *src, const float *res, const fq_params *fq,
+                            const cd_backend_opts *opts, const char **impl, int *rc_out) {
     cd_dnnl_op *op = NULL;
     const float p[4] = {fq ? fq->scale : 0, fq ? fq->zp : 0, fq ? fq->qmin : 0, fq ? fq->qmax : 0};
-    int rc = fq ? cd_dnnl_conv_create_fq(d, sl, dl, batch, w, bias, &k_direct, p, &op)
-                : cd_dnnl_conv_create_sw(d, sl, dl, batch, w, bias, &k_direct, &op);
+    int rc = fq ? cd_dnnl_conv_create_fq(d, sl, dl, batch, w, bias, opts, p, &op)
+                : cd_dnnl_conv_create_sw(d, sl, dl, batch, w, bias, opts, &op);
     *rc_out = rc;
     if (rc) return NULL;
+    if (impl) *impl = cd_dnnl_op_impl(op, batch);
     const size_t dn = cd_dnnl_tensor_floats(dl, batch, d->k, d->oh, d->ow);
     float *s_l = tk_to_layout(sl, batch, d->c, d->h, d->w, src);
     float *r_l = res ? tk_to_layout(dl, batch, d->k, d->oh, d->ow, res) : NULL;
@@ -51,6 +55,11 @@ static float *run_conv(const cd_conv_desc *d, cd_layout sl, cd_layout dl, int ba
     free(r_l);
     free(dst);
     return out;
+}
+
+static float *run_conv(const cd_conv_desc *d, cd_layout sl, cd_layout dl, int batch, const float *w, const float *bias,
+                       const float *src, const float *res, const fq_params *fq, int *rc_out) {
+    return run_conv_opts(d, sl, dl, batch, w, bias, src, res, fq, &k_direct, NULL, rc_out);
 }
 
 // Fused against plain + cd_fakequant_apply: equal, except where the plain
@@ -122,6 +131,56 @@ CD_TEST(dnnl_conv_fq_matches_conv_then_fakequant) {
         const cd_layout l = tk_rand_layout();
         fq_case(rand_fq_conv(), cd_test_randi(0, 2) ? l : CD_LAYOUT_NCHW, l, cd_test_randi(1, 4));
     }
+}
+
+// Our depthwise 3x3 kernel (forced on) with the FakeQuant in its epilogue
+// against the same kernel without it and then the FakeQuant, bit for bit:
+// the same sums, then the same division, rounding, clamp and multiply.
+CD_TEST(dw3x3_fq_equals_dw3x3_then_fakequant) {
+    int ran = 0;
+    for (int i = 0; i < 10; i++) {
+        cd_conv_desc d = {0};
+        d.c = d.k = d.groups = cd_test_randi(1, 40);
+        d.r = d.s = 3;
+        d.stride_h = d.stride_w = cd_test_randi(1, 2);
+        d.dil_h = d.dil_w = 1;
+        d.pad_t = d.pad_b = d.pad_l = d.pad_r = cd_test_randi(0, 1);
+        d.h = cd_test_randi(3, 20);
+        d.w = cd_test_randi(3, 20);
+        const cd_act kinds[3] = {CD_ACT_NONE, CD_ACT_RELU, CD_ACT_CLIP};
+        d.act = tk_act(kinds[cd_test_randi(0, 2)]);
+        if (d.act.kind == CD_ACT_CLIP) d.act.alpha = 0.0f, d.act.beta = 6.0f;
+        d.has_residual = cd_test_randi(0, 1);
+        cd_conv_out_dims(&d);
+        const cd_layout l = tk_rand_blocked();
+        const int batch = cd_test_randi(1, 3);
+        float *w = tk_rand_buf((size_t)d.k * 9, -0.5f, 0.5f), *bias = tk_rand_buf(d.k, -0.5f, 0.5f);
+        const size_t sn = (size_t)batch * d.c * d.h * d.w, dn = (size_t)batch * d.k * d.oh * d.ow;
+        float *src = tk_rand_buf(sn, -1.0f, 1.0f), *res = d.has_residual ? tk_rand_buf(dn, -1.0f, 1.0f) : NULL;
+        const fq_params f = rand_fq(d.act.kind == CD_ACT_CLIP ? d.act.beta : 2.0f);
+        const char *impl_plain = NULL, *impl_fq = NULL;
+        int rc;
+        float *plain = run_conv_opts(&d, l, l, batch, w, bias, src, res, NULL, &k_dw3x3, &impl_plain, &rc);
+        CHECK_EQ(rc, 0);
+        if (!impl_plain || strncmp(impl_plain, "dw3x3:", 6) != 0) { // no kernel for this block at this cap
+            free(plain);
+            free(w), free(bias), free(src), free(res);
+            continue;
+        }
+        float *fused = run_conv_opts(&d, l, l, batch, w, bias, src, res, &f, &k_dw3x3, &impl_fq, &rc);
+        CHECK_EQ(rc, 0);
+        CHECK(impl_fq && strcmp(impl_fq, impl_plain) == 0);
+        ran++;
+        for (size_t j = 0; j < dn; j++) {
+            const float want = cd_fakequant_apply(plain[j], f.scale, f.zp, f.qmin, f.qmax);
+            if (memcmp(&fused[j], &want, sizeof want) != 0)
+                CD_CHECK_FAIL_("element %zu of %s: fused %.9g, kernel then FakeQuant %.9g", j, impl_fq, fused[j], want);
+        }
+        free(plain);
+        free(fused);
+        free(w), free(bias), free(src), free(res);
+    }
+    if (!ran) CD_SKIP("no depthwise 3x3 kernel under this ISA cap (AVX2 or AVX-512 needed)");
 }
 
 // An identity 1x1 conv on inputs that are exact half steps: the epilogue
