@@ -10,6 +10,7 @@
 // the rows above and below the map.
 
 #include "backends/cpu/dw3x3.h"
+#include "backends/cpu/fakequant-simd.h"
 #include "core/one-thread.h"
 #include "sparse/f32-simd.h"
 
@@ -35,27 +36,13 @@ static inline CD_V_AI cd_vf dw_act(cd_activation a, const cd_act K, cd_vf x) {
     }
 }
 
-// The FakeQuant of backends/cpu/fakequant.h, op for op: y / scale rounded
-// in the current mode (half to even), + zp, clamped to [qmin, qmax], - zp,
-// times scale.
-static inline CD_V_AI cd_vf dw_fq(const float fq[4], cd_vf y) {
-    const cd_vf s = cd_v_set1(fq[0]), z = cd_v_set1(fq[1]);
-#if defined(CD_SIMD_AVX512F)
-    cd_vf q = _mm512_roundscale_ps(_mm512_div_ps(y, s), _MM_FROUND_CUR_DIRECTION);
-#else
-    cd_vf q = _mm256_round_ps(_mm256_div_ps(y, s), _MM_FROUND_CUR_DIRECTION);
-#endif
-    q = cd_v_min(cd_v_max(cd_v_add(q, z), cd_v_set1(fq[2])), cd_v_set1(fq[3]));
-    return CD_V_(mul_ps)(CD_V_(sub_ps)(q, z), s);
-}
-
-// The epilogue of one pixel: residual, activation, the FakeQuant, padded
-// lanes zeroed.
-static inline CD_V_AI void dw_store(const cd_dw3x3_shape *sh, const cd_act K, unsigned lanes, cd_vf acc,
-                                    const float *res, float *out) {
+// The epilogue of one pixel: residual, activation, the FakeQuant (fq: its
+// parameters, NULL for none), padded lanes zeroed.
+static inline CD_V_AI void dw_store(const cd_dw3x3_shape *sh, const cd_act K, const cd_fq_vec *fq, unsigned lanes,
+                                    cd_vf acc, const float *res, float *out) {
     if (sh->has_residual) acc = cd_v_add(acc, cd_v_loadu(res));
     acc = dw_act(sh->act, K, acc);
-    if (sh->fq[0] > 0.0f) acc = dw_fq(sh->fq, acc);
+    if (fq) acc = cd_fq_apply(fq, acc);
     cd_v_storeu(out, cd_v_keep(acc, lanes));
 }
 
@@ -103,10 +90,13 @@ static inline CD_V_AI void dw_tile(const cd_dw3x3_shape *sh, const float *in, in
                     acc[(j - s) / S] = cd_v_fmadd(v, DW_TAP(wv, r * 3 + s), acc[(j - s) / S]);
         }
     }
+    // Broadcast once per tile, not per pixel (the stores may alias sh).
+    const cd_fq_vec fqv = cd_fq_vec_of(sh->fq[0], sh->fq[1], sh->fq[2], sh->fq[3]);
+    const cd_fq_vec *fq = sh->fq[0] > 0.0f ? &fqv : NULL;
 #pragma GCC unroll 8
     for (int t = 0; t < DW_T; t++) {
         if (CHK && t >= n) break;
-        dw_store(sh, K, lanes, acc[t], sh->has_residual ? res + (size_t)t * CD_VN : NULL, out + (size_t)t * CD_VN);
+        dw_store(sh, K, fq, lanes, acc[t], sh->has_residual ? res + (size_t)t * CD_VN : NULL, out + (size_t)t * CD_VN);
     }
 }
 

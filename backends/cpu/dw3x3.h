@@ -1,11 +1,12 @@
 // Our own depthwise 3x3 f32 convolution (stride 1 or 2, one channel per
 // group) in the blocked layouts nChw16c / nChw8c, with bias, residual,
-// activation and a QDQ model's FakeQuant fused. oneDNN 2.6's depthwise kernel runs MobileNetV2's layers
-// at 1.5-2.5x the core's FMA floor; this one keeps a tile of a row's outputs
-// and the nine taps in registers and reads each input vector once per kernel
-// row: 1.3x oneDNN's speed at AVX-512, parity at AVX2
-// (bench/results/depthwise.md). backends/cpu/dnnl-conv.c offers it per op next to oneDNN's
-// primitive and keeps the faster one (dw3x3-choose.c).
+// activation and a QDQ model's FakeQuant fused. oneDNN 2.6's depthwise
+// kernel runs MobileNetV2's layers at 1.5-2.5x the core's FMA floor; this
+// one keeps a tile of a row's outputs and the nine taps in registers and
+// reads each input vector once per kernel row: 1.3x oneDNN's speed at
+// AVX-512, parity at AVX2 (bench/results/depthwise.md).
+// backends/cpu/dnnl-conv.c offers it per op next to oneDNN's primitive and
+// keeps the faster one (dw3x3-choose.c).
 #ifndef CD_BACKENDS_CPU_DW3X3_H
 #define CD_BACKENDS_CPU_DW3X3_H
 
