@@ -273,7 +273,7 @@ int cd_models_init(cd_server *srv) {
     if (cd_executor_threads() > cd_executor_affinity_cpus())
         CD_WARN("--threads %d is more than the %d CPUs of the affinity mask: threads will wait for each other",
                 cd_executor_threads(), cd_executor_affinity_cpus());
-    if (quota > 0 && cd_executor_threads() > (quota < 1 ? 1 : (int)quota))
+    if (quota > 0 && cd_executor_threads() > cd_executor_quota_threads(quota))
         CD_WARN("--threads %d is more than the cgroup's CPU quota of %.2f CPUs: runs will be throttled",
                 cd_executor_threads(), quota);
     if (quota > 0)

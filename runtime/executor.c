@@ -56,14 +56,15 @@ int cd_executor_affinity_cpus(void) {
 
 double cd_executor_cpu_quota(void) { return cd_cpu_quota(NULL); }
 
-int cd_executor_default_threads(void) {
-    const int n = cd_executor_affinity_cpus();
-    const double quota = cd_cpu_quota(NULL);
-    if (!(quota > 0)) return n;
+int cd_executor_quota_threads(double quota) {
     // Rounded down: threads beyond the quota run in bursts and wait out the
     // rest of each period (p99 of a request 4x its p50, measured).
-    const int q = quota < 1 ? 1 : (int)quota;
-    return q < n ? q : n;
+    return !(quota > 0) ? 0 : quota < 1 ? 1 : (int)quota;
+}
+
+int cd_executor_default_threads(void) {
+    const int n = cd_executor_affinity_cpus(), q = cd_executor_quota_threads(cd_cpu_quota(NULL));
+    return q > 0 && q < n ? q : n;
 }
 
 int cd_executor_init(int n) {

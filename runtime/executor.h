@@ -53,6 +53,8 @@ int cd_executor_affinity_cpus(void);
 int cd_executor_default_threads(void);
 // The cgroup's CPU quota in CPUs, 0 for none (read now: a limit may change).
 double cd_executor_cpu_quota(void);
+// The threads a quota allows: rounded down, at least 1; 0 for no quota.
+int cd_executor_quota_threads(double quota);
 // on = 0 keeps every job wide (for measuring; the default is 1).
 void cd_executor_set_lanes(int on);
 // An idle executor polls for a new job this long after its last one before

@@ -11,26 +11,17 @@
 #include <strings.h>
 #include <unistd.h>
 
-// libgomp's binding variables (OMP_PROC_BIND=false binds nothing), then
-// OMP_DYNAMIC (=true: libgomp sizes each team by the load average, so a
-// 2-core machine with one busy core ran every layer on one thread).
-static const char *const k_vars[] = {"OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY", "OMP_DYNAMIC"};
-static const char *const k_why[] = {"OpenMP's binding would put every compute thread on one CPU; they spread "
-                                    "over the CPUs of its places instead (which CPUs: taskset; how many threads: "
-                                    "--threads)",
-                                    "libgomp would size each team by the load average; the teams have --threads "
-                                    "threads"};
-
-static int binds(const char *name, const char *value) {
-    return value && !(strcmp(name, "OMP_PROC_BIND") == 0 && strcasecmp(value, "false") == 0);
-}
-
-// Whether variable i asks for what convd removes.
-static int unwanted(size_t i, const char *value) {
-    if (!value) return 0;
-    if (strcmp(k_vars[i], "OMP_DYNAMIC") == 0) return strcasecmp(value, "true") == 0;
-    return binds(k_vars[i], value);
-}
+// What convd removes, set to anything but "false": libgomp's binding
+// variables, and OMP_DYNAMIC (libgomp would size each team by the load
+// average: a 2-core machine with one busy core ran every layer on one thread).
+static const struct {
+    const char *name;
+    int binds; // binding: the thread gets its places' CPUs back first
+} k_vars[] = {{"OMP_PROC_BIND", 1}, {"OMP_PLACES", 1}, {"GOMP_CPU_AFFINITY", 1}, {"OMP_DYNAMIC", 0}};
+static const char *const k_why[2] = {
+    "libgomp would size each team by the load average; the teams have --threads threads",
+    "OpenMP's binding would put every compute thread on one CPU; they spread over the CPUs of its places instead "
+    "(which CPUs: taskset; how many threads: --threads)"};
 
 // The CPUs of every OpenMP place into this thread's affinity mask: libgomp
 // bound it to the first place, and the mask outlives the exec. The places
@@ -55,15 +46,14 @@ static void unbind_this_thread(void) {
 void cd_runtime_omp_setup(char **argv, const char *prog) {
     int again = 0, unbound = 0;
     for (size_t i = 0; i < sizeof k_vars / sizeof k_vars[0]; i++) {
-        const char *v = getenv(k_vars[i]);
-        if (!unwanted(i, v)) continue;
-        const int dynamic = strcmp(k_vars[i], "OMP_DYNAMIC") == 0;
-        fprintf(stderr, "%s: ignoring %s=%s: %s\n", prog, k_vars[i], v, k_why[dynamic]);
-        if (!dynamic && !unbound) { // while libgomp still knows its places
+        const char *v = getenv(k_vars[i].name);
+        if (!v || strcasecmp(v, "false") == 0) continue;
+        fprintf(stderr, "%s: ignoring %s=%s: %s\n", prog, k_vars[i].name, v, k_why[k_vars[i].binds]);
+        if (k_vars[i].binds && !unbound) { // while libgomp still knows its places
             unbind_this_thread();
             unbound = 1;
         }
-        if (unsetenv(k_vars[i]) == 0) again = 1;
+        if (unsetenv(k_vars[i].name) == 0) again = 1;
     }
     if (!getenv("OMP_WAIT_POLICY") && !getenv("GOMP_SPINCOUNT") && setenv("GOMP_SPINCOUNT", CD_GOMP_SPINCOUNT, 1) == 0)
         again = 1;

@@ -260,7 +260,7 @@ void cd_runtime_configure(const cd_runtime_options *o);
 //   re-executed program gets the CPUs of all the places back as its
 //   affinity mask (an exec keeps the mask), and the executor spreads its
 //   threads over that mask as over any (taskset, cpusets);
-// - fixed team sizes: OMP_DYNAMIC=true is removed too (libgomp would size
+// - fixed team sizes: OMP_DYNAMIC (but "false") is removed too (libgomp would size
 //   each team by the load average: one thread per layer on a 2-core machine
 //   with one core busy); the executor also turns it off on its thread.
 // Returns only when no re-exec happened (none was needed, or it failed:
