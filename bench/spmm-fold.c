@@ -91,14 +91,14 @@ static double time_layout(const cd_spmm_ukernel_info *uk, int c, int k, double s
     const size_t pitch = (pixels + 15) / 16 * 16;
     float *in = aligned_alloc(64, sizeof(float) * (size_t)c * pitch);
     float *out = aligned_alloc(64, sizeof(float) * (size_t)k * pitch);
-    const int nparts = cinb > 0 ? (c + cinb - 1) / cinb : 1;
+    const int blk = cinb > 0 && cinb < c ? cinb : c, nparts = (c + blk - 1) / blk;
     csr_part *parts = calloc((size_t)nparts, sizeof *parts);
     if (!in || !out || !parts) exit(1);
     for (size_t i = 0; i < (size_t)c * pitch; i++) in[i] = (float)(next_u32() % 1000) * 1e-3f;
     rng = 0x9E3779B97F4A7C15u; // the same weights for every layout
     size_t nz = 0;
     for (int b = 0; b < nparts; b++) {
-        const int c0 = b * (cinb > 0 ? cinb : c), c1 = c0 + (cinb > 0 ? cinb : c) < c ? c0 + (cinb > 0 ? cinb : c) : c;
+        const int c0 = b * blk, c1 = c0 + blk < c ? c0 + blk : c;
         if (make_part(&parts[b], k, c0, c1, sparsity, pitch)) exit(1);
         nz += parts[b].nnz_total;
     }
