@@ -19,6 +19,7 @@ typedef struct {
     char proc[96]; // dir/proc: mountinfo, cgroup
     char files[32][PATH_MAX];
     int nfiles;
+    char mountinfo[2048]; // its lines so far (put_mount)
 } tree;
 
 static void tree_init(tree *t) {
@@ -46,10 +47,12 @@ static void put(tree *t, const char *rel, const char *text) {
     snprintf(t->files[t->nfiles++], PATH_MAX, "%s", path);
 }
 
-// A mountinfo line mounting hierarchy root `root` at dir/mnt.
-static void mount_line(tree *t, char *out, size_t n, const char *root, const char *mnt, const char *fstype,
-                       const char *super) {
-    snprintf(out, n, "30 20 0:26 %s %s/%s rw,nosuid - %s %s %s\n", root, t->dir, mnt, fstype, fstype, super);
+// Adds a mountinfo line mounting hierarchy root `root` at dir/mnt.
+static void put_mount(tree *t, const char *root, const char *mnt, const char *fstype, const char *super) {
+    const size_t used = strlen(t->mountinfo);
+    snprintf(t->mountinfo + used, sizeof t->mountinfo - used, "30 20 0:26 %s %s/%s rw,nosuid - %s %s %s\n", root,
+             t->dir, mnt, fstype, fstype, super);
+    put(t, "proc/mountinfo", t->mountinfo);
 }
 
 static void tree_free(tree *t) {
@@ -71,9 +74,7 @@ static void tree_free(tree *t) {
 CD_TEST(cpu_quota_v2_smallest_limit_up_to_the_root) {
     tree t;
     tree_init(&t);
-    char mi[512];
-    mount_line(&t, mi, sizeof mi, "/", "cg", "cgroup2", "rw");
-    put(&t, "proc/mountinfo", mi);
+    put_mount(&t, "/", "cg", "cgroup2", "rw");
     put(&t, "proc/cgroup", "0::/a/b\n");
     put(&t, "cg/a/b/cpu.max", "max 100000\n");
     put(&t, "cg/a/cpu.max", "150000 100000\n");
@@ -88,9 +89,7 @@ CD_TEST(cpu_quota_v2_namespace_mount_root) {
     // still name the full path.
     tree t;
     tree_init(&t);
-    char mi[512];
-    mount_line(&t, mi, sizeof mi, "/kubepods/pod1", "cg", "cgroup2", "rw");
-    put(&t, "proc/mountinfo", mi);
+    put_mount(&t, "/kubepods/pod1", "cg", "cgroup2", "rw");
     put(&t, "proc/cgroup", "0::/kubepods/pod1/app\n");
     put(&t, "cg/app/cpu.max", "250000 100000\n");
     put(&t, "cg/cpu.max", "max 100000\n");
@@ -101,11 +100,8 @@ CD_TEST(cpu_quota_v2_namespace_mount_root) {
 CD_TEST(cpu_quota_v1_cpu_controller_among_others) {
     tree t;
     tree_init(&t);
-    char mi[1024], a[512], b[512];
-    mount_line(&t, a, sizeof a, "/", "mem", "cgroup", "rw,memory");
-    mount_line(&t, b, sizeof b, "/", "cpu", "cgroup", "rw,cpu,cpuacct");
-    snprintf(mi, sizeof mi, "%s%s", a, b);
-    put(&t, "proc/mountinfo", mi);
+    put_mount(&t, "/", "mem", "cgroup", "rw,memory");
+    put_mount(&t, "/", "cpu", "cgroup", "rw,cpu,cpuacct");
     put(&t, "proc/cgroup", "5:memory:/x\n4:cpu,cpuacct:/x\n0::/\n");
     put(&t, "cpu/x/cpu.cfs_quota_us", "50000\n");
     put(&t, "cpu/x/cpu.cfs_period_us", "100000\n");
@@ -120,9 +116,7 @@ CD_TEST(cpu_quota_v1_cpu_controller_among_others) {
 CD_TEST(cpu_quota_none_or_unreadable_is_zero) {
     tree t;
     tree_init(&t);
-    char mi[512];
-    mount_line(&t, mi, sizeof mi, "/", "cg", "cgroup2", "rw");
-    put(&t, "proc/mountinfo", mi);
+    put_mount(&t, "/", "cg", "cgroup2", "rw");
     put(&t, "proc/cgroup", "0::/a\n");
     put(&t, "cg/a/cpu.max", "max 100000\n");
     CHECK_EQ(cd_cpu_quota(t.proc), 0.0);
