@@ -115,8 +115,8 @@ def test_quantize_dynamic_pruned_model_keeps_zeros(tmp_path, rng):
     from tests.models.test_quantized import prune_magnitude
     m = prune_magnitude(B.resnet18(rng, classes=10, size=32, width=0.25), 0.9)
     q = dyn_quantize(m, tmp_path / "pruned-dyn.onnx")
-    errs = compare_per_input(q, tmp_path, rng, batch=3)
-    assert np.median(errs) <= MEDIAN_REL, errs
+    errs = compare_per_input(q, tmp_path, rng, batch=12)
+    assert np.median(errs) <= MEDIAN_REL and errs.max() <= MAX_REL, errs
     info = convd_run(q, ["--info"]).stdout
     zeros = int(info.split(" params (")[1].split(" zero")[0])
     params = int(info.split(" layers, ")[1].split(" params")[0])
