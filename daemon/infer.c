@@ -258,6 +258,14 @@ void cd_infer_set_double_buffer(cd_model_entry *e, int64_t mode) {
     e->queue.finish = on ? infer_finish : NULL;
 }
 
+// Fill batches (--fill-batches, cd_sched_queue.fill) where the runs share the
+// CPU executor, which computes one wide run at a time: a second batch formed
+// while one runs would only wait for it. Not with double buffering (its next
+// batch is taken early on purpose).
+void cd_infer_set_fill(cd_model_entry *e, bool on) {
+    e->queue.fill = on && !e->queue.submit && cd_model_on_executor(e->model);
+}
+
 // Counts an error answer of a model under its code.
 static void count_error(cd_model_counters *c, int status) {
     int i = -status;

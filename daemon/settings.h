@@ -35,6 +35,7 @@ typedef struct {
     char models[CD_SETTINGS_PATH_MAX];       // models directory ("" = none)
     int64_t threads;                         // compute threads of the executor, 0 = the affinity mask's CPUs
     int64_t lanes;                           // 1: waiting runs may run side by side, a thread each
+    int64_t fill_batches;                    // 1: requests wait to fill the batch after a running one
     int64_t workers;                         // inference worker threads
     int64_t max_batch;                       // default max_batch of loaded models
     char device[32];                         // "cpu"

@@ -29,6 +29,7 @@ struct cd_workers {
     cd_request *done_tail;
     size_t busy;                  // queued + running + done-not-yet-delivered
     bool stopping;                // threads exit once every queue is empty
+    int fill_running;             // batches of fill queues being computed
     atomic_uint_fast64_t submits; // bumped by every submit (read without the lock)
     uint64_t spin_ns;             // an idle worker polls `submits` this long before sleeping
     int nthreads;                 // threads started
@@ -147,16 +148,19 @@ static void finish_locked(cd_workers *w, cd_request *req) { push(&w->done_head, 
 
 // The ready model queue whose oldest request is oldest, or NULL; *wake gets
 // the earliest time a waiting queue becomes ready (UINT64_MAX: none).
+// A fill queue held back by a running batch has no wake time: the worker
+// that ran it wakes one when it returns.
 static cd_sched_queue *pick_queue(cd_workers *w, uint64_t now, uint64_t *wake) {
     cd_sched_queue *best = NULL;
     *wake = UINT64_MAX;
     for (cd_sched_queue *q = w->active; q; q = q->next_active) {
         uint64_t since = q->head->t_received_ns;
         uint64_t ready_at = since + (uint64_t)q->conf->max_delay_us * 1000u;
-        bool ready = q->items >= q->conf->max_batch || now >= ready_at || w->stopping;
+        bool full = q->items >= q->conf->max_batch || w->stopping;
+        bool ready = full || (now >= ready_at && (!q->fill || w->fill_running == 0));
         if (ready) {
             if (!best || since < best->head->t_received_ns) best = q;
-        } else if (ready_at < *wake) {
+        } else if (now < ready_at && ready_at < *wake) {
             *wake = ready_at;
         }
     }
@@ -334,10 +338,21 @@ static void *worker_main(void *p) {
                 continue;
             }
             cd_batch_fn run = q->run;
+            const bool fill = q->fill;
+            w->fill_running += fill;
             pthread_mutex_unlock(&w->lock);
             stamp_batch(batch, n, cd_now_ns());
             run(batch, n, arg.index);
-            post_batch(w, batch, n, cd_now_ns());
+            const uint64_t t1 = cd_now_ns();
+            if (fill) { // the held-back requests' turn, while this worker responds
+                pthread_mutex_lock(&w->lock);
+                if (--w->fill_running == 0 && w->active) {
+                    atomic_fetch_add(&w->submits, 1); // a polling worker looks again
+                    wake_one(w);
+                }
+                pthread_mutex_unlock(&w->lock);
+            }
+            post_batch(w, batch, n, t1);
             w->running[arg.index].busy = false;
             continue;
         }
@@ -367,7 +382,8 @@ static void *worker_main(void *p) {
                 arrived = atomic_load_explicit(&w->submits, memory_order_relaxed) != seen;
             }
             pthread_mutex_lock(&w->lock);
-            if (arrived || w->queue_head || w->active || w->stopping) continue;
+            // (An active fill queue held back by a running batch is no reason to poll again.)
+            if (arrived || w->queue_head || w->stopping || pick_queue(w, cd_now_ns(), &wake)) continue;
         }
         wait_for_work(w, arg.index, wake);
     }
@@ -552,6 +568,13 @@ size_t cd_workers_busy(const cd_workers *w) {
 }
 
 int cd_workers_count(const cd_workers *w) { return w->nthreads; }
+
+int cd_workers_idle(cd_workers *w) {
+    pthread_mutex_lock(&w->lock);
+    int n = w->nidle;
+    pthread_mutex_unlock(&w->lock);
+    return n;
+}
 
 static void on_async_closed(uv_handle_t *h) {
     cd_workers *w = h->data;

@@ -70,6 +70,13 @@ struct cd_sched_queue {
     // When set, a batch ends before the first request that may not join its
     // first one (requests of another input size); NULL: any may.
     cd_batch_same_fn same;
+    // Fill batches (--fill-batches): while a batch of any fill queue runs,
+    // a fill queue's requests wait until they make a full batch or no such
+    // batch runs any more, instead of forming small batches that could only
+    // wait behind it for the cores (the CPU executor runs one wide job at a
+    // time). Requests that arrive meanwhile join one batch, run when the
+    // compute frees.
+    bool fill;
     // Guarded by the pool lock:
     cd_request *head, *tail; // requests waiting, oldest first
     size_t n;                // requests waiting
@@ -114,6 +121,9 @@ size_t cd_workers_queue_len(cd_workers *w, const cd_sched_queue *q);
 size_t cd_workers_busy(const cd_workers *w);
 // Number of worker threads.
 int cd_workers_count(const cd_workers *w);
+// Threads asleep waiting for work now: a thread counts once it has looked
+// at the queues, found nothing to take and polled its spin_ns.
+int cd_workers_idle(cd_workers *w);
 // Stopping, bounded: no thread is ever joined while it may still be running
 // (a long load or profile cannot hang the exit).
 //

@@ -55,7 +55,7 @@ void cd_model_free(cd_model *m) {
 // thread for a device backend (its submit only queues work on a stream, and
 // the hip emulator runs launches itself).
 static void compute_on(const cd_model *m, void (*fn)(void *arg), void *arg) {
-    if (cd_backend_get_caps(m->be).device_memory)
+    if (!cd_model_on_executor(m))
         fn(arg);
     else
         cd_executor_run(fn, arg, m->threads);
@@ -537,6 +537,8 @@ int cd_model_wait(cd_exec *ex, char *err, size_t errlen) {
 }
 
 int cd_model_overlaps(const cd_model *m) { return cd_backend_get_caps(m->be).async; }
+
+int cd_model_on_executor(const cd_model *m) { return !cd_backend_get_caps(m->be).device_memory; }
 
 int cd_model_profile(const cd_model *m, int batch, int runs, double *layer_ms, double *total_ms, char *err,
                      size_t errlen) {

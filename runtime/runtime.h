@@ -348,6 +348,10 @@ int cd_model_wait(cd_exec *ex, char *err, size_t errlen);
 // used as a double buffer overlap (the real "hip" backend); 0 when it
 // computes everything before returning (cpu, hip-emu).
 int cd_model_overlaps(const cd_model *m);
+// 1 when m's runs compute on the process's CPU executor (runtime/executor.h:
+// host kernels, one wide run at a time), 0 on a device backend (its runs go
+// from the calling thread).
+int cd_model_on_executor(const cd_model *m);
 
 // Batches this process ran image by image in lanes, each thread whole
 // images on an exec of its own (runtime/batch-lanes.c; CONVD_BATCH_LANES);

@@ -53,6 +53,14 @@ static inline void gate_wait_started(int n) {
     CHECK(started >= n);
 }
 
+// Runs begun so far.
+static inline int gate_started(void) {
+    pthread_mutex_lock(&g_gate.lock);
+    const int n = g_gate.started;
+    pthread_mutex_unlock(&g_gate.lock);
+    return n;
+}
+
 static inline void gate_open(void) {
     pthread_mutex_lock(&g_gate.lock);
     g_gate.open = 1;
