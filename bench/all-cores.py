@@ -431,11 +431,14 @@ def run_matrix(a, names, threads_list):
         close(ctx)
 
 
-def sweep_configs(cores):
-    configs = [("default", None, None)]
+def sweep_configs(cores, extra=()):
+    """(label, workers, threads, more daemon args): the defaults, workers x
+    threads, and each of `extra` (daemon flags on top of the defaults)."""
+    configs = [("default", None, None, [])]
     for w in sorted({1, 2, cores}):
         for t in sorted({1, cores}):
-            configs.append((f"--workers {w} --threads {t}", w, t))
+            configs.append((f"--workers {w} --threads {t}", w, t, []))
+    configs += [(e, None, None, e.split()) for e in extra]
     return configs
 
 
@@ -444,17 +447,17 @@ def run_sweep(a, names):
     ctx = setup(a, names, [cores], need_engines=False)
     try:
         res = header_res(a, ctx, "sweep")
-        configs = sweep_configs(cores)
-        res.update(concurrency=[SWEEP_CONCURRENCY], configs=[c[0] for c in configs], notes=[],
+        configs = sweep_configs(cores, a.sweep_extra)
+        res.update(concurrency=[SWEEP_CONCURRENCY], configs=[c[0] for c in configs], notes=[], sweep_extra=a.sweep_extra,
                    cells={n: {c[0]: [] for c in configs} for n in names})
         log(f"load average {res['load_start'][0]:.2f}; sweep of {len(configs)} daemon settings x {len(names)} models "
             f"x {a.rounds} rounds, concurrency {SWEEP_CONCURRENCY}")
         order = list(configs)
         for r in range(a.rounds):
             for n in names:
-                for label, w, t in order:
+                for label, w, t, more in order:
                     try:
-                        m = daemon_burst(ctx, n, daemon_args(ctx, t, w), SWEEP_CONCURRENCY, a.duration)
+                        m = daemon_burst(ctx, n, daemon_args(ctx, t, w) + more, SWEEP_CONCURRENCY, a.duration)
                     except Exception as e:
                         log(f"{label} {n}: {e}")
                         m = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
@@ -557,6 +560,8 @@ def command(res):
         cmd += f" --isa {res['isa']}"
     if res.get("quick"):
         cmd += " --quick"
+    for e in res.get("sweep_extra", []):
+        cmd += f" --sweep-extra '{e}'"
     return cmd
 
 
@@ -634,7 +639,8 @@ def markdown_sweep(res):
                 "| daemon setting | req/s | p50 ms | p99 ms | compute p50 ms | mean batch | of the best |",
                 "|---|---|---|---|---|---|---|"]
         thr = {k: med(v, "thr") for k, v in cfgs.items()}
-        ok = {k: v for k, v in thr.items() if v}
+        # The best of the defaults and workers x threads (extras are shown beside them).
+        ok = {k: v for k, v in thr.items() if v and k not in res.get("sweep_extra", [])}
         best = max(ok, key=ok.get) if ok else None
         for k, rs in cfgs.items():
             label = k
@@ -711,6 +717,8 @@ def main(argv=None):
     ap.add_argument("--warmup", type=int, help="warm-up runs of those (default 2)")
     ap.add_argument("--quick", action="store_true", help="smoke run: 1 round, 1 s, 3 runs")
     ap.add_argument("--sweep", action="store_true", help="the daemon's --workers x --threads at concurrency 16")
+    ap.add_argument("--sweep-extra", action="append", default=[], metavar="FLAGS",
+                    help="with --sweep: one more setting, these daemon flags on the defaults (repeatable)")
     ap.add_argument("--idle", action="store_true", help="an idle daemon's CPU use")
     ap.add_argument("--idle-seconds", type=float, default=30)
     ap.add_argument("--isa", choices=sorted(anchors.CAPS), default="native")
