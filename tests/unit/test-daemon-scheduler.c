@@ -344,25 +344,31 @@ CD_TEST(daemon_sched_same_fn_batches_one_size_in_arrival_order) {
     uv_loop_close(&loop);
 }
 
-// Fill batches: while a batch of a fill queue runs, requests that do not
-// make a full batch wait, with idle workers beside it (polling or asleep),
-// and run together once it returns.
-CD_TEST(daemon_sched_fill_waits_for_the_running_batch_then_runs_one) {
+// Fill batches: a pool of `workers` (polling spin_ns) on fill queue q of
+// max_batch, delay 0, whose first request (id 0, one item) a worker runs and
+// holds in fake_run until gate_open.
+static cd_workers *start_fill(uv_loop_t *loop, cd_sched_queue *q, cd_model_conf *conf, int workers, uint64_t spin_ns) {
     reset();
-    uv_loop_t loop;
-    uv_loop_init(&loop);
+    uv_loop_init(loop);
     cd_workers *w;
-    const uint64_t spin_ns = cd_test_randi(0, 1) ? 200000 : 0;
-    CHECK_EQ(cd_workers_init_spin(&w, &loop, cd_test_randi(2, 4), spin_ns, on_complete, NULL), 0);
-    static cd_sched_queue q;
-    const int max_batch = cd_test_randi(4, 16);
-    const cd_model_conf conf = {max_batch, 0, 1000};
-    cd_sched_queue_init(&q, fake_run, &conf);
-    q.fill = true;
+    CHECK_EQ(cd_workers_init_spin(&w, loop, workers, spin_ns, on_complete, NULL), 0);
+    cd_sched_queue_init(q, fake_run, conf);
+    q->fill = true;
     g_log.hold = 1;
-    CHECK_EQ(cd_workers_submit_batched(w, &q, new_req(0, 1)), 0);
+    CHECK_EQ(cd_workers_submit_batched(w, q, new_req(0, 1)), 0);
     gate_wait_started(1); // a worker runs request 0 and holds
-    const int n = cd_test_randi(2, max_batch - 1);
+    return w;
+}
+
+// While it runs, requests that do not make a full batch wait, with idle
+// workers beside it (polling or asleep), and run together once it returns.
+CD_TEST(daemon_sched_fill_waits_for_the_running_batch_then_runs_one) {
+    uv_loop_t loop;
+    static cd_sched_queue q;
+    static cd_model_conf conf = {0, 0, 1000};
+    conf.max_batch = cd_test_randi(4, 16);
+    cd_workers *w = start_fill(&loop, &q, &conf, cd_test_randi(2, 4), cd_test_randi(0, 1) ? 200000 : 0);
+    const int n = cd_test_randi(2, (int)conf.max_batch - 1);
     for (int i = 1; i <= n; i++) CHECK_EQ(cd_workers_submit_batched(w, &q, new_req((uint32_t)i, 1)), 0);
     // The last submit woke a worker; wait until every other worker has
     // looked and gone back to sleep, or has started a batch (the failure).
@@ -383,43 +389,27 @@ CD_TEST(daemon_sched_fill_waits_for_the_running_batch_then_runs_one) {
 // A full batch does not wait: it runs beside the held one (the compute may
 // run them side by side, in lanes).
 CD_TEST(daemon_sched_fill_lets_a_full_batch_start_beside_a_running_one) {
-    reset();
     uv_loop_t loop;
-    uv_loop_init(&loop);
-    cd_workers *w;
-    CHECK_EQ(cd_workers_init(&w, &loop, 2, on_complete, NULL), 0);
     static cd_sched_queue q;
-    const int max_batch = cd_test_randi(2, 8);
-    const cd_model_conf conf = {max_batch, 0, 1000};
-    cd_sched_queue_init(&q, fake_run, &conf);
-    q.fill = true;
-    g_log.hold = 1;
-    CHECK_EQ(cd_workers_submit_batched(w, &q, new_req(0, 1)), 0);
-    gate_wait_started(1);
-    CHECK_EQ(cd_workers_submit_batched(w, &q, new_req(1, max_batch)), 0);
+    static cd_model_conf conf = {0, 0, 1000};
+    conf.max_batch = cd_test_randi(2, 8);
+    cd_workers *w = start_fill(&loop, &q, &conf, 2, 0);
+    CHECK_EQ(cd_workers_submit_batched(w, &q, new_req(1, (int)conf.max_batch)), 0);
     gate_wait_started(2); // the second worker took the full batch while the first holds
     CHECK_EQ(cd_workers_queue_len(w, &q), (size_t)0);
     gate_open();
     run_until(&loop, 2);
     CHECK_EQ(g_log.nbatches, 2);
-    CHECK_EQ(g_log.batch_items[1], max_batch);
+    CHECK_EQ(g_log.batch_items[1], conf.max_batch);
     finish(&loop, w);
 }
 
 // A queue held back by fill still ends when the pool stops (nothing hangs).
 CD_TEST(daemon_sched_fill_stop_runs_what_was_held_back) {
-    reset();
     uv_loop_t loop;
-    uv_loop_init(&loop);
-    cd_workers *w;
-    CHECK_EQ(cd_workers_init(&w, &loop, 2, on_complete, NULL), 0);
     static cd_sched_queue q;
-    const cd_model_conf conf = {8, 0, 1000};
-    cd_sched_queue_init(&q, fake_run, &conf);
-    q.fill = true;
-    g_log.hold = 1;
-    CHECK_EQ(cd_workers_submit_batched(w, &q, new_req(0, 1)), 0);
-    gate_wait_started(1);
+    static cd_model_conf conf = {8, 0, 1000};
+    cd_workers *w = start_fill(&loop, &q, &conf, 2, 0);
     for (int i = 1; i <= 3; i++) CHECK_EQ(cd_workers_submit_batched(w, &q, new_req((uint32_t)i, 1)), 0);
     cd_workers_stop_begin(w);
     gate_wait_started(2); // stopping: the other worker takes them without waiting
