@@ -234,10 +234,6 @@ void cd_infer_run_batch(cd_request **reqs, int n, int worker) {
     infer_finish(reqs, n, worker, 0);
 }
 
-// Turns double buffering on for e's queue per --double-buffer (mode): auto
-// where it overlaps (the real hip backend: cd_model_overlaps), on also where
-// it does not (the synchronous backends then give the same results without
-// overlap: how the path is tested), off never.
 // 1 when a and b have inputs of one size (cd_sched_queue.same).
 static bool same_size(const cd_request *a, const cd_request *b) {
     const infer_state *x = a->state, *y = b->state;
@@ -252,18 +248,18 @@ void cd_infer_set_same_size(cd_model_entry *e) {
     if (cd_model_is_dynamic(e->model)) e->queue.same = same_size;
 }
 
-void cd_infer_set_double_buffer(cd_model_entry *e, int64_t mode) {
-    bool on = mode == 2 || (mode == 0 && cd_model_overlaps(e->model) != 0);
-    e->queue.submit = on ? infer_submit : NULL;
-    e->queue.finish = on ? infer_finish : NULL;
-}
-
-// Fill batches (--fill-batches, cd_sched_queue.fill) where the runs share the
-// CPU executor, which computes one wide run at a time: a second batch formed
-// while one runs would only wait for it. Not with double buffering (its next
-// batch is taken early on purpose).
-void cd_infer_set_fill(cd_model_entry *e, bool on) {
-    e->queue.fill = on && !e->queue.submit && cd_model_on_executor(e->model);
+// Double buffering per --double-buffer (double_buffer): auto where it
+// overlaps (the real hip backend: cd_model_overlaps), on also where it does
+// not (the synchronous backends then give the same results without overlap:
+// how the path is tested), off never. Otherwise, fill batches per
+// --fill-batches where the runs share the CPU executor, which computes one
+// wide run at a time: a second batch formed while one runs would only wait
+// for it (double buffering takes the next batch early on purpose).
+void cd_infer_set_batching(cd_model_entry *e, int64_t double_buffer, bool fill) {
+    const bool db = double_buffer == 2 || (double_buffer == 0 && cd_model_overlaps(e->model) != 0);
+    e->queue.submit = db ? infer_submit : NULL;
+    e->queue.finish = db ? infer_finish : NULL;
+    e->queue.fill = fill && !db && cd_model_on_executor(e->model);
 }
 
 // Counts an error answer of a model under its code.

@@ -203,8 +203,7 @@ static cd_model_entry *entry_new(cd_server *srv, const load_state *st) {
     cd_model_entry *e = cd_model_entry_new(st->name, st->path, st->model, &st->conf, cd_infer_run_batch,
                                            cd_workers_count(srv->workers));
     if (e) {
-        cd_infer_set_double_buffer(e, srv->set->double_buffer);
-        cd_infer_set_fill(e, srv->set->fill_batches != 0);
+        cd_infer_set_batching(e, srv->set->double_buffer, srv->set->fill_batches != 0);
         cd_infer_set_same_size(e);
         e->from_dir = st->from_dir;
         e->mtime = st->mtime;

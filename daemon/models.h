@@ -54,13 +54,11 @@ typedef struct cd_request cd_request;
 // one model version, joined along dim 0, on worker `worker` and sets each
 // request's status.
 void cd_infer_run_batch(cd_request **reqs, int n, int worker);
-// Turns double buffering on for e's queue per --double-buffer (mode: 0
-// auto, 1 off, 2 on; see infer.c).
-void cd_infer_set_double_buffer(cd_model_entry *e, int64_t mode);
-// Fills e's batches (--fill-batches; workers.h, cd_sched_queue.fill) when
-// on and e computes on the CPU executor without double buffering. Call after
-// cd_infer_set_double_buffer.
-void cd_infer_set_fill(cd_model_entry *e, bool on);
+// How e's queue forms batches: double buffering per --double-buffer
+// (double_buffer: 0 auto, 1 off, 2 on; see infer.c), else filled batches
+// (--fill-batches; workers.h, cd_sched_queue.fill) when fill is set and e
+// computes on the CPU executor.
+void cd_infer_set_batching(cd_model_entry *e, int64_t double_buffer, bool fill);
 // Makes e's queue batch only requests whose inputs have one size (models
 // with symbolic dims take several).
 void cd_infer_set_same_size(cd_model_entry *e);

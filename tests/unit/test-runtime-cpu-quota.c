@@ -43,6 +43,8 @@ static void put(tree *t, const char *rel, const char *text) {
     CHECK(f != NULL);
     fputs(text, f);
     fclose(f);
+    for (int i = 0; i < t->nfiles; i++)
+        if (strcmp(t->files[i], path) == 0) return; // written again (put_mount)
     CHECK(t->nfiles < 32);
     snprintf(t->files[t->nfiles++], PATH_MAX, "%s", path);
 }
